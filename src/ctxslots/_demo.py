@@ -1,0 +1,42 @@
+"""What ``ctxslots demo`` shows: a fresh store, a few facts, a search."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from .stores import FactStore
+
+DEMO_FACTS: tuple[tuple[str, str | None, str | None, str], ...] = (
+    ("user", "name", None, "The user is called Ada Lovelace and prefers concise answers."),
+    ("user", "editor", None, "The user edits code in Helix with the default keymap."),
+    ("project", "deploy.day", "shop-api", "Deploys of shop-api run every Friday after the 15:00 freeze."),
+    ("project", "tests.command", "shop-api", "Run the shop-api tests with `pytest -x services/billing`."),
+    ("project", "deploy.day", "blog", "The blog deploys on every push to main."),
+    ("agent", None, "shop-api", "test_refund_retry in services/billing is flaky under load; rerun it once."),
+    ("agent", None, None, "Answer in British English when the user writes in British English."),
+)
+
+DEMO_QUERY = "How do I deploy shop-api on Friday and rerun the flaky billing tests?"
+
+
+def run_demo(path: Path, echo: Callable[[str], None]) -> None:
+    """Fill a store at ``path`` with :data:`DEMO_FACTS` and print a search."""
+    with FactStore(path) as store, store.batch():
+        for slot, key, scope, value in DEMO_FACTS:
+            if key:
+                store.upsert(slot, key, value, scope=scope, source="demo")
+            else:
+                store.add(slot, value, scope=scope, source="demo")
+    echo(f"Stored {len(DEMO_FACTS)} facts in {path}")
+    echo(f"\nSearch (scope shop-api): {DEMO_QUERY}\n")
+    with FactStore(path) as store:
+        hits = store.search(DEMO_QUERY, scope="shop-api")
+    for hit in hits:
+        t = hit.trace
+        where = hit.fact.slot + (f"@{hit.fact.scope}" if hit.fact.scope else "")
+        echo(f"{t.rank}. [{where}] {hit.fact.value}")
+        echo(f"   bm25 {t.bm25:.3f} (#{t.bm25_rank}) x decay {t.decay:.2f} "
+             f"x reinforcement {t.reinforcement:.2f} x confidence {t.confidence:.2f} "
+             f"= {t.final:.4g}")
+    echo("\nThe blog's facts (another scope) are never searched from shop-api.")

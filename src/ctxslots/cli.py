@@ -1,0 +1,193 @@
+"""The ``ctxslots`` command: a thin layer over the library.
+
+Every command opens the store named by ``--db`` (or ``$CTXSLOTS_DB``, or the
+default under the user data directory). Errors print one line to stderr and
+exit with status 1 (2 for usage errors); never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from .errors import CtxslotsError
+from .model import Fact, Hit
+from .stores import FactStore, default_db_path
+
+__all__ = ["cli", "main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Group(click.Group):
+    """A click group that turns library errors into one clear line."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CtxslotsError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Group)
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="CTXSLOTS_DB",
+    help="The SQLite store (default: $CTXSLOTS_DB, else the user data directory).",
+)
+@click.version_option(package_name="ctxslots")
+@click.pass_context
+def cli(ctx: click.Context, db: Path | None) -> None:
+    """Memory slots for LLM agents: store facts, search them, assemble prompts."""
+    ctx.obj = {"db": db}
+
+
+@contextmanager
+def _store(ctx: click.Context) -> Iterator[FactStore]:
+    path = ctx.obj["db"] or default_db_path()
+    with FactStore(path) as store:
+        yield store
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _fact_line(fact: Fact) -> str:
+    where = fact.slot + (f"@{fact.scope}" if fact.scope else "")
+    key = f" {fact.key}:" if fact.key else ""
+    flags = " (archived)" if fact.archived else ""
+    return f"[id:{fact.id}] {where}{key} {fact.value}{flags}"
+
+
+def _hit_line(hit: Hit) -> str:
+    t = hit.trace
+    signals = f"bm25 {t.bm25:.3f} (#{t.bm25_rank})" if t.bm25 is not None else "bm25 -"
+    if t.cosine is not None:
+        signals += f", cosine {t.cosine:.3f} (#{t.vector_rank})"
+    return (
+        f"{t.rank:>2}. {_fact_line(hit.fact)}\n"
+        f"    score {t.final:.4g} = {signals}; decay {t.decay:.3f}, "
+        f"reinforcement {t.reinforcement:.3f}, confidence {t.confidence:.2f}"
+    )
+
+
+def _split_tags(tags: str | None) -> list[str]:
+    return [t.strip() for t in (tags or "").split(",") if t.strip()]
+
+
+@cli.command()
+@click.argument("slot")
+@click.argument("value")
+@click.option("--key", help="Key, unique per slot and scope: a second write replaces the value.")
+@click.option("--tags", help="Comma-separated tags.")
+@click.option("--scope", help="Workspace the fact belongs to (default: global).")
+@click.option("--confidence", type=float, default=1.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the stored fact as JSON.")
+@click.pass_context
+def remember(
+    ctx: click.Context, slot: str, value: str, key: str | None, tags: str | None,
+    scope: str | None, confidence: float, as_json: bool,
+) -> None:
+    """Store VALUE in SLOT (user, project, agent or a plugin's slot)."""
+    with _store(ctx) as store:
+        opts: dict[str, Any] = {"scope": scope, "tags": _split_tags(tags),
+                                "confidence": confidence, "source": "cli"}
+        fact = store.upsert(slot, key, value, **opts) if key else store.add(slot, value, **opts)
+    click.echo(json.dumps(fact.to_dict(), ensure_ascii=False) if as_json else _fact_line(fact))
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
+@click.option("--scope", help="Workspace to search (global facts are always included).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--archive", is_flag=True, help="Also search forgotten (archived) facts.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits and traces as JSON.")
+@click.pass_context
+def search(
+    ctx: click.Context, query: str, slots: Sequence[str], scope: str | None, limit: int,
+    archive: bool, as_json: bool,
+) -> None:
+    """Search the store for QUERY; print hits best first with how each scored."""
+    with _store(ctx) as store:
+        hits = store.search(query, slots=list(slots) or None, scope=scope, limit=limit,
+                            include_archive=archive)
+    if as_json:
+        _echo_json([hit.to_dict() for hit in hits])
+    elif not hits:
+        click.echo("no matching facts")
+    else:
+        for hit in hits:
+            click.echo(_hit_line(hit))
+
+
+def _by_id(action: Callable[[FactStore, int], Fact], help_text: str) -> Callable[..., None]:
+    @click.argument("fact_id", metavar="ID", type=int)
+    @click.option("--json", "as_json", is_flag=True, help="Print the fact as JSON.")
+    @click.pass_context
+    def command(ctx: click.Context, fact_id: int, as_json: bool) -> None:
+        with _store(ctx) as store:
+            fact = action(store, fact_id)
+        click.echo(json.dumps(fact.to_dict(), ensure_ascii=False) if as_json else _fact_line(fact))
+
+    command.__doc__ = help_text
+    return command
+
+
+def _get(store: FactStore, fact_id: int) -> Fact:
+    fact = store.get(fact_id, include_archive=True)
+    if fact is None:
+        raise click.ClickException(f"no fact with id {fact_id}")
+    return fact
+
+
+cli.command("get")(_by_id(_get, "Show the fact with this ID (archived ones too)."))
+cli.command("forget")(_by_id(lambda s, i: s.forget(i, reason="cli"),
+                             "Move the fact with this ID to the archive."))
+cli.command("reinforce")(_by_id(lambda s, i: s.reinforce(i),
+                                "Add 3 to the fact's reinforcement score."))
+cli.command("demote")(_by_id(lambda s, i: s.demote(i), "Take 1 from the fact's reinforcement score."))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def stats(ctx: click.Context, as_json: bool) -> None:
+    """Show counts per slot and scope and facts about the database file."""
+    with _store(ctx) as store:
+        data = store.stats()
+    if as_json:
+        _echo_json(data)
+        return
+    click.echo(f"{data['path']}: {data['facts']} facts ({data['expired']} expired), "
+               f"{data['archived']} archived, {data['history']} replaced values, "
+               f"{data['size_bytes']} bytes")
+    click.echo(f"SQLite {data['sqlite_version']}, sqlite-vec {data['sqlite_vec_version']}, "
+               f"schema {data['schema_version']}")
+    for row in data["by_slot"]:
+        click.echo(f"  {row['slot']:<10} {row['scope'] or '(global)':<20} {row['facts']:>8}")
+
+
+@cli.command()
+@click.option("--db-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write the demo store (default: a new temporary directory).")
+def demo(db_dir: Path | None) -> None:
+    """Write a few facts to a fresh store and show what a search finds."""
+    from ._demo import run_demo
+
+    folder = db_dir or Path(tempfile.mkdtemp(prefix="ctxslots-demo-"))
+    run_demo(folder / "demo.db", click.echo)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``ctxslots`` console script."""
+    cli.main(args=list(argv) if argv is not None else sys.argv[1:], prog_name="ctxslots")

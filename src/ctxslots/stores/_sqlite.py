@@ -1,0 +1,169 @@
+"""The one place that talks to the SQLite driver.
+
+The stdlib ``sqlite3`` of many Python builds cannot load extensions, so the
+store uses ``apsw``, which bundles a recent SQLite with FTS5 and can load
+sqlite-vec on every platform it ships wheels for. Everything else in
+``stores/`` goes through :class:`Connection` and :func:`open_connection`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apsw
+import sqlite_vec
+
+from ..errors import StoreError
+
+__all__ = ["Connection", "open_connection", "sqlite_version"]
+
+Params = Sequence[Any] | dict[str, Any]
+
+#: How long a connection waits for another process's lock before failing.
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+
+def sqlite_version() -> str:
+    """The version of the SQLite library the driver bundles."""
+    return str(apsw.sqlite_lib_version())
+
+
+class Connection:
+    """A small wrapper over an ``apsw.Connection``.
+
+    Reads run in autocommit mode. Writes go through :meth:`write`, which opens
+    ``BEGIN IMMEDIATE`` (so a busy database waits on the busy timeout up front
+    instead of failing on lock upgrade) and nests through savepoints.
+    """
+
+    def __init__(self, raw: apsw.Connection, path: str) -> None:
+        self.raw = raw
+        self.path = path
+        self.vec_version: str | None = None
+        self._depth = 0
+        self._lock = threading.RLock()
+
+    def execute(self, sql: str, params: Params = ()) -> apsw.Cursor:
+        """Run one statement (or a script without parameters)."""
+        return self.raw.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Sequence[Params]) -> None:
+        """Run one statement once per row of parameters."""
+        self.raw.executemany(sql, rows)
+
+    def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
+        """Run a query and return its rows as dictionaries."""
+        cursor = self.raw.execute(sql, params)
+        try:
+            names = [d[0] for d in cursor.get_description()]
+        except apsw.ExecutionCompleteError:
+            return []
+        return [dict(zip(names, row)) for row in cursor]
+
+    def scalar(self, sql: str, params: Params = ()) -> Any:
+        """Run a query and return the first column of its first row, or ``None``."""
+        for row in self.raw.execute(sql, params):
+            return row[0]
+        return None
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a :meth:`write` block is open on this connection."""
+        return self._depth > 0
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """Run the block in one write transaction; nested blocks use savepoints."""
+        with self._lock:
+            depth = self._depth
+            if depth == 0:
+                self.raw.execute("BEGIN IMMEDIATE")
+            else:
+                self.raw.execute(f"SAVEPOINT sp{depth}")
+            self._depth += 1
+            try:
+                yield self
+            except BaseException:
+                self._depth -= 1
+                if depth == 0:
+                    self.raw.execute("ROLLBACK")
+                else:
+                    self.raw.execute(f"ROLLBACK TO sp{depth}; RELEASE sp{depth}")
+                raise
+            else:
+                self._depth -= 1
+                if depth == 0:
+                    self.raw.execute("COMMIT")
+                else:
+                    self.raw.execute(f"RELEASE sp{depth}")
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self.raw.close()
+
+
+def _load_sqlite_vec(raw: apsw.Connection) -> str:
+    raw.enable_load_extension(True)
+    try:
+        raw.load_extension(sqlite_vec.loadable_path())
+    finally:
+        raw.enable_load_extension(False)
+    return str(raw.execute("SELECT vec_version()").fetchall()[0][0])
+
+
+def open_connection(
+    path: str | os.PathLike[str],
+    *,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
+    load_vec: bool = True,
+    migrate: bool = True,
+) -> Connection:
+    """Open (creating if needed) a store database and bring its schema up to date.
+
+    Enables WAL and ``synchronous=NORMAL``, sets the busy timeout, loads
+    sqlite-vec and applies pending migrations.
+
+    :param path: The database file; ``":memory:"`` works for throwaway stores.
+    :param busy_timeout: Seconds to wait for another writer's lock.
+    :param load_vec: Load the sqlite-vec extension (needed for the vector leg).
+    :param migrate: Apply pending schema migrations.
+    :raises StoreError: The file cannot be opened, is not a database, or its
+        schema is newer than this version of ctxslots understands.
+    """
+    from .migrations import migrate as apply_migrations
+
+    path_text = os.fspath(path)
+    if path_text != ":memory:":
+        parent = os.path.dirname(os.path.abspath(path_text))
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create directory {parent}: {exc}", path=path_text) from exc
+    try:
+        raw = apsw.Connection(path_text)
+    except apsw.Error as exc:
+        raise StoreError(f"cannot open {path_text}: {exc}", path=path_text) from exc
+    conn = Connection(raw, path_text)
+    try:
+        raw.set_busy_timeout(int(busy_timeout * 1000))
+        raw.execute("PRAGMA journal_mode=WAL").fetchall()
+        raw.execute("PRAGMA synchronous=NORMAL")
+        raw.execute("PRAGMA foreign_keys=ON")
+        if load_vec:
+            conn.vec_version = _load_sqlite_vec(raw)
+        if migrate:
+            apply_migrations(conn)
+    except apsw.NotADBError as exc:
+        raw.close()
+        raise StoreError(f"{path_text} is not a SQLite database", path=path_text) from exc
+    except StoreError:
+        raw.close()
+        raise
+    except apsw.Error as exc:
+        raw.close()
+        raise StoreError(f"cannot prepare {path_text}: {exc}", path=path_text) from exc
+    return conn

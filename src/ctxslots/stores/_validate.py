@@ -1,0 +1,182 @@
+"""Checks applied to every fact before it is written.
+
+Each check raises :class:`~ctxslots.errors.InvalidFactError` (a ``ValueError``)
+naming the field, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Iterable
+
+import attrs
+
+from ..errors import InvalidFactError
+from ..model import to_timestamp
+
+__all__ = ["Limits", "BUILTIN_SLOTS"]
+
+#: The slots ctxslots ships contributors for.
+BUILTIN_SLOTS: tuple[str, ...] = ("user", "project", "agent")
+
+_SLOT = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _short(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@attrs.frozen
+class Limits:
+    """Size limits and slot rules for what a store accepts.
+
+    Attributes:
+        max_value_bytes: Largest value, in UTF-8 bytes (default 4 KiB).
+        max_key_chars: Longest key.
+        max_scope_chars: Longest scope name.
+        max_tags: Most tags on one fact.
+        max_tag_chars: Longest tag.
+        max_batch: Most facts in one batch call.
+        strict_slots: Reject slots not in ``slots``.
+        slots: The known slots (used when ``strict_slots`` is on).
+    """
+
+    max_value_bytes: int = 4096
+    max_key_chars: int = 200
+    max_scope_chars: int = 200
+    max_tags: int = 32
+    max_tag_chars: int = 64
+    max_batch: int = 10_000
+    strict_slots: bool = False
+    slots: tuple[str, ...] = BUILTIN_SLOTS
+
+    def slot(self, slot: object) -> str:
+        """Validate a slot name: lower-case letters, digits, ``_`` or ``-``."""
+        if not isinstance(slot, str) or not slot:
+            raise InvalidFactError("slot must be a non-empty string", field="slot", value=slot)
+        if not _SLOT.fullmatch(slot):
+            raise InvalidFactError(
+                f"invalid slot name {_short(slot)!r}: use a lower-case letter, then up to "
+                "63 lower-case letters, digits, '_' or '-'",
+                field="slot",
+                value=slot,
+            )
+        if self.strict_slots and slot not in self.slots:
+            raise InvalidFactError(
+                f"unknown slot {slot!r} (known: {', '.join(self.slots)})",
+                field="slot",
+                value=slot,
+            )
+        return slot
+
+    def scope(self, scope: object) -> str:
+        """Validate a scope; return its stored form (``""`` for global)."""
+        if scope is None:
+            return ""
+        if not isinstance(scope, str) or not scope.strip():
+            raise InvalidFactError(
+                "scope must be None or a non-empty string", field="scope", value=scope
+            )
+        if len(scope) > self.max_scope_chars or _CONTROL.search(scope):
+            raise InvalidFactError(
+                f"scope must be at most {self.max_scope_chars} characters without control "
+                "characters",
+                field="scope",
+                value=scope,
+            )
+        return scope
+
+    def key(self, key: object) -> str:
+        """Validate a fact key: non-empty, single line, bounded length."""
+        if not isinstance(key, str) or not key.strip():
+            raise InvalidFactError("key must be a non-empty string", field="key", value=key)
+        if len(key) > self.max_key_chars or _CONTROL.search(key):
+            raise InvalidFactError(
+                f"key must be at most {self.max_key_chars} characters without control "
+                "characters",
+                field="key",
+                value=key,
+            )
+        return key
+
+    def value(self, value: object) -> str:
+        """Validate a value: non-blank text within :attr:`max_value_bytes`."""
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidFactError("value must be a non-empty string", field="value", value=value)
+        if "\x00" in value:
+            raise InvalidFactError("value must not contain NUL characters", field="value", value=value)
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > self.max_value_bytes:
+            raise InvalidFactError(
+                f"value is {size} bytes, over the limit of {self.max_value_bytes}",
+                field="value",
+                value=value,
+            )
+        return value
+
+    def tags(self, tags: object) -> str:
+        """Validate tags; return their stored form (one per line)."""
+        if isinstance(tags, str):
+            tags = [tags]
+        if not isinstance(tags, Iterable):
+            raise InvalidFactError("tags must be a sequence of strings", field="tags", value=tags)
+        out: list[str] = []
+        for tag in tags:
+            if not isinstance(tag, str) or not tag.strip():
+                raise InvalidFactError("each tag must be a non-empty string", field="tags", value=tag)
+            if len(tag) > self.max_tag_chars or _CONTROL.search(tag):
+                raise InvalidFactError(
+                    f"tag {_short(tag)!r} must be at most {self.max_tag_chars} characters "
+                    "without control characters",
+                    field="tags",
+                    value=tag,
+                )
+            if tag not in out:
+                out.append(tag)
+        if len(out) > self.max_tags:
+            raise InvalidFactError(
+                f"{len(out)} tags, over the limit of {self.max_tags}", field="tags", value=tags
+            )
+        return "\n".join(out)
+
+    def confidence(self, confidence: object) -> float:
+        """Validate a confidence: a finite number from 0 to 1."""
+        if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
+            raise InvalidFactError(
+                "confidence must be a number from 0 to 1", field="confidence", value=confidence
+            )
+        if not math.isfinite(confidence) or not 0.0 <= confidence <= 1.0:
+            raise InvalidFactError(
+                f"confidence must be from 0 to 1, not {confidence}",
+                field="confidence",
+                value=confidence,
+            )
+        return float(confidence)
+
+    def source(self, source: object) -> str | None:
+        """Validate a source label (free text, at most 1,000 characters)."""
+        if source is None:
+            return None
+        if not isinstance(source, str) or len(source) > 1000:
+            raise InvalidFactError(
+                "source must be a string of at most 1000 characters", field="source", value=source
+            )
+        return source
+
+    def expires_at(self, expires_at: object) -> float | None:
+        """Validate an expiry: a datetime, Unix seconds, or ``None``."""
+        if expires_at is None:
+            return None
+        if isinstance(expires_at, bool) or not isinstance(expires_at, (dt.datetime, int, float)):
+            raise InvalidFactError(
+                "expires_at must be a datetime, Unix seconds or None",
+                field="expires_at",
+                value=expires_at,
+            )
+        stamp = to_timestamp(expires_at)
+        if stamp is None or not math.isfinite(stamp):
+            raise InvalidFactError("expires_at must be finite", field="expires_at", value=expires_at)
+        return stamp

@@ -1,0 +1,455 @@
+"""FactStore: facts in one SQLite file, searched by BM25 and ranked with decay.
+
+The public interface speaks of facts, slots, scopes and hits only: no
+connections, rowids or FTS5 syntax, so another backend can sit behind it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import platformdirs
+
+from ..errors import FactNotFoundError, InvalidFactError
+from ..model import Fact, Hit
+from ._sqlite import Connection, open_connection, sqlite_version
+from ._validate import Limits
+from .migrations import schema_version
+from .ranking import Candidate, RankingPolicy, rank_candidates
+from .sanitize import DEFAULT_POLICY, QueryPolicy, sanitize_query
+
+__all__ = ["FactStore", "default_db_path"]
+
+_COLUMNS = (
+    "id, slot, scope, key, value, tags, source, confidence, score, created_at, "
+    "updated_at, last_accessed, access_count, expires_at"
+)
+_LIVE = "(expires_at IS NULL OR expires_at > ?)"
+_MAX_LIMIT = 1000
+
+
+def default_db_path() -> Path:
+    """Where the store lives when no path is given: ``$CTXSLOTS_DB``, else the
+    user data directory (``~/.local/share/ctxslots/memory.db`` on Linux)."""
+    env = os.environ.get("CTXSLOTS_DB")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_data_dir("ctxslots", appauthor=False)) / "memory.db"
+
+
+def _check_id(fact_id: object) -> int:
+    if isinstance(fact_id, bool) or not isinstance(fact_id, int):
+        raise InvalidFactError(f"fact id must be an integer, not {fact_id!r}", field="id", value=fact_id)
+    return fact_id
+
+
+def _check_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
+        raise InvalidFactError(
+            f"limit must be an integer from 1 to {_MAX_LIMIT}, not {limit!r}", field="limit", value=limit
+        )
+    return limit
+
+
+def _placeholders(count: int) -> str:
+    return ",".join("?" * count)
+
+
+@attrs.define
+class FactStore:
+    """Facts and memories of every slot, in one SQLite file.
+
+    Use it as a context manager, or call :meth:`close` when done::
+
+        with FactStore("memory.db") as store:
+            store.upsert("user", "editor", "The user edits code in Helix.")
+            hits = store.search("which editor?")
+
+    Attributes:
+        path: The database file (``None``: :func:`default_db_path`).
+        limits: Size limits and slot rules applied to every write.
+        ranking: Decay constants per slot and the reinforcement weight.
+        query_policy: How query text becomes a lexical query (stop words,
+            minimum token length).
+        candidate_pool: How many lexical candidates are re-ranked per search.
+        clock: Returns the current time in Unix seconds (tests pass their own).
+    """
+
+    path: str | os.PathLike[str] | None = None
+    limits: Limits = attrs.field(factory=Limits)
+    ranking: RankingPolicy = attrs.field(factory=RankingPolicy)
+    query_policy: QueryPolicy = DEFAULT_POLICY
+    candidate_pool: int = 50
+    clock: Callable[[], float] = time.time
+    _conn: Connection = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.path = os.fspath(self.path) if self.path is not None else str(default_db_path())
+        self._conn = open_connection(self.path)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database (idempotent)."""
+        self._conn.close()
+
+    def __enter__(self) -> FactStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[FactStore]:
+        """Group writes in one transaction: all of them land, or none.
+
+        ::
+
+            with store.batch():
+                store.upsert("user", "name", "The user is called Ada.")
+                store.add("agent", "The CI cache is cold on Mondays.")
+        """
+        with self._conn.write():
+            yield self
+
+    # -- writes ------------------------------------------------------------
+
+    def upsert(
+        self,
+        slot: str,
+        key: str,
+        value: str,
+        *,
+        scope: str | None = None,
+        tags: Iterable[str] = (),
+        confidence: float = 1.0,
+        source: str | None = None,
+        expires_at: Any = None,
+    ) -> Fact:
+        """Write a keyed fact; a fact with the same slot, scope and key is replaced.
+
+        The replaced value is kept in history (see :meth:`history`). Writing the
+        same value again refreshes its metadata and ``updated_at`` without a
+        history entry. Reinforcement score and access counts carry over.
+
+        :raises InvalidFactError: A field is malformed or over its limit; nothing
+            is written.
+        """
+        row = self._validated(slot, value, scope, tags, confidence, source, expires_at)
+        key = self.limits.key(key)
+        now = self.clock()
+        with self._conn.write():
+            old = self._conn.rows(
+                f"SELECT {_COLUMNS} FROM facts WHERE slot = ? AND scope = ? AND key = ?",
+                (row["slot"], row["scope"], key),
+            )
+            if not old:
+                return self._insert(row, key, now)
+            prev = old[0]
+            if prev["value"] != row["value"] or prev["tags"] != row["tags"]:
+                self._conn.execute(
+                    "INSERT INTO fact_history (fact_id, slot, scope, key, value, tags, source, "
+                    "confidence, valid_from, valid_to) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (prev["id"], prev["slot"], prev["scope"], prev["key"], prev["value"],
+                     prev["tags"], prev["source"], prev["confidence"], prev["updated_at"], now),
+                )
+            self._conn.execute(
+                "UPDATE facts SET value = ?, tags = ?, source = ?, confidence = ?, "
+                "updated_at = ?, expires_at = ? WHERE id = ?",
+                (row["value"], row["tags"], row["source"], row["confidence"], now,
+                 row["expires_at"], prev["id"]),
+            )
+            return self._fetch(prev["id"])
+
+    def add(
+        self,
+        slot: str,
+        value: str,
+        *,
+        scope: str | None = None,
+        tags: Iterable[str] = (),
+        confidence: float = 1.0,
+        source: str | None = None,
+        expires_at: Any = None,
+    ) -> Fact:
+        """Write a free-form memory (a fact without a key).
+
+        :raises InvalidFactError: A field is malformed or over its limit; nothing
+            is written.
+        """
+        row = self._validated(slot, value, scope, tags, confidence, source, expires_at)
+        with self._conn.write():
+            return self._insert(row, None, self.clock())
+
+    def _validated(
+        self, slot: Any, value: Any, scope: Any, tags: Any, confidence: Any, source: Any,
+        expires_at: Any,
+    ) -> dict[str, Any]:
+        lim = self.limits
+        return {
+            "slot": lim.slot(slot),
+            "scope": lim.scope(scope),
+            "value": lim.value(value),
+            "tags": lim.tags(tags),
+            "confidence": lim.confidence(confidence),
+            "source": lim.source(source),
+            "expires_at": lim.expires_at(expires_at),
+        }
+
+    def _insert(self, row: dict[str, Any], key: str | None, now: float) -> Fact:
+        cursor = self._conn.execute(
+            "INSERT INTO facts (slot, scope, key, value, tags, source, confidence, "
+            "created_at, updated_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            (row["slot"], row["scope"], key, row["value"], row["tags"], row["source"],
+             row["confidence"], now, now, row["expires_at"]),
+        )
+        fact_id = int(cursor.fetchall()[0][0])
+        return self._fetch(fact_id)
+
+    def forget(self, fact_id: int, *, reason: str | None = None) -> Fact:
+        """Move a fact to the archive, where ``search(include_archive=True)`` finds it.
+
+        :raises FactNotFoundError: No live fact has this id.
+        """
+        fact_id = _check_id(fact_id)
+        with self._conn.write():
+            if self._conn.scalar("SELECT 1 FROM facts WHERE id = ?", (fact_id,)) is None:
+                raise FactNotFoundError(fact_id)
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO archive ({_COLUMNS}, archived_at, reason) "
+                f"SELECT {_COLUMNS}, ?, ? FROM facts WHERE id = ?",
+                (self.clock(), reason, fact_id),
+            )
+            self._conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
+            rows = self._conn.rows(f"SELECT {_COLUMNS} FROM archive WHERE id = ?", (fact_id,))
+        return Fact.from_row(rows[0], archived=True)
+
+    def reinforce(self, fact_id: int, amount: float = 3.0) -> Fact:
+        """Add ``amount`` (default 3) to a fact's reinforcement score.
+
+        :raises FactNotFoundError: No live fact has this id.
+        """
+        return self._adjust_score(fact_id, amount)
+
+    def demote(self, fact_id: int, amount: float = 1.0) -> Fact:
+        """Take ``amount`` (default 1) from a fact's reinforcement score.
+
+        :raises FactNotFoundError: No live fact has this id.
+        """
+        return self._adjust_score(fact_id, -amount)
+
+    def _adjust_score(self, fact_id: int, delta: float) -> Fact:
+        fact_id = _check_id(fact_id)
+        with self._conn.write():
+            changed = self._conn.execute(
+                f"UPDATE facts SET score = score + ? WHERE id = ? AND {_LIVE} RETURNING id",
+                (float(delta), fact_id, self.clock()),
+            ).fetchall()
+            if not changed:
+                raise FactNotFoundError(fact_id)
+            return self._fetch(fact_id)
+
+    # -- reads -------------------------------------------------------------
+
+    def get(self, fact_id: int, *, include_archive: bool = False) -> Fact | None:
+        """Return the live fact with this id, or ``None`` (expired facts are not live).
+
+        Reading by id is not shown to a model by itself, so it does not count as
+        an access.
+        """
+        fact_id = _check_id(fact_id)
+        rows = self._conn.rows(
+            f"SELECT {_COLUMNS} FROM facts WHERE id = ? AND {_LIVE}", (fact_id, self.clock())
+        )
+        if rows:
+            return Fact.from_row(rows[0])
+        if include_archive:
+            rows = self._conn.rows(f"SELECT {_COLUMNS} FROM archive WHERE id = ?", (fact_id,))
+            if rows:
+                return Fact.from_row(rows[0], archived=True)
+        return None
+
+    def get_by_key(self, slot: str, key: str, *, scope: str | None = None) -> Fact | None:
+        """Return the live fact with this slot, scope and key, or ``None``."""
+        rows = self._conn.rows(
+            f"SELECT {_COLUMNS} FROM facts WHERE slot = ? AND scope = ? AND key = ? AND {_LIVE}",
+            (self.limits.slot(slot), self.limits.scope(scope), self.limits.key(key), self.clock()),
+        )
+        return Fact.from_row(rows[0]) if rows else None
+
+    def history(self, fact_id: int) -> list[Fact]:
+        """Earlier values of a keyed fact, oldest first, as facts with the same id.
+
+        Each returned fact's ``updated_at`` is when that value was written.
+        """
+        fact_id = _check_id(fact_id)
+        rows = self._conn.rows(
+            "SELECT fact_id AS id, slot, scope, key, value, tags, source, confidence, "
+            "0.0 AS score, valid_from AS created_at, valid_from AS updated_at, "
+            "NULL AS last_accessed, 0 AS access_count, valid_to AS expires_at "
+            "FROM fact_history WHERE fact_id = ? ORDER BY valid_to, id",
+            (fact_id,),
+        )
+        return [Fact.from_row(row) for row in rows]
+
+    def facts(
+        self, *, slots: Sequence[str] | None = None, scope: str | None = None,
+        include_expired: bool = False,
+    ) -> list[Fact]:
+        """Every live fact of the given slots in ``scope`` (and global ones), by id."""
+        where, params = self._filters(slots, scope, include_expired=include_expired)
+        rows = self._conn.rows(f"SELECT {_COLUMNS} FROM facts WHERE {where} ORDER BY id", params)
+        return [Fact.from_row(row) for row in rows]
+
+    def search(
+        self,
+        query: str,
+        *,
+        slots: Sequence[str] | None = None,
+        scope: str | None = None,
+        limit: int = 10,
+        include_archive: bool = False,
+        track_access: bool = True,
+    ) -> list[Hit]:
+        """Find the facts that best match ``query``, best first.
+
+        Any string is accepted: it is sanitized into a safe lexical query, and a
+        query with no usable words returns ``[]``. Facts of ``scope`` and global
+        facts (scope ``None``) are searched; facts of other scopes never are.
+        Expired facts never come back. Every returned live fact counts as
+        accessed (``access_count + 1``, ``last_accessed = now``) unless
+        ``track_access`` is false.
+
+        :param query: Free text, usually the user's message.
+        :param slots: Only these slots (default: all).
+        :param scope: The workspace; ``None`` searches global facts only.
+        :param limit: Most hits to return, 1 to 1000.
+        :param include_archive: Also search forgotten facts (marked ``archived``).
+        :param track_access: Count the returned facts as shown to a model.
+        :raises InvalidFactError: ``slots``, ``scope`` or ``limit`` is malformed.
+        """
+        if not isinstance(query, str):
+            raise InvalidFactError("query must be a string", field="query", value=query)
+        limit = _check_limit(limit)
+        now = self.clock()
+        where, params = self._filters(slots, scope, now=now, alias="f.")
+        match = sanitize_query(query, self.query_policy)
+        if not match:
+            return []
+        pool = max(limit, self.candidate_pool)
+        tables = ["facts"] + (["archive"] if include_archive else [])
+        candidates: list[Candidate] = []
+        found: dict[int, tuple[dict[str, Any], bool]] = {}  # id -> (row, archived)
+        for table in tables:
+            for cand, row in self._lexical_leg(table, match, where, params, pool):
+                candidates.append(cand)
+                found[cand.fact_id] = (row, table == "archive")
+        ranked = rank_candidates(candidates, now=now, policy=self.ranking, limit=limit)
+        live_ids = [c.fact_id for c, _ in ranked if not found[c.fact_id][1]]
+        if track_access and live_ids:
+            with self._conn.write():
+                self._conn.execute(
+                    "UPDATE facts SET access_count = access_count + 1, last_accessed = ? "
+                    f"WHERE id IN ({_placeholders(len(live_ids))})",
+                    (now, *live_ids),
+                )
+        hits = []
+        for cand, trace in ranked:
+            row, archived = found[cand.fact_id]
+            if track_access and not archived:
+                row = {**row, "access_count": row["access_count"] + 1, "last_accessed": now}
+            hits.append(Hit(fact=Fact.from_row(row, archived=archived), trace=trace))
+        return hits
+
+    def _lexical_leg(
+        self, table: str, match: str, where: str, params: list[Any], pool: int
+    ) -> list[tuple[Candidate, dict[str, Any]]]:
+        # FTS5 scores every matching row either way; the join applies slot, scope
+        # and expiry before the LIMIT so filters never starve the pool.
+        ranked = self._conn.execute(
+            f"SELECT f.id, {table}_fts.rank FROM {table}_fts JOIN {table} AS f "
+            f"ON f.id = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {where} "
+            f"ORDER BY {table}_fts.rank LIMIT ?",
+            (match, *params, pool),
+        ).fetchall()
+        if not ranked:
+            return []
+        bm25 = {int(fid): float(rank) for fid, rank in ranked}
+        rows = self._conn.rows(
+            f"SELECT {_COLUMNS} FROM {table} WHERE id IN ({_placeholders(len(bm25))})",
+            list(bm25),
+        )
+        position = {fid: i for i, fid in enumerate(bm25, start=1)}
+        out = []
+        for row in rows:
+            fid = int(row["id"])
+            out.append((
+                Candidate(
+                    fact_id=fid, slot=row["slot"], updated_at=row["updated_at"],
+                    score=row["score"], confidence=row["confidence"],
+                    bm25_rank=position[fid], bm25=bm25[fid],
+                ),
+                row,
+            ))
+        return out
+
+    def _filters(
+        self, slots: Sequence[str] | None, scope: str | None, *, now: float | None = None,
+        alias: str = "", include_expired: bool = False,
+    ) -> tuple[str, list[Any]]:
+        if isinstance(slots, str):
+            slots = [slots]
+        scope_value = self.limits.scope(scope)
+        clauses = [f"{alias}scope IN (?, '')"]
+        params: list[Any] = [scope_value]
+        if slots is not None:
+            checked = [self.limits.slot(s) for s in slots]
+            if not checked:
+                raise InvalidFactError("slots must name at least one slot", field="slots", value=slots)
+            clauses.append(f"{alias}slot IN ({_placeholders(len(checked))})")
+            params.extend(checked)
+        if not include_expired:
+            clauses.append(f"({alias}expires_at IS NULL OR {alias}expires_at > ?)")
+            params.append(self.clock() if now is None else now)
+        return " AND ".join(clauses), params
+
+    def _fetch(self, fact_id: int) -> Fact:
+        rows = self._conn.rows(f"SELECT {_COLUMNS} FROM facts WHERE id = ?", (fact_id,))
+        if not rows:
+            raise FactNotFoundError(fact_id)
+        return Fact.from_row(rows[0])
+
+    # -- inspection --------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per slot and scope, archive and history sizes, file facts."""
+        now = self.clock()
+        by_slot = self._conn.rows(
+            f"SELECT slot, scope, count(*) AS n, sum(NOT {_LIVE}) AS expired "
+            "FROM facts GROUP BY slot, scope ORDER BY slot, scope",
+            (now,),
+        )
+        path = str(self.path)
+        return {
+            "path": path,
+            "size_bytes": os.path.getsize(path) if os.path.exists(path) else 0,
+            "schema_version": schema_version(self._conn),
+            "sqlite_version": sqlite_version(),
+            "sqlite_vec_version": self._conn.vec_version,
+            "facts": sum(int(r["n"]) for r in by_slot),
+            "expired": sum(int(r["expired"] or 0) for r in by_slot),
+            "archived": int(self._conn.scalar("SELECT count(*) FROM archive")),
+            "history": int(self._conn.scalar("SELECT count(*) FROM fact_history")),
+            "by_slot": [
+                {"slot": r["slot"], "scope": r["scope"] or None, "facts": int(r["n"]),
+                 "expired": int(r["expired"] or 0)}
+                for r in by_slot
+            ],
+        }
+

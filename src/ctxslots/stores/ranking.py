@@ -1,0 +1,151 @@
+"""Ranking math, apart from the SQL that gathers candidates.
+
+A candidate arrives with what each retrieval leg said of it (BM25 rank and
+value; later vector rank and cosine). :func:`rank_candidates` turns those into
+one relevance, multiplies by time decay, reinforcement and confidence, and
+returns the candidates best first with a full :class:`~ctxslots.model.HitTrace`.
+
+    final = relevance * exp(-age / tau[slot]) * exp(0.2 * score) * confidence
+
+With the lexical leg alone, relevance is ``-bm25`` (FTS5's bm25 is more
+negative for better matches). Ties are broken by fact id, so the same store and
+query always give the same order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from ..model import HitTrace
+
+__all__ = [
+    "DEFAULT_DECAY_DAYS",
+    "Candidate",
+    "RankingPolicy",
+    "decay_factor",
+    "rank_candidates",
+    "reinforcement_factor",
+]
+
+_DAY = 86400.0
+
+#: Decay time constant (tau, in days) per slot; ``None`` means no decay.
+#: User facts (who the user is) and project facts (how the workspace works) stay
+#: true until replaced by key, so they do not fade; agent observations do. At
+#: 30 days an agent note a month old keeps 37% of its weight, enough that a
+#: clearly better lexical match still wins (top-10 BM25 values spread by about
+#: 2x; see BENCHMARKS.md).
+DEFAULT_DECAY_DAYS: Mapping[str, float | None] = {"user": None, "project": None, "agent": 30.0}
+
+#: Reinforcement scores are clamped to this range before ``exp`` so a runaway
+#: score cannot overflow or swamp relevance entirely.
+SCORE_LIMIT = 25.0
+
+
+@attrs.frozen
+class Candidate:
+    """What the retrieval legs found about one fact.
+
+    Attributes:
+        fact_id: The fact's id.
+        slot: Its slot (selects the decay constant).
+        updated_at: Unix seconds of its last value change (its age starts there).
+        score: Its reinforcement score.
+        confidence: Its confidence, 0 to 1.
+        bm25_rank: 1-based rank in the lexical leg, or ``None``.
+        bm25: Raw FTS5 bm25 value, or ``None``.
+        vector_rank: 1-based rank in the vector leg, or ``None``.
+        cosine: Cosine similarity in the vector leg, or ``None``.
+    """
+
+    fact_id: int
+    slot: str
+    updated_at: float
+    score: float
+    confidence: float
+    bm25_rank: int | None = None
+    bm25: float | None = None
+    vector_rank: int | None = None
+    cosine: float | None = None
+
+
+@attrs.frozen
+class RankingPolicy:
+    """The knobs of ranking.
+
+    Attributes:
+        decay_days: Tau in days per slot; ``None`` for no decay.
+        default_decay_days: Tau for slots not in ``decay_days``.
+        reinforcement_weight: The 0.2 in ``exp(0.2 * score)``.
+    """
+
+    decay_days: Mapping[str, float | None] = attrs.field(
+        factory=lambda: dict(DEFAULT_DECAY_DAYS)
+    )
+    default_decay_days: float | None = 30.0
+    reinforcement_weight: float = 0.2
+
+    def tau_days(self, slot: str) -> float | None:
+        """The decay constant for ``slot``, in days (``None``: no decay)."""
+        if slot in self.decay_days:
+            return self.decay_days[slot]
+        return self.default_decay_days
+
+
+def decay_factor(age_seconds: float, tau_days: float | None) -> float:
+    """``exp(-age / tau)``; 1.0 when ``tau_days`` is ``None`` or the age is negative."""
+    if tau_days is None or age_seconds <= 0:
+        return 1.0
+    return math.exp(-age_seconds / (tau_days * _DAY))
+
+
+def reinforcement_factor(score: float, weight: float = 0.2) -> float:
+    """``exp(weight * score)`` with the score clamped to +/- :data:`SCORE_LIMIT`."""
+    return math.exp(weight * max(-SCORE_LIMIT, min(SCORE_LIMIT, score)))
+
+
+def _relevance(candidate: Candidate) -> float:
+    if candidate.bm25 is not None:
+        return -candidate.bm25
+    return 0.0
+
+
+def rank_candidates(
+    candidates: Iterable[Candidate],
+    *,
+    now: float,
+    policy: RankingPolicy,
+    limit: int,
+) -> list[tuple[Candidate, HitTrace]]:
+    """Score candidates and return the best ``limit`` of them with their traces."""
+    scored: list[tuple[float, int, Candidate, float, float, float, float]] = []
+    for cand in candidates:
+        relevance = _relevance(cand)
+        age = max(0.0, now - cand.updated_at)
+        decay = decay_factor(age, policy.tau_days(cand.slot))
+        reinforcement = reinforcement_factor(cand.score, policy.reinforcement_weight)
+        final = relevance * decay * reinforcement * cand.confidence
+        scored.append((final, cand.fact_id, cand, relevance, decay, reinforcement, age))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    out: list[tuple[Candidate, HitTrace]] = []
+    for position, (final, _, cand, relevance, decay, reinforcement, age) in enumerate(
+        scored[:limit], start=1
+    ):
+        trace = HitTrace(
+            bm25_rank=cand.bm25_rank,
+            bm25=cand.bm25,
+            vector_rank=cand.vector_rank,
+            cosine=cand.cosine,
+            relevance=relevance,
+            decay=decay,
+            age_days=age / _DAY,
+            reinforcement=reinforcement,
+            confidence=cand.confidence,
+            final=final,
+            rank=position,
+        )
+        out.append((cand, trace))
+    return out

@@ -1,0 +1,67 @@
+"""Turn any text into a safe FTS5 query.
+
+Whatever the input (any unicode, any length, FTS5 syntax, quotes, SQL, code),
+:func:`sanitize_query` returns either a valid FTS5 expression made of quoted
+tokens joined by ``OR``, or the empty string, which means "search nothing".
+It never raises on a string.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from ._stopwords import ENGLISH_STOP_WORDS
+
+__all__ = ["QueryPolicy", "query_tokens", "sanitize_query"]
+
+_URL = re.compile(r"(?:\b[a-z][a-z0-9+.\-]*://|\bwww\.)\S*", re.IGNORECASE)
+# Letters and digits only, as FTS5's unicode61 tokenizer sees tokens: hyphens,
+# underscores, dots, slashes, quotes and every operator character split tokens.
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+@attrs.frozen
+class QueryPolicy:
+    """How free text becomes a lexical query.
+
+    Attributes:
+        min_token_length: Tokens shorter than this (in characters) are dropped.
+        stop_words: Lower-case words left out of the query; an empty set keeps
+            every word.
+        max_tokens: At most this many distinct tokens are kept (the first ones),
+            so a pasted log cannot make one search scan the whole index.
+    """
+
+    min_token_length: int = attrs.field(default=2, validator=attrs.validators.ge(1))
+    stop_words: frozenset[str] = ENGLISH_STOP_WORDS
+    max_tokens: int = attrs.field(default=32, validator=attrs.validators.ge(1))
+
+
+DEFAULT_POLICY = QueryPolicy()
+
+
+def query_tokens(text: str, policy: QueryPolicy = DEFAULT_POLICY) -> list[str]:
+    """The distinct lower-case tokens of ``text`` that a query would use, in order."""
+    if not isinstance(text, str):
+        raise TypeError(f"query must be a string, not {type(text).__name__}")
+    text = _URL.sub(" ", text)
+    seen: dict[str, None] = {}
+    for match in _TOKEN.finditer(text):
+        token = match.group().casefold()
+        if len(token) < policy.min_token_length or token in policy.stop_words:
+            continue
+        seen.setdefault(token, None)
+        if len(seen) >= policy.max_tokens:
+            break
+    return list(seen)
+
+
+def sanitize_query(text: str, policy: QueryPolicy = DEFAULT_POLICY) -> str:
+    """Return ``text`` as an FTS5 OR-query of quoted tokens, or ``""`` for none.
+
+    >>> sanitize_query('deploy-day? see https://x.io/a "NEAR(" OR src/api.py')
+    '"deploy" OR "day" OR "see" OR "near" OR "src" OR "api" OR "py"'
+    """
+    return " OR ".join(f'"{token}"' for token in query_tokens(text, policy))
