@@ -1,0 +1,125 @@
+"""The plugin manager: built-in plugins, entry-point loading, registration.
+
+Entry points (group ``ctxslots``) are loaded explicitly by :func:`load_plugins`,
+never at import time and never while the test suite runs (``CTXSLOTS_LOAD_PLUGINS``
+set to an empty string disables them; a comma-separated list allows only those
+names). ``CTXSLOTS_TRACE_PLUGINS=1`` prints every hook call to stderr.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from .errors import CtxslotsError
+
+__all__ = ["DEFAULT_PLUGINS", "PluginError", "collect", "load_plugins", "make_plugin_manager"]
+
+#: Modules holding ctxslots' own hook implementations, registered first.
+DEFAULT_PLUGINS: tuple[str, ...] = ("ctxslots.contributors.builtin",)
+
+
+class PluginError(CtxslotsError, ValueError):
+    """A plugin registered something invalid (bad or duplicate name, wrong type).
+
+    Attributes:
+        plugin: The name of the plugin at fault.
+    """
+
+    def __init__(self, message: str, *, plugin: str) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+
+
+def make_plugin_manager(
+    plugins: Iterable[object] = (), *, builtins: bool = True, entry_points: bool = False
+) -> pluggy.PluginManager:
+    """A fresh plugin manager with the specs, the built-ins and the given plugins.
+
+    :param plugins: Objects or modules with ``@hookimpl`` functions.
+    :param builtins: Register :data:`DEFAULT_PLUGINS`.
+    :param entry_points: Also load the ``ctxslots`` entry-point group
+        (see :func:`load_plugins`).
+    :raises pluggy.PluginValidationError: A plugin implements a hook that does
+        not exist (a misspelled name) or with unknown arguments.
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    if builtins:
+        import importlib
+
+        for name in DEFAULT_PLUGINS:
+            pm.register(importlib.import_module(name), name=name)
+    for plugin in plugins:
+        pm.register(plugin)
+    if entry_points:
+        load_plugins(pm)
+    pm.check_pending()
+    if os.environ.get("CTXSLOTS_TRACE_PLUGINS"):
+        pm.trace.root.setwriter(lambda text: sys.stderr.write(text))
+        pm.enable_tracing()
+    return pm
+
+
+def load_plugins(pm: pluggy.PluginManager) -> list[str]:
+    """Load the ``ctxslots`` entry points into ``pm`` (idempotent); return their names.
+
+    ``CTXSLOTS_LOAD_PLUGINS`` unset loads all; set to a comma-separated list it
+    loads only those; set to an empty string it loads none.
+    """
+    allow = os.environ.get("CTXSLOTS_LOAD_PLUGINS")
+    if allow is not None and not allow.strip():
+        return []
+    allowed = {n.strip() for n in allow.split(",")} if allow else None
+    loaded = []
+    for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT_NAME):
+        if allowed is not None and ep.name not in allowed:
+            continue
+        if pm.get_plugin(ep.name) is not None:
+            loaded.append(ep.name)
+            continue
+        pm.register(ep.load(), name=ep.name)
+        loaded.append(ep.name)
+    pm.check_pending()
+    return loaded
+
+
+def collect(pm: pluggy.PluginManager, hook_name: str) -> dict[str, tuple[Any, str]]:
+    """Call a ``register_*`` hook and return ``{name: (object, plugin_name)}``.
+
+    Registered objects need a ``name`` attribute (contributors) or are passed as
+    ``register(name, factory)`` (embedders, LLM clients).
+
+    :raises PluginError: A name is empty, not a string, or registered twice.
+    """
+    found: dict[str, tuple[Any, str]] = {}
+    hook = getattr(pm.hook, hook_name)
+    for impl in hook.get_hookimpls():
+        plugin_name = impl.plugin_name
+
+        def register(*args: Any, _plugin: str = plugin_name) -> None:
+            if len(args) == 1:
+                obj = args[0]
+                name = getattr(obj, "name", None)
+            elif len(args) == 2:
+                name, obj = args
+            else:
+                raise PluginError(f"register() takes 1 or 2 arguments, got {len(args)}", plugin=_plugin)
+            if not isinstance(name, str) or not name:
+                raise PluginError(f"plugin {_plugin} registered an object without a name", plugin=_plugin)
+            if name in found:
+                raise PluginError(
+                    f"{name!r} registered by {_plugin} is already registered by {found[name][1]}",
+                    plugin=_plugin,
+                )
+            found[name] = (obj, _plugin)
+
+        register_fn: Callable[..., None] = register
+        impl.function(**{arg: register_fn for arg in impl.argnames})
+    return found

@@ -1,0 +1,68 @@
+"""Shared fixtures: real SQLite files under tmp_path, a controllable clock."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Entry-point plugins are loaded only by the tests that install one on purpose.
+os.environ.setdefault("CTXSLOTS_LOAD_PLUGINS", "")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Print the SQLite version and whether FTS5 and sqlite-vec loaded."""
+    from ctxslots.stores._sqlite import open_connection
+
+    conn = open_connection(":memory:", migrate=False)
+    try:
+        fts5 = conn.scalar("SELECT sqlite_compileoption_used('ENABLE_FTS5')")
+        return [
+            f"ctxslots: SQLite {conn.scalar('SELECT sqlite_version()')}, "
+            f"FTS5 {'yes' if fts5 else 'no'}, sqlite-vec {conn.vec_version or 'not loaded'}"
+        ]
+    finally:
+        conn.close()
+
+
+class Clock:
+    """A clock the test moves by hand (Unix seconds)."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, *, days: float = 0.0, seconds: float = 0.0) -> None:
+        """Move the clock forward."""
+        self.now += days * 86400.0 + seconds
+
+
+@pytest.fixture(name="clock")
+def fixture_clock() -> Clock:
+    """A hand-moved clock starting at a fixed moment."""
+    return Clock()
+
+
+@pytest.fixture(name="db_path")
+def fixture_db_path(tmp_path: Path) -> Path:
+    """A path for a fresh database file."""
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture(name="store")
+def fixture_store(db_path: Path, clock: Clock) -> Iterator["FactStore"]:
+    """A fact store on a real file, with the hand-moved clock."""
+    from ctxslots import FactStore
+
+    store = FactStore(db_path, clock=clock)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+from ctxslots import FactStore  # noqa: E402  (for the annotation above)

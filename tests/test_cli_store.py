@@ -1,0 +1,78 @@
+"""The ctxslots command over the fact store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from ctxslots.cli import cli
+
+
+def run(db, *args, ok=True):
+    result = CliRunner().invoke(cli, ["--db", str(db), *args], catch_exceptions=False)
+    assert (result.exit_code == 0) == ok, result.output
+    return result
+
+
+def test_remember_search_get(db_path):
+    """remember stores a fact; search --json prints it with its trace; get shows it."""
+    out = run(db_path, "remember", "project", "Deploys run on Friday.", "--key", "deploy.day",
+              "--scope", "shop", "--tags", "ops, release", "--json").output
+    fact = json.loads(out)
+    assert ["ops", "release"] == fact["tags"]
+
+    hits = json.loads(run(db_path, "search", "when are deploys", "--scope", "shop", "--json").output)
+    assert [fact["id"]] == [h["id"] for h in hits]
+    assert {"bm25", "bm25_rank", "decay", "reinforcement", "confidence", "final"} <= set(hits[0]["trace"])
+    assert "Deploys run on Friday." in run(db_path, "get", str(fact["id"])).output
+
+
+def test_scope_and_slot_options(db_path):
+    """search honours --scope and repeated --slot."""
+    run(db_path, "remember", "project", "Deploys run on Friday.", "--scope", "a")
+    run(db_path, "remember", "agent", "Deploys failed twice last week.")
+    assert "no matching facts" in run(db_path, "search", "deploys", "--scope", "b", "--slot", "project").output
+    out = run(db_path, "search", "deploys", "--scope", "a", "--slot", "project", "--slot", "agent").output
+    assert "Friday" in out and "twice" in out
+
+
+def test_forget_reinforce_demote_stats(db_path):
+    """forget archives, reinforce/demote change the score, stats counts."""
+    fid = json.loads(run(db_path, "remember", "agent", "Use ripgrep.", "--json").output)["id"]
+    assert '"score": 3.0' in run(db_path, "reinforce", str(fid), "--json").output
+    assert '"score": 2.0' in run(db_path, "demote", str(fid), "--json").output
+    assert "(archived)" in run(db_path, "forget", str(fid)).output
+    assert "(archived)" in run(db_path, "search", "ripgrep", "--archive").output
+    stats = json.loads(run(db_path, "stats", "--json").output)
+    assert (0, 1) == (stats["facts"], stats["archived"])
+
+
+def test_errors_are_one_line_without_traceback(db_path):
+    """Bad input prints one clear line to stderr and exits non-zero."""
+    for args in (["get", "999"], ["forget", "999"], ["remember", "", "x"],
+                 ["remember", "user", "x" * 5000], ["search", "q", "--limit", "0"]):
+        result = CliRunner().invoke(cli, ["--db", str(db_path), *args])
+        assert result.exit_code != 0, args
+        assert "Traceback" not in result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+        assert 1 == len(errors), result.output
+
+
+def test_demo_runs_offline(tmp_path):
+    """ctxslots demo fills a fresh store and prints what the search found."""
+    result = CliRunner().invoke(cli, ["demo", "--db-dir", str(tmp_path)], catch_exceptions=False)
+    assert 0 == result.exit_code
+    assert "Deploys of shop-api run every Friday" in result.output
+    assert (tmp_path / "demo.db").exists()
+
+
+def test_python_m_ctxslots(db_path):
+    """python -m ctxslots runs the same command, with errors on stderr."""
+    proc = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(db_path), "get", "1"],
+                          capture_output=True, text=True, timeout=60)
+    assert 1 == proc.returncode
+    assert "Error: no fact with id 1" == proc.stderr.strip()
+    assert "Traceback" not in proc.stderr

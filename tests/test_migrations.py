@@ -1,0 +1,66 @@
+"""Schema migrations: each step opens and upgrades a file written at the step before."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxslots import FactStore, StoreError
+from ctxslots.stores._sqlite import open_connection
+from ctxslots.stores.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
+
+
+def test_fresh_file_is_current(db_path):
+    """A new store is at the latest schema version."""
+    with FactStore(db_path):
+        pass
+    conn = open_connection(db_path, migrate=False)
+    try:
+        assert SCHEMA_VERSION == schema_version(conn)
+        assert "wal" == conn.scalar("PRAGMA journal_mode")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("step", range(1, SCHEMA_VERSION))
+def test_file_at_step_n_upgrades(db_path, step):
+    """A database written by migration step N opens, upgrades, and keeps its facts."""
+    conn = open_connection(db_path, migrate=False)
+    assert MIGRATIONS[:step] and [m.__name__ for m in MIGRATIONS[:step]] == migrate(conn, target=step)
+    conn.execute(
+        "INSERT INTO facts (slot, scope, key, value, tags, created_at, updated_at) "
+        "VALUES ('user', '', 'name', 'The user is Ada.', '', 1.0, 1.0)"
+    )
+    conn.close()
+
+    with FactStore(db_path) as store:
+        assert ["The user is Ada."] == [h.fact.value for h in store.search("user ada")]
+        assert SCHEMA_VERSION == store.stats()["schema_version"]
+
+
+def test_migrations_run_once(db_path):
+    """Opening a current file applies nothing."""
+    FactStore(db_path).close()
+    conn = open_connection(db_path, migrate=False)
+    try:
+        assert [] == migrate(conn)
+    finally:
+        conn.close()
+
+
+def test_newer_schema_is_refused(db_path):
+    """A file from a newer ctxslots gives a clear StoreError instead of being damaged."""
+    FactStore(db_path).close()
+    conn = open_connection(db_path, migrate=False)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer than"):
+        FactStore(db_path)
+
+
+def test_not_a_database_is_refused(tmp_path):
+    """A file that is not SQLite gives a StoreError naming it, and is left untouched."""
+    bogus = tmp_path / "notes.txt"
+    bogus.write_bytes(b"this is not a database, just text " * 100)
+    with pytest.raises(StoreError, match="notes.txt"):
+        FactStore(bogus)
+    assert bogus.read_bytes().startswith(b"this is not a database")

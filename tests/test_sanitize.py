@@ -1,0 +1,112 @@
+"""The query sanitizer: any text becomes a valid FTS5 query or none."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxslots import FactStore, QueryPolicy, sanitize_query
+from ctxslots.stores._sqlite import open_connection
+
+MAX_EXAMPLES = int(os.environ.get("CTXSLOTS_FUZZ_EXAMPLES", "300"))
+
+HOSTILE = [
+    "",
+    "   ",
+    '"',
+    '""""',
+    "NEAR(a b, 3)",
+    "a AND b OR NOT c",
+    "col:value",
+    "^start",
+    "prefix*",
+    "{key value}: x",
+    "'; DROP TABLE facts; --",
+    "SELECT * FROM facts_fts WHERE facts_fts MATCH 'x'",
+    "https://example.com/a?b=c&d=e#frag and www.example.org",
+    "deploy-day well_known src/api/routes.py",
+    "\x00\x01\x02",
+    "😀🔥 日本語 العربية עברית",
+    "\u200b\u200e\u202e zero width",
+    "a" * 100_000,
+    "word " * 10_000,
+    "fn main() { println!(\"{}\", x[0]); }",
+    "(((((",
+    ")",
+    "- * + : ^ ~ $ @ ! ? | \\",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_queries_never_raise(store, text):
+    """Hostile text returns hits or nothing, never an exception."""
+    store.add("agent", "Deploys of the api run on Friday via routes.py and 日本語.")
+    hits = store.search(text)
+    assert isinstance(hits, list)
+
+
+def test_sanitized_form():
+    """URLs go, joiners split, operators and short tokens drop, tokens are quoted and OR-joined."""
+    got = sanitize_query('Deploy-day? see https://x.io/a "NEAR(" AND src/api.py a')
+    assert '"deploy" OR "day" OR "see" OR "near" OR "src" OR "api" OR "py"' == got
+
+
+def test_stop_words_are_configurable():
+    """Stop words are left out by default and kept with an empty stop list."""
+    assert '"deploy"' == sanitize_query("when do we deploy")
+    keep = QueryPolicy(stop_words=frozenset())
+    assert '"when" OR "do" OR "we" OR "deploy"' == sanitize_query("when do we deploy", keep)
+    assert "" == sanitize_query("what is it")
+
+
+def test_min_token_length_and_max_tokens():
+    """Short tokens drop at the configured length; at most max_tokens distinct tokens stay."""
+    policy = QueryPolicy(min_token_length=4, max_tokens=2, stop_words=frozenset())
+    assert '"alpha" OR "gamma"' == sanitize_query("ab abc alpha gamma delta", policy)
+
+
+def test_rejects_bad_policy():
+    """A policy with a minimum token length below 1 is refused."""
+    with pytest.raises(ValueError):
+        QueryPolicy(min_token_length=0)
+
+
+def test_non_string_query_is_a_value_error(store):
+    """A query that is not a string is a clear ValueError."""
+    with pytest.raises(ValueError, match="query must be a string"):
+        store.search(None)  # type: ignore[arg-type]
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_is_valid_fts5(text):
+    """Every sanitized query is accepted by FTS5 itself (or is empty)."""
+    query = sanitize_query(text)
+    if not query:
+        return
+    conn = _memory_fts()
+    conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (query,)).fetchall()
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=200))
+def test_search_never_raises(store, text):
+    """FactStore.search accepts any unicode text."""
+    if not store.facts():
+        store.add("agent", "Deploy the api on Friday with src/api/routes.py.")
+    assert isinstance(store.search(text), list)
+
+
+_FTS = None
+
+
+def _memory_fts():
+    global _FTS
+    if _FTS is None:
+        _FTS = open_connection(":memory:", migrate=False, load_vec=False)
+        _FTS.execute("CREATE VIRTUAL TABLE t USING fts5(v, tokenize='porter unicode61 remove_diacritics 2')")
+        _FTS.execute("INSERT INTO t VALUES ('some text to match')")
+    return _FTS

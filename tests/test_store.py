@@ -1,0 +1,302 @@
+"""FactStore behaviour on real SQLite files with FTS5 and sqlite-vec loaded."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+
+from ctxslots import FactNotFoundError, FactStore, InvalidFactError, Limits, RankingPolicy
+from ctxslots.stores._sqlite import open_connection
+
+
+def test_upsert_replaces_by_key_and_keeps_history(store, clock):
+    """A second write with the same slot, scope and key replaces the value; the old one is in history."""
+    first = store.upsert("user", "editor", "The user edits code in Helix.", tags=["tools"])
+    clock.advance(days=2)
+    second = store.upsert("user", "editor", "The user edits code in Neovim.")
+
+    assert first.id == second.id
+    assert "The user edits code in Neovim." == store.get(first.id).value
+    history = store.history(first.id)
+    assert ["The user edits code in Helix."] == [f.value for f in history]
+    assert ("tools",) == history[0].tags
+    assert second.updated_at - first.updated_at == dt.timedelta(days=2)
+    assert 1 == store.stats()["facts"]
+
+
+def test_same_value_again_adds_no_history(store):
+    """Writing an unchanged value refreshes it without a history entry."""
+    fact = store.upsert("user", "name", "The user is Ada.")
+    store.upsert("user", "name", "The user is Ada.", confidence=0.5)
+
+    assert [] == store.history(fact.id)
+    assert 0.5 == store.get(fact.id).confidence
+
+
+def test_same_key_in_other_scope_is_another_fact(store):
+    """Keys are unique per slot and scope, not globally."""
+    a = store.upsert("project", "deploy.day", "Deploys run on Friday.", scope="alpha")
+    b = store.upsert("project", "deploy.day", "Deploys run on Monday.", scope="beta")
+
+    assert a.id != b.id
+    assert "Deploys run on Friday." == store.get_by_key("project", "deploy.day", scope="alpha").value
+
+
+def test_add_stores_free_memories(store):
+    """Facts without a key are never merged."""
+    a = store.add("agent", "The CI cache is cold on Mondays.")
+    b = store.add("agent", "The CI cache is cold on Mondays.")
+
+    assert a.id != b.id
+    assert a.key is None
+    assert 2 == len(store.facts(slots=["agent"]))
+
+
+def test_forget_archives_and_archive_search_finds_it(store):
+    """Forget moves a fact to the archive: normal search misses it, archive search finds it."""
+    fact = store.add("agent", "The staging database password rotates weekly.")
+    archived = store.forget(fact.id, reason="stale")
+
+    assert archived.archived
+    assert store.get(fact.id) is None
+    assert [] == store.search("staging database password")
+    hits = store.search("staging database password", include_archive=True)
+    assert [fact.id] == [h.fact.id for h in hits]
+    assert hits[0].fact.archived
+    assert store.get(fact.id, include_archive=True).archived
+
+
+def test_forgotten_ids_are_never_reused(store):
+    """A new fact never takes the id of an archived one."""
+    fact = store.add("agent", "A note that will be forgotten.")
+    store.forget(fact.id)
+    newer = store.add("agent", "A newer note.")
+
+    assert newer.id != fact.id
+    assert "A note that will be forgotten." == store.get(fact.id, include_archive=True).value
+
+
+def test_search_tracks_access(store, clock):
+    """Every returned fact gets access_count + 1 and last_accessed = now in the same call."""
+    fact = store.add("project", "The build uses Bazel remote caching.")
+    other = store.add("project", "Lunch is at noon.")
+    clock.advance(seconds=30)
+
+    hits = store.search("bazel caching")
+
+    assert [fact.id] == [h.fact.id for h in hits]
+    assert 1 == hits[0].fact.access_count
+    assert 1 == store.get(fact.id).access_count
+    assert clock.now == store.get(fact.id).last_accessed.timestamp()
+    assert 0 == store.get(other.id).access_count
+    store.search("bazel caching", track_access=False)
+    assert 1 == store.get(fact.id).access_count
+
+
+def test_expired_facts_never_come_back(store, clock):
+    """A fact past its expiry is hidden from search, get and listing."""
+    fact = store.add("agent", "The deploy freeze lasts until Friday.", expires_at=clock.now + 3600)
+    assert [fact.id] == [h.fact.id for h in store.search("deploy freeze")]
+
+    clock.advance(seconds=3601)
+
+    assert [] == store.search("deploy freeze")
+    assert store.get(fact.id) is None
+    assert [] == store.facts()
+    with pytest.raises(FactNotFoundError):
+        store.reinforce(fact.id)
+
+
+def test_scope_isolation(store):
+    """A project fact of scope A never appears in a search of scope B; global facts appear in both."""
+    a = store.add("project", "Deploys of the shop run on Friday.", scope="A")
+    b = store.add("project", "Deploys of the blog run on push.", scope="B")
+    g = store.add("user", "The user deploys from a laptop.")
+
+    in_a = {h.fact.id for h in store.search("deploys run", scope="A")}
+    in_b = {h.fact.id for h in store.search("deploys run", scope="B")}
+    in_global = {h.fact.id for h in store.search("deploys run")}
+
+    assert {a.id, g.id} == in_a
+    assert {b.id, g.id} == in_b
+    assert {g.id} == in_global
+
+
+def test_slot_filter(store):
+    """Searching some slots leaves the others out."""
+    store.add("user", "The user likes Rust.")
+    agent = store.add("agent", "Rust builds need the nightly toolchain.")
+
+    assert [agent.id] == [h.fact.id for h in store.search("rust", slots=["agent"])]
+
+
+def test_ranking_trace_multiplies_signals(store, clock):
+    """The final score is -bm25 times decay, reinforcement and confidence, as the trace says."""
+    old = store.add("agent", "Flaky test retries hide real failures.", confidence=0.5)
+    clock.advance(days=30)
+    store.reinforce(old.id)
+
+    hit = store.search("flaky test retries")[0]
+    t = hit.trace
+
+    assert 1 == t.bm25_rank and t.bm25 < 0
+    assert t.decay == pytest.approx(math.exp(-1.0))  # agent tau is 30 days
+    assert t.reinforcement == pytest.approx(math.exp(0.2 * 3))
+    assert 0.5 == t.confidence
+    assert t.final == pytest.approx(-t.bm25 * t.decay * t.reinforcement * t.confidence)
+
+
+def test_user_and_project_facts_do_not_decay(store, clock):
+    """Default decay applies to agent notes only."""
+    store.add("user", "The user writes in British English.")
+    store.add("project", "The project writes in British English.", scope="p")
+    clock.advance(days=400)
+
+    assert {1.0} == {h.trace.decay for h in store.search("british english", scope="p")}
+
+
+def test_reinforcement_and_decay_reorder(db_path, clock):
+    """A reinforced fact outranks an equal one; a demoted one falls behind."""
+    with FactStore(db_path, clock=clock, ranking=RankingPolicy(decay_days={})) as store:
+        a = store.add("agent", "Use the staging cluster for load tests.")
+        b = store.add("agent", "Use the staging cluster for smoke tests.")
+        assert [a.id, b.id] == [h.fact.id for h in store.search("staging cluster tests")]
+        store.reinforce(b.id)
+        assert [b.id, a.id] == [h.fact.id for h in store.search("staging cluster tests")]
+        store.demote(b.id, 6)
+        assert [a.id, b.id] == [h.fact.id for h in store.search("staging cluster tests")]
+        assert -3.0 == store.get(b.id).score
+
+
+def test_batch_is_all_or_nothing(store):
+    """A failing write inside batch() rolls back the writes before it."""
+    with pytest.raises(InvalidFactError):
+        with store.batch():
+            store.add("agent", "First note.")
+            store.add("agent", "")
+    assert [] == store.facts()
+
+    with store.batch():
+        store.add("agent", "First note.")
+        store.upsert("user", "name", "The user is Ada.")
+    assert 2 == len(store.facts())
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda s: s.add("", "value"), "slot"),
+        (lambda s: s.add("User Memory", "value"), "slot"),
+        (lambda s: s.add("user", "x" * 4097), "value"),
+        (lambda s: s.add("user", "   "), "value"),
+        (lambda s: s.add("user", 42), "value"),
+        (lambda s: s.upsert("user", "", "value"), "key"),
+        (lambda s: s.upsert("user", "a\nb", "value"), "key"),
+        (lambda s: s.add("user", "value", confidence=1.5), "confidence"),
+        (lambda s: s.add("user", "value", confidence=float("nan")), "confidence"),
+        (lambda s: s.add("user", "value", tags=["ok", ""]), "tags"),
+        (lambda s: s.add("user", "value", scope=""), "scope"),
+        (lambda s: s.add("user", "value", expires_at="tomorrow"), "expires_at"),
+        (lambda s: s.search("q", limit=0), "limit"),
+        (lambda s: s.search("q", slots=[]), "slots"),
+        (lambda s: s.get("1"), "id"),
+    ],
+)
+def test_bad_input_is_a_clear_value_error_and_writes_nothing(store, call, field):
+    """Malformed input raises InvalidFactError (a ValueError) naming the field; nothing is written."""
+    with pytest.raises(ValueError) as info:
+        call(store)
+    assert isinstance(info.value, InvalidFactError)
+    assert field == info.value.field
+    assert 0 == store.stats()["facts"]
+
+
+def test_value_limit_is_in_utf8_bytes(db_path):
+    """The 4 KiB default limit counts UTF-8 bytes, and is configurable."""
+    with FactStore(db_path) as store:
+        with pytest.raises(InvalidFactError):
+            store.add("user", "é" * 2049)  # 4098 bytes
+        assert store.add("user", "é" * 2048).value
+    with FactStore(db_path, limits=Limits(max_value_bytes=10)) as small:
+        with pytest.raises(InvalidFactError, match="over the limit of 10"):
+            small.add("user", "eleven byte")
+
+
+def test_strict_slots_reject_unknown(db_path):
+    """In strict mode an unknown slot is refused; by default plugins may use new slots."""
+    with FactStore(db_path, limits=Limits(strict_slots=True)) as strict:
+        with pytest.raises(InvalidFactError, match="unknown slot 'notes'"):
+            strict.add("notes", "A note.")
+        assert 0 == strict.stats()["facts"]
+    with FactStore(db_path) as lenient:
+        assert "notes" == lenient.add("notes", "A note.").slot
+
+
+def test_missing_ids_raise_not_found(store):
+    """Acting on an id that does not exist raises FactNotFoundError."""
+    for action in (store.forget, store.reinforce, store.demote):
+        with pytest.raises(FactNotFoundError) as info:
+            action(12345)
+        assert 12345 == info.value.fact_id
+
+
+def test_fts_index_follows_every_write(store):
+    """Inserts, updates and forgets keep the FTS index equal to the facts table."""
+    a = store.upsert("user", "pet", "The user has a cat named Miso.")
+    store.upsert("user", "pet", "The user has a dog named Pico.")
+    b = store.add("agent", "Pico barks at the vacuum.")
+    store.forget(b.id)
+
+    assert [] == store.search("miso cat")
+    assert [a.id] == [h.fact.id for h in store.search("pico")]
+    conn = open_connection(store.path)
+    try:
+        conn.execute("INSERT INTO facts_fts(facts_fts, rank) VALUES('integrity-check', 1)")
+        assert "ok" == conn.scalar("PRAGMA integrity_check")
+    finally:
+        conn.close()
+
+
+def test_access_tracking_does_not_rewrite_the_index(store):
+    """Search updates counters without touching the FTS index (column-specific trigger)."""
+    fact = store.add("project", "Releases are tagged vYYYY.MM.")
+    conn = open_connection(store.path)
+    try:
+        before = conn.scalar("SELECT count(*) FROM facts_fts_data")
+        for _ in range(20):
+            store.search("releases tagged")
+        assert before == conn.scalar("SELECT count(*) FROM facts_fts_data")
+        assert 20 == store.get(fact.id).access_count
+    finally:
+        conn.close()
+
+
+def test_default_path_from_environment(tmp_path, monkeypatch):
+    """CTXSLOTS_DB chooses the file when no path is given."""
+    target = tmp_path / "env" / "mem.db"
+    monkeypatch.setenv("CTXSLOTS_DB", str(target))
+    with FactStore() as store:
+        store.add("user", "The user is Ada.")
+    assert target.exists()
+
+
+def test_two_stores_share_one_file(db_path):
+    """Writes through one store are visible to another open on the same file."""
+    with FactStore(db_path) as one, FactStore(db_path) as two:
+        fact = one.add("agent", "Shared memory between processes works.")
+        assert [fact.id] == [h.fact.id for h in two.search("shared memory processes")]
+
+
+def test_hit_to_dict_is_json_ready(store):
+    """A hit serializes to plain JSON data with the fact's fields and its trace."""
+    import json
+
+    store.add("agent", "Use ripgrep for code search.", tags=["tools"])
+    data = store.search("ripgrep")[0].to_dict()
+
+    assert "Use ripgrep for code search." == data["value"]
+    assert ["tools"] == data["tags"]
+    assert 1 == data["trace"]["bm25_rank"]
+    assert json.loads(json.dumps(data)) == data
