@@ -17,6 +17,7 @@ from .errors import (
     StoreError,
     TemplateError,
 )
+from .hookspecs import hookimpl
 from .model import Fact, Hit, HitTrace, Message
 from .stores import FactStore, Limits, QueryPolicy, RankingPolicy, sanitize_query
 
@@ -40,5 +41,6 @@ __all__ = [
     "StoreError",
     "TemplateError",
     "__version__",
+    "hookimpl",
     "sanitize_query",
 ]

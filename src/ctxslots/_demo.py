@@ -36,7 +36,8 @@ def run_demo(path: Path, echo: Callable[[str], None]) -> None:
         t = hit.trace
         where = hit.fact.slot + (f"@{hit.fact.scope}" if hit.fact.scope else "")
         echo(f"{t.rank}. [{where}] {hit.fact.value}")
-        echo(f"   bm25 {t.bm25:.3f} (#{t.bm25_rank}) x decay {t.decay:.2f} "
-             f"x reinforcement {t.reinforcement:.2f} x confidence {t.confidence:.2f} "
-             f"= {t.final:.4g}")
+        words = f"words #{t.bm25_rank} (bm25 {t.bm25:.2f})" if t.bm25 is not None else "words -"
+        meaning = f"meaning #{t.vector_rank} (cosine {t.cosine:.2f})" if t.cosine is not None else "meaning -"
+        echo(f"   {words}, {meaning}; decay {t.decay:.2f}, "
+             f"reinforcement {t.reinforcement:.2f}, confidence {t.confidence:.2f}")
     echo("\nThe blog's facts (another scope) are never searched from shop-api.")

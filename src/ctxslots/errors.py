@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "BudgetExceededError",
     "CtxslotsError",
+    "EmbedderError",
     "FactNotFoundError",
     "FlushError",
     "InvalidFactError",
@@ -114,3 +115,29 @@ class FlushError(CtxslotsError):
     def __init__(self, message: str, *, report: Any = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class EmbedderError(CtxslotsError):
+    """An embedder could not be loaded, or failed to embed.
+
+    Missing package or model, HTTP error, timeout, malformed reply, wrong
+    number of vectors or wrong dimension.
+
+    Attributes:
+        model_id: The embedder's model id, when known.
+        status: The HTTP status code, when there was one.
+        body: The raw response body, when there was one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model_id: str | None = None,
+        status: int | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.model_id = model_id
+        self.status = status
+        self.body = body

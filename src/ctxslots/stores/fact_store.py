@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 import platformdirs
 
 from ..errors import FactNotFoundError, InvalidFactError
@@ -21,15 +22,15 @@ from ..model import Fact, Hit
 from ._sqlite import Connection, open_connection, sqlite_version
 from ._validate import Limits
 from .migrations import schema_version
+from ._legs import COLUMNS as _COLUMNS
+from ._legs import Found, lexical_leg, merge_vector_leg, placeholders as _placeholders
 from .ranking import Candidate, RankingPolicy, rank_candidates
 from .sanitize import DEFAULT_POLICY, QueryPolicy, sanitize_query
+from .maintenance import DoctorReport, doctor, reindex
+from .vectors import VectorCache, VectorIndex
 
 __all__ = ["FactStore", "default_db_path"]
 
-_COLUMNS = (
-    "id, slot, scope, key, value, tags, source, confidence, score, created_at, "
-    "updated_at, last_accessed, access_count, expires_at"
-)
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 _MAX_LIMIT = 1000
 
@@ -57,10 +58,6 @@ def _check_limit(limit: object) -> int:
     return limit
 
 
-def _placeholders(count: int) -> str:
-    return ",".join("?" * count)
-
-
 @attrs.define
 class FactStore:
     """Facts and memories of every slot, in one SQLite file.
@@ -77,8 +74,15 @@ class FactStore:
         ranking: Decay constants per slot and the reinforcement weight.
         query_policy: How query text becomes a lexical query (stop words,
             minimum token length).
-        candidate_pool: How many lexical candidates are re-ranked per search.
+        candidate_pool: How many candidates each retrieval leg contributes.
         clock: Returns the current time in Unix seconds (tests pass their own).
+        embedder: What turns text into vectors for the vector leg: an object
+            with ``model_id``, ``dimension`` and ``embed(texts)``, a spec string
+            (``"hash"``, ``"sentence-transformers:PATH"``, ``"openai:MODEL"``),
+            ``None`` for the default (``$CTXSLOTS_EMBEDDER``, else the hashing
+            embedder), or ``False`` for no vector leg at all.
+        vector_cache: Search an in-memory copy of the vectors, kept consistent
+            with the file, instead of scanning ``vec0`` on every search.
     """
 
     path: str | os.PathLike[str] | None = None
@@ -87,11 +91,24 @@ class FactStore:
     query_policy: QueryPolicy = DEFAULT_POLICY
     candidate_pool: int = 50
     clock: Callable[[], float] = time.time
+    embedder: Any = None
+    vector_cache: bool = True
     _conn: Connection = attrs.field(init=False, repr=False)
+    _index: VectorIndex | None = attrs.field(init=False, default=None, repr=False)
+    _cache: VectorCache | None = attrs.field(init=False, default=None, repr=False)
+    _pending: dict[int, tuple[str, str, str]] | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.path = os.fspath(self.path) if self.path is not None else str(default_db_path())
+        if self.embedder is None or isinstance(self.embedder, str):
+            from .embedders import default_embedder, embedder_from_spec
+
+            spec = self.embedder
+            self.embedder = default_embedder() if spec is None else embedder_from_spec(spec)
         self._conn = open_connection(self.path)
+        if self.embedder is not False:
+            self._index = VectorIndex(self._conn, self.embedder.model_id, self.embedder.dimension)
+            self._index.bind()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -115,8 +132,31 @@ class FactStore:
                 store.upsert("user", "name", "The user is called Ada.")
                 store.add("agent", "The CI cache is cold on Mondays.")
         """
-        with self._conn.write():
+        with self._writing():
             yield self
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write transaction; vectors of the facts it wrote are embedded in one
+        batch and written before it commits, so facts and vectors land together."""
+        outer = self._pending is None
+        if outer:
+            self._pending = {}
+        try:
+            with self._conn.write():
+                yield
+                if outer and self._pending:
+                    self._write_vectors(self._pending)
+        finally:
+            if outer:
+                self._pending = None
+
+    def _write_vectors(self, pending: dict[int, tuple[str, str, str]]) -> None:
+        if self._index is None or self._index.stale:
+            return
+        ids = list(pending)
+        vectors = self.embedder.embed([pending[i][2] for i in ids])
+        self._index.put([(i, pending[i][0], pending[i][1]) for i in ids], vectors)
 
     # -- writes ------------------------------------------------------------
 
@@ -144,7 +184,7 @@ class FactStore:
         row = self._validated(slot, value, scope, tags, confidence, source, expires_at)
         key = self.limits.key(key)
         now = self.clock()
-        with self._conn.write():
+        with self._writing():
             old = self._conn.rows(
                 f"SELECT {_COLUMNS} FROM facts WHERE slot = ? AND scope = ? AND key = ?",
                 (row["slot"], row["scope"], key),
@@ -165,6 +205,8 @@ class FactStore:
                 (row["value"], row["tags"], row["source"], row["confidence"], now,
                  row["expires_at"], prev["id"]),
             )
+            if prev["value"] != row["value"]:
+                self._queue_vector(prev["id"], row)
             return self._fetch(prev["id"])
 
     def add(
@@ -184,7 +226,7 @@ class FactStore:
             is written.
         """
         row = self._validated(slot, value, scope, tags, confidence, source, expires_at)
-        with self._conn.write():
+        with self._writing():
             return self._insert(row, None, self.clock())
 
     def _validated(
@@ -210,7 +252,12 @@ class FactStore:
              row["confidence"], now, now, row["expires_at"]),
         )
         fact_id = int(cursor.fetchall()[0][0])
+        self._queue_vector(fact_id, row)
         return self._fetch(fact_id)
+
+    def _queue_vector(self, fact_id: int, row: dict[str, Any]) -> None:
+        if self._pending is not None and self._index is not None:
+            self._pending[fact_id] = (row["scope"], row["slot"], row["value"])
 
     def forget(self, fact_id: int, *, reason: str | None = None) -> Fact:
         """Move a fact to the archive, where ``search(include_archive=True)`` finds it.
@@ -218,7 +265,7 @@ class FactStore:
         :raises FactNotFoundError: No live fact has this id.
         """
         fact_id = _check_id(fact_id)
-        with self._conn.write():
+        with self._writing():
             if self._conn.scalar("SELECT 1 FROM facts WHERE id = ?", (fact_id,)) is None:
                 raise FactNotFoundError(fact_id)
             self._conn.execute(
@@ -227,6 +274,10 @@ class FactStore:
                 (self.clock(), reason, fact_id),
             )
             self._conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
+            if self._index is not None:
+                self._index.delete([fact_id])
+            if self._pending:
+                self._pending.pop(fact_id, None)
             rows = self._conn.rows(f"SELECT {_COLUMNS} FROM archive WHERE id = ?", (fact_id,))
         return Fact.from_row(rows[0], archived=True)
 
@@ -340,17 +391,23 @@ class FactStore:
         now = self.clock()
         where, params = self._filters(slots, scope, now=now, alias="f.")
         match = sanitize_query(query, self.query_policy)
-        if not match:
+        use_lexical = bool(match) and self.ranking.lexical_weight > 0
+        use_vector = self.vector_leg_ready and self.ranking.vector_weight > 0 and bool(query.strip())
+        if not use_lexical and not use_vector:
             return []
         pool = max(limit, self.candidate_pool)
-        tables = ["facts"] + (["archive"] if include_archive else [])
-        candidates: list[Candidate] = []
-        found: dict[int, tuple[dict[str, Any], bool]] = {}  # id -> (row, archived)
-        for table in tables:
-            for cand, row in self._lexical_leg(table, match, where, params, pool):
-                candidates.append(cand)
-                found[cand.fact_id] = (row, table == "archive")
-        ranked = rank_candidates(candidates, now=now, policy=self.ranking, limit=limit)
+        found: Found = {}
+        by_id: dict[int, Candidate] = {}
+        if use_lexical:
+            for table in ["facts"] + (["archive"] if include_archive else []):
+                for cand, row in lexical_leg(self._conn, table, match, where, params, pool):
+                    by_id[cand.fact_id] = cand
+                    found[cand.fact_id] = (row, table == "archive")
+        if use_vector:
+            self._add_vector_leg(query, scope, slots, pool, where, params, by_id, found)
+        candidates = list(by_id.values())
+        ranked = rank_candidates(candidates, now=now, policy=self.ranking, limit=limit,
+                                 fused=use_vector)
         live_ids = [c.fact_id for c, _ in ranked if not found[c.fact_id][1]]
         if track_access and live_ids:
             with self._conn.write():
@@ -367,37 +424,31 @@ class FactStore:
             hits.append(Hit(fact=Fact.from_row(row, archived=archived), trace=trace))
         return hits
 
-    def _lexical_leg(
-        self, table: str, match: str, where: str, params: list[Any], pool: int
-    ) -> list[tuple[Candidate, dict[str, Any]]]:
-        # FTS5 scores every matching row either way; the join applies slot, scope
-        # and expiry before the LIMIT so filters never starve the pool.
-        ranked = self._conn.execute(
-            f"SELECT f.id, {table}_fts.rank FROM {table}_fts JOIN {table} AS f "
-            f"ON f.id = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {where} "
-            f"ORDER BY {table}_fts.rank LIMIT ?",
-            (match, *params, pool),
-        ).fetchall()
-        if not ranked:
-            return []
-        bm25 = {int(fid): float(rank) for fid, rank in ranked}
-        rows = self._conn.rows(
-            f"SELECT {_COLUMNS} FROM {table} WHERE id IN ({_placeholders(len(bm25))})",
-            list(bm25),
-        )
-        position = {fid: i for i, fid in enumerate(bm25, start=1)}
-        out = []
-        for row in rows:
-            fid = int(row["id"])
-            out.append((
-                Candidate(
-                    fact_id=fid, slot=row["slot"], updated_at=row["updated_at"],
-                    score=row["score"], confidence=row["confidence"],
-                    bm25_rank=position[fid], bm25=bm25[fid],
-                ),
-                row,
-            ))
-        return out
+    @property
+    def vector_leg_ready(self) -> bool:
+        """Whether searches can use the vector leg (an embedder, and an index it built)."""
+        return self._index is not None and not self._index.stale
+
+    def _add_vector_leg(
+        self, query: str, scope: str | None, slots: Sequence[str] | None, pool: int,
+        where: str, params: list[Any], by_id: dict[int, Candidate], found: Found,
+    ) -> None:
+        assert self._index is not None
+        vector = self.embedder.embed([query])[0]
+        if not np.any(vector):
+            return
+        scopes = list(dict.fromkeys([self.limits.scope(scope), ""]))
+        slot_list = None if slots is None else [self.limits.slot(s) for s in
+                                               ([slots] if isinstance(slots, str) else slots)]
+        if self.vector_cache:
+            if self._cache is None:
+                self._cache = VectorCache(self._index.dimension)
+            self._cache.sync(self._conn)
+            nearest = self._cache.knn(vector, scopes, slot_list, pool)
+        else:
+            nearest = self._index.knn(vector, scopes, slot_list, pool)
+        nearest = [(fid, cos) for fid, cos in nearest if cos > self.ranking.min_cosine]
+        merge_vector_leg(self._conn, nearest, where, params, by_id, found)
 
     def _filters(
         self, slots: Sequence[str] | None, scope: str | None, *, now: float | None = None,
@@ -426,6 +477,16 @@ class FactStore:
         return Fact.from_row(rows[0])
 
     # -- inspection --------------------------------------------------------
+
+    def doctor(self) -> DoctorReport:
+        """Check file integrity, the full-text index and the vector index."""
+        return doctor(self)
+
+    def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the full-text and vector indexes from the facts; return facts embedded."""
+        count = reindex(self, progress=progress)
+        self._cache = None
+        return count
 
     def stats(self) -> dict[str, Any]:
         """Counts per slot and scope, archive and history sizes, file facts."""

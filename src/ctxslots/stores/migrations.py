@@ -117,8 +117,25 @@ def m002_meta(conn: Connection) -> None:
     )
 
 
+def m003_vector_log(conn: Connection) -> None:
+    """The change log that keeps in-memory vector caches consistent with the file.
+
+    The ``vec0`` table itself is created when the first embedder is bound,
+    because its dimension comes from the embedder.
+    """
+    conn.execute(
+        """
+        CREATE TABLE vector_log (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            fact_id INTEGER NOT NULL,
+            op TEXT NOT NULL
+        );
+        """
+    )
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (m001_facts, m002_meta)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (m001_facts, m002_meta, m003_vector_log)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

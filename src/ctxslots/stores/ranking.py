@@ -8,8 +8,11 @@ returns the candidates best first with a full :class:`~ctxslots.model.HitTrace`.
     final = relevance * exp(-age / tau[slot]) * exp(0.2 * score) * confidence
 
 With the lexical leg alone, relevance is ``-bm25`` (FTS5's bm25 is more
-negative for better matches). Ties are broken by fact id, so the same store and
-query always give the same order.
+negative for better matches). When both legs run, relevance is reciprocal-rank
+fusion, ``sum(weight / (k + rank))`` over the legs that found the fact: a value
+that only orders hits within one search, never a measure of relevance by itself.
+Ties are broken by fact id, so the same store and query always give the same
+order.
 """
 
 from __future__ import annotations
@@ -80,6 +83,11 @@ class RankingPolicy:
         decay_days: Tau in days per slot; ``None`` for no decay.
         default_decay_days: Tau for slots not in ``decay_days``.
         reinforcement_weight: The 0.2 in ``exp(0.2 * score)``.
+        lexical_weight: Weight of the BM25 leg in fusion (0 switches it off).
+        vector_weight: Weight of the vector leg in fusion (0 switches it off).
+        rrf_k: The k of reciprocal-rank fusion.
+        min_cosine: Vector candidates at or below this cosine are left out
+            (with no similarity at all, a nearest neighbour is noise).
     """
 
     decay_days: Mapping[str, float | None] = attrs.field(
@@ -87,6 +95,10 @@ class RankingPolicy:
     )
     default_decay_days: float | None = 30.0
     reinforcement_weight: float = 0.2
+    lexical_weight: float = attrs.field(default=1.0, validator=attrs.validators.ge(0.0))
+    vector_weight: float = attrs.field(default=1.0, validator=attrs.validators.ge(0.0))
+    rrf_k: float = attrs.field(default=60.0, validator=attrs.validators.gt(0.0))
+    min_cosine: float = 0.0
 
     def tau_days(self, slot: str) -> float | None:
         """The decay constant for ``slot``, in days (``None``: no decay)."""
@@ -107,10 +119,15 @@ def reinforcement_factor(score: float, weight: float = 0.2) -> float:
     return math.exp(weight * max(-SCORE_LIMIT, min(SCORE_LIMIT, score)))
 
 
-def _relevance(candidate: Candidate) -> float:
-    if candidate.bm25 is not None:
-        return -candidate.bm25
-    return 0.0
+def _relevance(candidate: Candidate, policy: RankingPolicy, fused: bool) -> float:
+    if not fused:
+        return -candidate.bm25 if candidate.bm25 is not None else 0.0
+    total = 0.0
+    if candidate.bm25_rank is not None:
+        total += policy.lexical_weight / (policy.rrf_k + candidate.bm25_rank)
+    if candidate.vector_rank is not None:
+        total += policy.vector_weight / (policy.rrf_k + candidate.vector_rank)
+    return total
 
 
 def rank_candidates(
@@ -119,11 +136,16 @@ def rank_candidates(
     now: float,
     policy: RankingPolicy,
     limit: int,
+    fused: bool = False,
 ) -> list[tuple[Candidate, HitTrace]]:
-    """Score candidates and return the best ``limit`` of them with their traces."""
+    """Score candidates and return the best ``limit`` of them with their traces.
+
+    :param fused: Both legs ran: relevance is reciprocal-rank fusion rather
+        than ``-bm25``.
+    """
     scored: list[tuple[float, int, Candidate, float, float, float, float]] = []
     for cand in candidates:
-        relevance = _relevance(cand)
+        relevance = _relevance(cand, policy, fused)
         age = max(0.0, now - cand.updated_at)
         decay = decay_factor(age, policy.tau_days(cand.slot))
         reinforcement = reinforcement_factor(cand.score, policy.reinforcement_weight)

@@ -1,0 +1,74 @@
+"""The embedder protocol and helpers shared by the built-in embedders."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from ...errors import EmbedderError
+
+__all__ = ["Embedder", "EmbedderSpecError", "Vectors", "as_texts", "normalize_rows"]
+
+#: What every embedder returns: float32, one unit-length row per text.
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the fact store needs from an embedder.
+
+    ``embed`` returns a float32 array of shape ``(len(texts), dimension)`` whose
+    rows have unit L2 norm; an empty input gives shape ``(0, dimension)``.
+    ``model_id`` names the model and its settings: the store records it with
+    the dimension, so vectors built by another embedder are detected.
+
+    On Python before 3.12, ``isinstance(obj, Embedder)`` reads ``dimension``,
+    which may load a model or ask a server (see each embedder).
+    """
+
+    @property
+    def model_id(self) -> str:
+        """A stable name for the model and any setting that changes its vectors."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """The length of every vector."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts``, one unit-length float32 row per text, in order."""
+        ...
+
+
+class EmbedderSpecError(EmbedderError, ValueError):
+    """An embedder spec string is malformed, names an unknown kind, or lacks a part.
+
+    Attributes:
+        spec: The offending spec.
+    """
+
+    def __init__(self, message: str, *, spec: str) -> None:
+        super().__init__(message)
+        self.spec = spec
+
+
+def as_texts(texts: Sequence[str]) -> list[str]:
+    """The texts as a list, refusing a bare string or non-string items."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("embed() takes a sequence of texts, not a single string")
+    items = list(texts)
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"embed() takes strings, got {type(item).__name__}")
+    return items
+
+
+def normalize_rows(matrix: npt.NDArray[Any]) -> Vectors:
+    """Rows scaled to unit L2 norm (all-zero rows stay zero), as contiguous float32."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    return np.ascontiguousarray(matrix / norms, dtype=np.float32)

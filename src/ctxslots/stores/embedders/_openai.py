@@ -1,0 +1,133 @@
+"""The OpenAI-compatible ``/v1/embeddings`` HTTP embedder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ...errors import EmbedderError
+from .._http import HTTPJSONError, post_json
+from ._base import EmbedderSpecError, Vectors, as_texts, normalize_rows
+
+__all__ = ["OpenAIEmbedder"]
+
+
+@attrs.define
+class OpenAIEmbedder:
+    """A client for an OpenAI-compatible ``POST {base_url}/embeddings`` endpoint.
+
+    Texts are sent ``batch_size`` at a time; replies are put back in input order
+    by their ``index`` and checked: one vector per text, all of one length,
+    equal to ``dimension`` when given, else to the length of the first reply
+    (then enforced). Rows are L2-normalised. HTTP 429 and 5xx are retried
+    ``max_retries`` times. Every failure raises :class:`EmbedderError`, and
+    ``embed`` returns nothing partial. Nothing touches the network until
+    ``embed`` or ``dimension`` is used; reading ``dimension`` before it is known
+    embeds the text ``"dimension probe"`` once.
+
+    Attributes:
+        model: The model name sent with each request.
+        base_url: The API root, such as ``http://127.0.0.1:8080/v1``.
+        api_key: Bearer token; ``None`` reads ``OPENAI_API_KEY`` at each request
+            (and sends none if that is unset).
+        timeout: Seconds to wait for each reply.
+        batch_size: Texts per request.
+        max_retries: Extra tries after a 429 or 5xx reply.
+        retry_backoff: First wait between tries, in seconds, doubled each time.
+    """
+
+    model: str = attrs.field(validator=attrs.validators.min_len(1))
+    base_url: str = attrs.field()
+    api_key: str | None = attrs.field(default=None, kw_only=True, repr=False)
+    timeout: float = attrs.field(default=30.0, kw_only=True, validator=attrs.validators.gt(0))
+    batch_size: int = attrs.field(default=64, kw_only=True, validator=attrs.validators.gt(0))
+    _dimension: int | None = attrs.field(default=None, kw_only=True, alias="dimension")
+    max_retries: int = attrs.field(default=2, kw_only=True, validator=attrs.validators.ge(0))
+    retry_backoff: float = attrs.field(default=0.5, kw_only=True, validator=attrs.validators.ge(0))
+
+    @base_url.validator
+    def _check_base_url(self, attribute: attrs.Attribute[str], value: str) -> None:
+        if not value.startswith(("http://", "https://")):
+            raise EmbedderSpecError(
+                f"embeddings base URL must start with http:// or https://, got {value!r}", spec=value
+            )
+
+    @property
+    def model_id(self) -> str:
+        """``openai:`` followed by the model name."""
+        return f"openai:{self.model}"
+
+    @property
+    def url(self) -> str:
+        """The full embeddings URL."""
+        return self.base_url.rstrip("/") + "/embeddings"
+
+    @property
+    def dimension(self) -> int:
+        """The vector length: as given, as learned, or probed once from the server."""
+        if self._dimension is None:
+            self._embed_batch(["dimension probe"])
+        assert self._dimension is not None
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts`` through the endpoint, ``batch_size`` per request."""
+        items = as_texts(texts)
+        if not items:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        batches = [
+            self._embed_batch(items[i : i + self.batch_size]) for i in range(0, len(items), self.batch_size)
+        ]
+        return np.ascontiguousarray(np.concatenate(batches), dtype=np.float32)
+
+    def _fail(self, message: str, **kwargs: Any) -> EmbedderError:
+        return EmbedderError(f"{self.model_id} at {self.url}: {message}", model_id=self.model_id, **kwargs)
+
+    def _embed_batch(self, batch: list[str]) -> Vectors:
+        key = self.api_key if self.api_key is not None else os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        try:
+            reply = post_json(
+                self.url,
+                {"model": self.model, "input": batch},
+                headers=headers,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
+                backoff=self.retry_backoff,
+            )
+        except HTTPJSONError as exc:
+            raise self._fail(str(exc), status=exc.status, body=exc.body) from exc
+        return self._parse(reply, len(batch))
+
+    def _parse(self, reply: Any, expected: int) -> Vectors:
+        data = reply.get("data") if isinstance(reply, dict) else None
+        if not isinstance(data, list):
+            raise self._fail(f"reply has no 'data' list: {str(reply)[:200]}")
+        if len(data) != expected:
+            raise self._fail(f"sent {expected} texts, got {len(data)} embeddings back")
+        if not all(isinstance(item, dict) and isinstance(item.get("embedding"), list) for item in data):
+            raise self._fail("every item of 'data' needs an 'embedding' list of numbers")
+        indexes = [item.get("index", position) for position, item in enumerate(data)]
+        if sorted(i for i in indexes if isinstance(i, int)) != list(range(expected)):
+            raise self._fail(f"reply indexes {indexes[:20]} are not 0..{expected - 1} once each")
+        ordered = [item["embedding"] for _, item in sorted(zip(indexes, data), key=lambda pair: pair[0])]
+        lengths = {len(vector) for vector in ordered}
+        if len(lengths) != 1:
+            raise self._fail(f"vectors of different lengths in one reply: {sorted(lengths)}")
+        (length,) = lengths
+        if self._dimension is not None and length != self._dimension:
+            raise self._fail(f"expected vectors of dimension {self._dimension}, got {length}")
+        if length == 0 or any(isinstance(x, bool) for vector in ordered for x in vector):
+            raise self._fail("embeddings must be non-empty lists of numbers")
+        try:
+            matrix = np.asarray(ordered, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise self._fail(f"embeddings must be lists of numbers: {exc}") from exc
+        if not np.isfinite(matrix).all():
+            raise self._fail("embeddings contain NaN or infinite values")
+        self._dimension = length
+        return normalize_rows(matrix)

@@ -1,0 +1,343 @@
+"""The vector leg: a sqlite-vec ``vec0`` index of fact embeddings.
+
+The index lives in the same file as the facts, in ``fact_vectors`` (cosine
+distance, partitioned by scope so a KNN reads only the scopes a search may
+see, with the slot as a metadata column). Its dimension is fixed when the
+first embedder is bound; ``store_meta`` records which embedder (model id and
+dimension) built it. Opening the store with another embedder leaves the index
+*stale*: the vector leg is skipped until ``reindex`` rebuilds it.
+
+``vec0`` is an exact scan. For speed, searches use :class:`VectorCache`, an
+in-memory copy of the vectors grouped by scope, kept consistent with the file
+through ``vector_log``: every vector write or delete appends to it in the same
+transaction, and each search first applies what the log says changed since the
+cache last looked. The file stays the source of truth; the cache can be
+dropped at any time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._sqlite import Connection
+
+__all__ = ["IndexState", "VectorCache", "VectorIndex"]
+
+TABLE = "fact_vectors"
+_META_MODEL = "embedder.model_id"
+_META_DIM = "embedder.dimension"
+_META_GENERATION = "vectors.generation"
+#: The log keeps this many entries; a cache further behind reloads in full.
+_LOG_KEEP = 50_000
+
+
+@attrs.frozen
+class IndexState:
+    """What the vector index holds compared with the embedder in use.
+
+    Attributes:
+        model_id: The embedder that built the index, or ``None`` if none yet.
+        dimension: Its dimension, or ``None``.
+        current_model_id: The embedder the store was opened with.
+        current_dimension: Its dimension.
+        stale: The index was built by another embedder (or dimension).
+        vectors: How many vectors the index holds.
+        missing: Live facts without a vector.
+        orphans: Vectors whose fact is gone.
+    """
+
+    model_id: str | None
+    dimension: int | None
+    current_model_id: str
+    current_dimension: int
+    stale: bool
+    vectors: int
+    missing: int
+    orphans: int
+
+
+def _meta(conn: Connection, name: str) -> str | None:
+    value = conn.scalar("SELECT value FROM store_meta WHERE name = ?", (name,))
+    return None if value is None else str(value)
+
+
+def _set_meta(conn: Connection, name: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO store_meta (name, value) VALUES (?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
+        (name, value),
+    )
+
+
+def _table_exists(conn: Connection) -> bool:
+    return conn.scalar("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)) is not None
+
+
+@attrs.define
+class VectorIndex:
+    """Reads and writes the ``vec0`` index for one embedder.
+
+    Attributes:
+        conn: The store's connection.
+        model_id: The embedder's model id.
+        dimension: The embedder's dimension.
+    """
+
+    conn: Connection
+    model_id: str
+    dimension: int
+
+    def bind(self) -> bool:
+        """Create the index for this embedder if there is none; return whether it is usable."""
+        with self.conn.write():
+            if _meta(self.conn, _META_MODEL) is None:
+                self._create()
+        return not self.stale
+
+    @property
+    def stale(self) -> bool:
+        """Whether the index was built by another embedder or dimension."""
+        return (_meta(self.conn, _META_MODEL), _meta(self.conn, _META_DIM)) != (
+            self.model_id,
+            str(self.dimension),
+        )
+
+    def _create(self) -> None:
+        self.conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE {TABLE} USING vec0("
+            "fact_id INTEGER PRIMARY KEY, scope TEXT PARTITION KEY, slot TEXT, "
+            f"embedding float[{self.dimension}] distance_metric=cosine)"
+        )
+        self.conn.execute("DELETE FROM vector_log")
+        _set_meta(self.conn, _META_MODEL, self.model_id)
+        _set_meta(self.conn, _META_DIM, str(self.dimension))
+        generation = int(_meta(self.conn, _META_GENERATION) or 0) + 1
+        _set_meta(self.conn, _META_GENERATION, str(generation))
+
+    def rebuild(self) -> None:
+        """Drop the index and create it empty for this embedder (inside a write)."""
+        self._create()
+
+    def put(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
+        """Write vectors for ``(fact_id, scope, slot)`` rows (inside a write)."""
+        if not rows:
+            return
+        ids = [r[0] for r in rows]
+        self._delete_rows(ids)
+        self.conn.executemany(
+            f"INSERT INTO {TABLE} (fact_id, scope, slot, embedding) VALUES (?, ?, ?, ?)",
+            [(fid, scope, slot, vectors[i].astype(np.float32).tobytes())
+             for i, (fid, scope, slot) in enumerate(rows)],
+        )
+        self.conn.executemany("INSERT INTO vector_log (fact_id, op) VALUES (?, 'put')",
+                              [(fid,) for fid in ids])
+        self._trim_log()
+
+    def delete(self, ids: Sequence[int]) -> None:
+        """Remove the vectors of these facts (inside a write)."""
+        if not ids or not _table_exists(self.conn):
+            return
+        self._delete_rows(ids)
+        self.conn.executemany("INSERT INTO vector_log (fact_id, op) VALUES (?, 'del')",
+                              [(fid,) for fid in ids])
+
+    def _delete_rows(self, ids: Sequence[int]) -> None:
+        self.conn.executemany(f"DELETE FROM {TABLE} WHERE fact_id = ?", [(i,) for i in ids])
+
+    def _trim_log(self) -> None:
+        low, high = self.conn.execute("SELECT min(seq), max(seq) FROM vector_log").fetchall()[0]
+        if high is not None and high - low > 2 * _LOG_KEEP:
+            self.conn.execute("DELETE FROM vector_log WHERE seq <= ?", (high - _LOG_KEEP,))
+
+    def knn(
+        self, query: np.ndarray, scopes: Sequence[str], slots: Sequence[str] | None, k: int
+    ) -> list[tuple[int, float]]:
+        """Exact KNN through ``vec0``: ``(fact_id, cosine)`` best first."""
+        found: list[tuple[int, float]] = []
+        blob = query.astype(np.float32).tobytes()
+        slot_clause = ""
+        params: list[Any] = []
+        if slots is not None:
+            slot_clause = f" AND slot IN ({','.join('?' * len(slots))})"
+            params = list(slots)
+        for scope in scopes:
+            rows = self.conn.execute(
+                f"SELECT fact_id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? "
+                f"AND scope = ?{slot_clause}",
+                (blob, k, scope, *params),
+            ).fetchall()
+            found.extend((int(fid), 1.0 - float(dist)) for fid, dist in rows)
+        found.sort(key=lambda item: (-item[1], item[0]))
+        return found[:k]
+
+    def state(self) -> IndexState:
+        """Compare the index with the embedder and the facts table."""
+        exists = _table_exists(self.conn)
+        vectors = int(self.conn.scalar(f"SELECT count(*) FROM {TABLE}")) if exists else 0
+        if exists:
+            missing = int(self.conn.scalar(
+                f"SELECT count(*) FROM facts WHERE id NOT IN (SELECT fact_id FROM {TABLE})"))
+            orphans = int(self.conn.scalar(
+                f"SELECT count(*) FROM {TABLE} WHERE fact_id NOT IN (SELECT id FROM facts)"))
+        else:
+            missing = int(self.conn.scalar("SELECT count(*) FROM facts"))
+            orphans = 0
+        dim = _meta(self.conn, _META_DIM)
+        return IndexState(
+            model_id=_meta(self.conn, _META_MODEL),
+            dimension=int(dim) if dim else None,
+            current_model_id=self.model_id,
+            current_dimension=self.dimension,
+            stale=self.stale,
+            vectors=vectors,
+            missing=missing,
+            orphans=orphans,
+        )
+
+
+@attrs.define
+class _Block:
+    """The vectors of one scope, in append order with a liveness mask."""
+
+    dim: int
+    ids: np.ndarray
+    slots: np.ndarray
+    mat: np.ndarray
+    alive: np.ndarray
+    n: int = 0
+
+    @classmethod
+    def empty(cls, dim: int, capacity: int = 1024) -> _Block:
+        return cls(dim, np.zeros(capacity, np.int64), np.zeros(capacity, np.int32),
+                   np.zeros((capacity, dim), np.float32), np.zeros(capacity, bool))
+
+    def append(self, ids: np.ndarray, slots: np.ndarray, mat: np.ndarray) -> range:
+        need = self.n + len(ids)
+        if need > len(self.ids):
+            cap = max(need, 2 * len(self.ids))
+            self.ids = np.resize(self.ids, cap)
+            self.slots = np.resize(self.slots, cap)
+            grown = np.zeros((cap, self.dim), np.float32)
+            grown[: self.n] = self.mat[: self.n]
+            self.mat = grown
+            self.alive = np.concatenate([self.alive[: self.n], np.zeros(cap - self.n, bool)])
+        start = self.n
+        self.ids[start:need] = ids
+        self.slots[start:need] = slots
+        self.mat[start:need] = mat
+        self.alive[start:need] = True
+        self.n = need
+        return range(start, need)
+
+
+@attrs.define
+class VectorCache:
+    """An in-memory copy of the index, grouped by scope, synced through ``vector_log``.
+
+    Attributes:
+        dimension: Vector dimension.
+    """
+
+    dimension: int
+    _blocks: dict[str, _Block] = attrs.Factory(dict)
+    _where: dict[int, tuple[str, int]] = attrs.Factory(dict)
+    _slot_codes: dict[str, int] = attrs.Factory(dict)
+    _seq: int = -1
+    _generation: str | None = None
+
+    def sync(self, conn: Connection) -> None:
+        """Apply the changes the log records since the last sync (or reload in full)."""
+        generation = _meta(conn, _META_GENERATION)
+        low, high = conn.execute("SELECT min(seq), max(seq) FROM vector_log").fetchall()[0]
+        high = int(high or 0)
+        if generation != self._generation or (low is not None and self._seq < int(low) - 1):
+            self._reload(conn, generation, high)
+            return
+        if high <= self._seq:
+            return
+        changes = conn.execute(
+            "SELECT fact_id, max(seq) FROM vector_log WHERE seq > ? GROUP BY fact_id",
+            (self._seq,),
+        ).fetchall()
+        changed = [int(fid) for fid, _ in changes]
+        for fid in changed:
+            self._remove(fid)
+        for start in range(0, len(changed), 500):
+            chunk = changed[start:start + 500]
+            rows = conn.execute(
+                f"SELECT fact_id, scope, slot, embedding FROM {TABLE} "
+                f"WHERE fact_id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+            self._add_rows(rows)
+        self._seq = high
+
+    def _reload(self, conn: Connection, generation: str | None, high: int) -> None:
+        self._blocks.clear()
+        self._where.clear()
+        if _table_exists(conn):
+            chunk: list[Any] = []
+            for row in conn.execute(f"SELECT fact_id, scope, slot, embedding FROM {TABLE}"):
+                chunk.append(row)
+                if len(chunk) == 5000:
+                    self._add_rows(chunk)
+                    chunk = []
+            self._add_rows(chunk)
+        self._generation = generation
+        self._seq = high
+
+    def _add_rows(self, rows: Sequence[Any]) -> None:
+        by_scope: dict[str, list[Any]] = {}
+        for row in rows:
+            by_scope.setdefault(row[1], []).append(row)
+        for scope, group in by_scope.items():
+            block = self._blocks.get(scope)
+            if block is None:
+                block = self._blocks[scope] = _Block.empty(self.dimension)
+            ids = np.array([int(r[0]) for r in group], np.int64)
+            slots = np.array([self._slot_codes.setdefault(r[2], len(self._slot_codes))
+                              for r in group], np.int32)
+            mat = np.frombuffer(b"".join(r[3] for r in group), np.float32).reshape(-1, self.dimension)
+            for fid, pos in zip(ids.tolist(), block.append(ids, slots, mat)):
+                self._where[fid] = (scope, pos)
+
+    def _remove(self, fact_id: int) -> None:
+        where = self._where.pop(fact_id, None)
+        if where is not None:
+            self._blocks[where[0]].alive[where[1]] = False
+
+    def knn(
+        self, query: np.ndarray, scopes: Sequence[str], slots: Sequence[str] | None, k: int
+    ) -> list[tuple[int, float]]:
+        """Exact KNN over the cached rows of ``scopes``: ``(fact_id, cosine)`` best first."""
+        wanted = None
+        if slots is not None:
+            wanted = np.array([self._slot_codes[s] for s in slots if s in self._slot_codes], np.int32)
+        ids_out: list[np.ndarray] = []
+        sims_out: list[np.ndarray] = []
+        q = query.astype(np.float32)
+        for scope in scopes:
+            block = self._blocks.get(scope)
+            if block is None or block.n == 0:
+                continue
+            sims = block.mat[: block.n] @ q
+            mask = block.alive[: block.n]
+            if wanted is not None:
+                mask = mask & np.isin(block.slots[: block.n], wanted)
+            sims = np.where(mask, sims, -np.inf)
+            take = min(k, block.n)
+            top = np.argpartition(-sims, take - 1)[:take]
+            top = top[np.isfinite(sims[top])]
+            ids_out.append(block.ids[top])
+            sims_out.append(sims[top])
+        if not ids_out:
+            return []
+        ids = np.concatenate(ids_out)
+        sims = np.concatenate(sims_out)
+        order = np.lexsort((ids, -sims))[:k]
+        return [(int(ids[i]), float(sims[i])) for i in order]

@@ -1,0 +1,178 @@
+"""The vector leg: sqlite-vec index kept in sync, fused with BM25, health checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.stores.embedders import HashingEmbedder
+from ctxslots.stores.vectors import TABLE
+
+
+def vector_ids(store):
+    """The fact ids that have a vector in the file."""
+    return sorted(int(r[0]) for r in store._conn.execute(f"SELECT fact_id FROM {TABLE}"))
+
+
+@pytest.fixture(name="vstore", params=[True, False], ids=["cache", "vec0"])
+def fixture_vstore(db_path, clock, request):
+    """A store with the hashing embedder, searched through the cache or straight through vec0."""
+    store = FactStore(db_path, clock=clock, embedder=HashingEmbedder(dimension=256),
+                      vector_cache=request.param)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def test_vectors_follow_writes_updates_and_forgets(vstore):
+    """Every add, changed upsert and forget is mirrored in the vector index."""
+    a = vstore.add("agent", "Deploys run on Friday.")
+    b = vstore.upsert("user", "editor", "The user edits in Helix.")
+    assert [a.id, b.id] == vector_ids(vstore)
+
+    before = bytes(vstore._conn.scalar(f"SELECT embedding FROM {TABLE} WHERE fact_id = ?", (b.id,)))
+    vstore.upsert("user", "editor", "The user edits in Neovim.")
+    after = bytes(vstore._conn.scalar(f"SELECT embedding FROM {TABLE} WHERE fact_id = ?", (b.id,)))
+    assert before != after
+
+    vstore.forget(a.id)
+    assert [b.id] == vector_ids(vstore)
+    assert vstore.doctor().ok
+
+
+def test_batch_writes_vectors_in_the_same_transaction(vstore):
+    """Facts written in a batch get their vectors in that transaction; a failed batch leaves neither."""
+    with pytest.raises(ValueError):
+        with vstore.batch():
+            vstore.add("agent", "First note about caching.")
+            vstore.add("agent", "")
+    assert [] == vector_ids(vstore)
+
+    with vstore.batch():
+        ids = [vstore.add("agent", f"Note number {i} about caching.").id for i in range(5)]
+    assert ids == vector_ids(vstore)
+
+
+def test_knn_filtered_by_scope_never_returns_another_scope(vstore):
+    """A vector search in scope A never returns facts of scope B, even identical ones."""
+    a = vstore.add("project", "The release train leaves every Friday.", scope="A")
+    vstore.add("project", "The release train leaves every Friday.", scope="B")
+    g = vstore.add("user", "The user likes trains.")
+
+    hits = vstore.search("release train friday", scope="A", limit=50)
+    assert {a.id, g.id} >= {h.fact.id for h in hits}
+    assert a.id in {h.fact.id for h in hits}
+    assert all(h.fact.scope in ("A", None) for h in hits)
+
+
+def test_expired_facts_are_not_found_by_vectors(vstore, clock):
+    """A fact found only by the vector leg still disappears when it expires."""
+    fact = vstore.add("agent", "Temporary freeze on deployments.", expires_at=clock.now + 60)
+    assert fact.id in {h.fact.id for h in vstore.search("temporary freeze deployments")}
+    clock.advance(seconds=61)
+    assert [] == vstore.search("temporary freeze deployments")
+
+
+def test_fusion_fills_both_legs_of_the_trace(db_path):
+    """A fact found only by words and one found only by the vector leg both come back, traced."""
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=256)) as store:
+        words = store.add("agent", "Kubernetes manifests live in deploy/k8s.")
+        typo = store.add("agent", "Postgresql connection pooling uses pgbouncer.")
+        # "postgres" does not match the token "postgresql" in FTS5, but shares n-grams.
+        hits = {h.fact.id: h.trace for h in store.search("kubernetes postgres pooling", limit=10)}
+    assert hits[words.id].bm25_rank is not None
+    assert hits[typo.id].cosine is not None and hits[typo.id].vector_rank is not None
+    for trace in hits.values():
+        assert trace.final == pytest.approx(
+            trace.relevance * trace.decay * trace.reinforcement * trace.confidence)
+
+
+def test_a_fact_only_the_vector_leg_finds(db_path):
+    """With no shared word (typos), the vector leg alone still finds the fact, and the trace says so."""
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=256)) as store:
+        fact = store.add("agent", "Refactoring the serializers cut latency.")
+        hits = store.search("refactorng serialisers")
+    assert [fact.id] == [h.fact.id for h in hits]
+    assert hits[0].trace.bm25_rank is None
+    assert hits[0].trace.vector_rank == 1
+
+
+def test_legs_can_be_switched_off(db_path):
+    """Weight 0 switches a leg off; the lexical-only relevance is -bm25 again."""
+    lexical = RankingPolicy(vector_weight=0.0)
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=256), ranking=lexical) as store:
+        store.add("agent", "Refactoring the serializers cut latency.")
+        assert [] == store.search("refactorng serialisers")
+        hit = store.search("serializers latency")[0]
+        assert hit.trace.vector_rank is None
+        assert hit.trace.relevance == pytest.approx(-hit.trace.bm25)
+    vector_only = RankingPolicy(lexical_weight=0.0)
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=256), ranking=vector_only) as store:
+        hit = store.search("serializers latency")[0]
+        assert hit.trace.bm25_rank is None and hit.trace.vector_rank == 1
+
+
+def test_switching_embedders_is_detected_and_reindex_repairs_it(db_path):
+    """A store opened with another embedder reports stale vectors; reindex rebuilds them."""
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=256)) as store:
+        fact = store.add("agent", "Refactoring the serializers cut latency.")
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=128)) as store:
+        report = store.doctor()
+        assert not report.ok and report.vectors.stale
+        assert "run `ctxslots reindex`" in report.problems[0]
+        assert store.search("refactorng serialisers") == []  # stale vectors are not used
+        progress = []
+        assert 1 == store.reindex(progress=lambda done, total: progress.append((done, total)))
+        assert (1, 1) == progress[-1]
+        assert store.doctor().ok
+        assert [fact.id] == [h.fact.id for h in store.search("refactorng serialisers")]
+
+
+def test_missing_vectors_and_broken_fts_are_reported(db_path):
+    """doctor finds facts without vectors and an FTS index out of sync; reindex repairs both."""
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=64)) as store:
+        store.add("agent", "A fact that keeps its vector.")
+        with store._conn.write():
+            store._conn.execute(f"DELETE FROM {TABLE}")
+            store._conn.execute("INSERT INTO facts_fts(facts_fts, rowid, key, value, tags) "
+                                "VALUES ('delete', 1, NULL, 'A fact that keeps its vector.', '')")
+        report = store.doctor()
+        assert not report.fts_in_sync
+        assert any("1 facts have no vector" in p for p in report.problems)
+        store.reindex()
+        assert store.doctor().ok
+
+
+def test_cache_sees_writes_from_another_connection(db_path):
+    """The in-memory cache picks up vectors written by another store on the same file."""
+    emb = HashingEmbedder(dimension=128)
+    with FactStore(db_path, embedder=emb) as reader, FactStore(db_path, embedder=emb) as writer:
+        first = writer.add("agent", "Serializers were refactored.")
+        assert [first.id] == [h.fact.id for h in reader.search("serializer refactor")]
+        second = writer.add("agent", "Serializer refactor number two.")
+        writer.forget(first.id)
+        assert [second.id] == [h.fact.id for h in reader.search("serializer refactor")]
+
+
+def test_cache_and_vec0_agree(db_path):
+    """The cached and the vec0 KNN return the same neighbours."""
+    emb = HashingEmbedder(dimension=128)
+    rng = np.random.default_rng(0)
+    words = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "helm", "queue"]
+    with FactStore(db_path, embedder=emb) as store, store.batch():
+        for i in range(300):
+            store.add("agent", " ".join(rng.choice(words, 5)) + f" {i}",
+                      scope=["A", "B", None][i % 3])
+    with FactStore(db_path, embedder=emb, vector_cache=True) as cached, \
+            FactStore(db_path, embedder=emb, vector_cache=False) as direct:
+        for query in ("deploy friday", "billing refund retry", "docker helm queue"):
+            vec = emb.embed([query])[0]
+            cached._cache = None
+            cached.search(query, scope="A")  # loads the cache
+            a = cached._cache.knn(vec, ["A", ""], None, 20)
+            b = direct._index.knn(vec, ["A", ""], None, 20)
+            assert np.allclose([c for _, c in a], [c for _, c in b], atol=1e-5)
+            cut = a[-1][1] + 1e-5  # below it, float rounding may order near-ties differently
+            assert {i for i, c in a if c > cut} == {i for i, c in b if c > cut}
