@@ -10,7 +10,7 @@ import attrs
 import numpy as np
 
 from ...errors import EmbedderError
-from .._http import HTTPJSONError, post_json
+from ..._http import HTTPJSONError, post_json
 from ._base import EmbedderSpecError, Vectors, as_texts, normalize_rows
 
 __all__ = ["OpenAIEmbedder"]

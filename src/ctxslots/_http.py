@@ -1,6 +1,6 @@
 """A small JSON-over-HTTP POST helper on the standard library, with retries.
 
-Used by the HTTP embedder; kept free of ctxslots' own errors so any client can
+Used by the HTTP embedder and the chat client; kept free of ctxslots' own errors so any client can
 translate :class:`HTTPJSONError` into the error its callers expect.
 """
 

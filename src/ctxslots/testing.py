@@ -1,0 +1,155 @@
+"""Helpers for testing code that uses ctxslots: real parts, running locally.
+
+- :class:`ScriptedChatServer`: a real HTTP server on 127.0.0.1 that speaks the
+  OpenAI chat-completions protocol and answers from a script, for testing
+  flushers and LLM clients without a model.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import attrs
+
+__all__ = ["ScriptedChatServer", "ScriptedReply"]
+
+
+@attrs.frozen
+class ScriptedReply:
+    """One scripted answer of :class:`ScriptedChatServer`.
+
+    Attributes:
+        content: The assistant message's content (ignored when ``body`` is set).
+        status: HTTP status of the answer.
+        delay: Seconds to wait before answering (to test timeouts).
+        body: A raw body to send instead of a chat completion (e.g. broken JSON).
+        headers: Extra response headers (e.g. ``Retry-After``).
+    """
+
+    content: str | None = None
+    status: int = 200
+    delay: float = 0.0
+    body: str | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def _completion(content: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    prompt_words = sum(len(str(m.get("content", "")).split()) for m in request.get("messages", [])
+                       if isinstance(m, Mapping))
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "scripted"),
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(content.split()),
+                  "total_tokens": prompt_words + len(content.split())},
+    }
+
+
+class ScriptedChatServer:
+    """A chat-completions server on 127.0.0.1 answering from a script, one step per request.
+
+    A step is a string (the assistant's content, with status 200) or a
+    :class:`ScriptedReply`. Once the script is used up every request gets a
+    500 saying so. Use it as a context manager::
+
+        with ScriptedChatServer(['{"operations": []}']) as server:
+            client = OpenAIChatClient(server.base_url, "scripted")
+
+    Attributes:
+        requests: The decoded JSON body of every request received, in order.
+        request_headers: The headers of every request, in order.
+    """
+
+    def __init__(self, script: Iterable[str | ScriptedReply]) -> None:
+        self._script = [s if isinstance(s, ScriptedReply) else ScriptedReply(content=s) for s in script]
+        self._lock = threading.Lock()
+        self.requests: list[Any] = []
+        self.request_headers: list[dict[str, str]] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        """The API root to give a client, e.g. ``http://127.0.0.1:PORT/v1``."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def close(self) -> None:
+        """Stop serving (idempotent)."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> ScriptedChatServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _next(self, body: Any, headers: dict[str, str]) -> ScriptedReply | None:
+        with self._lock:
+            self.requests.append(body)
+            self.request_headers.append(headers)
+            return self._script.pop(0) if self._script else None
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, text: str, headers: Mapping[str, str] = {}) -> None:
+                data = text.encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up
+                    pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, json.dumps({"object": "list", "data": [
+                        {"id": "scripted", "object": "model", "owned_by": "ctxslots"}]}))
+                else:
+                    self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length).decode("utf-8", "replace")
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
+                    return
+                try:
+                    body: Any = json.loads(raw)
+                except ValueError:
+                    body = raw
+                step = server._next(body, dict(self.headers.items()))
+                if step is None:
+                    self._send(500, json.dumps({"error": {"message": "the script is used up"}}))
+                    return
+                if step.delay:
+                    time.sleep(step.delay)
+                if step.body is not None:
+                    text = step.body
+                elif step.status != 200:
+                    text = json.dumps({"error": {"message": step.content or f"scripted {step.status}"}})
+                else:
+                    text = json.dumps(_completion(step.content or "", body if isinstance(body, dict) else {}))
+                self._send(step.status, text, step.headers)
+
+        return Handler
