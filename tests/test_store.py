@@ -133,7 +133,7 @@ def test_slot_filter(store):
 
 
 def test_ranking_trace_multiplies_signals(store, clock):
-    """The final score is relevance times decay, reinforcement and confidence, as the trace says."""
+    """The final score is -bm25 times decay, reinforcement and confidence, as the trace says."""
     old = store.add("agent", "Flaky test retries hide real failures.", confidence=0.5)
     clock.advance(days=30)
     store.reinforce(old.id)
@@ -142,9 +142,10 @@ def test_ranking_trace_multiplies_signals(store, clock):
     t = hit.trace
 
     assert 1 == t.bm25_rank and t.bm25 < 0
-    assert t.decay == pytest.approx(math.exp(-1.0))  # agent tau is 30 days
+    assert t.decay == pytest.approx(math.exp(-30 / 365))  # agent tau is 365 days
     assert t.reinforcement == pytest.approx(math.exp(0.2 * 3))
     assert 0.5 == t.confidence
+    assert t.relevance == pytest.approx(-t.bm25)  # words only with the default embedder
     assert t.final == pytest.approx(t.relevance * t.decay * t.reinforcement * t.confidence)
 
 

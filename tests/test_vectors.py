@@ -9,6 +9,8 @@ from ctxslots import FactStore, RankingPolicy
 from ctxslots.stores.embedders import HashingEmbedder
 from ctxslots.stores.vectors import TABLE
 
+FUSED = RankingPolicy(vector_weight=1.0)
+
 
 def vector_ids(store):
     """The fact ids that have a vector in the file."""
@@ -19,7 +21,7 @@ def vector_ids(store):
 def fixture_vstore(db_path, clock, request):
     """A store with the hashing embedder, searched through the cache or straight through vec0."""
     store = FactStore(db_path, clock=clock, embedder=HashingEmbedder(dimension=256),
-                      vector_cache=request.param)
+                      vector_cache=request.param, ranking=FUSED)
     try:
         yield store
     finally:
@@ -77,7 +79,7 @@ def test_expired_facts_are_not_found_by_vectors(vstore, clock):
 
 def test_fusion_fills_both_legs_of_the_trace(db_path):
     """A fact found only by words and one found only by the vector leg both come back, traced."""
-    with FactStore(db_path, embedder=HashingEmbedder(dimension=256)) as store:
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=256), ranking=FUSED) as store:
         words = store.add("agent", "Kubernetes manifests live in deploy/k8s.")
         typo = store.add("agent", "Postgresql connection pooling uses pgbouncer.")
         # "postgres" does not match the token "postgresql" in FTS5, but shares n-grams.
@@ -91,7 +93,7 @@ def test_fusion_fills_both_legs_of_the_trace(db_path):
 
 def test_a_fact_only_the_vector_leg_finds(db_path):
     """With no shared word (typos), the vector leg alone still finds the fact, and the trace says so."""
-    with FactStore(db_path, embedder=HashingEmbedder(dimension=256)) as store:
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=256), ranking=FUSED) as store:
         fact = store.add("agent", "Refactoring the serializers cut latency.")
         hits = store.search("refactorng serialisers")
     assert [fact.id] == [h.fact.id for h in hits]
@@ -108,7 +110,7 @@ def test_legs_can_be_switched_off(db_path):
         hit = store.search("serializers latency")[0]
         assert hit.trace.vector_rank is None
         assert hit.trace.relevance == pytest.approx(-hit.trace.bm25)
-    vector_only = RankingPolicy(lexical_weight=0.0)
+    vector_only = RankingPolicy(lexical_weight=0.0, vector_weight=1.0)
     with FactStore(db_path, embedder=HashingEmbedder(dimension=256), ranking=vector_only) as store:
         hit = store.search("serializers latency")[0]
         assert hit.trace.bm25_rank is None and hit.trace.vector_rank == 1
@@ -116,9 +118,9 @@ def test_legs_can_be_switched_off(db_path):
 
 def test_switching_embedders_is_detected_and_reindex_repairs_it(db_path):
     """A store opened with another embedder reports stale vectors; reindex rebuilds them."""
-    with FactStore(db_path, embedder=HashingEmbedder(dimension=256)) as store:
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=256), ranking=FUSED) as store:
         fact = store.add("agent", "Refactoring the serializers cut latency.")
-    with FactStore(db_path, embedder=HashingEmbedder(dimension=128)) as store:
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=128), ranking=FUSED) as store:
         report = store.doctor()
         assert not report.ok and report.vectors.stale
         assert "run `ctxslots reindex`" in report.problems[0]
@@ -148,12 +150,24 @@ def test_missing_vectors_and_broken_fts_are_reported(db_path):
 def test_cache_sees_writes_from_another_connection(db_path):
     """The in-memory cache picks up vectors written by another store on the same file."""
     emb = HashingEmbedder(dimension=128)
-    with FactStore(db_path, embedder=emb) as reader, FactStore(db_path, embedder=emb) as writer:
+    with FactStore(db_path, embedder=emb, ranking=FUSED) as reader, \
+            FactStore(db_path, embedder=emb, ranking=FUSED) as writer:
         first = writer.add("agent", "Serializers were refactored.")
         assert [first.id] == [h.fact.id for h in reader.search("serializer refactor")]
         second = writer.add("agent", "Serializer refactor number two.")
         writer.forget(first.id)
         assert [second.id] == [h.fact.id for h in reader.search("serializer refactor")]
+
+
+def test_hashing_embedder_defaults_to_words_only(db_path):
+    """With the default hashing embedder the vector index is kept but searches use words only."""
+    with FactStore(db_path) as store:
+        fact = store.add("agent", "Refactoring the serializers cut latency.")
+        assert 0.0 == store.ranking.vector_weight
+        assert [fact.id] == vector_ids(store)
+        assert [] == store.search("refactorng serialisers")
+        hit = store.search("serializers latency")[0]
+        assert hit.trace.relevance == pytest.approx(-hit.trace.bm25)
 
 
 def test_cache_and_vec0_agree(db_path):
@@ -165,8 +179,8 @@ def test_cache_and_vec0_agree(db_path):
         for i in range(300):
             store.add("agent", " ".join(rng.choice(words, 5)) + f" {i}",
                       scope=["A", "B", None][i % 3])
-    with FactStore(db_path, embedder=emb, vector_cache=True) as cached, \
-            FactStore(db_path, embedder=emb, vector_cache=False) as direct:
+    with FactStore(db_path, embedder=emb, vector_cache=True, ranking=FUSED) as cached, \
+            FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
         for query in ("deploy friday", "billing refund retry", "docker helm queue"):
             vec = emb.embed([query])[0]
             cached._cache = None

@@ -24,7 +24,7 @@ from ._validate import Limits
 from .migrations import schema_version
 from ._legs import COLUMNS as _COLUMNS
 from ._legs import Found, lexical_leg, merge_vector_leg, placeholders as _placeholders
-from .ranking import Candidate, RankingPolicy, rank_candidates
+from .ranking import MODEL_VECTOR_WEIGHT, Candidate, RankingPolicy, rank_candidates
 from .sanitize import DEFAULT_POLICY, QueryPolicy, sanitize_query
 from .maintenance import DoctorReport, doctor, reindex
 from .vectors import VectorCache, VectorIndex
@@ -71,7 +71,8 @@ class FactStore:
     Attributes:
         path: The database file (``None``: :func:`default_db_path`).
         limits: Size limits and slot rules applied to every write.
-        ranking: Decay constants per slot and the reinforcement weight.
+        ranking: Decay constants per slot, reinforcement and fusion weights
+            (after construction, with the vector weight resolved).
         query_policy: How query text becomes a lexical query (stop words,
             minimum token length).
         candidate_pool: How many candidates each retrieval leg contributes.
@@ -105,10 +106,19 @@ class FactStore:
 
             spec = self.embedder
             self.embedder = default_embedder() if spec is None else embedder_from_spec(spec)
+        if self.ranking.vector_weight is None:
+            self.ranking = attrs.evolve(self.ranking, vector_weight=self._auto_vector_weight())
         self._conn = open_connection(self.path)
         if self.embedder is not False:
             self._index = VectorIndex(self._conn, self.embedder.model_id, self.embedder.dimension)
             self._index.bind()
+
+    def _auto_vector_weight(self) -> float:
+        from .embedders import HashingEmbedder
+
+        if self.embedder is False or isinstance(self.embedder, HashingEmbedder):
+            return 0.0
+        return MODEL_VECTOR_WEIGHT
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -392,7 +402,8 @@ class FactStore:
         where, params = self._filters(slots, scope, now=now, alias="f.")
         match = sanitize_query(query, self.query_policy)
         use_lexical = bool(match) and self.ranking.lexical_weight > 0
-        use_vector = self.vector_leg_ready and self.ranking.vector_weight > 0 and bool(query.strip())
+        use_vector = (self.vector_leg_ready and bool(self.ranking.vector_weight)
+                      and bool(query.strip()))
         if not use_lexical and not use_vector:
             return []
         pool = max(limit, self.candidate_pool)
