@@ -43,17 +43,33 @@ class _Group(click.Group):
     envvar="CTXSLOTS_DB",
     help="The SQLite store (default: $CTXSLOTS_DB, else the user data directory).",
 )
+@click.option(
+    "--embedder",
+    envvar="CTXSLOTS_EMBEDDER",
+    help="hash (default), sentence-transformers:PATH_OR_PACKAGE, or openai:MODEL.",
+)
+@click.option(
+    "--embed-base-url",
+    envvar="CTXSLOTS_EMBED_BASE_URL",
+    help="API root of an OpenAI-compatible embeddings server (for --embedder openai:MODEL).",
+)
 @click.version_option(package_name="ctxslots")
 @click.pass_context
-def cli(ctx: click.Context, db: Path | None) -> None:
+def cli(
+    ctx: click.Context, db: Path | None, embedder: str | None, embed_base_url: str | None
+) -> None:
     """Memory slots for LLM agents: store facts, search them, assemble prompts."""
-    ctx.obj = {"db": db}
+    ctx.obj = {"db": db, "embedder": embedder, "embed_base_url": embed_base_url}
 
 
 @contextmanager
 def _store(ctx: click.Context) -> Iterator[FactStore]:
+    from .stores.embedders import embedder_from_spec
+
     path = ctx.obj["db"] or default_db_path()
-    with FactStore(path) as store:
+    spec = ctx.obj.get("embedder")
+    embedder = embedder_from_spec(spec, base_url=ctx.obj.get("embed_base_url")) if spec else None
+    with FactStore(path, embedder=embedder) as store:
         yield store
 
 
@@ -191,3 +207,5 @@ def demo(db_dir: Path | None) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``ctxslots`` console script."""
     cli.main(args=list(argv) if argv is not None else sys.argv[1:], prog_name="ctxslots")
+
+from .cli_index import register as _register_index; _register_index(cli)

@@ -1,0 +1,42 @@
+"""ctxslots doctor, reindex and the --embedder option."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from ctxslots.cli import cli
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_doctor_ok_on_a_healthy_store(db_path):
+    """doctor exits 0 and says ok on a fresh store with facts."""
+    assert 0 == run("--db", str(db_path), "remember", "agent", "Use ripgrep.").exit_code
+    result = run("--db", str(db_path), "doctor")
+    assert 0 == result.exit_code
+    assert result.output.strip().endswith("ok")
+
+
+def test_switching_embedder_then_doctor_and_reindex(db_path):
+    """Another embedder makes doctor fail (exit 1, JSON says stale); reindex repairs it."""
+    run("--db", str(db_path), "remember", "agent", "Use ripgrep for code search.")
+    result = run("--db", str(db_path), "--embedder", "hash:128", "doctor", "--json")
+    assert 1 == result.exit_code
+    report = json.loads(result.output)
+    assert report["vectors"]["stale"] and not report["ok"]
+
+    result = run("--db", str(db_path), "--embedder", "hash:128", "reindex")
+    assert 0 == result.exit_code and "reindexed 1 facts" in result.output
+    assert 0 == run("--db", str(db_path), "--embedder", "hash:128", "doctor").exit_code
+
+
+def test_bad_embedder_spec_is_one_line(db_path):
+    """An unknown embedder kind prints one error line and exits non-zero."""
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "--embedder", "nope:x", "stats"])
+    assert 0 != result.exit_code
+    assert "Traceback" not in result.output
+    assert 1 == sum(line.startswith("Error: ") for line in result.output.splitlines())
