@@ -18,13 +18,14 @@ import numpy as np
 import platformdirs
 
 from ..errors import FactNotFoundError, InvalidFactError
-from ..model import Fact, Hit
+from ..model import Fact, Hit, from_timestamp
 from ._sqlite import Connection, open_connection, sqlite_version
 from ._validate import Limits
 from .migrations import schema_version
 from ._legs import COLUMNS as _COLUMNS
 from ._legs import Found, lexical_leg, merge_vector_leg, placeholders as _placeholders
 from .ranking import MODEL_VECTOR_WEIGHT, Candidate, RankingPolicy, rank_candidates
+from .rerank import Boost, Reranker, apply_boost_and_rerank
 from .sanitize import DEFAULT_POLICY, QueryPolicy, sanitize_query
 from .maintenance import DoctorReport, doctor, reindex
 from .vectors import VectorCache, VectorIndex
@@ -84,6 +85,8 @@ class FactStore:
             embedder), or ``False`` for no vector leg at all.
         vector_cache: Search an in-memory copy of the vectors, kept consistent
             with the file, instead of scanning ``vec0`` on every search.
+        rerank: ``rerank(query, hits) -> hits | None``, given every fused
+            candidate before the limit (see :mod:`ctxslots.stores.rerank`).
     """
 
     path: str | os.PathLike[str] | None = None
@@ -94,6 +97,7 @@ class FactStore:
     clock: Callable[[], float] = time.time
     embedder: Any = None
     vector_cache: bool = True
+    rerank: Reranker | None = None
     _conn: Connection = attrs.field(init=False, repr=False)
     _index: VectorIndex | None = attrs.field(init=False, default=None, repr=False)
     _cache: VectorCache | None = attrs.field(init=False, default=None, repr=False)
@@ -377,6 +381,7 @@ class FactStore:
         limit: int = 10,
         include_archive: bool = False,
         track_access: bool = True,
+        boost: Boost | None = None,
     ) -> list[Hit]:
         """Find the facts that best match ``query``, best first.
 
@@ -393,7 +398,10 @@ class FactStore:
         :param limit: Most hits to return, 1 to 1000.
         :param include_archive: Also search forgotten facts (marked ``archived``).
         :param track_access: Count the returned facts as shown to a model.
-        :raises InvalidFactError: ``slots``, ``scope`` or ``limit`` is malformed.
+        :param boost: ``boost(fact) -> factor`` multiplying each candidate's final
+            score before the limit (recorded as ``trace.extra["boost"]``).
+        :raises InvalidFactError: ``slots``, ``scope`` or ``limit`` is malformed,
+            or ``boost`` returned a negative or non-finite factor.
         """
         if not isinstance(query, str):
             raise InvalidFactError("query must be a string", field="query", value=query)
@@ -416,24 +424,32 @@ class FactStore:
                     found[cand.fact_id] = (row, table == "archive")
         if use_vector:
             self._add_vector_leg(query, scope, slots, pool, where, params, by_id, found)
-        candidates = list(by_id.values())
-        ranked = rank_candidates(candidates, now=now, policy=self.ranking, limit=limit,
-                                 fused=use_vector)
-        live_ids = [c.fact_id for c, _ in ranked if not found[c.fact_id][1]]
-        if track_access and live_ids:
-            with self._conn.write():
-                self._conn.execute(
-                    "UPDATE facts SET access_count = access_count + 1, last_accessed = ? "
-                    f"WHERE id IN ({_placeholders(len(live_ids))})",
-                    (now, *live_ids),
-                )
-        hits = []
-        for cand, trace in ranked:
-            row, archived = found[cand.fact_id]
-            if track_access and not archived:
-                row = {**row, "access_count": row["access_count"] + 1, "last_accessed": now}
-            hits.append(Hit(fact=Fact.from_row(row, archived=archived), trace=trace))
+        adjust = boost is not None or self.rerank is not None
+        ranked = rank_candidates(by_id.values(), now=now, policy=self.ranking,
+                                 limit=len(by_id) if adjust else limit, fused=use_vector)
+        hits = [Hit(fact=Fact.from_row(found[c.fact_id][0], archived=found[c.fact_id][1]),
+                    trace=trace) for c, trace in ranked]
+        if adjust:
+            hits = apply_boost_and_rerank(query, hits, boost, self.rerank)[:limit]
+        if track_access:
+            hits = self._track_access(hits, now)
         return hits
+
+    def _track_access(self, hits: list[Hit], now: float) -> list[Hit]:
+        live_ids = [h.fact.id for h in hits if not h.fact.archived]
+        if not live_ids:
+            return hits
+        with self._conn.write():
+            self._conn.execute(
+                "UPDATE facts SET access_count = access_count + 1, last_accessed = ? "
+                f"WHERE id IN ({_placeholders(len(live_ids))})",
+                (now, *live_ids),
+            )
+        when = from_timestamp(now)
+        return [h if h.fact.archived else attrs.evolve(
+                    h, fact=attrs.evolve(h.fact, access_count=h.fact.access_count + 1,
+                                         last_accessed=when))
+                for h in hits]
 
     @property
     def vector_leg_ready(self) -> bool:

@@ -1,0 +1,105 @@
+"""After fusion: a caller's boost, then rerankers, then the limit.
+
+A *boost* is ``boost(fact) -> float``: it multiplies a hit's final score (for
+example to favour one feature area) and is recorded in the trace as
+``extra["boost"]``. A *reranker* is ``rerank(query, hits) -> hits | None``: it
+sees every fused candidate, best first, and may reorder or drop them (never add
+new ones); ``None`` keeps the order. Plugins provide rerankers through the
+``rerank_hits`` hook (see :func:`ctxslots.plugins.reranker_from_plugins`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from ..errors import InvalidFactError
+from ..model import Fact, Hit
+from .sanitize import QueryPolicy, query_tokens
+
+__all__ = [
+    "Boost",
+    "Reranker",
+    "apply_boost_and_rerank",
+    "coverage_reranker",
+    "reranker_from_plugins",
+]
+
+Boost = Callable[[Fact], float]
+Reranker = Callable[[str, list[Hit]], Sequence[Hit] | None]
+
+_ALL_WORDS = QueryPolicy(stop_words=frozenset(), max_tokens=1000)
+
+
+def coverage_reranker(query: str, hits: list[Hit]) -> list[Hit]:
+    """A deterministic reranker: hits containing more of the query's words first.
+
+    Words are the sanitized query tokens (stop words left out); ties keep the
+    fused order. Useful when many facts match one common word of a long query.
+    """
+    wanted = set(query_tokens(query))
+    if not wanted:
+        return hits
+
+    def covered(hit: Hit) -> int:
+        text = " ".join([hit.fact.value, hit.fact.key or "", *hit.fact.tags])
+        return len(wanted.intersection(query_tokens(text, _ALL_WORDS)))
+
+    return sorted(hits, key=lambda h: -covered(h))
+
+
+def apply_boost_and_rerank(
+    query: str, hits: list[Hit], boost: Boost | None, rerank: Reranker | None
+) -> list[Hit]:
+    """Apply ``boost`` then ``rerank`` to fused hits; ranks are renumbered.
+
+    :raises InvalidFactError: The boost returned something other than a finite
+        number >= 0, or the reranker returned facts that were not candidates.
+    """
+    if boost is not None:
+        boosted = []
+        for hit in hits:
+            factor = boost(hit.fact)
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+                    or not math.isfinite(factor) or factor < 0:
+                raise InvalidFactError(f"boost must return a finite number >= 0, not {factor!r}",
+                                       field="boost", value=factor)
+            trace = attrs.evolve(hit.trace, final=hit.trace.final * factor,
+                                 extra={**hit.trace.extra, "boost": float(factor)})
+            boosted.append(Hit(fact=hit.fact, trace=trace))
+        hits = sorted(boosted, key=lambda h: (-h.trace.final, h.fact.id))
+    if rerank is not None:
+        reordered = rerank(query, list(hits))
+        if reordered is not None:
+            known = {h.fact.id for h in hits}
+            reordered = list(reordered)
+            strangers = [h for h in reordered if not isinstance(h, Hit) or h.fact.id not in known]
+            if strangers:
+                raise InvalidFactError("a reranker may reorder or drop hits, not add new ones",
+                                       field="rerank", value=strangers[0])
+            hits = reordered
+    return [Hit(fact=h.fact, trace=attrs.evolve(h.trace, rank=i)) for i, h in enumerate(hits, 1)]
+
+
+def reranker_from_plugins(pm: Any) -> Reranker | None:
+    """One reranker chaining every ``rerank_hits`` implementation of a plugin manager.
+
+    Implementations run in registration order, each seeing the previous one's
+    output; ``None`` when no plugin implements the hook.
+    """
+    impls = list(pm.hook.rerank_hits.get_hookimpls())
+    if not impls:
+        return None
+
+    def rerank(query: str, hits: list[Hit]) -> list[Hit]:
+        for impl in impls:
+            kwargs = {"query": query, "hits": hits}
+            out = impl.function(**{name: kwargs[name] for name in impl.argnames})
+            if out is not None:
+                hits = list(out)
+        return hits
+
+    return rerank

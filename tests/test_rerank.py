@@ -1,0 +1,89 @@
+"""Boost functions and rerankers applied to fused candidates."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxslots import FactStore, InvalidFactError, hookimpl
+from ctxslots.plugins import make_plugin_manager
+from ctxslots.stores.rerank import coverage_reranker, reranker_from_plugins
+
+
+@pytest.fixture(name="facts")
+def fixture_facts(store):
+    """Three facts that all match the word 'deploy'."""
+    return [
+        store.add("project", "Deploy the billing service with make deploy.", tags=["billing"]),
+        store.add("project", "Deploy checklist: staging first, then production.", tags=["ops"]),
+        store.add("project", "The search service deploy uses blue-green.", tags=["search"]),
+    ]
+
+
+def test_boost_multiplies_and_is_traced(store, facts):
+    """A boost favouring one tag moves its fact first and records the factor."""
+    hits = store.search("deploy", boost=lambda f: 10.0 if "search" in f.tags else 1.0)
+    assert facts[2].id == hits[0].fact.id
+    assert 10.0 == hits[0].trace.extra["boost"]
+    assert [1, 2, 3] == [h.trace.rank for h in hits]
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), "2", None])
+def test_bad_boost_is_a_value_error(store, facts, bad):
+    """A boost returning a negative, non-finite or non-number factor is refused."""
+    with pytest.raises(InvalidFactError, match="boost"):
+        store.search("deploy", boost=lambda f: bad)
+
+
+def test_boost_applies_before_the_limit(store, facts):
+    """With limit 1 the boosted fact wins even if it ranked last before boosting."""
+    plain = [h.fact.id for h in store.search("deploy", limit=3)]
+    hits = store.search("deploy", limit=1, boost=lambda f: 100.0 if f.id == plain[-1] else 1.0)
+    assert [plain[-1]] == [h.fact.id for h in hits]
+
+
+def test_coverage_reranker_prefers_more_query_words(db_path, clock):
+    """The built-in reranker puts the fact covering most query words first."""
+    with FactStore(db_path, clock=clock, rerank=coverage_reranker) as store:
+        for i in range(5):
+            store.add("agent", f"deploy deploy deploy note {i}")
+        full = store.add("agent", "deploy the billing service on friday")
+        hits = store.search("deploy billing friday", limit=3)
+    assert full.id == hits[0].fact.id
+
+
+def test_plugin_reranker_through_the_hook(db_path, clock):
+    """A rerank_hits plugin reorders hits; a second one sees the first one's output."""
+
+    class Reverse:
+        @hookimpl
+        def rerank_hits(self, hits):
+            return list(reversed(hits))
+
+    class DropLast:
+        @hookimpl
+        def rerank_hits(self, query, hits):
+            return hits[:-1]
+
+    pm = make_plugin_manager([Reverse(), DropLast()], builtins=False)
+    with FactStore(db_path, clock=clock, rerank=reranker_from_plugins(pm)) as store:
+        ids = [store.add("project", f"Deploy step {i} of the rollout.").id for i in range(3)]
+        plain = [h.fact.id for h in FactStore(db_path, clock=clock).search("deploy rollout")]
+        got = [h.fact.id for h in store.search("deploy rollout")]
+    assert sorted(ids) == sorted(plain)
+    assert list(reversed(plain))[:-1] == got
+
+
+def test_reranker_may_not_add_facts(db_path, clock, facts):
+    """A reranker that returns hits that were not candidates is an error."""
+    with FactStore(db_path, clock=clock) as other:
+        stranger = other.add("user", "Unrelated fact about tea.")
+        foreign = other.search("tea")
+    with FactStore(db_path, clock=clock, rerank=lambda q, hits: hits + foreign) as store:
+        with pytest.raises(InvalidFactError, match="not add new ones"):
+            store.search("deploy")
+    assert stranger.id not in {f.id for f in facts}
+
+
+def test_no_plugin_no_reranker():
+    """Without rerank_hits implementations there is no reranker."""
+    assert reranker_from_plugins(make_plugin_manager([], builtins=False)) is None
