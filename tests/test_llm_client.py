@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
@@ -15,12 +16,12 @@ HELLO = [Message("user", "Say hello.")]
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
 
-def client(server, **options):
+def client(server: ScriptedChatServer, **options: Any) -> OpenAIChatClient:
     options.setdefault("backoff", 0.01)
     return OpenAIChatClient(server.base_url, "scripted", **options)
 
 
-def test_good_reply_with_usage():
+def test_good_reply_with_usage() -> None:
     """A reply's content, model and token usage come back in a ChatResult."""
     with ScriptedChatServer(["hello there"]) as server:
         result = client(server).complete(HELLO)
@@ -28,96 +29,151 @@ def test_good_reply_with_usage():
     assert "hello there" == result.text
     assert "scripted" == result.model
     assert (2, 2) == (result.prompt_tokens, result.completion_tokens)
+    assert "chat.completion" == result.raw["object"]
     assert [{"role": "user", "content": "Say hello."}] == server.requests[0]["messages"]
 
 
-def test_satisfies_the_protocol():
-    """The shipped client is an LLMClient."""
-    assert isinstance(OpenAIChatClient("http://127.0.0.1:1/v1", "m"), LLMClient)
+def test_satisfies_the_protocol() -> None:
+    """The shipped client is an LLMClient, named after its model."""
+    c = OpenAIChatClient("http://127.0.0.1:1/v1/", "m")
+    assert isinstance(c, LLMClient)
+    assert ("openai:m", "http://127.0.0.1:1/v1") == (c.name, c.base_url)
 
 
-def test_schema_is_sent_as_json_schema_response_format():
-    """A JSON schema travels as response_format of type json_schema."""
+def test_schema_is_sent_as_json_schema_response_format() -> None:
+    """A JSON schema travels as a strict response_format of type json_schema."""
     with ScriptedChatServer(['{"ok": true}']) as server:
         client(server).complete(HELLO, json_schema=SCHEMA)
     sent = server.requests[0]["response_format"]
     assert "json_schema" == sent["type"]
-    assert SCHEMA == sent["json_schema"]["schema"]
+    assert (SCHEMA, True) == (sent["json_schema"]["schema"], sent["json_schema"]["strict"])
 
 
-def test_falls_back_when_server_rejects_response_format():
+def test_no_schema_sends_no_response_format() -> None:
+    """Without a schema the request carries no response_format."""
+    with ScriptedChatServer(["hi"]) as server:
+        client(server).complete(HELLO)
+    assert "response_format" not in server.requests[0]
+
+
+def test_falls_back_when_server_rejects_response_format() -> None:
     """A 400 about response_format is retried with a weaker mode, which the client keeps."""
-    script = [ScriptedReply("response_format json_schema is not supported", status=400), '{"ok": true}',
-              '{"ok": true}']
+    script: list[str | ScriptedReply] = [ScriptedReply("response_format json_schema is not supported", status=400),
+              '{"ok": true}', '{"ok": true}']
     with ScriptedChatServer(script) as server:
         c = client(server)
         assert '{"ok": true}' == c.complete(HELLO, json_schema=SCHEMA).text
         c.complete(HELLO, json_schema=SCHEMA)
     assert ["json_schema", "json_object", "json_object"] == [
         r["response_format"]["type"] for r in server.requests]
+    assert "json_object" == c.response_format
 
 
-def test_500_then_success_is_retried():
+def test_falls_back_down_to_no_response_format() -> None:
+    """A server that rejects both JSON modes is finally asked with no response_format."""
+    script: list[str | ScriptedReply] = [ScriptedReply("unsupported response_format", status=400),
+              ScriptedReply("response_format json_object unsupported", status=400), '{"ok": true}']
+    with ScriptedChatServer(script) as server:
+        c = client(server, max_retries=0)
+        assert '{"ok": true}' == c.complete(HELLO, json_schema=SCHEMA).text
+    assert 3 == len(server.requests)
+    assert "response_format" not in server.requests[2]
+    assert "none" == c.response_format
+
+
+def test_other_400_does_not_fall_back() -> None:
+    """A 400 that is not about the response format fails at once."""
+    with ScriptedChatServer([ScriptedReply("messages must not be empty", status=400), "never"]) as server:
+        c = client(server)
+        with pytest.raises(LLMClientError) as info:
+            c.complete(HELLO, json_schema=SCHEMA)
+    assert (400, 1, "json_schema") == (info.value.status, len(server.requests), c.response_format)
+
+
+def test_500_then_success_is_retried() -> None:
     """A server error is retried and the second answer used."""
     with ScriptedChatServer([ScriptedReply("boom", status=500), "fine"]) as server:
         assert "fine" == client(server).complete(HELLO).text
     assert 2 == len(server.requests)
 
 
-def test_429_with_retry_after_is_retried():
+def test_429_with_retry_after_is_retried() -> None:
     """Rate limiting honours Retry-After and succeeds afterwards."""
-    script = [ScriptedReply("slow down", status=429, headers={"Retry-After": "0"}), "fine"]
+    script: list[str | ScriptedReply] = [ScriptedReply("slow down", status=429, headers={"Retry-After": "0"}), "fine"]
     with ScriptedChatServer(script) as server:
         assert "fine" == client(server).complete(HELLO).text
     assert 2 == len(server.requests)
 
 
-def test_other_4xx_is_not_retried():
+def test_other_4xx_is_not_retried() -> None:
     """A 401 fails at once with its status."""
-    with ScriptedChatServer([ScriptedReply("bad key", status=401), "never"]) as server:
-        with pytest.raises(LLMClientError) as info:
-            client(server).complete(HELLO)
+    with ScriptedChatServer([ScriptedReply("bad key", status=401), "never"]) as server, \
+            pytest.raises(LLMClientError) as info:
+        client(server).complete(HELLO)
     assert 401 == info.value.status
     assert 1 == len(server.requests)
 
 
-def test_retries_run_out():
-    """After max_retries server errors the client fails with the last status."""
-    with ScriptedChatServer([ScriptedReply(status=503)] * 3) as server:
-        with pytest.raises(LLMClientError) as info:
-            client(server, max_retries=2).complete(HELLO)
-    assert 503 == info.value.status
+def test_retries_run_out() -> None:
+    """After max_retries server errors the client fails with the last status and body."""
+    with ScriptedChatServer([ScriptedReply("down", status=500)] * 3) as server, \
+            pytest.raises(LLMClientError, match="after 3 tries") as info:
+        client(server, max_retries=2).complete(HELLO)
+    assert 500 == info.value.status
+    assert "down" in (info.value.body or "")
     assert 3 == len(server.requests)
 
 
-def test_timeout_is_a_clear_error():
+def test_timeout_is_a_clear_error() -> None:
     """A reply slower than the timeout gives an error that says so."""
-    with ScriptedChatServer([ScriptedReply("late", delay=1.0)]) as server:
-        with pytest.raises(LLMClientError, match="within 0.3 s"):
-            client(server, timeout=0.3).complete(HELLO)
+    with ScriptedChatServer([ScriptedReply("late", delay=1.0)]) as server, \
+            pytest.raises(LLMClientError, match="timeout: no reply within 0.3 s") as info:
+        client(server, timeout=0.3, max_retries=0).complete(HELLO)
+    assert None is info.value.status
 
 
-@pytest.mark.parametrize("body", ["{not json", '{"choices": []}', '{"choices": [{"message": {"content": 7}}]}'])
-def test_malformed_replies_are_errors(body):
+def test_timeout_then_success_is_retried() -> None:
+    """A timed-out request is tried again."""
+    with ScriptedChatServer([ScriptedReply("late", delay=1.0), "fine"]) as server:
+        assert "fine" == client(server, timeout=0.3).complete(HELLO).text
+    assert 2 == len(server.requests)
+
+
+@pytest.mark.parametrize("body", ["{not json", '{"choices": []}', "[]",
+                                  '{"choices": [{"message": {"content": 7}}]}'])
+def test_malformed_replies_are_errors(body: str) -> None:
     """A body that is not JSON, has no choices, or non-text content is an LLMClientError."""
-    with ScriptedChatServer([ScriptedReply(body=body)]) as server:
-        with pytest.raises(LLMClientError):
-            client(server).complete(HELLO)
+    with ScriptedChatServer([ScriptedReply(body=body)]) as server, \
+            pytest.raises(LLMClientError, match="chat/completions") as info:
+        client(server).complete(HELLO)
+    assert 200 == info.value.status
+    assert 1 == len(server.requests)
 
 
-def test_api_key_from_environment_is_sent_and_never_shown(monkeypatch):
+def test_api_key_from_environment_is_sent_and_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     """The key is read from the environment, sent as a Bearer token, and absent from errors."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-123")
-    with ScriptedChatServer(["ok", ScriptedReply("denied", status=403)]) as server:
+    echo = ScriptedReply(status=403, body='{"error": "key sk-secret-123\\nis revoked"}')
+    with ScriptedChatServer(["ok", echo]) as server:
         c = client(server)
         c.complete(HELLO)
         with pytest.raises(LLMClientError) as info:
             c.complete(HELLO)
     assert "Bearer sk-secret-123" == server.request_headers[0]["Authorization"]
     assert "sk-secret-123" not in str(info.value)
+    assert "sk-secret-123" not in (info.value.body or "")
+    assert 1 == len(str(info.value).splitlines())
 
 
-def test_no_key_sends_no_authorization(monkeypatch):
+def test_explicit_key_and_extra_headers_are_sent() -> None:
+    """An explicit api_key wins over the environment; extra headers travel too."""
+    with ScriptedChatServer(["ok"]) as server:
+        client(server, api_key="k1", extra_headers={"X-Team": "mem"}).complete(HELLO)
+    headers = server.request_headers[0]
+    assert ("Bearer k1", "mem") == (headers["Authorization"], headers["X-Team"])
+
+
+def test_no_key_sends_no_authorization(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a key no Authorization header is sent (local servers need none)."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with ScriptedChatServer(["ok"]) as server:
@@ -126,22 +182,29 @@ def test_no_key_sends_no_authorization(monkeypatch):
 
 
 @pytest.mark.parametrize("url", ["ftp://x/v1", "localhost:8080", "", "http://"])
-def test_bad_base_url_is_a_value_error(url):
+def test_bad_base_url_is_a_value_error(url: str) -> None:
     """A base URL that is not http(s) is refused when the client is built."""
     with pytest.raises(ValueError, match="base_url"):
         OpenAIChatClient(url, "m")
 
 
-def test_unreachable_server_is_a_clear_error():
-    """A closed port gives an LLMClientError naming the URL, not a socket traceback."""
+def test_unreachable_server_is_retried_then_a_clear_error() -> None:
+    """A closed port is retried, then gives an LLMClientError naming the URL."""
     server = ScriptedChatServer([])
     url = server.base_url
     server.close()
-    with pytest.raises(LLMClientError, match="127.0.0.1"):
-        OpenAIChatClient(url, "m", max_retries=0).complete(HELLO)
+    with pytest.raises(LLMClientError, match=r"127\.0\.0\.1.*after 2 tries") as info:
+        OpenAIChatClient(url, "m", max_retries=1, backoff=0.01).complete(HELLO)
+    assert None is info.value.status
 
 
-def test_acomplete():
+def test_exhausted_script_answers_500() -> None:
+    """The scripted server says so when its script is used up."""
+    with ScriptedChatServer([]) as server, pytest.raises(LLMClientError, match="used up"):
+        client(server, max_retries=0).complete(HELLO)
+
+
+def test_acomplete() -> None:
     """The async variant returns the same result."""
     with ScriptedChatServer([json.dumps({"ok": True})]) as server:
         result = asyncio.run(client(server).acomplete(HELLO))

@@ -12,11 +12,14 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import attrs
 
 __all__ = ["ScriptedChatServer", "ScriptedReply"]
+
+
+# -- scripted chat-completions server ------------------------------------------
 
 
 @attrs.frozen
@@ -75,21 +78,23 @@ class ScriptedChatServer:
         self.request_headers: list[dict[str, str]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll interval keeps close() (shutdown) fast.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
+                                        daemon=True)
         self._thread.start()
 
     @property
     def base_url(self) -> str:
         """The API root to give a client, e.g. ``http://127.0.0.1:PORT/v1``."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
 
     def close(self) -> None:
         """Stop serving (idempotent)."""
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> ScriptedChatServer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -33,7 +33,7 @@ class ChatResult:
     model: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    raw: Mapping[str, Any] = attrs.field(factory=dict)
+    raw: dict[str, Any] = attrs.field(factory=dict)
 
 
 @runtime_checkable

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,10 +21,27 @@ from ..errors import LLMClientError
 from ..model import Message
 from .llm_client import ChatResult
 
-__all__ = ["OpenAIChatClient", "RESPONSE_FORMATS"]
+__all__ = ["MAX_RETRY_AFTER", "RESPONSE_FORMATS", "OpenAIChatClient"]
 
 #: How a JSON answer is asked for, strictest first.
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+
+#: Longest wait honoured from a ``Retry-After`` header, in seconds.
+MAX_RETRY_AFTER = 30.0
+
+#: Words in a 400 body that mean the server rejected the ``response_format``.
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _retryable(exc: HTTPJSONError) -> bool:
+    """429, 408, 5xx, timeouts and connection failures; never other 4xx or bad JSON."""
+    if exc.status is None:
+        return True
+    return exc.status in (408, 429) or 500 <= exc.status <= 599
 
 
 def _check_base_url(url: str) -> str:
@@ -44,9 +62,10 @@ class OpenAIChatClient:
             and with neither no ``Authorization`` header is sent.
         api_key_env: Environment variable holding the key.
         timeout: Seconds to wait for one answer.
-        max_retries: Extra tries on 408, 429, 5xx (timeouts are not retried).
+        max_retries: Extra tries after 408, 429, 5xx, timeouts and connection
+            failures (other 4xx fail at once).
         backoff: First wait between tries, doubled each time (a server's
-            ``Retry-After`` wins, up to 10 s).
+            ``Retry-After`` wins, up to :data:`MAX_RETRY_AFTER`).
         response_format: ``"json_schema"`` (send the schema), ``"json_object"``
             or ``"none"``. A server that answers 400 about ``response_format`` is
             asked again with the next weaker mode, which is then kept.
@@ -105,23 +124,54 @@ class OpenAIChatClient:
             is not JSON, or a reply without ``choices[0].message.content``.
         """
         url = f"{self.base_url}/chat/completions"
+        failures = 0
         while True:
             payload = self._payload(messages, json_schema, temperature)
             try:
+                # One try per call: the retry policy here differs from the embedder's.
                 body = post_json(url, payload, headers=self._headers(), timeout=self.timeout,
-                                 max_retries=self.max_retries, backoff=self.backoff)
+                                 max_retries=0)
             except HTTPJSONError as exc:
                 if self._weaken_format(exc, payload):
                     continue
-                raise LLMClientError(str(exc), status=exc.status, body=exc.body) from exc
+                if not _retryable(exc) or failures >= self.max_retries:
+                    raise self._error(url, exc, failures + 1) from exc
+                self._wait(exc, failures)
+                failures += 1
+                continue
             return self._result(url, body)
+
+    def _wait(self, exc: HTTPJSONError, failures: int) -> None:
+        delay = self.backoff * 2**failures if exc.retry_after is None else exc.retry_after
+        time.sleep(min(max(delay, 0.0), MAX_RETRY_AFTER))
+
+    def _error(self, url: str, exc: HTTPJSONError, tries: int) -> LLMClientError:
+        """One-line message naming the URL and what happened, with any key scrubbed."""
+        if exc.timed_out:
+            what = f"timeout: no reply within {self.timeout:g} s"
+        elif exc.status == 200:
+            what = "the reply is not valid JSON"
+        elif exc.status is not None:
+            what = f"HTTP {exc.status}: {(exc.body or '')[:200]}"
+        else:
+            what = f"connection failed: {getattr(exc.__cause__, 'reason', exc.__cause__)}"
+        message = f"chat completion at {url} failed: {what}"
+        if tries > 1:
+            message += f" (after {tries} tries)"
+        return LLMClientError(self._scrub(" ".join(message.split())), status=exc.status,
+                              body=None if exc.body is None else self._scrub(exc.body))
+
+    def _scrub(self, text: str) -> str:
+        # Some gateways echo request headers in their error bodies.
+        key = self.api_key or os.environ.get(self.api_key_env)
+        return text.replace(key, "***") if key else text
 
     def _weaken_format(self, exc: HTTPJSONError, payload: Mapping[str, Any]) -> bool:
         """After a 400 about ``response_format``, fall back to the next weaker mode."""
         if exc.status != 400 or "response_format" not in payload:
             return False
         text = (exc.body or "").lower()
-        if "response_format" not in text and "json_schema" not in text and "json" not in text:
+        if not any(word in text for word in _FORMAT_WORDS):
             return False
         self.response_format = RESPONSE_FORMATS[RESPONSE_FORMATS.index(self.response_format) + 1]
         return True
@@ -133,16 +183,17 @@ class OpenAIChatClient:
             raise LLMClientError(f"reply from {url} has no choices[0].message.content",
                                  status=200, body=str(body)[:2000]) from None
         if not isinstance(content, str):
-            raise LLMClientError(f"reply from {url} has non-text content", status=200,
+            raise LLMClientError(f"reply from {url} has non-text content "
+                                 f"({type(content).__name__})", status=200,
                                  body=str(body)[:2000])
-        usage = body.get("usage") if isinstance(body, dict) else None
+        usage = body.get("usage")
         usage = usage if isinstance(usage, dict) else {}
+        model = body.get("model")
         return ChatResult(
             text=content,
-            model=body.get("model") if isinstance(body.get("model"), str) else None,
-            prompt_tokens=usage.get("prompt_tokens") if isinstance(usage.get("prompt_tokens"), int) else None,
-            completion_tokens=(usage.get("completion_tokens")
-                               if isinstance(usage.get("completion_tokens"), int) else None),
+            model=model if isinstance(model, str) else None,
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
             raw=body,
         )
 
