@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _dataset import load_facts, load_queries  # noqa: E402
 
-from ctxslots import FactStore, RankingPolicy  # noqa: E402
+from ctxslots import FactStore, QueryPolicy, RankingPolicy  # noqa: E402
 from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
 
 NOW = 1_800_000_000.0
@@ -106,6 +106,8 @@ def main() -> None:
             configs.append((f"hybrid RRF ({name}), {decay_name}", name, decay))
 
     if args.sweep:
+        configs.append(("lexical only, stop words kept, no decay", "hash",
+                        {"vector_weight": 0.0, **NO_DECAY, "keep_stop_words": True}))
         for tau in (90.0, 180.0, 365.0, 730.0):
             configs.append((f"lexical only, agent tau {tau:g} d", "hash",
                             {"vector_weight": 0.0,
@@ -126,8 +128,11 @@ def main() -> None:
             built[name] = build(Path(tmp) / f"{name}.db", emb, facts)
             print(f"(built the {name} store in {time.perf_counter() - start:.1f} s)")
         for label, name, policy in configs:
+            policy = dict(policy)
+            words = QueryPolicy(stop_words=frozenset()) if policy.pop("keep_stop_words", False) \
+                else QueryPolicy()
             with FactStore(Path(tmp) / f"{name}.db", embedder=embedders[name], clock=lambda: NOW,
-                           ranking=RankingPolicy(**policy)) as store:
+                           ranking=RankingPolicy(**policy), query_policy=words) as store:
                 res = evaluate(store, queries, built[name])
             r5, r10, mrr, _ = res["all"]
             per_kind = " | ".join(f"{res[k][1]:>15.3f}" for k in kinds)
