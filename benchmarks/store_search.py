@@ -10,9 +10,13 @@ next run). Then, in the same run and on the same file:
   the FTS5 query with slot/scope/expiry filters, ranking with decay and
   reinforcement, building Hits, and the access-count update.
 - floor ``fts``: the raw FTS5 query alone,
-  ``SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank LIMIT 10``.
+  ``SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank LIMIT 10``,
+  with the same words the store searches (stop words and words found in more
+  than 20% of the facts left out).
 - floor ``fts+filter``: the same with the scope/expiry join, i.e. the same
   candidate SQL the store runs, with nothing around it.
+- ``plain fts``: the raw FTS5 query with every sanitized word (stop words out,
+  common words kept): what a store without common-word pruning runs.
 
 Inserts: facts per second through ``FactStore.add``/``upsert`` in one
 transaction, against ``executemany`` of raw INSERTs into the same schema.
@@ -34,7 +38,7 @@ from _corpus import generate_facts, generate_queries  # noqa: E402
 
 from ctxslots import FactStore  # noqa: E402
 from ctxslots.stores._sqlite import open_connection  # noqa: E402
-from ctxslots.stores.sanitize import sanitize_query  # noqa: E402
+from ctxslots.stores.sanitize import sanitize_query, to_match  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 SCOPES = ("repo-alpha", "repo-beta")
@@ -123,18 +127,21 @@ def bench_size(n: int, queries: list[str], repeat: int) -> dict[str, float]:
     if rate:
         row["insert_rate"] = rate
     work = [(q, SCOPES[i % 2]) for i, q in enumerate(queries)]
-    sanitized = [(sanitize_query(q), s) for q, s in work]
     now = time.time()
 
     store = FactStore(path)
     conn = open_connection(path)
+    # The store's own query (common words left out) and the plain sanitized one.
+    sanitized = [(to_match(store._query_tokens(q)), s) for q, s in work]
+    plain = [(sanitize_query(q), s) for q, s in work]
+    fts_sql = ("SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? "
+               "ORDER BY rank LIMIT 10")
     try:
         row["search"] = timed(lambda q, s: store.search(q, scope=s, limit=10), work, repeat)
-        row["fts"] = timed(
-            lambda m, s: m and conn.execute(
-                "SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? "
-                "ORDER BY rank LIMIT 10", (m,)).fetchall(),
-            sanitized, repeat)
+        row["fts"] = timed(lambda m, s: m and conn.execute(fts_sql, (m,)).fetchall(),
+                           sanitized, repeat)
+        row["fts_plain"] = timed(lambda m, s: m and conn.execute(fts_sql, (m,)).fetchall(),
+                                 plain, repeat)
         row["fts_filter"] = timed(
             lambda m, s: m and conn.execute(
                 "SELECT f.id, facts_fts.rank FROM facts_fts JOIN facts AS f "
@@ -162,8 +169,9 @@ def main() -> None:
           f"repeat {args.repeat}, python {sys.version.split()[0]}, {os.cpu_count()} cpus\n")
 
     print(f"{'facts':>9} | {'search p50':>10} {'p95':>7} | {'fts p50':>8} {'p95':>7} | "
-          f"{'fts+filter p50':>14} {'p95':>7} | {'ratio vs fts':>12} {'vs fts+filter':>13}")
-    print("-" * 108)
+          f"{'fts+filter p50':>14} {'p95':>7} | {'ratio vs fts':>12} {'vs fts+filter':>13} | "
+          f"{'plain fts p50':>13} {'p95':>7}")
+    print("-" * 134)
     rates = []
     for n in (int(s) for s in args.sizes.split(",")):
         row = bench_size(n, queries, args.repeat)
@@ -171,7 +179,8 @@ def main() -> None:
         f50, f95 = pct(row["fts"], 50), pct(row["fts"], 95)
         j50, j95 = pct(row["fts_filter"], 50), pct(row["fts_filter"], 95)
         print(f"{n:>9,} | {s50:>8.2f}ms {s95:>5.2f}ms | {f50:>6.2f}ms {f95:>5.2f}ms | "
-              f"{j50:>12.2f}ms {j95:>5.2f}ms | {s50 / f50:>11.2f}x {s50 / j50:>12.2f}x")
+              f"{j50:>12.2f}ms {j95:>5.2f}ms | {s50 / f50:>11.2f}x {s50 / j50:>12.2f}x | "
+              f"{pct(row['fts_plain'], 50):>11.2f}ms {pct(row['fts_plain'], 95):>5.2f}ms")
         if "insert_rate" in row:
             rates.append((n, row["insert_rate"]))
 

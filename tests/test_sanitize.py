@@ -110,3 +110,39 @@ def _memory_fts():
         _FTS.execute("CREATE VIRTUAL TABLE t USING fts5(v, tokenize='porter unicode61 remove_diacritics 2')")
         _FTS.execute("INSERT INTO t VALUES ('some text to match')")
     return _FTS
+
+
+def test_common_words_are_left_out_in_large_stores(db_path):
+    """A word in more than max_doc_share of the facts is dropped once the store is large enough."""
+    policy = QueryPolicy(max_doc_share=0.5, common_min_facts=10)
+    with FactStore(db_path, query_policy=policy) as store:
+        with store.batch():
+            for i in range(20):
+                store.add("agent", f"Service note {i} mentions the service.")
+            rare = store.add("agent", "The zebra service is rare.")
+        assert ["zebra"] == store._query_tokens("service zebra")
+        assert [rare.id] == [h.fact.id for h in store.search("service zebra")]
+        # When every word is common the rarest one is kept.
+        assert ["service"] == store._query_tokens("service")
+
+
+def test_small_stores_keep_every_word(db_path):
+    """Below common_min_facts no word is dropped, however common."""
+    with FactStore(db_path) as store:
+        for i in range(5):
+            store.add("agent", f"Service note {i}.")
+        assert ["service", "zebra"] == store._query_tokens("service zebra")
+
+
+def test_common_words_follow_growth(db_path):
+    """The frequencies are reloaded once the store has grown, so new common words drop too."""
+    policy = QueryPolicy(max_doc_share=0.5, common_min_facts=10)
+    with FactStore(db_path, query_policy=policy) as store:
+        with store.batch():
+            for i in range(20):
+                store.add("agent", f"Alpha note {i}.")
+        assert ["beta"] == store._query_tokens("alpha beta")
+        with store.batch():
+            for i in range(60):
+                store.add("agent", f"Beta note {i}.")
+        assert ["alpha"] == store._query_tokens("alpha beta")

@@ -21,12 +21,13 @@ from ..errors import FactNotFoundError, InvalidFactError
 from ..model import Fact, Hit, from_timestamp
 from ._sqlite import Connection, open_connection, sqlite_version
 from ._validate import Limits
-from .migrations import schema_version
+from ._common_terms import CommonTerms
+from .migrations import FTS_TOKENIZE, schema_version
 from ._legs import COLUMNS as _COLUMNS
 from ._legs import Found, lexical_leg, merge_vector_leg, placeholders as _placeholders
 from .ranking import MODEL_VECTOR_WEIGHT, Candidate, RankingPolicy, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank
-from .sanitize import DEFAULT_POLICY, QueryPolicy, sanitize_query
+from .sanitize import DEFAULT_POLICY, QueryPolicy, query_tokens, to_match
 from .maintenance import DoctorReport, doctor, reindex
 from .vectors import VectorCache, VectorIndex
 
@@ -102,6 +103,7 @@ class FactStore:
     _index: VectorIndex | None = attrs.field(init=False, default=None, repr=False)
     _cache: VectorCache | None = attrs.field(init=False, default=None, repr=False)
     _pending: dict[int, tuple[str, str, str]] | None = attrs.field(init=False, default=None, repr=False)
+    _common: CommonTerms | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.path = os.fspath(self.path) if self.path is not None else str(default_db_path())
@@ -408,7 +410,7 @@ class FactStore:
         limit = _check_limit(limit)
         now = self.clock()
         where, params = self._filters(slots, scope, now=now, alias="f.")
-        match = sanitize_query(query, self.query_policy)
+        match = to_match(self._query_tokens(query))
         use_lexical = bool(match) and self.ranking.lexical_weight > 0
         use_vector = (self.vector_leg_ready and bool(self.ranking.vector_weight)
                       and bool(query.strip()))
@@ -434,6 +436,16 @@ class FactStore:
         if track_access:
             hits = self._track_access(hits, now)
         return hits
+
+    def _query_tokens(self, query: str) -> list[str]:
+        policy = self.query_policy
+        tokens = query_tokens(query, policy)
+        if policy.max_doc_share < 1.0 and tokens:
+            if self._common is None:
+                self._common = CommonTerms(FTS_TOKENIZE.split())
+            tokens = self._common.drop_common(self._conn, tokens, share=policy.max_doc_share,
+                                              min_rows=policy.common_min_facts)
+        return tokens
 
     def _track_access(self, hits: list[Hit], now: float) -> list[Hit]:
         live_ids = [h.fact.id for h in hits if not h.fact.archived]

@@ -14,7 +14,7 @@ import attrs
 
 from ._stopwords import ENGLISH_STOP_WORDS
 
-__all__ = ["QueryPolicy", "query_tokens", "sanitize_query"]
+__all__ = ["QueryPolicy", "query_tokens", "sanitize_query", "to_match"]
 
 _URL = re.compile(r"(?:\b[a-z][a-z0-9+.\-]*://|\bwww\.)\S*", re.IGNORECASE)
 # Letters and digits only, as FTS5's unicode61 tokenizer sees tokens: hyphens,
@@ -32,11 +32,19 @@ class QueryPolicy:
             every word.
         max_tokens: At most this many distinct tokens are kept (the first ones),
             so a pasted log cannot make one search scan the whole index.
+        max_doc_share: Words found in more than this share of the facts are
+            left out of the query (the rarest word is kept if all are that
+            common); 1.0 keeps them all. They weigh almost nothing in BM25 but
+            make FTS5 score a large part of the table.
+        common_min_facts: Stores with fewer facts keep every word.
     """
 
     min_token_length: int = attrs.field(default=2, validator=attrs.validators.ge(1))
     stop_words: frozenset[str] = ENGLISH_STOP_WORDS
     max_tokens: int = attrs.field(default=32, validator=attrs.validators.ge(1))
+    max_doc_share: float = attrs.field(
+        default=0.1, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
+    common_min_facts: int = attrs.field(default=2000, validator=attrs.validators.ge(0))
 
 
 DEFAULT_POLICY = QueryPolicy()
@@ -58,10 +66,15 @@ def query_tokens(text: str, policy: QueryPolicy = DEFAULT_POLICY) -> list[str]:
     return list(seen)
 
 
+def to_match(tokens: list[str]) -> str:
+    """Quote and OR-join tokens made by :func:`query_tokens`."""
+    return " OR ".join(f'"{token}"' for token in tokens)
+
+
 def sanitize_query(text: str, policy: QueryPolicy = DEFAULT_POLICY) -> str:
     """Return ``text`` as an FTS5 OR-query of quoted tokens, or ``""`` for none.
 
     >>> sanitize_query('deploy-day? see https://x.io/a "NEAR(" OR src/api.py')
     '"deploy" OR "day" OR "see" OR "near" OR "src" OR "api" OR "py"'
     """
-    return " OR ".join(f'"{token}"' for token in query_tokens(text, policy))
+    return to_match(query_tokens(text, policy))

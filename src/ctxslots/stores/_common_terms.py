@@ -1,0 +1,76 @@
+"""Leave out of a query the words that occur in a large share of the store.
+
+FTS5 scores every row that matches any OR-ed token, so one word present in
+40% of the facts makes a search scan 40% of the table, while its BM25 weight
+(inverse document frequency) is close to nothing. This module keeps the
+document frequency of every indexed term (read from an ``fts5vocab`` view,
+stemmed with the index's own tokenizer) and drops such words from the query.
+"""
+
+from __future__ import annotations
+
+import time
+
+import apsw
+import attrs
+
+from ._sqlite import Connection
+
+__all__ = ["CommonTerms"]
+
+#: Reload the frequencies when the store has grown by this factor since the last load...
+_GROWTH = 1.2
+#: ...or when they are older than this many seconds.
+_MAX_AGE_S = 600.0
+
+
+@attrs.define
+class CommonTerms:
+    """Document frequencies of the ``facts`` index, reloaded as the store grows.
+
+    Attributes:
+        tokenize: The FTS5 tokenizer arguments of the index (for stemming).
+    """
+
+    tokenize: list[str]
+    _df: dict[str, int] = attrs.Factory(dict)
+    _rows: int = 0
+    _top_id: int = -1
+    _loaded: float = 0.0
+    _tokenizer: object | None = None
+
+    def _refresh(self, conn: Connection) -> None:
+        top = int(conn.scalar("SELECT coalesce(max(id), 0) FROM facts"))
+        fresh = time.monotonic() - self._loaded < _MAX_AGE_S
+        if self._top_id >= 0 and top <= self._top_id * _GROWTH and fresh:
+            return
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.facts_vocab "
+                     "USING fts5vocab(main, facts_fts, 'row')")
+        self._df = {str(t): int(d) for t, d in conn.execute("SELECT term, doc FROM temp.facts_vocab")}
+        self._rows = int(conn.scalar("SELECT count(*) FROM facts"))
+        self._top_id = top
+        self._loaded = time.monotonic()
+        if self._tokenizer is None:
+            self._tokenizer = conn.raw.fts5_tokenizer(self.tokenize[0], self.tokenize[1:])
+
+    def _frequency(self, token: str) -> int:
+        assert self._tokenizer is not None
+        stems = self._tokenizer(token.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)  # type: ignore[operator]
+        # A token the tokenizer splits matches rows of any of its parts.
+        return max((self._df.get(str(stem[2]), 0) for stem in stems), default=0)
+
+    def drop_common(self, conn: Connection, tokens: list[str], *, share: float, min_rows: int) -> list[str]:
+        """``tokens`` without those found in more than ``share`` of the facts.
+
+        Nothing is dropped in stores smaller than ``min_rows``. When every token
+        is common, the rarest one is kept.
+        """
+        if not tokens:
+            return tokens
+        self._refresh(conn)
+        if self._rows < min_rows:
+            return tokens
+        limit = share * self._rows
+        freq = {t: self._frequency(t) for t in tokens}
+        kept = [t for t in tokens if freq[t] <= limit]
+        return kept or [min(tokens, key=lambda t: (freq[t], t))]
