@@ -7,6 +7,23 @@ re-exports the public API; everything else may change.
 
 from __future__ import annotations
 
+from .assembler import (
+    AssemblyRequest,
+    ContextBlock,
+    EncodingError,
+    InvalidRequestError,
+    PromptAssembler,
+    TokenCounter,
+    count_tokens,
+)
+from .contributors import (
+    AgentMemoryContributor,
+    Contributor,
+    MemoryContributor,
+    ProjectMemoryContributor,
+    StaticContributor,
+    UserMemoryContributor,
+)
 from .errors import (
     BudgetExceededError,
     CtxslotsError,
@@ -17,30 +34,65 @@ from .errors import (
     StoreError,
     TemplateError,
 )
+from .flusher import FlushPolicy, FlushReport, MemoryFlusher, OpenAIChatClient
 from .hookspecs import hookimpl
-from .model import Fact, Hit, HitTrace, Message
+from .model import (
+    AssembledPrompt,
+    DropReason,
+    Fact,
+    Hit,
+    HitTrace,
+    Item,
+    ItemDecision,
+    Message,
+    Section,
+    SectionReport,
+)
 from .stores import FactStore, Limits, QueryPolicy, RankingPolicy, sanitize_query
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentMemoryContributor",
+    "AssembledPrompt",
+    "AssemblyRequest",
     "BudgetExceededError",
+    "ContextBlock",
+    "Contributor",
     "CtxslotsError",
+    "DropReason",
+    "EncodingError",
     "Fact",
     "FactNotFoundError",
     "FactStore",
     "FlushError",
+    "FlushPolicy",
+    "FlushReport",
     "Hit",
     "HitTrace",
     "InvalidFactError",
+    "InvalidRequestError",
+    "Item",
+    "ItemDecision",
     "LLMClientError",
     "Limits",
+    "MemoryContributor",
+    "MemoryFlusher",
     "Message",
+    "OpenAIChatClient",
+    "ProjectMemoryContributor",
+    "PromptAssembler",
     "QueryPolicy",
     "RankingPolicy",
+    "Section",
+    "SectionReport",
+    "StaticContributor",
     "StoreError",
     "TemplateError",
+    "TokenCounter",
+    "UserMemoryContributor",
     "__version__",
+    "count_tokens",
     "hookimpl",
     "sanitize_query",
 ]

@@ -1,10 +1,11 @@
-"""What ``ctxslots demo`` shows: a fresh store, a few facts, a search."""
+"""What ``ctxslots demo`` shows: a fresh store, a search, an assembled prompt and its dump."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
+from .assembler import AssemblyRequest, PromptAssembler
 from .stores import FactStore
 
 DEMO_FACTS: tuple[tuple[str, str | None, str | None, str], ...] = (
@@ -21,7 +22,10 @@ DEMO_QUERY = "How do I deploy shop-api on Friday and rerun the flaky billing tes
 
 
 def run_demo(path: Path, echo: Callable[[str], None]) -> None:
-    """Fill a store at ``path`` with :data:`DEMO_FACTS` and print a search."""
+    """Fill a store at ``path`` with :data:`DEMO_FACTS`; print a search, a prompt and its dump.
+
+    The HTML dump is written next to the store, as ``dump.html``.
+    """
     with FactStore(path) as store, store.batch():
         for slot, key, scope, value in DEMO_FACTS:
             if key:
@@ -31,13 +35,28 @@ def run_demo(path: Path, echo: Callable[[str], None]) -> None:
     echo(f"Stored {len(DEMO_FACTS)} facts in {path}")
     echo(f"\nSearch (scope shop-api): {DEMO_QUERY}\n")
     with FactStore(path) as store:
-        hits = store.search(DEMO_QUERY, scope="shop-api")
-    for hit in hits:
-        t = hit.trace
-        where = hit.fact.slot + (f"@{hit.fact.scope}" if hit.fact.scope else "")
-        echo(f"{t.rank}. [{where}] {hit.fact.value}")
-        words = f"words #{t.bm25_rank} (bm25 {t.bm25:.2f})" if t.bm25 is not None else "words -"
-        meaning = f"meaning #{t.vector_rank} (cosine {t.cosine:.2f})" if t.cosine is not None else "meaning -"
-        echo(f"   {words}, {meaning}; decay {t.decay:.2f}, "
-             f"reinforcement {t.reinforcement:.2f}, confidence {t.confidence:.2f}")
-    echo("\nThe blog's facts (another scope) are never searched from shop-api.")
+        hits = store.search(DEMO_QUERY, scope="shop-api", track_access=False)
+        for hit in hits:
+            t = hit.trace
+            where = hit.fact.slot + (f"@{hit.fact.scope}" if hit.fact.scope else "")
+            echo(f"{t.rank}. [{where}] {hit.fact.value}")
+            words = f"words #{t.bm25_rank} (bm25 {t.bm25:.2f})" if t.bm25 is not None else "words -"
+            meaning = (f"meaning #{t.vector_rank} (cosine {t.cosine:.2f})" if t.cosine is not None
+                       else "meaning -")
+            echo(f"   {words}, {meaning}; decay {t.decay:.2f}, "
+                 f"reinforcement {t.reinforcement:.2f}, confidence {t.confidence:.2f}")
+        echo("\nThe blog's facts (another scope) are never searched from shop-api.")
+
+        assembler = PromptAssembler(store)
+        everything = assembler.assemble(AssemblyRequest(DEMO_QUERY, scope="shop-api"))
+        # A budget a little short of what everything needs, so the dump shows a drop.
+        budget = max(1, everything.total_tokens - 5)
+        prompt = assembler.assemble(AssemblyRequest(DEMO_QUERY, scope="shop-api", budget=budget))
+        echo(f"\nAssembled prompt with a budget of {budget} tokens "
+             f"({prompt.total_tokens} used, {prompt.encoding}):\n")
+        echo(prompt.text)
+        echo("Dump (markdown):\n")
+        echo(prompt.dump("markdown"))
+        html_path = path.parent / "dump.html"
+        html_path.write_text(prompt.dump("html"), encoding="utf-8")
+        echo(f"HTML dump: {html_path}")

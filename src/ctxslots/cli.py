@@ -194,10 +194,44 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("message")
+@click.option("--scope", help="Workspace of the turn (default: global facts only).")
+@click.option("--budget", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Token budget of the assembled context.")
+@click.option("--dump", "dump_format", type=click.Choice(["json", "markdown", "html"]),
+              help="Also render a dump showing every item kept or dropped, and why.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the dump to this file (the prompt still goes to stdout).")
+@click.pass_context
+def assemble(
+    ctx: click.Context, message: str, scope: str | None, budget: int, dump_format: str | None,
+    output: Path | None,
+) -> None:
+    """Assemble the context for MESSAGE and print it (with --dump, print the dump instead)."""
+    from .assembler import AssemblyRequest, PromptAssembler
+
+    if output is not None and dump_format is None:
+        raise click.UsageError("-o/--output needs --dump")
+    with _store(ctx) as store:
+        assembler = PromptAssembler(store, load_entry_points=True)
+        prompt = assembler.assemble(AssemblyRequest(message, scope=scope, budget=budget))
+        dumped = assembler.dump(prompt, dump_format) if dump_format else None
+    if dumped is None or output is not None:
+        click.echo(prompt.text, nl=False)
+    if dumped is not None and output is not None:
+        try:
+            output.write_text(dumped, encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from exc
+    elif dumped is not None:
+        click.echo(dumped, nl=False)
+
+
+@cli.command()
 @click.option("--db-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where to write the demo store (default: a new temporary directory).")
 def demo(db_dir: Path | None) -> None:
-    """Write a few facts to a fresh store and show what a search finds."""
+    """Write a few facts to a fresh store; show a search, an assembled prompt and its dump."""
     from ._demo import run_demo
 
     folder = db_dir or Path(tempfile.mkdtemp(prefix="ctxslots-demo-"))
@@ -207,5 +241,8 @@ def demo(db_dir: Path | None) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``ctxslots`` console script."""
     cli.main(args=list(argv) if argv is not None else sys.argv[1:], prog_name="ctxslots")
+
+
+from .cli_flush import register as _register_flush; _register_flush(cli)
 
 from .cli_index import register as _register_index; _register_index(cli)

@@ -27,12 +27,18 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def register_contributors(register: Callable[[Any], None]) -> None:
+def register_contributors(register: Callable[[Any], None], store: Any) -> None:
     """Register contributors: objects that offer one section of context per turn.
+
+    Called once per :class:`~ctxslots.PromptAssembler` that is not given an
+    explicit list of contributors.
 
     :param register: Call ``register(contributor)`` for each contributor. A
         contributor has ``name`` (unique), ``priority`` (higher is kept longer),
-        ``sticky`` (always placed first) and ``contribute(request) -> Section | None``.
+        ``sticky`` (always placed first) and ``contribute(request) -> Section | None``
+        (a plain or ``async`` method).
+    :param store: The assembler's :class:`~ctxslots.FactStore`, or ``None``
+        when it has none.
     """
 
 

@@ -1,4 +1,4 @@
-"""Plain data shared by every part of ctxslots: facts, search hits and messages.
+"""Plain data shared by every part of ctxslots: facts, hits, messages and prompts.
 
 These classes know nothing about SQLite, pluggy or jinja2. Timestamps are
 timezone-aware UTC :class:`datetime.datetime` values.
@@ -7,12 +7,26 @@ timezone-aware UTC :class:`datetime.datetime` values.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+import enum
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
-__all__ = ["Fact", "Hit", "HitTrace", "Message", "from_timestamp", "to_timestamp"]
+__all__ = [
+    "AssembledPrompt",
+    "DropReason",
+    "Fact",
+    "Hit",
+    "HitTrace",
+    "Item",
+    "ItemDecision",
+    "Message",
+    "Section",
+    "SectionReport",
+    "from_timestamp",
+    "to_timestamp",
+]
 
 
 def from_timestamp(value: float | None) -> dt.datetime | None:
@@ -206,3 +220,235 @@ class Message:
     def to_dict(self) -> dict[str, str]:
         """Return ``{"role", "content"}`` for a chat-completions request."""
         return {"role": self.role, "content": self.content}
+
+
+# -- assembly: sections, items and what became of them ------------------------
+
+
+class DropReason(str, enum.Enum):
+    """Why an item offered by a contributor is not in the prompt."""
+
+    #: It did not fit into what was left of the token budget.
+    BUDGET = "budget"
+    #: It was found, but below the contributor's per-section limit.
+    SLOT_LIMIT = "slot_limit"
+    #: Its score was under the contributor's minimum.
+    THRESHOLD = "threshold"
+    #: The same fact or the same text is already offered by an earlier section.
+    DUPLICATE = "duplicate"
+    #: Its contributor raised (or returned something that is not a section).
+    CONTRIBUTOR_ERROR = "contributor_error"
+    #: Its section's header alone did not fit, so the section was left out whole.
+    HEADER_DOES_NOT_FIT = "header_does_not_fit"
+
+
+def _invalid(field: str, message: str, value: Any) -> Exception:
+    # InvalidRequestError lives with the assembler, which imports this module.
+    from .assembler.errors import InvalidRequestError
+
+    return InvalidRequestError(message, field=field, value=value)
+
+
+def _optional_reason(value: DropReason | str | None) -> DropReason | None:
+    if value is None or isinstance(value, DropReason):
+        return value
+    try:
+        return DropReason(value)
+    except ValueError:
+        raise _invalid("dropped", f"unknown drop reason {value!r}", value) from None
+
+
+def _is(kind: type | tuple[type, ...], *, optional: bool = False) -> Any:
+    names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+
+    def check(_instance: object, attribute: Any, value: Any) -> None:
+        if optional and value is None:
+            return
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise _invalid(attribute.name, f"{attribute.name} must be {names}, not a bool", value)
+        if not isinstance(value, kind):
+            raise _invalid(attribute.name,
+                           f"{attribute.name} must be {names}, not {type(value).__name__}", value)
+    return check
+
+
+def _items(value: Any) -> tuple[Item, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise _invalid("items", "items must be a sequence of Item", value)
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, Item):
+            raise _invalid("items", f"section items must be Item, not {type(item).__name__}", item)
+    return items
+
+
+@attrs.frozen
+class Item:
+    """One ranked entry of a section, rendered as one bullet by default.
+
+    Attributes:
+        text: The entry itself. It is data: the renderer keeps it on one line.
+        key: Identity used to find the same entry in two sections
+            (``"fact:12"`` for memory items), or ``None`` to compare by text.
+        fact: The fact behind the entry, for memory items.
+        trace: How the fact was retrieved and scored, for memory items.
+        dropped: Set by a contributor that offers an entry only to show it was
+            left out (``slot_limit``, ``threshold``, ``duplicate``).
+        detail: A human-readable note on the decision.
+    """
+
+    text: str = attrs.field(validator=_is(str))
+    key: str | None = attrs.field(default=None, validator=_is(str, optional=True))
+    fact: Fact | None = attrs.field(default=None, validator=_is(Fact, optional=True))
+    trace: HitTrace | None = attrs.field(default=None, validator=_is(HitTrace, optional=True))
+    dropped: DropReason | None = attrs.field(default=None, converter=_optional_reason)
+    detail: str | None = attrs.field(default=None, validator=_is(str, optional=True))
+
+
+@attrs.frozen
+class Section:
+    """What one contributor offers for one turn: a titled list of ranked items.
+
+    Items come best first; when the budget is short the last ones go first.
+    Malformed fields raise :class:`~ctxslots.InvalidRequestError`.
+
+    Attributes:
+        title: The heading shown to the model (kept on one line).
+        items: The ranked items, best first.
+        priority: Higher is kept longer.
+        sticky: Placed before every non-sticky section.
+        name: Unique name; the assembler fills in the contributor's name when empty.
+        intro: An optional line under the heading.
+        header_template: Template that renders the heading (and intro).
+        item_template: Template that renders one item.
+    """
+
+    title: str = attrs.field(validator=_is(str))
+    items: tuple[Item, ...] = attrs.field(default=(), converter=_items)
+    priority: int = attrs.field(default=50, validator=_is(int))
+    sticky: bool = attrs.field(default=False, validator=_is(bool))
+    name: str = attrs.field(default="", validator=_is(str))
+    intro: str | None = attrs.field(default=None, validator=_is(str, optional=True))
+    header_template: str = attrs.field(default="section_header.md.j2", validator=_is(str))
+    item_template: str = attrs.field(default="item.md.j2", validator=_is(str))
+
+
+@attrs.frozen
+class ItemDecision:
+    """What became of one item: kept, or dropped and why.
+
+    Attributes:
+        item: The item as offered.
+        rank: Its 1-based position in its section.
+        kept: Whether its text is in the prompt.
+        reason: Why it was dropped (``None`` when kept).
+        tokens: What its rendered line costs (counted even when dropped).
+        detail: A human-readable note on the decision.
+    """
+
+    item: Item
+    rank: int
+    kept: bool
+    reason: DropReason | None = None
+    tokens: int = 0
+    detail: str | None = None
+
+
+@attrs.frozen
+class SectionReport:
+    """What became of one section.
+
+    Attributes:
+        name: The section's (contributor's) name.
+        title: Its heading.
+        priority: Its priority.
+        sticky: Whether it was placed with the sticky sections.
+        status: ``"kept"`` (in the prompt), ``"dropped"`` (no item fitted),
+            ``"empty"`` (nothing to show) or ``"error"`` (the contributor failed).
+        reason: Why a dropped or failed section is not in the prompt.
+        error: The contributor's error, as ``"Type: message"``.
+        header_tokens: What its heading costs, with the blank line before it.
+        tokens: What it adds to the prompt (0 unless kept).
+        items: One decision per item, in rank order.
+    """
+
+    name: str
+    title: str
+    priority: int
+    sticky: bool
+    status: str
+    reason: DropReason | None = None
+    error: str | None = None
+    header_tokens: int = 0
+    tokens: int = 0
+    items: tuple[ItemDecision, ...] = ()
+
+
+@attrs.frozen
+class AssembledPrompt:
+    """The text that fits the budget, with the decision on every item offered.
+
+    Attributes:
+        text: The prompt text, exactly as counted.
+        total_tokens: Tokens of ``text`` with ``encoding`` (an exact count).
+        budget: The request's token budget.
+        safety_margin: Tokens kept free for other tokenizers' larger counts.
+        answer_reserve: Tokens kept free for the model's answer.
+        encoding: The tiktoken encoding that counted.
+        message: The user message the sections were chosen for.
+        scope: The workspace, or ``None``.
+        sections: One report per section, in placement order.
+        sticky_overflow: The sticky sections did not fit whole.
+    """
+
+    text: str
+    total_tokens: int
+    budget: int
+    safety_margin: int
+    answer_reserve: int
+    encoding: str
+    message: str
+    scope: str | None
+    sections: tuple[SectionReport, ...]
+    sticky_overflow: bool = False
+
+    @property
+    def available(self) -> int:
+        """Tokens the text may use: budget minus safety margin and answer reserve."""
+        return self.budget - self.safety_margin - self.answer_reserve
+
+    @property
+    def kept(self) -> list[ItemDecision]:
+        """Every kept item, in prompt order."""
+        return [d for s in self.sections for d in s.items if d.kept]
+
+    @property
+    def dropped(self) -> list[ItemDecision]:
+        """Every dropped item, in placement order."""
+        return [d for s in self.sections for d in s.items if not d.kept]
+
+    def section(self, name: str) -> SectionReport:
+        """The report of the section called ``name``.
+
+        :raises KeyError: No section has that name.
+        """
+        for report in self.sections:
+            if report.name == name:
+                return report
+        raise KeyError(name)
+
+    def dump(self, format: str = "json", *, environment: Any = None) -> str:
+        """Render a debugging dump: ``"json"``, ``"markdown"`` or ``"html"``.
+
+        The JSON layout is documented in ``docs/assembler.md`` and versioned by
+        its ``schema_version`` field.
+
+        :param format: The dump format.
+        :param environment: A jinja2 environment for the markdown and HTML
+            dumps (default: the built-in templates); see
+            :meth:`ctxslots.PromptAssembler.dump` for one with your overrides.
+        :raises InvalidRequestError: Unknown format.
+        """
+        from .assembler.dump import dump_prompt
+
+        return dump_prompt(self, format, environment=environment)

@@ -46,8 +46,8 @@ def make_plugin_manager(
     :param builtins: Register :data:`DEFAULT_PLUGINS`.
     :param entry_points: Also load the ``ctxslots`` entry-point group
         (see :func:`load_plugins`).
-    :raises pluggy.PluginValidationError: A plugin implements a hook that does
-        not exist (a misspelled name) or with unknown arguments.
+    :raises PluginError: A plugin implements a hook that does not exist (a
+        misspelled name) or with arguments the spec does not have.
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
@@ -57,14 +57,32 @@ def make_plugin_manager(
         for name in DEFAULT_PLUGINS:
             pm.register(importlib.import_module(name), name=name)
     for plugin in plugins:
-        pm.register(plugin)
+        _register(pm, plugin)
     if entry_points:
         load_plugins(pm)
-    pm.check_pending()
+    _check_pending(pm)
     if os.environ.get("CTXSLOTS_TRACE_PLUGINS"):
         pm.trace.root.setwriter(lambda text: sys.stderr.write(text))
         pm.enable_tracing()
     return pm
+
+
+def _register(pm: pluggy.PluginManager, plugin: object, name: str | None = None) -> None:
+    try:
+        pm.register(plugin, name=name)
+    except (pluggy.PluginValidationError, ValueError) as exc:
+        raise PluginError(str(exc), plugin=name or _plugin_name(plugin)) from exc
+
+
+def _check_pending(pm: pluggy.PluginManager) -> None:
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(str(exc), plugin=_plugin_name(exc.plugin)) from exc
+
+
+def _plugin_name(plugin: object) -> str:
+    return str(getattr(plugin, "__name__", None) or type(plugin).__name__)
 
 
 def load_plugins(pm: pluggy.PluginManager) -> list[str]:
@@ -84,17 +102,19 @@ def load_plugins(pm: pluggy.PluginManager) -> list[str]:
         if pm.get_plugin(ep.name) is not None:
             loaded.append(ep.name)
             continue
-        pm.register(ep.load(), name=ep.name)
+        _register(pm, ep.load(), ep.name)
         loaded.append(ep.name)
-    pm.check_pending()
+    _check_pending(pm)
     return loaded
 
 
-def collect(pm: pluggy.PluginManager, hook_name: str) -> dict[str, tuple[Any, str]]:
+def collect(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> dict[str, tuple[Any, str]]:
     """Call a ``register_*`` hook and return ``{name: (object, plugin_name)}``.
 
     Registered objects need a ``name`` attribute (contributors) or are passed as
-    ``register(name, factory)`` (embedders, LLM clients).
+    ``register(name, factory)`` (embedders, LLM clients). ``kwargs`` are the
+    hook's other arguments (``store=`` for ``register_contributors``); each
+    implementation gets those it names.
 
     :raises PluginError: A name is empty, not a string, or registered twice.
     """
@@ -121,5 +141,7 @@ def collect(pm: pluggy.PluginManager, hook_name: str) -> dict[str, tuple[Any, st
             found[name] = (obj, _plugin)
 
         register_fn: Callable[..., None] = register
-        impl.function(**{arg: register_fn for arg in impl.argnames})
+        impl.function(**{
+            arg: register_fn if arg == "register" else kwargs.get(arg) for arg in impl.argnames
+        })
     return found

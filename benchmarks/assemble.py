@@ -1,0 +1,183 @@
+"""PromptAssembler.assemble against the raw work it cannot avoid.
+
+    python benchmarks/assemble.py                       # 100k facts, 200 queries
+    python benchmarks/assemble.py --facts 10000 --queries 100 --repeat 5
+
+A store of ``--facts`` facts is built once under benchmarks/out/ and reused. Then,
+in the same run, on the same file, query by query:
+
+- ``assemble``: ``PromptAssembler(store).assemble(AssemblyRequest(query,
+  scope=..., budget=2000))`` with the three memory contributors: three store
+  searches (sanitizing, candidate SQL, ranking, hits), rendering every item,
+  counting pieces (cached), fitting, one exact count of the final text, and the
+  decisions and traces of every item.
+- ``floor``: the three raw FTS5 queries with the same words the store searches
+  (sanitized; stop words and words found in most facts left out), each
+  ``SELECT ... FROM facts_fts JOIN facts ... WHERE facts_fts MATCH ? AND slot = ?
+  AND scope IN (?, '') ... ORDER BY rank LIMIT 10``, plus one tiktoken count of
+  the same final text.
+- ``3 x search``: the three ``FactStore.search`` calls alone, and
+- ``no store``: ``assemble`` over contributors that hand back the same three
+  sections ready-made (rendering, counting, fitting, reports), to show how much
+  of ``assemble`` is the store and how much the assembler.
+
+With ``--lexical-only`` the store is opened without its vector leg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _corpus import generate_facts, generate_queries
+
+from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+from ctxslots.assembler.tokens import DEFAULT_ENCODING, get_encoding
+from ctxslots.stores._sqlite import open_connection
+from ctxslots.stores.sanitize import to_match
+
+OUT = Path(__file__).resolve().parent / "out"
+SCOPES = ("repo-alpha", "repo-beta")
+BUDGET = 2000
+FLOOR_SQL = (
+    "SELECT f.id, facts_fts.rank FROM facts_fts JOIN facts AS f ON f.id = facts_fts.rowid "
+    "WHERE facts_fts MATCH ? AND f.slot = ? AND f.scope IN (?, '') "
+    "ORDER BY facts_fts.rank LIMIT 10"
+)
+
+
+def _corpus_signature(n: int) -> str:
+    facts = generate_facts(n, seed=0)
+    head = [next(facts) for _ in range(min(n, 200))]
+    return hashlib.sha256(repr((n, head)).encode()).hexdigest()
+
+
+ROWS = ("assemble", "floor", "3 x search", "no store")
+
+
+class Given:
+    """A contributor that hands back a section made earlier (same name, priority, sticky)."""
+
+    def __init__(self, contributor: Any, section: Any) -> None:
+        self.name, self.priority, self.sticky = (
+            contributor.name, contributor.priority, contributor.sticky)
+        self.section = section
+
+    def contribute(self, request: AssemblyRequest) -> Any:
+        return self.section
+
+
+def store_file(n: int) -> Path:
+    """The cached store of n facts (built with the default embedder when missing)."""
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"assemble_{n}.db"
+    stamp = OUT / f"assemble_{n}.corpus"
+    signature = _corpus_signature(n)
+    if path.exists() and stamp.exists() and stamp.read_text() == signature:
+        return path
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    print(f"building {path.name} ({n:,} facts)...", flush=True)
+    start = time.perf_counter()
+    with FactStore(path) as store:
+        facts = generate_facts(n, seed=0)
+        done = 0
+        while done < n:
+            with store.batch():
+                for fact in (next(facts) for _ in range(min(10_000, n - done))):
+                    if fact.key:
+                        store.upsert(fact.slot, fact.key, fact.value, scope=fact.scope,
+                                     tags=fact.tags)
+                    else:
+                        store.add(fact.slot, fact.value, scope=fact.scope, tags=fact.tags)
+                    done += 1
+    stamp.write_text(signature)
+    print(f"built in {time.perf_counter() - start:.0f} s", flush=True)
+    return path
+
+
+def pct(values: list[float], q: int) -> float:
+    """The q-th percentile (inclusive method)."""
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--facts", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--lexical-only", action="store_true",
+                        help="open the store without its vector leg")
+    args = parser.parse_args()
+
+    path = store_file(args.facts)
+    store = FactStore(path, embedder=False) if args.lexical_only else FactStore(path)
+    conn = open_connection(path)
+    assembler = PromptAssembler(store)
+    encoding = get_encoding(DEFAULT_ENCODING)
+    queries = generate_queries(args.queries, seed=1)
+    work = [(q, SCOPES[i % 2]) for i, q in enumerate(queries)]
+    requests = [AssemblyRequest(q, scope=s, budget=BUDGET) for q, s in work]
+    texts = [assembler.assemble(r).text for r in requests]  # also warms caches
+    sanitized = [to_match(store._query_tokens(q)) for q, _ in work]  # the store's own query
+
+    def floor(i: int) -> None:
+        match, scope = sanitized[i], work[i][1]
+        if match:
+            conn.execute(FLOOR_SQL, (match, "user", "")).fetchall()
+            conn.execute(FLOOR_SQL, (match, "project", scope)).fetchall()
+            conn.execute(FLOOR_SQL, (match, "agent", scope)).fetchall()
+        len(encoding.encode_ordinary(texts[i]))
+
+    contributors = list(assembler.contributors)
+
+    def searches(i: int) -> None:
+        for contributor in contributors:
+            contributor.contribute(requests[i])
+
+    ready = [[Given(c, c.contribute(r)) for c in contributors] for r in requests]
+    no_store = [PromptAssembler(None, contributors=given) for given in ready]
+
+    timings: dict[str, list[float]] = {name: [] for name in ROWS}
+    runs = {"assemble": lambda i: assembler.assemble(requests[i]), "floor": floor,
+            "3 x search": searches, "no store": lambda i: no_store[i].assemble(requests[i])}
+    names = list(runs)
+    for _ in range(args.repeat):
+        for i in range(len(requests)):
+            for name in names[i % 4:] + names[: i % 4]:  # no run always goes first
+                start = time.perf_counter_ns()
+                runs[name](i)
+                timings[name].append((time.perf_counter_ns() - start) / 1e6)
+    kept = statistics.mean(len(assembler.assemble(r).kept) for r in requests[:20])
+    store.close()
+    conn.close()
+
+    tokens = statistics.mean(len(encoding.encode_ordinary(t)) for t in texts)
+    empty = sum(1 for m in sanitized if not m)
+    print(f"\nctxslots assemble benchmark: {args.facts:,} facts, {len(queries)} queries "
+          f"({empty} sanitize to nothing), repeat {args.repeat}, budget {BUDGET}, "
+          f"{'lexical only' if args.lexical_only else 'default store (lexical + vector legs)'}; "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
+    print(f"prompts: {tokens:.0f} tokens and {kept:.1f} kept items on average\n")
+    f50, f95 = pct(timings["floor"], 50), pct(timings["floor"], 95)
+    print(f"{'':<12} {'p50':>9} {'p95':>9} {'p50 / floor':>12}")
+    print("-" * 45)
+    for name in ROWS:
+        p50, p95 = pct(timings[name], 50), pct(timings[name], 95)
+        print(f"{name:<12} {p50:>7.2f}ms {p95:>7.2f}ms {p50 / f50:>11.2f}x")
+    a50 = pct(timings["assemble"], 50)
+    print(f"\ngoal: assemble p50 within 2x of the floor ({a50 / f50:.2f}x) "
+          f"and under 10 ms ({a50:.2f} ms); floor p95 {f95:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

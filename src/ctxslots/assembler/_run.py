@@ -1,0 +1,92 @@
+"""Calling contributors, plain or async, without letting one break assembly."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+import attrs
+
+from ..model import Section
+from .request import AssemblyRequest
+
+__all__ = ["Outcome", "call_async", "call_sync"]
+
+logger = logging.getLogger("ctxslots.assembler")
+
+
+@attrs.frozen
+class Outcome:
+    """What one contributor gave: a section, nothing, or an error.
+
+    Attributes:
+        contributor: The contributor.
+        section: Its section, or ``None``.
+        error: ``"Type: message"`` when it raised or returned something else.
+    """
+
+    contributor: Any
+    section: Section | None = None
+    error: str | None = None
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _checked(contributor: Any, result: Any) -> Outcome:
+    if result is None or isinstance(result, Section):
+        return Outcome(contributor, result)
+    return Outcome(contributor, error=(
+        f"TypeError: contribute() returned {type(result).__name__}, expected Section or None"
+    ))
+
+
+def _failed(contributor: Any, exc: Exception) -> Outcome:
+    logger.warning("contributor %r failed", getattr(contributor, "name", contributor),
+                   exc_info=exc)
+    return Outcome(contributor, error=_error_text(exc))
+
+
+async def _await(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _run_awaitable(awaitable: Awaitable[Any]) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_await(awaitable))
+    # Called from inside an event loop's thread: run it on a loop of its own.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, _await(awaitable)).result()
+
+
+def call_sync(contributor: Any, request: AssemblyRequest) -> Outcome:
+    """Call ``contributor.contribute(request)``; an async one is run to completion."""
+    try:
+        result = contributor.contribute(request)
+        if inspect.isawaitable(result):
+            result = _run_awaitable(result)
+    except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
+        return _failed(contributor, exc)
+    return _checked(contributor, result)
+
+
+async def call_async(contributor: Any, request: AssemblyRequest) -> Outcome:
+    """Await an async contributor, or run a plain one in a worker thread."""
+    try:
+        if inspect.iscoroutinefunction(contributor.contribute):
+            result = await contributor.contribute(request)
+        else:
+            result = await asyncio.to_thread(contributor.contribute, request)
+            if inspect.isawaitable(result):
+                result = await result
+    except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
+        return _failed(contributor, exc)
+    return _checked(contributor, result)

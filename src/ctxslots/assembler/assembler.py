@@ -1,0 +1,182 @@
+"""PromptAssembler: ask every contributor, fit their sections, keep the trace."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+import jinja2
+import pluggy
+
+from ..contributors.base import check_contributor
+from ..errors import BudgetExceededError
+from ..model import AssembledPrompt
+from ..plugins import collect, make_plugin_manager
+from ._plan import build_reports, collect_sections, prepare
+from ._run import Outcome, call_async, call_sync
+from .dump import dump_prompt
+from .errors import InvalidRequestError
+from .fit import Prepared, fit, verify
+from .render import SECTION_SEPARATOR, Templates, make_environment
+from .request import AssemblyRequest
+from .tokens import DEFAULT_ENCODING, TokenCounter
+
+__all__ = ["PromptAssembler"]
+
+logger = logging.getLogger("ctxslots.assembler")
+
+
+def _check_store(_instance: Any, _attribute: Any, store: Any) -> None:
+    if store is not None and not callable(getattr(store, "search", None)):
+        raise InvalidRequestError("store must be a FactStore or None", field="store", value=store)
+
+
+def _as_tuple(value: Any, field: str) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidRequestError(f"{field} must be a list", field=field, value=value)
+    return tuple(value)
+
+
+def _plugins(value: Any) -> tuple[Any, ...]:
+    return _as_tuple(value, "plugins")
+
+
+def _contributors(value: Any) -> tuple[Any, ...] | None:
+    return None if value is None else _as_tuple(value, "contributors")
+
+
+@attrs.define
+class PromptAssembler:
+    """Builds the context of one turn from every contributor, within a token budget.
+
+    ::
+
+        with FactStore("memory.db") as store:
+            assembler = PromptAssembler(store)
+            prompt = assembler.assemble(AssemblyRequest("how do I deploy?", scope="shop-api"))
+            print(prompt.text)
+            open("dump.html", "w").write(prompt.dump("html"))
+
+    Attributes:
+        store: The fact store the memory contributors search (``None``: no memory).
+        plugins: Plugin objects or modules to register, besides the built-ins.
+        contributors: Exactly these contributors; ``None`` uses every contributor
+            registered through ``register_contributors`` (the three memory slots
+            and plugins').
+        encoding: The tiktoken encoding that counts tokens.
+        templates: Template overrides by name (mapping of name to source, or a directory).
+        loader: Another jinja2 loader, tried after ``templates``, before the built-ins.
+        load_entry_points: Also load plugins from the ``ctxslots`` entry-point group.
+        plugin_manager: The pluggy manager holding the plugins.
+        environment: The jinja2 environment of every template.
+        counter: The token counter (it remembers the count of each rendered piece).
+    """
+
+    store: Any = attrs.field(validator=_check_store)
+    plugins: tuple[Any, ...] = attrs.field(default=(), kw_only=True, converter=_plugins)
+    contributors: tuple[Any, ...] | None = attrs.field(
+        default=None, kw_only=True, converter=_contributors
+    )
+    encoding: str = attrs.field(default=DEFAULT_ENCODING, kw_only=True)
+    templates: Templates | None = attrs.field(default=None, kw_only=True)
+    loader: jinja2.BaseLoader | None = attrs.field(default=None, kw_only=True)
+    load_entry_points: bool = attrs.field(default=False, kw_only=True)
+    plugin_manager: pluggy.PluginManager = attrs.field(init=False, repr=False)
+    environment: jinja2.Environment = attrs.field(init=False, repr=False)
+    counter: TokenCounter = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.counter = TokenCounter(self.encoding)
+        self.plugin_manager = make_plugin_manager(
+            self.plugins, entry_points=bool(self.load_entry_points)
+        )
+        self.environment = make_environment(
+            templates=self.templates, loader=self.loader, plugin_manager=self.plugin_manager
+        )
+        if self.contributors is None:
+            found = collect(self.plugin_manager, "register_contributors", store=self.store)
+            self.contributors = tuple(
+                check_contributor(obj) for _, (obj, _plugin) in sorted(found.items())
+            )
+        else:
+            names: set[str] = set()
+            for obj in self.contributors:
+                check_contributor(obj)
+                if obj.name in names:
+                    raise InvalidRequestError(f"two contributors are named {obj.name!r}",
+                                              field="contributors", value=obj)
+                names.add(obj.name)
+
+    def _contributors(self) -> tuple[Any, ...]:
+        return self.contributors or ()
+
+    def assemble(self, request: AssemblyRequest) -> AssembledPrompt:
+        """Ask every contributor, fit their sections to the budget, and return the result.
+
+        :raises InvalidRequestError: ``request`` is not an :class:`AssemblyRequest`.
+        :raises BudgetExceededError: The sticky sections alone do not fit; its
+            ``prompt`` holds the result with them cut to fit and nothing else.
+        :raises TemplateError: A template is missing or fails to render.
+        """
+        _check_request(request)
+        outcomes = [call_sync(c, request) for c in self._contributors()]
+        return self._finish(request, outcomes)
+
+    async def aassemble(self, request: AssemblyRequest) -> AssembledPrompt:
+        """:meth:`assemble` for async agent loops: contributors run concurrently.
+
+        ``async`` contributors are awaited; plain ones run in worker threads.
+        """
+        _check_request(request)
+        outcomes = await asyncio.gather(*(call_async(c, request) for c in self._contributors()))
+        return await asyncio.to_thread(self._finish, request, list(outcomes))
+
+    def dump(self, prompt: AssembledPrompt, format: str = "json") -> str:
+        """``prompt.dump(format)``, rendered with this assembler's templates."""
+        return dump_prompt(prompt, format, environment=self.environment)
+
+    def _finish(self, request: AssemblyRequest, outcomes: Sequence[Outcome]) -> AssembledPrompt:
+        sections = collect_sections(outcomes, request)
+        prepared = prepare(sections, self.environment, self.counter)
+        available = request.available
+        fit(prepared, available, self.counter.count(SECTION_SEPARATOR))
+        text, total = verify(prepared, available, SECTION_SEPARATOR, self.counter.count_exact)
+        overflow = any(p.section.sticky and p.cut is not None for p in prepared)
+        prompt = AssembledPrompt(
+            text=text, total_tokens=total, budget=request.budget,
+            safety_margin=request.safety_margin, answer_reserve=request.answer_reserve,
+            encoding=self.counter.encoding, message=request.message, scope=request.scope,
+            sections=build_reports(prepared), sticky_overflow=overflow,
+        )
+        if overflow:
+            names = ", ".join(p.section.name for p in prepared if p.section.sticky and p.cut)
+            raise BudgetExceededError(
+                f"the sticky sections ({names}) do not fit into {available} tokens "
+                f"(budget {request.budget} - safety margin {request.safety_margin} - "
+                f"answer reserve {request.answer_reserve})",
+                prompt=prompt,
+            )
+        self._record_shown(prepared)
+        return prompt
+
+    def _record_shown(self, prepared: Sequence[Prepared]) -> None:
+        by_name = {c.name: c for c in self._contributors()}
+        for prep in prepared:
+            contributor = by_name.get(prep.section.name)
+            record = getattr(contributor, "record_shown", None)
+            if prep.kept and callable(record):
+                try:
+                    record(prep.kept_items())
+                except Exception:  # the prompt is built; a failed note must not lose it
+                    logger.warning("record_shown of %r failed", prep.section.name, exc_info=True)
+
+
+def _check_request(request: Any) -> None:
+    if not isinstance(request, AssemblyRequest):
+        raise InvalidRequestError(
+            f"request must be an AssemblyRequest, not {type(request).__name__}",
+            field="request", value=request,
+        )

@@ -1,0 +1,147 @@
+"""Fitting rendered sections into a token budget.
+
+The rule, exactly:
+
+1. Sections are placed in order: sticky ones first, then by priority, higher
+   first; ties by name. Within a section, items keep their rank order.
+2. Items a contributor already marked dropped (``slot_limit``, ``threshold``,
+   ``duplicate``) take no budget and are skipped.
+3. Walking that order, each section costs its header (plus the separator
+   before it when a section was placed earlier) and each item its rendered
+   line. Items are kept while they fit. At the first header or item that does
+   not fit, filling stops: that item, the rest of its section and every later
+   section are dropped (``budget``; ``header_does_not_fit`` when the header
+   itself did not fit). A section whose items are all dropped leaves no header.
+4. The kept items are therefore always a prefix of that order: an item is never
+   dropped for budget while a later one (lower priority, or lower rank in the
+   same section) is kept.
+5. Costs come from per-piece counts (cached). The joined text is then counted
+   exactly once; while that count exceeds the budget (pieces can tokenize
+   differently once joined), the last kept item is dropped and the text is
+   counted again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from ..model import DropReason, Item, Section
+
+__all__ = ["Prepared", "fit", "join"]
+
+
+@attrs.define
+class Prepared:
+    """A section rendered into pieces, with what fitting decided about it.
+
+    Attributes:
+        section: The section offered.
+        header: Its rendered heading.
+        header_tokens: Tokens of ``header``.
+        lines: One rendered line per item (including pre-dropped items).
+        line_tokens: Tokens of each line.
+        pre: Per item, the reason and note it was dropped before fitting, or ``None``.
+        kept: How many eligible items were kept (a prefix of them).
+        cut: Why the other eligible items were dropped.
+        notes: Per eligible item not kept, a human-readable note.
+        separator_tokens: Tokens of the separator before it, when placed after another.
+        error: The contributor's error, for a section that could not be made.
+    """
+
+    section: Section
+    header: str
+    header_tokens: int
+    lines: list[str]
+    line_tokens: list[int]
+    pre: list[tuple[DropReason, str | None] | None]
+    kept: int = 0
+    cut: DropReason | None = None
+    notes: dict[int, str] = attrs.Factory(dict)
+    separator_tokens: int = 0
+    error: str | None = None
+
+    @property
+    def eligible(self) -> list[int]:
+        """Indexes of the items that compete for the budget, in rank order."""
+        return [i for i, pre in enumerate(self.pre) if pre is None]
+
+    def kept_items(self) -> list[Item]:
+        """The items kept in the prompt, in rank order."""
+        return [self.section.items[i] for i in self.eligible[: self.kept]]
+
+
+def _drop_rest(prep: Prepared, reason: DropReason, from_index: int, first_note: str,
+               rest_note: str) -> None:
+    prep.cut = reason
+    for n, index in enumerate(prep.eligible[from_index:]):
+        prep.notes[index] = first_note if n == 0 else rest_note
+
+
+def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> None:
+    """Decide, in place, how many items of each section are kept (steps 1 to 4)."""
+    remaining = available
+    stopped = False
+    placed = False
+    for prep in prepared:
+        eligible = prep.eligible
+        prep.kept, prep.cut, prep.notes = 0, None, {}
+        if not eligible:
+            continue
+        if stopped:
+            _drop_rest(prep, DropReason.BUDGET, 0, "an earlier section did not fit",
+                       "an earlier section did not fit")
+            continue
+        sep = separator_tokens if placed else 0
+        head = prep.header_tokens + sep
+        if head > remaining:
+            note = f"header needs {head} tokens, {remaining} left"
+            _drop_rest(prep, DropReason.HEADER_DOES_NOT_FIT, 0, note, note)
+            stopped = True
+            continue
+        used = head
+        for n, index in enumerate(eligible):
+            cost = prep.line_tokens[index]
+            if used + cost > remaining:
+                _drop_rest(prep, DropReason.BUDGET, n,
+                           f"needs {cost} tokens, {remaining - used} left",
+                           "a higher-ranked item did not fit")
+                stopped = True
+                break
+            used += cost
+            prep.kept += 1
+        if prep.kept:
+            prep.separator_tokens = sep
+            remaining -= used
+            placed = True
+
+
+def join(prepared: Sequence[Prepared], separator: str) -> str:
+    """The prompt text: each section with kept items, header then lines."""
+    parts: list[str] = []
+    for prep in prepared:
+        if not prep.kept:
+            continue
+        if parts:
+            parts.append(separator)
+        parts.append(prep.header)
+        parts.extend(prep.lines[i] for i in prep.eligible[: prep.kept])
+    return "".join(parts)
+
+
+def verify(prepared: Sequence[Prepared], available: int, separator: str,
+           count: Callable[[str], int]) -> tuple[str, int]:
+    """Join, count exactly, and drop last kept items until the count fits (step 5)."""
+    text = join(prepared, separator)
+    total = count(text)
+    while total > available:
+        last = next(p for p in reversed(prepared) if p.kept)
+        last.kept -= 1
+        last.cut = DropReason.BUDGET
+        last.notes[last.eligible[last.kept]] = (
+            f"removed after the exact count of the joined prompt came to {total}"
+        )
+        text = join(prepared, separator)
+        total = count(text)
+    return text, total

@@ -1,0 +1,105 @@
+"""``ctxslots flush``: extract facts from a conversation file with a model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import FlushError
+from .model import Message
+from .stores import FactStore, default_db_path
+
+__all__ = ["flush", "read_conversation", "register"]
+
+
+def read_conversation(path: Path) -> list[Message]:
+    """Read OpenAI-style ``{"role", "content"}`` lines (an ``"id"`` is kept); blank lines skipped.
+
+    :raises click.ClickException: A line is not a JSON object with a string ``role``.
+    """
+    messages = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise click.ClickException(f"{path}:{number}: not JSON: {exc.msg}") from exc
+            if not isinstance(data, dict) or not isinstance(data.get("role"), str):
+                raise click.ClickException(
+                    f"{path}:{number}: expected an object with \"role\" and \"content\"")
+            messages.append(Message.from_dict(data))
+    return messages
+
+
+def conversation_id(path: Path) -> str:
+    """The default conversation id of a file: its name and a hash of its absolute path."""
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    return f"file:{path.name[:100]}:{digest}"
+
+
+@click.command()
+@click.argument("conversation_file", metavar="CONVERSATION.jsonl",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--conversation", help="Conversation id (default: derived from the file's path).")
+@click.option("--scope", help="Workspace of project facts (default: global).")
+@click.option("--base-url", required=True, envvar="CTXSLOTS_LLM_BASE_URL",
+              help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 "
+                   "(or $CTXSLOTS_LLM_BASE_URL).")
+@click.option("--model", required=True, envvar="CTXSLOTS_LLM_MODEL",
+              help="Model name sent to the endpoint (or $CTXSLOTS_LLM_MODEL).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, help="Seconds to wait for one model reply.")
+@click.option("--if-due", is_flag=True,
+              help="Flush only when the policy says so (default: always flush what is new).")
+@click.option("--every-n-turns", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Policy for --if-due: due after this many user turns.")
+@click.option("--token-threshold", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Policy for --if-due: due once the new text has this many tokens.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def flush(
+    ctx: click.Context, conversation_file: Path, conversation: str | None, scope: str | None,
+    base_url: str, model: str, timeout: float, if_due: bool, every_n_turns: int,
+    token_threshold: int, as_json: bool,
+) -> None:
+    """Extract facts from CONVERSATION.jsonl (one {role, content} object per line).
+
+    Only messages not read by an earlier flush of the same conversation are sent.
+    The API key is read from the environment by the client. Exits 1 when the
+    flush failed; the store is then unchanged.
+    """
+    from .flusher import FlushPolicy, MemoryFlusher, OpenAIChatClient
+
+    messages = read_conversation(conversation_file)
+    conv = conversation or conversation_id(conversation_file)
+    client = OpenAIChatClient(base_url, model, timeout=timeout)
+    policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
+    path = ctx.obj["db"] or default_db_path()
+    with FactStore(path) as store:
+        flusher = MemoryFlusher(store, client, policy=policy)
+        try:
+            report = flusher.flush(messages, conversation=conv, scope=scope, force=not if_due)
+        except FlushError as exc:
+            _show(exc.report, as_json, err=not as_json)
+            raise click.ClickException(str(exc)) from exc
+    _show(report, as_json)
+
+
+def _show(report: Any, as_json: bool, *, err: bool = False) -> None:
+    if report is None:
+        return
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(report.summary(), err=err)
+
+
+def register(cli: click.Group) -> None:
+    """Add the ``flush`` command to the ``ctxslots`` group."""
+    cli.add_command(flush)

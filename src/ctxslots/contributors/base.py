@@ -1,0 +1,110 @@
+"""What every contributor follows, and a contributor of fixed lines.
+
+A contributor is any object with:
+
+- ``name``: unique among the registered contributors;
+- ``priority``: an ``int``, higher is kept longer when the budget is short;
+- ``sticky``: ``True`` to be placed before every non-sticky section;
+- ``contribute(request) -> Section | None``: a plain or ``async`` method that
+  returns this turn's section, or ``None`` to offer nothing.
+
+It may also have ``record_shown(items)``, called after assembly with the items
+of its section that made it into the prompt (memory contributors count those
+as accessed). A contributor that raises never breaks assembly: its section is
+left out and the dump shows the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from ..assembler.errors import InvalidRequestError
+from ..model import Item, Section
+
+if TYPE_CHECKING:
+    from ..assembler.request import AssemblyRequest
+
+__all__ = ["Contributor", "StaticContributor", "check_contributor"]
+
+
+@runtime_checkable
+class Contributor(Protocol):
+    """The shape of a contributor (see the module docstring)."""
+
+    name: str
+    priority: int
+    sticky: bool
+
+    def contribute(
+        self, request: AssemblyRequest
+    ) -> Section | None | Awaitable[Section | None]:  # pragma: no cover - protocol
+        """Return this turn's section, or ``None`` to offer nothing."""
+        ...
+
+
+def check_contributor(obj: Any, *, field: str = "contributors") -> Any:
+    """Return ``obj`` if it has the shape of a contributor.
+
+    :raises InvalidRequestError: ``name``, ``priority``, ``sticky`` or
+        ``contribute`` is missing or of the wrong type.
+    """
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidRequestError(f"contributor {obj!r} needs a non-empty string name",
+                                  field=field, value=obj)
+    priority = getattr(obj, "priority", None)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidRequestError(f"contributor {name!r} needs an integer priority, not {priority!r}",
+                                  field=field, value=obj)
+    if not isinstance(getattr(obj, "sticky", None), bool):
+        raise InvalidRequestError(f"contributor {name!r} needs sticky = True or False",
+                                  field=field, value=obj)
+    if not callable(getattr(obj, "contribute", None)):
+        raise InvalidRequestError(f"contributor {name!r} has no contribute(request) method",
+                                  field=field, value=obj)
+    return obj
+
+
+def _lines(value: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        raise InvalidRequestError("lines must be a sequence of strings", field="lines", value=value)
+    return tuple(value)
+
+
+@attrs.frozen
+class StaticContributor:
+    """Offers the same lines every turn (house rules, a persona, a glossary).
+
+    Attributes:
+        name: Unique contributor name.
+        title: The section heading.
+        lines: One item per line, best first.
+        priority: Higher is kept longer.
+        sticky: Placed before every non-sticky section.
+        intro: An optional line under the heading.
+    """
+
+    name: str
+    title: str
+    lines: tuple[str, ...] = attrs.field(converter=_lines)
+    priority: int = 50
+    sticky: bool = False
+    intro: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        check_contributor(self, field="StaticContributor")
+        if not isinstance(self.title, str) or not self.title.strip():
+            raise InvalidRequestError("title must be a non-empty string", field="title",
+                                      value=self.title)
+
+    def contribute(self, request: AssemblyRequest) -> Section | None:
+        """The fixed lines as a section (``None`` when there are none)."""
+        if not self.lines:
+            return None
+        return Section(
+            title=self.title, intro=self.intro, priority=self.priority, sticky=self.sticky,
+            name=self.name, items=tuple(Item(text=line) for line in self.lines),
+        )

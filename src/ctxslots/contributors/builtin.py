@@ -1,0 +1,23 @@
+"""ctxslots' own contributors, registered like any plugin's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..hookspecs import hookimpl
+from .memory import (
+    AgentMemoryContributor,
+    ProjectMemoryContributor,
+    UserMemoryContributor,
+)
+
+
+@hookimpl(trylast=True)
+def register_contributors(register: Callable[[Any], None], store: Any) -> None:
+    """Register the user, project and agent memory contributors over ``store``."""
+    if store is None:
+        return
+    register(UserMemoryContributor(store))
+    register(ProjectMemoryContributor(store))
+    register(AgentMemoryContributor(store))

@@ -1,0 +1,114 @@
+"""How far each conversation has been read: input checks, fingerprints, the progress row.
+
+The ``flush_progress`` table (migration ``m002_meta``) holds, per conversation
+id, how many messages were read and a SHA-256 fingerprint of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import InvalidFactError
+from ..model import Message
+from ..stores import FactStore
+
+__all__ = [
+    "Progress",
+    "check_conversation",
+    "check_messages",
+    "fingerprint",
+    "read_progress",
+    "start_position",
+    "write_progress",
+]
+
+#: ``(messages_read, fingerprint)`` of one conversation.
+Progress = tuple[int, str]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
+    """Messages as :class:`~ctxslots.model.Message` objects.
+
+    :raises InvalidFactError: ``messages`` is not a sequence, or an entry is
+        neither a message nor a mapping (field ``"messages"``).
+    """
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidFactError("messages must be a sequence of messages", field="messages",
+                               value=messages)
+    out = []
+    for i, m in enumerate(messages):
+        if isinstance(m, Message):
+            out.append(m)
+        elif isinstance(m, Mapping):
+            out.append(Message.from_dict(m))
+        else:
+            raise InvalidFactError(
+                f"messages[{i}] must be a Message or a {{role, content}} mapping, not "
+                f"{type(m).__name__}", field="messages", value=m,
+            )
+    return out
+
+
+def check_conversation(conversation: object) -> str:
+    """A conversation id: non-empty, at most 200 characters, no control characters.
+
+    :raises InvalidFactError: It is not (field ``"conversation"``).
+    """
+    if not isinstance(conversation, str) or not conversation.strip() \
+            or len(conversation) > 200 or _CONTROL.search(conversation):
+        raise InvalidFactError(
+            "conversation must be a non-empty string of at most 200 characters without "
+            "control characters", field="conversation", value=conversation,
+        )
+    return conversation
+
+
+def fingerprint(messages: Sequence[Message]) -> str:
+    """SHA-256 over the roles, contents and ids of ``messages``, in order."""
+    digest = hashlib.sha256()
+    for m in messages:
+        digest.update(json.dumps([m.role, m.content, m.id], ensure_ascii=False).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def read_progress(store: FactStore, conversation: str) -> Progress | None:
+    """The recorded progress of ``conversation``, or ``None`` before its first flush."""
+    rows = store._conn.rows(
+        "SELECT messages_read, fingerprint FROM flush_progress WHERE conversation = ?",
+        (conversation,),
+    )
+    return (int(rows[0]["messages_read"]), str(rows[0]["fingerprint"])) if rows else None
+
+
+def write_progress(store: FactStore, conversation: str, messages: Sequence[Message]) -> None:
+    """Record ``messages`` as read; call inside the flush's write transaction."""
+    store._conn.execute(
+        "INSERT OR REPLACE INTO flush_progress (conversation, messages_read, fingerprint, "
+        "updated_at) VALUES (?, ?, ?, ?)",
+        (conversation, len(messages), fingerprint(messages), store.clock()),
+    )
+
+
+def start_position(progress: Progress | None, messages: Sequence[Message]) -> tuple[int, str | None]:
+    """Where to start reading ``messages``, and a warning when reading starts over.
+
+    Reading starts over at 0 when the messages read before have changed or the
+    conversation is shorter than what was read.
+    """
+    if progress is None:
+        return 0, None
+    read, expected = progress
+    if len(messages) < read:
+        return 0, (f"the conversation has {len(messages)} messages, fewer than the {read} "
+                   "read before; reading it again from the start")
+    if fingerprint(messages[:read]) != expected:
+        return 0, (f"messages 1-{read} changed since they were read (fingerprint mismatch); "
+                   "reading the conversation again from the start")
+    return read, None

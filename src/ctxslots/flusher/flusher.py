@@ -1,0 +1,406 @@
+"""MemoryFlusher: new conversation messages in, validated fact operations out.
+
+One flush reads the messages a conversation gained since the last flush, shows
+them to a model with the facts already known, reads back the operations
+(:mod:`.operations`), and applies the valid ones together with the new read
+position in one transaction. See ``docs/flushing.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import jinja2
+
+from ..assembler import make_environment
+from ..assembler.render import Templates, render_template
+from ..errors import FlushError, InvalidFactError
+from ..model import Fact, Message
+from ..stores import FactStore
+from ._progress import (
+    Progress,
+    check_conversation,
+    check_messages,
+    read_progress,
+    start_position,
+    write_progress,
+)
+from .llm_client import LLMClient
+from .operations import (
+    KEY_PATTERN,
+    Forget,
+    Operation,
+    ReplyFormatError,
+    Upsert,
+    check_operation,
+    operations_schema,
+    parse_reply,
+)
+from .report import Change, FlushPolicy, FlushReport, Rejection
+
+__all__ = ["DEFAULT_SLOTS", "RETRY_PROMPT", "MemoryFlusher"]
+
+#: The built-in slots and what each holds, as the extraction prompt explains them.
+DEFAULT_SLOTS: Mapping[str, str] = {
+    "user": "who the user is: name, role, preferences, habits, tools, constraints.",
+    "project": "facts about the current workspace: architecture, commands, conventions, "
+    "decisions, deadlines, people.",
+    "agent": "lessons the assistant learned about doing its work: what failed, what worked, "
+    "what to avoid next time.",
+}
+
+#: Sent after a reply that could not be read; ``{error}`` is the reason.
+RETRY_PROMPT = (
+    "Your reply could not be used: {error}. Reply again with only one JSON object "
+    '{{"operations": [...]}} that matches the schema above, and no other text.'
+)
+
+#: At most this much of the new messages' text (the end of it) is the search
+#: query for relevant known facts.
+QUERY_CHARS = 4000
+
+OperationCallback = Callable[[int, Operation], None]
+
+
+class _Failed(Exception):
+    """Internal: a failure after which the flush reports ``"failed"``."""
+
+
+def _slot_meanings(slots: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
+    if isinstance(slots, Mapping):
+        return dict(slots)
+    if isinstance(slots, str):
+        slots = [slots]
+    return {name: DEFAULT_SLOTS.get(name, f"facts of the {name} slot.") for name in slots}
+
+
+def _date_line(when: dt.datetime) -> str:
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return f"{when:%Y-%m-%d} ({when:%A})"
+
+
+@attrs.define
+class MemoryFlusher:
+    """Extracts facts from a conversation with a model and writes them to a store.
+
+    ::
+
+        flusher = MemoryFlusher(store, OpenAIChatClient("http://127.0.0.1:8080/v1", "m"))
+        report = flusher.flush(messages, conversation="chat-42", scope="shop-api")
+
+    Attributes:
+        store: Where facts are read and written.
+        client: The model: any :class:`~ctxslots.flusher.LLMClient` (an object
+            with ``complete(messages, *, json_schema, temperature) -> ChatResult``).
+        policy: Decides when :meth:`flush` without ``force`` does its work.
+        slots: The slots the model may write, mapped to the meaning shown to
+            it (a list of names takes the built-in meanings).
+        scoped_slots: Slots whose facts belong to the flush's ``scope``; facts
+            of the other slots are global.
+        template: Name of the extraction prompt template.
+        templates: Template overrides (a mapping of name to source, or a
+            directory), tried before the built-in ``prompts/`` folder.
+        max_known_facts: Most known facts shown to the model.
+        temperature: Sampling temperature of the model call.
+        send_schema: Send the reply schema as ``response_format``.
+        on_operation: Called with ``(index, operation)`` inside the write
+            transaction before each operation is applied (progress display);
+            an exception it raises rolls the whole flush back.
+
+    :raises InvalidFactError: A slot name is malformed (or unknown to a store
+        with strict slots), or ``slots`` is empty.
+    :raises ValueError: ``max_known_facts`` is negative.
+    """
+
+    store: FactStore
+    client: LLMClient
+    policy: FlushPolicy = attrs.field(factory=FlushPolicy)
+    slots: Mapping[str, str] = attrs.field(factory=lambda: dict(DEFAULT_SLOTS),
+                                           converter=_slot_meanings)
+    scoped_slots: frozenset[str] = attrs.field(default=frozenset({"project"}), converter=frozenset)
+    template: str = "extract.jinja2"
+    templates: Templates | None = None
+    max_known_facts: int = attrs.field(
+        default=50, validator=[attrs.validators.instance_of(int), attrs.validators.ge(0)])
+    temperature: float = 0.0
+    send_schema: bool = True
+    on_operation: OperationCallback | None = None
+    _env: jinja2.Environment = attrs.field(init=False, repr=False)
+    _lock: threading.RLock = attrs.field(init=False, repr=False, factory=threading.RLock)
+
+    def __attrs_post_init__(self) -> None:
+        for slot in self.slots:
+            self.store.limits.slot(slot)
+        if not self.slots:
+            raise InvalidFactError("slots must name at least one slot", field="slots",
+                                   value=self.slots)
+        self._env = make_environment(templates=self.templates)
+
+    # -- progress ----------------------------------------------------------
+
+    def _progress(self, conversation: str) -> Progress | None:
+        return read_progress(self.store, conversation)
+
+    def messages_read(self, conversation: str) -> int:
+        """How many messages of ``conversation`` earlier flushes have read."""
+        progress = self._progress(check_conversation(conversation))
+        return progress[0] if progress else 0
+
+    def unflushed(self, messages: Sequence[Message | Mapping[str, Any]], *,
+                  conversation: str = "default") -> list[Message]:
+        """The messages a flush of ``conversation`` would read now.
+
+        :raises InvalidFactError: ``messages`` or ``conversation`` is malformed.
+        """
+        msgs = check_messages(messages)
+        start, _ = start_position(self._progress(check_conversation(conversation)), msgs)
+        return msgs[start:]
+
+    def should_flush(self, messages: Sequence[Message | Mapping[str, Any]], *,
+                     conversation: str = "default") -> bool:
+        """Whether the policy says the unflushed messages are due for a flush."""
+        return self.policy.should_flush(self.unflushed(messages, conversation=conversation))
+
+    # -- flushing ----------------------------------------------------------
+
+    def flush(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        conversation: str = "default",
+        scope: str | None = None,
+        force: bool = False,
+        written_at: dt.datetime | None = None,
+    ) -> FlushReport:
+        """Read the new messages of ``conversation`` and apply what the model extracts.
+
+        Messages already read are not sent again; with none new, no model is
+        called and nothing changes. When the messages read before have changed,
+        the whole conversation is read again and the report says so.
+
+        :param messages: The whole conversation so far, oldest first:
+            :class:`~ctxslots.model.Message` objects or ``{role, content}`` mappings.
+        :param conversation: Identifies the conversation across flushes.
+        :param scope: The workspace for the scoped slots (``project``).
+        :param force: Flush even when the policy says it is not due yet (session
+            end, before compaction).
+        :param written_at: When the messages were written (default: now), so the
+            model can turn relative dates into calendar dates.
+        :return: The report; invalid operations are in ``report.rejected``.
+        :raises FlushError: The model call failed, its reply could not be read
+            after one retry, or applying failed. The store is unchanged and
+            ``error.report`` holds the raw outputs.
+        :raises InvalidFactError: ``messages``, ``conversation`` or ``scope`` is
+            malformed.
+        """
+        msgs = check_messages(messages)
+        conv = check_conversation(conversation)
+        self.store.limits.scope(scope)
+        flush_id = uuid.uuid4().hex[:12]
+        with self._lock:
+            progress = self._progress(conv)
+            start, warning = start_position(progress, msgs)
+            new = msgs[start:]
+            base = FlushReport(
+                status="nothing_new", conversation=conv, flush_id=flush_id, scope=scope,
+                model=getattr(self.client, "name", None),
+                first=start + 1, last=len(msgs), messages_read=start,
+                restarted=warning is not None, warnings=(warning,) if warning else (),
+                source=self._source(flush_id, conv, msgs, start),
+            )
+            if not new:
+                return attrs.evolve(base, last=start, detail="no new messages since the last flush")
+            if not force and not self.policy.should_flush(new):
+                return attrs.evolve(base, status="not_due", last=start,
+                                    detail=f"not due yet: {self.policy.explain(new)}")
+            known = self._known_facts(new, scope)
+        base = attrs.evolve(base, known_facts={i: f.id for i, f in enumerate(known, start=1)})
+        when = written_at if written_at is not None else dt.datetime.fromtimestamp(
+            self.store.clock(), tz=dt.timezone.utc)
+        prompt = render_template(
+            self._env, self.template, **self._context(new, start, known, scope, when))
+        ops, base = self._ask(prompt, base)
+        return self._apply(ops, base, progress, msgs)
+
+    async def aflush(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        conversation: str = "default",
+        scope: str | None = None,
+        force: bool = False,
+        written_at: dt.datetime | None = None,
+    ) -> FlushReport:
+        """:meth:`flush` in a worker thread, for async agent loops."""
+        return await asyncio.to_thread(self.flush, messages, conversation=conversation,
+                                       scope=scope, force=force, written_at=written_at)
+
+    def _source(self, flush_id: str, conv: str, msgs: list[Message], start: int) -> str:
+        if start >= len(msgs):
+            span = "-"
+        else:
+            first, last = msgs[start], msgs[-1]
+            if first.id is not None and last.id is not None:
+                span = f"{first.id[:100]}-{last.id[:100]}"
+            else:
+                span = f"{start + 1}-{len(msgs)}"
+        return f"flush:{flush_id} conv:{conv} msgs:{span}"
+
+    def _scope_for(self, slot: str, scope: str | None) -> str | None:
+        return scope if slot in self.scoped_slots else None
+
+    def _known_facts(self, new: list[Message], scope: str | None) -> list[Fact]:
+        """Facts that match the new messages, then the most recent keyed facts."""
+        slots = list(self.slots)
+        text = "\n".join(m.content for m in new)[-QUERY_CHARS:]
+        limit = max(1, min(self.max_known_facts, 1000))
+        found: dict[int, Fact] = {}
+        for hit in self.store.search(text, slots=slots, scope=scope, limit=limit,
+                                     track_access=False):
+            found.setdefault(hit.fact.id, hit.fact)
+        keyed = [f for f in self.store.facts(slots=slots, scope=scope) if f.key is not None]
+        keyed.sort(key=lambda f: (f.updated_at or dt.datetime.min, f.id), reverse=True)
+        for fact in keyed:
+            found.setdefault(fact.id, fact)
+        return list(found.values())[: max(0, self.max_known_facts)]
+
+    def _context(self, new: list[Message], start: int, known: list[Fact], scope: str | None,
+                 when: dt.datetime) -> dict[str, Any]:
+        return {
+            "date": _date_line(when),
+            "scope": scope,
+            "slots": [{"name": n, "meaning": m, "scoped": n in self.scoped_slots}
+                      for n, m in self.slots.items()],
+            "known_facts": [
+                {"ref": i, "slot": f.slot, "key": f.key, "value": f.value,
+                 "tags": list(f.tags), "confidence": f.confidence}
+                for i, f in enumerate(known, start=1)
+            ],
+            "messages": [{"number": start + i, "role": m.role, "content": m.content}
+                         for i, m in enumerate(new, start=1)],
+            "first": start + 1,
+            "last": start + len(new),
+            "key_pattern": KEY_PATTERN,
+            "max_value_bytes": self.store.limits.max_value_bytes,
+            "schema": json.dumps(operations_schema(self.slots), ensure_ascii=False),
+        }
+
+    def _ask(self, prompt: str, base: FlushReport) -> tuple[tuple[Operation, ...], FlushReport]:
+        """Call the model (once more after an unreadable reply); return the operations."""
+        chat: list[Message] = [Message(role="user", content=prompt)]
+        schema = operations_schema(self.slots) if self.send_schema else None
+        raws: list[str] = []
+        errors: list[str] = []
+        usage: list[int | None] = [None, None]
+        report = base
+        for attempt in (1, 2):
+            try:
+                result = self.client.complete(chat, json_schema=schema,
+                                              temperature=self.temperature)
+            except Exception as exc:
+                failed = attrs.evolve(report, status="failed", attempts=attempt,
+                                      error=f"the model call failed: {exc}")
+                raise FlushError(f"flush {base.flush_id} failed: the model call failed: {exc}",
+                                 report=failed) from exc
+            content = result.text if isinstance(result.text, str) else repr(result.text)
+            raws.append(content)
+            for i, used in enumerate((result.prompt_tokens, result.completion_tokens)):
+                if used is not None:
+                    usage[i] = (usage[i] or 0) + used
+            report = attrs.evolve(report, attempts=attempt, raw_outputs=tuple(raws),
+                                  prompt_tokens=usage[0], completion_tokens=usage[1],
+                                  model=result.model or report.model)
+            try:
+                ops = parse_reply(content)
+            except ReplyFormatError as exc:
+                errors.append(str(exc))
+                report = attrs.evolve(report, format_errors=tuple(errors))
+                chat += [Message(role="assistant", content=content),
+                         Message(role="user", content=RETRY_PROMPT.format(error=exc))]
+                continue
+            return ops, report
+        message = f"the model's reply could not be read after one retry: {errors[-1]}"
+        raise FlushError(f"flush {base.flush_id} failed: {message}",
+                         report=attrs.evolve(report, status="failed", error=message))
+
+    def _check(self, ops: Sequence[Operation], scope: str | None
+               ) -> tuple[list[tuple[int, Operation]], list[Rejection]]:
+        valid: list[tuple[int, Operation]] = []
+        rejected: list[Rejection] = []
+        targets: dict[tuple[str, str], int] = {}
+        for index, op in enumerate(ops):
+            reason = check_operation(op, slots=list(self.slots), limits=self.store.limits)
+            target = (op.slot, op.key)
+            if reason is None and target in targets:
+                reason = (f"operations[{targets[target]}] already targets {op.slot}/{op.key}; "
+                          "one operation per slot and key")
+            if reason is not None:
+                rejected.append(Rejection(index=index, operation=op, reason=reason))
+                continue
+            targets[target] = index
+            valid.append((index, op))
+        return valid, rejected
+
+    def _apply(self, ops: Sequence[Operation], base: FlushReport,
+               progress: Progress | None, msgs: list[Message]) -> FlushReport:
+        """Apply the valid operations and the new read position in one transaction."""
+        scope = base.scope
+        valid, rejected = self._check(ops, scope)
+        changes: dict[str, list[Change]] = {"added": [], "updated": [], "unchanged": [],
+                                             "forgotten": []}
+        try:
+            with self._lock, self.store.batch():
+                if self._progress(base.conversation) != progress:
+                    raise _Failed(f"another flush of {base.conversation!r} finished first; "
+                                  "flush again to read what it left")
+                for index, op in valid:
+                    if self.on_operation is not None:
+                        self.on_operation(index, op)
+                    change = self._apply_one(index, op, scope, base.source or "")
+                    if isinstance(change, Change):
+                        changes[change.kind].append(change)
+                    else:
+                        rejected.append(Rejection(index=index, operation=op, reason=change))
+                write_progress(self.store, base.conversation, msgs)
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, _Failed) else \
+                f"applying the operations failed: {type(exc).__name__}: {exc}"
+            failed = attrs.evolve(base, status="failed", error=reason,
+                                  rejected=tuple(sorted(rejected, key=lambda r: r.index)))
+            raise FlushError(f"flush {base.flush_id} failed: {reason}", report=failed) from exc
+        return attrs.evolve(
+            base, status="applied", messages_read=len(msgs),
+            rejected=tuple(sorted(rejected, key=lambda r: r.index)),
+            added=tuple(changes["added"]), updated=tuple(changes["updated"]),
+            unchanged=tuple(changes["unchanged"]), forgotten=tuple(changes["forgotten"]),
+        )
+
+    def _apply_one(self, index: int, op: Operation, scope: str | None, source: str
+                   ) -> Change | str:
+        """Apply one operation; return the change, or why it could not be applied."""
+        where = self._scope_for(op.slot, scope)
+        old = self.store.get_by_key(op.slot, op.key, scope=where)
+        if isinstance(op, Forget):
+            if old is None:
+                return f"no live fact {op.slot}/{op.key} to forget"
+            reason = f"{source}: {op.reason}" if op.reason.strip() else source
+            gone = self.store.forget(old.id, reason=reason[:1000])
+            return Change(kind="forgotten", index=index, fact=gone, previous=old.value)
+        assert isinstance(op, Upsert)
+        tags = tuple(dict.fromkeys(op.tags))
+        if old is not None and (old.value, old.tags, old.confidence) == \
+                (op.value, tags, op.confidence):
+            return Change(kind="unchanged", index=index, fact=old)
+        fact = self.store.upsert(op.slot, op.key, op.value, scope=where, tags=tags,
+                                 confidence=op.confidence, source=source)
+        if old is None:
+            return Change(kind="added", index=index, fact=fact)
+        return Change(kind="updated", index=index, fact=fact, previous=old.value)

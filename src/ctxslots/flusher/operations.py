@@ -1,0 +1,315 @@
+"""The flusher's wire format: the operations a model sends back, parsed and checked.
+
+The model answers with one JSON object::
+
+    {"operations": [
+        {"op": "upsert", "slot": "user", "key": "editor",
+         "value": "The user edits code in Neovim.", "confidence": 0.9, "tags": ["tools"]},
+        {"op": "forget", "slot": "project", "key": "deploy.day",
+         "reason": "The team no longer deploys on Fridays."}
+    ]}
+
+Nothing else is accepted. A reply is checked in two steps:
+
+1. **Shape** (:func:`parse_reply`): one JSON object, optionally inside one
+   markdown code fence and with prose around it; the top level holds exactly
+   ``operations``, a list; each operation has exactly the fields of its kind,
+   with the JSON types of :func:`operations_schema`. A reply that fails here
+   raises :class:`ReplyFormatError`; the flusher shows the model the error and
+   asks once more.
+2. **Content** (:func:`check_operation`): the slot is known, the key matches
+   :data:`KEY_PATTERN`, the value and tags fit the store's limits, the confidence
+   is from 0 to 1. An operation that fails here is rejected with its reason; the
+   others are applied.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..errors import CtxslotsError, InvalidFactError
+from ..stores import Limits
+
+__all__ = [
+    "KEY_PATTERN",
+    "MAX_REASON_CHARS",
+    "Forget",
+    "Operation",
+    "ReplyFormatError",
+    "Upsert",
+    "check_operation",
+    "operations_schema",
+    "parse_reply",
+]
+
+#: What a key written by the flusher looks like: lower-case letters, digits,
+#: ``_``, ``.`` and ``-``, starting with a letter or digit, at most 100 characters.
+KEY_PATTERN = r"^[a-z0-9][a-z0-9_.\-]{0,99}$"
+
+#: Longest ``reason`` of a forget operation.
+MAX_REASON_CHARS = 500
+
+_KEY = re.compile(KEY_PATTERN)
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n`]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
+_UPSERT_FIELDS = ("op", "slot", "key", "value", "confidence", "tags")
+_FORGET_FIELDS = ("op", "slot", "key", "reason")
+
+
+class ReplyFormatError(CtxslotsError, ValueError):
+    """A model's reply is not one JSON object of the operations schema.
+
+    Attributes:
+        raw: The reply text as received.
+    """
+
+    def __init__(self, message: str, *, raw: str) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+@attrs.frozen
+class Upsert:
+    """Write ``value`` under ``slot`` and ``key``, replacing a fact with that key.
+
+    Attributes:
+        slot: The memory slot.
+        key: The fact's key, unique per slot and scope.
+        value: The fact, one self-contained statement.
+        confidence: How sure the model is, 0 to 1.
+        tags: Free labels.
+    """
+
+    slot: str
+    key: str
+    value: str
+    confidence: float
+    tags: tuple[str, ...] = ()
+
+    op = "upsert"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The operation in its wire form."""
+        return {"op": "upsert", "slot": self.slot, "key": self.key, "value": self.value,
+                "confidence": self.confidence, "tags": list(self.tags)}
+
+
+@attrs.frozen
+class Forget:
+    """Archive the fact stored under ``slot`` and ``key``.
+
+    Attributes:
+        slot: The memory slot.
+        key: The key of the fact to forget.
+        reason: Why it is no longer true, recorded in the archive.
+    """
+
+    slot: str
+    key: str
+    reason: str
+
+    op = "forget"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The operation in its wire form."""
+        return {"op": "forget", "slot": self.slot, "key": self.key, "reason": self.reason}
+
+
+#: One operation of a reply.
+Operation = Upsert | Forget
+
+
+def operations_schema(slots: Iterable[str] | None = None) -> dict[str, Any]:
+    """The JSON schema of a reply, sent to servers as ``response_format``.
+
+    :param slots: When given, ``slot`` is limited to these names (an ``enum``);
+        otherwise any string is allowed by the schema and checked afterwards.
+    """
+    slot: dict[str, Any] = {"type": "string"}
+    if slots is not None:
+        slot["enum"] = list(slots)
+    key = {"type": "string", "pattern": KEY_PATTERN}
+    upsert = {
+        "type": "object",
+        "properties": {
+            "op": {"type": "string", "enum": ["upsert"]},
+            "slot": slot,
+            "key": key,
+            "value": {"type": "string"},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": list(_UPSERT_FIELDS),
+        "additionalProperties": False,
+    }
+    forget = {
+        "type": "object",
+        "properties": {
+            "op": {"type": "string", "enum": ["forget"]},
+            "slot": slot,
+            "key": key,
+            "reason": {"type": "string"},
+        },
+        "required": list(_FORGET_FIELDS),
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"operations": {"type": "array", "items": {"anyOf": [upsert, forget]}}},
+        "required": ["operations"],
+        "additionalProperties": False,
+    }
+
+
+def _json_text(raw: str) -> str:
+    """The part of ``raw`` that should hold the JSON object."""
+    fences = list(_FENCE.finditer(raw))
+    if len(fences) > 1:
+        raise ReplyFormatError(
+            f"the reply holds {len(fences)} code blocks; send exactly one JSON object", raw=raw
+        )
+    return fences[0].group(2) if fences else raw
+
+
+def _load_object(raw: str) -> dict[str, Any]:
+    text = _json_text(raw)
+    start = text.find("{")
+    if start < 0:
+        stripped = text.strip()
+        what = "an empty reply" if not stripped else "no JSON object"
+        if stripped.startswith("["):
+            what = "a JSON array, not an object"
+        raise ReplyFormatError(f"the reply holds {what}; send one JSON object", raw=raw)
+    before = text[:start].rstrip()
+    if before.endswith(("[", ",")) or "}" in before:
+        raise ReplyFormatError(
+            "the reply holds a JSON array or several values, not an object; send one JSON "
+            'object {"operations": [...]}', raw=raw,
+        )
+    try:
+        obj, end = json.JSONDecoder().raw_decode(text, start)
+    except json.JSONDecodeError as exc:
+        raise ReplyFormatError(
+            f"the reply is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            + (" (the reply looks cut off)" if _cut_off(text, exc) else ""),
+            raw=raw,
+        ) from exc
+    after = text[end:]
+    if "{" in after or "}" in after:
+        raise ReplyFormatError(
+            "the reply holds text with braces after the JSON object; send exactly one object",
+            raw=raw,
+        )
+    return obj  # type: ignore[no-any-return]
+
+
+def _cut_off(text: str, exc: json.JSONDecodeError) -> bool:
+    return exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "array",
+            dict: "object"}.get(type(value), type(value).__name__)
+
+
+def _shape(index: int, item: object, raw: str) -> Operation:
+    where = f"operations[{index}]"
+    if not isinstance(item, dict):
+        raise ReplyFormatError(f"{where} is {_type_name(item)}, not an object", raw=raw)
+    op = item.get("op")
+    fields: tuple[str, ...]
+    if op == "upsert":
+        fields = _UPSERT_FIELDS
+    elif op == "forget":
+        fields = _FORGET_FIELDS
+    else:
+        raise ReplyFormatError(
+            f'{where}.op is {json.dumps(op)[:40]}; it must be "upsert" or "forget"', raw=raw
+        )
+    missing = [f for f in fields if f not in item]
+    extra = sorted(k for k in item if k not in fields)
+    if missing or extra:
+        parts = ([f"lacks {', '.join(missing)}"] if missing else []) + (
+            [f"has unknown fields {', '.join(extra)[:200]}"] if extra else [])
+        raise ReplyFormatError(f"{where} ({op}) {' and '.join(parts)}", raw=raw)
+    for name in ("slot", "key", "value", "reason"):
+        if name in fields and not isinstance(item[name], str):
+            raise ReplyFormatError(
+                f"{where}.{name} is {_type_name(item[name])}, not a string", raw=raw
+            )
+    if op == "forget":
+        return Forget(slot=item["slot"], key=item["key"], reason=item["reason"])
+    confidence, tags = item["confidence"], item["tags"]
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
+        raise ReplyFormatError(
+            f"{where}.confidence is {_type_name(confidence)}, not a number", raw=raw
+        )
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ReplyFormatError(f"{where}.tags must be an array of strings", raw=raw)
+    return Upsert(slot=item["slot"], key=item["key"], value=item["value"],
+                  confidence=float(confidence), tags=tuple(tags))
+
+
+def parse_reply(raw: str) -> tuple[Operation, ...]:
+    """Read the operations out of a model's reply.
+
+    One JSON object is accepted, alone or inside one markdown code fence, with
+    prose before or after it as long as that prose holds no braces or brackets.
+
+    :param raw: The reply text.
+    :raises ReplyFormatError: The reply is empty, not JSON, cut off, holds a
+        list or several values, or does not match :func:`operations_schema` in
+        shape (unknown or missing fields, wrong JSON types, an unknown ``op``).
+        The message says exactly what is wrong, for the model to correct.
+    """
+    if not isinstance(raw, str):
+        raise ReplyFormatError(f"the reply is {type(raw).__name__}, not text", raw=repr(raw))
+    obj = _load_object(raw)
+    if not isinstance(obj, dict):  # pragma: no cover - raw_decode from "{" gives a dict
+        raise ReplyFormatError("the reply is not a JSON object", raw=raw)
+    extra = sorted(k for k in obj if k != "operations")
+    if extra:
+        raise ReplyFormatError(
+            f"the object has unknown fields {', '.join(extra)[:200]}; only \"operations\" is "
+            "allowed", raw=raw,
+        )
+    if "operations" not in obj:
+        raise ReplyFormatError('the object lacks "operations"', raw=raw)
+    ops = obj["operations"]
+    if not isinstance(ops, list):
+        raise ReplyFormatError(f'"operations" is {_type_name(ops)}, not an array', raw=raw)
+    return tuple(_shape(i, item, raw) for i, item in enumerate(ops))
+
+
+def check_operation(op: Operation, *, slots: Sequence[str] | Mapping[str, str],
+                    limits: Limits) -> str | None:
+    """Check an operation's content; return why it is rejected, or ``None``.
+
+    :param op: An operation read by :func:`parse_reply`.
+    :param slots: The slots the flusher may write.
+    :param limits: The store's limits (value size, tags).
+    """
+    if op.slot not in slots:
+        return f"unknown slot {op.slot[:40]!r} (known: {', '.join(slots)})"
+    if not _KEY.fullmatch(op.key):
+        return (f"key {op.key[:60]!r} does not match {KEY_PATTERN} (lower-case letters, "
+                "digits, '_', '.', '-'; at most 100 characters)")
+    if isinstance(op, Forget):
+        if len(op.reason) > MAX_REASON_CHARS:
+            return f"reason is {len(op.reason)} characters, over the limit of {MAX_REASON_CHARS}"
+        return None
+    if not math.isfinite(op.confidence) or not 0.0 <= op.confidence <= 1.0:
+        return f"confidence must be from 0 to 1, not {op.confidence}"
+    try:
+        limits.value(op.value)
+        limits.tags(op.tags)
+    except InvalidFactError as exc:
+        return str(exc)
+    return None

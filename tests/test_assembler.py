@@ -1,0 +1,343 @@
+"""PromptAssembler: ordering, budget fitting, errors, determinism, async and templates."""
+
+from __future__ import annotations
+
+import asyncio
+
+import jinja2
+import pytest
+from _assembler_helpers import make_store
+
+from ctxslots import (
+    AssembledPrompt,
+    AssemblyRequest,
+    BudgetExceededError,
+    ContextBlock,
+    DropReason,
+    InvalidRequestError,
+    Item,
+    PromptAssembler,
+    Section,
+    StaticContributor,
+    TemplateError,
+    count_tokens,
+    hookimpl,
+)
+from ctxslots.assembler.fit import Prepared, fit, verify
+
+
+@pytest.fixture(name="store")
+def fixture_store(tmp_path):
+    """A store with a few facts in each memory slot of workspace shop."""
+    store = make_store(tmp_path / "a.db", [
+        ("user", None, "The user prefers short answers about deploys."),
+        ("user", None, "The user works on deploys in UTC+1."),
+        ("project", "shop", "Deploys of shop run every Friday after the freeze."),
+        ("project", "shop", "Shop deploys need the billing migration first."),
+        ("agent", "shop", "The deploy script for shop needs --force on retries."),
+    ])
+    yield store
+    store.close()
+
+
+def _assemble(store, message="deploys of shop", budget=2000, **kwargs):
+    return PromptAssembler(store, **kwargs).assemble(
+        AssemblyRequest(message, scope="shop", budget=budget))
+
+
+def test_sections_in_order_sticky_then_priority(store):
+    """The user slot (sticky) comes first, then project (80), then agent (70)."""
+    prompt = _assemble(store)
+    assert ["user_memory", "project_memory", "agent_memory"] == [s.name for s in prompt.sections]
+    text = prompt.text
+    assert (text.index("## What you know about the user")
+            < text.index("## What you know about this project")
+            < text.index("## Lessons you learned earlier"))
+    assert count_tokens(text) == prompt.total_tokens
+
+
+def test_sticky_beats_higher_priority_and_ties_break_by_name(store):
+    """A sticky section precedes a non-sticky one of higher priority; equal priorities sort by name."""
+    extra = [StaticContributor("b_rules", "B rules", ["Rule b."], priority=99),
+             StaticContributor("a_rules", "A rules", ["Rule a."], priority=99),
+             StaticContributor("pinned", "Pinned", ["Always here."], priority=1, sticky=True)]
+    prompt = _assemble(store, plugins=[_Register(extra)])
+    assert ["user_memory", "pinned", "a_rules", "b_rules", "project_memory", "agent_memory"] == \
+        [s.name for s in prompt.sections]
+
+
+class _Register:
+    """A plugin object that registers the given contributors."""
+
+    def __init__(self, contributors):
+        self.contributors = contributors
+
+    @hookimpl
+    def register_contributors(self, register):
+        for contributor in self.contributors:
+            register(contributor)
+
+
+def test_same_input_same_bytes(store):
+    """Two assemblies of the same request give byte-identical text and JSON dumps."""
+    first = _assemble(store, budget=90)
+    second = _assemble(store, budget=90)
+    assert first.text.encode() == second.text.encode()
+    assert first.dump("json") == second.dump("json")
+
+
+def test_budget_cuts_lowest_priority_first(store):
+    """With a small budget the agent section goes first, and the text never exceeds it."""
+    full = _assemble(store)
+    assert 1 == len(full.section("agent_memory").items)
+    budget = full.total_tokens - 1
+    prompt = _assemble(store, budget=budget)
+    assert count_tokens(prompt.text) <= budget
+    assert "dropped" == prompt.section("agent_memory").status
+    assert DropReason.BUDGET == prompt.section("agent_memory").items[0].reason
+    assert "kept" == prompt.section("project_memory").status
+
+
+def test_within_a_section_the_lowest_ranked_go_first():
+    """When a section is cut, its kept items are its best-ranked ones."""
+    lines = [f"Rule number {i} of the house." for i in range(1, 9)]
+    contributor = StaticContributor("rules", "Rules", lines)
+    full = PromptAssembler(None, contributors=[contributor]).assemble(AssemblyRequest("x"))
+    prompt = PromptAssembler(None, contributors=[contributor]).assemble(
+        AssemblyRequest("x", budget=full.total_tokens - 15))
+    decisions = prompt.section("rules").items
+    kept = [d.kept for d in decisions]
+    assert kept == sorted(kept, reverse=True)
+    assert 0 < sum(kept) < len(lines)
+    first_dropped = decisions[sum(kept)]
+    assert first_dropped.detail.startswith("needs ")
+
+
+def test_header_that_does_not_fit_drops_the_section_whole():
+    """A section whose header alone does not fit is dropped whole, with that reason."""
+    small = StaticContributor("small", "S", ["a"], priority=10)
+    wordy = StaticContributor("wordy", "A heading " + "that goes on " * 30, ["b"], priority=5)
+    prompt = PromptAssembler(None, contributors=[small, wordy]).assemble(
+        AssemblyRequest("x", budget=40))
+    report = prompt.section("wordy")
+    assert ("dropped", DropReason.HEADER_DOES_NOT_FIT) == (report.status, report.reason)
+    assert [DropReason.HEADER_DOES_NOT_FIT] == [d.reason for d in report.items]
+    assert "A heading" not in prompt.text
+
+
+def test_safety_margin_and_answer_reserve_are_kept_free(store):
+    """The text fits budget minus safety margin minus answer reserve."""
+    request = AssemblyRequest("deploys of shop", scope="shop", budget=120, safety_margin=20,
+                              answer_reserve=40)
+    prompt = PromptAssembler(store).assemble(request)
+    assert 60 == prompt.available
+    assert count_tokens(prompt.text) <= 60
+
+
+def test_sticky_sections_that_do_not_fit_raise_with_the_prompt(store):
+    """Sticky sections over the budget raise BudgetExceededError carrying a fitting prompt."""
+    with pytest.raises(BudgetExceededError) as info:
+        _assemble(store, budget=12)
+    prompt = info.value.prompt
+    assert isinstance(info.value, ValueError)
+    assert isinstance(prompt, AssembledPrompt) and prompt.sticky_overflow
+    assert count_tokens(prompt.text) <= 12
+    assert "user_memory" in str(info.value)
+    assert {"dropped"} == {s.status for s in prompt.sections if not s.sticky}
+
+
+def test_failing_contributor_is_left_out_and_reported(store):
+    """A contributor that raises is left out; the others still contribute and the error is kept."""
+
+    class Broken:
+        name, priority, sticky = "broken", 85, False
+
+        def contribute(self, request):
+            raise RuntimeError("index unavailable")
+
+    prompt = _assemble(store, plugins=[_Register([Broken()])])
+    report = prompt.section("broken")
+    assert ("error", DropReason.CONTRIBUTOR_ERROR) == (report.status, report.reason)
+    assert "RuntimeError: index unavailable" == report.error
+    assert "kept" == prompt.section("project_memory").status
+
+
+def test_contributor_returning_junk_is_an_error(store):
+    """A contributor returning something other than a Section or None is reported as an error."""
+
+    class Junk:
+        name, priority, sticky = "junk", 50, False
+
+        def contribute(self, request):
+            return ["not", "a", "section"]
+
+    prompt = _assemble(store, plugins=[_Register([Junk()])])
+    assert "TypeError: contribute() returned list, expected Section or None" == \
+        prompt.section("junk").error
+
+
+def test_duplicates_are_dropped_in_later_sections(store):
+    """The same text offered twice is kept once, where it is placed first."""
+    twin = StaticContributor("twin", "Twin", ["Deploys of shop run every Friday after the freeze."],
+                             priority=10)
+    prompt = _assemble(store, plugins=[_Register([twin])])
+    decision = prompt.section("twin").items[0]
+    assert (False, DropReason.DUPLICATE) == (decision.kept, decision.reason)
+    assert "already offered by project_memory" == decision.detail
+    assert 1 == prompt.text.count("Deploys of shop run every Friday")
+
+
+def test_extra_context_blocks_become_sections(store):
+    """Extra context is placed by its priority, one item per non-blank line."""
+    request = AssemblyRequest("deploys of shop", scope="shop", extra=[
+        ("Open file", "src/deploy.py\n\n  line two  "),
+        ContextBlock("Ticket", "SHOP-12: deploy fails", priority=75),
+    ])
+    prompt = PromptAssembler(store).assemble(request)
+    assert ["user_memory", "context-1", "project_memory", "context-2", "agent_memory"] == \
+        [s.name for s in prompt.sections]
+    assert "## Open file\n- src/deploy.py\n- line two\n" in prompt.text
+
+
+def test_kept_memory_counts_as_accessed_when_the_store_can_touch(store):
+    """Only facts that reached the prompt are passed to the store's touch(), when it has one."""
+    touched = []
+
+    class TouchingStore:
+        def search(self, *args, **kwargs):
+            return store.search(*args, **kwargs)
+
+        def touch(self, ids):
+            touched.extend(ids)
+
+    prompt = _assemble(TouchingStore(), budget=70)
+    assert prompt.kept and prompt.dropped
+    kept_ids = {d.item.fact.id for d in prompt.kept}
+    assert kept_ids == set(touched)
+    assert all(d.item.fact.id not in touched for d in prompt.dropped if d.item.fact)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"message": 3}, {"scope": ""}, {"scope": 7}, {"budget": 0}, {"budget": "100"},
+    {"budget": True}, {"safety_margin": -1}, {"answer_reserve": 1.5},
+    {"budget": 100, "safety_margin": 60, "answer_reserve": 40},
+    {"extra": "text"}, {"extra": [("only title",)]}, {"extra": [("", "text")]},
+])
+def test_bad_requests_are_refused(kwargs):
+    """Malformed request fields raise InvalidRequestError, a ValueError."""
+    args = {"message": "hello", **kwargs}
+    with pytest.raises(InvalidRequestError) as info:
+        AssemblyRequest(**args)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"encoding": "nope"}, {"contributors": "abc"}, {"contributors": [object()]},
+    {"templates": 42}, {"templates": "/no/such/dir"}, {"loader": "not a loader"},
+    {"plugins": 5},
+])
+def test_bad_assembler_arguments_are_refused(kwargs):
+    """Malformed assembler arguments raise ValueError subclasses."""
+    with pytest.raises(ValueError):
+        PromptAssembler(None, **kwargs)
+
+
+def test_bad_store_and_request_are_refused():
+    """A store without search() and a request that is not an AssemblyRequest are refused."""
+    with pytest.raises(InvalidRequestError, match="store"):
+        PromptAssembler(42)
+    with pytest.raises(InvalidRequestError, match="AssemblyRequest"):
+        PromptAssembler(None).assemble("just a string")
+
+
+def test_duplicate_contributor_names_are_refused():
+    """Two contributors with one name are refused."""
+    a = StaticContributor("same", "A", ["x"])
+    with pytest.raises(InvalidRequestError, match="two contributors"):
+        PromptAssembler(None, contributors=[a, a])
+
+
+def test_aassemble_runs_contributors_concurrently(store):
+    """aassemble runs async contributors at the same time, and gives assemble's result."""
+    started = []
+
+    class Waiting:
+        sticky = False
+
+        def __init__(self, name, other):
+            self.name, self.priority, self.other = name, 40, other
+
+        async def contribute(self, request):
+            started.append(self.name)
+            events[self.name].set()
+            await asyncio.wait_for(events[self.other].wait(), timeout=5)
+            return Section(title=self.name, items=[Item(f"{self.name} ready")])
+
+    events = {"left": asyncio.Event(), "right": asyncio.Event()}
+    assembler = PromptAssembler(store, plugins=[_Register([Waiting("left", "right"),
+                                                           Waiting("right", "left")])])
+    request = AssemblyRequest("deploys of shop", scope="shop")
+    prompt = asyncio.run(assembler.aassemble(request))
+    assert {"left", "right"} == set(started)
+    assert "- left ready\n" in prompt.text and "- right ready\n" in prompt.text
+    assert "kept" == prompt.section("project_memory").status
+
+    events = {"left": asyncio.Event(), "right": asyncio.Event()}
+    for name in events:  # a plain assemble runs them one by one: release them up front
+        events[name].set()
+    assert prompt.text == assembler.assemble(request).text
+
+
+def test_template_overrides_by_name_directory_and_loader(store, tmp_path):
+    """A template given by name, from a directory or from a loader replaces the built-in one."""
+    by_name = _assemble(store, templates={"item.md.j2": "* {{ item.text | bullet }}\n"})
+    assert "\n* Deploys of shop" in by_name.text
+    (tmp_path / "section_header.md.j2").write_text("### {{ section.title | bullet }}\n")
+    from_dir = _assemble(store, templates=tmp_path)
+    assert from_dir.text.startswith("### What you know about the user\n")
+    loader = jinja2.DictLoader({"item.md.j2": "+ {{ rank }}. {{ item.text | bullet }}\n"})
+    from_loader = _assemble(store, loader=loader)
+    assert "\n+ 1. The deploy script for shop" in from_loader.text
+
+
+def test_broken_template_raises_template_error(store):
+    """A template using an unknown variable fails loudly (StrictUndefined)."""
+    with pytest.raises(TemplateError) as info:
+        _assemble(store, templates={"item.md.j2": "- {{ nothing_here }}\n"})
+    assert "item.md.j2" == info.value.template
+
+
+def test_prepare_jinja2_environment_hook_adds_filters(store):
+    """A plugin's prepare_jinja2_environment adds a filter the templates can use."""
+
+    class Shout:
+        @hookimpl
+        def prepare_jinja2_environment(self, env):
+            env.filters["shout"] = lambda text: str(text).upper()
+
+    prompt = _assemble(store, plugins=[Shout()],
+                       templates={"section_header.md.j2": "## {{ section.title | shout }}\n"})
+    assert prompt.text.startswith("## WHAT YOU KNOW ABOUT THE USER\n")
+
+
+def test_exact_count_drops_the_last_item_when_pieces_undercount():
+    """When the joined text counts more than its pieces, the last kept items are removed."""
+    from ctxslots import TokenCounter
+
+    counter = TokenCounter()
+    lines = [f"- item {i}\n" for i in range(6)]
+    section = Section(title="T", items=[Item(f"item {i}") for i in range(6)])
+    prepared = [Prepared(section, "## T\n", counter.count("## T\n"), lines,
+                         [counter.count(line) for line in lines], [None] * 6)]
+    budget = sum(prepared[0].line_tokens) + prepared[0].header_tokens
+    fit(prepared, budget, 1)
+    assert 6 == prepared[0].kept
+
+    def stricter(text):  # another tokenizer: three more tokens per line
+        return counter.count_exact(text) + 3 * text.count("\n")
+
+    text, total = verify(prepared, budget, "\n", stricter)
+    assert total == stricter(text) <= budget
+    assert prepared[0].kept < 6
+    assert DropReason.BUDGET == prepared[0].cut
+    assert prepared[0].notes[prepared[0].kept].startswith("removed after the exact count")

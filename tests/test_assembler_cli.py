@@ -1,0 +1,92 @@
+"""ctxslots assemble: the prompt on stdout, dumps to stdout or a file, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from ctxslots import count_tokens
+from ctxslots.cli import cli
+
+
+def run(db, *args, ok=True):
+    result = CliRunner().invoke(cli, ["--db", str(db), *args], catch_exceptions=False)
+    assert (result.exit_code == 0) == ok, result.output
+    return result
+
+
+def _fill(db):
+    run(db, "remember", "user", "The user reads answers in a terminal.", "--key", "ui")
+    run(db, "remember", "project", "Deploys of shop run on Friday.", "--scope", "shop")
+    run(db, "remember", "project", "Deploys of blog run on push.", "--scope", "blog")
+
+
+def test_assemble_prints_the_prompt(db_path):
+    """assemble prints the prompt text for the message and scope, and nothing else."""
+    _fill(db_path)
+    out = run(db_path, "assemble", "deploys for the terminal user", "--scope", "shop").output
+    assert out == ("## What you know about the user\n- The user reads answers in a terminal.\n\n"
+                   "## What you know about this project\n- Deploys of shop run on Friday.\n")
+
+
+def test_dump_replaces_the_prompt_on_stdout(db_path):
+    """With --dump and no -o, stdout carries the dump, whose total counts the prompt exactly."""
+    _fill(db_path)
+    prompt = run(db_path, "assemble", "deploys", "--scope", "shop").output
+    data = json.loads(run(db_path, "assemble", "deploys", "--scope", "shop", "--budget", "500",
+                          "--dump", "json").output)
+    assert (500, count_tokens(prompt), prompt) == (data["budget"], data["total_tokens"], data["text"])
+    markdown = run(db_path, "assemble", "deploys", "--scope", "shop", "--dump", "markdown").output
+    assert markdown.startswith("# ctxslots prompt dump\n")
+
+
+def test_dump_to_file_keeps_the_prompt_on_stdout(db_path, tmp_path):
+    """With -o the dump goes to the file and the prompt still goes to stdout."""
+    _fill(db_path)
+    target = tmp_path / "dump.html"
+    out = run(db_path, "assemble", "deploys terminal", "--scope", "shop", "--dump", "html",
+              "-o", str(target)).output
+    assert out.startswith("## What you know about the user\n")
+    page = target.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "Deploys of shop run on Friday." in page
+
+
+def test_small_budget_drops_sections(db_path):
+    """--budget limits the prompt; what did not fit is in the dump with its reason."""
+    _fill(db_path)
+    data = json.loads(run(db_path, "assemble", "deploys terminal", "--scope", "shop",
+                          "--budget", "20", "--dump", "json").output)
+    assert data["total_tokens"] <= 20
+    project = next(s for s in data["sections"] if s["name"] == "project_memory")
+    assert ("dropped", "header_does_not_fit") == (project["status"], project["reason"])
+
+
+def test_assemble_errors_are_one_line(db_path):
+    """Bad arguments and a budget the sticky sections exceed print one line, no traceback."""
+    _fill(db_path)
+    cases = [(["assemble", "x", "--budget", "0"], "Invalid value for '--budget'"),
+             (["assemble", "x", "--dump", "yaml"], "Invalid value for '--dump'"),
+             (["assemble", "x", "-o", "out.json"], "-o/--output needs --dump"),
+             (["assemble", "x", "--scope", " "], "scope must not be blank"),
+             (["assemble", "terminal", "--budget", "5"], "do not fit into 5 tokens"),
+             (["assemble", "x", "--dump", "json", "-o", str(db_path.parent / "no" / "f.json")],
+              "cannot write")]
+    for args, message in cases:
+        result = CliRunner().invoke(cli, ["--db", str(db_path), *args])
+        assert result.exit_code != 0, args
+        assert message in result.output, (args, result.output)
+        assert "Traceback" not in result.output
+        assert 1 == len([l for l in result.output.splitlines() if l.startswith("Error")])
+
+
+def test_demo_shows_an_assembled_prompt_and_its_dump(tmp_path):
+    """ctxslots demo prints the assembled prompt and its markdown dump, and writes the HTML dump."""
+    result = CliRunner().invoke(cli, ["demo", "--db-dir", str(tmp_path)], catch_exceptions=False)
+    assert 0 == result.exit_code
+    assert "Assembled prompt with a budget of " in result.output
+    assert "## What you know about this project\n- Deploys of shop-api run every Friday" \
+        in result.output
+    assert "# ctxslots prompt dump" in result.output
+    assert "dropped: budget" in result.output
+    assert (tmp_path / "dump.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")

@@ -1,0 +1,101 @@
+"""``ctxslots flush`` against a scripted chat-completions server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ctxslots import FactStore
+from ctxslots.cli import cli
+from ctxslots.testing import ScriptedChatServer, ScriptedReply
+
+UPSERT = {"op": "upsert", "slot": "project", "key": "deploy.day",
+          "value": "The shop deploys on Friday.", "confidence": 0.9, "tags": ["deploy"]}
+
+
+def reply(*operations: dict) -> ScriptedReply:
+    return ScriptedReply(json.dumps({"operations": list(operations)}))
+
+
+@pytest.fixture(name="conversation")
+def fixture_conversation(tmp_path):
+    """A JSONL conversation file of two messages."""
+    path = tmp_path / "chat.jsonl"
+    lines = [{"role": "user", "content": "We deploy the shop on Friday."},
+             {"role": "assistant", "content": "Got it."}]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n", encoding="utf-8")
+    return path
+
+
+def invoke(db_path, *args):
+    return CliRunner().invoke(cli, ["--db", str(db_path), "flush", *map(str, args)],
+                              catch_exceptions=False)
+
+
+def test_flush_prints_the_report_and_writes_the_store(db_path, conversation):
+    """A flush writes the facts and prints what it did; running it again finds nothing new."""
+    with ScriptedChatServer([reply(UPSERT)]) as server:
+        first = invoke(db_path, conversation, "--base-url", server.base_url, "--model", "m",
+                       "--scope", "shop")
+        again = invoke(db_path, conversation, "--base-url", server.base_url, "--model", "m",
+                       "--scope", "shop", "--json")
+
+    assert 0 == first.exit_code, first.output
+    assert "applied" in first.output and "added project@shop deploy.day" in first.output
+    assert 0 == again.exit_code
+    assert "nothing_new" == json.loads(again.output)["status"]
+    with FactStore(db_path) as store:
+        assert "The shop deploys on Friday." == store.get_by_key(
+            "project", "deploy.day", scope="shop").value
+
+
+def test_json_report_layout(db_path, conversation):
+    """--json prints the report's to_dict() layout with rejections and reasons."""
+    bad = {**UPSERT, "slot": "secrets"}
+    with ScriptedChatServer([reply(UPSERT, bad)]) as server:
+        result = invoke(db_path, conversation, "--base-url", server.base_url, "--model", "m",
+                        "--json", "--conversation", "chat-1")
+
+    data = json.loads(result.output)
+    assert ("applied", "chat-1", 2) == (data["status"], data["conversation"], data["messages_read"])
+    assert ["deploy.day"] == [c["fact"]["key"] for c in data["added"]]
+    assert "unknown slot" in data["rejected"][0]["reason"]
+
+
+def test_failed_flush_exits_non_zero_and_changes_nothing(db_path, conversation):
+    """When the model's replies cannot be read, the command exits 1 and prints the raw outputs."""
+    with ScriptedChatServer([ScriptedReply("not json"), ScriptedReply("still not")]) as server:
+        result = CliRunner().invoke(
+            cli, ["--db", str(db_path), "flush", str(conversation), "--base-url",
+                  server.base_url, "--model", "m", "--json"])
+
+    assert 1 == result.exit_code
+    data = json.loads(result.stdout)
+    assert ("failed", ["not json", "still not"]) == (data["status"], data["raw_outputs"])
+    assert "could not be read after one retry" in result.stderr
+    with FactStore(db_path) as store:
+        assert [] == store.facts()
+
+
+def test_if_due_waits_for_the_policy(db_path, conversation):
+    """--if-due asks the policy first: one user turn of four is not due."""
+    with ScriptedChatServer([reply(UPSERT)]) as server:
+        result = invoke(db_path, conversation, "--base-url", server.base_url, "--model", "m",
+                        "--if-due", "--every-n-turns", "4", "--json")
+        assert [] == server.requests
+
+    assert "not_due" == json.loads(result.output)["status"]
+
+
+def test_malformed_line_is_one_clear_error(db_path, tmp_path):
+    """A line that is not a message object exits 1 naming the file and line."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n[1, 2]\n', encoding="utf-8")
+
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "flush", str(path), "--base-url",
+                                      "http://127.0.0.1:9/v1", "--model", "m"])
+
+    assert 1 == result.exit_code
+    assert f"{path}:2" in result.stderr

@@ -1,0 +1,130 @@
+"""Prompt dumps: the JSON schema, markdown and the self-contained HTML page."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from _assembler_helpers import make_store
+
+from ctxslots import (
+    AssemblyRequest,
+    InvalidRequestError,
+    PromptAssembler,
+    StaticContributor,
+    count_tokens,
+)
+from ctxslots.assembler import DUMP_SCHEMA_VERSION
+
+TOP_KEYS = ["schema_version", "budget", "safety_margin", "answer_reserve", "available",
+            "total_tokens", "encoding", "sticky_overflow", "message", "scope", "sections", "text"]
+SECTION_KEYS = ["name", "title", "priority", "sticky", "status", "reason", "error",
+                "header_tokens", "tokens", "items"]
+ITEM_KEYS = ["rank", "decision", "reason", "detail", "tokens", "text", "key", "fact", "trace"]
+TRACE_KEYS = {"rank", "bm25", "bm25_rank", "vector_rank", "cosine", "decay", "age_days",
+              "reinforcement", "confidence"}
+
+
+class Broken:
+    """A contributor that always fails."""
+
+    name, priority, sticky = "broken", 75, False
+
+    def contribute(self, request):
+        raise ConnectionError("wiki unreachable")
+
+
+@pytest.fixture(name="prompt")
+def fixture_prompt(tmp_path):
+    """A prompt with kept items, budget drops, slot-limit drops and a failed contributor."""
+    facts = [("project", "shop", f"Deploy rule {i} for shop: check the freeze window.")
+             for i in range(8)]
+    facts += [("user", None, "The user deploys shop from a Linux laptop."),
+              ("agent", "shop", "The shop deploy needs the cache warmed first.")]
+    store = make_store(tmp_path / "d.db", facts)
+    from ctxslots import (
+        AgentMemoryContributor,
+        ProjectMemoryContributor,
+        UserMemoryContributor,
+    )
+
+    assembler = PromptAssembler(store, contributors=[
+        UserMemoryContributor(store), ProjectMemoryContributor(store, limit=5),
+        AgentMemoryContributor(store), Broken()])
+    prompt = assembler.assemble(AssemblyRequest("deploy shop freeze", scope="shop", budget=90))
+    yield prompt
+    store.close()
+
+
+def test_json_schema_is_stable(prompt):
+    """The JSON dump has the documented keys, in order, with the documented types."""
+    data = json.loads(prompt.dump("json"))
+    assert TOP_KEYS == list(data)
+    assert DUMP_SCHEMA_VERSION == data["schema_version"] == 1
+    assert (90, 90, "o200k_base") == (data["budget"], data["available"], data["encoding"])
+    assert count_tokens(data["text"]) == data["total_tokens"] == prompt.total_tokens
+    for section in data["sections"]:
+        assert SECTION_KEYS == list(section)
+        assert section["status"] in {"kept", "dropped", "empty", "error"}
+        for item in section["items"]:
+            assert ITEM_KEYS == list(item)
+            assert item["decision"] in {"kept", "dropped"}
+            assert (item["reason"] is None) == (item["decision"] == "kept")
+            assert isinstance(item["tokens"], int) and item["tokens"] > 0
+            assert TRACE_KEYS <= set(item["trace"])
+            assert not {"final", "relevance"} & set(item["trace"])
+
+
+def test_json_shows_every_kind_of_decision(prompt):
+    """Kept items, budget and slot-limit drops and the contributor error all appear, with reasons."""
+    data = json.loads(prompt.dump())
+    reasons = {i["reason"] for s in data["sections"] for i in s["items"]}
+    assert {None, "budget", "slot_limit"} <= reasons
+    broken = next(s for s in data["sections"] if s["name"] == "broken")
+    assert ("error", "contributor_error", "ConnectionError: wiki unreachable") == \
+        (broken["status"], broken["reason"], broken["error"])
+
+
+def test_markdown_dump_lists_decisions_and_the_prompt(prompt):
+    """The markdown dump shows the budget, each item's decision and the prompt in a fence."""
+    text = prompt.dump("markdown")
+    assert f"**Used:** {prompt.total_tokens} tokens" in text
+    assert "dropped: slot_limit (beyond the limit of 5 per slot)" in text
+    assert "Contributor error: ConnectionError: wiki unreachable" in text
+    assert "```text\n" + prompt.text + "```\n" in text
+
+
+def test_html_dump_is_one_self_contained_page(prompt):
+    """The HTML page loads nothing from elsewhere: inline CSS and script, no URLs."""
+    page = prompt.dump("html")
+    assert page.startswith("<!DOCTYPE html>")
+    assert not re.search(r"""\b(?:src|href)\s*=|url\(|@import|https?://""", page)
+    assert 1 == page.count("<script>") and 1 == page.count("<style>")
+    assert "ConnectionError: wiki unreachable" in page
+
+
+def test_unknown_format_is_refused(prompt):
+    """An unknown dump format raises InvalidRequestError, a ValueError."""
+    with pytest.raises(InvalidRequestError, match="unknown dump format 'yaml'"):
+        prompt.dump("yaml")
+    from ctxslots.assembler import dump_prompt
+
+    with pytest.raises(InvalidRequestError, match="AssembledPrompt"):
+        dump_prompt("not a prompt")
+
+
+def test_empty_prompt_dumps_cleanly():
+    """A prompt with nothing offered still dumps in every format."""
+    prompt = PromptAssembler(None, contributors=[StaticContributor("none", "None", [])]).assemble(
+        AssemblyRequest("hi"))
+    assert "" == prompt.text
+    assert "(empty: nothing fitted or nothing was offered)" in prompt.dump("markdown")
+    assert json.loads(prompt.dump("json"))["sections"] == []
+    assert "<pre class=\"prompt\"></pre>" in prompt.dump("html")
+
+
+def test_assembler_dump_uses_its_templates(prompt):
+    """PromptAssembler.dump renders with the assembler's template overrides."""
+    assembler = PromptAssembler(None, templates={"dump.md.j2": "{{ d.total_tokens }} tokens\n"})
+    assert f"{prompt.total_tokens} tokens\n" == assembler.dump(prompt, "markdown")

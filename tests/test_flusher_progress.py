@@ -1,0 +1,268 @@
+"""Reading each message once, the flush policy, aflush and the transaction boundary."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from ctxslots import FlushError, FlushPolicy, MemoryFlusher, Message, OpenAIChatClient
+from ctxslots.flusher import ChatResult
+from ctxslots.testing import ScriptedChatServer, ScriptedReply
+
+MESSAGES = [
+    {"role": "user", "content": "My name is Grace Hopper."},
+    {"role": "assistant", "content": "Nice to meet you, Grace."},
+]
+MORE = MESSAGES + [
+    {"role": "user", "content": "I write COBOL at the Navy lab."},
+    {"role": "assistant", "content": "Understood."},
+]
+
+
+def reply(*operations: dict) -> ScriptedReply:
+    return ScriptedReply(json.dumps({"operations": list(operations)}))
+
+
+def upsert(key: str, value: str, slot: str = "user") -> dict:
+    return {"op": "upsert", "slot": slot, "key": key, "value": value, "confidence": 1.0, "tags": []}
+
+
+def facts(store) -> list[tuple]:
+    return [(f.slot, f.key, f.value) for f in store.facts()]
+
+
+@pytest.fixture(name="chat")
+def fixture_chat(store):
+    """Start a scripted server; return ``(server, flusher)`` for a script."""
+    servers = []
+
+    def make(script, **options):
+        server = ScriptedChatServer(script)
+        servers.append(server)
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=5)
+        return server, MemoryFlusher(store, client, **options)
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def prompt_of(request) -> str:
+    return request["messages"][0]["content"]
+
+
+def test_same_messages_twice_call_no_model_and_change_nothing(chat, store):
+    """A second flush of the same messages reports nothing new without a request."""
+    server, flusher = chat([reply(upsert("name", "The user is Grace Hopper."))])
+    flusher.flush(MESSAGES, conversation="c", force=True)
+    before = facts(store)
+
+    again = flusher.flush(MESSAGES, conversation="c", force=True)
+
+    assert ("nothing_new", 0) == (again.status, again.attempts)
+    assert 1 == len(server.requests)
+    assert before == facts(store)
+    assert 2 == flusher.messages_read("c")
+
+
+def test_only_new_messages_are_sent(chat, store):
+    """After more messages arrive, the next flush sends only those and records their span."""
+    server, flusher = chat([reply(upsert("name", "The user is Grace Hopper.")),
+                            reply(upsert("language", "Grace Hopper writes COBOL."))])
+    flusher.flush(MESSAGES, conversation="c", force=True)
+
+    report = flusher.flush(MORE, conversation="c", force=True)
+
+    prompt = prompt_of(server.requests[1])
+    assert "I write COBOL at the Navy lab." in prompt
+    assert "My name is Grace Hopper." not in prompt
+    assert "## Message 3 (user)" in prompt
+    assert (3, 4, False) == (report.first, report.last, report.restarted)
+    assert report.source.endswith("conv:c msgs:3-4")
+    assert "The user is Grace Hopper." in prompt  # the known fact from the first flush
+
+
+def test_changed_history_is_reported_and_read_again(chat, store):
+    """When messages read before changed, the report says so and the flush starts over."""
+    server, flusher = chat([reply(), reply()])
+    flusher.flush(MORE, conversation="c", force=True)
+    edited = [MORE[0], {"role": "assistant", "content": "Edited."}] + MORE[2:]
+
+    report = flusher.flush(edited, conversation="c", force=True)
+
+    assert report.restarted
+    assert "changed since they were read" in report.warnings[0]
+    assert (1, 4) == (report.first, report.last)
+    assert "## Message 1 (user)" in prompt_of(server.requests[1])
+
+
+def test_shorter_conversation_is_read_again(chat, store):
+    """A conversation with fewer messages than were read restarts, saying why."""
+    _, flusher = chat([reply(), reply()])
+    flusher.flush(MORE, conversation="c", force=True)
+
+    report = flusher.flush(MESSAGES, conversation="c", force=True)
+
+    assert report.restarted and "fewer than the 4 read" in report.warnings[0]
+    assert 2 == flusher.messages_read("c")
+
+
+def test_conversations_are_tracked_apart(chat, store):
+    """Progress is per conversation id."""
+    server, flusher = chat([reply(), reply()])
+    flusher.flush(MESSAGES, conversation="a", force=True)
+
+    report = flusher.flush(MESSAGES, conversation="b", force=True)
+
+    assert ("applied", 2) == (report.status, len(server.requests))
+
+
+def test_message_ids_name_the_source(chat, store):
+    """Messages with ids are recorded by id in each fact's source."""
+    _, flusher = chat([reply(upsert("name", "The user is Grace Hopper."))])
+    msgs = [Message("user", "My name is Grace Hopper.", id="m-17"),
+            Message("assistant", "Hello Grace.", id="m-18")]
+
+    report = flusher.flush(msgs, conversation="c", force=True)
+
+    assert store.get_by_key("user", "name").source == f"flush:{report.flush_id} conv:c msgs:m-17-m-18"
+
+
+def test_policy_not_due_sends_nothing(chat, store):
+    """Without force, a flush before the policy's threshold changes nothing and says why."""
+    server, flusher = chat([reply()], policy=FlushPolicy(every_n_turns=2, token_threshold=None))
+
+    report = flusher.flush(MESSAGES, conversation="c")
+
+    assert "not_due" == report.status
+    assert "1 of 2 turns" in report.detail
+    assert [] == server.requests
+    assert 0 == flusher.messages_read("c")
+    assert flusher.should_flush(MORE, conversation="c")
+    assert "applied" == flusher.flush(MORE, conversation="c").status
+
+
+def test_token_threshold_makes_a_flush_due():
+    """Long unflushed text is due even in few turns; thresholds of None are off."""
+    policy = FlushPolicy(every_n_turns=None, token_threshold=50)
+    short = [Message("user", "Hi.")]
+    long = [Message("user", "word " * 60)]
+
+    assert not policy.should_flush(short)
+    assert policy.should_flush(long)
+    assert not FlushPolicy(every_n_turns=None, token_threshold=None).should_flush(long)
+    assert not policy.should_flush([])
+    assert "every threshold is off" == FlushPolicy(None, None).explain(long)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])
+def test_policy_rejects_bad_thresholds(bad):
+    """Thresholds must be positive integers or None."""
+    with pytest.raises(ValueError):
+        FlushPolicy(every_n_turns=bad)
+
+
+def test_aflush_runs_in_an_event_loop(chat, store):
+    """aflush gives the same report as flush, from async code."""
+    _, flusher = chat([reply(upsert("name", "The user is Grace Hopper."))])
+
+    report = asyncio.run(flusher.aflush(MESSAGES, conversation="c", force=True))
+
+    assert ["name"] == [c.fact.key for c in report.added]
+
+
+def test_known_facts_are_capped_and_not_counted_as_accessed(chat, store):
+    """At most max_known_facts are shown, numbered 1..N, and their access counts stay."""
+    for i in range(30):
+        store.upsert("user", f"fact.{i}", f"Grace Hopper fact number {i}.")
+    server, flusher = chat([reply()], max_known_facts=12)
+
+    report = flusher.flush(MESSAGES, conversation="c", force=True)
+
+    assert list(range(1, 13)) == sorted(report.known_facts)
+    assert "[12] user / fact." in prompt_of(server.requests[0])
+    assert "[13]" not in prompt_of(server.requests[0])
+    assert all(f.access_count == 0 for f in store.facts())
+
+
+def test_failing_callback_rolls_back_everything(chat, store):
+    """An error while applying rolls back every operation and the progress."""
+    def stop(index, op):
+        if index == 1:
+            raise RuntimeError("disk on fire")
+
+    _, flusher = chat([reply(upsert("a", "First."), upsert("b", "Second."))], on_operation=stop)
+
+    with pytest.raises(FlushError, match="disk on fire") as info:
+        flusher.flush(MESSAGES, conversation="c", force=True)
+
+    assert [] == store.facts()
+    assert 0 == flusher.messages_read("c")
+    assert "failed" == info.value.report.status
+
+
+def test_a_flush_that_lost_the_race_changes_nothing(store):
+    """When another flush of the conversation commits first, this one fails without writing."""
+    other = MemoryFlusher(store, _Fixed("{\"operations\": []}"))
+
+    class Racing:
+        def complete(self, messages, *, json_schema=None, temperature=0.0):
+            other.flush(MESSAGES, conversation="c", force=True)
+            return ChatResult(text=json.dumps({"operations": [upsert("x", "Lost.")]}))
+
+    flusher = MemoryFlusher(store, Racing())
+
+    with pytest.raises(FlushError, match="finished first"):
+        flusher.flush(MESSAGES, conversation="c", force=True)
+
+    assert [] == store.facts()
+    assert 2 == flusher.messages_read("c")
+
+
+class _Fixed:
+    """A client that always returns the same text."""
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+
+    def complete(self, messages, *, json_schema=None, temperature=0.0):
+        return ChatResult(text=self.content)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"messages": "hello"}, "messages"),
+        ({"messages": [42]}, "messages"),
+        ({"conversation": ""}, "conversation"),
+        ({"conversation": "x" * 201}, "conversation"),
+        ({"scope": ""}, "scope"),
+    ],
+)
+def test_malformed_arguments_raise_value_errors(store, kwargs, field):
+    """Bad messages, conversation ids or scopes raise ValueError naming the field."""
+    flusher = MemoryFlusher(store, _Fixed("{}"))
+    args = {"messages": MESSAGES, "conversation": "c", **kwargs}
+
+    with pytest.raises(ValueError) as info:
+        flusher.flush(args.pop("messages"), force=True, **args)
+
+    assert field == info.value.field
+
+
+def test_configured_slots_are_the_only_writable_ones(chat, store):
+    """A plugin's slot can be written when configured; slots left out are rejected."""
+    server, flusher = chat(
+        [reply(upsert("oncall", "Grace Hopper is on call this week.", slot="team"),
+               upsert("lesson", "Ask before paging.", slot="agent"))],
+        slots={"user": "who the user is.", "team": "facts about the user's team."},
+    )
+
+    report = flusher.flush(MESSAGES, conversation="c", force=True)
+
+    assert ["oncall"] == [c.fact.key for c in report.added]
+    assert "unknown slot 'agent' (known: user, team)" == report.rejected[0].reason
+    assert "- team: facts about the user's team." in prompt_of(server.requests[0])
+    assert ["user", "project"] == list(MemoryFlusher(store, _Fixed("{}"), slots=["user", "project"]).slots)

