@@ -199,22 +199,15 @@ def test_extra_context_blocks_become_sections(store):
     assert "## Open file\n- src/deploy.py\n- line two\n" in prompt.text
 
 
-def test_kept_memory_counts_as_accessed_when_the_store_can_touch(store):
-    """Only facts that reached the prompt are passed to the store's touch(), when it has one."""
-    touched = []
-
-    class TouchingStore:
-        def search(self, *args, **kwargs):
-            return store.search(*args, **kwargs)
-
-        def touch(self, ids):
-            touched.extend(ids)
-
-    prompt = _assemble(TouchingStore(), budget=70)
+def test_only_kept_memory_counts_as_accessed(store):
+    """Facts that reached the prompt get one access each; facts found but dropped get none."""
+    prompt = _assemble(store, budget=70)
     assert prompt.kept and prompt.dropped
-    kept_ids = {d.item.fact.id for d in prompt.kept}
-    assert kept_ids == set(touched)
-    assert all(d.item.fact.id not in touched for d in prompt.dropped if d.item.fact)
+    kept_ids = {d.item.fact.id for d in prompt.kept if d.item.fact}
+    dropped_ids = {d.item.fact.id for d in prompt.dropped if d.item.fact} - kept_ids
+    assert kept_ids and dropped_ids
+    assert {1} == {store.get(i).access_count for i in kept_ids}
+    assert {0} == {store.get(i).access_count for i in dropped_ids}
 
 
 @pytest.mark.parametrize("kwargs", [

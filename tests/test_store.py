@@ -301,3 +301,18 @@ def test_hit_to_dict_is_json_ready(store):
     assert ["tools"] == data["tags"]
     assert 1 == data["trace"]["bm25_rank"]
     assert json.loads(json.dumps(data)) == data
+
+
+def test_touch_counts_only_the_given_live_facts(store, clock):
+    """touch() counts an access for each given live fact once; unknown and archived ids are ignored."""
+    a = store.add("agent", "Shown to the model.")
+    b = store.add("agent", "Found but left out of the prompt.")
+    gone = store.add("agent", "Forgotten.")
+    store.forget(gone.id)
+    clock.advance(seconds=5)
+
+    assert 1 == store.touch([a.id, a.id, gone.id, 99999])
+    assert (1, clock.now) == (store.get(a.id).access_count, store.get(a.id).last_accessed.timestamp())
+    assert 0 == store.get(b.id).access_count
+    with pytest.raises(InvalidFactError):
+        store.touch(["1"])

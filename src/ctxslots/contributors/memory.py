@@ -122,9 +122,8 @@ class MemoryContributor:
     def record_shown(self, items: Sequence[Item]) -> None:
         """Count the facts that reached the prompt as accessed."""
         ids = [item.fact.id for item in items if item.fact is not None]
-        touch = getattr(self.store, "touch", None)
-        if ids and touch is not None:
-            touch(ids)
+        if ids:
+            self.store.touch(ids)
 
 
 @attrs.define

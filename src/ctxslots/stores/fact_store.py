@@ -447,16 +447,33 @@ class FactStore:
                                               min_rows=policy.common_min_facts)
         return tokens
 
+    def touch(self, fact_ids: Iterable[int]) -> int:
+        """Count these facts as shown to a model: ``access_count + 1``, ``last_accessed = now``.
+
+        For callers that search with ``track_access=False`` and show only some
+        hits (the prompt assembler counts the facts that made it into the
+        prompt). Ids of missing or archived facts are ignored; returns how many
+        facts were counted.
+
+        :raises InvalidFactError: An id is not an integer.
+        """
+        ids = list(dict.fromkeys(_check_id(i) for i in fact_ids))
+        return self._touch(ids, self.clock()) if ids else 0
+
+    def _touch(self, ids: list[int], now: float) -> int:
+        with self._conn.write():
+            changed = self._conn.execute(
+                "UPDATE facts SET access_count = access_count + 1, last_accessed = ? "
+                f"WHERE id IN ({_placeholders(len(ids))}) RETURNING id",
+                (now, *ids),
+            ).fetchall()
+        return len(changed)
+
     def _track_access(self, hits: list[Hit], now: float) -> list[Hit]:
         live_ids = [h.fact.id for h in hits if not h.fact.archived]
         if not live_ids:
             return hits
-        with self._conn.write():
-            self._conn.execute(
-                "UPDATE facts SET access_count = access_count + 1, last_accessed = ? "
-                f"WHERE id IN ({_placeholders(len(live_ids))})",
-                (now, *live_ids),
-            )
+        self._touch(live_ids, now)
         when = from_timestamp(now)
         return [h if h.fact.archived else attrs.evolve(
                     h, fact=attrs.evolve(h.fact, access_count=h.fact.access_count + 1,
