@@ -412,8 +412,8 @@ class FactStore:
         where, params = self._filters(slots, scope, now=now, alias="f.")
         match = to_match(self._query_tokens(query))
         use_lexical = bool(match) and self.ranking.lexical_weight > 0
-        use_vector = (self.vector_leg_ready and bool(self.ranking.vector_weight)
-                      and bool(query.strip()))
+        use_vector = (bool(self.ranking.vector_weight) and bool(query.strip())
+                      and self.vector_leg_ready)
         if not use_lexical and not use_vector:
             return []
         pool = max(limit, self.candidate_pool)
