@@ -73,6 +73,13 @@ def _set_meta(conn: Connection, name: str, value: str) -> None:
     )
 
 
+def _log_bounds(conn: Connection) -> tuple[int | None, int | None]:
+    # Two statements on purpose: SQLite answers a lone min() or max() from the
+    # index in O(log n), but scans the whole table for both in one SELECT.
+    return (conn.scalar("SELECT min(seq) FROM vector_log"),
+            conn.scalar("SELECT max(seq) FROM vector_log"))
+
+
 def _table_exists(conn: Connection) -> bool:
     return conn.scalar("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)) is not None
 
@@ -150,8 +157,8 @@ class VectorIndex:
         self.conn.executemany(f"DELETE FROM {TABLE} WHERE fact_id = ?", [(i,) for i in ids])
 
     def _trim_log(self) -> None:
-        low, high = self.conn.execute("SELECT min(seq), max(seq) FROM vector_log").fetchall()[0]
-        if high is not None and high - low > 2 * _LOG_KEEP:
+        low, high = _log_bounds(self.conn)
+        if high is not None and low is not None and high - low > 2 * _LOG_KEEP:
             self.conn.execute("DELETE FROM vector_log WHERE seq <= ?", (high - _LOG_KEEP,))
 
     def knn(
@@ -210,6 +217,7 @@ class _Block:
     mat: np.ndarray
     alive: np.ndarray
     n: int = 0
+    dead: int = 0
 
     @classmethod
     def empty(cls, dim: int, capacity: int = 1024) -> _Block:
@@ -253,7 +261,7 @@ class VectorCache:
     def sync(self, conn: Connection) -> None:
         """Apply the changes the log records since the last sync (or reload in full)."""
         generation = _meta(conn, _META_GENERATION)
-        low, high = conn.execute("SELECT min(seq), max(seq) FROM vector_log").fetchall()[0]
+        low, high = _log_bounds(conn)
         high = int(high or 0)
         if generation != self._generation or (low is not None and self._seq < int(low) - 1):
             self._reload(conn, generation, high)
@@ -309,7 +317,9 @@ class VectorCache:
     def _remove(self, fact_id: int) -> None:
         where = self._where.pop(fact_id, None)
         if where is not None:
-            self._blocks[where[0]].alive[where[1]] = False
+            block = self._blocks[where[0]]
+            block.alive[where[1]] = False
+            block.dead += 1
 
     def knn(
         self, query: np.ndarray, scopes: Sequence[str], slots: Sequence[str] | None, k: int
@@ -326,10 +336,11 @@ class VectorCache:
             if block is None or block.n == 0:
                 continue
             sims = block.mat[: block.n] @ q
-            mask = block.alive[: block.n]
-            if wanted is not None:
-                mask = mask & np.isin(block.slots[: block.n], wanted)
-            sims = np.where(mask, sims, -np.inf)
+            if block.dead or wanted is not None:  # the common case needs no mask
+                mask = block.alive[: block.n]
+                if wanted is not None:
+                    mask = mask & np.isin(block.slots[: block.n], wanted)
+                sims[~mask] = -np.inf
             take = min(k, block.n)
             top = np.argpartition(-sims, take - 1)[:take]
             top = top[np.isfinite(sims[top])]
