@@ -104,6 +104,7 @@ class FactStore:
     _cache: VectorCache | None = attrs.field(init=False, default=None, repr=False)
     _pending: dict[int, tuple[str, str, str]] | None = attrs.field(init=False, default=None, repr=False)
     _common: CommonTerms | None = attrs.field(init=False, default=None, repr=False)
+    _written: int = attrs.field(init=False, default=0, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.path = os.fspath(self.path) if self.path is not None else str(default_db_path())
@@ -158,6 +159,7 @@ class FactStore:
         outer = self._pending is None
         if outer:
             self._pending = {}
+            self._written = 0
         try:
             with self._conn.write():
                 yield
@@ -207,23 +209,62 @@ class FactStore:
             )
             if not old:
                 return self._insert(row, key, now)
-            prev = old[0]
-            if prev["value"] != row["value"] or prev["tags"] != row["tags"]:
-                self._conn.execute(
-                    "INSERT INTO fact_history (fact_id, slot, scope, key, value, tags, source, "
-                    "confidence, valid_from, valid_to) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (prev["id"], prev["slot"], prev["scope"], prev["key"], prev["value"],
-                     prev["tags"], prev["source"], prev["confidence"], prev["updated_at"], now),
-                )
-            self._conn.execute(
-                "UPDATE facts SET value = ?, tags = ?, source = ?, confidence = ?, "
-                "updated_at = ?, expires_at = ? WHERE id = ?",
-                (row["value"], row["tags"], row["source"], row["confidence"], now,
-                 row["expires_at"], prev["id"]),
+            return self._rewrite(old[0], row, now)
+
+    def update(
+        self,
+        fact_id: int,
+        *,
+        value: str | None = None,
+        tags: Iterable[str] | None = None,
+        confidence: float | None = None,
+        source: str | None = None,
+    ) -> Fact:
+        """Change some fields of a live fact by id; ``None`` keeps a field as it is.
+
+        Works for keyed facts and free memories alike. A changed value or tag
+        list keeps the old one in :meth:`history`, as :meth:`upsert` does.
+
+        :raises FactNotFoundError: No live fact has this id.
+        :raises InvalidFactError: A field is malformed or over its limit; nothing
+            is written.
+        """
+        fact_id = _check_id(fact_id)
+        now = self.clock()
+        with self._writing():
+            old = self._conn.rows(
+                f"SELECT {_COLUMNS} FROM facts WHERE id = ? AND {_LIVE}", (fact_id, now)
             )
-            if prev["value"] != row["value"]:
-                self._queue_vector(prev["id"], row)
-            return self._fetch(prev["id"])
+            if not old:
+                raise FactNotFoundError(fact_id)
+            prev = old[0]
+            row = self._validated(
+                prev["slot"], prev["value"] if value is None else value, prev["scope"] or None,
+                [t for t in (prev["tags"] or "").split("\n") if t] if tags is None else tags,
+                prev["confidence"] if confidence is None else confidence,
+                prev["source"] if source is None else source, prev["expires_at"],
+            )
+            return self._rewrite(prev, row, now)
+
+    def _rewrite(self, prev: Any, row: dict[str, Any], now: float) -> Fact:
+        """Replace a stored fact's fields, keeping the old value in history."""
+        self._count_write()
+        if prev["value"] != row["value"] or prev["tags"] != row["tags"]:
+            self._conn.execute(
+                "INSERT INTO fact_history (fact_id, slot, scope, key, value, tags, source, "
+                "confidence, valid_from, valid_to) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (prev["id"], prev["slot"], prev["scope"], prev["key"], prev["value"],
+                 prev["tags"], prev["source"], prev["confidence"], prev["updated_at"], now),
+            )
+        self._conn.execute(
+            "UPDATE facts SET value = ?, tags = ?, source = ?, confidence = ?, "
+            "updated_at = ?, expires_at = ? WHERE id = ?",
+            (row["value"], row["tags"], row["source"], row["confidence"], now,
+             row["expires_at"], prev["id"]),
+        )
+        if prev["value"] != row["value"]:
+            self._queue_vector(prev["id"], row)
+        return self._fetch(prev["id"])
 
     def add(
         self,
@@ -260,7 +301,18 @@ class FactStore:
             "expires_at": lim.expires_at(expires_at),
         }
 
+    def _count_write(self) -> None:
+        """Count one fact written in the current transaction against ``limits.max_batch``."""
+        self._written += 1
+        if self._written > self.limits.max_batch:
+            raise InvalidFactError(
+                f"a batch may write at most {self.limits.max_batch} facts; split it into smaller "
+                "batches (nothing from this batch was written)",
+                field="batch", value=self._written,
+            )
+
     def _insert(self, row: dict[str, Any], key: str | None, now: float) -> Fact:
+        self._count_write()
         cursor = self._conn.execute(
             "INSERT INTO facts (slot, scope, key, value, tags, source, confidence, "
             "created_at, updated_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
@@ -289,6 +341,7 @@ class FactStore:
                 f"SELECT {_COLUMNS}, ?, ? FROM facts WHERE id = ?",
                 (self.clock(), reason, fact_id),
             )
+            self._count_write()
             self._conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
             if self._index is not None:
                 self._index.delete([fact_id])
@@ -363,6 +416,44 @@ class FactStore:
             "FROM fact_history WHERE fact_id = ? ORDER BY valid_to, id",
             (fact_id,),
         )
+        return [Fact.from_row(row) for row in rows]
+
+    def timeline(
+        self, fact_id: int, *, before: int = 5, after: int = 5, scope: str | None = None
+    ) -> list[Fact]:
+        """A live fact and the live facts written just before and after it, oldest first.
+
+        Only facts visible from ``scope`` (that scope and global facts) are
+        considered, so a timeline never shows another scope's facts.
+
+        :param before: How many earlier facts (0 to 100).
+        :param after: How many later facts (0 to 100).
+        :raises FactNotFoundError: No live fact with this id is visible from ``scope``.
+        :raises InvalidFactError: ``before`` or ``after`` is out of range.
+        """
+        fact_id = _check_id(fact_id)
+        counts = []
+        for name, count in (("before", before), ("after", after)):
+            if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 100:
+                raise InvalidFactError(f"{name} must be an integer from 0 to 100, not {count!r}",
+                                       field=name, value=count)
+            counts.append(count)
+        where, params = self._filters(None, scope)
+        anchor = self._conn.rows(
+            f"SELECT {_COLUMNS} FROM facts WHERE id = ? AND {where}", (fact_id, *params)
+        )
+        if not anchor:
+            raise FactNotFoundError(fact_id)
+        at = (anchor[0]["created_at"], fact_id)
+        earlier = self._conn.rows(
+            f"SELECT {_COLUMNS} FROM facts WHERE {where} AND (created_at, id) < (?, ?) "
+            "ORDER BY created_at DESC, id DESC LIMIT ?", (*params, *at, counts[0]),
+        )
+        later = self._conn.rows(
+            f"SELECT {_COLUMNS} FROM facts WHERE {where} AND (created_at, id) > (?, ?) "
+            "ORDER BY created_at, id LIMIT ?", (*params, *at, counts[1]),
+        )
+        rows = [*reversed(earlier), anchor[0], *later]
         return [Fact.from_row(row) for row in rows]
 
     def facts(
