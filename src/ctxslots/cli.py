@@ -246,3 +246,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 from .cli_flush import register as _register_flush; _register_flush(cli)
 
 from .cli_index import register as _register_index; _register_index(cli)
+
+from .cli_prune import register as _register_prune; _register_prune(cli)

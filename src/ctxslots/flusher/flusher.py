@@ -24,6 +24,7 @@ from ..assembler.render import Templates, render_template
 from ..errors import FlushError, InvalidFactError
 from ..model import Fact, Message
 from ..stores import FactStore
+from ..stores.prune import PrunePolicy
 from ._progress import (
     Progress,
     check_conversation,
@@ -114,6 +115,9 @@ class MemoryFlusher:
         on_operation: Called with ``(index, operation)`` inside the write
             transaction before each operation is applied (progress display);
             an exception it raises rolls the whole flush back.
+        prune: Caps checked after each flush that wrote facts; over a cap, the
+            least useful facts move to the archive (see
+            :class:`~ctxslots.stores.prune.PrunePolicy`). ``None``: never prune here.
 
     :raises InvalidFactError: A slot name is malformed (or unknown to a store
         with strict slots), or ``slots`` is empty.
@@ -133,6 +137,7 @@ class MemoryFlusher:
     temperature: float = 0.0
     send_schema: bool = True
     on_operation: OperationCallback | None = None
+    prune: PrunePolicy | None = attrs.field(factory=PrunePolicy)
     _env: jinja2.Environment = attrs.field(init=False, repr=False)
     _lock: threading.RLock = attrs.field(init=False, repr=False, factory=threading.RLock)
 
@@ -376,12 +381,24 @@ class MemoryFlusher:
             failed = attrs.evolve(base, status="failed", error=reason,
                                   rejected=tuple(sorted(rejected, key=lambda r: r.index)))
             raise FlushError(f"flush {base.flush_id} failed: {reason}", report=failed) from exc
-        return attrs.evolve(
+        report = attrs.evolve(
             base, status="applied", messages_read=len(msgs),
             rejected=tuple(sorted(rejected, key=lambda r: r.index)),
             added=tuple(changes["added"]), updated=tuple(changes["updated"]),
             unchanged=tuple(changes["unchanged"]), forgotten=tuple(changes["forgotten"]),
         )
+        return self._prune_after(report) if changes["added"] or changes["updated"] else report
+
+    def _prune_after(self, report: FlushReport) -> FlushReport:
+        """Prune once the flush has committed; a failure here is a warning, not a failed flush."""
+        if self.prune is None:
+            return report
+        try:
+            pruned = self.store.prune(self.prune)
+        except Exception as exc:  # the flush itself is committed and must be reported
+            return attrs.evolve(report, warnings=(*report.warnings,
+                                f"pruning after the flush failed: {type(exc).__name__}: {exc}"))
+        return attrs.evolve(report, pruned=tuple(m.fact.id for m in pruned.moved))
 
     def _apply_one(self, index: int, op: Operation, scope: str | None, source: str
                    ) -> Change | str:

@@ -139,6 +139,8 @@ class FlushReport:
         updated: Facts whose value (or tags, or confidence) was replaced.
         unchanged: Upserts that matched the stored fact exactly (not written).
         forgotten: Facts moved to the archive.
+        pruned: Ids of facts that pruning moved to the archive after the flush
+            because a slot went over its cap.
         rejected: Operations that were not applied, with the reason.
         attempts: Model calls made (1, or 2 after a retry).
         raw_outputs: The model's reply text of every attempt, as received.
@@ -165,6 +167,7 @@ class FlushReport:
     updated: tuple[Change, ...] = ()
     unchanged: tuple[Change, ...] = ()
     forgotten: tuple[Change, ...] = ()
+    pruned: tuple[int, ...] = ()
     rejected: tuple[Rejection, ...] = ()
     attempts: int = 0
     raw_outputs: tuple[str, ...] = ()

@@ -29,6 +29,7 @@ from .ranking import MODEL_VECTOR_WEIGHT, Candidate, RankingPolicy, rank_candida
 from .rerank import Boost, Reranker, apply_boost_and_rerank
 from .sanitize import DEFAULT_POLICY, QueryPolicy, query_tokens, to_match
 from .maintenance import DoctorReport, doctor, reindex
+from .prune import PrunePolicy, PruneReport, prune
 from .vectors import VectorCache, VectorIndex
 
 __all__ = ["FactStore", "default_db_path"]
@@ -634,6 +635,17 @@ class FactStore:
         count = reindex(self, progress=progress)
         self._cache = None
         return count
+
+    def prune(self, policy: PrunePolicy | None = None, *, dry_run: bool = False) -> PruneReport:
+        """Move facts over the policy's caps to the archive (never deleting them).
+
+        Over a slot's cap (counted per scope), the unprotected facts with the
+        lowest retention go first; see :mod:`ctxslots.stores.prune` for the rule.
+
+        :param policy: Caps and protections (default: :class:`PrunePolicy`).
+        :param dry_run: Only report what would move.
+        """
+        return prune(self, PrunePolicy() if policy is None else policy, dry_run=dry_run)
 
     def stats(self) -> dict[str, Any]:
         """Counts per slot and scope, archive and history sizes, file facts."""

@@ -1,0 +1,77 @@
+"""``ctxslots prune``: move facts over the slot caps (or the size cap) to the archive."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import click
+
+from .stores.prune import DEFAULT_SLOT_CAPS, PrunePolicy
+
+__all__ = ["register"]
+
+
+def _parse_cap(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+               ) -> dict[str, int]:
+    caps: dict[str, int] = {}
+    for text in values:
+        slot, sep, number = text.partition("=")
+        if not sep or not slot or not number.isdigit():
+            raise click.BadParameter(f"expected SLOT=COUNT, like agent=5000, not {text!r}")
+        caps[slot] = int(number)
+    return caps
+
+
+def _preview(value: str, width: int = 70) -> str:
+    flat = " ".join(value.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="List what would move; change nothing.")
+@click.option("--cap", "caps", multiple=True, callback=_parse_cap, metavar="SLOT=COUNT",
+              help="Cap on live facts of a slot in each scope (repeatable; defaults: "
+                   + ", ".join(f"{k}={v}" for k, v in DEFAULT_SLOT_CAPS.items()) + ").")
+@click.option("--max-bytes", type=click.IntRange(min=1), default=None,
+              help="Cap on the database's used bytes; over it, the lowest tenth moves.")
+@click.option("--protect-days", type=click.FloatRange(min=0), default=None,
+              help="Never move facts written or shown within this many days (default 7).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def prune(ctx: click.Context, dry_run: bool, caps: dict[str, int], max_bytes: int | None,
+          protect_days: float | None, as_json: bool) -> None:
+    """Move the least useful facts of slots over their cap to the archive.
+
+    Nothing is deleted: `ctxslots search --archive` still finds moved facts.
+    """
+    from .cli import _store
+
+    policy = PrunePolicy(slot_caps={**DEFAULT_SLOT_CAPS, **caps}, max_bytes=max_bytes)
+    if protect_days is not None:
+        policy = attrs.evolve(policy, protect_days=protect_days)
+    with _store(ctx) as store:
+        report = store.prune(policy, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        return
+    for cap in report.over_cap:
+        where = f" in scope {cap.scope!r}" if cap.scope else ""
+        click.echo(f"{cap.slot}{where}: {cap.count} facts, cap {cap.cap}, {cap.protected} protected")
+    if report.over_size:
+        click.echo(f"store uses {report.used_bytes} bytes, over the cap of {max_bytes}")
+    verb = "would move" if dry_run else "moved"
+    for item in report.moved:
+        f = item.fact
+        click.echo(f"{verb} [id:{f.id}] {f.slot}"
+                   + (f" ({f.scope})" if f.scope else "")
+                   + f" retention {item.retention:.3g}: {_preview(f.value)}")
+    if not report.needed:
+        click.echo("every slot is within its cap; nothing to move")
+    else:
+        click.echo(f"{verb} {len(report.moved)} fact(s) to the archive")
+
+
+def register(cli: click.Group) -> None:
+    """Add ``prune`` to the ``ctxslots`` command group."""
+    cli.add_command(prune)
