@@ -94,9 +94,10 @@ def test_one_extraction_end_to_end(llama_server, store):
     """The real model's reply goes through the client, the schema and the parser into the store."""
     store.upsert("user", "name", "The user is called Ada.")
     # llama-cpp-python's server answers 500 to response_format "json_schema"; it
-    # takes "json_object" (any JSON object, enforced by a grammar).
+    # takes the schema inside "json_object" mode and enforces it with a grammar.
+    # max_tokens bounds the answer: a 135M model can otherwise loop until n_ctx.
     client = OpenAIChatClient(llama_server, "smollm2", timeout=300, max_retries=1,
-                              response_format="json_object")
+                              response_format="json_object_schema", max_tokens=512)
     flusher = MemoryFlusher(store, client)
     messages = [
         {"role": "user", "content": "My name is Ada and I edit code in Neovim."},

@@ -33,6 +33,22 @@ def test_good_reply_with_usage() -> None:
     assert [{"role": "user", "content": "Say hello."}] == server.requests[0]["messages"]
 
 
+def test_max_tokens_is_sent_only_when_set() -> None:
+    """max_tokens travels in the request when given, and is absent otherwise."""
+    with ScriptedChatServer(["a", "b"]) as server:
+        client(server, max_tokens=256).complete(HELLO)
+        client(server).complete(HELLO)
+    assert 256 == server.requests[0]["max_tokens"]
+    assert "max_tokens" not in server.requests[1]
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, "100", True])
+def test_bad_max_tokens_is_refused(bad: Any) -> None:
+    """max_tokens must be a positive integer (booleans are not integers here)."""
+    with pytest.raises((TypeError, ValueError)):
+        OpenAIChatClient("http://127.0.0.1:1/v1", "m", max_tokens=bad)
+
+
 def test_satisfies_the_protocol() -> None:
     """The shipped client is an LLMClient, named after its model."""
     c = OpenAIChatClient("http://127.0.0.1:1/v1/", "m")
@@ -66,18 +82,28 @@ def test_falls_back_when_server_rejects_response_format() -> None:
         c.complete(HELLO, json_schema=SCHEMA)
     assert ["json_schema", "json_object", "json_object"] == [
         r["response_format"]["type"] for r in server.requests]
-    assert "json_object" == c.response_format
+    assert SCHEMA == server.requests[1]["response_format"]["schema"]
+    assert "json_object_schema" == c.response_format
+
+
+def test_json_object_schema_sends_the_schema_inside_json_object_mode() -> None:
+    """The mode llama-cpp-python's server understands: json_object with the schema attached."""
+    with ScriptedChatServer(['{"ok": true}']) as server:
+        client(server, response_format="json_object_schema").complete(HELLO, json_schema=SCHEMA)
+    assert {"type": "json_object", "schema": SCHEMA} == server.requests[0]["response_format"]
 
 
 def test_falls_back_down_to_no_response_format() -> None:
-    """A server that rejects both JSON modes is finally asked with no response_format."""
+    """A server that rejects every JSON mode is finally asked with no response_format."""
     script: list[str | ScriptedReply] = [ScriptedReply("unsupported response_format", status=400),
+              ScriptedReply("response_format schema: unknown field", status=400),
               ScriptedReply("response_format json_object unsupported", status=400), '{"ok": true}']
     with ScriptedChatServer(script) as server:
         c = client(server, max_retries=0)
         assert '{"ok": true}' == c.complete(HELLO, json_schema=SCHEMA).text
-    assert 3 == len(server.requests)
-    assert "response_format" not in server.requests[2]
+    assert 4 == len(server.requests)
+    assert "response_format" in server.requests[2]
+    assert "response_format" not in server.requests[3]
     assert "none" == c.response_format
 
 

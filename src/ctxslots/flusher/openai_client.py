@@ -24,7 +24,8 @@ from .llm_client import ChatResult
 __all__ = ["MAX_RETRY_AFTER", "RESPONSE_FORMATS", "OpenAIChatClient"]
 
 #: How a JSON answer is asked for, strictest first.
-RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+#: From strongest to weakest; a 400 about ``response_format`` moves one step right.
+RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "none")
 
 #: Longest wait honoured from a ``Retry-After`` header, in seconds.
 MAX_RETRY_AFTER = 30.0
@@ -66,10 +67,16 @@ class OpenAIChatClient:
             failures (other 4xx fail at once).
         backoff: First wait between tries, doubled each time (a server's
             ``Retry-After`` wins, up to :data:`MAX_RETRY_AFTER`).
-        response_format: ``"json_schema"`` (send the schema), ``"json_object"``
-            or ``"none"``. A server that answers 400 about ``response_format`` is
+        response_format: ``"json_schema"`` (send the schema, OpenAI's way),
+            ``"json_object_schema"`` (JSON-object mode with the schema attached,
+            ``{"type": "json_object", "schema": ...}``, which llama-cpp-python's
+            server turns into a grammar), ``"json_object"`` (any JSON object) or
+            ``"none"``. A server that answers 400 about ``response_format`` is
             asked again with the next weaker mode, which is then kept.
         extra_headers: Sent with every request.
+        max_tokens: Most tokens the model may write in one answer, sent as
+            ``max_tokens`` (``None``: not sent, the server decides). Small local
+            models can loop until their context is full without it.
     """
 
     base_url: str = attrs.field(converter=_check_base_url)
@@ -82,6 +89,12 @@ class OpenAIChatClient:
     response_format: str = attrs.field(default="json_schema",
                                        validator=attrs.validators.in_(RESPONSE_FORMATS))
     extra_headers: Mapping[str, str] = attrs.field(factory=dict)
+    max_tokens: int | None = attrs.field(default=None)
+
+    @max_tokens.validator
+    def _check_max_tokens(self, _attribute: Any, value: Any) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"max_tokens must be a positive integer or None, not {value!r}")
 
     @property
     def name(self) -> str:
@@ -102,11 +115,15 @@ class OpenAIChatClient:
             "messages": [m.to_dict() for m in messages],
             "temperature": temperature,
         }
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
         if schema is not None and self.response_format == "json_schema":
             payload["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "ctxslots_reply", "schema": dict(schema), "strict": True},
             }
+        elif schema is not None and self.response_format == "json_object_schema":
+            payload["response_format"] = {"type": "json_object", "schema": dict(schema)}
         elif schema is not None and self.response_format == "json_object":
             payload["response_format"] = {"type": "json_object"}
         return payload
