@@ -81,6 +81,8 @@ def _fact_line(fact: Fact) -> str:
     where = fact.slot + (f"@{fact.scope}" if fact.scope else "")
     key = f" {fact.key}:" if fact.key else ""
     flags = " (archived)" if fact.archived else ""
+    if fact.superseded_by is not None:
+        flags += f" (superseded by {fact.superseded_by})"
     return f"[id:{fact.id}] {where}{key} {fact.value}{flags}"
 
 
@@ -93,6 +95,7 @@ def _hit_line(hit: Hit) -> str:
         f"{t.rank:>2}. {_fact_line(hit.fact)}\n"
         f"    score {t.final:.4g} = {signals}; decay {t.decay:.3f}, "
         f"reinforcement {t.reinforcement:.3f}, confidence {t.confidence:.2f}"
+        + (f"; hides {t.hides} near-duplicate(s)" if t.hides else "")
     )
 
 
@@ -127,16 +130,18 @@ def remember(
 @click.option("--scope", help="Workspace to search (global facts are always included).")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option("--archive", is_flag=True, help="Also search forgotten (archived) facts.")
+@click.option("--superseded", is_flag=True,
+              help="Also show facts hidden by a newer near-duplicate.")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits and traces as JSON.")
 @click.pass_context
 def search(
     ctx: click.Context, query: str, slots: Sequence[str], scope: str | None, limit: int,
-    archive: bool, as_json: bool,
+    archive: bool, superseded: bool, as_json: bool,
 ) -> None:
     """Search the store for QUERY; print hits best first with how each scored."""
     with _store(ctx) as store:
         hits = store.search(query, slots=list(slots) or None, scope=scope, limit=limit,
-                            include_archive=archive)
+                            include_archive=archive, include_superseded=superseded)
     if as_json:
         _echo_json([hit.to_dict() for hit in hits])
     elif not hits:

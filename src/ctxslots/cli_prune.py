@@ -1,4 +1,4 @@
-"""``ctxslots prune``: move facts over the slot caps (or the size cap) to the archive."""
+"""``ctxslots prune`` and ``ctxslots consolidate``: keep memory small and free of repeats."""
 
 from __future__ import annotations
 
@@ -72,6 +72,35 @@ def prune(ctx: click.Context, dry_run: bool, caps: dict[str, int], max_bytes: in
         click.echo(f"{verb} {len(report.moved)} fact(s) to the archive")
 
 
+@click.command()
+@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.95, show_default=True,
+              help="Cosine similarity above which the older fact is superseded.")
+@click.option("--dry-run", is_flag=True, help="List what would be marked; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def consolidate(ctx: click.Context, threshold: float, dry_run: bool, as_json: bool) -> None:
+    """Hide older near-duplicates behind the newer fact of the same slot and scope.
+
+    Superseded facts stay stored: `ctxslots search --superseded` still shows them.
+    """
+    from .cli import _store
+
+    with _store(ctx) as store:
+        report = store.consolidate(threshold=threshold, dry_run=dry_run)
+        if as_json:
+            click.echo(json.dumps(report.to_dict(), indent=2))
+            return
+        verb = "would supersede" if dry_run else "superseded"
+        for item in report.superseded:
+            old = store.get(item.fact_id)
+            text = _preview(old.value) if old is not None else ""
+            click.echo(f"{verb} [id:{item.fact_id}] by [id:{item.by}] "
+                       f"(cosine {item.cosine:.3f}): {text}")
+    click.echo(f"{verb} {len(report.superseded)} of {report.checked} fact(s) checked")
+
+
 def register(cli: click.Group) -> None:
-    """Add ``prune`` to the ``ctxslots`` command group."""
+    """Add ``prune`` and ``consolidate`` to the ``ctxslots`` command group."""
     cli.add_command(prune)
+    cli.add_command(consolidate)

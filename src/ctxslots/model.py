@@ -69,6 +69,8 @@ class Fact:
         access_count: How many times it has been shown to a model.
         expires_at: After this moment the fact is never returned.
         archived: Whether the fact was forgotten (moved to the archive).
+        superseded_by: The id of the newer near-duplicate that hides this fact
+            from search (see :meth:`~ctxslots.FactStore.consolidate`), or ``None``.
     """
 
     id: int
@@ -86,6 +88,7 @@ class Fact:
     access_count: int = 0
     expires_at: dt.datetime | None = None
     archived: bool = False
+    superseded_by: int | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, archived: bool = False) -> Fact:
@@ -107,6 +110,7 @@ class Fact:
             access_count=int(row["access_count"]),
             expires_at=from_timestamp(row["expires_at"]),
             archived=archived,
+            superseded_by=row["superseded_by"],
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,6 +145,7 @@ class HitTrace:
         final: The score the hits were ordered by.
         rank: 1-based position in the returned list.
         extra: Additional signals added by boosts or rerankers.
+        hides: How many near-duplicates this fact supersedes (hidden from search).
     """
 
     bm25_rank: int | None
@@ -155,6 +160,7 @@ class HitTrace:
     vector_rank: int | None = None
     cosine: float | None = None
     extra: Mapping[str, float] = attrs.field(factory=dict)
+    hides: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the trace as JSON-ready data."""

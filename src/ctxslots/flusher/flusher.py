@@ -24,6 +24,7 @@ from ..assembler.render import Templates, render_template
 from ..errors import FlushError, InvalidFactError
 from ..model import Fact, Message
 from ..stores import FactStore
+from ..stores.consolidate import DEFAULT_THRESHOLD
 from ..stores.prune import PrunePolicy
 from ._progress import (
     Progress,
@@ -115,6 +116,10 @@ class MemoryFlusher:
         on_operation: Called with ``(index, operation)`` inside the write
             transaction before each operation is applied (progress display);
             an exception it raises rolls the whole flush back.
+        consolidate: Cosine threshold above which a fact the flush wrote
+            supersedes an older near-duplicate of the same slot and scope (see
+            :meth:`~ctxslots.FactStore.consolidate`); ``None``, or a store
+            without an embedder: no consolidation here.
         prune: Caps checked after each flush that wrote facts; over a cap, the
             least useful facts move to the archive (see
             :class:`~ctxslots.stores.prune.PrunePolicy`). ``None``: never prune here.
@@ -137,6 +142,7 @@ class MemoryFlusher:
     temperature: float = 0.0
     send_schema: bool = True
     on_operation: OperationCallback | None = None
+    consolidate: float | None = DEFAULT_THRESHOLD
     prune: PrunePolicy | None = attrs.field(factory=PrunePolicy)
     _env: jinja2.Environment = attrs.field(init=False, repr=False)
     _lock: threading.RLock = attrs.field(init=False, repr=False, factory=threading.RLock)
@@ -387,18 +393,30 @@ class MemoryFlusher:
             added=tuple(changes["added"]), updated=tuple(changes["updated"]),
             unchanged=tuple(changes["unchanged"]), forgotten=tuple(changes["forgotten"]),
         )
-        return self._prune_after(report) if changes["added"] or changes["updated"] else report
+        written = [c.fact.id for c in (*changes["added"], *changes["updated"])]
+        return self._upkeep(report, written) if written else report
 
-    def _prune_after(self, report: FlushReport) -> FlushReport:
-        """Prune once the flush has committed; a failure here is a warning, not a failed flush."""
-        if self.prune is None:
-            return report
-        try:
-            pruned = self.store.prune(self.prune)
-        except Exception as exc:  # the flush itself is committed and must be reported
-            return attrs.evolve(report, warnings=(*report.warnings,
-                                f"pruning after the flush failed: {type(exc).__name__}: {exc}"))
-        return attrs.evolve(report, pruned=tuple(m.fact.id for m in pruned.moved))
+    def _upkeep(self, report: FlushReport, written: list[int]) -> FlushReport:
+        """Consolidate and prune once the flush has committed.
+
+        A failure here is a warning on the report, not a failed flush: the
+        facts are already written.
+        """
+        if self.consolidate is not None and self.store.vector_leg_ready:
+            try:
+                found = self.store.consolidate(threshold=self.consolidate, fact_ids=written)
+                report = attrs.evolve(report, superseded=tuple(s.fact_id for s in found.superseded))
+            except Exception as exc:
+                report = attrs.evolve(report, warnings=(*report.warnings,
+                    f"consolidation after the flush failed: {type(exc).__name__}: {exc}"))
+        if self.prune is not None:
+            try:
+                pruned = self.store.prune(self.prune)
+                report = attrs.evolve(report, pruned=tuple(m.fact.id for m in pruned.moved))
+            except Exception as exc:
+                report = attrs.evolve(report, warnings=(*report.warnings,
+                    f"pruning after the flush failed: {type(exc).__name__}: {exc}"))
+        return report
 
     def _apply_one(self, index: int, op: Operation, scope: str | None, source: str
                    ) -> Change | str:

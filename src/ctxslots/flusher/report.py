@@ -139,6 +139,8 @@ class FlushReport:
         updated: Facts whose value (or tags, or confidence) was replaced.
         unchanged: Upserts that matched the stored fact exactly (not written).
         forgotten: Facts moved to the archive.
+        superseded: Ids of older facts that a fact this flush wrote now hides
+            as a near-duplicate (still stored; see ``FactStore.consolidate``).
         pruned: Ids of facts that pruning moved to the archive after the flush
             because a slot went over its cap.
         rejected: Operations that were not applied, with the reason.
@@ -167,6 +169,7 @@ class FlushReport:
     updated: tuple[Change, ...] = ()
     unchanged: tuple[Change, ...] = ()
     forgotten: tuple[Change, ...] = ()
+    superseded: tuple[int, ...] = ()
     pruned: tuple[int, ...] = ()
     rejected: tuple[Rejection, ...] = ()
     attempts: int = 0
@@ -221,6 +224,10 @@ class FlushReport:
         for rej in self.rejected:
             lines.append(f" rejected operations[{rej.index}] ({rej.operation.op} "
                          f"{rej.operation.slot[:40]} {rej.operation.key[:60]}): {rej.reason}")
+        if self.superseded:
+            lines.append(f"superseded as near-duplicates: {', '.join(map(str, self.superseded))}")
+        if self.pruned:
+            lines.append(f"pruned to the archive: {', '.join(map(str, self.pruned))}")
         if self.attempts:
             used = self.tokens_used
             lines.append(f"{self.attempts} model call(s)"

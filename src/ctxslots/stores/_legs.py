@@ -18,7 +18,7 @@ __all__ = ["COLUMNS", "Found", "lexical_leg", "merge_vector_leg", "placeholders"
 
 COLUMNS = (
     "id, slot, scope, key, value, tags, source, confidence, score, created_at, "
-    "updated_at, last_accessed, access_count, expires_at"
+    "updated_at, last_accessed, access_count, expires_at, superseded_by"
 )
 
 #: Fact id -> (row, archived) for every candidate a search has seen.

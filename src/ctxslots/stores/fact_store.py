@@ -30,6 +30,7 @@ from .rerank import Boost, Reranker, apply_boost_and_rerank
 from .sanitize import DEFAULT_POLICY, QueryPolicy, query_tokens, to_match
 from .maintenance import DoctorReport, doctor, reindex
 from .prune import PrunePolicy, PruneReport, prune
+from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
 from .vectors import VectorCache, VectorIndex
 
 __all__ = ["FactStore", "default_db_path"]
@@ -257,11 +258,13 @@ class FactStore:
                 (prev["id"], prev["slot"], prev["scope"], prev["key"], prev["value"],
                  prev["tags"], prev["source"], prev["confidence"], prev["updated_at"], now),
             )
+        # A new value is no longer the near-duplicate it was marked as.
         self._conn.execute(
-            "UPDATE facts SET value = ?, tags = ?, source = ?, confidence = ?, "
-            "updated_at = ?, expires_at = ? WHERE id = ?",
+            "UPDATE facts SET value = ?, tags = ?, source = ?, confidence = ?, updated_at = ?, "
+            "expires_at = ?, superseded_by = CASE WHEN value = ? THEN superseded_by END "
+            "WHERE id = ?",
             (row["value"], row["tags"], row["source"], row["confidence"], now,
-             row["expires_at"], prev["id"]),
+             row["expires_at"], row["value"], prev["id"]),
         )
         if prev["value"] != row["value"]:
             self._queue_vector(prev["id"], row)
@@ -413,7 +416,8 @@ class FactStore:
         rows = self._conn.rows(
             "SELECT fact_id AS id, slot, scope, key, value, tags, source, confidence, "
             "0.0 AS score, valid_from AS created_at, valid_from AS updated_at, "
-            "NULL AS last_accessed, 0 AS access_count, valid_to AS expires_at "
+            "NULL AS last_accessed, 0 AS access_count, valid_to AS expires_at, "
+            "NULL AS superseded_by "
             "FROM fact_history WHERE fact_id = ? ORDER BY valid_to, id",
             (fact_id,),
         )
@@ -476,6 +480,7 @@ class FactStore:
         include_archive: bool = False,
         track_access: bool = True,
         boost: Boost | None = None,
+        include_superseded: bool = False,
     ) -> list[Hit]:
         """Find the facts that best match ``query``, best first.
 
@@ -494,6 +499,8 @@ class FactStore:
         :param track_access: Count the returned facts as shown to a model.
         :param boost: ``boost(fact) -> factor`` multiplying each candidate's final
             score before the limit (recorded as ``trace.extra["boost"]``).
+        :param include_superseded: Also return facts that a newer near-duplicate
+            hides (see :meth:`consolidate`).
         :raises InvalidFactError: ``slots``, ``scope`` or ``limit`` is malformed,
             or ``boost`` returned a negative or non-finite factor.
         """
@@ -501,7 +508,8 @@ class FactStore:
             raise InvalidFactError("query must be a string", field="query", value=query)
         limit = _check_limit(limit)
         now = self.clock()
-        where, params = self._filters(slots, scope, now=now, alias="f.")
+        where, params = self._filters(slots, scope, now=now, alias="f.",
+                                      include_superseded=include_superseded)
         match = to_match(self._query_tokens(query))
         use_lexical = bool(match) and self.ranking.lexical_weight > 0
         use_vector = (bool(self.ranking.vector_weight) and bool(query.strip())
@@ -525,9 +533,23 @@ class FactStore:
                     trace=trace) for c, trace in ranked]
         if adjust:
             hits = apply_boost_and_rerank(query, hits, boost, self.rerank)[:limit]
+        hits = self._count_hidden(hits)
         if track_access:
             hits = self._track_access(hits, now)
         return hits
+
+    def _count_hidden(self, hits: list[Hit]) -> list[Hit]:
+        ids = [h.fact.id for h in hits if not h.fact.archived]
+        if not ids:
+            return hits
+        counts = dict(self._conn.execute(
+            f"SELECT superseded_by, count(*) FROM facts WHERE superseded_by IN "
+            f"({_placeholders(len(ids))}) GROUP BY superseded_by", ids,
+        ).fetchall())
+        if not counts:
+            return hits
+        return [attrs.evolve(h, trace=attrs.evolve(h.trace, hides=int(counts[h.fact.id])))
+                if h.fact.id in counts and not h.fact.archived else h for h in hits]
 
     def _query_tokens(self, query: str) -> list[str]:
         policy = self.query_policy
@@ -600,7 +622,7 @@ class FactStore:
 
     def _filters(
         self, slots: Sequence[str] | None, scope: str | None, *, now: float | None = None,
-        alias: str = "", include_expired: bool = False,
+        alias: str = "", include_expired: bool = False, include_superseded: bool = True,
     ) -> tuple[str, list[Any]]:
         if isinstance(slots, str):
             slots = [slots]
@@ -613,6 +635,8 @@ class FactStore:
                 raise InvalidFactError("slots must name at least one slot", field="slots", value=slots)
             clauses.append(f"{alias}slot IN ({_placeholders(len(checked))})")
             params.extend(checked)
+        if not include_superseded:
+            clauses.append(f"{alias}superseded_by IS NULL")
         if not include_expired:
             clauses.append(f"({alias}expires_at IS NULL OR {alias}expires_at > ?)")
             params.append(self.clock() if now is None else now)
@@ -635,6 +659,23 @@ class FactStore:
         count = reindex(self, progress=progress)
         self._cache = None
         return count
+
+    def consolidate(
+        self, *, threshold: float = DEFAULT_THRESHOLD, fact_ids: Iterable[int] | None = None,
+        dry_run: bool = False,
+    ) -> ConsolidationReport:
+        """Mark older near-duplicates superseded by the newer fact of the same slot and scope.
+
+        Superseded facts are never deleted: search hides them unless
+        ``include_superseded=True``, the survivor's ``trace.hides`` counts them,
+        and pruning archives them first. See :mod:`ctxslots.stores.consolidate`.
+
+        :param threshold: Cosine similarity above which two facts are duplicates.
+        :param fact_ids: Only check these facts against older ones (``None``: all).
+        :param dry_run: Only report what would be marked.
+        :raises StoreError: The store has no usable vector index.
+        """
+        return consolidate(self, threshold=threshold, fact_ids=fact_ids, dry_run=dry_run)
 
     def prune(self, policy: PrunePolicy | None = None, *, dry_run: bool = False) -> PruneReport:
         """Move facts over the policy's caps to the archive (never deleting them).

@@ -134,8 +134,26 @@ def m003_vector_log(conn: Connection) -> None:
     )
 
 
+def m004_superseded(conn: Connection) -> None:
+    """Near-duplicate marking, and an index for reading facts in time order.
+
+    ``superseded_by`` names the newer near-duplicate that hides a fact from
+    search (``NULL``: not superseded). The archive gets the same column so a
+    fact moves there with all its fields.
+    """
+    conn.execute(
+        """
+        ALTER TABLE facts ADD COLUMN superseded_by INTEGER;
+        ALTER TABLE archive ADD COLUMN superseded_by INTEGER;
+        CREATE INDEX facts_superseded_by ON facts(superseded_by) WHERE superseded_by IS NOT NULL;
+        CREATE INDEX facts_created_at ON facts(created_at);
+        """
+    )
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (m001_facts, m002_meta, m003_vector_log)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
+    m001_facts, m002_meta, m003_vector_log, m004_superseded)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

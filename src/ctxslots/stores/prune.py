@@ -10,7 +10,8 @@ Which facts go is decided by their *retention*, highest kept::
               * exp(0.2 * score)                  # reinforced (same factor as search)
               * confidence
 
-and some facts are never pruned at all (see :class:`PrunePolicy`): those
+a fact superseded by a newer near-duplicate has retention 0, and some
+other facts are never pruned at all (see :class:`PrunePolicy`): those
 written or shown to a model within ``protect_days``, those shown at least
 ``protect_accesses`` times, and those reinforced to ``protect_score`` or more.
 """
@@ -25,6 +26,7 @@ import attrs
 
 from ..errors import FactNotFoundError, InvalidFactError
 from ..model import Fact
+from ._legs import COLUMNS
 
 if TYPE_CHECKING:
     from .fact_store import FactStore
@@ -177,7 +179,12 @@ class PruneReport:
 
 
 def retention(row: Mapping[str, Any], now: float, policy: PrunePolicy) -> float:
-    """How much a fact is worth keeping (see the module docstring)."""
+    """How much a fact is worth keeping (see the module docstring).
+
+    A fact superseded by a newer near-duplicate is worth nothing: it goes first.
+    """
+    if row.get("superseded_by") is not None:
+        return 0.0
     last_use = max(row["updated_at"], row["last_accessed"] or 0.0)
     idle_days = max(0.0, now - last_use) / _DAY
     tau = policy.idle_tau_days or math.inf
@@ -186,6 +193,8 @@ def retention(row: Mapping[str, Any], now: float, policy: PrunePolicy) -> float:
 
 
 def _protected(row: Mapping[str, Any], now: float, policy: PrunePolicy) -> bool:
+    if row.get("superseded_by") is not None:
+        return False
     last_use = max(row["updated_at"], row["last_accessed"] or 0.0)
     return (now - last_use < policy.protect_days * _DAY
             or row["access_count"] >= policy.protect_accesses
@@ -204,9 +213,7 @@ def _candidates(
 ) -> tuple[list[tuple[float, dict[str, Any]]], int]:
     """Unprotected live facts matching ``where``, lowest retention first, and the protected count."""
     rows = store._conn.rows(
-        "SELECT id, slot, scope, key, value, tags, source, confidence, score, created_at, "
-        "updated_at, last_accessed, access_count, expires_at FROM facts "
-        f"WHERE (expires_at IS NULL OR expires_at > ?) AND {where}",
+        f"SELECT {COLUMNS} FROM facts WHERE (expires_at IS NULL OR expires_at > ?) AND {where}",
         (now, *params),
     )
     free = [(retention(r, now, policy), r) for r in rows if not _protected(r, now, policy)]

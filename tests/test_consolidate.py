@@ -1,0 +1,133 @@
+"""Near-duplicate consolidation on real store files with the default hashing embedder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ctxslots import FactStore, InvalidFactError, MemoryFlusher, OpenAIChatClient, StoreError
+from ctxslots.cli import cli
+from ctxslots.stores.prune import PrunePolicy
+from ctxslots.testing import ScriptedChatServer
+
+DARK = "The user prefers dark mode in every editor."
+
+
+def test_newer_near_duplicate_hides_the_older_ones(store, clock):
+    a = store.add("user", DARK)
+    clock.advance(seconds=5)
+    b = store.add("user", "the user prefers a dark mode in every editor")
+    clock.advance(seconds=5)
+    c = store.add("user", "The user prefers dark mode in every editor!")
+    other = store.add("user", "The user prefers light mode in every editor.")
+    report = store.consolidate()
+    assert {(s.fact_id, s.by) for s in report.superseded} == {(a.id, c.id), (b.id, c.id)}
+    assert all(s.cosine > 0.95 for s in report.superseded)
+    hits = store.search("dark mode editor")
+    assert hits[0].fact.id == c.id
+    assert {h.fact.id for h in hits} == {c.id, other.id}
+    assert next(h for h in hits if h.fact.id == c.id).trace.hides == 2
+    assert store.get(a.id).superseded_by == c.id                      # still stored
+    every = store.search("dark mode editor", include_superseded=True)
+    assert {h.fact.id for h in every} == {a.id, b.id, c.id, other.id}
+    assert store.consolidate().superseded == ()                        # idempotent
+
+
+def test_slots_and_scopes_are_never_merged(store):
+    store.add("user", DARK)
+    store.add("agent", DARK)
+    store.add("project", DARK, scope="a")
+    store.add("project", DARK, scope="b")
+    assert store.consolidate().superseded == ()
+
+
+def test_dry_run_marks_nothing_and_threshold_is_checked(store, clock):
+    a = store.add("agent", "Rerun test_refund_retry once when it fails.")
+    clock.advance(seconds=1)
+    store.add("agent", "Rerun test_refund_retry once when it fails!")
+    plan = store.consolidate(dry_run=True)
+    assert [s.fact_id for s in plan.superseded] == [a.id] and plan.dry_run
+    assert store.get(a.id).superseded_by is None
+    for bad in (0, 1, 1.5, -0.1, True, "0.9"):
+        with pytest.raises(InvalidFactError):
+            store.consolidate(threshold=bad)  # type: ignore[arg-type]
+
+
+def test_a_survivor_superseded_later_hands_over_its_count(store, clock):
+    a = store.add("user", DARK)
+    clock.advance(seconds=1)
+    b = store.add("user", DARK + " ")
+    store.consolidate()
+    clock.advance(seconds=1)
+    c = store.add("user", DARK.upper())
+    report = store.consolidate(fact_ids=[c.id])
+    assert [s.fact_id for s in report.superseded] == [b.id]
+    assert store.get(a.id).superseded_by == c.id and store.get(b.id).superseded_by == c.id
+    assert store.search("dark mode")[0].trace.hides == 2
+
+
+def test_a_new_value_is_no_longer_a_duplicate(store, clock):
+    a = store.upsert("user", "theme", DARK)
+    clock.advance(seconds=1)
+    store.add("user", DARK + "!")
+    store.consolidate()
+    assert store.get(a.id).superseded_by is not None
+    store.upsert("user", "theme", "The user switched to a light theme.")
+    assert store.get(a.id).superseded_by is None
+    assert store.search("light theme")[0].fact.id == a.id
+
+
+def test_superseded_facts_are_pruned_first(store, clock):
+    ids = [store.add("agent", f"Lesson {i} about topic{i}.").id for i in range(4)]
+    clock.advance(days=30)
+    for i in ids:
+        store.touch([i])
+    dup_old = store.add("agent", "Cache the wheels on CI.")
+    clock.advance(seconds=1)
+    store.add("agent", "Cache the wheels on CI!")
+    store.consolidate()
+    clock.advance(days=30)
+    report = store.prune(PrunePolicy(slot_caps={"agent": 5}, headroom=0.0, protect_days=0))
+    assert [m.fact.id for m in report.moved] == [dup_old.id] and report.moved[0].retention == 0.0
+
+
+def test_no_vector_leg_is_a_clear_error(db_path):
+    with FactStore(db_path, embedder=False) as store:
+        store.add("user", DARK)
+        with pytest.raises(StoreError, match="no embedder"):
+            store.consolidate()
+
+
+def test_flush_supersedes_what_it_restates(store, clock):
+    old = store.add("user", "The user edits code in Neovim.")
+    clock.advance(seconds=10)
+    reply = json.dumps({"operations": [{"op": "upsert", "slot": "user", "key": "editor",
+                                        "value": "The user edits code in Neovim!",
+                                        "confidence": 0.9, "tags": []}]})
+    with ScriptedChatServer([reply]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m"))
+        report = flusher.flush([{"role": "user", "content": "I use Neovim."}], force=True)
+    assert report.superseded == (old.id,)
+    assert "superseded as near-duplicates" in report.summary()
+    hits = store.search("Neovim")
+    assert [h.fact.key for h in hits] == ["editor"] and hits[0].trace.hides == 1
+
+
+def test_cli_consolidate_and_search_superseded(db_path, clock):
+    with FactStore(db_path, clock=clock) as store:
+        a = store.add("user", DARK)
+        clock.advance(seconds=1)
+        store.add("user", DARK + "!")
+    runner = CliRunner()
+    dry = runner.invoke(cli, ["--db", str(db_path), "consolidate", "--dry-run"])
+    assert dry.exit_code == 0 and f"would supersede [id:{a.id}]" in dry.output
+    done = runner.invoke(cli, ["--db", str(db_path), "consolidate", "--json"])
+    assert json.loads(done.output)["superseded"][0]["fact_id"] == a.id
+    hidden = runner.invoke(cli, ["--db", str(db_path), "search", "dark mode"])
+    assert "hides 1 near-duplicate" in hidden.output and f"[id:{a.id}]" not in hidden.output
+    shown = runner.invoke(cli, ["--db", str(db_path), "search", "dark mode", "--superseded"])
+    assert f"[id:{a.id}]" in shown.output and "superseded by" in shown.output
+    bad = runner.invoke(cli, ["--db", str(db_path), "consolidate", "--threshold", "1.5"])
+    assert bad.exit_code == 2
