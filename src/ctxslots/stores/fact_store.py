@@ -9,34 +9,34 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
-import numpy as np
 import platformdirs
 
 from ..errors import FactNotFoundError, InvalidFactError
-from ..model import Fact, Hit, from_timestamp
+from ..model import Fact
 from ._sqlite import Connection, open_connection, sqlite_version
 from ._validate import Limits
 from ._common_terms import CommonTerms
-from .migrations import FTS_TOKENIZE, schema_version
+from .migrations import schema_version
 from ._legs import COLUMNS as _COLUMNS
-from ._legs import Found, lexical_leg, merge_vector_leg, placeholders as _placeholders
-from .ranking import MODEL_VECTOR_WEIGHT, Candidate, RankingPolicy, rank_candidates
-from .rerank import Boost, Reranker, apply_boost_and_rerank
-from .sanitize import DEFAULT_POLICY, QueryPolicy, query_tokens, to_match
+from .ranking import MODEL_VECTOR_WEIGHT, RankingPolicy
+from .rerank import Reranker
+from .sanitize import DEFAULT_POLICY, QueryPolicy
 from .maintenance import DoctorReport, doctor, reindex
 from .prune import PrunePolicy, PruneReport, prune
 from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
 from .vectors import VectorCache, VectorIndex
+from ._reads import ReadsMixin
+from ._reads import check_id as _check_id
+from ._search import SearchMixin
 
 __all__ = ["FactStore", "default_db_path"]
 
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
-_MAX_LIMIT = 1000
 
 
 def default_db_path() -> Path:
@@ -48,22 +48,8 @@ def default_db_path() -> Path:
     return Path(platformdirs.user_data_dir("ctxslots", appauthor=False)) / "memory.db"
 
 
-def _check_id(fact_id: object) -> int:
-    if isinstance(fact_id, bool) or not isinstance(fact_id, int):
-        raise InvalidFactError(f"fact id must be an integer, not {fact_id!r}", field="id", value=fact_id)
-    return fact_id
-
-
-def _check_limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
-        raise InvalidFactError(
-            f"limit must be an integer from 1 to {_MAX_LIMIT}, not {limit!r}", field="limit", value=limit
-        )
-    return limit
-
-
 @attrs.define
-class FactStore:
+class FactStore(ReadsMixin, SearchMixin):
     """Facts and memories of every slot, in one SQLite file.
 
     Use it as a context manager, or call :meth:`close` when done::
@@ -378,275 +364,6 @@ class FactStore:
             if not changed:
                 raise FactNotFoundError(fact_id)
             return self._fetch(fact_id)
-
-    # -- reads -------------------------------------------------------------
-
-    def get(self, fact_id: int, *, include_archive: bool = False) -> Fact | None:
-        """Return the live fact with this id, or ``None`` (expired facts are not live).
-
-        Reading by id is not shown to a model by itself, so it does not count as
-        an access.
-        """
-        fact_id = _check_id(fact_id)
-        rows = self._conn.rows(
-            f"SELECT {_COLUMNS} FROM facts WHERE id = ? AND {_LIVE}", (fact_id, self.clock())
-        )
-        if rows:
-            return Fact.from_row(rows[0])
-        if include_archive:
-            rows = self._conn.rows(f"SELECT {_COLUMNS} FROM archive WHERE id = ?", (fact_id,))
-            if rows:
-                return Fact.from_row(rows[0], archived=True)
-        return None
-
-    def get_by_key(self, slot: str, key: str, *, scope: str | None = None) -> Fact | None:
-        """Return the live fact with this slot, scope and key, or ``None``."""
-        rows = self._conn.rows(
-            f"SELECT {_COLUMNS} FROM facts WHERE slot = ? AND scope = ? AND key = ? AND {_LIVE}",
-            (self.limits.slot(slot), self.limits.scope(scope), self.limits.key(key), self.clock()),
-        )
-        return Fact.from_row(rows[0]) if rows else None
-
-    def history(self, fact_id: int) -> list[Fact]:
-        """Earlier values of a keyed fact, oldest first, as facts with the same id.
-
-        Each returned fact's ``updated_at`` is when that value was written.
-        """
-        fact_id = _check_id(fact_id)
-        rows = self._conn.rows(
-            "SELECT fact_id AS id, slot, scope, key, value, tags, source, confidence, "
-            "0.0 AS score, valid_from AS created_at, valid_from AS updated_at, "
-            "NULL AS last_accessed, 0 AS access_count, valid_to AS expires_at, "
-            "NULL AS superseded_by "
-            "FROM fact_history WHERE fact_id = ? ORDER BY valid_to, id",
-            (fact_id,),
-        )
-        return [Fact.from_row(row) for row in rows]
-
-    def timeline(
-        self, fact_id: int, *, before: int = 5, after: int = 5, scope: str | None = None
-    ) -> list[Fact]:
-        """A live fact and the live facts written just before and after it, oldest first.
-
-        Only facts visible from ``scope`` (that scope and global facts) are
-        considered, so a timeline never shows another scope's facts.
-
-        :param before: How many earlier facts (0 to 100).
-        :param after: How many later facts (0 to 100).
-        :raises FactNotFoundError: No live fact with this id is visible from ``scope``.
-        :raises InvalidFactError: ``before`` or ``after`` is out of range.
-        """
-        fact_id = _check_id(fact_id)
-        counts = []
-        for name, count in (("before", before), ("after", after)):
-            if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 100:
-                raise InvalidFactError(f"{name} must be an integer from 0 to 100, not {count!r}",
-                                       field=name, value=count)
-            counts.append(count)
-        where, params = self._filters(None, scope)
-        anchor = self._conn.rows(
-            f"SELECT {_COLUMNS} FROM facts WHERE id = ? AND {where}", (fact_id, *params)
-        )
-        if not anchor:
-            raise FactNotFoundError(fact_id)
-        at = (anchor[0]["created_at"], fact_id)
-        earlier = self._conn.rows(
-            f"SELECT {_COLUMNS} FROM facts WHERE {where} AND (created_at, id) < (?, ?) "
-            "ORDER BY created_at DESC, id DESC LIMIT ?", (*params, *at, counts[0]),
-        )
-        later = self._conn.rows(
-            f"SELECT {_COLUMNS} FROM facts WHERE {where} AND (created_at, id) > (?, ?) "
-            "ORDER BY created_at, id LIMIT ?", (*params, *at, counts[1]),
-        )
-        rows = [*reversed(earlier), anchor[0], *later]
-        return [Fact.from_row(row) for row in rows]
-
-    def facts(
-        self, *, slots: Sequence[str] | None = None, scope: str | None = None,
-        include_expired: bool = False,
-    ) -> list[Fact]:
-        """Every live fact of the given slots in ``scope`` (and global ones), by id."""
-        where, params = self._filters(slots, scope, include_expired=include_expired)
-        rows = self._conn.rows(f"SELECT {_COLUMNS} FROM facts WHERE {where} ORDER BY id", params)
-        return [Fact.from_row(row) for row in rows]
-
-    def search(
-        self,
-        query: str,
-        *,
-        slots: Sequence[str] | None = None,
-        scope: str | None = None,
-        limit: int = 10,
-        include_archive: bool = False,
-        track_access: bool = True,
-        boost: Boost | None = None,
-        include_superseded: bool = False,
-    ) -> list[Hit]:
-        """Find the facts that best match ``query``, best first.
-
-        Any string is accepted: it is sanitized into a safe lexical query, and a
-        query with no usable words returns ``[]``. Facts of ``scope`` and global
-        facts (scope ``None``) are searched; facts of other scopes never are.
-        Expired facts never come back. Every returned live fact counts as
-        accessed (``access_count + 1``, ``last_accessed = now``) unless
-        ``track_access`` is false.
-
-        :param query: Free text, usually the user's message.
-        :param slots: Only these slots (default: all).
-        :param scope: The workspace; ``None`` searches global facts only.
-        :param limit: Most hits to return, 1 to 1000.
-        :param include_archive: Also search forgotten facts (marked ``archived``).
-        :param track_access: Count the returned facts as shown to a model.
-        :param boost: ``boost(fact) -> factor`` multiplying each candidate's final
-            score before the limit (recorded as ``trace.extra["boost"]``).
-        :param include_superseded: Also return facts that a newer near-duplicate
-            hides (see :meth:`consolidate`).
-        :raises InvalidFactError: ``slots``, ``scope`` or ``limit`` is malformed,
-            or ``boost`` returned a negative or non-finite factor.
-        """
-        if not isinstance(query, str):
-            raise InvalidFactError("query must be a string", field="query", value=query)
-        limit = _check_limit(limit)
-        now = self.clock()
-        where, params = self._filters(slots, scope, now=now, alias="f.",
-                                      include_superseded=include_superseded)
-        match = to_match(self._query_tokens(query))
-        use_lexical = bool(match) and self.ranking.lexical_weight > 0
-        use_vector = (bool(self.ranking.vector_weight) and bool(query.strip())
-                      and self.vector_leg_ready)
-        if not use_lexical and not use_vector:
-            return []
-        pool = max(limit, self.candidate_pool)
-        found: Found = {}
-        by_id: dict[int, Candidate] = {}
-        if use_lexical:
-            for table in ["facts"] + (["archive"] if include_archive else []):
-                for cand, row in lexical_leg(self._conn, table, match, where, params, pool):
-                    by_id[cand.fact_id] = cand
-                    found[cand.fact_id] = (row, table == "archive")
-        if use_vector:
-            self._add_vector_leg(query, scope, slots, pool, where, params, by_id, found)
-        adjust = boost is not None or self.rerank is not None
-        ranked = rank_candidates(by_id.values(), now=now, policy=self.ranking,
-                                 limit=len(by_id) if adjust else limit, fused=use_vector)
-        hits = [Hit(fact=Fact.from_row(found[c.fact_id][0], archived=found[c.fact_id][1]),
-                    trace=trace) for c, trace in ranked]
-        if adjust:
-            hits = apply_boost_and_rerank(query, hits, boost, self.rerank)[:limit]
-        hits = self._count_hidden(hits)
-        if track_access:
-            hits = self._track_access(hits, now)
-        return hits
-
-    def _count_hidden(self, hits: list[Hit]) -> list[Hit]:
-        ids = [h.fact.id for h in hits if not h.fact.archived]
-        if not ids:
-            return hits
-        counts = dict(self._conn.execute(
-            f"SELECT superseded_by, count(*) FROM facts WHERE superseded_by IN "
-            f"({_placeholders(len(ids))}) GROUP BY superseded_by", ids,
-        ).fetchall())
-        if not counts:
-            return hits
-        return [attrs.evolve(h, trace=attrs.evolve(h.trace, hides=int(counts[h.fact.id])))
-                if h.fact.id in counts and not h.fact.archived else h for h in hits]
-
-    def _query_tokens(self, query: str) -> list[str]:
-        policy = self.query_policy
-        tokens = query_tokens(query, policy)
-        if policy.max_doc_share < 1.0 and tokens:
-            if self._common is None:
-                self._common = CommonTerms(FTS_TOKENIZE.split())
-            tokens = self._common.drop_common(self._conn, tokens, share=policy.max_doc_share,
-                                              min_rows=policy.common_min_facts)
-        return tokens
-
-    def touch(self, fact_ids: Iterable[int]) -> int:
-        """Count these facts as shown to a model: ``access_count + 1``, ``last_accessed = now``.
-
-        For callers that search with ``track_access=False`` and show only some
-        hits (the prompt assembler counts the facts that made it into the
-        prompt). Ids of missing or archived facts are ignored; returns how many
-        facts were counted.
-
-        :raises InvalidFactError: An id is not an integer.
-        """
-        ids = list(dict.fromkeys(_check_id(i) for i in fact_ids))
-        return self._touch(ids, self.clock()) if ids else 0
-
-    def _touch(self, ids: list[int], now: float) -> int:
-        with self._conn.write():
-            changed = self._conn.execute(
-                "UPDATE facts SET access_count = access_count + 1, last_accessed = ? "
-                f"WHERE id IN ({_placeholders(len(ids))}) RETURNING id",
-                (now, *ids),
-            ).fetchall()
-        return len(changed)
-
-    def _track_access(self, hits: list[Hit], now: float) -> list[Hit]:
-        live_ids = [h.fact.id for h in hits if not h.fact.archived]
-        if not live_ids:
-            return hits
-        self._touch(live_ids, now)
-        when = from_timestamp(now)
-        return [h if h.fact.archived else attrs.evolve(
-                    h, fact=attrs.evolve(h.fact, access_count=h.fact.access_count + 1,
-                                         last_accessed=when))
-                for h in hits]
-
-    @property
-    def vector_leg_ready(self) -> bool:
-        """Whether searches can use the vector leg (an embedder, and an index it built)."""
-        return self._index is not None and not self._index.stale
-
-    def _add_vector_leg(
-        self, query: str, scope: str | None, slots: Sequence[str] | None, pool: int,
-        where: str, params: list[Any], by_id: dict[int, Candidate], found: Found,
-    ) -> None:
-        assert self._index is not None
-        vector = self.embedder.embed([query])[0]
-        if not np.any(vector):
-            return
-        scopes = list(dict.fromkeys([self.limits.scope(scope), ""]))
-        slot_list = None if slots is None else [self.limits.slot(s) for s in
-                                               ([slots] if isinstance(slots, str) else slots)]
-        if self.vector_cache:
-            if self._cache is None:
-                self._cache = VectorCache(self._index.dimension)
-            self._cache.sync(self._conn)
-            nearest = self._cache.knn(vector, scopes, slot_list, pool)
-        else:
-            nearest = self._index.knn(vector, scopes, slot_list, pool)
-        nearest = [(fid, cos) for fid, cos in nearest if cos > self.ranking.min_cosine]
-        merge_vector_leg(self._conn, nearest, where, params, by_id, found)
-
-    def _filters(
-        self, slots: Sequence[str] | None, scope: str | None, *, now: float | None = None,
-        alias: str = "", include_expired: bool = False, include_superseded: bool = True,
-    ) -> tuple[str, list[Any]]:
-        if isinstance(slots, str):
-            slots = [slots]
-        scope_value = self.limits.scope(scope)
-        clauses = [f"{alias}scope IN (?, '')"]
-        params: list[Any] = [scope_value]
-        if slots is not None:
-            checked = [self.limits.slot(s) for s in slots]
-            if not checked:
-                raise InvalidFactError("slots must name at least one slot", field="slots", value=slots)
-            clauses.append(f"{alias}slot IN ({_placeholders(len(checked))})")
-            params.extend(checked)
-        if not include_superseded:
-            clauses.append(f"{alias}superseded_by IS NULL")
-        if not include_expired:
-            clauses.append(f"({alias}expires_at IS NULL OR {alias}expires_at > ?)")
-            params.append(self.clock() if now is None else now)
-        return " AND ".join(clauses), params
-
-    def _fetch(self, fact_id: int) -> Fact:
-        rows = self._conn.rows(f"SELECT {_COLUMNS} FROM facts WHERE id = ?", (fact_id,))
-        if not rows:
-            raise FactNotFoundError(fact_id)
-        return Fact.from_row(rows[0])
 
     # -- inspection --------------------------------------------------------
 
