@@ -48,7 +48,8 @@ from .model import (
     Section,
     SectionReport,
 )
-from .stores import FactStore, Limits, QueryPolicy, RankingPolicy, sanitize_query
+from .stores import FactStore, Limits, PrunePolicy, QueryPolicy, RankingPolicy, sanitize_query
+from .tools import MemoryTools
 
 __version__ = "0.1.0"
 
@@ -78,10 +79,12 @@ __all__ = [
     "Limits",
     "MemoryContributor",
     "MemoryFlusher",
+    "MemoryTools",
     "Message",
     "OpenAIChatClient",
     "ProjectMemoryContributor",
     "PromptAssembler",
+    "PrunePolicy",
     "QueryPolicy",
     "RankingPolicy",
     "Section",

@@ -1,0 +1,168 @@
+"""One definition per tool: its JSON schemas in both formats and argument checking come from it.
+
+Keeping the schema and the checks on one definition means a model is never told
+one thing by the schema and refused for another by the dispatcher.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+__all__ = ["ArgumentError", "Param", "ToolSpec", "parse_arguments"]
+
+KINDS = ("string", "integer", "string_list")
+
+
+class ArgumentError(ValueError):
+    """A tool call's arguments do not match the tool's definition."""
+
+
+@attrs.frozen
+class Param:
+    """One argument of a tool.
+
+    Attributes:
+        name: The argument name.
+        kind: ``"string"``, ``"integer"`` or ``"string_list"``.
+        description: What the model should put there.
+        required: Whether the call must give it.
+        minimum: Smallest integer accepted.
+        maximum: Largest integer accepted.
+        max_length: Longest string (characters) or list (items).
+        slot_enum: The value must be one of the tool set's slots.
+    """
+
+    name: str
+    kind: str = attrs.field(validator=attrs.validators.in_(KINDS))
+    description: str
+    required: bool = False
+    minimum: int | None = None
+    maximum: int | None = None
+    max_length: int | None = None
+    slot_enum: bool = False
+
+    def schema(self, slots: Sequence[str]) -> dict[str, Any]:
+        """This argument's JSON Schema."""
+        out: dict[str, Any]
+        if self.kind == "integer":
+            out = {"type": "integer"}
+            if self.minimum is not None:
+                out["minimum"] = self.minimum
+            if self.maximum is not None:
+                out["maximum"] = self.maximum
+        elif self.kind == "string":
+            out = {"type": "string"}
+            if self.slot_enum:
+                out["enum"] = list(slots)
+            if self.max_length is not None:
+                out["maxLength"] = self.max_length
+        else:
+            out = {"type": "array", "items": {"type": "string"}}
+            if self.max_length is not None:
+                out["maxItems"] = self.max_length
+        out["description"] = self.description
+        return out
+
+    def check(self, value: Any, slots: Sequence[str]) -> Any:
+        """Return ``value`` if it fits; raise :class:`ArgumentError` naming the argument."""
+        if self.kind == "integer":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ArgumentError(f"'{self.name}' must be an integer, not {_shown(value)}")
+            if self.minimum is not None and value < self.minimum:
+                raise ArgumentError(f"'{self.name}' must be at least {self.minimum}, not {value}")
+            if self.maximum is not None and value > self.maximum:
+                raise ArgumentError(f"'{self.name}' must be at most {self.maximum}, not {value}")
+            return value
+        if self.kind == "string":
+            if not isinstance(value, str):
+                raise ArgumentError(f"'{self.name}' must be a string, not {_shown(value)}")
+            if self.slot_enum and value not in slots:
+                raise ArgumentError(f"'{self.name}' must be one of {', '.join(slots)}, "
+                                    f"not {_shown(value)}")
+            if self.max_length is not None and len(value) > self.max_length:
+                raise ArgumentError(f"'{self.name}' must be at most {self.max_length} characters, "
+                                    f"not {len(value)}")
+            return value
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ArgumentError(f"'{self.name}' must be a list of strings, not {_shown(value)}")
+        if self.max_length is not None and len(value) > self.max_length:
+            raise ArgumentError(f"'{self.name}' must have at most {self.max_length} items, "
+                                f"not {len(value)}")
+        return value
+
+
+def _shown(value: Any) -> str:
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "an object", type(None): "null"}.get(type(value), "a value")
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return f"{kind} ({text[:40]}{'…' if len(text) > 40 else ''})"
+
+
+@attrs.frozen
+class ToolSpec:
+    """A tool: its name, what it does, and its arguments."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+
+    def input_schema(self, slots: Sequence[str]) -> dict[str, Any]:
+        """The arguments as one JSON Schema object."""
+        return {
+            "type": "object",
+            "properties": {p.name: p.schema(slots) for p in self.params},
+            "required": [p.name for p in self.params if p.required],
+            "additionalProperties": False,
+        }
+
+    def openai(self, slots: Sequence[str]) -> dict[str, Any]:
+        """The OpenAI chat-completions ``tools`` entry."""
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description,
+            "parameters": self.input_schema(slots)}}
+
+    def anthropic(self, slots: Sequence[str]) -> dict[str, Any]:
+        """The Anthropic Messages API ``tools`` entry."""
+        return {"name": self.name, "description": self.description,
+                "input_schema": self.input_schema(slots)}
+
+
+def parse_arguments(spec: ToolSpec, arguments: str | Mapping[str, Any] | None,
+                    slots: Sequence[str]) -> dict[str, Any]:
+    """Decode and check a call's arguments (a JSON text or a mapping).
+
+    ``null`` for an optional argument means "not given".
+
+    :raises ArgumentError: Invalid JSON, not an object, a missing, unknown or
+        ill-typed argument, or a value out of range.
+    """
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        data: Any = {}
+    elif isinstance(arguments, str):
+        try:
+            data = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise ArgumentError(f"the arguments are not valid JSON ({exc.msg} at "
+                                f"position {exc.pos})") from None
+    else:
+        data = arguments
+    if not isinstance(data, Mapping):
+        raise ArgumentError(f"the arguments must be a JSON object, not {_shown(data)}")
+    known = {p.name: p for p in spec.params}
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise ArgumentError(f"unknown argument(s) {', '.join(repr(u) for u in unknown)}; "
+                            f"{spec.name} takes {', '.join(known) or 'no arguments'}")
+    out: dict[str, Any] = {}
+    for param in spec.params:
+        value = data.get(param.name)
+        if value is None:
+            if param.required:
+                raise ArgumentError(f"missing required argument '{param.name}'")
+            continue
+        out[param.name] = param.check(value, slots)
+    return out

@@ -1,0 +1,232 @@
+"""Tools an agent uses on its own memory: query, store, update, reinforce, demote, forget, timeline.
+
+Every tool answers with text for a model. Facts are shown as
+``[id:12] (project, key deploy.day, 3 days ago) The shop deploys on Fridays.``
+so the agent can pass the id back to reinforce, demote, update or forget it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..assembler.escape import bullet
+from ..errors import CtxslotsError, FactNotFoundError, InvalidFactError
+from ..model import Fact
+from ..stores import FactStore
+from ._age import age_in_words
+from ._spec import ArgumentError, Param, ToolSpec, parse_arguments
+
+__all__ = ["TOOL_SPECS", "MemoryTools"]
+
+_ID = Param("id", "integer", "The memory's id, the N shown as [id:N].", required=True, minimum=1)
+_VALUE = "One self-contained fact in a full sentence; it is read later without this conversation."
+
+#: The definition of every tool, in the order they are listed.
+TOOL_SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec("memory_query",
+             "Search long-term memory for facts relevant to a question or topic. Returns the best "
+             "matches, each with its [id:N], slot and age.",
+             (Param("query", "string", "What to look for, in plain words.", required=True,
+                    max_length=2000),
+              Param("slot", "string", "Only this memory slot (default: all).", slot_enum=True),
+              Param("limit", "integer", "Most results to return (default 10).",
+                    minimum=1, maximum=50))),
+    ToolSpec("memory_store",
+             "Save a new fact to long-term memory. With a key, a fact already stored under the "
+             "same slot and key is replaced (the old value is kept in its history).",
+             (Param("slot", "string", "user: about the user; project: about this workspace; "
+                    "agent: lessons for yourself.", required=True, slot_enum=True),
+              Param("value", "string", _VALUE, required=True, max_length=4096),
+              Param("key", "string", "A short stable name such as editor or deploy.day, to "
+                    "replace the fact later.", max_length=200),
+              Param("tags", "string_list", "A few short labels.", max_length=32))),
+    ToolSpec("memory_update",
+             "Change the text or tags of a stored fact by its id; the old value is kept in its "
+             "history.",
+             (_ID, Param("value", "string", _VALUE, max_length=4096),
+              Param("tags", "string_list", "The new labels (replacing the old ones).",
+                    max_length=32))),
+    ToolSpec("memory_reinforce",
+             "Mark a fact as useful: it ranks higher in later searches.", (_ID,)),
+    ToolSpec("memory_demote",
+             "Mark a fact as unhelpful or doubtful: it ranks lower in later searches.", (_ID,)),
+    ToolSpec("memory_forget",
+             "Remove a fact that is wrong or no longer true. It moves to the archive and stops "
+             "showing up.",
+             (_ID, Param("reason", "string", "Why it no longer holds.", max_length=500))),
+    ToolSpec("memory_timeline",
+             "Show the facts written just before and after one fact, oldest first, to see what "
+             "else was learned at the time.",
+             (_ID, Param("before", "integer", "How many earlier facts (default 3).",
+                         minimum=0, maximum=20),
+              Param("after", "integer", "How many later facts (default 3).",
+                    minimum=0, maximum=20))),
+)
+
+_SPECS = {spec.name: spec for spec in TOOL_SPECS}
+
+
+def _check_slots(_instance: Any, _attribute: Any, slots: tuple[str, ...]) -> None:
+    if not slots:
+        raise InvalidFactError("a tool set needs at least one slot", field="slots", value=slots)
+
+
+@attrs.define
+class MemoryTools:
+    """The memory tools, bound to one store, one scope and the slots the agent may use.
+
+    The model never chooses the scope: writes go to ``scope`` (for the slots in
+    ``scoped_slots``) and reads see that scope and global facts. A fact outside
+    them, or in a slot not in ``slots``, is answered exactly like an unknown id.
+
+    ::
+
+        tools = MemoryTools(store, scope="shop-api")
+        response = client.chat.completions.create(..., tools=tools.openai_tools())
+        for call in response.choices[0].message.tool_calls or []:
+            text = tools.dispatch(call.function.name, call.function.arguments)
+
+    Attributes:
+        store: The fact store.
+        scope: The agent's workspace (``None``: global facts only).
+        slots: The slots the tools may read and write.
+        scoped_slots: Slots whose facts belong to ``scope``; the others are global.
+        source: Recorded as the source of every fact the tools write.
+    """
+
+    store: FactStore
+    scope: str | None = None
+    slots: tuple[str, ...] = attrs.field(default=("user", "project", "agent"),
+                                         converter=tuple, validator=_check_slots)
+    scoped_slots: frozenset[str] = attrs.field(default=frozenset({"project"}),
+                                               converter=frozenset)
+    source: str = "tool"
+
+    def __attrs_post_init__(self) -> None:
+        for slot in self.slots:
+            self.store.limits.slot(slot)
+        self.store.limits.scope(self.scope)
+
+    # -- schemas -----------------------------------------------------------
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The tools in the OpenAI chat-completions ``tools`` format."""
+        return [spec.openai(self.slots) for spec in TOOL_SPECS]
+
+    def anthropic_tools(self) -> list[dict[str, Any]]:
+        """The tools in the Anthropic Messages API ``tools`` format."""
+        return [spec.anthropic(self.slots) for spec in TOOL_SPECS]
+
+    # -- dispatch ----------------------------------------------------------
+
+    def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None = None) -> str:
+        """Run one tool call and return its text result; never raises for bad input.
+
+        :param name: The tool name the model called.
+        :param arguments: The arguments as a JSON text (OpenAI) or a mapping
+            (Anthropic); ``None`` or ``""`` for none.
+        :return: The result, or ``Error: ...`` naming what was wrong (an unknown
+            tool, invalid JSON, a missing, unknown or ill-typed argument, an
+            unknown id). Nothing is written when the answer is an error.
+        """
+        spec = _SPECS.get(name) if isinstance(name, str) else None
+        if spec is None:
+            return (f"Error: unknown tool {str(name)[:80]!r}; the tools are "
+                    f"{', '.join(_SPECS)}")
+        try:
+            args = parse_arguments(spec, arguments, self.slots)
+            method: Callable[..., str] = getattr(self, name)
+            return method(**args)
+        except ArgumentError as exc:
+            return f"Error: {exc}"
+        except FactNotFoundError as exc:
+            return f"Error: no memory with id {exc.fact_id}"
+        except CtxslotsError as exc:
+            return f"Error: {exc}"
+
+    # -- the tools ---------------------------------------------------------
+
+    def memory_query(self, query: str, slot: str | None = None, limit: int = 10) -> str:
+        """Search memory; one line per fact, best first."""
+        slots = [self._slot(slot)] if slot is not None else list(self.slots)
+        hits = self.store.search(query, slots=slots, scope=self.scope, limit=limit)
+        if not hits:
+            return f"No memories match {bullet(query)[:200]!r}."
+        lines = [f"{len(hits)} memor{'y' if len(hits) == 1 else 'ies'}, best first:"]
+        lines += [self._line(hit.fact) for hit in hits]
+        return "\n".join(lines)
+
+    def memory_store(self, slot: str, value: str, key: str | None = None,
+                     tags: Sequence[str] | None = None) -> str:
+        """Save a fact (replacing the one with the same key, if given)."""
+        slot = self._slot(slot)
+        scope = self.scope if slot in self.scoped_slots else None
+        if key is not None:
+            before = self.store.get_by_key(slot, key, scope=scope)
+            fact = self.store.upsert(slot, key, value, scope=scope, tags=tags or (),
+                                     source=self.source)
+            verb = "Replaced" if before is not None and before.value != fact.value else \
+                "Kept" if before is not None else "Stored"
+        else:
+            fact = self.store.add(slot, value, scope=scope, tags=tags or (), source=self.source)
+            verb = "Stored"
+        return f"{verb} {self._line(fact)}"
+
+    def memory_update(self, id: int, value: str | None = None,  # noqa: A002 (the tool's name)
+                      tags: Sequence[str] | None = None) -> str:
+        """Change a fact's value or tags."""
+        if value is None and tags is None:
+            raise ArgumentError("give 'value', 'tags' or both to change")
+        self._visible(id)
+        fact = self.store.update(id, value=value, tags=tags)
+        return f"Updated {self._line(fact)}"
+
+    def memory_reinforce(self, id: int) -> str:  # noqa: A002
+        """Raise a fact's reinforcement score."""
+        self._visible(id)
+        fact = self.store.reinforce(id)
+        return f"Reinforced [id:{fact.id}] (score now {fact.score:g})."
+
+    def memory_demote(self, id: int) -> str:  # noqa: A002
+        """Lower a fact's reinforcement score."""
+        self._visible(id)
+        fact = self.store.demote(id)
+        return f"Demoted [id:{fact.id}] (score now {fact.score:g})."
+
+    def memory_forget(self, id: int, reason: str | None = None) -> str:  # noqa: A002
+        """Move a fact to the archive."""
+        self._visible(id)
+        fact = self.store.forget(id, reason=reason or f"forgotten through {self.source}")
+        return f"Forgot [id:{fact.id}]: {bullet(fact.value)[:200]}"
+
+    def memory_timeline(self, id: int, before: int = 3, after: int = 3) -> str:  # noqa: A002
+        """The facts written around one fact, oldest first."""
+        self._visible(id)
+        facts = [f for f in self.store.timeline(id, before=before, after=after, scope=self.scope)
+                 if f.slot in self.slots]
+        lines = [f"{len(facts)} memories around [id:{id}], oldest first:"]
+        lines += [("-> " if f.id == id else "   ") + self._line(f) for f in facts]
+        return "\n".join(lines)
+
+    # -- helpers -----------------------------------------------------------
+
+    def _slot(self, slot: str) -> str:
+        if slot not in self.slots:
+            raise ArgumentError(f"'slot' must be one of {', '.join(self.slots)}, not {slot!r}")
+        return slot
+
+    def _visible(self, fact_id: int) -> Fact:
+        """The live fact with this id if this tool set may touch it; else 'not found'."""
+        fact = self.store.get(fact_id)
+        if fact is None or fact.slot not in self.slots or fact.scope not in (self.scope, None):
+            raise FactNotFoundError(fact_id)
+        return fact
+
+    def _line(self, fact: Fact) -> str:
+        when = fact.updated_at or fact.created_at
+        age = age_in_words(when.timestamp(), self.store.clock()) if when else "unknown age"
+        key = f", key {bullet(fact.key)}" if fact.key else ""
+        return f"[id:{fact.id}] ({fact.slot}{key}, {age}) {bullet(fact.value)}"

@@ -1,0 +1,87 @@
+"""The MCP server as a subprocess, driven by the official SDK's client over stdio."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+from ctxslots import FactStore  # noqa: E402
+from ctxslots.tools import TOOL_SPECS  # noqa: E402
+
+
+async def _session_calls(db: Path, scope: str, calls: list[tuple[str, dict]]) -> tuple[list, list]:
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "ctxslots", "--db", str(db), "mcp", "--scope", scope])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            listed = await session.list_tools()
+            results = [await session.call_tool(name, args) for name, args in calls]
+    return listed.tools, results
+
+
+def _text(result) -> str:
+    return "".join(block.text for block in result.content)
+
+
+def test_tools_over_mcp(tmp_path):
+    db = tmp_path / "memory.db"
+    with FactStore(db) as store:
+        other = store.add("project", "The blog deploys on every push.", scope="blog")
+    calls = [
+        ("memory_store", {"slot": "project", "value": "The shop deploys on Fridays.",
+                          "key": "deploy.day", "tags": ["ops"]}),
+        ("memory_query", {"query": "when does the shop deploy"}),
+        ("memory_reinforce", {"id": 2}),
+        ("memory_demote", {"id": 2}),
+        ("memory_update", {"id": 2, "value": "The shop deploys on Thursdays."}),
+        ("memory_timeline", {"id": 2, "before": 1, "after": 1}),
+        ("memory_query", {"query": "deploy"}),
+        ("memory_forget", {"id": other.id}),                    # another scope: not found
+        ("memory_reinforce", {"id": "2"}),                      # wrong type
+        ("memory_store", {"slot": "project"}),                  # missing argument
+        ("memory_nope", {}),                                    # unknown tool
+        ("memory_forget", {"id": 2, "reason": "moved"}),
+    ]
+    tools, results = anyio.run(_session_calls, db, "shop", calls)
+    assert [t.name for t in tools] == [s.name for s in TOOL_SPECS]
+    store_schema = next(t for t in tools if t.name == "memory_store").input_schema
+    assert store_schema["required"] == ["slot", "value"]
+    assert store_schema["properties"]["slot"]["enum"] == ["user", "project", "agent"]
+    texts = [_text(r) for r in results]
+    assert texts[0].startswith("Stored [id:2] (project, key deploy.day, today)")
+    assert "[id:2]" in texts[1] and "Fridays" in texts[1] and "blog" not in texts[1]
+    assert texts[2] == "Reinforced [id:2] (score now 3)."
+    assert texts[3] == "Demoted [id:2] (score now 2)."
+    assert texts[4].startswith("Updated [id:2]") and "Thursdays" in texts[4]
+    assert "-> [id:2]" in texts[5]
+    assert "Thursdays" in texts[6]
+    assert texts[7] == f"Error: no memory with id {other.id}" and results[7].is_error
+    assert texts[8].startswith("Error: 'id' must be an integer") and results[8].is_error
+    assert texts[9] == "Error: missing required argument 'value'" and results[9].is_error
+    assert texts[10].startswith("Error: unknown tool") and results[10].is_error
+    assert texts[11].startswith("Forgot [id:2]") and not results[11].is_error
+    with FactStore(db) as store:
+        assert store.get(other.id) is not None                 # untouched
+        gone = store.get(2, include_archive=True)
+        assert gone.archived and gone.value == "The shop deploys on Thursdays."
+        assert gone.scope == "shop" and gone.source == "tool"
+
+
+def test_mcp_command_without_the_sdk_says_how_to_install(tmp_path):
+    import subprocess
+
+    code = ("import sys; sys.modules['mcp'] = None; sys.modules['mcp_types'] = None; "
+            "from ctxslots.cli import main; main(['--db', sys.argv[1], 'mcp'])")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m.db")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "pip install 'ctxslots[mcp]'" in proc.stderr and "Traceback" not in proc.stderr
