@@ -146,6 +146,8 @@ class HitTrace:
         rank: 1-based position in the returned list.
         extra: Additional signals added by boosts or rerankers.
         hides: How many near-duplicates this fact supersedes (hidden from search).
+        linked_from: The hit whose co-recall link pulled this fact in (it did
+            not match the query itself), or ``None``.
     """
 
     bm25_rank: int | None
@@ -161,6 +163,7 @@ class HitTrace:
     cosine: float | None = None
     extra: Mapping[str, float] = attrs.field(factory=dict)
     hides: int = 0
+    linked_from: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the trace as JSON-ready data."""

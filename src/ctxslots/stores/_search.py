@@ -15,6 +15,7 @@ from ._legs import Found, lexical_leg, merge_vector_leg
 from ._legs import placeholders as _placeholders
 from ._reads import check_id as _check_id
 from ._validate import Limits
+from .links import RecentResults, pull_linked
 from .migrations import FTS_TOKENIZE
 from .ranking import Candidate, RankingPolicy, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank
@@ -44,6 +45,7 @@ class SearchMixin:
     _index: VectorIndex | None
     _cache: VectorCache | None
     _common: CommonTerms | None
+    _recent: RecentResults
     limits: Limits
     ranking: RankingPolicy
     query_policy: QueryPolicy
@@ -122,7 +124,9 @@ class SearchMixin:
                     trace=trace) for c, trace in ranked]
         if adjust:
             hits = apply_boost_and_rerank(query, hits, boost, self.rerank)[:limit]
+        hits = pull_linked(self, hits, where, params, limit, now)  # type: ignore[arg-type]
         hits = self._count_hidden(hits)
+        self._recent.add(h.fact.id for h in hits if not h.fact.archived)
         if track_access:
             hits = self._track_access(hits, now)
         return hits

@@ -30,6 +30,7 @@ from .maintenance import DoctorReport, doctor, reindex
 from .prune import PrunePolicy, PruneReport, prune
 from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
 from .vectors import VectorCache, VectorIndex
+from .links import RecentResults, strengthen
 from ._reads import ReadsMixin
 from ._reads import check_id as _check_id
 from ._search import SearchMixin
@@ -93,6 +94,7 @@ class FactStore(ReadsMixin, SearchMixin):
     _pending: dict[int, tuple[str, str, str]] | None = attrs.field(init=False, default=None, repr=False)
     _common: CommonTerms | None = attrs.field(init=False, default=None, repr=False)
     _written: int = attrs.field(init=False, default=0, repr=False)
+    _recent: RecentResults = attrs.field(init=False, factory=RecentResults, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.path = os.fspath(self.path) if self.path is not None else str(default_db_path())
@@ -343,6 +345,9 @@ class FactStore(ReadsMixin, SearchMixin):
     def reinforce(self, fact_id: int, amount: float = 3.0) -> Fact:
         """Add ``amount`` (default 3) to a fact's reinforcement score.
 
+        The facts this store's recent searches returned together with it get a
+        stronger co-recall link to it (see :mod:`ctxslots.stores.links`).
+
         :raises FactNotFoundError: No live fact has this id.
         """
         return self._adjust_score(fact_id, amount)
@@ -363,6 +368,8 @@ class FactStore(ReadsMixin, SearchMixin):
             ).fetchall()
             if not changed:
                 raise FactNotFoundError(fact_id)
+            if delta > 0:
+                strengthen(self, fact_id, self._recent.partners(fact_id), self.clock())
             return self._fetch(fact_id)
 
     # -- inspection --------------------------------------------------------

@@ -151,9 +151,28 @@ def m004_superseded(conn: Connection) -> None:
     )
 
 
+def m005_links(conn: Connection) -> None:
+    """Co-recall links: pairs of facts returned together and then reinforced.
+
+    Each pair is stored once, ``a < b``; ``strength`` counts the reinforcements.
+    """
+    conn.execute(
+        """
+        CREATE TABLE fact_links (
+            a INTEGER NOT NULL,
+            b INTEGER NOT NULL,
+            strength REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (a, b)
+        ) WITHOUT ROWID;
+        CREATE INDEX fact_links_b ON fact_links(b);
+        """
+    )
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
-    m001_facts, m002_meta, m003_vector_log, m004_superseded)
+    m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -100,6 +100,10 @@ class RankingPolicy:
         rrf_k: The k of reciprocal-rank fusion.
         min_cosine: Vector candidates at or below this cosine are left out
             (with no similarity at all, a nearest neighbour is noise).
+        link_min_strength: A fact linked to a hit this strongly (returned
+            together and then reinforced this many times) is pulled into the
+            results; ``None`` never pulls linked facts.
+        link_weight: A pulled fact's relevance is its hit's relevance times this.
     """
 
     decay_days: Mapping[str, float | None] = attrs.field(
@@ -112,6 +116,9 @@ class RankingPolicy:
         default=None, validator=attrs.validators.optional(attrs.validators.ge(0.0)))
     rrf_k: float = attrs.field(default=60.0, validator=attrs.validators.gt(0.0))
     min_cosine: float = 0.0
+    link_min_strength: float | None = attrs.field(
+        default=3.0, validator=attrs.validators.optional(attrs.validators.gt(0.0)))
+    link_weight: float = attrs.field(default=0.5, validator=attrs.validators.ge(0.0))
 
     def tau_days(self, slot: str) -> float | None:
         """The decay constant for ``slot``, in days (``None``: no decay)."""

@@ -1,0 +1,125 @@
+"""Co-recall links: facts that were useful together come back together.
+
+When a search returns several facts and the agent then reinforces one of them,
+each other fact of that result gets a link to it whose strength grows by one.
+A later search that finds one end of a strong link (``RankingPolicy.
+link_min_strength``, 3 by default) may pull the other end in even when it does
+not match the query; its trace names the hit that pulled it
+(``HitTrace.linked_from``) and its relevance is that hit's times
+``RankingPolicy.link_weight``.
+
+The results a reinforcement refers to are the last searches of this
+``FactStore`` object (kept in memory), so links grow inside one agent process,
+as when an agent searches and reinforces through the memory tools.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..model import Fact, Hit, HitTrace
+from ._legs import COLUMNS, placeholders
+from .ranking import decay_factor, reinforcement_factor
+
+if TYPE_CHECKING:
+    from .fact_store import FactStore
+
+__all__ = ["RecentResults", "link_strengths", "pull_linked", "strengthen"]
+
+#: How many recent search results a reinforcement can refer to.
+RECENT_RESULTS = 20
+
+
+@attrs.define
+class RecentResults:
+    """The fact ids of the last searches' results, newest last."""
+
+    results: deque[tuple[int, ...]] = attrs.Factory(lambda: deque(maxlen=RECENT_RESULTS))
+
+    def add(self, ids: Iterable[int]) -> None:
+        """Remember one search's returned ids (results of fewer than two are not kept)."""
+        kept = tuple(dict.fromkeys(ids))
+        if len(kept) > 1:
+            self.results.append(kept)
+
+    def partners(self, fact_id: int) -> set[int]:
+        """Every fact returned together with ``fact_id`` in a remembered result."""
+        return {other for result in self.results if fact_id in result
+                for other in result if other != fact_id}
+
+
+def strengthen(store: FactStore, fact_id: int, partners: Iterable[int], now: float) -> int:
+    """Add one to the link between ``fact_id`` and each partner (inside a write); return how many."""
+    pairs = [(min(fact_id, p), max(fact_id, p)) for p in sorted(set(partners)) if p != fact_id]
+    store._conn.executemany(
+        "INSERT INTO fact_links (a, b, strength, updated_at) VALUES (?, ?, 1, ?) "
+        "ON CONFLICT (a, b) DO UPDATE SET strength = strength + 1, updated_at = excluded.updated_at",
+        [(a, b, now) for a, b in pairs],
+    )
+    return len(pairs)
+
+
+def link_strengths(store: FactStore, fact_id: int) -> dict[int, float]:
+    """Every fact linked to ``fact_id``, with the strength of the link."""
+    rows = store._conn.execute(
+        "SELECT b, strength FROM fact_links WHERE a = ? UNION ALL "
+        "SELECT a, strength FROM fact_links WHERE b = ?", (fact_id, fact_id),
+    ).fetchall()
+    return {int(other): float(strength) for other, strength in rows}
+
+
+def pull_linked(
+    store: FactStore, hits: list[Hit], where: str, params: Sequence[Any], limit: int, now: float
+) -> list[Hit]:
+    """Add the strongly linked neighbours of ``hits`` that pass ``where``, then re-rank to ``limit``."""
+    policy = store.ranking
+    live = [h for h in hits if not h.fact.archived]
+    if policy.link_min_strength is None or not live:
+        return hits
+    source = {h.fact.id: h for h in live}
+    ids = list(source)
+    marks = placeholders(len(ids))
+    links = store._conn.execute(
+        f"SELECT a, b, strength FROM fact_links WHERE strength >= ? AND (a IN ({marks}) "
+        f"OR b IN ({marks}))", (policy.link_min_strength, *ids, *ids),
+    ).fetchall()
+    best: dict[int, tuple[Hit, float]] = {}
+    for a, b, strength in links:
+        for here, there in ((a, b), (b, a)):
+            if here in source and there not in source:
+                hit = source[here]
+                if there not in best or hit.trace.final > best[there][0].trace.final:
+                    best[there] = (hit, float(strength))
+    if not best:
+        return hits
+    rows = store._conn.rows(
+        f"SELECT {COLUMNS} FROM facts AS f WHERE id IN ({placeholders(len(best))}) AND {where}",
+        (*best, *params),
+    )
+    pulled = []
+    for row in rows:
+        fact = Fact.from_row(row)
+        hit, strength = best[fact.id]
+        pulled.append(Hit(fact=fact, trace=_trace(row, hit, strength, now, store)))
+    merged = sorted([*hits, *pulled], key=lambda h: (-h.trace.final, h.fact.id))[:limit]
+    return [attrs.evolve(h, trace=attrs.evolve(h.trace, rank=i))
+            for i, h in enumerate(merged, start=1)]
+
+
+def _trace(row: dict[str, Any], hit: Hit, strength: float, now: float, store: FactStore
+           ) -> HitTrace:
+    policy = store.ranking
+    relevance = hit.trace.relevance * policy.link_weight
+    decay = decay_factor(now - row["updated_at"], policy.tau_days(row["slot"]))
+    reinforcement = reinforcement_factor(row["score"], policy.reinforcement_weight)
+    confidence = float(row["confidence"])
+    return HitTrace(
+        bm25_rank=None, bm25=None, relevance=relevance, decay=decay,
+        age_days=max(0.0, now - row["updated_at"]) / 86400.0, reinforcement=reinforcement,
+        confidence=confidence, final=relevance * decay * reinforcement * confidence, rank=0,
+        extra={"link_strength": strength}, linked_from=hit.fact.id,
+    )

@@ -1,0 +1,84 @@
+"""Co-recall links on real store files: returned together, reinforced, pulled in later."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.stores.links import link_strengths
+
+
+def _pair(store, scope=None):
+    a = store.add("project", "Staging deploys need the VPN turned on first.", scope=scope)
+    b = store.add("project", "The VPN profile lives in the ops vault under netops.", scope=scope)
+    return a, b
+
+
+def _search_and_reinforce(store, times, query="staging deploys VPN", scope=None, target=None):
+    for _ in range(times):
+        hits = store.search(query, scope=scope)
+        store.reinforce(target if target is not None else hits[0].fact.id)
+
+
+def test_reinforcing_one_of_a_result_links_it_to_the_others(store):
+    a, b = _pair(store)
+    c = store.add("agent", "Unrelated lesson about caching wheels.")
+    hits = store.search("staging deploys VPN profile")
+    assert {h.fact.id for h in hits} == {a.id, b.id}
+    store.reinforce(a.id)
+    assert link_strengths(store, a.id) == {b.id: 1.0}
+    assert link_strengths(store, b.id) == {a.id: 1.0}
+    assert link_strengths(store, c.id) == {}
+    store.demote(a.id)                                  # demoting links nothing
+    assert link_strengths(store, a.id) == {b.id: 1.0}
+
+
+def test_a_strong_link_pulls_the_neighbour_in_and_says_so(store):
+    a, b = _pair(store)
+    _search_and_reinforce(store, 3, query="staging deploys VPN profile", target=a.id)
+    assert link_strengths(store, a.id)[b.id] == 3.0
+    hits = store.search("staging deploys")               # matches a only
+    assert [h.fact.id for h in hits] == [a.id, b.id]
+    pulled = hits[1].trace
+    assert pulled.linked_from == a.id and pulled.bm25 is None
+    assert pulled.extra["link_strength"] == 3.0
+    assert pulled.relevance == pytest.approx(hits[0].trace.relevance * 0.5)
+    assert [h.trace.rank for h in hits] == [1, 2]
+    assert hits[0].trace.linked_from is None
+
+
+def test_weak_links_and_a_disabled_policy_pull_nothing(db_path, clock):
+    with FactStore(db_path, clock=clock) as store:
+        a, b = _pair(store)
+        _search_and_reinforce(store, 2, query="staging deploys VPN profile", target=a.id)
+        assert [h.fact.id for h in store.search("staging deploys")] == [a.id]
+    policy = attrs.evolve(RankingPolicy(), link_min_strength=None)
+    with FactStore(db_path, clock=clock, ranking=policy) as store:
+        _search_and_reinforce(store, 3, query="staging deploys VPN profile", target=a.id)
+        assert [h.fact.id for h in store.search("staging deploys")] == [a.id]
+
+
+def test_links_never_cross_scopes_slots_or_the_archive(store):
+    a, b = _pair(store, scope="shop")
+    _search_and_reinforce(store, 3, query="staging deploys VPN profile", scope="shop", target=a.id)
+    assert [h.fact.id for h in store.search("staging deploys", scope="shop", slots=["project"])
+            ] == [a.id, b.id]
+    assert [h.fact.id for h in store.search("staging deploys", scope="shop", slots=["agent"])] == []
+    store.forget(b.id)
+    assert [h.fact.id for h in store.search("staging deploys", scope="shop")] == [a.id]
+
+
+def test_a_pulled_fact_stays_within_the_limit(store):
+    a, b = _pair(store)
+    _search_and_reinforce(store, 3, query="staging deploys VPN profile", target=a.id)
+    assert [h.fact.id for h in store.search("staging deploys", limit=1)] == [a.id]
+
+
+def test_reinforce_in_a_fresh_store_object_links_nothing(db_path, clock):
+    with FactStore(db_path, clock=clock) as store:
+        a, b = _pair(store)
+        store.search("staging deploys VPN profile")
+    with FactStore(db_path, clock=clock) as store:
+        store.reinforce(a.id)
+        assert link_strengths(store, a.id) == {}
