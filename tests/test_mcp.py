@@ -10,21 +10,21 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from ctxslots import FactStore  # noqa: E402
-from ctxslots.tools import TOOL_SPECS  # noqa: E402
+from ctxslots import FactStore
+from ctxslots.tools import TOOL_SPECS
 
 
-async def _session_calls(db: Path, scope: str, calls: list[tuple[str, dict]]) -> tuple[list, list]:
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "ctxslots", "--db", str(db), "mcp", "--scope", scope])
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            listed = await session.list_tools()
-            results = [await session.call_tool(name, args) for name, args in calls]
+async def _session_calls(db: Path, scope: str, calls: list[tuple[str, dict]],
+                         *extra: str) -> tuple[list, list]:
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "ctxslots", "--db", str(db), "mcp", "--scope", scope, *extra])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        listed = await session.list_tools()
+        results = [await session.call_tool(name, args) for name, args in calls]
     return listed.tools, results
 
 
@@ -76,12 +76,37 @@ def test_tools_over_mcp(tmp_path):
         assert gone.scope == "shop" and gone.source == "tool"
 
 
+def test_slot_option_narrows_the_tools(tmp_path):
+    """--slot limits the slot enum and refuses the other slots as a tool error."""
+    db = tmp_path / "memory.db"
+    calls = [("memory_store", {"slot": "user", "value": "The user is Ada."}),
+             ("memory_store", {"slot": "agent", "value": "Ask before deleting files."})]
+    tools, results = anyio.run(_session_calls, db, "shop", calls, "--slot", "agent")
+    query = next(t for t in tools if t.name == "memory_query").input_schema
+    assert query["properties"]["slot"]["enum"] == ["agent"]
+    assert results[0].is_error and _text(results[0]).startswith("Error: 'slot' must be one of agent")
+    assert not results[1].is_error and _text(results[1]).startswith("Stored [id:1] (agent, today)")
+
+
 def test_mcp_command_without_the_sdk_says_how_to_install(tmp_path):
     import subprocess
 
     code = ("import sys; sys.modules['mcp'] = None; sys.modules['mcp_types'] = None; "
             "from ctxslots.cli import main; main(['--db', sys.argv[1], 'mcp'])")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m.db")],
-                          capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
-    assert "pip install 'ctxslots[mcp]'" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr == ("Error: the mcp command needs the 'mcp' extra: "
+                           "pip install 'ctxslots[mcp]'\n")
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_mcp_command_refuses_a_bad_scope(tmp_path):
+    """A malformed --scope is one error line and exit status 1, before anything is served."""
+    from click.testing import CliRunner
+
+    from ctxslots.cli import cli
+
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "mcp", "--scope", ""])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and "scope" in result.output

@@ -7,8 +7,15 @@ import json
 
 import pytest
 
-from ctxslots import FactStore, InvalidFactError
-from ctxslots.tools import TOOL_SPECS, MemoryTools, age_in_words
+from ctxslots import CtxslotsError, FactNotFoundError, FactStore, InvalidFactError
+from ctxslots.tools import (
+    TOOL_SPECS,
+    ArgumentError,
+    MemoryTools,
+    age_in_words,
+    anthropic_tools,
+    openai_tools,
+)
 
 DAY = 86400.0
 
@@ -132,6 +139,17 @@ def test_ids_the_tools_may_not_touch_read_as_unknown(store, clock, target):
     ("memory_reinforce", {"id": -1}, "Error: 'id' must be at least 1"),
     ("memory_reinforce", {}, "Error: missing required argument 'id'"),
     ("memory_timeline", {"id": 1, "before": 21}, "Error: 'before' must be at most 20"),
+    ("memory_reinforce", {"id": 2**63}, "Error: 'id' must be at most 9223372036854775807"),
+    ("memory_forget", '{"id": 1' + "0" * 5000 + "}",
+     "Error: the arguments are not valid JSON (a number has too many digits)"),
+    ("memory_forget", '{"id": ' + "[" * 20_000 + "]" * 20_000 + "}",
+     "Error: the arguments are not valid JSON (nested too deeply)"),
+    ("memory_store", '{"slot": "agent", "value": "bad \\ud800 text"}',
+     "Error: 'value' is not valid Unicode text"),
+    ("memory_store", {"slot": "agent", "value": "ok", "tags": ["\udcff"]},
+     "Error: 'tags' is not valid Unicode text"),
+    ("memory_query", {"query": "bad \ud800"}, "Error: 'query' is not valid Unicode text"),
+    ("memory_query", '{"query": "' + "x" * 70_000 + '"}', "Error: the arguments are too long"),
     ("memory_drop_tables", {}, "Error: unknown tool 'memory_drop_tables'"),
 ])
 def test_bad_calls_answer_an_error_and_write_nothing(tools, store, name, arguments, message):
@@ -186,3 +204,68 @@ def test_slot_enum_follows_the_bound_slots(store):
 def test_bad_bindings_are_refused(store, kwargs):
     with pytest.raises(InvalidFactError):
         MemoryTools(store, **kwargs)
+
+
+def test_direct_calls_check_their_arguments_and_write_nothing(tools, store):
+    """Called from Python, a tool raises a ValueError naming the argument instead of writing."""
+    store.add("user", "The user is Ada.")
+    store.add("project", "The blog deploys on push.", scope="blog")
+    before = snapshot(store)
+    bad_calls = [
+        (lambda: tools.memory_store("secrets", "x"), ArgumentError, "'slot'"),
+        (lambda: tools.memory_store("user", 5), ArgumentError, "'value'"),  # type: ignore[arg-type]
+        (lambda: tools.memory_store("user", "x", tags="a"), ArgumentError, "'tags'"),  # type: ignore[arg-type]
+        (lambda: tools.memory_store("user", "   "), InvalidFactError, "value"),
+        (lambda: tools.memory_query("x", limit=True), ArgumentError, "'limit'"),
+        (lambda: tools.memory_reinforce("1"), ArgumentError, "'id'"),  # type: ignore[arg-type]
+        (lambda: tools.memory_timeline(1, before=-1), ArgumentError, "'before'"),
+        (lambda: tools.memory_update(1), ArgumentError, "'value'"),
+        (lambda: tools.memory_forget(2), FactNotFoundError, "2"),     # another scope
+        (lambda: tools.memory_demote(404), FactNotFoundError, "404"),
+    ]
+    for call, error, name in bad_calls:
+        with pytest.raises(error, match=name) as info:
+            call()
+        assert isinstance(info.value, CtxslotsError) and isinstance(info.value, (ValueError, LookupError))
+    assert snapshot(store) == before
+
+
+def test_direct_calls_accept_tuples_for_lists(tools, store):
+    """A Python caller may pass tags as a tuple."""
+    assert tools.memory_store("agent", "Run the linter first.", tags=("ci", "lint")).startswith(
+        "Stored [id:1]")
+    assert store.get(1).tags == ("ci", "lint")
+
+
+def test_a_failing_store_is_an_error_text(tools, store):
+    """A store that cannot be used (here: closed) is answered with an error text, not raised."""
+    store.close()
+    out = tools.dispatch("memory_query", {"query": "anything"})
+    assert out.startswith("Error: ")
+
+
+def test_reads_stay_in_the_bound_scope_and_slots(store, clock):
+    """Query and timeline show the bound scope and global facts of the bound slots only."""
+    store.add("project", "The blog deploys on push.", scope="blog")
+    clock.advance(seconds=1)
+    store.add("user", "The user deploys by hand.")
+    clock.advance(seconds=1)
+    tools = MemoryTools(store, scope="shop", slots=("project", "agent"))
+    anchor = tools.memory_store("project", "The shop deploys on Fridays.")
+    clock.advance(seconds=1)
+    tools.memory_store("agent", "Check the deploy log after a deploy.")
+    found = tools.memory_query("deploys deploy")
+    assert "[id:3]" in found and "[id:4]" in found
+    assert "blog" not in found and "by hand" not in found
+    timeline = tools.memory_timeline(3, before=5, after=5).splitlines()
+    assert [line[3:9] for line in timeline[1:]] == ["[id:3]", "[id:4]"]
+    assert anchor.startswith("Stored [id:3] (project, today)")
+    assert MemoryTools(store, scope="blog").memory_query("shop Fridays") == \
+        "No memories match 'shop Fridays'."
+
+
+def test_schemas_without_a_store_match_a_bound_tool_set(store):
+    """openai_tools() and anthropic_tools() give what a tool set with the same slots gives."""
+    assert openai_tools() == MemoryTools(store).openai_tools()
+    assert anthropic_tools(["agent"]) == MemoryTools(store, slots=["agent"]).anthropic_tools()
+    json.dumps(openai_tools())     # plain JSON, ready for an API request

@@ -15,19 +15,21 @@ __all__ = ["register"]
 def mcp(ctx: click.Context, scope: str | None, slots: tuple[str, ...]) -> None:
     """Serve the memory tools (query, store, update, reinforce, demote, forget, timeline)
     to an MCP client over stdin and stdout."""
-    import anyio
-
     from .cli import _store
     from .errors import CtxslotsError
     from .tools import MemoryTools
-    from .tools.mcp_server import MCPUnavailableError, serve_stdio
+    from .tools.mcp_server import MCPUnavailableError, require_sdk, serve_stdio
+
+    try:
+        require_sdk()  # before opening the store, so a missing SDK creates no file
+    except MCPUnavailableError as exc:
+        raise CtxslotsError(str(exc)) from None
+    import anyio  # installed with the SDK
 
     with _store(ctx) as store:
-        try:
-            tools = MemoryTools(store, scope=scope, **({"slots": slots} if slots else {}))
-            anyio.run(serve_stdio, tools)
-        except MCPUnavailableError as exc:
-            raise CtxslotsError(str(exc)) from None
+        tools = MemoryTools(store, scope=scope, slots=slots) if slots else \
+            MemoryTools(store, scope=scope)
+        anyio.run(serve_stdio, tools)
 
 
 def register(cli: click.Group) -> None:

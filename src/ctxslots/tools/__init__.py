@@ -2,6 +2,8 @@
 
 - :class:`MemoryTools`: the tools bound to a store and a scope, with
   ``openai_tools()``, ``anthropic_tools()`` and ``dispatch(name, arguments)``.
+- :func:`openai_tools`, :func:`anthropic_tools`: the schemas without a store.
+- :data:`TOOL_SPECS`: the one definition per tool that schemas and checks come from.
 - :func:`age_in_words`: how results show a fact's age.
 - :mod:`ctxslots.tools.mcp_server`: the same tools over MCP (``ctxslots mcp``;
   needs the ``mcp`` extra).
@@ -11,6 +13,22 @@ from __future__ import annotations
 
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec
-from .memory_tools import TOOL_SPECS, MemoryTools
+from .memory_tools import (
+    DEFAULT_SLOTS,
+    TOOL_SPECS,
+    MemoryTools,
+    anthropic_tools,
+    openai_tools,
+)
 
-__all__ = ["TOOL_SPECS", "ArgumentError", "MemoryTools", "Param", "ToolSpec", "age_in_words"]
+__all__ = [
+    "DEFAULT_SLOTS",
+    "TOOL_SPECS",
+    "ArgumentError",
+    "MemoryTools",
+    "Param",
+    "ToolSpec",
+    "age_in_words",
+    "anthropic_tools",
+    "openai_tools",
+]

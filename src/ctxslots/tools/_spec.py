@@ -12,12 +12,17 @@ from typing import Any
 
 import attrs
 
+from ..errors import CtxslotsError
+
 __all__ = ["ArgumentError", "Param", "ToolSpec", "parse_arguments"]
 
 KINDS = ("string", "integer", "string_list")
 
+#: The longest arguments text :func:`parse_arguments` decodes (characters).
+MAX_ARGUMENTS_CHARS = 65_536
 
-class ArgumentError(ValueError):
+
+class ArgumentError(CtxslotsError, ValueError):
     """A tool call's arguments do not match the tool's definition."""
 
 
@@ -80,6 +85,7 @@ class Param:
         if self.kind == "string":
             if not isinstance(value, str):
                 raise ArgumentError(f"'{self.name}' must be a string, not {_shown(value)}")
+            _check_unicode(self.name, value)
             if self.slot_enum and value not in slots:
                 raise ArgumentError(f"'{self.name}' must be one of {', '.join(slots)}, "
                                     f"not {_shown(value)}")
@@ -87,12 +93,23 @@ class Param:
                 raise ArgumentError(f"'{self.name}' must be at most {self.max_length} characters, "
                                     f"not {len(value)}")
             return value
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ArgumentError(f"'{self.name}' must be a list of strings, not {_shown(value)}")
+        for item in value:
+            _check_unicode(self.name, item)
         if self.max_length is not None and len(value) > self.max_length:
             raise ArgumentError(f"'{self.name}' must have at most {self.max_length} items, "
                                 f"not {len(value)}")
-        return value
+        return list(value)
+
+
+def _check_unicode(name: str, text: str) -> None:
+    # JSON may carry "\ud800" escapes: lone surrogates that SQLite cannot store.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ArgumentError(f"'{name}' is not valid Unicode text (it holds a lone "
+                            "surrogate)") from None
 
 
 def _shown(value: Any) -> str:
@@ -143,11 +160,19 @@ def parse_arguments(spec: ToolSpec, arguments: str | Mapping[str, Any] | None,
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         data: Any = {}
     elif isinstance(arguments, str):
+        if len(arguments) > MAX_ARGUMENTS_CHARS:
+            raise ArgumentError(f"the arguments are too long ({len(arguments)} characters; "
+                                f"at most {MAX_ARGUMENTS_CHARS})")
         try:
             data = json.loads(arguments)
         except json.JSONDecodeError as exc:
             raise ArgumentError(f"the arguments are not valid JSON ({exc.msg} at "
                                 f"position {exc.pos})") from None
+        except (ValueError, RecursionError) as exc:
+            # Python refuses integers over 4,300 digits (ValueError) and very deep nesting.
+            reason = ("nested too deeply" if isinstance(exc, RecursionError)
+                      else "a number has too many digits")
+            raise ArgumentError(f"the arguments are not valid JSON ({reason})") from None
     else:
         data = arguments
     if not isinstance(data, Mapping):

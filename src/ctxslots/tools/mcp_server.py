@@ -18,7 +18,7 @@ from .memory_tools import TOOL_SPECS, MemoryTools
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
-__all__ = ["MCPUnavailableError", "make_server", "serve_stdio"]
+__all__ = ["MCPUnavailableError", "make_server", "require_sdk", "serve_stdio"]
 
 INSTRUCTIONS = (
     "Long-term memory for this workspace. Query it before answering questions about the user, "
@@ -31,13 +31,17 @@ class MCPUnavailableError(ImportError):
     """The ``mcp`` SDK (2.x) is not installed."""
 
 
-def _sdk() -> tuple[Any, Any]:
+def require_sdk() -> tuple[Any, Any]:
+    """The SDK's ``mcp_types`` module and low-level ``Server`` class, imported on first use.
+
+    :raises MCPUnavailableError: The ``mcp`` SDK is not installed.
+    """
     try:
         import mcp_types as types
         from mcp.server.lowlevel import Server
     except ImportError as exc:
         raise MCPUnavailableError(
-            "the mcp command needs the 'mcp' extra (MCP SDK 2.x): pip install 'ctxslots[mcp]'"
+            "the mcp command needs the 'mcp' extra: pip install 'ctxslots[mcp]'"
         ) from exc
     return types, Server
 
@@ -47,7 +51,7 @@ def make_server(tools: MemoryTools) -> Server[Any]:
 
     :raises MCPUnavailableError: The ``mcp`` SDK is not installed.
     """
-    types, server_class = _sdk()
+    types, server_class = require_sdk()
     listed = [types.Tool(name=spec.name, description=spec.description,
                          input_schema=spec.input_schema(tools.slots)) for spec in TOOL_SPECS]
 

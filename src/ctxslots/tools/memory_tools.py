@@ -7,7 +7,7 @@ so the agent can pass the id back to reinforce, demote, update or forget it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -19,9 +19,10 @@ from ..stores import FactStore
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments
 
-__all__ = ["TOOL_SPECS", "MemoryTools"]
+__all__ = ["DEFAULT_SLOTS", "TOOL_SPECS", "MemoryTools", "anthropic_tools", "openai_tools"]
 
-_ID = Param("id", "integer", "The memory's id, the N shown as [id:N].", required=True, minimum=1)
+_ID = Param("id", "integer", "The memory's id, the N shown as [id:N].", required=True,
+            minimum=1, maximum=2**63 - 1)
 _VALUE = "One self-contained fact in a full sentence; it is read later without this conversation."
 
 #: The definition of every tool, in the order they are listed.
@@ -68,6 +69,27 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
 
 _SPECS = {spec.name: spec for spec in TOOL_SPECS}
 
+#: The slots a tool set may use unless told otherwise.
+DEFAULT_SLOTS: tuple[str, ...] = ("user", "project", "agent")
+
+
+def openai_tools(slots: Iterable[str] = DEFAULT_SLOTS) -> list[dict[str, Any]]:
+    """Every tool in the OpenAI chat-completions ``tools`` format, ``slot`` limited to ``slots``."""
+    return [spec.openai(tuple(slots)) for spec in TOOL_SPECS]
+
+
+def anthropic_tools(slots: Iterable[str] = DEFAULT_SLOTS) -> list[dict[str, Any]]:
+    """Every tool in the Anthropic Messages API ``tools`` format, ``slot`` limited to ``slots``."""
+    return [spec.anthropic(tuple(slots)) for spec in TOOL_SPECS]
+
+
+def _slot_tuple(slots: Iterable[str]) -> tuple[str, ...]:
+    return tuple(slots)
+
+
+def _slot_set(slots: Iterable[str]) -> frozenset[str]:
+    return frozenset(slots)
+
 
 def _check_slots(_instance: Any, _attribute: Any, slots: tuple[str, ...]) -> None:
     if not slots:
@@ -99,10 +121,10 @@ class MemoryTools:
 
     store: FactStore
     scope: str | None = None
-    slots: tuple[str, ...] = attrs.field(default=("user", "project", "agent"),
-                                         converter=tuple, validator=_check_slots)
+    slots: tuple[str, ...] = attrs.field(default=DEFAULT_SLOTS,
+                                         converter=_slot_tuple, validator=_check_slots)
     scoped_slots: frozenset[str] = attrs.field(default=frozenset({"project"}),
-                                               converter=frozenset)
+                                               converter=_slot_set)
     source: str = "tool"
 
     def __attrs_post_init__(self) -> None:
@@ -113,12 +135,12 @@ class MemoryTools:
     # -- schemas -----------------------------------------------------------
 
     def openai_tools(self) -> list[dict[str, Any]]:
-        """The tools in the OpenAI chat-completions ``tools`` format."""
-        return [spec.openai(self.slots) for spec in TOOL_SPECS]
+        """The tools in the OpenAI chat-completions ``tools`` format, for this tool set's slots."""
+        return openai_tools(self.slots)
 
     def anthropic_tools(self) -> list[dict[str, Any]]:
-        """The tools in the Anthropic Messages API ``tools`` format."""
-        return [spec.anthropic(self.slots) for spec in TOOL_SPECS]
+        """The tools in the Anthropic Messages API ``tools`` format, for this tool set's slots."""
+        return anthropic_tools(self.slots)
 
     # -- dispatch ----------------------------------------------------------
 
@@ -130,7 +152,8 @@ class MemoryTools:
             (Anthropic); ``None`` or ``""`` for none.
         :return: The result, or ``Error: ...`` naming what was wrong (an unknown
             tool, invalid JSON, a missing, unknown or ill-typed argument, an
-            unknown id). Nothing is written when the answer is an error.
+            unknown id, a failing store). Nothing is written when the answer is
+            an error.
         """
         spec = _SPECS.get(name) if isinstance(name, str) else None
         if spec is None:
@@ -146,12 +169,18 @@ class MemoryTools:
             return f"Error: no memory with id {exc.fact_id}"
         except CtxslotsError as exc:
             return f"Error: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a tool call must always get an answer
+            return f"Error: the memory tool failed ({type(exc).__name__}: {exc})"
 
     # -- the tools ---------------------------------------------------------
 
     def memory_query(self, query: str, slot: str | None = None, limit: int = 10) -> str:
-        """Search memory; one line per fact, best first."""
-        slots = [self._slot(slot)] if slot is not None else list(self.slots)
+        """Search memory; one line per fact, best first.
+
+        :raises ArgumentError: An argument does not fit the tool's definition.
+        """
+        self._check("memory_query", query=query, slot=slot, limit=limit)
+        slots = [slot] if slot is not None else list(self.slots)
         hits = self.store.search(query, slots=slots, scope=self.scope, limit=limit)
         if not hits:
             return f"No memories match {bullet(query)[:200]!r}."
@@ -160,9 +189,13 @@ class MemoryTools:
         return "\n".join(lines)
 
     def memory_store(self, slot: str, value: str, key: str | None = None,
-                     tags: Sequence[str] | None = None) -> str:
-        """Save a fact (replacing the one with the same key, if given)."""
-        slot = self._slot(slot)
+                     tags: list[str] | None = None) -> str:
+        """Save a fact (replacing the one with the same key, if given).
+
+        :raises ArgumentError: An argument does not fit the tool's definition.
+        :raises InvalidFactError: The store refuses the fact; nothing is written.
+        """
+        self._check("memory_store", slot=slot, value=value, key=key, tags=tags)
         scope = self.scope if slot in self.scoped_slots else None
         if key is not None:
             before = self.store.get_by_key(slot, key, scope=scope)
@@ -175,35 +208,60 @@ class MemoryTools:
             verb = "Stored"
         return f"{verb} {self._line(fact)}"
 
-    def memory_update(self, id: int, value: str | None = None,  # noqa: A002 (the tool's name)
-                      tags: Sequence[str] | None = None) -> str:
-        """Change a fact's value or tags."""
+    def memory_update(self, id: int, value: str | None = None,
+                      tags: list[str] | None = None) -> str:
+        """Change a fact's value or tags.
+
+        :raises ArgumentError: An argument does not fit, or neither is given.
+        :raises FactNotFoundError: The tools may not touch this id.
+        :raises InvalidFactError: The store refuses the change; nothing is written.
+        """
+        self._check("memory_update", id=id, value=value, tags=tags)
         if value is None and tags is None:
             raise ArgumentError("give 'value', 'tags' or both to change")
         self._visible(id)
         fact = self.store.update(id, value=value, tags=tags)
         return f"Updated {self._line(fact)}"
 
-    def memory_reinforce(self, id: int) -> str:  # noqa: A002
-        """Raise a fact's reinforcement score."""
+    def memory_reinforce(self, id: int) -> str:
+        """Raise a fact's reinforcement score.
+
+        :raises FactNotFoundError: The tools may not touch this id.
+        """
+        self._check("memory_reinforce", id=id)
         self._visible(id)
         fact = self.store.reinforce(id)
         return f"Reinforced [id:{fact.id}] (score now {fact.score:g})."
 
-    def memory_demote(self, id: int) -> str:  # noqa: A002
-        """Lower a fact's reinforcement score."""
+    def memory_demote(self, id: int) -> str:
+        """Lower a fact's reinforcement score.
+
+        :raises FactNotFoundError: The tools may not touch this id.
+        """
+        self._check("memory_demote", id=id)
         self._visible(id)
         fact = self.store.demote(id)
         return f"Demoted [id:{fact.id}] (score now {fact.score:g})."
 
-    def memory_forget(self, id: int, reason: str | None = None) -> str:  # noqa: A002
-        """Move a fact to the archive."""
+    def memory_forget(self, id: int, reason: str | None = None) -> str:
+        """Move a fact to the archive.
+
+        :raises FactNotFoundError: The tools may not touch this id.
+        """
+        self._check("memory_forget", id=id, reason=reason)
         self._visible(id)
         fact = self.store.forget(id, reason=reason or f"forgotten through {self.source}")
         return f"Forgot [id:{fact.id}]: {bullet(fact.value)[:200]}"
 
-    def memory_timeline(self, id: int, before: int = 3, after: int = 3) -> str:  # noqa: A002
-        """The facts written around one fact, oldest first."""
+    def memory_timeline(self, id: int, before: int = 3, after: int = 3) -> str:
+        """The facts written around one fact, oldest first.
+
+        Facts of slots the tools may not use are left out, so fewer than
+        ``before`` + ``after`` may be shown.
+
+        :raises FactNotFoundError: The tools may not touch this id.
+        """
+        self._check("memory_timeline", id=id, before=before, after=after)
         self._visible(id)
         facts = [f for f in self.store.timeline(id, before=before, after=after, scope=self.scope)
                  if f.slot in self.slots]
@@ -213,10 +271,9 @@ class MemoryTools:
 
     # -- helpers -----------------------------------------------------------
 
-    def _slot(self, slot: str) -> str:
-        if slot not in self.slots:
-            raise ArgumentError(f"'slot' must be one of {', '.join(self.slots)}, not {slot!r}")
-        return slot
+    def _check(self, name: str, **args: Any) -> None:
+        """Check a direct call against the same definition the dispatcher uses."""
+        parse_arguments(_SPECS[name], args, self.slots)
 
     def _visible(self, fact_id: int) -> Fact:
         """The live fact with this id if this tool set may touch it; else 'not found'."""
