@@ -116,6 +116,9 @@ def main() -> None:
             for weight in (0.25, 0.5, 2.0, 4.0):
                 configs.append((f"hybrid ({name}) vector weight {weight:g}, no decay", name,
                                 {"vector_weight": weight, **NO_DECAY}))
+            for weight in (0.5, 1.0, 2.0, 4.0):
+                configs.append((f"score fusion ({name}) vector w {weight:g}, no decay", name,
+                                {"vector_weight": weight, "fusion": "score", **NO_DECAY}))
 
     header = f"{'configuration':<42} | {'R@5':>5} {'R@10':>5} {'MRR':>5} | " + " | ".join(
         f"{k[:10]:>10} R@10" for k in kinds)

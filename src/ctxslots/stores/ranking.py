@@ -100,6 +100,10 @@ class RankingPolicy:
         rrf_k: The k of reciprocal-rank fusion.
         min_cosine: Vector candidates at or below this cosine are left out
             (with no similarity at all, a nearest neighbour is noise).
+        fusion: How the two legs combine: ``"rrf"`` (reciprocal-rank fusion,
+            ``weight / (rrf_k + rank)`` per leg) or ``"score"`` (the BM25
+            relevance divided by the best candidate's, times ``lexical_weight``,
+            plus the cosine times ``vector_weight``).
         link_min_strength: A fact linked to a hit this strongly (returned
             together and then reinforced this many times) is pulled into the
             results; ``None`` never pulls linked facts.
@@ -116,6 +120,7 @@ class RankingPolicy:
         default=None, validator=attrs.validators.optional(attrs.validators.ge(0.0)))
     rrf_k: float = attrs.field(default=60.0, validator=attrs.validators.gt(0.0))
     min_cosine: float = 0.0
+    fusion: str = attrs.field(default="rrf", validator=attrs.validators.in_(("rrf", "score")))
     link_min_strength: float | None = attrs.field(
         default=3.0, validator=attrs.validators.optional(attrs.validators.gt(0.0)))
     link_weight: float = attrs.field(default=0.5, validator=attrs.validators.ge(0.0))
@@ -139,10 +144,16 @@ def reinforcement_factor(score: float, weight: float = 0.2) -> float:
     return math.exp(weight * max(-SCORE_LIMIT, min(SCORE_LIMIT, score)))
 
 
-def _relevance(candidate: Candidate, policy: RankingPolicy, fused: bool) -> float:
+def _relevance(candidate: Candidate, policy: RankingPolicy, fused: bool, best_bm25: float) -> float:
     if not fused:
         return -candidate.bm25 if candidate.bm25 is not None else 0.0
     total = 0.0
+    if policy.fusion == "score":
+        if candidate.bm25 is not None and best_bm25 > 0:
+            total += policy.lexical_weight * (-candidate.bm25) / best_bm25
+        if candidate.cosine is not None and policy.vector_weight:
+            total += policy.vector_weight * max(0.0, candidate.cosine)
+        return total
     if candidate.bm25_rank is not None:
         total += policy.lexical_weight / (policy.rrf_k + candidate.bm25_rank)
     if candidate.vector_rank is not None and policy.vector_weight:
@@ -164,8 +175,10 @@ def rank_candidates(
         than ``-bm25``.
     """
     scored: list[tuple[float, int, Candidate, float, float, float, float]] = []
+    candidates = list(candidates)
+    best_bm25 = max((-c.bm25 for c in candidates if c.bm25 is not None), default=0.0)
     for cand in candidates:
-        relevance = _relevance(cand, policy, fused)
+        relevance = _relevance(cand, policy, fused, best_bm25)
         age = max(0.0, now - cand.updated_at)
         decay = decay_factor(age, policy.tau_days(cand.slot))
         reinforcement = reinforcement_factor(cand.score, policy.reinforcement_weight)
