@@ -199,6 +199,10 @@ def _load_object(raw: str) -> dict[str, Any]:
             + (" (the reply looks cut off)" if _cut_off(text, exc) else ""),
             raw=raw,
         ) from exc
+    except RecursionError:
+        raise ReplyFormatError("the reply's JSON is nested too deeply to read", raw=raw) from None
+    except ValueError as exc:  # e.g. an integer over Python's digit limit
+        raise ReplyFormatError(f"the reply's JSON could not be read: {exc}", raw=raw) from None
     after = text[end:]
     if "{" in after or "}" in after:
         raise ReplyFormatError(

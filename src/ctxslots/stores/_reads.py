@@ -19,10 +19,16 @@ __all__ = ["ReadsMixin"]
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 
 
+_MAX_ID = 2**63 - 1
+
+
 def check_id(fact_id: object) -> int:
-    """Return ``fact_id`` if it is an integer (not a bool); raise InvalidFactError otherwise."""
+    """Return ``fact_id`` if it is an integer SQLite can hold (not a bool); raise InvalidFactError otherwise."""
     if isinstance(fact_id, bool) or not isinstance(fact_id, int):
         raise InvalidFactError(f"fact id must be an integer, not {fact_id!r}", field="id", value=fact_id)
+    if not -_MAX_ID - 1 <= fact_id <= _MAX_ID:
+        raise InvalidFactError(f"fact id {fact_id} is out of range (at most {_MAX_ID})",
+                               field="id", value=fact_id)
     return fact_id
 
 

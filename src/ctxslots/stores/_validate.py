@@ -23,6 +23,17 @@ BUILTIN_SLOTS: tuple[str, ...] = ("user", "project", "agent")
 
 _SLOT = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A lone surrogate (say, from an argv byte that is not UTF-8) is not text SQLite can store.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unicode(text: str, field: str) -> str:
+    if _SURROGATE.search(text):
+        raise InvalidFactError(
+            f"{field} is not valid Unicode text (it holds a lone surrogate, as bytes that were "
+            "not UTF-8 become)", field=field, value=text)
+    return text
+
 
 
 def _short(text: str, width: int = 40) -> str:
@@ -87,7 +98,7 @@ class Limits:
                 field="scope",
                 value=scope,
             )
-        return scope
+        return _unicode(scope, "scope")
 
     def key(self, key: object) -> str:
         """Validate a fact key: non-empty, single line, bounded length."""
@@ -100,7 +111,7 @@ class Limits:
                 field="key",
                 value=key,
             )
-        return key
+        return _unicode(key, "key")
 
     def value(self, value: object) -> str:
         """Validate a value: non-blank text within :attr:`max_value_bytes`."""
@@ -108,6 +119,7 @@ class Limits:
             raise InvalidFactError("value must be a non-empty string", field="value", value=value)
         if "\x00" in value:
             raise InvalidFactError("value must not contain NUL characters", field="value", value=value)
+        _unicode(value, "value")
         size = len(value.encode("utf-8", "surrogatepass"))
         if size > self.max_value_bytes:
             raise InvalidFactError(
@@ -134,6 +146,7 @@ class Limits:
                     field="tags",
                     value=tag,
                 )
+            _unicode(tag, "tags")
             if tag not in out:
                 out.append(tag)
         if len(out) > self.max_tags:
@@ -164,7 +177,7 @@ class Limits:
             raise InvalidFactError(
                 "source must be a string of at most 1000 characters", field="source", value=source
             )
-        return source
+        return _unicode(source, "source")
 
     def expires_at(self, expires_at: object) -> float | None:
         """Validate an expiry: a datetime, Unix seconds, or ``None``."""
