@@ -48,7 +48,16 @@ from .model import (
     Section,
     SectionReport,
 )
-from .stores import FactStore, Limits, PrunePolicy, QueryPolicy, RankingPolicy, sanitize_query
+from .stores import (
+    FactStore,
+    ImportReport,
+    InvalidImportError,
+    Limits,
+    PrunePolicy,
+    QueryPolicy,
+    RankingPolicy,
+    sanitize_query,
+)
 from .tools import MemoryTools
 
 __version__ = "0.1.0"
@@ -70,8 +79,10 @@ __all__ = [
     "FlushPolicy",
     "FlushReport",
     "Hit",
+    "ImportReport",
     "HitTrace",
     "InvalidFactError",
+    "InvalidImportError",
     "InvalidRequestError",
     "Item",
     "ItemDecision",

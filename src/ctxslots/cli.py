@@ -255,3 +255,5 @@ from .cli_index import register as _register_index; _register_index(cli)
 from .cli_prune import register as _register_prune; _register_prune(cli)
 
 from .cli_mcp import register as _register_mcp; _register_mcp(cli)
+
+from .cli_transfer import register as _register_transfer; _register_transfer(cli)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from ._validate import BUILTIN_SLOTS, Limits
 from .fact_store import FactStore, default_db_path
 from .prune import PrunePolicy, PruneReport, PrunedFact
+from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
+from .transfer import export_jsonl, export_markdown, import_jsonl, import_markdown
 from .ranking import DEFAULT_DECAY_DAYS, RankingPolicy
 from .sanitize import QueryPolicy, query_tokens, sanitize_query
 
@@ -12,6 +14,9 @@ __all__ = [
     "BUILTIN_SLOTS",
     "DEFAULT_DECAY_DAYS",
     "FactStore",
+    "ImportIssue",
+    "ImportReport",
+    "InvalidImportError",
     "Limits",
     "PrunePolicy",
     "PruneReport",
@@ -19,6 +24,10 @@ __all__ = [
     "QueryPolicy",
     "RankingPolicy",
     "default_db_path",
+    "export_jsonl",
+    "export_markdown",
+    "import_jsonl",
+    "import_markdown",
     "query_tokens",
     "sanitize_query",
 ]

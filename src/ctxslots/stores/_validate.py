@@ -161,6 +161,11 @@ class Limits:
             raise InvalidFactError(
                 "confidence must be a number from 0 to 1", field="confidence", value=confidence
             )
+        if isinstance(confidence, int) and not 0 <= confidence <= 1:  # float() could overflow
+            raise InvalidFactError(
+                f"confidence must be from 0 to 1, not {_short(str(confidence))}",
+                field="confidence", value=confidence,
+            )
         if not math.isfinite(confidence) or not 0.0 <= confidence <= 1.0:
             raise InvalidFactError(
                 f"confidence must be from 0 to 1, not {confidence}",

@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 import platformdirs
@@ -34,6 +34,9 @@ from .links import RecentResults, strengthen
 from ._reads import ReadsMixin
 from ._reads import check_id as _check_id
 from ._search import SearchMixin
+
+if TYPE_CHECKING:
+    from ._transfer_report import ImportReport
 
 __all__ = ["FactStore", "default_db_path"]
 
@@ -411,6 +414,50 @@ class FactStore(ReadsMixin, SearchMixin):
         :param dry_run: Only report what would move.
         """
         return prune(self, PrunePolicy() if policy is None else policy, dry_run=dry_run)
+
+    # -- export and import ---------------------------------------------------
+
+    def export_jsonl(self, fp: TextIO, **options: Any) -> int:
+        """Write facts, archive, history and links as JSON lines; return the facts written.
+
+        See :func:`ctxslots.stores.transfer.export_jsonl` for the options.
+        """
+        from .transfer import export_jsonl
+
+        return export_jsonl(self, fp, **options)
+
+    def import_jsonl(self, fp: TextIO, **options: Any) -> ImportReport:
+        """Read what :meth:`export_jsonl` wrote, in one transaction.
+
+        See :func:`ctxslots.stores.transfer.import_jsonl` for the options.
+
+        :raises InvalidImportError: A line is malformed; nothing is written.
+        """
+        from .transfer import import_jsonl
+
+        return import_jsonl(self, fp, **options)
+
+    def export_markdown(self, directory: str | os.PathLike[str] | None = None,
+                        **options: Any) -> str | list[Path]:
+        """Write the live facts as Markdown bullets (a text, or one file per slot).
+
+        See :func:`ctxslots.stores.transfer.export_markdown`.
+        """
+        from .transfer import export_markdown
+
+        return export_markdown(self, directory, **options)
+
+    def import_markdown(self, path_or_text: str | os.PathLike[str], *, slot: str,
+                        **options: Any) -> ImportReport:
+        """Read ``MEMORY.md``-style bullets into ``slot``, skipping duplicates.
+
+        See :func:`ctxslots.stores.transfer.import_markdown`.
+
+        :raises InvalidImportError: A bullet is refused; nothing is written.
+        """
+        from .transfer import import_markdown
+
+        return import_markdown(self, path_or_text, slot=slot, **options)
 
     def stats(self) -> dict[str, Any]:
         """Counts per slot and scope, archive and history sizes, file facts."""

@@ -1,0 +1,181 @@
+"""``ctxslots export`` and ``ctxslots import``: copy facts out of and into a store.
+
+JSONL keeps every field, the archive and the history; Markdown is for people
+(one bullet per fact, one file per slot). See ``docs/transfer.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+from .stores import FactStore
+from .stores.transfer import (
+    ImportReport,
+    InvalidImportError,
+    export_jsonl,
+    export_markdown,
+    import_jsonl,
+    import_markdown,
+)
+
+__all__ = ["export", "import_", "register"]
+
+_FORMATS = ("jsonl", "markdown")
+_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+             ".md": "markdown", ".markdown": "markdown"}
+
+
+def _write_atomically(path: Path, write: Callable[[TextIO], Any]) -> Any:
+    """Write through ``write(fp)`` to a temporary file, then move it over ``path``.
+
+    An export that fails half-way never leaves a truncated file behind.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as fp:
+            result = write(fp)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    return result
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="jsonl", show_default=True,
+              help="jsonl keeps everything; markdown is one readable file per slot.")
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="JSONL: a file. Markdown: a directory of one file per slot, or one file "
+                   "when the name ends in .md (default: standard output).")
+@click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
+@click.option("--scope", help="Only this scope (default: every scope, global facts included).")
+@click.option("--no-archive", is_flag=True, help="Leave out archived facts (JSONL).")
+@click.option("--no-history", is_flag=True, help="Leave out earlier values (JSONL).")
+@click.pass_context
+def export(
+    ctx: click.Context, fmt: str, output: Path | None, slots: Sequence[str], scope: str | None,
+    no_archive: bool, no_history: bool,
+) -> None:
+    """Write the store's facts as JSONL (lossless) or Markdown (for people)."""
+    from .cli import _store
+
+    with _store(ctx) as store:
+        try:
+            if fmt == "markdown":
+                _export_markdown(store, output, list(slots) or None, scope)
+                return
+            options: dict[str, Any] = {
+                "slots": list(slots) or None, "scope": scope,
+                "include_archive": not no_archive, "include_history": not no_history}
+            if output is None:
+                export_jsonl(store, sys.stdout, **options)
+                return
+            count = _write_atomically(output, lambda fp: export_jsonl(store, fp, **options))
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {exc.filename or output}: "
+                                       f"{exc.strerror or exc}") from exc
+    click.echo(f"exported {count} facts to {output}", err=True)
+
+
+def _export_markdown(store: FactStore, output: Path | None, slots: list[str] | None,
+                     scope: str | None) -> None:
+    if output is None or output.suffix.lower() in (".md", ".markdown"):
+        text = str(export_markdown(store, slots=slots, scope=scope))
+        if output is None:
+            click.echo(text, nl=False)
+        else:
+            _write_atomically(output, lambda fp: fp.write(text))
+            click.echo(f"wrote {output}", err=True)
+        return
+    paths = export_markdown(store, output, slots=slots, scope=scope)
+    click.echo(f"wrote {len(paths)} files to {output}", err=True)
+
+
+def _format_of(path: Path, fmt: str | None) -> str:
+    if fmt is not None:
+        return fmt
+    if str(path) == "-":
+        return "jsonl"
+    found = _SUFFIXES.get(path.suffix.lower())
+    if found is None:
+        raise click.UsageError(f"cannot tell the format of {path.name!r} from its suffix: "
+                               "give --format jsonl or --format markdown")
+    return found
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True,
+                                        path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(_FORMATS),
+              help="Default: from the suffix (.jsonl, .md); jsonl for standard input.")
+@click.option("--slot", help="Markdown: the slot to import into (default: the file name, "
+                             "as in user.md).")
+@click.option("--scope", help="Markdown: the scope to import into (default: global).")
+@click.option("--skip-invalid", is_flag=True,
+              help="Import the valid facts and list the invalid lines, instead of failing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def import_(
+    ctx: click.Context, file: Path, fmt: str | None, slot: str | None, scope: str | None,
+    skip_invalid: bool, as_json: bool,
+) -> None:
+    """Import facts from FILE (JSONL from `ctxslots export`, or Markdown bullets).
+
+    Facts already in the store are skipped. A malformed line stops the import
+    with nothing written, unless --skip-invalid.
+    """
+    from .cli import _store
+
+    fmt = _format_of(file, fmt)
+    if fmt == "jsonl" and (slot or scope):
+        raise click.UsageError("--slot and --scope apply to Markdown imports only")
+    with _store(ctx) as store:
+        try:
+            if fmt == "jsonl":
+                report = _import_jsonl(store, file, skip_invalid)
+            else:
+                target = slot or file.stem
+                if slot is None and target not in store.limits.slots:
+                    raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
+                text = sys.stdin.read() if str(file) == "-" else file
+                report = import_markdown(store, text, slot=target, scope=scope,
+                                         skip_invalid=skip_invalid)
+        except InvalidImportError as exc:
+            raise click.ClickException(f"{file}: {exc}") from exc
+    _show(report, as_json)
+
+
+def _import_jsonl(store: FactStore, file: Path, skip_invalid: bool) -> ImportReport:
+    if str(file) == "-":
+        return import_jsonl(store, sys.stdin, skip_invalid=skip_invalid)
+    try:
+        with file.open(encoding="utf-8") as fp:
+            return import_jsonl(store, fp, skip_invalid=skip_invalid)
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {file}: {exc.strerror or exc}") from exc
+
+
+def _show(report: ImportReport, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        return
+    for issue in report.errors:
+        click.echo(f"skipped line {issue.line}: {issue.message}", err=True)
+    click.echo(report.summary())
+
+
+def register(cli: click.Group) -> None:
+    """Add ``export`` and ``import`` to the ``ctxslots`` group."""
+    cli.add_command(export)
+    cli.add_command(import_)

@@ -1,0 +1,338 @@
+"""The JSONL export format, record by record: rows to JSON objects and back.
+
+Pure functions, no SQL: :mod:`ctxslots.stores.transfer` reads and writes the
+tables. Every field of a record is checked here, with the store's
+:class:`~ctxslots.stores.Limits` for the fields a write would check.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..errors import InvalidFactError
+from ._validate import Limits
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "HistoryEntry",
+    "ParsedFact",
+    "check_header",
+    "header",
+    "parse_record",
+    "record_from_row",
+]
+
+#: The ``format`` field of the header line.
+FORMAT = "ctxslots-facts"
+#: The format version this code writes and reads.
+VERSION = 1
+
+_FACT_FIELDS = frozenset({
+    "id", "slot", "scope", "key", "value", "tags", "source", "confidence", "score",
+    "created_at", "updated_at", "last_accessed", "access_count", "expires_at", "superseded_by",
+    "archived", "archived_at", "reason", "history", "links",
+})
+_HISTORY_FIELDS = frozenset({"value", "tags", "source", "confidence", "valid_from", "valid_to"})
+_LINK_FIELDS = frozenset({"to", "strength", "updated_at"})
+
+
+def header(exported_at: float) -> dict[str, Any]:
+    """The first line of an export."""
+    stamp = dt.datetime.fromtimestamp(exported_at, tz=dt.timezone.utc).isoformat()
+    return {"format": FORMAT, "version": VERSION, "exported_at": stamp}
+
+
+def check_header(data: Any) -> None:
+    """Raise :class:`InvalidFactError` unless ``data`` is a header this code reads."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InvalidFactError(
+            f'expected the header {{"format": "{FORMAT}", "version": {VERSION}, ...}} first',
+            field="format", value=data)
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InvalidFactError(f"header version must be a positive integer, not {version!r}",
+                               field="version", value=version)
+    if version > VERSION:
+        raise InvalidFactError(
+            f"format version {version} is newer than the {VERSION} this ctxslots reads; "
+            "upgrade ctxslots", field="version", value=version)
+
+
+def _tags(text: str | None) -> list[str]:
+    return [t for t in (text or "").split("\n") if t]
+
+
+def record_from_row(
+    row: Mapping[str, Any], *, archived: bool, history: Sequence[Mapping[str, Any]] | None,
+    links: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """One fact row (from ``facts`` or ``archive``) as an export record.
+
+    Timestamps stay Unix seconds (floats), so a round trip is exact.
+    ``history`` rows come from ``fact_history``, oldest first; ``None`` leaves
+    the ``history`` field out. ``links`` are the ``fact_links`` rows whose
+    lower id is this fact's, by the other id.
+    """
+    record: dict[str, Any] = {
+        "id": int(row["id"]),
+        "slot": row["slot"],
+        "scope": row["scope"] or None,
+        "key": row["key"],
+        "value": row["value"],
+        "tags": _tags(row["tags"]),
+        "source": row["source"],
+        "confidence": float(row["confidence"]),
+        "score": float(row["score"]),
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "last_accessed": row["last_accessed"],
+        "access_count": int(row["access_count"]),
+        "expires_at": row["expires_at"],
+        "superseded_by": row["superseded_by"],
+        "archived": archived,
+        "archived_at": row["archived_at"] if archived else None,
+        "reason": row["reason"] if archived else None,
+    }
+    if history is not None:
+        record["history"] = [
+            {"value": h["value"], "tags": _tags(h["tags"]), "source": h["source"],
+             "confidence": float(h["confidence"]), "valid_from": h["valid_from"],
+             "valid_to": h["valid_to"]}
+            for h in history
+        ]
+    record["links"] = [{"to": int(k["b"]), "strength": float(k["strength"]),
+                        "updated_at": k["updated_at"]} for k in links]
+    return record
+
+
+@attrs.frozen
+class HistoryEntry:
+    """One earlier value of an imported fact, checked.
+
+    Attributes:
+        value: The earlier value.
+        tags: Its tags, in stored form (one per line).
+        source: Its source.
+        confidence: Its confidence.
+        valid_from: When it was written (Unix seconds).
+        valid_to: When it was replaced (Unix seconds).
+    """
+
+    value: str
+    tags: str
+    source: str | None
+    confidence: float
+    valid_from: float
+    valid_to: float
+
+
+@attrs.frozen
+class ParsedFact:
+    """One fact record, checked and in stored form (scope ``""`` for global).
+
+    Attributes:
+        line: The line it was read from.
+        id: The id it had in the exporting store, or ``None``.
+        row: Column name to stored value, for ``facts`` (and ``archive``).
+        archived: Whether it goes to the archive.
+        history: Its earlier values, oldest first.
+        links: Co-recall links to other facts of the file, as ``(their id in
+            the file, strength, updated_at)``.
+    """
+
+    line: int
+    id: int | None
+    row: dict[str, Any]
+    archived: bool
+    history: tuple[HistoryEntry, ...]
+    links: tuple[tuple[int, float, float], ...] = ()
+
+
+#: The largest id or count SQLite stores (a signed 64-bit integer).
+_MAX_INT = 2**63 - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _bad(field: str, message: str, value: Any) -> InvalidFactError:
+    return InvalidFactError(message, field=field, value=value)
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or ``None`` when it is no number or out of range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer with hundreds of digits
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _label(record: Mapping[str, Any], field: str) -> str | None:
+    """A free-text label (``source``, ``reason``): null or at most 1,000 characters of text."""
+    value = record.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > 1000 or _SURROGATE.search(value):
+        raise _bad(field, f"{field} must be null or text of at most 1000 characters", value)
+    return value
+
+
+def _timestamp(data: Mapping[str, Any], field: str, *, default: Any = None) -> float | None:
+    """Unix seconds or an ISO 8601 string (naive means UTC) as Unix seconds."""
+    value = data.get(field, default)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+        try:
+            when = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise _bad(field, f"{field} must be Unix seconds or an ISO 8601 time, not {value!r}",
+                       value) from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        return when.timestamp()
+    number = _finite(value)
+    if number is None:
+        raise _bad(field, f"{field} must be Unix seconds or an ISO 8601 time, not {value!r}", value)
+    return number
+
+
+def _required_timestamp(data: Mapping[str, Any], field: str, default: float | None) -> float:
+    value = _timestamp(data, field, default=default)
+    if value is None:
+        raise _bad(field, f"{field} is required", None)
+    return value
+
+
+def _fact_id(data: Mapping[str, Any], field: str) -> int | None:
+    value = data.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_INT:
+        raise _bad(field, f"{field} must be an integer from 1 to {_MAX_INT} or null, "
+                   f"not {value!r}", value)
+    return value
+
+
+def _confidence(limits: Limits, record: Mapping[str, Any]) -> float:
+    value = record.get("confidence", 1.0)
+    if _finite(value) is None:
+        raise _bad("confidence", f"confidence must be a number from 0 to 1, not {value!r}", value)
+    return limits.confidence(value)
+
+
+def _tag_list(limits: Limits, value: Any) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, list):
+        raise _bad("tags", f"tags must be a list of strings, not {type(value).__name__}", value)
+    return limits.tags(value)
+
+
+def _object(value: Any, what: str, allowed: frozenset[str]) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise _bad(what, f"{what} must be a JSON object, not {type(value).__name__}", value)
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise _bad(unknown[0], f"unknown field{'s' if len(unknown) > 1 else ''} in {what}: "
+                   + ", ".join(repr(u) for u in unknown), value)
+    return value
+
+
+def _history(limits: Limits, value: Any) -> tuple[HistoryEntry, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _bad("history", "history must be a list of objects", value)
+    entries = []
+    for item in value:
+        entry = _object(item, "a history entry", _HISTORY_FIELDS)
+        entries.append(HistoryEntry(
+            value=limits.value(entry.get("value")),
+            tags=_tag_list(limits, entry.get("tags")),
+            source=_label(entry, "source"),
+            confidence=_confidence(limits, entry),
+            valid_from=_required_timestamp(entry, "valid_from", None),
+            valid_to=_required_timestamp(entry, "valid_to", None),
+        ))
+    return tuple(entries)
+
+
+def _links(value: Any) -> tuple[tuple[int, float, float], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _bad("links", "links must be a list of objects", value)
+    links = []
+    for item in value:
+        link = _object(item, "a link", _LINK_FIELDS)
+        to = _fact_id(link, "to")
+        strength = link.get("strength")
+        if to is None:
+            raise _bad("to", "a link needs the id it points to", link)
+        number = _finite(strength)
+        if number is None or number <= 0:
+            raise _bad("strength", f"link strength must be a number > 0, not {strength!r}",
+                       strength)
+        links.append((to, number, _required_timestamp(link, "updated_at", None)))
+    return tuple(links)
+
+
+def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedFact:
+    """Check one decoded JSON line and return it in stored form.
+
+    Missing optional fields take the defaults a new fact gets (``created_at``:
+    ``now``). Unknown fields are errors, so a misspelled field is never lost
+    silently.
+
+    :raises InvalidFactError: The record is malformed; ``field`` names the field.
+    """
+    record = _object(data, "a fact record", _FACT_FIELDS)
+    archived = record.get("archived", False)
+    if not isinstance(archived, bool):
+        raise _bad("archived", f"archived must be true or false, not {archived!r}", archived)
+    key = record.get("key")
+    score = _finite(record.get("score", 0.0))
+    if score is None:
+        raise _bad("score", f"score must be a finite number, not {record['score']!r}",
+                   record["score"])
+    count = record.get("access_count", 0)
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _MAX_INT:
+        raise _bad("access_count", f"access_count must be an integer from 0 to {_MAX_INT}, "
+                   f"not {count!r}", count)
+    created = _required_timestamp(record, "created_at", now)
+    row: dict[str, Any] = {
+        "slot": limits.slot(record.get("slot")),
+        "scope": limits.scope(record.get("scope")),
+        "key": None if key is None else limits.key(key),
+        "value": limits.value(record.get("value")),
+        "tags": _tag_list(limits, record.get("tags")),
+        "source": _label(record, "source"),
+        "confidence": _confidence(limits, record),
+        "score": score,
+        "created_at": created,
+        "updated_at": _required_timestamp(record, "updated_at", created),
+        "last_accessed": _timestamp(record, "last_accessed"),
+        "access_count": count,
+        "expires_at": _timestamp(record, "expires_at"),
+        "superseded_by": _fact_id(record, "superseded_by"),
+    }
+    reason = _label(record, "reason")
+    if archived:
+        row["archived_at"] = _required_timestamp(record, "archived_at", now)
+        row["reason"] = reason
+    elif record.get("archived_at") is not None or reason is not None:
+        raise _bad("archived_at", "archived_at and reason are only for archived facts",
+                   record.get("archived_at", reason))
+    return ParsedFact(line=line, id=_fact_id(record, "id"), row=row, archived=archived,
+                      history=_history(limits, record.get("history")),
+                      links=_links(record.get("links")))

@@ -1,0 +1,259 @@
+"""The Markdown memory format: facts as bullets, and bullets back into facts.
+
+Pure text functions, no store. One file holds one slot of one scope::
+
+    # user
+
+    - **editor**: The user edits code in Helix. `#tools`
+    - Prefers short answers.
+      A second line stays inside its bullet, indented by two spaces.
+
+Reading accepts the common ``MEMORY.md`` shape too: headings become tags of
+the bullets under them, prose is ignored and counted. Two details make any
+value round-trip: tags are trailing code spans starting with ``#``, and an
+empty HTML comment (``<!---->``, invisible when rendered) marks a value whose
+own text would otherwise be read as a key or as tags.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+__all__ = [
+    "Bullet",
+    "ParsedMarkdown",
+    "parse_markdown",
+    "render_bullet",
+    "render_file",
+    "scope_dirname",
+    "split_tags",
+    "title",
+]
+
+#: Marks a value that would otherwise read as keyed (at the start) or tagged (at the end).
+MARK = "<!---->"
+
+_BULLET = re.compile(r"^( {0,3})[-*+](?: (.*))?$")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_KEYED = re.compile(r"\*\*([^\n]+?)\*\*:(?: |(?=\n)|$)")
+_SAFE_DIR_CHARS = re.compile(r"[A-Za-z0-9_\-]")
+
+
+# -- tags as trailing code spans --------------------------------------------
+
+
+def _tag_span(tag: str) -> str:
+    runs = [len(r) for r in re.findall(r"`+", tag)]
+    if not runs:
+        return f"`#{tag}`"
+    fence = "`" * (max(runs) + 1)
+    return f"{fence} #{tag} {fence}"
+
+
+def _last_span(text: str) -> tuple[str, str] | None:
+    """``(before, tag)`` when ``text`` ends with whitespace and a tag span."""
+    ticks = len(text) - len(text.rstrip("`"))
+    if ticks == 0:
+        return None
+    fence = "`" * ticks
+    if ticks == 1:
+        start = text.rfind("`#", 0, len(text) - 1)
+        inner = text[start + 2:-1] if start >= 0 else ""
+        if start < 0 or not inner or "`" in inner:
+            return None
+    else:
+        if not text.endswith(" " + fence):
+            return None
+        start = text.rfind(fence + " #", 0, len(text) - ticks)
+        if start < 0:
+            return None
+        inner = text[start + ticks + 2:-ticks - 1]
+        if not inner or fence in inner:
+            return None
+    before = text[:start]
+    if not before or not before[-1].isspace():
+        return None
+    return before.rstrip(), inner
+
+
+def split_tags(text: str) -> tuple[str, list[str]]:
+    """Split a bullet's text into its value and its trailing tags."""
+    value = text.rstrip()
+    tags: list[str] = []
+    while (found := _last_span(value)) is not None and found[0].strip():
+        value, tag = found
+        tags.insert(0, tag)
+    value = value.removesuffix(MARK)
+    return value, tags
+
+
+def _with_tags(value: str, tags: Sequence[str]) -> str:
+    body = value.rstrip()
+    if body.endswith(MARK) or split_tags(body) != (body, []):
+        body += MARK
+    if not tags:
+        return body
+    # After a multi-line value the tags get a line of their own, so they never
+    # sit on a value's last line (which may close a code fence).
+    return body + ("\n" if "\n" in body else " ") + " ".join(_tag_span(t) for t in tags)
+
+
+# -- writing ----------------------------------------------------------------
+
+
+def render_bullet(value: str, *, key: str | None = None, tags: Sequence[str] = ()) -> str:
+    """One fact as a bullet; continuation lines indented by two spaces."""
+    if key is not None:
+        text = f"**{key}**: " + _with_tags(value, tags)
+    else:
+        text = _with_tags(value, tags)
+        if text.startswith(MARK) or _KEYED.match(text) or _THEMATIC.match(
+                "- " + text.split("\n", 1)[0]):
+            text = MARK + text
+    first, *rest = text.split("\n")
+    lines = [f"- {first}" if first else "-"]
+    lines.extend(f"  {line}" if line else "" for line in rest)
+    return "\n".join(lines)
+
+
+def title(slot: str, scope: str | None) -> str:
+    """The heading line of a slot's file: ``# slot`` or ``# slot (scope: NAME)``."""
+    return f"# {slot}" if scope is None else f"# {slot} (scope: {scope})"
+
+
+def render_file(slot: str, scope: str | None, bullets: Iterable[str]) -> str:
+    """A slot's file: its title, a blank line, then one bullet per fact."""
+    body = "\n".join(bullets)
+    return f"{title(slot, scope)}\n\n{body}\n" if body else f"{title(slot, scope)}\n"
+
+
+def scope_dirname(scope: str) -> str:
+    """A file-system-safe directory name for a scope (percent-encoded, bounded)."""
+    name = "".join(c if _SAFE_DIR_CHARS.fullmatch(c) else
+                   "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in scope)
+    if len(name) <= 100:
+        return name
+    cut = name[:60]
+    cut = cut[: cut.rfind("%")] if "%" in cut[-2:] else cut
+    return f"{cut}~{hashlib.sha256(scope.encode('utf-8')).hexdigest()[:12]}"
+
+
+# -- reading ----------------------------------------------------------------
+
+
+@attrs.frozen
+class Bullet:
+    """One fact read from Markdown.
+
+    Attributes:
+        line: The line its bullet starts on.
+        key: Its key (from ``**key**: value``), or ``None``.
+        value: Its text, continuation lines included.
+        tags: Heading tags, then its own tags, without repeats.
+    """
+
+    line: int
+    key: str | None
+    value: str
+    tags: tuple[str, ...]
+
+
+@attrs.frozen
+class ParsedMarkdown:
+    """What :func:`parse_markdown` found.
+
+    Attributes:
+        bullets: The facts, in file order.
+        ignored_lines: Non-blank lines that belong to no bullet (prose, code
+            blocks outside bullets, rules, tables).
+    """
+
+    bullets: tuple[Bullet, ...]
+    ignored_lines: int
+
+
+def _heading_tag(text: str, max_chars: int) -> str:
+    text = text.strip().strip("*_`").strip().lower()
+    return "-".join(text.split())[:max_chars].strip("-")
+
+
+def _is_title(line: str, slot: str) -> bool:
+    line = line.rstrip()
+    return line == f"# {slot}" or (line.startswith(f"# {slot} (scope: ") and line.endswith(")"))
+
+
+def _bullet(line: int, lines: list[str], headings: list[str]) -> Bullet:
+    text = "\n".join(lines)
+    key = None
+    if text.startswith(MARK):
+        text = text[len(MARK):]
+    elif (keyed := _KEYED.match(text)) is not None:
+        key, text = keyed.group(1), text[keyed.end():]
+    value, own = split_tags(text)
+    tags = list(dict.fromkeys([*headings, *own]))
+    return Bullet(line=line, key=key, value=value, tags=tuple(tags))
+
+
+def parse_markdown(text: str, *, slot: str, max_tag_chars: int = 64) -> ParsedMarkdown:
+    """Read bullets, keys, tags and heading tags from Markdown text.
+
+    A ``-``, ``*`` or ``+`` bullet starts a fact; indented lines after it
+    (blank lines between them included) continue it, with the bullet's
+    indentation removed. Headings of any level become tags of the bullets under
+    them (lower-case, spaces to ``-``), except the title :func:`render_file`
+    writes for ``slot``. Everything else is prose.
+    """
+    bullets: list[Bullet] = []
+    headings: list[str] = []  # one entry per heading level, "" for no tag
+    ignored = 0
+    current: tuple[int, int, list[str]] | None = None  # start line, content indent, lines
+    pending: list[str] = []  # blank lines inside a bullet, kept if it goes on after them
+    fence: str | None = None
+
+    def close() -> None:
+        nonlocal current
+        if current is not None:
+            bullets.append(_bullet(current[0], current[2], [h for h in headings if h]))
+            current = None
+
+    # Only "\n" ends a line: a value may hold other line separators (U+2028...).
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.removesuffix("\r")
+        if fence is not None:
+            ignored += bool(line.strip())
+            if line.strip().startswith(fence):
+                fence = None
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        if not line.strip():
+            if current is not None:
+                pending.append(line[min(indent, current[1]):])
+            continue
+        bullet = _BULLET.match(line) if not _THEMATIC.match(line) else None
+        if current is not None and (line.startswith("\t") or indent > 0) and not (
+                bullet is not None and indent < current[1]):
+            strip = 1 if line.startswith("\t") else min(indent, current[1])
+            current[2].extend([*pending, line[strip:]])
+            pending = []
+            continue
+        pending = []
+        close()
+        if bullet is not None:
+            current = (number, len(bullet.group(1)) + 2, [bullet.group(2) or ""])
+        elif (heading := _HEADING.match(line)) is not None:
+            level = len(heading.group(1))
+            tag = "" if _is_title(line, slot) else _heading_tag(heading.group(2) or "",
+                                                                max_tag_chars)
+            headings = [*headings[: level - 1], *[""] * (level - 1 - len(headings)), tag]
+        else:
+            ignored += 1
+            if (opened := _FENCE.match(line)) is not None:
+                fence = opened.group(1)[0] * 3
+    close()
+    return ParsedMarkdown(bullets=tuple(bullets), ignored_lines=ignored)

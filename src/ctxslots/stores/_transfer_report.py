@@ -1,0 +1,98 @@
+"""What an import reports, and the error it raises for a malformed file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from ..errors import InvalidFactError
+
+__all__ = ["ImportIssue", "ImportReport", "InvalidImportError"]
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+class InvalidImportError(InvalidFactError):
+    """An import file has a malformed line; nothing was imported.
+
+    Attributes:
+        line: The first bad line (1-based).
+        field: The offending field (``"json"`` for a line that is not JSON).
+        value: The offending value.
+        errors: Every bad line found, as :class:`ImportIssue`.
+    """
+
+    def __init__(self, issue: ImportIssue, errors: Sequence[ImportIssue] = ()) -> None:
+        more = len(errors) - 1
+        suffix = f" (and {_count(more, 'more invalid line')})" if more > 0 else ""
+        super().__init__(f"line {issue.line}: {issue.message}{suffix}", field=issue.field or "",
+                         value=issue.value)
+        self.line = issue.line
+        self.errors = tuple(errors) or (issue,)
+
+
+@attrs.frozen
+class ImportIssue:
+    """One line an import could not use.
+
+    Attributes:
+        line: The line (1-based).
+        message: What is wrong with it.
+        field: The offending field, when one is to blame.
+        value: The offending value.
+    """
+
+    line: int
+    message: str
+    field: str | None = None
+    value: Any = attrs.field(default=None, repr=False, eq=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data (without the value)."""
+        return {"line": self.line, "message": self.message, "field": self.field}
+
+
+@attrs.frozen
+class ImportReport:
+    """What an import did.
+
+    Attributes:
+        added: Live facts written.
+        archived: Facts written to the archive.
+        history_entries: Earlier values written to the history.
+        skipped_duplicates: Facts already in the store (not written).
+        renumbered: Facts that got a new id because theirs was taken.
+        ignored_lines: Markdown lines that are no bullet (prose, rules, code).
+        errors: Lines skipped as invalid (only with ``skip_invalid=True``).
+    """
+
+    added: int = 0
+    archived: int = 0
+    history_entries: int = 0
+    skipped_duplicates: int = 0
+    renumbered: int = 0
+    ignored_lines: int = 0
+    errors: tuple[ImportIssue, ...] = ()
+
+    def summary(self) -> str:
+        """One line for people."""
+        text = (f"imported {_count(self.added, 'fact')}, {self.archived} archived, "
+                f"{_count(self.history_entries, 'history entry', 'history entries')}; "
+                f"skipped {_count(self.skipped_duplicates, 'duplicate')}")
+        if self.renumbered:
+            text += f"; {self.renumbered} renumbered"
+        if self.ignored_lines:
+            text += f"; {_count(self.ignored_lines, 'prose line')} ignored"
+        if self.errors:
+            text += f"; {_count(len(self.errors), 'invalid line')} skipped"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        out = attrs.asdict(self, recurse=False)
+        out["errors"] = [e.to_dict() for e in self.errors]
+        return out

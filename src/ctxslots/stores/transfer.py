@@ -1,0 +1,299 @@
+"""Export and import of a store's facts: JSONL (lossless) and Markdown (readable).
+
+JSONL carries every field, the archive and the history, so a store can be
+copied, backed up or merged. Markdown shows the live facts as bullets a person
+reads and edits, one file per slot, and reads ``MEMORY.md``-style notes back.
+
+An import is one transaction: it lands whole or not at all. Each record is
+checked with the store's :class:`~ctxslots.stores.Limits` before anything is
+written; a fact that is already in the store is skipped (see ``docs/transfer.md``
+for the duplicate rule).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import attrs
+
+from ..errors import InvalidFactError
+from ._jsonl_import import (
+    check_on_duplicate,
+    existing_id,
+    fail_or_keep,
+    read_jsonl,
+    write_facts,
+)
+from ._jsonl_records import header, record_from_row
+from ._legs import COLUMNS
+from ._markdown_memory import parse_markdown, render_bullet, render_file, scope_dirname
+from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
+from ._validate import BUILTIN_SLOTS
+
+if TYPE_CHECKING:
+    from ._sqlite import Connection
+    from .fact_store import FactStore
+
+__all__ = [
+    "ImportIssue",
+    "ImportReport",
+    "InvalidImportError",
+    "export_jsonl",
+    "export_markdown",
+    "import_jsonl",
+    "import_markdown",
+    "render_markdown",
+]
+
+# json.dumps leaves these unescaped; str.splitlines() and some editors break lines there.
+_LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"})
+
+
+def _line(data: dict[str, Any]) -> str:
+    """One JSON object on one line, whatever line splitter reads it."""
+    return json.dumps(data, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+
+
+# -- reading the store -------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _snapshot(conn: Connection) -> Iterator[None]:
+    """Run the reads of one export against one state of the file."""
+    with conn._lock:
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.execute("COMMIT")
+
+
+def _where(store: FactStore, slots: Sequence[str] | None, scope: str | None) -> tuple[str, list[Any]]:
+    clauses, params = ["1"], []
+    if isinstance(slots, str):
+        slots = [slots]
+    if slots is not None:
+        checked = [store.limits.slot(s) for s in slots]
+        if not checked:
+            raise InvalidFactError("slots must name at least one slot", field="slots", value=slots)
+        clauses.append(f"slot IN ({','.join('?' * len(checked))})")
+        params.extend(checked)
+    if scope is not None:
+        clauses.append("scope = ?")
+        params.append(store.limits.scope(scope))
+    return " AND ".join(clauses), params
+
+
+def export_jsonl(
+    store: FactStore, fp: TextIO, *, slots: Sequence[str] | None = None,
+    scope: str | None = None, include_archive: bool = True, include_history: bool = True,
+) -> int:
+    """Write the store's facts to ``fp`` as JSON lines; return how many facts were written.
+
+    The first line is the header ``{"format": "ctxslots-facts", "version": 1,
+    "exported_at": ...}``; then one line per fact, live and archived together,
+    by id. Every field is written (timestamps as Unix seconds), expired facts
+    included, with the co-recall links between exported facts, so :func:`import_jsonl` into an empty store rebuilds the same
+    facts. The record schema is in ``docs/transfer.md``.
+
+    :param slots: Only these slots (``None``: every slot).
+    :param scope: ``None`` exports **every** scope, global facts included; a
+        name exports that scope only (not the global facts).
+    :param include_archive: Also write archived facts (``"archived": true``).
+    :param include_history: Give each fact its earlier values (``"history"``).
+    :raises InvalidFactError: A slot or scope name is malformed.
+    """
+    where, params = _where(store, slots, scope)
+    conn = store._conn
+    with _snapshot(conn):
+        rows = [(r, False) for r in conn.rows(f"SELECT {COLUMNS} FROM facts WHERE {where}", params)]
+        if include_archive:
+            rows += [(r, True) for r in conn.rows(
+                f"SELECT {COLUMNS}, archived_at, reason FROM archive WHERE {where}", params)]
+        history: dict[int, list[dict[str, Any]]] = {}
+        if include_history:
+            for h in conn.rows("SELECT * FROM fact_history ORDER BY fact_id, valid_to, id"):
+                history.setdefault(int(h["fact_id"]), []).append(h)
+        exported = {int(r["id"]) for r, _ in rows}
+        links: dict[int, list[dict[str, Any]]] = {}
+        for k in conn.rows("SELECT a, b, strength, updated_at FROM fact_links ORDER BY a, b"):
+            if k["a"] in exported and k["b"] in exported:
+                links.setdefault(int(k["a"]), []).append(k)
+    rows.sort(key=lambda item: (int(item[0]["id"]), item[1]))
+    fp.write(_line(header(store.clock())))
+    for row, archived in rows:
+        fact_id = int(row["id"])
+        hist = history.get(fact_id, []) if include_history else None
+        record = record_from_row(row, archived=archived, history=hist,
+                                 links=links.get(fact_id, ()))
+        fp.write(_line(record))
+    return len(rows)
+
+
+# -- writing the store -------------------------------------------------------
+
+
+def import_jsonl(
+    store: FactStore, fp: TextIO, *, on_duplicate: str = "skip", skip_invalid: bool = False
+) -> ImportReport:
+    """Read facts written by :func:`export_jsonl` into ``store``, in one transaction.
+
+    Each fact keeps its id when that id is free in the store (in the live
+    facts, the archive and the history), else it gets a new one; ``superseded_by``
+    and co-recall links follow the new ids. Timestamps, score, access counts, archive state
+    and history are kept as written. Live facts get their vectors through the
+    store's embedder before the transaction commits.
+
+    :param on_duplicate: ``"skip"`` (count and leave out facts already in the
+        store) or ``"error"`` (fail on the first one; nothing is written).
+    :param skip_invalid: Import the valid lines and list the invalid ones in
+        :attr:`ImportReport.errors`, instead of failing.
+    :raises InvalidImportError: A line is malformed (bad JSON, unknown field,
+        wrong type, over a limit, unknown slot with strict slots), the header is
+        missing or newer, or a duplicate with ``on_duplicate="error"``; nothing
+        is written.
+    """
+    check_on_duplicate(on_duplicate)
+    parsed, errors = read_jsonl(store, fp)
+    kept = fail_or_keep(errors, skip_invalid)
+    return attrs.evolve(write_facts(store, parsed, on_duplicate=on_duplicate), errors=kept)
+
+
+# -- Markdown ----------------------------------------------------------------
+
+
+def _slot_order(slot: str) -> tuple[int, str]:
+    return (BUILTIN_SLOTS.index(slot) if slot in BUILTIN_SLOTS else len(BUILTIN_SLOTS), slot)
+
+
+def render_markdown(
+    store: FactStore, *, slots: Sequence[str] | None = None, scope: str | None = None
+) -> dict[tuple[str, str | None], str]:
+    """The Markdown file of each slot and scope with live facts, keyed ``(slot, scope)``.
+
+    Slots in the order user, project, agent, then by name; global facts before
+    scoped ones; facts by id. ``scope=None`` means every scope.
+    """
+    where, params = _where(store, slots, scope)
+    rows = store._conn.rows(
+        f"SELECT {COLUMNS} FROM facts WHERE {where} AND (expires_at IS NULL OR expires_at > ?) "
+        "ORDER BY id", [*params, store.clock()])
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for row in rows:
+        tags = [t for t in (row["tags"] or "").split("\n") if t]
+        groups.setdefault((row["slot"], row["scope"] or None), []).append(
+            render_bullet(row["value"], key=row["key"], tags=tags))
+    order = sorted(groups, key=lambda k: (_slot_order(k[0]), k[1] is not None, k[1] or ""))
+    return {k: render_file(k[0], k[1], groups[k]) for k in order}
+
+
+def export_markdown(
+    store: FactStore, directory: str | os.PathLike[str] | None = None, *,
+    slots: Sequence[str] | None = None, scope: str | None = None,
+) -> str | list[Path]:
+    """Write the live facts as Markdown, one bullet per fact.
+
+    With ``directory``, write one file per slot, ``DIR/<slot>.md`` for global
+    facts and ``DIR/scopes/<scope>/<slot>.md`` for scoped ones (the scope
+    percent-encoded; its exact name is in the file's title), and return the
+    paths written; files of the same names are replaced. Without it, return
+    one text with every file, each under its ``# slot`` title. Archived and
+    expired facts are left out; JSONL is the format that keeps everything.
+
+    :param slots: Only these slots (``None``: every slot).
+    :param scope: ``None`` exports every scope; a name exports that scope only.
+    :raises InvalidFactError: A slot or scope name is malformed.
+    """
+    files = render_markdown(store, slots=slots, scope=scope)
+    if directory is None:
+        return "\n".join(files.values())
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    written = []
+    for (slot, file_scope), text in files.items():
+        folder = root if file_scope is None else root / "scopes" / scope_dirname(file_scope)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{slot}.md"
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def _markdown_text(path_or_text: str | os.PathLike[str]) -> tuple[str, str | None]:
+    if isinstance(path_or_text, os.PathLike) or (
+            isinstance(path_or_text, str) and "\n" not in path_or_text
+            and path_or_text.strip() and os.path.isfile(path_or_text)):
+        path = Path(path_or_text)
+        try:
+            return path.read_text(encoding="utf-8"), path.name
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidFactError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
+                                   field="path_or_text", value=path_or_text) from exc
+    if not isinstance(path_or_text, str):
+        raise InvalidFactError("import_markdown needs a path or Markdown text",
+                               field="path_or_text", value=path_or_text)
+    return path_or_text, None
+
+
+def import_markdown(
+    store: FactStore, path_or_text: str | os.PathLike[str], *, slot: str,
+    scope: str | None = None, skip_invalid: bool = False,
+) -> ImportReport:
+    """Read Markdown bullets into ``slot`` (and ``scope``) as facts, in one transaction.
+
+    ``- `` / ``* `` bullets (with their indented continuation lines) become
+    facts, ``**key**: value`` bullets keyed facts, headings tags of the bullets
+    under them (lower-case, spaces to ``-``), and code spans ending a bullet
+    that start with ``#`` (``- text `#tag```) its own tags; prose is ignored
+    and counted. A file written by
+    :func:`export_markdown` reads back to the same values, keys and tags.
+    Facts already in the store are skipped.
+
+    :param path_or_text: A path (a :class:`~pathlib.Path`, or a one-line string
+        naming an existing file) or the Markdown text itself.
+    :param skip_invalid: Import the valid bullets and list the invalid ones in
+        :attr:`ImportReport.errors`, instead of failing.
+    :raises InvalidImportError: A bullet is invalid (empty, over a limit);
+        nothing is written.
+    :raises InvalidFactError: ``slot`` or ``scope`` is malformed.
+    """
+    slot = store.limits.slot(slot)
+    store.limits.scope(scope)
+    text, name = _markdown_text(path_or_text)
+    parsed = parse_markdown(text, slot=slot, max_tag_chars=store.limits.max_tag_chars)
+    facts, errors = [], []
+    for bullet in parsed.bullets:
+        try:
+            key = None if bullet.key is None else store.limits.key(bullet.key)
+            store.limits.value(bullet.value)
+            store.limits.tags(bullet.tags)
+        except InvalidFactError as exc:
+            errors.append(ImportIssue(bullet.line, str(exc), exc.field, exc.value))
+            continue
+        facts.append((key, bullet))
+    kept_errors = fail_or_keep(errors, skip_invalid)
+    source = f"markdown:{name}" if name else "markdown"
+    added = skipped = 0
+    with store.batch():
+        for key, bullet in facts:
+            row = {"slot": slot, "scope": store.limits.scope(scope), "key": key,
+                   "value": bullet.value}
+            if existing_id(store._conn, "facts", row) is not None:
+                skipped += 1
+                continue
+            opts: dict[str, Any] = {"scope": scope, "tags": bullet.tags, "source": source}
+            if key is None:
+                store.add(slot, bullet.value, **opts)
+            else:
+                store.upsert(slot, key, bullet.value, **opts)
+            added += 1
+    return ImportReport(added=added, skipped_duplicates=skipped,
+                        ignored_lines=parsed.ignored_lines, errors=kept_errors)

@@ -1,0 +1,152 @@
+"""ctxslots export and ctxslots import, on real store files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ctxslots import FactStore
+from ctxslots.cli import cli
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+
+
+@pytest.fixture(name="filled")
+def fixture_filled(db_path, clock):
+    """A store file with keyed, free, scoped, multi-line, reinforced and archived facts."""
+    with FactStore(db_path, clock=clock) as store:
+        store.upsert("user", "editor", "The user edits code in Helix.", tags=["tools"])
+        clock.advance(days=1)
+        store.upsert("user", "editor", "The user edits code in Zed.", tags=["tools"])
+        store.add("user", "Prefers answers in French 🇫🇷, or العربية.")
+        store.add("project", "Deploys run on Friday.\n```sh\nmake deploy\n```", scope="repo")
+        lesson = store.add("agent", "The CI cache is cold on Mondays.")
+        store.reinforce(lesson.id)
+        gone = store.add("agent", "The old build server is build-01.")
+        store.forget(gone.id, reason="decommissioned")
+    return db_path
+
+
+def test_jsonl_round_trip_through_the_cli(filled, tmp_path):
+    """export to a file, import into a new store file, export again: the same records."""
+    out = tmp_path / "facts.jsonl"
+    result = run("--db", str(filled), "export", "-o", str(out))
+    assert 0 == result.exit_code
+    assert f"exported 5 facts to {out}" in result.stderr
+    copy = tmp_path / "copy.db"
+    result = run("--db", str(copy), "import", str(out))
+    assert 0 == result.exit_code
+    assert result.stdout.startswith("imported 4 facts, 1 archived, 1 history entry; "
+                                    "skipped 0 duplicates")
+    again = run("--db", str(copy), "export")
+    assert out.read_text(encoding="utf-8").splitlines()[1:] == again.stdout.splitlines()[1:]
+    doctor = run("--db", str(copy), "doctor")
+    assert 0 == doctor.exit_code and doctor.stdout.strip().endswith("ok")
+    found = run("--db", str(copy), "search", "cache Mondays", "--json")
+    assert "The CI cache is cold on Mondays." == json.loads(found.stdout)[0]["value"]
+
+
+def test_export_to_stdout_with_filters(filled):
+    """Without -o the JSONL goes to stdout; --slot, --scope and --no-archive narrow it."""
+    result = run("--db", str(filled), "export", "--slot", "agent", "--no-archive")
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert "ctxslots-facts" == records[0]["format"]
+    assert ["The CI cache is cold on Mondays."] == [r["value"] for r in records[1:]]
+    scoped = run("--db", str(filled), "export", "--scope", "repo", "--no-history")
+    records = [json.loads(line) for line in scoped.stdout.splitlines()[1:]]
+    assert [("project", "repo")] == [(r["slot"], r["scope"]) for r in records]
+    assert "history" not in records[0]
+
+
+def test_markdown_directory_export_and_import(filled, tmp_path):
+    """Markdown with -o writes one file per slot; importing user.md needs no --slot."""
+    out = tmp_path / "md"
+    result = run("--db", str(filled), "export", "--format", "markdown", "-o", str(out))
+    assert 0 == result.exit_code and "wrote 3 files" in result.stderr
+    user_md = (out / "user.md").read_text(encoding="utf-8")
+    assert "- **editor**: The user edits code in Zed. `#tools`" in user_md
+    project_md = (out / "scopes" / "repo" / "project.md").read_text(encoding="utf-8")
+    assert "# project (scope: repo)\n\n- Deploys run on Friday.\n  ```sh\n" in project_md
+
+    copy = tmp_path / "copy.db"
+    result = run("--db", str(copy), "import", str(out / "user.md"), "--json")
+    assert 0 == result.exit_code
+    assert {"added": 2, "skipped_duplicates": 0} == {
+        k: json.loads(result.stdout)[k] for k in ("added", "skipped_duplicates")}
+    result = run("--db", str(copy), "import", str(out / "scopes" / "repo" / "project.md"),
+                 "--scope", "repo")
+    assert result.stdout.startswith("imported 1 fact,")
+    with FactStore(copy) as store:
+        assert "Deploys run on Friday.\n```sh\nmake deploy\n```" == store.facts(
+            slots=["project"], scope="repo")[0].value
+        assert ("tools",) == store.get_by_key("user", "editor").tags
+    again = run("--db", str(copy), "import", str(out / "user.md"))
+    assert "skipped 2 duplicates" in again.stdout
+
+
+def test_markdown_to_stdout_and_to_one_file(filled, tmp_path):
+    """Markdown without -o prints every slot; -o NAME.md writes that text to one file."""
+    printed = run("--db", str(filled), "export", "--format", "markdown").stdout
+    assert printed.index("# user") < printed.index("# project (scope: repo)") < printed.index(
+        "# agent")
+    one = tmp_path / "all.md"
+    run("--db", str(filled), "export", "--format", "markdown", "-o", str(one))
+    assert printed == one.read_text(encoding="utf-8")
+
+
+def test_memory_md_needs_a_slot(tmp_path, db_path):
+    """A file not named after a slot needs --slot; with it, headings become tags."""
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text("# Tools\n- Use ripgrep for code search.\nSome prose.\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "import", str(memory)])
+    assert 2 == result.exit_code and "give --slot" in result.output
+    result = run("--db", str(db_path), "import", str(memory), "--slot", "agent")
+    assert "imported 1 fact," in result.stdout and "1 prose line ignored" in result.stdout
+    with FactStore(db_path) as store:
+        assert ("tools",) == store.facts(slots=["agent"])[0].tags
+
+
+def test_malformed_import_is_one_error_line_and_writes_nothing(tmp_path, db_path):
+    """A bad line exits 1 with one Error: line naming file and line; the store stays empty."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "ctxslots-facts", "version": 1}\n'
+                   '{"slot": "user", "value": "The user is Ada."}\n'
+                   '{"slot": "user", "value": 7}\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "import", str(bad)])
+    assert 1 == result.exit_code
+    errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert [f"Error: {bad}: line 3: value must be a non-empty string"] == errors
+    assert "Traceback" not in result.output
+    with FactStore(db_path) as store:
+        assert 0 == store.stats()["facts"]
+
+    result = run("--db", str(db_path), "import", str(bad), "--skip-invalid")
+    assert 0 == result.exit_code
+    assert "skipped line 3: value must be a non-empty string" in result.stderr
+    assert "imported 1 fact," in result.stdout
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["import", "facts.txt"], "--format"),
+    (["import", "facts.jsonl", "--scope", "repo"], "Markdown imports only"),
+])
+def test_usage_errors(tmp_path, db_path, args, words):
+    """An unknown suffix or Markdown-only options on JSONL are usage errors (exit 2)."""
+    for name in ("facts.txt", "facts.jsonl"):
+        (tmp_path / name).write_text('{"format": "ctxslots-facts", "version": 1}\n',
+                                     encoding="utf-8")
+    args = [str(tmp_path / a) if a.startswith("facts.") else a for a in args]
+    result = CliRunner().invoke(cli, ["--db", str(db_path), *args])
+    assert 2 == result.exit_code and words in result.output
+
+
+def test_import_from_stdin(db_path):
+    """FILE may be -, read as JSONL from standard input."""
+    text = ('{"format": "ctxslots-facts", "version": 1}\n'
+            '{"slot": "agent", "value": "Use ripgrep."}\n')
+    result = run("--db", str(db_path), "import", "-", "--json", input=text)
+    assert 1 == json.loads(result.stdout)["added"]

@@ -1,0 +1,464 @@
+"""Export and import of facts (JSONL and Markdown) between real store files."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxslots import FactStore, InvalidFactError, Limits
+from ctxslots.stores._markdown_memory import parse_markdown, render_bullet, render_file
+from ctxslots.stores.links import link_strengths
+from ctxslots.stores.transfer import (
+    InvalidImportError,
+    export_jsonl,
+    export_markdown,
+    import_jsonl,
+    import_markdown,
+    render_markdown,
+)
+
+UNICODE = "Emoji 🎉👩‍💻, RTL مرحبا بالعالم, CJK 漢字かな, combining e\u0301 n\u0303"
+MARKDOWN_VALUE = "# Not a heading\n- not a bullet\n\n```python\nprint('fenced')\n```\n* star"
+TRICKY_VALUES = [
+    "**looks**: like a key",
+    "ends with a code span `#notatag`",
+    "ends with the marker <!---->",
+    "---",
+    "  leading spaces stay",
+    "line one\n\n  indented line three\n\ttabbed line four",
+    "separators\u2028inside\u2029one line",
+]
+
+
+def _export(store: FactStore, **options) -> list[dict]:
+    buffer = io.StringIO()
+    export_jsonl(store, buffer, **options)
+    return [json.loads(line) for line in buffer.getvalue().splitlines()]
+
+
+def _jsonl(records: list[dict]) -> io.StringIO:
+    return io.StringIO("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def _links_by_value(store: FactStore) -> set[tuple[frozenset[str], float]]:
+    rows = store._conn.rows(
+        "SELECT (SELECT value FROM facts WHERE id = a) AS va, "
+        "(SELECT value FROM facts WHERE id = b) AS vb, strength FROM fact_links")
+    return {(frozenset((r["va"], r["vb"])), r["strength"]) for r in rows}
+
+
+def _table_counts(store: FactStore) -> tuple[int, ...]:
+    return tuple(store._conn.scalar(f"SELECT count(*) FROM {table}")
+                 for table in ("facts", "archive", "fact_history", "fact_links"))
+
+
+@pytest.fixture(name="rich")
+def fixture_rich(store, clock):
+    """A store holding every kind of field: keys, history, scopes, scores, archive, links."""
+    editor = store.upsert("user", "editor", "The user edits code in Helix.", tags=["tools"],
+                          source="cli", confidence=0.8)
+    clock.advance(days=1)
+    store.upsert("user", "editor", "The user edits code in Neovim.", tags=["tools", "Editor Pref"])
+    clock.advance(days=1)
+    store.upsert("user", "editor", "The user edits code in Zed.", tags=["tools"])
+    store.add("user", UNICODE, tags=["unicode"])
+    store.add("user", MARKDOWN_VALUE, tags=["markdown", "a`b tick", "with space"])
+    for value in TRICKY_VALUES:
+        store.add("agent", value)
+    store.upsert("project", "deploy.day", "Deploys run on Friday.", scope="repo/alpha")
+    store.add("project", "Staging deploys need the VPN turned on first.", scope="repo/alpha")
+    store.add("project", "The VPN profile lives in the ops vault.", scope="repo/alpha")
+    store.add("project", "Beta uses pnpm, never npm.", scope="beta", tags=["js"])
+    lesson = store.add("agent", "The CI cache is cold on Mondays.", source="flush:1")
+    store.reinforce(lesson.id)
+    store.reinforce(lesson.id)
+    store.demote(editor.id)
+    store.add("agent", "Tokens from the sandbox expire hourly.", expires_at=clock.now + 3600)
+    store.add("agent", "This reminder has already expired.", expires_at=clock.now + 60)
+    clock.advance(seconds=120)
+    hits = store.search("staging deploys VPN profile", scope="repo/alpha")
+    store.reinforce(hits[0].fact.id)                         # links the two VPN facts
+    store.search("which editor does the user use")
+    gone = store.add("agent", "The old build server is build-01.")
+    store.forget(gone.id, reason="decommissioned")
+    store.add("agent", "the user prefers dark mode in every editor")
+    clock.advance(seconds=5)
+    store.add("agent", "The user prefers dark mode in every editor!")
+    store.consolidate()
+    return store
+
+
+# -- JSONL ---------------------------------------------------------------------
+
+
+def test_jsonl_round_trip_is_lossless(rich, tmp_path, clock):
+    """export -> import into an empty store -> export gives the same records, ids included."""
+    before = _export(rich)
+    with FactStore(tmp_path / "copy.db", clock=clock) as copy:
+        report = import_jsonl(copy, _jsonl(before))
+        after = _export(copy)
+        assert before[1:] == after[1:]
+        assert (report.added, report.archived, report.renumbered) == (len(before) - 2, 1, 0)
+        assert 2 == report.history_entries
+        assert _table_counts(rich) == _table_counts(copy)
+        assert _links_by_value(rich) == _links_by_value(copy) != set()
+        assert copy.doctor().ok, copy.doctor().problems
+        hits = copy.search("edits code in Zed")
+        assert "The user edits code in Zed." == hits[0].fact.value
+        assert ["The user edits code in Helix.", "The user edits code in Neovim."] == [
+            f.value for f in copy.history(hits[0].fact.id)]
+
+
+def test_export_keeps_every_kind_of_field(rich):
+    """Scores, access counts, expiry, archive, history, scopes, links and superseding are exported."""
+    records = {r["value"]: r for r in _export(rich)[1:]}
+    assert 2 * 3.0 == records["The CI cache is cold on Mondays."]["score"]
+    editor = records["The user edits code in Zed."]
+    assert (-1.0, 1, "editor") == (editor["score"], editor["access_count"], editor["key"])
+    assert editor["last_accessed"] is not None and editor["source"] is None
+    assert ["Helix", "Neovim"] == [h["value"].split()[-1].rstrip(".") for h in editor["history"]]
+    assert ["tools", "Editor Pref"] == editor["history"][1]["tags"]
+    archived = records["The old build server is build-01."]
+    assert (True, "decommissioned") == (archived["archived"], archived["reason"])
+    assert isinstance(archived["archived_at"], float)
+    assert records["This reminder has already expired."]["expires_at"] is not None
+    assert "repo/alpha" == records["Deploys run on Friday."]["scope"]
+    older = records["the user prefers dark mode in every editor"]
+    assert older["superseded_by"] == records["The user prefers dark mode in every editor!"]["id"]
+    vpn = records["Staging deploys need the VPN turned on first."]
+    assert records["The VPN profile lives in the ops vault."]["id"] in [
+        link["to"] for link in vpn["links"]]
+    assert UNICODE in records and MARKDOWN_VALUE in records
+
+
+def test_export_header_order_and_determinism(rich, clock):
+    """The header comes first; facts follow by id; two exports give the same records."""
+    first, second = _export(rich), _export(rich)
+    assert {"format": "ctxslots-facts", "version": 1} == {
+        k: first[0][k] for k in ("format", "version")}
+    assert first[0]["exported_at"].startswith("2027-")
+    ids = [r["id"] for r in first[1:]]
+    assert ids == sorted(ids)
+    assert first == second
+
+
+def test_export_filters(rich):
+    """Slots, a scope (that scope only), no archive and no history narrow the export."""
+    assert {"user"} == {r["slot"] for r in _export(rich, slots=["user"])[1:]}
+    assert {"repo/alpha"} == {r["scope"] for r in _export(rich, scope="repo/alpha")[1:]}
+    every_scope = {r["scope"] for r in _export(rich)[1:]}
+    assert {None, "repo/alpha", "beta"} == every_scope
+    assert not any(r["archived"] for r in _export(rich, include_archive=False)[1:])
+    assert all("history" not in r for r in _export(rich, include_history=False)[1:])
+    with pytest.raises(InvalidFactError):
+        _export(rich, slots=["Not A Slot"])
+
+
+def test_importing_twice_skips_duplicates(rich, tmp_path, clock):
+    """A second import of the same file adds nothing and counts every fact as a duplicate."""
+    records = _export(rich)
+    with FactStore(tmp_path / "copy.db", clock=clock) as copy:
+        import_jsonl(copy, _jsonl(records))
+        counts = _table_counts(copy)
+        report = import_jsonl(copy, _jsonl(records))
+        assert (0, 0, len(records) - 1) == (report.added, report.archived,
+                                            report.skipped_duplicates)
+        assert counts == _table_counts(copy)
+
+
+def test_duplicate_rule_keyed_by_key_free_by_value(store, tmp_path, clock):
+    """A keyed fact is a duplicate by slot+scope+key (the stored value wins); a free one by value."""
+    store.upsert("user", "editor", "The user edits code in Vim.")
+    store.add("agent", "Run the linter before pushing.")
+    with FactStore(tmp_path / "other.db", clock=clock) as other:
+        other.upsert("user", "editor", "The user edits code in Emacs.")
+        other.add("agent", "Run the linter before pushing.")
+        other.add("agent", "Run the linter before pushing!")
+        report = import_jsonl(store, _jsonl(_export(other)))
+    assert (1, 2) == (report.added, report.skipped_duplicates)
+    assert "The user edits code in Vim." == store.get_by_key("user", "editor").value
+
+
+def test_taken_ids_are_renumbered_and_links_follow(rich, tmp_path, clock):
+    """Into a store whose ids are taken, facts get new ids; history, links and superseding follow."""
+    records = _export(rich)
+    with FactStore(tmp_path / "busy.db", clock=clock) as busy:
+        for n in range(40):
+            busy.add("agent", f"Existing fact number {n} about nothing.")
+        report = import_jsonl(busy, _jsonl(records))
+        assert report.renumbered == len(records) - 1
+        copied = {r["value"]: r for r in _export(busy)[1:] if r["id"] > 40}
+        assert len(records) - 1 == len(copied)
+        newer = copied["The user prefers dark mode in every editor!"]["id"]
+        assert newer == copied["the user prefers dark mode in every editor"]["superseded_by"]
+        vpn = copied["Staging deploys need the VPN turned on first."]["id"]
+        profile = copied["The VPN profile lives in the ops vault."]["id"]
+        assert 1.0 == link_strengths(busy, vpn)[profile]
+        assert _links_by_value(rich) == _links_by_value(busy)
+        assert 2 == len(copied["The user edits code in Zed."]["history"])
+        archived_id = copied["The old build server is build-01."]["id"]
+        assert busy.add("agent", "A fact written after the import.").id > archived_id
+        assert busy.doctor().ok
+
+
+def test_an_archived_id_is_never_handed_out_again(store, tmp_path, clock):
+    """An imported archived fact's id is reserved: later facts never reuse it."""
+    header = {"format": "ctxslots-facts", "version": 1}
+    archived = {"id": 7, "slot": "agent", "value": "Old lesson.", "archived": True,
+                "archived_at": clock.now, "reason": "stale"}
+    report = import_jsonl(store, _jsonl([header, archived]))
+    assert 1 == report.archived
+    assert store.get(7, include_archive=True).archived
+    assert store.add("agent", "New lesson.").id == 8
+
+
+def test_minimal_records_take_defaults(store, clock):
+    """Hand-written records need only slot and value; ISO 8601 times are accepted."""
+    header = {"format": "ctxslots-facts", "version": 1}
+    lines = [header, {"slot": "user", "value": "The user is called Ada."},
+             {"slot": "user", "key": "tz", "value": "Europe/Paris", "tags": ["time"],
+              "created_at": "2026-05-01T10:00:00Z"}]
+    report = import_jsonl(store, _jsonl(lines))
+    assert 2 == report.added
+    fact = store.get_by_key("user", "tz")
+    assert ("Europe/Paris", ("time",)) == (fact.value, fact.tags)
+    assert "2026-05-01T10:00:00+00:00" == fact.created_at.isoformat()
+    assert store.search("Ada")[0].fact.created_at.timestamp() == clock.now
+
+
+HEADER = '{"format": "ctxslots-facts", "version": 1}\n'
+GOOD = '{"slot": "user", "value": "The user is called Ada."}\n'
+
+
+@pytest.mark.parametrize(("text", "line", "words"), [
+    (HEADER + GOOD + '{"slot": "user", "value": \n', 3, "not JSON"),
+    (HEADER + GOOD + '["slot", "user"]\n', 3, "JSON object"),
+    (HEADER + '{"slot": "user", "value": 42}\n', 2, "value must be"),
+    (HEADER + GOOD + json.dumps({"slot": "user", "value": "x" * 5000}) + "\n", 3, "over the limit"),
+    (HEADER + '{"slot": "user", "value": "v", "colour": "red"}\n', 2, "unknown field"),
+    (HEADER + '{"slot": "User Slot", "value": "v"}\n', 2, "invalid slot"),
+    (HEADER + '{"slot": "user", "value": "v", "tags": "one"}\n', 2, "tags must be a list"),
+    (HEADER + '{"slot": "user", "value": "v", "score": "high"}\n', 2, "score"),
+    (HEADER + '{"slot": "user", "value": "v", "access_count": -1}\n', 2, "access_count"),
+    (HEADER + '{"slot": "user", "value": "v", "created_at": "yesterday"}\n', 2, "created_at"),
+    (HEADER + '{"slot": "user", "value": "v", "archived": "yes"}\n', 2, "archived"),
+    (HEADER + '{"slot": "user", "value": "v", "reason": "r"}\n', 2, "only for archived"),
+    (HEADER + '{"slot": "user", "value": "v", "history": [{"value": "old"}]}\n', 2,
+     "valid_from"),
+    (HEADER + '{"slot": "user", "value": "v", "links": [{"to": 0, "strength": 1}]}\n', 2, "to"),
+    (HEADER + '{"slot": "user", "value": "v", "id": 9223372036854775808}\n', 2, "id must be"),
+    (HEADER + '{"slot": "user", "value": "v", "created_at": 1' + "0" * 400 + "}\n", 2,
+     "created_at"),
+    (HEADER + '{"slot": "user", "value": "v", "confidence": 1e999}\n', 2, "confidence"),
+    (HEADER + '{"slot": "user", "value": "v", "access_count": ' + "9" * 5000 + "}\n", 2,
+     "not JSON"),
+    (HEADER + "[" * 100_000 + "]" * 100_000 + "\n", 2, "not JSON"),
+    (HEADER + '{"slot": "user", "value": "lone \\ud800 surrogate"}\n', 2, "Unicode"),
+    (HEADER + '{"slot": "user", "value": "v", "source": "\\udfff"}\n', 2, "source"),
+    (GOOD, 1, "header"),
+    ('{"format": "ctxslots-facts", "version": 2}\n' + GOOD, 1, "newer"),
+    ("\n\n", 1, "empty"),
+])
+def test_malformed_input_names_the_line_and_writes_nothing(store, text, line, words):
+    """Each kind of bad line fails the whole import with its line number; nothing is written."""
+    with pytest.raises(InvalidImportError) as caught:
+        import_jsonl(store, io.StringIO(text))
+    assert line == caught.value.line
+    assert str(caught.value).startswith(f"line {line}: ")
+    assert words in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+    assert (0, 0, 0, 0) == _table_counts(store)
+
+
+def test_unknown_slot_in_strict_mode(db_path, clock):
+    """With strict slots, a record of an unknown slot fails the import."""
+    with FactStore(db_path, clock=clock, limits=Limits(strict_slots=True)) as strict:
+        with pytest.raises(InvalidImportError, match="line 3: unknown slot 'notes'"):
+            import_jsonl(strict, io.StringIO(HEADER + GOOD + '{"slot": "notes", "value": "v"}\n'))
+        assert 0 == strict.stats()["facts"]
+
+
+def test_text_that_is_not_utf8_names_its_line(store, tmp_path):
+    """Bytes that are not UTF-8 fail with a clear error and write nothing."""
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(HEADER.encode() + GOOD.encode() + b'{"slot": "user", "value": "\xff"}\n')
+    with path.open(encoding="utf-8") as fp, pytest.raises(InvalidImportError, match="UTF-8"):
+        import_jsonl(store, fp)
+    assert 0 == store.stats()["facts"]
+
+
+def test_skip_invalid_imports_the_rest(store):
+    """skip_invalid imports the valid lines and reports each bad one with its line."""
+    text = (HEADER + GOOD + "{oops\n" + '{"slot": "user", "value": ""}\n'
+            + '{"slot": "agent", "value": "Use ripgrep."}\n')
+    report = import_jsonl(store, io.StringIO(text), skip_invalid=True)
+    assert 2 == report.added
+    assert [3, 4] == [e.line for e in report.errors]
+    assert "2 invalid lines skipped" in report.summary()
+    assert {"The user is called Ada.", "Use ripgrep."} == {f.value for f in store.facts()}
+
+
+def test_on_duplicate_error_writes_nothing(store):
+    """on_duplicate="error" fails on a fact already stored, leaving the store as it was."""
+    store.add("user", "The user is called Ada.")
+    text = HEADER + '{"slot": "agent", "value": "Use ripgrep."}\n' + GOOD
+    with pytest.raises(InvalidImportError, match="line 3: fact already in the store"):
+        import_jsonl(store, io.StringIO(text), on_duplicate="error")
+    assert ["The user is called Ada."] == [f.value for f in store.facts()]
+    with pytest.raises(InvalidFactError, match="on_duplicate"):
+        import_jsonl(store, io.StringIO(text), on_duplicate="replace")
+
+
+# -- Markdown ------------------------------------------------------------------
+
+
+def test_markdown_export_is_readable(rich):
+    """One heading per slot and scope, keyed bullets in bold, tags as code spans, no archive."""
+    text = export_markdown(rich)
+    assert text.startswith("# user\n\n- **editor**: The user edits code in Zed. `#tools`\n")
+    assert "\n# project (scope: repo/alpha)\n" in text and "\n# agent\n" in text
+    assert text.index("# user") < text.index("# project") < text.index("# agent")
+    assert "- Beta uses pnpm, never npm. `#js`" in text
+    assert "\n- # Not a heading\n  - not a bullet\n\n  ```python\n" in text
+    assert "  ```\n  * star\n  `#markdown` `` #a`b tick `` `#with space`\n" in text
+    assert "build-01" not in text                                # archived
+    assert "already expired" not in text                          # expired
+
+
+def _facts(store: FactStore, slot: str, scope: str | None) -> set[tuple]:
+    return {(f.key, f.value, f.tags) for f in store.facts(slots=[slot], scope=scope)
+            if f.scope == scope}
+
+
+def test_markdown_round_trip_keeps_values_keys_and_tags(rich, tmp_path, clock):
+    """Every exported file reads back to the same values, keys and tags."""
+    with FactStore(tmp_path / "md.db", clock=clock) as copy:
+        files = render_markdown(rich)
+        for (slot, scope), text in files.items():
+            report = import_markdown(copy, text, slot=slot, scope=scope)
+            assert report.ignored_lines == 0 and not report.errors
+        for slot, scope in files:
+            assert _facts(rich, slot, scope) == _facts(copy, slot, scope), (slot, scope)
+        assert render_markdown(rich) == render_markdown(copy)
+        assert copy.doctor().ok
+        again = import_markdown(copy, files[("user", None)], slot="user")
+        assert (0, 3) == (again.added, again.skipped_duplicates)
+
+
+def test_markdown_directory_layout_round_trips(rich, tmp_path, clock):
+    """A directory export writes slot files and scope subdirectories that import back."""
+    paths = export_markdown(rich, tmp_path / "out")
+    names = sorted(str(p.relative_to(tmp_path / "out")) for p in paths)
+    assert ["agent.md", "scopes/beta/project.md", "scopes/repo%2Falpha/project.md",
+            "user.md"] == names
+    alpha = tmp_path / "out" / "scopes" / "repo%2Falpha" / "project.md"
+    assert alpha.read_text(encoding="utf-8").startswith("# project (scope: repo/alpha)\n")
+    with FactStore(tmp_path / "md.db", clock=clock) as copy:
+        report = import_markdown(copy, alpha, slot="project", scope="repo/alpha")
+        assert 3 == report.added
+        assert _facts(rich, "project", "repo/alpha") == _facts(copy, "project", "repo/alpha")
+        fact = copy.get_by_key("project", "deploy.day", scope="repo/alpha")
+        assert "markdown:project.md" == fact.source
+
+
+MEMORY_MD = """\
+# Project Memory
+
+Notes the agent keeps between sessions. This paragraph is prose.
+
+## Build & Test
+- Run `make test` before pushing.
+* **python**: 3.11, from the venv in `.venv`
+- Integration tests need Docker running:
+  start it with `systemctl start docker`
+
+  and wait for the socket.
+  - nested detail stays in the bullet
+
+## Code Style
+- Prefer small modules. `#style`
+1. numbered lists are prose
+```
+- a bullet inside a fence is prose
+```
+---
+### Deep Heading
+- Deep fact.
+
+| table | row |
+"""
+
+
+def test_memory_md_headings_become_tags(store):
+    """The common MEMORY.md shape: headings tag the bullets, keyed bullets, prose counted."""
+    report = import_markdown(store, MEMORY_MD, slot="project", scope="repo")
+    assert (5, 0) == (report.added, report.skipped_duplicates)
+    assert 7 == report.ignored_lines          # prose, numbered list, fence (3), rule, table
+    facts = {f.value: f for f in store.facts(slots=["project"], scope="repo")}
+    assert ("project-memory", "build-&-test") == facts["Run `make test` before pushing."].tags
+    assert "python" == facts["3.11, from the venv in `.venv`"].key
+    multi = ("Integration tests need Docker running:\nstart it with `systemctl start docker`\n\n"
+             "and wait for the socket.\n- nested detail stays in the bullet")
+    assert multi in facts
+    assert ("project-memory", "code-style", "style") == facts["Prefer small modules."].tags
+    assert ("project-memory", "code-style", "deep-heading") == facts["Deep fact."].tags
+    assert store.search("Docker socket", scope="repo")[0].fact.value == multi
+    assert store.doctor().ok
+    again = import_markdown(store, MEMORY_MD, slot="project", scope="repo")
+    assert (0, 5) == (again.added, again.skipped_duplicates)
+
+
+def test_markdown_invalid_bullet_names_its_line(store):
+    """An over-size bullet fails the import with its line, or is skipped with skip_invalid."""
+    text = "# Notes\n- A fine fact.\n- " + "x" * 5000 + "\n"
+    with pytest.raises(InvalidImportError, match="line 3: value is 5000 bytes"):
+        import_markdown(store, text, slot="agent")
+    assert 0 == store.stats()["facts"]
+    report = import_markdown(store, text, slot="agent", skip_invalid=True)
+    assert (1, [3]) == (report.added, [e.line for e in report.errors])
+    with pytest.raises(InvalidFactError):
+        import_markdown(store, text, slot="Bad Slot")
+    with pytest.raises(InvalidFactError, match="cannot read"):
+        import_markdown(store, Path("/nonexistent/x.md"), slot="agent")
+
+
+_CHAR = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r")
+_TAG_CHAR = st.characters(blacklist_categories=("Cs", "Cc"))
+_VALUES = st.text(st.one_of(_CHAR, st.sampled_from(list("`#*-_ \n<!>:"))), min_size=1,
+                  max_size=40).map(str.rstrip).filter(bool)
+_TAGS = st.lists(st.text(st.one_of(_TAG_CHAR, st.sampled_from(list("`# "))), min_size=1,
+                         max_size=10).filter(str.strip), max_size=3, unique=True)
+_KEYS = st.one_of(st.none(), st.text(st.one_of(_TAG_CHAR, st.sampled_from(list("*: "))),
+                                     min_size=1, max_size=10)
+                  .filter(lambda k: k.strip() and "**:" not in k))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_KEYS, _VALUES, _TAGS), min_size=1, max_size=4))
+def test_any_bullet_reads_back_as_written(facts):
+    """Whatever the value (markdown syntax, backticks, separators), its bullet reads back exactly."""
+    text = render_file("agent", None, [render_bullet(v, key=k, tags=t) for k, v, t in facts])
+    parsed = parse_markdown(text, slot="agent", max_tag_chars=1000)
+    assert [(k, v, t) for k, v, t in facts] == [(b.key, b.value, list(b.tags))
+                                                for b in parsed.bullets]
+    assert 0 == parsed.ignored_lines
+
+
+def test_transfer_doc_examples_run(tmp_path, monkeypatch, capsys):
+    """Every python block of docs/transfer.md runs, in order, in one namespace."""
+    monkeypatch.chdir(tmp_path)
+    text = (Path(__file__).resolve().parents[1] / "docs" / "transfer.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+    assert 2 == len(blocks)
+    namespace: dict = {"__name__": "docs_transfer"}
+    for block in blocks:
+        exec(compile(block, "transfer.md", "exec"), namespace)  # noqa: S102
+    printed = capsys.readouterr().out
+    assert "imported 2 facts, 0 archived, 0 history entries; skipped 0 duplicates" in printed
+    assert "- **python**: 3.11, from `.venv` `#project-notes` `#build-&-test`" in printed
