@@ -14,7 +14,7 @@ import attrs
 from ._sqlite import Connection
 from .ranking import Candidate
 
-__all__ = ["COLUMNS", "Found", "lexical_leg", "merge_vector_leg", "placeholders"]
+__all__ = ["COLUMNS", "Found", "lexical_leg", "merge_vector_leg", "placeholders", "ranked_candidates"]
 
 COLUMNS = (
     "id, slot, scope, key, value, tags, source, confidence, score, created_at, "
@@ -47,12 +47,26 @@ def lexical_leg(
         f"ORDER BY {table}_fts.rank LIMIT ?",
         (match, *params, pool),
     ).fetchall()
+    return ranked_candidates(conn, table, [(int(fid), float(rank)) for fid, rank in ranked])
+
+
+def ranked_candidates(
+    conn: Connection, table: str, ranked: Sequence[tuple[int, float]],
+    where: str | None = None, params: Sequence[Any] = (),
+) -> list[tuple[Candidate, dict[str, Any]]]:
+    """Candidates for ``(fact_id, bm25)`` pairs, best first, read from ``table``.
+
+    With ``where``, rows that no longer pass it (changed since the ranking was
+    made) are left out.
+    """
     if not ranked:
         return []
-    bm25 = {int(fid): float(rank) for fid, rank in ranked}
+    bm25 = dict(ranked)
     position = {fid: i for i, fid in enumerate(bm25, start=1)}
-    rows = conn.rows(f"SELECT {COLUMNS} FROM {table} WHERE id IN ({placeholders(len(bm25))})",
-                     list(bm25))
+    extra = f" AND {where}" if where else ""
+    rows = conn.rows(
+        f"SELECT {COLUMNS} FROM {table} AS f WHERE id IN ({placeholders(len(bm25))}){extra}",
+        (*bm25, *params))
     return [(_candidate(row, bm25_rank=position[int(row["id"])], bm25=bm25[int(row["id"])]), row)
             for row in rows]
 

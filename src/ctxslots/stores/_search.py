@@ -11,7 +11,8 @@ import numpy as np
 from ..errors import InvalidFactError
 from ..model import Fact, Hit, from_timestamp
 from ._common_terms import CommonTerms
-from ._legs import Found, lexical_leg, merge_vector_leg
+from ._legs import Found, lexical_leg, merge_vector_leg, ranked_candidates
+from .lexical_cache import LexicalCache
 from ._legs import placeholders as _placeholders
 from ._reads import check_id as _check_id
 from ._validate import Limits
@@ -46,6 +47,8 @@ class SearchMixin:
     _cache: VectorCache | None
     _common: CommonTerms | None
     _recent: RecentResults
+    _lexical: LexicalCache | None
+    lexical_cache: bool
     limits: Limits
     ranking: RankingPolicy
     query_policy: QueryPolicy
@@ -101,7 +104,8 @@ class SearchMixin:
         now = self.clock()
         where, params = self._filters(slots, scope, now=now, alias="f.",
                                       include_superseded=include_superseded)
-        match = to_match(self._query_tokens(query))
+        tokens = self._query_tokens(query)
+        match = to_match(tokens)
         use_lexical = bool(match) and self.ranking.lexical_weight > 0
         use_vector = (bool(self.ranking.vector_weight) and bool(query.strip())
                       and self.vector_leg_ready)
@@ -112,7 +116,12 @@ class SearchMixin:
         by_id: dict[int, Candidate] = {}
         if use_lexical:
             for table in ["facts"] + (["archive"] if include_archive else []):
-                for cand, row in lexical_leg(self._conn, table, match, where, params, pool):
+                if table == "facts" and self.lexical_cache:
+                    leg = self._cached_lexical_leg(tokens, scope, slots, now, where, params, pool,
+                                                   include_superseded)
+                else:
+                    leg = lexical_leg(self._conn, table, match, where, params, pool)
+                for cand, row in leg:
                     by_id[cand.fact_id] = cand
                     found[cand.fact_id] = (row, table == "archive")
         if use_vector:
@@ -130,6 +139,20 @@ class SearchMixin:
         if track_access:
             hits = self._track_access(hits, now)
         return hits
+
+    def _cached_lexical_leg(
+        self, tokens: list[str], scope: str | None, slots: Sequence[str] | None, now: float,
+        where: str, params: list[Any], pool: int, include_superseded: bool,
+    ) -> list[tuple[Candidate, dict[str, Any]]]:
+        if self._lexical is None:
+            self._lexical = LexicalCache()
+        self._lexical.sync(self._conn)
+        scopes = list(dict.fromkeys([self.limits.scope(scope), ""]))
+        slot_list = None if slots is None else [self.limits.slot(s) for s in
+                                               ([slots] if isinstance(slots, str) else slots)]
+        ranked = self._lexical.search(tokens, scopes=scopes, slots=slot_list, now=now,
+                                      include_superseded=include_superseded, pool=pool)
+        return ranked_candidates(self._conn, "facts", ranked, where, params)
 
     def _count_hidden(self, hits: list[Hit]) -> list[Hit]:
         ids = [h.fact.id for h in hits if not h.fact.archived]

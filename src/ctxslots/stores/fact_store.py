@@ -31,6 +31,7 @@ from .prune import PrunePolicy, PruneReport, prune
 from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
 from .vectors import VectorCache, VectorIndex
 from .links import RecentResults, strengthen
+from .lexical_cache import LexicalCache, trim_fact_log
 from ._reads import ReadsMixin
 from ._reads import check_id as _check_id
 from ._search import SearchMixin
@@ -80,6 +81,11 @@ class FactStore(ReadsMixin, SearchMixin):
             with the file, instead of scanning ``vec0`` on every search.
         rerank: ``rerank(query, hits) -> hits | None``, given every fused
             candidate before the limit (see :mod:`ctxslots.stores.rerank`).
+        lexical_cache: Score the lexical leg from an in-memory copy of the
+            index (see :mod:`ctxslots.stores.lexical_cache`) instead of an FTS5
+            query: about 9x faster per search, for a load on the first search
+            (about 3 s per 100,000 facts) and memory for the postings. For
+            long-running agents; one-shot commands are better off without it.
     """
 
     path: str | os.PathLike[str] | None = None
@@ -91,6 +97,7 @@ class FactStore(ReadsMixin, SearchMixin):
     embedder: Any = None
     vector_cache: bool = True
     rerank: Reranker | None = None
+    lexical_cache: bool = False
     _conn: Connection = attrs.field(init=False, repr=False)
     _index: VectorIndex | None = attrs.field(init=False, default=None, repr=False)
     _cache: VectorCache | None = attrs.field(init=False, default=None, repr=False)
@@ -98,6 +105,7 @@ class FactStore(ReadsMixin, SearchMixin):
     _common: CommonTerms | None = attrs.field(init=False, default=None, repr=False)
     _written: int = attrs.field(init=False, default=0, repr=False)
     _recent: RecentResults = attrs.field(init=False, factory=RecentResults, repr=False)
+    _lexical: LexicalCache | None = attrs.field(init=False, default=None, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.path = os.fspath(self.path) if self.path is not None else str(default_db_path())
@@ -158,6 +166,8 @@ class FactStore(ReadsMixin, SearchMixin):
                 yield
                 if outer and self._pending:
                     self._write_vectors(self._pending)
+                if outer:
+                    trim_fact_log(self._conn)
         finally:
             if outer:
                 self._pending = None

@@ -170,9 +170,36 @@ def m005_links(conn: Connection) -> None:
     )
 
 
+def m006_fact_log(conn: Connection) -> None:
+    """The change log that keeps in-memory lexical indexes consistent with the file.
+
+    Triggers append the id of every fact inserted, deleted, or changed in a
+    column a search filters or scores on; access counts and scores are not logged.
+    """
+    conn.execute(
+        """
+        CREATE TABLE fact_log (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            fact_id INTEGER NOT NULL
+        );
+        CREATE TRIGGER facts_log_ai AFTER INSERT ON facts BEGIN
+            INSERT INTO fact_log (fact_id) VALUES (new.id);
+        END;
+        CREATE TRIGGER facts_log_ad AFTER DELETE ON facts BEGIN
+            INSERT INTO fact_log (fact_id) VALUES (old.id);
+        END;
+        CREATE TRIGGER facts_log_au AFTER UPDATE OF slot, scope, key, value, tags, expires_at,
+                superseded_by ON facts BEGIN
+            INSERT INTO fact_log (fact_id) VALUES (new.id);
+        END;
+        """
+    )
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
-    m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links)
+    m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links,
+    m006_fact_log)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

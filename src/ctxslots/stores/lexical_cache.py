@@ -1,0 +1,232 @@
+"""An in-memory copy of the lexical index: BM25 over numpy postings, kept consistent with the file.
+
+FTS5 scores every row that matches any word of an OR-query, so a query with an
+everyday word costs milliseconds per hundred thousand facts. This cache holds,
+for each stem of the index's own tokenizer, the rows that contain it and how
+often, and scores a query with FTS5's BM25 formula (k1 = 1.2, b = 0.75, every
+column weighted 1) in numpy. The file stays the source of truth: triggers append
+every changed fact id to ``fact_log`` (migration ``m006_fact_log``), and each
+search first applies what the log recorded since the last one, or reloads in
+full when it fell behind the trimmed log.
+
+Rows are never removed from the arrays: a changed fact's old row is marked dead
+and a new row is appended, and the whole cache is rebuilt when more than half of
+its rows are dead.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+import attrs
+import numpy as np
+
+from ._sqlite import Connection
+from .migrations import FTS_TOKENIZE
+
+__all__ = ["LexicalCache", "trim_fact_log"]
+
+K1 = 1.2
+B = 0.75
+#: Log entries kept after a trim; a cache further behind than this reloads.
+LOG_KEEP = 50_000
+
+
+def _log_bounds(conn: Connection) -> tuple[int | None, int | None]:
+    # Two statements: SQLite answers a lone min() or max() from the index.
+    return (conn.scalar("SELECT min(seq) FROM fact_log"),
+            conn.scalar("SELECT max(seq) FROM fact_log"))
+
+
+def trim_fact_log(conn: Connection) -> None:
+    """Drop old log entries once the log holds twice :data:`LOG_KEEP` (inside a write)."""
+    low, high = _log_bounds(conn)
+    if low is not None and high is not None and int(high) - int(low) > 2 * LOG_KEEP:
+        conn.execute("DELETE FROM fact_log WHERE seq <= ?", (int(high) - LOG_KEEP,))
+
+
+class _Grow:
+    """A numpy array that grows by doubling."""
+
+    def __init__(self, dtype: Any, fill: Any = 0) -> None:
+        self.data = np.full(1024, fill, dtype)
+        self.fill = fill
+
+    def put(self, index: int, value: Any) -> None:
+        if index >= len(self.data):
+            grown = np.full(max(index + 1, 2 * len(self.data)), self.fill, self.data.dtype)
+            grown[: len(self.data)] = self.data
+            self.data = grown
+        self.data[index] = value
+
+
+def _any_equal(values: np.ndarray, codes: Sequence[int]) -> np.ndarray:
+    out = values == codes[0]
+    for code in codes[1:]:
+        out |= values == code
+    return out
+
+
+@attrs.define
+class LexicalCache:
+    """BM25 postings of the live facts, in memory.
+
+    Attributes:
+        rows_loaded: Rows appended since the last full load (live and dead).
+    """
+
+    _tokenizer: Any = None
+    _postings: dict[str, tuple[array[int], array[float]]] = attrs.Factory(dict)
+    _df: dict[str, int] = attrs.Factory(dict)
+    _row_of: dict[int, int] = attrs.Factory(dict)
+    _ids: _Grow = attrs.Factory(lambda: _Grow(np.int64))
+    _length: _Grow = attrs.Factory(lambda: _Grow(np.float32))
+    _alive: _Grow = attrs.Factory(lambda: _Grow(bool, False))
+    _scope: _Grow = attrs.Factory(lambda: _Grow(np.int32, -1))
+    _slot: _Grow = attrs.Factory(lambda: _Grow(np.int32, -1))
+    _expires: _Grow = attrs.Factory(lambda: _Grow(np.float64, np.inf))
+    _superseded: _Grow = attrs.Factory(lambda: _Grow(bool, False))
+    _stems_of: dict[int, dict[str, int]] = attrs.Factory(dict)
+    _codes: dict[str, int] = attrs.Factory(dict)
+    rows_loaded: int = 0
+    _live: int = 0
+    _tokens: float = 0.0
+    _seq: int = -1
+    _norm: np.ndarray | None = None
+
+    # -- keeping in step with the file ------------------------------------
+
+    def sync(self, conn: Connection) -> None:
+        """Apply the facts changed since the last sync, or reload everything."""
+        if self._tokenizer is None:
+            self._tokenizer = conn.raw.fts5_tokenizer(FTS_TOKENIZE.split()[0],
+                                                      FTS_TOKENIZE.split()[1:])
+        low, high = _log_bounds(conn)
+        top = int(high or 0)
+        behind = low is not None and self._seq < int(low) - 1
+        if self._seq < 0 or behind or (self.rows_loaded > 1000 and
+                                       self._live < self.rows_loaded // 2):
+            self._reload(conn, top)
+            return
+        if top <= self._seq:
+            return
+        changed = [int(r[0]) for r in conn.execute(
+            "SELECT DISTINCT fact_id FROM fact_log WHERE seq > ?", (self._seq,)).fetchall()]
+        for fact_id in changed:
+            self._remove(fact_id)
+        for start in range(0, len(changed), 500):
+            chunk = changed[start:start + 500]
+            self._add_rows(conn.execute(
+                "SELECT id, slot, scope, key, value, tags, expires_at, superseded_by FROM facts "
+                f"WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+        self._seq = top
+
+    def _reload(self, conn: Connection, top: int) -> None:
+        fresh = LexicalCache()
+        for field in attrs.fields(LexicalCache):
+            if field.name not in ("_tokenizer", "_codes"):
+                setattr(self, field.name, getattr(fresh, field.name))
+        batch: list[Any] = []
+        for row in conn.execute("SELECT id, slot, scope, key, value, tags, expires_at, "
+                                "superseded_by FROM facts"):
+            batch.append(row)
+            if len(batch) == 5000:
+                self._add_rows(batch)
+                batch = []
+        self._add_rows(batch)
+        self._seq = top
+
+    def _code(self, name: str) -> int:
+        return self._codes.setdefault(name, len(self._codes))
+
+    def _stems(self, text: str, reason: int) -> list[str]:
+        return [str(t[2]) for t in self._tokenizer(text.encode("utf-8"), reason, None)]
+
+    def _add_rows(self, rows: Sequence[Any]) -> None:
+        for fact_id, slot, scope, key, value, tags, expires_at, superseded_by in rows:
+            counts: dict[str, int] = {}
+            for column in (key, value, tags):
+                if column:
+                    for stem in self._stems(column, apsw.FTS5_TOKENIZE_DOCUMENT):
+                        counts[stem] = counts.get(stem, 0) + 1
+            row = self.rows_loaded
+            self.rows_loaded += 1
+            self._row_of[int(fact_id)] = row
+            self._stems_of[row] = counts
+            self._ids.put(row, fact_id)
+            self._length.put(row, sum(counts.values()))
+            self._alive.put(row, True)
+            self._scope.put(row, self._code("scope:" + scope))
+            self._slot.put(row, self._code("slot:" + slot))
+            self._expires.put(row, np.inf if expires_at is None else expires_at)
+            self._superseded.put(row, superseded_by is not None)
+            self._live += 1
+            self._tokens += sum(counts.values())
+            self._norm = None
+            for stem, count in counts.items():
+                rows_of, counts_of = self._postings.setdefault(stem, (array("i"), array("f")))
+                rows_of.append(row)
+                counts_of.append(count)
+                self._df[stem] = self._df.get(stem, 0) + 1
+
+    def _remove(self, fact_id: int) -> None:
+        row = self._row_of.pop(fact_id, None)
+        if row is None:
+            return
+        self._alive.data[row] = False
+        counts = self._stems_of.pop(row)
+        self._live -= 1
+        self._tokens -= sum(counts.values())
+        self._norm = None
+        for stem in counts:
+            self._df[stem] -= 1
+
+    # -- searching --------------------------------------------------------
+
+    def search(
+        self, tokens: Sequence[str], *, scopes: Sequence[str], slots: Sequence[str] | None,
+        now: float, include_superseded: bool, pool: int,
+    ) -> list[tuple[int, float]]:
+        """``(fact_id, bm25)`` of the best ``pool`` visible rows, best first.
+
+        ``bm25`` is negative like FTS5's ``rank`` (more negative is better).
+        """
+        if self._live == 0:
+            return []
+        n = self.rows_loaded
+        scores = np.zeros(n, np.float64)
+        total = float(self._live)
+        if self._norm is None or len(self._norm) != n:
+            self._norm = K1 * (1.0 - B + B * self._length.data[:n] / max(self._tokens / total, 1e-9))
+        norm = self._norm
+        stems = {s for t in tokens for s in self._stems(t, apsw.FTS5_TOKENIZE_QUERY)}
+        for stem in stems:
+            posting = self._postings.get(stem)
+            if posting is None or not self._df.get(stem):
+                continue
+            rows = np.frombuffer(posting[0], np.int32)
+            counts = np.frombuffer(posting[1], np.float32).astype(np.float64)
+            df = self._df[stem]
+            idf = max(1e-6, math.log((total - df + 0.5) / (df + 0.5)))
+            scores[rows] += idf * counts * (K1 + 1.0) / (counts + norm[rows])
+        hit = np.flatnonzero(scores)
+        # Filters on the matching rows only: far fewer than all rows.
+        keep = self._alive.data[hit] & (self._expires.data[hit] > now)
+        keep &= _any_equal(self._scope.data[hit], [self._codes.get("scope:" + s, -2) for s in scopes])
+        if slots is not None:
+            keep &= _any_equal(self._slot.data[hit], [self._codes.get("slot:" + s, -2) for s in slots])
+        if not include_superseded:
+            keep &= ~self._superseded.data[hit]
+        hit = hit[keep]
+        if not len(hit):
+            return []
+        take = min(pool, len(hit))
+        cut = scores[hit[np.argpartition(-scores[hit], take - 1)[take - 1]]]
+        top = hit[scores[hit] >= cut]  # every row tied at the cut, so ties go to the lower id
+        ids = self._ids.data[top]
+        order = np.lexsort((ids, -scores[top]))[:take]
+        return [(int(ids[i]), -float(scores[top][i])) for i in order]
