@@ -7,9 +7,10 @@ import re
 import unicodedata
 
 import pytest
-from _assembler_helpers import HOSTILE_VALUES, make_store
+from _assembler_helpers import make_store
 from hypothesis import given
 from hypothesis import strategies as st
+from injection_catalogue import INJECTION_VALUES as HOSTILE_VALUES
 
 from ctxslots import AssemblyRequest, PromptAssembler
 from ctxslots.assembler.escape import _escape, bullet, fence_for, md_cell

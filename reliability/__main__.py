@@ -1,0 +1,96 @@
+"""``python -m reliability {concurrency,crash,fuzz,all}``: run a check at full size, print its figures.
+
+Each subcommand prints a markdown table of what it measured and exits with
+status 1 when a check failed (listing the failures), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _machine() -> str:
+    import os
+
+    import apsw
+
+    return (f"Python {platform.python_version()}, SQLite {apsw.sqlite_lib_version()}, "
+            f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs")
+
+
+def _report(title: str, result: Any) -> bool:
+    print(f"## {title}\n")
+    print(result.table())
+    failures = result.failures
+    if failures:
+        print(f"\nFAILED ({len(failures)}):")
+        for line in failures[:50]:
+            print(f"- {line}")
+    print()
+    return bool(result.ok)
+
+
+def _concurrency(args: argparse.Namespace, folder: Path) -> bool:
+    from .concurrency import run_concurrency
+
+    result = run_concurrency(folder / "concurrency.db", processes=args.processes, ops=args.ops,
+                             seed=args.seed)
+    return _report("concurrency", result)
+
+
+def _crash(args: argparse.Namespace, folder: Path) -> bool:
+    from .crash import run_crash
+
+    result = run_crash(folder / "crash", trials=args.trials, seed=args.seed,
+                       max_delay=args.max_delay)
+    if args.verbose:
+        for t in result.trials:
+            print(f"trial {t.number:>3} {t.mode:<8} kill after {t.delay_s:.3f} s: "
+                  f"{t.acked}/{t.units} units acked, in flight {t.in_flight}, doctor {t.doctor}")
+        print()
+    return _report("crash", result)
+
+
+def _fuzz(args: argparse.Namespace, folder: Path) -> bool:
+    from .fuzz import run_fuzz
+
+    return _report("fuzz", run_fuzz(examples=args.examples))
+
+
+_COMMANDS = {"concurrency": _concurrency, "crash": _crash, "fuzz": _fuzz}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, run the chosen checks, return the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m reliability", description=__doc__)
+    parser.add_argument("command", choices=[*_COMMANDS, "all"])
+    parser.add_argument("--processes", type=int, default=8, help="concurrency: worker processes")
+    parser.add_argument("--ops", type=int, default=1000, help="concurrency: operations per worker")
+    parser.add_argument("--trials", type=int, default=50, help="crash: trials")
+    parser.add_argument("--max-delay", type=float, default=1.0,
+                        help="crash: longest wait before the kill, seconds")
+    parser.add_argument("--examples", type=int, default=10_000,
+                        help="fuzz: examples per property test")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the operation mix and kills")
+    parser.add_argument("--keep", type=Path, help="write the databases here and keep them")
+    parser.add_argument("-v", "--verbose", action="store_true", help="crash: one line per trial")
+    args = parser.parse_args(argv)
+    chosen = list(_COMMANDS) if args.command == "all" else [args.command]
+    print(f"Machine: {_machine()}\n")
+    with tempfile.TemporaryDirectory(prefix="ctxslots-reliability-") as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        results = [_COMMANDS[name](args, folder) for name in chosen]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
