@@ -147,3 +147,18 @@ def test_cli_prune_dry_run_lists_and_then_moves(db_path, clock):
 def test_cli_prune_rejects_a_malformed_cap(db_path):
     result = CliRunner().invoke(cli, ["--db", str(db_path), "prune", "--cap", "agent"])
     assert result.exit_code == 2 and "SLOT=COUNT" in result.output
+
+
+def test_a_store_over_its_size_cap_keeps_working(store, clock):
+    """Over the size cap, writes and searches go on; pruning frees the bottom share, never blocks."""
+    ids = _fill(store, clock, 30, prefix="Capped")
+    clock.advance(days=60)
+    policy = PrunePolicy(slot_caps={}, max_bytes=1, size_share=0.5, protect_days=1)
+    fresh = store.add("agent", "A note about the weather, written while over the cap.")
+    assert [h.fact.id for h in store.search("weather")] == [fresh.id]
+    report = store.prune(policy)
+    assert report.over_size and len(report.moved) == 15 and fresh.id not in {
+        m.fact.id for m in report.moved}
+    again = store.add("agent", "Another weather note, written after pruning.")
+    assert store.get(again.id) is not None and len(store.facts()) == 31 - 15 + 1
+    assert all(store.get(i, include_archive=True) is not None for i in ids)
