@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from ctxslots.flusher.operations import check_operation
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 _conversations = itertools.count()
+_copies = itertools.count()
 
 EXAMPLES = int(os.environ.get("CTXSLOTS_FUZZ_EXAMPLES", "100"))
 
@@ -65,9 +67,12 @@ HOSTILE_TOKENS = [
     "https://example.com/a?b", "[id:1]", "# heading", "```", "<|im_start|>", "a" * 5000,
 ]
 
-#: Any Unicode text, lone surrogates included (what a non-UTF-8 argv byte becomes).
+#: Any Unicode text (hypothesis leaves out lone surrogates unless asked).
 text = st.text(max_size=60)
-hostile = st.one_of(text, st.sampled_from(HOSTILE_TOKENS),
+#: Text with lone surrogates: what a non-UTF-8 argv byte or a JSON ``\\ud800`` escape becomes.
+surrogate_text = st.text(alphabet=st.one_of(st.characters(), st.sampled_from(
+    ["\ud800", "\udcff", "\udfff"])), min_size=1, max_size=20)
+hostile = st.one_of(text, surrogate_text, st.sampled_from(HOSTILE_TOKENS),
                     st.lists(st.sampled_from(HOSTILE_TOKENS), max_size=4).map(" ".join))
 
 
@@ -81,7 +86,8 @@ slots = mostly(builtin_slots, hostile)
 plain_text = st.text(alphabet=st.characters(exclude_categories=("Cs",)), min_size=1,
                      max_size=60).filter(str.strip)
 scopes = st.one_of(st.none(), st.sampled_from(["a", "b"]), hostile)
-ids = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+#: Ids in SQLite's range, and any integer at all.
+ids = st.one_of(st.integers(min_value=-(2**63), max_value=2**63 - 1), st.integers())
 
 
 def snapshot(store: FactStore, *, access: bool = True) -> list[tuple[Any, ...]]:
@@ -196,17 +202,25 @@ def test_cli_remember_writes_only_the_asked_slot_and_scope(cli_db, data):
                                     st.floats().map(str), hostile)),
                                 "--json": st.just(True)})
     scope = next((o.split("=", 1)[1] for o in opts if o.startswith("--scope=")), None)
-    with FactStore(cli_db) as store:
-        before = fact_rows(store), snapshot(store)
-    result = invoke(cli_db, ["remember", *opts, "--", slot, value])
-    with FactStore(cli_db) as store:
-        after = fact_rows(store), snapshot(store)
+    # A fresh copy per example: the store stays small however many examples run.
+    db = cli_db.with_name(f"remember-{next(_copies)}.db")
+    shutil.copyfile(cli_db, db)
+    try:
+        with FactStore(db) as store:
+            before = fact_rows(store), snapshot(store)
+        result = invoke(db, ["remember", *opts, "--", slot, value])
+        with FactStore(db) as store:
+            after = fact_rows(store), snapshot(store)
+    finally:
+        for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            path.unlink(missing_ok=True)
     event(f"remember exit {result.exit_code}")
     if result.exit_code != 0:
         assert before == after
         return
     changed = {i: where for i, where in after[0].items() if before[0].get(i) != where}
-    rewritten = [r for r in after[1] if r not in before[1] and r[0] == "facts"]
+    old_rows = set(before[1])
+    rewritten = [r for r in after[1] if r not in old_rows and r[0] == "facts"]
     assert 1 == len(rewritten)
     assert {(slot, scope)} == {(r[2], r[3] or None) for r in rewritten}
     assert set(changed.values()) <= {(slot, scope)}
@@ -357,8 +371,9 @@ def test_flush_of_any_reply_writes_only_its_scope(filled, first, second, styles)
           "changes" if report.added or report.updated or report.forgotten else "flush, no change")
     after = snapshot(filled)
     assert before_b == [r for r in after if r[0] != "fact_history" and r[3] == "b"]
+    old_rows = set(before)
     for row in after:
-        if row not in before and row[0] in ("facts", "archive"):
+        if row not in old_rows and row[0] in ("facts", "archive"):
             slot, scope = row[2], row[3] or None
             assert slot in DEFAULT_SLOTS
             assert scope == ("a" if slot == "project" else None)
@@ -433,10 +448,12 @@ def test_tool_dispatch_never_raises_nor_leaves_its_scope(filled, call):
         assert before == after
     untouchable = [r for r in before if r[0] != "fact_history" and (r[3] not in ("a", "")
                                                                    or r[2] == "user")]
-    assert all(r in after for r in untouchable)
+    new_rows = set(after)
+    assert all(r in new_rows for r in untouchable)
     known_ids = {r[1] for r in before if r[0] in ("facts", "archive")}
+    old_rows = set(before)
     for row in after:
-        if row not in before and row[0] in ("facts", "archive"):
+        if row not in old_rows and row[0] in ("facts", "archive"):
             where = (row[2], row[3] or None)
             assert where[0] in ("project", "agent") and where[1] in ("a", None)
             if row[1] not in known_ids:  # a new fact: written where the tools write
