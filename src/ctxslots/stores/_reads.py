@@ -32,6 +32,18 @@ def check_id(fact_id: object) -> int:
     return fact_id
 
 
+def slot_clause(limits: Limits, slots: Sequence[str] | str, alias: str = "") -> tuple[str, list[str]]:
+    """``slot IN (?, ...)`` for ``slots`` (a name or a list), with the checked names.
+
+    :raises InvalidFactError: A slot is malformed, or the list is empty.
+    """
+    names = [slots] if isinstance(slots, str) else list(slots)
+    checked = [limits.slot(s) for s in names]
+    if not checked:
+        raise InvalidFactError("slots must name at least one slot", field="slots", value=slots)
+    return f"{alias}slot IN ({_placeholders(len(checked))})", checked
+
+
 class ReadsMixin:
     """Reads of :class:`~ctxslots.stores.fact_store.FactStore` that show nothing to a model."""
 
@@ -132,16 +144,12 @@ class ReadsMixin:
         self, slots: Sequence[str] | None, scope: str | None, *, now: float | None = None,
         alias: str = "", include_expired: bool = False, include_superseded: bool = True,
     ) -> tuple[str, list[Any]]:
-        if isinstance(slots, str):
-            slots = [slots]
         scope_value = self.limits.scope(scope)
         clauses = [f"{alias}scope IN (?, '')"]
         params: list[Any] = [scope_value]
         if slots is not None:
-            checked = [self.limits.slot(s) for s in slots]
-            if not checked:
-                raise InvalidFactError("slots must name at least one slot", field="slots", value=slots)
-            clauses.append(f"{alias}slot IN ({_placeholders(len(checked))})")
+            clause, checked = slot_clause(self.limits, slots, alias)
+            clauses.append(clause)
             params.extend(checked)
         if not include_superseded:
             clauses.append(f"{alias}superseded_by IS NULL")

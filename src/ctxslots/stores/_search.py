@@ -147,12 +147,18 @@ class SearchMixin:
         if self._lexical is None:
             self._lexical = LexicalCache()
         self._lexical.sync(self._conn)
-        scopes = list(dict.fromkeys([self.limits.scope(scope), ""]))
-        slot_list = None if slots is None else [self.limits.slot(s) for s in
-                                               ([slots] if isinstance(slots, str) else slots)]
+        scopes, slot_list = self._visible(scope, slots)
         ranked = self._lexical.search(tokens, scopes=scopes, slots=slot_list, now=now,
                                       include_superseded=include_superseded, pool=pool)
         return ranked_candidates(self._conn, "facts", ranked, where, params)
+
+    def _visible(self, scope: str | None, slots: Sequence[str] | None
+                 ) -> tuple[list[str], list[str] | None]:
+        """The stored scope values a search in ``scope`` sees, and the checked slots."""
+        scopes = list(dict.fromkeys([self.limits.scope(scope), ""]))
+        if slots is None:
+            return scopes, None
+        return scopes, [self.limits.slot(s) for s in ([slots] if isinstance(slots, str) else slots)]
 
     def _count_hidden(self, hits: list[Hit]) -> list[Hit]:
         ids = [h.fact.id for h in hits if not h.fact.archived]
@@ -223,9 +229,7 @@ class SearchMixin:
         vector = self.embedder.embed([query])[0]
         if not np.any(vector):
             return
-        scopes = list(dict.fromkeys([self.limits.scope(scope), ""]))
-        slot_list = None if slots is None else [self.limits.slot(s) for s in
-                                               ([slots] if isinstance(slots, str) else slots)]
+        scopes, slot_list = self._visible(scope, slots)
         if self.vector_cache:
             if self._cache is None:
                 self._cache = VectorCache(self._index.dimension)

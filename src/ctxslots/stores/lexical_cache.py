@@ -27,6 +27,7 @@ import numpy as np
 
 from ._sqlite import Connection
 from .migrations import FTS_TOKENIZE
+from .vectors import log_bounds
 
 __all__ = ["LexicalCache", "trim_fact_log"]
 
@@ -36,15 +37,9 @@ B = 0.75
 LOG_KEEP = 50_000
 
 
-def _log_bounds(conn: Connection) -> tuple[int | None, int | None]:
-    # Two statements: SQLite answers a lone min() or max() from the index.
-    return (conn.scalar("SELECT min(seq) FROM fact_log"),
-            conn.scalar("SELECT max(seq) FROM fact_log"))
-
-
 def trim_fact_log(conn: Connection) -> None:
     """Drop old log entries once the log holds twice :data:`LOG_KEEP` (inside a write)."""
-    low, high = _log_bounds(conn)
+    low, high = log_bounds(conn, "fact_log")
     if low is not None and high is not None and int(high) - int(low) > 2 * LOG_KEEP:
         conn.execute("DELETE FROM fact_log WHERE seq <= ?", (int(high) - LOG_KEEP,))
 
@@ -105,7 +100,7 @@ class LexicalCache:
         if self._tokenizer is None:
             self._tokenizer = conn.raw.fts5_tokenizer(FTS_TOKENIZE.split()[0],
                                                       FTS_TOKENIZE.split()[1:])
-        low, high = _log_bounds(conn)
+        low, high = log_bounds(conn, "fact_log")
         top = int(high or 0)
         behind = low is not None and self._seq < int(low) - 1
         if self._seq < 0 or behind or (self.rows_loaded > 1000 and

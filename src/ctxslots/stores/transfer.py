@@ -31,6 +31,7 @@ from ._jsonl_import import (
 )
 from ._jsonl_records import header, record_from_row
 from ._legs import COLUMNS
+from ._reads import slot_clause
 from ._markdown_memory import parse_markdown, render_bullet, render_file, scope_dirname
 from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
 from ._validate import BUILTIN_SLOTS
@@ -78,13 +79,9 @@ def _snapshot(conn: Connection) -> Iterator[None]:
 
 def _where(store: FactStore, slots: Sequence[str] | None, scope: str | None) -> tuple[str, list[Any]]:
     clauses, params = ["1"], []
-    if isinstance(slots, str):
-        slots = [slots]
     if slots is not None:
-        checked = [store.limits.slot(s) for s in slots]
-        if not checked:
-            raise InvalidFactError("slots must name at least one slot", field="slots", value=slots)
-        clauses.append(f"slot IN ({','.join('?' * len(checked))})")
+        clause, checked = slot_clause(store.limits, slots)
+        clauses.append(clause)
         params.extend(checked)
     if scope is not None:
         clauses.append("scope = ?")

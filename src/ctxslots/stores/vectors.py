@@ -73,11 +73,12 @@ def _set_meta(conn: Connection, name: str, value: str) -> None:
     )
 
 
-def _log_bounds(conn: Connection) -> tuple[int | None, int | None]:
+def log_bounds(conn: Connection, table: str = "vector_log") -> tuple[int | None, int | None]:
+    """The lowest and highest ``seq`` of a change log (``vector_log`` or ``fact_log``)."""
     # Two statements on purpose: SQLite answers a lone min() or max() from the
     # index in O(log n), but scans the whole table for both in one SELECT.
-    return (conn.scalar("SELECT min(seq) FROM vector_log"),
-            conn.scalar("SELECT max(seq) FROM vector_log"))
+    return (conn.scalar(f"SELECT min(seq) FROM {table}"),
+            conn.scalar(f"SELECT max(seq) FROM {table}"))
 
 
 def _table_exists(conn: Connection) -> bool:
@@ -157,7 +158,7 @@ class VectorIndex:
         self.conn.executemany(f"DELETE FROM {TABLE} WHERE fact_id = ?", [(i,) for i in ids])
 
     def _trim_log(self) -> None:
-        low, high = _log_bounds(self.conn)
+        low, high = log_bounds(self.conn)
         if high is not None and low is not None and high - low > 2 * _LOG_KEEP:
             self.conn.execute("DELETE FROM vector_log WHERE seq <= ?", (high - _LOG_KEEP,))
 
@@ -261,7 +262,7 @@ class VectorCache:
     def sync(self, conn: Connection) -> None:
         """Apply the changes the log records since the last sync (or reload in full)."""
         generation = _meta(conn, _META_GENERATION)
-        low, high = _log_bounds(conn)
+        low, high = log_bounds(conn)
         high = int(high or 0)
         if generation != self._generation or (low is not None and self._seq < int(low) - 1):
             self._reload(conn, generation, high)
