@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_facts, generate_queries  # noqa: E402
 
-from ctxslots import FactStore  # noqa: E402
+from ctxslots import FactStore, Limits  # noqa: E402
 from ctxslots.stores._sqlite import open_connection  # noqa: E402
 from ctxslots.stores.sanitize import sanitize_query, to_match  # noqa: E402
 
@@ -49,7 +49,8 @@ SCOPES = ("repo-alpha", "repo-beta")
 def build(path: Path, n: int, chunk: int = 100_000) -> float:
     """Fill a new store with n facts; return facts/s of the first one-transaction chunk."""
     rate = 0.0
-    with FactStore(path) as store:
+    # One transaction per chunk, so the first chunk's rate is one large write.
+    with FactStore(path, limits=Limits(max_batch=chunk)) as store:
         store._conn.execute("PRAGMA cache_size=-200000")
         facts = generate_facts(n, seed=0)
         done = 0
