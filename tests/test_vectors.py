@@ -190,3 +190,86 @@ def test_cache_and_vec0_agree(db_path):
             assert np.allclose([c for _, c in a], [c for _, c in b], atol=1e-5)
             cut = a[-1][1] + 1e-5  # below it, float rounding may order near-ties differently
             assert {i for i, c in a if c > cut} == {i for i, c in b if c > cut}
+
+
+def _agree(cached, direct, emb, query, scopes, slots):
+    vec = emb.embed([query])[0]
+    cached._cache.sync(cached._conn)
+    a = cached._cache.knn(vec, scopes, slots, 20)
+    b = direct._index.knn(vec, scopes, slots, 20)
+    assert len(a) == len(b)
+    assert np.allclose([c for _, c in a], [c for _, c in b], atol=1e-5)
+    cut = a[-1][1] + 1e-5 if a else 0.0
+    assert {i for i, c in a if c > cut} == {i for i, c in b if c > cut}
+    return a
+
+
+def test_cache_filters_slots_and_compacts_after_many_updates(db_path, monkeypatch):
+    """Slot filters read only their slots' rows, and rewritten rows are dropped without changing results."""
+    from ctxslots.stores import vectors
+
+    monkeypatch.setattr(vectors, "COMPACT_MIN_DEAD", 40)
+    emb = HashingEmbedder(dimension=128)
+    rng = np.random.default_rng(1)
+    words = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "helm", "queue"]
+    slots = ["user", "project", "agent"]
+    with FactStore(db_path, embedder=emb) as store, store.batch():
+        facts = [store.add(slots[i % 3], " ".join(rng.choice(words, 5)) + f" {i}",
+                           scope=[None, "A", "B"][(i // 3) % 3] if i % 3 else None)
+                 for i in range(270)]
+    agent_a = [f.id for f in facts if f.slot == "agent" and f.scope == "A"]
+    with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
+            FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
+        cached.search("warm", scope="A")
+        for filt in (None, ["agent"], ["user", "project"], ["nope"]):
+            found = _agree(cached, direct, emb, "billing refund", ["A", ""], filt)
+            by_id = {f.id: f for f in facts}
+            assert all(by_id[i].scope in ("A", None) for i, _ in found)
+            if filt is not None:
+                assert all(by_id[i].slot in filt for i, _ in found)
+        before = cached._cache.rows
+        for round_ in range(6):  # each round leaves one dead row per rewritten fact
+            for fid in agent_a:
+                cached.update(fid, value=" ".join(rng.choice(words, 5)) + f" r{round_}")
+            cached._cache.sync(cached._conn)
+        # 30 facts x 6 rounds = 180 dead rows: compacted once past 40 and past the live ones.
+        assert cached._cache.rows < before + 6 * len(agent_a)
+        assert cached._cache.rows <= before + 2 * len(agent_a)
+        for filt in (None, ["agent"]):
+            _agree(cached, direct, emb, "docker helm queue", ["A", ""], filt)
+
+
+class CountingEmbedder:
+    """The hashing embedder, counting the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dimension=128)
+        self.model_id, self.dimension = self.inner.model_id, self.inner.dimension
+        self.texts: list[str] = []
+
+    def embed(self, texts):
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_one_assembly_embeds_the_message_once(db_path):
+    """The three memory sections search with one message; the model embeds it once."""
+    from ctxslots import AssemblyRequest, PromptAssembler
+
+    emb = CountingEmbedder()
+    with FactStore(db_path, embedder=emb, ranking=FUSED) as store:
+        store.upsert("user", "editor", "The user edits code in Helix.")
+        store.add("project", "Deploys run on Fridays.", scope="shop")
+        store.add("agent", "Rerun the flaky refund test once.", scope="shop")
+        emb.texts.clear()
+        report = PromptAssembler(store).assemble(AssemblyRequest("when do we deploy?", scope="shop"))
+        assert "Fridays" in report.text
+        assert ["when do we deploy?"] == emb.texts
+        hits = store.search("when do we deploy?", scope="shop")
+        assert ["when do we deploy?"] == emb.texts  # still kept
+        assert hits and hits[0].trace.cosine is not None
+        for i in range(40):  # older query vectors make room for newer ones
+            store.search(f"query number {i}", scope="shop")
+        emb.texts.clear()
+        store.search("when do we deploy?", scope="shop")
+        assert ["when do we deploy?"] == emb.texts

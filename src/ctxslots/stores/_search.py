@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["SearchMixin"]
 
 _MAX_LIMIT = 1000
+#: Query vectors kept for repeated searches of the same text (least recently used dropped).
+_QUERY_VECTORS_KEPT = 32
 
 
 def _check_limit(limit: object) -> int:
@@ -48,6 +50,7 @@ class SearchMixin:
     _common: CommonTerms | None
     _recent: RecentResults
     _lexical: LexicalCache | None
+    _query_vectors: dict[str, np.ndarray]
     lexical_cache: bool
     limits: Limits
     ranking: RankingPolicy
@@ -216,6 +219,19 @@ class SearchMixin:
                                          last_accessed=when))
                 for h in hits]
 
+    def _query_vector(self, query: str) -> np.ndarray:
+        # A prompt assembly searches each memory slot with the same message, so
+        # the last few query vectors are kept: a real model embeds it once a turn.
+        vectors = self._query_vectors
+        vector = vectors.pop(query, None)
+        if vector is None:
+            vector = np.array(self.embedder.embed([query])[0], dtype=np.float32)
+            vector.setflags(write=False)
+        vectors[query] = vector
+        while len(vectors) > _QUERY_VECTORS_KEPT:
+            del vectors[next(iter(vectors))]
+        return vector
+
     @property
     def vector_leg_ready(self) -> bool:
         """Whether searches can use the vector leg (an embedder, and an index it built)."""
@@ -226,7 +242,7 @@ class SearchMixin:
         where: str, params: list[Any], by_id: dict[int, Candidate], found: Found,
     ) -> None:
         assert self._index is not None
-        vector = self.embedder.embed([query])[0]
+        vector = self._query_vector(query)
         if not np.any(vector):
             return
         scopes, slot_list = self._visible(scope, slots)

@@ -37,6 +37,8 @@ from ._reads import check_id as _check_id
 from ._search import SearchMixin
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ._transfer_report import ImportReport
 
 __all__ = ["FactStore", "default_db_path"]
@@ -106,6 +108,7 @@ class FactStore(ReadsMixin, SearchMixin):
     _written: int = attrs.field(init=False, default=0, repr=False)
     _recent: RecentResults = attrs.field(init=False, factory=RecentResults, repr=False)
     _lexical: LexicalCache | None = attrs.field(init=False, default=None, repr=False)
+    _query_vectors: dict[str, np.ndarray] = attrs.field(init=False, factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.path = os.fspath(self.path) if self.path is not None else str(default_db_path())
