@@ -273,3 +273,43 @@ def test_one_assembly_embeds_the_message_once(db_path):
         emb.texts.clear()
         store.search("when do we deploy?", scope="shop")
         assert ["when do we deploy?"] == emb.texts
+
+
+def _search_in_child(db_path, expected):
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=128), ranking=FUSED) as store:
+        got = [h.fact.id for h in store.search("billing refund retry", scope="A", limit=20)]
+    raise SystemExit(0 if got == expected else 1)
+
+
+def test_scan_split_across_threads_matches_vec0_and_survives_fork(db_path, monkeypatch):
+    """Scanned in many pieces on the thread pool, the cache gives vec0's neighbours, also in a forked child."""
+    import multiprocessing
+
+    from ctxslots.stores import _scan
+
+    monkeypatch.setattr(_scan, "PIECE_ROWS", 16)
+    monkeypatch.setattr(_scan, "PARALLEL_MIN_ROWS", 32)
+    monkeypatch.setattr(_scan, "_WORKERS", 3)
+    emb = HashingEmbedder(dimension=128)
+    rng = np.random.default_rng(2)
+    words = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "helm", "queue"]
+    with FactStore(db_path, embedder=emb) as store, store.batch():
+        for i in range(400):
+            store.add(["user", "project", "agent"][i % 3], " ".join(rng.choice(words, 4)) + f" {i}",
+                      scope=["A", "B", None][i % 3] if i % 3 else None)
+    with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
+            FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
+        cached.search("warm", scope="A")
+        for query in ("deploy friday", "billing refund retry", "docker helm queue"):
+            _agree(cached, direct, emb, query, ["A", ""], None)
+            _agree(cached, direct, emb, query, ["A", ""], ["agent", "user"])
+        assert _scan._pool is not None  # the pieces went through the pool
+        expected = [h.fact.id for h in cached.search("billing refund retry", scope="A", limit=20)]
+    child = multiprocessing.get_context("fork").Process(target=_search_in_child,
+                                                        args=(db_path, expected))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung on the scan pool")
+    assert 0 == child.exitcode

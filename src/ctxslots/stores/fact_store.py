@@ -86,7 +86,7 @@ class FactStore(ReadsMixin, SearchMixin):
         lexical_cache: Score the lexical leg from an in-memory copy of the
             index (see :mod:`ctxslots.stores.lexical_cache`) instead of an FTS5
             query: about 9x faster per search, for a load on the first search
-            (about 3 s per 100,000 facts) and memory for the postings. For
+            (about 2 s per 100,000 facts) and memory for the postings. For
             long-running agents; one-shot commands are better off without it.
     """
 

@@ -8,7 +8,8 @@ dimension) built it. Opening the store with another embedder leaves the index
 *stale*: the vector leg is skipped until ``reindex`` rebuilds it.
 
 ``vec0`` is an exact scan. For speed, searches use :class:`VectorCache`, an
-in-memory copy of the vectors grouped by scope, kept consistent with the file
+in-memory copy of the vectors, one block per scope and slot (scanned by
+:mod:`._scan`), kept consistent with the file
 through ``vector_log``: every vector write or delete appends to it in the same
 transaction, and each search first applies what the log says changed since the
 cache last looked. The file stays the source of truth; the cache can be
@@ -23,6 +24,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ._scan import top_k
 from ._sqlite import Connection
 
 __all__ = ["IndexState", "VectorCache", "VectorIndex"]
@@ -352,28 +354,6 @@ class VectorCache:
         """Exact KNN over the cached rows of ``scopes``: ``(fact_id, cosine)`` best first."""
         wanted_scopes = set(scopes)
         wanted_slots = None if slots is None else set(slots)
-        ids_out: list[np.ndarray] = []
-        sims_out: list[np.ndarray] = []
-        q = query.astype(np.float32)
-        for (scope, slot), block in self._blocks.items():
-            if (scope not in wanted_scopes or block.n == block.dead
-                    or (wanted_slots is not None and slot not in wanted_slots)):
-                continue
-            # Not ``mat @ q``: that is a threaded BLAS call whose idle worker threads
-            # spin for many milliseconds afterwards and starve a PyTorch embedder in the
-            # same process (p95 of a real-model search went from 28 ms to 117 ms on two
-            # cores). einsum's own loop runs on the calling thread only.
-            sims = np.einsum("ij,j->i", block.mat[: block.n], q)
-            if block.dead:
-                sims[~block.alive[: block.n]] = -np.inf
-            take = min(k, block.n)
-            top = np.argpartition(-sims, take - 1)[:take]
-            top = top[np.isfinite(sims[top])]
-            ids_out.append(block.ids[top])
-            sims_out.append(sims[top])
-        if not ids_out:
-            return []
-        ids = np.concatenate(ids_out)
-        sims = np.concatenate(sims_out)
-        order = np.lexsort((ids, -sims))[:k]
-        return [(int(ids[i]), float(sims[i])) for i in order]
+        blocks = [block for (scope, slot), block in self._blocks.items()
+                  if scope in wanted_scopes and (wanted_slots is None or slot in wanted_slots)]
+        return top_k(blocks, query, k)
