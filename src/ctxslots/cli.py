@@ -248,12 +248,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     cli.main(args=list(argv) if argv is not None else sys.argv[1:], prog_name="ctxslots")
 
 
-from .cli_flush import register as _register_flush; _register_flush(cli)
+def _register_commands() -> None:
+    # The command modules import helpers from this one, so they load after it.
+    from . import cli_flush, cli_index, cli_mcp, cli_prune, cli_transfer
 
-from .cli_index import register as _register_index; _register_index(cli)
+    for module in (cli_flush, cli_index, cli_prune, cli_mcp, cli_transfer):
+        module.register(cli)
 
-from .cli_prune import register as _register_prune; _register_prune(cli)
 
-from .cli_mcp import register as _register_mcp; _register_mcp(cli)
-
-from .cli_transfer import register as _register_transfer; _register_transfer(cli)
+_register_commands()

@@ -44,17 +44,16 @@ def reindex(ctx: click.Context) -> None:
     """Rebuild the full-text index and every vector from the facts table."""
     from .cli import _store
 
-    with _store(ctx) as store:
-        with click.progressbar(length=max(1, store.stats()["facts"]), label="embedding facts",
-                               file=sys.stderr) as bar:
-            done_before = 0
+    with _store(ctx) as store, click.progressbar(
+            length=max(1, store.stats()["facts"]), label="embedding facts", file=sys.stderr) as bar:
+        done_before = 0
 
-            def progress(done: int, total: int) -> None:
-                nonlocal done_before
-                bar.update(done - done_before)
-                done_before = done
+        def progress(done: int, total: int) -> None:
+            nonlocal done_before
+            bar.update(done - done_before)
+            done_before = done
 
-            count = store.reindex(progress=progress)
+        count = store.reindex(progress=progress)
     click.echo(f"reindexed {count} facts")
 
 

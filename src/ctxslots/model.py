@@ -36,7 +36,7 @@ def from_timestamp(value: float | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(value, tz=dt.timezone.utc)
 
 
-def to_timestamp(value: dt.datetime | float | int | None) -> float | None:
+def to_timestamp(value: dt.datetime | float | None) -> float | None:
     """Turn a datetime (naive means UTC) or Unix seconds into Unix seconds."""
     if value is None:
         return None

@@ -406,14 +406,14 @@ class MemoryFlusher:
             try:
                 found = self.store.consolidate(threshold=self.consolidate, fact_ids=written)
                 report = attrs.evolve(report, superseded=tuple(s.fact_id for s in found.superseded))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the facts are committed; report, never raise
                 report = attrs.evolve(report, warnings=(*report.warnings,
                     f"consolidation after the flush failed: {type(exc).__name__}: {exc}"))
         if self.prune is not None:
             try:
                 pruned = self.store.prune(self.prune)
                 report = attrs.evolve(report, pruned=tuple(m.fact.id for m in pruned.moved))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the facts are committed; report, never raise
                 report = attrs.evolve(report, warnings=(*report.warnings,
                     f"pruning after the flush failed: {type(exc).__name__}: {exc}"))
         return report

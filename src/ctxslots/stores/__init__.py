@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
 from ._validate import BUILTIN_SLOTS, Limits
 from .fact_store import FactStore, default_db_path
-from .prune import PrunePolicy, PruneReport, PrunedFact
-from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
-from .transfer import export_jsonl, export_markdown, import_jsonl, import_markdown
+from .prune import PrunedFact, PrunePolicy, PruneReport
 from .ranking import DEFAULT_DECAY_DAYS, RankingPolicy
 from .sanitize import QueryPolicy, query_tokens, sanitize_query
+from .transfer import export_jsonl, export_markdown, import_jsonl, import_markdown
 
 __all__ = [
     "BUILTIN_SLOTS",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -12,10 +12,10 @@ from ..errors import InvalidFactError
 from ..model import Fact, Hit, from_timestamp
 from ._common_terms import CommonTerms
 from ._legs import Found, lexical_leg, merge_vector_leg, ranked_candidates
-from .lexical_cache import LexicalCache
 from ._legs import placeholders as _placeholders
 from ._reads import check_id as _check_id
 from ._validate import Limits
+from .lexical_cache import LexicalCache
 from .links import RecentResults, pull_linked
 from .migrations import FTS_TOKENIZE
 from .ranking import Candidate, RankingPolicy, rank_candidates

@@ -16,7 +16,7 @@ import attrs
 from ..errors import InvalidFactError
 from ..model import to_timestamp
 
-__all__ = ["Limits", "BUILTIN_SLOTS"]
+__all__ = ["BUILTIN_SLOTS", "Limits"]
 
 #: The slots ctxslots ships contributors for.
 BUILTIN_SLOTS: tuple[str, ...] = ("user", "project", "agent")

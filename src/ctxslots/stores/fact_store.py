@@ -11,30 +11,30 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Self, TextIO
 
 import attrs
 import platformdirs
 
 from ..errors import FactNotFoundError, InvalidFactError
 from ..model import Fact
-from ._sqlite import Connection, open_connection, sqlite_version
-from ._validate import Limits
 from ._common_terms import CommonTerms
-from .migrations import schema_version
 from ._legs import COLUMNS as _COLUMNS
-from .ranking import MODEL_VECTOR_WEIGHT, RankingPolicy
-from .rerank import Reranker
-from .sanitize import DEFAULT_POLICY, QueryPolicy
-from .maintenance import DoctorReport, doctor, reindex
-from .prune import PrunePolicy, PruneReport, prune
-from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
-from .vectors import VectorCache, VectorIndex
-from .links import RecentResults, strengthen
-from .lexical_cache import LexicalCache, trim_fact_log
 from ._reads import ReadsMixin
 from ._reads import check_id as _check_id
 from ._search import SearchMixin
+from ._sqlite import Connection, open_connection, sqlite_version
+from ._validate import Limits
+from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
+from .lexical_cache import LexicalCache, trim_fact_log
+from .links import RecentResults, strengthen
+from .maintenance import DoctorReport, doctor, reindex
+from .migrations import schema_version
+from .prune import PrunePolicy, PruneReport, prune
+from .ranking import MODEL_VECTOR_WEIGHT, RankingPolicy
+from .rerank import Reranker
+from .sanitize import DEFAULT_POLICY, QueryPolicy
+from .vectors import VectorCache, VectorIndex
 
 if TYPE_CHECKING:
     import numpy as np
@@ -137,7 +137,7 @@ class FactStore(ReadsMixin, SearchMixin):
         """Close the database (idempotent)."""
         self._conn.close()
 
-    def __enter__(self) -> FactStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

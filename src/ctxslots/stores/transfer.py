@@ -31,8 +31,8 @@ from ._jsonl_import import (
 )
 from ._jsonl_records import header, record_from_row
 from ._legs import COLUMNS
-from ._reads import slot_clause
 from ._markdown_memory import parse_markdown, render_bullet, render_file, scope_dirname
+from ._reads import slot_clause
 from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
 from ._validate import BUILTIN_SLOTS
 

@@ -9,8 +9,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ...errors import EmbedderError
 from ..._http import HTTPJSONError, post_json
+from ...errors import EmbedderError
 from ._base import EmbedderSpecError, Vectors, as_texts, normalize_rows
 
 __all__ = ["OpenAIEmbedder"]
