@@ -82,10 +82,14 @@ def top_k(blocks: Sequence[Block], query: np.ndarray, k: int) -> list[tuple[int,
     if not pieces:
         return []
     q = np.ascontiguousarray(query, dtype=np.float32)
+    def score(piece: tuple[Block, int, int]) -> tuple[np.ndarray, np.ndarray]:
+        block, start, stop = piece
+        return _piece(block, start, stop, q, k)
+
     if _WORKERS > 1 and sum(stop - start for _, start, stop in pieces) >= PARALLEL_MIN_ROWS:
-        found = list(_executor().map(lambda p: _piece(*p, q, k), pieces))
+        found = list(_executor().map(score, pieces))
     else:
-        found = [_piece(*p, q, k) for p in pieces]
+        found = [score(p) for p in pieces]
     ids = np.concatenate([i for i, _ in found])
     sims = np.concatenate([s for _, s in found])
     order = np.lexsort((ids, -sims))[:k]
