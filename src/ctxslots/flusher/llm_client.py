@@ -38,13 +38,11 @@ class ChatResult:
 
 @runtime_checkable
 class LLMClient(Protocol):
-    """A chat model: messages in, text out (JSON when a schema is given).
+    """A chat model: messages in, text out (JSON when a schema is given)."""
 
-    Attributes:
-        name: A short label for reports (for example ``"openai:gpt-4o-mini"``).
-    """
-
-    name: str
+    @property
+    def name(self) -> str:
+        """A short label for reports (for example ``"openai:gpt-4o-mini"``)."""
 
     def complete(
         self,

@@ -191,7 +191,10 @@ def write_facts(store: FactStore, parsed: Sequence[ParsedFact], *, on_duplicate:
                 conn.execute(f"UPDATE {table} SET superseded_by = ? WHERE id = ?",
                              (id_map.get(target), fact_id))
         _write_links(conn, parsed, id_map)
-    return ImportReport(**counts)
+    return ImportReport(added=counts["added"], archived=counts["archived"],
+                        history_entries=counts["history_entries"],
+                        skipped_duplicates=counts["skipped_duplicates"],
+                        renumbered=counts["renumbered"])
 
 
 def _write_links(conn: Connection, parsed: Sequence[ParsedFact], id_map: dict[int, int]) -> None:

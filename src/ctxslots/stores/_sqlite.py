@@ -12,10 +12,10 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import apsw
-import sqlite_vec
+import sqlite_vec  # type: ignore[import-untyped]
 
 from ..errors import StoreError
 
@@ -30,6 +30,16 @@ DEFAULT_BUSY_TIMEOUT_S = 30.0
 def sqlite_version() -> str:
     """The version of the SQLite library the driver bundles."""
     return str(apsw.sqlite_lib_version())
+
+
+class Cursor(Protocol):
+    """The part of a cursor this package reads; column values are whatever SQLite holds."""
+
+    def fetchall(self) -> list[tuple[Any, ...]]: ...
+
+    def fetchone(self) -> tuple[Any, ...] | None: ...
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
 
 
 class Connection:
@@ -47,7 +57,7 @@ class Connection:
         self._depth = 0
         self._lock = threading.RLock()
 
-    def execute(self, sql: str, params: Params = ()) -> apsw.Cursor:
+    def execute(self, sql: str, params: Params = ()) -> Cursor:
         """Run one statement (or a script without parameters)."""
         return self.raw.execute(sql, params)
 

@@ -60,7 +60,7 @@ class _Grow:
 
 
 def _any_equal(values: np.ndarray, codes: Sequence[int]) -> np.ndarray:
-    out = values == codes[0]
+    out: np.ndarray = values == codes[0]
     for code in codes[1:]:
         out |= values == code
     return out

@@ -188,17 +188,17 @@ def retention(row: Mapping[str, Any], now: float, policy: PrunePolicy) -> float:
     last_use = max(row["updated_at"], row["last_accessed"] or 0.0)
     idle_days = max(0.0, now - last_use) / _DAY
     tau = policy.idle_tau_days or math.inf
-    return (math.exp(-idle_days / tau) * (1.0 + math.log1p(row["access_count"]))
-            * math.exp(0.2 * row["score"]) * row["confidence"])
+    return float(math.exp(-idle_days / tau) * (1.0 + math.log1p(row["access_count"]))
+                 * math.exp(0.2 * row["score"]) * row["confidence"])
 
 
 def _protected(row: Mapping[str, Any], now: float, policy: PrunePolicy) -> bool:
     if row.get("superseded_by") is not None:
         return False
     last_use = max(row["updated_at"], row["last_accessed"] or 0.0)
-    return (now - last_use < policy.protect_days * _DAY
-            or row["access_count"] >= policy.protect_accesses
-            or row["score"] >= policy.protect_score)
+    return bool(now - last_use < policy.protect_days * _DAY
+                or row["access_count"] >= policy.protect_accesses
+                or row["score"] >= policy.protect_score)
 
 
 def used_bytes(store: FactStore) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import cast
 
 import attrs
 
@@ -121,8 +122,10 @@ class RankingPolicy:
     rrf_k: float = attrs.field(default=60.0, validator=attrs.validators.gt(0.0))
     min_cosine: float = 0.0
     fusion: str = attrs.field(default="rrf", validator=attrs.validators.in_(("rrf", "score")))
+    # The cast keeps type checkers from narrowing the field to float by its default.
     link_min_strength: float | None = attrs.field(
-        default=3.0, validator=attrs.validators.optional(attrs.validators.gt(0.0)))
+        default=cast("float | None", 3.0),
+        validator=attrs.validators.optional(attrs.validators.gt(0.0)))
     link_weight: float = attrs.field(default=0.5, validator=attrs.validators.ge(0.0))
 
     def tau_days(self, slot: str) -> float | None:
