@@ -25,7 +25,16 @@ __all__ = ["PIECE_ROWS", "top_k"]
 PIECE_ROWS = 16_384
 #: Below this many rows in all, one thread scans everything (no hand-off cost).
 PARALLEL_MIN_ROWS = 2 * PIECE_ROWS
-_WORKERS = min(4, os.cpu_count() or 1)
+
+
+def _usable_cpus() -> int:
+    # The CPUs this process may run on (a container or taskset may allow fewer than the host has).
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+_WORKERS = min(4, _usable_cpus())
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
