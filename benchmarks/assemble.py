@@ -156,8 +156,9 @@ def main() -> None:
     work = [(q, SCOPES[i % 2]) for i, q in enumerate(queries)]
     requests = [AssemblyRequest(q, scope=s, budget=BUDGET) for q, s in work]
     texts = [assembler.assemble(r).text for r in requests]  # also warms caches
+    cached_store.load_lexical_cache()
     for r in requests:
-        cached.assemble(r)  # loads the in-memory lexical leg
+        cached.assemble(r)
     sanitized = [to_match(store._query_tokens(q)) for q, _ in work]  # the store's own query
 
     def floor(i: int) -> None:

@@ -56,6 +56,7 @@ def test_search_gives_the_same_hits_with_and_without_the_cache(db_path, clock):
     queries = ["deploy the staging server", "flaky retry worker", "payment token budget"]
     with FactStore(db_path, clock=clock, embedder=False) as plain, \
             FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as cached:
+        assert cached.load_lexical_cache()
         for query in queries:
             a = plain.search(query, scope="a", track_access=False)
             b = cached.search(query, scope="a", track_access=False)
@@ -66,6 +67,7 @@ def test_search_gives_the_same_hits_with_and_without_the_cache(db_path, clock):
 def test_the_cache_follows_writes_of_another_connection(db_path, clock):
     with FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as reader, \
             FactStore(db_path, clock=clock, embedder=False) as writer:
+        assert reader.load_lexical_cache()
         first = writer.add("agent", "The staging VPN needs a fresh token.", scope="a")
         assert [h.fact.id for h in reader.search("staging vpn", scope="a")] == [first.id]
         second = writer.add("agent", "Staging deploys wait for the VPN.", scope="a")
@@ -80,10 +82,12 @@ def test_the_cache_follows_writes_of_another_connection(db_path, clock):
         clock.advance(seconds=120)
         assert reader.search("staging frozen", scope="a") == []
         assert reader.search("production", scope="b") == []
+        assert reader._lexical is not None and reader._lexical.rows_loaded >= 4
 
 
 def test_superseded_facts_are_hidden_unless_asked(db_path, clock):
     with FactStore(db_path, clock=clock, lexical_cache=True) as store:
+        assert store.load_lexical_cache()
         old = store.add("user", "The user prefers dark mode in every editor.")
         clock.advance(seconds=1)
         new = store.add("user", "The user prefers dark mode in every editor!")
@@ -99,6 +103,7 @@ def test_a_cache_behind_the_trimmed_log_reloads(db_path, clock, monkeypatch):
     with FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as reader, \
             FactStore(db_path, clock=clock, embedder=False) as writer:
         writer.add("agent", "Seed fact about mailboxes.")
+        assert reader.load_lexical_cache()
         reader.search("mailboxes")
         ids = [writer.add("agent", f"Worker {n} retries the payment queue.").id for n in range(20)]
         low = writer._conn.scalar("SELECT min(seq) FROM fact_log")
@@ -111,6 +116,7 @@ def test_many_updates_rebuild_the_cache(db_path, clock):
     with FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as store:
         fact = store.add("agent", "Version 0 of the cache note.")
         others = [store.add("agent", f"Filler {n} about rust.").id for n in range(1100)]
+        assert store.load_lexical_cache()
         store.search("cache")
         for n in range(1, 1200):
             store.update(fact.id, value=f"Version {n} of the cache note.")
@@ -119,3 +125,62 @@ def test_many_updates_rebuild_the_cache(db_path, clock):
         assert store._lexical.rows_loaded < 2 * (len(others) + 1)
         hits = store.search("version 1199 cache note")
         assert hits[0].fact.id == fact.id and hits[0].fact.value == "Version 1199 of the cache note."
+
+
+def test_the_first_search_does_not_wait_for_the_load(db_path, clock):
+    """The first search starts the load in the background and answers from FTS5 meanwhile."""
+    with FactStore(db_path, clock=clock, embedder=False) as store:
+        _fill(store, 3000, seed=4)
+    with FactStore(db_path, clock=clock, embedder=False) as plain, \
+            FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as cached:
+        first = cached.search("flaky retry worker", scope="a", track_access=False)
+        assert cached._lexical is None and cached._lexical_loader is not None
+        expected = plain.search("flaky retry worker", scope="a", track_access=False)
+        assert [h.fact.id for h in first] == [h.fact.id for h in expected]
+        assert cached.load_lexical_cache()
+        again = cached.search("flaky retry worker", scope="a", track_access=False)
+        assert cached._lexical is not None
+        assert [h.fact.id for h in again] == [h.fact.id for h in expected]
+        assert [h.trace.bm25 for h in again] == pytest.approx([h.trace.bm25 for h in expected])
+
+
+def test_writes_made_while_the_copy_loads_are_seen(db_path, clock):
+    """Facts written, changed or forgotten during the background load show up once it is used."""
+    with FactStore(db_path, clock=clock, embedder=False) as store:
+        _fill(store, 3000, seed=5)
+    with FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as reader, \
+            FactStore(db_path, clock=clock, embedder=False) as writer:
+        reader.search("deploy", scope="a")  # starts the load
+        new = writer.add("agent", "Zanzibar mirrors sync at dawn.", scope="a")
+        gone = writer.add("agent", "Quixotic cron entry for the archive.", scope="a")
+        writer.forget(gone.id)
+        assert reader.load_lexical_cache()
+        assert [h.fact.id for h in reader.search("zanzibar mirrors", scope="a")] == [new.id]
+        assert reader.search("quixotic cron", scope="a") == []
+        assert reader._lexical is not None
+
+
+def test_close_stops_a_load_in_progress(db_path, clock):
+    """Closing the store while its copy loads stops the loading thread before returning."""
+    with FactStore(db_path, clock=clock, embedder=False) as store:
+        _fill(store, 8000, seed=6)
+    store = FactStore(db_path, clock=clock, embedder=False, lexical_cache=True)
+    store.search("deploy", scope="a")
+    loader = store._lexical_loader
+    assert loader is not None
+    store.close()
+    assert loader.done()
+    assert store._lexical is None
+
+
+def test_load_needs_the_option_and_memory_stores_load_in_place(clock):
+    """Asking a store without the option is a clear error; ':memory:' stores load on their connection."""
+    from ctxslots import StoreError
+
+    with FactStore(":memory:", clock=clock, embedder=False) as plain:
+        with pytest.raises(StoreError, match="lexical_cache=True"):
+            plain.load_lexical_cache()
+    with FactStore(":memory:", clock=clock, embedder=False, lexical_cache=True) as store:
+        fact = store.add("agent", "The staging VPN needs a fresh token.")
+        assert [h.fact.id for h in store.search("staging vpn")] == [fact.id]
+        assert store._lexical is not None and store._lexical_loader is None

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
-from ..errors import InvalidFactError
+from ..errors import InvalidFactError, StoreError
 from ..model import Fact, Hit, from_timestamp
 from ._common_terms import CommonTerms
 from ._legs import Found, lexical_leg, merge_vector_leg, ranked_candidates
 from ._legs import placeholders as _placeholders
 from ._reads import check_id as _check_id
 from ._validate import Limits
-from .lexical_cache import LexicalCache
+from .lexical_cache import LexicalCache, LexicalLoader
 from .links import RecentResults, pull_linked
 from .migrations import FTS_TOKENIZE
 from .ranking import Candidate, RankingPolicy, rank_candidates
@@ -50,6 +51,9 @@ class SearchMixin:
     _common: CommonTerms | None
     _recent: RecentResults
     _lexical: LexicalCache | None
+    _lexical_loader: LexicalLoader | None
+    _lexical_failure: BaseException | None
+    path: Any
     _query_vectors: dict[str, np.ndarray]
     lexical_cache: bool
     limits: Limits
@@ -119,7 +123,7 @@ class SearchMixin:
         by_id: dict[int, Candidate] = {}
         if use_lexical:
             for table in ["facts"] + (["archive"] if include_archive else []):
-                if table == "facts" and self.lexical_cache:
+                if table == "facts" and self.lexical_cache and self._ready_lexical() is not None:
                     leg = self._cached_lexical_leg(tokens, scope, slots, now, where, params, pool,
                                                    include_superseded)
                 else:
@@ -143,12 +147,71 @@ class SearchMixin:
             hits = self._track_access(hits, now)
         return hits
 
+    def load_lexical_cache(self, timeout: float | None = None) -> bool:
+        """Load the in-memory lexical copy now instead of in the background.
+
+        With ``lexical_cache=True`` the first search starts loading the copy on
+        a background thread and searches use FTS5 until it is ready; call this
+        at start-up to have it from the first search on. Returns whether the
+        copy is loaded (false only when ``timeout`` seconds passed first).
+
+        :raises StoreError: The store was opened without ``lexical_cache=True``,
+            or loading failed (searches then keep using FTS5).
+        """
+        if not self.lexical_cache:
+            raise StoreError("this store was opened without lexical_cache=True", path=self.path)
+        if self._lexical is not None:
+            return True
+        if self.path == ":memory:":  # another connection would see another database
+            cache = LexicalCache()
+            cache.sync(self._conn)
+            self._lexical = cache
+            return True
+        if self._lexical_loader is None and self._lexical_failure is None:
+            self._lexical_loader = LexicalLoader(str(self.path))
+        loader = self._lexical_loader
+        if loader is not None and not loader.wait(timeout):
+            return False
+        if self._ready_lexical() is None:
+            raise StoreError(f"loading the in-memory lexical index failed: {self._lexical_failure}",
+                             path=self.path)
+        return True
+
+    def _ready_lexical(self) -> LexicalCache | None:
+        """The loaded lexical copy, or ``None`` (starting its load when none is running)."""
+        if self._lexical is not None or self._lexical_failure is not None:
+            return self._lexical
+        if self.path == ":memory:":
+            self.load_lexical_cache()
+            return self._lexical
+        loader = self._lexical_loader
+        if loader is None:
+            self._lexical_loader = LexicalLoader(str(self.path))
+            return None
+        if not loader.done():
+            return None
+        self._lexical_loader = None
+        if loader.cache is None:
+            self._lexical_failure = loader.error or StoreError("the load was cancelled")
+            warnings.warn(f"ctxslots: the in-memory lexical index could not be loaded, searches "
+                          f"use FTS5: {self._lexical_failure}", RuntimeWarning, stacklevel=3)
+            return None
+        self._lexical = loader.cache
+        return self._lexical
+
+    def _stop_lexical_loader(self) -> None:
+        if self._lexical_loader is not None:
+            self._lexical_loader.cancel()
+            self._lexical_loader.wait(10.0)
+            self._lexical_loader = None
+
     def _cached_lexical_leg(
         self, tokens: list[str], scope: str | None, slots: Sequence[str] | None, now: float,
         where: str, params: list[Any], pool: int, include_superseded: bool,
     ) -> list[tuple[Candidate, dict[str, Any]]]:
         if self._lexical is None:
-            self._lexical = LexicalCache()
+            self.load_lexical_cache()
+        assert self._lexical is not None
         self._lexical.sync(self._conn)
         scopes, slot_list = self._visible(scope, slots)
         ranked = self._lexical.search(tokens, scopes=scopes, slots=slot_list, now=now,

@@ -26,7 +26,7 @@ from ._search import SearchMixin
 from ._sqlite import Connection, open_connection, sqlite_version
 from ._validate import Limits
 from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
-from .lexical_cache import LexicalCache, trim_fact_log
+from .lexical_cache import LexicalCache, LexicalLoader, trim_fact_log
 from .links import RecentResults, strengthen
 from .maintenance import DoctorReport, doctor, reindex
 from .migrations import schema_version
@@ -85,8 +85,10 @@ class FactStore(ReadsMixin, SearchMixin):
             candidate before the limit (see :mod:`ctxslots.stores.rerank`).
         lexical_cache: Score the lexical leg from an in-memory copy of the
             index (see :mod:`ctxslots.stores.lexical_cache`) instead of an FTS5
-            query: about 9x faster per search, for a load on the first search
-            (about 2 s per 100,000 facts) and memory for the postings. For
+            query: about 7x to 10x faster per search, for memory for the
+            postings and a load (about 2 s per 100,000 facts) that the first
+            search starts on a background thread; searches use FTS5 until it is
+            ready (:meth:`load_lexical_cache` loads it up front). For
             long-running agents; one-shot commands are better off without it.
     """
 
@@ -108,6 +110,8 @@ class FactStore(ReadsMixin, SearchMixin):
     _written: int = attrs.field(init=False, default=0, repr=False)
     _recent: RecentResults = attrs.field(init=False, factory=RecentResults, repr=False)
     _lexical: LexicalCache | None = attrs.field(init=False, default=None, repr=False)
+    _lexical_loader: LexicalLoader | None = attrs.field(init=False, default=None, repr=False)
+    _lexical_failure: BaseException | None = attrs.field(init=False, default=None, repr=False)
     _query_vectors: dict[str, np.ndarray] = attrs.field(init=False, factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -134,7 +138,8 @@ class FactStore(ReadsMixin, SearchMixin):
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
-        """Close the database (idempotent)."""
+        """Close the database (idempotent); a background load of the lexical copy is stopped."""
+        self._stop_lexical_loader()
         self._conn.close()
 
     def __enter__(self) -> Self:

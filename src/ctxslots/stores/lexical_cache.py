@@ -12,24 +12,30 @@ full when it fell behind the trimmed log.
 Rows are never removed from the arrays: a changed fact's old row is marked dead
 and a new row is appended, and the whole cache is rebuilt when more than half of
 its rows are dead.
+
+The first load reads every fact (about 2 s per 100,000 facts), so a store loads
+it with :class:`LexicalLoader` on a background thread with its own connection,
+and searches use FTS5 until it is ready.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import apsw
 import attrs
 import numpy as np
 
-from ._sqlite import Connection
+from ._sqlite import Connection, open_connection
 from .migrations import FTS_TOKENIZE
 from .vectors import log_bounds
 
-__all__ = ["LexicalCache", "trim_fact_log"]
+__all__ = ["LexicalCache", "LexicalLoader", "trim_fact_log"]
 
 K1 = 1.2
 B = 0.75
@@ -95,8 +101,14 @@ class LexicalCache:
 
     # -- keeping in step with the file ------------------------------------
 
-    def sync(self, conn: Connection) -> None:
-        """Apply the facts changed since the last sync, or reload everything."""
+    def sync(self, conn: Connection, *, cancelled: Callable[[], bool] | None = None) -> None:
+        """Apply the facts changed since the last sync, or reload everything.
+
+        :param cancelled: For a load on a background thread: checked between
+            small chunks of a full reload, which also let other threads run
+            between them; when it returns true the reload stops, leaving the
+            cache empty.
+        """
         if self._tokenizer is None:
             self._tokenizer = conn.raw.fts5_tokenizer(FTS_TOKENIZE.split()[0],
                                                       FTS_TOKENIZE.split()[1:])
@@ -105,7 +117,7 @@ class LexicalCache:
         behind = low is not None and self._seq < int(low) - 1
         if self._seq < 0 or behind or (self.rows_loaded > 1000 and
                                        self._live < self.rows_loaded // 2):
-            self._reload(conn, top)
+            self._reload(conn, top, cancelled)
             return
         if top <= self._seq:
             return
@@ -120,20 +132,36 @@ class LexicalCache:
                 f"WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall())
         self._seq = top
 
-    def _reload(self, conn: Connection, top: int) -> None:
-        fresh = LexicalCache()
-        for field in attrs.fields(LexicalCache):
-            if field.name not in ("_tokenizer", "_codes"):
-                setattr(self, field.name, getattr(fresh, field.name))
+    def _reload(self, conn: Connection, top: int, cancelled: Callable[[], bool] | None) -> None:
+        self._clear()
+        # In the background, small chunks with a pause between them: the loop
+        # holds the GIL, and a search waiting for it would otherwise wait for
+        # the interpreter's switch interval at every step.
+        step = 5000 if cancelled is None else 100
         batch: list[Any] = []
         for row in conn.execute("SELECT id, slot, scope, key, value, tags, expires_at, "
                                 "superseded_by FROM facts"):
             batch.append(row)
-            if len(batch) == 5000:
+            if len(batch) == step:
+                if cancelled is not None:
+                    if cancelled():
+                        self._clear()
+                        return
+                    time.sleep(0)
                 self._add_rows(batch)
                 batch = []
         self._add_rows(batch)
         self._seq = top
+
+    def _clear(self) -> None:
+        fresh = LexicalCache()
+        for field in attrs.fields(LexicalCache):
+            if field.name not in ("_tokenizer", "_codes"):
+                setattr(self, field.name, getattr(fresh, field.name))
+
+    def detach(self) -> None:
+        """Let go of the connection whose tokenizer it used; the next sync binds its own."""
+        self._tokenizer = None
 
     def _code(self, name: str) -> int:
         return self._codes.setdefault(name, len(self._codes))
@@ -225,3 +253,49 @@ class LexicalCache:
         ids = self._ids.data[top]
         order = np.lexsort((ids, -scores[top]))[:take]
         return [(int(ids[i]), -float(scores[top][i])) for i in order]
+
+
+class LexicalLoader:
+    """Loads a :class:`LexicalCache` of a store file on a background thread.
+
+    The thread opens its own connection and reads every fact inside one read
+    transaction, so the copy matches one moment of the file; the store then
+    syncs it through ``fact_log`` with whatever was written since.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.cache: LexicalCache | None = None
+        self.error: BaseException | None = None
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(path,), daemon=True,
+                                        name="ctxslots-lexical-load")
+        self._thread.start()
+
+    def _run(self, path: str) -> None:
+        try:
+            conn = open_connection(path, load_vec=False, migrate=False)
+            try:
+                conn.execute("BEGIN")
+                cache = LexicalCache()
+                cache.sync(conn, cancelled=self._cancel.is_set)
+                conn.execute("COMMIT")
+                cache.detach()
+                if not self._cancel.is_set():
+                    self.cache = cache
+            finally:
+                conn.close()
+        except Exception as exc:  # noqa: BLE001 - handed to the store, which reports it
+            self.error = exc
+
+    def done(self) -> bool:
+        """Whether the load has finished (loaded, failed or cancelled)."""
+        return not self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the load to finish; return whether it has."""
+        self._thread.join(timeout)
+        return self.done()
+
+    def cancel(self) -> None:
+        """Stop the load at its next chunk of rows and drop what it read."""
+        self._cancel.set()
