@@ -137,7 +137,7 @@ class LexicalCache:
         # In the background, small chunks with a pause between them: the loop
         # holds the GIL, and a search waiting for it would otherwise wait for
         # the interpreter's switch interval at every step.
-        step = 5000 if cancelled is None else 100
+        step = 5000 if cancelled is None else 20
         batch: list[Any] = []
         for row in conn.execute("SELECT id, slot, scope, key, value, tags, expires_at, "
                                 "superseded_by FROM facts"):
