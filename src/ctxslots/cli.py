@@ -63,13 +63,15 @@ def cli(
 
 
 @contextmanager
-def _store(ctx: click.Context) -> Iterator[FactStore]:
+def _store(ctx: click.Context, *, long_running: bool = False) -> Iterator[FactStore]:
     from .stores.embedders import embedder_from_spec
 
     path = ctx.obj["db"] or default_db_path()
     spec = ctx.obj.get("embedder")
     embedder = embedder_from_spec(spec, base_url=ctx.obj.get("embed_base_url")) if spec else None
-    with FactStore(path, embedder=embedder) as store:
+    # A one-shot command searches once or twice: sqlite-vec's scan (30 ms at 100k facts) beats
+    # loading the in-memory vector copy first (1.6 s). A server keeps the copy.
+    with FactStore(path, embedder=embedder, vector_cache=long_running) as store:
         yield store
 
 

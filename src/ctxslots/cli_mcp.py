@@ -26,7 +26,7 @@ def mcp(ctx: click.Context, scope: str | None, slots: tuple[str, ...]) -> None:
         raise CtxslotsError(str(exc)) from None
     import anyio  # installed with the SDK
 
-    with _store(ctx) as store:
+    with _store(ctx, long_running=True) as store:
         tools = MemoryTools(store, scope=scope, slots=slots) if slots else \
             MemoryTools(store, scope=scope)
         anyio.run(serve_stdio, tools)
