@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
 
 import apsw
 import sqlite_vec  # type: ignore[import-untyped]
@@ -22,6 +23,7 @@ from ..errors import StoreError
 __all__ = ["Connection", "open_connection", "sqlite_version"]
 
 Params = Sequence[Any] | dict[str, Any]
+T = TypeVar("T")
 
 #: How long a connection waits for another process's lock before failing.
 DEFAULT_BUSY_TIMEOUT_S = 30.0
@@ -125,6 +127,24 @@ def _load_sqlite_vec(raw: apsw.Connection) -> str:
     return str(raw.execute("SELECT vec_version()").fetchall()[0][0])
 
 
+def _until_not_busy(action: Callable[[], T], deadline: float) -> T:
+    """Run ``action``; while SQLite answers BUSY, wait a little and run it again until ``deadline``.
+
+    SQLite answers some lock requests BUSY without calling the busy handler:
+    switching a new file to WAL while other processes open it is one (several
+    processes starting on a fresh store). The busy timeout does not cover them.
+    """
+    delay = 0.005
+    while True:
+        try:
+            return action()
+        except apsw.BusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.2)
+
+
 def open_connection(
     path: str | os.PathLike[str],
     *,
@@ -158,15 +178,16 @@ def open_connection(
     except apsw.Error as exc:
         raise StoreError(f"cannot open {path_text}: {exc}", path=path_text) from exc
     conn = Connection(raw, path_text)
+    deadline = time.monotonic() + busy_timeout
     try:
         raw.set_busy_timeout(int(busy_timeout * 1000))
-        raw.execute("PRAGMA journal_mode=WAL").fetchall()
+        _until_not_busy(lambda: raw.execute("PRAGMA journal_mode=WAL").fetchall(), deadline)
         raw.execute("PRAGMA synchronous=NORMAL")
         raw.execute("PRAGMA foreign_keys=ON")
         if load_vec:
             conn.vec_version = _load_sqlite_vec(raw)
         if migrate:
-            apply_migrations(conn)
+            _until_not_busy(lambda: apply_migrations(conn), deadline)
     except apsw.NotADBError as exc:
         raw.close()
         raise StoreError(f"{path_text} is not a SQLite database", path=path_text) from exc
