@@ -155,8 +155,11 @@ def main() -> None:
     queries = generate_queries(args.queries, seed=1)
     work = [(q, SCOPES[i % 2]) for i, q in enumerate(queries)]
     requests = [AssemblyRequest(q, scope=s, budget=BUDGET) for q, s in work]
-    texts = [assembler.assemble(r).text for r in requests]  # also warms caches
     cached_store.load_lexical_cache()
+    if args.model:  # the hashing store searches by words only and never loads vectors
+        store.load_vector_cache()
+        cached_store.load_vector_cache()
+    texts = [assembler.assemble(r).text for r in requests]  # also warms caches
     for r in requests:
         cached.assemble(r)
     sanitized = [to_match(store._query_tokens(q)) for q, _ in work]  # the store's own query

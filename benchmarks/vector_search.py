@@ -91,8 +91,9 @@ def main() -> None:
             vecs = [(emb.embed([q])[0], s) for q, s in work]
             floors = floor_matrices(hybrid)
             seen = int(np.mean([floors[s].shape[0] for s in SCOPES]))
+            hybrid.load_vector_cache()
             hybrid.search("warm the cache", scope=SCOPES[0])
-            cache = hybrid._cache
+            cache = hybrid._vector_slot.copy
             assert cache is not None
 
             def cache_knn(v: np.ndarray, s: str) -> object:
@@ -105,6 +106,7 @@ def main() -> None:
             t_hybrid = timed(lambda q, s: hybrid.search(q, scope=s), work, args.repeat)
             t_lex = timed(lambda q, s: lexical.search(q, scope=s), work, args.repeat)
             both.load_lexical_cache()
+            both.load_vector_cache()
             both.search("warm the caches", scope=SCOPES[0])
             t_both = timed(lambda q, s: both.search(q, scope=s), work, args.repeat)
         finally:
@@ -152,8 +154,10 @@ def model_table(args: argparse.Namespace, queries: list[str]) -> None:
         policy = RankingPolicy(vector_weight=1.0)
         with FactStore(path, embedder=model, ranking=policy) as hybrid, \
                 FactStore(path, embedder=model, ranking=policy, lexical_cache=True) as both:
+            hybrid.load_vector_cache()
             hybrid.search("warm the cache", scope=SCOPES[0])
             both.load_lexical_cache()
+            both.load_vector_cache()
             both.search("warm the caches", scope=SCOPES[0])
             t_hybrid = timed(lambda q, s: hybrid.search(q, scope=s), work, args.repeat)
             t_both = timed(lambda q, s: both.search(q, scope=s), work, args.repeat)

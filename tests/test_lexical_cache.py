@@ -82,7 +82,7 @@ def test_the_cache_follows_writes_of_another_connection(db_path, clock):
         clock.advance(seconds=120)
         assert reader.search("staging frozen", scope="a") == []
         assert reader.search("production", scope="b") == []
-        assert reader._lexical is not None and reader._lexical.rows_loaded >= 4
+        assert reader._lexical_slot.copy is not None and reader._lexical_slot.copy.rows_loaded >= 4
 
 
 def test_superseded_facts_are_hidden_unless_asked(db_path, clock):
@@ -122,7 +122,7 @@ def test_many_updates_rebuild_the_cache(db_path, clock):
             store.update(fact.id, value=f"Version {n} of the cache note.")
             if n % 400 == 0:
                 store.search("cache")
-        assert store._lexical.rows_loaded < 2 * (len(others) + 1)
+        assert store._lexical_slot.copy.rows_loaded < 2 * (len(others) + 1)
         hits = store.search("version 1199 cache note")
         assert hits[0].fact.id == fact.id and hits[0].fact.value == "Version 1199 of the cache note."
 
@@ -134,12 +134,12 @@ def test_the_first_search_does_not_wait_for_the_load(db_path, clock):
     with FactStore(db_path, clock=clock, embedder=False) as plain, \
             FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as cached:
         first = cached.search("flaky retry worker", scope="a", track_access=False)
-        assert cached._lexical is None and cached._lexical_loader is not None
+        assert cached._lexical_slot.copy is None and cached._lexical_slot.loader is not None
         expected = plain.search("flaky retry worker", scope="a", track_access=False)
         assert [h.fact.id for h in first] == [h.fact.id for h in expected]
         assert cached.load_lexical_cache()
         again = cached.search("flaky retry worker", scope="a", track_access=False)
-        assert cached._lexical is not None
+        assert cached._lexical_slot.copy is not None
         assert [h.fact.id for h in again] == [h.fact.id for h in expected]
         assert [h.trace.bm25 for h in again] == pytest.approx([h.trace.bm25 for h in expected])
 
@@ -157,7 +157,7 @@ def test_writes_made_while_the_copy_loads_are_seen(db_path, clock):
         assert reader.load_lexical_cache()
         assert [h.fact.id for h in reader.search("zanzibar mirrors", scope="a")] == [new.id]
         assert reader.search("quixotic cron", scope="a") == []
-        assert reader._lexical is not None
+        assert reader._lexical_slot.copy is not None
 
 
 def test_close_stops_a_load_in_progress(db_path, clock):
@@ -166,11 +166,11 @@ def test_close_stops_a_load_in_progress(db_path, clock):
         _fill(store, 8000, seed=6)
     store = FactStore(db_path, clock=clock, embedder=False, lexical_cache=True)
     store.search("deploy", scope="a")
-    loader = store._lexical_loader
+    loader = store._lexical_slot.loader
     assert loader is not None
     store.close()
     assert loader.done()
-    assert store._lexical is None
+    assert store._lexical_slot.copy is None
 
 
 def test_load_needs_the_option_and_memory_stores_load_in_place(clock):
@@ -183,4 +183,4 @@ def test_load_needs_the_option_and_memory_stores_load_in_place(clock):
     with FactStore(":memory:", clock=clock, embedder=False, lexical_cache=True) as store:
         fact = store.add("agent", "The staging VPN needs a fresh token.")
         assert [h.fact.id for h in store.search("staging vpn")] == [fact.id]
-        assert store._lexical is not None and store._lexical_loader is None
+        assert store._lexical_slot.copy is not None and store._lexical_slot.loader is None

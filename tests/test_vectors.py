@@ -22,6 +22,8 @@ def fixture_vstore(db_path, clock, request):
     """A store with the hashing embedder, searched through the cache or straight through vec0."""
     store = FactStore(db_path, clock=clock, embedder=HashingEmbedder(dimension=256),
                       vector_cache=request.param, ranking=FUSED)
+    if request.param:
+        assert store.load_vector_cache()  # searched through the copy from the first search on
     try:
         yield store
     finally:
@@ -152,6 +154,7 @@ def test_cache_sees_writes_from_another_connection(db_path):
     emb = HashingEmbedder(dimension=128)
     with FactStore(db_path, embedder=emb, ranking=FUSED) as reader, \
             FactStore(db_path, embedder=emb, ranking=FUSED) as writer:
+        assert reader.load_vector_cache()
         first = writer.add("agent", "Serializers were refactored.")
         assert [first.id] == [h.fact.id for h in reader.search("serializer refactor")]
         second = writer.add("agent", "Serializer refactor number two.")
@@ -183,9 +186,8 @@ def test_cache_and_vec0_agree(db_path):
             FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
         for query in ("deploy friday", "billing refund retry", "docker helm queue"):
             vec = emb.embed([query])[0]
-            cached._cache = None
-            cached.search(query, scope="A")  # loads the cache
-            a = cached._cache.knn(vec, ["A", ""], None, 20)
+            assert cached.load_vector_cache()
+            a = cached._vector_slot.copy.knn(vec, ["A", ""], None, 20)
             b = direct._index.knn(vec, ["A", ""], None, 20)
             assert np.allclose([c for _, c in a], [c for _, c in b], atol=1e-5)
             cut = a[-1][1] + 1e-5  # below it, float rounding may order near-ties differently
@@ -194,8 +196,9 @@ def test_cache_and_vec0_agree(db_path):
 
 def _agree(cached, direct, emb, query, scopes, slots):
     vec = emb.embed([query])[0]
-    cached._cache.sync(cached._conn)
-    a = cached._cache.knn(vec, scopes, slots, 20)
+    cache = cached._vector_slot.copy
+    cache.sync(cached._conn)
+    a = cache.knn(vec, scopes, slots, 20)
     b = direct._index.knn(vec, scopes, slots, 20)
     assert len(a) == len(b)
     assert np.allclose([c for _, c in a], [c for _, c in b], atol=1e-5)
@@ -220,21 +223,21 @@ def test_cache_filters_slots_and_compacts_after_many_updates(db_path, monkeypatc
     agent_a = [f.id for f in facts if f.slot == "agent" and f.scope == "A"]
     with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
             FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
-        cached.search("warm", scope="A")
+        assert cached.load_vector_cache()
         for filt in (None, ["agent"], ["user", "project"], ["nope"]):
             found = _agree(cached, direct, emb, "billing refund", ["A", ""], filt)
             by_id = {f.id: f for f in facts}
             assert all(by_id[i].scope in ("A", None) for i, _ in found)
             if filt is not None:
                 assert all(by_id[i].slot in filt for i, _ in found)
-        before = cached._cache.rows
+        before = cached._vector_slot.copy.rows
         for round_ in range(6):  # each round leaves one dead row per rewritten fact
             for fid in agent_a:
                 cached.update(fid, value=" ".join(rng.choice(words, 5)) + f" r{round_}")
-            cached._cache.sync(cached._conn)
+            cached._vector_slot.copy.sync(cached._conn)
         # 30 facts x 6 rounds = 180 dead rows: compacted once past 40 and past the live ones.
-        assert cached._cache.rows < before + 6 * len(agent_a)
-        assert cached._cache.rows <= before + 2 * len(agent_a)
+        assert cached._vector_slot.copy.rows < before + 6 * len(agent_a)
+        assert cached._vector_slot.copy.rows <= before + 2 * len(agent_a)
         for filt in (None, ["agent"]):
             _agree(cached, direct, emb, "docker helm queue", ["A", ""], filt)
 
@@ -299,7 +302,7 @@ def test_scan_split_across_threads_matches_vec0_and_survives_fork(db_path, monke
                       scope=["A", "B", None][i % 3] if i % 3 else None)
     with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
             FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
-        cached.search("warm", scope="A")
+        assert cached.load_vector_cache()
         for query in ("deploy friday", "billing refund retry", "docker helm queue"):
             _agree(cached, direct, emb, query, ["A", ""], None)
             _agree(cached, direct, emb, query, ["A", ""], ["agent", "user"])
@@ -313,3 +316,40 @@ def test_scan_split_across_threads_matches_vec0_and_survives_fork(db_path, monke
         child.kill()
         pytest.fail("the forked child hung on the scan pool")
     assert 0 == child.exitcode
+
+
+def test_the_vector_copy_loads_in_the_background(db_path):
+    """The first vector search scans vec0 and starts the copy's load; later ones use the copy, same hits."""
+    from ctxslots import StoreError
+
+    emb = HashingEmbedder(dimension=64)
+    rng = np.random.default_rng(3)
+    words = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "helm", "queue"]
+    with FactStore(db_path, embedder=emb) as store, store.batch():
+        for i in range(3000):
+            store.add("agent", " ".join(rng.choice(words, 4)) + f" {i}", scope=["A", None][i % 2])
+    with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
+            FactStore(db_path, embedder=emb, ranking=FUSED, vector_cache=False) as direct:
+        expected = [h.fact.id for h in direct.search("billing refund", scope="A", track_access=False)]
+        first = cached.search("billing refund", scope="A", track_access=False)
+        assert cached._vector_slot.copy is None and cached._vector_slot.loader is not None
+        assert [h.fact.id for h in first] == expected
+        assert cached.load_vector_cache()
+        again = cached.search("billing refund", scope="A", track_access=False)
+        assert cached._vector_slot.copy is not None
+        assert [h.fact.id for h in again] == expected
+        cached.reindex()  # the copy is of the old vectors: dropped, loaded afresh later
+        assert cached._vector_slot is None
+        assert [h.fact.id for h in cached.search("billing refund", scope="A",
+                                                 track_access=False)] == expected
+        with pytest.raises(StoreError, match="vector_cache=False"):
+            direct.load_vector_cache()
+    with FactStore(db_path, embedder=False) as words_only, \
+            pytest.raises(StoreError, match="no usable vector index"):
+        words_only.load_vector_cache()
+    store = FactStore(db_path, embedder=emb, ranking=FUSED)
+    store.search("docker helm", scope="A")
+    loader = store._vector_slot.loader
+    assert loader is not None  # the first search started it
+    store.close()
+    assert loader.done()

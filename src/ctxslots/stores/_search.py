@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,15 +13,16 @@ from ..model import Fact, Hit, from_timestamp
 from ._common_terms import CommonTerms
 from ._legs import Found, lexical_leg, merge_vector_leg, ranked_candidates
 from ._legs import placeholders as _placeholders
+from ._loader import CacheSlot
 from ._reads import check_id as _check_id
 from ._validate import Limits
-from .lexical_cache import LexicalCache, LexicalLoader
+from .lexical_cache import LexicalCache
 from .links import RecentResults, pull_linked
 from .migrations import FTS_TOKENIZE
 from .ranking import Candidate, RankingPolicy, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank
 from .sanitize import QueryPolicy, query_tokens, to_match
-from .vectors import VectorCache, VectorIndex
+from .vectors import VectorCache, VectorIndex, vector_cache_builder
 
 if TYPE_CHECKING:
     from ._sqlite import Connection
@@ -47,12 +47,10 @@ class SearchMixin:
 
     _conn: Connection
     _index: VectorIndex | None
-    _cache: VectorCache | None
+    _vector_slot: CacheSlot[VectorCache] | None
     _common: CommonTerms | None
     _recent: RecentResults
-    _lexical: LexicalCache | None
-    _lexical_loader: LexicalLoader | None
-    _lexical_failure: BaseException | None
+    _lexical_slot: CacheSlot[LexicalCache]
     path: Any
     _query_vectors: dict[str, np.ndarray]
     lexical_cache: bool
@@ -123,7 +121,8 @@ class SearchMixin:
         by_id: dict[int, Candidate] = {}
         if use_lexical:
             for table in ["facts"] + (["archive"] if include_archive else []):
-                if table == "facts" and self.lexical_cache and self._ready_lexical() is not None:
+                if (table == "facts" and self.lexical_cache
+                        and self._lexical_slot.ready(self._conn) is not None):
                     leg = self._cached_lexical_leg(tokens, scope, slots, now, where, params, pool,
                                                    include_superseded)
                 else:
@@ -160,61 +159,47 @@ class SearchMixin:
         """
         if not self.lexical_cache:
             raise StoreError("this store was opened without lexical_cache=True", path=self.path)
-        if self._lexical is not None:
-            return True
-        if self.path == ":memory:":  # another connection would see another database
-            cache = LexicalCache()
-            cache.sync(self._conn)
-            self._lexical = cache
-            return True
-        if self._lexical_loader is None and self._lexical_failure is None:
-            self._lexical_loader = LexicalLoader(str(self.path))
-        loader = self._lexical_loader
-        if loader is not None and not loader.wait(timeout):
-            return False
-        if self._ready_lexical() is None:
-            raise StoreError(f"loading the in-memory lexical index failed: {self._lexical_failure}",
-                             path=self.path)
-        return True
+        return self._lexical_slot.load_now(self._conn, timeout)
 
-    def _ready_lexical(self) -> LexicalCache | None:
-        """The loaded lexical copy, or ``None`` (starting its load when none is running)."""
-        if self._lexical is not None or self._lexical_failure is not None:
-            return self._lexical
-        if self.path == ":memory:":
-            self.load_lexical_cache()
-            return self._lexical
-        loader = self._lexical_loader
-        if loader is None:
-            self._lexical_loader = LexicalLoader(str(self.path))
-            return None
-        if not loader.done():
-            return None
-        self._lexical_loader = None
-        if loader.cache is None:
-            self._lexical_failure = loader.error or StoreError("the load was cancelled")
-            warnings.warn(f"ctxslots: the in-memory lexical index could not be loaded, searches "
-                          f"use FTS5: {self._lexical_failure}", RuntimeWarning, stacklevel=3)
-            return None
-        self._lexical = loader.cache
-        return self._lexical
+    def load_vector_cache(self, timeout: float | None = None) -> bool:
+        """Load the in-memory copy of the vectors now instead of in the background.
 
-    def _stop_lexical_loader(self) -> None:
-        if self._lexical_loader is not None:
-            self._lexical_loader.cancel()
-            self._lexical_loader.wait(10.0)
-            self._lexical_loader = None
+        With ``vector_cache=True`` (the default) the first search that uses the
+        vector leg starts loading the copy on a background thread and searches
+        scan ``vec0`` until it is ready. Returns whether the copy is loaded
+        (false only when ``timeout`` seconds passed first).
+
+        :raises StoreError: The store was opened with ``vector_cache=False``,
+            has no usable vector index, or loading failed (searches then keep
+            scanning ``vec0``).
+        """
+        if not self.vector_cache:
+            raise StoreError("this store was opened with vector_cache=False", path=self.path)
+        if not self.vector_leg_ready:
+            raise StoreError("this store has no usable vector index (no embedder, or a stale "
+                             "index: run reindex)", path=self.path)
+        return self._vectors().load_now(self._conn, timeout)
+
+    def _vectors(self) -> CacheSlot[VectorCache]:
+        assert self._index is not None
+        if self._vector_slot is None:
+            self._vector_slot = CacheSlot("in-memory vector copy",
+                                          vector_cache_builder(self._index.dimension),
+                                          load_vec=True)
+        return self._vector_slot
 
     def _cached_lexical_leg(
         self, tokens: list[str], scope: str | None, slots: Sequence[str] | None, now: float,
         where: str, params: list[Any], pool: int, include_superseded: bool,
     ) -> list[tuple[Candidate, dict[str, Any]]]:
-        if self._lexical is None:
+        cache = self._lexical_slot.copy
+        if cache is None:
             self.load_lexical_cache()
-        assert self._lexical is not None
-        self._lexical.sync(self._conn)
+            cache = self._lexical_slot.copy
+        assert cache is not None
+        cache.sync(self._conn)
         scopes, slot_list = self._visible(scope, slots)
-        ranked = self._lexical.search(tokens, scopes=scopes, slots=slot_list, now=now,
+        ranked = cache.search(tokens, scopes=scopes, slots=slot_list, now=now,
                                       include_superseded=include_superseded, pool=pool)
         return ranked_candidates(self._conn, "facts", ranked, where, params)
 
@@ -309,11 +294,11 @@ class SearchMixin:
         if not np.any(vector):
             return
         scopes, slot_list = self._visible(scope, slots)
-        if self.vector_cache:
-            if self._cache is None:
-                self._cache = VectorCache(self._index.dimension)
-            self._cache.sync(self._conn)
-            nearest = self._cache.knn(vector, scopes, slot_list, pool)
+        # The in-memory copy once it is loaded (in the background); vec0 until then.
+        cache = self._vectors().ready(self._conn) if self.vector_cache else None
+        if cache is not None:
+            cache.sync(self._conn)
+            nearest = cache.knn(vector, scopes, slot_list, pool)
         else:
             nearest = self._index.knn(vector, scopes, slot_list, pool)
         nearest = [(fid, cos) for fid, cos in nearest if cos > self.ranking.min_cosine]

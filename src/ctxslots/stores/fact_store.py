@@ -20,13 +20,14 @@ from ..errors import FactNotFoundError, InvalidFactError
 from ..model import Fact
 from ._common_terms import CommonTerms
 from ._legs import COLUMNS as _COLUMNS
+from ._loader import CacheSlot
 from ._reads import ReadsMixin
 from ._reads import check_id as _check_id
 from ._search import SearchMixin
 from ._sqlite import Connection, open_connection, sqlite_version
 from ._validate import Limits
 from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
-from .lexical_cache import LexicalCache, LexicalLoader, trim_fact_log
+from .lexical_cache import LexicalCache, build_lexical_cache, trim_fact_log
 from .links import RecentResults, strengthen
 from .maintenance import DoctorReport, doctor, reindex
 from .migrations import schema_version
@@ -104,14 +105,14 @@ class FactStore(ReadsMixin, SearchMixin):
     lexical_cache: bool = False
     _conn: Connection = attrs.field(init=False, repr=False)
     _index: VectorIndex | None = attrs.field(init=False, default=None, repr=False)
-    _cache: VectorCache | None = attrs.field(init=False, default=None, repr=False)
+    _vector_slot: CacheSlot[VectorCache] | None = attrs.field(init=False, default=None, repr=False)
     _pending: dict[int, tuple[str, str, str]] | None = attrs.field(init=False, default=None, repr=False)
     _common: CommonTerms | None = attrs.field(init=False, default=None, repr=False)
     _written: int = attrs.field(init=False, default=0, repr=False)
     _recent: RecentResults = attrs.field(init=False, factory=RecentResults, repr=False)
-    _lexical: LexicalCache | None = attrs.field(init=False, default=None, repr=False)
-    _lexical_loader: LexicalLoader | None = attrs.field(init=False, default=None, repr=False)
-    _lexical_failure: BaseException | None = attrs.field(init=False, default=None, repr=False)
+    _lexical_slot: CacheSlot[LexicalCache] = attrs.field(
+        init=False, repr=False,
+        factory=lambda: CacheSlot("in-memory lexical index", build_lexical_cache, load_vec=False))
     _query_vectors: dict[str, np.ndarray] = attrs.field(init=False, factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -139,7 +140,9 @@ class FactStore(ReadsMixin, SearchMixin):
 
     def close(self) -> None:
         """Close the database (idempotent); a background load of the lexical copy is stopped."""
-        self._stop_lexical_loader()
+        self._lexical_slot.stop()
+        if self._vector_slot is not None:
+            self._vector_slot.stop()
         self._conn.close()
 
     def __enter__(self) -> Self:
@@ -401,9 +404,10 @@ class FactStore(ReadsMixin, SearchMixin):
 
     def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild the full-text and vector indexes from the facts; return facts embedded."""
-        count = reindex(self, progress=progress)
-        self._cache = None
-        return count
+        if self._vector_slot is not None:  # its copy is of the vectors about to be replaced
+            self._vector_slot.stop()
+            self._vector_slot = None
+        return reindex(self, progress=progress)
 
     def consolidate(
         self, *, threshold: float = DEFAULT_THRESHOLD, fact_ids: Iterable[int] | None = None,

@@ -14,14 +14,13 @@ and a new row is appended, and the whole cache is rebuilt when more than half of
 its rows are dead.
 
 The first load reads every fact (about 2 s per 100,000 facts), so a store loads
-it with :class:`LexicalLoader` on a background thread with its own connection,
-and searches use FTS5 until it is ready.
+it on a background thread with its own connection (:mod:`._loader`), and
+searches use FTS5 until it is ready.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
 from array import array
 from collections.abc import Callable, Sequence
@@ -31,11 +30,11 @@ import apsw
 import attrs
 import numpy as np
 
-from ._sqlite import Connection, open_connection
+from ._sqlite import Connection
 from .migrations import FTS_TOKENIZE
 from .vectors import log_bounds
 
-__all__ = ["LexicalCache", "LexicalLoader", "trim_fact_log"]
+__all__ = ["LexicalCache", "build_lexical_cache", "trim_fact_log"]
 
 K1 = 1.2
 B = 0.75
@@ -255,47 +254,10 @@ class LexicalCache:
         return [(int(ids[i]), -float(scores[top][i])) for i in order]
 
 
-class LexicalLoader:
-    """Loads a :class:`LexicalCache` of a store file on a background thread.
 
-    The thread opens its own connection and reads every fact inside one read
-    transaction, so the copy matches one moment of the file; the store then
-    syncs it through ``fact_log`` with whatever was written since.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.cache: LexicalCache | None = None
-        self.error: BaseException | None = None
-        self._cancel = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(path,), daemon=True,
-                                        name="ctxslots-lexical-load")
-        self._thread.start()
-
-    def _run(self, path: str) -> None:
-        try:
-            conn = open_connection(path, load_vec=False, migrate=False)
-            try:
-                conn.execute("BEGIN")
-                cache = LexicalCache()
-                cache.sync(conn, cancelled=self._cancel.is_set)
-                conn.execute("COMMIT")
-                cache.detach()
-                if not self._cancel.is_set():
-                    self.cache = cache
-            finally:
-                conn.close()
-        except Exception as exc:  # noqa: BLE001 - handed to the store, which reports it
-            self.error = exc
-
-    def done(self) -> bool:
-        """Whether the load has finished (loaded, failed or cancelled)."""
-        return not self._thread.is_alive()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the load to finish; return whether it has."""
-        self._thread.join(timeout)
-        return self.done()
-
-    def cancel(self) -> None:
-        """Stop the load at its next chunk of rows and drop what it read."""
-        self._cancel.set()
+def build_lexical_cache(conn: Connection, cancelled: Callable[[], bool]) -> LexicalCache:
+    """A full copy of the lexical index read through ``conn`` (for a background load)."""
+    cache = LexicalCache()
+    cache.sync(conn, cancelled=cancelled)
+    cache.detach()
+    return cache

@@ -18,7 +18,8 @@ dropped at any time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -275,13 +276,18 @@ class VectorCache:
     _seq: int = -1
     _generation: str | None = None
 
-    def sync(self, conn: Connection) -> None:
-        """Apply the changes the log records since the last sync (or reload in full)."""
+    def sync(self, conn: Connection, *, cancelled: Callable[[], bool] | None = None) -> None:
+        """Apply the changes the log records since the last sync (or reload in full).
+
+        :param cancelled: For a load on a background thread: checked between
+            small chunks of a full reload, which also let other threads run
+            between them; when it returns true the reload stops half done.
+        """
         generation = _meta(conn, _META_GENERATION)
         low, high = log_bounds(conn)
         high = int(high or 0)
         if generation != self._generation or (low is not None and self._seq < int(low) - 1):
-            self._reload(conn, generation, high)
+            self._reload(conn, generation, high, cancelled)
             return
         if high <= self._seq:
             return
@@ -303,14 +309,22 @@ class VectorCache:
         self._compact()
         self._seq = high
 
-    def _reload(self, conn: Connection, generation: str | None, high: int) -> None:
+    def _reload(self, conn: Connection, generation: str | None, high: int,
+                cancelled: Callable[[], bool] | None) -> None:
         self._blocks.clear()
         self._where.clear()
+        # In the background, small chunks with a pause between them, so that a
+        # search waiting for the GIL does not wait out the switch interval.
+        step = 5000 if cancelled is None else 50
         if _table_exists(conn):
             chunk: list[Any] = []
             for row in conn.execute(f"SELECT fact_id, scope, slot, embedding FROM {TABLE}"):
                 chunk.append(row)
-                if len(chunk) == 5000:
+                if len(chunk) == step:
+                    if cancelled is not None:
+                        if cancelled():
+                            return
+                        time.sleep(0)
                     self._add_rows(chunk)
                     chunk = []
             self._add_rows(chunk)
@@ -357,3 +371,14 @@ class VectorCache:
         blocks = [block for (scope, slot), block in self._blocks.items()
                   if scope in wanted_scopes and (wanted_slots is None or slot in wanted_slots)]
         return top_k(blocks, query, k)
+
+
+def vector_cache_builder(dimension: int) -> Callable[[Connection, Callable[[], bool]], VectorCache]:
+    """``build(conn, cancelled)`` making a full :class:`VectorCache` (for a background load)."""
+
+    def build(conn: Connection, cancelled: Callable[[], bool]) -> VectorCache:
+        cache = VectorCache(dimension)
+        cache.sync(conn, cancelled=cancelled)
+        return cache
+
+    return build
