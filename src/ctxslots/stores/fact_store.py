@@ -81,7 +81,10 @@ class FactStore(ReadsMixin, SearchMixin):
             ``None`` for the default (``$CTXSLOTS_EMBEDDER``, else the hashing
             embedder), or ``False`` for no vector leg at all.
         vector_cache: Search an in-memory copy of the vectors, kept consistent
-            with the file, instead of scanning ``vec0`` on every search.
+            with the file, instead of scanning ``vec0`` on every search. The
+            first vector search starts loading it on a background thread and
+            scans ``vec0`` until it is ready (:meth:`load_vector_cache` loads
+            it up front).
         rerank: ``rerank(query, hits) -> hits | None``, given every fused
             candidate before the limit (see :mod:`ctxslots.stores.rerank`).
         lexical_cache: Score the lexical leg from an in-memory copy of the
