@@ -173,15 +173,24 @@ def test_hashing_embedder_defaults_to_words_only(db_path):
         assert hit.trace.relevance == pytest.approx(-hit.trace.bm25)
 
 
+WORDS = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "helm", "queue"]
+
+
+def _fill(db_path, emb, n, *, seed, words, place):
+    """``n`` facts of random WORDS (plus their number); ``place(i)`` gives slot and scope."""
+    rng = np.random.default_rng(seed)
+    with FactStore(db_path, embedder=emb) as store, store.batch():
+        facts = []
+        for i in range(n):
+            slot, scope = place(i)
+            facts.append(store.add(slot, " ".join(rng.choice(WORDS, words)) + f" {i}", scope=scope))
+        return facts
+
+
 def test_cache_and_vec0_agree(db_path):
     """The cached and the vec0 KNN return the same neighbours."""
     emb = HashingEmbedder(dimension=128)
-    rng = np.random.default_rng(0)
-    words = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "helm", "queue"]
-    with FactStore(db_path, embedder=emb) as store, store.batch():
-        for i in range(300):
-            store.add("agent", " ".join(rng.choice(words, 5)) + f" {i}",
-                      scope=["A", "B", None][i % 3])
+    _fill(db_path, emb, 300, seed=0, words=5, place=lambda i: ("agent", ["A", "B", None][i % 3]))
     with FactStore(db_path, embedder=emb, vector_cache=True, ranking=FUSED) as cached, \
             FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
         for query in ("deploy friday", "billing refund retry", "docker helm queue"):
@@ -213,14 +222,10 @@ def test_cache_filters_slots_and_compacts_after_many_updates(db_path, monkeypatc
 
     monkeypatch.setattr(vectors, "COMPACT_MIN_DEAD", 40)
     emb = HashingEmbedder(dimension=128)
-    rng = np.random.default_rng(1)
-    words = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "helm", "queue"]
-    slots = ["user", "project", "agent"]
-    with FactStore(db_path, embedder=emb) as store, store.batch():
-        facts = [store.add(slots[i % 3], " ".join(rng.choice(words, 5)) + f" {i}",
-                           scope=[None, "A", "B"][(i // 3) % 3] if i % 3 else None)
-                 for i in range(270)]
+    facts = _fill(db_path, emb, 270, seed=1, words=5, place=lambda i: (
+        ["user", "project", "agent"][i % 3], [None, "A", "B"][(i // 3) % 3] if i % 3 else None))
     agent_a = [f.id for f in facts if f.slot == "agent" and f.scope == "A"]
+    rng = np.random.default_rng(11)
     with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
             FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
         assert cached.load_vector_cache()
@@ -233,7 +238,7 @@ def test_cache_filters_slots_and_compacts_after_many_updates(db_path, monkeypatc
         before = cached._vector_slot.copy.rows
         for round_ in range(6):  # each round leaves one dead row per rewritten fact
             for fid in agent_a:
-                cached.update(fid, value=" ".join(rng.choice(words, 5)) + f" r{round_}")
+                cached.update(fid, value=" ".join(rng.choice(WORDS, 5)) + f" r{round_}")
             cached._vector_slot.copy.sync(cached._conn)
         # 30 facts x 6 rounds = 180 dead rows: compacted once past 40 and past the live ones.
         assert cached._vector_slot.copy.rows < before + 6 * len(agent_a)
@@ -294,12 +299,8 @@ def test_scan_split_across_threads_matches_vec0_and_survives_fork(db_path, monke
     monkeypatch.setattr(_scan, "PARALLEL_MIN_ROWS", 32)
     monkeypatch.setattr(_scan, "_WORKERS", 3)
     emb = HashingEmbedder(dimension=128)
-    rng = np.random.default_rng(2)
-    words = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "helm", "queue"]
-    with FactStore(db_path, embedder=emb) as store, store.batch():
-        for i in range(400):
-            store.add(["user", "project", "agent"][i % 3], " ".join(rng.choice(words, 4)) + f" {i}",
-                      scope=["A", "B", None][i % 3] if i % 3 else None)
+    _fill(db_path, emb, 400, seed=2, words=4, place=lambda i: (
+        ["user", "project", "agent"][i % 3], ["A", "B", None][i % 3] if i % 3 else None))
     with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
             FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
         assert cached.load_vector_cache()
@@ -323,11 +324,7 @@ def test_the_vector_copy_loads_in_the_background(db_path):
     from ctxslots import StoreError
 
     emb = HashingEmbedder(dimension=64)
-    rng = np.random.default_rng(3)
-    words = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "helm", "queue"]
-    with FactStore(db_path, embedder=emb) as store, store.batch():
-        for i in range(3000):
-            store.add("agent", " ".join(rng.choice(words, 4)) + f" {i}", scope=["A", None][i % 2])
+    _fill(db_path, emb, 3000, seed=3, words=4, place=lambda i: ("agent", ["A", None][i % 2]))
     with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
             FactStore(db_path, embedder=emb, ranking=FUSED, vector_cache=False) as direct:
         expected = [h.fact.id for h in direct.search("billing refund", scope="A", track_access=False)]

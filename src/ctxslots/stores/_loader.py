@@ -11,18 +11,43 @@ through the file's change log.
 from __future__ import annotations
 
 import threading
+import time
 import warnings
-from collections.abc import Callable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
 
 from ..errors import StoreError
 from ._sqlite import Connection, open_connection
 
-__all__ = ["BackgroundLoader", "CacheSlot"]
+__all__ = ["BackgroundLoader", "CacheSlot", "row_chunks"]
 
 T = TypeVar("T")
 #: ``build(conn, cancelled) -> copy``; ``cancelled()`` is polled between chunks.
 Build = Callable[[Connection, Callable[[], bool]], T]
+
+
+def row_chunks(rows: Iterable[Any], cancelled: Callable[[], bool] | None,
+               background_size: int) -> Iterator[list[Any]]:
+    """``rows`` in lists, for building a copy; the last list may be short or empty.
+
+    In the foreground (``cancelled`` is ``None``) the lists are large. In the
+    background they hold ``background_size`` rows with a pause between them:
+    the building loop holds the GIL, and a search waiting for it would otherwise
+    wait out the interpreter's switch interval at every step. Stops early once
+    ``cancelled()`` is true; the caller checks it afterwards.
+    """
+    size = 5000 if cancelled is None else background_size
+    chunk: list[Any] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            if cancelled is not None:
+                if cancelled():
+                    return
+                time.sleep(0)
+            yield chunk
+            chunk = []
+    yield chunk
 
 
 class BackgroundLoader(Generic[T]):

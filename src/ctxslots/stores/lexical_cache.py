@@ -21,7 +21,6 @@ searches use FTS5 until it is ready.
 from __future__ import annotations
 
 import math
-import time
 from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,6 +29,7 @@ import apsw
 import attrs
 import numpy as np
 
+from ._loader import row_chunks
 from ._sqlite import Connection
 from .migrations import FTS_TOKENIZE
 from .vectors import log_bounds
@@ -133,23 +133,13 @@ class LexicalCache:
 
     def _reload(self, conn: Connection, top: int, cancelled: Callable[[], bool] | None) -> None:
         self._clear()
-        # In the background, small chunks with a pause between them: the loop
-        # holds the GIL, and a search waiting for it would otherwise wait for
-        # the interpreter's switch interval at every step.
-        step = 5000 if cancelled is None else 20
-        batch: list[Any] = []
-        for row in conn.execute("SELECT id, slot, scope, key, value, tags, expires_at, "
-                                "superseded_by FROM facts"):
-            batch.append(row)
-            if len(batch) == step:
-                if cancelled is not None:
-                    if cancelled():
-                        self._clear()
-                        return
-                    time.sleep(0)
-                self._add_rows(batch)
-                batch = []
-        self._add_rows(batch)
+        rows = conn.execute("SELECT id, slot, scope, key, value, tags, expires_at, "
+                            "superseded_by FROM facts")
+        for chunk in row_chunks(rows, cancelled, background_size=20):
+            self._add_rows(chunk)
+        if cancelled is not None and cancelled():
+            self._clear()
+            return
         self._seq = top
 
     def _clear(self) -> None:

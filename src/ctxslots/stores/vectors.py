@@ -18,13 +18,13 @@ dropped at any time.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
+from ._loader import row_chunks
 from ._scan import top_k
 from ._sqlite import Connection
 
@@ -313,21 +313,12 @@ class VectorCache:
                 cancelled: Callable[[], bool] | None) -> None:
         self._blocks.clear()
         self._where.clear()
-        # In the background, small chunks with a pause between them, so that a
-        # search waiting for the GIL does not wait out the switch interval.
-        step = 5000 if cancelled is None else 50
         if _table_exists(conn):
-            chunk: list[Any] = []
-            for row in conn.execute(f"SELECT fact_id, scope, slot, embedding FROM {TABLE}"):
-                chunk.append(row)
-                if len(chunk) == step:
-                    if cancelled is not None:
-                        if cancelled():
-                            return
-                        time.sleep(0)
-                    self._add_rows(chunk)
-                    chunk = []
-            self._add_rows(chunk)
+            rows = conn.execute(f"SELECT fact_id, scope, slot, embedding FROM {TABLE}")
+            for chunk in row_chunks(rows, cancelled, background_size=50):
+                self._add_rows(chunk)
+            if cancelled is not None and cancelled():
+                return
         self._generation = generation
         self._seq = high
 
