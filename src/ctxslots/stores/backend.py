@@ -1,0 +1,355 @@
+"""The storage seam: what a storage engine does for :class:`~ctxslots.FactStore`.
+
+:class:`Backend` is the only interface between the public facade and an engine
+(SQLite in :mod:`ctxslots.stores.sqlite`, PostgreSQL in
+:mod:`ctxslots.stores.postgres`). An engine owns its connections and
+transactions, its schema and migrations, the rows of facts with their
+history, archive, links and flush progress, the two candidate legs (filters
+applied before the cut), the change feed of any in-process cache, and its
+health checks. It never validates input (the facade does), never ranks (the
+candidates it returns are ranked by :mod:`ctxslots.stores.ranking`) and never
+embeds (the facade hands it vectors).
+
+Rows cross the seam as plain mappings with the column names of
+:data:`FACT_COLUMNS`; times are Unix seconds (floats), tags one string with a
+newline between tags, and the global scope is the empty string ``""``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+import numpy as np
+
+__all__ = [
+    "FACT_COLUMNS",
+    "Backend",
+    "ExactHit",
+    "FactFilter",
+    "Health",
+    "HistoryEntry",
+    "LexicalCandidate",
+    "Row",
+    "VectorState",
+]
+
+#: The columns of a fact row, in the order engines store them.
+FACT_COLUMNS: tuple[str, ...] = (
+    "id", "slot", "scope", "key", "value", "tags", "source", "confidence", "score",
+    "created_at", "updated_at", "observed_at", "last_accessed", "access_count", "expires_at",
+    "superseded_by",
+)
+
+#: One fact row: column name to value (see :data:`FACT_COLUMNS`). Archived rows
+#: also carry ``archived_at`` and ``reason``.
+Row = Mapping[str, Any]
+
+
+@attrs.frozen
+class FactFilter:
+    """Which facts a read may see; every engine applies it before any cut.
+
+    Attributes:
+        scopes: The stored scope values visible (``""`` is the global scope).
+            ``None``: every scope (export, maintenance).
+        slots: Only these slots (``None``: every slot).
+        live_at: Leave out facts expired at this moment (``None``: keep them).
+        include_superseded: Keep facts a newer near-duplicate hides.
+    """
+
+    scopes: tuple[str, ...] | None = None
+    slots: tuple[str, ...] | None = None
+    live_at: float | None = None
+    include_superseded: bool = True
+
+
+@attrs.frozen
+class LexicalCandidate:
+    """One match of the lexical leg.
+
+    Attributes:
+        row: The fact row.
+        score: The engine's relevance, more negative is better (FTS5's
+            ``bm25()`` convention; engines with another scale map to it).
+    """
+
+    row: Row
+    score: float
+
+
+@attrs.frozen
+class ExactHit:
+    """A stored fact found by exact content (same slot, scope, key and value)."""
+
+    fact_id: int
+
+
+@attrs.frozen
+class HistoryEntry:
+    """An earlier value of a fact, valid from ``valid_from`` to ``valid_to``."""
+
+    fact_id: int
+    slot: str
+    scope: str
+    key: str | None
+    value: str
+    tags: str
+    source: str | None
+    confidence: float
+    valid_from: float
+    valid_to: float
+
+
+@attrs.frozen
+class VectorState:
+    """What an engine's vector index holds.
+
+    Attributes:
+        model_id: The embedder that built it (``None``: none bound yet).
+        dimension: Its dimension, or ``None``.
+        vectors: Vectors held.
+        missing: Live facts without a vector.
+        orphans: Vectors whose fact is gone.
+    """
+
+    model_id: str | None
+    dimension: int | None
+    vectors: int
+    missing: int
+    orphans: int
+
+
+@attrs.frozen
+class Health:
+    """What an engine's own checks found.
+
+    Attributes:
+        integrity: ``"ok"`` or what the engine's integrity check reported.
+        lexical_in_sync: Whether the lexical index matches the facts.
+        problems: One line per problem, each saying what to run.
+        facts_readable: Whether the facts themselves can be read (when not,
+            nothing derived can be rebuilt).
+    """
+
+    integrity: str
+    lexical_in_sync: bool
+    problems: tuple[str, ...] = ()
+    facts_readable: bool = True
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A storage engine behind :class:`~ctxslots.FactStore`.
+
+    Every method that writes must be called inside :meth:`transaction`;
+    reads may be called anywhere. Methods never raise on an empty input list.
+    Engine errors surface as :class:`~ctxslots.errors.StoreError` (with a
+    message that says what to do); a missing row is ``None`` or an empty
+    result, never an exception.
+    """
+
+    #: ``"sqlite"`` or ``"postgresql"``.
+    engine: str
+    #: Where the store lives, safe to print (no password).
+    location: str
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release connections and background work (idempotent)."""
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """One write transaction: all writes inside land together or not at all.
+
+        Nested calls join the outer transaction (a failing inner block rolls
+        back to where it started). Waits for other writers up to the engine's
+        timeout.
+        """
+
+    def snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """Reads inside see one consistent moment of the store (export)."""
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a :meth:`transaction` block is open."""
+
+    def info(self) -> dict[str, Any]:
+        """Engine facts for ``stats``: ``engine``, ``location``, ``schema_version``,
+        ``size_bytes`` and engine versions."""
+
+    def used_bytes(self) -> int:
+        """Bytes the store's data occupies (pruning by size)."""
+
+    def get_meta(self, name: str) -> str | None:
+        """A store-wide setting, or ``None``."""
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Write a store-wide setting (inside a transaction)."""
+
+    # -- fact rows -----------------------------------------------------------------
+
+    def get(self, fact_id: int, *, live_at: float | None = None) -> Row | None:
+        """The fact with this id (``None`` if absent, or expired at ``live_at``)."""
+
+    def get_archived(self, fact_id: int) -> Row | None:
+        """The archived fact with this id, with ``archived_at`` and ``reason``."""
+
+    def get_by_key(self, slot: str, scope: str, key: str, *, live_at: float | None = None
+                   ) -> Row | None:
+        """The fact with this slot, scope and key."""
+
+    def find_same(self, slot: str, scope: str, key: str | None, value: str, *,
+                  archived: bool = False, live_at: float | None = None) -> int | None:
+        """The lowest id of a fact (or archived fact) with exactly this slot,
+        scope, key and value, or ``None``."""
+
+    def insert(self, row: Row, *, fact_id: int | None = None) -> int:
+        """Insert a live fact (every column of :data:`FACT_COLUMNS` but ``id``
+        given); keep ``fact_id`` when given (the caller checked it is free).
+        Return the id. Ids are never reused, also after an archived id."""
+
+    def insert_archived(self, row: Row, fact_id: int) -> None:
+        """Insert a fact straight into the archive (import), with
+        ``archived_at`` and ``reason`` in ``row``."""
+
+    def update(self, fact_id: int, fields: Mapping[str, Any]) -> None:
+        """Set some columns of a live fact."""
+
+    def add_history(self, entries: Sequence[HistoryEntry]) -> None:
+        """Record earlier values."""
+
+    def archive(self, fact_id: int, *, archived_at: float, reason: str | None) -> Row | None:
+        """Move a live fact, with its vector, to the archive; return the
+        archived row (``None``: no such live fact)."""
+
+    def adjust_score(self, fact_id: int, delta: float, *, live_at: float) -> bool:
+        """Add ``delta`` to a live fact's score; whether it existed."""
+
+    def touch(self, fact_ids: Sequence[int], now: float) -> int:
+        """``access_count + 1`` and ``last_accessed = now``; how many changed."""
+
+    def id_is_free(self, fact_id: int) -> bool:
+        """Whether no live, archived or historical fact ever had this id."""
+
+    def history(self, fact_id: int) -> list[HistoryEntry]:
+        """Earlier values of one fact, oldest first."""
+
+    def all_history(self) -> Iterator[HistoryEntry]:
+        """Every history entry, by fact id then time (export)."""
+
+    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False
+               ) -> Iterator[Row]:
+        """Facts passing ``flt``; ``order`` is ``"id"`` or ``"created"`` (by
+        observed time, then id)."""
+
+    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter) -> list[Row]:
+        """The facts with these ids that pass ``flt``, in no particular order."""
+
+    def neighbours(self, row: Row, flt: FactFilter, *, before: int, after: int
+                   ) -> tuple[list[Row], list[Row]]:
+        """Facts passing ``flt`` just before (newest first) and after (oldest
+        first) ``row`` in time order (timelines)."""
+
+    def group_counts(self, *, live_at: float) -> list[tuple[str, str, int, int]]:
+        """``(slot, scope, facts, expired)`` per slot and scope, sorted."""
+
+    def counts(self) -> dict[str, int]:
+        """``{"facts", "archived", "history"}`` row counts."""
+
+    def set_superseded(self, pairs: Sequence[tuple[int, int | None]], *, archived: bool = False
+                       ) -> None:
+        """Set ``superseded_by`` for ``(fact_id, by)`` pairs."""
+
+    def hand_over_superseded(self, old: int, new: int) -> None:
+        """Facts hidden by ``old`` are hidden by ``new`` instead."""
+
+    def hidden_counts(self, fact_ids: Sequence[int]) -> dict[int, int]:
+        """How many live facts each of these facts hides."""
+
+    # -- links and flush progress ----------------------------------------------------
+
+    def strengthen_links(self, pairs: Sequence[tuple[int, int]], now: float) -> None:
+        """Add one to each ``(a, b)`` link (``a < b``), creating it at 1."""
+
+    def merge_links(self, rows: Sequence[tuple[int, int, float, float]]) -> None:
+        """Write ``(a, b, strength, updated_at)`` links; the stronger wins on a clash."""
+
+    def links_of(self, fact_id: int) -> dict[int, float]:
+        """Every fact linked to ``fact_id``, with the strength."""
+
+    def links_among(self, fact_ids: Sequence[int], min_strength: float
+                    ) -> list[tuple[int, int, float]]:
+        """``(a, b, strength)`` of links at least ``min_strength`` touching these facts."""
+
+    def all_links(self) -> Iterator[tuple[int, int, float, float]]:
+        """Every link ``(a, b, strength, updated_at)``, by ``a, b`` (export)."""
+
+    def read_progress(self, conversation: str) -> tuple[int, str] | None:
+        """``(messages_read, fingerprint)`` of a conversation, or ``None``."""
+
+    def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
+                       now: float) -> None:
+        """Record how far a conversation was read (inside the flush's transaction)."""
+
+    # -- the two candidate legs ----------------------------------------------------------
+
+    def lexical(self, tokens: Sequence[str], flt: FactFilter, pool: int, *,
+                archived: bool = False) -> list[LexicalCandidate]:
+        """The best ``pool`` word matches of ``tokens`` (sanitized words, any
+        of which may match) among facts passing ``flt``, best first."""
+
+    def drop_common(self, tokens: list[str], *, share: float, min_rows: int) -> list[str]:
+        """``tokens`` without words found in more than ``share`` of the facts
+        (none dropped below ``min_rows`` facts; the rarest kept if all are)."""
+
+    def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
+        """The ``k`` live facts passing ``flt`` nearest to ``vector``:
+        ``(fact_id, cosine)``, best first. Exact for every scope, however small."""
+
+    # -- vectors -----------------------------------------------------------------
+
+    def vector_state(self) -> VectorState:
+        """What the vector index holds."""
+
+    def reset_vectors(self, model_id: str, dimension: int) -> None:
+        """Drop every vector and bind the index to this embedder (inside a transaction)."""
+
+    def put_vectors(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
+        """Write the vectors of ``(fact_id, scope, slot)`` rows (inside a transaction)."""
+
+    def delete_vectors(self, fact_ids: Sequence[int]) -> None:
+        """Remove the vectors of these facts (inside a transaction)."""
+
+    def vectors_of(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of these facts (float32)."""
+
+    def without_vectors(self, *, limit: int) -> list[Row]:
+        """Up to ``limit`` live facts that have no vector, by id."""
+
+    # -- health --------------------------------------------------------------------
+
+    def check(self) -> Health:
+        """Integrity of the store and of its derived indexes."""
+
+    def rebuild(self) -> None:
+        """Rebuild every derived object (lexical index, triggers, indexes) from the facts."""
+
+
+def visible_scopes(scope: str) -> tuple[str, ...]:
+    """The stored scope values a search in ``scope`` sees: that scope and the global one."""
+    return tuple(dict.fromkeys([scope, ""]))
+
+
+def rows_in(values: Iterable[int], size: int = 500) -> Iterator[list[int]]:
+    """``values`` in lists of at most ``size`` (bounded parameter lists)."""
+    chunk: list[int] = []
+    for value in values:
+        chunk.append(value)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
