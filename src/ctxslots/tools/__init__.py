@@ -1,8 +1,10 @@
 """Tools an agent calls on its own memory, their schemas, a dispatcher, and an MCP server.
 
 - :class:`MemoryTools`: the tools bound to a store and a scope, with
-  ``openai_tools()``, ``anthropic_tools()`` and ``dispatch(name, arguments)``.
-- :func:`openai_tools`, :func:`anthropic_tools`: the schemas without a store.
+  ``openai_tools(strict=...)``, ``responses_tools()``,
+  ``anthropic_tools()`` and ``dispatch(name, arguments)``.
+- :func:`openai_tools`, :func:`responses_tools`, :func:`anthropic_tools`: the schemas
+  without a store.
 - :data:`TOOL_SPECS`: the one definition per tool that schemas and checks come from.
 - :func:`age_in_words`: how results show a fact's age.
 - :mod:`ctxslots.tools.mcp_server`: the same tools over MCP (``ctxslots mcp``;
@@ -19,6 +21,7 @@ from .memory_tools import (
     MemoryTools,
     anthropic_tools,
     openai_tools,
+    responses_tools,
 )
 
 __all__ = [
@@ -31,4 +34,5 @@ __all__ = [
     "age_in_words",
     "anthropic_tools",
     "openai_tools",
+    "responses_tools",
 ]

@@ -50,9 +50,17 @@ class Param:
     max_length: int | None = None
     slot_enum: bool = False
 
-    def schema(self, slots: Sequence[str]) -> dict[str, Any]:
-        """This argument's JSON Schema."""
+    def schema(self, slots: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
+        """This argument's JSON Schema.
+
+        :param slots: The values a ``slot_enum`` argument may take.
+        :param strict: Keep to the subset of JSON Schema that OpenAI's strict mode
+            accepts: an optional argument becomes nullable (``null`` meaning "not
+            given"), and a string's length limit moves into the description
+            (``maxLength`` is outside that subset; the dispatcher still applies it).
+        """
         out: dict[str, Any]
+        description = self.description
         if self.kind == "integer":
             out = {"type": "integer"}
             if self.minimum is not None:
@@ -64,12 +72,20 @@ class Param:
             if self.slot_enum:
                 out["enum"] = list(slots)
             if self.max_length is not None:
-                out["maxLength"] = self.max_length
+                if strict:
+                    description = f"{description} At most {self.max_length} characters."
+                else:
+                    out["maxLength"] = self.max_length
         else:
             out = {"type": "array", "items": {"type": "string"}}
             if self.max_length is not None:
                 out["maxItems"] = self.max_length
-        out["description"] = self.description
+        if strict and not self.required:
+            out["type"] = [out["type"], "null"]
+            if "enum" in out:
+                out["enum"] = [*out["enum"], None]
+            description = f"{description} null: not given."
+        out["description"] = description
         return out
 
     def check(self, value: Any, slots: Sequence[str]) -> Any:
@@ -121,26 +137,57 @@ def _shown(value: Any) -> str:
 
 @attrs.frozen
 class ToolSpec:
-    """A tool: its name, what it does, and its arguments."""
+    """A tool: its name, what it does, its arguments, and hints for clients that show tools.
+
+    Attributes:
+        name: The name a model calls.
+        description: What the tool does, for the model.
+        params: Its arguments, in order.
+        title: A short human-readable name (MCP ``title``).
+        read_only: It changes nothing a person would call state (MCP ``readOnlyHint``).
+        destructive: It may remove what was stored (MCP ``destructiveHint``).
+        idempotent: A second identical call has no further effect (MCP ``idempotentHint``).
+    """
 
     name: str
     description: str
     params: tuple[Param, ...]
+    title: str = ""
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
 
-    def input_schema(self, slots: Sequence[str]) -> dict[str, Any]:
-        """The arguments as one JSON Schema object."""
+    def annotations(self) -> dict[str, Any]:
+        """The MCP tool annotations (hints for clients; every tool works on a local store only)."""
+        return {"title": self.title or self.name, "readOnlyHint": self.read_only,
+                "destructiveHint": self.destructive, "idempotentHint": self.idempotent,
+                "openWorldHint": False}
+
+    def input_schema(self, slots: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
+        """The arguments as one JSON Schema object.
+
+        :param strict: OpenAI's strict form: every argument listed in ``required``,
+            the optional ones nullable (see :meth:`Param.schema`).
+        """
         return {
             "type": "object",
-            "properties": {p.name: p.schema(slots) for p in self.params},
-            "required": [p.name for p in self.params if p.required],
+            "properties": {p.name: p.schema(slots, strict=strict) for p in self.params},
+            "required": [p.name for p in self.params if strict or p.required],
             "additionalProperties": False,
         }
 
-    def openai(self, slots: Sequence[str]) -> dict[str, Any]:
-        """The OpenAI chat-completions ``tools`` entry."""
-        return {"type": "function", "function": {
-            "name": self.name, "description": self.description,
-            "parameters": self.input_schema(slots)}}
+    def openai(self, slots: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
+        """The OpenAI chat-completions ``tools`` entry (with ``"strict": true`` when strict)."""
+        function: dict[str, Any] = {"name": self.name, "description": self.description,
+                                    "parameters": self.input_schema(slots, strict=strict)}
+        if strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}
+
+    def responses(self, slots: Sequence[str], *, strict: bool = True) -> dict[str, Any]:
+        """The OpenAI Responses API ``tools`` entry (a flat function tool)."""
+        return {"type": "function", "name": self.name, "description": self.description,
+                "parameters": self.input_schema(slots, strict=strict), "strict": strict}
 
     def anthropic(self, slots: Sequence[str]) -> dict[str, Any]:
         """The Anthropic Messages API ``tools`` entry."""

@@ -19,7 +19,8 @@ from ..stores import FactStore
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments
 
-__all__ = ["DEFAULT_SLOTS", "TOOL_SPECS", "MemoryTools", "anthropic_tools", "openai_tools"]
+__all__ = ["DEFAULT_SLOTS", "TOOL_SPECS", "MemoryTools", "anthropic_tools", "openai_tools",
+           "responses_tools"]
 
 _ID = Param("id", "integer", "The memory's id, the N shown as [id:N].", required=True,
             minimum=1, maximum=2**63 - 1)
@@ -34,7 +35,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                     max_length=2000),
               Param("slot", "string", "Only this memory slot (default: all).", slot_enum=True),
               Param("limit", "integer", "Most results to return (default 10).",
-                    minimum=1, maximum=50))),
+                    minimum=1, maximum=50)),
+             title="Search memory", read_only=True, idempotent=True),
     ToolSpec("memory_store",
              "Save a new fact to long-term memory. With a key, a fact already stored under the "
              "same slot and key is replaced (the old value is kept in its history).",
@@ -43,28 +45,34 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
               Param("value", "string", _VALUE, required=True, max_length=4096),
               Param("key", "string", "A short stable name such as editor or deploy.day, to "
                     "replace the fact later.", max_length=200),
-              Param("tags", "string_list", "A few short labels.", max_length=32))),
+              Param("tags", "string_list", "A few short labels.", max_length=32)),
+             title="Store a fact"),
     ToolSpec("memory_update",
              "Change the text or tags of a stored fact by its id; the old value is kept in its "
              "history.",
              (_ID, Param("value", "string", _VALUE, max_length=4096),
               Param("tags", "string_list", "The new labels (replacing the old ones).",
-                    max_length=32))),
+                    max_length=32)),
+             title="Update a fact", idempotent=True),
     ToolSpec("memory_reinforce",
-             "Mark a fact as useful: it ranks higher in later searches.", (_ID,)),
+             "Mark a fact as useful: it ranks higher in later searches.", (_ID,),
+             title="Reinforce a fact"),
     ToolSpec("memory_demote",
-             "Mark a fact as unhelpful or doubtful: it ranks lower in later searches.", (_ID,)),
+             "Mark a fact as unhelpful or doubtful: it ranks lower in later searches.", (_ID,),
+             title="Demote a fact"),
     ToolSpec("memory_forget",
              "Remove a fact that is wrong or no longer true. It moves to the archive and stops "
              "showing up.",
-             (_ID, Param("reason", "string", "Why it no longer holds.", max_length=500))),
+             (_ID, Param("reason", "string", "Why it no longer holds.", max_length=500)),
+             title="Forget a fact", destructive=True, idempotent=True),
     ToolSpec("memory_timeline",
              "Show the facts written just before and after one fact, oldest first, to see what "
              "else was learned at the time.",
              (_ID, Param("before", "integer", "How many earlier facts (default 3).",
                          minimum=0, maximum=20),
               Param("after", "integer", "How many later facts (default 3).",
-                    minimum=0, maximum=20))),
+                    minimum=0, maximum=20)),
+             title="Facts around a fact", read_only=True, idempotent=True),
 )
 
 _SPECS = {spec.name: spec for spec in TOOL_SPECS}
@@ -73,9 +81,23 @@ _SPECS = {spec.name: spec for spec in TOOL_SPECS}
 DEFAULT_SLOTS: tuple[str, ...] = ("user", "project", "agent")
 
 
-def openai_tools(slots: Iterable[str] = DEFAULT_SLOTS) -> list[dict[str, Any]]:
-    """Every tool in the OpenAI chat-completions ``tools`` format, ``slot`` limited to ``slots``."""
-    return [spec.openai(tuple(slots)) for spec in TOOL_SPECS]
+def openai_tools(slots: Iterable[str] = DEFAULT_SLOTS, *,
+                 strict: bool = False) -> list[dict[str, Any]]:
+    """Every tool in the OpenAI chat-completions ``tools`` format, ``slot`` limited to ``slots``.
+
+    :param strict: Mark each tool ``"strict": true`` and keep to strict mode's
+        schema subset: every argument required, the optional ones nullable
+        (``null`` means "not given"). Frameworks that force strict mode (the
+        OpenAI Agents SDK) need this form, or every optional argument turns
+        mandatory.
+    """
+    return [spec.openai(tuple(slots), strict=strict) for spec in TOOL_SPECS]
+
+
+def responses_tools(slots: Iterable[str] = DEFAULT_SLOTS, *,
+                    strict: bool = True) -> list[dict[str, Any]]:
+    """Every tool in the OpenAI Responses API ``tools`` format (strict unless told otherwise)."""
+    return [spec.responses(tuple(slots), strict=strict) for spec in TOOL_SPECS]
 
 
 def anthropic_tools(slots: Iterable[str] = DEFAULT_SLOTS) -> list[dict[str, Any]]:
@@ -134,9 +156,13 @@ class MemoryTools:
 
     # -- schemas -----------------------------------------------------------
 
-    def openai_tools(self) -> list[dict[str, Any]]:
+    def openai_tools(self, *, strict: bool = False) -> list[dict[str, Any]]:
         """The tools in the OpenAI chat-completions ``tools`` format, for this tool set's slots."""
-        return openai_tools(self.slots)
+        return openai_tools(self.slots, strict=strict)
+
+    def responses_tools(self, *, strict: bool = True) -> list[dict[str, Any]]:
+        """The tools in the OpenAI Responses API ``tools`` format, for this tool set's slots."""
+        return responses_tools(self.slots, strict=strict)
 
     def anthropic_tools(self) -> list[dict[str, Any]]:
         """The tools in the Anthropic Messages API ``tools`` format, for this tool set's slots."""
