@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import generate_facts, generate_queries
 
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler
-from ctxslots.assembler.tokens import DEFAULT_ENCODING, get_encoding
+from ctxslots.tokens import DEFAULT_ENCODING, get_encoding
 from ctxslots.stores._sqlite import open_connection
 from ctxslots.stores.sanitize import to_match
 

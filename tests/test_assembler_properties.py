@@ -19,8 +19,8 @@ from ctxslots import (
     StaticContributor,
     UserMemoryContributor,
 )
-from ctxslots.assembler.escape import bullet
-from ctxslots.assembler.tokens import get_encoding
+from ctxslots.prompts.escape import bullet
+from ctxslots.tokens import get_encoding
 
 WORDS = ("deploy", "friday", "billing", "tests", "flaky", "cache", "editor", "helix", "shop",
          "release", "freeze", "migration", "rollback", "owner", "python", "docs")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from injection_catalogue import INJECTION_VALUES as HOSTILE_VALUES
 
 from ctxslots import AssemblyRequest, PromptAssembler
-from ctxslots.assembler.escape import _escape, bullet, fence_for, md_cell
+from ctxslots.prompts.escape import _escape, bullet, fence_for, md_cell
 
 FORBIDDEN = ("<|im_start|>", "<|im_end|>", "</system>", "<system>", "[INST]", "[/INST]",
              "<<SYS>>", "```", "~~~", "<script")

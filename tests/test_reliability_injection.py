@@ -25,7 +25,7 @@ from ctxslots import (
     StaticContributor,
     UserMemoryContributor,
 )
-from ctxslots.assembler.escape import bullet, md_cell
+from ctxslots.prompts.escape import bullet, md_cell
 
 USER_CANARY = "deploy note canary: the user writes release notes on Mondays."
 AGENT_CANARY = "deploy note canary: the agent checks the changelog first."

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxslots import EncodingError, InvalidRequestError, TokenCounter, count_tokens
-from ctxslots.assembler.tokens import (
+from ctxslots.tokens import (
     DEFAULT_ENCODING,
     ENCODINGS,
     get_encoding,
@@ -151,7 +151,7 @@ def refuse(*a, **k):
     raise OSError("network disabled in this test")
 socket.socket.connect = refuse
 socket.create_connection = refuse
-from ctxslots.assembler.tokens import get_encoding
+from ctxslots.tokens import get_encoding
 for name in ("cl100k_base", "o200k_base"):
     assert get_encoding(name).encode_ordinary("hello world")
 assert "TIKTOKEN_CACHE_DIR" not in os.environ

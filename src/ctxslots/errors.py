@@ -7,16 +7,30 @@ keep working. Each error carries the offending object where there is one.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .stores._transfer_report import ImportIssue
 
 __all__ = [
+    "ArgumentError",
     "BudgetExceededError",
     "CtxslotsError",
     "EmbedderError",
+    "EmbedderSpecError",
+    "EncodingError",
     "FactNotFoundError",
     "FlushError",
+    "InvalidArgumentError",
     "InvalidFactError",
+    "InvalidImportError",
+    "InvalidRequestError",
+    "InvalidToolArgumentsError",
     "LLMClientError",
+    "MCPUnavailableError",
+    "PluginError",
+    "ReplyFormatError",
     "StoreError",
     "TemplateError",
 ]
@@ -39,7 +53,7 @@ class StoreError(CtxslotsError):
 
 
 class InvalidFactError(CtxslotsError, ValueError):
-    """A fact (or a query parameter) was rejected before anything was written.
+    """A fact was rejected before anything was written (slot, key, value, tags...).
 
     Attributes:
         field: The name of the offending field (``"slot"``, ``"value"``...).
@@ -51,6 +65,88 @@ class InvalidFactError(CtxslotsError, ValueError):
         super().__init__(message)
         self.field = field
         self.value = value
+
+
+class InvalidArgumentError(InvalidFactError):
+    """An argument that is not part of a fact was rejected: a query, a limit, a
+    conversation, a policy value, an option. Nothing was written.
+
+    It subclasses :class:`InvalidFactError` because such arguments used to raise
+    that error: code catching ``InvalidFactError`` keeps catching them. Catch
+    ``InvalidArgumentError`` to tell a bad argument from a bad fact.
+
+    Attributes:
+        field: The name of the offending argument (``"query"``, ``"limit"``...).
+        value: The offending value.
+    """
+
+
+class InvalidImportError(InvalidFactError):
+    """An import file has a malformed line; nothing was imported.
+
+    Attributes:
+        line: The first bad line (1-based).
+        field: The offending field (``"json"`` for a line that is not JSON).
+        value: The offending value.
+        errors: Every bad line found, as :class:`~ctxslots.stores.ImportIssue`.
+    """
+
+    def __init__(self, issue: ImportIssue, errors: Sequence[ImportIssue] = ()) -> None:
+        more = len(errors) - 1
+        suffix = ""
+        if more > 0:
+            suffix = f" (and {more} more invalid line{'' if more == 1 else 's'})"
+        super().__init__(f"line {issue.line}: {issue.message}{suffix}", field=issue.field or "",
+                         value=issue.value)
+        self.line = issue.line
+        self.errors = tuple(errors) or (issue,)
+
+
+class InvalidRequestError(CtxslotsError, ValueError):
+    """An assembly request, or an argument of the assembler, a contributor or a
+    dump, is malformed.
+
+    Attributes:
+        field: The name of the offending argument or field.
+        value: The offending value.
+    """
+
+    def __init__(self, message: str, *, field: str, value: Any = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
+
+
+class EncodingError(CtxslotsError, ValueError):
+    """A tiktoken encoding is unknown, or its bundled vocabulary failed its checksum.
+
+    Attributes:
+        encoding: The encoding name that was asked for.
+    """
+
+    def __init__(self, message: str, *, encoding: Any) -> None:
+        super().__init__(message)
+        self.encoding = encoding
+
+
+class InvalidToolArgumentsError(CtxslotsError, ValueError):
+    """A tool call's arguments do not match the tool's definition."""
+
+
+#: The former name of :class:`InvalidToolArgumentsError` (``ctxslots.tools``), kept working.
+ArgumentError = InvalidToolArgumentsError
+
+
+class PluginError(CtxslotsError, ValueError):
+    """A plugin registered something invalid (bad or duplicate name, wrong type).
+
+    Attributes:
+        plugin: The name of the plugin at fault.
+    """
+
+    def __init__(self, message: str, *, plugin: str) -> None:
+        super().__init__(message)
+        self.plugin = plugin
 
 
 class FactNotFoundError(CtxslotsError, LookupError):
@@ -104,6 +200,18 @@ class LLMClientError(CtxslotsError):
         self.body = body
 
 
+class ReplyFormatError(CtxslotsError, ValueError):
+    """A model's reply is not one JSON object of the operations schema.
+
+    Attributes:
+        raw: The reply text as received.
+    """
+
+    def __init__(self, message: str, *, raw: str) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
 class FlushError(CtxslotsError):
     """A flush failed; the store was left unchanged.
 
@@ -141,3 +249,19 @@ class EmbedderError(CtxslotsError):
         self.model_id = model_id
         self.status = status
         self.body = body
+
+
+class EmbedderSpecError(EmbedderError, ValueError):
+    """An embedder spec string is malformed, names an unknown kind, or lacks a part.
+
+    Attributes:
+        spec: The offending spec.
+    """
+
+    def __init__(self, message: str, *, spec: str) -> None:
+        super().__init__(message)
+        self.spec = spec
+
+
+class MCPUnavailableError(CtxslotsError, ImportError):
+    """The ``mcp`` SDK (2.x) is not installed."""

@@ -1,7 +1,9 @@
 """Plain data shared by every part of ctxslots: facts, hits, messages and prompts.
 
 These classes know nothing about SQLite, pluggy or jinja2. Timestamps are
-timezone-aware UTC :class:`datetime.datetime` values.
+timezone-aware UTC :class:`datetime.datetime` values. :class:`AssemblyRequest`
+and :class:`ContextBlock` (what the assembler and every contributor read) are
+defined in :mod:`ctxslots.request` and importable from here.
 """
 
 from __future__ import annotations
@@ -13,8 +15,13 @@ from typing import Any
 
 import attrs
 
+from .errors import InvalidRequestError
+from .request import AssemblyRequest, ContextBlock
+
 __all__ = [
     "AssembledPrompt",
+    "AssemblyRequest",
+    "ContextBlock",
     "DropReason",
     "Fact",
     "Hit",
@@ -252,9 +259,6 @@ class DropReason(str, enum.Enum):
 
 
 def _invalid(field: str, message: str, value: Any) -> Exception:
-    # InvalidRequestError lives with the assembler, which imports this module.
-    from .assembler.errors import InvalidRequestError
-
     return InvalidRequestError(message, field=field, value=value)
 
 
@@ -458,6 +462,8 @@ class AssembledPrompt:
             :meth:`ctxslots.PromptAssembler.dump` for one with your overrides.
         :raises InvalidRequestError: Unknown format.
         """
-        from .assembler.dump import dump_prompt
+        # Imported here: the dump renders with jinja2, which a value does not need
+        # until it is dumped. prompts.dump imports this module only for type hints.
+        from .prompts.dump import render_dump
 
-        return dump_prompt(self, format, environment=environment)
+        return render_dump(self, format, environment=environment)

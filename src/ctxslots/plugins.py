@@ -17,24 +17,12 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .errors import CtxslotsError
+from .errors import PluginError
 
 __all__ = ["DEFAULT_PLUGINS", "PluginError", "collect", "load_plugins", "make_plugin_manager"]
 
 #: Modules holding ctxslots' own hook implementations, registered first.
 DEFAULT_PLUGINS: tuple[str, ...] = ("ctxslots.contributors.builtin",)
-
-
-class PluginError(CtxslotsError, ValueError):
-    """A plugin registered something invalid (bad or duplicate name, wrong type).
-
-    Attributes:
-        plugin: The name of the plugin at fault.
-    """
-
-    def __init__(self, message: str, *, plugin: str) -> None:
-        super().__init__(message)
-        self.plugin = plugin
 
 
 def make_plugin_manager(

@@ -1,25 +1,27 @@
 """The PromptAssembler: sections from contributors, fitted to a token budget.
 
-Token counting (:mod:`.tokens`), rendering (:mod:`.render`, :mod:`.escape`),
-budget fitting (:mod:`.fit`) and dumps (:mod:`.dump`) each live in their own
-module.
+Budget fitting (:mod:`.fit`), section rendering (:mod:`.render`) and dumps
+(:mod:`.dump`) each live in their own module. Token counting
+(:mod:`ctxslots.tokens`), the jinja2 environment and the escaping filters
+(:mod:`ctxslots.prompts`) and the request (:mod:`ctxslots.request`) are shared
+with the other parts; their names stay importable from here.
 """
 
 from __future__ import annotations
 
-from .assembler import PromptAssembler
-from .dump import DUMP_FORMATS, DUMP_SCHEMA_VERSION, dump_prompt, prompt_to_dict
-from .errors import EncodingError, InvalidRequestError
-from .escape import bullet
-from .render import SECTION_SEPARATOR, make_environment
-from .request import DEFAULT_BUDGET, AssemblyRequest, ContextBlock
-from .tokens import (
+from ..errors import EncodingError, InvalidRequestError
+from ..prompts.escape import bullet
+from ..request import DEFAULT_BUDGET, AssemblyRequest, ContextBlock
+from ..tokens import (
     DEFAULT_ENCODING,
     ENCODINGS,
     TokenCounter,
     count_tokens,
     get_encoding,
 )
+from .assembler import PromptAssembler
+from .dump import DUMP_FORMATS, DUMP_SCHEMA_VERSION, dump_prompt, prompt_to_dict
+from .render import SECTION_SEPARATOR, make_environment
 
 __all__ = [
     "DEFAULT_BUDGET",

@@ -8,11 +8,11 @@ import attrs
 import jinja2
 
 from ..model import DropReason, Item, ItemDecision, Section, SectionReport
+from ..request import AssemblyRequest
+from ..tokens import TokenCounter
 from ._run import Outcome
 from .fit import Prepared
 from .render import render_header, render_item
-from .request import AssemblyRequest
-from .tokens import TokenCounter
 
 __all__ = ["build_reports", "collect_sections", "prepare"]
 

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from ..model import Section
-from .request import AssemblyRequest
+from ..request import AssemblyRequest
 
 __all__ = ["Outcome", "call_async", "call_sync"]
 

@@ -12,17 +12,16 @@ import jinja2
 import pluggy
 
 from ..contributors.base import check_contributor
-from ..errors import BudgetExceededError
+from ..errors import BudgetExceededError, InvalidRequestError
 from ..model import AssembledPrompt
 from ..plugins import collect, make_plugin_manager
+from ..request import AssemblyRequest
+from ..tokens import DEFAULT_ENCODING, TokenCounter
 from ._plan import build_reports, collect_sections, prepare
 from ._run import Outcome, call_async, call_sync
 from .dump import dump_prompt
-from .errors import InvalidRequestError
 from .fit import Prepared, fit, verify
 from .render import SECTION_SEPARATOR, Templates, make_environment
-from .request import AssemblyRequest
-from .tokens import DEFAULT_ENCODING, TokenCounter
 
 __all__ = ["PromptAssembler"]
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from ..assembler.errors import InvalidRequestError
+from ..errors import InvalidRequestError
 from ..model import Item, Section
 
 if TYPE_CHECKING:
-    from ..assembler.request import AssemblyRequest
+    from ..request import AssemblyRequest
 
 __all__ = ["Contributor", "StaticContributor", "check_contributor"]
 

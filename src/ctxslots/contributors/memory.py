@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..assembler.errors import InvalidRequestError
+from ..errors import InvalidRequestError
 from ..model import DropReason, Item, Section
 
 if TYPE_CHECKING:
-    from ..assembler.request import AssemblyRequest
+    from ..request import AssemblyRequest
 
 __all__ = [
     "AgentMemoryContributor",

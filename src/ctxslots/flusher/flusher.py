@@ -19,10 +19,9 @@ from typing import Any
 import attrs
 import jinja2
 
-from ..assembler import make_environment
-from ..assembler.render import Templates, render_template
 from ..errors import FlushError, InvalidFactError
 from ..model import Fact, Message
+from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
 from ..stores.consolidate import DEFAULT_THRESHOLD
 from ..stores.prune import PrunePolicy

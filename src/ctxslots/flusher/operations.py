@@ -33,7 +33,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import CtxslotsError, InvalidFactError
+from ..errors import InvalidFactError, ReplyFormatError
 from ..stores import Limits
 
 __all__ = [
@@ -59,18 +59,6 @@ _KEY = re.compile(KEY_PATTERN)
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n`]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
 _UPSERT_FIELDS = ("op", "slot", "key", "value", "confidence", "tags")
 _FORGET_FIELDS = ("op", "slot", "key", "reason")
-
-
-class ReplyFormatError(CtxslotsError, ValueError):
-    """A model's reply is not one JSON object of the operations schema.
-
-    Attributes:
-        raw: The reply text as received.
-    """
-
-    def __init__(self, message: str, *, raw: str) -> None:
-        super().__init__(message)
-        self.raw = raw
 
 
 @attrs.frozen

@@ -7,8 +7,8 @@ from typing import Any
 
 import attrs
 
-from ..assembler import DEFAULT_ENCODING, count_tokens
 from ..model import Fact, Message
+from ..tokens import DEFAULT_ENCODING, count_tokens
 from .operations import Operation
 
 __all__ = ["Change", "FlushPolicy", "FlushReport", "Rejection"]

@@ -2,37 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from ..errors import InvalidFactError
+from ..errors import InvalidImportError
 
 __all__ = ["ImportIssue", "ImportReport", "InvalidImportError"]
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
-
-
-class InvalidImportError(InvalidFactError):
-    """An import file has a malformed line; nothing was imported.
-
-    Attributes:
-        line: The first bad line (1-based).
-        field: The offending field (``"json"`` for a line that is not JSON).
-        value: The offending value.
-        errors: Every bad line found, as :class:`ImportIssue`.
-    """
-
-    def __init__(self, issue: ImportIssue, errors: Sequence[ImportIssue] = ()) -> None:
-        more = len(errors) - 1
-        suffix = f" (and {_count(more, 'more invalid line')})" if more > 0 else ""
-        super().__init__(f"line {issue.line}: {issue.message}{suffix}", field=issue.field or "",
-                         value=issue.value)
-        self.line = issue.line
-        self.errors = tuple(errors) or (issue,)
 
 
 @attrs.frozen

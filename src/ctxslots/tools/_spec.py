@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import CtxslotsError
+from ..errors import ArgumentError
 
 __all__ = ["ArgumentError", "Param", "ToolSpec", "parse_arguments"]
 
@@ -20,10 +20,6 @@ KINDS = ("string", "integer", "string_list")
 
 #: The longest arguments text :func:`parse_arguments` decodes (characters).
 MAX_ARGUMENTS_CHARS = 65_536
-
-
-class ArgumentError(CtxslotsError, ValueError):
-    """A tool call's arguments do not match the tool's definition."""
 
 
 @attrs.frozen

