@@ -24,9 +24,12 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import numpy as np
 
+from ..errors import StoreError
+
 __all__ = [
     "FACT_COLUMNS",
     "Backend",
+    "DuplicateKeyError",
     "ExactHit",
     "FactFilter",
     "Health",
@@ -46,6 +49,28 @@ FACT_COLUMNS: tuple[str, ...] = (
 #: One fact row: column name to value (see :data:`FACT_COLUMNS`). Archived rows
 #: also carry ``archived_at`` and ``reason``.
 Row = Mapping[str, Any]
+
+
+class DuplicateKeyError(StoreError):
+    """:meth:`Backend.insert` of a keyed fact whose slot, scope and key a live fact holds.
+
+    Nothing was written and the open transaction stays usable. The facade
+    never meets it when it reads the key with :meth:`Backend.get_by_key`
+    inside the same :meth:`Backend.transaction` before writing.
+
+    Attributes:
+        slot: The slot of the key.
+        scope: Its scope.
+        key: The key.
+    """
+
+    def __init__(self, slot: str, scope: str, key: str, *, path: str | None = None) -> None:
+        super().__init__(f"a fact with slot {slot!r}, scope {scope!r} and key {key!r} already "
+                         "exists: read it with get_by_key inside the transaction and update it",
+                         path=path)
+        self.slot = slot
+        self.scope = scope
+        self.key = key
 
 
 @attrs.frozen
@@ -184,7 +209,11 @@ class Backend(Protocol):
         """Bytes the store's data occupies (pruning by size)."""
 
     def get_meta(self, name: str) -> str | None:
-        """A store-wide setting, or ``None``."""
+        """A store-wide setting, or ``None``.
+
+        Inside :meth:`transaction` the name is reserved for this transaction
+        until it ends (another writer's ``get_meta`` of it waits), so a
+        check-then-set (binding the vector index) happens once."""
 
     def set_meta(self, name: str, value: str) -> None:
         """Write a store-wide setting (inside a transaction)."""
@@ -192,14 +221,23 @@ class Backend(Protocol):
     # -- fact rows -----------------------------------------------------------------
 
     def get(self, fact_id: int, *, live_at: float | None = None) -> Row | None:
-        """The fact with this id (``None`` if absent, or expired at ``live_at``)."""
+        """The fact with this id (``None`` if absent, or expired at ``live_at``).
+
+        Inside :meth:`transaction` the row stays locked against other writers
+        until the transaction ends, so a read-modify-write of one fact is safe
+        across processes and hosts."""
 
     def get_archived(self, fact_id: int) -> Row | None:
         """The archived fact with this id, with ``archived_at`` and ``reason``."""
 
     def get_by_key(self, slot: str, scope: str, key: str, *, live_at: float | None = None
                    ) -> Row | None:
-        """The fact with this slot, scope and key."""
+        """The fact with this slot, scope and key.
+
+        Inside :meth:`transaction` the key is reserved for this transaction
+        until it ends, whether or not a fact holds it: another writer's
+        ``get_by_key`` of the same key waits. Reading the key this way before
+        :meth:`insert` or :meth:`update` makes an upsert race-free."""
 
     def find_same(self, slot: str, scope: str, key: str | None, value: str, *,
                   archived: bool = False, live_at: float | None = None) -> int | None:
@@ -209,7 +247,10 @@ class Backend(Protocol):
     def insert(self, row: Row, *, fact_id: int | None = None) -> int:
         """Insert a live fact (every column of :data:`FACT_COLUMNS` but ``id``
         given); keep ``fact_id`` when given (the caller checked it is free).
-        Return the id. Ids are never reused, also after an archived id."""
+        Return the id. Ids are never reused, also after an archived id.
+
+        :raises DuplicateKeyError: The row has a key that a live fact of the
+            same slot and scope holds; nothing is written."""
 
     def insert_archived(self, row: Row, fact_id: int) -> None:
         """Insert a fact straight into the archive (import), with
