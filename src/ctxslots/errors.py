@@ -17,6 +17,7 @@ __all__ = [
     "ArgumentError",
     "BudgetExceededError",
     "CtxslotsError",
+    "DuplicateKeyError",
     "EmbedderError",
     "EmbedderSpecError",
     "EncodingError",
@@ -50,6 +51,28 @@ class StoreError(CtxslotsError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class DuplicateKeyError(StoreError):
+    """A storage engine was asked to insert a keyed fact whose slot, scope and key are taken.
+
+    Nothing was written and the open transaction stays usable. The facade
+    never meets it: it reads the key with the engine's ``get_by_key`` inside
+    the same transaction before writing, which reserves the key.
+
+    Attributes:
+        slot: The slot of the key.
+        scope: Its scope.
+        key: The key.
+    """
+
+    def __init__(self, slot: str, scope: str, key: str, *, path: str | None = None) -> None:
+        super().__init__(f"a fact with slot {slot!r}, scope {scope!r} and key {key!r} already "
+                         "exists: read it with get_by_key inside the transaction and update it",
+                         path=path)
+        self.slot = slot
+        self.scope = scope
+        self.key = key
 
 
 class InvalidFactError(CtxslotsError, ValueError):

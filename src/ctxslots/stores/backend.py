@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import numpy as np
 
-from ..errors import StoreError
+from ..errors import DuplicateKeyError
 
 __all__ = [
     "FACT_COLUMNS",
@@ -49,28 +49,6 @@ FACT_COLUMNS: tuple[str, ...] = (
 #: One fact row: column name to value (see :data:`FACT_COLUMNS`). Archived rows
 #: also carry ``archived_at`` and ``reason``.
 Row = Mapping[str, Any]
-
-
-class DuplicateKeyError(StoreError):
-    """:meth:`Backend.insert` of a keyed fact whose slot, scope and key a live fact holds.
-
-    Nothing was written and the open transaction stays usable. The facade
-    never meets it when it reads the key with :meth:`Backend.get_by_key`
-    inside the same :meth:`Backend.transaction` before writing.
-
-    Attributes:
-        slot: The slot of the key.
-        scope: Its scope.
-        key: The key.
-    """
-
-    def __init__(self, slot: str, scope: str, key: str, *, path: str | None = None) -> None:
-        super().__init__(f"a fact with slot {slot!r}, scope {scope!r} and key {key!r} already "
-                         "exists: read it with get_by_key inside the transaction and update it",
-                         path=path)
-        self.slot = slot
-        self.scope = scope
-        self.key = key
 
 
 @attrs.frozen
