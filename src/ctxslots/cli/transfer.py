@@ -17,8 +17,8 @@ from typing import Any, TextIO
 
 import click
 
-from .stores import FactStore
-from .stores.transfer import (
+from ..stores import FactStore
+from ..stores.transfer import (
     ImportReport,
     InvalidImportError,
     export_jsonl,
@@ -26,6 +26,7 @@ from .stores.transfer import (
     import_jsonl,
     import_markdown,
 )
+from ._app import CliContext, pass_cli_context
 
 __all__ = ["export", "import_", "register"]
 
@@ -62,15 +63,14 @@ def _write_atomically(path: Path, write: Callable[[TextIO], Any]) -> Any:
 @click.option("--scope", help="Only this scope (default: every scope, global facts included).")
 @click.option("--no-archive", is_flag=True, help="Leave out archived facts (JSONL).")
 @click.option("--no-history", is_flag=True, help="Leave out earlier values (JSONL).")
-@click.pass_context
+@pass_cli_context
 def export(
-    ctx: click.Context, fmt: str, output: Path | None, slots: Sequence[str], scope: str | None,
+    app: CliContext, fmt: str, output: Path | None, slots: Sequence[str], scope: str | None,
     no_archive: bool, no_history: bool,
 ) -> None:
     """Write the store's facts as JSONL (lossless) or Markdown (for people)."""
-    from .cli import _store
 
-    with _store(ctx) as store:
+    with app.open_store() as store:
         try:
             if fmt == "markdown":
                 _export_markdown(store, output, list(slots) or None, scope)
@@ -125,9 +125,9 @@ def _format_of(path: Path, fmt: str | None) -> str:
 @click.option("--skip-invalid", is_flag=True,
               help="Import the valid facts and list the invalid lines, instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.pass_context
+@pass_cli_context
 def import_(
-    ctx: click.Context, file: Path, fmt: str | None, slot: str | None, scope: str | None,
+    app: CliContext, file: Path, fmt: str | None, slot: str | None, scope: str | None,
     skip_invalid: bool, as_json: bool,
 ) -> None:
     """Import facts from FILE (JSONL from `ctxslots export`, or Markdown bullets).
@@ -135,12 +135,11 @@ def import_(
     Facts already in the store are skipped. A malformed line stops the import
     with nothing written, unless --skip-invalid.
     """
-    from .cli import _store
 
     fmt = _format_of(file, fmt)
     if fmt == "jsonl" and (slot or scope):
         raise click.UsageError("--slot and --scope apply to Markdown imports only")
-    with _store(ctx) as store:
+    with app.open_store() as store:
         try:
             if fmt == "jsonl":
                 report = _import_jsonl(store, file, skip_invalid)

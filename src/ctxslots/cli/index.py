@@ -7,17 +7,18 @@ import sys
 
 import click
 
+from ._app import CliContext, pass_cli_context
+
 __all__ = ["register"]
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.pass_context
-def doctor(ctx: click.Context, as_json: bool) -> None:
+@pass_cli_context
+def doctor(app: CliContext, as_json: bool) -> None:
     """Check the file, the full-text index and the vectors; exit 1 when anything is wrong."""
-    from .cli import _store
 
-    with _store(ctx) as store:
+    with app.open_store() as store:
         report = store.doctor()
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -35,16 +36,15 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
             click.echo(f"problem: {problem}", err=True)
         click.echo("ok" if report.ok else f"{len(report.problems)} problem(s)")
     if not report.ok:
-        ctx.exit(1)
+        click.get_current_context().exit(1)
 
 
 @click.command()
-@click.pass_context
-def reindex(ctx: click.Context) -> None:
+@pass_cli_context
+def reindex(app: CliContext) -> None:
     """Rebuild the full-text index and every vector from the facts table."""
-    from .cli import _store
 
-    with _store(ctx) as store, click.progressbar(
+    with app.open_store() as store, click.progressbar(
             length=max(1, store.stats()["facts"]), label="embedding facts", file=sys.stderr) as bar:
         done_before = 0
 

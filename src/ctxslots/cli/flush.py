@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from .errors import FlushError
-from .model import Message
-from .stores import FactStore, default_db_path
+from ..errors import FlushError
+from ..model import Message
+from ._app import CliContext, pass_cli_context
 
 __all__ = ["flush", "read_conversation", "register"]
 
@@ -62,9 +62,9 @@ def conversation_id(path: Path) -> str:
 @click.option("--token-threshold", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Policy for --if-due: due once the new text has this many tokens.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.pass_context
+@pass_cli_context
 def flush(
-    ctx: click.Context, conversation_file: Path, conversation: str | None, scope: str | None,
+    app: CliContext, conversation_file: Path, conversation: str | None, scope: str | None,
     base_url: str, model: str, timeout: float, if_due: bool, every_n_turns: int,
     token_threshold: int, as_json: bool,
 ) -> None:
@@ -74,14 +74,13 @@ def flush(
     The API key is read from the environment by the client. Exits 1 when the
     flush failed; the store is then unchanged.
     """
-    from .flusher import FlushPolicy, MemoryFlusher, OpenAIChatClient
+    from ..flusher import FlushPolicy, MemoryFlusher, OpenAIChatClient
 
     messages = read_conversation(conversation_file)
     conv = conversation or conversation_id(conversation_file)
     client = OpenAIChatClient(base_url, model, timeout=timeout)
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
-    path = ctx.obj["db"] or default_db_path()
-    with FactStore(path) as store:
+    with app.open_store() as store:
         flusher = MemoryFlusher(store, client, policy=policy)
         try:
             report = flusher.flush(messages, conversation=conv, scope=scope, force=not if_due)

@@ -7,12 +7,13 @@ import json
 import attrs
 import click
 
-from .stores.prune import DEFAULT_SLOT_CAPS, PrunePolicy
+from ..stores.prune import DEFAULT_SLOT_CAPS, PrunePolicy
+from ._app import CliContext, pass_cli_context
 
 __all__ = ["register"]
 
 
-def _parse_cap(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+def _parse_cap(_app: CliContext, _param: click.Parameter, values: tuple[str, ...]
                ) -> dict[str, int]:
     caps: dict[str, int] = {}
     for text in values:
@@ -38,19 +39,18 @@ def _preview(value: str, width: int = 70) -> str:
 @click.option("--protect-days", type=click.FloatRange(min=0), default=None,
               help="Never move facts written or shown within this many days (default 7).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.pass_context
-def prune(ctx: click.Context, dry_run: bool, caps: dict[str, int], max_bytes: int | None,
+@pass_cli_context
+def prune(app: CliContext, dry_run: bool, caps: dict[str, int], max_bytes: int | None,
           protect_days: float | None, as_json: bool) -> None:
     """Move the least useful facts of slots over their cap to the archive.
 
     Nothing is deleted: `ctxslots search --archive` still finds moved facts.
     """
-    from .cli import _store
 
     policy = PrunePolicy(slot_caps={**DEFAULT_SLOT_CAPS, **caps}, max_bytes=max_bytes)
     if protect_days is not None:
         policy = attrs.evolve(policy, protect_days=protect_days)
-    with _store(ctx) as store:
+    with app.open_store() as store:
         report = store.prune(policy, dry_run=dry_run)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
@@ -78,15 +78,14 @@ def prune(ctx: click.Context, dry_run: bool, caps: dict[str, int], max_bytes: in
               help="Cosine similarity above which the older fact is superseded.")
 @click.option("--dry-run", is_flag=True, help="List what would be marked; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.pass_context
-def consolidate(ctx: click.Context, threshold: float, dry_run: bool, as_json: bool) -> None:
+@pass_cli_context
+def consolidate(app: CliContext, threshold: float, dry_run: bool, as_json: bool) -> None:
     """Hide older near-duplicates behind the newer fact of the same slot and scope.
 
     Superseded facts stay stored: `ctxslots search --superseded` still shows them.
     """
-    from .cli import _store
 
-    with _store(ctx) as store:
+    with app.open_store() as store:
         report = store.consolidate(threshold=threshold, dry_run=dry_run)
         if as_json:
             click.echo(json.dumps(report.to_dict(), indent=2))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ._app import CliContext, pass_cli_context
+
 __all__ = ["register"]
 
 
@@ -11,22 +13,19 @@ __all__ = ["register"]
 @click.option("--scope", default=None, help="The agent's workspace (default: global facts only).")
 @click.option("--slot", "slots", multiple=True,
               help="A slot the tools may use (repeatable; default: user, project, agent).")
-@click.pass_context
-def mcp(ctx: click.Context, scope: str | None, slots: tuple[str, ...]) -> None:
+@pass_cli_context
+def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...]) -> None:
     """Serve the memory tools (query, store, update, reinforce, demote, forget, timeline)
     to an MCP client over stdin and stdout."""
-    from .cli import _store
-    from .errors import CtxslotsError
-    from .tools import MemoryTools
-    from .tools.mcp_server import MCPUnavailableError, require_sdk, serve_stdio
+    from ..tools import MemoryTools
+    from ..tools.mcp_server import require_sdk, serve_stdio
 
-    try:
-        require_sdk()  # before opening the store, so a missing SDK creates no file
-    except MCPUnavailableError as exc:
-        raise CtxslotsError(str(exc)) from None
+    # Before opening the store, so a missing SDK creates no file; its error
+    # (MCPUnavailableError) is a CtxslotsError, printed as one line.
+    require_sdk()
     import anyio  # installed with the SDK
 
-    with _store(ctx, long_running=True) as store:
+    with app.open_store(long_running=True) as store:
         tools = MemoryTools(store, scope=scope, slots=slots) if slots else \
             MemoryTools(store, scope=scope)
         anyio.run(serve_stdio, tools)

@@ -1,0 +1,27 @@
+"""The ``ctxslots`` command: a thin layer over the library.
+
+Every command opens the store named by ``--db`` (or ``$CTXSLOTS_DB``, or the
+default under the user data directory) through the :class:`CliContext` the
+root group puts in the click context. Errors print one line to stderr and exit
+with status 1 (2 for usage errors); never a traceback.
+
+One module per family of commands; this one assembles the group.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from . import assemble, facts, flush, index, mcp, prune, transfer
+from ._app import CliContext, cli, pass_cli_context
+
+__all__ = ["CliContext", "cli", "main", "pass_cli_context"]
+
+for _module in (facts, assemble, flush, index, prune, mcp, transfer):
+    _module.register(cli)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``ctxslots`` console script."""
+    cli.main(args=list(argv) if argv is not None else sys.argv[1:], prog_name="ctxslots")

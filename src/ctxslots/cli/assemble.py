@@ -1,0 +1,63 @@
+"""``ctxslots assemble`` and ``ctxslots demo``: build a prompt and show why it holds what it holds."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import click
+
+from ._app import CliContext, pass_cli_context
+
+__all__ = ["register"]
+
+
+@click.command()
+@click.argument("message")
+@click.option("--scope", help="Workspace of the turn (default: global facts only).")
+@click.option("--budget", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Token budget of the assembled context.")
+@click.option("--dump", "dump_format", type=click.Choice(["json", "markdown", "html"]),
+              help="Also render a dump showing every item kept or dropped, and why.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the dump to this file (the prompt still goes to stdout).")
+@pass_cli_context
+def assemble(
+    app: CliContext, message: str, scope: str | None, budget: int, dump_format: str | None,
+    output: Path | None,
+) -> None:
+    """Assemble the context for MESSAGE and print it (with --dump, print the dump instead)."""
+    from ..assembler import AssemblyRequest, PromptAssembler
+
+    if output is not None and dump_format is None:
+        raise click.UsageError("-o/--output needs --dump")
+    with app.open_store() as store:
+        assembler = PromptAssembler(store, load_entry_points=True)
+        prompt = assembler.assemble(AssemblyRequest(message, scope=scope, budget=budget))
+        dumped = assembler.dump(prompt, dump_format) if dump_format else None
+    if dumped is None or output is not None:
+        click.echo(prompt.text, nl=False)
+    if dumped is not None and output is not None:
+        try:
+            output.write_text(dumped, encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from exc
+    elif dumped is not None:
+        click.echo(dumped, nl=False)
+
+
+@click.command()
+@click.option("--db-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write the demo store (default: a new temporary directory).")
+def demo(db_dir: Path | None) -> None:
+    """Write a few facts to a fresh store; show a search, an assembled prompt and its dump."""
+    from .._demo import run_demo
+
+    folder = db_dir or Path(tempfile.mkdtemp(prefix="ctxslots-demo-"))
+    run_demo(folder / "demo.db", click.echo)
+
+
+def register(group: click.Group) -> None:
+    """Add ``assemble`` and ``demo`` to the ``ctxslots`` group."""
+    group.add_command(assemble)
+    group.add_command(demo)

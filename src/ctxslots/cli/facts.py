@@ -1,0 +1,122 @@
+"""Commands on single facts: remember, search, get, forget, reinforce, demote, stats."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from ..model import Fact
+from ..stores import FactStore
+from ._app import CliContext, pass_cli_context
+from ._format import echo_json, fact_line, hit_line
+
+__all__ = ["register"]
+
+
+def _split_tags(tags: str | None) -> list[str]:
+    return [t.strip() for t in (tags or "").split(",") if t.strip()]
+
+
+@click.command()
+@click.argument("slot")
+@click.argument("value")
+@click.option("--key", help="Key, unique per slot and scope: a second write replaces the value.")
+@click.option("--tags", help="Comma-separated tags.")
+@click.option("--scope", help="Workspace the fact belongs to (default: global).")
+@click.option("--confidence", type=float, default=1.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the stored fact as JSON.")
+@pass_cli_context
+def remember(
+    app: CliContext, slot: str, value: str, key: str | None, tags: str | None,
+    scope: str | None, confidence: float, as_json: bool,
+) -> None:
+    """Store VALUE in SLOT (user, project, agent or a plugin's slot)."""
+    with app.open_store() as store:
+        opts: dict[str, Any] = {"scope": scope, "tags": _split_tags(tags),
+                                "confidence": confidence, "source": "cli"}
+        fact = store.upsert(slot, key, value, **opts) if key else store.add(slot, value, **opts)
+    click.echo(json.dumps(fact.to_dict(), ensure_ascii=False) if as_json else fact_line(fact))
+
+
+@click.command()
+@click.argument("query")
+@click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
+@click.option("--scope", help="Workspace to search (global facts are always included).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--archive", is_flag=True, help="Also search forgotten (archived) facts.")
+@click.option("--superseded", is_flag=True,
+              help="Also show facts hidden by a newer near-duplicate.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits and traces as JSON.")
+@pass_cli_context
+def search(
+    app: CliContext, query: str, slots: Sequence[str], scope: str | None, limit: int,
+    archive: bool, superseded: bool, as_json: bool,
+) -> None:
+    """Search the store for QUERY; print hits best first with how each scored."""
+    with app.open_store() as store:
+        hits = store.search(query, slots=list(slots) or None, scope=scope, limit=limit,
+                            include_archive=archive, include_superseded=superseded)
+    if as_json:
+        echo_json([hit.to_dict() for hit in hits])
+    elif not hits:
+        click.echo("no matching facts")
+    else:
+        for hit in hits:
+            click.echo(hit_line(hit))
+
+
+def _by_id(action: Callable[[FactStore, int], Fact], help_text: str) -> Callable[..., None]:
+    @click.argument("fact_id", metavar="ID", type=int)
+    @click.option("--json", "as_json", is_flag=True, help="Print the fact as JSON.")
+    @pass_cli_context
+    def command(app: CliContext, fact_id: int, as_json: bool) -> None:
+        with app.open_store() as store:
+            fact = action(store, fact_id)
+        click.echo(json.dumps(fact.to_dict(), ensure_ascii=False) if as_json else fact_line(fact))
+
+    command.__doc__ = help_text
+    return command
+
+
+def _get(store: FactStore, fact_id: int) -> Fact:
+    fact = store.get(fact_id, include_archive=True)
+    if fact is None:
+        raise click.ClickException(f"no fact with id {fact_id}")
+    return fact
+
+
+get = click.command("get")(_by_id(_get, "Show the fact with this ID (archived ones too)."))
+forget = click.command("forget")(_by_id(lambda s, i: s.forget(i, reason="cli"),
+                                        "Move the fact with this ID to the archive."))
+reinforce = click.command("reinforce")(_by_id(lambda s, i: s.reinforce(i),
+                                              "Add 3 to the fact's reinforcement score."))
+demote = click.command("demote")(_by_id(lambda s, i: s.demote(i),
+                                        "Take 1 from the fact's reinforcement score."))
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_cli_context
+def stats(app: CliContext, as_json: bool) -> None:
+    """Show counts per slot and scope and facts about the database file."""
+    with app.open_store() as store:
+        data = store.stats()
+    if as_json:
+        echo_json(data)
+        return
+    click.echo(f"{data['path']}: {data['facts']} facts ({data['expired']} expired), "
+               f"{data['archived']} archived, {data['history']} replaced values, "
+               f"{data['size_bytes']} bytes")
+    click.echo(f"SQLite {data['sqlite_version']}, sqlite-vec {data['sqlite_vec_version']}, "
+               f"schema {data['schema_version']}")
+    for row in data["by_slot"]:
+        click.echo(f"  {row['slot']:<10} {row['scope'] or '(global)':<20} {row['facts']:>8}")
+
+
+def register(group: click.Group) -> None:
+    """Add the single-fact commands to the ``ctxslots`` group."""
+    for command in (remember, search, get, forget, reinforce, demote, stats):
+        group.add_command(command)
