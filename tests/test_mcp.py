@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +20,9 @@ from ctxslots.tools import TOOL_SPECS
 
 async def _session_calls(db: Path, scope: str, calls: list[tuple[str, dict]],
                          *extra: str) -> tuple[list, list]:
-    params = StdioServerParameters(command=sys.executable, args=[
+    # The whole environment (the SDK passes only a safe subset), so the server imports
+    # the same ctxslots as the test, PYTHONPATH included.
+    params = StdioServerParameters(command=sys.executable, env=dict(os.environ), args=[
         "-m", "ctxslots", "--db", str(db), "mcp", "--scope", scope, *extra])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -33,6 +36,7 @@ def _text(result) -> str:
 
 
 def test_tools_over_mcp(tmp_path):
+    """Every tool, listed with its title and hints, answers through the official client over stdio."""
     db = tmp_path / "memory.db"
     with FactStore(db) as store:
         other = store.add("project", "The blog deploys on every push.", scope="blog")
@@ -56,6 +60,8 @@ def test_tools_over_mcp(tmp_path):
     store_schema = next(t for t in tools if t.name == "memory_store").input_schema
     assert store_schema["required"] == ["slot", "value"]
     assert store_schema["properties"]["slot"]["enum"] == ["user", "project", "agent"]
+    assert {t.name: (t.title, t.annotations.read_only_hint, t.annotations.destructive_hint)
+            for t in tools} == {s.name: (s.title, s.read_only, s.destructive) for s in TOOL_SPECS}
     texts = [_text(r) for r in results]
     assert texts[0].startswith("Stored [id:2] (project, key deploy.day, today)")
     assert "[id:2]" in texts[1] and "Fridays" in texts[1] and "blog" not in texts[1]

@@ -1,0 +1,150 @@
+"""The MCP server over streamable HTTP, driven by the official SDK's client, and its tool calls
+running off the event loop."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+import httpx2  # noqa: E402  (the SDK's HTTP client)
+from mcp.client.client import Client  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from ctxslots import FactStore  # noqa: E402
+from ctxslots.tools import TOOL_SPECS, MemoryTools  # noqa: E402
+from ctxslots.tools.mcp_server import make_server  # noqa: E402
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture(name="http_server")
+def fixture_http_server(tmp_path: Path):
+    """A ``ctxslots mcp --transport http`` subprocess on a free loopback port, with a token."""
+    db = tmp_path / "memory.db"
+    env = {**os.environ, "CTXSLOTS_MCP_TOKEN": TOKEN}
+    proc = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "mcp",
+                             "--transport", "http", "--port", "0", "--scope", "shop"],
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("Serving MCP at http://127.0.0.1:"), line
+        yield db, line.split(" at ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        proc.stderr.close()
+
+
+async def _over_http(url: str, calls: list[tuple[str, dict]]) -> tuple[list, list]:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        listed = await session.list_tools()
+        results = [await session.call_tool(name, args) for name, args in calls]
+    return listed.tools, results
+
+
+def _text(result) -> str:
+    return "".join(block.text for block in result.content)
+
+
+def test_tools_over_streamable_http(http_server):
+    """The official client lists the tools with titles and hints and calls them over HTTP."""
+    db, url = http_server
+    assert url.endswith("/mcp")
+    calls = [("memory_store", {"slot": "project", "value": "The shop deploys on Fridays."}),
+             ("memory_query", {"query": "deploy"}),
+             ("memory_forget", {"id": 99})]
+    tools, results = anyio.run(_over_http, url, calls)
+    assert [s.name for s in TOOL_SPECS] == [t.name for t in tools]
+    hints = {t.name: t.annotations for t in tools}
+    assert hints["memory_query"].read_only_hint is True
+    assert hints["memory_timeline"].read_only_hint is True
+    assert hints["memory_forget"].destructive_hint is True
+    assert hints["memory_store"].read_only_hint is False
+    assert hints["memory_store"].destructive_hint is False
+    assert all(h.open_world_hint is False for h in hints.values())
+    assert "Search memory" == next(t for t in tools if t.name == "memory_query").title
+    assert _text(results[0]).startswith("Stored [id:1] (project, today)")
+    assert "Fridays" in _text(results[1])
+    assert results[2].is_error and _text(results[2]) == "Error: no memory with id 99"
+    with FactStore(db) as store:
+        assert "shop" == store.get(1).scope
+
+
+def test_http_refuses_requests_without_the_token(http_server):
+    """Without the bearer token (or with a wrong one) the endpoint answers 401 and runs nothing."""
+    _db, url = http_server
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream"}
+    missing = httpx2.post(url, json=body, headers=headers)
+    wrong = httpx2.post(url, json=body, headers={**headers, "Authorization": "Bearer nope"})
+    assert (401, 401) == (missing.status_code, wrong.status_code)
+
+
+def test_http_refuses_a_foreign_host_header(http_server):
+    """On loopback the SDK's DNS-rebinding protection refuses a Host header naming another site."""
+    _db, url = http_server
+    response = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={
+        "Authorization": f"Bearer {TOKEN}", "Host": "evil.example",
+        "Accept": "application/json, text/event-stream"})
+    assert response.status_code in (400, 403, 421)
+
+
+def test_http_on_a_public_address_needs_a_token(tmp_path):
+    """--host other than loopback without --token is a one-line usage error; nothing is served."""
+    env = {k: v for k, v in os.environ.items() if k != "CTXSLOTS_MCP_TOKEN"}
+    proc = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                           "mcp", "--transport", "http", "--host", "0.0.0.0"],
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert 2 == proc.returncode
+    assert "Error: serving on 0.0.0.0 (not loopback) needs --token" in proc.stderr
+    assert not (tmp_path / "m.db").exists()
+
+
+class SlowTools(MemoryTools):
+    """Memory tools whose calls take a while and note the thread they ran on."""
+
+    threads: list[int] = []
+
+    def dispatch(self, name, arguments=None):  # type: ignore[override]
+        SlowTools.threads.append(threading.get_ident())
+        time.sleep(0.5)
+        return super().dispatch(name, arguments)
+
+
+def test_tool_calls_run_off_the_event_loop(store):
+    """A slow tool call runs on a worker thread: a tool listing asked meanwhile is answered before it ends."""
+    tools = SlowTools(store, scope="shop")
+    finished: dict[str, float] = {}
+
+    async def run() -> int:
+        loop_thread = threading.get_ident()
+        async with Client(make_server(tools)) as client:
+
+            async def slow_call() -> None:
+                await client.call_tool("memory_query", {"query": "anything"})
+                finished["call"] = time.monotonic()
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(slow_call)
+                await anyio.sleep(0.1)
+                await client.list_tools()
+                finished["listing"] = time.monotonic()
+        return loop_thread
+
+    loop_thread = anyio.run(run)
+    assert finished["listing"] < finished["call"]
+    assert SlowTools.threads and loop_thread not in SlowTools.threads
