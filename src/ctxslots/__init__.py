@@ -21,6 +21,7 @@ from .contributors import (
     Contributor,
     MemoryContributor,
     ProjectMemoryContributor,
+    SearchableStore,
     StaticContributor,
     UserMemoryContributor,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "PrunePolicy",
     "QueryPolicy",
     "RankingPolicy",
+    "SearchableStore",
     "Section",
     "SectionReport",
     "StaticContributor",

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from ..contributors.base import Contributor
 from ..model import Section
 from ..request import AssemblyRequest
 
@@ -29,7 +30,7 @@ class Outcome:
         error: ``"Type: message"`` when it raised or returned something else.
     """
 
-    contributor: Any
+    contributor: Contributor
     section: Section | None = None
     error: str | None = None
 
@@ -39,7 +40,7 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _checked(contributor: Any, result: Any) -> Outcome:
+def _checked(contributor: Contributor, result: Any) -> Outcome:
     if result is None or isinstance(result, Section):
         return Outcome(contributor, result)
     return Outcome(contributor, error=(
@@ -47,7 +48,7 @@ def _checked(contributor: Any, result: Any) -> Outcome:
     ))
 
 
-def _failed(contributor: Any, exc: Exception) -> Outcome:
+def _failed(contributor: Contributor, exc: Exception) -> Outcome:
     logger.warning("contributor %r failed", getattr(contributor, "name", contributor),
                    exc_info=exc)
     return Outcome(contributor, error=_error_text(exc))
@@ -67,7 +68,7 @@ def _run_awaitable(awaitable: Awaitable[Any]) -> Any:
         return pool.submit(asyncio.run, _await(awaitable)).result()
 
 
-def call_sync(contributor: Any, request: AssemblyRequest) -> Outcome:
+def call_sync(contributor: Contributor, request: AssemblyRequest) -> Outcome:
     """Call ``contributor.contribute(request)``; an async one is run to completion."""
     try:
         result = contributor.contribute(request)
@@ -78,7 +79,7 @@ def call_sync(contributor: Any, request: AssemblyRequest) -> Outcome:
     return _checked(contributor, result)
 
 
-async def call_async(contributor: Any, request: AssemblyRequest) -> Outcome:
+async def call_async(contributor: Contributor, request: AssemblyRequest) -> Outcome:
     """Await an async contributor, or run a plain one in a worker thread."""
     try:
         if inspect.iscoroutinefunction(contributor.contribute):

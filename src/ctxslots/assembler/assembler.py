@@ -11,7 +11,7 @@ import attrs
 import jinja2
 import pluggy
 
-from ..contributors.base import check_contributor
+from ..contributors.base import Contributor, SearchableStore, check_contributor
 from ..errors import BudgetExceededError, InvalidRequestError
 from ..model import AssembledPrompt
 from ..plugins import collect, make_plugin_manager
@@ -43,7 +43,7 @@ def _plugins(value: Any) -> tuple[Any, ...]:
     return _as_tuple(value, "plugins")
 
 
-def _contributors(value: Any) -> tuple[Any, ...] | None:
+def _contributors(value: Any) -> tuple[Contributor, ...] | None:
     return None if value is None else _as_tuple(value, "contributors")
 
 
@@ -74,9 +74,9 @@ class PromptAssembler:
         counter: The token counter (it remembers the count of each rendered piece).
     """
 
-    store: Any = attrs.field(validator=_check_store)
+    store: SearchableStore | None = attrs.field(validator=_check_store)
     plugins: tuple[Any, ...] = attrs.field(default=(), kw_only=True, converter=_plugins)
-    contributors: tuple[Any, ...] | None = attrs.field(
+    contributors: tuple[Contributor, ...] | None = attrs.field(
         default=None, kw_only=True, converter=_contributors
     )
     encoding: str = attrs.field(default=DEFAULT_ENCODING, kw_only=True)
@@ -109,7 +109,7 @@ class PromptAssembler:
                                               field="contributors", value=obj)
                 names.add(obj.name)
 
-    def _contributors(self) -> tuple[Any, ...]:
+    def _contributors(self) -> tuple[Contributor, ...]:
         return self.contributors or ()
 
     def assemble(self, request: AssemblyRequest) -> AssembledPrompt:

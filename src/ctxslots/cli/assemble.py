@@ -51,7 +51,7 @@ def assemble(
               help="Where to write the demo store (default: a new temporary directory).")
 def demo(db_dir: Path | None) -> None:
     """Write a few facts to a fresh store; show a search, an assembled prompt and its dump."""
-    from .._demo import run_demo
+    from ._demo import run_demo
 
     folder = db_dir or Path(tempfile.mkdtemp(prefix="ctxslots-demo-"))
     run_demo(folder / "demo.db", click.echo)

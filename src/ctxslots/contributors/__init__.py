@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Contributor, StaticContributor, check_contributor
+from .base import Contributor, SearchableStore, StaticContributor, check_contributor
 from .memory import (
     AgentMemoryContributor,
     MemoryContributor,
@@ -15,6 +15,7 @@ __all__ = [
     "Contributor",
     "MemoryContributor",
     "ProjectMemoryContributor",
+    "SearchableStore",
     "StaticContributor",
     "UserMemoryContributor",
     "check_contributor",

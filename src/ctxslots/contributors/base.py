@@ -16,18 +16,18 @@ left out and the dump shows the error.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import attrs
 
 from ..errors import InvalidRequestError
-from ..model import Item, Section
+from ..model import Hit, Item, Section
 
 if TYPE_CHECKING:
     from ..request import AssemblyRequest
 
-__all__ = ["Contributor", "StaticContributor", "check_contributor"]
+__all__ = ["Contributor", "SearchableStore", "StaticContributor", "check_contributor"]
 
 
 @runtime_checkable
@@ -45,7 +45,32 @@ class Contributor(Protocol):
         ...
 
 
-def check_contributor(obj: Any, *, field: str = "contributors") -> Any:
+@runtime_checkable
+class SearchableStore(Protocol):
+    """What the assembler and the memory contributors need of a store.
+
+    :class:`~ctxslots.FactStore` is one; a test double or another store with
+    these two methods works too.
+    """
+
+    def search(
+        self,
+        query: str,
+        *,
+        slots: Sequence[str] | None = None,
+        scope: str | None = None,
+        limit: int = 10,
+        track_access: bool = True,
+    ) -> list[Hit]:  # pragma: no cover - protocol
+        """The facts that best match ``query``, best first, each with its trace."""
+        ...
+
+    def touch(self, fact_ids: Iterable[int]) -> int:  # pragma: no cover - protocol
+        """Count these facts as shown to a model; how many were counted."""
+        ...
+
+
+def check_contributor(obj: Any, *, field: str = "contributors") -> Contributor:
     """Return ``obj`` if it has the shape of a contributor.
 
     :raises InvalidRequestError: ``name``, ``priority``, ``sticky`` or
@@ -65,7 +90,7 @@ def check_contributor(obj: Any, *, field: str = "contributors") -> Any:
     if not callable(getattr(obj, "contribute", None)):
         raise InvalidRequestError(f"contributor {name!r} has no contribute(request) method",
                                   field=field, value=obj)
-    return obj
+    return cast(Contributor, obj)
 
 
 def _lines(value: Sequence[str]) -> tuple[str, ...]:

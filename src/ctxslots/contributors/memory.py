@@ -18,6 +18,7 @@ import attrs
 
 from ..errors import InvalidRequestError
 from ..model import DropReason, Item, Section
+from .base import SearchableStore
 
 if TYPE_CHECKING:
     from ..request import AssemblyRequest
@@ -79,7 +80,7 @@ class MemoryContributor:
         intro: An optional line under the heading.
     """
 
-    store: Any = attrs.field(validator=_check_store)
+    store: SearchableStore = attrs.field(validator=_check_store)
     slot: str = attrs.field(kw_only=True, validator=_check_slot)
     name: str = attrs.field(kw_only=True)
     title: str = attrs.field(kw_only=True)

@@ -12,9 +12,13 @@ it by triggers and can be rebuilt at any time.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import StoreError
-from ._sqlite import Connection
+
+if TYPE_CHECKING:
+    # Only a type: _sqlite imports this module to migrate a store it opens.
+    from ._sqlite import Connection
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
 

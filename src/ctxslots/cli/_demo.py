@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .assembler import AssemblyRequest, PromptAssembler
-from .stores import FactStore
+from ..assembler import AssemblyRequest, PromptAssembler
+from ..stores import FactStore
 
 DEMO_FACTS: tuple[tuple[str, str | None, str | None, str], ...] = (
     ("user", "name", None, "The user is called Ada Lovelace and prefers concise answers."),
