@@ -6,11 +6,12 @@ import json
 import re
 
 import pytest
-from _assembler_helpers import make_store
+from _assembler_helpers import FIXED_NOW, make_store
 
 from ctxslots import (
     AssemblyRequest,
     InvalidRequestError,
+    ProjectMemoryContributor,
     PromptAssembler,
     StaticContributor,
     count_tokens,
@@ -18,10 +19,12 @@ from ctxslots import (
 from ctxslots.assembler import DUMP_SCHEMA_VERSION
 
 TOP_KEYS = ["schema_version", "budget", "safety_margin", "answer_reserve", "available",
-            "total_tokens", "encoding", "sticky_overflow", "message", "scope", "sections", "text"]
+            "total_tokens", "encoding", "sticky_overflow", "message", "scope", "flagged",
+            "sections", "text"]
 SECTION_KEYS = ["name", "title", "priority", "sticky", "status", "reason", "error",
                 "header_tokens", "tokens", "items"]
-ITEM_KEYS = ["rank", "decision", "reason", "detail", "tokens", "text", "key", "fact", "trace"]
+ITEM_KEYS = ["rank", "decision", "reason", "detail", "tokens", "text", "key", "fact", "trace",
+             "relevance_share", "warning"]
 TRACE_KEYS = {"rank", "bm25", "bm25_rank", "vector_rank", "cosine", "decay", "age_days",
               "reinforcement", "confidence"}
 
@@ -128,3 +131,15 @@ def test_assembler_dump_uses_its_templates(prompt):
     """PromptAssembler.dump renders with the assembler's template overrides."""
     assembler = PromptAssembler(None, templates={"dump.md.j2": "{{ d.total_tokens }} tokens\n"})
     assert f"{prompt.total_tokens} tokens\n" == assembler.dump(prompt, "markdown")
+
+
+def test_dumps_show_ages_in_words(tmp_path):
+    """A fact written nine days before the turn reads "9 days ago" in the HTML (exact days on
+    hover) and markdown dumps."""
+    make_store(tmp_path / "a.db", [("project", "shop", "The shop deploys on Fridays.")]).close()
+    store = make_store(tmp_path / "a.db", now=FIXED_NOW + 9 * 86400)
+    prompt = PromptAssembler(store, contributors=[ProjectMemoryContributor(store)]).assemble(
+        AssemblyRequest("deploys", scope="shop", budget=200))
+    store.close()
+    assert '<span class="meta age" title="9 days">9 days ago</span>' in prompt.dump("html")
+    assert "| 1 (9 days ago) |" in prompt.dump("markdown")

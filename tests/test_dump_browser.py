@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from _assembler_helpers import HOSTILE_VALUES, make_store
+from _chromium import CHROMIUM, Browser
 
 from ctxslots import (
     AssemblyRequest,
@@ -16,8 +19,6 @@ from ctxslots import (
     UserMemoryContributor,
 )
 
-CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))
-                 if p), None)
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
@@ -54,18 +55,22 @@ class Dom(HTMLParser):
                 if (tag is None or t == tag) and all(a.get(k) == v for k, v in attrs.items())]
 
 
-def render(path, tmp_path):
-    """Run headless Chromium on ``path`` and parse the DOM it dumps after the scripts ran."""
+def _chromium(tmp_path, width, height, *args):
     proc = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
          "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900",
-         "--dump-dom", path.as_uri()],
+         "--disable-sync", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
+         f"--window-size={width},{height}", *args],
         check=False, capture_output=True, text=True, timeout=120,
     )
     assert 0 == proc.returncode, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def render(path, tmp_path, width=1200):
+    """Run headless Chromium on ``path`` and parse the DOM it dumps after the scripts ran."""
     dom = Dom()
-    dom.feed(proc.stdout)
+    dom.feed(_chromium(tmp_path, width, 900, "--dump-dom", path.as_uri()))
     return dom
 
 
@@ -105,3 +110,66 @@ def test_html_dump_renders_in_chromium(tmp_path):
     shown = {d.item.text for d in prompt.kept + prompt.dropped}
     assert shown == set(dom.cells)
     assert 1 == len(dom.find("script")) and not dom.find("img")
+
+
+def flagged_dump(tmp_path):
+    """A real prompt whose sticky user section keeps a fact matching only a word in most facts
+    (near-zero BM25) while project facts matching the rare word are dropped for the budget."""
+    facts = [("project", "shop", f"Deploy freeze {i}: no shop deploy during the freeze window "
+              "on Fridays.") for i in range(4)]
+    facts += [("project", "shop", f"Deploy note {i}: the shop deploy runs the checklist step {i}.")
+              for i in range(8)]
+    facts += [("user", None, "The user likes to deploy small changes.")]
+    store = make_store(tmp_path / "f.db", facts)
+    assembler = PromptAssembler(store, contributors=[
+        UserMemoryContributor(store), ProjectMemoryContributor(store, limit=8)])
+    prompt = assembler.assemble(AssemblyRequest("deploy freeze", scope="shop", budget=70))
+    store.close()
+    page = tmp_path / "flagged.html"
+    page.write_text(prompt.dump("html"), encoding="utf-8")
+    return prompt, page
+
+
+@pytest.fixture(name="browser")
+def fixture_browser(tmp_path):
+    """Headless Chromium driven over the DevTools protocol."""
+    browser = Browser(tmp_path / "cdp-profile")
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
+@pytest.mark.parametrize("width", [400, 1280])
+def test_html_dump_fits_a_phone_and_a_desktop(tmp_path, browser, width):
+    """At 400 and 1280 px the page needs no sideways scrolling, the prompt text and every item's
+    text get most of the width, and the whole page is captured as a screenshot."""
+    _prompt, page = flagged_dump(tmp_path)
+    browser.open(page.as_uri(), width)
+    assert "1" == browser.evaluate("document.body.dataset.ready")
+    assert width == browser.evaluate("innerWidth")
+    assert browser.evaluate("document.documentElement.scrollWidth") <= width
+    assert int(browser.evaluate("document.body.dataset.promptWidth")) >= 0.8 * width - 60
+    narrowest = int(browser.evaluate("document.body.dataset.narrowestText"))
+    assert narrowest >= (0.8 * width - 80 if width < 720 else 200)
+    shot = tmp_path / f"dump-{width}.png"
+    size = browser.screenshot(shot)
+    assert width == size[0] and size[1] > 300
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    keep = os.environ.get("CTXSLOTS_SCREENSHOTS")  # a directory to keep them in, to look at
+    if keep:
+        shutil.copy(shot, Path(keep) / shot.name)
+
+
+def test_html_dump_flags_a_kept_item_with_near_zero_relevance(tmp_path):
+    """The near-zero user fact kept while relevant project facts were dropped is flagged at the
+    top of the page, linked, and its row is marked; nothing else is."""
+    prompt, page = flagged_dump(tmp_path)
+    dom = render(page, tmp_path)
+    summary = dom.find("p", id="flag-summary")
+    assert summary and "1" == summary[0]["data-flagged"]
+    flagged = dom.find("tr", **{"data-flagged": "1"})
+    assert ["item-1-1"] == [row["id"] for row in flagged]
+    assert dom.find("a", href="#item-1-1")
+    user = next(s for s in prompt.sections if s.name == "user_memory")
+    assert user.items[0].kept and any(not d.kept for d in prompt.dropped)

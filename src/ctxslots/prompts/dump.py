@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from .._age import days_in_words
 from ..errors import InvalidRequestError
 from . import default_environment, render_template
 
 if TYPE_CHECKING:
     from ..model import AssembledPrompt, HitTrace, ItemDecision, SectionReport
 
-__all__ = ["DUMP_FORMATS", "DUMP_SCHEMA_VERSION", "prompt_to_dict", "render_dump", "trace_signals"]
+__all__ = ["DUMP_FORMATS", "DUMP_SCHEMA_VERSION", "NEAR_ZERO_RELEVANCE", "prompt_to_dict",
+           "render_dump", "trace_signals"]
 
 #: Version of the JSON layout; bumped when a field changes meaning or goes away.
 DUMP_SCHEMA_VERSION = 1
@@ -32,6 +34,13 @@ DUMP_SCHEMA_VERSION = 1
 DUMP_FORMATS = ("json", "markdown", "html")
 
 _TEMPLATES = {"markdown": "dump.md.j2", "html": "dump.html.j2"}
+
+#: A kept item whose relevance is under this share of the best relevance in the
+#: prompt counts as near zero (and is flagged when a more relevant item was dropped).
+NEAR_ZERO_RELEVANCE = 0.05
+
+#: Drops that do not make a kept item suspicious: the dropped item is shown elsewhere.
+_NOT_A_LOSS = {"duplicate"}
 
 
 def trace_signals(trace: HitTrace) -> dict[str, Any]:
@@ -87,6 +96,8 @@ def _section(report: SectionReport) -> dict[str, Any]:
 
 def prompt_to_dict(prompt: AssembledPrompt) -> dict[str, Any]:
     """The JSON dump's data, schema version :data:`DUMP_SCHEMA_VERSION`."""
+    sections = [_section(s) for s in prompt.sections]
+    _flag_low_relevance(prompt, sections)
     return {
         "schema_version": DUMP_SCHEMA_VERSION,
         "budget": prompt.budget,
@@ -98,9 +109,46 @@ def prompt_to_dict(prompt: AssembledPrompt) -> dict[str, Any]:
         "sticky_overflow": prompt.sticky_overflow,
         "message": prompt.message,
         "scope": prompt.scope,
-        "sections": [_section(s) for s in prompt.sections],
+        "flagged": sum(1 for s in sections for i in s["items"] if i["warning"]),
+        "sections": sections,
         "text": prompt.text,
     }
+
+
+def _flag_low_relevance(prompt: AssembledPrompt, sections: list[dict[str, Any]]) -> None:
+    """Give each item its ``relevance_share`` and a ``warning`` when it was kept with
+    near-zero relevance while a more relevant item was dropped (the first thing a
+    person asks of a prompt that went wrong).
+
+    The share is the item's trace relevance over the best relevance of any traced
+    item in the prompt, kept or dropped. With fused legs the relevance is a fused
+    rank value, which keeps shares well above zero: the flag then rarely fires.
+    """
+    relevances = [decision.item.trace.relevance if decision.item.trace else None
+                  for report in prompt.sections for decision in report.items]
+    best = max((r for r in relevances if r is not None), default=0.0)
+    rows = [(section, item) for section in sections for item in section["items"]]
+    for relevance, (_, item) in zip(relevances, rows, strict=True):
+        item["relevance_share"] = None if relevance is None or best <= 0 else relevance / best
+        item["warning"] = None
+    lost = [(section, item) for section, item in rows if item["decision"] == "dropped"
+            and item["reason"] not in _NOT_A_LOSS and item["relevance_share"] is not None]
+    for _, item in rows:
+        share = item["relevance_share"]
+        if item["decision"] != "kept" or share is None or share >= NEAR_ZERO_RELEVANCE:
+            continue
+        better = [(s, i) for s, i in lost if i["relevance_share"] > share]
+        if not better:
+            continue
+        section, dropped = max(better, key=lambda pair: pair[1]["relevance_share"])
+        item["warning"] = (
+            f"kept with {_share(share)} of the best relevance while a more relevant item "
+            f"({_share(dropped['relevance_share'])}, {section['name']} rank {dropped['rank']}) "
+            f"was dropped ({dropped['reason']})")
+
+
+def _share(value: float) -> str:
+    return "<1%" if 0 < value < 0.01 else f"{value:.0%}"
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -135,5 +183,5 @@ def render_dump(prompt: AssembledPrompt, format: str = "json", *,
     kept = sum(1 for d in prompt.kept)
     return render_template(
         environment, _TEMPLATES[format], d=data, fmt=_fmt, percent=_percent,
-        kept_count=kept, dropped_count=len(prompt.dropped),
+        age=days_in_words, kept_count=kept, dropped_count=len(prompt.dropped),
     )
