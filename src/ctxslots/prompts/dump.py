@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from .._age import days_in_words
+from .ages import days_in_words
 from ..errors import InvalidRequestError
 from . import default_environment, render_template
 
