@@ -66,34 +66,52 @@ def test_not_a_database_is_refused(tmp_path):
     assert bogus.read_bytes().startswith(b"this is not a database")
 
 
-def _open_after(path, barrier, results):
+def _open_each_after(paths, barrier, results):
     from ctxslots.stores._sqlite import open_connection
 
-    barrier.wait()
-    try:
-        open_connection(path).close()
-        results.put(None)
-    except Exception as exc:  # reported to the test, which shows it
-        results.put(f"{type(exc).__name__}: {exc}")
+    for path in paths:
+        barrier.wait()  # every worker opens the same fresh file at once
+        try:
+            open_connection(path).close()
+            results.put(None)
+        except Exception as exc:  # reported to the test, which shows it
+            results.put(f"{path}: {type(exc).__name__}: {exc}")
 
 
-def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path):
-    """Six processes opening one fresh store together: no 'database is locked' at open.
+def _open_fresh_files_together(tmp_path, files: int, processes: int = 6) -> list[str]:
+    """``processes`` processes open each of ``files`` fresh stores together; the errors seen.
 
-    Switching a new file to WAL can answer BUSY without SQLite's busy handler; before
-    opening retried it, about one trial in four failed here.
+    The processes start once (each start imports ctxslots) and meet at a barrier
+    before each file, so a trial costs an open, not six interpreter starts.
     """
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
-    errors = []
-    for trial in range(8):
-        path = str(tmp_path / f"fresh{trial}.db")
-        barrier, results = ctx.Barrier(6), ctx.Queue()
-        workers = [ctx.Process(target=_open_after, args=(path, barrier, results)) for _ in range(6)]
-        for w in workers:
-            w.start()
-        errors += [r for r in (results.get(timeout=120) for _ in workers) if r]
-        for w in workers:
-            w.join(60)
-    assert [] == errors
+    paths = [str(tmp_path / f"fresh{n}.db") for n in range(files)]
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    workers = [ctx.Process(target=_open_each_after, args=(paths, barrier, results))
+               for _ in range(processes)]
+    for w in workers:
+        w.start()
+    errors = [r for r in (results.get(timeout=120) for _ in range(files * processes)) if r]
+    for w in workers:
+        w.join(60)
+    return errors
+
+
+def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path):
+    """Six processes opening fresh stores together, 8 files: no 'database is locked' at open.
+
+    Switching a new file to WAL can answer BUSY without SQLite's busy handler; before
+    opening retried it, about one trial in four failed here.
+    """
+    assert [] == _open_fresh_files_together(tmp_path, files=8)
+
+
+@pytest.mark.slow
+def test_processes_opening_new_files_at_once_full_size(tmp_path, request):
+    """Six processes opening 40 fresh stores together, one after another (opt-in: ``pytest -m slow``)."""
+    expr = request.config.getoption("markexpr", default="") or ""
+    if "slow" not in expr or "not slow" in expr:
+        pytest.skip("opt-in: run with `pytest -m slow`")
+    assert [] == _open_fresh_files_together(tmp_path, files=40)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..assembler import AssemblyRequest, PromptAssembler
 from ..stores import FactStore
+from ._format import hit_line
 
 DEMO_FACTS: tuple[tuple[str, str | None, str | None, str], ...] = (
     ("user", "name", None, "The user is called Ada Lovelace and prefers concise answers."),
@@ -36,15 +37,9 @@ def run_demo(path: Path, echo: Callable[[str], None]) -> None:
     echo(f"\nSearch (scope shop-api): {DEMO_QUERY}\n")
     with FactStore(path) as store:
         hits = store.search(DEMO_QUERY, scope="shop-api", track_access=False)
+        best = max((hit.trace.relevance for hit in hits), default=None)
         for hit in hits:
-            t = hit.trace
-            where = hit.fact.slot + (f"@{hit.fact.scope}" if hit.fact.scope else "")
-            echo(f"{t.rank}. [{where}] {hit.fact.value}")
-            words = f"words #{t.bm25_rank} (bm25 {t.bm25:.2f})" if t.bm25 is not None else "words -"
-            meaning = (f"meaning #{t.vector_rank} (cosine {t.cosine:.2f})" if t.cosine is not None
-                       else "meaning -")
-            echo(f"   {words}, {meaning}; decay {t.decay:.2f}, "
-                 f"reinforcement {t.reinforcement:.2f}, confidence {t.confidence:.2f}")
+            echo(hit_line(hit, best))
         echo("\nThe blog's facts (another scope) are never searched from shop-api.")
 
         assembler = PromptAssembler(store)

@@ -8,6 +8,8 @@ from typing import Any
 import click
 
 from ..model import Fact, Hit
+from .._age import days_in_words
+from ..prompts.readable import multiplier, share
 
 __all__ = ["echo_json", "fact_line", "hit_line"]
 
@@ -27,15 +29,21 @@ def fact_line(fact: Fact) -> str:
     return f"[id:{fact.id}] {where}{key} {fact.value}{flags}"
 
 
-def hit_line(hit: Hit) -> str:
-    """Two lines for a search hit: the fact, then how it scored."""
+def hit_line(hit: Hit, best: float | None) -> str:
+    """Two lines for a search hit: the fact, then how it scored, in words a person reads.
+
+    :param best: The best relevance of the same search; the hit's relevance is
+        shown as a share of it.
+    """
     t = hit.trace
-    signals = f"bm25 {t.bm25:.3f} (#{t.bm25_rank})" if t.bm25 is not None else "bm25 -"
-    if t.cosine is not None:
-        signals += f", cosine {t.cosine:.3f} (#{t.vector_rank})"
+    relevance = share(t.relevance / best) if best and best > 0 else "–"
+    words = f"words #{t.bm25_rank}" if t.bm25_rank is not None else "words -"
+    meaning = (f"meaning #{t.vector_rank} (cosine {t.cosine:.2f})"
+               if t.vector_rank is not None and t.cosine is not None else "meaning -")
     return (
         f"{t.rank:>2}. {fact_line(hit.fact)}\n"
-        f"    score {t.final:.4g} = {signals}; decay {t.decay:.3f}, "
-        f"reinforcement {t.reinforcement:.3f}, confidence {t.confidence:.2f}"
-        + (f"; hides {t.hides} near-duplicate(s)" if t.hides else "")
+        f"    relevance {relevance} ({words}, {meaning}); "
+        f"age {days_in_words(t.age_days)}; decay {multiplier(t.decay)}, "
+        f"reinforcement {multiplier(t.reinforcement)}, confidence {multiplier(t.confidence)}"
+        + (f"; hides {t.hides} near-duplicate{'' if t.hides == 1 else 's'}" if t.hides else "")
     )

@@ -64,8 +64,9 @@ def search(
     elif not hits:
         click.echo("no matching facts")
     else:
+        best = max(hit.trace.relevance for hit in hits)
         for hit in hits:
-            click.echo(hit_line(hit))
+            click.echo(hit_line(hit, best))
 
 
 def _by_id(action: Callable[[FactStore, int], Fact], help_text: str) -> Callable[..., None]:

@@ -1,9 +1,11 @@
 """Prompt dumps: JSON (a stable, versioned schema), markdown and one HTML page.
 
-The JSON schema is documented in ``docs/assembler.md``. Every dump shows each
-retrieval signal on its own (BM25 value and rank, vector rank and cosine when
-present, decay, reinforcement, confidence) and the final rank; fused values
-such as RRF scores only order one search, so no dump shows them as relevance.
+The JSON schema is documented in ``docs/assembler.md``; it keeps each raw
+retrieval signal (BM25 value and rank, vector rank and cosine when present,
+decay, age in days, reinforcement, confidence) and the final rank. The markdown
+and HTML dumps show what a person reads: the relevance as a share of the best in
+the prompt with the words rank (the raw BM25 on hover in HTML), the cosine with
+its rank, the age in words; fused values such as RRF scores are never shown raw.
 
 It knows the prompt's classes only as types: :meth:`AssembledPrompt.dump
 <ctxslots.model.AssembledPrompt.dump>` calls :func:`render_dump`, so the data
@@ -20,6 +22,7 @@ import jinja2
 from .ages import days_in_words
 from ..errors import InvalidRequestError
 from . import default_environment, render_template
+from .readable import share
 
 if TYPE_CHECKING:
     from ..model import AssembledPrompt, HitTrace, ItemDecision, SectionReport
@@ -148,7 +151,7 @@ def _flag_low_relevance(prompt: AssembledPrompt, sections: list[dict[str, Any]])
 
 
 def _share(value: float) -> str:
-    return "<1%" if 0 < value < 0.01 else f"{value:.0%}"
+    return share(value)
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -183,5 +186,5 @@ def render_dump(prompt: AssembledPrompt, format: str = "json", *,
     kept = sum(1 for d in prompt.kept)
     return render_template(
         environment, _TEMPLATES[format], d=data, fmt=_fmt, percent=_percent,
-        age=days_in_words, kept_count=kept, dropped_count=len(prompt.dropped),
+        age=days_in_words, share=share, kept_count=kept, dropped_count=len(prompt.dropped),
     )

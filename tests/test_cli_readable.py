@@ -1,0 +1,57 @@
+"""What the command line and the dumps show a person: readable numbers, raw values in JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from click.testing import CliRunner
+
+from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+from ctxslots.cli import cli
+from ctxslots.prompts.readable import multiplier, share
+
+# A float in scientific notation, as '1e-06' or '-1.375e-06'.
+E_NOTATION = re.compile(r"\d(?:\.\d+)?e[-+]\d")
+
+
+def _tiny_store(path):
+    # Every fact holds the query word: FTS5's BM25 of each hit is then close to zero.
+    with FactStore(path) as store:
+        store.add("agent", "deploy notes: deploy from main")
+        store.add("agent", "deploy notes: deploy on Friday")
+        store.add("agent", "deploy notes: deploy with care")
+
+
+def test_search_trace_shows_ranks_shares_and_ages_not_raw_scores(db_path):
+    """On a tiny store the trace reads as a relevance share, ranks and an age in words."""
+    _tiny_store(db_path)
+    raw = json.loads(CliRunner().invoke(cli, ["--db", str(db_path), "search", "deploy", "--json"],
+                                        catch_exceptions=False).output)
+    assert abs(raw[0]["trace"]["bm25"]) < 1e-3  # the raw value a person cannot read
+    out = CliRunner().invoke(cli, ["--db", str(db_path), "search", "deploy"],
+                             catch_exceptions=False).output
+    assert "relevance 100% (words #1, meaning -); age today; decay 1.00" in out
+    assert "bm25" not in out and "score" not in out
+    assert not E_NOTATION.search(out), out
+
+
+def test_markdown_and_html_dumps_show_no_scientific_notation(db_path):
+    """The dumps show shares, ranks and ages in words; the JSON dump keeps the raw BM25."""
+    _tiny_store(db_path)
+    with FactStore(db_path) as store:
+        prompt = PromptAssembler(store).assemble(AssemblyRequest("deploy"))
+    markdown, html = prompt.dump("markdown"), prompt.dump("html")
+    table = [line for line in markdown.splitlines() if line.startswith("| 1 | kept")]
+    assert table and re.search(r"\| \d+% \(#\d\) \|", table[0]) and "(today)" in table[0]
+    assert not E_NOTATION.search(markdown), markdown
+    assert not E_NOTATION.search(re.sub(r'title="[^"]*"', "", html))  # raw values only on hover
+    item = json.loads(prompt.dump("json"))["sections"][0]["items"][0]
+    assert abs(item["trace"]["bm25"]) < 1e-3 and item["trace"]["age_days"] < 1
+
+
+def test_readable_numbers_round_for_people():
+    """Shares read as whole percentages, multipliers with two decimals, tiny values as '<'."""
+    assert ["100%", "62%", "<1%", "0%", "–"] == [share(v) for v in (1.0, 0.62, 1e-6, 0.0, None)]
+    assert ["1.00", "0.97", "<0.01", "20.09", "–"] == [
+        multiplier(v) for v in (1.0, 0.973, 2.7e-5, 20.0855, None)]
