@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..model import Fact, Hit
-from .._age import days_in_words
+from ..prompts.ages import days_in_words
 from ..prompts.readable import multiplier, share
 
 __all__ = ["echo_json", "fact_line", "hit_line"]

@@ -3,7 +3,7 @@
 Raw retrieval values mean little on their own: on a small store FTS5's BM25 of
 a good match can be ``-1.4e-06``, and a fused score only orders one search. The
 trace text of ``ctxslots search`` and the markdown and HTML dumps show a share
-of the best relevance, ranks, ages in words (:func:`ctxslots._age.days_in_words`)
+of the best relevance, ranks, ages in words (:func:`ctxslots.prompts.ages.days_in_words`)
 and multipliers with two decimals; the JSON dump and ``--json`` keep every raw value.
 """
 
