@@ -1,20 +1,25 @@
-"""A small JSON-over-HTTP POST helper on the standard library, with retries.
+"""JSON over HTTP POST with httpx: one pooled connection set per client, sync and async.
 
-Used by the HTTP embedder and the chat client; kept free of ctxslots' own errors so any client can
-translate :class:`HTTPJSONError` into the error its callers expect.
+Used by the HTTP embedder and the chat client; kept free of ctxslots' own errors so any
+client can translate :class:`HTTPJSONError` into the error its callers expect. Retries
+are each caller's policy; :func:`retry_delay` and :func:`log_retry` keep their waits and
+their log lines alike. Nothing here logs a header, a key or a request body.
 """
 
 from __future__ import annotations
 
-import email.message
+import asyncio
 import json
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["HTTPJSONError", "post_json"]
+import attrs
+import httpx
+
+__all__ = ["RETRY_STATUSES", "HTTPJSONError", "JSONPoster", "log_retry", "retry_delay"]
+
+logger = logging.getLogger("ctxslots.http")
 
 #: Statuses worth another try: rate limiting and server-side failures.
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -33,95 +38,142 @@ class HTTPJSONError(Exception):
         body: The response body (cut to 2,000 characters), when there was one.
         timed_out: Whether the request ran past its timeout.
         retry_after: The wait the server asked for (``Retry-After``), in seconds.
+        reason: What went wrong on the way, for transport failures.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        body: str | None = None,
-        timed_out: bool = False,
-        retry_after: float | None = None,
-    ) -> None:
+    def __init__(self, message: str, *, status: int | None = None, body: str | None = None,
+                 timed_out: bool = False, retry_after: float | None = None,
+                 reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
         self.timed_out = timed_out
         self.retry_after = retry_after
+        self.reason = reason
 
 
-def _retry_after(headers: email.message.Message | None) -> float | None:
-    value = headers.get("Retry-After") if headers is not None else None
+def _retry_after(headers: httpx.Headers, limit: float) -> float | None:
+    value = headers.get("Retry-After")
     if value is None:
         return None
     try:
-        return min(max(float(value), 0.0), MAX_RETRY_AFTER)
+        return min(max(float(value), 0.0), limit)
     except ValueError:  # an HTTP date: not worth parsing for a short wait
         return None
 
 
-def _post_once(url: str, data: bytes, headers: Mapping[str, str], timeout: float) -> Any:
-    request = urllib.request.Request(url, data=data, headers=dict(headers), method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            raw = response.read()
-    except urllib.error.HTTPError as exc:
-        try:
-            body = exc.read().decode("utf-8", "replace")[:_BODY_LIMIT]
-        except OSError:
-            body = ""
-        raise HTTPJSONError(
-            f"HTTP {exc.code} from {url}: {body[:200]}",
-            status=exc.code,
-            body=body,
-            retry_after=_retry_after(exc.headers),
-        ) from exc
-    except TimeoutError as exc:
-        raise HTTPJSONError(f"no reply from {url} within {timeout:g} s", timed_out=True) from exc
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, TimeoutError):
-            raise HTTPJSONError(f"no reply from {url} within {timeout:g} s", timed_out=True) from exc
-        raise HTTPJSONError(f"cannot reach {url}: {exc.reason}") from exc
-    except (OSError, ValueError) as exc:  # connection reset, bad URL, truncated reply
-        raise HTTPJSONError(f"request to {url} failed: {exc}") from exc
-    text = raw.decode("utf-8", "replace")
+def retry_delay(exc: HTTPJSONError, failures: int, backoff: float, limit: float) -> float:
+    """Seconds to wait before the next try: the server's ``Retry-After``, else
+    ``backoff * 2**failures``, never more than ``limit``."""
+    delay = backoff * 2**failures if exc.retry_after is None else exc.retry_after
+    return min(max(delay, 0.0), limit)
+
+
+def log_retry(what: str, url: str, exc: HTTPJSONError, attempt: int, tries: int,
+              delay: float) -> None:
+    """One warning line for a retry: what failed at which URL, and when the next try runs."""
+    if exc.timed_out:
+        cause = "timeout"
+    elif exc.status is not None:
+        cause = f"HTTP {exc.status}"
+    else:
+        cause = f"connection failed ({exc.reason})"
+    logger.warning("%s at %s: %s; try %d of %d in %.2f s", what, url, cause, attempt + 1,
+                   tries, delay)
+
+
+def _decode(url: str, response: httpx.Response, retry_limit: float) -> Any:
+    if response.status_code >= 400:
+        body = response.text[:_BODY_LIMIT]
+        raise HTTPJSONError(f"HTTP {response.status_code} from {url}: {body[:200]}",
+                            status=response.status_code, body=body,
+                            retry_after=_retry_after(response.headers, retry_limit))
+    text = response.text
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise HTTPJSONError(
-            f"reply from {url} is not valid JSON: {exc}", status=200, body=text[:_BODY_LIMIT]
-        ) from exc
+        raise HTTPJSONError(f"reply from {url} is not valid JSON: {exc}", status=200,
+                            body=text[:_BODY_LIMIT]) from exc
 
 
-def post_json(
-    url: str,
-    payload: Any,
-    *,
-    headers: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-    max_retries: int = 2,
-    backoff: float = 0.5,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Any:
-    """POST ``payload`` as JSON to ``url`` and return the decoded JSON reply.
+def _transport_error(url: str, exc: httpx.HTTPError, timeout: float) -> HTTPJSONError:
+    if isinstance(exc, httpx.TimeoutException):
+        return HTTPJSONError(f"no reply from {url} within {timeout:g} s", timed_out=True,
+                             reason="timeout")
+    reason = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError):
+        return HTTPJSONError(f"cannot reach {url}: {reason}", reason=reason)
+    return HTTPJSONError(f"request to {url} failed: {reason}", reason=reason)
 
-    Statuses in :data:`RETRY_STATUSES` are tried again up to ``max_retries``
-    times, waiting ``backoff * 2**attempt`` seconds or the server's
-    ``Retry-After`` (at most :data:`MAX_RETRY_AFTER`). Timeouts and other
-    failures are not retried.
 
-    :raises HTTPJSONError: The last failure.
+@attrs.define
+class JSONPoster:
+    """POSTs JSON and decodes JSON replies over pooled connections (kept alive between calls).
+
+    The sync client is made on first use; an async client is made per event loop
+    (an httpx async client cannot move between loops). :meth:`close` and
+    :meth:`aclose` release them; an unclosed poster's connections close when it is
+    garbage-collected.
+
+    Attributes:
+        timeout: Seconds to wait for each reply.
+        retry_after_limit: Longest ``Retry-After`` honoured, in seconds.
     """
-    data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-    all_headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    all_headers.update(headers or {})
-    attempt = 0
-    while True:
+
+    timeout: float = 30.0
+    retry_after_limit: float = MAX_RETRY_AFTER
+    _sync: httpx.Client | None = attrs.field(default=None, init=False, repr=False)
+    _async: dict[int, httpx.AsyncClient] = attrs.field(factory=dict, init=False, repr=False)
+
+    def _headers(self, headers: Mapping[str, str] | None) -> dict[str, str]:
+        out = {"Content-Type": "application/json", "Accept": "application/json"}
+        out.update(headers or {})
+        return out
+
+    @staticmethod
+    def _body(payload: Any) -> bytes:
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+
+    def post(self, url: str, payload: Any, *, headers: Mapping[str, str] | None = None) -> Any:
+        """POST once and return the decoded reply.
+
+        :raises HTTPJSONError: Transport error, timeout, status >= 400 or a reply that is not JSON.
+        """
+        if self._sync is None:
+            self._sync = httpx.Client(timeout=self.timeout)
         try:
-            return _post_once(url, data, all_headers, timeout)
-        except HTTPJSONError as exc:
-            if exc.status not in RETRY_STATUSES or attempt >= max_retries:
-                raise
-            sleep(backoff * 2**attempt if exc.retry_after is None else exc.retry_after)
-            attempt += 1
+            response = self._sync.post(url, content=self._body(payload),
+                                       headers=self._headers(headers))
+        except httpx.HTTPError as exc:
+            raise _transport_error(url, exc, self.timeout) from exc
+        return _decode(url, response, self.retry_after_limit)
+
+    async def apost(self, url: str, payload: Any, *,
+                    headers: Mapping[str, str] | None = None) -> Any:
+        """:meth:`post` on the running event loop; cancelling it abandons the request.
+
+        :raises HTTPJSONError: As :meth:`post`.
+        """
+        loop = id(asyncio.get_running_loop())
+        client = self._async.get(loop)
+        if client is None or client.is_closed:
+            self._async = {loop: httpx.AsyncClient(timeout=self.timeout)}
+            client = self._async[loop]
+        try:
+            response = await client.post(url, content=self._body(payload),
+                                         headers=self._headers(headers))
+        except httpx.HTTPError as exc:
+            raise _transport_error(url, exc, self.timeout) from exc
+        return _decode(url, response, self.retry_after_limit)
+
+    def close(self) -> None:
+        """Close the sync client's connections (the async ones close with :meth:`aclose`)."""
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    async def aclose(self) -> None:
+        """Close the async client of the running loop."""
+        client = self._async.pop(id(asyncio.get_running_loop()), None)
+        if client is not None:
+            await client.aclose()

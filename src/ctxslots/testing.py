@@ -66,9 +66,14 @@ class ScriptedChatServer:
         with ScriptedChatServer(['{"operations": []}']) as server:
             client = OpenAIChatClient(server.base_url, "scripted")
 
+    It speaks HTTP/1.1 with keep-alive, so a pooling client reuses its
+    connection.
+
     Attributes:
         requests: The decoded JSON body of every request received, in order.
         request_headers: The headers of every request, in order.
+        peers: The client address (host, port) of every request, in order: one
+            port for many requests means one reused connection.
     """
 
     def __init__(self, script: Iterable[str | ScriptedReply]) -> None:
@@ -76,6 +81,7 @@ class ScriptedChatServer:
         self._lock = threading.Lock()
         self.requests: list[Any] = []
         self.request_headers: list[dict[str, str]] = []
+        self.peers: list[tuple[str, int]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         # A short poll interval keeps close() (shutdown) fast.
@@ -100,16 +106,20 @@ class ScriptedChatServer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _next(self, body: Any, headers: dict[str, str]) -> ScriptedReply | None:
+    def _next(self, body: Any, headers: dict[str, str],
+              peer: tuple[str, int]) -> ScriptedReply | None:
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(headers)
+            self.peers.append(peer)
             return self._script.pop(0) if self._script else None
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: every reply carries Content-Length
+
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
@@ -143,7 +153,7 @@ class ScriptedChatServer:
                     body: Any = json.loads(raw)
                 except ValueError:
                     body = raw
-                step = server._next(body, dict(self.headers.items()))
+                step = server._next(body, dict(self.headers.items()), self.client_address[:2])
                 if step is None:
                     self._send(500, json.dumps({"error": {"message": "the script is used up"}}))
                     return

@@ -9,6 +9,7 @@ position in one transaction. See ``docs/flushing.md``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import threading
@@ -33,16 +34,15 @@ from ._progress import (
     start_position,
     write_progress,
 )
+from ._exchange import RETRY_PROMPT, aask, ask
 from .llm_client import LLMClient
 from .operations import (
     KEY_PATTERN,
     Forget,
     Operation,
-    ReplyFormatError,
     Upsert,
     check_operation,
     operations_schema,
-    parse_reply,
 )
 from .report import Change, FlushPolicy, FlushReport, Rejection
 
@@ -57,12 +57,6 @@ DEFAULT_SLOTS: Mapping[str, str] = {
     "what to avoid next time.",
 }
 
-#: Sent after a reply that could not be read; ``{error}`` is the reason.
-RETRY_PROMPT = (
-    "Your reply could not be used: {error}. Reply again with only one JSON object "
-    '{{"operations": [...]}} that matches the schema above, and no other text.'
-)
-
 #: At most this much of the new messages' text (the end of it) is the search
 #: query for relevant known facts.
 QUERY_CHARS = 4000
@@ -72,6 +66,10 @@ OperationCallback = Callable[[int, Operation], None]
 
 class _Failed(Exception):
     """Internal: a failure after which the flush reports ``"failed"``."""
+
+
+class _Cancelled(Exception):
+    """Internal: the flush was cancelled before its transaction committed (rolls it back)."""
 
 
 def _slot_meanings(slots: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
@@ -211,6 +209,54 @@ class MemoryFlusher:
         :raises InvalidFactError: ``messages``, ``conversation`` or ``scope`` is
             malformed.
         """
+        prepared = self._prepare(messages, conversation, scope, force, written_at)
+        if isinstance(prepared, FlushReport):
+            return prepared
+        prompt, base, progress, msgs = prepared
+        ops, base = self._ask(prompt, base)
+        return self._apply(ops, base, progress, msgs)
+
+    async def aflush(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        conversation: str = "default",
+        scope: str | None = None,
+        force: bool = False,
+        written_at: dt.datetime | None = None,
+    ) -> FlushReport:
+        """:meth:`flush` for async agent loops.
+
+        The model is asked on the event loop when the client has an
+        ``acomplete`` coroutine (the shipped HTTP client does), else in a worker
+        thread; the store is read and written in worker threads. Cancelling the
+        task stops it before anything is written: during the model call the
+        request is abandoned, and a cancel that arrives while the operations are
+        being applied rolls their transaction back, unless it has already
+        committed (then the flush stands and the cancel is still raised).
+        """
+        prepared = await asyncio.to_thread(self._prepare, messages, conversation, scope, force,
+                                           written_at)
+        if isinstance(prepared, FlushReport):
+            return prepared
+        prompt, base, progress, msgs = prepared
+        ops, base = await self._aask(prompt, base)
+        cancelled = threading.Event()
+        applying = asyncio.ensure_future(
+            asyncio.to_thread(self._apply, ops, base, progress, msgs, cancelled))
+        try:
+            return await asyncio.shield(applying)
+        except asyncio.CancelledError:
+            cancelled.set()
+            with contextlib.suppress(BaseException):  # the rollback, or the committed flush
+                await applying
+            raise
+
+    def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], conversation: str,
+                 scope: str | None, force: bool, written_at: dt.datetime | None
+                 ) -> FlushReport | tuple[str, FlushReport, Progress | None, list[Message]]:
+        """Check the input and read what a flush needs: a report when there is nothing
+        to ask, else the prompt, the report so far, the read position and the messages."""
         msgs = check_messages(messages)
         conv = check_conversation(conversation)
         self.store.limits.scope(scope)
@@ -237,21 +283,7 @@ class MemoryFlusher:
             self.store.clock(), tz=dt.timezone.utc)
         prompt = render_template(
             self._env, self.template, **self._context(new, start, known, scope, when))
-        ops, base = self._ask(prompt, base)
-        return self._apply(ops, base, progress, msgs)
-
-    async def aflush(
-        self,
-        messages: Sequence[Message | Mapping[str, Any]],
-        *,
-        conversation: str = "default",
-        scope: str | None = None,
-        force: bool = False,
-        written_at: dt.datetime | None = None,
-    ) -> FlushReport:
-        """:meth:`flush` in a worker thread, for async agent loops."""
-        return await asyncio.to_thread(self.flush, messages, conversation=conversation,
-                                       scope=scope, force=force, written_at=written_at)
+        return prompt, base, progress, msgs
 
     def _source(self, flush_id: str, conv: str, msgs: list[Message], start: int) -> str:
         if start >= len(msgs):
@@ -305,41 +337,17 @@ class MemoryFlusher:
 
     def _ask(self, prompt: str, base: FlushReport) -> tuple[tuple[Operation, ...], FlushReport]:
         """Call the model (once more after an unreadable reply); return the operations."""
-        chat: list[Message] = [Message(role="user", content=prompt)]
-        schema = operations_schema(self.slots) if self.send_schema else None
-        raws: list[str] = []
-        errors: list[str] = []
-        usage: list[int | None] = [None, None]
-        report = base
-        for attempt in (1, 2):
-            try:
-                result = self.client.complete(chat, json_schema=schema,
-                                              temperature=self.temperature)
-            except Exception as exc:
-                failed = attrs.evolve(report, status="failed", attempts=attempt,
-                                      error=f"the model call failed: {exc}")
-                raise FlushError(f"flush {base.flush_id} failed: the model call failed: {exc}",
-                                 report=failed) from exc
-            content = result.text if isinstance(result.text, str) else repr(result.text)
-            raws.append(content)
-            for i, used in enumerate((result.prompt_tokens, result.completion_tokens)):
-                if used is not None:
-                    usage[i] = (usage[i] or 0) + used
-            report = attrs.evolve(report, attempts=attempt, raw_outputs=tuple(raws),
-                                  prompt_tokens=usage[0], completion_tokens=usage[1],
-                                  model=result.model or report.model)
-            try:
-                ops = parse_reply(content)
-            except ReplyFormatError as exc:
-                errors.append(str(exc))
-                report = attrs.evolve(report, format_errors=tuple(errors))
-                chat += [Message(role="assistant", content=content),
-                         Message(role="user", content=RETRY_PROMPT.format(error=exc))]
-                continue
-            return ops, report
-        message = f"the model's reply could not be read after one retry: {errors[-1]}"
-        raise FlushError(f"flush {base.flush_id} failed: {message}",
-                         report=attrs.evolve(report, status="failed", error=message))
+        return ask(self.client, prompt, base, schema=self._schema(),
+                   temperature=self.temperature)
+
+    async def _aask(self, prompt: str, base: FlushReport
+                    ) -> tuple[tuple[Operation, ...], FlushReport]:
+        """:meth:`_ask` on the event loop (the client's ``acomplete``, else a worker thread)."""
+        return await aask(self.client, prompt, base, schema=self._schema(),
+                          temperature=self.temperature)
+
+    def _schema(self) -> dict[str, Any] | None:
+        return operations_schema(self.slots) if self.send_schema else None
 
     def _check(self, ops: Sequence[Operation], scope: str | None
                ) -> tuple[list[tuple[int, Operation]], list[Rejection]]:
@@ -360,8 +368,10 @@ class MemoryFlusher:
         return valid, rejected
 
     def _apply(self, ops: Sequence[Operation], base: FlushReport,
-               progress: Progress | None, msgs: list[Message]) -> FlushReport:
-        """Apply the valid operations and the new read position in one transaction."""
+               progress: Progress | None, msgs: list[Message],
+               cancelled: threading.Event | None = None) -> FlushReport:
+        """Apply the valid operations and the new read position in one transaction
+        (rolled back if ``cancelled`` is set before it commits)."""
         scope = base.scope
         valid, rejected = self._check(ops, scope)
         changes: dict[str, list[Change]] = {"added": [], "updated": [], "unchanged": [],
@@ -380,6 +390,10 @@ class MemoryFlusher:
                     else:
                         rejected.append(Rejection(index=index, operation=op, reason=change))
                 write_progress(self.store, base.conversation, msgs)
+                if cancelled is not None and cancelled.is_set():
+                    raise _Cancelled
+        except _Cancelled:
+            raise asyncio.CancelledError from None
         except Exception as exc:
             reason = str(exc) if isinstance(exc, _Failed) else \
                 f"applying the operations failed: {type(exc).__name__}: {exc}"

@@ -2,12 +2,15 @@
 
 Covers OpenAI, Azure-style gateways, Ollama, vLLM, llama.cpp's server and LM
 Studio. Nothing touches the network until :meth:`OpenAIChatClient.complete`
-is called.
+(or :meth:`~OpenAIChatClient.acomplete`) is called. Both go through httpx with
+pooled connections; retries and ``response_format`` fallbacks are logged on the
+``ctxslots.http`` and ``ctxslots.flusher.openai_client`` loggers, never with a key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import urllib.parse
@@ -16,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from .._http import HTTPJSONError, post_json
+from .._http import HTTPJSONError, JSONPoster, log_retry, retry_delay
 from ..errors import LLMClientError
 from ..model import Message
 from .llm_client import ChatResult
@@ -29,6 +32,8 @@ RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "none")
 
 #: Longest wait honoured from a ``Retry-After`` header, in seconds.
 MAX_RETRY_AFTER = 30.0
+
+logger = logging.getLogger(__name__)
 
 #: Words in a 400 body that mean the server rejected the ``response_format``.
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
@@ -90,6 +95,7 @@ class OpenAIChatClient:
                                        validator=attrs.validators.in_(RESPONSE_FORMATS))
     extra_headers: Mapping[str, str] = attrs.field(factory=dict)
     max_tokens: int | None = attrs.field(default=None)
+    _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False)
 
     @max_tokens.validator
     def _check_max_tokens(self, _attribute: Any, value: Any) -> None:
@@ -145,22 +151,73 @@ class OpenAIChatClient:
         while True:
             payload = self._payload(messages, json_schema, temperature)
             try:
-                # One try per call: the retry policy here differs from the embedder's.
-                body = post_json(url, payload, headers=self._headers(), timeout=self.timeout,
-                                 max_retries=0)
+                body = self._http().post(url, payload, headers=self._headers())
             except HTTPJSONError as exc:
-                if self._weaken_format(exc, payload):
-                    continue
-                if not _retryable(exc) or failures >= self.max_retries:
-                    raise self._error(url, exc, failures + 1) from exc
-                self._wait(exc, failures)
-                failures += 1
+                delay = self._after_failure(url, exc, payload, failures)
+                if delay is not None:
+                    time.sleep(delay)
+                    failures += 1
                 continue
             return self._result(url, body)
 
-    def _wait(self, exc: HTTPJSONError, failures: int) -> None:
-        delay = self.backoff * 2**failures if exc.retry_after is None else exc.retry_after
-        time.sleep(min(max(delay, 0.0), MAX_RETRY_AFTER))
+    async def acomplete(
+        self,
+        messages: Sequence[Message],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        temperature: float = 0.0,
+    ) -> ChatResult:
+        """:meth:`complete` on the event loop, with httpx's async client: cancelling
+        the task abandons the request at once.
+
+        :raises LLMClientError: As :meth:`complete`.
+        """
+        url = f"{self.base_url}/chat/completions"
+        failures = 0
+        while True:
+            payload = self._payload(messages, json_schema, temperature)
+            try:
+                body = await self._http().apost(url, payload, headers=self._headers())
+            except HTTPJSONError as exc:
+                delay = self._after_failure(url, exc, payload, failures)
+                if delay is not None:
+                    await asyncio.sleep(delay)
+                    failures += 1
+                continue
+            return self._result(url, body)
+
+    def close(self) -> None:
+        """Close the pooled connections of :meth:`complete` (a later call opens new ones)."""
+        if self._poster is not None:
+            self._poster.close()
+
+    async def aclose(self) -> None:
+        """Close the pooled connections :meth:`acomplete` opened on this event loop."""
+        if self._poster is not None:
+            await self._poster.aclose()
+
+    def _http(self) -> JSONPoster:
+        if self._poster is None or self._poster.timeout != self.timeout:
+            self._poster = JSONPoster(timeout=self.timeout, retry_after_limit=MAX_RETRY_AFTER)
+        return self._poster
+
+    def _after_failure(self, url: str, exc: HTTPJSONError, payload: Mapping[str, Any],
+                       failures: int) -> float | None:
+        """What to do after a failed try: ``None`` to ask again at once with a weaker
+        ``response_format``, else the seconds to wait before the next try.
+
+        :raises LLMClientError: Not worth another try, or the tries are used up.
+        """
+        weaker = self._weaken_format(exc, payload)
+        if weaker is not None:
+            logger.warning("chat completion at %s: the server refused response_format %r "
+                           "(HTTP 400); asking again with %r", url, weaker[0], weaker[1])
+            return None
+        if not _retryable(exc) or failures >= self.max_retries:
+            raise self._error(url, exc, failures + 1) from exc
+        delay = retry_delay(exc, failures, self.backoff, MAX_RETRY_AFTER)
+        log_retry("chat completion", url, exc, failures + 1, self.max_retries + 1, delay)
+        return delay
 
     def _error(self, url: str, exc: HTTPJSONError, tries: int) -> LLMClientError:
         """One-line message naming the URL and what happened, with any key scrubbed."""
@@ -171,7 +228,7 @@ class OpenAIChatClient:
         elif exc.status is not None:
             what = f"HTTP {exc.status}: {(exc.body or '')[:200]}"
         else:
-            what = f"connection failed: {getattr(exc.__cause__, 'reason', exc.__cause__)}"
+            what = f"connection failed: {exc.reason}"
         message = f"chat completion at {url} failed: {what}"
         if tries > 1:
             message += f" (after {tries} tries)"
@@ -183,15 +240,18 @@ class OpenAIChatClient:
         key = self.api_key or os.environ.get(self.api_key_env)
         return text.replace(key, "***") if key else text
 
-    def _weaken_format(self, exc: HTTPJSONError, payload: Mapping[str, Any]) -> bool:
-        """After a 400 about ``response_format``, fall back to the next weaker mode."""
+    def _weaken_format(self, exc: HTTPJSONError, payload: Mapping[str, Any]
+                       ) -> tuple[str, str] | None:
+        """After a 400 about ``response_format``, move to the next weaker mode (kept for
+        later calls); the modes before and after, or ``None`` when this is no such 400."""
         if exc.status != 400 or "response_format" not in payload:
-            return False
+            return None
         text = (exc.body or "").lower()
         if not any(word in text for word in _FORMAT_WORDS):
-            return False
-        self.response_format = RESPONSE_FORMATS[RESPONSE_FORMATS.index(self.response_format) + 1]
-        return True
+            return None
+        before = self.response_format
+        self.response_format = RESPONSE_FORMATS[RESPONSE_FORMATS.index(before) + 1]
+        return before, self.response_format
 
     def _result(self, url: str, body: Any) -> ChatResult:
         try:
@@ -213,14 +273,3 @@ class OpenAIChatClient:
             completion_tokens=_count(usage.get("completion_tokens")),
             raw=body,
         )
-
-    async def acomplete(
-        self,
-        messages: Sequence[Message],
-        *,
-        json_schema: Mapping[str, Any] | None = None,
-        temperature: float = 0.0,
-    ) -> ChatResult:
-        """:meth:`complete` for async code (runs in a worker thread)."""
-        return await asyncio.to_thread(self.complete, messages, json_schema=json_schema,
-                                       temperature=temperature)

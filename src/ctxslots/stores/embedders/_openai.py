@@ -1,15 +1,17 @@
-"""The OpenAI-compatible ``/v1/embeddings`` HTTP embedder."""
+"""The OpenAI-compatible ``/v1/embeddings`` HTTP embedder (httpx, pooled, sync and async)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
-from ..._http import HTTPJSONError, post_json
+from ..._http import RETRY_STATUSES, HTTPJSONError, JSONPoster, log_retry, retry_delay
 from ...errors import EmbedderError
 from ._base import EmbedderSpecError, Vectors, as_texts, normalize_rows
 
@@ -27,7 +29,9 @@ class OpenAIEmbedder:
     ``max_retries`` times. Every failure raises :class:`EmbedderError`, and
     ``embed`` returns nothing partial. Nothing touches the network until
     ``embed`` or ``dimension`` is used; reading ``dimension`` before it is known
-    embeds the text ``"dimension probe"`` once.
+    embeds the text ``"dimension probe"`` once. Requests share pooled connections
+    (httpx); :meth:`aembed` is the same on the event loop. Retries are logged on
+    the ``ctxslots.http`` logger (URL and status, never the key).
 
     Attributes:
         model: The model name sent with each request.
@@ -48,6 +52,7 @@ class OpenAIEmbedder:
     _dimension: int | None = attrs.field(default=None, kw_only=True, alias="dimension")
     max_retries: int = attrs.field(default=2, kw_only=True, validator=attrs.validators.ge(0))
     retry_backoff: float = attrs.field(default=0.5, kw_only=True, validator=attrs.validators.ge(0))
+    _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False)
 
     @base_url.validator
     def _check_base_url(self, attribute: attrs.Attribute[str], value: str) -> None:
@@ -87,21 +92,69 @@ class OpenAIEmbedder:
     def _fail(self, message: str, **kwargs: Any) -> EmbedderError:
         return EmbedderError(f"{self.model_id} at {self.url}: {message}", model_id=self.model_id, **kwargs)
 
-    def _embed_batch(self, batch: list[str]) -> Vectors:
+    async def aembed(self, texts: Sequence[str]) -> Vectors:
+        """:meth:`embed` on the event loop; cancelling it abandons the request in flight."""
+        items = as_texts(texts)
+        if not items:
+            if self._dimension is None:
+                await self._aembed_batch(["dimension probe"])
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        batches = [await self._aembed_batch(items[i : i + self.batch_size])
+                   for i in range(0, len(items), self.batch_size)]
+        return np.ascontiguousarray(np.concatenate(batches), dtype=np.float32)
+
+    def close(self) -> None:
+        """Close the pooled connections of :meth:`embed`."""
+        if self._poster is not None:
+            self._poster.close()
+
+    async def aclose(self) -> None:
+        """Close the pooled connections :meth:`aembed` opened on this event loop."""
+        if self._poster is not None:
+            await self._poster.aclose()
+
+    def _http(self) -> JSONPoster:
+        if self._poster is None or self._poster.timeout != self.timeout:
+            self._poster = JSONPoster(timeout=self.timeout)
+        return self._poster
+
+    def _request(self, batch: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
         key = self.api_key if self.api_key is not None else os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        try:
-            reply = post_json(
-                self.url,
-                {"model": self.model, "input": batch},
-                headers=headers,
-                timeout=self.timeout,
-                max_retries=self.max_retries,
-                backoff=self.retry_backoff,
-            )
-        except HTTPJSONError as exc:
+        return {"model": self.model, "input": batch}, headers
+
+    def _retry_or_raise(self, exc: HTTPJSONError, failures: int) -> float:
+        """Seconds to wait before another try after a 429 or 5xx; else the error to raise."""
+        if exc.status not in RETRY_STATUSES or failures >= self.max_retries:
             raise self._fail(str(exc), status=exc.status, body=exc.body) from exc
-        return self._parse(reply, len(batch))
+        delay = retry_delay(exc, failures, self.retry_backoff, 10.0)
+        log_retry(f"embedding with {self.model_id}", self.url, exc, failures + 1,
+                  self.max_retries + 1, delay)
+        return delay
+
+    def _embed_batch(self, batch: list[str]) -> Vectors:
+        payload, headers = self._request(batch)
+        failures = 0
+        while True:
+            try:
+                reply = self._http().post(self.url, payload, headers=headers)
+            except HTTPJSONError as exc:
+                time.sleep(self._retry_or_raise(exc, failures))
+                failures += 1
+                continue
+            return self._parse(reply, len(batch))
+
+    async def _aembed_batch(self, batch: list[str]) -> Vectors:
+        payload, headers = self._request(batch)
+        failures = 0
+        while True:
+            try:
+                reply = await self._http().apost(self.url, payload, headers=headers)
+            except HTTPJSONError as exc:
+                await asyncio.sleep(self._retry_or_raise(exc, failures))
+                failures += 1
+                continue
+            return self._parse(reply, len(batch))
 
     def _parse(self, reply: Any, expected: int) -> Vectors:
         data = reply.get("data") if isinstance(reply, dict) else None

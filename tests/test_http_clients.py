@@ -1,0 +1,163 @@
+"""The HTTP clients on httpx: pooled connections, real async calls, cancellation that writes
+nothing, and retries and fallbacks logged without secrets; against real servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from ctxslots import MemoryFlusher, OpenAIChatClient
+from ctxslots.stores.embedders import OpenAIEmbedder
+from ctxslots.testing import ScriptedChatServer, ScriptedReply
+
+MESSAGES = [{"role": "user", "content": "I moved from Helix to Neovim."},
+            {"role": "assistant", "content": "Noted."}]
+REPLY = json.dumps({"operations": [{"op": "upsert", "slot": "user", "key": "editor",
+                                    "value": "The user edits code in Neovim.",
+                                    "confidence": 0.9, "tags": []}]})
+
+
+def test_sync_calls_reuse_one_connection():
+    """Three completions from one client travel over one kept-alive connection."""
+    with ScriptedChatServer(["a", "b", "c"]) as server:
+        client = OpenAIChatClient(server.base_url, "scripted")
+        texts = [client.complete([]).text for _ in range(3)]
+        client.close()
+    assert ["a", "b", "c"] == texts
+    assert 1 == len({port for _, port in server.peers})
+
+
+def test_async_calls_run_on_the_loop_and_reuse_one_connection():
+    """acomplete runs concurrently on the event loop (no thread per call) over pooled connections."""
+    script = [ScriptedReply("slow", delay=0.4), ScriptedReply("slow", delay=0.4), "fast"]
+    with ScriptedChatServer(script) as server:
+        client = OpenAIChatClient(server.base_url, "scripted")
+
+        async def run() -> tuple[list[str], float]:
+            started = time.monotonic()
+            texts = await asyncio.gather(client.acomplete([]), client.acomplete([]))
+            elapsed = time.monotonic() - started
+            third = await client.acomplete([])
+            await client.aclose()
+            return [*[t.text for t in texts], third.text], elapsed
+
+        texts, elapsed = asyncio.run(run())
+    assert ["slow", "slow", "fast"] == texts
+    assert elapsed < 0.75                              # the two slow calls overlapped
+    assert 2 == len({port for _, port in server.peers})  # the third reused a connection
+
+
+def test_cancelling_aflush_during_the_model_call_writes_nothing(store):
+    """A wait_for timeout while the model is answering stops the flush: nothing is written, then
+    or later, and the messages stay unread."""
+    with ScriptedChatServer([ScriptedReply(REPLY, delay=1.0), REPLY]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted"))
+
+        async def run() -> None:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(flusher.aflush(MESSAGES, force=True), 0.3)
+            await asyncio.sleep(1.5)                   # longer than the server's delay
+
+        asyncio.run(run())
+        assert [] == list(store.facts())
+        assert 0 == flusher.messages_read("default")
+        report = flusher.flush(MESSAGES, force=True)    # the next flush does the work
+    assert "applied" == report.status and 1 == len(report.added)
+
+
+def test_cancelling_aflush_while_applying_rolls_back(store):
+    """A cancel that arrives while the operations are applied rolls their transaction back."""
+    applying = threading.Event()
+
+    def slow_operation(_index, _op) -> None:
+        applying.set()
+        time.sleep(0.5)
+
+    with ScriptedChatServer([REPLY]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted"),
+                                on_operation=slow_operation)
+
+        async def run() -> None:
+            task = asyncio.ensure_future(flusher.aflush(MESSAGES, force=True))
+            while not applying.is_set():
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(run())
+    assert [] == list(store.facts())
+    assert 0 == flusher.messages_read("default")
+
+
+def test_aflush_applies_like_flush(store):
+    """Uncancelled, aflush asks the model on the loop and applies the operations."""
+    with ScriptedChatServer([REPLY]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted"))
+        report = asyncio.run(flusher.aflush(MESSAGES, force=True))
+    assert "applied" == report.status
+    assert ["The user edits code in Neovim."] == [f.value for f in store.facts()]
+
+
+def test_retries_and_fallbacks_are_logged_without_the_key(caplog):
+    """A 500 retry and a response_format fallback each leave one warning naming the URL, and no
+    log line carries the API key."""
+    script = [ScriptedReply("overloaded", status=500),
+              ScriptedReply("response_format json_schema is not supported", status=400),
+              "{}"]
+    with ScriptedChatServer(script) as server, caplog.at_level(logging.WARNING):
+        client = OpenAIChatClient(server.base_url, "scripted", api_key="sk-secret-123",
+                                  backoff=0.01)
+        assert "{}" == client.complete([], json_schema={"type": "object"}).text
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("HTTP 500; try 2 of 4" in line and server.base_url in line for line in lines)
+    assert any("refused response_format 'json_schema'" in line and "'json_object_schema'" in line
+               for line in lines)
+    assert not any("sk-secret-123" in line for line in lines)
+    assert "json_object_schema" == client.response_format
+
+
+class EmbeddingServer(ScriptedChatServer):
+    """The scripted server, answering ``/embeddings`` posts too (a vector per input text)."""
+
+    def _handler(self):
+        base = super()._handler()
+        outer = self
+
+        class Handler(base):  # type: ignore[misc, valid-type]
+            def do_POST(self) -> None:
+                if not self.path.endswith("/embeddings"):
+                    return super().do_POST()
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer._next(body, dict(self.headers.items()), self.client_address[:2])
+                data = [{"index": i, "embedding": [1.0, float(len(t)), 0.0]}
+                        for i, t in enumerate(body["input"])]
+                self._send(200, json.dumps({"data": data}))
+
+        return Handler
+
+
+def test_embedder_sync_and_async_share_the_parsing_and_pool_connections():
+    """embed and aembed give the same vectors; batches reuse one connection per client."""
+    with EmbeddingServer([]) as server:
+        embedder = OpenAIEmbedder("m", server.base_url, batch_size=2)
+        texts = ["a", "bb", "ccc", "dddd", "eeeee"]
+        sync = embedder.embed(texts)
+
+        async def run():
+            vectors = await embedder.aembed(texts)
+            await embedder.aclose()
+            return vectors
+
+        async_ = asyncio.run(run())
+        embedder.close()
+    np.testing.assert_allclose(sync, async_)
+    assert (5, 3) == sync.shape
+    ports = [port for _, port in server.peers]
+    assert 6 == len(ports) and 2 == len(set(ports))     # 3 batches each way, 1 connection each
