@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -214,14 +215,17 @@ def test_bad_base_url_is_a_value_error(url: str) -> None:
         OpenAIChatClient(url, "m")
 
 
-def test_unreachable_server_is_retried_then_a_clear_error() -> None:
-    """A closed port is retried, then gives an LLMClientError naming the URL."""
+def test_refused_connection_fails_at_once_with_a_clear_error() -> None:
+    """A closed port is not retried: one LLMClientError naming the URL, without waiting."""
     server = ScriptedChatServer([])
     url = server.base_url
     server.close()
-    with pytest.raises(LLMClientError, match=r"127\.0\.0\.1.*after 2 tries") as info:
-        OpenAIChatClient(url, "m", max_retries=1, backoff=0.01).complete(HELLO)
+    started = time.monotonic()
+    with pytest.raises(LLMClientError, match=r"127\.0\.0\.1.*connection refused") as info:
+        OpenAIChatClient(url, "m", max_retries=3, backoff=2.0).complete(HELLO)
+    assert time.monotonic() - started < 1.5  # a retry would wait 2 s first
     assert None is info.value.status
+    assert "tries" not in str(info.value)
 
 
 def test_exhausted_script_answers_500() -> None:

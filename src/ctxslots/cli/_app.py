@@ -60,14 +60,46 @@ class CliContext:
 pass_cli_context = click.make_pass_decorator(CliContext)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _UsageLine(click.UsageError):
+    """A usage error shown as one line, with where to find help (click shows four)."""
+
+    def show(self, file: Any = None) -> None:
+        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"Error: {self.format_message()}{hint}", file=file, err=file is None)
+
+
+def _usage_line(exc: click.UsageError) -> click.UsageError:
+    if isinstance(exc, (_UsageLine, click.exceptions.NoArgsIsHelpError)):
+        return exc  # a bare group or command still shows its help
+    return _UsageLine(_one_line(exc.format_message()), exc.ctx)
+
+
 class _Group(click.Group):
-    """A click group that turns library errors into one clear line."""
+    """A click group that prints every error as one line: library errors, usage
+    errors (a mistyped command, a bad value, a missing file) and the commands' own."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _usage_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _usage_line(exc) from exc
         except CtxslotsError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise click.ClickException(_one_line(str(exc))) from exc
+        except click.ClickException as exc:
+            if _one_line(exc.message) == exc.message:
+                raise
+            raise click.ClickException(_one_line(exc.message)) from exc  # exit status 1
 
 
 @click.group(cls=_Group)

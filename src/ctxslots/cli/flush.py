@@ -85,18 +85,19 @@ def flush(
         try:
             report = flusher.flush(messages, conversation=conv, scope=scope, force=not if_due)
         except FlushError as exc:
-            _show(exc.report, as_json, err=not as_json)
+            if as_json:  # the failed report for a program; a person gets the one line below
+                _show(exc.report, as_json)
             raise click.ClickException(str(exc)) from exc
     _show(report, as_json)
 
 
-def _show(report: Any, as_json: bool, *, err: bool = False) -> None:
+def _show(report: Any, as_json: bool) -> None:
     if report is None:
         return
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
-        click.echo(report.summary(), err=err)
+        click.echo(report.summary())
 
 
 def register(cli: click.Group) -> None:

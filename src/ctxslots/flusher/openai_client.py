@@ -43,10 +43,24 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _refused(exc: BaseException) -> bool:
+    """Whether the failure is a refused connection (nothing listens at the address)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return True
+        reason = getattr(cause, "reason", None)  # urllib's URLError holds the OSError there
+        cause = reason if isinstance(reason, BaseException) else cause.__cause__
+    return False
+
+
 def _retryable(exc: HTTPJSONError) -> bool:
-    """429, 408, 5xx, timeouts and connection failures; never other 4xx or bad JSON."""
+    """429, 408, 5xx, timeouts and dropped connections; never other 4xx, bad JSON, or a
+    refused connection (nothing listens there: waiting and asking again only delays the error)."""
     if exc.status is None:
-        return True
+        return not _refused(exc)
     return exc.status in (408, 429) or 500 <= exc.status <= 599
 
 
@@ -68,8 +82,8 @@ class OpenAIChatClient:
             and with neither no ``Authorization`` header is sent.
         api_key_env: Environment variable holding the key.
         timeout: Seconds to wait for one answer.
-        max_retries: Extra tries after 408, 429, 5xx, timeouts and connection
-            failures (other 4xx fail at once).
+        max_retries: Extra tries after 408, 429, 5xx, timeouts and dropped
+            connections (other 4xx and a refused connection fail at once).
         backoff: First wait between tries, doubled each time (a server's
             ``Retry-After`` wins, up to :data:`MAX_RETRY_AFTER`).
         response_format: ``"json_schema"`` (send the schema, OpenAI's way),
@@ -227,6 +241,8 @@ class OpenAIChatClient:
             what = "the reply is not valid JSON"
         elif exc.status is not None:
             what = f"HTTP {exc.status}: {(exc.body or '')[:200]}"
+        elif _refused(exc):
+            what = "connection refused (is the server running?)"
         else:
             what = f"connection failed: {exc.reason}"
         message = f"chat completion at {url} failed: {what}"

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from .ages import days_in_words
 from ..errors import InvalidRequestError
 from . import default_environment, render_template
+from .ages import days_in_words
 from .readable import share
 
 if TYPE_CHECKING:

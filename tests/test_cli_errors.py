@@ -1,0 +1,72 @@
+"""Every error of the ctxslots command is one line: usage errors, library errors, a dead model server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from ctxslots.cli import cli
+from ctxslots.testing import ScriptedChatServer
+
+
+def _invoke(db_path, *args):
+    return CliRunner().invoke(cli, ["--db", str(db_path), *args], prog_name="ctxslots",
+                              catch_exceptions=False)
+
+
+@pytest.mark.parametrize(("args", "words", "help_of"), [
+    (["serach", "deploy"], "No such command 'serach'", "ctxslots --help"),
+    (["get", "abc"], "'abc' is not a valid integer", "ctxslots get --help"),
+    (["assemble", "hi", "--budget", "0"], "0 is not in the range", "ctxslots assemble --help"),
+    (["flush", "missing.jsonl", "--base-url", "http://127.0.0.1:1/v1", "--model", "m"],
+     "File 'missing.jsonl' does not exist", "ctxslots flush --help"),
+    (["import", "missing.jsonl"], "File 'missing.jsonl' does not exist", "ctxslots import --help"),
+    (["remember", "user"], "Missing argument 'VALUE'", "ctxslots remember --help"),
+    (["search", "x", "--limit", "lots"], "'lots' is not a valid integer", "ctxslots search --help"),
+], ids=["typo", "get-abc", "budget-0", "flush-missing-file", "import-missing-file",
+        "missing-argument", "bad-limit"])
+def test_a_usage_error_is_one_line_naming_the_help(db_path, tmp_path, monkeypatch, args, words, help_of):
+    """A mistyped command, a bad value or a missing file prints one line and exits 2."""
+    monkeypatch.chdir(tmp_path)
+    result = _invoke(db_path, *args)
+    assert 2 == result.exit_code
+    assert 1 == len(result.output.splitlines()), result.output
+    assert result.output.startswith("Error: ") and words in result.output
+    assert f"(see '{help_of}')" in result.output
+
+
+def test_a_bare_command_group_still_shows_its_help():
+    """``ctxslots`` with no arguments prints the help, not an error."""
+    result = CliRunner().invoke(cli, [], prog_name="ctxslots", catch_exceptions=False)
+    assert "Usage: ctxslots" in result.output and "Error" not in result.output
+
+
+def test_flush_against_a_dead_server_fails_once_quickly_in_one_line(db_path, tmp_path):
+    """A refused connection is not retried: one line naming the URL, exit 1, within a second or so."""
+    conversation = tmp_path / "chat.jsonl"
+    conversation.write_text('{"role": "user", "content": "I moved to Lisbon."}\n', encoding="utf-8")
+    server = ScriptedChatServer([])
+    url = server.base_url
+    server.close()  # nothing listens on that port now
+    started = time.monotonic()
+    result = _invoke(db_path, "flush", str(conversation), "--base-url", url, "--model", "m")
+    elapsed = time.monotonic() - started
+    assert 1 == result.exit_code
+    assert [f"Error: {result.output[7:].strip()}"] == result.output.splitlines(), result.output
+    assert 1 == result.output.count("connection refused") and url in result.output
+    assert elapsed < 2.0  # the client's retries would wait 0.5 + 1 + 2 s
+
+
+def test_a_failed_flush_with_json_prints_the_report_and_one_error_line(db_path, tmp_path):
+    """With --json the failed report goes to stdout as JSON; the error is still one line."""
+    conversation = tmp_path / "chat.jsonl"
+    conversation.write_text('{"role": "user", "content": "I moved to Lisbon."}\n', encoding="utf-8")
+    with ScriptedChatServer(["not json", "still not json"]) as server:
+        result = CliRunner().invoke(cli, ["--db", str(db_path), "flush", str(conversation),
+                                          "--base-url", server.base_url, "--model", "m", "--json"],
+                                    catch_exceptions=False)
+    assert 1 == result.exit_code
+    assert '"status": "failed"' in result.stdout
+    assert 1 == len(result.stderr.splitlines()) and result.stderr.startswith("Error: ")
