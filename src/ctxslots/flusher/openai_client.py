@@ -52,7 +52,7 @@ def _refused(exc: BaseException) -> bool:
         if isinstance(cause, ConnectionRefusedError):
             return True
         reason = getattr(cause, "reason", None)  # urllib's URLError holds the OSError there
-        cause = reason if isinstance(reason, BaseException) else cause.__cause__
+        cause = reason if isinstance(reason, BaseException) else cause.__cause__ or cause.__context__
     return False
 
 
