@@ -62,6 +62,7 @@ from .stores import (
     RankingPolicy,
     sanitize_query,
 )
+from .tokens import HuggingFaceCounter, TokenCounterProtocol
 from .tools import MemoryTools
 
 __version__ = "0.1.0"
@@ -85,6 +86,7 @@ __all__ = [
     "FlushReport",
     "Hit",
     "HitTrace",
+    "HuggingFaceCounter",
     "ImportReport",
     "InvalidArgumentError",
     "InvalidFactError",
@@ -112,6 +114,7 @@ __all__ = [
     "StoreError",
     "TemplateError",
     "TokenCounter",
+    "TokenCounterProtocol",
     "UserMemoryContributor",
     "__version__",
     "count_tokens",

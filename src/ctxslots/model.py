@@ -407,7 +407,7 @@ class AssembledPrompt:
         budget: The request's token budget.
         safety_margin: Tokens kept free for other tokenizers' larger counts.
         answer_reserve: Tokens kept free for the model's answer.
-        encoding: The tiktoken encoding that counted.
+        encoding: What counted the tokens: the tiktoken encoding, or the counter's name.
         message: The user message the sections were chosen for.
         scope: The workspace, or ``None``.
         sections: One report per section, in placement order.

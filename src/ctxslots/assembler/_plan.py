@@ -9,7 +9,7 @@ import jinja2
 
 from ..model import DropReason, Item, ItemDecision, Section, SectionReport
 from ..request import AssemblyRequest
-from ..tokens import TokenCounter
+from ..tokens import TokenCounterProtocol
 from ._run import Outcome
 from .fit import Prepared
 from .render import render_header, render_item
@@ -73,7 +73,7 @@ def _text_key(text: str) -> str:
 
 def prepare(
     sections: Sequence[tuple[Section, str | None]], env: jinja2.Environment,
-    counter: TokenCounter,
+    counter: TokenCounterProtocol,
 ) -> list[Prepared]:
     """Render each section's header and lines, count them, and mark duplicates.
 

@@ -16,7 +16,14 @@ from ..errors import BudgetExceededError, InvalidRequestError
 from ..model import AssembledPrompt
 from ..plugins import collect, make_plugin_manager
 from ..request import AssemblyRequest
-from ..tokens import DEFAULT_ENCODING, TokenCounter
+from ..tokens import (
+    DEFAULT_ENCODING,
+    TokenCounter,
+    TokenCounterProtocol,
+    counter_name,
+    exact_count,
+)
+from ..tokens.protocol import check_counter
 from ._plan import build_reports, collect_sections, prepare
 from ._run import Outcome, call_async, call_sync
 from .dump import dump_prompt
@@ -65,13 +72,18 @@ class PromptAssembler:
         contributors: Exactly these contributors; ``None`` uses every contributor
             registered through ``register_contributors`` (the three memory slots
             and plugins').
-        encoding: The tiktoken encoding that counts tokens.
+        encoding: The tiktoken encoding that counts tokens (when no ``counter`` is
+            given; with one, the counter's name).
+        counter: What counts tokens: any object with ``count(text) -> int``
+            (:class:`~ctxslots.tokens.TokenCounterProtocol`), such as a
+            :class:`~ctxslots.tokens.HuggingFaceCounter` for a model whose
+            tokenizer is not OpenAI's. Default: a :class:`TokenCounter` for
+            ``encoding``, which remembers the count of each rendered piece.
         templates: Template overrides by name (mapping of name to source, or a directory).
         loader: Another jinja2 loader, tried after ``templates``, before the built-ins.
         load_entry_points: Also load plugins from the ``ctxslots`` entry-point group.
         plugin_manager: The pluggy manager holding the plugins.
         environment: The jinja2 environment of every template.
-        counter: The token counter (it remembers the count of each rendered piece).
     """
 
     store: SearchableStore | None = attrs.field(validator=_check_store)
@@ -80,15 +92,20 @@ class PromptAssembler:
         default=None, kw_only=True, converter=_contributors
     )
     encoding: str = attrs.field(default=DEFAULT_ENCODING, kw_only=True)
+    _counter: TokenCounterProtocol | None = attrs.field(default=None, kw_only=True, repr=False,
+                                                        alias="counter")
     templates: Templates | None = attrs.field(default=None, kw_only=True)
     loader: jinja2.BaseLoader | None = attrs.field(default=None, kw_only=True)
     load_entry_points: bool = attrs.field(default=False, kw_only=True)
     plugin_manager: pluggy.PluginManager = attrs.field(init=False, repr=False)
     environment: jinja2.Environment = attrs.field(init=False, repr=False)
-    counter: TokenCounter = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        self.counter = TokenCounter(self.encoding)
+        if self._counter is None:
+            self._counter = TokenCounter(self.encoding)
+        else:
+            check_counter(self._counter)
+            self.encoding = counter_name(self._counter)
         self.plugin_manager = make_plugin_manager(
             self.plugins, entry_points=bool(self.load_entry_points)
         )
@@ -108,6 +125,12 @@ class PromptAssembler:
                     raise InvalidRequestError(f"two contributors are named {obj.name!r}",
                                               field="contributors", value=obj)
                 names.add(obj.name)
+
+    @property
+    def counter(self) -> TokenCounterProtocol:
+        """What counts tokens (the ``counter`` given, else a :class:`TokenCounter`)."""
+        assert self._counter is not None  # set in __attrs_post_init__
+        return self._counter
 
     def _contributors(self) -> tuple[Contributor, ...]:
         return self.contributors or ()
@@ -142,12 +165,12 @@ class PromptAssembler:
         prepared = prepare(sections, self.environment, self.counter)
         available = request.available
         fit(prepared, available, self.counter.count(SECTION_SEPARATOR))
-        text, total = verify(prepared, available, SECTION_SEPARATOR, self.counter.count_exact)
+        text, total = verify(prepared, available, SECTION_SEPARATOR, exact_count(self.counter))
         overflow = any(p.section.sticky and p.cut is not None for p in prepared)
         prompt = AssembledPrompt(
             text=text, total_tokens=total, budget=request.budget,
             safety_margin=request.safety_margin, answer_reserve=request.answer_reserve,
-            encoding=self.counter.encoding, message=request.message, scope=request.scope,
+            encoding=self.encoding, message=request.message, scope=request.scope,
             sections=build_reports(prepared), sticky_overflow=overflow,
         )
         if overflow:

@@ -17,23 +17,35 @@ __all__ = ["register"]
 @click.option("--scope", help="Workspace of the turn (default: global facts only).")
 @click.option("--budget", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Token budget of the assembled context.")
+@click.option("--tokenizer", default=None, metavar="NAME|PATH",
+              help="What counts tokens: o200k_base (default) or cl100k_base, or the path of a "
+              "HuggingFace tokenizer.json (needs the 'tokenizers' extra; never downloaded).")
+@click.option("--safety-margin", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tokens of the budget left unused, for a tokenizer that counts a little "
+              "differently from the model's.")
+@click.option("--answer-reserve", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tokens of the budget kept for the model's answer.")
 @click.option("--dump", "dump_format", type=click.Choice(["json", "markdown", "html"]),
               help="Also render a dump showing every item kept or dropped, and why.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the dump to this file (the prompt still goes to stdout).")
 @pass_cli_context
 def assemble(
-    app: CliContext, message: str, scope: str | None, budget: int, dump_format: str | None,
-    output: Path | None,
+    app: CliContext, message: str, scope: str | None, budget: int, tokenizer: str | None,
+    safety_margin: int, answer_reserve: int, dump_format: str | None, output: Path | None,
 ) -> None:
     """Assemble the context for MESSAGE and print it (with --dump, print the dump instead)."""
     from ..assembler import AssemblyRequest, PromptAssembler
+    from ..tokens import counter_from_spec
 
     if output is not None and dump_format is None:
         raise click.UsageError("-o/--output needs --dump")
+    counter = counter_from_spec(tokenizer) if tokenizer else None
+    request = AssemblyRequest(message, scope=scope, budget=budget, safety_margin=safety_margin,
+                              answer_reserve=answer_reserve)
     with app.open_store() as store:
-        assembler = PromptAssembler(store, load_entry_points=True)
-        prompt = assembler.assemble(AssemblyRequest(message, scope=scope, budget=budget))
+        assembler = PromptAssembler(store, load_entry_points=True, counter=counter)
+        prompt = assembler.assemble(request)
         dumped = assembler.dump(prompt, dump_format) if dump_format else None
     if dumped is None or output is not None:
         click.echo(prompt.text, nl=False)

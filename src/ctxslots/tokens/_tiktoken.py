@@ -24,9 +24,10 @@ from collections.abc import Mapping
 import attrs
 import tiktoken
 
-from .errors import EncodingError, InvalidRequestError
+from ..errors import EncodingError, InvalidRequestError
 
-__all__ = ["DEFAULT_ENCODING", "ENCODINGS", "TokenCounter", "count_tokens", "get_encoding"]
+__all__ = ["DEFAULT_ENCODING", "ENCODINGS", "TokenCounter", "count_tokens", "get_encoding",
+           "parse_ranks"]
 
 #: The encoding used when none is named.
 DEFAULT_ENCODING = "o200k_base"
@@ -156,6 +157,11 @@ class TokenCounter:
                                       field="cache_size", value=self.cache_size)
         self._enc = get_encoding(self.encoding)
         self._cached = functools.lru_cache(maxsize=self.cache_size)(self.count_exact)
+
+    @property
+    def name(self) -> str:
+        """The encoding name, as prompts and dumps report it."""
+        return self.encoding
 
     def count(self, text: str) -> int:
         """Tokens of ``text``; a piece seen before is not encoded again."""

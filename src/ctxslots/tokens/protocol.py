@@ -1,0 +1,70 @@
+"""What a token counter is, and how one is chosen by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import EncodingError, InvalidRequestError
+from ._tiktoken import ENCODINGS, TokenCounter
+from .huggingface import HuggingFaceCounter
+
+__all__ = ["TokenCounterProtocol", "check_counter", "counter_from_spec", "counter_name",
+           "exact_count"]
+
+
+@runtime_checkable
+class TokenCounterProtocol(Protocol):
+    """Counts the tokens of a text the way the model that reads the prompt will.
+
+    The assembler calls ``count`` on every rendered piece and on the final
+    prompt, so it should be fast on short strings (cache if encoding is slow).
+    A counter may also offer ``count_exact(text)`` (used for the final prompt
+    instead of ``count``, for counters whose ``count`` is approximate or cached)
+    and a ``name`` that prompts and dumps report (default: the class name).
+    """
+
+    def count(self, text: str) -> int:
+        """The number of tokens of ``text``."""
+        ...
+
+
+def check_counter(counter: Any) -> TokenCounterProtocol:
+    """``counter`` if it has a callable ``count``.
+
+    :raises InvalidRequestError: It has none.
+    """
+    if not callable(getattr(counter, "count", None)):
+        raise InvalidRequestError(
+            f"counter must have a count(text) -> int method, not {type(counter).__name__}",
+            field="counter", value=counter)
+    return counter  # type: ignore[no-any-return]
+
+
+def counter_name(counter: TokenCounterProtocol) -> str:
+    """The name a prompt reports for ``counter``: its ``name``, else its class name."""
+    name = getattr(counter, "name", None)
+    return name if isinstance(name, str) and name else type(counter).__name__
+
+
+def exact_count(counter: TokenCounterProtocol) -> Callable[[str], int]:
+    """The counter's ``count_exact`` when it has one, else its ``count``."""
+    exact = getattr(counter, "count_exact", None)
+    return exact if callable(exact) else counter.count
+
+
+def counter_from_spec(spec: str) -> TokenCounterProtocol:
+    """A counter from a name: a tiktoken encoding (``o200k_base``, ``cl100k_base``) or the
+    path of a HuggingFace ``tokenizer.json`` file (read locally, never downloaded).
+
+    :raises EncodingError: Neither a known encoding nor a readable tokenizer file.
+    """
+    if spec in ENCODINGS:
+        return TokenCounter(spec)
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return HuggingFaceCounter(path)
+    raise EncodingError(
+        f"unknown tokenizer {spec!r}: give {' or '.join(sorted(ENCODINGS))}, or the path of a "
+        "tokenizer.json file", encoding=spec)

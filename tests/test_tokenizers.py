@@ -1,0 +1,160 @@
+"""Any tokenizer: the counter protocol, a real HuggingFace tokenizer.json built with the
+``tokenizers`` package, and the CLI options that choose and budget for it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from _assembler_helpers import make_store
+from click.testing import CliRunner
+
+from ctxslots import (
+    AssemblyRequest,
+    EncodingError,
+    HuggingFaceCounter,
+    InvalidRequestError,
+    ProjectMemoryContributor,
+    PromptAssembler,
+    TokenCounterProtocol,
+    UserMemoryContributor,
+    count_tokens,
+)
+from ctxslots.cli import cli
+from ctxslots.tokens import counter_from_spec
+
+tokenizers = pytest.importorskip("tokenizers")
+
+CORPUS = [
+    "The shop deploys on Fridays after the freeze window closes.",
+    "Deploy rules: run the checklist, warm the cache, then tag the release.",
+    "The user edits code in Neovim and prefers short answers.",
+] * 20
+
+FACTS = [("project", "shop", f"Deploy rule {i}: the shop deploy waits for the freeze window "
+          f"and the checklist step {i} before tagging.") for i in range(12)]
+FACTS += [("user", None, "The user deploys shop releases from a Linux laptop.")]
+
+
+@pytest.fixture(name="tokenizer_file", scope="module")
+def fixture_tokenizer_file(tmp_path_factory) -> Path:
+    """A real byte-level BPE tokenizer.json, trained here on a tiny corpus (so it splits words
+    into more pieces than o200k_base does), adding a BOS token around every sequence."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(CORPUS, trainer=trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tokenizer.token_to_id("<s>"))])
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+SAMPLES = ["", "hello world", "The shop deploys on Fridays.", "Ünïcödé ✓ 日本語 🙂",
+           "<s> looks like a special token", "x" * 500, "line\n\n  indented\ttab"]
+
+
+def test_counts_match_the_tokenizer_itself(tokenizer_file):
+    """The counter agrees with tokenizers' own encoding (without the BOS it adds) on every sample."""
+    reference = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+    counter = HuggingFaceCounter(tokenizer_file)
+    for text in SAMPLES:
+        expected = len(reference.encode(text, add_special_tokens=False).ids)
+        assert expected == counter.count(text) == counter.count_exact(text)
+    assert len(reference.encode("hello world").ids) == counter.count("hello world") + 1
+    assert isinstance(counter, TokenCounterProtocol)
+    assert "hf:tok0/tokenizer.json" == counter.name
+
+
+def test_o200k_fitted_prompt_is_over_budget_for_another_tokenizer(tokenizer_file, tmp_path):
+    """Fitted with o200k the prompt overflows the budget as the other tokenizer counts it; fitted
+    with that tokenizer's counter it fits, and the prompt names the counter."""
+    hf = HuggingFaceCounter(tokenizer_file)
+    store = make_store(tmp_path / "t.db", FACTS)
+    contributors = [UserMemoryContributor(store), ProjectMemoryContributor(store, limit=12)]
+    request = AssemblyRequest("deploy shop freeze checklist", scope="shop", budget=150)
+    default = PromptAssembler(store, contributors=contributors).assemble(request)
+    fitted = PromptAssembler(store, contributors=contributors, counter=hf).assemble(request)
+    store.close()
+    assert count_tokens(default.text) <= 150 < hf.count(default.text)
+    assert hf.count(fitted.text) == fitted.total_tokens <= 150
+    assert len(fitted.kept) < len(default.kept)
+    assert "hf:tok0/tokenizer.json" == fitted.encoding == json.loads(fitted.dump("json"))["encoding"]
+
+
+class Words:
+    """A counter of whitespace-separated words: anything with count() will do."""
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_any_object_with_count_is_a_counter(tmp_path):
+    """A plain object with count(text) fits the prompt by its own counts and names itself."""
+    store = make_store(tmp_path / "w.db", FACTS)
+    prompt = PromptAssembler(store, contributors=[ProjectMemoryContributor(store, limit=12)],
+                             counter=Words()).assemble(
+        AssemblyRequest("deploy shop freeze", scope="shop", budget=60))
+    store.close()
+    assert len(prompt.text.split()) == prompt.total_tokens <= 60
+    assert "Words" == prompt.encoding
+
+
+def test_a_counter_without_count_is_refused(tmp_path):
+    """An object without count() is a clear InvalidRequestError at construction."""
+    with pytest.raises(InvalidRequestError, match="count"):
+        PromptAssembler(None, contributors=[], counter=object())
+
+
+def test_spec_names_an_encoding_or_a_file(tokenizer_file, tmp_path):
+    """A tokenizer spec is an encoding name or a tokenizer.json path; anything else is refused."""
+    assert "cl100k_base" == counter_from_spec("cl100k_base").name
+    assert isinstance(counter_from_spec(str(tokenizer_file)), HuggingFaceCounter)
+    with pytest.raises(EncodingError, match="unknown tokenizer 'Qwen/Qwen2.5-7B'"):
+        counter_from_spec("Qwen/Qwen2.5-7B")                 # a hub name: never downloaded
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(EncodingError, match="not a tokenizer.json file"):
+        HuggingFaceCounter(bad)
+
+
+def test_without_the_package_says_how_to_install(tokenizer_file, monkeypatch):
+    """Without the tokenizers package the counter names the extra to install."""
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    with pytest.raises(EncodingError, match=r"pip install 'ctxslots\[tokenizers\]'"):
+        HuggingFaceCounter(tokenizer_file)
+
+
+def test_cli_tokenizer_safety_margin_and_answer_reserve(tokenizer_file, tmp_path):
+    """assemble --tokenizer PATH --safety-margin --answer-reserve fits the prompt to what is left,
+    counted by that tokenizer."""
+    db = tmp_path / "c.db"
+    make_store(db, FACTS).close()
+    result = CliRunner().invoke(cli, [
+        "--db", str(db), "assemble", "deploy shop freeze", "--scope", "shop", "--budget", "200",
+        "--tokenizer", str(tokenizer_file), "--safety-margin", "20", "--answer-reserve", "60",
+        "--dump", "json"], catch_exceptions=False)
+    assert 0 == result.exit_code, result.output
+    data = json.loads(result.output)
+    assert (200, 20, 60, 120) == (data["budget"], data["safety_margin"], data["answer_reserve"],
+                                  data["available"])
+    assert "hf:tok0/tokenizer.json" == data["encoding"]
+    assert HuggingFaceCounter(tokenizer_file).count(data["text"]) == data["total_tokens"] <= 120
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tokenizer", "llama-3"], "Error: unknown tokenizer 'llama-3'"),
+    (["--budget", "50", "--answer-reserve", "50"], "Error: budget 50 leaves no room"),
+])
+def test_cli_bad_tokenizer_options_are_one_line(tmp_path, args, message):
+    """A bad --tokenizer or a budget with no room left is one error line, exit status 1."""
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "e.db"), "assemble", "hi", *args])
+    assert 1 == result.exit_code
+    assert result.output.startswith(message) and 1 == len(result.output.splitlines())
