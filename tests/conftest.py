@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -66,3 +67,32 @@ def fixture_store(db_path: Path, clock: Clock) -> Iterator["FactStore"]:
 
 
 from ctxslots import FactStore  # noqa: E402  (for the annotation above)
+
+
+@pytest.fixture(scope="session", name="postgres")
+def fixture_postgres() -> Iterator["PostgresServer"]:
+    """One real PostgreSQL with pgvector for the session (pgserver, or $CTXSLOTS_TEST_POSTGRES_URL)."""
+    pytest.importorskip("psycopg")
+    pytest.importorskip("psycopg_pool")
+    from _postgres import ENV, start_server
+
+    if not os.environ.get(ENV):
+        pytest.importorskip("pgserver")
+    server, handle = start_server()
+    try:
+        yield server
+    finally:
+        if not server.private:
+            server.drop_all()
+        if handle is not None:
+            handle.cleanup()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(name="pg_url")
+def fixture_pg_url(postgres: "PostgresServer") -> str:
+    """The URL of a fresh database holding an empty, migrated store."""
+    return postgres.database()
+
+
+if TYPE_CHECKING:
+    from _postgres import PostgresServer

@@ -1,0 +1,438 @@
+"""PostgresBackend: the storage seam implemented on PostgreSQL with pgvector."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from ...errors import StoreError
+from ..backend import (
+    FactFilter,
+    Health,
+    HistoryEntry,
+    LexicalCandidate,
+    Row,
+    VectorState,
+)
+from . import _health, _links, _meta, _rows, _vectors
+from ._connect import check_server, connect_error, open_pool
+from ._errors import store_error
+from ._lexical import LEXICAL_RANKINGS, LexicalLeg
+from ._schema import migrate
+from ._url import safe_location
+from ._vector_io import register_vector
+
+__all__ = ["PostgresBackend"]
+
+
+class _Held(threading.local):
+    """The connection this thread holds for a transaction or a snapshot."""
+
+    conn: psycopg.Connection[Any] | None = None
+    writing: int = 0
+
+
+@attrs.define
+class PostgresBackend:
+    """Facts in a PostgreSQL database, shared by any number of processes and hosts.
+
+    Opening connects once to check the server (version, pgvector), applies
+    the schema migrations under an advisory lock, then opens a pool.
+    Transactions are per thread: a thread's :meth:`transaction` holds one pool
+    connection until it ends, and every call that thread makes inside it uses
+    that connection; other calls borrow a connection for themselves.
+
+    Attributes:
+        url: A ``postgresql://`` URL (libpq also reads ``PGPASSWORD``,
+            ``~/.pgpass`` and the other ``PG*`` variables).
+        pool_size: Most connections the pool opens (see docs/postgres.md).
+        connect_timeout: Seconds to wait for the server when connecting.
+        lock_timeout: Seconds a statement waits for another writer's lock.
+        lexical_ranking: ``"bm25"`` (FTS5's formula; the default) or
+            ``"ts_rank_cd"`` (PostgreSQL's cover density).
+    """
+
+    url: str = attrs.field(repr=False)
+    pool_size: int = attrs.field(default=4, validator=attrs.validators.ge(1))
+    connect_timeout: float = 10.0
+    lock_timeout: float = 30.0
+    lexical_ranking: str = attrs.field(default="bm25",
+                                       validator=attrs.validators.in_(LEXICAL_RANKINGS))
+    engine: str = attrs.field(init=False, default="postgresql")
+    location: str = attrs.field(init=False, default="")
+    _pool: ConnectionPool | None = attrs.field(init=False, default=None, repr=False)
+    _held: _Held = attrs.field(init=False, factory=_Held, repr=False)
+    _lexical: LexicalLeg = attrs.field(init=False, repr=False)
+    _vector_oid: int = attrs.field(init=False, default=0, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.location = safe_location(self.url)
+        self._lexical = LexicalLeg(self.lexical_ranking)
+        try:
+            first = psycopg.connect(self.url, autocommit=True,
+                                    connect_timeout=max(2, int(self.connect_timeout)))
+        except psycopg.Error as exc:
+            raise connect_error(exc, self.url) from None
+        with first:
+            try:
+                self._prepare(first)
+            except psycopg.Error as exc:
+                raise store_error(exc, self.location) from exc
+        self._pool = open_pool(self.url, min_size=1, max_size=self.pool_size,
+                               timeout=self.connect_timeout, configure=self._configure)
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
+        versions = conn.execute(
+            "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+            "(SELECT default_version FROM pg_available_extensions WHERE name = 'vector')"
+        ).fetchone()
+        assert versions is not None
+        check_server(self.location, conn.info.server_version, versions[0], versions[1])
+        migrate(conn, self.location)
+        oid = conn.execute("SELECT 'vector'::regtype::oid").fetchone()
+        assert oid is not None
+        self._vector_oid = int(oid[0])
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        register_vector(conn, self._vector_oid)
+        conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
+
+    # -- connections -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        """The thread's held connection, or one borrowed from the pool for the block."""
+        try:
+            held = self._held.conn
+            if held is not None:
+                yield held
+                return
+            with self._open_pool().connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise store_error(exc, self.location) from exc
+
+    def _open_pool(self) -> ConnectionPool:
+        if self._pool is None:
+            raise StoreError(f"the store at {self.location} is closed", path=self.location)
+        return self._pool
+
+    def _iterate(self, produce: Any, *args: Any) -> Iterator[Any]:
+        """Rows from a server-side cursor, inside the held transaction or one of its own."""
+        with self._conn() as conn:
+            if self._held.conn is conn:
+                yield from produce(conn, *args)
+                return
+            with conn.transaction():
+                yield from produce(conn, *args)
+
+    def close(self) -> None:
+        """Close the pool (idempotent)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction; nested blocks are savepoints."""
+        held = self._held
+        if held.conn is not None:
+            if not held.writing:
+                raise StoreError("cannot write inside a snapshot() block", path=self.location)
+            try:
+                with held.conn.transaction():
+                    held.writing += 1
+                    try:
+                        yield
+                    finally:
+                        held.writing -= 1
+            except psycopg.Error as exc:
+                raise store_error(exc, self.location) from exc
+            return
+        try:
+            with self._open_pool().connection() as conn:
+                held.conn, held.writing = conn, 1
+                try:
+                    with conn.transaction():
+                        yield
+                finally:
+                    held.conn, held.writing = None, 0
+        except psycopg.Error as exc:
+            raise store_error(exc, self.location) from exc
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside see one moment of the store (a repeatable-read, read-only transaction)."""
+        held = self._held
+        if held.conn is not None:
+            yield
+            return
+        try:
+            with self._open_pool().connection() as conn:
+                held.conn, held.writing = conn, 0
+                try:
+                    with conn.transaction():
+                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                        yield
+                finally:
+                    held.conn = None
+        except psycopg.Error as exc:
+            raise store_error(exc, self.location) from exc
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this thread has a :meth:`transaction` block open."""
+        return self._held.writing > 0
+
+    def _locking(self) -> bool:
+        return self._held.writing > 0
+
+    def info(self) -> dict[str, Any]:
+        """Engine, location, schema version, size, server and pgvector versions."""
+        with self._conn() as conn:
+            return _health.info(conn, self.location)
+
+    def used_bytes(self) -> int:
+        """Bytes of the store's tables and indexes."""
+        with self._conn() as conn:
+            return _health.used_bytes(conn)
+
+    def get_meta(self, name: str) -> str | None:
+        """A store-wide setting (reserved until the transaction ends, inside one)."""
+        with self._conn() as conn:
+            if self._locking():
+                _rows.reserve_name(conn, "meta", name)
+            return _meta.get_meta(conn, name)
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Write a store-wide setting."""
+        with self._conn() as conn:
+            _meta.set_meta(conn, name, value)
+
+    # -- fact rows -----------------------------------------------------------------
+
+    def get(self, fact_id: int, *, live_at: float | None = None) -> Row | None:
+        """The fact with this id (locked until the transaction ends, inside one)."""
+        with self._conn() as conn:
+            return _rows.get(conn, fact_id, live_at, lock=self._locking())
+
+    def get_archived(self, fact_id: int) -> Row | None:
+        """The archived fact with this id."""
+        with self._conn() as conn:
+            return _rows.get_archived(conn, fact_id)
+
+    def get_by_key(self, slot: str, scope: str, key: str, *, live_at: float | None = None
+                   ) -> Row | None:
+        """The fact with this slot, scope and key (the key reserved, inside a transaction)."""
+        with self._conn() as conn:
+            return _rows.get_by_key(conn, slot, scope, key, live_at, lock=self._locking())
+
+    def find_same(self, slot: str, scope: str, key: str | None, value: str, *,
+                  archived: bool = False, live_at: float | None = None) -> int | None:
+        """The lowest id of a fact with exactly this slot, scope, key and value."""
+        with self._conn() as conn:
+            return _rows.find_same(conn, slot, scope, key, value, archived=archived,
+                                   live_at=live_at)
+
+    def insert(self, row: Row, *, fact_id: int | None = None) -> int:
+        """Insert a live fact; a taken key raises :class:`~ctxslots.errors.DuplicateKeyError`."""
+        with self._conn() as conn:
+            return _rows.insert(conn, row, fact_id, self.location)
+
+    def insert_archived(self, row: Row, fact_id: int) -> None:
+        """Insert a fact straight into the archive."""
+        with self._conn() as conn:
+            _rows.insert_archived(conn, row, fact_id)
+
+    def update(self, fact_id: int, fields: Mapping[str, Any]) -> None:
+        """Set some columns of a live fact."""
+        with self._conn() as conn:
+            _rows.update(conn, fact_id, fields)
+
+    def add_history(self, entries: Sequence[HistoryEntry]) -> None:
+        """Record earlier values."""
+        with self._conn() as conn:
+            _rows.add_history(conn, entries)
+
+    def archive(self, fact_id: int, *, archived_at: float, reason: str | None) -> Row | None:
+        """Move a live fact and its vector to the archive."""
+        with self._conn() as conn:
+            archived = _rows.archive(conn, fact_id, archived_at, reason)
+            if archived is not None:
+                _vectors.delete(conn, [fact_id])
+            return archived
+
+    def adjust_score(self, fact_id: int, delta: float, *, live_at: float) -> bool:
+        """Add ``delta`` to a live fact's score; whether it existed."""
+        with self._conn() as conn:
+            return _rows.adjust_score(conn, fact_id, delta, live_at)
+
+    def touch(self, fact_ids: Sequence[int], now: float) -> int:
+        """Count an access of each fact; how many changed."""
+        with self._conn() as conn:
+            return _rows.touch(conn, fact_ids, now)
+
+    def id_is_free(self, fact_id: int) -> bool:
+        """Whether no fact ever had this id."""
+        with self._conn() as conn:
+            return _rows.id_is_free(conn, fact_id)
+
+    def history(self, fact_id: int) -> list[HistoryEntry]:
+        """Earlier values of one fact, oldest first."""
+        with self._conn() as conn:
+            return _rows.history(conn, fact_id)
+
+    def all_history(self) -> Iterator[HistoryEntry]:
+        """Every history entry, by fact id then time."""
+        return self._iterate(_rows.all_history)
+
+    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False
+               ) -> Iterator[Row]:
+        """Facts passing ``flt``, by id or by observed time."""
+        return self._iterate(_rows.select, flt, order, archived)
+
+    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter) -> list[Row]:
+        """The facts with these ids that pass ``flt``."""
+        with self._conn() as conn:
+            return _rows.rows_by_ids(conn, fact_ids, flt)
+
+    def neighbours(self, row: Row, flt: FactFilter, *, before: int, after: int
+                   ) -> tuple[list[Row], list[Row]]:
+        """Facts just before (newest first) and after (oldest first) ``row``."""
+        with self._conn() as conn:
+            return _rows.neighbours(conn, row, flt, before, after)
+
+    def group_counts(self, *, live_at: float) -> list[tuple[str, str, int, int]]:
+        """``(slot, scope, facts, expired)`` per slot and scope."""
+        with self._conn() as conn:
+            return _rows.group_counts(conn, live_at)
+
+    def counts(self) -> dict[str, int]:
+        """Row counts of facts, archive and history."""
+        with self._conn() as conn:
+            return _rows.counts(conn)
+
+    def set_superseded(self, pairs: Sequence[tuple[int, int | None]], *, archived: bool = False
+                       ) -> None:
+        """Set ``superseded_by`` for ``(fact_id, by)`` pairs."""
+        with self._conn() as conn:
+            _rows.set_superseded(conn, pairs, archived)
+
+    def hand_over_superseded(self, old: int, new: int) -> None:
+        """Facts hidden by ``old`` are hidden by ``new`` instead."""
+        with self._conn() as conn:
+            _rows.hand_over_superseded(conn, old, new)
+
+    def hidden_counts(self, fact_ids: Sequence[int]) -> dict[int, int]:
+        """How many live facts each of these facts hides."""
+        with self._conn() as conn:
+            return _rows.hidden_counts(conn, fact_ids)
+
+    # -- links and flush progress ----------------------------------------------------
+
+    def strengthen_links(self, pairs: Sequence[tuple[int, int]], now: float) -> None:
+        """Add one to each ``(a, b)`` link."""
+        with self._conn() as conn:
+            _links.strengthen_links(conn, pairs, now)
+
+    def merge_links(self, rows: Sequence[tuple[int, int, float, float]]) -> None:
+        """Write links; the stronger wins on a clash."""
+        with self._conn() as conn:
+            _links.merge_links(conn, rows)
+
+    def links_of(self, fact_id: int) -> dict[int, float]:
+        """Every fact linked to ``fact_id``, with the strength."""
+        with self._conn() as conn:
+            return _links.links_of(conn, fact_id)
+
+    def links_among(self, fact_ids: Sequence[int], min_strength: float
+                    ) -> list[tuple[int, int, float]]:
+        """Links at least ``min_strength`` touching these facts."""
+        with self._conn() as conn:
+            return _links.links_among(conn, fact_ids, min_strength)
+
+    def all_links(self) -> Iterator[tuple[int, int, float, float]]:
+        """Every link, by ``a, b``."""
+        with self._conn() as conn:
+            return iter(list(_links.all_links(conn)))
+
+    def read_progress(self, conversation: str) -> tuple[int, str] | None:
+        """``(messages_read, fingerprint)`` of a conversation."""
+        with self._conn() as conn:
+            return _meta.read_progress(conn, conversation)
+
+    def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
+                       now: float) -> None:
+        """Record how far a conversation was read."""
+        with self._conn() as conn:
+            _meta.write_progress(conn, conversation, messages_read, fingerprint, now)
+
+    # -- the two candidate legs ----------------------------------------------------------
+
+    def lexical(self, tokens: Sequence[str], flt: FactFilter, pool: int, *,
+                archived: bool = False) -> list[LexicalCandidate]:
+        """The best ``pool`` word matches of ``tokens`` among facts passing ``flt``."""
+        with self._conn() as conn:
+            return self._lexical.search(conn, "archive" if archived else "facts", tokens, flt,
+                                        pool)
+
+    def drop_common(self, tokens: list[str], *, share: float, min_rows: int) -> list[str]:
+        """``tokens`` without words found in more than ``share`` of the facts."""
+        with self._conn() as conn:
+            return self._lexical.drop_common(conn, tokens, share=share, min_rows=min_rows)
+
+    def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
+        """The ``k`` nearest facts passing ``flt``: exact for small sets, HNSW otherwise."""
+        with self._conn() as conn:
+            return _vectors.knn(conn, vector, flt, k)
+
+    # -- vectors -----------------------------------------------------------------
+
+    def vector_state(self) -> VectorState:
+        """What the vector table holds."""
+        with self._conn() as conn:
+            return _vectors.state(conn)
+
+    def reset_vectors(self, model_id: str, dimension: int) -> None:
+        """Drop every vector and bind the table to this embedder."""
+        with self._conn() as conn:
+            _vectors.reset(conn, model_id, dimension)
+
+    def put_vectors(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
+        """Write the vectors of ``(fact_id, scope, slot)`` rows."""
+        with self._conn() as conn:
+            _vectors.put(conn, rows, vectors)
+
+    def delete_vectors(self, fact_ids: Sequence[int]) -> None:
+        """Remove the vectors of these facts."""
+        with self._conn() as conn:
+            _vectors.delete(conn, fact_ids)
+
+    def vectors_of(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of these facts."""
+        with self._conn() as conn:
+            return _vectors.vectors_of(conn, fact_ids)
+
+    def without_vectors(self, *, limit: int) -> list[Row]:
+        """Up to ``limit`` facts without a vector, by id."""
+        with self._conn() as conn:
+            return _vectors.without_vectors(conn, limit)
+
+    # -- health --------------------------------------------------------------------
+
+    def check(self) -> Health:
+        """Schema version, readable facts, valid indexes."""
+        with self._conn() as conn:
+            return _health.check(conn)
+
+    def rebuild(self) -> None:
+        """Recreate missing indexes and reindex every table."""
+        with self._conn() as conn:
+            _health.rebuild(conn)

@@ -1,0 +1,123 @@
+"""Reaching a PostgreSQL server: URLs, the first connection, the checks, the pool.
+
+Every failure to connect becomes one :class:`~ctxslots.errors.StoreError`
+whose message says what to do (start the server, fix the password, create
+the database, install pgvector...). libpq reports these failures as text
+only (no SQLSTATE), so they are told apart by the words libpq uses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from ...errors import StoreError
+from ._url import safe_location
+
+__all__ = [
+    "MIN_SERVER_VERSION",
+    "MIN_VECTOR_VERSION",
+    "check_server",
+    "connect_error",
+    "open_pool",
+]
+
+#: The oldest PostgreSQL the schema runs on (generated columns: 12).
+MIN_SERVER_VERSION = 120000
+#: The oldest pgvector with HNSW indexes.
+MIN_VECTOR_VERSION = (0, 5, 0)
+
+def connect_error(exc: psycopg.Error, url: str) -> StoreError:
+    """A :class:`StoreError` naming what to do about a failed connection attempt."""
+    where = safe_location(url)
+    params = _params(url)
+    text = str(exc)
+    detail = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if "password authentication failed" in text or "no password supplied" in text:
+        what = (f"cannot log in to {where} as {params.get('user') or 'the default user'}: the "
+                "password was refused; put the right one in the URL, PGPASSWORD or ~/.pgpass")
+    elif re.search(r'database "[^"]*" does not exist', text):
+        what = (f"the database {params.get('dbname')!r} does not exist on {where}: create it "
+                "(createdb, or CREATE DATABASE) or fix the URL")
+    elif re.search(r'role "[^"]*" does not exist', text):
+        what = (f"the server at {where} has no role {params.get('user')!r}: create it "
+                "(CREATE ROLE ... LOGIN) or fix the user in the URL")
+    elif "timeout expired" in text or "timed out" in text:
+        what = (f"the PostgreSQL server at {where} did not answer in time: check that it runs "
+                "and that the host and port in the URL are right")
+    elif isinstance(exc, psycopg.OperationalError) and (
+            "connection" in text or "could not" in text or "failed" in text):
+        what = (f"cannot reach a PostgreSQL server at {where}: start it, or fix the host and "
+                f"port in the URL ({detail})")
+    else:
+        what = f"cannot connect to {where}: {detail}"
+    return StoreError(what, path=where)
+
+
+def _params(url: str) -> dict[str, Any]:
+    try:
+        return dict(conninfo_to_dict(url))
+    except psycopg.Error:
+        return {}
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def check_server(where: str, server_version: int, vector_version: str | None,
+                 vector_available: str | None) -> None:
+    """Refuse a server too old for the schema, or without a usable pgvector.
+
+    :param server_version: ``server_version_num`` (160002 for 16.2).
+    :param vector_version: The ``vector`` extension's version in the database,
+        or ``None`` when it is not created there.
+    :param vector_available: The version the server could create, or ``None``
+        when pgvector is not installed on the server.
+    :raises StoreError: Saying what to upgrade or install.
+    """
+    if server_version < MIN_SERVER_VERSION:
+        major = server_version // 10000
+        raise StoreError(
+            f"the PostgreSQL server at {where} is version {major}, too old for the ctxslots "
+            f"schema (it needs {MIN_SERVER_VERSION // 10000} or later): upgrade the server",
+            path=where)
+    minimum = ".".join(map(str, MIN_VECTOR_VERSION))
+    if vector_version is None and vector_available is None:
+        raise StoreError(
+            f"the PostgreSQL server at {where} does not have pgvector installed: install it on "
+            "the server (package postgresql-NN-pgvector, or from source), then run "
+            "CREATE EXTENSION vector in the database", path=where)
+    version = vector_version if vector_version is not None else vector_available
+    assert version is not None
+    if _version_tuple(version) < MIN_VECTOR_VERSION:
+        step = ("ALTER EXTENSION vector UPDATE" if vector_version is not None
+                else "install a newer pgvector on the server")
+        raise StoreError(
+            f"pgvector {version} at {where} is too old (HNSW indexes need {minimum} or later): "
+            f"{step}", path=where)
+
+
+def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
+              configure: Callable[[psycopg.Connection[Any]], None]) -> ConnectionPool:
+    """A connection pool on ``url`` whose connections are in autocommit mode.
+
+    Transactions are opened explicitly (``conn.transaction()``), so a
+    connection handed back to the pool never holds one.
+    """
+    pool = ConnectionPool(
+        url, min_size=min_size, max_size=max_size, timeout=timeout, open=False,
+        kwargs={"autocommit": True}, configure=configure, name="ctxslots",
+        check=ConnectionPool.check_connection)
+    try:
+        pool.open(wait=True, timeout=timeout)
+    except Exception as exc:
+        pool.close()
+        raise StoreError(f"cannot open connections to {safe_location(url)}: {exc}",
+                         path=safe_location(url)) from exc
+    return pool

@@ -1,0 +1,38 @@
+"""PostgreSQL errors as :class:`~ctxslots.errors.StoreError` messages that say what to do."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg_pool import PoolTimeout
+
+from ...errors import StoreError
+
+__all__ = ["store_error"]
+
+
+def store_error(exc: psycopg.Error, where: str) -> StoreError:
+    """The :class:`StoreError` for an error met while using the store at ``where``."""
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, PoolTimeout):
+        what = (f"every connection to {where} stayed busy: give the store a larger pool "
+                f"(pool_size) or shorten long transactions ({detail})")
+    elif isinstance(exc, (pgerrors.DeadlockDetected, pgerrors.SerializationFailure)):
+        what = (f"a transaction at {where} conflicted with another writer and was rolled back, "
+                f"nothing of it was written: run it again ({detail})")
+    elif isinstance(exc, pgerrors.LockNotAvailable):
+        what = (f"waited too long for another writer's lock at {where}; nothing was written: "
+                f"run it again, or look for a long transaction holding locks ({detail})")
+    elif isinstance(exc, pgerrors.UndefinedTable):
+        what = (f"the ctxslots tables are missing at {where}: open the store again to create "
+                f"them, or check the URL's database and search_path ({detail})")
+    elif isinstance(exc, pgerrors.InsufficientPrivilege):
+        what = f"the role of {where} lacks a privilege the store needs: {detail}"
+    elif isinstance(exc, pgerrors.ReadOnlySqlTransaction):
+        what = (f"{where} is read-only (a replica, or a snapshot block): write through the "
+                f"primary ({detail})")
+    elif isinstance(exc, psycopg.OperationalError):
+        what = f"lost the connection to {where}: check the server and try again ({detail})"
+    else:
+        what = f"PostgreSQL error at {where}: {detail}"
+    return StoreError(what, path=where)

@@ -1,0 +1,93 @@
+"""Health checks, rebuilds and sizes of a PostgreSQL store.
+
+The lexical index cannot drift from the facts: ``search`` is a generated
+column, computed by the server on every write. What can go wrong is an index
+left invalid (a failed ``CREATE INDEX CONCURRENTLY``, a crash during a
+rebuild) or dropped by hand; :func:`check` looks for both and :func:`rebuild`
+recreates and reindexes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backend import Health
+from ._schema import SCHEMA_VERSION, schema_version
+from ._sql import Conn
+
+__all__ = ["TABLES", "check", "info", "rebuild", "used_bytes"]
+
+#: The tables of a store.
+TABLES = ("facts", "archive", "fact_history", "fact_links", "flush_progress", "store_meta",
+          "fact_vectors", "schema_migrations")
+
+#: Indexes the lexical leg needs, with the statement that creates each.
+_LEXICAL_INDEXES = {
+    "facts_search": "CREATE INDEX IF NOT EXISTS facts_search ON facts USING gin (search)",
+    "archive_search": "CREATE INDEX IF NOT EXISTS archive_search ON archive USING gin (search)",
+}
+
+
+def used_bytes(conn: Conn) -> int:
+    """Bytes of every store table with its indexes and TOAST data."""
+    found = conn.execute(
+        "SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0) "
+        "FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NOT NULL", (list(TABLES),)).fetchone()
+    return int(found[0])
+
+
+def info(conn: Conn, location: str) -> dict[str, Any]:
+    """Engine facts for ``stats``."""
+    found = conn.execute("SELECT current_setting('server_version'), "
+                         "(SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+                         ).fetchone()
+    return {"engine": "postgresql", "location": location,
+            "schema_version": schema_version(conn), "size_bytes": used_bytes(conn),
+            "server_version": str(found[0]), "pgvector_version": found[1]}
+
+
+def _invalid_indexes(conn: Conn) -> list[str]:
+    found = conn.execute(
+        "SELECT i.indexrelid::regclass::text FROM pg_index i "
+        "WHERE NOT i.indisvalid AND i.indrelid = ANY(SELECT to_regclass(t) "
+        "FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NOT NULL) ORDER BY 1",
+        (list(TABLES),)).fetchall()
+    return [str(r[0]) for r in found]
+
+
+def check(conn: Conn) -> Health:
+    """Schema version, readable facts, valid indexes, the lexical indexes present."""
+    problems: list[str] = []
+    try:
+        conn.execute("SELECT count(*) FROM (SELECT 1 FROM facts LIMIT 1) s").fetchone()
+        readable = True
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: this is the check
+        readable = False
+        problems.append(f"the facts cannot be read ({str(exc).strip()}): restore the database "
+                        "from a backup")
+    if not readable:
+        return Health(integrity="facts unreadable", lexical_in_sync=False,
+                      problems=tuple(problems), facts_readable=False)
+    version = schema_version(conn)
+    if version != SCHEMA_VERSION:
+        problems.append(f"the schema is at version {version}, this ctxslots writes "
+                        f"{SCHEMA_VERSION}: open the store with a matching ctxslots")
+    invalid = _invalid_indexes(conn)
+    for name in invalid:
+        problems.append(f"index {name} is invalid: run `ctxslots reindex`")
+    missing = [name for name in _LEXICAL_INDEXES
+               if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None]
+    for name in missing:
+        problems.append(f"the full-text index {name} is missing: run `ctxslots reindex`")
+    lexical_ok = not missing and not any(n in _LEXICAL_INDEXES for n in invalid)
+    return Health(integrity="ok" if not invalid else "invalid indexes: " + ", ".join(invalid),
+                  lexical_in_sync=lexical_ok, problems=tuple(problems))
+
+
+def rebuild(conn: Conn) -> None:
+    """Recreate missing lexical indexes and rebuild every index of the store's tables."""
+    for statement in _LEXICAL_INDEXES.values():
+        conn.execute(statement)
+    for table in TABLES:
+        if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None:
+            conn.execute(f"REINDEX TABLE {table}")

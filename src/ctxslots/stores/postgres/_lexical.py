@@ -1,0 +1,174 @@
+"""The lexical leg on PostgreSQL: BM25 over the GIN-indexed ``search`` tsvector.
+
+PostgreSQL ranks text with ``ts_rank``/``ts_rank_cd``, which know nothing of
+how rare a word is across the table. On the conversation dev set that cost
+recall (see BENCHMARKS.md), so the default ranking is BM25 with FTS5's
+formula (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)), at least
+1e-6), from statistics the backend reads itself:
+
+- ``n``, the facts holding a word: counted through the GIN index at query
+  time, in the same statement that scores (exact, nothing kept on writes);
+- ``N`` and the mean document length: ``count(*)`` and ``avg(doc_len)`` of
+  the table (``doc_len``, a generated column, counts a fact's tokens), kept
+  per process and read again as the table grows (every write while it is
+  small, after 20% growth or ten minutes once large).
+
+Nothing is updated on a write beyond the fact's own row and index entries, so
+writers on several hosts never contend for a shared statistics row.
+``ranking="ts_rank_cd"`` ranks with PostgreSQL's cover density instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+from psycopg.rows import dict_row
+
+from ..backend import FactFilter, LexicalCandidate
+from ._schema import TS_CONFIG
+from ._sql import Conn, fact_columns, filter_clause
+
+__all__ = ["LEXICAL_RANKINGS", "LexicalLeg"]
+
+#: The rankings the leg knows.
+LEXICAL_RANKINGS = ("bm25", "ts_rank_cd")
+
+_K1 = 1.2
+_B = 0.75
+#: Below this many facts the statistics are read again after every write.
+_EXACT_BELOW = 20_000
+_GROWTH = 1.2
+_MAX_AGE_S = 600.0
+
+
+@attrs.define
+class _Stats:
+    """``N`` and mean document length of one table, and when they were read."""
+
+    rows: int
+    avg_len: float
+    top_id: int
+    read_at: float
+
+
+def _or_query(tokens: Sequence[str]) -> str:
+    """``to_tsquery`` text OR-ing ``tokens`` (letters and digits only, from ``query_tokens``)."""
+    quoted = ("'" + t.replace("\\", " ").replace("'", " ") + "'" for t in tokens)
+    return " | ".join(quoted)
+
+
+@attrs.define
+class LexicalLeg:
+    """Scores word matches in ``facts`` or ``archive``.
+
+    Attributes:
+        ranking: ``"bm25"`` (the default) or ``"ts_rank_cd"``.
+    """
+
+    ranking: str = attrs.field(default="bm25",
+                               validator=attrs.validators.in_(LEXICAL_RANKINGS))
+    _stats: dict[str, _Stats] = attrs.Factory(dict)
+
+    def stats(self, conn: Conn, table: str) -> _Stats:
+        """``N`` and mean length of ``table``, read again when stale."""
+        top = int(conn.execute(
+            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fact_ids").fetchone()[0])
+        known = self._stats.get(table)
+        if known is not None and known.top_id == top:
+            return known
+        if (known is not None and known.rows >= _EXACT_BELOW and top <= known.top_id * _GROWTH
+                and time.monotonic() - known.read_at < _MAX_AGE_S):
+            return known
+        rows, avg_len = conn.execute(
+            f"SELECT count(*), coalesce(avg(doc_len), 0)::float8 FROM {table}").fetchone()
+        fresh = _Stats(int(rows), float(avg_len), top, time.monotonic())
+        self._stats[table] = fresh
+        return fresh
+
+    def search(self, conn: Conn, table: str, tokens: Sequence[str], flt: FactFilter,
+               pool: int) -> list[LexicalCandidate]:
+        """The best ``pool`` matches of any of ``tokens`` in ``table`` passing ``flt``."""
+        if not tokens or pool <= 0:
+            return []
+        where, params = filter_clause(flt, "f")
+        query = _or_query(tokens)
+        extra = ", f.archived_at, f.reason" if table == "archive" else ""
+        if self.ranking == "ts_rank_cd":
+            sql = (f"SELECT {fact_columns('f')}{extra}, -ts_rank_cd(f.search, q) AS _score "
+                   f"FROM {table} f, to_tsquery('{TS_CONFIG}', %s) q "
+                   f"WHERE f.search @@ q AND {where} ORDER BY _score, f.id LIMIT %s")
+            args: list[Any] = [query, *params, pool]
+        else:
+            stats = self.stats(conn, table)
+            sql = _bm25_sql(table, where, extra)
+            args = [" ".join(tokens), stats.rows, max(stats.avg_len, 1e-9), query, *params,
+                    pool]
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(sql, args).fetchall()
+        return [LexicalCandidate(row=row, score=float(row.pop("_score"))) for row in rows]
+
+    def document_counts(self, conn: Conn, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """How many facts there are, and how many hold each token (its most common stem)."""
+        rows = self.stats(conn, "facts").rows
+        found = conn.execute(
+            f"SELECT t, coalesce((SELECT max((SELECT count(*) FROM facts "
+            f"WHERE search @@ quote_literal(l)::tsquery)) "
+            f"FROM unnest(tsvector_to_array(to_tsvector('{TS_CONFIG}', t))) l), 0) "
+            "FROM unnest(%s::text[]) t", (list(tokens),)).fetchall()
+        return rows, {str(t): int(n) for t, n in found}
+
+    def drop_common(self, conn: Conn, tokens: list[str], *, share: float,
+                    min_rows: int) -> list[str]:
+        """``tokens`` without those found in more than ``share`` of the facts."""
+        if not tokens:
+            return tokens
+        if self.stats(conn, "facts").rows < min_rows:
+            return tokens
+        rows, freq = self.document_counts(conn, tokens)
+        if rows < min_rows:
+            return tokens
+        limit = share * rows
+        kept = [t for t in tokens if freq.get(t, 0) <= limit]
+        return kept or [min(tokens, key=lambda t: (freq.get(t, 0), t))]
+
+
+def _bm25_sql(table: str, where: str, extra: str) -> str:
+    """One statement: the query's stems and their document counts, the matches, the scores.
+
+    A match's term frequencies come from its tsvector cut down to the query's
+    stems in C (``setweight`` marks them, ``ts_filter`` keeps them), so only
+    those few entries are unnested. Parameters: the tokens joined by spaces,
+    ``N``, the mean length, the OR query, the filter's parameters, the pool size.
+    """
+    return f"""
+        WITH d AS MATERIALIZED (
+            SELECT lexeme, (SELECT count(*)::float8 FROM {table}
+                            WHERE search @@ quote_literal(lexeme)::tsquery) AS n
+            FROM (SELECT DISTINCT unnest(tsvector_to_array(
+                      to_tsvector('{TS_CONFIG}', %s))) AS lexeme) s
+        ),
+        q AS MATERIALIZED (
+            SELECT coalesce(array_agg(lexeme), '{{}}') AS lexemes,
+                   array_agg(greatest(ln((%s::float8 - n + 0.5) / (n + 0.5)), 1e-6)) AS idf
+            FROM d
+        ),
+        s AS (
+            SELECT f.id,
+                   (SELECT sum(q.idf[array_position(q.lexemes, u.lexeme)]
+                               * cardinality(u.positions) * {_K1 + 1}
+                               / (cardinality(u.positions)
+                                  + {_K1} * ({1 - _B} + {_B} * f.doc_len::float8 / %s::float8)))
+                    FROM unnest(ts_filter(setweight(f.search, 'A', q.lexemes), '{{a}}')) u
+                   ) AS bm25
+            FROM {table} f, q
+            WHERE f.search @@ to_tsquery('{TS_CONFIG}', %s) AND {where}
+            ORDER BY bm25 DESC, f.id
+            LIMIT %s
+        )
+        SELECT {fact_columns('f')}{extra}, -s.bm25 AS _score
+        FROM s JOIN {table} f ON f.id = s.id
+        ORDER BY s.bm25 DESC, s.id
+    """

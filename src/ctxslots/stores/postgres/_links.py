@@ -1,0 +1,77 @@
+"""Co-recall links on PostgreSQL: one row per pair ``a < b``, carrying a scope."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+from ._sql import Conn, id_list
+
+__all__ = ["all_links", "links_among", "links_of", "merge_links", "strengthen_links"]
+
+#: A link's scope: the scope of its first fact, live or archived ('' when neither exists).
+_SCOPE_OF_A = ("coalesce((SELECT scope FROM facts WHERE id = p.a LIMIT 1), "
+               "(SELECT scope FROM archive WHERE id = p.a LIMIT 1), '')")
+
+
+def strengthen_links(conn: Conn, pairs: Sequence[tuple[int, int]], now: float) -> None:
+    """Add one to each ``(a, b)`` link per time it is named, creating it."""
+    counted = Counter((int(a), int(b)) for a, b in pairs)
+    if not counted:
+        return
+    keys = sorted(counted)
+    conn.execute(
+        f"INSERT INTO fact_links (scope, a, b, strength, updated_at) "
+        f"SELECT {_SCOPE_OF_A}, p.a, p.b, p.n, %s "
+        "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS p(a, b, n) "
+        "ON CONFLICT (scope, a, b) DO UPDATE SET "
+        "strength = fact_links.strength + excluded.strength, updated_at = excluded.updated_at",
+        (float(now), [a for a, _ in keys], [b for _, b in keys],
+         [float(counted[k]) for k in keys]))
+
+
+def merge_links(conn: Conn, rows: Sequence[tuple[int, int, float, float]]) -> None:
+    """Write ``(a, b, strength, updated_at)`` links; the stronger wins on a clash."""
+    best: dict[tuple[int, int], tuple[float, float]] = {}
+    for a, b, strength, updated in rows:
+        key = (int(a), int(b))
+        if key not in best or float(strength) > best[key][0]:
+            best[key] = (float(strength), float(updated))
+    if not best:
+        return
+    keys = sorted(best)
+    conn.execute(
+        f"INSERT INTO fact_links (scope, a, b, strength, updated_at) "
+        f"SELECT {_SCOPE_OF_A}, p.a, p.b, p.s, p.u "
+        "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[], %s::float8[]) AS p(a, b, s, u) "
+        "ON CONFLICT (scope, a, b) DO UPDATE SET strength = excluded.strength, "
+        "updated_at = excluded.updated_at WHERE excluded.strength > fact_links.strength",
+        ([a for a, _ in keys], [b for _, b in keys], [best[k][0] for k in keys],
+         [best[k][1] for k in keys]))
+
+
+def links_of(conn: Conn, fact_id: int) -> dict[int, float]:
+    """Every fact linked to ``fact_id``, with the strength."""
+    found = conn.execute("SELECT b, strength FROM fact_links WHERE a = %s UNION ALL "
+                         "SELECT a, strength FROM fact_links WHERE b = %s",
+                         (int(fact_id), int(fact_id))).fetchall()
+    return {int(other): float(strength) for other, strength in found}
+
+
+def links_among(conn: Conn, fact_ids: Sequence[int], min_strength: float
+                ) -> list[tuple[int, int, float]]:
+    """``(a, b, strength)`` of links at least ``min_strength`` touching these facts."""
+    ids = id_list(fact_ids)
+    if not ids:
+        return []
+    found = conn.execute("SELECT a, b, strength FROM fact_links WHERE strength >= %s "
+                         "AND (a = ANY(%s) OR b = ANY(%s)) ORDER BY a, b",
+                         (float(min_strength), ids, ids)).fetchall()
+    return [(int(a), int(b), float(s)) for a, b, s in found]
+
+
+def all_links(conn: Conn) -> Iterator[tuple[int, int, float, float]]:
+    """Every link, by ``a, b``."""
+    for a, b, strength, updated in conn.execute(
+            "SELECT a, b, strength, updated_at FROM fact_links ORDER BY a, b").fetchall():
+        yield int(a), int(b), float(strength), float(updated)

@@ -1,0 +1,305 @@
+"""Fact rows on PostgreSQL: read, insert, update, archive, history, supersession.
+
+Each function takes a psycopg connection (autocommit, or inside the caller's
+transaction) and runs plain SQL; the backend chooses the connection.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from ...errors import DuplicateKeyError
+from ..backend import FACT_COLUMNS, FactFilter, HistoryEntry, Row
+from ._schema import NAME_LOCK_CLASS
+from ._sql import ARCHIVE_COLUMNS, COLUMNS, Conn, filter_clause, id_list, live_clause
+
+__all__ = [
+    "archive",
+    "find_same",
+    "get",
+    "get_by_key",
+    "history",
+    "insert",
+    "insert_archived",
+    "update",
+]
+
+_WRITABLE = frozenset(FACT_COLUMNS) - {"id"}
+_INSERTED = tuple(c for c in FACT_COLUMNS if c != "id")
+#: The last id the sequence handed out (0 before the first).
+_LAST_ID = "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM fact_ids"
+_cursor_numbers = itertools.count(1)
+_HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, valid_from, valid_to")
+
+
+def rows(conn: Conn, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """Run a query; its rows as dictionaries."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return list(cur.execute(sql, params).fetchall())
+
+
+def _one(conn: Conn, sql: str, params: Sequence[Any]) -> dict[str, Any] | None:
+    found = rows(conn, sql, params)
+    return found[0] if found else None
+
+
+def reserve_name(conn: Conn, kind: str, *parts: str) -> None:
+    """Hold a transaction-scoped advisory lock on a name (a fact key, a setting)."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                 (NAME_LOCK_CLASS, "\x1f".join((kind, *parts))))
+
+
+def get(conn: Conn, fact_id: int, live_at: float | None, *, lock: bool) -> Row | None:
+    """The live fact with this id (locked until the transaction ends when ``lock``)."""
+    live, params = live_clause(live_at)
+    return _one(conn, f"SELECT {COLUMNS} FROM facts f WHERE id = %s AND {live}"
+                      f"{' FOR UPDATE' if lock else ''}", (int(fact_id), *params))
+
+
+def get_archived(conn: Conn, fact_id: int) -> Row | None:
+    """The archived fact with this id."""
+    return _one(conn, f"SELECT {ARCHIVE_COLUMNS} FROM archive WHERE id = %s", (int(fact_id),))
+
+
+def get_by_key(conn: Conn, slot: str, scope: str, key: str, live_at: float | None, *,
+               lock: bool) -> Row | None:
+    """The fact with this slot, scope and key; with ``lock`` the key is reserved first."""
+    if lock:
+        # A separate statement: the SELECT after it takes a snapshot that sees
+        # what the writer we waited for committed.
+        reserve_name(conn, "key", slot, scope, key)
+    live, params = live_clause(live_at)
+    return _one(conn, f"SELECT {COLUMNS} FROM facts f WHERE scope = %s AND slot = %s "
+                      f"AND key = %s AND {live}{' FOR UPDATE' if lock else ''}",
+                (scope, slot, key, *params))
+
+
+def find_same(conn: Conn, slot: str, scope: str, key: str | None, value: str, *,
+              archived: bool, live_at: float | None) -> int | None:
+    """The lowest id with exactly this slot, scope, key and value."""
+    live, params = live_clause(live_at)
+    found = conn.execute(
+        f"SELECT min(id) FROM {'archive' if archived else 'facts'} f WHERE scope = %s "
+        f"AND slot = %s AND key IS NOT DISTINCT FROM %s AND value = %s AND {live}",
+        (scope, slot, key, value, *params)).fetchone()
+    return None if found is None or found[0] is None else int(found[0])
+
+
+def advance_ids(conn: Conn, fact_id: int) -> None:
+    """Move the id sequence past ``fact_id`` so that it is never handed out again.
+
+    The table lock keeps every other insert (and so every ``nextval``) out
+    between reading the sequence and moving it, so it never moves backwards.
+    """
+    if fact_id <= conn.execute(_LAST_ID).fetchone()[0]:
+        return
+    conn.execute("LOCK TABLE facts, archive IN SHARE ROW EXCLUSIVE MODE")
+    conn.execute(f"SELECT setval('fact_ids', %s) WHERE %s > ({_LAST_ID})", (fact_id, fact_id))
+
+
+def _values(row: Mapping[str, Any]) -> list[Any]:
+    values = dict(row)
+    if values.get("observed_at") is None:
+        values["observed_at"] = values.get("created_at")
+    return [values.get(name) for name in _INSERTED]
+
+
+def insert(conn: Conn, row: Row, fact_id: int | None, where: str) -> int:
+    """Insert a live fact; raise :class:`DuplicateKeyError` when its key is taken."""
+    columns = ", ".join(_INSERTED)
+    values = _values(row)
+    marks = ", ".join(["%s"] * len(values))
+    if fact_id is not None:
+        advance_ids(conn, int(fact_id))
+        columns = "id, " + columns
+        marks = "%s, " + marks
+        values = [int(fact_id), *values]
+    found = conn.execute(
+        f"INSERT INTO facts ({columns}) VALUES ({marks}) "
+        "ON CONFLICT (scope, slot, key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
+        values).fetchone()
+    if found is None:
+        raise DuplicateKeyError(row["slot"], row["scope"], row["key"], path=where)
+    return int(found[0])
+
+
+def insert_archived(conn: Conn, row: Row, fact_id: int) -> None:
+    """Insert a fact straight into the archive under ``fact_id``."""
+    advance_ids(conn, int(fact_id))
+    values = [int(fact_id), *_values(row), row["archived_at"], row.get("reason")]
+    marks = ", ".join(["%s"] * len(values))
+    conn.execute(f"INSERT INTO archive (id, {', '.join(_INSERTED)}, archived_at, reason) "
+                 f"VALUES ({marks})", values)
+
+
+def update(conn: Conn, fact_id: int, fields: Mapping[str, Any]) -> None:
+    """Set some columns of a live fact."""
+    unknown = set(fields) - _WRITABLE
+    if unknown:
+        raise ValueError(f"not fact columns that can be set: {', '.join(sorted(unknown))}")
+    if not fields:
+        return
+    names = list(fields)
+    assignments = ", ".join(f"{name} = %s" for name in names)
+    conn.execute(f"UPDATE facts SET {assignments} WHERE id = %s",
+                 [fields[n] for n in names] + [int(fact_id)])
+
+
+def archive(conn: Conn, fact_id: int, archived_at: float, reason: str | None) -> Row | None:
+    """Move a live fact to the archive (replacing an archived row of the same id)."""
+    inserted = ", ".join(_INSERTED)
+    assignments = ", ".join(f"{c} = excluded.{c}" for c in (*_INSERTED, "archived_at", "reason")
+                            if c != "scope")
+    return _one(conn, f"""
+        WITH moved AS (DELETE FROM facts WHERE id = %s RETURNING {COLUMNS})
+        INSERT INTO archive (id, {inserted}, archived_at, reason)
+        SELECT id, {inserted}, %s, %s FROM moved
+        ON CONFLICT (id, scope) DO UPDATE SET {assignments}
+        RETURNING {ARCHIVE_COLUMNS}""", (int(fact_id), float(archived_at), reason))
+
+
+def adjust_score(conn: Conn, fact_id: int, delta: float, live_at: float) -> bool:
+    """Add ``delta`` to a live fact's score; whether it existed."""
+    live, params = live_clause(live_at)
+    found = conn.execute(f"UPDATE facts f SET score = score + %s WHERE id = %s AND {live} "
+                         "RETURNING id", (float(delta), int(fact_id), *params)).fetchone()
+    return found is not None
+
+
+def touch(conn: Conn, fact_ids: Sequence[int], now: float) -> int:
+    """Count an access of each fact; how many changed."""
+    ids = id_list(fact_ids)
+    if not ids:
+        return 0
+    # Rows locked in id order, so two concurrent touches never deadlock.
+    cursor = conn.execute(
+        "UPDATE facts f SET access_count = f.access_count + 1, last_accessed = %s "
+        "FROM (SELECT id, scope FROM facts WHERE id = ANY(%s) ORDER BY id FOR UPDATE) l "
+        "WHERE f.id = l.id AND f.scope = l.scope", (float(now), ids))
+    return int(cursor.rowcount)
+
+
+def id_is_free(conn: Conn, fact_id: int) -> bool:
+    """Whether no live, archived or historical fact ever had this id."""
+    found = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM facts WHERE id = %s) OR EXISTS "
+        "(SELECT 1 FROM archive WHERE id = %s) OR EXISTS "
+        "(SELECT 1 FROM fact_history WHERE fact_id = %s)", (fact_id, fact_id, fact_id)).fetchone()
+    return not found[0]
+
+
+def add_history(conn: Conn, entries: Sequence[HistoryEntry]) -> None:
+    """Record earlier values."""
+    if not entries:
+        return
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO fact_history ({_HISTORY}) VALUES ({', '.join(['%s'] * 10)})",
+            [(e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
+              e.valid_from, e.valid_to) for e in entries])
+
+
+def _entry(row: Sequence[Any]) -> HistoryEntry:
+    return HistoryEntry(int(row[0]), row[1], row[2], row[3], row[4], row[5], row[6],
+                        float(row[7]), float(row[8]), float(row[9]))
+
+
+def history(conn: Conn, fact_id: int) -> list[HistoryEntry]:
+    """Earlier values of one fact, oldest first."""
+    return [_entry(r) for r in conn.execute(
+        f"SELECT {_HISTORY} FROM fact_history WHERE fact_id = %s ORDER BY valid_to, id",
+        (int(fact_id),)).fetchall()]
+
+
+def all_history(conn: Conn) -> Iterator[HistoryEntry]:
+    """Every history entry, by fact id then time."""
+    with conn.cursor(name=f"ctxslots_history_{next(_cursor_numbers)}") as cur:
+        cur.itersize = 2000
+        cur.execute(f"SELECT {_HISTORY} FROM fact_history ORDER BY fact_id, valid_to, id")
+        for row in cur:
+            yield _entry(row)
+
+
+def select(conn: Conn, flt: FactFilter, order: str, archived: bool) -> Iterator[Row]:
+    """Facts passing ``flt`` by id or by observed time, read in chunks."""
+    if order not in ("id", "created"):
+        raise ValueError(f"order must be 'id' or 'created', not {order!r}")
+    where, params = filter_clause(flt)
+    table, columns = ("archive", ARCHIVE_COLUMNS) if archived else ("facts", COLUMNS)
+    by = "id" if order == "id" else "observed_at, id"
+    with conn.cursor(name=f"ctxslots_select_{next(_cursor_numbers)}",
+                     row_factory=dict_row) as cur:
+        cur.itersize = 2000
+        cur.execute(f"SELECT {columns} FROM {table} f WHERE {where} ORDER BY {by}", params)
+        yield from cur
+
+
+def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter) -> list[Row]:
+    """The facts with these ids that pass ``flt``."""
+    ids = id_list(fact_ids)
+    if not ids:
+        return []
+    where, params = filter_clause(flt)
+    return list(rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE id = ANY(%s) AND {where}",
+                     (ids, *params)))
+
+
+def neighbours(conn: Conn, row: Row, flt: FactFilter, before: int, after: int
+               ) -> tuple[list[Row], list[Row]]:
+    """Facts passing ``flt`` just before (newest first) and after (oldest first) ``row``."""
+    where, params = filter_clause(flt)
+    at = row.get("observed_at")
+    anchor = (float(row["created_at"] if at is None else at), int(row["id"]))
+    earlier = rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
+                         "(observed_at, id) < (%s, %s) ORDER BY observed_at DESC, id DESC "
+                         "LIMIT %s", (*params, *anchor, max(0, before))) if before > 0 else []
+    later = rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
+                       "(observed_at, id) > (%s, %s) ORDER BY observed_at, id LIMIT %s",
+                 (*params, *anchor, max(0, after))) if after > 0 else []
+    return list(earlier), list(later)
+
+
+def group_counts(conn: Conn, live_at: float) -> list[tuple[str, str, int, int]]:
+    """``(slot, scope, facts, expired)`` per slot and scope."""
+    found = conn.execute(
+        "SELECT slot, scope, count(*), count(*) FILTER (WHERE expires_at IS NOT NULL "
+        "AND expires_at <= %s) FROM facts GROUP BY slot, scope ORDER BY slot, scope",
+        (float(live_at),)).fetchall()
+    return [(str(s), str(c), int(n), int(e)) for s, c, n, e in found]
+
+
+def counts(conn: Conn) -> dict[str, int]:
+    """Row counts of facts, archive and history."""
+    facts, archived, hist = conn.execute(
+        "SELECT (SELECT count(*) FROM facts), (SELECT count(*) FROM archive), "
+        "(SELECT count(*) FROM fact_history)").fetchone()
+    return {"facts": int(facts), "archived": int(archived), "history": int(hist)}
+
+
+def set_superseded(conn: Conn, pairs: Sequence[tuple[int, int | None]], archived: bool) -> None:
+    """Set ``superseded_by`` for ``(fact_id, by)`` pairs."""
+    if pairs:
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"UPDATE {'archive' if archived else 'facts'} SET superseded_by = %s "
+                "WHERE id = %s", [(by, int(fid)) for fid, by in pairs])
+
+
+def hand_over_superseded(conn: Conn, old: int, new: int) -> None:
+    """Facts hidden by ``old`` are hidden by ``new`` instead."""
+    conn.execute("UPDATE facts SET superseded_by = %s WHERE superseded_by = %s",
+                 (int(new), int(old)))
+
+
+def hidden_counts(conn: Conn, fact_ids: Sequence[int]) -> dict[int, int]:
+    """How many live facts each of these facts hides."""
+    ids = id_list(fact_ids)
+    if not ids:
+        return {}
+    found = conn.execute("SELECT superseded_by, count(*) FROM facts WHERE superseded_by = ANY(%s) "
+                         "GROUP BY superseded_by", (ids,)).fetchall()
+    return {int(by): int(n) for by, n in found}

@@ -1,0 +1,235 @@
+"""The PostgreSQL schema: versioned migrations applied once, under an advisory lock.
+
+``schema_migrations`` records every migration applied (version, name, time).
+Opening a store takes a transaction-scoped advisory lock before it reads that
+table and applies what is missing, all in one transaction, so many hosts can
+start at once: the first applies the migrations, the others wait for it and
+then find nothing to do. A crash leaves the schema as it was before.
+
+Every table that holds facts carries the ``scope`` column, and every primary
+or unique key includes it, so the store can be split by scope (Citus
+``create_distributed_table('facts', 'scope')``, see ``docs/postgres.md``).
+``store_meta``, ``flush_progress`` and ``schema_migrations`` are small
+store-wide tables (Citus reference tables).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import errors as pgerrors
+
+from ...errors import StoreError
+
+__all__ = [
+    "LOCK_CLASS",
+    "MIGRATIONS",
+    "NAME_LOCK_CLASS",
+    "SCHEMA_VERSION",
+    "TS_CONFIG",
+    "migrate",
+    "schema_version",
+]
+
+#: Advisory lock class of the migration lock (``pg_advisory_xact_lock(class, 0)``).
+LOCK_CLASS = 0x63747873
+#: Advisory lock class of reserved names (fact keys and store settings).
+NAME_LOCK_CLASS = 0x63747874
+
+#: The text search configuration of every tsvector: Snowball English stemming,
+#: stop words kept (as SQLite's porter tokenizer does; queries leave them out).
+TS_CONFIG = "ctxslots_english"
+
+#: ASCII and common unicode punctuation become spaces before parsing, so that
+#: PostgreSQL's parser splits ``src/api.py``, ``a@b.com`` or ``w0.k3`` into the
+#: words the query tokenizer (and SQLite's unicode61) sees, not one lexeme.
+_PUNCTUATION = ("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+                "\u2018\u2019\u201c\u201d\u2013\u2014\u2026\u00ab\u00bb")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def document_expression(key: str, value: str, tags: str) -> str:
+    """The SQL expression of a fact's tsvector from its key, value and tags columns."""
+    text = f"coalesce({key}, '') || ' ' || {value} || ' ' || {tags}"
+    spaces = " " * len(_PUNCTUATION)
+    return (f"to_tsvector('{TS_CONFIG}'::regconfig, "
+            f"translate({text}, {_literal(_PUNCTUATION)}, {_literal(spaces)}))")
+
+
+_DOC = document_expression("key", "value", "tags")
+
+_FACT_COLUMNS = f"""
+    slot text NOT NULL,
+    scope text NOT NULL DEFAULT '',
+    key text,
+    value text NOT NULL,
+    tags text NOT NULL DEFAULT '',
+    source text,
+    confidence double precision NOT NULL DEFAULT 1.0,
+    score double precision NOT NULL DEFAULT 0.0,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    observed_at double precision NOT NULL,
+    last_accessed double precision,
+    access_count bigint NOT NULL DEFAULT 0,
+    expires_at double precision,
+    superseded_by bigint,
+    search tsvector GENERATED ALWAYS AS ({_DOC}) STORED,
+    doc_len integer GENERATED ALWAYS AS (ctxslots_doc_len({_DOC})) STORED
+"""
+
+
+def m001_initial(conn: psycopg.Connection[Any]) -> None:
+    """Facts, archive, history, links, flush progress and settings, with their indexes.
+
+    Ids come from the sequence ``fact_ids`` and are never reused: an archived
+    fact keeps its id, and an imported id moves the sequence past it.
+    """
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    conn.execute(f"""
+        CREATE TEXT SEARCH DICTIONARY ctxslots_stem (TEMPLATE = snowball, Language = english);
+        CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = english);
+        ALTER TEXT SEARCH CONFIGURATION {TS_CONFIG}
+            ALTER MAPPING REPLACE english_stem WITH ctxslots_stem;
+        -- Tokens in a document (BM25's length): its tsvector's positions.
+        CREATE FUNCTION ctxslots_doc_len(doc tsvector) RETURNS integer
+            LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+            AS 'SELECT coalesce(sum(cardinality(positions)), 0)::integer
+                FROM pg_catalog.unnest(doc)';
+        CREATE SEQUENCE fact_ids AS bigint;
+
+        CREATE TABLE facts (
+            id bigint NOT NULL DEFAULT nextval('fact_ids'),
+            {_FACT_COLUMNS},
+            PRIMARY KEY (id, scope)
+        );
+        CREATE UNIQUE INDEX facts_key ON facts (scope, slot, key) WHERE key IS NOT NULL;
+        CREATE INDEX facts_scope_slot ON facts (scope, slot);
+        CREATE INDEX facts_scope_time ON facts (scope, observed_at, id);
+        CREATE INDEX facts_superseded_by ON facts (superseded_by)
+            WHERE superseded_by IS NOT NULL;
+        CREATE INDEX facts_search ON facts USING gin (search);
+
+        CREATE TABLE archive (
+            id bigint NOT NULL,
+            {_FACT_COLUMNS},
+            archived_at double precision NOT NULL,
+            reason text,
+            PRIMARY KEY (id, scope)
+        );
+        CREATE INDEX archive_search ON archive USING gin (search);
+        CREATE INDEX archive_scope_slot ON archive (scope, slot);
+
+        CREATE TABLE fact_history (
+            id bigint GENERATED BY DEFAULT AS IDENTITY,
+            fact_id bigint NOT NULL,
+            slot text NOT NULL,
+            scope text NOT NULL,
+            key text,
+            value text NOT NULL,
+            tags text NOT NULL,
+            source text,
+            confidence double precision NOT NULL,
+            valid_from double precision NOT NULL,
+            valid_to double precision NOT NULL,
+            PRIMARY KEY (id, scope)
+        );
+        CREATE INDEX fact_history_fact ON fact_history (fact_id, valid_to);
+
+        -- A link's scope is the scope of its first fact.
+        CREATE TABLE fact_links (
+            scope text NOT NULL,
+            a bigint NOT NULL,
+            b bigint NOT NULL,
+            strength double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            PRIMARY KEY (scope, a, b)
+        );
+        CREATE INDEX fact_links_a ON fact_links (a);
+        CREATE INDEX fact_links_b ON fact_links (b);
+
+        CREATE TABLE flush_progress (
+            conversation text PRIMARY KEY,
+            messages_read integer NOT NULL,
+            fingerprint text NOT NULL,
+            updated_at double precision NOT NULL
+        );
+        CREATE TABLE store_meta (name text PRIMARY KEY, value text NOT NULL);
+    """)
+
+
+#: Every migration, in the order applied. Append only; never reorder or edit.
+MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (m001_initial,)
+
+#: The schema version this code writes.
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: psycopg.Connection[Any]) -> int:
+    """The number of migrations applied to the database (0 for a new one)."""
+    row = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return 0
+    found = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+    return int(found[0]) if found else 0
+
+
+def _newer(where: str, version: int) -> StoreError:
+    return StoreError(
+        f"the database at {where} has schema version {version}, newer than the "
+        f"{SCHEMA_VERSION} this ctxslots understands: upgrade ctxslots", path=where)
+
+
+def migrate(conn: psycopg.Connection[Any], where: str) -> list[str]:
+    """Apply the missing migrations in one transaction under the migration lock.
+
+    Returns the names applied (empty when another host applied them first).
+
+    :raises StoreError: The schema is newer than this code, or the role may
+        not create what the schema needs; nothing is written.
+    """
+    current = schema_version(conn)
+    if current > SCHEMA_VERSION:
+        raise _newer(where, current)
+    if current == SCHEMA_VERSION:
+        return []
+    applied: list[str] = []
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS,))
+            # Re-read under the lock: another host may have migrated meanwhile.
+            current = schema_version(conn)
+            if current > SCHEMA_VERSION:
+                raise _newer(where, current)
+            conn.execute("""CREATE TABLE IF NOT EXISTS schema_migrations (
+                version integer PRIMARY KEY, name text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now())""")
+            for number in range(current, SCHEMA_VERSION):
+                step = MIGRATIONS[number]
+                step(conn)
+                conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                             (number + 1, step.__name__))
+                applied.append(step.__name__)
+    except pgerrors.InsufficientPrivilege as exc:
+        raise _privilege_error(conn, where, exc) from exc
+    return applied
+
+
+def _privilege_error(conn: psycopg.Connection[Any], where: str,
+                     exc: pgerrors.InsufficientPrivilege) -> StoreError:
+    user = conn.info.user
+    db = conn.info.dbname
+    if "extension" in str(exc) or "vector" in str(exc):
+        return StoreError(
+            f"the database {db!r} at {where} does not have the vector extension and role "
+            f"{user!r} may not create it: have an administrator run CREATE EXTENSION vector "
+            f"in database {db!r} (nothing was written)", path=where)
+    return StoreError(
+        f"role {user!r} may not create the ctxslots tables in database {db!r} at {where} "
+        f"({str(exc).strip()}): grant it CREATE on the schema, or open the store once as the "
+        "database owner (nothing was written)", path=where)

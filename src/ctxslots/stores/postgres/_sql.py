@@ -1,0 +1,53 @@
+"""SQL fragments shared by the PostgreSQL modules: column lists and filters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..backend import FACT_COLUMNS, FactFilter
+
+__all__ = ["ARCHIVE_COLUMNS", "COLUMNS", "Conn", "filter_clause", "fact_columns"]
+
+#: The fact columns, in :data:`~ctxslots.stores.backend.FACT_COLUMNS` order.
+COLUMNS = ", ".join(FACT_COLUMNS)
+#: The columns of an archived fact.
+ARCHIVE_COLUMNS = COLUMNS + ", archived_at, reason"
+
+#: A psycopg connection (any row type).
+Conn = Any
+
+
+def fact_columns(alias: str) -> str:
+    """The fact columns prefixed with ``alias.``."""
+    return ", ".join(f"{alias}.{name}" for name in FACT_COLUMNS)
+
+
+def filter_clause(flt: FactFilter, alias: str = "f") -> tuple[str, list[Any]]:
+    """``flt`` as a WHERE condition on the table ``alias`` (``TRUE`` when it keeps all)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if flt.scopes is not None:
+        clauses.append(f"{alias}.scope = ANY(%s)")
+        params.append(list(flt.scopes))
+    if flt.slots is not None:
+        clauses.append(f"{alias}.slot = ANY(%s)")
+        params.append(list(flt.slots))
+    if flt.live_at is not None:
+        clauses.append(f"({alias}.expires_at IS NULL OR {alias}.expires_at > %s)")
+        params.append(float(flt.live_at))
+    if not flt.include_superseded:
+        clauses.append(f"{alias}.superseded_by IS NULL")
+    return (" AND ".join(clauses) or "TRUE"), params
+
+
+def live_clause(live_at: float | None, alias: str = "f") -> tuple[str, list[Any]]:
+    """``expires_at`` after ``live_at`` (``TRUE`` when ``live_at`` is ``None``)."""
+    if live_at is None:
+        return "TRUE", []
+    return f"({alias}.expires_at IS NULL OR {alias}.expires_at > %s)", [float(live_at)]
+
+
+def id_list(values: Sequence[int]) -> list[int]:
+    """Distinct ids as plain ints (a bigint[] parameter)."""
+    return list(dict.fromkeys(int(v) for v in values))

@@ -1,0 +1,190 @@
+"""The vector leg on PostgreSQL: pgvector with an HNSW index (cosine), exact for small scopes.
+
+``fact_vectors`` holds one row per fact (with its scope and slot); its
+dimension is fixed when an embedder is bound (:func:`reset`), which also
+records the embedder in ``store_meta``. Vectors of up to 2,000 dimensions get
+an HNSW index (pgvector's limit); larger ones are scanned exactly.
+
+An HNSW search with a WHERE clause is approximate *and* short-sighted:
+pgvector 0.6 walks at most ``hnsw.ef_search`` candidates and then applies the
+filter, so a scope of 20 facts among 100,000 would come back nearly empty.
+:func:`knn` therefore scans exactly when the visible set is small (counted up
+to :data:`EXACT_SCAN_ROWS` through the scope index), and when the index
+returns fewer than ``k`` rows for a larger set it scans exactly too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from psycopg import errors as pgerrors
+from psycopg.rows import dict_row
+
+from ...errors import StoreError
+from ..backend import FactFilter, Row, VectorState
+from ._sql import COLUMNS, Conn, id_list
+from ._vector_io import Vector
+
+__all__ = ["EXACT_SCAN_ROWS", "knn", "put", "reset", "state"]
+
+META_MODEL = "embedder.model_id"
+META_DIM = "embedder.dimension"
+META_GENERATION = "vectors.generation"
+
+#: A filtered set of at most this many vectors is scanned exactly, without the index.
+EXACT_SCAN_ROWS = 5000
+#: pgvector's largest indexable dimension for ``vector``.
+MAX_INDEXED_DIMENSION = 2000
+
+
+def table_exists(conn: Conn) -> bool:
+    """Whether an embedder was bound (the vector table exists)."""
+    row = conn.execute("SELECT to_regclass('fact_vectors') IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
+def _set_meta(conn: Conn, name: str, value: str) -> None:
+    conn.execute("INSERT INTO store_meta (name, value) VALUES (%s, %s) "
+                 "ON CONFLICT (name) DO UPDATE SET value = excluded.value", (name, value))
+
+
+def _meta(conn: Conn, name: str) -> str | None:
+    row = conn.execute("SELECT value FROM store_meta WHERE name = %s", (name,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def reset(conn: Conn, model_id: str, dimension: int) -> None:
+    """Drop every vector and create the table (and index) for this embedder."""
+    if not 1 <= int(dimension) <= 16000:
+        raise StoreError(f"a vector dimension must be from 1 to 16000, not {dimension}")
+    conn.execute("DROP TABLE IF EXISTS fact_vectors")
+    conn.execute(f"""
+        CREATE TABLE fact_vectors (
+            fact_id bigint NOT NULL,
+            scope text NOT NULL,
+            slot text NOT NULL,
+            embedding vector({int(dimension)}) NOT NULL,
+            PRIMARY KEY (fact_id, scope)
+        )""")
+    conn.execute("CREATE INDEX fact_vectors_scope_slot ON fact_vectors (scope, slot)")
+    if dimension <= MAX_INDEXED_DIMENSION:
+        conn.execute("CREATE INDEX fact_vectors_hnsw ON fact_vectors "
+                     "USING hnsw (embedding vector_cosine_ops)")
+    _set_meta(conn, META_MODEL, model_id)
+    _set_meta(conn, META_DIM, str(int(dimension)))
+    generation = int(_meta(conn, META_GENERATION) or 0) + 1
+    _set_meta(conn, META_GENERATION, str(generation))
+
+
+def put(conn: Conn, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
+    """Write (or replace) the vectors of ``(fact_id, scope, slot)`` rows."""
+    if not rows:
+        return
+    if len(vectors) != len(rows):
+        raise StoreError(f"{len(rows)} rows but {len(vectors)} vectors")
+    try:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO fact_vectors (fact_id, scope, slot, embedding) "
+                "VALUES (%s, %s, %s, %b) ON CONFLICT (fact_id, scope) "
+                "DO UPDATE SET slot = excluded.slot, embedding = excluded.embedding",
+                [(int(fid), scope, slot, Vector(np.asarray(vectors[i])))
+                 for i, (fid, scope, slot) in enumerate(rows)])
+    except pgerrors.UndefinedTable as exc:
+        raise StoreError("the store has no vector index yet: bind an embedder first "
+                         "(reset_vectors)") from exc
+
+
+def delete(conn: Conn, fact_ids: Sequence[int]) -> None:
+    """Remove the vectors of these facts."""
+    if fact_ids and table_exists(conn):
+        conn.execute("DELETE FROM fact_vectors WHERE fact_id = ANY(%s)", (id_list(fact_ids),))
+
+
+def vectors_of(conn: Conn, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """The stored vectors of these facts."""
+    if not fact_ids or not table_exists(conn):
+        return {}
+    with conn.cursor(binary=True) as cur:
+        rows = cur.execute("SELECT fact_id, embedding FROM fact_vectors WHERE fact_id = ANY(%s)",
+                           (id_list(fact_ids),)).fetchall()
+    return {int(fid): np.asarray(vec, dtype=np.float32) for fid, vec in rows}
+
+
+def _filters(flt: FactFilter) -> tuple[list[str], list[Any], list[str], list[Any]]:
+    """``flt`` as clauses on the vector table ``v`` and on its fact ``f``, with parameters."""
+    on_vector: list[str] = []
+    vector_params: list[Any] = []
+    if flt.scopes is not None:
+        on_vector.append("v.scope = ANY(%s)")
+        vector_params.append(list(flt.scopes))
+    if flt.slots is not None:
+        on_vector.append("v.slot = ANY(%s)")
+        vector_params.append(list(flt.slots))
+    on_fact: list[str] = []
+    fact_params: list[Any] = []
+    if flt.live_at is not None:
+        on_fact.append("(f.expires_at IS NULL OR f.expires_at > %s)")
+        fact_params.append(float(flt.live_at))
+    if not flt.include_superseded:
+        on_fact.append("f.superseded_by IS NULL")
+    return on_vector, vector_params, on_fact, fact_params
+
+
+def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
+    """The ``k`` facts passing ``flt`` nearest to ``vector``: ``(fact_id, cosine)`` best first."""
+    if k <= 0 or not table_exists(conn):
+        return []
+    on_vector, vector_params, on_fact, fact_params = _filters(flt)
+    where = " AND ".join(on_vector + on_fact) or "TRUE"
+    params = vector_params + fact_params
+    query = Vector(np.asarray(vector, dtype=np.float32))
+    base = (f"SELECT v.fact_id, v.embedding <=> %b AS distance FROM fact_vectors v "
+            f"JOIN facts f ON f.id = v.fact_id AND f.scope = v.scope WHERE {where} ")
+    visible = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM fact_vectors v "
+        f"WHERE {' AND '.join(on_vector) or 'TRUE'} LIMIT %s) c",
+        (*vector_params, EXACT_SCAN_ROWS + 1)).fetchone()[0]
+    small = visible <= EXACT_SCAN_ROWS
+    rows: list[Any] = []
+    if not small:
+        # The index walks ef_search candidates and filters afterwards.
+        conn.execute(f"SET hnsw.ef_search = {min(1000, max(100, 2 * k))}")
+        rows = conn.execute(base + "ORDER BY v.embedding <=> %b LIMIT %s",
+                            (query, *params, query, k)).fetchall()
+    if small or len(rows) < k:
+        # "+ 0" keeps the planner off the HNSW index: an exact scan of the filtered rows.
+        rows = conn.execute(base + "ORDER BY (v.embedding <=> %b) + 0, v.fact_id LIMIT %s",
+                            (query, *params, query, k)).fetchall()
+    found = [(int(fid), 1.0 - float(dist)) for fid, dist in rows if dist == dist]
+    found.sort(key=lambda item: (-item[1], item[0]))
+    return found
+
+
+def state(conn: Conn) -> VectorState:
+    """What the vector table holds."""
+    dim = _meta(conn, META_DIM)
+    if not table_exists(conn):
+        missing = int(conn.execute("SELECT count(*) FROM facts").fetchone()[0])
+        return VectorState(_meta(conn, META_MODEL), int(dim) if dim else None, 0, missing, 0)
+    vectors, missing, orphans = conn.execute(
+        "SELECT (SELECT count(*) FROM fact_vectors), "
+        "(SELECT count(*) FROM facts f WHERE NOT EXISTS "
+        " (SELECT 1 FROM fact_vectors v WHERE v.fact_id = f.id)), "
+        "(SELECT count(*) FROM fact_vectors v WHERE NOT EXISTS "
+        " (SELECT 1 FROM facts f WHERE f.id = v.fact_id))").fetchone()
+    return VectorState(_meta(conn, META_MODEL), int(dim) if dim else None, int(vectors),
+                       int(missing), int(orphans))
+
+
+def without_vectors(conn: Conn, limit: int) -> list[Row]:
+    """Up to ``limit`` facts without a vector, by id."""
+    if limit <= 0:
+        return []
+    gap = ("WHERE NOT EXISTS (SELECT 1 FROM fact_vectors v WHERE v.fact_id = facts.id)"
+           if table_exists(conn) else "")
+    with conn.cursor(row_factory=dict_row) as cur:
+        return list(cur.execute(f"SELECT {COLUMNS} FROM facts {gap} ORDER BY id LIMIT %s",
+                                (limit,)).fetchall())
