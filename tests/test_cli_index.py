@@ -30,7 +30,7 @@ def test_switching_embedder_then_doctor_and_reindex(db_path):
     assert report["vectors"]["stale"] and not report["ok"]
 
     result = run("--db", str(db_path), "--embedder", "hash:128", "reindex")
-    assert 0 == result.exit_code and "reindexed 1 facts" in result.output
+    assert 0 == result.exit_code and "reindexed 1 fact" in result.output
     assert 0 == run("--db", str(db_path), "--embedder", "hash:128", "doctor").exit_code
 
 

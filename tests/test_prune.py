@@ -130,7 +130,7 @@ def test_cli_prune_dry_run_lists_and_then_moves(db_path, clock):
     args = ["--db", str(db_path), "prune", "--cap", "agent=3", "--protect-days", "1"]
     dry = runner.invoke(cli, [*args, "--dry-run"])
     assert dry.exit_code == 0, dry.output
-    assert dry.output.count("would move [id:") == 3 and "would move 3 fact(s)" in dry.output
+    assert dry.output.count("would move [id:") == 3 and "would move 3 facts" in dry.output
     with FactStore(db_path) as store:
         assert len(store.facts()) == 5
     done = runner.invoke(cli, [*args, "--json"])

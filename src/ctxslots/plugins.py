@@ -9,6 +9,7 @@ names). ``CTXSLOTS_TRACE_PLUGINS=1`` prints every hook call to stderr.
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -20,6 +21,8 @@ from . import hookspecs
 from .errors import PluginError
 
 __all__ = ["DEFAULT_PLUGINS", "PluginError", "collect", "load_plugins", "make_plugin_manager"]
+
+logger = logging.getLogger("ctxslots.plugins")
 
 #: Modules holding ctxslots' own hook implementations, registered first.
 DEFAULT_PLUGINS: tuple[str, ...] = ("ctxslots.contributors.builtin",)
@@ -82,9 +85,14 @@ def load_plugins(pm: pluggy.PluginManager) -> list[str]:
     allow = os.environ.get("CTXSLOTS_LOAD_PLUGINS")
     if allow is not None and not allow.strip():
         return []
-    allowed = {n.strip() for n in allow.split(",")} if allow else None
+    allowed = {n.strip() for n in allow.split(",") if n.strip()} if allow else None
+    installed = list(importlib.metadata.entry_points(group=hookspecs.PROJECT_NAME))
+    if allowed is not None and (unknown := allowed - {ep.name for ep in installed}):
+        logger.warning("CTXSLOTS_LOAD_PLUGINS names %s, which no installed plugin provides "
+                       "(installed: %s)", ", ".join(sorted(unknown)),
+                       ", ".join(sorted(ep.name for ep in installed)) or "none")
     loaded = []
-    for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT_NAME):
+    for ep in installed:
         if allowed is not None and ep.name not in allowed:
             continue
         if pm.get_plugin(ep.name) is not None:

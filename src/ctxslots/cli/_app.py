@@ -7,6 +7,7 @@ command module depends on another.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,6 +59,20 @@ class CliContext:
 
 #: Decorator giving a command the :class:`CliContext` as its first argument.
 pass_cli_context = click.make_pass_decorator(CliContext)
+
+
+class _EchoHandler(logging.Handler):
+    """Shows the library's warnings (a retried request, a plugin not found) as one
+    ``warning: ...`` line on stderr, wherever stderr points at the time."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"{record.levelname.lower()}: {_one_line(self.format(record))}", err=True)
+
+
+def _show_warnings() -> None:
+    logger = logging.getLogger("ctxslots")
+    if not any(isinstance(h, _EchoHandler) for h in logger.handlers):
+        logger.addHandler(_EchoHandler(logging.WARNING))
 
 
 def _one_line(text: str) -> str:
@@ -125,4 +140,5 @@ def cli(
     ctx: click.Context, db: Path | None, embedder: str | None, embed_base_url: str | None
 ) -> None:
     """Memory slots for LLM agents: store facts, search them, assemble prompts."""
+    _show_warnings()
     ctx.obj = CliContext(db=db, embedder=embedder, embed_base_url=embed_base_url)

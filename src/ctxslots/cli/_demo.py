@@ -22,10 +22,12 @@ DEMO_FACTS: tuple[tuple[str, str | None, str | None, str], ...] = (
 DEMO_QUERY = "How do I deploy shop-api on Friday and rerun the flaky billing tests?"
 
 
-def run_demo(path: Path, echo: Callable[[str], None]) -> None:
+def run_demo(path: Path, echo: Callable[[str], None], *, keep: bool = True) -> None:
     """Fill a store at ``path`` with :data:`DEMO_FACTS`; print a search, a prompt and its dump.
 
-    The HTML dump is written next to the store, as ``dump.html``.
+    :param keep: The store stays; the HTML dump is written next to it, as
+        ``dump.html``. Otherwise the caller removes the store afterwards, and
+        the last line says how to keep both.
     """
     with FactStore(path) as store, store.batch():
         for slot, key, scope, value in DEMO_FACTS:
@@ -52,6 +54,10 @@ def run_demo(path: Path, echo: Callable[[str], None]) -> None:
         echo(prompt.text)
         echo("Dump (markdown):\n")
         echo(prompt.dump("markdown"))
-        html_path = path.parent / "dump.html"
-        html_path.write_text(prompt.dump("html"), encoding="utf-8")
-        echo(f"HTML dump: {html_path}")
+        if keep:
+            html_path = path.parent / "dump.html"
+            html_path.write_text(prompt.dump("html"), encoding="utf-8")
+            echo(f"HTML dump: {html_path}")
+        else:
+            echo("The demo store was temporary and is gone; `ctxslots demo --db-dir DIR` keeps "
+                 "it there, with an HTML dump (dump.html).")

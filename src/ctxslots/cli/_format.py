@@ -11,7 +11,12 @@ from ..model import Fact, Hit
 from ..prompts.ages import days_in_words
 from ..prompts.readable import multiplier, share
 
-__all__ = ["echo_json", "fact_line", "hit_line"]
+__all__ = ["count", "echo_json", "fact_line", "hit_line"]
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """``n`` with the noun in the right number: "1 fact", "3 facts", "2 history entries"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def echo_json(data: Any) -> None:

@@ -60,13 +60,18 @@ def assemble(
 
 @click.command()
 @click.option("--db-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Where to write the demo store (default: a new temporary directory).")
+              help="Keep the demo store and an HTML dump in this directory (default: a "
+                   "temporary store, removed at the end).")
 def demo(db_dir: Path | None) -> None:
     """Write a few facts to a fresh store; show a search, an assembled prompt and its dump."""
     from ._demo import run_demo
 
-    folder = db_dir or Path(tempfile.mkdtemp(prefix="ctxslots-demo-"))
-    run_demo(folder / "demo.db", click.echo)
+    if db_dir is not None:
+        db_dir.mkdir(parents=True, exist_ok=True)
+        run_demo(db_dir / "demo.db", click.echo)
+        return
+    with tempfile.TemporaryDirectory(prefix="ctxslots-demo-") as folder:
+        run_demo(Path(folder) / "demo.db", click.echo, keep=False)
 
 
 def register(group: click.Group) -> None:

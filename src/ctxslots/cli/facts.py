@@ -1,4 +1,4 @@
-"""Commands on single facts: remember, search, get, forget, reinforce, demote, stats."""
+"""Commands on facts: remember, search, list, get, forget, reinforce, demote, stats."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import Any
 import click
 
 from ..model import Fact
+from ..prompts.ages import days_in_words
 from ..stores import FactStore
 from ._app import CliContext, pass_cli_context
-from ._format import echo_json, fact_line, hit_line
+from ._format import count, echo_json, fact_line, hit_line
 
 __all__ = ["register"]
 
@@ -26,7 +27,8 @@ def _split_tags(tags: str | None) -> list[str]:
 @click.option("--key", help="Key, unique per slot and scope: a second write replaces the value.")
 @click.option("--tags", help="Comma-separated tags.")
 @click.option("--scope", help="Workspace the fact belongs to (default: global).")
-@click.option("--confidence", type=float, default=1.0, show_default=True)
+@click.option("--confidence", type=click.FloatRange(0, 1), default=1.0, show_default=True,
+              help="How sure the fact is, from 0 to 1; it multiplies the fact's score.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stored fact as JSON.")
 @pass_cli_context
 def remember(
@@ -45,7 +47,8 @@ def remember(
 @click.argument("query")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
 @click.option("--scope", help="Workspace to search (global facts are always included).")
-@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="Most hits to show (1 to 1000).")
 @click.option("--archive", is_flag=True, help="Also search forgotten (archived) facts.")
 @click.option("--superseded", is_flag=True,
               help="Also show facts hidden by a newer near-duplicate.")
@@ -99,7 +102,7 @@ demote = click.command("demote")(_by_id(lambda s, i: s.demote(i),
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @pass_cli_context
 def stats(app: CliContext, as_json: bool) -> None:
     """Show counts per slot and scope and facts about the database file."""
@@ -117,7 +120,58 @@ def stats(app: CliContext, as_json: bool) -> None:
         click.echo(f"  {row['slot']:<10} {row['scope'] or '(global)':<20} {row['facts']:>8}")
 
 
+
+def _stored(store: FactStore, slots: list[str] | None, scope: str | None) -> list[Fact]:
+    """Live facts of ``slots``: of ``scope`` and global ones, or of every scope when ``None``."""
+    if scope is not None:
+        return store.facts(slots=slots, scope=scope)
+    scopes = {row["scope"] or None for row in store.stats()["by_slot"]} | {None}
+    found = {f.id: f for s in sorted(scopes, key=lambda s: s or "") for f in
+             store.facts(slots=slots, scope=s)}
+    return list(found.values())
+
+
+def _age(fact: Fact, now: float) -> str:
+    if fact.updated_at is None:
+        return "–"
+    return days_in_words((now - fact.updated_at.timestamp()) / 86400.0)
+
+
+@click.command("list")
+@click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
+@click.option("--scope", help="Only this workspace and global facts (default: every scope).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Facts per page (1 to 1000).")
+@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Which page; page 1 holds the newest facts.")
+@click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
+@pass_cli_context
+def list_(app: CliContext, slots: Sequence[str], scope: str | None, limit: int, page: int,
+          as_json: bool) -> None:
+    """List what is stored, newest first (last written), a page at a time."""
+    with app.open_store() as store:
+        facts = _stored(store, list(slots) or None, scope)
+        now = store.clock()
+    facts.sort(key=lambda f: (f.updated_at.timestamp() if f.updated_at else 0.0, f.id),
+               reverse=True)
+    pages = max(1, -(-len(facts) // limit))
+    shown = facts[(page - 1) * limit: page * limit]
+    if as_json:
+        echo_json({"total": len(facts), "page": page, "pages": pages,
+                   "facts": [f.to_dict() for f in shown]})
+        return
+    if not facts:
+        click.echo("no facts stored" + (f" in scope {scope!r}" if scope else ""))
+        return
+    if not shown:
+        raise click.ClickException(f"page {page} is past the last page ({pages})")
+    for fact in shown:
+        click.echo(f"{fact_line(fact)} ({_age(fact, now)})")
+    more = f"; next: --page {page + 1}" if page < pages else ""
+    click.echo(f"page {page} of {pages} ({count(len(facts), 'fact')}){more}")
+
+
 def register(group: click.Group) -> None:
     """Add the single-fact commands to the ``ctxslots`` group."""
-    for command in (remember, search, get, forget, reinforce, demote, stats):
+    for command in (remember, search, list_, get, forget, reinforce, demote, stats):
         group.add_command(command)

@@ -71,8 +71,8 @@ def flush(
     """Extract facts from CONVERSATION.jsonl (one {role, content} object per line).
 
     Only messages not read by an earlier flush of the same conversation are sent.
-    The API key is read from the environment by the client. Exits 1 when the
-    flush failed; the store is then unchanged.
+    The API key, when the server needs one, is read from $OPENAI_API_KEY and sent
+    as a bearer token. Exits 1 when the flush failed; the store is then unchanged.
     """
     from ..flusher import FlushPolicy, MemoryFlusher, OpenAIChatClient
 

@@ -8,6 +8,7 @@ import sys
 import click
 
 from ._app import CliContext, pass_cli_context
+from ._format import count as _count
 
 __all__ = ["register"]
 
@@ -54,7 +55,7 @@ def reindex(app: CliContext) -> None:
             done_before = done
 
         count = store.reindex(progress=progress)
-    click.echo(f"reindexed {count} facts")
+    click.echo(f"reindexed {_count(count, 'fact')}")
 
 
 def register(group: click.Group) -> None:

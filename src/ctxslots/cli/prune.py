@@ -9,6 +9,7 @@ import click
 
 from ..stores.prune import DEFAULT_SLOT_CAPS, PrunePolicy
 from ._app import CliContext, pass_cli_context
+from ._format import count as _count
 
 __all__ = ["register"]
 
@@ -57,7 +58,8 @@ def prune(app: CliContext, dry_run: bool, caps: dict[str, int], max_bytes: int |
         return
     for cap in report.over_cap:
         where = f" in scope {cap.scope!r}" if cap.scope else ""
-        click.echo(f"{cap.slot}{where}: {cap.count} facts, cap {cap.cap}, {cap.protected} protected")
+        click.echo(f"{cap.slot}{where}: {_count(cap.count, 'fact')}, cap {cap.cap}, "
+                   f"{cap.protected} protected")
     if report.over_size:
         click.echo(f"store uses {report.used_bytes} bytes, over the cap of {max_bytes}")
     verb = "would move" if dry_run else "moved"
@@ -69,7 +71,7 @@ def prune(app: CliContext, dry_run: bool, caps: dict[str, int], max_bytes: int |
     if not report.needed:
         click.echo("every slot is within its cap; nothing to move")
     else:
-        click.echo(f"{verb} {len(report.moved)} fact(s) to the archive")
+        click.echo(f"{verb} {_count(len(report.moved), 'fact')} to the archive")
 
 
 @click.command()
@@ -96,7 +98,7 @@ def consolidate(app: CliContext, threshold: float, dry_run: bool, as_json: bool)
             text = _preview(old.value) if old is not None else ""
             click.echo(f"{verb} [id:{item.fact_id}] by [id:{item.by}] "
                        f"(cosine {item.cosine:.3f}): {text}")
-    click.echo(f"{verb} {len(report.superseded)} of {report.checked} fact(s) checked")
+    click.echo(f"{verb} {len(report.superseded)} of {_count(report.checked, 'fact')} checked")
 
 
 def register(cli: click.Group) -> None:

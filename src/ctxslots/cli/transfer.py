@@ -27,6 +27,7 @@ from ..stores.transfer import (
     import_markdown,
 )
 from ._app import CliContext, pass_cli_context
+from ._format import count as _count
 
 __all__ = ["export", "import_", "register"]
 
@@ -85,7 +86,7 @@ def export(
         except OSError as exc:
             raise click.ClickException(f"cannot write {exc.filename or output}: "
                                        f"{exc.strerror or exc}") from exc
-    click.echo(f"exported {count} facts to {output}", err=True)
+    click.echo(f"exported {_count(count, 'fact')} to {output}", err=True)
 
 
 def _export_markdown(store: FactStore, output: Path | None, slots: list[str] | None,
