@@ -192,3 +192,104 @@ def test_every_hook_is_documented_with_its_signature():
         assert name in documented, f"{name} is not documented in docs/plugins.md"
         assert ", ".join(inspect.signature(fn).parameters) == documented[name]
     assert set(specs) == set(documented)
+
+
+def _traced_hooks(text: str) -> set[str]:
+    """The hooks a CTXSLOTS_TRACE_PLUGINS trace shows called."""
+    return set(re.findall(r"^\s*(\w+) \[hook\]$", text, flags=re.MULTILINE))
+
+
+def test_every_hook_is_called_where_its_job_happens(example_plugin, tmp_path, monkeypatch):
+    """With the example plugin (one use of every hook) installed, the ctxslots command calls
+    every documented hook through pluggy: the trace shows each, and each one's work is seen."""
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "example_glossary")
+    monkeypatch.setenv("CTXSLOTS_TRACE_PLUGINS", "1")
+    db = str(tmp_path / "h.db")
+    conversation = tmp_path / "chat.jsonl"
+    conversation.write_text('{"role": "user", "content": "The canary runs for 30 minutes."}\n')
+    runner = CliRunner()
+    traces = ""
+    outputs = []
+    for args in (["--embedder", "letters", "remember", "project", "Deploys wait for the checklist."],
+                 ["--embedder", "letters", "remember", "project", "The canary is watched."],
+                 ["--embedder", "letters", "search", "deploys canary"],
+                 ["--embedder", "letters", "assemble", "deploys canary", "--dump", "json"],
+                 ["flush", "--client", "example-offline", str(conversation), "--json"]):
+        result = runner.invoke(cli, ["--db", db, *args], catch_exceptions=False)
+        assert 0 == result.exit_code, result.output
+        traces += result.stderr
+        outputs.append(result.stdout)
+    assert set(_hookspecs()) == _traced_hooks(traces)
+    # each hook's work: the plugin's embedder made the vectors, its reranker put the fact naming
+    # a glossary term first, its client answered the flush, its contributor and filter ran.
+    assert "[id:2]" in outputs[2].splitlines()[0]
+    dump = json.loads(outputs[3])
+    assert "glossary" in [s["name"] for s in dump["sections"]]
+    project = next(s for s in dump["sections"] if s["name"] == "project_memory")
+    assert "The canary is watched." == project["items"][0]["text"]
+    assert "example-offline" == json.loads(outputs[4])["model"]
+    from ctxslots import FactStore
+    from ctxslots_example_plugin import LetterEmbedder
+    with FactStore(db, embedder=LetterEmbedder()) as store:
+        assert "letters:v1" == store.embedder.model_id and 2 == len(list(store.facts()))
+
+
+def test_mcp_server_reranks_through_the_plugins(example_plugin, tmp_path):
+    """The MCP server's memory_query goes through the plugins' rerank_hits (traced on stderr)."""
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    db = tmp_path / "m.db"
+    with make_store(db, [("project", None, "Deploys wait for the checklist."),
+                         ("project", None, "The canary deploys are watched.")]):
+        pass
+    env = {**os.environ, "CTXSLOTS_LOAD_PLUGINS": "example_glossary", "CTXSLOTS_TRACE_PLUGINS": "1"}
+    errlog = (tmp_path / "stderr.txt").open("w")
+
+    async def query() -> str:
+        params = StdioServerParameters(command=sys.executable, env=env,
+                                       args=["-m", "ctxslots", "--db", str(db), "mcp"])
+        async with stdio_client(params, errlog=errlog) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool("memory_query", {"query": "deploys checklist"})
+        return "".join(block.text for block in result.content)
+
+    text = anyio.run(query)
+    errlog.close()
+    assert "rerank_hits" in _traced_hooks((tmp_path / "stderr.txt").read_text())
+    assert "canary" in text.splitlines()[1]                 # the glossary term first
+
+
+def test_no_hook_is_called_around_pluggy():
+    """No module calls a hook implementation's function directly (that would skip tracing)."""
+    offenders = [str(path) for path in (ROOT / "src" / "ctxslots").rglob("*.py")
+                 if "impl.function(" in path.read_text(encoding="utf-8")]
+    assert [] == offenders
+
+
+def test_plugins_command_lists_plugins_and_their_hooks(example_plugin, monkeypatch):
+    """ctxslots plugins names the built-ins and the installed plugin, with the hooks of each."""
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "example_glossary")
+    result = CliRunner().invoke(cli, ["plugins"], catch_exceptions=False)
+    assert result.output.splitlines() == [
+        "ctxslots.contributors.builtin (built-in): register_contributors",
+        "ctxslots.flusher.builtin (built-in): register_llm_clients",
+        "example_glossary (0.1.0): prepare_jinja2_environment, register_contributors, "
+        "register_embedders, register_llm_clients, rerank_hits",
+    ]
+    listed = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
+    assert {"name": "example_glossary", "builtin": False, "version": "0.1.0",
+            "hooks": ["prepare_jinja2_environment", "register_contributors", "register_embedders",
+                      "register_llm_clients", "rerank_hits"]} == listed[-1]
+
+
+def test_unknown_llm_client_names_the_registered_ones(tmp_path):
+    """flush --client with a name nobody registered is one error line listing the known ones."""
+    conversation = tmp_path / "c.jsonl"
+    conversation.write_text('{"role": "user", "content": "hi"}\n')
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "u.db"), "flush", "--client", "nope",
+                                      str(conversation)])
+    assert 1 == result.exit_code
+    assert "Error: unknown LLM client 'nope'; registered: openai\n" == result.output

@@ -12,7 +12,7 @@ import importlib.metadata
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pluggy
@@ -20,12 +20,13 @@ import pluggy
 from . import hookspecs
 from .errors import PluginError
 
-__all__ = ["DEFAULT_PLUGINS", "PluginError", "collect", "load_plugins", "make_plugin_manager"]
+__all__ = ["DEFAULT_PLUGINS", "PluginError", "call_each", "collect", "describe_plugins",
+           "embedder_factories", "llm_client_factories", "load_plugins", "make_plugin_manager"]
 
 logger = logging.getLogger("ctxslots.plugins")
 
 #: Modules holding ctxslots' own hook implementations, registered first.
-DEFAULT_PLUGINS: tuple[str, ...] = ("ctxslots.contributors.builtin",)
+DEFAULT_PLUGINS: tuple[str, ...] = ("ctxslots.contributors.builtin", "ctxslots.flusher.builtin")
 
 
 def make_plugin_manager(
@@ -104,6 +105,25 @@ def load_plugins(pm: pluggy.PluginManager) -> list[str]:
     return loaded
 
 
+def call_each(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any
+              ) -> Iterator[tuple[str, list[Any]]]:
+    """Call a hook once per implementing plugin, in registration order, through pluggy's
+    hook caller (so tracing and monitoring see every call); yield each plugin's name
+    and its results.
+
+    Calling one plugin at a time lets a caller tell which plugin registered what,
+    and lets each ``rerank_hits`` implementation see the previous one's output.
+    """
+    for impl in getattr(pm.hook, hook_name).get_hookimpls():
+        yield impl.plugin_name, _caller_for(pm, hook_name, impl)(**kwargs)
+
+
+def _caller_for(pm: pluggy.PluginManager, hook_name: str, impl: Any) -> Any:
+    """pluggy's hook caller for ``hook_name`` restricted to the plugin of ``impl``."""
+    others = [p for p in pm.get_plugins() if p is not impl.plugin]
+    return pm.subset_hook_caller(hook_name, remove_plugins=others)
+
+
 def collect(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> dict[str, tuple[Any, str]]:
     """Call a ``register_*`` hook and return ``{name: (object, plugin_name)}``.
 
@@ -115,29 +135,63 @@ def collect(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> dict[str
     :raises PluginError: A name is empty, not a string, or registered twice.
     """
     found: dict[str, tuple[Any, str]] = {}
-    hook = getattr(pm.hook, hook_name)
-    for impl in hook.get_hookimpls():
-        plugin_name = impl.plugin_name
+    current = [""]
 
-        def register(*args: Any, _plugin: str = plugin_name) -> None:
-            if len(args) == 1:
-                obj = args[0]
-                name = getattr(obj, "name", None)
-            elif len(args) == 2:
-                name, obj = args
-            else:
-                raise PluginError(f"register() takes 1 or 2 arguments, got {len(args)}", plugin=_plugin)
-            if not isinstance(name, str) or not name:
-                raise PluginError(f"plugin {_plugin} registered an object without a name", plugin=_plugin)
-            if name in found:
-                raise PluginError(
-                    f"{name!r} registered by {_plugin} is already registered by {found[name][1]}",
-                    plugin=_plugin,
-                )
-            found[name] = (obj, _plugin)
+    def register(*args: Any) -> None:
+        plugin = current[0]
+        if len(args) == 1:
+            obj = args[0]
+            name = getattr(obj, "name", None)
+        elif len(args) == 2:
+            name, obj = args
+        else:
+            raise PluginError(f"register() takes 1 or 2 arguments, got {len(args)}", plugin=plugin)
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"plugin {plugin} registered an object without a name", plugin=plugin)
+        if name in found:
+            raise PluginError(
+                f"{name!r} registered by {plugin} is already registered by {found[name][1]}",
+                plugin=plugin,
+            )
+        found[name] = (obj, plugin)
 
-        register_fn: Callable[..., None] = register
-        impl.function(**{
-            arg: register_fn if arg == "register" else kwargs.get(arg) for arg in impl.argnames
-        })
+    register_fn: Callable[..., None] = register
+    # Registration order (trylast built-ins first), so a later duplicate is the one named.
+    for impl in getattr(pm.hook, hook_name).get_hookimpls():
+        current[0] = impl.plugin_name
+        _caller_for(pm, hook_name, impl)(register=register_fn, **kwargs)
+    return found
+
+
+def embedder_factories(pm: pluggy.PluginManager) -> dict[str, Callable[[str], Any]]:
+    """``{name: factory}`` from every plugin's ``register_embedders``."""
+    return {name: obj for name, (obj, _plugin) in collect(pm, "register_embedders").items()}
+
+
+def llm_client_factories(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any]]:
+    """``{name: factory}`` from every plugin's ``register_llm_clients``."""
+    return {name: obj for name, (obj, _plugin) in collect(pm, "register_llm_clients").items()}
+
+
+def describe_plugins(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
+    """Every registered plugin with the hooks it implements, built-ins first, then by name:
+    ``{"name", "builtin", "hooks", "version"}`` (the distribution's version for an
+    entry-point plugin, else ``None``)."""
+    versions = {name: dist.version for dist, name in _entry_point_dists(pm)}
+    out = []
+    for name, plugin in pm.list_name_plugin():
+        if plugin is None:  # blocked
+            continue
+        hooks = sorted(caller.name for caller in pm.get_hookcallers(plugin) or [])
+        out.append({"name": name, "builtin": name in DEFAULT_PLUGINS, "hooks": hooks,
+                    "version": versions.get(name)})
+    return sorted(out, key=lambda p: (not p["builtin"], p["name"]))
+
+
+def _entry_point_dists(pm: pluggy.PluginManager) -> list[tuple[Any, str]]:
+    found = []
+    for dist in importlib.metadata.distributions():
+        for ep in dist.entry_points:
+            if ep.group == hookspecs.PROJECT_NAME and pm.get_plugin(ep.name) is not None:
+                found.append((dist, ep.name))
     return found

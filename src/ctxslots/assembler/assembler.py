@@ -16,6 +16,7 @@ from ..errors import BudgetExceededError, InvalidRequestError
 from ..model import AssembledPrompt
 from ..plugins import collect, make_plugin_manager
 from ..request import AssemblyRequest
+from ..stores.rerank import reranker_from_plugins
 from ..tokens import (
     DEFAULT_ENCODING,
     TokenCounter,
@@ -82,7 +83,11 @@ class PromptAssembler:
         templates: Template overrides by name (mapping of name to source, or a directory).
         loader: Another jinja2 loader, tried after ``templates``, before the built-ins.
         load_entry_points: Also load plugins from the ``ctxslots`` entry-point group.
-        plugin_manager: The pluggy manager holding the plugins.
+        plugin_manager: The pluggy manager holding the plugins: the one given (an
+            application's, with its plugins already loaded; then ``plugins`` and
+            ``load_entry_points`` must be left out), else a new one. Its
+            ``rerank_hits`` implementations rerank the store's searches when the
+            store has no reranker of its own (``FactStore.rerank`` is set).
         environment: The jinja2 environment of every template.
     """
 
@@ -97,6 +102,8 @@ class PromptAssembler:
     templates: Templates | None = attrs.field(default=None, kw_only=True)
     loader: jinja2.BaseLoader | None = attrs.field(default=None, kw_only=True)
     load_entry_points: bool = attrs.field(default=False, kw_only=True)
+    _given_pm: pluggy.PluginManager | None = attrs.field(default=None, kw_only=True, repr=False,
+                                                         alias="plugin_manager")
     plugin_manager: pluggy.PluginManager = attrs.field(init=False, repr=False)
     environment: jinja2.Environment = attrs.field(init=False, repr=False)
 
@@ -106,9 +113,19 @@ class PromptAssembler:
         else:
             check_counter(self._counter)
             self.encoding = counter_name(self._counter)
-        self.plugin_manager = make_plugin_manager(
-            self.plugins, entry_points=bool(self.load_entry_points)
-        )
+        if self._given_pm is not None:
+            if self.plugins or self.load_entry_points:
+                raise InvalidRequestError("give plugin_manager, or plugins and load_entry_points, "
+                                          "not both", field="plugin_manager", value=self._given_pm)
+            self.plugin_manager = self._given_pm
+        else:
+            self.plugin_manager = make_plugin_manager(
+                self.plugins, entry_points=bool(self.load_entry_points)
+            )
+        if self.store is not None and getattr(self.store, "rerank", False) is None:
+            rerank = reranker_from_plugins(self.plugin_manager)
+            if rerank is not None:
+                setattr(self.store, "rerank", rerank)  # noqa: B010 - a public attribute
         self.environment = make_environment(
             templates=self.templates, loader=self.loader, plugin_manager=self.plugin_manager
         )

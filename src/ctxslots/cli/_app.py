@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 import click
+import pluggy
 
 from ..errors import CtxslotsError
 from ..stores import FactStore, default_db_path
@@ -34,26 +35,43 @@ class CliContext:
     db: Path | None = None
     embedder: str | None = None
     embed_base_url: str | None = None
+    _cache: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     @property
     def db_path(self) -> Path:
         """The store's path: ``--db``, else the default under the user data directory."""
         return self.db or default_db_path()
 
+    def plugin_manager(self) -> pluggy.PluginManager:
+        """The built-in and installed plugins (entry points, ``CTXSLOTS_LOAD_PLUGINS`` applies),
+        loaded once per command."""
+        from ..plugins import make_plugin_manager
+
+        if "pm" not in self._cache:
+            self._cache["pm"] = make_plugin_manager(entry_points=True)
+        pm: pluggy.PluginManager = self._cache["pm"]
+        return pm
+
     @contextmanager
     def open_store(self, *, long_running: bool = False) -> Iterator[FactStore]:
-        """Open the store with the chosen embedder; close it afterwards.
+        """Open the store with the chosen embedder (a plugin's too, through
+        ``register_embedders``) and the plugins' ``rerank_hits``; close it afterwards.
 
         :param long_running: Keep the in-memory vector copy (a server); a
             one-shot command searches sqlite-vec directly.
         """
+        from ..plugins import embedder_factories
         from ..stores.embedders import embedder_from_spec
+        from ..stores.rerank import reranker_from_plugins
 
-        embedder = (embedder_from_spec(self.embedder, base_url=self.embed_base_url)
+        pm = self.plugin_manager()
+        embedder = (embedder_from_spec(self.embedder, base_url=self.embed_base_url,
+                                       factories=embedder_factories(pm))
                     if self.embedder else None)
         # A one-shot command searches once or twice: sqlite-vec's scan (30 ms at 100k facts) beats
         # loading the in-memory vector copy first (1.6 s). A server keeps the copy.
-        with FactStore(self.db_path, embedder=embedder, vector_cache=long_running) as store:
+        with FactStore(self.db_path, embedder=embedder, vector_cache=long_running,
+                       rerank=reranker_from_plugins(pm)) as store:
             yield store
 
 

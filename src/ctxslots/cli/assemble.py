@@ -44,7 +44,8 @@ def assemble(
     request = AssemblyRequest(message, scope=scope, budget=budget, safety_margin=safety_margin,
                               answer_reserve=answer_reserve)
     with app.open_store() as store:
-        assembler = PromptAssembler(store, load_entry_points=True, counter=counter)
+        assembler = PromptAssembler(store, plugin_manager=app.plugin_manager(),
+                                    counter=counter)
         prompt = assembler.assemble(request)
         dumped = assembler.dump(prompt, dump_format) if dump_format else None
     if dumped is None or output is not None:

@@ -48,10 +48,14 @@ def conversation_id(path: Path) -> str:
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--conversation", help="Conversation id (default: derived from the file's path).")
 @click.option("--scope", help="Workspace of project facts (default: global).")
-@click.option("--base-url", required=True, envvar="CTXSLOTS_LLM_BASE_URL",
+@click.option("--client", "client_name", default="openai", show_default=True,
+              envvar="CTXSLOTS_LLM_CLIENT",
+              help="The LLM client: openai (any OpenAI-compatible endpoint) or one a plugin "
+                   "registers (register_llm_clients); see ctxslots plugins.")
+@click.option("--base-url", envvar="CTXSLOTS_LLM_BASE_URL",
               help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 "
                    "(or $CTXSLOTS_LLM_BASE_URL).")
-@click.option("--model", required=True, envvar="CTXSLOTS_LLM_MODEL",
+@click.option("--model", envvar="CTXSLOTS_LLM_MODEL",
               help="Model name sent to the endpoint (or $CTXSLOTS_LLM_MODEL).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Seconds to wait for one model reply.")
@@ -65,7 +69,7 @@ def conversation_id(path: Path) -> str:
 @pass_cli_context
 def flush(
     app: CliContext, conversation_file: Path, conversation: str | None, scope: str | None,
-    base_url: str, model: str, timeout: float, if_due: bool, every_n_turns: int,
+    client_name: str, base_url: str | None, model: str | None, timeout: float, if_due: bool, every_n_turns: int,
     token_threshold: int, as_json: bool,
 ) -> None:
     """Extract facts from CONVERSATION.jsonl (one {role, content} object per line).
@@ -74,11 +78,11 @@ def flush(
     The API key, when the server needs one, is read from $OPENAI_API_KEY and sent
     as a bearer token. Exits 1 when the flush failed; the store is then unchanged.
     """
-    from ..flusher import FlushPolicy, MemoryFlusher, OpenAIChatClient
+    from ..flusher import FlushPolicy, MemoryFlusher
 
     messages = read_conversation(conversation_file)
     conv = conversation or conversation_id(conversation_file)
-    client = OpenAIChatClient(base_url, model, timeout=timeout)
+    client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout)
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
     with app.open_store() as store:
         flusher = MemoryFlusher(store, client, policy=policy)
@@ -89,6 +93,26 @@ def flush(
                 _show(exc.report, as_json)
             raise click.ClickException(str(exc)) from exc
     _show(report, as_json)
+
+
+def make_client(app: CliContext, name: str, **options: Any) -> Any:
+    """The LLM client ``name`` from the plugins' ``register_llm_clients`` (``openai`` built in),
+    made with the options given (``None`` values left out).
+
+    :raises click.ClickException: No plugin registers that name.
+    """
+    from ..plugins import llm_client_factories
+
+    factories = llm_client_factories(app.plugin_manager())
+    if name not in factories:
+        raise click.ClickException(f"unknown LLM client {name!r}; registered: "
+                                   f"{', '.join(sorted(factories))}")
+    given = {k: v for k, v in options.items() if v is not None}
+    try:
+        return factories[name](**given)
+    except TypeError as exc:  # a plugin's factory that takes other options
+        raise click.ClickException(f"the LLM client {name!r} refused the options "
+                                   f"{', '.join(sorted(given))}: {exc}") from exc
 
 
 def _show(report: Any, as_json: bool) -> None:

@@ -87,8 +87,9 @@ def apply_boost_and_rerank(
 def reranker_from_plugins(pm: Any) -> Reranker | None:
     """One reranker chaining every ``rerank_hits`` implementation of a plugin manager.
 
-    Implementations run in registration order, each seeing the previous one's
-    output; ``None`` when no plugin implements the hook.
+    Each implementation is called through pluggy's hook caller, one plugin at a
+    time in registration order, and sees the previous one's output; ``None``
+    when no plugin implements the hook.
     """
     impls = list(pm.hook.rerank_hits.get_hookimpls())
     if not impls:
@@ -96,10 +97,11 @@ def reranker_from_plugins(pm: Any) -> Reranker | None:
 
     def rerank(query: str, hits: list[Hit]) -> list[Hit]:
         for impl in impls:
-            kwargs = {"query": query, "hits": hits}
-            out = impl.function(**{name: kwargs[name] for name in impl.argnames})
-            if out is not None:
-                hits = list(out)
+            others = [p for p in pm.get_plugins() if p is not impl.plugin]
+            results = pm.subset_hook_caller("rerank_hits", remove_plugins=others)(
+                query=query, hits=hits)
+            if results:  # pluggy leaves out None results
+                hits = list(results[0])
         return hits
 
     return rerank

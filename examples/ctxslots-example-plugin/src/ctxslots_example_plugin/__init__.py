@@ -1,14 +1,19 @@
-"""An example ctxslots plugin: a glossary contributor and a template filter."""
+"""An example ctxslots plugin, one use of every hook: a glossary contributor, a template
+filter, a toy embedder (``--embedder letters``), an offline LLM client (``--client
+example-offline``) and a reranker that puts facts naming a glossary term first."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ctxslots import AssemblyRequest, Item, Section, hookimpl
+import numpy as np
 
-__all__ = ["GLOSSARY", "GlossaryContributor"]
+from ctxslots import AssemblyRequest, Item, Section, hookimpl
+from ctxslots.flusher import ChatResult
+
+__all__ = ["GLOSSARY", "GlossaryContributor", "LetterEmbedder", "OfflineClient"]
 
 #: Terms the team uses, with what they mean.
 GLOSSARY: Mapping[str, str] = {
@@ -51,3 +56,56 @@ def register_contributors(register: Callable[[Any], None]) -> None:
 def prepare_jinja2_environment(env: Any) -> None:
     """Add an ``upper_first`` filter that templates may use."""
     env.filters["upper_first"] = lambda text: str(text)[:1].upper() + str(text)[1:]
+
+
+class LetterEmbedder:
+    """A toy embedder: how often each letter a-z occurs, scaled to unit length. No model."""
+
+    dimension = 26
+
+    def __init__(self, arg: str = "") -> None:
+        self.model_id = f"letters:{arg or 'v1'}"
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """One unit-length float32 row per text."""
+        rows = np.zeros((len(texts), 26), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for char in text.lower():
+                if "a" <= char <= "z":
+                    rows[i, ord(char) - 97] += 1.0
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return rows / norms
+
+
+class OfflineClient:
+    """An LLM client that never calls a model: it answers that there is nothing to remember."""
+
+    name = "example-offline"
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+
+    def complete(self, messages: Sequence[Any], *, json_schema: Any = None,
+                 temperature: float = 0.0) -> ChatResult:
+        """No operations, whatever the conversation."""
+        return ChatResult(text='{"operations": []}', model="example-offline")
+
+
+@hookimpl
+def register_embedders(register: Callable[[str, Callable[[str], Any]], None]) -> None:
+    """``--embedder letters`` (or ``letters:NAME``)."""
+    register("letters", LetterEmbedder)
+
+
+@hookimpl
+def register_llm_clients(register: Callable[[str, Callable[..., Any]], None]) -> None:
+    """``ctxslots flush --client example-offline``."""
+    register("example-offline", OfflineClient)
+
+
+@hookimpl
+def rerank_hits(hits: Sequence[Any]) -> list[Any]:
+    """Facts that name a glossary term first; otherwise the order stays."""
+    return sorted(hits, key=lambda hit: not any(term in hit.fact.value.lower()
+                                                 for term in GLOSSARY))
