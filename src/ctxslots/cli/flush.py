@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import click
 from ..errors import FlushError
 from ..model import Message
 from ._app import CliContext, pass_cli_context
+from ._progress import Progress
 
 __all__ = ["flush", "read_conversation", "register"]
 
@@ -43,10 +45,29 @@ def conversation_id(path: Path) -> str:
     return f"file:{path.name[:100]}:{digest}"
 
 
+def conversation_files(paths: Sequence[Path]) -> list[Path]:
+    """The conversation files named: each file as given, each directory's ``*.jsonl`` files
+    in name order, without repeats.
+
+    :raises click.UsageError: A directory holds no ``.jsonl`` file.
+    """
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+            if not found:
+                raise click.UsageError(f"no .jsonl conversation files in {path}")
+            files += found
+        else:
+            files.append(path)
+    return list(dict.fromkeys(files))
+
+
 @click.command()
-@click.argument("conversation_file", metavar="CONVERSATION.jsonl",
-                type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--conversation", help="Conversation id (default: derived from the file's path).")
+@click.argument("paths", metavar="CONVERSATION.jsonl|DIR...", nargs=-1, required=True,
+                type=click.Path(exists=True, path_type=Path))
+@click.option("--conversation", help="Conversation id (default: derived from the file's path; "
+                                     "only with one file).")
 @click.option("--scope", help="Workspace of project facts (default: global).")
 @click.option("--client", "client_name", default="openai", show_default=True,
               envvar="CTXSLOTS_LLM_CLIENT",
@@ -68,30 +89,71 @@ def conversation_id(path: Path) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_cli_context
 def flush(
-    app: CliContext, conversation_file: Path, conversation: str | None, scope: str | None,
-    client_name: str, base_url: str | None, model: str | None, timeout: float, if_due: bool, every_n_turns: int,
-    token_threshold: int, as_json: bool,
+    app: CliContext, paths: tuple[Path, ...], conversation: str | None, scope: str | None,
+    client_name: str, base_url: str | None, model: str | None, timeout: float, if_due: bool,
+    every_n_turns: int, token_threshold: int, as_json: bool,
 ) -> None:
-    """Extract facts from CONVERSATION.jsonl (one {role, content} object per line).
+    """Extract facts from conversation files (one {role, content} object per line): each
+    CONVERSATION.jsonl given, and every *.jsonl file of each DIR, one conversation per file.
 
     Only messages not read by an earlier flush of the same conversation are sent.
     The API key, when the server needs one, is read from $OPENAI_API_KEY and sent
-    as a bearer token. Exits 1 when the flush failed; the store is then unchanged.
+    as a bearer token. A failed flush leaves the store as it was; with several
+    files the others still run, and the command exits 1 if any failed.
     """
     from ..flusher import FlushPolicy, MemoryFlusher
 
-    messages = read_conversation(conversation_file)
-    conv = conversation or conversation_id(conversation_file)
+    files = conversation_files(paths)
+    if conversation is not None and len(files) > 1:
+        raise click.UsageError("--conversation names one conversation: give one file")
     client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout)
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
-    with app.open_store() as store:
+    if len(files) == 1:
+        with app.open_store() as store:
+            flusher = MemoryFlusher(store, client, policy=policy)
+            _flush_one(flusher, files[0], conversation, scope, if_due, as_json)
+        return
+    reports: list[dict[str, Any]] = []
+    failed = 0
+    with app.open_store() as store, \
+            Progress("flushing", total=len(files), unit="conversations") as bar:
         flusher = MemoryFlusher(store, client, policy=policy)
-        try:
-            report = flusher.flush(messages, conversation=conv, scope=scope, force=not if_due)
-        except FlushError as exc:
-            if as_json:  # the failed report for a program; a person gets the one line below
-                _show(exc.report, as_json)
-            raise click.ClickException(str(exc)) from exc
+        for file in files:
+            try:
+                report = flusher.flush(read_conversation(file), conversation=conversation_id(file),
+                                       scope=scope, force=not if_due)
+            except (FlushError, click.ClickException) as exc:
+                failed += 1
+                failure = exc.report if isinstance(exc, FlushError) else None
+                reports.append({"file": str(file), **(failure.to_dict() if failure else {}),
+                                "error": _message(exc)})
+                if not as_json:
+                    click.echo(f"{file}: Error: {_message(exc)}", err=True)
+            else:
+                reports.append({"file": str(file), **report.to_dict()})
+                if not as_json:
+                    click.echo(f"{file}: {report.summary()}")
+            bar.advance()
+    if as_json:
+        click.echo(json.dumps(reports, indent=2, ensure_ascii=False))
+    if failed:
+        raise click.ClickException(f"{failed} of {len(files)} conversations failed")
+
+
+def _message(exc: Exception) -> str:
+    return exc.message if isinstance(exc, click.ClickException) else str(exc)
+
+
+def _flush_one(flusher: Any, file: Path, conversation: str | None, scope: str | None,
+               if_due: bool, as_json: bool) -> None:
+    messages = read_conversation(file)
+    conv = conversation or conversation_id(file)
+    try:
+        report = flusher.flush(messages, conversation=conv, scope=scope, force=not if_due)
+    except FlushError as exc:
+        if as_json:  # the failed report for a program; a person gets the one line below
+            _show(exc.report, as_json)
+        raise click.ClickException(str(exc)) from exc
     _show(report, as_json)
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
+from ._progress import Progress
 
 __all__ = ["register"]
 
@@ -45,16 +45,9 @@ def doctor(app: CliContext, as_json: bool) -> None:
 def reindex(app: CliContext) -> None:
     """Rebuild the full-text index and every vector from the facts table."""
 
-    with app.open_store() as store, click.progressbar(
-            length=max(1, store.stats()["facts"]), label="embedding facts", file=sys.stderr) as bar:
-        done_before = 0
-
-        def progress(done: int, total: int) -> None:
-            nonlocal done_before
-            bar.update(done - done_before)
-            done_before = done
-
-        count = store.reindex(progress=progress)
+    with app.open_store() as store, \
+            Progress("reindexing", total=store.stats()["facts"], unit="facts") as bar:
+        count = store.reindex(progress=bar.update)
     click.echo(f"reindexed {_count(count, 'fact')}")
 
 

@@ -10,6 +10,7 @@ import click
 from ..stores.prune import DEFAULT_SLOT_CAPS, PrunePolicy
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
+from ._progress import Progress
 
 __all__ = ["register"]
 
@@ -51,7 +52,7 @@ def prune(app: CliContext, dry_run: bool, caps: dict[str, int], max_bytes: int |
     policy = PrunePolicy(slot_caps={**DEFAULT_SLOT_CAPS, **caps}, max_bytes=max_bytes)
     if protect_days is not None:
         policy = attrs.evolve(policy, protect_days=protect_days)
-    with app.open_store() as store:
+    with app.open_store() as store, Progress("pruning"):
         report = store.prune(policy, dry_run=dry_run)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
@@ -88,7 +89,8 @@ def consolidate(app: CliContext, threshold: float, dry_run: bool, as_json: bool)
     """
 
     with app.open_store() as store:
-        report = store.consolidate(threshold=threshold, dry_run=dry_run)
+        with Progress("consolidating"):
+            report = store.consolidate(threshold=threshold, dry_run=dry_run)
         if as_json:
             click.echo(json.dumps(report.to_dict(), indent=2))
             return

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import click
 
@@ -28,6 +28,7 @@ from ..stores.transfer import (
 )
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
+from ._progress import CountingReader, CountingWriter, Progress
 
 __all__ = ["export", "import_", "register"]
 
@@ -71,7 +72,7 @@ def export(
 ) -> None:
     """Write the store's facts as JSONL (lossless) or Markdown (for people)."""
 
-    with app.open_store() as store:
+    with app.open_store() as store, Progress("exporting", unit="lines") as bar:
         try:
             if fmt == "markdown":
                 _export_markdown(store, output, list(slots) or None, scope)
@@ -80,13 +81,18 @@ def export(
                 "slots": list(slots) or None, "scope": scope,
                 "include_archive": not no_archive, "include_history": not no_history}
             if output is None:
-                export_jsonl(store, sys.stdout, **options)
+                export_jsonl(store, _counted(sys.stdout, bar), **options)
                 return
-            count = _write_atomically(output, lambda fp: export_jsonl(store, fp, **options))
+            count = _write_atomically(
+                output, lambda fp: export_jsonl(store, _counted(fp, bar), **options))
         except OSError as exc:
             raise click.ClickException(f"cannot write {exc.filename or output}: "
                                        f"{exc.strerror or exc}") from exc
     click.echo(f"exported {_count(count, 'fact')} to {output}", err=True)
+
+
+def _counted(fp: TextIO, bar: Progress) -> TextIO:
+    return cast(TextIO, CountingWriter(fp, bar))
 
 
 def _export_markdown(store: FactStore, output: Path | None, slots: list[str] | None,
@@ -140,10 +146,10 @@ def import_(
     fmt = _format_of(file, fmt)
     if fmt == "jsonl" and (slot or scope):
         raise click.UsageError("--slot and --scope apply to Markdown imports only")
-    with app.open_store() as store:
+    with app.open_store() as store, Progress("importing") as bar:
         try:
             if fmt == "jsonl":
-                report = _import_jsonl(store, file, skip_invalid)
+                report = _import_jsonl(store, file, skip_invalid, bar)
             else:
                 target = slot or file.stem
                 if slot is None and target not in store.limits.slots:
@@ -156,12 +162,20 @@ def import_(
     _show(report, as_json)
 
 
-def _import_jsonl(store: FactStore, file: Path, skip_invalid: bool) -> ImportReport:
+def _import_jsonl(store: FactStore, file: Path, skip_invalid: bool,
+                  bar: Progress) -> ImportReport:
+    # The store reads and checks every line, then writes them all in one transaction:
+    # the bar follows the bytes read, then shows the time spent writing.
+    then = "writing and indexing the facts"
     if str(file) == "-":
-        return import_jsonl(store, sys.stdin, skip_invalid=skip_invalid)
+        bar.relabel("reading standard input", unit="bytes")
+        reader = cast(TextIO, CountingReader(sys.stdin, bar, then))
+        return import_jsonl(store, reader, skip_invalid=skip_invalid)
     try:
         with file.open(encoding="utf-8") as fp:
-            return import_jsonl(store, fp, skip_invalid=skip_invalid)
+            bar.relabel(f"reading {file.name}", total=file.stat().st_size, unit="bytes")
+            return import_jsonl(store, cast(TextIO, CountingReader(fp, bar, then)),
+                                skip_invalid=skip_invalid)
     except OSError as exc:
         raise click.ClickException(f"cannot read {file}: {exc.strerror or exc}") from exc
 
