@@ -13,7 +13,7 @@ from typing import Any
 
 from ..backend import Health
 from ._schema import SCHEMA_VERSION, schema_version
-from ._sql import Conn
+from ._sql import Conn, relation_exists
 
 __all__ = ["TABLES", "check", "info", "rebuild", "used_bytes"]
 
@@ -76,7 +76,7 @@ def check(conn: Conn) -> Health:
     for name in invalid:
         problems.append(f"index {name} is invalid: run `ctxslots reindex`")
     missing = [name for name in _LEXICAL_INDEXES
-               if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None]
+               if not relation_exists(conn, name)]
     for name in missing:
         problems.append(f"the full-text index {name} is missing: run `ctxslots reindex`")
     lexical_ok = not missing and not any(n in _LEXICAL_INDEXES for n in invalid)
@@ -89,5 +89,5 @@ def rebuild(conn: Conn) -> None:
     for statement in _LEXICAL_INDEXES.values():
         conn.execute(statement)
     for table in TABLES:
-        if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None:
+        if relation_exists(conn, table):
             conn.execute(f"REINDEX TABLE {table}")

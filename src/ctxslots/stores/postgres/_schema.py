@@ -22,6 +22,7 @@ import psycopg
 from psycopg import errors as pgerrors
 
 from ...errors import StoreError
+from ._sql import relation_exists
 
 __all__ = [
     "LOCK_CLASS",
@@ -87,10 +88,10 @@ _FACT_COLUMNS = f"""
 def m001_initial(conn: psycopg.Connection[Any]) -> None:
     """Facts, archive, history, links, flush progress and settings, with their indexes.
 
-    Ids come from the sequence ``fact_ids`` and are never reused: an archived
+    (The ``vector`` extension is created before any migration runs.) Ids
+    come from the sequence ``fact_ids`` and are never reused: an archived
     fact keeps its id, and an imported id moves the sequence past it.
     """
-    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     conn.execute(f"""
         CREATE TEXT SEARCH DICTIONARY ctxslots_stem (TEMPLATE = snowball, Language = english);
         CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = english);
@@ -172,8 +173,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 def schema_version(conn: psycopg.Connection[Any]) -> int:
     """The number of migrations applied to the database (0 for a new one)."""
-    row = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
-    if not row or not row[0]:
+    if not relation_exists(conn, "schema_migrations"):
         return 0
     found = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
     return int(found[0]) if found else 0
@@ -206,6 +206,10 @@ def migrate(conn: psycopg.Connection[Any], where: str) -> list[str]:
             current = schema_version(conn)
             if current > SCHEMA_VERSION:
                 raise _newer(where, current)
+            # pgvector first: without it nothing else is worth creating.
+            found = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+            if found.fetchone() is None:
+                conn.execute("CREATE EXTENSION vector")
             conn.execute("""CREATE TABLE IF NOT EXISTS schema_migrations (
                 version integer PRIMARY KEY, name text NOT NULL,
                 applied_at timestamptz NOT NULL DEFAULT now())""")
@@ -224,12 +228,13 @@ def _privilege_error(conn: psycopg.Connection[Any], where: str,
                      exc: pgerrors.InsufficientPrivilege) -> StoreError:
     user = conn.info.user
     db = conn.info.dbname
-    if "extension" in str(exc) or "vector" in str(exc):
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "permission denied"
+    if "extension" in detail:
         return StoreError(
             f"the database {db!r} at {where} does not have the vector extension and role "
             f"{user!r} may not create it: have an administrator run CREATE EXTENSION vector "
             f"in database {db!r} (nothing was written)", path=where)
     return StoreError(
         f"role {user!r} may not create the ctxslots tables in database {db!r} at {where} "
-        f"({str(exc).strip()}): grant it CREATE on the schema, or open the store once as the "
+        f"({detail}): grant it CREATE on the schema, or open the store once as the "
         "database owner (nothing was written)", path=where)

@@ -7,7 +7,16 @@ from typing import Any
 
 from ..backend import FACT_COLUMNS, FactFilter
 
-__all__ = ["ARCHIVE_COLUMNS", "COLUMNS", "Conn", "filter_clause", "fact_columns"]
+__all__ = [
+    "ARCHIVE_COLUMNS",
+    "COLUMNS",
+    "Conn",
+    "fact_columns",
+    "filter_clause",
+    "id_list",
+    "live_clause",
+    "relation_exists",
+]
 
 #: The fact columns, in :data:`~ctxslots.stores.backend.FACT_COLUMNS` order.
 COLUMNS = ", ".join(FACT_COLUMNS)
@@ -46,6 +55,20 @@ def live_clause(live_at: float | None, alias: str = "f") -> tuple[str, list[Any]
     if live_at is None:
         return "TRUE", []
     return f"({alias}.expires_at IS NULL OR {alias}.expires_at > %s)", [float(live_at)]
+
+
+def relation_exists(conn: Conn, name: str) -> bool:
+    """Whether a table or index ``name`` exists in the schemas on the search path.
+
+    Read from ``pg_class`` under the statement's snapshot: ``to_regclass``
+    answers from a per-session cache that, inside a transaction, can still
+    miss a table another session created meanwhile.
+    """
+    found = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE c.relname = %s "
+        "AND n.nspname = ANY(pg_catalog.current_schemas(false)))", (name,)).fetchone()
+    return bool(found and found[0])
 
 
 def id_list(values: Sequence[int]) -> list[int]:

@@ -24,7 +24,7 @@ from psycopg.rows import dict_row
 
 from ...errors import StoreError
 from ..backend import FactFilter, Row, VectorState
-from ._sql import COLUMNS, Conn, id_list
+from ._sql import COLUMNS, Conn, id_list, relation_exists
 from ._vector_io import Vector
 
 __all__ = ["EXACT_SCAN_ROWS", "knn", "put", "reset", "state"]
@@ -41,8 +41,7 @@ MAX_INDEXED_DIMENSION = 2000
 
 def table_exists(conn: Conn) -> bool:
     """Whether an embedder was bound (the vector table exists)."""
-    row = conn.execute("SELECT to_regclass('fact_vectors') IS NOT NULL").fetchone()
-    return bool(row and row[0])
+    return relation_exists(conn, "fact_vectors")
 
 
 def _set_meta(conn: Conn, name: str, value: str) -> None:

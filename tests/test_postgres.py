@@ -1,0 +1,271 @@
+"""The PostgreSQL engine's own promises: clear errors that write nothing, migrations once, BM25.
+
+Runs against the session's real server (pgserver, or ``CTXSLOTS_TEST_POSTGRES_URL``).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import apsw
+import psycopg
+import pytest
+from _postgres import PostgresServer, with_database, with_user
+
+from ctxslots.errors import StoreError
+from ctxslots.stores.backend import FactFilter
+
+pytest.importorskip("psycopg_pool")
+
+from ctxslots.stores.postgres import PostgresBackend  # noqa: E402
+from ctxslots.stores.postgres._connect import check_server  # noqa: E402
+from ctxslots.stores.postgres._schema import SCHEMA_VERSION  # noqa: E402
+
+NOW = 1_800_000_000.0
+
+
+def tables(url: str) -> list[str]:
+    """The tables of the public schema of a database."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")]
+
+
+def has_vector(url: str) -> bool:
+    """Whether the database has the vector extension."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'"
+                            ).fetchone()[0] == 1
+
+
+@pytest.fixture(name="role")
+def fixture_role(postgres: PostgresServer) -> Any:
+    """Creates login roles without privileges (dropped afterwards): ``role(password=None)``."""
+    made: list[str] = []
+
+    def make(password: str | None = None) -> str:
+        name = f"ctxslots_role_{uuid.uuid4().hex[:8]}"
+        with postgres.admin() as conn:
+            if password is None:
+                conn.execute(f"CREATE ROLE {name} LOGIN")
+            else:
+                conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+        made.append(name)
+        return name
+
+    yield make
+    with postgres.admin() as conn:
+        for name in made:
+            for db in conn.execute("SELECT datname FROM pg_database WHERE NOT datistemplate"
+                                   ).fetchall():
+                try:
+                    with psycopg.connect(with_database(postgres.url, db[0]),
+                                         autocommit=True) as other:
+                        other.execute(f"DROP OWNED BY {name}")
+                except psycopg.Error:
+                    pass
+            conn.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+# -- bad input: one clear error, nothing written -----------------------------------
+
+
+def test_an_unreachable_server_says_to_start_it():
+    """Nothing listening on the URL's port: a StoreError naming the server and what to check."""
+    with pytest.raises(StoreError) as info:
+        PostgresBackend("postgresql://ada:secret@127.0.0.1:1/memory", connect_timeout=2)
+    message = str(info.value)
+    assert "cannot reach a PostgreSQL server at postgresql://ada@127.0.0.1:1/memory" in message
+    assert "start it, or fix the host and port" in message
+    assert "secret" not in message
+
+
+def test_a_missing_database_says_to_create_it(postgres):
+    """A database that does not exist: the error says to create it."""
+    url = with_database(postgres.url, "ctxslots_no_such_db")
+    with pytest.raises(StoreError, match="does not exist.*create it"):
+        PostgresBackend(url)
+
+
+def test_a_wrong_password_says_so_and_writes_nothing(postgres, role):
+    """A refused password: the error names the user and where to put the password; no table made."""
+    name = role(password="right-password")
+    if not postgres.require_passwords_for(name):
+        pytest.skip("the external server's pg_hba.conf cannot be changed by the tests")
+    url = postgres.empty_database()
+    with psycopg.connect(with_user(url, name, "right-password")):
+        pass  # the role logs in with the right password
+    with pytest.raises(StoreError) as info:
+        PostgresBackend(with_user(url, name, "wrong-password"))
+    message = str(info.value)
+    assert f"cannot log in to postgresql://{name}@" in message
+    assert "password was refused" in message and "PGPASSWORD" in message
+    assert "wrong-password" not in message
+    assert [] == tables(url)
+
+
+def test_a_database_without_pgvector_asks_an_administrator(postgres, role):
+    """No vector extension and no right to create it: say who must run what; write nothing."""
+    url = postgres.empty_database()
+    if has_vector(url):
+        pytest.skip("the server creates the vector extension in every new database")
+    name = role()
+    with pytest.raises(StoreError) as info:
+        PostgresBackend(with_user(url, name))
+    message = str(info.value)
+    assert "does not have the vector extension" in message
+    assert "have an administrator run CREATE EXTENSION vector" in message
+    assert ([], False) == (tables(url), has_vector(url))
+
+
+def test_a_role_that_may_not_create_tables_is_told_what_to_grant(postgres, role):
+    """pgvector present, no CREATE on the schema: the error says what to grant; nothing written."""
+    url = postgres.empty_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    name = role()
+    with pytest.raises(StoreError, match="may not create the ctxslots tables.*grant it CREATE"):
+        PostgresBackend(with_user(url, name))
+    assert [] == tables(url)
+
+
+def test_a_schema_newer_than_the_code_says_to_upgrade(pg_url):
+    """A database migrated by a newer ctxslots is refused before anything is written."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, 'm999_future')",
+                     (SCHEMA_VERSION + 1,))
+    before = tables(pg_url)
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}, newer.*"
+                                         "upgrade ctxslots"):
+        PostgresBackend(pg_url)
+    assert before == tables(pg_url)
+
+
+@pytest.mark.parametrize(("server", "vector", "available", "expected"), [
+    (110022, "0.6.2", "0.6.2", "version 11, too old for the ctxslots schema.*upgrade the server"),
+    (160002, None, None, "does not have pgvector installed: install it on the server"),
+    (160002, "0.4.4", "0.6.2", "pgvector 0.4.4 .* too old .*ALTER EXTENSION vector UPDATE"),
+    (160002, None, "0.4.0", "pgvector 0.4.0 .* too old .*install a newer pgvector"),
+])
+def test_a_server_too_old_for_the_schema_is_refused(server, vector, available, expected):
+    """Server and pgvector versions below what the schema needs give one error saying what to do."""
+    with pytest.raises(StoreError, match=expected):
+        check_server("postgresql://db", server, vector, available)
+
+
+def test_supported_versions_pass_the_check():
+    """PostgreSQL 12+ with pgvector 0.5+ (created, or only available) is accepted."""
+    check_server("postgresql://db", 120000, "0.5.0", None)
+    check_server("postgresql://db", 160002, None, "0.6.2")
+
+
+def test_the_location_never_shows_the_password(pg_url):
+    """location and repr leave the password out."""
+    url = pg_url.replace("postgres:@", "postgres:hunter2@")
+    backend = PostgresBackend(url)
+    try:
+        assert "hunter2" not in backend.location
+        assert "hunter2" not in repr(backend)
+        assert backend.location.startswith("postgresql://postgres@")
+    finally:
+        backend.close()
+
+
+def test_a_closed_store_says_so(pg_url):
+    """Using a closed backend is a StoreError, not a driver error."""
+    backend = PostgresBackend(pg_url)
+    backend.close()
+    with pytest.raises(StoreError, match="closed"):
+        backend.counts()
+
+
+# -- migrations ---------------------------------------------------------------------
+
+
+def test_hosts_starting_together_migrate_once(postgres):
+    """Six openers racing on an empty database: all open, each migration recorded once."""
+    url = postgres.empty_database()
+    start = threading.Barrier(6)
+    opened: list[PostgresBackend] = []
+    errors: list[BaseException] = []
+
+    def open_store() -> None:
+        try:
+            start.wait()
+            opened.append(PostgresBackend(url, pool_size=1))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for backend in opened:
+        backend.close()
+    assert ([], 6) == (errors, len(opened))
+    with psycopg.connect(url, autocommit=True) as conn:
+        versions = conn.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()
+    assert [(n,) for n in range(1, SCHEMA_VERSION + 1)] == versions
+
+
+def test_every_unique_key_includes_the_scope(pg_url):
+    """Each primary key and unique index of a fact-bearing table names the scope column."""
+    backend = PostgresBackend(pg_url)
+    with backend.transaction():
+        backend.reset_vectors("model", 3)
+    backend.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        found = conn.execute("""
+            SELECT c.relname, i.indexrelid::regclass::text,
+                   bool_or(a.attname = 'scope') FROM pg_index i
+            JOIN pg_class c ON c.oid = i.indrelid
+            JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
+            WHERE i.indisunique AND c.relname = ANY(%s)
+            GROUP BY 1, 2 ORDER BY 1, 2""", (
+            ["facts", "archive", "fact_history", "fact_links", "fact_vectors"],)).fetchall()
+    assert {"facts", "archive", "fact_history", "fact_links", "fact_vectors"} == {
+        r[0] for r in found}
+    assert all(r[2] for r in found), found
+
+
+# -- BM25 against FTS5 ---------------------------------------------------------------
+
+
+CORPUS = [
+    "the cat sat on the mat",
+    "a dog and a cat met in the park",
+    "the dog barked at the mailman all day long",
+    "fish swim in the lake near the old mill",
+    "the cat and the dog and the fish",
+    "bright lake water under a pale sky",
+]
+
+
+def test_bm25_scores_equal_fts5(pg_url):
+    """The PostgreSQL BM25 scores equal SQLite FTS5's bm25() on the same facts and words."""
+    fts = apsw.Connection(":memory:")
+    fts.execute("CREATE VIRTUAL TABLE t USING fts5(key, value, tags, tokenize='porter unicode61')")
+    for n, text in enumerate(CORPUS, start=1):
+        fts.execute("INSERT INTO t (rowid, key, value, tags) VALUES (?, NULL, ?, '')", (n, text))
+    backend = PostgresBackend(pg_url)
+    try:
+        with backend.transaction():
+            ids = [backend.insert({"slot": "agent", "scope": "", "key": None, "value": text,
+                                   "tags": "", "source": None, "confidence": 1.0, "score": 0.0,
+                                   "created_at": NOW, "updated_at": NOW, "observed_at": NOW,
+                                   "last_accessed": None, "access_count": 0, "expires_at": None,
+                                   "superseded_by": None}) for text in CORPUS]
+        for words in (["cat"], ["dog", "fish"], ["lake", "mill", "cat"], ["the", "sky"]):
+            match = " OR ".join(f'"{w}"' for w in words)
+            expected = {ids[rowid - 1]: rank for rowid, rank in fts.execute(
+                "SELECT rowid, rank FROM t WHERE t MATCH ? ORDER BY rank", (match,))}
+            got = {c.row["id"]: c.score for c in backend.lexical(words, FactFilter(), 10)}
+            assert expected.keys() == got.keys(), words
+            for fact_id, score in expected.items():
+                assert score == pytest.approx(got[fact_id], rel=1e-9), words
+    finally:
+        backend.close()
