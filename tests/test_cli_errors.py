@@ -21,7 +21,7 @@ def _invoke(db_path, *args):
     (["get", "abc"], "'abc' is not a valid integer", "ctxslots get --help"),
     (["assemble", "hi", "--budget", "0"], "0 is not in the range", "ctxslots assemble --help"),
     (["flush", "missing.jsonl", "--base-url", "http://127.0.0.1:1/v1", "--model", "m"],
-     "File 'missing.jsonl' does not exist", "ctxslots flush --help"),
+     "Path 'missing.jsonl' does not exist", "ctxslots flush --help"),
     (["import", "missing.jsonl"], "File 'missing.jsonl' does not exist", "ctxslots import --help"),
     (["remember", "user"], "Missing argument 'VALUE'", "ctxslots remember --help"),
     (["search", "x", "--limit", "lots"], "'lots' is not a valid integer", "ctxslots search --help"),
