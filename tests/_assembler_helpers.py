@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ctxslots import FactStore
+from ctxslots import FactStore, Limits
 
 #: A fixed moment for stores whose traces must not change between two runs.
 FIXED_NOW = 1_800_000_000.0
@@ -33,9 +33,9 @@ HOSTILE_VALUES: tuple[str, ...] = (
 
 
 def make_store(path: Path, facts: Iterable[tuple[str, str | None, str]] = (),
-               now: float = FIXED_NOW) -> FactStore:
+               now: float = FIXED_NOW, limits: Limits | None = None) -> FactStore:
     """A store on a real file with a fixed clock, holding ``(slot, scope, value)`` facts."""
-    store = FactStore(path, clock=lambda: now)
+    store = FactStore(path, clock=lambda: now, **({"limits": limits} if limits else {}))
     with store.batch():
         for slot, scope, value in facts:
             store.add(slot, value, scope=scope)

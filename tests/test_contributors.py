@@ -11,6 +11,7 @@ from ctxslots import (
     DropReason,
     InvalidRequestError,
     Item,
+    Limits,
     MemoryContributor,
     ProjectMemoryContributor,
     Section,
@@ -18,6 +19,7 @@ from ctxslots import (
     UserMemoryContributor,
 )
 from ctxslots.contributors import check_contributor
+from ctxslots.stores import BUILTIN_SLOTS
 
 
 @pytest.fixture(name="mem")
@@ -141,7 +143,8 @@ def test_store_must_have_search():
 
 def test_custom_slot_contributor(tmp_path):
     """A plugin slot gets its own contributor from MemoryContributor."""
-    store = make_store(tmp_path / "s.db", [("style", None, "Prefer tabs in Makefiles.")])
+    store = make_store(tmp_path / "s.db", [("style", None, "Prefer tabs in Makefiles.")],
+                       limits=Limits(slots=(*BUILTIN_SLOTS, "style")))
     contributor = MemoryContributor(store, slot="style", name="style_memory",
                                     title="House style", priority=60)
     section = contributor.contribute(AssemblyRequest("makefiles tabs"))

@@ -335,7 +335,7 @@ def test_injection_in_a_value_is_stored_as_data(chat, seeded):
                           conversation="c1", scope=SCOPE, force=True)
 
     assert injection == seeded.get_by_key("agent", "note").value
-    assert "does not match" in report.rejected[0].reason
+    assert "control characters" in report.rejected[0].reason
     assert "applied" == later.status
     prompt = prompt_of(server.requests[1])
     facts_part = prompt.split("# Known facts", 1)[1].split("# New messages", 1)[0]

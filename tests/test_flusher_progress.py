@@ -7,8 +7,17 @@ import json
 
 import pytest
 
-from ctxslots import FlushError, FlushPolicy, MemoryFlusher, Message, OpenAIChatClient
+from ctxslots import (
+    FactStore,
+    FlushError,
+    FlushPolicy,
+    Limits,
+    MemoryFlusher,
+    Message,
+    OpenAIChatClient,
+)
 from ctxslots.flusher import ChatResult
+from ctxslots.stores import BUILTIN_SLOTS
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 MESSAGES = [
@@ -38,11 +47,11 @@ def fixture_chat(store):
     """Start a scripted server; return ``(server, flusher)`` for a script."""
     servers = []
 
-    def make(script, **options):
+    def make(script, *, on=None, **options):
         server = ScriptedChatServer(script)
         servers.append(server)
         client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=5)
-        return server, MemoryFlusher(store, client, **options)
+        return server, MemoryFlusher(on or store, client, **options)
 
     yield make
     for server in servers:
@@ -252,11 +261,14 @@ def test_malformed_arguments_raise_value_errors(store, kwargs, field):
     assert field == info.value.field
 
 
-def test_configured_slots_are_the_only_writable_ones(chat, store):
+def test_configured_slots_are_the_only_writable_ones(chat, store, tmp_path, clock):
     """A plugin's slot can be written when configured; slots left out are rejected."""
+    team_store = FactStore(tmp_path / "team.db", clock=clock,
+                           limits=Limits(slots=(*BUILTIN_SLOTS, "team")))
     server, flusher = chat(
         [reply(upsert("oncall", "Grace Hopper is on call this week.", slot="team"),
                upsert("lesson", "Ask before paging.", slot="agent"))],
+        on=team_store,
         slots={"user": "who the user is.", "team": "facts about the user's team."},
     )
 

@@ -90,7 +90,7 @@ def test_slot_option_narrows_the_tools(tmp_path):
     tools, results = anyio.run(_session_calls, db, "shop", calls, "--slot", "agent")
     query = next(t for t in tools if t.name == "memory_query").input_schema
     assert query["properties"]["slot"]["enum"] == ["agent"]
-    assert results[0].is_error and _text(results[0]).startswith("Error: 'slot' must be one of agent")
+    assert results[0].is_error and _text(results[0]).startswith('Error: unknown slot "user" (known: agent)')
     assert not results[1].is_error and _text(results[1]).startswith("Stored [id:1] (agent, today)")
 
 

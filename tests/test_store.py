@@ -7,7 +7,14 @@ import math
 
 import pytest
 
-from ctxslots import FactNotFoundError, FactStore, InvalidFactError, Limits, RankingPolicy
+from ctxslots import (
+    FactNotFoundError,
+    FactStore,
+    InvalidFactError,
+    Limits,
+    RankingPolicy,
+)
+from ctxslots.stores import BUILTIN_SLOTS
 from ctxslots.stores._sqlite import open_connection
 
 
@@ -225,14 +232,19 @@ def test_value_limit_is_in_utf8_bytes(db_path):
             small.add("user", "eleven byte")
 
 
-def test_strict_slots_reject_unknown(db_path):
-    """In strict mode an unknown slot is refused; by default plugins may use new slots."""
-    with FactStore(db_path, limits=Limits(strict_slots=True)) as strict:
-        with pytest.raises(InvalidFactError, match="unknown slot 'notes'"):
+def test_unknown_slots_are_refused_unless_known_or_free(db_path):
+    """By default a slot outside the known ones is refused naming them; slots given to
+    Limits, or free slots, are accepted."""
+    with FactStore(db_path) as strict:
+        with pytest.raises(InvalidFactError, match=r"unknown slot 'notes' \(known: user, project, agent\)"):
             strict.add("notes", "A note.")
+        with pytest.raises(InvalidFactError, match="unknown slot 'projects'"):
+            strict.search("deploy", slots=["projects"])
         assert 0 == strict.stats()["facts"]
-    with FactStore(db_path) as lenient:
-        assert "notes" == lenient.add("notes", "A note.").slot
+    with FactStore(db_path, limits=Limits(slots=(*BUILTIN_SLOTS, "notes"))) as known:
+        assert "notes" == known.add("notes", "A note.").slot
+    with FactStore(db_path, limits=Limits(strict_slots=False)) as free:
+        assert "anything" == free.add("anything", "A note.").slot
 
 
 def test_missing_ids_raise_not_found(store):

@@ -125,7 +125,7 @@ def test_ids_the_tools_may_not_touch_read_as_unknown(store, clock, target):
     ("memory_query", {"query": "x", "limit": 51}, "Error: 'limit' must be at most 50, not 51"),
     ("memory_query", {"query": "x", "limit": True}, "Error: 'limit' must be an integer, not a boolean"),
     ("memory_query", {"query": "x", "limit": 2.0}, "Error: 'limit' must be an integer, not a number"),
-    ("memory_query", {"query": "x", "slot": "secrets"}, "Error: 'slot' must be one of user, project, agent"),
+    ("memory_query", {"query": "x", "slot": "secrets"}, 'Error: unknown slot "secrets" (known: user, project, agent)'),
     ("memory_query", {"query": "x", "scope": "blog"}, "Error: unknown argument(s) 'scope'"),
     ("memory_store", {"slot": "user"}, "Error: missing required argument 'value'"),
     ("memory_store", {"slot": "user", "value": "x" * 4097}, "Error: 'value' must be at most 4096 characters"),
@@ -133,7 +133,10 @@ def test_ids_the_tools_may_not_touch_read_as_unknown(store, clock, target):
     ("memory_store", {"slot": "user", "value": "   "}, "Error: value"),
     ("memory_store", {"slot": "user", "value": "ok", "tags": "a,b"}, "Error: 'tags' must be a list of strings"),
     ("memory_store", {"slot": "user", "value": "ok", "tags": [1]}, "Error: 'tags' must be a list of strings"),
-    ("memory_store", {"slot": "user", "value": "ok", "key": ""}, "Error: key"),
+    ("memory_store", {"slot": "user", "value": "ok", "key": ""},
+     "Error: 'key' must be one line of text, not only spaces"),
+    ("memory_store", {"slot": "user", "value": "ok", "key": "two\nlines"},
+     "Error: 'key' must be one line of text, not only spaces"),
     ("memory_update", {"id": 1}, "Error: give 'value', 'tags' or both"),
     ("memory_reinforce", {"id": "1"}, "Error: 'id' must be an integer, not a string"),
     ("memory_reinforce", {"id": -1}, "Error: 'id' must be at least 1"),
@@ -197,7 +200,7 @@ def test_slot_enum_follows_the_bound_slots(store):
     schema = tools.anthropic_tools()[1]["input_schema"]
     assert schema["properties"]["slot"]["enum"] == ["agent"]
     assert tools.dispatch("memory_store", {"slot": "user", "value": "x"}).startswith(
-        "Error: 'slot' must be one of agent")
+        'Error: unknown slot "user" (known: agent)')
 
 
 @pytest.mark.parametrize("kwargs", [{"slots": ()}, {"slots": ("Bad Slot",)}, {"scope": ""}])
@@ -212,7 +215,7 @@ def test_direct_calls_check_their_arguments_and_write_nothing(tools, store):
     store.add("project", "The blog deploys on push.", scope="blog")
     before = snapshot(store)
     bad_calls = [
-        (lambda: tools.memory_store("secrets", "x"), ArgumentError, "'slot'"),
+        (lambda: tools.memory_store("secrets", "x"), ArgumentError, "unknown slot"),
         (lambda: tools.memory_store("user", 5), ArgumentError, "'value'"),  # type: ignore[arg-type]
         (lambda: tools.memory_store("user", "x", tags="a"), ArgumentError, "'tags'"),  # type: ignore[arg-type]
         (lambda: tools.memory_store("user", "   "), InvalidFactError, "value"),

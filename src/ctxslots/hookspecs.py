@@ -43,6 +43,20 @@ def register_contributors(register: Callable[[Any], None], store: Any) -> None:
 
 
 @hookspec
+def register_slots(register: Callable[[str, str], None]) -> None:
+    """Register memory slots, so a store opened by the command line accepts them.
+
+    A store refuses slots it does not know (a mistyped ``projects`` would otherwise
+    be stored where no contributor looks). The built-in ``user``, ``project`` and
+    ``agent`` are registered this way, with ``trylast=True``.
+
+    :param register: Call ``register(name, description)``: the slot name (a
+        lower-case letter, then lower-case letters, digits, ``_`` or ``-``) and
+        one sentence on what it holds.
+    """
+
+
+@hookspec
 def register_embedders(register: Callable[[str, Callable[[str], Any]], None]) -> None:
     """Register embedders by name, for ``--embedder NAME:ARG`` and ``CTXSLOTS_EMBEDDER``.
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -21,9 +22,15 @@ from . import hookspecs
 from .errors import PluginError
 
 __all__ = ["DEFAULT_PLUGINS", "PluginError", "call_each", "collect", "describe_plugins",
-           "embedder_factories", "llm_client_factories", "load_plugins", "make_plugin_manager"]
+           "embedder_factories", "known_slots", "llm_client_factories", "load_plugins",
+           "make_plugin_manager"]
 
 logger = logging.getLogger("ctxslots.plugins")
+
+# Allow-lists already warned about (CTXSLOTS_LOAD_PLUGINS values).
+_WARNED: set[str] = set()
+
+_SLOT_NAME = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 
 #: Modules holding ctxslots' own hook implementations, registered first.
 DEFAULT_PLUGINS: tuple[str, ...] = ("ctxslots.contributors.builtin", "ctxslots.flusher.builtin")
@@ -88,7 +95,9 @@ def load_plugins(pm: pluggy.PluginManager) -> list[str]:
         return []
     allowed = {n.strip() for n in allow.split(",") if n.strip()} if allow else None
     installed = list(importlib.metadata.entry_points(group=hookspecs.PROJECT_NAME))
-    if allowed is not None and (unknown := allowed - {ep.name for ep in installed}):
+    unknown = (allowed or set()) - {ep.name for ep in installed}
+    if unknown and allow not in _WARNED:
+        _WARNED.add(allow or "")  # once per process: a command may load the plugins twice
         logger.warning("CTXSLOTS_LOAD_PLUGINS names %s, which no installed plugin provides "
                        "(installed: %s)", ", ".join(sorted(unknown)),
                        ", ".join(sorted(ep.name for ep in installed)) or "none")
@@ -195,3 +204,24 @@ def _entry_point_dists(pm: pluggy.PluginManager) -> list[tuple[Any, str]]:
             if ep.group == hookspecs.PROJECT_NAME and pm.get_plugin(ep.name) is not None:
                 found.append((dist, ep.name))
     return found
+
+
+def known_slots(pm: pluggy.PluginManager) -> dict[str, str]:
+    """The slots registered through ``register_slots`` (the built-ins with a manager
+    made with ``builtins=True``), each with its description, built-ins first.
+
+    Give the names to a store as ``Limits(slots=...)`` so it accepts them.
+
+    :raises PluginError: A slot name is malformed or registered twice.
+    """
+    found = collect(pm, "register_slots")
+    # The built-ins in the order they register, then plugins' slots by name.
+    ordered = sorted(found.items(), key=lambda item: (
+        item[1][1] != DEFAULT_PLUGINS[0], "" if item[1][1] == DEFAULT_PLUGINS[0] else item[0]))
+    slots = {}
+    for name, (description, plugin) in ordered:
+        if not _SLOT_NAME.fullmatch(name):
+            raise PluginError(f"plugin {plugin} registered a malformed slot name {name!r}",
+                              plugin=plugin)
+        slots[name] = str(description)
+    return slots

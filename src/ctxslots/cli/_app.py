@@ -18,7 +18,7 @@ import click
 import pluggy
 
 from ..errors import CtxslotsError
-from ..stores import FactStore, default_db_path
+from ..stores import FactStore, Limits, default_db_path
 
 __all__ = ["CliContext", "cli", "pass_cli_context"]
 
@@ -30,11 +30,14 @@ class CliContext:
         db: The ``--db`` path (or ``$CTXSLOTS_DB``), ``None`` for the default.
         embedder: The ``--embedder`` spec, ``None`` for the store's default.
         embed_base_url: The ``--embed-base-url`` for an ``openai:`` embedder.
+        free_slots: ``--free-slots``: accept any well-formed slot name, not only
+            the built-in slots and those plugins register.
     """
 
     db: Path | None = None
     embedder: str | None = None
     embed_base_url: str | None = None
+    free_slots: bool = False
     _cache: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     @property
@@ -71,8 +74,16 @@ class CliContext:
         # A one-shot command searches once or twice: sqlite-vec's scan (30 ms at 100k facts) beats
         # loading the in-memory vector copy first (1.6 s). A server keeps the copy.
         with FactStore(self.db_path, embedder=embedder, vector_cache=long_running,
-                       rerank=reranker_from_plugins(pm)) as store:
+                       rerank=reranker_from_plugins(pm), limits=self.limits()) as store:
             yield store
+
+    def limits(self) -> Limits:
+        """The store's limits: the slots the built-ins and installed plugins register
+        (``CTXSLOTS_LOAD_PLUGINS`` applies), or any slot with ``--free-slots``."""
+        from ..plugins import known_slots
+
+        slots = tuple(known_slots(self.plugin_manager()))
+        return Limits(slots=slots, strict_slots=not self.free_slots)
 
 
 #: Decorator giving a command the :class:`CliContext` as its first argument.
@@ -152,11 +163,19 @@ class _Group(click.Group):
     envvar="CTXSLOTS_EMBED_BASE_URL",
     help="API root of an OpenAI-compatible embeddings server (for --embedder openai:MODEL).",
 )
+@click.option(
+    "--free-slots",
+    is_flag=True,
+    envvar="CTXSLOTS_FREE_SLOTS",
+    help="Accept any slot name, not only user, project, agent and the slots plugins register.",
+)
 @click.version_option(package_name="ctxslots")
 @click.pass_context
 def cli(
-    ctx: click.Context, db: Path | None, embedder: str | None, embed_base_url: str | None
+    ctx: click.Context, db: Path | None, embedder: str | None, embed_base_url: str | None,
+    free_slots: bool,
 ) -> None:
     """Memory slots for LLM agents: store facts, search them, assemble prompts."""
     _show_warnings()
-    ctx.obj = CliContext(db=db, embedder=embedder, embed_base_url=embed_base_url)
+    ctx.obj = CliContext(db=db, embedder=embedder, embed_base_url=embed_base_url,
+                         free_slots=free_slots)

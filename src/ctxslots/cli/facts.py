@@ -27,7 +27,7 @@ def _split_tags(tags: str | None) -> list[str]:
 @click.option("--key", help="Key, unique per slot and scope: a second write replaces the value.")
 @click.option("--tags", help="Comma-separated tags.")
 @click.option("--scope", help="Workspace the fact belongs to (default: global).")
-@click.option("--confidence", type=click.FloatRange(0, 1), default=1.0, show_default=True,
+@click.option("--confidence", type=float, default=1.0, show_default=True,
               help="How sure the fact is, from 0 to 1; it multiplies the fact's score.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stored fact as JSON.")
 @pass_cli_context
@@ -35,7 +35,8 @@ def remember(
     app: CliContext, slot: str, value: str, key: str | None, tags: str | None,
     scope: str | None, confidence: float, as_json: bool,
 ) -> None:
-    """Store VALUE in SLOT (user, project, agent or a plugin's slot)."""
+    """Store VALUE in SLOT: user, project, agent or a slot a plugin registers
+    (any slot name with ctxslots --free-slots)."""
     with app.open_store() as store:
         opts: dict[str, Any] = {"scope": scope, "tags": _split_tags(tags),
                                 "confidence": confidence, "source": "cli"}

@@ -14,6 +14,14 @@ from .memory import (
 
 
 @hookimpl(trylast=True)
+def register_slots(register: Callable[[str, str], None]) -> None:
+    """Register the built-in slots."""
+    register("user", "Who the user is: name, role, preferences, habits, tools.")
+    register("project", "Facts about the current workspace: commands, conventions, decisions.")
+    register("agent", "Lessons the agent learned about doing its work.")
+
+
+@hookimpl(trylast=True)
 def register_contributors(register: Callable[[Any], None], store: Any) -> None:
     """Register the user, project and agent memory contributors over ``store``."""
     if store is None:

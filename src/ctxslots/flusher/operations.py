@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from ..errors import InvalidFactError, ReplyFormatError
+from ..stores import KEY_PATTERN as STORE_KEY_PATTERN
 from ..stores import Limits
 
 __all__ = [
@@ -48,14 +49,14 @@ __all__ = [
     "parse_reply",
 ]
 
-#: What a key written by the flusher looks like: lower-case letters, digits,
-#: ``_``, ``.`` and ``-``, starting with a letter or digit, at most 100 characters.
-KEY_PATTERN = r"^[a-z0-9][a-z0-9_.\-]{0,99}$"
+#: What a key looks like: the store's one rule (:data:`ctxslots.stores.KEY_PATTERN`),
+#: re-exported here where the reply schema uses it. The extraction prompt still asks
+#: for short lower-case identifiers such as ``deploy.day``; that is style, not a rule.
+KEY_PATTERN = STORE_KEY_PATTERN
 
 #: Longest ``reason`` of a forget operation.
 MAX_REASON_CHARS = 500
 
-_KEY = re.compile(KEY_PATTERN)
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n`]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
 _UPSERT_FIELDS = ("op", "slot", "key", "value", "confidence", "tags")
 _FORGET_FIELDS = ("op", "slot", "key", "reason")
@@ -290,9 +291,11 @@ def check_operation(op: Operation, *, slots: Sequence[str] | Mapping[str, str],
     """
     if op.slot not in slots:
         return f"unknown slot {op.slot[:40]!r} (known: {', '.join(slots)})"
-    if not _KEY.fullmatch(op.key):
-        return (f"key {op.key[:60]!r} does not match {KEY_PATTERN} (lower-case letters, "
-                "digits, '_', '.', '-'; at most 100 characters)")
+    try:
+        limits.slot(op.slot)  # the store may know fewer slots than the flusher was given
+        limits.key(op.key)
+    except InvalidFactError as exc:
+        return str(exc)
     if isinstance(op, Forget):
         if len(op.reason) > MAX_REASON_CHARS:
             return f"reason is {len(op.reason)} characters, over the limit of {MAX_REASON_CHARS}"

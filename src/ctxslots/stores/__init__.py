@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
-from ._validate import BUILTIN_SLOTS, Limits
+from ._validate import BUILTIN_SLOTS, KEY_PATTERN, Limits
 from .fact_store import FactStore, default_db_path
 from .prune import PrunedFact, PrunePolicy, PruneReport
 from .ranking import DEFAULT_DECAY_DAYS, RankingPolicy
@@ -13,6 +13,7 @@ from .transfer import export_jsonl, export_markdown, import_jsonl, import_markdo
 __all__ = [
     "BUILTIN_SLOTS",
     "DEFAULT_DECAY_DAYS",
+    "KEY_PATTERN",
     "FactStore",
     "ImportIssue",
     "ImportReport",

@@ -16,10 +16,16 @@ import attrs
 from ..errors import InvalidFactError
 from ..model import to_timestamp
 
-__all__ = ["BUILTIN_SLOTS", "Limits"]
+__all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "Limits"]
 
 #: The slots ctxslots ships contributors for.
 BUILTIN_SLOTS: tuple[str, ...] = ("user", "project", "agent")
+
+#: The one rule for keys, wherever a key is written (the store, the command line, the
+#: agent tools' schemas, the flusher's reply schema): at least one character that is
+#: not a space, no control characters. The length limit is :attr:`Limits.max_key_chars`.
+KEY_PATTERN = r"^[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$"
+_KEY = re.compile(KEY_PATTERN)
 
 _SLOT = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -34,6 +40,10 @@ def _unicode(text: str, field: str) -> str:
             "not UTF-8 become)", field=field, value=text)
     return text
 
+
+
+def _names(slots: Iterable[str]) -> tuple[str, ...]:
+    return tuple(slots)
 
 
 def _short(text: str, width: int = 40) -> str:
@@ -51,8 +61,11 @@ class Limits:
         max_tags: Most tags on one fact.
         max_tag_chars: Longest tag.
         max_batch: Most facts in one batch call.
-        strict_slots: Reject slots not in ``slots``.
-        slots: The known slots (used when ``strict_slots`` is on).
+        strict_slots: Refuse slots not in ``slots``, naming the known ones (the
+            default, so a mistyped slot is not stored where no contributor looks);
+            ``False`` accepts any well-formed slot name ("free slots").
+        slots: The known slots: the built-in three, plus those plugins register
+            (:func:`ctxslots.plugins.known_slots`).
     """
 
     max_value_bytes: int = 4096
@@ -61,8 +74,8 @@ class Limits:
     max_tags: int = 32
     max_tag_chars: int = 64
     max_batch: int = 10_000
-    strict_slots: bool = False
-    slots: tuple[str, ...] = BUILTIN_SLOTS
+    strict_slots: bool = True
+    slots: tuple[str, ...] = attrs.field(default=BUILTIN_SLOTS, converter=_names)
 
     def slot(self, slot: object) -> str:
         """Validate a slot name: lower-case letters, digits, ``_`` or ``-``."""
@@ -104,7 +117,7 @@ class Limits:
         """Validate a fact key: non-empty, single line, bounded length."""
         if not isinstance(key, str) or not key.strip():
             raise InvalidFactError("key must be a non-empty string", field="key", value=key)
-        if len(key) > self.max_key_chars or _CONTROL.search(key):
+        if len(key) > self.max_key_chars or not _KEY.fullmatch(key):
             raise InvalidFactError(
                 f"key must be at most {self.max_key_chars} characters without control "
                 "characters",

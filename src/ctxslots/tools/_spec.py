@@ -7,6 +7,7 @@ one thing by the schema and refused for another by the dispatcher.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,6 +36,8 @@ class Param:
         maximum: Largest integer accepted.
         max_length: Longest string (characters) or list (items).
         slot_enum: The value must be one of the tool set's slots.
+        pattern: A regular expression a string must match (also in the schema).
+        pattern_rule: The pattern in words, for the error and the strict schema.
     """
 
     name: str
@@ -45,6 +48,8 @@ class Param:
     maximum: int | None = None
     max_length: int | None = None
     slot_enum: bool = False
+    pattern: str | None = None
+    pattern_rule: str = "text matching its pattern"
 
     def schema(self, slots: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
         """This argument's JSON Schema.
@@ -67,6 +72,11 @@ class Param:
             out = {"type": "string"}
             if self.slot_enum:
                 out["enum"] = list(slots)
+            if self.pattern is not None:
+                if strict:  # outside OpenAI's strict subset, like maxLength
+                    description = f"{description} It must be {self.pattern_rule}."
+                else:
+                    out["pattern"] = self.pattern
             if self.max_length is not None:
                 if strict:
                     description = f"{description} At most {self.max_length} characters."
@@ -99,8 +109,11 @@ class Param:
                 raise ArgumentError(f"'{self.name}' must be a string, not {_shown(value)}")
             _check_unicode(self.name, value)
             if self.slot_enum and value not in slots:
-                raise ArgumentError(f"'{self.name}' must be one of {', '.join(slots)}, "
-                                    f"not {_shown(value)}")
+                raise ArgumentError(f"unknown {self.name} {json.dumps(value, ensure_ascii=False)} "
+                                    f"(known: {', '.join(slots)})")
+            if self.pattern is not None and not re.fullmatch(self.pattern, value):
+                raise ArgumentError(f"'{self.name}' must be {self.pattern_rule}, not "
+                                    f"{json.dumps(value, ensure_ascii=False)}")
             if self.max_length is not None and len(value) > self.max_length:
                 raise ArgumentError(f"'{self.name}' must be at most {self.max_length} characters, "
                                     f"not {len(value)}")

@@ -15,7 +15,7 @@ import attrs
 from ..errors import CtxslotsError, FactNotFoundError, InvalidFactError
 from ..model import Fact
 from ..prompts.escape import bullet
-from ..stores import FactStore
+from ..stores import KEY_PATTERN, FactStore
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments
 
@@ -44,7 +44,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                     "agent: lessons for yourself.", required=True, slot_enum=True),
               Param("value", "string", _VALUE, required=True, max_length=4096),
               Param("key", "string", "A short stable name such as editor or deploy.day, to "
-                    "replace the fact later.", max_length=200),
+                    "replace the fact later.", max_length=200, pattern=KEY_PATTERN,
+                    pattern_rule="one line of text, not only spaces"),
               Param("tags", "string_list", "A few short labels.", max_length=32)),
              title="Store a fact"),
     ToolSpec("memory_update",

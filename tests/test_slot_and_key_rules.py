@@ -1,0 +1,114 @@
+"""One rule for slots and one for keys, the same through the store, the CLI, the tools and the flusher."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from ctxslots import (
+    FactStore,
+    Limits,
+    MemoryFlusher,
+    MemoryTools,
+    OpenAIChatClient,
+    PluginError,
+    hookimpl,
+)
+from ctxslots.cli import cli
+from ctxslots.flusher import operations_schema
+from ctxslots.plugins import known_slots, make_plugin_manager
+from ctxslots.stores import KEY_PATTERN
+from ctxslots.testing import ScriptedChatServer
+from ctxslots.tools import openai_tools
+
+
+def _cli(db_path, *args, env=None):
+    return CliRunner().invoke(cli, ["--db", str(db_path), *args], prog_name="ctxslots",
+                              catch_exceptions=False, env=env)
+
+
+def test_a_mistyped_slot_is_refused_naming_the_known_ones(db_path):
+    """``remember projects ...`` stores nothing and says which slots exist."""
+    result = _cli(db_path, "remember", "projects", "Deploys run on Friday.")
+    assert 1 == result.exit_code
+    assert "Error: unknown slot 'projects' (known: user, project, agent)\n" == result.output
+    with FactStore(db_path) as store:
+        assert 0 == store.stats()["facts"]
+
+
+@pytest.mark.parametrize("opt_in", [["--free-slots"], []], ids=["flag", "variable"])
+def test_free_slots_are_an_opt_in(db_path, opt_in):
+    """``--free-slots`` (or CTXSLOTS_FREE_SLOTS=1) accepts any well-formed slot name."""
+    env = None if opt_in else {"CTXSLOTS_FREE_SLOTS": "1"}
+    result = _cli(db_path, *opt_in, "remember", "notes", "A free-form note.", env=env)
+    assert 0 == result.exit_code, result.output
+    assert result.output.startswith("[id:1] notes A free-form note.")
+
+
+def test_plugins_register_slots_and_malformed_or_taken_names_are_refused():
+    """known_slots lists the built-ins first, then plugins' slots; a bad or taken name is a PluginError."""
+    class Team:
+        @hookimpl
+        def register_slots(self, register):
+            register("team", "Facts about the user's team.")
+
+    assert ["user", "project", "agent", "team"] == list(known_slots(make_plugin_manager([Team()])))
+    for bad in ("Team Notes", "user"):
+        class Bad:
+            @hookimpl
+            def register_slots(self, register, _name=bad):
+                register(_name, "Anything.")
+        with pytest.raises(PluginError):
+            known_slots(make_plugin_manager([Bad()]))
+
+
+def test_a_store_given_the_plugin_slots_accepts_them(db_path):
+    """Limits(slots=known_slots(pm)) makes a plugin's slot writable."""
+    class Team:
+        @hookimpl
+        def register_slots(self, register):
+            register("team", "Facts about the user's team.")
+
+    limits = Limits(slots=tuple(known_slots(make_plugin_manager([Team()]))))
+    with FactStore(db_path, limits=limits) as store:
+        assert "team" == store.add("team", "Grace is on call.").slot
+
+
+def test_the_tools_name_the_unknown_slot_and_the_known_ones(store):
+    """A tool call with a mistyped slot answers an error in words, not a type complaint."""
+    answer = MemoryTools(store).dispatch("memory_store", {"slot": "projects", "value": "x"})
+    assert 'Error: unknown slot "projects" (known: user, project, agent)' == answer
+
+
+def test_one_key_rule_for_the_cli_the_tools_and_the_flusher(db_path, tmp_path):
+    """"Deploy Day" is a key everywhere; a key with a line break is refused everywhere."""
+    assert 0 == _cli(db_path, "remember", "project", "Friday.", "--key", "Deploy Day").exit_code
+    refused = _cli(db_path, "remember", "project", "Friday.", "--key", "two\nlines")
+    assert 1 == refused.exit_code and "key" in refused.output
+
+    with FactStore(db_path) as store:
+        tools = MemoryTools(store)
+        assert tools.dispatch("memory_store", {"slot": "user", "value": "Tea.", "key": "Drink Of Choice"}
+                              ).startswith("Stored")
+        assert tools.dispatch("memory_store", {"slot": "user", "value": "Tea.", "key": "a\nb"}
+                              ).startswith("Error: 'key'")
+        ops = [{"op": "upsert", "slot": "user", "key": key, "value": f"Value {n}.",
+                "confidence": 1.0, "tags": []} for n, key in enumerate(["Home Town", "bad\tkey"])]
+        with ScriptedChatServer([json.dumps({"operations": ops})]) as server:
+            flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m", max_retries=0))
+            report = flusher.flush([{"role": "user", "content": "I grew up in Leeds."}],
+                                   conversation="c", force=True)
+        assert ["Home Town"] == [c.fact.key for c in report.added]
+        assert ["bad\tkey"] == [r.operation.key for r in report.rejected]
+        assert {"Deploy Day", "Drink Of Choice", "Home Town"} == {
+            f.key for f in store.facts(slots=["user", "project"])}
+
+
+def test_the_schemas_carry_the_key_pattern():
+    """The tools' schema and the flusher's reply schema hold the store's key pattern."""
+    store_tool = next(t for t in openai_tools() if t["function"]["name"] == "memory_store")
+    assert KEY_PATTERN == store_tool["function"]["parameters"]["properties"]["key"]["pattern"]
+    upsert = operations_schema()["properties"]["operations"]["items"]["anyOf"][0]
+    assert KEY_PATTERN == upsert["properties"]["key"]["pattern"]
