@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -448,17 +447,3 @@ def test_any_bullet_reads_back_as_written(facts):
     assert [(k, v, t) for k, v, t in facts] == [(b.key, b.value, list(b.tags))
                                                 for b in parsed.bullets]
     assert 0 == parsed.ignored_lines
-
-
-def test_transfer_doc_examples_run(tmp_path, monkeypatch, capsys):
-    """Every python block of docs/transfer.md runs, in order, in one namespace."""
-    monkeypatch.chdir(tmp_path)
-    text = (Path(__file__).resolve().parents[1] / "docs" / "transfer.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
-    assert 2 == len(blocks)
-    namespace: dict = {"__name__": "docs_transfer"}
-    for block in blocks:
-        exec(compile(block, "transfer.md", "exec"), namespace)  # noqa: S102
-    printed = capsys.readouterr().out
-    assert "imported 2 facts, 0 archived, 0 history entries; skipped 0 duplicates" in printed
-    assert "- **python**: 3.11, from `.venv` `#project-notes` `#build-&-test`" in printed
