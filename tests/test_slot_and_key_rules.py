@@ -9,6 +9,8 @@ from click.testing import CliRunner
 
 from ctxslots import (
     FactStore,
+    InvalidArgumentError,
+    InvalidFactError,
     Limits,
     MemoryFlusher,
     MemoryTools,
@@ -112,3 +114,18 @@ def test_the_schemas_carry_the_key_pattern():
     assert KEY_PATTERN == store_tool["function"]["parameters"]["properties"]["key"]["pattern"]
     upsert = operations_schema()["properties"]["operations"]["items"]["anyOf"][0]
     assert KEY_PATTERN == upsert["properties"]["key"]["pattern"]
+
+
+def test_bad_arguments_raise_invalid_argument_error_still_caught_as_invalid_fact(store):
+    """A bad query, limit or conversation raises InvalidArgumentError, which callers catching
+    InvalidFactError (the former error) still catch."""
+    flusher = MemoryFlusher(store, OpenAIChatClient("http://127.0.0.1:1/v1", "m"))
+    for call, field in [(lambda: store.search(42), "query"), (lambda: store.search("x", limit=0), "limit"),
+                        (lambda: flusher.flush([], conversation="a\nb"), "conversation")]:
+        with pytest.raises(InvalidArgumentError) as info:
+            call()
+        assert field == info.value.field
+        assert isinstance(info.value, InvalidFactError) and isinstance(info.value, ValueError)
+    with pytest.raises(InvalidFactError) as fact_error:
+        store.add("user", "   ")
+    assert not isinstance(fact_error.value, InvalidArgumentError)

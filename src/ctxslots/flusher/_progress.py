@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import InvalidFactError
+from ..errors import InvalidArgumentError
 from ..model import Message
 from ..stores import FactStore
 
@@ -35,11 +35,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
     """Messages as :class:`~ctxslots.model.Message` objects.
 
-    :raises InvalidFactError: ``messages`` is not a sequence, or an entry is
+    :raises InvalidArgumentError: ``messages`` is not a sequence, or an entry is
         neither a message nor a mapping (field ``"messages"``).
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
-        raise InvalidFactError("messages must be a sequence of messages", field="messages",
+        raise InvalidArgumentError("messages must be a sequence of messages", field="messages",
                                value=messages)
     out = []
     for i, m in enumerate(messages):
@@ -48,7 +48,7 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
         elif isinstance(m, Mapping):
             out.append(Message.from_dict(m))
         else:
-            raise InvalidFactError(
+            raise InvalidArgumentError(
                 f"messages[{i}] must be a Message or a {{role, content}} mapping, not "
                 f"{type(m).__name__}", field="messages", value=m,
             )
@@ -58,11 +58,11 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
 def check_conversation(conversation: object) -> str:
     """A conversation id: non-empty, at most 200 characters, no control characters.
 
-    :raises InvalidFactError: It is not (field ``"conversation"``).
+    :raises InvalidArgumentError: It is not (field ``"conversation"``).
     """
     if not isinstance(conversation, str) or not conversation.strip() \
             or len(conversation) > 200 or _CONTROL.search(conversation):
-        raise InvalidFactError(
+        raise InvalidArgumentError(
             "conversation must be a non-empty string of at most 200 characters without "
             "control characters", field="conversation", value=conversation,
         )

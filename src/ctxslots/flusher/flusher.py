@@ -20,12 +20,13 @@ from typing import Any
 import attrs
 import jinja2
 
-from ..errors import FlushError, InvalidFactError
+from ..errors import FlushError, InvalidArgumentError
 from ..model import Fact, Message
 from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
 from ..stores.consolidate import DEFAULT_THRESHOLD
 from ..stores.prune import PrunePolicy
+from ._exchange import RETRY_PROMPT, aask, ask
 from ._progress import (
     Progress,
     check_conversation,
@@ -34,7 +35,6 @@ from ._progress import (
     start_position,
     write_progress,
 )
-from ._exchange import RETRY_PROMPT, aask, ask
 from .llm_client import LLMClient
 from .operations import (
     KEY_PATTERN,
@@ -148,7 +148,7 @@ class MemoryFlusher:
         for slot in self.slots:
             self.store.limits.slot(slot)
         if not self.slots:
-            raise InvalidFactError("slots must name at least one slot", field="slots",
+            raise InvalidArgumentError("slots must name at least one slot", field="slots",
                                    value=self.slots)
         self._env = make_environment(templates=self.templates)
 
@@ -166,7 +166,7 @@ class MemoryFlusher:
                   conversation: str = "default") -> list[Message]:
         """The messages a flush of ``conversation`` would read now.
 
-        :raises InvalidFactError: ``messages`` or ``conversation`` is malformed.
+        :raises InvalidArgumentError: ``messages`` or ``conversation`` is malformed.
         """
         msgs = check_messages(messages)
         start, _ = start_position(self._progress(check_conversation(conversation)), msgs)
@@ -206,7 +206,7 @@ class MemoryFlusher:
         :raises FlushError: The model call failed, its reply could not be read
             after one retry, or applying failed. The store is unchanged and
             ``error.report`` holds the raw outputs.
-        :raises InvalidFactError: ``messages``, ``conversation`` or ``scope`` is
+        :raises InvalidFactError: ``messages``, ``conversation`` (both InvalidArgumentError) or ``scope`` is
             malformed.
         """
         prepared = self._prepare(messages, conversation, scope, force, written_at)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from ..errors import InvalidFactError, StoreError
+from ..errors import InvalidArgumentError, StoreError
 from ..model import Fact, Hit, from_timestamp
 from ._common_terms import CommonTerms
 from ._legs import Found, lexical_leg, merge_vector_leg, ranked_candidates
@@ -36,7 +36,7 @@ _QUERY_VECTORS_KEPT = 32
 
 def _check_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MAX_LIMIT:
-        raise InvalidFactError(
+        raise InvalidArgumentError(
             f"limit must be an integer from 1 to {_MAX_LIMIT}, not {limit!r}", field="limit", value=limit
         )
     return limit
@@ -104,7 +104,7 @@ class SearchMixin:
             or ``boost`` returned a negative or non-finite factor.
         """
         if not isinstance(query, str):
-            raise InvalidFactError("query must be a string", field="query", value=query)
+            raise InvalidArgumentError("query must be a string", field="query", value=query)
         limit = _check_limit(limit)
         now = self.clock()
         where, params = self._filters(slots, scope, now=now, alias="f.",

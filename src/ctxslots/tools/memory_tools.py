@@ -12,7 +12,11 @@ from typing import Any
 
 import attrs
 
-from ..errors import CtxslotsError, FactNotFoundError, InvalidFactError
+from ..errors import (
+    CtxslotsError,
+    FactNotFoundError,
+    InvalidArgumentError,
+)
 from ..model import Fact
 from ..prompts.escape import bullet
 from ..stores import KEY_PATTERN, FactStore
@@ -116,7 +120,7 @@ def _slot_set(slots: Iterable[str]) -> frozenset[str]:
 
 def _check_slots(_instance: Any, _attribute: Any, slots: tuple[str, ...]) -> None:
     if not slots:
-        raise InvalidFactError("a tool set needs at least one slot", field="slots", value=slots)
+        raise InvalidArgumentError("a tool set needs at least one slot", field="slots", value=slots)
 
 
 @attrs.define
