@@ -1,16 +1,20 @@
-"""``python -m reliability {concurrency,crash,fuzz,all}``: run a check at full size, print its figures.
+"""``python -m reliability {concurrency,crash,fuzz,postgres,all}``: full-size checks, with figures.
 
-Each subcommand prints a markdown table of what it measured and exits with
-status 1 when a check failed (listing the failures), 0 otherwise.
+``all`` runs the three SQLite checks; ``postgres`` (several processes, each
+with its own pool, on one new database) needs a server: ``--url`` names
+one, otherwise a private one is started from pgserver. Each subcommand
+prints a markdown table of what it measured and exits with status 1 when a
+check failed (listing the failures), 0 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +69,37 @@ def _fuzz(args: argparse.Namespace, folder: Path) -> bool:
     return _report("fuzz", run_fuzz(examples=args.examples))
 
 
-_COMMANDS = {"concurrency": _concurrency, "crash": _crash, "fuzz": _fuzz}
+def _postgres(args: argparse.Namespace, folder: Path) -> bool:
+    from .postgres_concurrency import run_postgres_concurrency
+
+    with _postgres_database(args.url) as url:
+        result = run_postgres_concurrency(url, processes=args.processes, ops=args.ops,
+                                          seed=args.seed)
+    return _report("postgres (several hosts, one database)", result)
+
+
+@contextlib.contextmanager
+def _postgres_database(url: str | None) -> Iterator[str]:
+    """A new empty database on the server at ``url``, or on a private pgserver."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    with contextlib.ExitStack() as stack:
+        if url is None:
+            import pgserver  # type: ignore[import-untyped]
+
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxslots-pg-"))
+            url = str(pgserver.get_server(folder, cleanup_mode="stop").get_uri())
+        name = f"ctxslots_reliability_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        yield urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+_COMMANDS = {"concurrency": _concurrency, "crash": _crash, "fuzz": _fuzz,
+             "postgres": _postgres}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,10 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=10_000,
                         help="fuzz: examples per property test")
     parser.add_argument("--seed", type=int, default=0, help="seed of the operation mix and kills")
+    parser.add_argument("--url", help="postgres: a server URL to create the database on "
+                        "(default: a private pgserver)")
     parser.add_argument("--keep", type=Path, help="write the databases here and keep them")
     parser.add_argument("-v", "--verbose", action="store_true", help="crash: one line per trial")
     args = parser.parse_args(argv)
-    chosen = list(_COMMANDS) if args.command == "all" else [args.command]
+    chosen = ([name for name in _COMMANDS if name != "postgres"] if args.command == "all"
+              else [args.command])
     print(f"Machine: {_machine()}\n")
     with tempfile.TemporaryDirectory(prefix="ctxslots-reliability-") as tmp:
         folder = args.keep or Path(tmp)

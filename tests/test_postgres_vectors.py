@@ -40,7 +40,7 @@ def _literal(vector: np.ndarray) -> str:
 
 @pytest.fixture(scope="module", name="store")
 def fixture_store(postgres: Any) -> Iterator[dict[str, Any]]:
-    """100,000 facts; scope ``small`` (20) and the 30 live of ``big`` (60,000) lie far from the query."""
+    """100,000 facts; scope ``small`` (20) and the 30 live of ``big`` lie far from the query."""
     url = postgres.database()
     rng = np.random.default_rng(11)
     toward = rng.normal(size=DIM).astype(np.float32)

@@ -151,8 +151,10 @@ def _bm25_sql(table: str, where: str, extra: str) -> str:
                       to_tsvector('{TS_CONFIG}', %s))) AS lexeme) s
         ),
         q AS MATERIALIZED (
+            -- N was read a moment earlier: never below a count read now.
             SELECT coalesce(array_agg(lexeme), '{{}}') AS lexemes,
-                   array_agg(greatest(ln((%s::float8 - n + 0.5) / (n + 0.5)), 1e-6)) AS idf
+                   array_agg(greatest(ln((greatest(%s::float8, n) - n + 0.5) / (n + 0.5)),
+                                      1e-6)) AS idf
             FROM d
         ),
         s AS (
