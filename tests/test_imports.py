@@ -331,3 +331,30 @@ def test_the_sql_pattern_matches_statements_and_not_prose():
     assert SQL_TEXT.match("  PRAGMA journal_mode")
     assert not SQL_TEXT.match("Select the facts you want from the list.")
     assert not SQL_TEXT.match("Update the value of a memory.")
+
+
+@pytest.mark.parametrize(("old", "new", "names"), [
+    ("ctxslots.assembler.tokens", "ctxslots.tokens", ["count_tokens", "TokenCounter", "get_encoding"]),
+    ("ctxslots.assembler.escape", "ctxslots.prompts.escape", ["bullet", "fence_for", "md_cell"]),
+    ("ctxslots.assembler.render", "ctxslots.prompts", ["make_environment", "render_template"]),
+    ("ctxslots.assembler.request", "ctxslots.request", ["AssemblyRequest", "ContextBlock"]),
+    ("ctxslots.model", "ctxslots.request", ["AssemblyRequest", "ContextBlock"]),
+    ("ctxslots.assembler.errors", "ctxslots.errors", ["InvalidRequestError", "EncodingError"]),
+    ("ctxslots.tools", "ctxslots.errors", ["ArgumentError"]),
+    ("ctxslots.plugins", "ctxslots.errors", ["PluginError"]),
+    ("ctxslots.flusher", "ctxslots.errors", ["ReplyFormatError"]),
+    ("ctxslots.stores", "ctxslots.errors", ["InvalidImportError"]),
+])
+def test_moved_names_still_import_from_their_old_homes(old, new, names):
+    """A name that moved is the same object under its old import path."""
+    import importlib
+
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    assert [getattr(after, n) for n in names] == [getattr(before, n) for n in names]
+
+
+def test_every_public_exception_lives_in_errors():
+    """Every exception class ctxslots exports is defined in ctxslots.errors."""
+    exported = [getattr(ctxslots, n) for n in ctxslots.__all__]
+    errors = [e for e in exported if isinstance(e, type) and issubclass(e, BaseException)]
+    assert errors and {"ctxslots.errors"} == {e.__module__ for e in errors}
