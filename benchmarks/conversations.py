@@ -29,13 +29,23 @@ Each row is one configuration: the shipped defaults (``words only``: the
 default store, whose hashing embedder leaves the vector leg off; ``model``:
 the store with ``--model`` as its embedder), and any ``--policy LABEL=JSON``
 (keyword arguments of :class:`~ctxslots.RankingPolicy`, plus ``"words": true``
-for the words-only store). Quality figures are exact; timings depend on the
-machine.
+for the words-only store, ``"candidate_pool": N`` for the store's pool and
+``"context": true`` for the context prototype).
+
+``--context N`` adds the *context prototype* rows: what the store would do with
+a context field indexed with each memory (here the N turns before it in its
+session), at ``--context-weight`` of a memory's own words in BM25. The store
+has no such field yet, so the prototype keeps it in a second FTS5 table of the
+same file and swaps the store's lexical leg for one that reads that table; the
+rest (vector leg, ranking, contributors, assembler) is the shipped code.
+
+Quality figures are exact; timings depend on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import statistics
@@ -43,7 +53,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler, RankingPolicy  # noqa: E402
 from ctxslots.assembler.escape import bullet  # noqa: E402
+from ctxslots.stores import _search  # noqa: E402
+from ctxslots.stores._legs import ranked_candidates  # noqa: E402
 from ctxslots.stores._sqlite import open_connection  # noqa: E402
 from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
 from ctxslots.stores.sanitize import query_tokens, to_match  # noqa: E402
@@ -63,6 +75,7 @@ SLOT = "user"
 _DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 _DAY = 86400.0
 FLOOR_SQL = "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank LIMIT ?"
+PROTO_TABLE = "proto_context_fts"
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,46 @@ def build(path: Path, conversation: Conversation, embedder: Any) -> dict[int, st
     return ids
 
 
+def add_context_table(path: Path, conversation: Conversation, ids: dict[int, str],
+                      turns_before: int) -> None:
+    """The context prototype's index: each memory's words, and its session's previous turns'."""
+    by_dia = {dia: fid for fid, dia in ids.items()}
+    turns = conversation.turns
+    conn = open_connection(path)
+    try:
+        with conn.write():
+            conn.execute(f"CREATE VIRTUAL TABLE {PROTO_TABLE} USING fts5(value, context, "
+                         "tokenize='porter unicode61 remove_diacritics 2')")
+            for i, turn in enumerate(turns):
+                before = [t.text for t in turns[max(0, i - turns_before):i]
+                          if t.said_at == turn.said_at]
+                conn.execute(f"INSERT INTO {PROTO_TABLE} (rowid, value, context) VALUES (?, ?, ?)",
+                             (by_dia[turn.dia_id], turn.text, " ".join(before)))
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def context_prototype(weight: float) -> Iterator[None]:
+    """Swap the store's lexical leg for one that also reads the context table."""
+    original = _search.lexical_leg
+
+    def leg(conn: Any, table: str, match: str, where: str, params: Any, pool: int) -> Any:
+        if table != "facts":
+            return original(conn, table, match, where, params, pool)
+        rows = conn.execute(
+            f"SELECT f.id, bm25({PROTO_TABLE}, 1.0, ?) AS r FROM {PROTO_TABLE} JOIN facts AS f "
+            f"ON f.id = {PROTO_TABLE}.rowid WHERE {PROTO_TABLE} MATCH ? AND {where} "
+            "ORDER BY r LIMIT ?", (weight, match, *params, pool)).fetchall()
+        return ranked_candidates(conn, table, [(int(fid), float(r)) for fid, r in rows])
+
+    _search.lexical_leg = leg  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _search.lexical_leg = original  # type: ignore[assignment]
+
+
 @dataclass
 class Tally:
     """Sums over questions for one configuration."""
@@ -212,13 +265,13 @@ def run_floor(path: Path, conversation: Conversation, ids: dict[int, str], resul
         conn.close()
 
 
-def run_config(path: Path, conversation: Conversation, ids: dict[int, str], embedder: Any,
-               policy: RankingPolicy | None, budgets: Iterable[int], result: Result) -> None:
+def run_config(path: Path, conversation: Conversation, ids: dict[int, str], config: Config,
+               embedder: Any, budgets: Iterable[int], result: Result) -> None:
     """Search and assemble every question of one conversation with one configuration."""
     clock = Clock(conversation.asked_at)
-    options: dict[str, Any] = {"embedder": embedder, "clock": clock}
-    if policy is not None:
-        options["ranking"] = policy
+    options: dict[str, Any] = {"embedder": embedder, "clock": clock, **(config.store or {})}
+    if config.policy is not None:
+        options["ranking"] = config.policy
     texts = {dia: bullet(turn.text) for turn in conversation.turns for dia in (turn.dia_id,)}
     with FactStore(path, **options) as store:
         assembler = PromptAssembler(store)
@@ -234,11 +287,26 @@ def run_config(path: Path, conversation: Conversation, ids: dict[int, str], embe
                 result.in_prompt[budget].append(inside / len(q.evidence))
 
 
-def _parse_policy(text: str) -> tuple[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class Config:
+    """One row of the table: the store it reads and how it ranks."""
+
+    label: str
+    words: bool
+    policy: RankingPolicy | None = None
+    context: bool = False
+    store: dict[str, Any] | None = None
+
+
+def _parse_policy(text: str, has_model: bool) -> Config:
     label, sep, body = text.partition("=")
     if not sep or not label.strip():
         raise SystemExit(f"--policy wants LABEL=JSON, not {text!r}")
-    return label.strip(), json.loads(body)
+    kwargs = json.loads(body)
+    words = bool(kwargs.pop("words", False)) or not has_model
+    context = bool(kwargs.pop("context", False))
+    store = {"candidate_pool": kwargs.pop("candidate_pool")} if "candidate_pool" in kwargs else {}
+    return Config(label.strip(), words, RankingPolicy(**kwargs), context, store)
 
 
 def print_table(rows: list[tuple[str, Result]], budgets: list[int], per_conversation: bool) -> None:
@@ -274,6 +342,11 @@ def main() -> None:
                         help="token budgets of the prompt measure (empty: skip it)")
     parser.add_argument("--only", help="comma-separated sample ids to run")
     parser.add_argument("--per-conversation", action="store_true", help="R@10 per conversation")
+    parser.add_argument("--context", type=int, default=0, metavar="N",
+                        help="add the context prototype rows: each memory indexed with the N "
+                             "turns before it in its session")
+    parser.add_argument("--context-weight", type=float, default=0.5,
+                        help="BM25 weight of the context column (the memory's own words: 1)")
     args = parser.parse_args()
 
     conversations = load_conversations(args.path)
@@ -292,32 +365,42 @@ def main() -> None:
         model = embedder_from_spec(f"sentence-transformers:{args.model}")
         model.embed(["warm up"])
         print(f"loaded {args.model} in {time.perf_counter() - start:.1f} s")
-    configs: list[tuple[str, bool, RankingPolicy | None]] = [("words only (defaults)", True, None)]
+    configs = [Config("words only (defaults)", True)]
     if model is not None:
-        configs.append((f"{args.model} (defaults)", False, None))
-    for text in args.policy:
-        label, kwargs = _parse_policy(text)
-        use_words = bool(kwargs.pop("words", False)) or model is None
-        configs.append((label, use_words, RankingPolicy(**kwargs)))
+        configs.append(Config(f"{args.model} (defaults)", False))
+    if args.context:
+        configs.append(Config(f"words only + context {args.context} (prototype)", True,
+                              context=True))
+        if model is not None:
+            configs.append(Config(f"{args.model} + context {args.context} (prototype)", False,
+                                  context=True))
+    configs += [_parse_policy(text, model is not None) for text in args.policy]
+    if any(c.context for c in configs) and not args.context:
+        raise SystemExit('a "context": true policy needs --context N')
 
     floor = _new_result(())
     results = [_new_result(budgets) for _ in configs]
     with tempfile.TemporaryDirectory() as tmp:
         for conv in conversations:
-            stores = {True: Path(tmp) / f"{conv.sample_id}-words.db"}
-            ids = build(stores[True], conv, words)
-            if model is not None:
-                stores[False] = Path(tmp) / f"{conv.sample_id}-model.db"
-                build(stores[False], conv, model)
-            run_floor(stores[True], conv, ids, floor)
-            for (_, use_words, policy), res in zip(configs, results, strict=True):
-                run_config(stores[use_words], conv, ids, words if use_words else model, policy,
-                           budgets, res)
+            stores: dict[tuple[bool, bool], Path] = {}
+            embedders = {True: words, False: model}
+            for use_words, context in sorted({(c.words, c.context) for c in configs}):
+                path = Path(tmp) / f"{conv.sample_id}-{use_words}-{context}.db"
+                ids = build(path, conv, embedders[use_words])
+                if context:
+                    add_context_table(path, conv, ids, args.context)
+                stores[use_words, context] = path
+            run_floor(stores[True, False] if (True, False) in stores else path, conv, ids, floor)
+            for config, res in zip(configs, results, strict=True):
+                with context_prototype(args.context_weight) if config.context \
+                        else contextlib.nullcontext():
+                    run_config(stores[config.words, config.context], conv, ids, config,
+                               embedders[config.words], budgets, res)
             print(f"  {conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions",
                   flush=True)
     print()
     rows = [("floor: plain FTS5 (raw SQL)", floor)]
-    rows += [(label, res) for (label, _, _), res in zip(configs, results, strict=True)]
+    rows += [(config.label, res) for config, res in zip(configs, results, strict=True)]
     print_table(rows, budgets, args.per_conversation)
 
 

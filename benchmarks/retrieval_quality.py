@@ -9,9 +9,11 @@ with ``limit=10`` and no access tracking. Reported per configuration: recall@5,
 recall@10 (share of a query's relevant facts found, averaged over queries) and
 MRR (reciprocal rank of the first relevant fact), overall and per query kind.
 
-Configurations: lexical only; vector only and hybrid (RRF, k = 60) with the
-hashing embedder and, when installed, a sentence-transformers model; each
-with the default decay (agent notes tau = 30 days) and with no decay.
+Configurations: the defaults with words only (the hashing embedder leaves the
+vector leg off) and, with ``--model``, the defaults with that model (adaptive
+fusion), its vector leg alone and the earlier default (RRF, vector weight 4).
+``--sweep`` adds decay constants, weights, the vector-only floor and the other
+fusion rules. ``--depth`` sets the store's candidate pool (how deep fusion looks).
 """
 
 from __future__ import annotations
@@ -83,7 +85,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="an installed sentence-transformers model package or path")
     parser.add_argument("--sweep", action="store_true",
-                        help="also sweep the vector-leg weight and the agent decay constant")
+                        help="also sweep decay, weights, the vector-only floor and fusion rules")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="the store's candidate pool (default: the store's default)")
     args = parser.parse_args()
     facts, queries = load_facts(), load_queries()
     kinds = sorted({q["kind"] for q in queries})
@@ -97,28 +101,42 @@ def main() -> None:
         embedders["minilm"].embed(["warm up"])
         print(f"loaded {args.model} in {time.perf_counter() - start:.1f} s")
 
-    configs: list[tuple[str, str, dict[str, Any]]] = []
-    for decay_name, decay in (("decay", {}), ("no decay", NO_DECAY)):
-        configs.append((f"lexical only, {decay_name}", "hash", {"vector_weight": 0.0, **decay}))
-        for name in embedders:
-            configs.append((f"vector only ({name}), {decay_name}", name,
-                            {"lexical_weight": 0.0, **decay}))
-            configs.append((f"hybrid RRF ({name}), {decay_name}", name, decay))
+    configs: list[tuple[str, str, dict[str, Any]]] = [
+        ("words only (defaults)", "hash", {}),
+        ("words only, no decay", "hash", {"vector_weight": 0.0, **NO_DECAY}),
+    ]
+    for name in embedders:
+        if name == "hash":
+            continue
+        configs += [
+            (f"{name} (defaults)", name, {}),
+            (f"{name} vector only", name, {"lexical_weight": 0.0}),
+            (f"{name} RRF weight 4 (before)", name, {"fusion": "rrf", "vector_weight": 4.0,
+                                                     "vector_only_min_cosine": 0.0}),
+        ]
 
     if args.sweep:
-        configs.append(("lexical only, stop words kept, no decay", "hash",
-                        {"vector_weight": 0.0, **NO_DECAY, "keep_stop_words": True}))
+        configs.append(("words only, stop words kept", "hash",
+                        {"vector_weight": 0.0, "keep_stop_words": True}))
         for tau in (90.0, 180.0, 365.0, 730.0):
-            configs.append((f"lexical only, agent tau {tau:g} d", "hash",
+            configs.append((f"words only, agent tau {tau:g} d", "hash",
                             {"vector_weight": 0.0,
                              "decay_days": {"user": None, "project": None, "agent": tau}}))
+        configs.append(("hash hybrid, weight 1", "hash", {"vector_weight": 1.0}))
         for name in embedders:
-            for weight in (0.25, 0.5, 2.0, 4.0):
-                configs.append((f"hybrid ({name}) vector weight {weight:g}, no decay", name,
-                                {"vector_weight": weight, **NO_DECAY}))
-            for weight in (0.5, 1.0, 2.0, 4.0):
-                configs.append((f"score fusion ({name}) vector w {weight:g}, no decay", name,
-                                {"vector_weight": weight, "fusion": "score", **NO_DECAY}))
+            if name == "hash":
+                continue
+            configs.append((f"{name} (defaults), no decay", name, NO_DECAY))
+            for weight in (0.5, 2.0):
+                configs.append((f"{name} adaptive, vector weight {weight:g}", name,
+                                {"vector_weight": weight}))
+            for floor in (0.0, 0.15, 0.25, 0.3):
+                configs.append((f"{name} vector-only floor {floor:g}", name,
+                                {"vector_only_min_cosine": floor}))
+            configs.append((f"{name} RRF weight 1", name, {"fusion": "rrf", "vector_weight": 1.0}))
+            for weight in (1.0, 4.0):
+                configs.append((f"{name} score fusion, weight {weight:g}", name,
+                                {"vector_weight": weight, "fusion": "score"}))
 
     header = f"{'configuration':<42} | {'R@5':>5} {'R@10':>5} {'MRR':>5} | " + " | ".join(
         f"{k[:10]:>10} R@10" for k in kinds)
@@ -134,8 +152,9 @@ def main() -> None:
             policy = dict(policy)
             words = QueryPolicy(stop_words=frozenset()) if policy.pop("keep_stop_words", False) \
                 else QueryPolicy()
+            depth = {} if args.depth is None else {"candidate_pool": args.depth}
             with FactStore(Path(tmp) / f"{name}.db", embedder=embedders[name], clock=lambda: NOW,
-                           ranking=RankingPolicy(**policy), query_policy=words) as store:
+                           ranking=RankingPolicy(**policy), query_policy=words, **depth) as store:
                 res = evaluate(store, queries, built[name])
             r5, r10, mrr, _ = res["all"]
             per_kind = " | ".join(f"{res[k][1]:>15.3f}" for k in kinds)

@@ -1,6 +1,10 @@
-"""The two fusion rules of the ranking, on candidates as the legs report them."""
+"""The fusion rules of the ranking, on candidates as the legs report them."""
 
 from __future__ import annotations
+
+import random
+import statistics
+from datetime import UTC, datetime
 
 import pytest
 
@@ -21,7 +25,7 @@ CANDS = [cand(1, bm25=-8.0, bm25_rank=1, cosine=0.10, vector_rank=3),
 
 
 def test_rrf_uses_ranks_only():
-    policy = RankingPolicy(vector_weight=1.0)
+    policy = RankingPolicy(vector_weight=1.0, fusion="rrf")
     ranked = rank_candidates(CANDS, now=NOW, policy=policy, limit=3, fused=True)
     rel = {c.fact_id: t.relevance for c, t in ranked}
     assert rel[1] == pytest.approx(1 / 61 + 1 / 63)
@@ -44,9 +48,104 @@ def test_score_fusion_adds_normalised_bm25_and_cosine():
 
 
 def test_negative_cosine_adds_nothing_and_unknown_fusion_is_refused():
-    policy = RankingPolicy(vector_weight=1.0, fusion="score")
+    policy = RankingPolicy(vector_weight=1.0, fusion="score", vector_only_min_cosine=-1.0)
     ranked = rank_candidates([cand(1, cosine=-0.5, vector_rank=1)], now=NOW, policy=policy,
                              limit=1, fused=True)
     assert ranked[0][1].relevance == 0.0
     with pytest.raises(ValueError):
         RankingPolicy(fusion="max")
+
+
+def test_adaptive_fusion_normalises_each_leg_and_weighs_it_by_its_clearest_winner():
+    """Each leg is min-max scaled, times its weight and the z-score of its best score."""
+    lexical = [8.0, 2.0]
+    cosines = [0.10, 0.90, 0.60]
+    z_lex = (8.0 - statistics.fmean(lexical)) / statistics.pstdev(lexical)
+    z_vec = (0.90 - statistics.fmean(cosines)) / statistics.pstdev(cosines)
+    ranked = rank_candidates(CANDS, now=NOW, policy=RankingPolicy(vector_weight=1.0), limit=3,
+                             fused=True)
+    rel = {c.fact_id: t.relevance for c, t in ranked}
+    assert rel[1] == pytest.approx(z_lex * 1.0 + z_vec * 0.0)
+    assert rel[2] == pytest.approx(z_lex * 0.0 + z_vec * 1.0)
+    assert rel[3] == pytest.approx(z_vec * (0.60 - 0.10) / 0.80)
+    assert [2, 1, 3] == [c.fact_id for c, _ in ranked]
+
+
+def test_adaptive_fusion_trusts_the_leg_whose_best_stands_out():
+    """A leg with one clear winner outweighs a leg whose scores are all alike."""
+    flat_vectors = [cand(i, cosine=0.50 - i / 1000, vector_rank=i) for i in range(1, 21)]
+    sharp_words = [cand(30, bm25=-12.0, bm25_rank=1)] + [
+        cand(30 + i, bm25=-1.0, bm25_rank=1 + i) for i in range(1, 20)]
+    ranked = rank_candidates(flat_vectors + sharp_words, now=NOW,
+                             policy=RankingPolicy(vector_weight=1.0), limit=3, fused=True)
+    assert 30 == ranked[0][0].fact_id
+
+
+def test_weights_still_scale_each_leg():
+    """A zero lexical weight leaves the vector order; a zero vector weight the BM25 order."""
+    vec_only = RankingPolicy(vector_weight=1.0, lexical_weight=0.0)
+    words = RankingPolicy(vector_weight=0.0)
+    assert [2, 3, 1] == [c.fact_id for c, _ in rank_candidates(CANDS, now=NOW, policy=vec_only,
+                                                                 limit=3, fused=True)]
+    assert [1, 2] == [c.fact_id for c, _ in rank_candidates(CANDS, now=NOW, policy=words,
+                                                              limit=2, fused=True)]
+
+
+def test_vector_only_candidates_under_the_floor_are_left_out():
+    """A candidate only the vector leg found, below the floor, never comes back."""
+    cands = [cand(1, bm25=-3.0, bm25_rank=1, cosine=0.05, vector_rank=2),
+             cand(2, cosine=0.19, vector_rank=3), cand(3, cosine=0.35, vector_rank=1)]
+    ranked = rank_candidates(cands, now=NOW, policy=RankingPolicy(vector_weight=1.0), limit=3,
+                             fused=True)
+    assert [1, 3] == sorted(c.fact_id for c, _ in ranked)
+    kept = rank_candidates(cands, now=NOW, limit=3, fused=True,
+                           policy=RankingPolicy(vector_weight=1.0, vector_only_min_cosine=0.0))
+    assert 3 == len(kept)
+
+
+def test_the_first_hits_do_not_depend_on_how_deep_the_legs_went():
+    """Fusing a leg cut at 100 or at 300 gives the same first 100 hits."""
+    rng = random.Random(7)
+    bm25 = sorted((rng.uniform(0.1, 20.0) for _ in range(300)), reverse=True)
+    cosine = sorted((rng.uniform(0.0, 0.9) for _ in range(300)), reverse=True)
+    lex_ids = rng.sample(range(1, 1000), 300)
+    vec_ids = rng.sample(range(1, 1000), 300)
+
+    def legs(pool: int) -> list[Candidate]:
+        found: dict[int, Candidate] = {}
+        for rank, (fid, value) in enumerate(zip(lex_ids[:pool], bm25, strict=False), 1):
+            found[fid] = cand(fid, bm25=-value, bm25_rank=rank)
+        for rank, (fid, value) in enumerate(zip(vec_ids[:pool], cosine, strict=False), 1):
+            old = found.get(fid)
+            found[fid] = cand(fid, bm25=old.bm25 if old else None,
+                              bm25_rank=old.bm25_rank if old else None,
+                              cosine=value, vector_rank=rank)
+        return list(found.values())
+
+    policy = RankingPolicy(vector_weight=1.0)
+    for fusion in ("adaptive", "rrf", "score"):
+        policy = RankingPolicy(vector_weight=1.0, fusion=fusion)
+        shallow = rank_candidates(legs(100), now=NOW, policy=policy, limit=100, fused=True,
+                                  depth=100)
+        deep = rank_candidates(legs(300), now=NOW, policy=policy, limit=400, fused=True,
+                               depth=100)
+        assert [c.fact_id for c, _ in shallow] == [c.fact_id for c, _ in deep][:len(shallow)]
+        assert len(deep) > len(shallow)
+
+
+def test_a_period_the_query_names_lifts_memories_observed_then():
+    """A memory observed in the month a query names outranks an equal one observed earlier."""
+    july = datetime(2023, 7, 14, tzinfo=UTC).timestamp()
+    march = datetime(2023, 3, 14, tzinfo=UTC).timestamp()
+    now = datetime(2023, 12, 1, tzinfo=UTC).timestamp()
+    cands = [Candidate(fact_id=1, slot="user", updated_at=now, observed_at=march, score=0.0,
+                       confidence=1.0, bm25=-5.0, bm25_rank=1),
+             Candidate(fact_id=2, slot="user", updated_at=now, observed_at=july, score=0.0,
+                       confidence=1.0, bm25=-4.0, bm25_rank=2)]
+    ranked = rank_candidates(cands, now=now, policy=RankingPolicy(), limit=2,
+                             query="where did we go camping in July?")
+    assert [2, 1] == [c.fact_id for c, _ in ranked]
+    assert {"period": 2.0} == dict(ranked[0][1].extra)
+    plain = rank_candidates(cands, now=now, policy=RankingPolicy(period_boost=1.0), limit=2,
+                            query="where did we go camping in July?")
+    assert [1, 2] == [c.fact_id for c, _ in plain]

@@ -134,7 +134,8 @@ class SearchMixin:
             self._add_vector_leg(query, scope, slots, pool, where, params, by_id, found)
         adjust = boost is not None or self.rerank is not None
         ranked = rank_candidates(by_id.values(), now=now, policy=self.ranking,
-                                 limit=len(by_id) if adjust else limit, fused=use_vector)
+                                 limit=len(by_id) if adjust else limit, fused=use_vector,
+                                 depth=self.candidate_pool, query=query)
         hits = [Hit(fact=Fact.from_row(found[c.fact_id][0], archived=found[c.fact_id][1]),
                     trace=trace) for c, trace in ranked]
         if adjust:

@@ -73,7 +73,8 @@ class FactStore(ReadsMixin, SearchMixin):
             (after construction, with the vector weight resolved).
         query_policy: How query text becomes a lexical query (stop words,
             minimum token length).
-        candidate_pool: How many candidates each retrieval leg contributes.
+        candidate_pool: How many candidates each retrieval leg contributes, and
+            how deep fusion looks: the first hits never depend on ``limit``.
         clock: Returns the current time in Unix seconds (tests pass their own).
         embedder: What turns text into vectors for the vector leg: an object
             with ``model_id``, ``dimension`` and ``embed(texts)``, a spec string
@@ -100,7 +101,7 @@ class FactStore(ReadsMixin, SearchMixin):
     limits: Limits = attrs.field(factory=Limits)
     ranking: RankingPolicy = attrs.field(factory=RankingPolicy)
     query_policy: QueryPolicy = DEFAULT_POLICY
-    candidate_pool: int = 50
+    candidate_pool: int = 100
     clock: Callable[[], float] = time.time
     embedder: Any = None
     vector_cache: bool = True

@@ -1,29 +1,45 @@
 """Ranking math, apart from the SQL that gathers candidates.
 
 A candidate arrives with what each retrieval leg said of it (BM25 rank and
-value; later vector rank and cosine). :func:`rank_candidates` turns those into
-one relevance, multiplies by time decay, reinforcement and confidence, and
-returns the candidates best first with a full :class:`~ctxslots.model.HitTrace`.
+value; vector rank and cosine). :func:`rank_candidates` turns those into one
+relevance, multiplies by time decay, reinforcement and confidence, and returns
+the candidates best first with a full :class:`~ctxslots.model.HitTrace`.
 
     final = relevance * exp(-age / tau[slot]) * exp(0.2 * score) * confidence
 
 With the lexical leg alone, relevance is ``-bm25`` (FTS5's bm25 is more
-negative for better matches). When both legs run, relevance is reciprocal-rank
-fusion, ``sum(weight / (k + rank))`` over the legs that found the fact: a value
-that only orders hits within one search, never a measure of relevance by itself.
-Ties are broken by fact id, so the same store and query always give the same
-order.
+negative for better matches). When both legs run, the default fusion
+(``"adaptive"``) puts each leg's scores on one scale per query (min-max over
+that leg's candidates: its best is 1, its last 0) and weighs each leg by how
+far its best candidate stands above the leg's other candidates (the z-score of
+the best score), times the leg's weight:
+
+    relevance = w_lex * z_lex * norm(-bm25) + w_vec * z_vec * norm(cosine)
+
+so a leg whose list has a clear winner speaks louder than a leg whose scores
+are all alike, query by query. The older rules remain: ``"rrf"``
+(``sum(weight / (k + rank))``) and ``"score"`` (BM25 relative to the best plus
+the raw cosine). A relevance only orders hits within one search.
+
+Only candidates within ``depth`` of the top of a leg take part in fusion and
+its statistics, so the first hits do not depend on how many were asked for; a
+search asking for more than ``depth`` gets the deeper candidates after them. A
+memory observed in a period the query names ("in July 2023") has its relevance
+multiplied by :attr:`RankingPolicy.period_boost`. Ties are broken by fact id,
+so the same store and query always give the same order.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from typing import cast
 
 import attrs
 
 from ..model import HitTrace
+from .periods import query_periods
 
 __all__ = [
     "DEFAULT_DECAY_DAYS",
@@ -47,14 +63,26 @@ _DAY = 86400.0
 DEFAULT_DECAY_DAYS: Mapping[str, float | None] = {"user": None, "project": None, "agent": 365.0}
 
 #: Vector-leg weight used when the policy leaves it to the embedder (``None``)
-#: and the embedder is a real model. With all-MiniLM-L6-v2 on the labelled set,
-#: R@10 was 0.655 at weight 0.5, 0.732 at 1, 0.740 at 2 and 0.774 at 4 (words
-#: alone 0.594, vectors alone 0.810). See BENCHMARKS.md.
-MODEL_VECTOR_WEIGHT = 4.0
+#: and the embedder is a real model: equal to the lexical leg's, since adaptive
+#: fusion already weighs each leg by how clearly it picks a best candidate.
+#: Chosen on the labelled set in benchmarks/data/ and the conversation dev set
+#: together (see BENCHMARKS.md): with all-MiniLM-L6-v2 both sets scored above
+#: words alone, where the earlier RRF weight 4 lost to words on conversations.
+MODEL_VECTOR_WEIGHT = 1.0
+
+#: A candidate only the vector leg found is left out below this cosine: with
+#: all-MiniLM-L6-v2, 0.2 removed 19% of the vector-only candidates on the
+#: labelled set and none that a top-10 needed there or on the conversation set.
+VECTOR_ONLY_MIN_COSINE = 0.2
+
+#: Relevance multiplier for a memory observed in a period the query names.
+PERIOD_BOOST = 2.0
 
 #: Reinforcement scores are clamped to this range before ``exp`` so a runaway
 #: score cannot overflow or swamp relevance entirely.
 SCORE_LIMIT = 25.0
+
+FUSIONS = ("adaptive", "rrf", "score")
 
 
 @attrs.frozen
@@ -64,13 +92,15 @@ class Candidate:
     Attributes:
         fact_id: The fact's id.
         slot: Its slot (selects the decay constant).
-        updated_at: Unix seconds of its last value change (its age starts there).
+        updated_at: Unix seconds of its last value change.
         score: Its reinforcement score.
         confidence: Its confidence, 0 to 1.
         bm25_rank: 1-based rank in the lexical leg, or ``None``.
         bm25: Raw FTS5 bm25 value, or ``None``.
         vector_rank: 1-based rank in the vector leg, or ``None``.
         cosine: Cosine similarity in the vector leg, or ``None``.
+        observed_at: Unix seconds of when it was said or observed (``None``:
+            ``updated_at``); its age and the periods a query names use it.
     """
 
     fact_id: int
@@ -82,6 +112,12 @@ class Candidate:
     bm25: float | None = None
     vector_rank: int | None = None
     cosine: float | None = None
+    observed_at: float | None = None
+
+    @property
+    def time(self) -> float:
+        """When the fact was observed: ``observed_at``, else ``updated_at``."""
+        return self.updated_at if self.observed_at is None else self.observed_at
 
 
 @attrs.frozen
@@ -101,10 +137,18 @@ class RankingPolicy:
         rrf_k: The k of reciprocal-rank fusion.
         min_cosine: Vector candidates at or below this cosine are left out
             (with no similarity at all, a nearest neighbour is noise).
-        fusion: How the two legs combine: ``"rrf"`` (reciprocal-rank fusion,
+        vector_only_min_cosine: A candidate found by the vector leg alone
+            (no word of the query in it) is left out below this cosine
+            (:data:`VECTOR_ONLY_MIN_COSINE`; 0 keeps them all).
+        fusion: How the two legs combine: ``"adaptive"`` (each leg min-max
+            normalised over its candidates and weighted by its weight times the
+            z-score of its best candidate), ``"rrf"`` (reciprocal-rank fusion,
             ``weight / (rrf_k + rank)`` per leg) or ``"score"`` (the BM25
             relevance divided by the best candidate's, times ``lexical_weight``,
             plus the cosine times ``vector_weight``).
+        period_boost: Relevance multiplier for a memory observed in a period
+            the query names (a day, a month, a year; see
+            :mod:`ctxslots.stores.periods`); 1 switches it off.
         link_min_strength: A fact linked to a hit this strongly (returned
             together and then reinforced this many times) is pulled into the
             results; ``None`` never pulls linked facts.
@@ -121,7 +165,9 @@ class RankingPolicy:
         default=None, validator=attrs.validators.optional(attrs.validators.ge(0.0)))
     rrf_k: float = attrs.field(default=60.0, validator=attrs.validators.gt(0.0))
     min_cosine: float = 0.0
-    fusion: str = attrs.field(default="rrf", validator=attrs.validators.in_(("rrf", "score")))
+    vector_only_min_cosine: float = VECTOR_ONLY_MIN_COSINE
+    fusion: str = attrs.field(default="adaptive", validator=attrs.validators.in_(FUSIONS))
+    period_boost: float = attrs.field(default=PERIOD_BOOST, validator=attrs.validators.ge(0.0))
     # The cast keeps type checkers from narrowing the field to float by its default.
     link_min_strength: float | None = attrs.field(
         default=cast("float | None", 3.0),
@@ -147,21 +193,94 @@ def reinforcement_factor(score: float, weight: float = 0.2) -> float:
     return math.exp(weight * max(-SCORE_LIMIT, min(SCORE_LIMIT, score)))
 
 
-def _relevance(candidate: Candidate, policy: RankingPolicy, fused: bool, best_bm25: float) -> float:
-    if not fused:
-        return -candidate.bm25 if candidate.bm25 is not None else 0.0
-    total = 0.0
-    if policy.fusion == "score":
-        if candidate.bm25 is not None and best_bm25 > 0:
-            total += policy.lexical_weight * (-candidate.bm25) / best_bm25
-        if candidate.cosine is not None and policy.vector_weight:
-            total += policy.vector_weight * max(0.0, candidate.cosine)
+@attrs.frozen
+class _Leg:
+    """One leg's scores over the candidates within depth: its scale and its weight."""
+
+    low: float
+    high: float
+    weight: float
+
+    @classmethod
+    def of(cls, values: Sequence[float], weight: float) -> _Leg:
+        if not values:
+            return cls(0.0, 0.0, 0.0)
+        low, high = min(values), max(values)
+        if len(values) < 2 or high == low:
+            # No spread to judge by: a lone candidate (or a tie) counts once.
+            return cls(low, high, weight)
+        spread = (high - statistics.fmean(values)) / statistics.pstdev(values)
+        return cls(low, high, weight * spread)
+
+    def norm(self, value: float) -> float:
+        """``value`` on the leg's 0..1 scale (outside it for candidates beyond depth)."""
+        return 1.0 if self.high == self.low else (value - self.low) / (self.high - self.low)
+
+
+@attrs.frozen
+class _Fusion:
+    """What fusing one search's candidates needs to know about all of them."""
+
+    policy: RankingPolicy
+    fused: bool
+    depth: int | None
+    lexical: _Leg
+    vector: _Leg
+    best_bm25: float
+
+    @classmethod
+    def of(cls, candidates: Sequence[Candidate], policy: RankingPolicy, fused: bool,
+           depth: int | None) -> _Fusion:
+        bm25 = [-c.bm25 for c in candidates
+                if c.bm25 is not None and _within(c.bm25_rank, depth)]
+        cosines = [c.cosine for c in candidates
+                   if c.cosine is not None and _within(c.vector_rank, depth)]
+        return cls(policy, fused, depth, _Leg.of(bm25, policy.lexical_weight),
+                   _Leg.of(cosines, policy.vector_weight or 0.0), max(bm25, default=0.0))
+
+    def relevance(self, c: Candidate) -> float:
+        """The candidate's relevance, from the legs that found it within depth
+        (from every leg that found it, for a candidate beyond depth)."""
+        deep = not self.within(c)
+        lexical = c.bm25 is not None and (deep or _within(c.bm25_rank, self.depth))
+        vector = (c.cosine is not None and bool(self.policy.vector_weight)
+                  and (deep or _within(c.vector_rank, self.depth)))
+        if not self.fused:
+            return -c.bm25 if lexical and c.bm25 is not None else 0.0
+        policy, total = self.policy, 0.0
+        if policy.fusion == "adaptive":
+            if lexical and c.bm25 is not None:
+                total += self.lexical.weight * self.lexical.norm(-c.bm25)
+            if vector and c.cosine is not None:
+                total += self.vector.weight * self.vector.norm(c.cosine)
+        elif policy.fusion == "score":
+            if lexical and c.bm25 is not None and self.best_bm25 > 0:
+                total += policy.lexical_weight * (-c.bm25) / self.best_bm25
+            if vector and c.cosine is not None:
+                total += (policy.vector_weight or 0.0) * max(0.0, c.cosine)
+        else:
+            if lexical and c.bm25_rank is not None:
+                total += policy.lexical_weight / (policy.rrf_k + c.bm25_rank)
+            if vector and c.vector_rank is not None:
+                total += (policy.vector_weight or 0.0) / (policy.rrf_k + c.vector_rank)
         return total
-    if candidate.bm25_rank is not None:
-        total += policy.lexical_weight / (policy.rrf_k + candidate.bm25_rank)
-    if candidate.vector_rank is not None and policy.vector_weight:
-        total += policy.vector_weight / (policy.rrf_k + candidate.vector_rank)
-    return total
+
+    def within(self, c: Candidate) -> bool:
+        """Whether a leg found the candidate within depth."""
+        return _within(c.bm25_rank, self.depth) or _within(c.vector_rank, self.depth)
+
+    def too_far(self, c: Candidate) -> bool:
+        """Found by the vector leg alone, with too little similarity to show."""
+        return (self.fused and c.bm25 is None and c.cosine is not None
+                and c.cosine < self.policy.vector_only_min_cosine)
+
+
+def _within(rank: int | None, depth: int | None) -> bool:
+    return rank is not None and (depth is None or rank <= depth)
+
+
+def _in_period(when: float, periods: Sequence[tuple[float, float]]) -> bool:
+    return any(start <= when < end for start, end in periods)
 
 
 def rank_candidates(
@@ -171,25 +290,37 @@ def rank_candidates(
     policy: RankingPolicy,
     limit: int,
     fused: bool = False,
+    depth: int | None = None,
+    query: str | None = None,
 ) -> list[tuple[Candidate, HitTrace]]:
     """Score candidates and return the best ``limit`` of them with their traces.
 
-    :param fused: Both legs ran: relevance is reciprocal-rank fusion rather
-        than ``-bm25``.
+    :param fused: Both legs ran: relevance is the policy's fusion rather than
+        ``-bm25``.
+    :param depth: How deep in each leg fusion looks (the store's candidate
+        pool): candidates found deeper by every leg that found them come after
+        the others, and leg ranks below it are not used, so the first hits are
+        the same whatever ``limit`` the legs were asked for. ``None``: no limit.
+    :param query: The query text, to find the periods it names.
     """
-    scored: list[tuple[float, int, Candidate, float, float, float, float]] = []
-    candidates = list(candidates)
-    best_bm25 = max((-c.bm25 for c in candidates if c.bm25 is not None), default=0.0)
-    for cand in candidates:
-        relevance = _relevance(cand, policy, fused, best_bm25)
-        age = max(0.0, now - cand.updated_at)
+    pool = list(candidates)
+    fusion = _Fusion.of(pool, policy, fused, depth)
+    periods = query_periods(query, now) if query and policy.period_boost != 1.0 else []
+    scored: list[tuple[bool, float, int, Candidate, float, float, float, float, float]] = []
+    for cand in pool:
+        if fusion.too_far(cand):
+            continue
+        relevance = fusion.relevance(cand)
+        boost = policy.period_boost if periods and _in_period(cand.time, periods) else 1.0
+        age = max(0.0, now - cand.time)
         decay = decay_factor(age, policy.tau_days(cand.slot))
         reinforcement = reinforcement_factor(cand.score, policy.reinforcement_weight)
-        final = relevance * decay * reinforcement * cand.confidence
-        scored.append((final, cand.fact_id, cand, relevance, decay, reinforcement, age))
-    scored.sort(key=lambda item: (-item[0], item[1]))
+        final = relevance * boost * decay * reinforcement * cand.confidence
+        scored.append((not fusion.within(cand), final, cand.fact_id, cand, relevance, decay,
+                       reinforcement, age, boost))
+    scored.sort(key=lambda item: (item[0], -item[1], item[2]))
     out: list[tuple[Candidate, HitTrace]] = []
-    for position, (final, _, cand, relevance, decay, reinforcement, age) in enumerate(
+    for position, (_, final, _, cand, relevance, decay, reinforcement, age, boost) in enumerate(
         scored[:limit], start=1
     ):
         trace = HitTrace(
@@ -204,6 +335,7 @@ def rank_candidates(
             confidence=cand.confidence,
             final=final,
             rank=position,
+            extra={"period": boost} if boost != 1.0 else {},
         )
         out.append((cand, trace))
     return out

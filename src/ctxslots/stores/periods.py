@@ -1,0 +1,110 @@
+"""The periods of time a query names: "on 25 February, 2022", "in July", "in 2023".
+
+A question about something said on a given day, in a given month or year is
+best answered by memories observed then. :func:`query_periods` finds such dates
+in free text and returns them as ``(start, end)`` Unix-second intervals, each
+widened after its end (a thing done in July is often told in early August);
+ranking multiplies the relevance of memories observed inside one of them (see
+:attr:`~ctxslots.stores.ranking.RankingPolicy.period_boost`).
+
+Recognised, in English: ``25 February 2022``, ``February 25, 2022`` (with or
+without the comma, ordinals, month abbreviations), ``July 2023``, a full month
+name alone (``in July``: the last three Julys that began by the time of the
+search) and a four-digit year from 1900 to 2099. Abbreviations count only with
+a day or a year ("Jan" alone is a name), and "May" and "March" alone only when
+capitalised, and "May" not as the first word ("May I ask..."). Relative
+expressions ("last Friday") are left alone: they need the time the question
+refers to, not the time it is asked.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import re
+
+__all__ = ["query_periods"]
+
+_DAY = 86400.0
+#: How far after a named day, month or year a memory still counts as "then".
+_AFTER = {"day": 8 * _DAY, "month": 31 * _DAY, "year": 31 * _DAY}
+#: A named day also reaches one day back (the time zones of writer and reader).
+_BEFORE_DAY = _DAY
+#: A month named without a year means one of the last this-many years' months.
+_YEARS_BACK = 3
+
+_MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): n for n, name in enumerate(calendar.month_abbr) if name})
+_MONTHS["sept"] = 9
+_FULL_NAMES = frozenset(name.lower() for name in calendar.month_name if name)
+_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY_NUM = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+_DAY_MONTH_YEAR = re.compile(rf"\b{_DAY_NUM}(?:\s+of)?\s+{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE)
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_DAY_NUM},?\s+{_YEAR}\b", re.IGNORECASE)
+_MONTH_YEAR = re.compile(rf"\b{_MONTH}(?:,?\s+{_YEAR})?\b", re.IGNORECASE)
+#: Month words that are also common verbs or nouns: alone, only capitalised.
+_AMBIGUOUS = frozenset({"may", "march"})
+_YEAR_ALONE = re.compile(rf"\b{_YEAR}\b")
+
+
+def _timestamp(year: int, month: int, day: int = 1) -> float:
+    return dt.datetime(year, month, day, tzinfo=dt.UTC).timestamp()
+
+
+def _month_end(year: int, month: int) -> float:
+    return _timestamp(year + month // 12, month % 12 + 1)
+
+
+def _is_month_word(match: re.Match[str], text: str) -> bool:
+    word = match.group("month")
+    if match.group("year"):
+        return True
+    if word.lower() not in _FULL_NAMES:
+        return False  # an abbreviation alone
+    if word.lower() in _AMBIGUOUS:
+        return word[0] == "M" and (word.lower() != "may" or text[: match.start()].strip() != "")
+    return True
+
+
+def query_periods(text: str, now: float) -> list[tuple[float, float]]:
+    """The ``(start, end)`` intervals, in Unix seconds, of the dates ``text`` names.
+
+    :param text: Free text, usually the user's message.
+    :param now: The time of the search: a month named without a year means one
+        of the last few years' months up to it.
+    """
+    periods: list[tuple[float, float]] = []
+    taken: list[tuple[int, int]] = []
+
+    def free(span: tuple[int, int]) -> bool:
+        return all(span[1] <= start or span[0] >= end for start, end in taken)
+
+    for pattern in (_DAY_MONTH_YEAR, _MONTH_DAY_YEAR):
+        for match in pattern.finditer(text):
+            month = _MONTHS[match.group("month").lower()]
+            try:
+                day = _timestamp(int(match.group("year")), month, int(match.group("day")))
+            except ValueError:  # 31 February
+                continue
+            periods.append((day - _BEFORE_DAY, day + _DAY + _AFTER["day"]))
+            taken.append(match.span())
+    this_year = dt.datetime.fromtimestamp(now, dt.UTC).year
+    for match in _MONTH_YEAR.finditer(text):
+        if not free(match.span()) or not _is_month_word(match, text):
+            continue
+        month = _MONTHS[match.group("month").lower()]
+        year = match.group("year")
+        if year:
+            years = [int(year)]
+        else:  # the last few of that month that began by now
+            latest = this_year if _timestamp(this_year, month) <= now else this_year - 1
+            years = list(range(latest - _YEARS_BACK + 1, latest + 1))
+        periods.extend((_timestamp(y, month), _month_end(y, month) + _AFTER["month"])
+                       for y in years)
+        taken.append(match.span())
+    for match in _YEAR_ALONE.finditer(text):
+        if free(match.span()):
+            y = int(match.group("year"))
+            periods.append((_timestamp(y, 1), _timestamp(y + 1, 1) + _AFTER["year"]))
+    return periods

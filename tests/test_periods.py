@@ -1,0 +1,49 @@
+"""The periods a query names, as intervals of time."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from ctxslots.stores.periods import query_periods
+
+NOW = datetime(2024, 1, 10, tzinfo=UTC).timestamp()
+
+
+def days(text: str) -> list[tuple[str, str]]:
+    return [(datetime.fromtimestamp(a, UTC).date().isoformat(),
+             datetime.fromtimestamp(b, UTC).date().isoformat()) for a, b in query_periods(text, NOW)]
+
+
+@pytest.mark.parametrize("text", ["What did she show on October 13, 2023?",
+                                  "What did she show on 13 October, 2023?",
+                                  "What did she show on the 13th of Oct 2023?"])
+def test_a_named_day_reaches_a_day_back_and_a_week_after(text: str) -> None:
+    """A day, however written, covers the day before it to eight days after it."""
+    assert [("2023-10-12", "2023-10-22")] == days(text)
+
+
+def test_a_month_with_a_year_and_a_year_alone() -> None:
+    """A month and year runs to a month after its end; a year to the end of next January."""
+    assert [("2023-07-01", "2023-09-01")] == days("what happened in July 2023?")
+    assert [("2023-01-01", "2024-02-01")] == days("trips in 2023")
+
+
+def test_a_month_alone_means_the_last_ones_that_began_by_now() -> None:
+    """``in July`` asked in January 2024 means the Julys of 2021, 2022 and 2023."""
+    assert ["2021-07-01", "2022-07-01", "2023-07-01"] == [a for a, _ in days("camping in July?")]
+    assert "2024-01-01" == days("in January")[-1][0]
+
+
+@pytest.mark.parametrize("text", ["May I ask what you did?", "what did Jan say", "the pride march",
+                                  "you may go", "a 31st birthday", "call 555 1234"])
+def test_words_that_only_look_like_dates_name_no_period(text: str) -> None:
+    """Verbs, names and numbers that are not years give no period."""
+    assert [] == days(text)
+
+
+def test_capitalised_may_inside_a_sentence_is_the_month() -> None:
+    """"in May" is the month; an impossible day falls back to its month and year."""
+    assert date(2023, 5, 1).isoformat() == days("what did we do in May")[-1][0]
+    assert [("2023-02-01", "2023-04-01")] == days("on 31 February 2023")
