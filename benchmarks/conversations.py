@@ -311,7 +311,7 @@ def _parse_policy(text: str, has_model: bool) -> Config:
 
 def print_table(rows: list[tuple[str, Result]], budgets: list[int], per_conversation: bool) -> None:
     """One line per configuration; then, if asked, R@10 per conversation."""
-    head = (f"{'configuration':<36} | " + " ".join(f"R@{k:<3}" for k in KS) + " all@10 | "
+    head = (f"{'configuration':<46} | " + " ".join(f"R@{k:<3}" for k in KS) + " all@10 | "
             + " ".join(f"cat{c} " for c in CATEGORIES) + "| p50 ms | "
             + " ".join(f"prompt@{b:<5}" for b in budgets))
     print(head)
@@ -319,16 +319,16 @@ def print_table(rows: list[tuple[str, Result]], budgets: list[int], per_conversa
     for label, res in rows:
         prompt = " ".join(f"{statistics.fmean(res.in_prompt[b]):<12.3f}" if res.in_prompt.get(b)
                           else f"{'-':<12}" for b in budgets)
-        print(f"{label:<36} | " + " ".join(f"{res.overall.mean(k):.3f}" for k in KS)
+        print(f"{label:<46} | " + " ".join(f"{res.overall.mean(k):.3f}" for k in KS)
               + f" {res.overall.all10 / res.overall.count:.3f}  | "
               + " ".join(f"{res.by_category[c].mean(10):.3f}" for c in CATEGORIES)
               + f" | {statistics.median(res.latencies) * 1000:6.2f} | " + prompt)
     if per_conversation:
         convs = list(rows[0][1].by_conversation)
-        print(f"\nR@10 per conversation\n{'configuration':<36} | " + " ".join(
+        print(f"\nR@10 per conversation\n{'configuration':<46} | " + " ".join(
             f"{c:>8}" for c in convs))
         for label, res in rows:
-            print(f"{label:<36} | " + " ".join(
+            print(f"{label:<46} | " + " ".join(
                 f"{res.by_conversation[c].mean(10):>8.3f}" for c in convs))
 
 

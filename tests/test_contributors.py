@@ -50,12 +50,13 @@ class _Store:
 
 
 def test_defaults_follow_the_design():
-    """User is sticky at 88, project 80, agent 70, ten items each by default."""
-    shapes = [(c.name, c.slot, c.priority, c.sticky, c.limit)
+    """User is sticky at 88 with a profile, project 80, agent 70; no item ceiling by default."""
+    shapes = [(c.name, c.slot, c.priority, c.sticky, c.limit, c.profile_size)
               for c in (UserMemoryContributor(_Store()), ProjectMemoryContributor(_Store()),
                         AgentMemoryContributor(_Store()))]
-    assert [("user_memory", "user", 88, True, 10), ("project_memory", "project", 80, False, 10),
-            ("agent_memory", "agent", 70, False, 10)] == shapes
+    assert [("user_memory", "user", 88, True, None, 5),
+            ("project_memory", "project", 80, False, None, 0),
+            ("agent_memory", "agent", 70, False, None, 0)] == shapes
 
 
 def test_user_slot_reads_global_facts_only(mem):

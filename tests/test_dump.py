@@ -22,9 +22,9 @@ TOP_KEYS = ["schema_version", "budget", "safety_margin", "answer_reserve", "avai
             "total_tokens", "encoding", "sticky_overflow", "message", "scope", "flagged",
             "sections", "text"]
 SECTION_KEYS = ["name", "title", "priority", "sticky", "status", "reason", "error",
-                "header_tokens", "tokens", "items"]
-ITEM_KEYS = ["rank", "decision", "reason", "detail", "tokens", "text", "key", "fact", "trace",
-             "relevance_share", "warning"]
+                "header_tokens", "tokens", "stopped", "items"]
+ITEM_KEYS = ["rank", "decision", "reason", "detail", "tokens", "text", "key", "profile", "fact",
+             "trace", "relevance_share", "warning"]
 TRACE_KEYS = {"rank", "bm25", "bm25_rank", "vector_rank", "cosine", "decay", "age_days",
               "reinforcement", "confidence"}
 

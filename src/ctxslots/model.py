@@ -308,6 +308,8 @@ class Item:
         dropped: Set by a contributor that offers an entry only to show it was
             left out (``slot_limit``, ``threshold``, ``duplicate``).
         detail: A human-readable note on the decision.
+        profile: Offered as part of a profile (the slot's most important
+            facts, shown whatever the message), not found by the search.
     """
 
     text: str = attrs.field(validator=_is(str))
@@ -316,6 +318,7 @@ class Item:
     trace: HitTrace | None = attrs.field(default=None, validator=_is(HitTrace, optional=True))
     dropped: DropReason | None = attrs.field(default=None, converter=_optional_reason)
     detail: str | None = attrs.field(default=None, validator=_is(str, optional=True))
+    profile: bool = attrs.field(default=False, validator=_is(bool))
 
 
 @attrs.frozen
@@ -334,6 +337,9 @@ class Section:
         intro: An optional line under the heading.
         header_template: Template that renders the heading (and intro).
         item_template: Template that renders one item.
+        stop_note: Why the contributor offered no more items (for instance
+            "no more facts matched the message"); shown in the dump, never in
+            the prompt.
     """
 
     title: str = attrs.field(validator=_is(str))
@@ -344,6 +350,7 @@ class Section:
     intro: str | None = attrs.field(default=None, validator=_is(str, optional=True))
     header_template: str = attrs.field(default="section_header.md.j2", validator=_is(str))
     item_template: str = attrs.field(default="item.md.j2", validator=_is(str))
+    stop_note: str | None = attrs.field(default=None, validator=_is(str, optional=True))
 
 
 @attrs.frozen
@@ -383,6 +390,9 @@ class SectionReport:
         header_tokens: What its heading costs, with the blank line before it.
         tokens: What it adds to the prompt (0 unless kept).
         items: One decision per item, in rank order.
+        stopped: Why the section holds no more items: the reason and note of
+            the first item after the last kept one that was not taken (a
+            duplicate aside), else the contributor's :attr:`Section.stop_note`.
     """
 
     name: str
@@ -395,6 +405,7 @@ class SectionReport:
     header_tokens: int = 0
     tokens: int = 0
     items: tuple[ItemDecision, ...] = ()
+    stopped: str | None = None
 
 
 @attrs.frozen

@@ -142,8 +142,18 @@ def _report(prep: Prepared) -> SectionReport:
         name=section.name, title=section.title, priority=section.priority,
         sticky=section.sticky, status=status, reason=reason,
         header_tokens=prep.header_tokens + prep.separator_tokens, tokens=tokens,
-        items=tuple(decisions),
+        items=tuple(decisions), stopped=_stopped(decisions, section.stop_note),
     )
+
+
+def _stopped(decisions: Sequence[ItemDecision], note: str | None) -> str | None:
+    """Why the section holds no more: the first item not taken after the last kept one."""
+    last = max((n for n, d in enumerate(decisions) if d.kept), default=-1)
+    for decision in decisions[last + 1:]:
+        if decision.reason is not None and decision.reason is not DropReason.DUPLICATE:
+            detail = f": {decision.detail}" if decision.detail else ""
+            return f"item {decision.rank} not taken ({decision.reason.value}{detail})"
+    return note
 
 
 def build_reports(prepared: Sequence[Prepared]) -> tuple[SectionReport, ...]:

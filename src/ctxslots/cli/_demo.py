@@ -46,9 +46,15 @@ def run_demo(path: Path, echo: Callable[[str], None], *, keep: bool = True) -> N
 
         assembler = PromptAssembler(store)
         everything = assembler.assemble(AssemblyRequest(DEMO_QUERY, scope="shop-api"))
-        # A budget a little short of what everything needs, so the dump shows a drop.
-        budget = max(1, everything.total_tokens - 5)
-        prompt = assembler.assemble(AssemblyRequest(DEMO_QUERY, scope="shop-api", budget=budget))
+        # A budget a little short of what everything needs, so the dump shows a drop (the
+        # user profile takes a share of the budget, so a smaller one can need no drop).
+        budget = everything.total_tokens
+        while True:
+            budget = max(1, budget - 5)
+            prompt = assembler.assemble(AssemblyRequest(DEMO_QUERY, scope="shop-api",
+                                                        budget=budget))
+            if budget == 1 or any(not d.kept for s in prompt.sections for d in s.items):
+                break
         echo(f"\nAssembled prompt with a budget of {budget} tokens "
              f"({prompt.total_tokens} used, {prompt.encoding}):\n")
         echo(prompt.text)

@@ -1,11 +1,21 @@
 """The three memory slots as contributors: user, project and agent.
 
 Each searches the fact store with the request's user message (the store
-sanitizes it) and offers the best ``limit`` facts of its slot, best first. It
-asks for ``overfetch`` more so the dump can show which facts were found but
-left out by the per-slot limit. Facts under ``min_score`` are offered as
-dropped with reason ``threshold``. Only facts that reach the prompt count as
-accessed (through :meth:`record_shown`).
+sanitizes it) and offers its facts best first, as many as can fill the
+request's budget: the budget decides where a prompt stops, not a fixed count.
+``limit`` is a ceiling a user may set; the contributor then asks for
+``overfetch`` more, so the dump shows which facts were found but left out by
+it. Facts under ``min_score`` are offered as dropped with reason
+``threshold``. When the store has no more matches, the section says so
+(:attr:`~ctxslots.model.Section.stop_note`), so the dump always tells why the
+section holds no more.
+
+The sticky user section also offers a short *profile*: the user's most
+important facts (reinforced, often shown, confident, keyed), first, whether or
+not the message matches them, bounded by a count and a share of the budget,
+and marked :attr:`~ctxslots.model.Item.profile` so the dump tells them from
+retrieved ones. Only facts that reach the prompt count as accessed (through
+:meth:`record_shown`).
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import InvalidRequestError
-from ..model import DropReason, Item, Section
+from ..model import DropReason, Fact, Item, Section
 from .base import SearchableStore
 
 if TYPE_CHECKING:
@@ -32,6 +42,20 @@ __all__ = [
 
 _SLOT = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 _MAX_LIMIT = 500
+#: Most facts a contributor asks the store for in one search.
+MAX_FETCH = 500
+#: First guess of the tokens one memory's line costs, to size the first search.
+_GUESS_TOKENS_PER_ITEM = 30
+
+
+def _low_estimate(text: str) -> int:
+    """Tokens of a rendered line, rather under than over (so filling asks for enough)."""
+    return len(text) // 5 + 2
+
+
+def _high_estimate(text: str) -> int:
+    """Tokens of a rendered line, rather over than under (so a bound holds)."""
+    return len(text) // 4 + 4
 
 
 def _check_store(_instance: Any, _attribute: Any, store: Any) -> None:
@@ -40,14 +64,23 @@ def _check_store(_instance: Any, _attribute: Any, store: Any) -> None:
                                   field="store", value=store)
 
 
-def _check_range(low: int, high: int) -> Any:
+def _check_range(low: int, high: int, *, optional: bool = False) -> Any:
     def check(_instance: Any, attribute: Any, value: Any) -> None:
+        if optional and value is None:
+            return
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise InvalidRequestError(
-                f"{attribute.name} must be an integer from {low} to {high}, not {value!r}",
+                f"{attribute.name} must be an integer from {low} to {high}"
+                f"{' or None' if optional else ''}, not {value!r}",
                 field=attribute.name, value=value,
             )
     return check
+
+
+def _check_share(_instance: Any, attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InvalidRequestError(f"{attribute.name} must be a number from 0 to 1, not {value!r}",
+                                  field=attribute.name, value=value)
 
 
 def _check_slot(_instance: Any, attribute: Any, value: Any) -> None:
@@ -59,6 +92,13 @@ def _check_min_score(_instance: Any, attribute: Any, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise InvalidRequestError("min_score must be a number or None", field=attribute.name,
                                   value=value)
+
+
+def _importance(fact: Fact) -> tuple[float, ...]:
+    """Sort key of a profile: reinforced, then often shown, confident, keyed, recent."""
+    updated = fact.updated_at.timestamp() if fact.updated_at is not None else 0.0
+    return (-fact.score, -fact.access_count, -fact.confidence, fact.key is None, -updated,
+            fact.id)
 
 
 @attrs.define
@@ -74,10 +114,15 @@ class MemoryContributor:
         sticky: Placed before every non-sticky section.
         scoped: Search the request's scope (and global facts); ``False``
             searches global facts only.
-        limit: Most facts offered as candidates for the prompt.
-        overfetch: Extra facts asked for, shown as dropped (``slot_limit``).
+        limit: Most facts offered for the prompt; ``None`` (the default): as
+            many as the request's budget can hold (at most :data:`MAX_FETCH`).
+        overfetch: With a ``limit``, extra facts asked for and shown as dropped
+            (``slot_limit``).
         min_score: Facts whose final score is lower are dropped (``threshold``).
         intro: An optional line under the heading.
+        profile_size: Most profile facts offered first (0: no profile).
+        profile_share: Most of the request's available tokens the profile may
+            take (estimated from its text, on the high side).
     """
 
     store: SearchableStore = attrs.field(validator=_check_store)
@@ -88,37 +133,85 @@ class MemoryContributor:
     sticky: bool = attrs.field(default=False, kw_only=True,
                                validator=attrs.validators.instance_of(bool))
     scoped: bool = attrs.field(default=True, kw_only=True)
-    limit: int = attrs.field(default=10, kw_only=True, validator=_check_range(1, _MAX_LIMIT))
+    limit: int | None = attrs.field(default=None, kw_only=True,
+                                    validator=_check_range(1, _MAX_LIMIT, optional=True))
     overfetch: int = attrs.field(default=5, kw_only=True, validator=_check_range(0, _MAX_LIMIT))
     min_score: float | None = attrs.field(default=None, kw_only=True, validator=_check_min_score)
     intro: str | None = attrs.field(default=None, kw_only=True)
+    profile_size: int = attrs.field(default=0, kw_only=True, validator=_check_range(0, 50))
+    profile_share: float = attrs.field(default=0.2, kw_only=True, validator=_check_share)
 
     def contribute(self, request: AssemblyRequest) -> Section | None:
-        """Search the slot with ``request.message``; ``None`` when nothing matches."""
-        hits = self.store.search(
-            request.message,
-            slots=[self.slot],
-            scope=request.scope if self.scoped else None,
-            limit=self.limit + self.overfetch,
-            track_access=False,
-        )
-        if not hits:
+        """Search the slot with ``request.message``; ``None`` when nothing matches
+        and there is no profile to show."""
+        scope = request.scope if self.scoped else None
+        profile = self._profile(scope, request.available)
+        hits, note = self._fill(request, scope, {f.id for f in profile})
+        if not hits and not profile:
             return None
-        items = []
+        items = [Item(text=f.value, key=f"fact:{f.id}", fact=f, profile=True,
+                      detail="profile: one of the most important facts of this slot, "
+                             "shown whatever the message") for f in profile]
         offered = 0
         for hit in hits:
             reason: DropReason | None = None
             detail: str | None = None
             if self.min_score is not None and hit.trace.final < self.min_score:
                 reason, detail = DropReason.THRESHOLD, f"score under min_score {self.min_score:g}"
-            elif offered >= self.limit:
+            elif self.limit is not None and offered >= self.limit:
                 reason, detail = DropReason.SLOT_LIMIT, f"beyond the limit of {self.limit} per slot"
             else:
                 offered += 1
             items.append(Item(text=hit.fact.value, key=f"fact:{hit.fact.id}", fact=hit.fact,
                               trace=hit.trace, dropped=reason, detail=detail))
         return Section(title=self.title, intro=self.intro, items=tuple(items), name=self.name,
-                       priority=self.priority, sticky=self.sticky)
+                       priority=self.priority, sticky=self.sticky, stop_note=note)
+
+    def _fill(self, request: AssemblyRequest, scope: str | None, skip: set[int]
+              ) -> tuple[list[Any], str | None]:
+        """Enough hits to fill the budget (or the limit), and why no more were offered.
+
+        The first search is sized by a guess of each line's cost; while the hits
+        found are fewer tokens (estimated on the low side) than the budget and
+        more may match, the search is repeated asking for twice as many. The
+        store's first hits do not depend on the limit asked, so each search
+        extends the last.
+        """
+        ceiling = MAX_FETCH if self.limit is None else self.limit + self.overfetch
+        want = min(ceiling, max(10, request.available // _GUESS_TOKENS_PER_ITEM) + len(skip))
+        while True:
+            found = self.store.search(request.message, slots=[self.slot], scope=scope,
+                                      limit=want, track_access=False)
+            hits = [h for h in found if h.fact.id not in skip]
+            if len(found) < want:
+                if not hits:
+                    return hits, "no facts match the message"
+                return hits, f"no more facts match the message ({len(hits)} found)"
+            if want >= ceiling:
+                if self.limit is None:
+                    return hits, f"asked the store for at most {MAX_FETCH} facts"
+                return hits, None  # the overfetched ones say "beyond the limit"
+            if sum(_low_estimate(h.fact.value) for h in hits) >= request.available:
+                return hits, (f"offered {len(hits)} facts, more than the budget holds "
+                              "(estimated); more match")
+            want = min(ceiling, want * 2)
+
+    def _profile(self, scope: str | None, available: int) -> list[Fact]:
+        """The slot's most important facts, within the profile's count and share."""
+        read = getattr(self.store, "facts", None)
+        if not self.profile_size or not callable(read):
+            return []
+        facts = [f for f in read(slots=[self.slot], scope=scope)
+                 if f.key is not None or f.score > 0]
+        room = self.profile_share * available
+        chosen: list[Fact] = []
+        for fact in sorted(facts, key=_importance):
+            cost = _high_estimate(fact.value)
+            if len(chosen) >= self.profile_size or cost > room:
+                break
+            room -= cost
+            chosen.append(fact)
+        return chosen
 
     def record_shown(self, items: Sequence[Item]) -> None:
         """Count the facts that reached the prompt as accessed."""
@@ -129,7 +222,8 @@ class MemoryContributor:
 
 @attrs.define
 class UserMemoryContributor(MemoryContributor):
-    """Who the user is: global facts of slot ``user``; sticky, priority 88."""
+    """Who the user is: global facts of slot ``user``; sticky, priority 88, with a
+    profile of up to five facts."""
 
     slot: str = attrs.field(default="user", kw_only=True, validator=_check_slot)
     name: str = attrs.field(default="user_memory", kw_only=True)
@@ -138,6 +232,7 @@ class UserMemoryContributor(MemoryContributor):
     sticky: bool = attrs.field(default=True, kw_only=True,
                                validator=attrs.validators.instance_of(bool))
     scoped: bool = attrs.field(default=False, kw_only=True)
+    profile_size: int = attrs.field(default=5, kw_only=True, validator=_check_range(0, 50))
 
 
 @attrs.define

@@ -74,6 +74,7 @@ def _item(decision: ItemDecision) -> dict[str, Any]:
         "tokens": decision.tokens,
         "text": item.text,
         "key": item.key,
+        "profile": item.profile,
         "fact": None if fact is None else {
             "id": fact.id, "slot": fact.slot, "scope": fact.scope, "key": fact.key,
             "tags": list(fact.tags), "source": fact.source,
@@ -93,6 +94,7 @@ def _section(report: SectionReport) -> dict[str, Any]:
         "error": report.error,
         "header_tokens": report.header_tokens,
         "tokens": report.tokens,
+        "stopped": report.stopped,
         "items": [_item(d) for d in report.items],
     }
 

@@ -1,0 +1,107 @@
+"""The budget decides how much memory a prompt shows; the user profile is always there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _assembler_helpers import make_store
+
+from ctxslots import (
+    AssemblyRequest,
+    DropReason,
+    FactStore,
+    ProjectMemoryContributor,
+    PromptAssembler,
+    UserMemoryContributor,
+    count_tokens,
+)
+
+
+@pytest.fixture(name="many")
+def fixture_many(tmp_path: Path):
+    """A store with 300 project notes that all mention deploys, and a user profile."""
+    notes = [("project", "shop", f"Deploy note {n}: the {n}th deploy of shop went out on a "
+              f"Tuesday after the checks for release {n} passed.") for n in range(300)]
+    store = make_store(tmp_path / "many.db", notes)
+    store.upsert("user", "name", "The user is called Ada Lovelace.")
+    store.upsert("user", "editor", "The user edits code in Helix.")
+    yield store
+    store.close()
+
+
+@pytest.mark.parametrize("budget", [300, 1000, 2000, 4000])
+def test_filling_stops_at_the_budget_never_over(many: FactStore, budget: int) -> None:
+    """Memory fills the budget: the next item would not have fitted, and the text never exceeds it."""
+    prompt = PromptAssembler(many).assemble(AssemblyRequest("how did the deploy go?", scope="shop",
+                                                            budget=budget))
+    assert prompt.total_tokens <= budget
+    assert count_tokens(prompt.text) == prompt.total_tokens
+    project = next(s for s in prompt.sections if s.name == "project_memory")
+    kept = [d for d in project.items if d.kept]
+    first_out = next(d for d in project.items if not d.kept)
+    assert DropReason.BUDGET == first_out.reason
+    assert budget - prompt.total_tokens < first_out.tokens + 3
+    if budget >= 1000:
+        assert len(kept) > 10
+
+
+def test_the_dump_says_why_the_last_item_was_not_taken(many: FactStore, tmp_path: Path) -> None:
+    """Budget, ceiling and running out of matches each name themselves in the section report."""
+    request = AssemblyRequest("how did the deploy go?", scope="shop", budget=1000)
+    full = PromptAssembler(many).assemble(request)
+    stopped = next(s for s in full.sections if s.name == "project_memory").stopped
+    assert stopped is not None and stopped.startswith("item ") and "(budget: needs " in stopped
+    capped = PromptAssembler(many, contributors=[ProjectMemoryContributor(many, limit=3)]).assemble(
+        request)
+    assert "item 4 not taken (slot_limit: beyond the limit of 3 per slot)" == \
+        capped.sections[0].stopped
+    few = make_store(tmp_path / "few.db", [("project", "shop", "Deploys run on Friday."),
+                                           ("project", "shop", "Deploys need two reviews.")])
+    try:
+        report = PromptAssembler(few).assemble(request)
+        section = json.loads(report.dump("json"))["sections"]
+        project = next(s for s in section if s["name"] == "project_memory")
+        assert "no more facts match the message (2 found)" == project["stopped"]
+        assert "Stopped: no more facts match the message (2 found)." in report.dump("markdown")
+    finally:
+        few.close()
+
+
+def test_a_profile_fact_appears_for_a_message_that_matches_nothing(many: FactStore) -> None:
+    """"hello" matches no fact, yet the prompt still says who the user is, marked as profile."""
+    prompt = PromptAssembler(many).assemble(AssemblyRequest("hello", scope="shop"))
+    assert "- The user is called Ada Lovelace." in prompt.text.splitlines()
+    user = next(s for s in prompt.sections if s.name == "user_memory")
+    assert [True, True] == [d.item.profile for d in user.items]
+    assert all(d.kept and d.item.trace is None for d in user.items)
+    assert "no facts match the message" == user.stopped
+    items = next(s for s in json.loads(prompt.dump("json"))["sections"]
+                 if s["name"] == "user_memory")["items"]
+    assert [True, True] == [i["profile"] for i in items]
+
+
+def test_the_profile_is_bounded_by_count_and_share_and_never_repeats(tmp_path: Path) -> None:
+    """At most five profile facts, most reinforced first, within their share, none shown twice."""
+    store = make_store(tmp_path / "p.db")
+    try:
+        ids = [store.upsert("user", f"k{n}", f"Profile fact number {n} about the user.").id
+               for n in range(8)]
+        store.reinforce(ids[6])
+        store.add("user", "A free memory nobody reinforced is not profile material.")
+        section = UserMemoryContributor(store).contribute(AssemblyRequest("hello", budget=2000))
+        assert section is not None
+        assert ids[6] == section.items[0].fact.id
+        assert 5 == len(section.items) and all(i.profile for i in section.items)
+        narrow = UserMemoryContributor(store, profile_share=0.05).contribute(
+            AssemblyRequest("hello", budget=400))
+        assert narrow is not None and 1 == len(narrow.items)
+        assert UserMemoryContributor(store, profile_size=0).contribute(
+            AssemblyRequest("hello")) is None
+        matching = UserMemoryContributor(store).contribute(AssemblyRequest("fact number 6"))
+        assert matching is not None
+        shown = [i.fact.id for i in matching.items]
+        assert len(shown) == len(set(shown))
+    finally:
+        store.close()
