@@ -15,11 +15,13 @@ returns fewer than ``k`` rows for a larger set it scans exactly too.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from psycopg import errors as pgerrors
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from ...errors import StoreError
@@ -149,10 +151,13 @@ def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[i
     small = visible <= EXACT_SCAN_ROWS
     rows: list[Any] = []
     if not small:
-        # The index walks ef_search candidates and filters afterwards.
-        conn.execute(f"SET hnsw.ef_search = {min(1000, max(100, 2 * k))}")
-        rows = conn.execute(base + "ORDER BY v.embedding <=> %b LIMIT %s",
-                            (query, *params, query, k)).fetchall()
+        # The index walks ef_search candidates and filters afterwards. SET LOCAL
+        # in a transaction, so no setting outlives the query (nor, behind a
+        # transaction-pooling PgBouncer, lands on another server connection).
+        with _in_transaction(conn):
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(100, 2 * k))}")
+            rows = conn.execute(base + "ORDER BY v.embedding <=> %b LIMIT %s",
+                                (query, *params, query, k)).fetchall()
     if small or len(rows) < k:
         # "+ 0" keeps the planner off the HNSW index: an exact scan of the filtered rows.
         rows = conn.execute(base + "ORDER BY (v.embedding <=> %b) + 0, v.fact_id LIMIT %s",
@@ -160,6 +165,13 @@ def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[i
     found = [(int(fid), 1.0 - float(dist)) for fid, dist in rows if dist == dist]
     found.sort(key=lambda item: (-item[1], item[0]))
     return found
+
+
+def _in_transaction(conn: Conn) -> contextlib.AbstractContextManager[Any]:
+    """The connection's open transaction, or a new one for the block."""
+    if conn.info.transaction_status == TransactionStatus.INTRANS:
+        return contextlib.nullcontext()
+    return conn.transaction()  # type: ignore[no-any-return]
 
 
 def state(conn: Conn) -> VectorState:
