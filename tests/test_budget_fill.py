@@ -9,6 +9,7 @@ import pytest
 from _assembler_helpers import make_store
 
 from ctxslots import (
+    BudgetExceededError,
     AssemblyRequest,
     DropReason,
     FactStore,
@@ -103,5 +104,40 @@ def test_the_profile_is_bounded_by_count_and_share_and_never_repeats(tmp_path: P
         assert matching is not None
         shown = [i.fact.id for i in matching.items]
         assert len(shown) == len(set(shown))
+    finally:
+        store.close()
+
+
+def test_a_sticky_section_that_fills_is_cut_by_the_budget_without_overflowing(tmp_path: Path) -> None:
+    """Hundreds of matching user memories fill a small budget; only an empty fit is an overflow."""
+    store = make_store(tmp_path / "u.db", [("user", None, f"The user went hiking on trail {n} "
+                                            "with friends and took photos of the lake.")
+                                           for n in range(200)])
+    try:
+        prompt = PromptAssembler(store).assemble(AssemblyRequest("hiking photos", budget=500))
+        assert not prompt.sticky_overflow and prompt.total_tokens <= 500
+        user = prompt.sections[0]
+        assert user.stopped is not None and "(budget: needs" in user.stopped
+        capped = PromptAssembler(store, contributors=[UserMemoryContributor(store, limit=100)])
+        with pytest.raises(BudgetExceededError):
+            capped.assemble(AssemblyRequest("hiking photos", budget=500))
+    finally:
+        store.close()
+
+
+def test_matches_far_below_the_best_are_not_offered(tmp_path: Path) -> None:
+    """A fact matching one common word of a long question does not pad the prompt."""
+    store = make_store(tmp_path / "w.db", [
+        ("project", None, "The billing service retries refunds three times before paging."),
+        *[("project", None, f"Service note {n}: the service runs in region {n}.")
+          for n in range(40)]])
+    try:
+        request = AssemblyRequest("how many times does billing retry a refund before paging the "
+                                  "service owner?", budget=2000)
+        section = ProjectMemoryContributor(store).contribute(request)
+        assert section is not None and 1 == len(section.items)
+        assert "the next match scores under 10% of the best one's score" == section.stop_note
+        everything = ProjectMemoryContributor(store, min_share=0.0).contribute(request)
+        assert everything is not None and 41 == len(everything.items)
     finally:
         store.close()

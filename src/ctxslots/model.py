@@ -338,8 +338,11 @@ class Section:
         header_template: Template that renders the heading (and intro).
         item_template: Template that renders one item.
         stop_note: Why the contributor offered no more items (for instance
-            "no more facts matched the message"); shown in the dump, never in
+            "no more facts match the message"); shown in the dump, never in
             the prompt.
+        fills: The section offers more items than may fit, to fill the budget
+            (as the memory sections do): a sticky one whose last items do not
+            fit has not overflowed, as long as it keeps one.
     """
 
     title: str = attrs.field(validator=_is(str))
@@ -351,6 +354,7 @@ class Section:
     header_template: str = attrs.field(default="section_header.md.j2", validator=_is(str))
     item_template: str = attrs.field(default="item.md.j2", validator=_is(str))
     stop_note: str | None = attrs.field(default=None, validator=_is(str, optional=True))
+    fills: bool = attrs.field(default=False, validator=_is(bool))
 
 
 @attrs.frozen

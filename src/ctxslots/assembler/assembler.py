@@ -183,7 +183,10 @@ class PromptAssembler:
         available = request.available
         fit(prepared, available, self.counter.count(SECTION_SEPARATOR))
         text, total = verify(prepared, available, SECTION_SEPARATOR, exact_count(self.counter))
-        overflow = any(p.section.sticky and p.cut is not None for p in prepared)
+        # A section that fills (offers more than may fit) has overflowed only when it
+        # could keep nothing; its last items falling to the budget is how it stops.
+        overflow = any(p.section.sticky and p.cut is not None
+                       and not (p.section.fills and p.kept) for p in prepared)
         prompt = AssembledPrompt(
             text=text, total_tokens=total, budget=request.budget,
             safety_margin=request.safety_margin, answer_reserve=request.answer_reserve,
