@@ -48,7 +48,7 @@ from _corpus import generate_facts, generate_queries
 
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler
 from ctxslots.tokens import DEFAULT_ENCODING, get_encoding
-from ctxslots.stores._sqlite import open_connection
+from ctxslots.stores.sqlite import open_connection
 from ctxslots.stores.sanitize import to_match
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -162,7 +162,7 @@ def main() -> None:
     texts = [assembler.assemble(r).text for r in requests]  # also warms caches
     for r in requests:
         cached.assemble(r)
-    sanitized = [to_match(store._query_tokens(q)) for q, _ in work]  # the store's own query
+    sanitized = [to_match(store.query_words(q)) for q, _ in work]  # the store's own query
 
     def floor(i: int) -> None:
         match, scope = sanitized[i], work[i][1]

@@ -31,7 +31,8 @@ from _corpus import generate_queries  # noqa: E402
 from store_search import SCOPES, store_file  # noqa: E402
 
 from ctxslots import FactStore  # noqa: E402
-from ctxslots.stores.migrations import FTS_TOKENIZE  # noqa: E402
+from ctxslots.stores.sqlite import open_connection  # noqa: E402
+from ctxslots.stores.sqlite.migrations import FTS_TOKENIZE  # noqa: E402
 from ctxslots.stores.sanitize import to_match  # noqa: E402
 
 K1, B, POOL = 1.2, 0.75, 50
@@ -41,7 +42,7 @@ class Postings:
     """Every live fact's stems, as per-term arrays of (row, count), with row lengths."""
 
     def __init__(self, store: FactStore) -> None:
-        conn = store._conn
+        conn = open_connection(store.path, migrate=False)
         self.tokenize = conn.raw.fts5_tokenizer(FTS_TOKENIZE.split()[0], FTS_TOKENIZE.split()[1:])
         rows = conn.execute("SELECT id, scope, key, value, tags FROM facts ORDER BY id").fetchall()
         self.ids = np.array([r[0] for r in rows], np.int64)
@@ -108,14 +109,14 @@ def main() -> None:
         start = time.perf_counter()
         postings = Postings(store)
         load = time.perf_counter() - start
-        work = [(store._query_tokens(q), SCOPES[i % 2])
+        work = [(store.query_words(q), SCOPES[i % 2])
                 for i, q in enumerate(generate_queries(200, seed=1))]
 
         def fts(tokens: list[str], scope: str) -> list[int]:
             match = to_match(tokens)
             if not match:
                 return []
-            return [r[0] for r in store._conn.execute(
+            return [r[0] for r in conn.execute(
                 "SELECT f.id FROM facts_fts JOIN facts AS f ON f.id = facts_fts.rowid "
                 "WHERE facts_fts MATCH ? AND f.scope IN (?, '') ORDER BY facts_fts.rank LIMIT ?",
                 (match, scope, POOL)).fetchall()]

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import generate_facts, generate_queries  # noqa: E402
 
 from ctxslots import FactStore, Limits  # noqa: E402
-from ctxslots.stores._sqlite import open_connection  # noqa: E402
+from ctxslots.stores.sqlite import open_connection  # noqa: E402
 from ctxslots.stores.sanitize import sanitize_query, to_match  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -53,7 +53,6 @@ def build(path: Path, n: int, chunk: int = 100_000) -> float:
     rate = 0.0
     # One transaction per chunk, so the first chunk's rate is one large write.
     with FactStore(path, limits=Limits(max_batch=chunk)) as store:
-        store._conn.execute("PRAGMA cache_size=-200000")
         facts = generate_facts(n, seed=0)
         done = 0
         while done < n:
@@ -144,7 +143,7 @@ def bench_size(n: int, queries: list[str], repeat: int) -> dict[str, float]:
     store = FactStore(path)
     conn = open_connection(path)
     # The store's own query (common words left out) and the plain sanitized one.
-    sanitized = [(to_match(store._query_tokens(q)), s) for q, s in work]
+    sanitized = [(to_match(store.query_words(q)), s) for q, s in work]
     plain = [(sanitize_query(q), s) for q, s in work]
     fts_sql = ("SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? "
                "ORDER BY rank LIMIT 10")

@@ -12,14 +12,14 @@ dimensions; built if missing). For each query, in the same run:
   ``argpartition`` for the top 50: the exact-scan floor.
 - ``cache``: the store's vector leg through its in-memory cache (sync check +
   scan + top 50), ``VectorCache.knn`` after ``sync``.
-- ``vec0``: the same KNN through sqlite-vec's ``vec0`` (one query per scope
+- ``table``: the same KNN read from the vector table with sqlite-vec's distance (one query
   partition).
 - ``hybrid cached``: the same with ``lexical_cache=True`` (the lexical leg from
   in-memory postings; its load happens before timing).
 - ``hybrid``: ``FactStore.search`` with both legs at weight 1 (query embedding,
   BM25, KNN, fusion, ranking, access tracking). Before it is timed, its first
   search and the background load of its vector copy are reported (with the
-  searches made meanwhile, which scan ``vec0``).
+  searches made meanwhile, which read the vector table).
 
 The stores use the hashing embedder, whose query embedding costs microseconds.
 With ``--model`` a second table measures the same searches with a real
@@ -46,17 +46,17 @@ from _corpus import generate_queries  # noqa: E402
 from store_search import SCOPES, pct, store_file, timed  # noqa: E402
 
 from ctxslots import FactStore, RankingPolicy  # noqa: E402
-from ctxslots.stores._sqlite import open_connection  # noqa: E402
+from ctxslots.stores.sqlite import open_connection  # noqa: E402
 from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
-from ctxslots.stores.vectors import TABLE  # noqa: E402
+from ctxslots.stores.backend import FactFilter  # noqa: E402
 
 
 def floor_matrices(store: FactStore) -> dict[str, np.ndarray]:
     """Per scope, the normalised matrix of the rows a search in that scope may see."""
     out = {}
     for scope in SCOPES:
-        blobs = [r[0] for r in store._conn.execute(
-            f"SELECT embedding FROM {TABLE} WHERE scope IN (?, '')", (scope,))]
+        blobs = [r[0] for r in open_connection(store.path, migrate=False).execute(
+            "SELECT embedding FROM vectors WHERE scope IN (?, '')", (scope,))]
         out[scope] = np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), -1).copy()
     return out
 
@@ -79,7 +79,7 @@ def main() -> None:
     queries = generate_queries(args.queries, seed=1)
     print(f"vector leg benchmark: {args.queries} queries, k = 50, repeat {args.repeat}\n")
     print(f"{'facts':>9} | {'rows seen':>9} | {'numpy p50':>9} | {'cache p50':>9} {'ratio':>6} | "
-          f"{'vec0 p50':>9} {'ratio':>6} | {'hybrid p50':>10} {'p95':>8} | {'lexical p50':>11} | "
+          f"{'table p50':>9} {'ratio':>6} | {'hybrid p50':>10} {'p95':>8} | {'lexical p50':>11} | "
           f"{'hybrid cached p50':>17} {'p95':>8}")
     print("-" * 142)
     for n in (int(s) for s in args.sizes.split(",")):
@@ -96,16 +96,14 @@ def main() -> None:
             seen = int(np.mean([floors[s].shape[0] for s in SCOPES]))
             first, load_s, during = load_while_searching(hybrid, work)
             hybrid.search("warm the cache", scope=SCOPES[0])
-            cache = hybrid._vector_slot.copy
-            assert cache is not None
+            assert hybrid.backend.vector_copy is not None
 
             def cache_knn(v: np.ndarray, s: str) -> object:
-                cache.sync(hybrid._conn)
-                return cache.knn(v, [s, ""], None, 50)
+                return hybrid.backend.vector_knn(v, FactFilter(scopes=(s, "")), 50)
 
             t_numpy = timed(lambda v, s: numpy_knn(floors[s], v), vecs, args.repeat)
             t_cache = timed(cache_knn, vecs, args.repeat)
-            t_vec0 = timed(lambda v, s: direct._index.knn(v, [s, ""], None, 50), vecs, 1)
+            t_vec0 = timed(lambda v, s: direct.backend.vector_knn(v, FactFilter(scopes=(s, "")), 50), vecs, 1)
             t_hybrid = timed(lambda q, s: hybrid.search(q, scope=s), work, args.repeat)
             t_lex = timed(lambda q, s: lexical.search(q, scope=s), work, args.repeat)
             both.load_lexical_cache()
@@ -124,7 +122,7 @@ def main() -> None:
               f"{pct(t_both, 50):>15.2f}ms {pct(t_both, 95):>6.2f}ms")
         print(f"{'':>9}   first hybrid search {first:.1f} ms; the vector copy loaded in the "
               f"background in {load_s:.1f} s, {len(during)} searches meanwhile at "
-              f"{statistics.median(during) if during else 0:.1f} ms p50 (vec0)")
+              f"{statistics.median(during) if during else 0:.1f} ms p50 (table)")
     if args.model:
         model_table(args, queries)
 
@@ -150,7 +148,7 @@ def model_store(n: int, model: Any, name: str) -> Path:
     copy = path.with_name(f"{path.stem}_{name.replace('/', '_')}.db")
     if copy.exists():
         with FactStore(copy, embedder=model) as store:
-            if store.vector_leg_ready and store._conn.scalar("SELECT count(*) FROM facts") == n:
+            if store.vector_leg_ready and store.stats()["facts"] == n:
                 return copy
         for suffix in ("", "-wal", "-shm"):
             Path(f"{copy}{suffix}").unlink(missing_ok=True)

@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from ._table import format_table, percentile
+from ctxslots.stores.sqlite import open_connection
 
 __all__ = ["KINDS", "ConcurrencyResult", "KindStats", "plan", "run_concurrency"]
 
@@ -293,7 +294,7 @@ def _verify(db: Path, reports: Sequence[dict[str, Any]], processes: int, ops: in
 
     reports = sorted(reports, key=lambda r: r["index"])
     with FactStore(db) as store:
-        rows = store._conn.rows("SELECT slot, scope, key, value FROM facts")
+        rows = open_connection(store.path, migrate=False).rows("SELECT slot, scope, key, value FROM facts")
         problems = store.doctor().problems
     keyed = {(r["slot"], r["scope"] or None, r["key"]): r["value"] for r in rows if r["key"] is not None}
     free = Counter((r["slot"], r["scope"] or None, r["value"]) for r in rows if r["key"] is None)

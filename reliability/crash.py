@@ -38,6 +38,7 @@ from typing import Any
 import attrs
 
 from ._table import format_table
+from ctxslots.stores.sqlite import open_connection
 
 __all__ = ["MODES", "CrashResult", "CrashTrial", "run_crash", "run_trial"]
 
@@ -195,7 +196,7 @@ def _reindex_template(folder: Path) -> Path:
                     slot = _SLOTS[i % 3]
                     store.add(slot, f"Seed fact {i} holds token rs{i}x for the check.",
                               scope=_scope_of(slot))
-            store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            open_connection(store.path, migrate=False).execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     return path
 
 
@@ -291,8 +292,8 @@ def _check(number: int, mode: str, delay: float, db: Path, intents: dict[int, di
             doctor = f"clean after reindex ({'; '.join(first.problems)})"
             if not again.ok:
                 failures.append(f"doctor after reindex: {'; '.join(again.problems)}")
-        rows = store._conn.rows("SELECT id, slot, scope, key, value FROM facts")
-        progress = store._conn.scalar(
+        rows = open_connection(store.path, migrate=False).rows("SELECT id, slot, scope, key, value FROM facts")
+        progress = open_connection(store.path, migrate=False).scalar(
             "SELECT messages_read FROM flush_progress WHERE conversation = 'crash'")
         present = {(r["slot"], r["scope"] or None, r["key"], r["value"]): int(r["id"]) for r in rows}
         in_flight, checked, written = _check_units(intents, acks, present, failures)

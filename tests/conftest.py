@@ -15,7 +15,7 @@ os.environ.setdefault("CTXSLOTS_LOAD_PLUGINS", "")
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Print the SQLite version and whether FTS5 and sqlite-vec loaded."""
-    from ctxslots.stores._sqlite import open_connection
+    from ctxslots.stores.sqlite import open_connection
 
     conn = open_connection(":memory:", migrate=False)
     try:

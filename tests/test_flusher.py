@@ -12,6 +12,7 @@ import pytest
 
 from ctxslots import FlushError, MemoryFlusher, OpenAIChatClient
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
+from _sql import raw
 
 SCOPE = "shop"
 CONVERSATION = [
@@ -37,7 +38,7 @@ def forget(slot: str, key: str, reason: str = "No longer true.") -> dict:
 
 def live(store) -> set[tuple]:
     """Every live fact as (slot, scope, key, value), in every scope."""
-    rows = store._conn.rows("SELECT slot, scope, key, value FROM facts")
+    rows = raw(store).rows("SELECT slot, scope, key, value FROM facts")
     return {(r["slot"], r["scope"] or None, r["key"], r["value"]) for r in rows}
 
 
@@ -156,7 +157,7 @@ def test_forget_archives_only_that_key(chat, seeded):
     assert gone.fact.archived and "The shop deploys on Friday after 15:00." == gone.fact.value
     assert seeded.get_by_key("project", "deploy.day", scope=SCOPE) is None
     assert seeded.get_by_key("project", "deploy.day", scope="blog") is not None
-    reason = seeded._conn.scalar("SELECT reason FROM archive WHERE id = ?", (gone.fact.id,))
+    reason = raw(seeded).scalar("SELECT reason FROM archive WHERE id = ?", (gone.fact.id,))
     assert reason.endswith("The shop stopped deploying on Fridays.")
     assert [(1, "no live fact user/pet to forget")] == [(r.index, r.reason) for r in report.rejected]
     assert SEEDED - {("project", SCOPE, "deploy.day", "The shop deploys on Friday after 15:00.")} \
@@ -302,7 +303,7 @@ def test_unknown_slot_is_rejected_and_the_rest_applied(chat, seeded):
     assert (0, "secrets") == (rejected.index, rejected.operation.slot)
     assert "unknown slot 'secrets'" in rejected.reason
     assert ["editor"] == [c.fact.key for c in report.updated]
-    assert [] == seeded._conn.rows("SELECT id FROM facts WHERE slot = 'secrets'")
+    assert [] == raw(seeded).rows("SELECT id FROM facts WHERE slot = 'secrets'")
 
 
 def test_oversize_value_is_rejected(chat, seeded):

@@ -16,6 +16,8 @@ import ctxslots
 from ctxslots import FactStore
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
+from _sql import raw
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX only")
 
 OPERATIONS = 150
@@ -59,7 +61,7 @@ def _child_env() -> dict[str, str]:
 
 def _state(path: Path) -> dict:
     with FactStore(path, embedder=False) as store:
-        conn = store._conn
+        conn = raw(store)
         return {
             "integrity": conn.scalar("PRAGMA integrity_check"),
             "crash_facts": conn.scalar("SELECT count(*) FROM facts WHERE key LIKE 'crash.%'"),

@@ -7,9 +7,10 @@ import random
 import pytest
 
 from ctxslots import FactStore
-from ctxslots.stores import lexical_cache
-from ctxslots.stores._legs import lexical_leg
-from ctxslots.stores.sanitize import to_match
+from ctxslots.stores.sanitize import query_tokens
+from ctxslots.stores.sqlite import SQLiteBackend, lexical_cache
+
+from _sql import raw
 
 WORDS = ("deploy cache server test user editor python rust queue worker retry flaky vpn staging "
          "payment search index token budget prompt").split()
@@ -26,19 +27,23 @@ def _fill(store, n, seed=1):
 
 
 def _both_legs(store, query, scope, slots=None):
-    tokens = store._query_tokens(query)
-    now = store.clock()
-    where, params = store._filters(slots, scope, now=now, alias="f.", include_superseded=False)
-    fts = {c.fact_id: c.bm25 for c, _ in lexical_leg(store._conn, "facts", to_match(tokens),
-                                                     where, params, 50)}
-    cached = {c.fact_id: c.bm25 for c, _ in store._cached_lexical_leg(
-        tokens, scope, slots, now, where, params, 50, False)}
+    """The lexical leg of ``store`` (from its loaded copy) and of FTS5 on the same file."""
+    tokens = query_tokens(query, store.query_policy)
+    flt = store.filter(slots, scope, include_superseded=False)
+    assert store.backend.lexical_copy is not None
+    cached = {int(c.row["id"]): c.score for c in store.backend.lexical(tokens, flt, 50)}
+    fts5 = SQLiteBackend(store.path)
+    try:
+        fts = {int(c.row["id"]): c.score for c in fts5.lexical(tokens, flt, 50)}
+    finally:
+        fts5.close()
     return fts, cached
 
 
 def test_same_candidates_and_bm25_as_fts5(db_path, clock):
     with FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as store:
         _fill(store, 2000)
+        assert store.load_lexical_cache()
         rng = random.Random(2)
         for _ in range(60):
             query = " ".join(rng.sample(WORDS, rng.randint(1, 4)))
@@ -82,7 +87,7 @@ def test_the_cache_follows_writes_of_another_connection(db_path, clock):
         clock.advance(seconds=120)
         assert reader.search("staging frozen", scope="a") == []
         assert reader.search("production", scope="b") == []
-        assert reader._lexical_slot.copy is not None and reader._lexical_slot.copy.rows_loaded >= 4
+        assert reader.backend.lexical_copy is not None and reader.backend.lexical_copy.rows_loaded >= 4
 
 
 def test_superseded_facts_are_hidden_unless_asked(db_path, clock):
@@ -106,7 +111,7 @@ def test_a_cache_behind_the_trimmed_log_reloads(db_path, clock, monkeypatch):
         assert reader.load_lexical_cache()
         reader.search("mailboxes")
         ids = [writer.add("agent", f"Worker {n} retries the payment queue.").id for n in range(20)]
-        low = writer._conn.scalar("SELECT min(seq) FROM fact_log")
+        low = raw(writer).scalar("SELECT min(seq) FROM fact_log")
         assert low > 2                                      # the log was trimmed past the reader
         hits = reader.search("payment queue", limit=50)
         assert {h.fact.id for h in hits} == set(ids)
@@ -122,7 +127,7 @@ def test_many_updates_rebuild_the_cache(db_path, clock):
             store.update(fact.id, value=f"Version {n} of the cache note.")
             if n % 400 == 0:
                 store.search("cache")
-        assert store._lexical_slot.copy.rows_loaded < 2 * (len(others) + 1)
+        assert store.backend.lexical_copy.rows_loaded < 2 * (len(others) + 1)
         hits = store.search("version 1199 cache note")
         assert hits[0].fact.id == fact.id and hits[0].fact.value == "Version 1199 of the cache note."
 
@@ -134,12 +139,12 @@ def test_the_first_search_does_not_wait_for_the_load(db_path, clock):
     with FactStore(db_path, clock=clock, embedder=False) as plain, \
             FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as cached:
         first = cached.search("flaky retry worker", scope="a", track_access=False)
-        assert cached._lexical_slot.copy is None and cached._lexical_slot.loader is not None
+        assert cached.backend.lexical_copy is None and cached.backend.lexical_loading
         expected = plain.search("flaky retry worker", scope="a", track_access=False)
         assert [h.fact.id for h in first] == [h.fact.id for h in expected]
         assert cached.load_lexical_cache()
         again = cached.search("flaky retry worker", scope="a", track_access=False)
-        assert cached._lexical_slot.copy is not None
+        assert cached.backend.lexical_copy is not None
         assert [h.fact.id for h in again] == [h.fact.id for h in expected]
         assert [h.trace.bm25 for h in again] == pytest.approx([h.trace.bm25 for h in expected])
 
@@ -157,7 +162,7 @@ def test_writes_made_while_the_copy_loads_are_seen(db_path, clock):
         assert reader.load_lexical_cache()
         assert [h.fact.id for h in reader.search("zanzibar mirrors", scope="a")] == [new.id]
         assert reader.search("quixotic cron", scope="a") == []
-        assert reader._lexical_slot.copy is not None
+        assert reader.backend.lexical_copy is not None
 
 
 def test_close_stops_a_load_in_progress(db_path, clock):
@@ -166,11 +171,10 @@ def test_close_stops_a_load_in_progress(db_path, clock):
         _fill(store, 8000, seed=6)
     store = FactStore(db_path, clock=clock, embedder=False, lexical_cache=True)
     store.search("deploy", scope="a")
-    loader = store._lexical_slot.loader
-    assert loader is not None
+    assert store.backend.lexical_loading
     store.close()
-    assert loader.done()
-    assert store._lexical_slot.copy is None
+    assert not store.backend.lexical_loading
+    assert store.backend.lexical_copy is None
 
 
 def test_load_needs_the_option_and_memory_stores_load_in_place(clock):
@@ -183,4 +187,4 @@ def test_load_needs_the_option_and_memory_stores_load_in_place(clock):
     with FactStore(":memory:", clock=clock, embedder=False, lexical_cache=True) as store:
         fact = store.add("agent", "The staging VPN needs a fresh token.")
         assert [h.fact.id for h in store.search("staging vpn")] == [fact.id]
-        assert store._lexical_slot.copy is not None and store._lexical_slot.loader is None
+        assert store.backend.lexical_copy is not None and not store.backend.lexical_loading

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ctxslots import FactStore, StoreError
-from ctxslots.stores._sqlite import open_connection
-from ctxslots.stores.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
+from ctxslots.stores.sqlite import open_connection
+from ctxslots.stores.sqlite.migrations import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
 
 
 def test_fresh_file_is_current(db_path):
@@ -67,7 +67,7 @@ def test_not_a_database_is_refused(tmp_path):
 
 
 def _open_each_after(paths, barrier, results):
-    from ctxslots.stores._sqlite import open_connection
+    from ctxslots.stores.sqlite import open_connection
 
     for path in paths:
         barrier.wait()  # every worker opens the same fresh file at once

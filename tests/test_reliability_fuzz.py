@@ -42,6 +42,7 @@ from ctxslots.cli import cli
 from ctxslots.flusher import DEFAULT_SLOTS, Forget, ReplyFormatError, Upsert, parse_reply
 from ctxslots.flusher.operations import check_operation
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
+from _sql import raw
 
 _conversations = itertools.count()
 _copies = itertools.count()
@@ -94,9 +95,9 @@ def snapshot(store: FactStore, *, access: bool = True) -> list[tuple[Any, ...]]:
     """Every row of every fact table; without ``access``, access counts are left out."""
     out: list[tuple[Any, ...]] = []
     for table in ("facts", "archive", "fact_history"):
-        names = [r[1] for r in store._conn.execute(f"PRAGMA table_info({table})")]
+        names = [r[1] for r in raw(store).execute(f"PRAGMA table_info({table})")]
         keep = [n for n in names if access or n not in ("access_count", "last_accessed")]
-        out += [(table, *r) for r in store._conn.execute(
+        out += [(table, *r) for r in raw(store).execute(
             f"SELECT {', '.join(keep)} FROM {table} ORDER BY 1")]
     return out
 
@@ -104,7 +105,7 @@ def snapshot(store: FactStore, *, access: bool = True) -> list[tuple[Any, ...]]:
 def fact_rows(store: FactStore) -> dict[int, tuple[str, str | None]]:
     """Live facts by id: ``(slot, scope)``."""
     return {int(r[0]): (r[1], r[2] or None)
-            for r in store._conn.execute("SELECT id, slot, scope FROM facts")}
+            for r in raw(store).execute("SELECT id, slot, scope FROM facts")}
 
 
 def _fill(store: FactStore) -> None:

@@ -21,6 +21,7 @@ from ctxslots import (
     RankingPolicy,
 )
 from ctxslots.testing import ScriptedChatServer
+from _sql import raw
 
 SLOTS = ("user", "project", "agent")
 SCOPES = ("a", "b", None)
@@ -39,7 +40,7 @@ def rows_of(store: FactStore, scope: str | None) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     for table in ("facts", "archive", "fact_history"):
         id_col = "fact_id" if table == "fact_history" else "id"
-        out += [(table, *r) for r in store._conn.execute(
+        out += [(table, *r) for r in raw(store).execute(
             f"SELECT * FROM {table} WHERE scope = ? ORDER BY {id_col}", (stored,))]
     return out
 

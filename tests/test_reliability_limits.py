@@ -22,6 +22,7 @@ from ctxslots import (
 from ctxslots.cli import cli
 from ctxslots.testing import ScriptedChatServer
 from ctxslots.tools import MemoryTools
+from _sql import raw
 
 LIMITS = Limits()
 
@@ -30,7 +31,7 @@ def snapshot(store: FactStore) -> list[tuple[Any, ...]]:
     """Every row of every table that holds facts or flush progress."""
     out: list[tuple[Any, ...]] = []
     for table in ("facts", "archive", "fact_history", "flush_progress"):
-        out += [(table, *r) for r in store._conn.execute(f"SELECT * FROM {table} ORDER BY 1")]
+        out += [(table, *r) for r in raw(store).execute(f"SELECT * FROM {table} ORDER BY 1")]
     return out
 
 

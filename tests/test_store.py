@@ -15,7 +15,7 @@ from ctxslots import (
     RankingPolicy,
 )
 from ctxslots.stores import BUILTIN_SLOTS
-from ctxslots.stores._sqlite import open_connection
+from ctxslots.stores.sqlite import open_connection
 
 
 def test_upsert_replaces_by_key_and_keeps_history(store, clock):
@@ -52,13 +52,18 @@ def test_same_key_in_other_scope_is_another_fact(store):
 
 
 def test_add_stores_free_memories(store):
-    """Facts without a key are never merged."""
+    """Free memories are never merged by key; an identical live one in the same slot and scope is returned."""
     a = store.add("agent", "The CI cache is cold on Mondays.")
     b = store.add("agent", "The CI cache is cold on Mondays.")
+    c = store.add("agent", "The CI cache is cold on Mondays.", scope="shop")
+    d = store.add("agent", "The CI cache is cold on Tuesdays.")
 
-    assert a.id != b.id
+    assert a == b
     assert a.key is None
+    assert len({a.id, c.id, d.id}) == 3
     assert 2 == len(store.facts(slots=["agent"]))
+    store.forget(a.id)
+    assert store.add("agent", "The CI cache is cold on Mondays.").id not in (a.id, c.id, d.id)
 
 
 def test_forget_archives_and_archive_search_finds_it(store):

@@ -16,6 +16,7 @@ from ctxslots.tools import (
     anthropic_tools,
     openai_tools,
 )
+from _sql import raw
 
 DAY = 86400.0
 
@@ -24,7 +25,7 @@ def snapshot(store: FactStore) -> list[tuple]:
     """Every row of every table that holds facts, for 'nothing was written' checks."""
     out = []
     for table in ("facts", "archive", "fact_history"):
-        out += [(table, *r) for r in store._conn.execute(f"SELECT * FROM {table} ORDER BY 1")]
+        out += [(table, *r) for r in raw(store).execute(f"SELECT * FROM {table} ORDER BY 1")]
     return out
 
 
@@ -92,7 +93,7 @@ def test_update_reinforce_demote_forget_timeline(tools, store, clock):
         "Forgot [id:4]")
     archived = store.get(4, include_archive=True)
     assert archived.archived
-    assert store._conn.scalar("SELECT reason FROM archive WHERE id = 4") == "flake fixed"
+    assert raw(store).scalar("SELECT reason FROM archive WHERE id = 4") == "flake fixed"
 
 
 @pytest.mark.parametrize("target", ["unknown", "archived", "other_scope", "other_slot", "expired"])

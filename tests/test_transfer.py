@@ -21,6 +21,7 @@ from ctxslots.stores.transfer import (
     import_markdown,
     render_markdown,
 )
+from _sql import raw
 
 UNICODE = "Emoji 🎉👩‍💻, RTL مرحبا بالعالم, CJK 漢字かな, combining e\u0301 n\u0303"
 MARKDOWN_VALUE = "# Not a heading\n- not a bullet\n\n```python\nprint('fenced')\n```\n* star"
@@ -46,14 +47,14 @@ def _jsonl(records: list[dict]) -> io.StringIO:
 
 
 def _links_by_value(store: FactStore) -> set[tuple[frozenset[str], float]]:
-    rows = store._conn.rows(
+    rows = raw(store).rows(
         "SELECT (SELECT value FROM facts WHERE id = a) AS va, "
         "(SELECT value FROM facts WHERE id = b) AS vb, strength FROM fact_links")
     return {(frozenset((r["va"], r["vb"])), r["strength"]) for r in rows}
 
 
 def _table_counts(store: FactStore) -> tuple[int, ...]:
-    return tuple(store._conn.scalar(f"SELECT count(*) FROM {table}")
+    return tuple(raw(store).scalar(f"SELECT count(*) FROM {table}")
                  for table in ("facts", "archive", "fact_history", "fact_links"))
 
 

@@ -1,4 +1,4 @@
-"""The vector leg: sqlite-vec index kept in sync, fused with BM25, health checks."""
+"""The vector leg: the vector table kept in sync, fused with BM25, health checks."""
 
 from __future__ import annotations
 
@@ -7,19 +7,22 @@ import pytest
 
 from ctxslots import FactStore, RankingPolicy
 from ctxslots.stores.embedders import HashingEmbedder
-from ctxslots.stores.vectors import TABLE
+from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.sqlite._vectors import TABLE
+
+from _sql import raw
 
 FUSED = RankingPolicy(vector_weight=1.0)
 
 
 def vector_ids(store):
     """The fact ids that have a vector in the file."""
-    return sorted(int(r[0]) for r in store._conn.execute(f"SELECT fact_id FROM {TABLE}"))
+    return sorted(int(r[0]) for r in raw(store).execute(f"SELECT fact_id FROM {TABLE}"))
 
 
-@pytest.fixture(name="vstore", params=[True, False], ids=["cache", "vec0"])
+@pytest.fixture(name="vstore", params=[True, False], ids=["cache", "table"])
 def fixture_vstore(db_path, clock, request):
-    """A store with the hashing embedder, searched through the cache or straight through vec0."""
+    """A store with the hashing embedder, searched through the cache or straight from the vector table."""
     store = FactStore(db_path, clock=clock, embedder=HashingEmbedder(dimension=256),
                       vector_cache=request.param, ranking=FUSED)
     if request.param:
@@ -36,9 +39,9 @@ def test_vectors_follow_writes_updates_and_forgets(vstore):
     b = vstore.upsert("user", "editor", "The user edits in Helix.")
     assert [a.id, b.id] == vector_ids(vstore)
 
-    before = bytes(vstore._conn.scalar(f"SELECT embedding FROM {TABLE} WHERE fact_id = ?", (b.id,)))
+    before = bytes(raw(vstore).scalar(f"SELECT embedding FROM {TABLE} WHERE fact_id = ?", (b.id,)))
     vstore.upsert("user", "editor", "The user edits in Neovim.")
-    after = bytes(vstore._conn.scalar(f"SELECT embedding FROM {TABLE} WHERE fact_id = ?", (b.id,)))
+    after = bytes(raw(vstore).scalar(f"SELECT embedding FROM {TABLE} WHERE fact_id = ?", (b.id,)))
     assert before != after
 
     vstore.forget(a.id)
@@ -122,10 +125,11 @@ def test_switching_embedders_is_detected_and_reindex_repairs_it(db_path):
     """A store opened with another embedder reports stale vectors; reindex rebuilds them."""
     with FactStore(db_path, embedder=HashingEmbedder(dimension=256), ranking=FUSED) as store:
         fact = store.add("agent", "Refactoring the serializers cut latency.")
-    with FactStore(db_path, embedder=HashingEmbedder(dimension=128), ranking=FUSED) as store:
+    with pytest.warns(RuntimeWarning, match="built by hash-v1-256"), \
+            FactStore(db_path, embedder=HashingEmbedder(dimension=128), ranking=FUSED) as store:
         report = store.doctor()
         assert not report.ok and report.vectors.stale
-        assert "run `ctxslots reindex`" in report.problems[0]
+        assert "reindex" in report.problems[0] and "reopen the store with" in report.problems[0]
         assert store.search("refactorng serialisers") == []  # stale vectors are not used
         progress = []
         assert 1 == store.reindex(progress=lambda done, total: progress.append((done, total)))
@@ -138,10 +142,12 @@ def test_missing_vectors_and_broken_fts_are_reported(db_path):
     """doctor finds facts without vectors and an FTS index out of sync; reindex repairs both."""
     with FactStore(db_path, embedder=HashingEmbedder(dimension=64)) as store:
         store.add("agent", "A fact that keeps its vector.")
-        with store._conn.write():
-            store._conn.execute(f"DELETE FROM {TABLE}")
-            store._conn.execute("INSERT INTO facts_fts(facts_fts, rowid, key, value, tags) "
-                                "VALUES ('delete', 1, NULL, 'A fact that keeps its vector.', '')")
+        conn = raw(store)
+        with conn.write():
+            conn.execute(f"DELETE FROM {TABLE}")
+            conn.execute("INSERT INTO facts_fts(facts_fts, rowid, key, value, tags) "
+                         "VALUES ('delete', 1, NULL, 'A fact that keeps its vector.', '')")
+        conn.close()
         report = store.doctor()
         assert not report.fts_in_sync
         assert any("1 facts have no vector" in p for p in report.problems)
@@ -187,8 +193,8 @@ def _fill(db_path, emb, n, *, seed, words, place):
         return facts
 
 
-def test_cache_and_vec0_agree(db_path):
-    """The cached and the vec0 KNN return the same neighbours."""
+def test_cache_and_table_scan_agree(db_path):
+    """The cached and the table-scan KNN return the same neighbours."""
     emb = HashingEmbedder(dimension=128)
     _fill(db_path, emb, 300, seed=0, words=5, place=lambda i: ("agent", ["A", "B", None][i % 3]))
     with FactStore(db_path, embedder=emb, vector_cache=True, ranking=FUSED) as cached, \
@@ -196,8 +202,10 @@ def test_cache_and_vec0_agree(db_path):
         for query in ("deploy friday", "billing refund retry", "docker helm queue"):
             vec = emb.embed([query])[0]
             assert cached.load_vector_cache()
-            a = cached._vector_slot.copy.knn(vec, ["A", ""], None, 20)
-            b = direct._index.knn(vec, ["A", ""], None, 20)
+            flt = FactFilter(scopes=("A", ""))
+            a = cached.backend.vector_knn(vec, flt, 20)
+            assert cached.backend.vector_copy is not None
+            b = direct.backend.vector_knn(vec, flt, 20)
             assert np.allclose([c for _, c in a], [c for _, c in b], atol=1e-5)
             cut = a[-1][1] + 1e-5  # below it, float rounding may order near-ties differently
             assert {i for i, c in a if c > cut} == {i for i, c in b if c > cut}
@@ -205,10 +213,10 @@ def test_cache_and_vec0_agree(db_path):
 
 def _agree(cached, direct, emb, query, scopes, slots):
     vec = emb.embed([query])[0]
-    cache = cached._vector_slot.copy
-    cache.sync(cached._conn)
-    a = cache.knn(vec, scopes, slots, 20)
-    b = direct._index.knn(vec, scopes, slots, 20)
+    flt = FactFilter(scopes=tuple(scopes), slots=None if slots is None else tuple(slots))
+    a = cached.backend.vector_knn(vec, flt, 20)
+    assert cached.backend.vector_copy is not None
+    b = direct.backend.vector_knn(vec, flt, 20)
     assert len(a) == len(b)
     assert np.allclose([c for _, c in a], [c for _, c in b], atol=1e-5)
     cut = a[-1][1] + 1e-5 if a else 0.0
@@ -218,9 +226,9 @@ def _agree(cached, direct, emb, query, scopes, slots):
 
 def test_cache_filters_slots_and_compacts_after_many_updates(db_path, monkeypatch):
     """Slot filters read only their slots' rows, and rewritten rows are dropped without changing results."""
-    from ctxslots.stores import vectors
+    from ctxslots.stores.sqlite import _vectors
 
-    monkeypatch.setattr(vectors, "COMPACT_MIN_DEAD", 40)
+    monkeypatch.setattr(_vectors, "COMPACT_MIN_DEAD", 40)
     emb = HashingEmbedder(dimension=128)
     facts = _fill(db_path, emb, 270, seed=1, words=5, place=lambda i: (
         ["user", "project", "agent"][i % 3], [None, "A", "B"][(i // 3) % 3] if i % 3 else None))
@@ -235,14 +243,14 @@ def test_cache_filters_slots_and_compacts_after_many_updates(db_path, monkeypatc
             assert all(by_id[i].scope in ("A", None) for i, _ in found)
             if filt is not None:
                 assert all(by_id[i].slot in filt for i, _ in found)
-        before = cached._vector_slot.copy.rows
+        before = cached.backend.vector_copy.rows
         for round_ in range(6):  # each round leaves one dead row per rewritten fact
             for fid in agent_a:
                 cached.update(fid, value=" ".join(rng.choice(WORDS, 5)) + f" r{round_}")
-            cached._vector_slot.copy.sync(cached._conn)
+            _agree(cached, direct, emb, "billing refund", ["A", ""], None)  # syncs the copy
         # 30 facts x 6 rounds = 180 dead rows: compacted once past 40 and past the live ones.
-        assert cached._vector_slot.copy.rows < before + 6 * len(agent_a)
-        assert cached._vector_slot.copy.rows <= before + 2 * len(agent_a)
+        assert cached.backend.vector_copy.rows < before + 6 * len(agent_a)
+        assert cached.backend.vector_copy.rows <= before + 2 * len(agent_a)
         for filt in (None, ["agent"]):
             _agree(cached, direct, emb, "docker helm queue", ["A", ""], filt)
 
@@ -289,11 +297,11 @@ def _search_in_child(db_path, expected):
     raise SystemExit(0 if got == expected else 1)
 
 
-def test_scan_split_across_threads_matches_vec0_and_survives_fork(db_path, monkeypatch):
-    """Scanned in many pieces on the thread pool, the cache gives vec0's neighbours, also in a forked child."""
+def test_scan_split_across_threads_matches_the_table_scan_and_survives_fork(db_path, monkeypatch):
+    """Scanned in many pieces on the thread pool, the cache gives the table scan's neighbours, also in a forked child."""
     import multiprocessing
 
-    from ctxslots.stores import _scan
+    from ctxslots.stores.sqlite import _scan
 
     monkeypatch.setattr(_scan, "PIECE_ROWS", 16)
     monkeypatch.setattr(_scan, "PARALLEL_MIN_ROWS", 32)
@@ -320,7 +328,7 @@ def test_scan_split_across_threads_matches_vec0_and_survives_fork(db_path, monke
 
 
 def test_the_vector_copy_loads_in_the_background(db_path):
-    """The first vector search scans vec0 and starts the copy's load; later ones use the copy, same hits."""
+    """The first vector search scans the table and starts the copy's load; later ones use the copy, same hits."""
     from ctxslots import StoreError
 
     emb = HashingEmbedder(dimension=64)
@@ -329,14 +337,14 @@ def test_the_vector_copy_loads_in_the_background(db_path):
             FactStore(db_path, embedder=emb, ranking=FUSED, vector_cache=False) as direct:
         expected = [h.fact.id for h in direct.search("billing refund", scope="A", track_access=False)]
         first = cached.search("billing refund", scope="A", track_access=False)
-        assert cached._vector_slot.copy is None and cached._vector_slot.loader is not None
+        assert cached.backend.vector_copy is None and cached.backend.vector_loading
         assert [h.fact.id for h in first] == expected
         assert cached.load_vector_cache()
         again = cached.search("billing refund", scope="A", track_access=False)
-        assert cached._vector_slot.copy is not None
+        assert cached.backend.vector_copy is not None
         assert [h.fact.id for h in again] == expected
         cached.reindex()  # the copy is of the old vectors: dropped, loaded afresh later
-        assert cached._vector_slot is None
+        assert cached.backend.vector_copy is None
         assert [h.fact.id for h in cached.search("billing refund", scope="A",
                                                  track_access=False)] == expected
         with pytest.raises(StoreError, match="vector_cache=False"):
@@ -346,7 +354,6 @@ def test_the_vector_copy_loads_in_the_background(db_path):
         words_only.load_vector_cache()
     store = FactStore(db_path, embedder=emb, ranking=FUSED)
     store.search("docker helm", scope="A")
-    loader = store._vector_slot.loader
-    assert loader is not None  # the first search started it
+    assert store.backend.vector_loading  # the first search started it
     store.close()
-    assert loader.done()
+    assert not store.backend.vector_loading

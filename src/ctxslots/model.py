@@ -71,7 +71,9 @@ class Fact:
         confidence: How sure the writer was, 0 to 1; multiplies the score.
         score: Reinforcement score; each reinforce adds 3, each demote takes 1.
         created_at: When the fact was first written.
-        updated_at: When its value last changed.
+        updated_at: When its value last changed (was written).
+        observed_at: When it was said or observed; decay, ages and timelines
+            count from it. The time it was written unless given.
         last_accessed: When it was last shown to a model, if ever.
         access_count: How many times it has been shown to a model.
         expires_at: After this moment the fact is never returned.
@@ -96,6 +98,7 @@ class Fact:
     expires_at: dt.datetime | None = None
     archived: bool = False
     superseded_by: int | None = None
+    observed_at: dt.datetime | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, archived: bool = False) -> Fact:
@@ -118,13 +121,14 @@ class Fact:
             expires_at=from_timestamp(row["expires_at"]),
             archived=archived,
             superseded_by=row["superseded_by"],
+            observed_at=from_timestamp(row.get("observed_at", row["created_at"])),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Return the fact as JSON-ready data (timestamps as ISO 8601 strings)."""
         out: dict[str, Any] = attrs.asdict(self, recurse=False)
         out["tags"] = list(self.tags)
-        for name in ("created_at", "updated_at", "last_accessed", "expires_at"):
+        for name in ("created_at", "updated_at", "last_accessed", "expires_at", "observed_at"):
             value = out[name]
             out[name] = value.isoformat() if value is not None else None
         return out
@@ -155,6 +159,8 @@ class HitTrace:
         hides: How many near-duplicates this fact supersedes (hidden from search).
         linked_from: The hit whose co-recall link pulled this fact in (it did
             not match the query itself), or ``None``.
+        ranked_at: The moment (Unix seconds) ages and decay were counted to:
+            the search's ``now``.
     """
 
     bm25_rank: int | None
@@ -171,6 +177,7 @@ class HitTrace:
     extra: Mapping[str, float] = attrs.field(factory=dict)
     hides: int = 0
     linked_from: int | None = None
+    ranked_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the trace as JSON-ready data."""

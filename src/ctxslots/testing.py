@@ -106,8 +106,9 @@ class ScriptedChatServer:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _next(self, body: Any, headers: dict[str, str],
-              peer: tuple[str, int]) -> ScriptedReply | None:
+    def next_reply(self, body: Any, headers: dict[str, str],
+                   peer: tuple[str, int]) -> ScriptedReply | None:
+        """Record a request and return the next scripted reply (``None`` when used up)."""
         with self._lock:
             self.requests.append(body)
             self.request_headers.append(headers)
@@ -153,7 +154,7 @@ class ScriptedChatServer:
                     body: Any = json.loads(raw)
                 except ValueError:
                     body = raw
-                step = server._next(body, dict(self.headers.items()), self.client_address[:2])
+                step = server.next_reply(body, dict(self.headers.items()), self.client_address[:2])
                 if step is None:
                     self._send(500, json.dumps({"error": {"message": "the script is used up"}}))
                     return

@@ -1,7 +1,7 @@
 """How far each conversation has been read: input checks, fingerprints, the progress row.
 
-The ``flush_progress`` table (migration ``m002_meta``) holds, per conversation
-id, how many messages were read and a SHA-256 fingerprint of them.
+The store records, per conversation id, how many messages were read and a
+SHA-256 fingerprint of them (:meth:`~ctxslots.FactStore.flush_progress`).
 """
 
 from __future__ import annotations
@@ -80,20 +80,12 @@ def fingerprint(messages: Sequence[Message]) -> str:
 
 def read_progress(store: FactStore, conversation: str) -> Progress | None:
     """The recorded progress of ``conversation``, or ``None`` before its first flush."""
-    rows = store._conn.rows(
-        "SELECT messages_read, fingerprint FROM flush_progress WHERE conversation = ?",
-        (conversation,),
-    )
-    return (int(rows[0]["messages_read"]), str(rows[0]["fingerprint"])) if rows else None
+    return store.flush_progress(conversation)
 
 
 def write_progress(store: FactStore, conversation: str, messages: Sequence[Message]) -> None:
     """Record ``messages`` as read; call inside the flush's write transaction."""
-    store._conn.execute(
-        "INSERT OR REPLACE INTO flush_progress (conversation, messages_read, fingerprint, "
-        "updated_at) VALUES (?, ?, ?, ?)",
-        (conversation, len(messages), fingerprint(messages), store.clock()),
-    )
+    store.record_flush_progress(conversation, len(messages), fingerprint(messages))
 
 
 def start_position(progress: Progress | None, messages: Sequence[Message]) -> tuple[int, str | None]:

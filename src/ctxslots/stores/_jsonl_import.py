@@ -7,15 +7,15 @@ the write keeps ids where they are free, the archive and the history.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import InvalidFactError
 from ._jsonl_records import ParsedFact, check_header, parse_record
 from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
+from .backend import Backend, HistoryEntry
 
 if TYPE_CHECKING:
-    from ._sqlite import Connection
     from .fact_store import FactStore
 
 __all__ = ["check_on_duplicate", "existing_id", "fail_or_keep", "read_jsonl", "write_facts"]
@@ -86,84 +86,52 @@ def read_jsonl(store: FactStore, fp: TextIO) -> tuple[list[ParsedFact], list[Imp
     return parsed, errors
 
 
-def existing_id(conn: Connection, table: str, row: dict[str, Any]) -> int | None:
-    """The id of a fact in ``table`` that ``row`` duplicates, or ``None``.
+def existing_id(backend: Backend, row: Mapping[str, Any], *, archived: bool = False
+                ) -> int | None:
+    """The id of a stored fact that ``row`` duplicates, or ``None``.
 
     Live facts: the same slot, scope and key, or for a free memory the same
     slot, scope and value. Archived facts: the same slot, scope, key and value.
     """
-    if table == "facts" and row["key"] is not None:
-        sql, params = "slot = ? AND scope = ? AND key = ?", [row["key"]]
-    elif table == "facts":
-        sql, params = "slot = ? AND scope = ? AND key IS NULL AND value = ?", [row["value"]]
-    else:
-        sql, params = "slot = ? AND scope = ? AND key IS ? AND value = ?", [row["key"], row["value"]]
-    found = conn.scalar(f"SELECT id FROM {table} WHERE {sql} ORDER BY id LIMIT 1",
-                        [row["slot"], row["scope"], *params])
-    return None if found is None else int(found)
+    if not archived and row["key"] is not None:
+        found = backend.get_by_key(row["slot"], row["scope"], row["key"])
+        return None if found is None else int(found["id"])
+    return backend.find_same(row["slot"], row["scope"], row["key"], row["value"],
+                             archived=archived)
 
 
-def _id_is_free(conn: Connection, fact_id: int) -> bool:
-    return conn.scalar(
-        "SELECT 1 WHERE EXISTS (SELECT 1 FROM facts WHERE id = ?) OR EXISTS "
-        "(SELECT 1 FROM archive WHERE id = ?) OR EXISTS (SELECT 1 FROM fact_history "
-        "WHERE fact_id = ?)", (fact_id, fact_id, fact_id)) is None
-
-
-def _reserve(conn: Connection, fact_id: int) -> None:
-    """Make AUTOINCREMENT skip ``fact_id``, so an archived id is never handed out again."""
-    changed = conn.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'facts' "
-                           "RETURNING seq", (fact_id,)).fetchall()
-    if not changed:
-        conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('facts', ?)", (fact_id,))
-
-
-def _next_id(conn: Connection) -> int:
-    return 1 + int(conn.scalar(
-        "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'facts'), 0), "
-        "coalesce((SELECT max(id) FROM facts), 0), coalesce((SELECT max(id) FROM archive), 0))"))
-
-
-_INSERT_COLUMNS = ("slot, scope, key, value, tags, source, confidence, score, created_at, "
-                   "updated_at, last_accessed, access_count, expires_at")
+#: Ids from a file are kept only below this bound, so a hostile id cannot use
+#: up the id space (SQLite and PostgreSQL ids stop at 2**63 - 1).
+MAX_KEPT_ID = 2**53
 
 
 def _write_fact(store: FactStore, fact: ParsedFact) -> int:
     """Insert one checked fact, keeping its id when that id is free; return the id used."""
-    conn, row = store._conn, fact.row
-    values = [row[c.strip()] for c in _INSERT_COLUMNS.split(",")]
-    keep = fact.id is not None and _id_is_free(conn, fact.id)
+    backend, row = store.backend, dict(fact.row)
+    row.setdefault("observed_at", row["created_at"])
+    keep = fact.id is not None and 0 < fact.id < MAX_KEPT_ID and backend.id_is_free(fact.id)
     if fact.archived:
-        fact_id = fact.id if keep and fact.id is not None else _next_id(conn)
-        conn.execute(f"INSERT INTO archive (id, {_INSERT_COLUMNS}, archived_at, reason) "
-                     f"VALUES (?, {','.join('?' * 15)})",
-                     (fact_id, *values, row["archived_at"], row["reason"]))
-        _reserve(conn, fact_id)
+        if keep and fact.id is not None:
+            backend.insert_archived(row, fact.id)
+            return fact.id
+        fact_id = backend.insert({**row, "superseded_by": None})
+        backend.archive(fact_id, archived_at=row["archived_at"], reason=row["reason"])
         return fact_id
-    if keep:
-        conn.execute(f"INSERT INTO facts (id, {_INSERT_COLUMNS}) VALUES (?, {','.join('?' * 13)})",
-                     (fact.id, *values))
-        fact_id = int(fact.id)  # type: ignore[arg-type]
-    else:
-        fact_id = int(conn.execute(f"INSERT INTO facts ({_INSERT_COLUMNS}) "
-                                   f"VALUES ({','.join('?' * 13)}) RETURNING id",
-                                   values).fetchall()[0][0])
-    store._queue_vector(fact_id, row)
+    fact_id = backend.insert({**row, "superseded_by": None}, fact_id=fact.id if keep else None)
+    store.writer.queue_vector(fact_id, row)
     return fact_id
-
 
 
 def write_facts(store: FactStore, parsed: Sequence[ParsedFact], *, on_duplicate: str) -> ImportReport:
     """Write checked facts in one transaction; skip (or fail on) those already stored."""
-    conn = store._conn
+    backend = store.backend
     counts = {"added": 0, "archived": 0, "history_entries": 0, "skipped_duplicates": 0,
               "renumbered": 0}
     id_map: dict[int, int] = {}
-    links: list[tuple[str, int, int | None]] = []
-    with store._writing():
+    links: list[tuple[bool, int, int | None]] = []
+    with store.batch():
         for fact in parsed:
-            table = "archive" if fact.archived else "facts"
-            existing = existing_id(conn, table, fact.row)
+            existing = existing_id(backend, fact.row, archived=fact.archived)
             if existing is not None:
                 if on_duplicate == "error":
                     raise InvalidImportError(ImportIssue(
@@ -178,27 +146,27 @@ def write_facts(store: FactStore, parsed: Sequence[ParsedFact], *, on_duplicate:
                 id_map[fact.id] = new_id
             counts["renumbered"] += fact.id is not None and new_id != fact.id
             counts["archived" if fact.archived else "added"] += 1
-            links.append((table, new_id, fact.row["superseded_by"]))
-            conn.executemany(
-                "INSERT INTO fact_history (fact_id, slot, scope, key, value, tags, source, "
-                "confidence, valid_from, valid_to) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                [(new_id, fact.row["slot"], fact.row["scope"], fact.row["key"], h.value, h.tags,
-                  h.source, h.confidence, h.valid_from, h.valid_to) for h in fact.history])
+            links.append((fact.archived, new_id, fact.row["superseded_by"]))
+            backend.add_history([HistoryEntry(
+                fact_id=new_id, slot=fact.row["slot"], scope=fact.row["scope"],
+                key=fact.row["key"], value=h.value, tags=h.tags, source=h.source,
+                confidence=h.confidence, valid_from=h.valid_from, valid_to=h.valid_to)
+                for h in fact.history])
             counts["history_entries"] += len(fact.history)
         # Links last: they point at facts later in the file.
-        for table, fact_id, target in links:
+        for archived, fact_id, target in links:
             if target is not None:
-                conn.execute(f"UPDATE {table} SET superseded_by = ? WHERE id = ?",
-                             (id_map.get(target), fact_id))
-        _write_links(conn, parsed, id_map)
+                backend.set_superseded([(fact_id, id_map.get(target))], archived=archived)
+        backend.merge_links(_links(parsed, id_map))
     return ImportReport(added=counts["added"], archived=counts["archived"],
                         history_entries=counts["history_entries"],
                         skipped_duplicates=counts["skipped_duplicates"],
                         renumbered=counts["renumbered"])
 
 
-def _write_links(conn: Connection, parsed: Sequence[ParsedFact], id_map: dict[int, int]) -> None:
-    """Co-recall links between imported (or matching) facts; the stronger one wins on a clash."""
+def _links(parsed: Sequence[ParsedFact], id_map: dict[int, int]
+           ) -> list[tuple[int, int, float, float]]:
+    """Co-recall links between imported (or matching) facts."""
     rows = []
     for fact in parsed:
         if fact.id is None or fact.id not in id_map:
@@ -207,7 +175,4 @@ def _write_links(conn: Connection, parsed: Sequence[ParsedFact], id_map: dict[in
             if to in id_map and id_map[to] != id_map[fact.id]:
                 a, b = sorted((id_map[fact.id], id_map[to]))
                 rows.append((a, b, strength, updated_at))
-    conn.executemany(
-        "INSERT INTO fact_links (a, b, strength, updated_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (a, b) DO UPDATE SET strength = max(strength, excluded.strength), "
-        "updated_at = max(updated_at, excluded.updated_at)", rows)
+    return rows

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from ..errors import InvalidFactError
-from ._validate import Limits
+from ._validate import MAX_TIMESTAMP, Limits
 
 __all__ = [
     "FORMAT",
@@ -36,8 +36,8 @@ VERSION = 1
 
 _FACT_FIELDS = frozenset({
     "id", "slot", "scope", "key", "value", "tags", "source", "confidence", "score",
-    "created_at", "updated_at", "last_accessed", "access_count", "expires_at", "superseded_by",
-    "archived", "archived_at", "reason", "history", "links",
+    "created_at", "updated_at", "observed_at", "last_accessed", "access_count", "expires_at",
+    "superseded_by", "archived", "archived_at", "reason", "history", "links",
 })
 _HISTORY_FIELDS = frozenset({"value", "tags", "source", "confidence", "valid_from", "valid_to"})
 _LINK_FIELDS = frozenset({"to", "strength", "updated_at"})
@@ -92,6 +92,7 @@ def record_from_row(
         "score": float(row["score"]),
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
+        "observed_at": row.get("observed_at", row["created_at"]),
         "last_accessed": row["last_accessed"],
         "access_count": int(row["access_count"]),
         "expires_at": row["expires_at"],
@@ -199,10 +200,16 @@ def _timestamp(data: Mapping[str, Any], field: str, *, default: Any = None) -> f
                        value) from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.timezone.utc)
-        return when.timestamp()
-    number = _finite(value)
-    if number is None:
-        raise _bad(field, f"{field} must be Unix seconds or an ISO 8601 time, not {value!r}", value)
+        number: float | None = when.timestamp()
+    else:
+        number = _finite(value)
+        if number is None:
+            raise _bad(field, f"{field} must be Unix seconds or an ISO 8601 time, not {value!r}",
+                       value)
+    # Every stored time must turn back into a datetime when read.
+    if number is None or not 0.0 <= number <= MAX_TIMESTAMP:
+        raise _bad(field, f"{field} must be a time between 1970 and the year 9999, not {value!r}",
+                   value)
     return number
 
 
@@ -321,6 +328,7 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedF
         "score": score,
         "created_at": created,
         "updated_at": _required_timestamp(record, "updated_at", created),
+        "observed_at": _required_timestamp(record, "observed_at", created),
         "last_accessed": _timestamp(record, "last_accessed"),
         "access_count": count,
         "expires_at": _timestamp(record, "expires_at"),

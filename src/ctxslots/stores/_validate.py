@@ -16,7 +16,10 @@ import attrs
 from ..errors import InvalidFactError
 from ..model import to_timestamp
 
-__all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "Limits"]
+__all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_TIMESTAMP", "Limits"]
+
+#: The last Unix second :class:`datetime.datetime` can represent (9999-12-31T23:59:59Z).
+MAX_TIMESTAMP = 253402300799.0
 
 #: The slots ctxslots ships contributors for.
 BUILTIN_SLOTS: tuple[str, ...] = ("user", "project", "agent")
@@ -199,15 +202,21 @@ class Limits:
 
     def expires_at(self, expires_at: object) -> float | None:
         """Validate an expiry: a datetime, Unix seconds, or ``None``."""
-        if expires_at is None:
-            return None
-        if isinstance(expires_at, bool) or not isinstance(expires_at, (dt.datetime, int, float)):
+        return None if expires_at is None else self.moment(expires_at, "expires_at")
+
+    def moment(self, value: object, field: str) -> float:
+        """Validate a point in time: a datetime or Unix seconds, from 1970 up to
+        the year 9999 (what :class:`datetime.datetime` can hold)."""
+        if isinstance(value, bool) or not isinstance(value, (dt.datetime, int, float)):
+            raise InvalidFactError(f"{field} must be a datetime or Unix seconds, not "
+                                   f"{type(value).__name__}", field=field, value=value)
+        try:
+            stamp = to_timestamp(value)
+        except (OverflowError, ValueError) as exc:
+            raise InvalidFactError(f"{field} is not a representable time", field=field,
+                                   value=value) from exc
+        if stamp is None or not math.isfinite(stamp) or not 0.0 <= stamp <= MAX_TIMESTAMP:
             raise InvalidFactError(
-                "expires_at must be a datetime, Unix seconds or None",
-                field="expires_at",
-                value=expires_at,
-            )
-        stamp = to_timestamp(expires_at)
-        if stamp is None or not math.isfinite(stamp):
-            raise InvalidFactError("expires_at must be finite", field="expires_at", value=expires_at)
+                f"{field} must be a time between 1970 and the year 9999, not {value!r}",
+                field=field, value=value)
         return stamp

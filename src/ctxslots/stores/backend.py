@@ -264,8 +264,10 @@ class Backend(Protocol):
         """Facts passing ``flt``; ``order`` is ``"id"`` or ``"created"`` (by
         observed time, then id)."""
 
-    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter) -> list[Row]:
-        """The facts with these ids that pass ``flt``, in no particular order."""
+    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
+                    ) -> list[Row]:
+        """The facts (or archived facts) with these ids that pass ``flt``, in no
+        particular order."""
 
     def neighbours(self, row: Row, flt: FactFilter, *, before: int, after: int
                    ) -> tuple[list[Row], list[Row]]:

@@ -21,8 +21,7 @@ import attrs
 import numpy as np
 
 from ..errors import InvalidFactError, StoreError
-from ._legs import placeholders
-from .vectors import TABLE
+from .backend import FactFilter, Row
 
 if TYPE_CHECKING:
     from .fact_store import FactStore
@@ -33,7 +32,6 @@ __all__ = ["DEFAULT_THRESHOLD", "ConsolidationReport", "Superseded", "consolidat
 DEFAULT_THRESHOLD = 0.95
 
 _BLOCK = 256
-_LIVE = "superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)"
 
 
 @attrs.frozen
@@ -79,33 +77,19 @@ def _check_threshold(threshold: object) -> float:
     return float(threshold)
 
 
-def _vectors(store: FactStore, ids: Sequence[int]) -> dict[int, np.ndarray]:
-    out: dict[int, np.ndarray] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        for fid, blob in store._conn.execute(
-            f"SELECT fact_id, embedding FROM {TABLE} WHERE fact_id IN ({placeholders(len(chunk))})",
-            list(chunk),
-        ).fetchall():
-            out[int(fid)] = np.frombuffer(blob, np.float32)
-    return out
-
-
-def _groups(store: FactStore, now: float, fact_ids: Sequence[int] | None
-            ) -> list[tuple[str, str]]:
-    if fact_ids is None:
-        rows = store._conn.execute(
-            f"SELECT DISTINCT slot, scope FROM facts WHERE {_LIVE} ORDER BY slot, scope", (now,)
-        ).fetchall()
-    else:
-        rows = []
-        for start in range(0, len(fact_ids), 500):
-            chunk = list(fact_ids[start:start + 500])
-            rows += store._conn.execute(
-                f"SELECT DISTINCT slot, scope FROM facts WHERE id IN ({placeholders(len(chunk))}) "
-                f"AND {_LIVE}", (*chunk, now),
-            ).fetchall()
-    return sorted({(r[0], r[1]) for r in rows})
+def _groups(store: FactStore, flt: FactFilter, fact_ids: Sequence[int] | None
+            ) -> dict[tuple[str, str], list[Row]]:
+    """The live, unsuperseded facts by slot and scope, oldest value first; with
+    ``fact_ids``, only the groups those facts are in."""
+    rows = list(store.backend.select(flt))
+    if fact_ids is not None:
+        wanted = set(fact_ids)
+        keys = {(r["slot"], r["scope"]) for r in rows if int(r["id"]) in wanted}
+        rows = [r for r in rows if (r["slot"], r["scope"]) in keys]
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in sorted(rows, key=lambda r: (r["updated_at"], r["id"])):
+        groups.setdefault((row["slot"], row["scope"]), []).append(row)
+    return dict(sorted(groups.items()))
 
 
 def _pass_over_group(
@@ -147,22 +131,19 @@ def consolidate(
     :raises InvalidFactError: ``threshold`` is not between 0 and 1.
     """
     threshold = _check_threshold(threshold)
-    if store.embedder is False or store._index is None:
-        raise StoreError("consolidation compares vectors; this store has no embedder")
-    if store._index.stale:
-        raise StoreError("the vector index was built by another embedder; run `ctxslots reindex`")
+    if not store.vector_leg_ready:
+        raise StoreError("consolidation compares vectors; this store has no embedder, or its "
+                         "vectors were built by another one: run `ctxslots reindex`")
     wanted = None if fact_ids is None else sorted({int(i) for i in fact_ids})
     found: list[Superseded] = []
     checked = 0
-    with store._conn.write():
+    backend = store.backend
+    with backend.transaction():
         now = store.clock()
-        for slot, scope in _groups(store, now, wanted):
-            rows = store._conn.execute(
-                f"SELECT id FROM facts WHERE slot = ? AND scope = ? AND {_LIVE} "
-                "ORDER BY updated_at, id", (slot, scope, now),
-            ).fetchall()
-            vectors = _vectors(store, [int(r[0]) for r in rows])
-            ids = [int(r[0]) for r in rows if int(r[0]) in vectors]
+        flt = FactFilter(live_at=now, include_superseded=False)
+        for group in _groups(store, flt, wanted).values():
+            vectors = backend.vectors_of([int(r["id"]) for r in group])
+            ids = [int(r["id"]) for r in group if int(r["id"]) in vectors]
             if len(ids) < 2:
                 continue
             mat = np.stack([vectors[i] for i in ids])
@@ -172,8 +153,6 @@ def consolidate(
             checked += group_checked
         if not dry_run:
             for item in found:
-                store._conn.execute("UPDATE facts SET superseded_by = ? WHERE id = ?",
-                                    (item.by, item.fact_id))
-                store._conn.execute("UPDATE facts SET superseded_by = ? WHERE superseded_by = ?",
-                                    (item.by, item.fact_id))
+                backend.set_superseded([(item.fact_id, item.by)])
+                backend.hand_over_superseded(item.fact_id, item.by)
     return ConsolidationReport(tuple(found), checked, threshold, dry_run)

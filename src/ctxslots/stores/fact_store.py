@@ -1,7 +1,10 @@
-"""FactStore: facts in one SQLite file, searched by BM25 and ranked with decay.
+"""FactStore: the public face of the fact store, over one storage engine.
 
-The public interface speaks of facts, slots, scopes and hits only: no
-connections, rowids or FTS5 syntax, so another backend can sit behind it.
+The facade validates every input, ranks candidates (:mod:`.ranking`), embeds
+texts for the vector leg, counts accesses and keeps co-recall links; the
+engine behind it (:mod:`.backend`: SQLite for a path, PostgreSQL for a
+``postgresql://`` URL) stores rows and gathers candidates. The public
+interface speaks of facts, slots, scopes and hits only.
 """
 
 from __future__ import annotations
@@ -9,46 +12,41 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TextIO
 
 import attrs
+import numpy as np
 import platformdirs
 
-from ..errors import FactNotFoundError, InvalidFactError
-from ..model import Fact
-from ._common_terms import CommonTerms
-from ._legs import COLUMNS as _COLUMNS
-from ._loader import CacheSlot
-from ._reads import ReadsMixin
-from ._reads import check_id as _check_id
-from ._search import SearchMixin
-from ._sqlite import Connection, open_connection, sqlite_version
+from ..errors import CtxslotsError, FactNotFoundError, InvalidFactError, StoreError
+from ..model import Fact, Hit
+from ._engines import open_backend
+from ._search import SearchRequest, query_words, run_search
 from ._validate import Limits
+from ._write import Writer, check_id
+from .backend import Backend, FactFilter, visible_scopes
 from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
-from .lexical_cache import LexicalCache, build_lexical_cache, trim_fact_log
 from .links import RecentResults, strengthen
 from .maintenance import DoctorReport, doctor, reindex
-from .migrations import schema_version
 from .prune import PrunePolicy, PruneReport, prune
 from .ranking import MODEL_VECTOR_WEIGHT, RankingPolicy
-from .rerank import Reranker
+from .rerank import Boost, Reranker
 from .sanitize import DEFAULT_POLICY, QueryPolicy
-from .vectors import VectorCache, VectorIndex
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ._transfer_report import ImportReport
 
 __all__ = ["FactStore", "default_db_path"]
 
-_LIVE = "(expires_at IS NULL OR expires_at > ?)"
+#: Store setting naming the embedder that built the vectors (a spec string).
+_META_SPEC = "embedder.spec"
 
 
 def default_db_path() -> Path:
-    """Where the store lives when no path is given: ``$CTXSLOTS_DB``, else the
+    """Where the store lives when no location is given: ``$CTXSLOTS_DB``, else the
     user data directory (``~/.local/share/ctxslots/memory.db`` on Linux)."""
     env = os.environ.get("CTXSLOTS_DB")
     if env:
@@ -56,9 +54,16 @@ def default_db_path() -> Path:
     return Path(platformdirs.user_data_dir("ctxslots", appauthor=False)) / "memory.db"
 
 
+def _location(path: str | os.PathLike[str] | None) -> str:
+    if path is None:
+        env = os.environ.get("CTXSLOTS_DB")
+        return env if env and "://" in env else str(default_db_path())
+    return os.fspath(path)
+
+
 @attrs.define
-class FactStore(ReadsMixin, SearchMixin):
-    """Facts and memories of every slot, in one SQLite file.
+class FactStore:
+    """Facts and memories of every slot, in one SQLite file or a PostgreSQL database.
 
     Use it as a context manager, or call :meth:`close` when done::
 
@@ -67,7 +72,10 @@ class FactStore(ReadsMixin, SearchMixin):
             hits = store.search("which editor?")
 
     Attributes:
-        path: The database file (``None``: :func:`default_db_path`).
+        path: Where the store lives: a file path (SQLite), a
+            ``postgresql://user@host/db`` URL (PostgreSQL, with the
+            ``ctxslots[postgres]`` extra), or ``None`` for ``$CTXSLOTS_DB``,
+            else :func:`default_db_path`.
         limits: Size limits and slot rules applied to every write.
         ranking: Decay constants per slot, reinforcement and fusion weights
             (after construction, with the vector weight resolved).
@@ -82,19 +90,18 @@ class FactStore(ReadsMixin, SearchMixin):
             ``None`` for the default (``$CTXSLOTS_EMBEDDER``, else the hashing
             embedder), or ``False`` for no vector leg at all.
         vector_cache: Search an in-memory copy of the vectors, kept consistent
-            with the file, instead of scanning ``vec0`` on every search. The
-            first vector search starts loading it on a background thread and
-            scans ``vec0`` until it is ready (:meth:`load_vector_cache` loads
-            it up front).
+            with the store, instead of reading them on every search (SQLite).
+            The first vector search starts loading it in the background
+            (:meth:`load_vector_cache` loads it up front).
         rerank: ``rerank(query, hits) -> hits | None``, given every fused
             candidate before the limit (see :mod:`ctxslots.stores.rerank`).
         lexical_cache: Score the lexical leg from an in-memory copy of the
-            index (see :mod:`ctxslots.stores.lexical_cache`) instead of an FTS5
-            query: about 7x to 10x faster per search, for memory for the
-            postings and a load (about 2 s per 100,000 facts) that the first
-            search starts on a background thread; searches use FTS5 until it is
-            ready (:meth:`load_lexical_cache` loads it up front). For
-            long-running agents; one-shot commands are better off without it.
+            index (SQLite; see :mod:`ctxslots.stores.sqlite.lexical_cache`):
+            about 7x to 10x faster per search, for memory and a background load
+            (about 2 s per 100,000 facts). For long-running agents.
+        create: Create the store when it does not exist (the default); when
+            false, a missing store is a :class:`~ctxslots.errors.StoreError` and
+            nothing is created (read-only commands).
     """
 
     path: str | os.PathLike[str] | None = None
@@ -107,31 +114,53 @@ class FactStore(ReadsMixin, SearchMixin):
     vector_cache: bool = True
     rerank: Reranker | None = None
     lexical_cache: bool = False
-    _conn: Connection = attrs.field(init=False, repr=False)
-    _index: VectorIndex | None = attrs.field(init=False, default=None, repr=False)
-    _vector_slot: CacheSlot[VectorCache] | None = attrs.field(init=False, default=None, repr=False)
-    _pending: dict[int, tuple[str, str, str]] | None = attrs.field(init=False, default=None, repr=False)
-    _common: CommonTerms | None = attrs.field(init=False, default=None, repr=False)
-    _written: int = attrs.field(init=False, default=0, repr=False)
+    create: bool = True
+    _backend: Backend = attrs.field(init=False, repr=False)
+    _writer: Writer = attrs.field(init=False, repr=False)
+    _vectors_usable: bool = attrs.field(init=False, default=False, repr=False)
+    _spec: str | None = attrs.field(init=False, default=None, repr=False)
     _recent: RecentResults = attrs.field(init=False, factory=RecentResults, repr=False)
-    _lexical_slot: CacheSlot[LexicalCache] = attrs.field(
-        init=False, repr=False,
-        factory=lambda: CacheSlot("in-memory lexical index", build_lexical_cache, load_vec=False))
     _query_vectors: dict[str, np.ndarray] = attrs.field(init=False, factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        self.path = os.fspath(self.path) if self.path is not None else str(default_db_path())
-        if self.embedder is None or isinstance(self.embedder, str):
-            from .embedders import default_embedder, embedder_from_spec
+        self.path = _location(self.path)
+        self._backend = open_backend(self.path, create=self.create,
+                                     lexical_cache=self.lexical_cache,
+                                     vector_cache=self.vector_cache)
+        try:
+            self._spec = self._resolve_embedder()
+            if self.ranking.vector_weight is None:
+                self.ranking = attrs.evolve(self.ranking, vector_weight=self._auto_vector_weight())
+            self._vectors_usable = self._bind_embedder()
+        except BaseException:
+            self._backend.close()
+            raise
+        self._writer = Writer(self._backend, self.limits, self.clock, self._embed_pending)
 
-            spec = self.embedder
-            self.embedder = default_embedder() if spec is None else embedder_from_spec(spec)
-        if self.ranking.vector_weight is None:
-            self.ranking = attrs.evolve(self.ranking, vector_weight=self._auto_vector_weight())
-        self._conn = open_connection(self.path)
-        if self.embedder is not False:
-            self._index = VectorIndex(self._conn, self.embedder.model_id, self.embedder.dimension)
-            self._index.bind()
+    def _resolve_embedder(self) -> str | None:
+        """Turn the ``embedder`` setting into an embedder; return its spec when known.
+
+        With no embedder given (and no ``$CTXSLOTS_EMBEDDER``), a store reopens
+        with the embedder that built its vectors, as recorded in the store.
+        """
+        from .embedders import EMBEDDER_ENV, embedder_from_spec
+
+        if self.embedder is not None and not isinstance(self.embedder, str):
+            return None
+        spec = self.embedder or os.environ.get(EMBEDDER_ENV, "").strip() or None
+        if spec is None:
+            spec = self._backend.get_meta(_META_SPEC) or "hash"
+            try:
+                self.embedder = embedder_from_spec(spec)
+            except CtxslotsError as exc:
+                warnings.warn(f"the embedder that built this store's vectors ({spec}) cannot be "
+                              f"loaded ({exc}); searching by words only", RuntimeWarning,
+                              stacklevel=4)
+                self.embedder = embedder_from_spec("hash")
+                return "hash"
+            return spec
+        self.embedder = embedder_from_spec(spec)
+        return spec
 
     def _auto_vector_weight(self) -> float:
         from .embedders import HashingEmbedder
@@ -140,14 +169,51 @@ class FactStore(ReadsMixin, SearchMixin):
             return 0.0
         return MODEL_VECTOR_WEIGHT
 
+    def _bind_embedder(self) -> bool:
+        """Bind a store without vectors to the embedder; whether its vectors are usable."""
+        if self.embedder is False:
+            return False
+        state = self._backend.vector_state()
+        if state.model_id is None:
+            self._reset_vectors()
+            return True
+        usable = (state.model_id, state.dimension) == (self.embedder.model_id,
+                                                        self.embedder.dimension)
+        if not usable:
+            warnings.warn(
+                f"this store's vectors were built by {state.model_id}, not by "
+                f"{self.embedder.model_id}: searches use words only and new facts get no "
+                "vector until `reindex` rebuilds them with this embedder", RuntimeWarning,
+                stacklevel=4)
+        return usable
+
+    def _reset_vectors(self) -> None:
+        """Drop every vector and bind the store to this embedder, recording its spec."""
+        with self._backend.transaction():
+            self._backend.reset_vectors(self.embedder.model_id, self.embedder.dimension)
+            if self._spec is not None:
+                self._backend.set_meta(_META_SPEC, self._spec)
+
     # -- lifecycle ---------------------------------------------------------
 
+    @property
+    def backend(self) -> Backend:
+        """The storage engine (for the store's own maintenance modules and engine tests)."""
+        return self._backend
+
+    @property
+    def writer(self) -> Writer:
+        """The write path (for the store's own import code: batches, queued vectors)."""
+        return self._writer
+
+    @property
+    def engine(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self._backend.engine
+
     def close(self) -> None:
-        """Close the database (idempotent); a background load of the lexical copy is stopped."""
-        self._lexical_slot.stop()
-        if self._vector_slot is not None:
-            self._vector_slot.stop()
-        self._conn.close()
+        """Close the store (idempotent); background loads are stopped."""
+        self._backend.close()
 
     def __enter__(self) -> Self:
         return self
@@ -165,34 +231,16 @@ class FactStore(ReadsMixin, SearchMixin):
                 store.upsert("user", "name", "The user is called Ada.")
                 store.add("agent", "The CI cache is cold on Mondays.")
         """
-        with self._writing():
+        with self._writer.writing():
             yield self
 
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """A write transaction; vectors of the facts it wrote are embedded in one
-        batch and written before it commits, so facts and vectors land together."""
-        outer = self._pending is None
-        if outer:
-            self._pending = {}
-            self._written = 0
-        try:
-            with self._conn.write():
-                yield
-                if outer and self._pending:
-                    self._write_vectors(self._pending)
-                if outer:
-                    trim_fact_log(self._conn)
-        finally:
-            if outer:
-                self._pending = None
-
-    def _write_vectors(self, pending: dict[int, tuple[str, str, str]]) -> None:
-        if self._index is None or self._index.stale:
+    def _embed_pending(self, pending: dict[int, tuple[str, str, str]]) -> None:
+        """Embed the values written in a transaction and store their vectors before it commits."""
+        if not self._vectors_usable or not pending:
             return
         ids = list(pending)
         vectors = self.embedder.embed([pending[i][2] for i in ids])
-        self._index.put([(i, pending[i][0], pending[i][1]) for i in ids], vectors)
+        self._backend.put_vectors([(i, pending[i][0], pending[i][1]) for i in ids], vectors)
 
     # -- writes ------------------------------------------------------------
 
@@ -207,6 +255,7 @@ class FactStore(ReadsMixin, SearchMixin):
         confidence: float = 1.0,
         source: str | None = None,
         expires_at: Any = None,
+        observed_at: Any = None,
     ) -> Fact:
         """Write a keyed fact; a fact with the same slot, scope and key is replaced.
 
@@ -214,20 +263,36 @@ class FactStore(ReadsMixin, SearchMixin):
         same value again refreshes its metadata and ``updated_at`` without a
         history entry. Reinforcement score and access counts carry over.
 
+        :param observed_at: When the fact was said or observed (a datetime or
+            Unix seconds; default: now). Decay and ages count from it.
         :raises InvalidFactError: A field is malformed or over its limit; nothing
             is written.
         """
-        row = self._validated(slot, value, scope, tags, confidence, source, expires_at)
-        key = self.limits.key(key)
-        now = self.clock()
-        with self._writing():
-            old = self._conn.rows(
-                f"SELECT {_COLUMNS} FROM facts WHERE slot = ? AND scope = ? AND key = ?",
-                (row["slot"], row["scope"], key),
-            )
-            if not old:
-                return self._insert(row, key, now)
-            return self._rewrite(old[0], row, now)
+        return self._writer.upsert(slot, key, value, scope=scope, tags=tags,
+                                   confidence=confidence, source=source,
+                                   expires_at=expires_at, observed_at=observed_at)
+
+    def add(
+        self,
+        slot: str,
+        value: str,
+        *,
+        scope: str | None = None,
+        tags: Iterable[str] = (),
+        confidence: float = 1.0,
+        source: str | None = None,
+        expires_at: Any = None,
+        observed_at: Any = None,
+    ) -> Fact:
+        """Write a free-form memory (a fact without a key).
+
+        :param observed_at: When the memory was said or observed (a datetime or
+            Unix seconds; default: now).
+        :raises InvalidFactError: A field is malformed or over its limit; nothing
+            is written.
+        """
+        return self._writer.add(slot, value, scope=scope, tags=tags, confidence=confidence,
+                                source=source, expires_at=expires_at, observed_at=observed_at)
 
     def update(
         self,
@@ -247,128 +312,15 @@ class FactStore(ReadsMixin, SearchMixin):
         :raises InvalidFactError: A field is malformed or over its limit; nothing
             is written.
         """
-        fact_id = _check_id(fact_id)
-        now = self.clock()
-        with self._writing():
-            old = self._conn.rows(
-                f"SELECT {_COLUMNS} FROM facts WHERE id = ? AND {_LIVE}", (fact_id, now)
-            )
-            if not old:
-                raise FactNotFoundError(fact_id)
-            prev = old[0]
-            row = self._validated(
-                prev["slot"], prev["value"] if value is None else value, prev["scope"] or None,
-                [t for t in (prev["tags"] or "").split("\n") if t] if tags is None else tags,
-                prev["confidence"] if confidence is None else confidence,
-                prev["source"] if source is None else source, prev["expires_at"],
-            )
-            return self._rewrite(prev, row, now)
-
-    def _rewrite(self, prev: Any, row: dict[str, Any], now: float) -> Fact:
-        """Replace a stored fact's fields, keeping the old value in history."""
-        self._count_write()
-        if prev["value"] != row["value"] or prev["tags"] != row["tags"]:
-            self._conn.execute(
-                "INSERT INTO fact_history (fact_id, slot, scope, key, value, tags, source, "
-                "confidence, valid_from, valid_to) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (prev["id"], prev["slot"], prev["scope"], prev["key"], prev["value"],
-                 prev["tags"], prev["source"], prev["confidence"], prev["updated_at"], now),
-            )
-        # A new value is no longer the near-duplicate it was marked as.
-        self._conn.execute(
-            "UPDATE facts SET value = ?, tags = ?, source = ?, confidence = ?, updated_at = ?, "
-            "expires_at = ?, superseded_by = CASE WHEN value = ? THEN superseded_by END "
-            "WHERE id = ?",
-            (row["value"], row["tags"], row["source"], row["confidence"], now,
-             row["expires_at"], row["value"], prev["id"]),
-        )
-        if prev["value"] != row["value"]:
-            self._queue_vector(prev["id"], row)
-        return self._fetch(prev["id"])
-
-    def add(
-        self,
-        slot: str,
-        value: str,
-        *,
-        scope: str | None = None,
-        tags: Iterable[str] = (),
-        confidence: float = 1.0,
-        source: str | None = None,
-        expires_at: Any = None,
-    ) -> Fact:
-        """Write a free-form memory (a fact without a key).
-
-        :raises InvalidFactError: A field is malformed or over its limit; nothing
-            is written.
-        """
-        row = self._validated(slot, value, scope, tags, confidence, source, expires_at)
-        with self._writing():
-            return self._insert(row, None, self.clock())
-
-    def _validated(
-        self, slot: Any, value: Any, scope: Any, tags: Any, confidence: Any, source: Any,
-        expires_at: Any,
-    ) -> dict[str, Any]:
-        lim = self.limits
-        return {
-            "slot": lim.slot(slot),
-            "scope": lim.scope(scope),
-            "value": lim.value(value),
-            "tags": lim.tags(tags),
-            "confidence": lim.confidence(confidence),
-            "source": lim.source(source),
-            "expires_at": lim.expires_at(expires_at),
-        }
-
-    def _count_write(self) -> None:
-        """Count one fact written in the current transaction against ``limits.max_batch``."""
-        self._written += 1
-        if self._written > self.limits.max_batch:
-            raise InvalidFactError(
-                f"a batch may write at most {self.limits.max_batch} facts; split it into smaller "
-                "batches (nothing from this batch was written)",
-                field="batch", value=self._written,
-            )
-
-    def _insert(self, row: dict[str, Any], key: str | None, now: float) -> Fact:
-        self._count_write()
-        cursor = self._conn.execute(
-            "INSERT INTO facts (slot, scope, key, value, tags, source, confidence, "
-            "created_at, updated_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
-            (row["slot"], row["scope"], key, row["value"], row["tags"], row["source"],
-             row["confidence"], now, now, row["expires_at"]),
-        )
-        fact_id = int(cursor.fetchall()[0][0])
-        self._queue_vector(fact_id, row)
-        return self._fetch(fact_id)
-
-    def _queue_vector(self, fact_id: int, row: dict[str, Any]) -> None:
-        if self._pending is not None and self._index is not None:
-            self._pending[fact_id] = (row["scope"], row["slot"], row["value"])
+        return self._writer.update(fact_id, value=value, tags=tags, confidence=confidence,
+                                   source=source)
 
     def forget(self, fact_id: int, *, reason: str | None = None) -> Fact:
         """Move a fact to the archive, where ``search(include_archive=True)`` finds it.
 
         :raises FactNotFoundError: No live fact has this id.
         """
-        fact_id = _check_id(fact_id)
-        with self._writing():
-            if self._conn.scalar("SELECT 1 FROM facts WHERE id = ?", (fact_id,)) is None:
-                raise FactNotFoundError(fact_id)
-            self._conn.execute(
-                f"INSERT OR REPLACE INTO archive ({_COLUMNS}, archived_at, reason) "
-                f"SELECT {_COLUMNS}, ?, ? FROM facts WHERE id = ?",
-                (self.clock(), reason, fact_id),
-            )
-            self._count_write()
-            self._conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
-            if self._index is not None:
-                self._index.delete([fact_id])
-            if self._pending:
-                self._pending.pop(fact_id, None)
-            rows = self._conn.rows(f"SELECT {_COLUMNS} FROM archive WHERE id = ?", (fact_id,))
-        return Fact.from_row(rows[0], archived=True)
+        return self._writer.forget(fact_id, reason=reason)
 
     def reinforce(self, fact_id: int, amount: float = 3.0) -> Fact:
         """Add ``amount`` (default 3) to a fact's reinforcement score.
@@ -388,30 +340,246 @@ class FactStore(ReadsMixin, SearchMixin):
         return self._adjust_score(fact_id, -amount)
 
     def _adjust_score(self, fact_id: int, delta: float) -> Fact:
-        fact_id = _check_id(fact_id)
-        with self._conn.write():
-            changed = self._conn.execute(
-                f"UPDATE facts SET score = score + ? WHERE id = ? AND {_LIVE} RETURNING id",
-                (float(delta), fact_id, self.clock()),
-            ).fetchall()
-            if not changed:
+        fact_id = check_id(fact_id)
+        now = self.clock()
+        with self._backend.transaction():
+            if not self._backend.adjust_score(fact_id, delta, live_at=now):
                 raise FactNotFoundError(fact_id)
             if delta > 0:
-                strengthen(self, fact_id, self._recent.partners(fact_id), self.clock())
-            return self._fetch(fact_id)
+                strengthen(self._backend, fact_id, self._recent.partners(fact_id), now)
+            row = self._backend.get(fact_id)
+        assert row is not None
+        return Fact.from_row(row)
 
-    # -- inspection --------------------------------------------------------
+    # -- reads -------------------------------------------------------------
+
+    def get(self, fact_id: int, *, include_archive: bool = False) -> Fact | None:
+        """Return the live fact with this id, or ``None`` (expired facts are not live).
+
+        Reading by id is not shown to a model by itself, so it does not count as
+        an access.
+        """
+        fact_id = check_id(fact_id)
+        row = self._backend.get(fact_id, live_at=self.clock())
+        if row is not None:
+            return Fact.from_row(row)
+        if include_archive:
+            row = self._backend.get_archived(fact_id)
+            if row is not None:
+                return Fact.from_row(row, archived=True)
+        return None
+
+    def get_by_key(self, slot: str, key: str, *, scope: str | None = None) -> Fact | None:
+        """Return the live fact with this slot, scope and key, or ``None``."""
+        row = self._backend.get_by_key(self.limits.slot(slot), self.limits.scope(scope),
+                                       self.limits.key(key), live_at=self.clock())
+        return Fact.from_row(row) if row else None
+
+    def history(self, fact_id: int) -> list[Fact]:
+        """Earlier values of a keyed fact, oldest first, as facts with the same id.
+
+        Each returned fact's ``updated_at`` is when that value was written.
+        """
+        return [Fact.from_row({
+            "id": e.fact_id, "slot": e.slot, "scope": e.scope, "key": e.key, "value": e.value,
+            "tags": e.tags, "source": e.source, "confidence": e.confidence, "score": 0.0,
+            "created_at": e.valid_from, "updated_at": e.valid_from, "observed_at": e.valid_from,
+            "last_accessed": None, "access_count": 0, "expires_at": e.valid_to,
+            "superseded_by": None,
+        }) for e in self._backend.history(check_id(fact_id))]
+
+    def timeline(
+        self, fact_id: int, *, before: int = 5, after: int = 5, scope: str | None = None
+    ) -> list[Fact]:
+        """A live fact and the live facts observed just before and after it, oldest first.
+
+        Only facts visible from ``scope`` (that scope and global facts) are
+        considered, so a timeline never shows another scope's facts.
+
+        :param before: How many earlier facts (0 to 100).
+        :param after: How many later facts (0 to 100).
+        :raises FactNotFoundError: No live fact with this id is visible from ``scope``.
+        :raises InvalidFactError: ``before`` or ``after`` is out of range.
+        """
+        fact_id = check_id(fact_id)
+        for name, count in (("before", before), ("after", after)):
+            if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 100:
+                raise InvalidFactError(f"{name} must be an integer from 0 to 100, not {count!r}",
+                                       field=name, value=count)
+        flt = self.filter(None, scope)
+        anchor = self._backend.rows_by_ids([fact_id], flt)
+        if not anchor:
+            raise FactNotFoundError(fact_id)
+        earlier, later = self._backend.neighbours(anchor[0], flt, before=before, after=after)
+        return [Fact.from_row(r) for r in [*reversed(earlier), anchor[0], *later]]
+
+    def facts(
+        self, *, slots: Sequence[str] | None = None, scope: str | None = None,
+        include_expired: bool = False,
+    ) -> list[Fact]:
+        """Every live fact of the given slots in ``scope`` (and global ones), by id."""
+        flt = self.filter(slots, scope, live=not include_expired)
+        return [Fact.from_row(r) for r in self._backend.select(flt)]
+
+    def filter(self, slots: Sequence[str] | str | None, scope: str | None, *,
+               live: bool = True, include_superseded: bool = True, now: float | None = None
+               ) -> FactFilter:
+        """The checked filter for facts of ``slots`` visible from ``scope``.
+
+        :raises InvalidFactError: A slot or the scope is malformed, or ``slots``
+            is empty.
+        """
+        checked = None
+        if slots is not None:
+            names = [slots] if isinstance(slots, str) else list(slots)
+            checked = tuple(self.limits.slot(s) for s in names)
+            if not checked:
+                raise InvalidFactError("slots must name at least one slot", field="slots",
+                                       value=slots)
+        live_at = (self.clock() if now is None else now) if live else None
+        return FactFilter(scopes=visible_scopes(self.limits.scope(scope)), slots=checked,
+                          live_at=live_at, include_superseded=include_superseded)
+
+    # -- search ------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        slots: Sequence[str] | None = None,
+        scope: str | None = None,
+        limit: int = 10,
+        include_archive: bool = False,
+        track_access: bool = True,
+        boost: Boost | None = None,
+        include_superseded: bool = False,
+        now: Any = None,
+    ) -> list[Hit]:
+        """Find the facts that best match ``query``, best first.
+
+        Any string is accepted: it is sanitized into a safe lexical query, and a
+        query with no usable words returns ``[]``. Facts of ``scope`` and global
+        facts (scope ``None``) are searched; facts of other scopes never are.
+        Expired facts never come back. Every returned live fact counts as
+        accessed (``access_count + 1``, ``last_accessed = now``) unless
+        ``track_access`` is false.
+
+        :param query: Free text, usually the user's message.
+        :param slots: Only these slots (default: all).
+        :param scope: The workspace; ``None`` searches global facts only.
+        :param limit: Most hits to return, 1 to 1000. The first hits do not
+            depend on it: every search gathers the same candidates.
+        :param include_archive: Also search forgotten facts (marked ``archived``).
+        :param track_access: Count the returned facts as shown to a model.
+        :param boost: ``boost(fact) -> factor`` multiplying each candidate's final
+            score before the limit (recorded as ``trace.extra["boost"]``).
+        :param include_superseded: Also return facts that a newer near-duplicate
+            hides (see :meth:`consolidate`).
+        :param now: The moment to rank from (a datetime or Unix seconds;
+            default: the clock), so a replayed history ranks as it would have
+            then: decay and ages count to it, and facts expired by then are left out.
+        :raises InvalidFactError: ``query``, ``slots``, ``scope``, ``limit`` or
+            ``now`` is malformed, or ``boost`` returned a negative or non-finite
+            factor.
+        """
+        if not isinstance(query, str):
+            raise InvalidFactError("query must be a string", field="query", value=query)
+        moment = self.clock() if now is None else self.limits.moment(now, "now")
+        request = SearchRequest(
+            query=query, flt=self.filter(slots, scope, include_superseded=include_superseded,
+                                         now=moment),
+            limit=limit, include_archive=include_archive, boost=boost, now=moment)
+        hits = run_search(self._backend, request, ranking=self.ranking,
+                          query_policy=self.query_policy, pool=self.candidate_pool,
+                          query_vector=self._query_vector if self.vector_leg_ready else None,
+                          rerank=self.rerank)
+        self._recent.add(h.fact.id for h in hits if not h.fact.archived)
+        if track_access:
+            hits = self._writer.track_access(hits, self.clock())
+        return hits
+
+    def query_words(self, query: str) -> list[str]:
+        """The words a search of ``query`` looks for: sanitized, stop words and
+        words common to much of the store left out (for debugging a search)."""
+        if not isinstance(query, str):
+            raise InvalidFactError("query must be a string", field="query", value=query)
+        return query_words(self._backend, query, self.query_policy)
+
+    def touch(self, fact_ids: Iterable[int]) -> int:
+        """Count these facts as shown to a model: ``access_count + 1``, ``last_accessed = now``.
+
+        For callers that search with ``track_access=False`` and show only some
+        hits (the prompt assembler counts the facts that made it into the
+        prompt). Ids of missing or archived facts are ignored; returns how many
+        facts were counted.
+
+        :raises InvalidFactError: An id is not an integer.
+        """
+        ids = list(dict.fromkeys(check_id(i) for i in fact_ids))
+        return self._writer.touch(ids, self.clock()) if ids else 0
+
+    #: Query vectors kept for repeated searches of the same text.
+    QUERY_VECTORS_KEPT = 32
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        # A prompt assembly searches each memory slot with the same message, so
+        # the last few query vectors are kept: a real model embeds it once a turn.
+        vectors = self._query_vectors
+        vector = vectors.pop(query, None)
+        if vector is None:
+            vector = np.array(self.embedder.embed([query])[0], dtype=np.float32)
+            vector.setflags(write=False)
+        vectors[query] = vector
+        while len(vectors) > self.QUERY_VECTORS_KEPT:
+            del vectors[next(iter(vectors))]
+        return vector
+
+    @property
+    def vector_leg_ready(self) -> bool:
+        """Whether searches can use the vector leg (an embedder, and vectors it built)."""
+        return self._vectors_usable
+
+    def load_lexical_cache(self, timeout: float | None = None) -> bool:
+        """Load the in-memory lexical copy now instead of in the background (SQLite).
+
+        Returns whether the copy is loaded (false only when ``timeout`` seconds
+        passed first).
+
+        :raises StoreError: The store was opened without ``lexical_cache=True``,
+            its engine has no such copy, or loading failed.
+        """
+        load = getattr(self._backend, "load_lexical_cache", None)
+        if load is None:
+            raise StoreError(f"the {self.engine} engine keeps no in-memory lexical copy",
+                             path=str(self.path))
+        return bool(load(timeout))
+
+    def load_vector_cache(self, timeout: float | None = None) -> bool:
+        """Load the in-memory copy of the vectors now instead of in the background (SQLite).
+
+        :raises StoreError: The store was opened with ``vector_cache=False``,
+            has no usable vectors, its engine keeps no such copy, or loading failed.
+        """
+        if not self.vector_leg_ready:
+            raise StoreError("this store has no usable vector index (no embedder, or vectors "
+                             "built by another one: run reindex)", path=str(self.path))
+        load = getattr(self._backend, "load_vector_cache", None)
+        if load is None:
+            raise StoreError(f"the {self.engine} engine keeps no in-memory vector copy",
+                             path=str(self.path))
+        return bool(load(timeout))
+
+    # -- maintenance -------------------------------------------------------
 
     def doctor(self) -> DoctorReport:
-        """Check file integrity, the full-text index and the vector index."""
+        """Check the store's integrity, its full-text index and its vectors."""
         return doctor(self)
 
     def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild the full-text and vector indexes from the facts; return facts embedded."""
-        if self._vector_slot is not None:  # its copy is of the vectors about to be replaced
-            self._vector_slot.stop()
-            self._vector_slot = None
-        return reindex(self, progress=progress)
+        """Rebuild every derived index and every vector from the facts; return facts embedded."""
+        count = reindex(self, reset_vectors=self._reset_vectors, progress=progress)
+        self._vectors_usable = self.embedder is not False
+        return count
 
     def consolidate(
         self, *, threshold: float = DEFAULT_THRESHOLD, fact_ids: Iterable[int] | None = None,
@@ -440,6 +608,26 @@ class FactStore(ReadsMixin, SearchMixin):
         :param dry_run: Only report what would move.
         """
         return prune(self, PrunePolicy() if policy is None else policy, dry_run=dry_run)
+
+    # -- flush progress ----------------------------------------------------
+
+    def flush_progress(self, conversation: str) -> tuple[int, str] | None:
+        """``(messages_read, fingerprint)`` recorded for a conversation, or ``None``.
+
+        Kept for :class:`~ctxslots.MemoryFlusher`.
+        """
+        return self._backend.read_progress(conversation)
+
+    def record_flush_progress(self, conversation: str, messages_read: int,
+                              fingerprint: str) -> None:
+        """Record how far a conversation was read, inside the current :meth:`batch`.
+
+        :raises StoreError: Called outside a :meth:`batch`.
+        """
+        if not self._backend.in_transaction:
+            raise StoreError("flush progress is recorded inside store.batch(), with the facts",
+                             path=str(self.path))
+        self._backend.write_progress(conversation, messages_read, fingerprint, self.clock())
 
     # -- export and import ---------------------------------------------------
 
@@ -486,28 +674,17 @@ class FactStore(ReadsMixin, SearchMixin):
         return import_markdown(self, path_or_text, slot=slot, **options)
 
     def stats(self) -> dict[str, Any]:
-        """Counts per slot and scope, archive and history sizes, file facts."""
-        now = self.clock()
-        by_slot = self._conn.rows(
-            f"SELECT slot, scope, count(*) AS n, sum(NOT {_LIVE}) AS expired "
-            "FROM facts GROUP BY slot, scope ORDER BY slot, scope",
-            (now,),
-        )
-        path = str(self.path)
+        """Counts per slot and scope, archive and history sizes, engine facts."""
+        groups = self._backend.group_counts(live_at=self.clock())
+        counts = self._backend.counts()
+        info = self._backend.info()
         return {
-            "path": path,
-            "size_bytes": os.path.getsize(path) if os.path.exists(path) else 0,
-            "schema_version": schema_version(self._conn),
-            "sqlite_version": sqlite_version(),
-            "sqlite_vec_version": self._conn.vec_version,
-            "facts": sum(int(r["n"]) for r in by_slot),
-            "expired": sum(int(r["expired"] or 0) for r in by_slot),
-            "archived": int(self._conn.scalar("SELECT count(*) FROM archive")),
-            "history": int(self._conn.scalar("SELECT count(*) FROM fact_history")),
-            "by_slot": [
-                {"slot": r["slot"], "scope": r["scope"] or None, "facts": int(r["n"]),
-                 "expired": int(r["expired"] or 0)}
-                for r in by_slot
-            ],
+            **info,
+            "path": str(self.path) if self.engine == "sqlite" else info["location"],
+            "facts": sum(g[2] for g in groups),
+            "expired": sum(g[3] for g in groups),
+            "archived": counts["archived"],
+            "history": counts["history"],
+            "by_slot": [{"slot": slot, "scope": scope or None, "facts": n, "expired": expired}
+                        for slot, scope, n, expired in groups],
         }
-

@@ -16,14 +16,14 @@ as when an agent searches and reinforces through the memory tools.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 
 from ..model import Fact, Hit, HitTrace
-from ._legs import COLUMNS, placeholders
-from .ranking import decay_factor, reinforcement_factor
+from .backend import Backend, FactFilter, Row
+from .ranking import RankingPolicy, decay_factor, reinforcement_factor
 
 if TYPE_CHECKING:
     from .fact_store import FactStore
@@ -52,43 +52,29 @@ class RecentResults:
                 for other in result if other != fact_id}
 
 
-def strengthen(store: FactStore, fact_id: int, partners: Iterable[int], now: float) -> int:
+def strengthen(backend: Backend, fact_id: int, partners: Iterable[int], now: float) -> int:
     """Add one to the link between ``fact_id`` and each partner (inside a write); return how many."""
     pairs = [(min(fact_id, p), max(fact_id, p)) for p in sorted(set(partners)) if p != fact_id]
-    store._conn.executemany(
-        "INSERT INTO fact_links (a, b, strength, updated_at) VALUES (?, ?, 1, ?) "
-        "ON CONFLICT (a, b) DO UPDATE SET strength = strength + 1, updated_at = excluded.updated_at",
-        [(a, b, now) for a, b in pairs],
-    )
+    backend.strengthen_links(pairs, now)
     return len(pairs)
 
 
 def link_strengths(store: FactStore, fact_id: int) -> dict[int, float]:
     """Every fact linked to ``fact_id``, with the strength of the link."""
-    rows = store._conn.execute(
-        "SELECT b, strength FROM fact_links WHERE a = ? UNION ALL "
-        "SELECT a, strength FROM fact_links WHERE b = ?", (fact_id, fact_id),
-    ).fetchall()
-    return {int(other): float(strength) for other, strength in rows}
+    return store.backend.links_of(fact_id)
 
 
 def pull_linked(
-    store: FactStore, hits: list[Hit], where: str, params: Sequence[Any], limit: int, now: float
+    backend: Backend, policy: RankingPolicy, hits: list[Hit], flt: FactFilter, limit: int,
+    now: float,
 ) -> list[Hit]:
-    """Add the strongly linked neighbours of ``hits`` that pass ``where``, then re-rank to ``limit``."""
-    policy = store.ranking
+    """Add the strongly linked neighbours of ``hits`` that pass ``flt``, then re-rank to ``limit``."""
     live = [h for h in hits if not h.fact.archived]
     if policy.link_min_strength is None or not live:
         return hits
     source = {h.fact.id: h for h in live}
-    ids = list(source)
-    marks = placeholders(len(ids))
-    links = store._conn.execute(
-        f"SELECT a, b, strength FROM fact_links WHERE strength >= ? AND (a IN ({marks}) "
-        f"OR b IN ({marks}))", (policy.link_min_strength, *ids, *ids),
-    ).fetchall()
     best: dict[int, tuple[Hit, float]] = {}
-    for a, b, strength in links:
+    for a, b, strength in backend.links_among(list(source), policy.link_min_strength):
         for here, there in ((a, b), (b, a)):
             if here in source and there not in source:
                 hit = source[here]
@@ -96,30 +82,24 @@ def pull_linked(
                     best[there] = (hit, float(strength))
     if not best:
         return hits
-    rows = store._conn.rows(
-        f"SELECT {COLUMNS} FROM facts AS f WHERE id IN ({placeholders(len(best))}) AND {where}",
-        (*best, *params),
-    )
     pulled = []
-    for row in rows:
+    for row in backend.rows_by_ids(list(best), flt):
         fact = Fact.from_row(row)
         hit, strength = best[fact.id]
-        pulled.append(Hit(fact=fact, trace=_trace(row, hit, strength, now, store)))
+        pulled.append(Hit(fact=fact, trace=_trace(row, hit, strength, now, policy)))
     merged = sorted([*hits, *pulled], key=lambda h: (-h.trace.final, h.fact.id))[:limit]
     return [attrs.evolve(h, trace=attrs.evolve(h.trace, rank=i))
             for i, h in enumerate(merged, start=1)]
 
 
-def _trace(row: dict[str, Any], hit: Hit, strength: float, now: float, store: FactStore
-           ) -> HitTrace:
-    policy = store.ranking
+def _trace(row: Row, hit: Hit, strength: float, now: float, policy: RankingPolicy) -> HitTrace:
     relevance = hit.trace.relevance * policy.link_weight
-    decay = decay_factor(now - row["updated_at"], policy.tau_days(row["slot"]))
+    decay = decay_factor(now - row["observed_at"], policy.tau_days(row["slot"]))
     reinforcement = reinforcement_factor(row["score"], policy.reinforcement_weight)
     confidence = float(row["confidence"])
     return HitTrace(
         bm25_rank=None, bm25=None, relevance=relevance, decay=decay,
-        age_days=max(0.0, now - row["updated_at"]) / 86400.0, reinforcement=reinforcement,
+        age_days=max(0.0, now - row["observed_at"]) / 86400.0, reinforcement=reinforcement,
         confidence=confidence, final=relevance * decay * reinforcement * confidence, rank=0,
-        extra={"link_strength": strength}, linked_from=hit.fact.id,
+        extra={"link_strength": strength}, linked_from=hit.fact.id, ranked_at=now,
     )

@@ -9,17 +9,39 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import apsw
 import attrs
-
-from .vectors import IndexState
 
 if TYPE_CHECKING:
     from .fact_store import FactStore
 
-__all__ = ["DoctorReport", "doctor", "reindex"]
+__all__ = ["DoctorReport", "IndexState", "doctor", "reindex"]
 
 Progress = Callable[[int, int], None]
+
+
+@attrs.frozen
+class IndexState:
+    """What the vector index holds compared with the embedder in use.
+
+    Attributes:
+        model_id: The embedder that built the index, or ``None`` if none yet.
+        dimension: Its dimension, or ``None``.
+        current_model_id: The embedder the store was opened with.
+        current_dimension: Its dimension.
+        stale: The index was built by another embedder (or dimension).
+        vectors: How many vectors the index holds.
+        missing: Live facts without a vector.
+        orphans: Vectors whose fact is gone.
+    """
+
+    model_id: str | None
+    dimension: int | None
+    current_model_id: str
+    current_dimension: int
+    stale: bool
+    vectors: int
+    missing: int
+    orphans: int
 
 
 @attrs.frozen
@@ -27,8 +49,8 @@ class DoctorReport:
     """What :func:`doctor` found.
 
     Attributes:
-        integrity: The result of ``PRAGMA integrity_check`` (``"ok"`` when sound).
-        fts_in_sync: Whether the FTS5 indexes match the facts and archive tables.
+        integrity: The engine's integrity check (``"ok"`` when sound).
+        fts_in_sync: Whether the full-text index matches the facts and the archive.
         vectors: The vector index compared with the embedder, or ``None`` when
             the store has no vector leg.
         problems: One line per problem; empty when all is well.
@@ -55,69 +77,65 @@ class DoctorReport:
         }
 
 
-def _fts_in_sync(store: FactStore) -> bool:
-    try:
-        for table in ("facts_fts", "archive_fts"):
-            store._conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-    except apsw.Error:
-        return False
-    return True
+def _vector_problems(state: IndexState) -> list[str]:
+    if state.stale:
+        return [f"vectors were built by {state.model_id} ({state.dimension} dimensions), not by "
+                f"{state.current_model_id} ({state.current_dimension}): reopen the store with "
+                f"that embedder, or run `ctxslots --embedder SPEC reindex` to rebuild them "
+                "with another one"]
+    problems = []
+    if state.missing:
+        problems.append(f"{state.missing} facts have no vector: run `ctxslots reindex`")
+    if state.orphans:
+        problems.append(f"{state.orphans} vectors belong to no fact: run `ctxslots reindex`")
+    return problems
 
 
 def doctor(store: FactStore) -> DoctorReport:
-    """Check the file's integrity, the FTS indexes and the vector index."""
-    problems: list[str] = []
-    integrity = "\n".join(str(r[0]) for r in store._conn.execute("PRAGMA integrity_check"))
-    if integrity != "ok":
-        problems.append(f"integrity check failed: {integrity}")
-    fts_ok = _fts_in_sync(store)
-    if not fts_ok:
-        problems.append("the full-text index is out of sync with the facts: run `ctxslots reindex`")
-    state = store._index.state() if store._index is not None else None
-    if state is not None:
-        if state.stale:
-            problems.append(
-                f"vectors were built by {state.model_id} ({state.dimension} dimensions), not by "
-                f"{state.current_model_id} ({state.current_dimension}): run `ctxslots reindex`"
-            )
-        else:
-            if state.missing:
-                problems.append(f"{state.missing} facts have no vector: run `ctxslots reindex`")
-            if state.orphans:
-                problems.append(f"{state.orphans} vectors belong to no fact: run `ctxslots reindex`")
-    return DoctorReport(integrity, fts_ok, state, tuple(problems))
+    """Check the store's integrity, its full-text index and its vectors."""
+    health = store.backend.check()
+    problems = list(health.problems)
+    state = None
+    if store.embedder is not False and health.facts_readable:
+        vs = store.backend.vector_state()
+        state = IndexState(
+            model_id=vs.model_id, dimension=vs.dimension,
+            current_model_id=store.embedder.model_id, current_dimension=store.embedder.dimension,
+            stale=not store.vector_leg_ready, vectors=vs.vectors, missing=vs.missing,
+            orphans=vs.orphans)
+        problems += _vector_problems(state)
+    return DoctorReport(health.integrity, health.lexical_in_sync, state, tuple(problems))
 
 
-def reindex(store: FactStore, *, progress: Progress | None = None, batch_size: int = 256) -> int:
-    """Rebuild the FTS indexes and every vector from the facts table.
+def reindex(store: FactStore, *, reset_vectors: Callable[[], None],
+            progress: Progress | None = None, batch_size: int = 256) -> int:
+    """Rebuild every derived index from the facts, then every vector.
 
     Vectors are written in batches, each in its own transaction, so other
     processes keep working meanwhile and an interrupted run can simply be run
     again. Returns the number of facts embedded.
 
+    :param reset_vectors: Drops every vector and binds the store to its embedder.
     :param progress: Called as ``progress(done, total)`` after each batch.
+    :raises StoreError: The facts themselves are gone (nothing to rebuild from).
     """
-    conn = store._conn
-    with conn.write():
-        conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('rebuild')")
-        conn.execute("INSERT INTO archive_fts(archive_fts) VALUES ('rebuild')")
-        if store._index is not None:
-            store._index.rebuild()
-    if store._index is None:
+    backend = store.backend
+    backend.rebuild()
+    if store.embedder is False:
         return 0
-    ids = [int(r[0]) for r in conn.execute("SELECT id FROM facts ORDER BY id")]
-    total = len(ids)
+    reset_vectors()
+    total = backend.counts()["facts"]
+    done = 0
     if progress:
         progress(0, total)
-    for start in range(0, total, batch_size):
-        chunk = ids[start:start + batch_size]
-        rows = conn.rows(
-            f"SELECT id, scope, slot, value FROM facts WHERE id IN ({','.join('?' * len(chunk))})",
-            chunk,
-        )
+    while True:
+        rows = backend.without_vectors(limit=batch_size)
+        if not rows:
+            break
         vectors = store.embedder.embed([r["value"] for r in rows])
-        with conn.write():
-            store._index.put([(int(r["id"]), r["scope"], r["slot"]) for r in rows], vectors)
+        with backend.transaction():
+            backend.put_vectors([(int(r["id"]), r["scope"], r["slot"]) for r in rows], vectors)
+        done += len(rows)
         if progress:
-            progress(min(start + batch_size, total), total)
-    return total
+            progress(min(done, total), total)
+    return done

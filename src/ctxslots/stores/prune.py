@@ -26,7 +26,7 @@ import attrs
 
 from ..errors import FactNotFoundError, InvalidFactError
 from ..model import Fact
-from ._legs import COLUMNS
+from .backend import FactFilter, Row
 
 if TYPE_CHECKING:
     from .fact_store import FactStore
@@ -202,20 +202,15 @@ def _protected(row: Mapping[str, Any], now: float, policy: PrunePolicy) -> bool:
 
 
 def used_bytes(store: FactStore) -> int:
-    """The bytes of the database file that hold data (pages not on the free list)."""
-    conn = store._conn
-    pages = int(conn.scalar("PRAGMA page_count")) - int(conn.scalar("PRAGMA freelist_count"))
-    return pages * int(conn.scalar("PRAGMA page_size"))
+    """The bytes of the store that hold data."""
+    return store.backend.used_bytes()
 
 
 def _candidates(
-    store: FactStore, now: float, policy: PrunePolicy, where: str, params: tuple[Any, ...]
-) -> tuple[list[tuple[float, dict[str, Any]]], int]:
-    """Unprotected live facts matching ``where``, lowest retention first, and the protected count."""
-    rows = store._conn.rows(
-        f"SELECT {COLUMNS} FROM facts WHERE (expires_at IS NULL OR expires_at > ?) AND {where}",
-        (now, *params),
-    )
+    store: FactStore, now: float, policy: PrunePolicy, flt: FactFilter
+) -> tuple[list[tuple[float, Row]], int]:
+    """Unprotected live facts passing ``flt``, lowest retention first, and the protected count."""
+    rows = list(store.backend.select(flt))
     free = [(retention(r, now, policy), r) for r in rows if not _protected(r, now, policy)]
     free.sort(key=lambda item: (item[0], item[1]["updated_at"], item[1]["id"]))
     return free, len(rows) - len(free)
@@ -224,31 +219,26 @@ def _candidates(
 def plan_prune(store: FactStore, policy: PrunePolicy, now: float | None = None) -> PruneReport:
     """Decide what :func:`prune` would move, without writing anything."""
     now = store.clock() if now is None else now
-    counts = store._conn.rows(
-        "SELECT slot, scope, count(*) AS n FROM facts WHERE expires_at IS NULL OR expires_at > ? "
-        "GROUP BY slot, scope ORDER BY slot, scope",
-        (now,),
-    )
     moved: dict[int, PrunedFact] = {}
     over: list[CapStatus] = []
-    for row in counts:
-        cap = policy.cap(row["slot"])
-        if cap is None or row["n"] <= cap:
+    for slot, stored_scope, facts, expired in store.backend.group_counts(live_at=now):
+        n = facts - expired
+        cap = policy.cap(slot)
+        if cap is None or n <= cap:
             continue
         target = math.floor(cap * (1.0 - min(policy.headroom, 1.0)))
-        free, protected = _candidates(store, now, policy, "slot = ? AND scope = ?",
-                                      (row["slot"], row["scope"]))
-        scope = row["scope"] or None
-        reason = f"pruned: over the {row['slot']} cap of {cap}" + (f" in scope {scope!r}" if scope else "")
-        chosen = free[: max(0, row["n"] - target)]
+        free, protected = _candidates(store, now, policy, FactFilter(
+            scopes=(stored_scope,), slots=(slot,), live_at=now))
+        scope = stored_scope or None
+        reason = f"pruned: over the {slot} cap of {cap}" + (f" in scope {scope!r}" if scope else "")
+        chosen = free[: max(0, n - target)]
         for value, fact_row in chosen:
             moved[fact_row["id"]] = PrunedFact(Fact.from_row(fact_row), value, reason)
-        over.append(CapStatus(row["slot"], scope, int(row["n"]), cap, protected,
-                              int(row["n"]) - len(chosen)))
+        over.append(CapStatus(slot, scope, n, cap, protected, n - len(chosen)))
     size = used_bytes(store)
     over_size = policy.max_bytes is not None and size > policy.max_bytes
     if over_size:
-        free, _ = _candidates(store, now, policy, "1", ())
+        free, _ = _candidates(store, now, policy, FactFilter(live_at=now))
         free = [item for item in free if item[1]["id"] not in moved]
         reason = f"pruned: store over its size cap of {policy.max_bytes} bytes"
         for value, fact_row in free[: math.ceil(len(free) * policy.size_share)]:

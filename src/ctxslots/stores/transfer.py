@@ -12,10 +12,9 @@ for the duplicate rule).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -30,14 +29,12 @@ from ._jsonl_import import (
     write_facts,
 )
 from ._jsonl_records import header, record_from_row
-from ._legs import COLUMNS
 from ._markdown_memory import parse_markdown, render_bullet, render_file, scope_dirname
-from ._reads import slot_clause
 from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
 from ._validate import BUILTIN_SLOTS
+from .backend import FactFilter, Row
 
 if TYPE_CHECKING:
-    from ._sqlite import Connection
     from .fact_store import FactStore
 
 __all__ = [
@@ -63,30 +60,12 @@ def _line(data: dict[str, Any]) -> str:
 # -- reading the store -------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _snapshot(conn: Connection) -> Iterator[None]:
-    """Run the reads of one export against one state of the file."""
-    with conn._lock:
-        if conn.in_transaction:
-            yield
-            return
-        conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            conn.execute("COMMIT")
-
-
-def _where(store: FactStore, slots: Sequence[str] | None, scope: str | None) -> tuple[str, list[Any]]:
-    clauses, params = ["1"], []
+def _filter(store: FactStore, slots: Sequence[str] | None, scope: str | None) -> FactFilter:
+    checked = None
     if slots is not None:
-        clause, checked = slot_clause(store.limits, slots)
-        clauses.append(clause)
-        params.extend(checked)
-    if scope is not None:
-        clauses.append("scope = ?")
-        params.append(store.limits.scope(scope))
-    return " AND ".join(clauses), params
+        checked = store.filter(slots, None, live=False).slots
+    return FactFilter(scopes=None if scope is None else (store.limits.scope(scope),),
+                      slots=checked)
 
 
 def export_jsonl(
@@ -108,22 +87,22 @@ def export_jsonl(
     :param include_history: Give each fact its earlier values (``"history"``).
     :raises InvalidFactError: A slot or scope name is malformed.
     """
-    where, params = _where(store, slots, scope)
-    conn = store._conn
-    with _snapshot(conn):
-        rows = [(r, False) for r in conn.rows(f"SELECT {COLUMNS} FROM facts WHERE {where}", params)]
+    flt = _filter(store, slots, scope)
+    backend = store.backend
+    with backend.snapshot():
+        rows: list[tuple[Row, bool]] = [(r, False) for r in backend.select(flt)]
         if include_archive:
-            rows += [(r, True) for r in conn.rows(
-                f"SELECT {COLUMNS}, archived_at, reason FROM archive WHERE {where}", params)]
+            rows += [(r, True) for r in backend.select(flt, archived=True)]
         history: dict[int, list[dict[str, Any]]] = {}
         if include_history:
-            for h in conn.rows("SELECT * FROM fact_history ORDER BY fact_id, valid_to, id"):
-                history.setdefault(int(h["fact_id"]), []).append(h)
+            for h in backend.all_history():
+                history.setdefault(h.fact_id, []).append(attrs.asdict(h))
         exported = {int(r["id"]) for r, _ in rows}
         links: dict[int, list[dict[str, Any]]] = {}
-        for k in conn.rows("SELECT a, b, strength, updated_at FROM fact_links ORDER BY a, b"):
-            if k["a"] in exported and k["b"] in exported:
-                links.setdefault(int(k["a"]), []).append(k)
+        for a, b, strength, updated_at in backend.all_links():
+            if a in exported and b in exported:
+                links.setdefault(a, []).append(
+                    {"a": a, "b": b, "strength": strength, "updated_at": updated_at})
     rows.sort(key=lambda item: (int(item[0]["id"]), item[1]))
     fp.write(_line(header(store.clock())))
     for row, archived in rows:
@@ -179,10 +158,7 @@ def render_markdown(
     Slots in the order user, project, agent, then by name; global facts before
     scoped ones; facts by id. ``scope=None`` means every scope.
     """
-    where, params = _where(store, slots, scope)
-    rows = store._conn.rows(
-        f"SELECT {COLUMNS} FROM facts WHERE {where} AND (expires_at IS NULL OR expires_at > ?) "
-        "ORDER BY id", [*params, store.clock()])
+    rows = store.backend.select(attrs.evolve(_filter(store, slots, scope), live_at=store.clock()))
     groups: dict[tuple[str, str | None], list[str]] = {}
     for row in rows:
         tags = [t for t in (row["tags"] or "").split("\n") if t]
@@ -283,7 +259,7 @@ def import_markdown(
         for key, bullet in facts:
             row = {"slot": slot, "scope": store.limits.scope(scope), "key": key,
                    "value": bullet.value}
-            if existing_id(store._conn, "facts", row) is not None:
+            if existing_id(store.backend, row) is not None:
                 skipped += 1
                 continue
             opts: dict[str, Any] = {"scope": scope, "tags": bullet.tags, "source": source}

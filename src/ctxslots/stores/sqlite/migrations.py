@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 if TYPE_CHECKING:
-    # Only a type: _sqlite imports this module to migrate a store it opens.
-    from ._sqlite import Connection
+    # Only a type: _connection imports this module to migrate a store it opens.
+    from ._connection import Connection
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
 
@@ -44,30 +44,70 @@ _FACT_COLUMNS = """
 """
 
 
-def _fts_with_triggers(table: str) -> str:
-    """FTS5 external-content index over key, value and tags of ``table``."""
+def fts_objects(table: str) -> list[tuple[str, str, str]]:
+    """``(kind, name, sql)`` of the FTS5 index over key, value and tags of
+    ``table`` and the triggers that keep it in step."""
     fts = f"{table}_fts"
-    return f"""
-    CREATE VIRTUAL TABLE {fts} USING fts5(
+    return [
+        ("table", fts, f"""CREATE VIRTUAL TABLE {fts} USING fts5(
         key, value, tags,
         content='{table}', content_rowid='id', tokenize='{FTS_TOKENIZE}'
-    );
-    CREATE TRIGGER {table}_ai AFTER INSERT ON {table} BEGIN
+    )"""),
+        ("trigger", f"{table}_ai", f"""CREATE TRIGGER {table}_ai AFTER INSERT ON {table} BEGIN
         INSERT INTO {fts}(rowid, key, value, tags)
         VALUES (new.id, new.key, new.value, new.tags);
-    END;
-    CREATE TRIGGER {table}_ad AFTER DELETE ON {table} BEGIN
+    END"""),
+        ("trigger", f"{table}_ad", f"""CREATE TRIGGER {table}_ad AFTER DELETE ON {table} BEGIN
         INSERT INTO {fts}({fts}, rowid, key, value, tags)
         VALUES ('delete', old.id, old.key, old.value, old.tags);
-    END;
-    -- Only indexed columns: access tracking and scores must not rewrite the index.
-    CREATE TRIGGER {table}_au AFTER UPDATE OF key, value, tags ON {table} BEGIN
+    END"""),
+        # Only indexed columns: access tracking and scores must not rewrite the index.
+        ("trigger", f"{table}_au", f"""CREATE TRIGGER {table}_au AFTER UPDATE OF key, value, tags ON {table} BEGIN
         INSERT INTO {fts}({fts}, rowid, key, value, tags)
         VALUES ('delete', old.id, old.key, old.value, old.tags);
         INSERT INTO {fts}(rowid, key, value, tags)
         VALUES (new.id, new.key, new.value, new.tags);
-    END;
-    """
+    END"""),
+    ]
+
+
+def _fts_with_triggers(table: str) -> str:
+    return "".join(f"{sql};\n" for _, _, sql in fts_objects(table))
+
+
+#: The triggers that log changed facts for in-memory copies (``m006_fact_log``).
+LOG_TRIGGERS: list[tuple[str, str, str]] = [
+    ("trigger", "facts_log_ai", """CREATE TRIGGER facts_log_ai AFTER INSERT ON facts BEGIN
+            INSERT INTO fact_log (fact_id) VALUES (new.id);
+        END"""),
+    ("trigger", "facts_log_ad", """CREATE TRIGGER facts_log_ad AFTER DELETE ON facts BEGIN
+            INSERT INTO fact_log (fact_id) VALUES (old.id);
+        END"""),
+    ("trigger", "facts_log_au", """CREATE TRIGGER facts_log_au AFTER UPDATE OF slot, scope, key, value, tags, expires_at,
+                superseded_by ON facts BEGIN
+            INSERT INTO fact_log (fact_id) VALUES (new.id);
+        END"""),
+]
+
+#: The indexes of the current schema, each ``(kind, name, sql)``.
+INDEXES: list[tuple[str, str, str]] = [
+    ("index", "facts_slot_scope_key",
+     "CREATE UNIQUE INDEX facts_slot_scope_key ON facts(slot, scope, key) WHERE key IS NOT NULL"),
+    ("index", "facts_slot_scope", "CREATE INDEX facts_slot_scope ON facts(slot, scope)"),
+    ("index", "fact_history_fact", "CREATE INDEX fact_history_fact ON fact_history(fact_id)"),
+    ("index", "facts_superseded_by", "CREATE INDEX facts_superseded_by ON facts(superseded_by) "
+     "WHERE superseded_by IS NOT NULL"),
+    ("index", "facts_created_at", "CREATE INDEX facts_created_at ON facts(created_at)"),
+    ("index", "fact_links_b", "CREATE INDEX fact_links_b ON fact_links(b)"),
+    ("index", "facts_observed_at", "CREATE INDEX facts_observed_at ON facts(observed_at, id)"),
+    ("index", "vectors_scope_slot", "CREATE INDEX vectors_scope_slot ON vectors(scope, slot)"),
+]
+
+
+def derived_objects() -> list[tuple[str, str, str]]:
+    """Every object derived from the facts that ``rebuild`` can recreate:
+    the FTS5 tables, their triggers, the log triggers and the indexes."""
+    return [*fts_objects("facts"), *fts_objects("archive"), *LOG_TRIGGERS, *INDEXES]
 
 
 def m001_facts(conn: Connection) -> None:
@@ -186,24 +226,63 @@ def m006_fact_log(conn: Connection) -> None:
             seq INTEGER PRIMARY KEY AUTOINCREMENT,
             fact_id INTEGER NOT NULL
         );
-        CREATE TRIGGER facts_log_ai AFTER INSERT ON facts BEGIN
-            INSERT INTO fact_log (fact_id) VALUES (new.id);
-        END;
-        CREATE TRIGGER facts_log_ad AFTER DELETE ON facts BEGIN
-            INSERT INTO fact_log (fact_id) VALUES (old.id);
-        END;
-        CREATE TRIGGER facts_log_au AFTER UPDATE OF slot, scope, key, value, tags, expires_at,
-                superseded_by ON facts BEGIN
-            INSERT INTO fact_log (fact_id) VALUES (new.id);
-        END;
         """
     )
+    for _, _, sql in LOG_TRIGGERS:
+        conn.execute(sql)
+
+
+def m007_observed_at(conn: Connection) -> None:
+    """When a memory was said or observed, apart from when it was written.
+
+    Existing facts were observed when they were written.
+    """
+    conn.execute(
+        """
+        ALTER TABLE facts ADD COLUMN observed_at REAL;
+        ALTER TABLE archive ADD COLUMN observed_at REAL;
+        UPDATE facts SET observed_at = created_at;
+        UPDATE archive SET observed_at = created_at;
+        CREATE INDEX facts_observed_at ON facts(observed_at, id);
+        """
+    )
+
+
+def m008_vector_table(conn: Connection) -> None:
+    """Vectors in an ordinary table, indexed by scope and slot.
+
+    The ``vec0`` table this replaces was partitioned by scope, and a ``vec0``
+    partition allocates a whole chunk (about 1.6 MB at 384 dimensions) however
+    few rows it holds, so every scope cost that much. A plain table costs what
+    its rows cost; a search reads its scopes' rows through the index and
+    measures them with sqlite-vec's distance function. Vectors already stored
+    are kept.
+    """
+    conn.execute(
+        """
+        CREATE TABLE vectors (
+            fact_id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            slot TEXT NOT NULL,
+            embedding BLOB NOT NULL
+        );
+        CREATE INDEX vectors_scope_slot ON vectors(scope, slot);
+        """
+    )
+    if conn.scalar("SELECT 1 FROM sqlite_master WHERE name = 'fact_vectors'") is not None:
+        if conn.vec_version is None:
+            raise StoreError(
+                f"{conn.path} holds a vec0 vector table; open it with sqlite-vec loaded to "
+                "migrate it", path=conn.path)
+        conn.execute("INSERT INTO vectors (fact_id, scope, slot, embedding) "
+                     "SELECT fact_id, scope, slot, embedding FROM fact_vectors")
+        conn.execute("DROP TABLE fact_vectors")
 
 
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links,
-    m006_fact_log)
+    m006_fact_log, m007_observed_at, m008_vector_table)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -30,9 +30,9 @@ import attrs
 import numpy as np
 
 from ._loader import row_chunks
-from ._sqlite import Connection
+from ._connection import Connection
 from .migrations import FTS_TOKENIZE
-from .vectors import log_bounds
+from ._vectors import log_bounds
 
 __all__ = ["LexicalCache", "build_lexical_cache", "trim_fact_log"]
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 import apsw
 import sqlite_vec  # type: ignore[import-untyped]
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 __all__ = ["Connection", "open_connection", "sqlite_version"]
 
@@ -145,12 +145,29 @@ def _until_not_busy(action: Callable[[], T], deadline: float) -> T:
             delay = min(2 * delay, 0.2)
 
 
+def _create_private(path: str) -> None:
+    """Create a missing store file and directory readable by their owner only.
+
+    Memory holds personal data. SQLite gives the ``-wal`` and ``-shm`` files
+    the permissions of the database file, so they follow.
+    """
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        if not os.path.isdir(parent):
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        if not os.path.exists(path):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError as exc:
+        raise StoreError(f"cannot create {path}: {exc}", path=path) from exc
+
+
 def open_connection(
     path: str | os.PathLike[str],
     *,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
     load_vec: bool = True,
     migrate: bool = True,
+    create: bool = True,
 ) -> Connection:
     """Open (creating if needed) a store database and bring its schema up to date.
 
@@ -161,6 +178,8 @@ def open_connection(
     :param busy_timeout: Seconds to wait for another writer's lock.
     :param load_vec: Load the sqlite-vec extension (needed for the vector leg).
     :param migrate: Apply pending schema migrations.
+    :param create: Create the file (and its directory) when missing; when
+        false, a missing file is a :class:`StoreError` and nothing is created.
     :raises StoreError: The file cannot be opened, is not a database, or its
         schema is newer than this version of ctxslots understands.
     """
@@ -168,13 +187,14 @@ def open_connection(
 
     path_text = os.fspath(path)
     if path_text != ":memory:":
-        parent = os.path.dirname(os.path.abspath(path_text))
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create directory {parent}: {exc}", path=path_text) from exc
+        if not create and not os.path.exists(path_text):
+            raise StoreError(
+                f"no store at {path_text}: write a fact first (`ctxslots --db {path_text} "
+                "remember ...`) or pass the path of an existing store", path=path_text)
+        _create_private(path_text)
+    flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
     try:
-        raw = apsw.Connection(path_text)
+        raw = apsw.Connection(path_text, flags=flags)
     except apsw.Error as exc:
         raise StoreError(f"cannot open {path_text}: {exc}", path=path_text) from exc
     conn = Connection(raw, path_text)

@@ -16,8 +16,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from ..errors import StoreError
-from ._sqlite import Connection, open_connection
+from ...errors import StoreError
+from ._connection import Connection, open_connection
 
 __all__ = ["BackgroundLoader", "CacheSlot", "row_chunks"]
 

@@ -1,13 +1,13 @@
-"""The vector leg: a sqlite-vec ``vec0`` index of fact embeddings.
+"""The vector leg of the SQLite engine: fact embeddings in the ``vectors`` table.
 
-The index lives in the same file as the facts, in ``fact_vectors`` (cosine
-distance, partitioned by scope so a KNN reads only the scopes a search may
-see, with the slot as a metadata column). Its dimension is fixed when the
-first embedder is bound; ``store_meta`` records which embedder (model id and
-dimension) built it. Opening the store with another embedder leaves the index
-*stale*: the vector leg is skipped until ``reindex`` rebuilds it.
+Each row holds a fact's float32 embedding with its scope and slot; an index on
+``(scope, slot)`` lets a KNN read only the rows a search may see, so a search
+in a small scope costs what that scope holds, however many other scopes the
+file has, and no scope costs anything before it has rows. Distances come from
+sqlite-vec's ``vec_distance_cosine`` (exact). ``store_meta`` records which
+embedder (model id and dimension) built the vectors.
 
-``vec0`` is an exact scan. For speed, searches use :class:`VectorCache`, an
+For speed, long-running searches use :class:`VectorCache`, an
 in-memory copy of the vectors, one block per scope and slot (scanned by
 :mod:`._scan`), kept consistent with the file
 through ``vector_log``: every vector write or delete appends to it in the same
@@ -26,49 +26,26 @@ import numpy as np
 
 from ._loader import row_chunks
 from ._scan import top_k
-from ._sqlite import Connection
+from ._connection import Connection
 
-__all__ = ["IndexState", "VectorCache", "VectorIndex"]
+__all__ = ["VectorCache", "get_meta", "log_bounds", "set_meta", "vector_cache_builder"]
 
-TABLE = "fact_vectors"
-_META_MODEL = "embedder.model_id"
-_META_DIM = "embedder.dimension"
-_META_GENERATION = "vectors.generation"
+TABLE = "vectors"
+META_MODEL = "embedder.model_id"
+META_DIM = "embedder.dimension"
+META_GENERATION = "vectors.generation"
 #: The log keeps this many entries; a cache further behind reloads in full.
 _LOG_KEEP = 50_000
 
 
-@attrs.frozen
-class IndexState:
-    """What the vector index holds compared with the embedder in use.
-
-    Attributes:
-        model_id: The embedder that built the index, or ``None`` if none yet.
-        dimension: Its dimension, or ``None``.
-        current_model_id: The embedder the store was opened with.
-        current_dimension: Its dimension.
-        stale: The index was built by another embedder (or dimension).
-        vectors: How many vectors the index holds.
-        missing: Live facts without a vector.
-        orphans: Vectors whose fact is gone.
-    """
-
-    model_id: str | None
-    dimension: int | None
-    current_model_id: str
-    current_dimension: int
-    stale: bool
-    vectors: int
-    missing: int
-    orphans: int
-
-
-def _meta(conn: Connection, name: str) -> str | None:
+def get_meta(conn: Connection, name: str) -> str | None:
+    """A value of ``store_meta``, or ``None``."""
     value = conn.scalar("SELECT value FROM store_meta WHERE name = ?", (name,))
     return None if value is None else str(value)
 
 
-def _set_meta(conn: Connection, name: str, value: str) -> None:
+def set_meta(conn: Connection, name: str, value: str) -> None:
+    """Write a value of ``store_meta`` (inside a write)."""
     conn.execute(
         "INSERT INTO store_meta (name, value) VALUES (?, ?) "
         "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
@@ -82,133 +59,6 @@ def log_bounds(conn: Connection, table: str = "vector_log") -> tuple[int | None,
     # index in O(log n), but scans the whole table for both in one SELECT.
     return (conn.scalar(f"SELECT min(seq) FROM {table}"),
             conn.scalar(f"SELECT max(seq) FROM {table}"))
-
-
-def _table_exists(conn: Connection) -> bool:
-    return conn.scalar("SELECT 1 FROM sqlite_master WHERE name = ?", (TABLE,)) is not None
-
-
-@attrs.define
-class VectorIndex:
-    """Reads and writes the ``vec0`` index for one embedder.
-
-    Attributes:
-        conn: The store's connection.
-        model_id: The embedder's model id.
-        dimension: The embedder's dimension.
-    """
-
-    conn: Connection
-    model_id: str
-    dimension: int
-
-    def bind(self) -> bool:
-        """Create the index for this embedder if there is none; return whether it is usable."""
-        with self.conn.write():
-            if _meta(self.conn, _META_MODEL) is None:
-                self._create()
-        return not self.stale
-
-    @property
-    def stale(self) -> bool:
-        """Whether the index was built by another embedder or dimension."""
-        return (_meta(self.conn, _META_MODEL), _meta(self.conn, _META_DIM)) != (
-            self.model_id,
-            str(self.dimension),
-        )
-
-    def _create(self) -> None:
-        self.conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        self.conn.execute(
-            f"CREATE VIRTUAL TABLE {TABLE} USING vec0("
-            "fact_id INTEGER PRIMARY KEY, scope TEXT PARTITION KEY, slot TEXT, "
-            f"embedding float[{self.dimension}] distance_metric=cosine)"
-        )
-        self.conn.execute("DELETE FROM vector_log")
-        _set_meta(self.conn, _META_MODEL, self.model_id)
-        _set_meta(self.conn, _META_DIM, str(self.dimension))
-        generation = int(_meta(self.conn, _META_GENERATION) or 0) + 1
-        _set_meta(self.conn, _META_GENERATION, str(generation))
-
-    def rebuild(self) -> None:
-        """Drop the index and create it empty for this embedder (inside a write)."""
-        self._create()
-
-    def put(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
-        """Write vectors for ``(fact_id, scope, slot)`` rows (inside a write)."""
-        if not rows:
-            return
-        ids = [r[0] for r in rows]
-        self._delete_rows(ids)
-        self.conn.executemany(
-            f"INSERT INTO {TABLE} (fact_id, scope, slot, embedding) VALUES (?, ?, ?, ?)",
-            [(fid, scope, slot, vectors[i].astype(np.float32).tobytes())
-             for i, (fid, scope, slot) in enumerate(rows)],
-        )
-        self.conn.executemany("INSERT INTO vector_log (fact_id, op) VALUES (?, 'put')",
-                              [(fid,) for fid in ids])
-        self._trim_log()
-
-    def delete(self, ids: Sequence[int]) -> None:
-        """Remove the vectors of these facts (inside a write)."""
-        if not ids or not _table_exists(self.conn):
-            return
-        self._delete_rows(ids)
-        self.conn.executemany("INSERT INTO vector_log (fact_id, op) VALUES (?, 'del')",
-                              [(fid,) for fid in ids])
-
-    def _delete_rows(self, ids: Sequence[int]) -> None:
-        self.conn.executemany(f"DELETE FROM {TABLE} WHERE fact_id = ?", [(i,) for i in ids])
-
-    def _trim_log(self) -> None:
-        low, high = log_bounds(self.conn)
-        if high is not None and low is not None and high - low > 2 * _LOG_KEEP:
-            self.conn.execute("DELETE FROM vector_log WHERE seq <= ?", (high - _LOG_KEEP,))
-
-    def knn(
-        self, query: np.ndarray, scopes: Sequence[str], slots: Sequence[str] | None, k: int
-    ) -> list[tuple[int, float]]:
-        """Exact KNN through ``vec0``: ``(fact_id, cosine)`` best first."""
-        found: list[tuple[int, float]] = []
-        blob = query.astype(np.float32).tobytes()
-        slot_clause = ""
-        params: list[Any] = []
-        if slots is not None:
-            slot_clause = f" AND slot IN ({','.join('?' * len(slots))})"
-            params = list(slots)
-        for scope in scopes:
-            rows = self.conn.execute(
-                f"SELECT fact_id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ? "
-                f"AND scope = ?{slot_clause}",
-                (blob, k, scope, *params),
-            ).fetchall()
-            found.extend((int(fid), 1.0 - float(dist)) for fid, dist in rows)
-        found.sort(key=lambda item: (-item[1], item[0]))
-        return found[:k]
-
-    def state(self) -> IndexState:
-        """Compare the index with the embedder and the facts table."""
-        exists = _table_exists(self.conn)
-        vectors = int(self.conn.scalar(f"SELECT count(*) FROM {TABLE}")) if exists else 0
-        if exists:
-            missing = int(self.conn.scalar(
-                f"SELECT count(*) FROM facts WHERE id NOT IN (SELECT fact_id FROM {TABLE})"))
-            orphans = int(self.conn.scalar(
-                f"SELECT count(*) FROM {TABLE} WHERE fact_id NOT IN (SELECT id FROM facts)"))
-        else:
-            missing = int(self.conn.scalar("SELECT count(*) FROM facts"))
-            orphans = 0
-        dim = _meta(self.conn, _META_DIM)
-        return IndexState(
-            model_id=_meta(self.conn, _META_MODEL),
-            dimension=int(dim) if dim else None,
-            current_model_id=self.model_id,
-            current_dimension=self.dimension,
-            stale=self.stale,
-            vectors=vectors,
-            missing=missing,
-            orphans=orphans,
-        )
 
 
 @attrs.define
@@ -283,7 +133,7 @@ class VectorCache:
             small chunks of a full reload, which also let other threads run
             between them; when it returns true the reload stops half done.
         """
-        generation = _meta(conn, _META_GENERATION)
+        generation = get_meta(conn, META_GENERATION)
         low, high = log_bounds(conn)
         high = int(high or 0)
         if generation != self._generation or (low is not None and self._seq < int(low) - 1):
@@ -313,12 +163,11 @@ class VectorCache:
                 cancelled: Callable[[], bool] | None) -> None:
         self._blocks.clear()
         self._where.clear()
-        if _table_exists(conn):
-            rows = conn.execute(f"SELECT fact_id, scope, slot, embedding FROM {TABLE}")
-            for chunk in row_chunks(rows, cancelled, background_size=50):
-                self._add_rows(chunk)
-            if cancelled is not None and cancelled():
-                return
+        rows = conn.execute(f"SELECT fact_id, scope, slot, embedding FROM {TABLE}")
+        for chunk in row_chunks(rows, cancelled, background_size=50):
+            self._add_rows(chunk)
+        if cancelled is not None and cancelled():
+            return
         self._generation = generation
         self._seq = high
 

@@ -14,7 +14,7 @@ import time
 import apsw
 import attrs
 
-from ._sqlite import Connection
+from ._connection import Connection
 
 __all__ = ["CommonTerms"]
 

@@ -1,0 +1,212 @@
+"""The writing half of FactStore: validated rows, history, vectors at commit, access counts."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from ..errors import FactNotFoundError, InvalidFactError
+from ..model import Fact, Hit, from_timestamp
+from ._validate import Limits
+from .backend import Backend, HistoryEntry, Row
+
+__all__ = ["Writer", "check_id"]
+
+_MAX_ID = 2**63 - 1
+
+#: ``fact_id -> (scope, slot, value)`` of the facts a transaction wrote.
+Pending = dict[int, tuple[str, str, str]]
+
+
+def check_id(fact_id: object) -> int:
+    """Return ``fact_id`` if it is a 64-bit integer (not a bool); raise InvalidFactError otherwise."""
+    if isinstance(fact_id, bool) or not isinstance(fact_id, int):
+        raise InvalidFactError(f"fact id must be an integer, not {fact_id!r}", field="id", value=fact_id)
+    if not -_MAX_ID - 1 <= fact_id <= _MAX_ID:
+        raise InvalidFactError(f"fact id {fact_id} is out of range (at most {_MAX_ID})",
+                               field="id", value=fact_id)
+    return fact_id
+
+
+@attrs.define
+class Writer:
+    """Writes facts through a backend; one per :class:`~ctxslots.FactStore`.
+
+    Attributes:
+        backend: The engine.
+        limits: The checks every field passes.
+        clock: The store's clock.
+        embed_pending: Called with the facts a transaction wrote, inside it,
+            before it commits (the store embeds and writes their vectors).
+    """
+
+    backend: Backend
+    limits: Limits
+    clock: Callable[[], float]
+    embed_pending: Callable[[Pending], None]
+    _pending: Pending | None = None
+    _written: int = 0
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """A write transaction; the vectors of what it wrote are stored before it commits."""
+        outer = self._pending is None
+        if outer:
+            self._pending = {}
+            self._written = 0
+        try:
+            with self.backend.transaction():
+                yield
+                if outer and self._pending:
+                    self.embed_pending(self._pending)
+        finally:
+            if outer:
+                self._pending = None
+
+    def queue_vector(self, fact_id: int, row: Row) -> None:
+        """Embed ``row``'s value for ``fact_id`` when the current transaction commits."""
+        if self._pending is not None:
+            self._pending[fact_id] = (row["scope"], row["slot"], row["value"])
+
+    def count_write(self) -> None:
+        """Count one fact written in the current transaction against ``limits.max_batch``."""
+        self._written += 1
+        if self._written > self.limits.max_batch:
+            raise InvalidFactError(
+                f"a batch may write at most {self.limits.max_batch} facts; split it into smaller "
+                "batches (nothing from this batch was written)",
+                field="batch", value=self._written,
+            )
+
+    def validated(self, slot: Any, value: Any, scope: Any, tags: Any, confidence: Any,
+                  source: Any, expires_at: Any) -> dict[str, Any]:
+        """The checked fields of a fact (``InvalidFactError`` on the first bad one)."""
+        lim = self.limits
+        return {
+            "slot": lim.slot(slot),
+            "scope": lim.scope(scope),
+            "value": lim.value(value),
+            "tags": lim.tags(tags),
+            "confidence": lim.confidence(confidence),
+            "source": lim.source(source),
+            "expires_at": lim.expires_at(expires_at),
+        }
+
+    def _observed(self, observed_at: Any, now: float) -> float:
+        return now if observed_at is None else self.limits.moment(observed_at, "observed_at")
+
+    def upsert(self, slot: str, key: str, value: str, *, scope: str | None, tags: Iterable[str],
+               confidence: float, source: str | None, expires_at: Any, observed_at: Any) -> Fact:
+        """Insert a keyed fact, or replace the value of the one with the same key."""
+        row = self.validated(slot, value, scope, tags, confidence, source, expires_at)
+        key = self.limits.key(key)
+        now = self.clock()
+        row["observed_at"] = self._observed(observed_at, now)
+        with self.writing():
+            old = self.backend.get_by_key(row["slot"], row["scope"], key)
+            if old is None:
+                return self.insert(row, key, now)
+            return self.rewrite(old, row, now)
+
+    def add(self, slot: str, value: str, *, scope: str | None, tags: Iterable[str],
+            confidence: float, source: str | None, expires_at: Any, observed_at: Any) -> Fact:
+        """Insert a free memory; an identical live one in the same slot and scope is returned instead."""
+        row = self.validated(slot, value, scope, tags, confidence, source, expires_at)
+        now = self.clock()
+        row["observed_at"] = self._observed(observed_at, now)
+        with self.writing():
+            same = self.backend.find_same(row["slot"], row["scope"], None, row["value"],
+                                          live_at=now)
+            if same is not None:
+                existing = self.backend.get(same)
+                assert existing is not None
+                return Fact.from_row(existing)
+            return self.insert(row, None, now)
+
+    def update(self, fact_id: int, *, value: str | None, tags: Iterable[str] | None,
+               confidence: float | None, source: str | None) -> Fact:
+        """Change some fields of a live fact by id."""
+        fact_id = check_id(fact_id)
+        now = self.clock()
+        with self.writing():
+            prev = self.backend.get(fact_id, live_at=now)
+            if prev is None:
+                raise FactNotFoundError(fact_id)
+            row = self.validated(
+                prev["slot"], prev["value"] if value is None else value, prev["scope"] or None,
+                [t for t in (prev["tags"] or "").split("\n") if t] if tags is None else tags,
+                prev["confidence"] if confidence is None else confidence,
+                prev["source"] if source is None else source, prev["expires_at"],
+            )
+            row["observed_at"] = prev["observed_at"]  # an edit, not a new observation
+            return self.rewrite(prev, row, now)
+
+    def insert(self, row: dict[str, Any], key: str | None, now: float) -> Fact:
+        """Insert a new live fact (inside :meth:`writing`)."""
+        self.count_write()
+        full = {**row, "key": key, "score": 0.0, "created_at": now, "updated_at": now,
+                "observed_at": row.get("observed_at", now), "last_accessed": None,
+                "access_count": 0, "superseded_by": None}
+        fact_id = self.backend.insert(full)
+        self.queue_vector(fact_id, full)
+        return self.fetch(fact_id)
+
+    def rewrite(self, prev: Row, row: dict[str, Any], now: float) -> Fact:
+        """Replace a stored fact's fields, keeping the old value in history."""
+        self.count_write()
+        changed = prev["value"] != row["value"]
+        if changed or prev["tags"] != row["tags"]:
+            self.backend.add_history([HistoryEntry(
+                fact_id=int(prev["id"]), slot=prev["slot"], scope=prev["scope"], key=prev["key"],
+                value=prev["value"], tags=prev["tags"], source=prev["source"],
+                confidence=float(prev["confidence"]), valid_from=float(prev["updated_at"]),
+                valid_to=now)])
+        fields = {"value": row["value"], "tags": row["tags"], "source": row["source"],
+                  "confidence": row["confidence"], "updated_at": now,
+                  "expires_at": row["expires_at"],
+                  "observed_at": row.get("observed_at", prev["observed_at"])}
+        if changed:  # a new value is no longer the near-duplicate it was marked as
+            fields["superseded_by"] = None
+        self.backend.update(int(prev["id"]), fields)
+        if changed:
+            self.queue_vector(int(prev["id"]), row)
+        return self.fetch(int(prev["id"]))
+
+    def forget(self, fact_id: int, *, reason: str | None) -> Fact:
+        """Move a fact to the archive."""
+        fact_id = check_id(fact_id)
+        with self.writing():
+            self.count_write()
+            row = self.backend.archive(fact_id, archived_at=self.clock(), reason=reason)
+            if row is None:
+                raise FactNotFoundError(fact_id)
+            if self._pending:
+                self._pending.pop(fact_id, None)
+        return Fact.from_row(row, archived=True)
+
+    def fetch(self, fact_id: int) -> Fact:
+        """The fact as stored now."""
+        row = self.backend.get(fact_id)
+        if row is None:
+            raise FactNotFoundError(fact_id)
+        return Fact.from_row(row)
+
+    def touch(self, fact_ids: list[int], now: float) -> int:
+        """Count an access of each fact in its own short transaction."""
+        with self.backend.transaction():
+            return self.backend.touch(fact_ids, now)
+
+    def track_access(self, hits: list[Hit], now: float) -> list[Hit]:
+        """Count the live hits as shown to a model, and show it in the returned facts."""
+        live_ids = [h.fact.id for h in hits if not h.fact.archived]
+        if not live_ids:
+            return hits
+        self.touch(live_ids, now)
+        when = from_timestamp(now)
+        return [h if h.fact.archived else attrs.evolve(
+                    h, fact=attrs.evolve(h.fact, access_count=h.fact.access_count + 1,
+                                         last_accessed=when))
+                for h in hits]
