@@ -6,6 +6,8 @@ anything else is the path of a SQLite file.
 
 from __future__ import annotations
 
+import importlib
+
 from .backend import Backend
 
 __all__ = ["is_url", "open_backend"]
@@ -26,9 +28,9 @@ def open_backend(location: str, *, create: bool = True, lexical_cache: bool = Fa
         false, unreachable, not a store, or a schema this version cannot read).
     """
     if is_url(location):
-        from .postgres import PostgresBackend  # type: ignore[import-not-found, unused-ignore]
-
-        backend: Backend = PostgresBackend(location, create=create)
+        # The PostgreSQL engine is optional (ctxslots[postgres]): loaded only for a URL.
+        postgres = importlib.import_module(".postgres", __package__)
+        backend: Backend = postgres.PostgresBackend(location, create=create)
         return backend
     from .sqlite import SQLiteBackend
 

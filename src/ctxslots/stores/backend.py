@@ -28,6 +28,8 @@ from ..errors import DuplicateKeyError
 
 __all__ = [
     "FACT_COLUMNS",
+    "META_EMBEDDER_DIMENSION",
+    "META_EMBEDDER_MODEL",
     "Backend",
     "DuplicateKeyError",
     "ExactHit",
@@ -45,6 +47,11 @@ FACT_COLUMNS: tuple[str, ...] = (
     "created_at", "updated_at", "observed_at", "last_accessed", "access_count", "expires_at",
     "superseded_by",
 )
+
+#: The store settings :meth:`Backend.reset_vectors` records: the embedder's
+#: model id and dimension (read back with :meth:`Backend.get_meta`).
+META_EMBEDDER_MODEL = "embedder.model_id"
+META_EMBEDDER_DIMENSION = "embedder.dimension"
 
 #: One fact row: column name to value (see :data:`FACT_COLUMNS`). Archived rows
 #: also carry ``archived_at`` and ``reason``.
@@ -336,7 +343,9 @@ class Backend(Protocol):
         """What the vector index holds."""
 
     def reset_vectors(self, model_id: str, dimension: int) -> None:
-        """Drop every vector and bind the index to this embedder (inside a transaction)."""
+        """Drop every vector and bind the index to this embedder (inside a
+        transaction), recording :data:`META_EMBEDDER_MODEL` and
+        :data:`META_EMBEDDER_DIMENSION`."""
 
     def put_vectors(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
         """Write the vectors of ``(fact_id, scope, slot)`` rows (inside a transaction)."""

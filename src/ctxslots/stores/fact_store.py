@@ -27,7 +27,13 @@ from ._engines import open_backend
 from ._search import SearchRequest, query_words, run_search
 from ._validate import Limits
 from ._write import Writer, check_id
-from .backend import Backend, FactFilter, visible_scopes
+from .backend import (
+    META_EMBEDDER_DIMENSION,
+    META_EMBEDDER_MODEL,
+    Backend,
+    FactFilter,
+    visible_scopes,
+)
 from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
 from .links import RecentResults, strengthen
 from .maintenance import DoctorReport, doctor, reindex
@@ -173,15 +179,19 @@ class FactStore:
         """Bind a store without vectors to the embedder; whether its vectors are usable."""
         if self.embedder is False:
             return False
-        state = self._backend.vector_state()
-        if state.model_id is None:
-            self._reset_vectors()
-            return True
-        usable = (state.model_id, state.dimension) == (self.embedder.model_id,
-                                                        self.embedder.dimension)
+        backend = self._backend
+        model = backend.get_meta(META_EMBEDDER_MODEL)
+        if model is None:
+            with backend.transaction():  # several processes opening a new store bind it once
+                model = backend.get_meta(META_EMBEDDER_MODEL)
+                if model is None:
+                    self._reset_vectors()
+                    return True
+        dimension = backend.get_meta(META_EMBEDDER_DIMENSION)
+        usable = (model, dimension) == (self.embedder.model_id, str(self.embedder.dimension))
         if not usable:
             warnings.warn(
-                f"this store's vectors were built by {state.model_id}, not by "
+                f"this store's vectors were built by {model}, not by "
                 f"{self.embedder.model_id}: searches use words only and new facts get no "
                 "vector until `reindex` rebuilds them with this embedder", RuntimeWarning,
                 stacklevel=4)

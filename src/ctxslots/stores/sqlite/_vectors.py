@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..backend import META_EMBEDDER_DIMENSION, META_EMBEDDER_MODEL
 from ._loader import row_chunks
 from ._scan import top_k
 from ._connection import Connection
@@ -31,8 +32,8 @@ from ._connection import Connection
 __all__ = ["VectorCache", "get_meta", "log_bounds", "set_meta", "vector_cache_builder"]
 
 TABLE = "vectors"
-META_MODEL = "embedder.model_id"
-META_DIM = "embedder.dimension"
+META_MODEL = META_EMBEDDER_MODEL
+META_DIM = META_EMBEDDER_DIMENSION
 META_GENERATION = "vectors.generation"
 #: The log keeps this many entries; a cache further behind reloads in full.
 _LOG_KEEP = 50_000
