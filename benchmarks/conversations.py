@@ -62,9 +62,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler, RankingPolicy  # noqa: E402
 from ctxslots.assembler.escape import bullet  # noqa: E402
-from ctxslots.stores import _search  # noqa: E402
-from ctxslots.stores._legs import ranked_candidates  # noqa: E402
-from ctxslots.stores._sqlite import open_connection  # noqa: E402
+from ctxslots.stores.backend import LexicalCandidate  # noqa: E402
+from ctxslots.stores.sqlite import SQLiteBackend, open_connection  # noqa: E402
+from ctxslots.stores.sqlite._backend import where as sql_where  # noqa: E402
 from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
 from ctxslots.stores.sanitize import query_tokens, to_match  # noqa: E402
 
@@ -183,23 +183,31 @@ def add_context_table(path: Path, conversation: Conversation, ids: dict[int, str
 
 @contextlib.contextmanager
 def context_prototype(weight: float) -> Iterator[None]:
-    """Swap the store's lexical leg for one that also reads the context table."""
-    original = _search.lexical_leg
+    """Swap the SQLite engine's lexical leg for one that also reads the context table."""
+    original = SQLiteBackend.lexical
 
-    def leg(conn: Any, table: str, match: str, where: str, params: Any, pool: int) -> Any:
-        if table != "facts":
-            return original(conn, table, match, where, params, pool)
-        rows = conn.execute(
-            f"SELECT f.id, bm25({PROTO_TABLE}, 1.0, ?) AS r FROM {PROTO_TABLE} JOIN facts AS f "
-            f"ON f.id = {PROTO_TABLE}.rowid WHERE {PROTO_TABLE} MATCH ? AND {where} "
-            "ORDER BY r LIMIT ?", (weight, match, *params, pool)).fetchall()
-        return ranked_candidates(conn, table, [(int(fid), float(r)) for fid, r in rows])
+    def leg(self: SQLiteBackend, tokens: Any, flt: Any, pool: int, *,
+            archived: bool = False) -> list[LexicalCandidate]:
+        match = to_match(list(tokens))
+        if archived or not match:
+            return original(self, tokens, flt, pool, archived=archived)
+        cond, params = sql_where(flt, "f.")
+        conn = open_connection(self.path, migrate=False)
+        try:
+            ranked = [(int(fid), float(r)) for fid, r in conn.execute(
+                f"SELECT f.id, bm25({PROTO_TABLE}, 1.0, ?) AS r FROM {PROTO_TABLE} JOIN facts AS f "
+                f"ON f.id = {PROTO_TABLE}.rowid WHERE {PROTO_TABLE} MATCH ? AND {cond} "
+                "ORDER BY r LIMIT ?", (weight, match, *params, pool)).fetchall()]
+        finally:
+            conn.close()
+        rows = {int(r["id"]): r for r in self.rows_by_ids([f for f, _ in ranked], flt)}
+        return [LexicalCandidate(rows[f], score) for f, score in ranked if f in rows]
 
-    _search.lexical_leg = leg  # type: ignore[assignment]
+    SQLiteBackend.lexical = leg  # type: ignore[method-assign]
     try:
         yield
     finally:
-        _search.lexical_leg = original  # type: ignore[assignment]
+        SQLiteBackend.lexical = original  # type: ignore[method-assign]
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from ctxslots.cli import cli
@@ -22,16 +23,22 @@ def test_doctor_ok_on_a_healthy_store(db_path):
 
 
 def test_switching_embedder_then_doctor_and_reindex(db_path):
-    """Another embedder makes doctor fail (exit 1, JSON says stale); reindex repairs it."""
-    run("--db", str(db_path), "remember", "agent", "Use ripgrep for code search.")
-    result = run("--db", str(db_path), "--embedder", "hash:128", "doctor", "--json")
-    assert 1 == result.exit_code
-    report = json.loads(result.output)
-    assert report["vectors"]["stale"] and not report["ok"]
+    """Vectors another embedder built make doctor fail (exit 1, JSON says stale); reindex repairs it."""
+    from ctxslots import FactStore, RankingPolicy
 
-    result = run("--db", str(db_path), "--embedder", "hash:128", "reindex")
-    assert 0 == result.exit_code and "reindexed 1 fact" in result.output
-    assert 0 == run("--db", str(db_path), "--embedder", "hash:128", "doctor").exit_code
+    with FactStore(db_path, ranking=RankingPolicy(vector_weight=1.0)) as store:  # keeps vectors
+        store.add("agent", "Use ripgrep for code search.")
+    result = run("--db", str(db_path), "--embedder", "hash:128", "doctor", "--json")
+    assert 0 == result.exit_code  # words-only search reads no vectors: nothing is stale
+    with pytest.warns(RuntimeWarning, match="built by hash-v1-384"), \
+            FactStore(db_path, embedder="hash:128", ranking=RankingPolicy(vector_weight=1.0)) as store:
+        report = store.doctor()
+        assert report.vectors.stale and not report.ok
+        assert 1 == store.reindex()
+        assert store.doctor().ok
+
+    result = run("--db", str(db_path), "reindex")
+    assert 0 == result.exit_code and "full-text index rebuilt, 0 facts embedded" in result.output
 
 
 def test_bad_embedder_spec_is_one_line(db_path):

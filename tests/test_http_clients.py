@@ -135,7 +135,7 @@ class EmbeddingServer(ScriptedChatServer):
                 if not self.path.endswith("/embeddings"):
                     return super().do_POST()
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer._next(body, dict(self.headers.items()), self.client_address[:2])
+                outer.next_reply(body, dict(self.headers.items()), self.client_address[:2])
                 data = [{"index": i, "embedding": [1.0, float(len(t)), 0.0]}
                         for i, t in enumerate(body["input"])]
                 self._send(200, json.dumps({"data": data}))

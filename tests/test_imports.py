@@ -216,7 +216,7 @@ RULES = (
                                  "stores.rerank", "ranking"),
          forbidden_external=SQL_DRIVERS),
     # Rendering only: the model only as types (under TYPE_CHECKING), no stores, no plugins.
-    Rule("prompts", only=_c("errors", "_age"), forbidden_external=SQL_DRIVERS | {"pluggy"}),
+    Rule("prompts", only=_c("errors"), forbidden_external=SQL_DRIVERS | {"pluggy"}),
     Rule("tokens", only=_c("errors"), forbidden_external=SQL_DRIVERS | {"jinja2", "pluggy"}),
     Rule("tools", forbidden=_c("assembler", "flusher", "cli"), forbidden_external=SQL_DRIVERS),
     Rule("cli", forbidden_external=SQL_DRIVERS),

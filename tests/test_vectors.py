@@ -117,6 +117,7 @@ def test_legs_can_be_switched_off(db_path):
         assert hit.trace.relevance == pytest.approx(-hit.trace.bm25)
     vector_only = RankingPolicy(lexical_weight=0.0, vector_weight=1.0)
     with FactStore(db_path, embedder=HashingEmbedder(dimension=256), ranking=vector_only) as store:
+        assert 1 == store.reindex()  # the words-only store kept no vectors
         hit = store.search("serializers latency")[0]
         assert hit.trace.bm25_rank is None and hit.trace.vector_rank == 1
 
@@ -140,7 +141,7 @@ def test_switching_embedders_is_detected_and_reindex_repairs_it(db_path):
 
 def test_missing_vectors_and_broken_fts_are_reported(db_path):
     """doctor finds facts without vectors and an FTS index out of sync; reindex repairs both."""
-    with FactStore(db_path, embedder=HashingEmbedder(dimension=64)) as store:
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=64), ranking=FUSED) as store:
         store.add("agent", "A fact that keeps its vector.")
         conn = raw(store)
         with conn.write():
@@ -169,11 +170,13 @@ def test_cache_sees_writes_from_another_connection(db_path):
 
 
 def test_hashing_embedder_defaults_to_words_only(db_path):
-    """With the default hashing embedder the vector index is kept but searches use words only."""
+    """With the default hashing embedder searches use words only, so the store keeps no vectors."""
     with FactStore(db_path) as store:
         fact = store.add("agent", "Refactoring the serializers cut latency.")
         assert 0.0 == store.ranking.vector_weight
-        assert [fact.id] == vector_ids(store)
+        assert not store.keeps_vectors
+        assert [] == vector_ids(store)
+        assert store.doctor().ok
         assert [] == store.search("refactorng serialisers")
         hit = store.search("serializers latency")[0]
         assert hit.trace.relevance == pytest.approx(-hit.trace.bm25)
@@ -185,7 +188,7 @@ WORDS = ["deploy", "friday", "cache", "billing", "refund", "retry", "docker", "h
 def _fill(db_path, emb, n, *, seed, words, place):
     """``n`` facts of random WORDS (plus their number); ``place(i)`` gives slot and scope."""
     rng = np.random.default_rng(seed)
-    with FactStore(db_path, embedder=emb) as store, store.batch():
+    with FactStore(db_path, embedder=emb, ranking=FUSED) as store, store.batch():
         facts = []
         for i in range(n):
             slot, scope = place(i)
@@ -277,6 +280,7 @@ def test_one_assembly_embeds_the_message_once(db_path):
         store.upsert("user", "editor", "The user edits code in Helix.")
         store.add("project", "Deploys run on Fridays.", scope="shop")
         store.add("agent", "Rerun the flaky refund test once.", scope="shop")
+        assert store.wait_for_vectors(10)  # a model's vectors are written in the background
         emb.texts.clear()
         report = PromptAssembler(store).assemble(AssemblyRequest("when do we deploy?", scope="shop"))
         assert "Fridays" in report.text

@@ -43,12 +43,12 @@ def doctor(app: CliContext, as_json: bool) -> None:
 @click.command()
 @pass_cli_context
 def reindex(app: CliContext) -> None:
-    """Rebuild the full-text index and every vector from the facts table."""
+    """Rebuild the full-text index, and every vector when searches read vectors."""
 
     with app.open_store() as store, \
             Progress("reindexing", total=store.stats()["facts"], unit="facts") as bar:
         count = store.reindex(progress=bar.update)
-    click.echo(f"reindexed {_count(count, 'fact')}")
+    click.echo(f"reindexed: full-text index rebuilt, {_count(count, 'fact')} embedded")
 
 
 def register(group: click.Group) -> None:

@@ -41,12 +41,15 @@ class Writer:
         clock: The store's clock.
         embed_pending: Called with the facts a transaction wrote, inside it,
             before it commits (the store embeds and writes their vectors).
+        committed: Called with the same facts once the transaction committed
+            (the store queues their vectors for a background writer).
     """
 
     backend: Backend
     limits: Limits
     clock: Callable[[], float]
     embed_pending: Callable[[Pending], None]
+    committed: Callable[[Pending], None]
     _pending: Pending | None = None
     _written: int = 0
 
@@ -62,6 +65,8 @@ class Writer:
                 yield
                 if outer and self._pending:
                     self.embed_pending(self._pending)
+            if outer and self._pending:
+                self.committed(self._pending)
         finally:
             if outer:
                 self._pending = None

@@ -143,6 +143,10 @@ def consolidate(
         flt = FactFilter(live_at=now, include_superseded=False)
         for group in _groups(store, flt, wanted).values():
             vectors = backend.vectors_of([int(r["id"]) for r in group])
+            missing = [r for r in group if int(r["id"]) not in vectors]
+            if missing and not store.keeps_vectors:  # cheap embedders: vectors made here
+                made = store.embedder.embed([r["value"] for r in missing])
+                vectors.update((int(r["id"]), made[i]) for i, r in enumerate(missing))
             ids = [int(r["id"]) for r in group if int(r["id"]) in vectors]
             if len(ids) < 2:
                 continue

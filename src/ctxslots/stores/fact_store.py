@@ -26,6 +26,7 @@ from ..model import Fact, Hit
 from ._engines import open_backend
 from ._search import SearchRequest, query_words, run_search
 from ._validate import Limits
+from ._vector_writer import VectorWriter
 from ._write import Writer, check_id
 from .backend import (
     META_EMBEDDER_DIMENSION,
@@ -108,6 +109,15 @@ class FactStore:
         create: Create the store when it does not exist (the default); when
             false, a missing store is a :class:`~ctxslots.errors.StoreError` and
             nothing is created (read-only commands).
+        vector_writes: When a written fact gets its vector: ``"inline"``, in
+            the same transaction (``add`` returns after embedding);
+            ``"background"``, just after it commits, on a thread that embeds
+            everything queued since its last batch together (``add`` returns
+            once the fact is durable and findable by words; this store's
+            searches wait for the queue; see :meth:`wait_for_vectors`);
+            ``"auto"`` (default): background for a real model on a file or a
+            server, inline otherwise. Vectors are kept only when searches read
+            them: not with the default hashing embedder and words-only search.
     """
 
     path: str | os.PathLike[str] | None = None
@@ -121,10 +131,12 @@ class FactStore:
     rerank: Reranker | None = None
     lexical_cache: bool = False
     create: bool = True
+    vector_writes: str = "auto"
     _backend: Backend = attrs.field(init=False, repr=False)
     _writer: Writer = attrs.field(init=False, repr=False)
     _vectors_usable: bool = attrs.field(init=False, default=False, repr=False)
     _spec: str | None = attrs.field(init=False, default=None, repr=False)
+    _vector_writer: VectorWriter | None = attrs.field(init=False, default=None, repr=False)
     _recent: RecentResults = attrs.field(init=False, factory=RecentResults, repr=False)
     _query_vectors: dict[str, np.ndarray] = attrs.field(init=False, factory=dict, repr=False)
 
@@ -141,7 +153,25 @@ class FactStore:
         except BaseException:
             self._backend.close()
             raise
-        self._writer = Writer(self._backend, self.limits, self.clock, self._embed_pending)
+        self._writer = Writer(self._backend, self.limits, self.clock, self._embed_pending,
+                              self._committed)
+        if self._background_vectors():
+            self._vector_writer = VectorWriter(
+                lambda: open_backend(str(self.path), create=False, vector_cache=False),
+                self.embedder.embed)
+
+    def _background_vectors(self) -> bool:
+        if self.vector_writes not in ("auto", "inline", "background"):
+            raise InvalidFactError("vector_writes must be 'auto', 'inline' or 'background', not "
+                                   f"{self.vector_writes!r}", field="vector_writes",
+                                   value=self.vector_writes)
+        from .embedders import HashingEmbedder
+
+        if self.embedder is False or str(self.path) == ":memory:" \
+                or self.vector_writes == "inline":
+            return False
+        return self.vector_writes == "background" or not isinstance(self.embedder,
+                                                                     HashingEmbedder)
 
     def _resolve_embedder(self) -> str | None:
         """Turn the ``embedder`` setting into an embedder; return its spec when known.
@@ -189,7 +219,12 @@ class FactStore:
                     return True
         dimension = backend.get_meta(META_EMBEDDER_DIMENSION)
         usable = (model, dimension) == (self.embedder.model_id, str(self.embedder.dimension))
-        if not usable:
+        if not usable and backend.vector_state().vectors == 0:
+            # Nothing built by the old embedder to lose (a store that kept no
+            # vectors): bind it to this one; `reindex` embeds the facts it has.
+            self._reset_vectors()
+            return True
+        if not usable and self.ranking.vector_weight:
             warnings.warn(
                 f"this store's vectors were built by {model}, not by "
                 f"{self.embedder.model_id}: searches use words only and new facts get no "
@@ -222,7 +257,10 @@ class FactStore:
         return self._backend.engine
 
     def close(self) -> None:
-        """Close the store (idempotent); background loads are stopped."""
+        """Close the store (idempotent): queued vectors are written (for up to 30 s),
+        background loads are stopped."""
+        if self._vector_writer is not None:
+            self._vector_writer.close()
         self._backend.close()
 
     def __enter__(self) -> Self:
@@ -244,13 +282,33 @@ class FactStore:
         with self._writer.writing():
             yield self
 
+    @property
+    def keeps_vectors(self) -> bool:
+        """Whether written facts get vectors: an embedder that built this store's
+        vectors, and a search that reads them (a vector weight above 0)."""
+        return self._vectors_usable and bool(self.ranking.vector_weight)
+
     def _embed_pending(self, pending: dict[int, tuple[str, str, str]]) -> None:
         """Embed the values written in a transaction and store their vectors before it commits."""
-        if not self._vectors_usable or not pending:
+        if not self.keeps_vectors or not pending or self._vector_writer is not None:
             return
         ids = list(pending)
         vectors = self.embedder.embed([pending[i][2] for i in ids])
         self._backend.put_vectors([(i, pending[i][0], pending[i][1]) for i in ids], vectors)
+
+    def _committed(self, pending: dict[int, tuple[str, str, str]]) -> None:
+        """Queue the vectors of what a committed transaction wrote (background writes)."""
+        if self._vector_writer is not None and self.keeps_vectors and pending:
+            self._vector_writer.put(pending)
+
+    def wait_for_vectors(self, timeout: float | None = None) -> bool:
+        """Wait until every fact written through this store has its vector.
+
+        Only needed with background vector writes (``vector_writes``); searches
+        and consolidation of this store wait by themselves. Returns whether the
+        queue emptied within ``timeout`` seconds.
+        """
+        return True if self._vector_writer is None else self._vector_writer.wait(timeout)
 
     # -- writes ------------------------------------------------------------
 
@@ -495,6 +553,8 @@ class FactStore:
         if not isinstance(query, str):
             raise InvalidFactError("query must be a string", field="query", value=query)
         moment = self.clock() if now is None else self.limits.moment(now, "now")
+        if self._vector_writer is not None and self.vector_leg_ready:
+            self._vector_writer.wait()
         request = SearchRequest(
             query=query, flt=self.filter(slots, scope, include_superseded=include_superseded,
                                          now=moment),
@@ -587,6 +647,7 @@ class FactStore:
 
     def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild every derived index and every vector from the facts; return facts embedded."""
+        self.wait_for_vectors()
         count = reindex(self, reset_vectors=self._reset_vectors, progress=progress)
         self._vectors_usable = self.embedder is not False
         return count
@@ -606,6 +667,7 @@ class FactStore:
         :param dry_run: Only report what would be marked.
         :raises StoreError: The store has no usable vector index.
         """
+        self.wait_for_vectors()
         return consolidate(self, threshold=threshold, fact_ids=fact_ids, dry_run=dry_run)
 
     def prune(self, policy: PrunePolicy | None = None, *, dry_run: bool = False) -> PruneReport:

@@ -96,7 +96,8 @@ def doctor(store: FactStore) -> DoctorReport:
     health = store.backend.check()
     problems = list(health.problems)
     state = None
-    if store.embedder is not False and health.facts_readable:
+    # A store whose searches read no vectors keeps none: nothing to check.
+    if store.embedder is not False and store.ranking.vector_weight and health.facts_readable:
         vs = store.backend.vector_state()
         state = IndexState(
             model_id=vs.model_id, dimension=vs.dimension,
@@ -109,7 +110,7 @@ def doctor(store: FactStore) -> DoctorReport:
 
 def reindex(store: FactStore, *, reset_vectors: Callable[[], None],
             progress: Progress | None = None, batch_size: int = 256) -> int:
-    """Rebuild every derived index from the facts, then every vector.
+    """Rebuild every derived index from the facts, then every vector (when searches read them).
 
     Vectors are written in batches, each in its own transaction, so other
     processes keep working meanwhile and an interrupted run can simply be run
@@ -124,6 +125,8 @@ def reindex(store: FactStore, *, reset_vectors: Callable[[], None],
     if store.embedder is False:
         return 0
     reset_vectors()
+    if not store.ranking.vector_weight:  # searches read no vectors: keep none
+        return 0
     total = backend.counts()["facts"]
     done = 0
     if progress:

@@ -1,0 +1,130 @@
+"""Vectors written in the background: what a write promises before and after its vector lands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import ctxslots
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.stores.embedders import HashingEmbedder
+
+from _sql import raw
+
+FUSED = RankingPolicy(vector_weight=1.0)
+
+
+class GatedEmbedder:
+    """The hashing embedder, holding every batch of stored values until ``gate`` opens.
+
+    Query embeddings (one text) pass at once, so a search is never held up by the gate.
+    """
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dimension=64)
+        self.model_id, self.dimension = self.inner.model_id, self.inner.dimension
+        self.gate = threading.Event()
+        self.batches: list[int] = []
+
+    def embed(self, texts):
+        if threading.current_thread().name == "ctxslots-vectors":
+            self.gate.wait(30)
+            self.batches.append(len(texts))
+        return self.inner.embed(texts)
+
+
+def _vector_count(store) -> int:
+    conn = raw(store)
+    try:
+        return int(conn.scalar("SELECT count(*) FROM vectors"))
+    finally:
+        conn.close()
+
+
+def test_a_fact_is_found_by_words_at_once_and_its_vector_follows(db_path):
+    """add returns before the vector exists; words find the fact; the vector arrives; a search waits for it."""
+    emb = GatedEmbedder()
+    with FactStore(db_path, embedder=emb, ranking=FUSED, vector_writes="background") as store:
+        fact = store.add("agent", "The nightly backup runs at 02:00 on the replica.")
+        assert 0 == _vector_count(store)
+        with FactStore(db_path, embedder=emb, ranking=RankingPolicy(vector_weight=0.0)) as other:
+            assert [fact.id] == [h.fact.id for h in other.search("nightly backup")]
+        assert not store.wait_for_vectors(0.2)  # held by the gate
+        emb.gate.set()
+        hit = store.search("nightly backup replica")[0]  # waits for the queue first
+        assert fact.id == hit.fact.id and hit.trace.cosine is not None
+        assert 1 == _vector_count(store)
+        assert store.doctor().ok
+
+
+def test_one_by_one_writes_are_embedded_in_batches(db_path):
+    """Facts added one at a time while the writer is busy are embedded together."""
+    emb = GatedEmbedder()
+    with FactStore(db_path, embedder=emb, ranking=FUSED, vector_writes="background") as store:
+        ids = [store.add("agent", f"Release note {i} mentions the billing queue.").id
+               for i in range(20)]
+        emb.gate.set()
+        assert store.wait_for_vectors(10)
+        assert 20 == _vector_count(store)
+        assert 20 == sum(emb.batches) and len(emb.batches) <= 3
+        updated = store.update(ids[0], value="Release note zero moved the billing queue.")
+        assert store.wait_for_vectors(10)
+        assert updated.id in {h.fact.id for h in store.search("moved billing queue", limit=3)}
+
+
+def test_close_writes_what_is_queued(db_path):
+    """Closing the store writes the queued vectors before it returns."""
+    emb = GatedEmbedder()
+    emb.gate.set()
+    store = FactStore(db_path, embedder=emb, ranking=FUSED, vector_writes="background")
+    for i in range(5):
+        store.add("agent", f"Cache note {i}.")
+    store.close()
+    with FactStore(db_path, embedder=emb, ranking=FUSED) as again:
+        assert 5 == _vector_count(again) and again.doctor().ok
+
+
+CHILD = """
+import sys, threading, time
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.stores.embedders import HashingEmbedder
+
+class Stuck(HashingEmbedder):
+    def embed(self, texts):
+        if threading.current_thread().name == "ctxslots-vectors":
+            time.sleep(600)
+        return super().embed(texts)
+
+store = FactStore(sys.argv[1], embedder=Stuck(64), ranking=RankingPolicy(vector_weight=1.0),
+                  vector_writes="background")
+store.add("agent", "The staging certificate expires in March.")
+print("added", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX only")
+def test_a_process_killed_before_the_vector_leaves_a_fact_doctor_reports(db_path):
+    """Killed after add returned but before its vector was written: the fact stays, doctor says so, reindex repairs."""
+    src = str(Path(ctxslots.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db_path)], stdout=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        assert "added" == child.stdout.readline().strip()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    with FactStore(db_path, embedder=HashingEmbedder(64), ranking=FUSED) as store:
+        assert ["The staging certificate expires in March."] == [
+            h.fact.value for h in store.search("staging certificate")]
+        report = store.doctor()
+        assert ["1 facts have no vector: run `ctxslots reindex`"] == list(report.problems)
+        assert 1 == store.reindex()
+        assert store.doctor().ok and 1 == _vector_count(store)
