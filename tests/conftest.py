@@ -54,12 +54,20 @@ def fixture_db_path(tmp_path: Path) -> Path:
     return tmp_path / "memory.db"
 
 
+@pytest.fixture(name="location", params=["sqlite", "postgresql"])
+def fixture_location(request: pytest.FixtureRequest, db_path: Path) -> str:
+    """Where a contract test's store lives: a SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(db_path)
+    return str(request.getfixturevalue("pg_url"))
+
+
 @pytest.fixture(name="store")
-def fixture_store(db_path: Path, clock: Clock) -> Iterator["FactStore"]:
-    """A fact store on a real file, with the hand-moved clock."""
+def fixture_store(location: str, clock: Clock) -> Iterator["FactStore"]:
+    """A fact store with the hand-moved clock, on each engine in turn (the contract tests)."""
     from ctxslots import FactStore
 
-    store = FactStore(db_path, clock=clock)
+    store = FactStore(location, clock=clock)
     try:
         yield store
     finally:

@@ -12,7 +12,7 @@ import pytest
 
 from ctxslots import FlushError, MemoryFlusher, OpenAIChatClient
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
-from _sql import raw
+from ctxslots.stores.backend import FactFilter
 
 SCOPE = "shop"
 CONVERSATION = [
@@ -38,7 +38,7 @@ def forget(slot: str, key: str, reason: str = "No longer true.") -> dict:
 
 def live(store) -> set[tuple]:
     """Every live fact as (slot, scope, key, value), in every scope."""
-    rows = raw(store).rows("SELECT slot, scope, key, value FROM facts")
+    rows = store.backend.select(FactFilter())
     return {(r["slot"], r["scope"] or None, r["key"], r["value"]) for r in rows}
 
 
@@ -157,7 +157,7 @@ def test_forget_archives_only_that_key(chat, seeded):
     assert gone.fact.archived and "The shop deploys on Friday after 15:00." == gone.fact.value
     assert seeded.get_by_key("project", "deploy.day", scope=SCOPE) is None
     assert seeded.get_by_key("project", "deploy.day", scope="blog") is not None
-    reason = raw(seeded).scalar("SELECT reason FROM archive WHERE id = ?", (gone.fact.id,))
+    reason = seeded.backend.get_archived(gone.fact.id)["reason"]
     assert reason.endswith("The shop stopped deploying on Fridays.")
     assert [(1, "no live fact user/pet to forget")] == [(r.index, r.reason) for r in report.rejected]
     assert SEEDED - {("project", SCOPE, "deploy.day", "The shop deploys on Friday after 15:00.")} \
@@ -303,7 +303,7 @@ def test_unknown_slot_is_rejected_and_the_rest_applied(chat, seeded):
     assert (0, "secrets") == (rejected.index, rejected.operation.slot)
     assert "unknown slot 'secrets'" in rejected.reason
     assert ["editor"] == [c.fact.key for c in report.updated]
-    assert [] == raw(seeded).rows("SELECT id FROM facts WHERE slot = 'secrets'")
+    assert [] == list(seeded.backend.select(FactFilter(slots=("secrets",))))
 
 
 def test_oversize_value_is_rejected(chat, seeded):

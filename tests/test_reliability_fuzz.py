@@ -42,7 +42,9 @@ from ctxslots.cli import cli
 from ctxslots.flusher import DEFAULT_SLOTS, Forget, ReplyFormatError, Upsert, parse_reply
 from ctxslots.flusher.operations import check_operation
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
-from _sql import raw
+from _sql import stored_rows
+
+from ctxslots.stores.backend import FactFilter
 
 _conversations = itertools.count()
 _copies = itertools.count()
@@ -93,19 +95,13 @@ ids = st.one_of(st.integers(min_value=-(2**63), max_value=2**63 - 1), st.integer
 
 def snapshot(store: FactStore, *, access: bool = True) -> list[tuple[Any, ...]]:
     """Every row of every fact table; without ``access``, access counts are left out."""
-    out: list[tuple[Any, ...]] = []
-    for table in ("facts", "archive", "fact_history"):
-        names = [r[1] for r in raw(store).execute(f"PRAGMA table_info({table})")]
-        keep = [n for n in names if access or n not in ("access_count", "last_accessed")]
-        out += [(table, *r) for r in raw(store).execute(
-            f"SELECT {', '.join(keep)} FROM {table} ORDER BY 1")]
-    return out
+    return stored_rows(store, access=access)
 
 
 def fact_rows(store: FactStore) -> dict[int, tuple[str, str | None]]:
     """Live facts by id: ``(slot, scope)``."""
-    return {int(r[0]): (r[1], r[2] or None)
-            for r in raw(store).execute("SELECT id, slot, scope FROM facts")}
+    return {int(r["id"]): (r["slot"], r["scope"] or None)
+            for r in store.backend.select(FactFilter())}
 
 
 def _fill(store: FactStore) -> None:

@@ -21,7 +21,7 @@ from ctxslots import (
     RankingPolicy,
 )
 from ctxslots.testing import ScriptedChatServer
-from _sql import raw
+from _sql import stored_rows
 
 SLOTS = ("user", "project", "agent")
 SCOPES = ("a", "b", None)
@@ -36,13 +36,7 @@ def _value(slot: str, scope: str | None) -> str:
 
 def rows_of(store: FactStore, scope: str | None) -> list[tuple[Any, ...]]:
     """Every stored row (facts, archive, history) of one scope, every column."""
-    stored = "" if scope is None else scope
-    out: list[tuple[Any, ...]] = []
-    for table in ("facts", "archive", "fact_history"):
-        id_col = "fact_id" if table == "fact_history" else "id"
-        out += [(table, *r) for r in raw(store).execute(
-            f"SELECT * FROM {table} WHERE scope = ? ORDER BY {id_col}", (stored,))]
-    return out
+    return stored_rows(store, scope=scope)
 
 
 def _fill(store: FactStore, scopes: tuple[str | None, ...] = SCOPES) -> dict[tuple[str, str | None], int]:

@@ -22,17 +22,14 @@ from ctxslots import (
 from ctxslots.cli import cli
 from ctxslots.testing import ScriptedChatServer
 from ctxslots.tools import MemoryTools
-from _sql import raw
+from _sql import stored_rows
 
 LIMITS = Limits()
 
 
 def snapshot(store: FactStore) -> list[tuple[Any, ...]]:
-    """Every row of every table that holds facts or flush progress."""
-    out: list[tuple[Any, ...]] = []
-    for table in ("facts", "archive", "fact_history", "flush_progress"):
-        out += [(table, *r) for r in raw(store).execute(f"SELECT * FROM {table} ORDER BY 1")]
-    return out
+    """Every stored fact, archived fact and history entry."""
+    return stored_rows(store)
 
 
 # (field, keyword arguments of upsert that break it)

@@ -16,17 +16,14 @@ from ctxslots.tools import (
     anthropic_tools,
     openai_tools,
 )
-from _sql import raw
+from _sql import stored_rows
 
 DAY = 86400.0
 
 
 def snapshot(store: FactStore) -> list[tuple]:
     """Every row of every table that holds facts, for 'nothing was written' checks."""
-    out = []
-    for table in ("facts", "archive", "fact_history"):
-        out += [(table, *r) for r in raw(store).execute(f"SELECT * FROM {table} ORDER BY 1")]
-    return out
+    return stored_rows(store)
 
 
 @pytest.fixture(name="tools")
@@ -93,7 +90,7 @@ def test_update_reinforce_demote_forget_timeline(tools, store, clock):
         "Forgot [id:4]")
     archived = store.get(4, include_archive=True)
     assert archived.archived
-    assert raw(store).scalar("SELECT reason FROM archive WHERE id = 4") == "flake fixed"
+    assert store.backend.get_archived(4)["reason"] == "flake fixed"
 
 
 @pytest.mark.parametrize("target", ["unknown", "archived", "other_scope", "other_slot", "expired"])

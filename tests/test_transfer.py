@@ -21,7 +21,6 @@ from ctxslots.stores.transfer import (
     import_markdown,
     render_markdown,
 )
-from _sql import raw
 
 UNICODE = "Emoji 🎉👩‍💻, RTL مرحبا بالعالم, CJK 漢字かな, combining e\u0301 n\u0303"
 MARKDOWN_VALUE = "# Not a heading\n- not a bullet\n\n```python\nprint('fenced')\n```\n* star"
@@ -47,15 +46,18 @@ def _jsonl(records: list[dict]) -> io.StringIO:
 
 
 def _links_by_value(store: FactStore) -> set[tuple[frozenset[str], float]]:
-    rows = raw(store).rows(
-        "SELECT (SELECT value FROM facts WHERE id = a) AS va, "
-        "(SELECT value FROM facts WHERE id = b) AS vb, strength FROM fact_links")
-    return {(frozenset((r["va"], r["vb"])), r["strength"]) for r in rows}
+    def value(fact_id: int) -> str | None:
+        row = store.backend.get(fact_id)
+        return None if row is None else row["value"]
+
+    return {(frozenset((value(a), value(b))), strength)
+            for a, b, strength, _ in store.backend.all_links()}
 
 
 def _table_counts(store: FactStore) -> tuple[int, ...]:
-    return tuple(raw(store).scalar(f"SELECT count(*) FROM {table}")
-                 for table in ("facts", "archive", "fact_history", "fact_links"))
+    counts = store.backend.counts()
+    return (counts["facts"], counts["archived"], counts["history"],
+            len(list(store.backend.all_links())))
 
 
 @pytest.fixture(name="rich")

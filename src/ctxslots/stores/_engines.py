@@ -6,8 +6,6 @@ anything else is the path of a SQLite file.
 
 from __future__ import annotations
 
-import importlib
-
 from .backend import Backend
 
 __all__ = ["is_url", "open_backend"]
@@ -28,9 +26,12 @@ def open_backend(location: str, *, create: bool = True, lexical_cache: bool = Fa
         false, unreachable, not a store, or a schema this version cannot read).
     """
     if is_url(location):
-        # The PostgreSQL engine is optional (ctxslots[postgres]): loaded only for a URL.
-        postgres = importlib.import_module(".postgres", __package__)
-        backend: Backend = postgres.PostgresBackend(location, create=create)
+        # The PostgreSQL engine is optional (ctxslots[postgres]): its driver is
+        # imported only when a URL asks for it.
+        from .postgres import PostgresBackend
+
+        # The database must exist; its schema is created on first use.
+        backend: Backend = PostgresBackend(location)
         return backend
     from .sqlite import SQLiteBackend
 

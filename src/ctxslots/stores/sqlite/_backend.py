@@ -15,7 +15,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ...errors import StoreError
+from ...errors import DuplicateKeyError, StoreError
 from ..backend import (
     FACT_COLUMNS,
     FactFilter,
@@ -222,7 +222,20 @@ class SQLiteBackend:
         return None if found is None else int(found)
 
     def insert(self, row: Row, *, fact_id: int | None = None) -> int:
-        """Insert a live fact; AUTOINCREMENT never hands out an id twice."""
+        """Insert a live fact; AUTOINCREMENT never hands out an id twice.
+
+        :raises DuplicateKeyError: A live fact holds the slot, scope and key;
+            nothing was written and the transaction goes on.
+        """
+        try:
+            return self._insert(row, fact_id)
+        except apsw.ConstraintError:
+            if row["key"] is not None and self.get_by_key(row["slot"], row["scope"], row["key"]):
+                raise DuplicateKeyError(row["slot"], row["scope"], row["key"],
+                                        path=self.path) from None
+            raise
+
+    def _insert(self, row: Row, fact_id: int | None) -> int:
         values = [row[c] for c in _INSERT_COLUMNS]
         if fact_id is None:
             cursor = self._conn.execute(
@@ -322,11 +335,11 @@ class SQLiteBackend:
                     ) -> list[Row]:
         """The facts with these ids that pass ``flt``."""
         cond, params = where(flt)
-        table = "archive" if archived else "facts"
+        table, extra = ("archive", ", archived_at, reason") if archived else ("facts", "")
         out: list[Row] = []
         for chunk in rows_in(fact_ids):
             out += self._conn.rows(
-                f"SELECT {READ} FROM {table} WHERE id IN ({_marks(len(chunk))}) AND {cond}",
+                f"SELECT {READ}{extra} FROM {table} WHERE id IN ({_marks(len(chunk))}) AND {cond}",
                 (*chunk, *params))
         return out
 
@@ -388,8 +401,9 @@ class SQLiteBackend:
         """Write links; the stronger one wins."""
         self._conn.executemany(
             "INSERT INTO fact_links (a, b, strength, updated_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (a, b) DO UPDATE SET strength = max(strength, excluded.strength), "
-            "updated_at = max(updated_at, excluded.updated_at)", rows)
+            "ON CONFLICT (a, b) DO UPDATE SET strength = excluded.strength, "
+            "updated_at = excluded.updated_at WHERE excluded.strength > fact_links.strength",
+            rows)
 
     def links_of(self, fact_id: int) -> dict[int, float]:
         """Every fact linked to ``fact_id``."""
