@@ -109,6 +109,7 @@ def main() -> None:
         start = time.perf_counter()
         postings = Postings(store)
         load = time.perf_counter() - start
+        conn = open_connection(store.path, migrate=False)
         work = [(store.query_words(q), SCOPES[i % 2])
                 for i, q in enumerate(generate_queries(200, seed=1))]
 

@@ -35,6 +35,7 @@ from .errors import (
     InvalidFactError,
     LLMClientError,
     PluginError,
+    ReadOnlyStoreError,
     StoreError,
     TemplateError,
 )
@@ -111,6 +112,7 @@ __all__ = [
     "Section",
     "SectionReport",
     "StaticContributor",
+    "ReadOnlyStoreError",
     "StoreError",
     "TemplateError",
     "TokenCounter",

@@ -32,6 +32,7 @@ __all__ = [
     "MCPUnavailableError",
     "PluginError",
     "ReplyFormatError",
+    "ReadOnlyStoreError",
     "StoreError",
     "TemplateError",
 ]
@@ -51,6 +52,14 @@ class StoreError(CtxslotsError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class ReadOnlyStoreError(StoreError):
+    """The store can be read but not written (a read-only file, a read replica).
+
+    Nothing was written. Searches of such a store still answer; they do not
+    count accesses.
+    """
 
 
 class DuplicateKeyError(StoreError):

@@ -201,7 +201,9 @@ class MemoryFlusher:
         :param force: Flush even when the policy says it is not due yet (session
             end, before compaction).
         :param written_at: When the messages were written (default: now), so the
-            model can turn relative dates into calendar dates.
+            model can turn relative dates into calendar dates; also the observed
+            time of the facts the flush writes (``Fact.observed_at``), so a
+            replayed conversation keeps its real dates.
         :return: The report; invalid operations are in ``report.rejected``.
         :raises FlushError: The model call failed, its reply could not be read
             after one retry, or applying failed. The store is unchanged and
@@ -214,7 +216,7 @@ class MemoryFlusher:
             return prepared
         prompt, base, progress, msgs = prepared
         ops, base = self._ask(prompt, base)
-        return self._apply(ops, base, progress, msgs)
+        return self._apply(ops, base, progress, msgs, written_at=written_at)
 
     async def aflush(
         self,
@@ -243,7 +245,7 @@ class MemoryFlusher:
         ops, base = await self._aask(prompt, base)
         cancelled = threading.Event()
         applying = asyncio.ensure_future(
-            asyncio.to_thread(self._apply, ops, base, progress, msgs, cancelled))
+            asyncio.to_thread(self._apply, ops, base, progress, msgs, cancelled, written_at))
         try:
             return await asyncio.shield(applying)
         except asyncio.CancelledError:
@@ -369,7 +371,8 @@ class MemoryFlusher:
 
     def _apply(self, ops: Sequence[Operation], base: FlushReport,
                progress: Progress | None, msgs: list[Message],
-               cancelled: threading.Event | None = None) -> FlushReport:
+               cancelled: threading.Event | None = None,
+               written_at: dt.datetime | None = None) -> FlushReport:
         """Apply the valid operations and the new read position in one transaction
         (rolled back if ``cancelled`` is set before it commits)."""
         scope = base.scope
@@ -384,7 +387,7 @@ class MemoryFlusher:
                 for index, op in valid:
                     if self.on_operation is not None:
                         self.on_operation(index, op)
-                    change = self._apply_one(index, op, scope, base.source or "")
+                    change = self._apply_one(index, op, scope, base.source or "", written_at)
                     if isinstance(change, Change):
                         changes[change.kind].append(change)
                     else:
@@ -431,8 +434,8 @@ class MemoryFlusher:
                     f"pruning after the flush failed: {type(exc).__name__}: {exc}"))
         return report
 
-    def _apply_one(self, index: int, op: Operation, scope: str | None, source: str
-                   ) -> Change | str:
+    def _apply_one(self, index: int, op: Operation, scope: str | None, source: str,
+                   observed_at: dt.datetime | None) -> Change | str:
         """Apply one operation; return the change, or why it could not be applied."""
         where = self._scope_for(op.slot, scope)
         old = self.store.get_by_key(op.slot, op.key, scope=where)
@@ -448,7 +451,8 @@ class MemoryFlusher:
                 (op.value, tags, op.confidence):
             return Change(kind="unchanged", index=index, fact=old)
         fact = self.store.upsert(op.slot, op.key, op.value, scope=where, tags=tags,
-                                 confidence=op.confidence, source=source)
+                                 confidence=op.confidence, source=source,
+                                 observed_at=observed_at)
         if old is None:
             return Change(kind="added", index=index, fact=fact)
         return Change(kind="updated", index=index, fact=fact, previous=old.value)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
 
-from ..errors import FactNotFoundError, InvalidFactError
+from ..errors import FactNotFoundError, InvalidFactError, ReadOnlyStoreError
 from ..model import Fact, Hit, from_timestamp
 from ._validate import Limits
 from .backend import Backend, HistoryEntry, Row
@@ -52,6 +53,7 @@ class Writer:
     committed: Callable[[Pending], None]
     _pending: Pending | None = None
     _written: int = 0
+    _read_only: bool = False
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
@@ -200,16 +202,27 @@ class Writer:
         return Fact.from_row(row)
 
     def touch(self, fact_ids: list[int], now: float) -> int:
-        """Count an access of each fact in its own short transaction."""
-        with self.backend.transaction():
-            return self.backend.touch(fact_ids, now)
+        """Count an access of each fact in its own short transaction.
+
+        A read-only store counts nothing: the first time it says so with one
+        :class:`RuntimeWarning`, and returns 0 from then on.
+        """
+        if self._read_only:
+            return 0
+        try:
+            with self.backend.transaction():
+                return self.backend.touch(fact_ids, now)
+        except ReadOnlyStoreError as exc:
+            self._read_only = True
+            warnings.warn(f"{exc}: searches answer, but accesses are not counted",
+                          RuntimeWarning, stacklevel=4)
+            return 0
 
     def track_access(self, hits: list[Hit], now: float) -> list[Hit]:
         """Count the live hits as shown to a model, and show it in the returned facts."""
         live_ids = [h.fact.id for h in hits if not h.fact.archived]
-        if not live_ids:
+        if not live_ids or not self.touch(live_ids, now):
             return hits
-        self.touch(live_ids, now)
         when = from_timestamp(now)
         return [h if h.fact.archived else attrs.evolve(
                     h, fact=attrs.evolve(h.fact, access_count=h.fact.access_count + 1,

@@ -122,15 +122,17 @@ def reindex(store: FactStore, *, reset_vectors: Callable[[], None],
     """
     backend = store.backend
     backend.rebuild()
-    if store.embedder is False:
-        return 0
-    reset_vectors()
-    if not store.ranking.vector_weight:  # searches read no vectors: keep none
-        return 0
     total = backend.counts()["facts"]
-    done = 0
     if progress:
         progress(0, total)
+    keep = store.embedder is not False and bool(store.ranking.vector_weight)
+    if store.embedder is not False:
+        reset_vectors()
+    if not keep:  # searches read no vectors: the full-text rebuild was all there was to do
+        if progress:
+            progress(total, total)
+        return 0
+    done = 0
     while True:
         rows = backend.without_vectors(limit=batch_size)
         if not rows:

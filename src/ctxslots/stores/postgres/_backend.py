@@ -298,10 +298,11 @@ class PostgresBackend:
         """Facts passing ``flt``, by id or by observed time."""
         return self._iterate(_rows.select, flt, order, archived)
 
-    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter) -> list[Row]:
-        """The facts with these ids that pass ``flt``."""
+    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
+                    ) -> list[Row]:
+        """The facts (or archived facts) with these ids that pass ``flt``."""
         with self._conn() as conn:
-            return _rows.rows_by_ids(conn, fact_ids, flt)
+            return _rows.rows_by_ids(conn, fact_ids, flt, archived)
 
     def neighbours(self, row: Row, flt: FactFilter, *, before: int, after: int
                    ) -> tuple[list[Row], list[Row]]:

@@ -238,13 +238,15 @@ def select(conn: Conn, flt: FactFilter, order: str, archived: bool) -> Iterator[
         yield from cur
 
 
-def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter) -> list[Row]:
-    """The facts with these ids that pass ``flt``."""
+def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter, archived: bool = False
+                ) -> list[Row]:
+    """The facts (or archived facts) with these ids that pass ``flt``."""
     ids = id_list(fact_ids)
     if not ids:
         return []
     where, params = filter_clause(flt)
-    return list(rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE id = ANY(%s) AND {where}",
+    table, columns = ("archive", ARCHIVE_COLUMNS) if archived else ("facts", COLUMNS)
+    return list(rows(conn, f"SELECT {columns} FROM {table} f WHERE id = ANY(%s) AND {where}",
                      (ids, *params)))
 
 

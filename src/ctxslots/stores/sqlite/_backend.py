@@ -15,7 +15,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ...errors import DuplicateKeyError, StoreError
+from ...errors import DuplicateKeyError, ReadOnlyStoreError, StoreError
 from ..backend import (
     FACT_COLUMNS,
     FactFilter,
@@ -28,7 +28,7 @@ from ..backend import (
 )
 from ..sanitize import to_match
 from ._common_terms import CommonTerms
-from ._connection import Connection, open_connection, sqlite_version
+from ._connection import open_connection, sqlite_version
 from ._loader import CacheSlot
 from ._vectors import (
     META_DIM,
@@ -140,8 +140,8 @@ class SQLiteBackend:
             raise StoreError(f"the disk holding {self.path} is full; nothing was written",
                              path=self.path) from exc
         except apsw.ReadOnlyError as exc:
-            raise StoreError(f"{self.path} is read-only; nothing was written",
-                             path=self.path) from exc
+            raise ReadOnlyStoreError(f"{self.path} is read-only; nothing was written",
+                                     path=self.path) from exc
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:

@@ -12,13 +12,14 @@ import contextlib
 import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import apsw
 import sqlite_vec  # type: ignore[import-untyped]
 
-from ...errors import StoreError
+from ...errors import ReadOnlyStoreError, StoreError
 
 __all__ = ["Connection", "open_connection", "sqlite_version"]
 
@@ -56,12 +57,27 @@ class Connection:
         self.raw = raw
         self.path = path
         self.vec_version: str | None = None
+        #: Whether the file could be opened for reading only.
+        self.read_only = False
         self._depth = 0
         self._lock = threading.RLock()
 
     def execute(self, sql: str, params: Params = ()) -> Cursor:
-        """Run one statement (or a script without parameters)."""
-        return self.raw.execute(sql, params)
+        """Run one statement (or a script without parameters).
+
+        :raises StoreError: A table or column the statement names is gone (a
+            damaged store: ``doctor`` says what, ``reindex`` rebuilds what it can).
+        """
+        return self._cursor(sql, params)
+
+    def _cursor(self, sql: str, params: Params) -> apsw.Cursor:
+        try:
+            return self.raw.execute(sql, params)
+        except apsw.SQLError as exc:
+            if "no such" not in str(exc):
+                raise
+            raise StoreError(f"{self.path} is damaged ({exc}): run `ctxslots doctor`",
+                             path=self.path) from exc
 
     def executemany(self, sql: str, rows: Sequence[Params]) -> None:
         """Run one statement once per row of parameters."""
@@ -69,7 +85,7 @@ class Connection:
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         """Run a query and return its rows as dictionaries."""
-        cursor = self.raw.execute(sql, params)
+        cursor = self._cursor(sql, params)
         try:
             names = [d[0] for d in cursor.get_description()]
         except apsw.ExecutionCompleteError:
@@ -78,7 +94,7 @@ class Connection:
 
     def scalar(self, sql: str, params: Params = ()) -> Any:
         """Run a query and return the first column of its first row, or ``None``."""
-        for row in self.raw.execute(sql, params):
+        for row in self.execute(sql, params):
             return row[0]
         return None
 
@@ -193,20 +209,39 @@ def open_connection(
                 "remember ...`) or pass the path of an existing store", path=path_text)
         _create_private(path_text)
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
+    name = path_text
+    read_only = path_text != ":memory:" and os.path.exists(path_text) \
+        and not os.access(path_text, os.W_OK)
+    if read_only:
+        # A file this process may not write (permissions, a read-only mount):
+        # read it as it is. SQLite cannot make the WAL's shared-memory file
+        # beside it, so the file is opened as immutable.
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        name = "file:" + urllib.parse.quote(os.path.abspath(path_text)) + "?immutable=1"
     try:
-        raw = apsw.Connection(path_text, flags=flags)
+        raw = apsw.Connection(name, flags=flags)
     except apsw.Error as exc:
         raise StoreError(f"cannot open {path_text}: {exc}", path=path_text) from exc
     conn = Connection(raw, path_text)
+    conn.read_only = read_only
     deadline = time.monotonic() + busy_timeout
     try:
         raw.set_busy_timeout(int(busy_timeout * 1000))
-        _until_not_busy(lambda: raw.execute("PRAGMA journal_mode=WAL").fetchall(), deadline)
-        raw.execute("PRAGMA synchronous=NORMAL")
+        if not read_only:
+            _until_not_busy(lambda: raw.execute("PRAGMA journal_mode=WAL").fetchall(), deadline)
+            raw.execute("PRAGMA synchronous=NORMAL")
         raw.execute("PRAGMA foreign_keys=ON")
         if load_vec:
             conn.vec_version = _load_sqlite_vec(raw)
-        if migrate:
+        if migrate and conn.read_only:
+            from .migrations import SCHEMA_VERSION, schema_version
+
+            if schema_version(conn) != SCHEMA_VERSION:
+                raise ReadOnlyStoreError(
+                    f"{path_text} is read-only and its schema (version {schema_version(conn)}) "
+                    f"needs upgrading to {SCHEMA_VERSION}: open it once where it can be written",
+                    path=path_text)
+        elif migrate:
             _until_not_busy(lambda: apply_migrations(conn), deadline)
     except apsw.NotADBError as exc:
         raw.close()

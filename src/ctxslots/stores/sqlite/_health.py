@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import apsw
 
+from ...errors import StoreError
 from ..backend import Health
 from ._connection import Connection
 from .migrations import derived_objects
@@ -29,7 +30,7 @@ def check(conn: Connection) -> Health:
     problems: list[str] = []
     try:
         integrity = "\n".join(str(r[0]) for r in conn.execute("PRAGMA integrity_check"))
-    except apsw.Error as exc:
+    except (apsw.Error, StoreError) as exc:
         integrity = f"integrity check could not run: {exc}"
     if integrity != "ok":
         problems.append(f"integrity check failed: {integrity}")
@@ -50,7 +51,7 @@ def check(conn: Connection) -> Health:
         try:
             for table in ("facts_fts", "archive_fts"):
                 conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-        except apsw.Error:
+        except (apsw.Error, StoreError):
             in_sync = False
             problems.append("the full-text index is out of sync with the facts: "
                             "run `ctxslots reindex`")
@@ -62,8 +63,6 @@ def rebuild(conn: Connection) -> None:
     with conn.write():
         names = _existing(conn)
         if "facts" not in names:
-            from ...errors import StoreError
-
             raise StoreError(f"{conn.path} has no facts table: the facts are gone and nothing "
                              "can be rebuilt from them; restore from a backup or an export",
                              path=conn.path)

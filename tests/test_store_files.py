@@ -1,0 +1,129 @@
+"""The SQLite store file under harm: private permissions, read-only files, dropped tables, triggers and indexes."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import ctxslots
+from ctxslots import FactStore, StoreError
+from ctxslots.cli import cli
+
+from _sql import raw
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_new_stores_are_private_to_their_owner(tmp_path):
+    """A new store's directory is 0700 and its database, WAL and SHM files 0600, whatever the umask."""
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "new" / "dir" / "memory.db"
+        with FactStore(path) as store:
+            store.add("agent", "A personal fact.")
+            files = [path, Path(f"{path}-wal"), Path(f"{path}-shm")]
+            assert all(p.exists() for p in files)
+            assert [0o600] * 3 == [_mode(p) for p in files]
+        assert 0o700 == _mode(path.parent)
+    finally:
+        os.umask(old)
+
+
+def test_reading_commands_do_not_create_a_store(tmp_path):
+    """create=False refuses a missing store naming the path, and creates nothing."""
+    path = tmp_path / "nowhere" / "memory.db"
+    with pytest.raises(StoreError, match=str(path)):
+        FactStore(path, create=False)
+    assert not path.parent.exists()
+
+
+CHILD = """
+import sys, warnings
+from ctxslots import FactStore, ReadOnlyStoreError
+warnings.simplefilter("always")
+with FactStore(sys.argv[1], create=False) as store:
+    print([h.fact.value for h in store.search("vpn token")])
+    print([h.fact.value for h in store.search("vpn token")])
+    try:
+        store.add("agent", "Never written.")
+    except ReadOnlyStoreError as exc:
+        print("refused:", exc)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or sys.platform == "win32",
+                    reason="needs root to run a child as an unprivileged user")
+def test_a_read_only_store_answers_searches_and_refuses_writes():
+    """A file its user may not write: searches answer (one warning, no access counted), writes are refused."""
+    # Not under pytest's folders: they are private to root, and the child is not root.
+    folder = Path(tempfile.mkdtemp(prefix="ctxslots-ro-"))
+    path = folder / "memory.db"
+    with FactStore(path) as store:
+        fact = store.add("agent", "The VPN needs a fresh token.")
+    os.chmod(folder, 0o755)
+    os.chmod(path, 0o644)
+    nobody = pwd.getpwnam("nobody")
+
+    def demote() -> None:
+        os.setgid(nobody.pw_gid)
+        os.setuid(nobody.pw_uid)
+
+    src = str(Path(ctxslots.__file__).resolve().parents[1])
+    env = {**os.environ, "HOME": str(folder), "PYTHONPATH": src}
+    done = subprocess.run([sys.executable, "-c", CHILD, str(path)], preexec_fn=demote,
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert 0 == done.returncode, done.stderr
+    lines = done.stdout.splitlines()
+    assert ["['The VPN needs a fresh token.']"] * 2 == lines[:2]
+    assert lines[2].startswith("refused:") and "read-only" in lines[2]
+    assert 1 == done.stderr.count("accesses are not counted")
+    try:
+        with FactStore(path) as store:
+            assert 0 == store.get(fact.id).access_count
+            assert 1 == len(store.facts())
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("drop", [
+    "DROP TABLE facts_fts", "DROP TRIGGER facts_ai", "DROP TRIGGER facts_log_au",
+    "DROP INDEX facts_slot_scope_key", "DROP TABLE archive_fts"])
+def test_doctor_finds_a_dropped_derived_object_and_reindex_rebuilds_it(db_path, drop):
+    """Each missing FTS table, trigger or index is reported; reindex recreates it and search works again."""
+    with FactStore(db_path) as store:
+        before = store.add("agent", "The staging VPN rotates its keys weekly.")
+    conn = raw(store)
+    conn.execute(drop)
+    conn.close()
+    with FactStore(db_path) as store:
+        report = store.doctor()
+        assert not report.ok and "run `ctxslots reindex`" in report.problems[0]
+        store.reindex()
+        assert store.doctor().ok
+        after = store.add("agent", "The billing VPN rotates nothing.")
+        assert {before.id, after.id} == {h.fact.id for h in store.search("vpn rotates")}
+
+
+def test_a_dropped_facts_table_is_said_plainly(db_path):
+    """Without the facts table doctor says the facts are gone and reindex fails in one clear error."""
+    with FactStore(db_path) as store:
+        store.add("agent", "Soon gone.")
+    conn = raw(store)
+    conn.execute("DROP TABLE facts")
+    conn.close()
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "doctor"])
+    assert 1 == result.exit_code and "the facts themselves are gone" in result.output
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "reindex"])
+    assert 0 != result.exit_code and "Traceback" not in result.output
+    assert 1 == len(result.output.strip().splitlines())
