@@ -52,7 +52,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path

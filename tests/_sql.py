@@ -31,15 +31,17 @@ def stored_rows(store: Any, *, access: bool = True, scope: Any = ...) -> list[tu
     For "nothing was written" checks. ``access=False`` leaves out access counts;
     ``scope`` (a scope name, ``None`` for global) keeps one scope's rows only.
     """
-    from ctxslots.stores.backend import FactFilter
+    from ctxslots.stores.backend import FACT_COLUMNS, FactFilter
 
     scopes = None if scope is ... else ("" if scope is None else scope,)
     flt = FactFilter(scopes=scopes)
     out: list[tuple[Any, ...]] = []
     for archived in (False, True):
+        columns = [c for c in FACT_COLUMNS if access or c not in ACCESS_COLUMNS]
+        columns += ["archived_at", "reason"] if archived else []
         for row in sorted(store.backend.select(flt, archived=archived), key=lambda r: r["id"]):
-            out.append(("archive" if archived else "facts", *(
-                (k, row[k]) for k in sorted(row) if access or k not in ACCESS_COLUMNS)))
+            # In column order, as a SELECT * reads them: id, slot, scope, key, value...
+            out.append(("archive" if archived else "facts", *(row[c] for c in columns)))
     for entry in store.backend.all_history():
         if scopes is None or entry.scope in scopes:
             out.append(("fact_history", *attrs.astuple(entry)))

@@ -73,12 +73,12 @@ def test_plugin_reranker_through_the_hook(db_path, clock):
     assert list(reversed(plain))[:-1] == got
 
 
-def test_reranker_may_not_add_facts(db_path, clock, facts):
+def test_reranker_may_not_add_facts(location, clock, facts):
     """A reranker that returns hits that were not candidates is an error."""
-    with FactStore(db_path, clock=clock) as other:
+    with FactStore(location, clock=clock) as other:
         stranger = other.add("user", "Unrelated fact about tea.")
         foreign = other.search("tea")
-    with FactStore(db_path, clock=clock, rerank=lambda q, hits: hits + foreign) as store:
+    with FactStore(location, clock=clock, rerank=lambda q, hits: hits + foreign) as store:
         with pytest.raises(InvalidFactError, match="not add new ones"):
             store.search("deploy")
     assert stranger.id not in {f.id for f in facts}

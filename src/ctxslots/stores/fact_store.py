@@ -21,7 +21,13 @@ import attrs
 import numpy as np
 import platformdirs
 
-from ..errors import CtxslotsError, FactNotFoundError, InvalidFactError, StoreError
+from ..errors import (
+    CtxslotsError,
+    FactNotFoundError,
+    InvalidArgumentError,
+    InvalidFactError,
+    StoreError,
+)
 from ..model import Fact, Hit
 from ._engines import open_backend
 from ._search import SearchRequest, query_words, run_search
@@ -551,7 +557,7 @@ class FactStore:
             factor.
         """
         if not isinstance(query, str):
-            raise InvalidFactError("query must be a string", field="query", value=query)
+            raise InvalidArgumentError("query must be a string", field="query", value=query)
         moment = self.clock() if now is None else self.limits.moment(now, "now")
         if self._vector_writer is not None and self.vector_leg_ready:
             self._vector_writer.wait()
@@ -572,7 +578,7 @@ class FactStore:
         """The words a search of ``query`` looks for: sanitized, stop words and
         words common to much of the store left out (for debugging a search)."""
         if not isinstance(query, str):
-            raise InvalidFactError("query must be a string", field="query", value=query)
+            raise InvalidArgumentError("query must be a string", field="query", value=query)
         return query_words(self._backend, query, self.query_policy)
 
     def touch(self, fact_ids: Iterable[int]) -> int:
