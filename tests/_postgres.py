@@ -84,6 +84,14 @@ class PostgresServer:
         self._created.append(name)
         return with_database(self.url, name)
 
+    def drop(self, url: str) -> None:
+        """Drop the database of ``url`` (made by this session), closing its connections."""
+        name = urlsplit(url).path.lstrip("/")
+        if name in self._created:
+            with self.admin() as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            self._created.remove(name)
+
     def drop_all(self) -> None:
         """Drop every database this session created (external servers)."""
         with self.admin() as conn:

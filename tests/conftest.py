@@ -97,9 +97,12 @@ def fixture_postgres() -> Iterator["PostgresServer"]:
 
 
 @pytest.fixture(name="pg_url")
-def fixture_pg_url(postgres: "PostgresServer") -> str:
-    """The URL of a fresh database holding an empty, migrated store."""
-    return postgres.database()
+def fixture_pg_url(postgres: "PostgresServer") -> Iterator[str]:
+    """The URL of a fresh database holding an empty, migrated store (dropped afterwards,
+    so the server's folder stays small and its removal at the end quick)."""
+    url = postgres.database()
+    yield url
+    postgres.drop(url)
 
 
 if TYPE_CHECKING:
