@@ -17,6 +17,8 @@ from ctxslots import (
 from ctxslots.stores import BUILTIN_SLOTS
 from ctxslots.stores.sqlite import open_connection
 
+from _sql import raw
+
 
 def test_upsert_replaces_by_key_and_keeps_history(store, clock):
     """A second write with the same slot, scope and key replaces the value; the old one is in history."""
@@ -269,7 +271,7 @@ def test_fts_index_follows_every_write(store):
 
     assert [] == store.search("miso cat")
     assert [a.id] == [h.fact.id for h in store.search("pico")]
-    conn = open_connection(store.path)
+    conn = raw(store)
     try:
         conn.execute("INSERT INTO facts_fts(facts_fts, rank) VALUES('integrity-check', 1)")
         assert "ok" == conn.scalar("PRAGMA integrity_check")
@@ -280,7 +282,7 @@ def test_fts_index_follows_every_write(store):
 def test_access_tracking_does_not_rewrite_the_index(store):
     """Search updates counters without touching the FTS index (column-specific trigger)."""
     fact = store.add("project", "Releases are tagged vYYYY.MM.")
-    conn = open_connection(store.path)
+    conn = raw(store)
     try:
         before = conn.scalar("SELECT count(*) FROM facts_fts_data")
         for _ in range(20):

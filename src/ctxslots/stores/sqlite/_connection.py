@@ -202,6 +202,9 @@ def open_connection(
     from .migrations import migrate as apply_migrations
 
     path_text = os.fspath(path)
+    if "://" in path_text:
+        raise StoreError(f"{path_text.split('://')[0]}://... is a server URL, not a SQLite file "
+                         "(open it with FactStore)", path=None)
     if path_text != ":memory:":
         if not create and not os.path.exists(path_text):
             raise StoreError(
