@@ -15,7 +15,6 @@ from ctxslots import (
     RankingPolicy,
 )
 from ctxslots.stores import BUILTIN_SLOTS
-from ctxslots.stores.sqlite import open_connection
 
 from _sql import raw
 
