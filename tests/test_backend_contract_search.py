@@ -1,0 +1,225 @@
+"""What every storage engine promises behind FactStore: the two legs, vectors, health, races.
+
+The docstrings of stores/backend.py, as tests run on every engine (see
+tests/_backend_contract.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by name)
+    NOW,
+    add,
+    fixture_backend,
+    fixture_mixed,
+    fixture_opener,
+    make_row,
+    unit,
+)
+
+from ctxslots.stores.backend import FactFilter, Health, HistoryEntry, VectorState
+
+# -- the lexical leg ---------------------------------------------------------------
+
+
+def test_lexical_matches_any_word_best_first(backend):
+    """Any token may match; more matching words rank first; scores grow from negative."""
+    both = add(backend, "Caroline went to the support group meeting.")
+    one = add(backend, "Melanie joined a running group.")
+    add(backend, "Nothing relevant here.")
+    found = backend.lexical(["support", "group"], FactFilter(), 10)
+    assert [both, one] == [c.row["id"] for c in found]
+    assert found[0].score < found[1].score < 0
+    assert [] == backend.lexical([], FactFilter(), 10)
+
+
+def test_lexical_stems_words(backend):
+    """Inflected forms meet: a query for running finds runs."""
+    fact_id = add(backend, "Melanie runs every morning.")
+    assert [fact_id] == [c.row["id"] for c in backend.lexical(["running"], FactFilter(), 5)]
+
+
+def test_lexical_filters_before_the_cut(backend):
+    """A scope's few matches come back even when other scopes hold many better ones."""
+    with backend.transaction():
+        for n in range(30):
+            backend.insert(make_row(f"Deploy deploy deploy note {n}.", scope="busy"))
+        mine = backend.insert(make_row("One deploy note among others.", scope="quiet"))
+    found = backend.lexical(["deploy"], FactFilter(scopes=("quiet", "")), 3)
+    assert [mine] == [c.row["id"] for c in found]
+
+
+def test_lexical_leaves_out_expired_and_superseded(backend, mixed):
+    """live_at and include_superseded apply to word matches too."""
+    flt = FactFilter(scopes=("w1", ""), live_at=NOW, include_superseded=False)
+    assert [] == backend.lexical(["gone", "older"], flt, 10)
+    assert {mixed["expired"], mixed["old"]} == {
+        c.row["id"] for c in backend.lexical(["gone", "older"], FactFilter(), 10)}
+
+
+def test_lexical_searches_the_archive(backend):
+    """archived=True searches forgotten facts, with when and why they left."""
+    fact_id = add(backend, "The staging database moved to eu-west.")
+    with backend.transaction():
+        backend.archive(fact_id, archived_at=NOW, reason="forgotten")
+    assert [] == backend.lexical(["staging"], FactFilter(), 5)
+    found = backend.lexical(["staging"], FactFilter(), 5, archived=True)
+    assert [(fact_id, "forgotten")] == [(c.row["id"], c.row["reason"]) for c in found]
+
+
+def test_lexical_scores_follow_bm25(backend):
+    """A rarer word outweighs a common one, and a shorter document outranks a longer one."""
+    with backend.transaction():
+        for n in range(8):
+            backend.insert(make_row(f"Common word filler {n}."))
+        rare = backend.insert(make_row("Zephyr."))
+        short = backend.insert(make_row("Common lighthouse."))
+        long = backend.insert(make_row("Common lighthouse with many more words around it."))
+    found = [c.row["id"] for c in backend.lexical(["zephyr", "common"], FactFilter(), 3)]
+    assert rare == found[0]
+    found = [c.row["id"] for c in backend.lexical(["lighthouse"], FactFilter(), 3)]
+    assert [short, long] == found
+
+
+def test_drop_common_leaves_out_frequent_words(backend):
+    """Words in more than the share go; none below min_rows; the rarest stays if all go."""
+    with backend.transaction():
+        for n in range(20):
+            words = ["alpha"] + (["beta"] if n < 12 else []) + (["gamma"] if n < 2 else [])
+            backend.insert(make_row(f"{' '.join(words)} note {n}."))
+    assert ["alpha", "gamma"] == backend.drop_common(["alpha", "gamma"], share=1.0, min_rows=100)
+    assert ["gamma"] == backend.drop_common(["alpha", "gamma"], share=0.5, min_rows=10)
+    assert ["beta"] == backend.drop_common(["alpha", "beta"], share=0.5, min_rows=10)
+    assert [] == backend.drop_common([], share=0.5, min_rows=10)
+
+
+# -- vectors -----------------------------------------------------------------
+
+
+def test_vectors_bind_to_an_embedder(backend):
+    """reset_vectors records the embedder; put and read back; state counts gaps and orphans."""
+    a, b = add(backend, "A."), add(backend, "B.")
+    assert VectorState(None, None, 0, 2, 0) == backend.vector_state()
+    with backend.transaction():
+        backend.reset_vectors("model-x", 3)
+        backend.put_vectors([(a, "", "agent")], np.array([unit(1, 2, 3)]))
+        backend.put_vectors([], np.zeros((0, 3), np.float32))
+    assert VectorState("model-x", 3, 1, 1, 0) == backend.vector_state()
+    np.testing.assert_allclose(unit(1, 2, 3), backend.vectors_of([a, b])[a], rtol=1e-6)
+    assert [b] == [r["id"] for r in backend.without_vectors(limit=10)]
+    with backend.transaction():
+        backend.put_vectors([(b, "", "agent"), (999, "", "agent")],
+                            np.array([unit(0, 1, 0), unit(1, 0, 0)]))
+    assert VectorState("model-x", 3, 3, 0, 1) == backend.vector_state()
+    with backend.transaction():
+        backend.reset_vectors("model-y", 2)
+    assert VectorState("model-y", 2, 0, 2, 0) == backend.vector_state()
+
+
+def test_vector_knn_is_exact_and_filtered(backend):
+    """knn returns the k nearest passing the filter, best first, with the cosine."""
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(60, 8)).astype(np.float32)
+    with backend.transaction():
+        backend.reset_vectors("model", 8)
+        ids = [backend.insert(make_row(f"Fact {n}.", scope="w1" if n % 3 else "w2",
+                                       slot="user" if n % 2 else "agent"))
+               for n in range(60)]
+        backend.put_vectors([(ids[n], "w1" if n % 3 else "w2", "user" if n % 2 else "agent")
+                             for n in range(60)], vectors)
+    query = rng.normal(size=8).astype(np.float32)
+    cosines = vectors @ query / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(query))
+    wanted = [n for n in range(60) if n % 3 and n % 2]
+    best = sorted(wanted, key=lambda n: -cosines[n])[:5]
+    found = backend.vector_knn(query, FactFilter(scopes=("w1",), slots=("user",)), 5)
+    assert [ids[n] for n in best] == [fid for fid, _ in found]
+    np.testing.assert_allclose([cosines[n] for n in best], [c for _, c in found], rtol=1e-5)
+
+
+def test_vector_knn_leaves_out_expired_superseded_and_deleted(backend):
+    """Expired, superseded and vector-less facts never come back from knn."""
+    with backend.transaction():
+        backend.reset_vectors("model", 2)
+        live = backend.insert(make_row("Live."))
+        expired = backend.insert(make_row("Expired.", expires_at=NOW - 1))
+        hidden = backend.insert(make_row("Hidden.", superseded_by=live))
+        deleted = backend.insert(make_row("Deleted."))
+        backend.put_vectors([(i, "", "agent") for i in (live, expired, hidden, deleted)],
+                            np.array([unit(1, 0), unit(1, 0.1), unit(1, 0.2), unit(1, 0.3)]))
+        backend.delete_vectors([deleted])
+    flt = FactFilter(scopes=("",), live_at=NOW, include_superseded=False)
+    assert [live] == [fid for fid, _ in backend.vector_knn(unit(1, 0), flt, 10)]
+    assert 3 == len(backend.vector_knn(unit(1, 0), FactFilter(), 10))
+
+
+def test_a_small_scope_gets_all_its_vector_hits(backend):
+    """A scope of 20 among many other facts gets all 20 back, exactly ranked."""
+    rng = np.random.default_rng(3)
+    big = rng.normal(size=(2000, 4)).astype(np.float32)
+    small = rng.normal(size=(20, 4)).astype(np.float32)
+    with backend.transaction():
+        backend.reset_vectors("model", 4)
+        big_ids = [backend.insert(make_row(f"Big {n}.", scope="big")) for n in range(2000)]
+        small_ids = [backend.insert(make_row(f"Small {n}.", scope="small")) for n in range(20)]
+        backend.put_vectors([(i, "big", "agent") for i in big_ids], big)
+        backend.put_vectors([(i, "small", "agent") for i in small_ids], small)
+    query = rng.normal(size=4).astype(np.float32)
+    found = backend.vector_knn(query, FactFilter(scopes=("small",)), 50)
+    order = np.argsort(-(small @ query) / np.linalg.norm(small, axis=1), kind="stable")
+    assert [small_ids[n] for n in order] == [fid for fid, _ in found]
+
+
+# -- health and races -------------------------------------------------------------
+
+
+def test_a_fresh_store_is_healthy_and_rebuilds(backend):
+    """check() finds nothing on a sound store; rebuild() keeps search working."""
+    fact_id = add(backend, "The cache bucket is warm.")
+    health = backend.check()
+    assert isinstance(health, Health)
+    assert (True, True, ()) == (health.facts_readable, health.lexical_in_sync, health.problems)
+    backend.rebuild()
+    assert [fact_id] == [c.row["id"] for c in backend.lexical(["cache"], FactFilter(), 5)]
+    assert backend.used_bytes() > 0
+
+
+def test_concurrent_upserts_keep_one_fact_per_key_and_every_value(opener):
+    """Four writers upserting the same keys at once: one fact per key, no value lost."""
+    keys = [f"k{n}" for n in range(4)]
+    writers = [opener() for _ in range(4)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(writers))
+
+    def upsert(backend: Any, index: int) -> None:
+        try:
+            start.wait()
+            for round_ in range(15):
+                key = keys[(index + round_) % len(keys)]
+                value = f"writer {index} round {round_}"
+                with backend.transaction():
+                    old = backend.get_by_key("user", "", key)
+                    if old is None:
+                        backend.insert(make_row(value, slot="user", key=key))
+                    else:
+                        backend.add_history([HistoryEntry(
+                            old["id"], "user", "", key, old["value"], "", None, 1.0,
+                            old["updated_at"], NOW)])
+                        backend.update(old["id"], {"value": value})
+        except BaseException as exc:  # noqa: BLE001 - the test reports it below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=upsert, args=(w, i)) for i, w in enumerate(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert [] == errors
+    facts = list(writers[0].select(FactFilter()))
+    assert sorted(keys) == sorted(r["key"] for r in facts)
+    written = {f"writer {i} round {r}" for i in range(4) for r in range(15)}
+    kept = {r["value"] for r in facts} | {e.value for e in writers[0].all_history()}
+    assert written == kept
+    assert 60 == len(facts) + sum(1 for _ in writers[0].all_history())
