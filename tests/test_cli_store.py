@@ -6,8 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
+from ctxslots import FactStore
 from ctxslots.cli import cli
 
 
@@ -71,8 +73,33 @@ def test_demo_runs_offline(tmp_path):
 
 def test_python_m_ctxslots(db_path):
     """python -m ctxslots runs the same command, with errors on stderr."""
+    with FactStore(db_path):
+        pass
     proc = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(db_path), "get", "1"],
                           capture_output=True, text=True, timeout=60)
     assert 1 == proc.returncode
     assert "Error: no fact with id 1" == proc.stderr.strip()
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", [["search", "deploy"], ["get", "1"], ["stats"], ["list"],
+                                     ["export"], ["doctor"], ["assemble", "hello"],
+                                     ["reindex"], ["prune", "--dry-run"]])
+def test_reading_a_missing_store_creates_nothing(tmp_path, command):
+    """Commands that do not write facts refuse a missing store in one line naming it, creating nothing."""
+    path = tmp_path / "nonexistent" / "dir" / "x.db"
+    result = CliRunner().invoke(cli, ["--db", str(path), *command])
+    assert 1 == result.exit_code
+    assert [f"Error: no store at {path}: write a fact first (`ctxslots --db {path} remember "
+            "...`) or pass the path of an existing store"] == result.output.strip().splitlines()
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_without_db_a_search_creates_no_default_store(tmp_path, monkeypatch):
+    """With no --db and no CTXSLOTS_DB, a search does not create the default store file."""
+    monkeypatch.delenv("CTXSLOTS_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = CliRunner().invoke(cli, ["search", "deploy"])
+    assert 1 == result.exit_code and "no store at" in result.output
+    assert not (tmp_path / "data").exists()

@@ -72,6 +72,7 @@ def test_list_shows_newest_first_a_page_at_a_time(db_path, clock):
 
 def test_list_of_an_empty_store_says_so(db_path):
     """An empty store lists as 'no facts stored'."""
+    FactStore(db_path).close()
     assert "no facts stored\n" == _invoke("--db", str(db_path), "list").output
 
 
@@ -79,6 +80,7 @@ def test_an_allow_list_naming_no_installed_plugin_warns_once(db_path, monkeypatc
     """``CTXSLOTS_LOAD_PLUGINS=nosuch`` says, once, that no installed plugin is called that."""
     name = f"nosuch{uuid.uuid4().hex[:8]}"  # each allow-list is warned about once per process
     monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", name)
+    FactStore(db_path).close()
     result = _invoke("--db", str(db_path), "assemble", "hello")
     assert 0 == result.exit_code
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from ctxslots import (
     AssemblyRequest,
+    FactStore,
     PromptAssembler,
     StaticContributor,
     hookimpl,
@@ -114,6 +115,7 @@ def test_importing_ctxslots_loads_no_entry_point(example_plugin):
 def test_cli_loads_entry_points(example_plugin, tmp_path, monkeypatch):
     """ctxslots assemble includes the installed plugin's section."""
     monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "example_glossary")
+    FactStore(tmp_path / "c.db").close()
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "c.db"), "assemble",
                                       "where is the runbook?"], catch_exceptions=False)
     assert "## Glossary\n- Runbooks live in docs/runbooks/, one file per alert.\n" == result.output

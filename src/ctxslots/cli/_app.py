@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -27,23 +26,24 @@ class CliContext:
     """What the root options say, handed to every command.
 
     Attributes:
-        db: The ``--db`` path (or ``$CTXSLOTS_DB``), ``None`` for the default.
+        db: The ``--db`` file path or ``postgresql://`` URL (or ``$CTXSLOTS_DB``),
+            ``None`` for the default.
         embedder: The ``--embedder`` spec, ``None`` for the store's default.
         embed_base_url: The ``--embed-base-url`` for an ``openai:`` embedder.
         free_slots: ``--free-slots``: accept any well-formed slot name, not only
             the built-in slots and those plugins register.
     """
 
-    db: Path | None = None
+    db: str | None = None
     embedder: str | None = None
     embed_base_url: str | None = None
     free_slots: bool = False
     _cache: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     @property
-    def db_path(self) -> Path:
-        """The store's path: ``--db``, else the default under the user data directory."""
-        return self.db or default_db_path()
+    def db_path(self) -> str:
+        """Where the store lives: ``--db``, else the default under the user data directory."""
+        return self.db or str(default_db_path())
 
     def plugin_manager(self) -> pluggy.PluginManager:
         """The built-in and installed plugins (entry points, ``CTXSLOTS_LOAD_PLUGINS`` applies),
@@ -56,12 +56,15 @@ class CliContext:
         return pm
 
     @contextmanager
-    def open_store(self, *, long_running: bool = False) -> Iterator[FactStore]:
+    def open_store(self, *, long_running: bool = False, create: bool = False
+                   ) -> Iterator[FactStore]:
         """Open the store with the chosen embedder (a plugin's too, through
         ``register_embedders``) and the plugins' ``rerank_hits``; close it afterwards.
 
         :param long_running: Keep the in-memory vector copy (a server); a
-            one-shot command searches sqlite-vec directly.
+            one-shot command reads the vector table directly.
+        :param create: Create a missing store (commands that write); otherwise
+            a missing store is one error line naming it, and nothing is created.
         """
         from ..plugins import embedder_factories
         from ..stores.embedders import embedder_from_spec
@@ -73,7 +76,7 @@ class CliContext:
                     if self.embedder else None)
         # A one-shot command searches once or twice: sqlite-vec's scan (30 ms at 100k facts) beats
         # loading the in-memory vector copy first (1.6 s). A server keeps the copy.
-        with FactStore(self.db_path, embedder=embedder, vector_cache=long_running,
+        with FactStore(self.db_path, embedder=embedder, vector_cache=long_running, create=create,
                        rerank=reranker_from_plugins(pm), limits=self.limits()) as store:
             yield store
 
@@ -149,9 +152,9 @@ class _Group(click.Group):
 @click.group(cls=_Group)
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
     envvar="CTXSLOTS_DB",
-    help="The SQLite store (default: $CTXSLOTS_DB, else the user data directory).",
+    help="The store: a SQLite file, or a postgresql:// URL (default: $CTXSLOTS_DB, else a "
+         "file in the user data directory).",
 )
 @click.option(
     "--embedder",
@@ -172,7 +175,7 @@ class _Group(click.Group):
 @click.version_option(package_name="ctxslots")
 @click.pass_context
 def cli(
-    ctx: click.Context, db: Path | None, embedder: str | None, embed_base_url: str | None,
+    ctx: click.Context, db: str | None, embedder: str | None, embed_base_url: str | None,
     free_slots: bool,
 ) -> None:
     """Memory slots for LLM agents: store facts, search them, assemble prompts."""

@@ -37,7 +37,7 @@ def remember(
 ) -> None:
     """Store VALUE in SLOT: user, project, agent or a slot a plugin registers
     (any slot name with ctxslots --free-slots)."""
-    with app.open_store() as store:
+    with app.open_store(create=True) as store:
         opts: dict[str, Any] = {"scope": scope, "tags": _split_tags(tags),
                                 "confidence": confidence, "source": "cli"}
         fact = store.upsert(slot, key, value, **opts) if key else store.add(slot, value, **opts)

@@ -109,13 +109,13 @@ def flush(
     client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout)
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
     if len(files) == 1:
-        with app.open_store() as store:
+        with app.open_store(create=True) as store:
             flusher = MemoryFlusher(store, client, policy=policy)
             _flush_one(flusher, files[0], conversation, scope, if_due, as_json)
         return
     reports: list[dict[str, Any]] = []
     failed = 0
-    with app.open_store() as store, \
+    with app.open_store(create=True) as store, \
             Progress("flushing", total=len(files), unit="conversations") as bar:
         flusher = MemoryFlusher(store, client, policy=policy)
         for file in files:

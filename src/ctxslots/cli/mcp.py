@@ -39,7 +39,7 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
         raise click.UsageError(f"serving on {host} (not loopback) needs --token")
     import anyio  # installed with the SDK
 
-    with app.open_store(long_running=True) as store:
+    with app.open_store(long_running=True, create=True) as store:
         tools = MemoryTools(store, scope=scope, slots=slots) if slots else \
             MemoryTools(store, scope=scope)
         if transport == "http":

@@ -146,7 +146,7 @@ def import_(
     fmt = _format_of(file, fmt)
     if fmt == "jsonl" and (slot or scope):
         raise click.UsageError("--slot and --scope apply to Markdown imports only")
-    with app.open_store() as store, Progress("importing") as bar:
+    with app.open_store(create=True) as store, Progress("importing") as bar:
         try:
             if fmt == "jsonl":
                 report = _import_jsonl(store, file, skip_invalid, bar)
