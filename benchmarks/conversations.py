@@ -21,6 +21,13 @@ time of the last session plus a day:
 - prompt@B: the share of evidence turns whose rendered text is inside
   ``PromptAssembler(store).assemble(AssemblyRequest(question, budget=B)).text``.
 
+``--latency N`` instead builds one store of N memories (every turn of the file,
+repeated until there are N) and times ``store.search(question, limit=10)`` for
+every question, words only and, with ``--model``, with the model (query
+embedding included), each against its floor in the same run: the raw FTS5
+query, plus for the model the query's embedding and a numpy scan of all N
+vectors.
+
 The floor row is plain FTS5 on the same file, in the same run: the store's own
 index queried with raw SQL (``MATCH`` of the sanitized words, stop words out,
 ``ORDER BY rank``), with no ranking around it; its p50 is the SQL alone.
@@ -59,7 +66,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ctxslots import AssemblyRequest, FactStore, PromptAssembler, RankingPolicy  # noqa: E402
+from ctxslots import AssemblyRequest, FactStore, Limits, PromptAssembler, RankingPolicy  # noqa: E402
 from ctxslots.assembler.escape import bullet  # noqa: E402
 from ctxslots.stores.backend import LexicalCandidate  # noqa: E402
 from ctxslots.stores.sqlite import SQLiteBackend, open_connection  # noqa: E402
@@ -141,7 +148,7 @@ def load_conversations(path: Path) -> list[Conversation]:
 
 
 class Clock:
-    """A settable clock: each turn is written at its session's time."""
+    """A settable clock (the time the questions are asked)."""
 
     def __init__(self, now: float = 0.0) -> None:
         self.now = now
@@ -151,13 +158,13 @@ class Clock:
 
 
 def build(path: Path, conversation: Conversation, embedder: Any) -> dict[int, str]:
-    """A fresh store of the conversation's turns; returns fact id -> dia_id."""
-    clock = Clock()
+    """A fresh store of the conversation's turns, each observed at its session's date
+    (and written at the time the questions are asked); returns fact id -> dia_id."""
     ids: dict[int, str] = {}
-    with FactStore(path, embedder=embedder, clock=clock) as store, store.batch():
+    with FactStore(path, embedder=embedder, clock=Clock(conversation.asked_at)) as store, \
+            store.batch():
         for turn in conversation.turns:
-            clock.now = turn.said_at
-            ids[store.add(SLOT, turn.text).id] = turn.dia_id
+            ids[store.add(SLOT, turn.text, observed_at=turn.said_at).id] = turn.dia_id
     return ids
 
 
@@ -181,9 +188,10 @@ def add_context_table(path: Path, conversation: Conversation, ids: dict[int, str
 
 
 @contextlib.contextmanager
-def context_prototype(weight: float) -> Iterator[None]:
+def context_prototype(path: Path, weight: float) -> Iterator[None]:
     """Swap the SQLite engine's lexical leg for one that also reads the context table."""
     original = SQLiteBackend.lexical
+    conn = open_connection(path, migrate=False)
 
     def leg(self: SQLiteBackend, tokens: Any, flt: Any, pool: int, *,
             archived: bool = False) -> list[LexicalCandidate]:
@@ -191,22 +199,19 @@ def context_prototype(weight: float) -> Iterator[None]:
         if archived or not match:
             return original(self, tokens, flt, pool, archived=archived)
         cond, params = sql_where(flt, "f.")
-        conn = open_connection(self.path, migrate=False)
-        try:
-            ranked = [(int(fid), float(r)) for fid, r in conn.execute(
-                f"SELECT f.id, bm25({PROTO_TABLE}, 1.0, ?) AS r FROM {PROTO_TABLE} JOIN facts AS f "
-                f"ON f.id = {PROTO_TABLE}.rowid WHERE {PROTO_TABLE} MATCH ? AND {cond} "
-                "ORDER BY r LIMIT ?", (weight, match, *params, pool)).fetchall()]
-        finally:
-            conn.close()
-        rows = {int(r["id"]): r for r in self.rows_by_ids([f for f, _ in ranked], flt)}
-        return [LexicalCandidate(rows[f], score) for f, score in ranked if f in rows]
+        ranked = [(int(fid), float(r)) for fid, r in conn.execute(
+            f"SELECT f.id, bm25({PROTO_TABLE}, 1.0, ?) AS r FROM {PROTO_TABLE} JOIN facts AS f "
+            f"ON f.id = {PROTO_TABLE}.rowid WHERE {PROTO_TABLE} MATCH ? AND {cond} "
+            "ORDER BY r LIMIT ?", (weight, match, *params, pool)).fetchall()]
+        rows = {int(r["id"]): r for r in self.rows_by_ids([fid for fid, _ in ranked], flt)}
+        return [LexicalCandidate(rows[fid], score) for fid, score in ranked if fid in rows]
 
     SQLiteBackend.lexical = leg  # type: ignore[method-assign]
     try:
         yield
     finally:
         SQLiteBackend.lexical = original  # type: ignore[method-assign]
+        conn.close()
 
 
 @dataclass
@@ -339,6 +344,77 @@ def print_table(rows: list[tuple[str, Result]], budgets: list[int], per_conversa
                 f"{res.by_conversation[c].mean(10):>8.3f}" for c in convs))
 
 
+class _Memo:
+    """An embedder that embeds each distinct text once (for building repeated turns)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.model_id = model.model_id
+        self.dimension = model.dimension
+        self.seen: dict[str, Any] = {}
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self.seen]
+        if todo:
+            self.seen.update(zip(todo, self.model.embed(todo), strict=True))
+        return np.array([self.seen[t] for t in texts], dtype=np.float32)
+
+
+def _p(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
+
+
+def measure_latency(tmp: Path, conversations: list[Conversation], size: int, model: Any) -> None:
+    """Search p50/p90 at ``size`` memories (every turn, repeated), against the floors."""
+    import numpy as np
+
+    turns = [t for c in conversations for t in c.turns]
+    memories = [turns[i % len(turns)] for i in range(size)]
+    questions = [q.text for c in conversations for q in c.questions]
+    asked_at = max(c.asked_at for c in conversations)
+    print(f"\nsearch latency at {size:,} memories ({len(turns):,} turns repeated), "
+          f"{len(questions)} questions, limit=10")
+    rows: list[tuple[str, list[float]]] = []
+    for use_model in ([False, True] if model is not None else [False]):
+        path = tmp / f"latency-{use_model}.db"
+        clock = Clock(asked_at)
+        builder = _Memo(model) if use_model else embedder_from_spec("hash")
+        with FactStore(path, embedder=builder, clock=clock,
+                       limits=Limits(max_batch=size)) as store, store.batch():
+            for turn in memories:
+                store.add(SLOT, turn.text, observed_at=turn.said_at)
+        embedder = model if use_model else embedder_from_spec("hash")
+        name = "model" if use_model else "words only"
+        conn = open_connection(path)
+        matrix = np.array(builder.embed([t.text for t in memories]), dtype=np.float32) \
+            if use_model else None
+        with FactStore(path, embedder=embedder, clock=clock) as store:
+            if use_model:
+                store.load_vector_cache()
+            store.search("warm up", limit=10, track_access=False)
+            floor, timed = [], []
+            for text in questions:
+                start = time.perf_counter()
+                match = to_match(query_tokens(text))
+                if match:
+                    conn.execute(FLOOR_SQL, (match, 10)).fetchall()
+                if matrix is not None:
+                    vector = np.asarray(model.embed([text])[0], dtype=np.float32)
+                    scores = matrix @ vector
+                    np.argpartition(-scores, 100)[:100]
+                floor.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                store.search(text, limit=10, track_access=False)
+                timed.append(time.perf_counter() - start)
+        conn.close()
+        what = "FTS5 query" + (" + query embedding + numpy scan" if use_model else "")
+        rows += [(f"floor ({what})", floor), (f"FactStore.search, {name} (defaults)", timed)]
+    for label, values in rows:
+        print(f"  {label:<66} p50 {_p(values, 0.5):7.2f} ms   p90 {_p(values, 0.9):7.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path, help="a conversation file in the LoCoMo layout")
@@ -354,6 +430,9 @@ def main() -> None:
                              "turns before it in its session")
     parser.add_argument("--context-weight", type=float, default=0.5,
                         help="BM25 weight of the context column (the memory's own words: 1)")
+    parser.add_argument("--latency", type=int, default=0, metavar="N",
+                        help="only time searches in one store of N memories (the turns "
+                             "repeated), against the floor")
     args = parser.parse_args()
 
     conversations = load_conversations(args.path)
@@ -372,6 +451,10 @@ def main() -> None:
         model = embedder_from_spec(f"sentence-transformers:{args.model}")
         model.embed(["warm up"])
         print(f"loaded {args.model} in {time.perf_counter() - start:.1f} s")
+    if args.latency:
+        with tempfile.TemporaryDirectory() as tmp:
+            measure_latency(Path(tmp), conversations, args.latency, model)
+        return
     configs = [Config("words only (defaults)", True)]
     if model is not None:
         configs.append(Config(f"{args.model} (defaults)", False))
@@ -399,7 +482,8 @@ def main() -> None:
                 stores[use_words, context] = path
             run_floor(stores[True, False] if (True, False) in stores else path, conv, ids, floor)
             for config, res in zip(configs, results, strict=True):
-                with context_prototype(args.context_weight) if config.context \
+                path = stores[config.words, config.context]
+                with context_prototype(path, args.context_weight) if config.context \
                         else contextlib.nullcontext():
                     run_config(stores[config.words, config.context], conv, ids, config,
                                embedders[config.words], budgets, res)
