@@ -44,8 +44,10 @@ def build(path: Path, scopes: int, embedder: str) -> None:
     """One fact in each of ``scopes`` scopes and ``TARGET`` facts in scope ``target``."""
     facts = generate_facts(scopes + TARGET, seed=3)
     emb: object = False if embedder == "none" else embedder
-    with FactStore(path, embedder=emb, limits=Limits(max_batch=scopes + TARGET)) as store, \
-            store.batch():
+    # With an embedder, vectors are kept (vector weight 1): the larger file.
+    ranking = RankingPolicy(vector_weight=0.0 if embedder == "none" else 1.0)
+    with FactStore(path, embedder=emb, ranking=ranking,
+                   limits=Limits(max_batch=scopes + TARGET)) as store, store.batch():
         for i in range(scopes):
             store.add("agent", next(facts).value, scope=f"user-{i:05d}")
         for _ in range(TARGET):
@@ -74,7 +76,7 @@ def run(scopes: int, queries: list[str], embedder: str, repeat: int, folder: Pat
     size = os.path.getsize(path)
     emb: object = False if embedder == "none" else embedder
     with FactStore(path, embedder=emb, vector_cache=False,
-                   ranking=RankingPolicy(vector_weight=0.0)) as store:
+                   ranking=RankingPolicy(vector_weight=0.0)) as store:  # words-only search timed
         words = [store.query_words(q) for q in queries]
         t_search = timed(lambda q: store.search(q, scope="target", track_access=False),
                          queries, repeat)
@@ -104,7 +106,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scopes", default="10,10000", help="comma-separated counts of other scopes")
     parser.add_argument("--embedder", default="hash",
-                        help="embedder spec for the stores, or 'none' (default: hash)")
+                        help="embedder spec for the stores (their vectors kept), or 'none' for "
+                             "the words-only default store (default: hash)")
     parser.add_argument("--queries", type=int, default=200, help="queries per run")
     parser.add_argument("--repeat", type=int, default=3, help="times each query is run")
     args = parser.parse_args()
