@@ -43,7 +43,8 @@ def _lines(fp: TextIO) -> Iterator[tuple[int, str]]:
     number = 0
     try:
         for number, line in enumerate(fp, start=1):
-            yield number, line
+            # A byte-order mark (some Windows editors write one) is no part of the header.
+            yield number, line.removeprefix("\ufeff") if number == 1 else line
     except UnicodeDecodeError as exc:
         raise InvalidImportError(ImportIssue(number + 1, f"not UTF-8 text ({exc.reason})",
                                              "encoding")) from None
@@ -59,6 +60,7 @@ def read_jsonl(store: FactStore, fp: TextIO) -> tuple[list[ParsedFact], list[Imp
     errors: list[ImportIssue] = []
     seen_header = False
     now = store.clock()
+    lines_of_ids: dict[int, int] = {}
     for number, line in _lines(fp):
         if not line.strip():
             continue
@@ -68,7 +70,15 @@ def read_jsonl(store: FactStore, fp: TextIO) -> tuple[list[ParsedFact], list[Imp
                 check_header(data)
                 seen_header = True
                 continue
-            parsed.append(parse_record(data, line=number, limits=store.limits, now=now))
+            fact = parse_record(data, line=number, limits=store.limits, now=now)
+            if fact.id is not None:
+                first = lines_of_ids.setdefault(fact.id, number)
+                if first != number:
+                    raise InvalidFactError(
+                        f"id {fact.id} is also the id of line {first}: ids must be unique in "
+                        "one file (links and superseded_by would not know which fact they "
+                        "mean)", field="id", value=fact.id)
+            parsed.append(fact)
         except InvalidFactError as exc:
             issue = ImportIssue(number, str(exc), exc.field, exc.value)
         except json.JSONDecodeError as exc:

@@ -17,6 +17,7 @@ import attrs
 
 from ..errors import InvalidFactError
 from ._validate import MAX_TIMESTAMP, Limits
+from .backend import MAX_COUNT
 
 __all__ = [
     "FORMAT",
@@ -287,9 +288,9 @@ def _links(value: Any) -> tuple[tuple[int, float, float], ...]:
         if to is None:
             raise _bad("to", "a link needs the id it points to", link)
         number = _finite(strength)
-        if number is None or number <= 0:
-            raise _bad("strength", f"link strength must be a number > 0, not {strength!r}",
-                       strength)
+        if number is None or not 0 < number <= MAX_COUNT:
+            raise _bad("strength", f"link strength must be a number above 0 and at most "
+                       f"2**53, not {strength!r}", strength)
         links.append((to, number, _required_timestamp(link, "updated_at", None)))
     return tuple(links)
 
@@ -309,12 +310,12 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedF
         raise _bad("archived", f"archived must be true or false, not {archived!r}", archived)
     key = record.get("key")
     score = _finite(record.get("score", 0.0))
-    if score is None:
-        raise _bad("score", f"score must be a finite number, not {record['score']!r}",
-                   record["score"])
+    if score is None or not -MAX_COUNT <= score <= MAX_COUNT:
+        raise _bad("score", f"score must be a number from -2**53 to 2**53, not "
+                   f"{record['score']!r}", record["score"])
     count = record.get("access_count", 0)
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= _MAX_INT:
-        raise _bad("access_count", f"access_count must be an integer from 0 to {_MAX_INT}, "
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_COUNT:
+        raise _bad("access_count", f"access_count must be an integer from 0 to 2**53, "
                    f"not {count!r}", count)
     created = _required_timestamp(record, "created_at", now)
     row: dict[str, Any] = {

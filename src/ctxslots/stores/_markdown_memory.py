@@ -42,6 +42,9 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _KEYED = re.compile(r"\*\*([^\n]+?)\*\*:(?: |(?=\n)|$)")
+#: A line CommonMark may read as a link reference definition (``[x]: url``,
+#: which renders as nothing and makes ``[x]`` a live link) or a footnote.
+_LINK_DEFINITION = re.compile(r" {0,3}\[(?:[^\[\]\\]|\\.)+\]:")
 _SAFE_DIR_CHARS = re.compile(r"[A-Za-z0-9_\-]")
 
 
@@ -113,13 +116,19 @@ def render_bullet(value: str, *, key: str | None = None, tags: Sequence[str] = (
         text = f"**{key}**: " + _with_tags(value, tags)
     else:
         text = _with_tags(value, tags)
-        if text.startswith(MARK) or _KEYED.match(text) or _THEMATIC.match(
-                "- " + text.split("\n", 1)[0]):
+        if text.startswith(MARK) or _KEYED.match(text) or _LINK_DEFINITION.match(text) \
+                or _THEMATIC.match("- " + text.split("\n", 1)[0]):
             text = MARK + text
     first, *rest = text.split("\n")
     lines = [f"- {first}" if first else "-"]
-    lines.extend(f"  {line}" if line else "" for line in rest)
+    lines.extend(f"  {_shielded(line)}" if line else "" for line in rest)
     return "\n".join(lines)
+
+
+def _shielded(line: str) -> str:
+    """A continuation line that a viewer would read as a link definition, marked so
+    it shows as text (the mark is read back off any line that starts with it)."""
+    return MARK + line if line.startswith(MARK) or _LINK_DEFINITION.match(line) else line
 
 
 def title(slot: str, scope: str | None) -> str:
@@ -189,7 +198,7 @@ def _is_title(line: str, slot: str) -> bool:
 
 
 def _bullet(line: int, lines: list[str], headings: list[str]) -> Bullet:
-    text = "\n".join(lines)
+    text = "\n".join([lines[0], *(line.removeprefix(MARK) for line in lines[1:])])
     key = None
     if text.startswith(MARK):
         text = text[len(MARK):]

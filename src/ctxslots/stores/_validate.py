@@ -15,11 +15,15 @@ import attrs
 
 from ..errors import InvalidFactError
 from ..model import to_timestamp
+from .backend import MAX_TIME
 
-__all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_TIMESTAMP", "Limits"]
+__all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_SCORE_STEP", "MAX_TIMESTAMP", "Limits"]
 
 #: The last Unix second :class:`datetime.datetime` can represent (9999-12-31T23:59:59Z).
-MAX_TIMESTAMP = 253402300799.0
+MAX_TIMESTAMP = MAX_TIME
+
+#: The most one reinforce or demote moves a score.
+MAX_SCORE_STEP = 1000.0
 
 #: The slots ctxslots ships contributors for.
 BUILTIN_SLOTS: tuple[str, ...] = ("user", "project", "agent")
@@ -151,7 +155,7 @@ class Limits:
             tags = [tags]
         if not isinstance(tags, Iterable):
             raise InvalidFactError("tags must be a sequence of strings", field="tags", value=tags)
-        out: list[str] = []
+        out: dict[str, None] = {}  # insertion-ordered, a set for the repeats
         for tag in tags:
             if not isinstance(tag, str) or not tag.strip():
                 raise InvalidFactError("each tag must be a non-empty string", field="tags", value=tag)
@@ -163,8 +167,7 @@ class Limits:
                     value=tag,
                 )
             _unicode(tag, "tags")
-            if tag not in out:
-                out.append(tag)
+            out[tag] = None
         if len(out) > self.max_tags:
             raise InvalidFactError(
                 f"{len(out)} tags, over the limit of {self.max_tags}", field="tags", value=tags
@@ -199,6 +202,17 @@ class Limits:
                 "source must be a string of at most 1000 characters", field="source", value=source
             )
         return _unicode(source, "source")
+
+    def score_step(self, amount: object) -> float:
+        """Validate how much one reinforce or demote moves a score: a finite
+        number from 0 to :data:`MAX_SCORE_STEP`."""
+        # NaN fails every comparison, and comparing a huge int never overflows.
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) \
+                or not 0 <= amount <= MAX_SCORE_STEP:
+            raise InvalidFactError(
+                f"amount must be a number from 0 to {MAX_SCORE_STEP:g}, not "
+                f"{_short(repr(amount))}", field="amount", value=amount)
+        return float(amount)
 
     def expires_at(self, expires_at: object) -> float | None:
         """Validate an expiry: a datetime, Unix seconds, or ``None``."""

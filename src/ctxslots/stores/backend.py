@@ -28,9 +28,12 @@ from ..errors import DuplicateKeyError
 
 __all__ = [
     "FACT_COLUMNS",
+    "MAX_COUNT",
     "META_EMBEDDER_DIMENSION",
     "META_EMBEDDER_MODEL",
+    "READABLE_RANGES",
     "Backend",
+    "BadValue",
     "DuplicateKeyError",
     "ExactHit",
     "FactFilter",
@@ -38,6 +41,7 @@ __all__ = [
     "HistoryEntry",
     "LexicalCandidate",
     "Row",
+    "ValueRange",
     "VectorState",
 ]
 
@@ -52,6 +56,86 @@ FACT_COLUMNS: tuple[str, ...] = (
 #: model id and dimension (read back with :meth:`Backend.get_meta`).
 META_EMBEDDER_MODEL = "embedder.model_id"
 META_EMBEDDER_DIMENSION = "embedder.dimension"
+
+#: The largest count or reinforcement score a store keeps: up to 2**53 a
+#: float still counts every +1 (ids from a file are kept below it too).
+MAX_COUNT = 2**53
+
+#: The last Unix second :class:`datetime.datetime` can represent (9999-12-31T23:59:59Z).
+MAX_TIME = 253402300799.0
+
+
+@attrs.frozen
+class ValueRange:
+    """The stored values of one number column that every read can use.
+
+    Attributes:
+        table: ``"facts"``, ``"archive"`` or ``"fact_history"``.
+        column: The column.
+        low: The smallest value.
+        high: The largest value.
+        nullable: Whether ``NULL`` is a valid value.
+        fallback: What :meth:`Backend.repair_values` writes in place of a value
+            outside the range: a number, ``None`` (``NULL``) or ``"now"`` (the
+            time of the repair).
+    """
+
+    table: str
+    column: str
+    low: float
+    high: float
+    nullable: bool = False
+    fallback: float | str | None = "now"
+
+
+def _fact_ranges(table: str) -> tuple[ValueRange, ...]:
+    times = [ValueRange(table, c, 0.0, MAX_TIME) for c in ("created_at", "updated_at")]
+    # A row written before observed times existed may hold none: it reads as created_at.
+    times.append(ValueRange(table, "observed_at", 0.0, MAX_TIME, nullable=True))
+    times += [ValueRange(table, c, 0.0, MAX_TIME, nullable=True, fallback=None)
+              for c in ("last_accessed", "expires_at")]
+    if table == "archive":
+        times.append(ValueRange(table, "archived_at", 0.0, MAX_TIME))
+    return (*times,
+            ValueRange(table, "score", -float(MAX_COUNT), float(MAX_COUNT), fallback=0.0),
+            ValueRange(table, "confidence", 0.0, 1.0, fallback=1.0),
+            ValueRange(table, "access_count", 0.0, float(MAX_COUNT), fallback=0))
+
+
+#: Every number column a read turns into a datetime, an int or a float, with
+#: the values it can use: times from 1970 to the year 9999, counts and scores
+#: within :data:`MAX_COUNT`, confidences from 0 to 1. Every way in checks
+#: them; :meth:`Backend.bad_values` finds a row stored before it did.
+READABLE_RANGES: tuple[ValueRange, ...] = (
+    *_fact_ranges("facts"), *_fact_ranges("archive"),
+    ValueRange("fact_history", "valid_from", 0.0, MAX_TIME),
+    ValueRange("fact_history", "valid_to", 0.0, MAX_TIME),
+    ValueRange("fact_history", "confidence", 0.0, 1.0, fallback=1.0),
+)
+
+
+@attrs.frozen
+class BadValue:
+    """A stored number outside its :class:`ValueRange` (a read of it would fail).
+
+    Attributes:
+        table: Where it is stored.
+        fact_id: The fact it belongs to.
+        column: The column.
+        value: The value as stored (``None`` when the engine cannot hand it over).
+    """
+
+    table: str
+    fact_id: int
+    column: str
+    value: Any
+
+    def describe(self) -> str:
+        """``fact 12 created_at = 1e+300`` (``archived fact``, ``history of fact``)."""
+        where = {"facts": "fact", "archive": "archived fact",
+                 "fact_history": "history of fact"}.get(self.table, self.table)
+        return f"{where} {self.fact_id} {self.column} = {self.value!r}"
+
 
 #: One fact row: column name to value (see :data:`FACT_COLUMNS`). Archived rows
 #: also carry ``archived_at`` and ``reason``.
@@ -363,6 +447,14 @@ class Backend(Protocol):
 
     def check(self) -> Health:
         """Integrity of the store and of its derived indexes."""
+
+    def bad_values(self, *, limit: int) -> list[BadValue]:
+        """Up to ``limit`` stored numbers outside :data:`READABLE_RANGES` (values
+        of the wrong type included), by table, column and fact id."""
+
+    def repair_values(self, now: float) -> int:
+        """Set every stored number outside :data:`READABLE_RANGES` to its range's
+        fallback (``"now"`` is ``now``), inside a transaction; how many were set."""
 
     def rebuild(self) -> None:
         """Rebuild every derived object (lexical index, triggers, indexes) from the facts."""

@@ -74,6 +74,12 @@ def _location(path: str | os.PathLike[str] | None) -> str:
     return os.fspath(path)
 
 
+def _check_pool(_store: Any, _attribute: Any, pool: object) -> None:
+    if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= 10_000:
+        raise InvalidArgumentError(f"candidate_pool must be an integer from 1 to 10000, "
+                                   f"not {pool!r}", field="candidate_pool", value=pool)
+
+
 @attrs.define
 class FactStore:
     """Facts and memories of every slot, in one SQLite file or a PostgreSQL database.
@@ -95,7 +101,8 @@ class FactStore:
         query_policy: How query text becomes a lexical query (stop words,
             minimum token length).
         candidate_pool: How many candidates each retrieval leg contributes, and
-            how deep fusion looks: the first hits never depend on ``limit``.
+            how deep fusion looks (1 to 10,000): the first hits never depend on
+            ``limit``.
         clock: Returns the current time in Unix seconds (tests pass their own).
         embedder: What turns text into vectors for the vector leg: an object
             with ``model_id``, ``dimension`` and ``embed(texts)``, a spec string
@@ -130,7 +137,7 @@ class FactStore:
     limits: Limits = attrs.field(factory=Limits)
     ranking: RankingPolicy = attrs.field(factory=RankingPolicy)
     query_policy: QueryPolicy = DEFAULT_POLICY
-    candidate_pool: int = 100
+    candidate_pool: int = attrs.field(default=100, validator=_check_pool)
     clock: Callable[[], float] = time.time
     embedder: Any = None
     vector_cache: bool = True
@@ -403,15 +410,17 @@ class FactStore:
         stronger co-recall link to it (see :mod:`ctxslots.stores.links`).
 
         :raises FactNotFoundError: No live fact has this id.
+        :raises InvalidFactError: ``amount`` is not a number from 0 to 1,000.
         """
-        return self._adjust_score(fact_id, amount)
+        return self._adjust_score(fact_id, self.limits.score_step(amount))
 
     def demote(self, fact_id: int, amount: float = 1.0) -> Fact:
         """Take ``amount`` (default 1) from a fact's reinforcement score.
 
         :raises FactNotFoundError: No live fact has this id.
+        :raises InvalidFactError: ``amount`` is not a number from 0 to 1,000.
         """
-        return self._adjust_score(fact_id, -amount)
+        return self._adjust_score(fact_id, -self.limits.score_step(amount))
 
     def _adjust_score(self, fact_id: int, delta: float) -> Fact:
         fact_id = check_id(fact_id)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .backend import BadValue
+
 if TYPE_CHECKING:
     from .fact_store import FactStore
 
@@ -91,10 +93,30 @@ def _vector_problems(state: IndexState) -> list[str]:
     return problems
 
 
+#: Most values out of range a doctor report names.
+SHOWN_BAD_VALUES = 5
+_LOOKED_AT = 100
+
+
+def _value_problems(bad: list[BadValue]) -> list[str]:
+    if not bad:
+        return []
+    shown = "; ".join(b.describe() for b in bad[:SHOWN_BAD_VALUES])
+    more = ""
+    if len(bad) > SHOWN_BAD_VALUES:
+        more = f" and {'at least ' if len(bad) == _LOOKED_AT else ''}" \
+               f"{len(bad) - SHOWN_BAD_VALUES} more"
+    return [f"stored values no read can use (a time outside 1970 to 9999, a count or score "
+            f"out of range): {shown}{more}; run `ctxslots reindex` to reset them (times to "
+            "now, expiry and last access cleared, scores and counts to 0, confidence to 1)"]
+
+
 def doctor(store: FactStore) -> DoctorReport:
-    """Check the store's integrity, its full-text index and its vectors."""
+    """Check the store's integrity, its full-text index, its stored values and its vectors."""
     health = store.backend.check()
     problems = list(health.problems)
+    if health.facts_readable:
+        problems += _value_problems(store.backend.bad_values(limit=_LOOKED_AT))
     state = None
     # A store whose searches read no vectors keeps none: nothing to check.
     if store.embedder is not False and store.ranking.vector_weight and health.facts_readable:
@@ -112,6 +134,10 @@ def reindex(store: FactStore, *, reset_vectors: Callable[[], None],
             progress: Progress | None = None, batch_size: int = 256) -> int:
     """Rebuild every derived index from the facts, then every vector (when searches read them).
 
+    Stored times and numbers that no read can use (see :func:`doctor`) are
+    reset first: a time to now (an expiry or last access cleared), a score or
+    count to 0, a confidence to 1.
+
     Vectors are written in batches, each in its own transaction, so other
     processes keep working meanwhile and an interrupted run can simply be run
     again. Returns the number of facts embedded.
@@ -122,6 +148,8 @@ def reindex(store: FactStore, *, reset_vectors: Callable[[], None],
     """
     backend = store.backend
     backend.rebuild()
+    with backend.transaction():
+        backend.repair_values(store.clock())
     total = backend.counts()["facts"]
     if progress:
         progress(0, total)

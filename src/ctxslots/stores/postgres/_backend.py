@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from ...errors import StoreError
 from ..backend import (
+    BadValue,
     FactFilter,
     Health,
     HistoryEntry,
@@ -21,7 +22,7 @@ from ..backend import (
     Row,
     VectorState,
 )
-from . import _health, _links, _meta, _rows, _vectors
+from . import _health, _links, _meta, _rows, _values, _vectors
 from ._connect import check_server, connect_error, open_pool
 from ._errors import store_error
 from ._lexical import LEXICAL_RANKINGS, LexicalLeg
@@ -437,3 +438,13 @@ class PostgresBackend:
         """Recreate missing indexes and reindex every table."""
         with self._conn() as conn:
             _health.rebuild(conn)
+
+    def bad_values(self, *, limit: int) -> list[BadValue]:
+        """Stored numbers no read can use (NaN and infinities included)."""
+        with self._conn() as conn:
+            return _values.bad_values(conn, limit)
+
+    def repair_values(self, now: float) -> int:
+        """Reset stored numbers no read can use to their fallbacks."""
+        with self._conn() as conn:
+            return _values.repair_values(conn, now)

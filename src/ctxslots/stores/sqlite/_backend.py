@@ -18,6 +18,7 @@ import numpy as np
 from ...errors import DuplicateKeyError, ReadOnlyStoreError, StoreError
 from ..backend import (
     FACT_COLUMNS,
+    BadValue,
     FactFilter,
     Health,
     HistoryEntry,
@@ -27,6 +28,7 @@ from ..backend import (
     rows_in,
 )
 from ..sanitize import to_match
+from . import _values
 from ._common_terms import CommonTerms
 from ._connection import open_connection, sqlite_version
 from ._loader import CacheSlot
@@ -640,3 +642,11 @@ class SQLiteBackend:
         from ._health import rebuild
 
         rebuild(self._conn)
+
+    def bad_values(self, *, limit: int) -> list[BadValue]:
+        """Stored numbers no read can use (see :mod:`._values`)."""
+        return _values.bad_values(self._conn, limit)
+
+    def repair_values(self, now: float) -> int:
+        """Reset stored numbers no read can use to their fallbacks."""
+        return _values.repair_values(self._conn, now)

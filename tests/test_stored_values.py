@@ -1,0 +1,196 @@
+"""Times and numbers every read can use: checked on every way in, found by doctor, reset by reindex."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ctxslots import FactStore, InvalidArgumentError, InvalidFactError
+from ctxslots.cli import cli
+from ctxslots.stores.backend import MAX_COUNT, READABLE_RANGES, HistoryEntry
+from ctxslots.stores.transfer import InvalidImportError
+from ctxslots.tools import MemoryTools
+
+from _sql import stored_rows
+
+NOW = 1_800_000_000.0
+HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
+
+
+def plant(store: FactStore, value: str, **fields: Any) -> int:
+    """Write a row straight through the engine, which checks nothing (as an old version did)."""
+    row: dict[str, Any] = {
+        "slot": "agent", "scope": "", "key": None, "value": value, "tags": "", "source": None,
+        "confidence": 1.0, "score": 0.0, "created_at": NOW, "updated_at": NOW,
+        "observed_at": NOW, "last_accessed": None, "access_count": 0, "expires_at": None,
+        "superseded_by": None}
+    row.update(fields)
+    with store.backend.transaction():
+        return int(store.backend.insert(row))
+
+
+# -- doctor finds what no read can use, reindex resets it ------------------------
+
+BAD_FIELDS = [
+    ("created_at", 1e300), ("observed_at", -5.0), ("expires_at", 1e20), ("last_accessed", 1e19),
+    ("score", float("inf")), ("confidence", 5.0), ("access_count", MAX_COUNT * 4),
+]
+
+
+@pytest.mark.parametrize(("column", "value"), BAD_FIELDS)
+def test_doctor_names_a_stored_value_no_read_can_use(store, column, value):
+    """A row holding a time or number out of range is reported with its id, column and value."""
+    good = plant(store, "A fact with sound numbers.")
+    bad = plant(store, "A hostile deploy note.", **{column: value})
+    report = store.doctor()
+    assert not report.ok
+    (line,) = [p for p in report.problems if "no read can use" in p]
+    assert f"fact {bad} {column} = " in line and f"fact {good} " not in line
+    assert "run `ctxslots reindex`" in line
+
+
+@pytest.mark.parametrize(("column", "value"), BAD_FIELDS)
+def test_reindex_resets_the_value_and_reads_work_again(store, clock, column, value):
+    """After reindex the row reads as a fact, search finds it and doctor is clean."""
+    bad = plant(store, "A hostile deploy note.", **{column: value})
+    store.reindex()
+    assert store.doctor().ok
+    expected = {"created_at": clock.now, "observed_at": clock.now, "expires_at": None,
+                "last_accessed": None, "score": 0.0, "confidence": 1.0, "access_count": 0}
+    assert expected[column] == store.backend.get(bad)[column]
+    assert store.get(bad) is not None
+    assert [bad] == [h.fact.id for h in store.search("hostile deploy")]
+
+
+def test_archived_and_historical_rows_are_checked_too(store):
+    """A bad time in the archive or the history is found and reset like a live one."""
+    archived = plant(store, "Soon archived.")
+    with store.backend.transaction():
+        store.backend.archive(archived, archived_at=1e300, reason="test")
+        store.backend.add_history([HistoryEntry(
+            fact_id=archived, slot="agent", scope="", key=None, value="Old.", tags="",
+            source=None, confidence=2.0, valid_from=NOW, valid_to=NOW)])
+    problem = "\n".join(store.doctor().problems)
+    assert f"archived fact {archived} archived_at" in problem
+    assert f"history of fact {archived} confidence" in problem
+    store.reindex()
+    assert store.doctor().ok
+    assert store.get(archived, include_archive=True) is not None
+    assert 1.0 == store.backend.history(archived)[0].confidence
+
+
+def test_every_readable_range_is_checked_by_the_engine(store):
+    """Each range of READABLE_RANGES catches a value just past its bounds on this engine."""
+    plant(store, "Checked everywhere.")
+    for rule in READABLE_RANGES:
+        if rule.table != "facts":
+            continue
+        plant(store, f"Over the {rule.column} bound.",
+              **{rule.column: rule.high * 2 + 1 if rule.high else -1.0})
+    found = {(b.table, b.column) for b in store.backend.bad_values(limit=1000)}
+    assert {(r.table, r.column) for r in READABLE_RANGES if r.table == "facts"} == found
+
+
+# -- every way in refuses such values --------------------------------------------
+
+
+@pytest.mark.parametrize("amount", [math.nan, math.inf, -1, 1e308, 10**400, "3", True])
+def test_reinforce_and_demote_refuse_an_amount_out_of_range(store, amount):
+    """reinforce and demote take a finite amount from 0 to 1,000; the score is unchanged."""
+    fact = store.add("agent", "Scored with care.")
+    for call in (store.reinforce, store.demote):
+        with pytest.raises(InvalidFactError) as caught:
+            call(fact.id, amount)
+        assert "amount" == caught.value.field
+    assert 0.0 == store.get(fact.id).score
+
+
+@pytest.mark.parametrize("pool", [0, -1, 10**30, 1.5, True])
+def test_a_candidate_pool_out_of_range_is_refused(db_path, pool):
+    """FactStore(candidate_pool=...) outside 1 to 10,000 raises InvalidArgumentError."""
+    with pytest.raises(InvalidArgumentError) as caught:
+        FactStore(db_path, candidate_pool=pool)
+    assert "candidate_pool" == caught.value.field
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("expires_at", 1e300), ("expires_at", math.inf), ("observed_at", -1.0),
+    ("observed_at", 10**30), ("confidence", 1e400), ("confidence", -0.5)])
+def test_the_api_refuses_a_time_or_number_out_of_range(store, field, value):
+    """upsert and add raise InvalidFactError naming the field, and write nothing."""
+    for write in (lambda: store.upsert("agent", "k", "A keyed fact.", **{field: value}),
+                  lambda: store.add("agent", "A free fact.", **{field: value})):
+        with pytest.raises(InvalidFactError) as caught:
+            write()
+        assert field == caught.value.field
+    assert [] == stored_rows(store)
+
+
+@pytest.mark.parametrize(("record", "field"), [
+    ({"created_at": 1e300}, "created_at"),
+    ({"updated_at": "9999-12-31T23:59:59+00:00", "expires_at": "10000-01-01"}, "expires_at"),
+    ({"last_accessed": -1}, "last_accessed"),
+    ({"access_count": 2**63 - 1}, "access_count"),
+    ({"score": 1e300}, "score"),
+    ({"score": -(2**60)}, "score"),
+    ({"confidence": 1e309}, "confidence"),
+    ({"id": 1, "links": [{"to": 1, "strength": 1e308, "updated_at": NOW}]}, "strength"),
+    ({"history": [{"value": "Old.", "valid_from": NOW, "valid_to": 1e300}]}, "valid_to"),
+])
+def test_an_import_refuses_a_time_or_number_out_of_range(store, record, field):
+    """A JSONL line with a value out of range fails naming its line and field; nothing is written."""
+    line = json.dumps({"slot": "agent", "value": "An imported fact.", **record})
+    with pytest.raises(InvalidImportError) as caught:
+        store.import_jsonl(io.StringIO(f"{HEADER}\n{line}\n"))
+    assert 2 == caught.value.line
+    assert field == caught.value.field
+    assert [] == stored_rows(store)
+
+
+def test_the_cli_refuses_numbers_out_of_range_in_one_line(tmp_path):
+    """remember with an infinite confidence and import of a far-future time end in one Error line."""
+    db = tmp_path / "cli.db"
+    hostile = tmp_path / "hostile.jsonl"
+    hostile.write_text(f"{HEADER}\n" + json.dumps(
+        {"slot": "agent", "value": "Far away.", "created_at": 1e300}) + "\n")
+    for args in (["remember", "--confidence", "1e400", "agent", "A fact."],
+                 ["remember", "--confidence", "nan", "agent", "A fact."],
+                 ["import", str(hostile)]):
+        result = CliRunner().invoke(cli, ["--db", str(db), *args])
+        assert 1 == result.exit_code, result.output
+        lines = result.output.strip().splitlines()
+        assert 1 == len(lines) and lines[0].startswith("Error: ") and "Traceback" not in lines[0]
+    with FactStore(db) as store:
+        assert [] == stored_rows(store)
+
+
+def test_the_cli_doctor_reports_and_reindex_repairs(tmp_path: Path):
+    """`ctxslots doctor` names the bad value and exits 1; after `reindex` it exits 0."""
+    db = tmp_path / "cli.db"
+    with FactStore(db) as store:
+        bad = plant(store, "Planted deploy note.", created_at=1e300)
+    result = CliRunner().invoke(cli, ["--db", str(db), "doctor"])
+    assert 1 == result.exit_code and f"fact {bad} created_at = 1e+300" in result.output
+    assert 0 == CliRunner().invoke(cli, ["--db", str(db), "reindex"]).exit_code
+    assert 0 == CliRunner().invoke(cli, ["--db", str(db), "doctor"]).exit_code
+    result = CliRunner().invoke(cli, ["--db", str(db), "search", "planted deploy"])
+    assert 0 == result.exit_code and "Planted deploy note." in result.output
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("memory_query", {"query": "x", "limit": 10**30}),
+    ("memory_query", {"query": "x", "limit": 1e300}),
+    ("memory_reinforce", {"id": 2**70}),
+    ("memory_timeline", {"id": 1, "before": -1}),
+])
+def test_the_tools_refuse_numbers_out_of_range(store, tool, arguments):
+    """A tool call with a number outside its schema answers an Error text and writes nothing."""
+    answer = MemoryTools(store).dispatch(tool, arguments)
+    assert answer.startswith("Error: ")
+    assert [] == stored_rows(store)
