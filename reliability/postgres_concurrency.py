@@ -1,18 +1,18 @@
 """Several processes, each with its own pool, standing in for hosts on one PostgreSQL database.
 
-Each worker process (``spawn``) opens :class:`~ctxslots.stores.postgres.PostgresBackend`
-on the same **empty** database at the same moment (so the migrations race),
-binds the vector table if no one has yet, then runs a seeded mix through the
-backend, the way the facade drives it:
+Each worker process (``spawn``) opens a :class:`~ctxslots.FactStore` on the
+same **empty** database at the same moment (so the migrations and the binding
+of the vector table race), each with its own connection pool, then runs a
+seeded mix through the public API:
 
 - ``upsert`` (25%): a keyed fact of its own scope (keys drawn from a small
-  range, so many are rewritten): read the key inside the transaction, insert
-  or keep the old value in history and update, write the vector;
+  range, so many are rewritten): the old value kept in history, the vector
+  written in the same transaction;
 - ``shared`` (15%): the same on a handful of global keys every worker writes,
   so writers of one key meet on different hosts;
 - ``add`` (25%): a free memory of its own scope, with its vector;
-- ``search`` (35%): the lexical and the vector leg in its own scope (every hit
-  must be that scope or global), then the access count of the hits.
+- ``search`` (35%): both legs in its own scope (every hit must be that scope
+  or global), counting the hits' accesses.
 
 The parent then checks: every schema migration recorded once; one fact per
 key; every value any worker wrote to a key is either its current value or in
@@ -66,36 +66,15 @@ def vector(text: str) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def _row(slot: str, scope: str, key: str | None, value: str, now: float) -> dict[str, Any]:
-    return {"slot": slot, "scope": scope, "key": key, "value": value, "tags": "",
-            "source": "reliability", "confidence": 1.0, "score": 0.0, "created_at": now,
-            "updated_at": now, "observed_at": now, "last_accessed": None, "access_count": 0,
-            "expires_at": None, "superseded_by": None}
+class SeededEmbedder:
+    """A deterministic embedder (:func:`vector`), so every host writes the same vectors."""
 
+    model_id = MODEL
+    dimension = DIM
 
-def upsert(backend: Any, slot: str, scope: str, key: str, value: str, now: float) -> int:
-    """The facade's upsert through the backend: one transaction, history kept, vector written."""
-    from ctxslots.stores.backend import HistoryEntry
-
-    with backend.transaction():
-        old = backend.get_by_key(slot, scope, key)
-        if old is None:
-            fact_id = int(backend.insert(_row(slot, scope, key, value, now)))
-        else:
-            fact_id = int(old["id"])
-            backend.add_history([HistoryEntry(
-                fact_id, slot, scope, key, old["value"], old["tags"], old["source"],
-                old["confidence"], old["updated_at"], now)])
-            backend.update(fact_id, {"value": value, "updated_at": now})
-        backend.put_vectors([(fact_id, scope, slot)], np.array([vector(value)]))
-    return fact_id
-
-
-def _bind(backend: Any) -> None:
-    """Create the vector table unless another worker did (the check and the reset in one lock)."""
-    with backend.transaction():
-        if backend.get_meta("embedder.model_id") is None:
-            backend.reset_vectors(MODEL, DIM)
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One unit vector per text."""
+        return np.array([vector(t) for t in texts], dtype=np.float32).reshape(len(texts), DIM)
 
 
 @attrs.frozen
@@ -126,56 +105,48 @@ def _worker(spec: WorkerSpec, barrier: Any, results: Any) -> None:
 
 
 def _run_worker(spec: WorkerSpec, barrier: Any, report: dict[str, Any]) -> None:
-    from ctxslots.stores.backend import FactFilter
-    from ctxslots.stores.postgres import PostgresBackend
+    from ctxslots import FactStore, RankingPolicy
 
     kinds = plan(spec.index, spec.ops, spec.seed)
     rng = random.Random(f"pg-values:{spec.seed}:{spec.index}")
     scope = f"h{spec.index}"
     latencies: dict[str, list[float]] = {kind: [] for kind in ("open", *KINDS)}
+    clock = [NOW - spec.ops]
     barrier.wait()
     started = time.perf_counter()
-    backend = PostgresBackend(spec.url, pool_size=2)
-    _bind(backend)
+    # What an agent on its own host opens: the public store, with its own pool.
+    store = FactStore(spec.url, embedder=SeededEmbedder(), clock=lambda: clock[0],
+                      ranking=RankingPolicy(vector_weight=1.0), vector_writes="inline")
     latencies["open"].append(time.perf_counter() - started)
     key_space = max(1, spec.ops // 8)
-    visible = FactFilter(scopes=(scope, ""), live_at=NOW, include_superseded=False)
     try:
         for n, kind in enumerate(kinds):
             started = time.perf_counter()
-            now = NOW - spec.ops + n
+            clock[0] = NOW - spec.ops + n
             try:
                 if kind == "upsert":
                     key = f"{scope}.k{rng.randrange(key_space)}"
                     value = f"Host {spec.index} upsert {n} sets topic{rng.randrange(40)}."
-                    upsert(backend, "project", scope, key, value, now)
+                    store.upsert("project", key, value, scope=scope, source="reliability")
                     report["keyed"].append(("project", scope, key, value))
                 elif kind == "shared":
                     key = f"shared.k{rng.randrange(SHARED_KEYS)}"
                     value = f"Host {spec.index} shared write {n} on topic{rng.randrange(40)}."
-                    upsert(backend, "user", "", key, value, now)
+                    store.upsert("user", key, value, source="reliability")
                     report["keyed"].append(("user", "", key, value))
                 elif kind == "add":
                     value = f"Host {spec.index} memory {n} notes topic{rng.randrange(40)}."
-                    with backend.transaction():
-                        fact_id = int(backend.insert(_row("agent", scope, None, value, now)))
-                        backend.put_vectors([(fact_id, scope, "agent")],
-                                            np.array([vector(value)]))
-                    report["adds"].append((fact_id, scope, value))
+                    fact = store.add("agent", value, scope=scope, source="reliability")
+                    report["adds"].append((fact.id, scope, value))
                 else:
-                    words = [f"topic{rng.randrange(40)}", "memory", "shared"]
-                    found = backend.lexical(words, visible, 20)
-                    nearest = backend.vector_knn(vector(" ".join(words)), visible, 20)
-                    rows = [c.row for c in found] + backend.rows_by_ids(
-                        [fid for fid, _ in nearest], FactFilter())
-                    report["leaks"] += sum(1 for r in rows if r["scope"] not in (scope, ""))
-                    with backend.transaction():
-                        backend.touch([int(r["id"]) for r in rows], now)
+                    hits = store.search(f"topic{rng.randrange(40)} memory shared", scope=scope,
+                                        limit=20)
+                    report["leaks"] += sum(1 for h in hits if h.fact.scope not in (scope, None))
             except Exception as exc:  # noqa: BLE001 - every error is a finding
                 report["errors"].append((kind, f"{type(exc).__name__}: {exc}"))
             latencies[kind].append(time.perf_counter() - started)
     finally:
-        backend.close()
+        store.close()
     report["latencies"] = latencies
 
 

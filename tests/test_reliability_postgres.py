@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the reliability scripts live beside tests/, not in src/
     sys.path.insert(0, str(ROOT))
 
-from ctxslots.stores.postgres import PostgresBackend  # noqa: E402
+from ctxslots import FactStore, RankingPolicy  # noqa: E402
 from reliability.postgres_concurrency import (  # noqa: E402
     KINDS,
+    SeededEmbedder,
     plan,
     run_postgres_concurrency,
-    upsert,
     verify,
 )
 
@@ -39,13 +39,9 @@ def test_hosts_share_one_database_without_losing_or_leaking(postgres):
 
 def test_the_check_notices_lost_and_doubled_writes(pg_url):
     """A value a worker wrote but the database lacks, or a memory it never wrote, fails the run."""
-    backend = PostgresBackend(pg_url)
-    try:
-        with backend.transaction():
-            backend.reset_vectors("reliability-hash", 16)
-        upsert(backend, "user", "", "shared.k0", "Host 0 wrote this.", 1.0)
-    finally:
-        backend.close()
+    with FactStore(pg_url, embedder=SeededEmbedder(), ranking=RankingPolicy(vector_weight=1.0),
+                   vector_writes="inline") as store:
+        store.upsert("user", "shared.k0", "Host 0 wrote this.")
     report = {"index": 0, "latencies": {}, "errors": [], "fatal": None, "leaks": 0,
               "keyed": [("user", "", "shared.k0", "Host 0 wrote this."),
                         ("user", "", "shared.k0", "Host 0 wrote this too.")],
