@@ -9,7 +9,9 @@ interface speaks of facts, slots, scopes and hits only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import os
 import time
 import warnings
@@ -582,6 +584,29 @@ class FactStore:
         if track_access:
             hits = self._writer.track_access(hits, self.clock())
         return hits
+
+    # -- async face ----------------------------------------------------------
+
+    async def asearch(self, query: str, **options: Any) -> list[Hit]:
+        """:meth:`search` for async agent loops: runs in a worker thread, so the
+        event loop keeps serving while the engine and the embedder work."""
+        return await asyncio.to_thread(functools.partial(self.search, query, **options))
+
+    async def aadd(self, slot: str, value: str, **options: Any) -> Fact:
+        """:meth:`add` in a worker thread."""
+        return await asyncio.to_thread(functools.partial(self.add, slot, value, **options))
+
+    async def aupsert(self, slot: str, key: str, value: str, **options: Any) -> Fact:
+        """:meth:`upsert` in a worker thread."""
+        return await asyncio.to_thread(functools.partial(self.upsert, slot, key, value, **options))
+
+    async def aupdate(self, fact_id: int, **options: Any) -> Fact:
+        """:meth:`update` in a worker thread."""
+        return await asyncio.to_thread(functools.partial(self.update, fact_id, **options))
+
+    async def aforget(self, fact_id: int, *, reason: str | None = None) -> Fact:
+        """:meth:`forget` in a worker thread."""
+        return await asyncio.to_thread(functools.partial(self.forget, fact_id, reason=reason))
 
     def query_words(self, query: str) -> list[str]:
         """The words a search of ``query`` looks for: sanitized, stop words and
