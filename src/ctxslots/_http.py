@@ -3,12 +3,16 @@
 Used by the HTTP embedder and the chat client; kept free of ctxslots' own errors so any
 client can translate :class:`HTTPJSONError` into the error its callers expect. Retries
 are each caller's policy; :func:`retry_delay` and :func:`log_retry` keep their waits and
-their log lines alike. Nothing here logs a header, a key or a request body.
+their log lines alike. Nothing here logs a header, a key or a request body, and every
+message and body an error carries passes :func:`ctxslots._secrets.scrub` with the
+credentials the request sent (a server may echo them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import logging
 from collections.abc import Mapping
@@ -17,7 +21,10 @@ from typing import Any
 import attrs
 import httpx
 
-__all__ = ["RETRY_STATUSES", "HTTPJSONError", "JSONPoster", "log_retry", "retry_delay"]
+from ._secrets import safe_url, scrub, split_credentials
+
+__all__ = ["RETRY_STATUSES", "HTTPJSONError", "JSONPoster", "authorization", "log_retry",
+           "retry_delay", "split_credentials"]
 
 logger = logging.getLogger("ctxslots.http")
 
@@ -52,6 +59,37 @@ class HTTPJSONError(Exception):
         self.reason = reason
 
 
+def authorization(api_key: str | None, credentials: tuple[str, str] | None,
+                  env_key: str | None = None) -> dict[str, str]:
+    """The ``Authorization`` header of a request: a key given to the client as a bearer
+    token, else the ``user:password`` taken out of its base URL as Basic credentials,
+    else a key from the environment as a bearer token (none with neither)."""
+    if api_key:
+        return {"Authorization": f"Bearer {api_key}"}
+    if credentials is not None:
+        pair = base64.b64encode(":".join(credentials).encode("utf-8")).decode("ascii")
+        return {"Authorization": f"Basic {pair}"}
+    return {"Authorization": f"Bearer {env_key}"} if env_key else {}
+
+
+def _sent_secrets(headers: Mapping[str, str]) -> list[str]:
+    """The credentials a request carries in its headers, as they may be echoed back."""
+    out: list[str] = []
+    for name, value in headers.items():
+        if name.lower() not in ("authorization", "proxy-authorization", "x-api-key", "api-key"):
+            continue
+        scheme, _, token = value.partition(" ")
+        token = token.strip() if token else scheme
+        out.append(token)
+        if scheme.lower() == "basic":
+            try:
+                pair = base64.b64decode(token, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                continue
+            out += [pair, *pair.split(":", 1)]
+    return out
+
+
 def _retry_after(headers: httpx.Headers, limit: float) -> float | None:
     value = headers.get("Retry-After")
     if value is None:
@@ -78,13 +116,13 @@ def log_retry(what: str, url: str, exc: HTTPJSONError, attempt: int, tries: int,
         cause = f"HTTP {exc.status}"
     else:
         cause = f"connection failed ({exc.reason})"
-    logger.warning("%s at %s: %s; try %d of %d in %.2f s", what, url, cause, attempt + 1,
-                   tries, delay)
+    logger.warning("%s at %s: %s; try %d of %d in %.2f s", scrub(what), safe_url(url),
+                   scrub(cause), attempt + 1, tries, delay)
 
 
-def _decode(url: str, response: httpx.Response, retry_limit: float) -> Any:
+def _decode(url: str, response: httpx.Response, retry_limit: float, secrets: list[str]) -> Any:
     if response.status_code >= 400:
-        body = response.text[:_BODY_LIMIT]
+        body = scrub(response.text[:_BODY_LIMIT], secrets)
         raise HTTPJSONError(f"HTTP {response.status_code} from {url}: {body[:200]}",
                             status=response.status_code, body=body,
                             retry_after=_retry_after(response.headers, retry_limit))
@@ -92,15 +130,16 @@ def _decode(url: str, response: httpx.Response, retry_limit: float) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise HTTPJSONError(f"reply from {url} is not valid JSON: {exc}", status=200,
-                            body=text[:_BODY_LIMIT]) from exc
+        raise HTTPJSONError(f"reply from {url} is not valid JSON: {scrub(str(exc), secrets)}",
+                            status=200, body=scrub(text[:_BODY_LIMIT], secrets)) from exc
 
 
-def _transport_error(url: str, exc: httpx.HTTPError, timeout: float) -> HTTPJSONError:
+def _transport_error(url: str, exc: httpx.HTTPError, timeout: float,
+                     secrets: list[str]) -> HTTPJSONError:
     if isinstance(exc, httpx.TimeoutException):
         return HTTPJSONError(f"no reply from {url} within {timeout:g} s", timed_out=True,
                              reason="timeout")
-    reason = str(exc) or type(exc).__name__
+    reason = scrub(str(exc) or type(exc).__name__, secrets)
     if isinstance(exc, httpx.ConnectError):
         return HTTPJSONError(f"cannot reach {url}: {reason}", reason=reason)
     return HTTPJSONError(f"request to {url} failed: {reason}", reason=reason)
@@ -131,6 +170,17 @@ class JSONPoster:
         return out
 
     @staticmethod
+    def _target(url: str, headers: Mapping[str, str] | None) -> tuple[str, list[str]]:
+        """The URL to request (credentials in it are the caller's to send as a header;
+        httpx would otherwise replace any ``Authorization`` with them) and the secrets
+        to keep out of errors."""
+        clean, credentials = split_credentials(url)
+        sent = _sent_secrets(headers or {})
+        if credentials is not None:
+            sent += [":".join(credentials), *credentials]
+        return clean, sent
+
+    @staticmethod
     def _body(payload: Any) -> bytes:
         return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
@@ -141,12 +191,13 @@ class JSONPoster:
         """
         if self._sync is None:
             self._sync = httpx.Client(timeout=self.timeout)
+        url, sent = self._target(url, headers)
         try:
             response = self._sync.post(url, content=self._body(payload),
                                        headers=self._headers(headers))
         except httpx.HTTPError as exc:
-            raise _transport_error(url, exc, self.timeout) from exc
-        return _decode(url, response, self.retry_after_limit)
+            raise _transport_error(safe_url(url), exc, self.timeout, sent) from exc
+        return _decode(safe_url(url), response, self.retry_after_limit, sent)
 
     async def apost(self, url: str, payload: Any, *,
                     headers: Mapping[str, str] | None = None) -> Any:
@@ -159,12 +210,13 @@ class JSONPoster:
         if client is None or client.is_closed:
             self._async = {loop: httpx.AsyncClient(timeout=self.timeout)}
             client = self._async[loop]
+        url, sent = self._target(url, headers)
         try:
             response = await client.post(url, content=self._body(payload),
                                          headers=self._headers(headers))
         except httpx.HTTPError as exc:
-            raise _transport_error(url, exc, self.timeout) from exc
-        return _decode(url, response, self.retry_after_limit)
+            raise _transport_error(safe_url(url), exc, self.timeout, sent) from exc
+        return _decode(safe_url(url), response, self.retry_after_limit, sent)
 
     def close(self) -> None:
         """Close the sync client's connections (the async ones close with :meth:`aclose`)."""

@@ -16,6 +16,7 @@ import attrs
 import click
 import pluggy
 
+from .._secrets import scrub
 from ..errors import CtxslotsError
 from ..stores import FactStore, Limits, default_db_path
 
@@ -98,7 +99,8 @@ class _EchoHandler(logging.Handler):
     ``warning: ...`` line on stderr, wherever stderr points at the time."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"{record.levelname.lower()}: {_one_line(self.format(record))}", err=True)
+        click.echo(f"{record.levelname.lower()}: {_one_line(scrub(self.format(record)))}",
+                   err=True)
 
 
 def _show_warnings() -> None:
@@ -142,11 +144,11 @@ class _Group(click.Group):
         except click.UsageError as exc:
             raise _usage_line(exc) from exc
         except CtxslotsError as exc:
-            raise click.ClickException(_one_line(str(exc))) from exc
+            raise click.ClickException(_one_line(scrub(str(exc)))) from exc
         except click.ClickException as exc:
-            if _one_line(exc.message) == exc.message:
+            if _one_line(scrub(exc.message)) == exc.message:
                 raise
-            raise click.ClickException(_one_line(exc.message)) from exc  # exit status 1
+            raise click.ClickException(_one_line(scrub(exc.message))) from exc  # exit status 1
 
 
 @click.group(cls=_Group)

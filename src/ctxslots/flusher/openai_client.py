@@ -19,7 +19,15 @@ from typing import Any
 
 import attrs
 
-from .._http import HTTPJSONError, JSONPoster, log_retry, retry_delay
+from .._http import (
+    HTTPJSONError,
+    JSONPoster,
+    authorization,
+    log_retry,
+    retry_delay,
+    split_credentials,
+)
+from .._secrets import safe_url, scrub
 from ..errors import LLMClientError
 from ..model import Message
 from .llm_client import ChatResult
@@ -67,19 +75,32 @@ def _retryable(exc: HTTPJSONError) -> bool:
 def _check_base_url(url: str) -> str:
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8080/v1, not {url!r}")
+        raise ValueError("base_url must be an http(s) URL such as http://127.0.0.1:8080/v1, "
+                         f"not {safe_url(url)!r}")
     return url.rstrip("/")
+
+
+def _header_names(headers: Mapping[str, str]) -> str:
+    """Extra headers in a repr: their names only (a value may be a key)."""
+    return "{" + ", ".join(f"{name!r}: '[redacted]'" for name in headers) + "}"
 
 
 @attrs.define
 class OpenAIChatClient:
     """Chat completions over HTTP, with retries and JSON answers.
 
+    Credentials never appear in an error, a log line or the ``repr``: a key the
+    client holds, a password in its URL and anything credential-shaped a server
+    echoes back are replaced by ``[redacted]``.
+
     Attributes:
-        base_url: The API root, e.g. ``http://127.0.0.1:8080/v1``.
+        base_url: The API root, e.g. ``http://127.0.0.1:8080/v1``. A
+            ``user:password@`` in it is sent as HTTP Basic credentials (when no
+            ``api_key`` is given) and never shown.
         model: The model name sent with each request.
-        api_key: The key; ``None`` reads the variable named by ``api_key_env``,
-            and with neither no ``Authorization`` header is sent.
+        api_key: The key, sent as a bearer token; ``None``: the URL's
+            credentials if it has any, else the variable named by
+            ``api_key_env``, and with none of them no ``Authorization`` header.
         api_key_env: Environment variable holding the key.
         timeout: Seconds to wait for one answer.
         max_retries: Extra tries after 408, 429, 5xx, timeouts and dropped
@@ -98,16 +119,16 @@ class OpenAIChatClient:
             models can loop until their context is full without it.
     """
 
-    base_url: str = attrs.field(converter=_check_base_url)
+    base_url: str = attrs.field(converter=_check_base_url, repr=lambda url: repr(safe_url(url)))
     model: str
-    api_key: str | None = None
+    api_key: str | None = attrs.field(default=None, repr=False)
     api_key_env: str = "OPENAI_API_KEY"
     timeout: float = 60.0
     max_retries: int = 3
     backoff: float = 0.5
     response_format: str = attrs.field(default="json_schema",
                                        validator=attrs.validators.in_(RESPONSE_FORMATS))
-    extra_headers: Mapping[str, str] = attrs.field(factory=dict)
+    extra_headers: Mapping[str, str] = attrs.field(factory=dict, repr=_header_names)
     max_tokens: int | None = attrs.field(default=None)
     _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False)
 
@@ -123,10 +144,14 @@ class OpenAIChatClient:
 
     def _headers(self) -> dict[str, str]:
         headers = dict(self.extra_headers)
-        key = self.api_key or os.environ.get(self.api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+        headers.update(authorization(self.api_key, split_credentials(self.base_url)[1],
+                                     os.environ.get(self.api_key_env)))
         return headers
+
+    @property
+    def _url(self) -> str:
+        """The chat completions URL, without credentials (they travel in a header)."""
+        return f"{split_credentials(self.base_url)[0]}/chat/completions"
 
     def _payload(self, messages: Sequence[Message], schema: Mapping[str, Any] | None,
                  temperature: float) -> dict[str, Any]:
@@ -160,7 +185,7 @@ class OpenAIChatClient:
         :raises LLMClientError: HTTP error after retries, timeout, a body that
             is not JSON, or a reply without ``choices[0].message.content``.
         """
-        url = f"{self.base_url}/chat/completions"
+        url = self._url
         failures = 0
         while True:
             payload = self._payload(messages, json_schema, temperature)
@@ -186,7 +211,7 @@ class OpenAIChatClient:
 
         :raises LLMClientError: As :meth:`complete`.
         """
-        url = f"{self.base_url}/chat/completions"
+        url = self._url
         failures = 0
         while True:
             payload = self._payload(messages, json_schema, temperature)
@@ -225,7 +250,8 @@ class OpenAIChatClient:
         weaker = self._weaken_format(exc, payload)
         if weaker is not None:
             logger.warning("chat completion at %s: the server refused response_format %r "
-                           "(HTTP 400); asking again with %r", url, weaker[0], weaker[1])
+                           "(HTTP 400); asking again with %r", safe_url(url), weaker[0],
+                           weaker[1])
             return None
         if not _retryable(exc) or failures >= self.max_retries:
             raise self._error(url, exc, failures + 1) from exc
@@ -253,8 +279,9 @@ class OpenAIChatClient:
 
     def _scrub(self, text: str) -> str:
         # Some gateways echo request headers in their error bodies.
-        key = self.api_key or os.environ.get(self.api_key_env)
-        return text.replace(key, "***") if key else text
+        return scrub(text, [self.api_key, os.environ.get(self.api_key_env),
+                            *self.extra_headers.values(),
+                            *(split_credentials(self.base_url)[1] or ())])
 
     def _weaken_format(self, exc: HTTPJSONError, payload: Mapping[str, Any]
                        ) -> tuple[str, str] | None:
@@ -274,11 +301,11 @@ class OpenAIChatClient:
             content = body["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
             raise LLMClientError(f"reply from {url} has no choices[0].message.content",
-                                 status=200, body=str(body)[:2000]) from None
+                                 status=200, body=self._scrub(str(body)[:2000])) from None
         if not isinstance(content, str):
             raise LLMClientError(f"reply from {url} has non-text content "
                                  f"({type(content).__name__})", status=200,
-                                 body=str(body)[:2000])
+                                 body=self._scrub(str(body)[:2000]))
         usage = body.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         model = body.get("model")

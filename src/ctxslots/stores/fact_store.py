@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 import platformdirs
 
+from .._secrets import safe_url
 from ..errors import (
     CtxslotsError,
     FactNotFoundError,
@@ -74,6 +75,11 @@ def _location(path: str | os.PathLike[str] | None) -> str:
         env = os.environ.get("CTXSLOTS_DB")
         return env if env and "://" in env else str(default_db_path())
     return os.fspath(path)
+
+
+def _printable(path: object) -> str:
+    """The store's location in a repr: a server URL without its password."""
+    return safe_url(path) if isinstance(path, str) and "://" in path else repr(path)
 
 
 def _check_pool(_store: Any, _attribute: Any, pool: object) -> None:
@@ -135,7 +141,7 @@ class FactStore:
             them: not with the default hashing embedder and words-only search.
     """
 
-    path: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str] | None = attrs.field(default=None, repr=_printable)
     limits: Limits = attrs.field(factory=Limits)
     ranking: RankingPolicy = attrs.field(factory=RankingPolicy)
     query_policy: QueryPolicy = DEFAULT_POLICY

@@ -11,7 +11,16 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..._http import RETRY_STATUSES, HTTPJSONError, JSONPoster, log_retry, retry_delay
+from ..._http import (
+    RETRY_STATUSES,
+    HTTPJSONError,
+    JSONPoster,
+    authorization,
+    log_retry,
+    retry_delay,
+    split_credentials,
+)
+from ..._secrets import safe_url, scrub
 from ...errors import EmbedderError
 from ._base import EmbedderSpecError, Vectors, as_texts, normalize_rows
 
@@ -31,13 +40,17 @@ class OpenAIEmbedder:
     ``embed`` or ``dimension`` is used; reading ``dimension`` before it is known
     embeds the text ``"dimension probe"`` once. Requests share pooled connections
     (httpx); :meth:`aembed` is the same on the event loop. Retries are logged on
-    the ``ctxslots.http`` logger (URL and status, never the key).
+    the ``ctxslots.http`` logger (URL and status, never the key). Credentials
+    never appear in an error, a log line or the ``repr``: the key, a password in
+    the URL and anything credential-shaped a server echoes become ``[redacted]``.
 
     Attributes:
         model: The model name sent with each request.
-        base_url: The API root, such as ``http://127.0.0.1:8080/v1``.
-        api_key: Bearer token; ``None`` reads ``OPENAI_API_KEY`` at each request
-            (and sends none if that is unset).
+        base_url: The API root, such as ``http://127.0.0.1:8080/v1``. A
+            ``user:password@`` in it is sent as HTTP Basic credentials (when no
+            ``api_key`` is given).
+        api_key: Bearer token; ``None``: the URL's credentials if it has any,
+            else ``OPENAI_API_KEY`` at each request (and none if that is unset).
         timeout: Seconds to wait for each reply.
         batch_size: Texts per request.
         max_retries: Extra tries after a 429 or 5xx reply.
@@ -45,7 +58,7 @@ class OpenAIEmbedder:
     """
 
     model: str = attrs.field(validator=attrs.validators.min_len(1))
-    base_url: str = attrs.field()
+    base_url: str = attrs.field(repr=lambda url: repr(safe_url(url)))
     api_key: str | None = attrs.field(default=None, kw_only=True, repr=False)
     timeout: float = attrs.field(default=30.0, kw_only=True, validator=attrs.validators.gt(0))
     batch_size: int = attrs.field(default=64, kw_only=True, validator=attrs.validators.gt(0))
@@ -58,8 +71,8 @@ class OpenAIEmbedder:
     def _check_base_url(self, attribute: attrs.Attribute[str], value: str) -> None:
         if not value.startswith(("http://", "https://")):
             raise EmbedderSpecError(
-                f"embeddings base URL must start with http:// or https://, got {value!r}", spec=value
-            )
+                f"embeddings base URL must start with http:// or https://, got "
+                f"{safe_url(value)!r}", spec=safe_url(value))
 
     @property
     def model_id(self) -> str:
@@ -68,8 +81,8 @@ class OpenAIEmbedder:
 
     @property
     def url(self) -> str:
-        """The full embeddings URL."""
-        return self.base_url.rstrip("/") + "/embeddings"
+        """The full embeddings URL (without credentials: they travel in a header)."""
+        return split_credentials(self.base_url)[0].rstrip("/") + "/embeddings"
 
     @property
     def dimension(self) -> int:
@@ -89,8 +102,12 @@ class OpenAIEmbedder:
         ]
         return np.ascontiguousarray(np.concatenate(batches), dtype=np.float32)
 
-    def _fail(self, message: str, **kwargs: Any) -> EmbedderError:
-        return EmbedderError(f"{self.model_id} at {self.url}: {message}", model_id=self.model_id, **kwargs)
+    def _fail(self, message: str, *, body: str | None = None, **kwargs: Any) -> EmbedderError:
+        secrets = [self.api_key, os.environ.get("OPENAI_API_KEY"),
+                   *(split_credentials(self.base_url)[1] or ())]
+        return EmbedderError(scrub(f"{self.model_id} at {self.url}: {message}", secrets),
+                             model_id=self.model_id,
+                             body=None if body is None else scrub(body, secrets), **kwargs)
 
     async def aembed(self, texts: Sequence[str]) -> Vectors:
         """:meth:`embed` on the event loop; cancelling it abandons the request in flight."""
@@ -119,8 +136,8 @@ class OpenAIEmbedder:
         return self._poster
 
     def _request(self, batch: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-        key = self.api_key if self.api_key is not None else os.environ.get("OPENAI_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        env_key = os.environ.get("OPENAI_API_KEY") if self.api_key is None else None
+        headers = authorization(self.api_key, split_credentials(self.base_url)[1], env_key)
         return {"model": self.model, "input": batch}, headers
 
     def _retry_or_raise(self, exc: HTTPJSONError, failures: int) -> float:

@@ -1,0 +1,154 @@
+"""Credentials in text: one catalogue of their shapes, one rule for taking them out.
+
+Two users: every error, log line and ``repr`` that may carry a credential
+passes through :func:`scrub` (an echoed ``Authorization`` header, a key the
+client holds, a password in a URL); every value on its way into memory passes
+through :func:`find_secrets` (the store's secret policy: a memory must not
+become a secret store). Both read :data:`PATTERNS`, so what counts as a
+credential is decided once.
+
+The shapes are those of real credentials (a provider's key prefix and length,
+a PEM private key block, a JSON web token, a token after ``Bearer``, a password
+in a URL or after ``password=``), so ordinary text such as a commit hash, a
+UUID, ``sk-learn`` or "Basic authentication" is left alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import urllib.parse
+from collections.abc import Iterable
+
+import attrs
+
+__all__ = [
+    "PATTERNS",
+    "SecretFinding",
+    "find_secrets",
+    "redact",
+    "safe_url",
+    "scrub",
+    "split_credentials",
+]
+
+_B = r"(?<![A-Za-z0-9_])"  # no word character before
+_E = r"(?![A-Za-z0-9_])"   # nor after
+# A value after "password=" that is a placeholder, not a secret: ${VAR}, <yours>, {{x}}, ***.
+_PLACEHOLDER = r"(?![$<{%*])"
+
+#: ``(kind, pattern)``; the pattern's group ``s`` (when present) is the secret
+#: itself, else the whole match is.
+PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern)) for kind, pattern in (
+        ("private key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+                        r"(?s:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*)"),
+        ("API key", _B + r"sk-(?:ant-|proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*\d)"
+                    r"(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,}" + _E),
+        ("API key", _B + r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}" + _E),
+        ("GitHub token", _B + r"(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})"
+                         + _E),
+        ("GitLab token", _B + r"glpat-[A-Za-z0-9_-]{20,}" + _E),
+        ("AWS access key", _B + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}" + _E),
+        ("Google API key", _B + r"AIza[0-9A-Za-z_-]{35}" + _E),
+        ("Slack token", _B + r"xox[abposr]-[A-Za-z0-9-]{10,}" + _E),
+        ("Hugging Face token", _B + r"hf_[A-Za-z0-9]{30,}" + _E),
+        ("npm token", _B + r"npm_[A-Za-z0-9]{36}" + _E),
+        ("PyPI token", _B + r"pypi-[A-Za-z0-9_-]{50,}"),
+        ("JSON web token", _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        ("bearer token", r"(?i:\b(?:bearer|token)\s+)(?P<s>(?=[A-Za-z0-9._~+/=-]*\d)"
+                         r"[A-Za-z0-9._~+/-]{16,}=*)"),
+        ("basic credentials", r"(?i:\bbasic\s+)(?P<s>(?=[A-Za-z0-9+/]*\d)[A-Za-z0-9+/]{12,}=*)"),
+        ("password in a URL", r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<s>[^/\s@]+)@"),
+        ("password", r"(?i:(?<![A-Za-z])(?:password|passwd|pwd|passphrase|secret|client[_-]?secret|"
+                     r"api[_-]?key|access[_-]?key|secret[_-]?access[_-]?key|"
+                     r"(?:access|auth|refresh)[_-]?token)\b[\"']?\s*[:=]\s*[\"']?)"
+                     + _PLACEHOLDER + r"(?P<s>[^\s\"',;]{8,})"),
+    ))
+
+
+@attrs.frozen
+class SecretFinding:
+    """One credential-shaped string in a text.
+
+    Attributes:
+        kind: What it looks like ("GitHub token", "private key"...).
+        start: Where the secret starts (an index into the text).
+        end: Where it ends.
+    """
+
+    kind: str
+    start: int
+    end: int
+
+
+def find_secrets(text: str) -> list[SecretFinding]:
+    """Every credential-shaped string in ``text``, in order, without overlaps."""
+    found: list[SecretFinding] = []
+    for kind, pattern in PATTERNS:
+        for match in pattern.finditer(text):
+            group = "s" if "s" in pattern.groupindex and match.group("s") else 0
+            found.append(SecretFinding(kind, match.start(group), match.end(group)))
+    found.sort(key=lambda f: (f.start, -f.end))
+    kept: list[SecretFinding] = []
+    for finding in found:
+        if kept and finding.start < kept[-1].end:
+            continue  # inside one already found (a key inside a PEM block, a URL's password)
+        kept.append(finding)
+    return kept
+
+
+def redact(text: str, *, label: bool = True) -> tuple[str, tuple[str, ...]]:
+    """``text`` with each credential-shaped string replaced, and the kinds replaced.
+
+    :param label: Say what was there (``[redacted GitHub token]``); else ``[redacted]``.
+    """
+    findings = find_secrets(text)
+    if not findings:
+        return text, ()
+    out: list[str] = []
+    at = 0
+    for finding in findings:
+        out.append(text[at:finding.start])
+        out.append(f"[redacted {finding.kind}]" if label else "[redacted]")
+        at = finding.end
+    out.append(text[at:])
+    return "".join(out), tuple(f.kind for f in findings)
+
+
+def _variants(secret: str) -> set[str]:
+    """A held secret as it may be echoed: itself, percent-encoded, and within Basic auth."""
+    out = {secret, urllib.parse.quote(secret, safe="")}
+    if ":" in secret:
+        out.add(base64.b64encode(secret.encode("utf-8")).decode("ascii"))
+    return {v for v in out if len(v) >= 4}
+
+
+def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """The one rule for errors, log lines and reprs: ``text`` without the given
+    secrets (also percent-encoded or inside Basic credentials) and without any
+    credential-shaped string, each replaced by ``[redacted]``."""
+    for secret in sorted({v for s in secrets if s for v in _variants(s)}, key=len, reverse=True):
+        text = text.replace(secret, "[redacted]")
+    return redact(text, label=False)[0]
+
+
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without the ``user:password@`` part, and that part (decoded) if it had one."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    clean = urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return clean, (urllib.parse.unquote(user), urllib.parse.unquote(password))
+
+
+def safe_url(url: str) -> str:
+    """``url`` fit to print: credentials in it become ``[redacted]@``."""
+    clean, credentials = split_credentials(url)
+    if credentials is None:
+        return scrub(url)
+    parts = urllib.parse.urlsplit(clean)
+    return scrub(urllib.parse.urlunsplit((parts.scheme, f"[redacted]@{parts.netloc}", parts.path,
+                                          parts.query, parts.fragment)))
