@@ -46,3 +46,33 @@ def test_export_to_postgres_keeps_everything(db_path, pg_url, clock):
         assert 3 == moved.reindex()
         assert moved.doctor().ok
         assert note.id in {h.fact.id for h in moved.search("flaky refund", scope="shop")}
+
+
+def test_vectors_move_with_the_facts_when_the_embedder_is_the_same(db_path, pg_url, clock):
+    """An export carries each live fact's vector; a store with the same embedder takes it as it is."""
+    from ctxslots.stores.embedders import HashingEmbedder
+
+    calls = []
+
+    class Counting(HashingEmbedder):
+        def embed(self, texts):
+            calls.extend(texts)
+            return super().embed(texts)
+
+    fused = RankingPolicy(vector_weight=1.0)
+    with FactStore(db_path, clock=clock, ranking=fused) as store:
+        facts = [store.add("agent", f"Release note {i} about the billing queue.") for i in range(5)]
+        buffer = io.StringIO()
+        store.export_jsonl(buffer)
+        before = store.backend.vectors_of([f.id for f in facts])
+    assert all("vector" in r for r in _records(buffer.getvalue()))
+    with FactStore(pg_url, clock=clock, ranking=fused, embedder=Counting()) as moved:
+        moved.import_jsonl(io.StringIO(buffer.getvalue()))
+        assert [] == calls  # nothing embedded again
+        after = moved.backend.vectors_of([f.id for f in facts])
+        assert all((before[i] == after[i]).all() for i in before)
+        assert moved.doctor().ok
+    with FactStore(db_path.with_name("other.db"), clock=clock, ranking=fused,
+                   embedder=HashingEmbedder(dimension=64)) as other:
+        other.import_jsonl(io.StringIO(buffer.getvalue()))  # another embedder: embedded again
+        assert other.doctor().ok and 5 == len(other.backend.vectors_of([f.id for f in facts]))

@@ -128,7 +128,13 @@ def _write_fact(store: FactStore, fact: ParsedFact) -> int:
         backend.archive(fact_id, archived_at=row["archived_at"], reason=row["reason"])
         return fact_id
     fact_id = backend.insert({**row, "superseded_by": None}, fact_id=fact.id if keep else None)
-    store.writer.queue_vector(fact_id, row)
+    if fact.vector is not None and store.keeps_vectors \
+            and fact.vector[0] == store.embedder.model_id \
+            and fact.vector[1].shape == (store.embedder.dimension,):
+        # Built by the same embedder: taken as it is, not embedded again.
+        backend.put_vectors([(fact_id, row["scope"], row["slot"])], fact.vector[1][None, :])
+    else:
+        store.writer.queue_vector(fact_id, row)
     return fact_id
 
 

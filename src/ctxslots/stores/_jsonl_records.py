@@ -7,6 +7,7 @@ tables. Every field of a record is checked here, with the store's
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import math
 import re
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 
 from ..errors import InvalidFactError
 from ._validate import MAX_TIMESTAMP, Limits
@@ -38,7 +40,7 @@ VERSION = 1
 _FACT_FIELDS = frozenset({
     "id", "slot", "scope", "key", "value", "tags", "source", "confidence", "score",
     "created_at", "updated_at", "observed_at", "last_accessed", "access_count", "expires_at",
-    "superseded_by", "archived", "archived_at", "reason", "history", "links",
+    "superseded_by", "vector", "archived", "archived_at", "reason", "history", "links",
 })
 _HISTORY_FIELDS = frozenset({"value", "tags", "source", "confidence", "valid_from", "valid_to"})
 _LINK_FIELDS = frozenset({"to", "strength", "updated_at"})
@@ -70,9 +72,38 @@ def _tags(text: str | None) -> list[str]:
     return [t for t in (text or "").split("\n") if t]
 
 
+def encode_vector(model_id: str, vector: np.ndarray) -> dict[str, Any]:
+    """A stored vector as export data: the embedder's model id, the dimension, and the
+    float32 values, little-endian, in base64."""
+    data = np.asarray(vector, dtype="<f4")
+    return {"model": model_id, "dimension": int(data.shape[0]),
+            "data": base64.b64encode(data.tobytes()).decode("ascii")}
+
+
+def _vector(record: Mapping[str, Any]) -> tuple[str, np.ndarray] | None:
+    value = record.get("vector")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) != {"model", "dimension", "data"}:
+        raise _bad("vector", "vector must be {model, dimension, data} or null", value)
+    model, dim, data = value["model"], value["dimension"], value["data"]
+    if not isinstance(model, str) or not model or isinstance(dim, bool) \
+            or not isinstance(dim, int) or not 1 <= dim <= 16000 or not isinstance(data, str):
+        raise _bad("vector", "vector needs a model id, a dimension from 1 to 16000 and base64 "
+                   "data", value)
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        raise _bad("vector", "vector data is not base64", value) from None
+    array = np.frombuffer(raw, dtype="<f4")
+    if array.shape != (dim,) or not np.all(np.isfinite(array)):
+        raise _bad("vector", f"vector data must hold {dim} finite float32 values", value)
+    return model, array.astype(np.float32)
+
+
 def record_from_row(
     row: Mapping[str, Any], *, archived: bool, history: Sequence[Mapping[str, Any]] | None,
-    links: Sequence[Mapping[str, Any]] = (),
+    links: Sequence[Mapping[str, Any]] = (), vector: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One fact row (from ``facts`` or ``archive``) as an export record.
 
@@ -111,6 +142,8 @@ def record_from_row(
         ]
     record["links"] = [{"to": int(k["b"]), "strength": float(k["strength"]),
                         "updated_at": k["updated_at"]} for k in links]
+    if vector is not None:
+        record["vector"] = vector
     return record
 
 
@@ -147,6 +180,7 @@ class ParsedFact:
         history: Its earlier values, oldest first.
         links: Co-recall links to other facts of the file, as ``(their id in
             the file, strength, updated_at)``.
+        vector: ``(model id, vector)`` when the file carries the fact's vector.
     """
 
     line: int
@@ -155,6 +189,7 @@ class ParsedFact:
     archived: bool
     history: tuple[HistoryEntry, ...]
     links: tuple[tuple[int, float, float], ...] = ()
+    vector: tuple[str, np.ndarray] | None = None
 
 
 #: The largest id or count SQLite stores (a signed 64-bit integer).
@@ -344,4 +379,4 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedF
                    record.get("archived_at", reason))
     return ParsedFact(line=line, id=_fact_id(record, "id"), row=row, archived=archived,
                       history=_history(limits, record.get("history")),
-                      links=_links(record.get("links")))
+                      links=_links(record.get("links")), vector=_vector(record))

@@ -28,7 +28,7 @@ from ._jsonl_import import (
     read_jsonl,
     write_facts,
 )
-from ._jsonl_records import header, record_from_row
+from ._jsonl_records import encode_vector, header, record_from_row
 from ._markdown_memory import parse_markdown, render_bullet, render_file, scope_dirname
 from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
 from ._validate import BUILTIN_SLOTS
@@ -71,6 +71,7 @@ def _filter(store: FactStore, slots: Sequence[str] | None, scope: str | None) ->
 def export_jsonl(
     store: FactStore, fp: TextIO, *, slots: Sequence[str] | None = None,
     scope: str | None = None, include_archive: bool = True, include_history: bool = True,
+    include_vectors: bool = True,
 ) -> int:
     """Write the store's facts to ``fp`` as JSON lines; return how many facts were written.
 
@@ -85,6 +86,9 @@ def export_jsonl(
         name exports that scope only (not the global facts).
     :param include_archive: Also write archived facts (``"archived": true``).
     :param include_history: Give each fact its earlier values (``"history"``).
+    :param include_vectors: Give each live fact its stored vector (``"vector"``, with the
+        embedder's model id), so a store with the same embedder takes it as it is
+        instead of embedding the text again.
     :raises InvalidFactError: A slot or scope name is malformed.
     """
     flt = _filter(store, slots, scope)
@@ -98,6 +102,9 @@ def export_jsonl(
             for h in backend.all_history():
                 history.setdefault(h.fact_id, []).append(attrs.asdict(h))
         exported = {int(r["id"]) for r, _ in rows}
+        vectors = {}
+        if include_vectors and store.keeps_vectors:
+            vectors = backend.vectors_of([int(r["id"]) for r, archived in rows if not archived])
         links: dict[int, list[dict[str, Any]]] = {}
         for a, b, strength, updated_at in backend.all_links():
             if a in exported and b in exported:
@@ -108,8 +115,10 @@ def export_jsonl(
     for row, archived in rows:
         fact_id = int(row["id"])
         hist = history.get(fact_id, []) if include_history else None
+        vector = None if archived or fact_id not in vectors else encode_vector(
+            store.embedder.model_id, vectors[fact_id])
         record = record_from_row(row, archived=archived, history=hist,
-                                 links=links.get(fact_id, ()))
+                                 links=links.get(fact_id, ()), vector=vector)
         fp.write(_line(record))
     return len(rows)
 
