@@ -91,7 +91,10 @@ class LexicalLeg:
             return known
         top = int(conn.execute(
             "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fact_ids").fetchone()[0])
-        if known is not None and (known.top_id == top or (
+        # The id sequence moves with new facts, not with facts moving to the
+        # archive: a small archive is counted again on each of its (rare) searches.
+        same = known is not None and known.top_id == top and (table == "facts" or large)
+        if known is not None and (same or (
                 large and top <= known.top_id * _GROWTH and now - known.read_at < _MAX_AGE_S)):
             known.checked_at = now
             return known
