@@ -34,8 +34,9 @@ __all__ = [
 
 _B = r"(?<![A-Za-z0-9_])"  # no word character before
 _E = r"(?![A-Za-z0-9_])"   # nor after
-# A value after "password=" that is a placeholder, not a secret: ${VAR}, <yours>, {{x}}, ***.
-_PLACEHOLDER = r"(?![$<{%*])"
+# A value after "password=" that is a placeholder, not a secret: ${VAR}, <yours>, {{x}}, ***,
+# [redacted ...] (so redacting twice changes nothing).
+_PLACEHOLDER = r"(?![$<{%*[])"
 
 #: ``(kind, pattern)``; the pattern's group ``s`` (when present) is the secret
 #: itself, else the whole match is.
@@ -67,6 +68,25 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     ))
 
 
+#: Every pattern needs one of these in the text (as is, or lower-cased): a cheap test
+#: that spares almost every value the patterns themselves (about 2 us against 40 us).
+_ANCHORS = ("-----BEGIN", "sk-", "sk_", "rk_", "pk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+            "github_pat_", "glpat-", "AKIA", "ASIA", "ABIA", "ACCA", "AIza", "xox", "hf_",
+            "npm_", "pypi-", "eyJ", "://")
+_LOWER_ANCHORS = ("bearer", "token", "basic", "pass", "pwd", "secret", "key")
+
+
+def _might_hold_secret(text: str) -> bool:
+    for anchor in _ANCHORS:
+        if anchor in text:
+            return True
+    lower = text.lower()
+    for anchor in _LOWER_ANCHORS:
+        if anchor in lower:
+            return True
+    return False
+
+
 @attrs.frozen
 class SecretFinding:
     """One credential-shaped string in a text.
@@ -84,6 +104,8 @@ class SecretFinding:
 
 def find_secrets(text: str) -> list[SecretFinding]:
     """Every credential-shaped string in ``text``, in order, without overlaps."""
+    if not _might_hold_secret(text):
+        return []
     found: list[SecretFinding] = []
     for kind, pattern in PATTERNS:
         for match in pattern.finditer(text):

@@ -447,12 +447,14 @@ class MemoryFlusher:
             return Change(kind="forgotten", index=index, fact=gone, previous=old.value)
         assert isinstance(op, Upsert)
         tags = tuple(dict.fromkeys(op.tags))
+        value, secrets = self.store.limits.screen(op.value)  # as it will be stored
         if old is not None and (old.value, old.tags, old.confidence) == \
-                (op.value, tags, op.confidence):
-            return Change(kind="unchanged", index=index, fact=old)
+                (value, tags, op.confidence):
+            return Change(kind="unchanged", index=index, fact=old, redacted=secrets)
         fact = self.store.upsert(op.slot, op.key, op.value, scope=where, tags=tags,
                                  confidence=op.confidence, source=source,
                                  observed_at=observed_at)
         if old is None:
-            return Change(kind="added", index=index, fact=fact)
-        return Change(kind="updated", index=index, fact=fact, previous=old.value)
+            return Change(kind="added", index=index, fact=fact, redacted=secrets)
+        return Change(kind="updated", index=index, fact=fact, previous=old.value,
+                      redacted=secrets)

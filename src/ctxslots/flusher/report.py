@@ -80,17 +80,20 @@ class Change:
         index: Position of the operation in the reply's ``operations`` list.
         fact: The fact after the change (archived for ``"forgotten"``).
         previous: The value before the change, for ``"updated"``.
+        redacted: What the model's value held that the store's secret policy
+            replaced with ``[redacted KIND]`` ("GitHub token"...), one entry each.
     """
 
     kind: str
     index: int
     fact: Fact
     previous: str | None = None
+    redacted: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {"kind": self.kind, "index": self.index, "fact": self.fact.to_dict(),
-                "previous": self.previous}
+                "previous": self.previous, "redacted": list(self.redacted)}
 
 
 @attrs.frozen
@@ -185,6 +188,11 @@ class FlushReport:
         return self.status != "failed"
 
     @property
+    def redacted(self) -> tuple[Change, ...]:
+        """The changes whose value held a secret that was replaced before it was written."""
+        return tuple(c for c in (*self.added, *self.updated, *self.unchanged) if c.redacted)
+
+    @property
     def tokens_used(self) -> int | None:
         """Prompt plus completion tokens, when the server reported them."""
         if self.prompt_tokens is None and self.completion_tokens is None:
@@ -221,6 +229,8 @@ class FlushReport:
             f = change.fact
             where = f.slot + (f"@{f.scope}" if f.scope else "")
             lines.append(f"{change.kind:>9} {where} {f.key}: {f.value[:200]}")
+            if change.redacted:
+                lines.append(f"           redacted from the value: {', '.join(change.redacted)}")
         for rej in self.rejected:
             lines.append(f" rejected operations[{rej.index}] ({rej.operation.op} "
                          f"{rej.operation.slot[:40]} {rej.operation.key[:60]}): {rej.reason}")

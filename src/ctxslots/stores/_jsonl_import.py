@@ -142,7 +142,7 @@ def write_facts(store: FactStore, parsed: Sequence[ParsedFact], *, on_duplicate:
     """Write checked facts in one transaction; skip (or fail on) those already stored."""
     backend = store.backend
     counts = {"added": 0, "archived": 0, "history_entries": 0, "skipped_duplicates": 0,
-              "renumbered": 0}
+              "renumbered": 0, "redacted": 0}
     id_map: dict[int, int] = {}
     links: list[tuple[bool, int, int | None]] = []
     with store.batch():
@@ -162,6 +162,7 @@ def write_facts(store: FactStore, parsed: Sequence[ParsedFact], *, on_duplicate:
                 id_map[fact.id] = new_id
             counts["renumbered"] += fact.id is not None and new_id != fact.id
             counts["archived" if fact.archived else "added"] += 1
+            counts["redacted"] += bool(fact.redacted)
             links.append((fact.archived, new_id, fact.row["superseded_by"]))
             backend.add_history([HistoryEntry(
                 fact_id=new_id, slot=fact.row["slot"], scope=fact.row["scope"],
@@ -177,7 +178,7 @@ def write_facts(store: FactStore, parsed: Sequence[ParsedFact], *, on_duplicate:
     return ImportReport(added=counts["added"], archived=counts["archived"],
                         history_entries=counts["history_entries"],
                         skipped_duplicates=counts["skipped_duplicates"],
-                        renumbered=counts["renumbered"])
+                        renumbered=counts["renumbered"], redacted=counts["redacted"])
 
 
 def _links(parsed: Sequence[ParsedFact], id_map: dict[int, int]

@@ -180,7 +180,10 @@ class ParsedFact:
         history: Its earlier values, oldest first.
         links: Co-recall links to other facts of the file, as ``(their id in
             the file, strength, updated_at)``.
-        vector: ``(model id, vector)`` when the file carries the fact's vector.
+        vector: ``(model id, vector)`` when the file carries the fact's vector
+            (left out when a secret was redacted from the value it embeds).
+        redacted: The kinds of credential the store's secret policy replaced
+            in its value or earlier values.
     """
 
     line: int
@@ -190,6 +193,7 @@ class ParsedFact:
     history: tuple[HistoryEntry, ...]
     links: tuple[tuple[int, float, float], ...] = ()
     vector: tuple[str, np.ndarray] | None = None
+    redacted: tuple[str, ...] = ()
 
 
 #: The largest id or count SQLite stores (a signed 64-bit integer).
@@ -291,7 +295,7 @@ def _object(value: Any, what: str, allowed: frozenset[str]) -> Mapping[str, Any]
     return value
 
 
-def _history(limits: Limits, value: Any) -> tuple[HistoryEntry, ...]:
+def _history(limits: Limits, value: Any, redacted: list[str]) -> tuple[HistoryEntry, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -299,8 +303,10 @@ def _history(limits: Limits, value: Any) -> tuple[HistoryEntry, ...]:
     entries = []
     for item in value:
         entry = _object(item, "a history entry", _HISTORY_FIELDS)
+        earlier, secrets = limits.screen(entry.get("value"))
+        redacted += secrets
         entries.append(HistoryEntry(
-            value=limits.value(entry.get("value")),
+            value=earlier,
             tags=_tag_list(limits, entry.get("tags")),
             source=_label(entry, "source"),
             confidence=_confidence(limits, entry),
@@ -353,11 +359,16 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedF
         raise _bad("access_count", f"access_count must be an integer from 0 to 2**53, "
                    f"not {count!r}", count)
     created = _required_timestamp(record, "created_at", now)
+    slot = limits.slot(record.get("slot"))
+    scope = limits.scope(record.get("scope"))
+    key = None if key is None else limits.key(key)
+    value, secrets = limits.screen(record.get("value"))
+    redacted = list(secrets)
     row: dict[str, Any] = {
-        "slot": limits.slot(record.get("slot")),
-        "scope": limits.scope(record.get("scope")),
-        "key": None if key is None else limits.key(key),
-        "value": limits.value(record.get("value")),
+        "slot": slot,
+        "scope": scope,
+        "key": key,
+        "value": value,
         "tags": _tag_list(limits, record.get("tags")),
         "source": _label(record, "source"),
         "confidence": _confidence(limits, record),
@@ -377,6 +388,7 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedF
     elif record.get("archived_at") is not None or reason is not None:
         raise _bad("archived_at", "archived_at and reason are only for archived facts",
                    record.get("archived_at", reason))
+    history = _history(limits, record.get("history"), redacted)
     return ParsedFact(line=line, id=_fact_id(record, "id"), row=row, archived=archived,
-                      history=_history(limits, record.get("history")),
-                      links=_links(record.get("links")), vector=_vector(record))
+                      history=history, links=_links(record.get("links")),
+                      vector=None if secrets else _vector(record), redacted=tuple(redacted))

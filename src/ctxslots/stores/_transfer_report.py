@@ -47,6 +47,9 @@ class ImportReport:
         skipped_duplicates: Facts already in the store (not written).
         renumbered: Facts that got a new id because theirs was taken.
         ignored_lines: Markdown lines that are no bullet (prose, rules, code).
+        redacted: Facts written with a credential-shaped string in their value
+            (or an earlier value) replaced by ``[redacted KIND]`` (the store's
+            :attr:`~ctxslots.stores.Limits.secrets` policy).
         errors: Lines skipped as invalid (only with ``skip_invalid=True``).
     """
 
@@ -56,6 +59,7 @@ class ImportReport:
     skipped_duplicates: int = 0
     renumbered: int = 0
     ignored_lines: int = 0
+    redacted: int = 0
     errors: tuple[ImportIssue, ...] = ()
 
     def summary(self) -> str:
@@ -67,6 +71,9 @@ class ImportReport:
             text += f"; {self.renumbered} renumbered"
         if self.ignored_lines:
             text += f"; {_count(self.ignored_lines, 'prose line')} ignored"
+        if self.redacted:
+            text += (f"; {_count(self.redacted, 'fact')} written with secrets redacted "
+                     "(memory is no place for them)")
         if self.errors:
             text += f"; {_count(len(self.errors), 'invalid line')} skipped"
         return text

@@ -13,17 +13,22 @@ from collections.abc import Iterable
 
 import attrs
 
+from .._secrets import redact
 from ..errors import InvalidFactError
 from ..model import to_timestamp
 from .backend import MAX_TIME
 
-__all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_SCORE_STEP", "MAX_TIMESTAMP", "Limits"]
+__all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_SCORE_STEP", "MAX_TIMESTAMP", "SECRET_POLICIES",
+           "Limits"]
 
 #: The last Unix second :class:`datetime.datetime` can represent (9999-12-31T23:59:59Z).
 MAX_TIMESTAMP = MAX_TIME
 
 #: The most one reinforce or demote moves a score.
 MAX_SCORE_STEP = 1000.0
+
+#: What :attr:`Limits.secrets` may be.
+SECRET_POLICIES = ("redact", "refuse", "allow")
 
 #: The slots ctxslots ships contributors for.
 BUILTIN_SLOTS: tuple[str, ...] = ("user", "project", "agent")
@@ -53,6 +58,10 @@ def _names(slots: Iterable[str]) -> tuple[str, ...]:
     return tuple(slots)
 
 
+def _a(kind: str) -> str:
+    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
+
+
 def _short(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
@@ -73,6 +82,15 @@ class Limits:
             ``False`` accepts any well-formed slot name ("free slots").
         slots: The known slots: the built-in three, plus those plugins register
             (:func:`ctxslots.plugins.known_slots`).
+        secrets: What a value holding a credential-shaped string (an API key, a
+            token, a private key, a password in a URL or after ``password=``;
+            the catalogue is :data:`ctxslots._secrets.PATTERNS`) becomes:
+            ``"redact"`` (the default: each one is replaced by ``[redacted
+            KIND]``, and the write says so: the flush report, the tool's
+            answer, the import report, a warning on the ``ctxslots.secrets``
+            logger), ``"refuse"`` (:class:`InvalidFactError`, nothing written)
+            or ``"allow"`` (stored as given). Memory is shown to a model on
+            every later turn: it must not become a secret store.
     """
 
     max_value_bytes: int = 4096
@@ -83,6 +101,8 @@ class Limits:
     max_batch: int = 10_000
     strict_slots: bool = True
     slots: tuple[str, ...] = attrs.field(default=BUILTIN_SLOTS, converter=_names)
+    secrets: str = attrs.field(default="redact",
+                               validator=attrs.validators.in_(SECRET_POLICIES))
 
     def slot(self, slot: object) -> str:
         """Validate a slot name: lower-case letters, digits, ``_`` or ``-``."""
@@ -134,7 +154,30 @@ class Limits:
         return _unicode(key, "key")
 
     def value(self, value: object) -> str:
-        """Validate a value: non-blank text within :attr:`max_value_bytes`."""
+        """Validate a value: non-blank text within :attr:`max_value_bytes`; return it
+        as stored (with credential-shaped strings redacted, see :attr:`secrets`)."""
+        return self.screen(value)[0]
+
+    def screen(self, value: object) -> tuple[str, tuple[str, ...]]:
+        """Validate a value and apply the :attr:`secrets` policy.
+
+        :return: The value as stored, and the kinds of credential it held (for a
+            report; empty when none, or with ``secrets="allow"``).
+        :raises InvalidFactError: The value is malformed, over the limit, or
+            holds a credential and the policy is ``"refuse"``.
+        """
+        value = self._checked_value(value)
+        if self.secrets == "allow":
+            return value, ()
+        stored, kinds = redact(value)
+        if kinds and self.secrets == "refuse":
+            raise InvalidFactError(
+                f"value holds what looks like {_a(kinds[0])}; memory is shown to a model "
+                "on every later turn and is no place for secrets (Limits.secrets='refuse')",
+                field="value", value=stored)
+        return stored, kinds
+
+    def _checked_value(self, value: object) -> str:
         if not isinstance(value, str) or not value.strip():
             raise InvalidFactError("value must be a non-empty string", field="value", value=value)
         if "\x00" in value:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -15,6 +16,9 @@ from ._validate import Limits
 from .backend import Backend, HistoryEntry, Row
 
 __all__ = ["Writer", "check_id"]
+
+#: Where a redacted secret is reported (the CLI shows its warnings).
+logger = logging.getLogger("ctxslots.secrets")
 
 _MAX_ID = 2**63 - 1
 
@@ -92,10 +96,15 @@ class Writer:
                   source: Any, expires_at: Any) -> dict[str, Any]:
         """The checked fields of a fact (``InvalidFactError`` on the first bad one)."""
         lim = self.limits
+        checked_slot = lim.slot(slot)
+        stored, secrets = lim.screen(value)
+        if secrets:
+            logger.warning("a value written to %s held %s; stored with [redacted] in its place "
+                           "(Limits.secrets)", checked_slot, ", ".join(secrets))
         return {
-            "slot": lim.slot(slot),
+            "slot": checked_slot,
             "scope": lim.scope(scope),
-            "value": lim.value(value),
+            "value": stored,
             "tags": lim.tags(tags),
             "confidence": lim.confidence(confidence),
             "source": lim.source(source),

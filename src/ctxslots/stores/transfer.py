@@ -255,19 +255,19 @@ def import_markdown(
     for bullet in parsed.bullets:
         try:
             key = None if bullet.key is None else store.limits.key(bullet.key)
-            store.limits.value(bullet.value)
+            value, secrets = store.limits.screen(bullet.value)
             store.limits.tags(bullet.tags)
         except InvalidFactError as exc:
             errors.append(ImportIssue(bullet.line, str(exc), exc.field, exc.value))
             continue
-        facts.append((key, bullet))
+        facts.append((key, bullet, value, bool(secrets)))
     kept_errors = fail_or_keep(errors, skip_invalid)
     source = f"markdown:{name}" if name else "markdown"
-    added = skipped = 0
+    added = skipped = redacted = 0
     with store.batch():
-        for key, bullet in facts:
+        for key, bullet, value, had_secret in facts:
             row = {"slot": slot, "scope": store.limits.scope(scope), "key": key,
-                   "value": bullet.value}
+                   "value": value}
             if existing_id(store.backend, row) is not None:
                 skipped += 1
                 continue
@@ -277,5 +277,6 @@ def import_markdown(
             else:
                 store.upsert(slot, key, bullet.value, **opts)
             added += 1
-    return ImportReport(added=added, skipped_duplicates=skipped,
+            redacted += had_secret
+    return ImportReport(added=added, skipped_duplicates=skipped, redacted=redacted,
                         ignored_lines=parsed.ignored_lines, errors=kept_errors)

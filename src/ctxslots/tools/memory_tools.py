@@ -227,6 +227,7 @@ class MemoryTools:
         :raises InvalidFactError: The store refuses the fact; nothing is written.
         """
         self._check("memory_store", slot=slot, value=value, key=key, tags=tags)
+        note = self._redaction_note(value)
         scope = self.scope if slot in self.scoped_slots else None
         if key is not None:
             before = self.store.get_by_key(slot, key, scope=scope)
@@ -237,7 +238,7 @@ class MemoryTools:
         else:
             fact = self.store.add(slot, value, scope=scope, tags=tags or (), source=self.source)
             verb = "Stored"
-        return f"{verb} {self._line(fact)}"
+        return f"{verb} {self._line(fact)}{note}"
 
     def memory_update(self, id: int, value: str | None = None,
                       tags: list[str] | None = None) -> str:
@@ -251,8 +252,9 @@ class MemoryTools:
         if value is None and tags is None:
             raise ArgumentError("give 'value', 'tags' or both to change")
         self._visible(id)
+        note = "" if value is None else self._redaction_note(value)
         fact = self.store.update(id, value=value, tags=tags)
-        return f"Updated {self._line(fact)}"
+        return f"Updated {self._line(fact)}{note}"
 
     def memory_reinforce(self, id: int) -> str:
         """Raise a fact's reinforcement score.
@@ -305,6 +307,15 @@ class MemoryTools:
     def _check(self, name: str, **args: Any) -> None:
         """Check a direct call against the same definition the dispatcher uses."""
         parse_arguments(_SPECS[name], args, self.slots)
+
+    def _redaction_note(self, value: str) -> str:
+        """What the answer says when the store's secret policy redacts part of ``value``
+        (a refused value raises before anything is written)."""
+        _, secrets = self.store.limits.screen(value)
+        if not secrets:
+            return ""
+        return (f"\nNote: the value held {', '.join(secrets)}; it was stored as [redacted] "
+                "instead. Memory is shown on every later turn: never store secrets.")
 
     def _visible(self, fact_id: int) -> Fact:
         """The live fact with this id if this tool set may touch it; else 'not found'."""

@@ -1,0 +1,175 @@
+"""Memory is no secret store: every credential of the catalogue is redacted on every way in
+(add, upsert, update, the tools, a flush, JSONL and Markdown imports), and the write says so;
+look-alikes are stored as they are; the refuse and allow policies do what they say."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+from click.testing import CliRunner
+from secret_catalogue import LOOK_ALIKES, SECRETS
+
+from ctxslots import (
+    AssemblyRequest,
+    FactStore,
+    InvalidFactError,
+    Limits,
+    MemoryFlusher,
+    OpenAIChatClient,
+    PromptAssembler,
+)
+from ctxslots.cli import cli
+from ctxslots.contributors import AgentMemoryContributor, UserMemoryContributor
+from ctxslots.stores.transfer import InvalidImportError
+from ctxslots.testing import ScriptedChatServer
+from ctxslots.tools import MemoryTools
+
+from _sql import stored_rows
+
+HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
+TEXTS = [(kind, secret, text.format(secret)) for kind, secret, text in SECRETS]
+
+
+def every_stored_text(store: FactStore) -> str:
+    """Every value the store holds, live, archived and historical, as one text."""
+    return "\n".join(str(cell) for row in stored_rows(store) for cell in row)
+
+
+def assert_no_secret(store: FactStore) -> None:
+    """No secret of the catalogue is anywhere in the store."""
+    text = every_stored_text(store)
+    for kind, secret, _ in TEXTS:
+        assert secret not in text, f"{kind} stored: {secret!r}"
+
+
+def test_the_catalogue_is_large_and_every_kind_is_caught():
+    """22 secrets of 15 kinds; each is redacted in its text and named by its kind."""
+    from ctxslots._secrets import redact
+
+    assert len(TEXTS) >= 20 and len({k for k, _, _ in TEXTS}) >= 15
+    for kind, secret, text in TEXTS:
+        stored, kinds = redact(text)
+        assert secret not in stored and f"[redacted {kind}]" in stored and kind in kinds
+        assert (stored, ()) == redact(stored)  # redacting twice changes nothing
+
+
+def test_add_upsert_and_update_redact_and_warn(store, caplog):
+    """The API stores each value with [redacted KIND] and logs one warning per write."""
+    caplog.set_level(logging.WARNING, logger="ctxslots.secrets")
+    for n, (kind, _, text) in enumerate(TEXTS):
+        added = store.add("agent", text)
+        keyed = store.upsert("user", f"k{n}", text)
+        plain = store.add("project", f"Plain note {n}.")
+        updated = store.update(plain.id, value=text)
+        for fact in (added, keyed, updated):
+            assert f"[redacted {kind}]" in fact.value
+    assert_no_secret(store)
+    assert 3 * len(TEXTS) == sum(r.name == "ctxslots.secrets" for r in caplog.records)
+
+
+def test_look_alikes_are_stored_as_they_are(store):
+    """Text that only resembles a credential is not touched."""
+    for text in LOOK_ALIKES:
+        assert text == store.add("agent", text).value
+
+
+def test_the_tools_redact_and_say_so(store):
+    """memory_store and memory_update store the value redacted and the answer says what was."""
+    tools = MemoryTools(store)
+    for kind, _, text in TEXTS:
+        answer = tools.dispatch("memory_store", {"slot": "agent", "value": text})
+        assert answer.startswith("Stored") and f"held {kind}" in answer
+        fact_id = int(answer.split("[id:")[1].split("]")[0])
+        answer = tools.dispatch("memory_update", {"id": fact_id, "value": text + " Again."})
+        assert answer.startswith("Updated") and f"held {kind}" in answer
+    assert_no_secret(store)
+
+
+def test_a_flush_redacts_reports_and_is_stable(store):
+    """A flush whose model extracted every secret writes them redacted, reports each, and a
+    second flush of the same reply finds them unchanged; later prompts carry none."""
+    ops = [{"op": "upsert", "slot": "user", "key": f"secret.{n}", "value": text,
+            "confidence": 0.9, "tags": []} for n, (_, _, text) in enumerate(TEXTS)]
+    reply = json.dumps({"operations": ops})
+    messages = [{"role": "user", "content": "Here are my keys: "
+                 + " ".join(secret for _, secret, _ in TEXTS)}]
+    with ScriptedChatServer([reply, reply]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted"))
+        report = flusher.flush(messages, force=True)
+        again = flusher.flush([*messages, {"role": "user", "content": "again"}], force=True)
+    assert len(TEXTS) == len(report.added) == len(report.redacted)
+    assert [(kind,) for kind, _, _ in TEXTS] == [c.redacted for c in report.redacted]
+    assert "redacted from the value: GitHub token" in report.summary()
+    assert len(TEXTS) == len(again.unchanged) and not again.updated
+    assert_no_secret(store)
+    prompt = PromptAssembler(store, contributors=[UserMemoryContributor(store),
+                                                  AgentMemoryContributor(store)]).assemble(
+        AssemblyRequest("keys token password", budget=50_000))
+    assert "[redacted" in prompt.text
+    for _, secret, _ in TEXTS:
+        assert secret not in prompt.text
+
+
+def test_imports_redact_and_count(store):
+    """JSONL (values and earlier values) and Markdown imports store secrets redacted and count them."""
+    records = [{"slot": "agent", "value": text, "history": [
+        {"value": f"Before: {text}", "valid_from": 1_700_000_000, "valid_to": 1_700_000_001}]}
+        for _, _, text in TEXTS]
+    report = store.import_jsonl(io.StringIO("\n".join(
+        [HEADER, *(json.dumps(r) for r in records)]) + "\n"))
+    assert len(TEXTS) == report.added == report.redacted
+    markdown = "# project\n\n" + "\n".join(
+        "- " + text.replace("\n", "\n  ") for _, _, text in TEXTS) + "\n"
+    report = store.import_markdown(markdown, slot="project")
+    assert len(TEXTS) == report.added == report.redacted
+    assert "written with secrets redacted" in report.summary()
+    assert_no_secret(store)
+
+
+def test_the_refuse_policy_writes_nothing_with_a_secret(location, clock):
+    """Limits(secrets='refuse'): add raises naming the value, the tool answers an error, an
+    import fails naming the line, a flush rejects only that operation."""
+    kind, secret, text = TEXTS[4]
+    with FactStore(location, clock=clock, limits=Limits(secrets="refuse")) as store:
+        with pytest.raises(InvalidFactError) as caught:
+            store.add("agent", text)
+        assert "value" == caught.value.field and kind in str(caught.value)
+        assert secret not in str(caught.value) and secret not in str(caught.value.value)
+        assert MemoryTools(store).dispatch(
+            "memory_store", {"slot": "agent", "value": text}).startswith("Error: ")
+        with pytest.raises(InvalidImportError) as failed:
+            store.import_jsonl(io.StringIO(f"{HEADER}\n" + json.dumps(
+                {"slot": "agent", "value": text}) + "\n"))
+        assert 2 == failed.value.line
+        assert [] == stored_rows(store)
+        reply = json.dumps({"operations": [
+            {"op": "upsert", "slot": "user", "key": "token", "value": text, "confidence": 1.0,
+             "tags": []},
+            {"op": "upsert", "slot": "user", "key": "editor", "value": "The user uses Helix.",
+             "confidence": 1.0, "tags": []}]})
+        with ScriptedChatServer([reply]) as server:
+            report = MemoryFlusher(store, OpenAIChatClient(server.base_url, "s")).flush(
+                [{"role": "user", "content": "hi"}], force=True)
+        assert [0] == [r.index for r in report.rejected] and 1 == len(report.added)
+        assert_no_secret(store)
+
+
+def test_the_allow_policy_stores_as_given(db_path):
+    """Limits(secrets='allow') keeps the value whole (a store that is meant to hold them)."""
+    _, secret, text = TEXTS[0]
+    with FactStore(db_path, limits=Limits(secrets="allow")) as store:
+        assert text == store.add("agent", text).value
+
+
+def test_cli_remember_warns_and_redacts(tmp_path):
+    """`ctxslots remember` with a token prints one warning line and stores it redacted."""
+    db = tmp_path / "cli.db"
+    kind, secret, text = TEXTS[4]
+    result = CliRunner().invoke(cli, ["--db", str(db), "remember", "agent", text])
+    assert 0 == result.exit_code
+    assert secret not in result.output and f"held {kind}" in result.output
+    with FactStore(db) as store:
+        assert_no_secret(store)
