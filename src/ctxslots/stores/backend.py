@@ -419,7 +419,11 @@ class Backend(Protocol):
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """The ``k`` live facts passing ``flt`` nearest to ``vector``:
-        ``(fact_id, cosine)``, best first. Exact for every scope, however small."""
+        ``(fact_id, cosine)``, best first. Never short for a small scope: an
+        engine whose index walks candidates before filtering (pgvector's HNSW)
+        scans small filtered sets exactly and falls back to an exact scan when the
+        index comes back short. SQLite is exact always; PostgreSQL is exact up to
+        a few thousand visible vectors and approximate (HNSW) above."""
 
     # -- vectors -----------------------------------------------------------------
 
