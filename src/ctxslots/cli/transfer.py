@@ -6,17 +6,15 @@ JSONL keeps every field, the archive and the history; Markdown is for people
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 
 import click
 
+from .._files import write_private
 from ..stores import FactStore
 from ..stores.transfer import (
     ImportReport,
@@ -35,24 +33,6 @@ __all__ = ["export", "import_", "register"]
 _FORMATS = ("jsonl", "markdown")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
              ".md": "markdown", ".markdown": "markdown"}
-
-
-def _write_atomically(path: Path, write: Callable[[TextIO], Any]) -> Any:
-    """Write through ``write(fp)`` to a temporary file, then move it over ``path``.
-
-    An export that fails half-way never leaves a truncated file behind.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as fp:
-            result = write(fp)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    return result
 
 
 @click.command()
@@ -83,7 +63,7 @@ def export(
             if output is None:
                 export_jsonl(store, _counted(sys.stdout, bar), **options)
                 return
-            count = _write_atomically(
+            count = write_private(
                 output, lambda fp: export_jsonl(store, _counted(fp, bar), **options))
         except OSError as exc:
             raise click.ClickException(f"cannot write {exc.filename or output}: "
@@ -102,7 +82,7 @@ def _export_markdown(store: FactStore, output: Path | None, slots: list[str] | N
         if output is None:
             click.echo(text, nl=False)
         else:
-            _write_atomically(output, lambda fp: fp.write(text))
+            write_private(output, lambda fp: fp.write(text))
             click.echo(f"wrote {output}", err=True)
         return
     paths = export_markdown(store, output, slots=slots, scope=scope)

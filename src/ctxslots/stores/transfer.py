@@ -29,7 +29,8 @@ from ._jsonl_import import (
     write_facts,
 )
 from ._jsonl_records import encode_vector, header, record_from_row
-from ._markdown_memory import parse_markdown, render_bullet, render_file, scope_dirname
+from ._markdown_files import write_directory
+from ._markdown_memory import parse_markdown, render_bullet, render_file
 from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
 from ._validate import BUILTIN_SLOTS
 from .backend import FactFilter, Row
@@ -186,27 +187,26 @@ def export_markdown(
     With ``directory``, write one file per slot, ``DIR/<slot>.md`` for global
     facts and ``DIR/scopes/<scope>/<slot>.md`` for scoped ones (the scope
     percent-encoded; its exact name is in the file's title), and return the
-    paths written; files of the same names are replaced. Without it, return
-    one text with every file, each under its ``# slot`` title. Archived and
-    expired facts are left out; JSONL is the format that keeps everything.
+    paths written. Each file is private (``0600``, new directories ``0700``)
+    and replaces the old one only once written whole; a symbolic link where a
+    file or a directory below ``DIR`` goes is refused (``OSError``, nothing
+    written); and files of earlier exports (same names and titles) whose slot
+    and scope, within this export's ``slots`` and ``scope``, no longer hold a
+    live fact are removed. Without ``directory``, return one text with every
+    file, each under its ``# slot`` title. Archived and expired facts are left
+    out; JSONL is the format that keeps everything.
 
     :param slots: Only these slots (``None``: every slot).
     :param scope: ``None`` exports every scope; a name exports that scope only.
     :raises InvalidFactError: A slot or scope name is malformed.
+    :raises OSError: A symbolic link stands in the way, or writing failed.
     """
     files = render_markdown(store, slots=slots, scope=scope)
     if directory is None:
         return "\n".join(files.values())
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    written = []
-    for (slot, file_scope), text in files.items():
-        folder = root if file_scope is None else root / "scopes" / scope_dirname(file_scope)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{slot}.md"
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
+    flt = _filter(store, slots, scope)
+    return write_directory(Path(directory), files, slots=flt.slots,
+                           scope=None if flt.scopes is None else flt.scopes[0])
 
 
 def _markdown_text(path_or_text: str | os.PathLike[str]) -> tuple[str, str | None]:
