@@ -221,11 +221,17 @@ class MemoryContributor:
 
     def _profile(self, scope: str | None, available: int) -> list[Fact]:
         """The slot's most important facts, within the profile's count and share."""
-        read = getattr(self.store, "facts", None)
-        if not self.profile_size or not callable(read):
+        if not self.profile_size:
             return []
-        facts = [f for f in read(slots=[self.slot], scope=scope)
-                 if f.key is not None or f.score > 0]
+        important = getattr(self.store, "important", None)
+        read = getattr(self.store, "facts", None)
+        if callable(important):  # a FactStore reads the first few from an index
+            facts = important(self.slot, scope=scope, limit=self.profile_size)
+        elif callable(read):
+            facts = [f for f in read(slots=[self.slot], scope=scope)
+                     if f.key is not None or f.score > 0]
+        else:
+            return []
         room = self.profile_share * available
         chosen: list[Fact] = []
         for fact in sorted(facts, key=_importance):

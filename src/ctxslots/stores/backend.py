@@ -355,6 +355,11 @@ class Backend(Protocol):
         """Facts passing ``flt``; ``order`` is ``"id"`` or ``"created"`` (by
         observed time, then id)."""
 
+    def important(self, flt: FactFilter, limit: int) -> list[Row]:
+        """Up to ``limit`` facts passing ``flt`` that are keyed or reinforced (score
+        above 0), most important first: score, access count and confidence
+        (highest first), keyed before unkeyed, latest ``updated_at``, then id."""
+
     def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
                     ) -> list[Row]:
         """The facts (or archived facts) with these ids that pass ``flt``, in no

@@ -33,7 +33,7 @@ from ..errors import (
 )
 from ..model import Fact, Hit
 from ._engines import open_backend
-from ._search import SearchRequest, query_words, run_search
+from ._search import SearchRequest, check_limit, query_words, run_search
 from ._validate import Limits
 from ._vector_writer import VectorWriter
 from ._write import Writer, check_id
@@ -511,6 +511,21 @@ class FactStore:
         """Every live fact of the given slots in ``scope`` (and global ones), by id."""
         flt = self.filter(slots, scope, live=not include_expired)
         return [Fact.from_row(r) for r in self._backend.select(flt)]
+
+    def important(self, slot: str, *, scope: str | None = None, limit: int = 5) -> list[Fact]:
+        """The most important live facts of ``slot`` visible from ``scope``, best first.
+
+        A fact counts when it is keyed or reinforced (score above 0); the order
+        is reinforcement score, access count and confidence (highest first),
+        keyed facts before free memories, most recently updated, then id. The
+        user section's profile shows them. Reading them is not an access.
+
+        :raises InvalidFactError: ``slot`` or ``scope`` is malformed, or
+            ``limit`` is not from 1 to 1000.
+        """
+        limit = check_limit(limit)
+        rows = self._backend.important(self.filter([slot], scope), limit)
+        return [Fact.from_row(r) for r in rows]
 
     def filter(self, slots: Sequence[str] | str | None, scope: str | None, *,
                live: bool = True, include_superseded: bool = True, now: float | None = None

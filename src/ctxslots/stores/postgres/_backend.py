@@ -299,6 +299,11 @@ class PostgresBackend:
         """Facts passing ``flt``, by id or by observed time."""
         return self._iterate(_rows.select, flt, order, archived)
 
+    def important(self, flt: FactFilter, limit: int) -> list[Row]:
+        """Keyed or reinforced facts passing ``flt``, most important first."""
+        with self._conn() as conn:
+            return _rows.important(conn, flt, limit)
+
     def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
                     ) -> list[Row]:
         """The facts (or archived facts) with these ids that pass ``flt``."""

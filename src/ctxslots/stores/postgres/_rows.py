@@ -238,6 +238,19 @@ def select(conn: Conn, flt: FactFilter, order: str, archived: bool) -> Iterator[
         yield from cur
 
 
+def important(conn: Conn, flt: FactFilter, limit: int) -> list[Row]:
+    """Keyed or reinforced facts passing ``flt``, most important first.
+
+    No index serves the order: one holding ``access_count`` would make every
+    access an update of every index (no HOT update), the GIN index included.
+    """
+    where, params = filter_clause(flt)
+    sql = (f"SELECT {COLUMNS} FROM facts f WHERE {where} AND (key IS NOT NULL OR score > 0) "
+           "ORDER BY score DESC, access_count DESC, confidence DESC, (key IS NULL), "
+           "updated_at DESC, id LIMIT %s")
+    return list(rows(conn, sql, (*params, int(limit))))
+
+
 def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter, archived: bool = False
                 ) -> list[Row]:
     """The facts (or archived facts) with these ids that pass ``flt``."""

@@ -44,7 +44,7 @@ from ._vectors import (
     vector_cache_builder,
 )
 from .lexical_cache import LexicalCache, build_lexical_cache, trim_fact_log
-from .migrations import FTS_TOKENIZE, schema_version
+from .migrations import FTS_TOKENIZE, IMPORTANCE, IMPORTANT_WHERE, schema_version
 
 __all__ = ["SQLiteBackend"]
 
@@ -332,6 +332,13 @@ class SQLiteBackend:
         by = {"id": "id", "created": "observed_at, id"}[order]
         yield from self._conn.rows(
             f"SELECT {READ}{extra} FROM {table} WHERE {cond} ORDER BY {by}", params)
+
+    def important(self, flt: FactFilter, limit: int) -> list[Row]:
+        """Keyed or reinforced facts passing ``flt``, most important first (an index walk)."""
+        cond, params = where(flt)
+        return list(self._conn.rows(
+            f"SELECT {READ} FROM facts WHERE {cond} AND {IMPORTANT_WHERE} "
+            f"ORDER BY {IMPORTANCE} LIMIT ?", (*params, limit)))
 
     def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
                     ) -> list[Row]:

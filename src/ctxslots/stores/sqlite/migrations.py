@@ -89,6 +89,15 @@ LOG_TRIGGERS: list[tuple[str, str, str]] = [
         END"""),
 ]
 
+#: Which facts :meth:`SQLiteBackend.important` reads, and their order; the
+#: partial index below holds exactly them, in that order, so reading the
+#: first few walks a few index entries whatever the slot holds.
+IMPORTANT_WHERE = "(key IS NOT NULL OR score > 0)"
+IMPORTANCE = ("score DESC, access_count DESC, confidence DESC, key IS NULL, updated_at DESC, "
+              "id")
+IMPORTANT_INDEX = (f"CREATE INDEX facts_important ON facts(slot, scope, {IMPORTANCE}) "
+                   f"WHERE {IMPORTANT_WHERE}")
+
 #: The indexes of the current schema, each ``(kind, name, sql)``.
 INDEXES: list[tuple[str, str, str]] = [
     ("index", "facts_slot_scope_key",
@@ -101,6 +110,7 @@ INDEXES: list[tuple[str, str, str]] = [
     ("index", "fact_links_b", "CREATE INDEX fact_links_b ON fact_links(b)"),
     ("index", "facts_observed_at", "CREATE INDEX facts_observed_at ON facts(observed_at, id)"),
     ("index", "vectors_scope_slot", "CREATE INDEX vectors_scope_slot ON vectors(scope, slot)"),
+    ("index", "facts_important", IMPORTANT_INDEX),
 ]
 
 
@@ -279,10 +289,19 @@ def m008_vector_table(conn: Connection) -> None:
         conn.execute("DROP TABLE fact_vectors")
 
 
+def m009_important(conn: Connection) -> None:
+    """An index of the keyed and reinforced facts by importance, for the user profile.
+
+    Without it, reading a slot's five most important facts sorted every fact
+    of the slot (17 ms at 20,000 user facts, on every prompt assembly).
+    """
+    conn.execute(IMPORTANT_INDEX)
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links,
-    m006_fact_log, m007_observed_at, m008_vector_table)
+    m006_fact_log, m007_observed_at, m008_vector_table, m009_important)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)
