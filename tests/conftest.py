@@ -13,6 +13,19 @@ import pytest
 os.environ.setdefault("CTXSLOTS_LOAD_PLUGINS", "")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _token_table_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The token counter's rank tables go to a folder of the test run, not the user's cache."""
+    if "CTXSLOTS_CACHE_DIR" in os.environ:
+        yield
+        return
+    os.environ["CTXSLOTS_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    try:
+        yield
+    finally:
+        del os.environ["CTXSLOTS_CACHE_DIR"]
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Print the SQLite version and whether FTS5 and sqlite-vec loaded."""
     from ctxslots.stores.sqlite import open_connection

@@ -18,6 +18,7 @@ from ctxslots import TokenCounter
 from ctxslots.errors import EncodingError, InvalidRequestError
 from ctxslots.tokens import ENCODINGS, get_encoding, parse_ranks
 from ctxslots.tokens._bpe import _ASCII_PATTERNS, byte_pair_count, python_bpe, read_ranks
+from ctxslots.tokens._rank_table import TABLE_SHA256, RankTable, build_table, load_table
 
 SAMPLES = (
     "",
@@ -136,8 +137,8 @@ def test_build_after_must_be_seconds():
             TokenCounter(build_after=bad)
 
 
-def _run(script: str) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+def _run(script: str, **extra: str) -> str:
+    env = {**os.environ, **extra, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True,
                           text=True, env=env, timeout=120)
@@ -173,3 +174,54 @@ for n, text in enumerate(texts):
 print(sorted(_tiktoken._encodings), n < len(texts) - 1)
 """
     assert "['o200k_base'] True" == _run(script)
+
+
+@pytest.mark.parametrize("name", sorted(ENCODINGS))
+def test_rank_table_answers_as_the_vocabulary(name):
+    """The table built from a vocabulary has the recorded SHA-256 and gives every
+    token's rank, and no rank for byte strings that are no token."""
+    import hashlib
+
+    ranks = read_ranks(name, ENCODINGS[name].sha256)
+    data = build_table(ranks)
+    assert TABLE_SHA256[name] == hashlib.sha256(data).hexdigest()
+    table = RankTable(data)
+    assert all(table.get(token) == rank for token, rank in ranks.items())
+    for other in (b"", b"\xff\xfe\xfd\xfc", b"zzzqqqxxxjjj" * 3):
+        assert other not in table
+        assert -7 == table.get(other, -7)
+
+
+def test_rank_table_is_written_once_and_rebuilt_when_damaged(tmp_path, monkeypatch):
+    """The first load writes the table; a later one reads it; a damaged file is not
+    used and is rewritten; without a folder, or an unwritable one, there is no table."""
+    name, sha = "cl100k_base", ENCODINGS["cl100k_base"].sha256
+    ranks = read_ranks(name, sha)
+    monkeypatch.setenv("CTXSLOTS_CACHE_DIR", str(tmp_path))
+    assert load_table(name, sha) is None
+    assert 9906 == load_table(name, sha, ranks).get(b"Hello")
+    [path] = list(tmp_path.iterdir())
+    assert 9906 == load_table(name, sha).get(b"Hello")
+    damaged = bytearray(path.read_bytes())
+    damaged[-1] ^= 1
+    path.write_bytes(bytes(damaged))
+    assert load_table(name, sha) is None
+    assert 9906 == load_table(name, sha, ranks).get(b"Hello")
+    assert TABLE_SHA256[name] == __import__("hashlib").sha256(path.read_bytes()).hexdigest()
+    monkeypatch.setenv("CTXSLOTS_CACHE_DIR", "")
+    assert load_table(name, sha, ranks) is None
+    monkeypatch.setenv("CTXSLOTS_CACHE_DIR", str(path / "inside-a-file"))
+    assert load_table(name, sha, ranks) is None
+
+
+def test_counts_are_the_same_with_and_without_a_table_file(tmp_path):
+    """A process with no cache folder counts from the bundled vocabulary, one with a
+    table counts from it, and both give tiktoken's count."""
+    script = """
+from ctxslots.tokens import TokenCounter, get_encoding
+text = "Ünïcödé façade — the user's deploy notes, 2024-05-01\\n" * 30
+print(TokenCounter().count_exact(text) == len(get_encoding().encode_ordinary(text)))
+"""
+    for folder in ("", str(tmp_path), str(tmp_path)):
+        assert "True" == _run(script, CTXSLOTS_CACHE_DIR=folder)
+    assert 1 == len(list(tmp_path.glob("o200k_base-*.ranks")))

@@ -4,9 +4,10 @@ tiktoken builds its encoder in Rust from the 200,000 ranks of ``o200k_base``;
 handing it the ranks costs about 0.6 s in every process before the first
 count, while a one-shot command such as ``ctxslots assemble`` counts a few
 thousand tokens. :class:`PythonBPE` runs the same byte-pair merges in Python
-over ranks read straight from the bundled vocabulary (checked against the
-official SHA-256), after splitting the text with the encoding's own pattern,
-so its counts are tiktoken's. It is about half as fast per text as tiktoken,
+over the ranks of the bundled vocabulary (checked against the official
+SHA-256; looked up in the cached table of :mod:`._rank_table` when there is
+one), after splitting the text with the encoding's own pattern, so its counts
+are tiktoken's. It is about half as fast per text as tiktoken,
 which is why :class:`~ctxslots.tokens.TokenCounter` moves to tiktoken once a
 process has counted enough.
 
@@ -34,14 +35,15 @@ import re
 import threading
 import unicodedata
 
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import regex  # type: ignore[import-untyped]
 
 from ..errors import EncodingError
+from ._rank_table import load_table
 
-__all__ = ["PythonBPE", "python_bpe"]
+__all__ = ["PythonBPE", "Ranks", "python_bpe"]
 
 #: Newer Unicode tables than this may class a character differently from tiktoken's.
 _UNICODE_VERIFIED = (16, 0, 0)
@@ -86,7 +88,19 @@ def _unicode_version(text: str) -> tuple[int, ...]:
 _UNICODE_OK = _unicode_version(unicodedata.unidata_version) <= _UNICODE_VERIFIED
 
 
-def byte_pair_count(ranks: dict[bytes, int], piece: bytes) -> int:
+class Ranks(Protocol):
+    """Token bytes to rank: a dictionary, or a :class:`~._rank_table.RankTable`."""
+
+    def get(self, token: bytes, default: int, /) -> int:
+        """The rank of ``token``, or ``default``."""
+        ...
+
+    def __contains__(self, token: object, /) -> bool:
+        """Whether ``token`` is a token."""
+        ...
+
+
+def byte_pair_count(ranks: Ranks, piece: bytes) -> int:
     """Tokens of one piece: tiktoken's ``_byte_pair_merge``, counting the parts.
 
     The pair with the lowest rank is merged first (the leftmost among equals)
@@ -145,7 +159,7 @@ class PythonBPE:
     """
 
     name: str
-    ranks: dict[bytes, int] = attrs.field(repr=False)
+    ranks: Ranks = attrs.field(repr=False)
     pattern: str = attrs.field(repr=False)
     max_pieces: int = 100_000
     _split: Any = attrs.field(init=False, repr=False)  # a regex.Pattern
@@ -205,6 +219,9 @@ _loaded: dict[str, PythonBPE] = {}
 def python_bpe(name: str, *, sha256: str, pattern: str) -> PythonBPE:
     """The pure-Python counter of a bundled encoding, loaded once per process (thread-safe).
 
+    Its ranks come from the cached rank table (see :mod:`._rank_table`); the
+    first process without one reads the bundled vocabulary and writes it.
+
     :raises EncodingError: The vocabulary file is damaged.
     """
     counter = _loaded.get(name)
@@ -212,5 +229,13 @@ def python_bpe(name: str, *, sha256: str, pattern: str) -> PythonBPE:
         with _lock:
             counter = _loaded.get(name)
             if counter is None:
-                counter = _loaded[name] = PythonBPE(name, read_ranks(name, sha256), pattern)
+                counter = _loaded[name] = PythonBPE(name, _ranks(name, sha256), pattern)
     return counter
+
+
+def _ranks(name: str, sha256: str) -> Ranks:
+    table = load_table(name, sha256)
+    if table is not None:
+        return table
+    ranks = read_ranks(name, sha256)
+    return load_table(name, sha256, ranks) or ranks
