@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,17 +86,22 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
               help="Policy for --if-due: due after this many user turns.")
 @click.option("--token-threshold", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Policy for --if-due: due once the new text has this many tokens.")
+@click.option("--max-tokens", type=click.IntRange(min=1),
+              help="Most tokens of messages sent in one request (default 8000); a longer "
+                   "conversation is read in several requests, one after the other.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_cli_context
 def flush(
     app: CliContext, paths: tuple[Path, ...], conversation: str | None, scope: str | None,
     client_name: str, base_url: str | None, model: str | None, timeout: float, if_due: bool,
-    every_n_turns: int, token_threshold: int, as_json: bool,
+    every_n_turns: int, token_threshold: int, max_tokens: int | None, as_json: bool,
 ) -> None:
     """Extract facts from conversation files (one {role, content} object per line): each
     CONVERSATION.jsonl given, and every *.jsonl file of each DIR, one conversation per file.
 
-    Only messages not read by an earlier flush of the same conversation are sent.
+    Only messages not read by an earlier flush of the same conversation are sent, at
+    most --max-tokens of them per request: a longer conversation is read in several
+    flushes in a row, each reported, and a failed one stops at what was read so far.
     The API key, when the server needs one, is read from $OPENAI_API_KEY and sent
     as a bearer token. A failed flush leaves the store as it was; with several
     files the others still run, and the command exits 1 if any failed.
@@ -108,20 +113,22 @@ def flush(
         raise click.UsageError("--conversation names one conversation: give one file")
     client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout)
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
+    cap: dict[str, Any] = {} if max_tokens is None else {"max_flush_tokens": max_tokens}
     if len(files) == 1:
         with app.open_store(create=True) as store:
-            flusher = MemoryFlusher(store, client, policy=policy)
+            flusher = MemoryFlusher(store, client, policy=policy, **cap)
             _flush_one(flusher, files[0], conversation, scope, if_due, as_json)
         return
     reports: list[dict[str, Any]] = []
     failed = 0
     with app.open_store(create=True) as store, \
             Progress("flushing", total=len(files), unit="conversations") as bar:
-        flusher = MemoryFlusher(store, client, policy=policy)
+        flusher = MemoryFlusher(store, client, policy=policy, **cap)
         for file in files:
             try:
-                report = flusher.flush(read_conversation(file), conversation=conversation_id(file),
-                                       scope=scope, force=not if_due)
+                report = _flush_until_read(flusher, read_conversation(file),
+                                           conversation_id(file), scope, not if_due,
+                                           progress=False)[-1]
             except (FlushError, click.ClickException) as exc:
                 failed += 1
                 failure = exc.report if isinstance(exc, FlushError) else None
@@ -144,17 +151,40 @@ def _message(exc: Exception) -> str:
     return exc.message if isinstance(exc, click.ClickException) else str(exc)
 
 
+def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
+                      scope: str | None, force: bool,
+                      shown: Callable[[Any], None] | None = None, *,
+                      progress: bool = True) -> list[Any]:
+    """Flush ``conversation`` again while a flush leaves messages for the next one (its
+    token cap); return the reports, each passed to ``shown`` as it comes.
+
+    :raises FlushError: A flush failed (the ones before it stand).
+    """
+    reports: list[Any] = []
+    with Progress("flushing", total=len(messages), unit="messages",
+                  enabled=None if progress else False) as bar:
+        while True:
+            report = flusher.flush(messages, conversation=conversation, scope=scope,
+                                   force=force or bool(reports))
+            reports.append(report)
+            bar.update(report.messages_read)
+            if shown is not None:
+                shown(report)
+            if report.status != "applied" or not report.remaining:
+                return reports
+
+
 def _flush_one(flusher: Any, file: Path, conversation: str | None, scope: str | None,
                if_due: bool, as_json: bool) -> None:
     messages = read_conversation(file)
     conv = conversation or conversation_id(file)
     try:
-        report = flusher.flush(messages, conversation=conv, scope=scope, force=not if_due)
+        _flush_until_read(flusher, messages, conv, scope, not if_due,
+                          lambda report: _show(report, as_json))
     except FlushError as exc:
         if as_json:  # the failed report for a program; a person gets the one line below
             _show(exc.report, as_json)
         raise click.ClickException(str(exc)) from exc
-    _show(report, as_json)
 
 
 def make_client(app: CliContext, name: str, **options: Any) -> Any:

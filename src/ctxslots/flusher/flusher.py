@@ -26,6 +26,7 @@ from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
 from ..stores.consolidate import DEFAULT_THRESHOLD
 from ..stores.prune import PrunePolicy
+from ._batch import take_batch
 from ._exchange import RETRY_PROMPT, aask, ask
 from ._progress import (
     Progress,
@@ -46,7 +47,7 @@ from .operations import (
 )
 from .report import Change, FlushPolicy, FlushReport, Rejection
 
-__all__ = ["DEFAULT_SLOTS", "RETRY_PROMPT", "MemoryFlusher"]
+__all__ = ["DEFAULT_MAX_FLUSH_TOKENS", "DEFAULT_SLOTS", "RETRY_PROMPT", "MemoryFlusher"]
 
 #: The built-in slots and what each holds, as the extraction prompt explains them.
 DEFAULT_SLOTS: Mapping[str, str] = {
@@ -60,6 +61,11 @@ DEFAULT_SLOTS: Mapping[str, str] = {
 #: At most this much of the new messages' text (the end of it) is the search
 #: query for relevant known facts.
 QUERY_CHARS = 4000
+
+#: What one flush sends at most, in tokens of message text (the instructions and
+#: the known facts come on top): room for a long session in one request, and
+#: within the context of small local models.
+DEFAULT_MAX_FLUSH_TOKENS = 8000
 
 OperationCallback = Callable[[int, Operation], None]
 
@@ -120,6 +126,11 @@ class MemoryFlusher:
         prune: Caps checked after each flush that wrote facts; over a cap, the
             least useful facts move to the archive (see
             :class:`~ctxslots.stores.prune.PrunePolicy`). ``None``: never prune here.
+        max_flush_tokens: Most tokens of message text one flush sends (counted
+            with the policy's encoding): the oldest unread messages that fit go,
+            the rest wait for the next flush (``report.remaining``); a single
+            message over the cap is sent cut to it. ``None``: send every unread
+            message at once.
 
     :raises InvalidFactError: A slot name is malformed (or unknown to a store
         with strict slots), or ``slots`` is empty.
@@ -141,10 +152,15 @@ class MemoryFlusher:
     on_operation: OperationCallback | None = None
     consolidate: float | None = DEFAULT_THRESHOLD
     prune: PrunePolicy | None = attrs.field(factory=PrunePolicy)
+    max_flush_tokens: int | None = attrs.field(default=DEFAULT_MAX_FLUSH_TOKENS)
     _env: jinja2.Environment = attrs.field(init=False, repr=False)
     _lock: threading.RLock = attrs.field(init=False, repr=False, factory=threading.RLock)
 
     def __attrs_post_init__(self) -> None:
+        cap = self.max_flush_tokens
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise InvalidArgumentError(f"max_flush_tokens must be a positive integer or None, "
+                                       f"not {cap!r}", field="max_flush_tokens", value=cap)
         for slot in self.slots:
             self.store.limits.slot(slot)
         if not self.slots:
@@ -279,13 +295,18 @@ class MemoryFlusher:
             if not force and not self.policy.should_flush(new):
                 return attrs.evolve(base, status="not_due", last=start,
                                     detail=f"not due yet: {self.policy.explain(new)}")
-            known = self._known_facts(new, scope)
-        base = attrs.evolve(base, known_facts={i: f.id for i, f in enumerate(known, start=1)})
+            batch = take_batch(new, self.max_flush_tokens, self.policy.encoding, start + 1)
+            end = start + batch.count
+            known = self._known_facts(list(batch.messages), scope)
+        base = attrs.evolve(
+            base, known_facts={i: f.id for i, f in enumerate(known, start=1)}, last=end,
+            remaining=len(msgs) - end, source=self._source(flush_id, conv, msgs[:end], start),
+            warnings=(*base.warnings, *([batch.warning] if batch.warning else [])))
         when = written_at if written_at is not None else dt.datetime.fromtimestamp(
             self.store.clock(), tz=dt.timezone.utc)
-        prompt = render_template(
-            self._env, self.template, **self._context(new, start, known, scope, when))
-        return prompt, base, progress, msgs
+        prompt = render_template(self._env, self.template,
+                                 **self._context(list(batch.messages), start, known, scope, when))
+        return prompt, base, progress, msgs[:end]
 
     def _source(self, flush_id: str, conv: str, msgs: list[Message], start: int) -> str:
         if start >= len(msgs):

@@ -132,6 +132,8 @@ class FlushReport:
         first: Number (1-based) of the first message read by this flush.
         last: Number of the last message read (``first - 1`` when none).
         messages_read: Messages of the conversation read after this flush.
+        remaining: Unread messages this flush left for the next ones, because
+            they did not fit its token cap (``max_flush_tokens``).
         restarted: The messages read earlier changed (or the conversation got
             shorter), so this flush read the conversation from the start.
         warnings: Plain-language notes, such as why the flush restarted.
@@ -163,6 +165,7 @@ class FlushReport:
     first: int = 1
     last: int = 0
     messages_read: int = 0
+    remaining: int = 0
     restarted: bool = False
     warnings: tuple[str, ...] = ()
     detail: str | None = None
@@ -220,6 +223,9 @@ class FlushReport:
         head = (f"flush {self.flush_id} of {self.conversation}: {self.status} ({span}, "
                 f"{self.messages_read} read in all)")
         lines = [head]
+        if self.remaining:
+            lines.append(f"{self.remaining} more message{'s' if self.remaining != 1 else ''} "
+                         "left for the next flush (the token cap of one flush was reached)")
         lines += [f"warning: {w}" for w in self.warnings]
         if self.detail:
             lines.append(self.detail)
