@@ -161,10 +161,11 @@ def build(path: Path, conversation: Conversation, embedder: Any) -> dict[int, st
     """A fresh store of the conversation's turns, each observed at its session's date
     (and written at the time the questions are asked); returns fact id -> dia_id."""
     ids: dict[int, str] = {}
-    with FactStore(path, embedder=embedder, clock=Clock(conversation.asked_at)) as store, \
-            store.batch():
-        for turn in conversation.turns:
-            ids[store.add(SLOT, turn.text, observed_at=turn.said_at).id] = turn.dia_id
+    with FactStore(path, embedder=embedder, clock=Clock(conversation.asked_at)) as store:
+        with store.batch():
+            for turn in conversation.turns:
+                ids[store.add(SLOT, turn.text, observed_at=turn.said_at).id] = turn.dia_id
+        store.wait_for_vectors()  # a model's vectors are written in the background
     return ids
 
 
@@ -382,9 +383,11 @@ def measure_latency(tmp: Path, conversations: list[Conversation], size: int, mod
         clock = Clock(asked_at)
         builder = _Memo(model) if use_model else embedder_from_spec("hash")
         with FactStore(path, embedder=builder, clock=clock,
-                       limits=Limits(max_batch=size)) as store, store.batch():
-            for turn in memories:
-                store.add(SLOT, turn.text, observed_at=turn.said_at)
+                       limits=Limits(max_batch=size)) as store:
+            with store.batch():
+                for turn in memories:
+                    store.add(SLOT, turn.text, observed_at=turn.said_at)
+            store.wait_for_vectors()
         embedder = model if use_model else embedder_from_spec("hash")
         name = "model" if use_model else "words only"
         conn = open_connection(path)

@@ -50,15 +50,17 @@ def build(path: Path, embedder: Any, facts: list[dict[str, Any]]) -> dict[str, i
     """Write the labelled facts with their ages; return dataset id -> store id."""
     clock = _Clock()
     ids = {}
-    with FactStore(path, embedder=embedder, clock=clock) as store, store.batch():
-        for fact in facts:
-            clock.now = NOW - float(fact.get("age_days", 0.0)) * 86400.0
-            opts = {"scope": fact["scope"], "tags": fact.get("tags", ())}
-            if fact.get("key"):
-                stored = store.upsert(fact["slot"], fact["key"], fact["value"], **opts)
-            else:
-                stored = store.add(fact["slot"], fact["value"], **opts)
-            ids[fact["id"]] = stored.id
+    with FactStore(path, embedder=embedder, clock=clock) as store:
+        with store.batch():
+            for fact in facts:
+                clock.now = NOW - float(fact.get("age_days", 0.0)) * 86400.0
+                opts = {"scope": fact["scope"], "tags": fact.get("tags", ())}
+                if fact.get("key"):
+                    stored = store.upsert(fact["slot"], fact["key"], fact["value"], **opts)
+                else:
+                    stored = store.add(fact["slot"], fact["value"], **opts)
+                ids[fact["id"]] = stored.id
+        store.wait_for_vectors()  # a model's vectors are written in the background
     return ids
 
 
