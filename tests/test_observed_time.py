@@ -83,3 +83,22 @@ def test_a_flush_writes_facts_observed_when_the_messages_were_written(store):
                                written_at=SAID)
     assert 1 == len(report.added)
     assert SAID == store.get_by_key("user", "hobby").observed_at
+
+
+def test_an_assembly_ranks_from_its_request_now(location, clock):
+    """AssemblyRequest(now=...) reaches the memory searches: the trace counts ages to it."""
+    from ctxslots import AssemblyRequest, InvalidRequestError, PromptAssembler
+
+    with FactStore(location, clock=clock) as store:
+        store.add("agent", "The deploy freeze starts on Friday.", observed_at=clock.now - 10 * DAY)
+        assembler = PromptAssembler(store)
+        then = clock.now - 9 * DAY
+        for when, age in ((None, 10.0), (then, 1.0),
+                          (dt.datetime.fromtimestamp(then, tz=dt.timezone.utc), 1.0)):
+            prompt = assembler.assemble(AssemblyRequest("deploy freeze", now=when))
+            traces = [d.item.trace for s in prompt.sections for d in s.items
+                      if d.item.trace is not None and "freeze" in d.item.text]
+            assert traces and age == pytest.approx(traces[0].age_days)
+    for bad in (1e300, "tomorrow", True):
+        with pytest.raises(InvalidRequestError):
+            AssemblyRequest("hello", now=bad)

@@ -6,6 +6,8 @@ and every contributor reads one; :mod:`ctxslots.model` re-exports both classes.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,6 +27,28 @@ def _check_int(name: str, value: object, minimum: int) -> int:
             f"{name} must be an integer >= {minimum}, not {value!r}", field=name, value=value
         )
     return value
+
+
+#: The last Unix second a datetime can hold (9999-12-31T23:59:59Z).
+_LAST_SECOND = 253402300799.0
+
+
+def _to_seconds(value: object) -> float | None:
+    """``now`` as Unix seconds: a datetime (naive means UTC) or a number from 1970 to 9999."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        when = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        seconds = when.timestamp()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise InvalidRequestError(f"now must be a datetime or Unix seconds, not "
+                                  f"{type(value).__name__}", field="now", value=value)
+    if not math.isfinite(seconds) or not 0.0 <= seconds <= _LAST_SECOND:
+        raise InvalidRequestError(f"now must be a time between 1970 and the year 9999, not "
+                                  f"{value!r}", field="now", value=value)
+    return seconds
 
 
 def _check_text(name: str, value: object, *, blank_ok: bool) -> str:
@@ -109,6 +133,9 @@ class AssemblyRequest:
         answer_reserve: Tokens of the budget kept for the model's answer.
         extra: Extra context for this turn: :class:`ContextBlock` objects or
             ``(title, text)`` pairs.
+        now: The moment the turn happens, in Unix seconds or as a datetime
+            (naive means UTC); memories are ranked as they would have been then
+            (decay, ages, periods). ``None``: the store's clock.
     """
 
     message: str
@@ -117,6 +144,7 @@ class AssemblyRequest:
     safety_margin: int = 0
     answer_reserve: int = 0
     extra: tuple[ContextBlock, ...] = attrs.field(default=(), converter=_to_blocks)
+    now: float | None = attrs.field(default=None, converter=_to_seconds)
 
     def __attrs_post_init__(self) -> None:
         _check_text("message", self.message, blank_ok=True)

@@ -61,8 +61,10 @@ class SearchableStore(Protocol):
         scope: str | None = None,
         limit: int = 10,
         track_access: bool = True,
+        now: Any = None,
     ) -> list[Hit]:  # pragma: no cover - protocol
-        """The facts that best match ``query``, best first, each with its trace."""
+        """The facts that best match ``query``, best first, each with its trace
+        (ranked from ``now`` when given: an assembly passes its request's ``now``)."""
         ...
 
     def touch(self, fact_ids: Iterable[int]) -> int:  # pragma: no cover - protocol

@@ -191,8 +191,9 @@ class MemoryContributor:
         ceiling = MAX_FETCH if self.limit is None else self.limit + self.overfetch
         want = min(ceiling, max(10, request.available // _GUESS_TOKENS_PER_ITEM) + len(skip))
         while True:
+            when = {} if request.now is None else {"now": request.now}
             found = self.store.search(request.message, slots=[self.slot], scope=scope,
-                                      limit=want, track_access=False)
+                                      limit=want, track_access=False, **when)
             hits = [h for h in found if h.fact.id not in skip]
             weak = self._first_weak(hits)
             if weak is not None:

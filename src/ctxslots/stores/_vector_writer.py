@@ -73,8 +73,13 @@ class VectorWriter:
                 lambda: (not self._queue and not self._busy) or self._thread is None,
                 timeout)
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Write what is queued (up to ``timeout`` seconds), then stop the thread."""
+    def close(self, timeout: float | None = None) -> None:
+        """Write everything queued, then stop the thread.
+
+        :param timeout: Give up waiting after this many seconds (``None``: wait
+            until the queue is written or the writer fails); what is left then
+            has no vector, which ``doctor`` reports and ``reindex`` repairs.
+        """
         self.wait(timeout)
         with self._cond:
             self._closed = True

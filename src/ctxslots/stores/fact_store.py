@@ -278,7 +278,7 @@ class FactStore:
         return self._backend.engine
 
     def close(self) -> None:
-        """Close the store (idempotent): queued vectors are written (for up to 30 s),
+        """Close the store (idempotent): every queued vector is written first,
         background loads are stopped."""
         if self._vector_writer is not None:
             self._vector_writer.close()
