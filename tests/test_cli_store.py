@@ -103,3 +103,13 @@ def test_without_db_a_search_creates_no_default_store(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["search", "deploy"])
     assert 1 == result.exit_code and "no store at" in result.output
     assert not (tmp_path / "data").exists()
+
+
+def test_remembering_the_same_memory_twice_says_so_and_writes_one(db_path):
+    """A second identical remember answers 'already stored' with the first fact's id; one fact is kept."""
+    first = CliRunner().invoke(cli, ["--db", str(db_path), "remember", "agent", "Rerun it once."])
+    again = CliRunner().invoke(cli, ["--db", str(db_path), "remember", "agent", "Rerun it once."])
+    assert "[id:1] agent Rerun it once.\n" == first.output
+    assert "already stored: [id:1] agent Rerun it once.\n" == again.output
+    with FactStore(db_path) as store:
+        assert 1 == len(store.facts())

@@ -270,3 +270,11 @@ def test_schemas_without_a_store_match_a_bound_tool_set(store):
     assert openai_tools() == MemoryTools(store).openai_tools()
     assert anthropic_tools(["agent"]) == MemoryTools(store, slots=["agent"]).anthropic_tools()
     json.dumps(openai_tools())     # plain JSON, ready for an API request
+
+
+def test_storing_the_same_memory_twice_says_so(tools, store):
+    """memory_store of an identical free memory answers 'Already stored' with the same id."""
+    first = tools.dispatch("memory_store", {"slot": "agent", "value": "Cache the wheel builds."})
+    again = tools.dispatch("memory_store", {"slot": "agent", "value": "Cache the wheel builds."})
+    assert first.startswith("Stored [id:") and again.startswith("Already stored [id:")
+    assert first.split("]")[0].split(":")[-1] == again.split("]")[0].split(":")[-1]

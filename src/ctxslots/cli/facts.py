@@ -40,8 +40,12 @@ def remember(
     with app.open_store(create=True) as store:
         opts: dict[str, Any] = {"scope": scope, "tags": _split_tags(tags),
                                 "confidence": confidence, "source": "cli"}
+        before = None if key else store.find_memory(slot, value, scope=scope)
         fact = store.upsert(slot, key, value, **opts) if key else store.add(slot, value, **opts)
-    click.echo(json.dumps(fact.to_dict(), ensure_ascii=False) if as_json else fact_line(fact))
+    if as_json:
+        click.echo(json.dumps(fact.to_dict(), ensure_ascii=False))
+    else:
+        click.echo(("already stored: " if before is not None else "") + fact_line(fact))
 
 
 @click.command()

@@ -375,6 +375,9 @@ class FactStore:
     ) -> Fact:
         """Write a free-form memory (a fact without a key).
 
+        An identical live memory of the same slot and scope is returned instead
+        of writing a copy (:meth:`find_memory` tells beforehand).
+
         :param observed_at: When the memory was said or observed (a datetime or
             Unix seconds; default: now).
         :raises InvalidFactError: A field is malformed or over its limit; nothing
@@ -465,6 +468,20 @@ class FactStore:
         row = self._backend.get_by_key(self.limits.slot(slot), self.limits.scope(scope),
                                        self.limits.key(key), live_at=self.clock())
         return Fact.from_row(row) if row else None
+
+    def find_memory(self, slot: str, value: str, *, scope: str | None = None) -> Fact | None:
+        """The live free memory of ``slot`` and ``scope`` whose value is exactly ``value``
+        (as it would be stored), or ``None``: what :meth:`add` returns instead of
+        writing a copy.
+
+        :raises InvalidFactError: ``slot``, ``value`` or ``scope`` is malformed.
+        """
+        stored, _ = self.limits.screen(value)
+        now = self.clock()
+        found = self._backend.find_same(self.limits.slot(slot), self.limits.scope(scope), None,
+                                        stored, live_at=now)
+        row = None if found is None else self._backend.get(found, live_at=now)
+        return None if row is None else Fact.from_row(row)
 
     def history(self, fact_id: int) -> list[Fact]:
         """Earlier values of a keyed fact, oldest first, as facts with the same id.

@@ -236,8 +236,9 @@ class MemoryTools:
             verb = "Replaced" if before is not None and before.value != fact.value else \
                 "Kept" if before is not None else "Stored"
         else:
+            before = self.store.find_memory(slot, value, scope=scope)
             fact = self.store.add(slot, value, scope=scope, tags=tags or (), source=self.source)
-            verb = "Stored"
+            verb = "Already stored" if before is not None else "Stored"
         return f"{verb} {self._line(fact)}{note}"
 
     def memory_update(self, id: int, value: str | None = None,
