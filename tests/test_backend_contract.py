@@ -36,10 +36,12 @@ def test_the_engine_satisfies_the_protocol_and_names_itself(backend):
 
 
 def test_close_is_idempotent(opener):
-    """Closing twice is fine."""
+    """Closing twice is fine, and a closed backend refuses to be used."""
     backend = opener()
     backend.close()
     backend.close()
+    with pytest.raises(Exception):  # noqa: B017 - each engine's driver says it its own way
+        backend.get(1)
 
 
 def test_a_transaction_writes_all_or_nothing(backend):
