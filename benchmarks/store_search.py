@@ -2,6 +2,7 @@
 
     python benchmarks/store_search.py                    # 10k, 100k, 1M facts
     python benchmarks/store_search.py --sizes 10000,100000 --queries 200
+    python benchmarks/store_search.py --sizes 100000 --raw-insert 0 --query-shares 1,0.2,0.15,0.1
 
 For each size a store file is built once under benchmarks/out/ (reused on the
 next run). Then, in the same run and on the same file:
@@ -22,6 +23,14 @@ next run). Then, in the same run and on the same file:
 - ``plain fts``: the raw FTS5 query with every sanitized word (stop words out,
   common words kept): what a store without common-word pruning runs.
 
+The tail: ``search`` p95 / p50, and what the slowest fifth of the queries
+(by their median time) share against the rest: the facts their kept words
+match (``SELECT count(*) ... MATCH``, what FTS5 must score) and how many words
+they keep.
+
+With ``--query-shares``, ``search`` is also timed on the last size with each
+``QueryPolicy(max_query_share=...)``, query by query in a rotating order.
+
 Inserts: facts per second through ``FactStore.add``/``upsert`` in one
 transaction, against ``executemany`` of raw INSERTs into the same schema.
 """
@@ -40,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_facts, generate_queries  # noqa: E402
 
-from ctxslots import FactStore, Limits  # noqa: E402
+from ctxslots import FactStore, Limits, QueryPolicy  # noqa: E402
 from ctxslots.stores.sqlite import open_connection  # noqa: E402
 from ctxslots.stores.sanitize import sanitize_query, to_match  # noqa: E402
 
@@ -166,6 +175,7 @@ def bench_size(n: int, queries: list[str], repeat: int) -> dict[str, float]:
         cached.close()
     try:
         row["search"] = timed(lambda q, s: store.search(q, scope=s, limit=10), work, repeat)
+        row["tail"] = tail(row["search"], work, store, conn)
         row["fts"] = timed(lambda m, s: m and conn.execute(fts_sql, (m,)).fetchall(),
                            sanitized, repeat)
         row["fts_plain"] = timed(lambda m, s: m and conn.execute(fts_sql, (m,)).fetchall(),
@@ -183,6 +193,52 @@ def bench_size(n: int, queries: list[str], repeat: int) -> dict[str, float]:
     return row
 
 
+def tail(times: list[float], work: list[tuple[str, str]], store: FactStore, conn) -> str:
+    """What the slowest fifth of the queries share, against the rest."""
+    per_query = [statistics.median(times[i::len(work)]) for i in range(len(work))]
+    facts = []
+    for q, _ in work:
+        match = to_match(store.query_words(q))
+        facts.append(conn.scalar("SELECT count(*) FROM facts_fts WHERE facts_fts MATCH ?",
+                                 (match,)) if match else 0)
+    words = [len(store.query_words(q)) for q, _ in work]
+    order = sorted(range(len(work)), key=lambda i: -per_query[i])
+    slow, rest = order[:len(order) // 5], order[len(order) // 5:]
+
+    def describe(group: list[int]) -> str:
+        return (f"{statistics.median(per_query[i] for i in group):.1f} ms, "
+                f"{statistics.median(facts[i] for i in group):,.0f} facts matched, "
+                f"{statistics.mean(words[i] for i in group):.1f} words")
+
+    return f"slowest fifth {describe(slow)}; the rest {describe(rest)}"
+
+
+def share_sweep(n: int, queries: list[str], repeat: int, shares: list[float]) -> None:
+    """search p50 and p95 with each max_query_share, in one run on the same file."""
+    path, _ = store_file(n)
+    work = [(q, SCOPES[i % 2]) for i, q in enumerate(queries)]
+    stores = {x: FactStore(path, query_policy=QueryPolicy(max_query_share=x)) for x in shares}
+    times: dict[float, list[float]] = {x: [] for x in shares}
+    try:
+        for store in stores.values():
+            for q, scope in work[:20]:
+                store.search(q, scope=scope, track_access=False)
+        for _ in range(repeat):
+            for i, (q, scope) in enumerate(work):
+                for x in shares[i % len(shares):] + shares[:i % len(shares)]:
+                    start = time.perf_counter_ns()
+                    stores[x].search(q, scope=scope, track_access=False)
+                    times[x].append((time.perf_counter_ns() - start) / 1e6)
+    finally:
+        for store in stores.values():
+            store.close()
+    print(f"\n{n:,} facts, search by max_query_share (track_access=False):")
+    print(f"{'share':>6} | {'p50':>8} {'p95':>8} {'p95 / p50':>10}")
+    for x in shares:
+        p50, p95 = pct(times[x], 50), pct(times[x], 95)
+        print(f"{x:>6g} | {p50:>6.2f}ms {p95:>6.2f}ms {p95 / p50:>9.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
@@ -190,6 +246,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--raw-insert", type=int, default=100_000,
                         help="facts for the raw-INSERT floor (0 to skip)")
+    parser.add_argument("--query-shares", default="",
+                        help="comma-separated max_query_share values to compare on the last size")
     args = parser.parse_args()
     queries = generate_queries(args.queries, seed=1)
     empty = sum(1 for q in queries if not sanitize_query(q))
@@ -201,6 +259,7 @@ def main() -> None:
           f"{'plain fts p50':>13} {'p95':>7} | {'cached p50':>10} {'p95':>7} {'load':>6} | during load")
     print("-" * 164)
     rates = []
+    tails: list[str] = []
     for n in (int(s) for s in args.sizes.split(",")):
         row = bench_size(n, queries, args.repeat)
         s50, s95 = pct(row["search"], 50), pct(row["search"], 95)
@@ -211,8 +270,12 @@ def main() -> None:
               f"{pct(row['fts_plain'], 50):>11.2f}ms {pct(row['fts_plain'], 95):>5.2f}ms | "
               f"{pct(row['search_cached'], 50):>8.2f}ms {pct(row['search_cached'], 95):>5.2f}ms "
               f"{row['cache_load_s']:>5.1f}s | {during_load(row['during_load'])}")
+        tails.append(f"{n:>9,}: search p95 / p50 {s95 / s50:.2f}; {row['tail']}")
         if "insert_rate" in row:
             rates.append((n, row["insert_rate"]))
+    print("\n" + "\n".join(tails))
+    if args.query_shares:
+        share_sweep(n, queries, args.repeat, [float(x) for x in args.query_shares.split(",")])
 
     if args.raw_insert:
         raw = raw_insert_rate(OUT / "raw_insert.db", args.raw_insert)

@@ -96,6 +96,23 @@ def test_drop_common_leaves_out_frequent_words(backend):
     assert [] == backend.drop_common([], share=0.5, min_rows=10)
 
 
+def test_drop_common_bounds_the_words_together(backend):
+    """Past total_share of the facts together, the most common kept words go first,
+    the rest keep their order, and the rarest word always stays."""
+    with backend.transaction():
+        for n in range(20):
+            words = (["alpha"] if n < 6 else []) + (["beta"] if n < 5 else []) \
+                + (["gamma"] if n < 1 else [])
+            backend.insert(make_row(f"{' '.join(words)} note {n}."))
+    words = ["beta", "alpha", "gamma"]
+    assert words == backend.drop_common(words, share=0.5, min_rows=10)
+    assert ["beta", "gamma"] == backend.drop_common(words, share=0.5, min_rows=10,
+                                                    total_share=0.5)
+    assert ["gamma"] == backend.drop_common(words, share=0.5, min_rows=10, total_share=0.2)
+    assert ["gamma"] == backend.drop_common(words, share=0.5, min_rows=10, total_share=0.01)
+    assert words == backend.drop_common(words, share=0.5, min_rows=100, total_share=0.01)
+
+
 # -- vectors -----------------------------------------------------------------
 
 

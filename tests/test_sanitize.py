@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ctxslots import FactStore, QueryPolicy, sanitize_query
 from ctxslots.stores import query_tokens
+from ctxslots.stores.sanitize import keep_words
 from ctxslots.stores.sqlite import open_connection
 
 MAX_EXAMPLES = int(os.environ.get("CTXSLOTS_FUZZ_EXAMPLES", "300"))
@@ -157,3 +158,23 @@ def _kept(store, query):
     policy = store.query_policy
     return store.backend.drop_common(query_tokens(query, policy), share=policy.max_doc_share,
                                      min_rows=policy.common_min_facts)
+
+
+def test_keep_words_bounds_each_word_and_all_of_them():
+    """keep_words leaves out words over the share, then the most common until the rest
+    fit the total share; order is kept, ties go by the word, the rarest always stays."""
+    docs = {"a": 40, "b": 30, "c": 30, "d": 5}
+    assert ["a", "b", "c", "d"] == keep_words(["a", "b", "c", "d"], docs, 100, share=0.5)
+    assert ["b", "c", "d"] == keep_words(["a", "b", "c", "d"], docs, 100, share=0.35)
+    assert ["b", "d"] == keep_words(["a", "b", "c", "d"], docs, 100, share=0.5,
+                                    total_share=0.4)
+    assert ["d"] == keep_words(["a", "b", "c", "d"], docs, 100, share=0.5, total_share=0.01)
+    assert ["x"] == keep_words(["a", "x"], docs, 100, share=0.01)
+    assert [] == keep_words([], docs, 100, share=0.5, total_share=0.5)
+
+
+def test_max_query_share_must_be_a_share():
+    """max_query_share outside (0, 1] is refused."""
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError):
+            QueryPolicy(max_query_share=bad)

@@ -68,9 +68,10 @@ def _candidate(row: Row, **legs: Any) -> Candidate:
 def query_words(backend: Backend, query: str, policy: QueryPolicy) -> list[str]:
     """The words a search looks for (see :meth:`~ctxslots.FactStore.query_words`)."""
     tokens = query_tokens(query, policy)
-    if tokens and policy.max_doc_share < 1.0:
+    if tokens and (policy.max_doc_share < 1.0 or policy.max_query_share < 1.0):
         tokens = backend.drop_common(tokens, share=policy.max_doc_share,
-                                     min_rows=policy.common_min_facts)
+                                     min_rows=policy.common_min_facts,
+                                     total_share=policy.max_query_share)
     return tokens
 
 

@@ -418,9 +418,12 @@ class Backend(Protocol):
         """The best ``pool`` word matches of ``tokens`` (sanitized words, any
         of which may match) among facts passing ``flt``, best first."""
 
-    def drop_common(self, tokens: list[str], *, share: float, min_rows: int) -> list[str]:
-        """``tokens`` without words found in more than ``share`` of the facts
-        (none dropped below ``min_rows`` facts; the rarest kept if all are)."""
+    def drop_common(self, tokens: list[str], *, share: float, min_rows: int,
+                    total_share: float = 1.0) -> list[str]:
+        """``tokens`` without words found in more than ``share`` of the facts, then
+        without the most common until the rest are found in at most ``total_share``
+        of them together (none dropped below ``min_rows`` facts; the rarest kept;
+        :func:`~ctxslots.stores.sanitize.keep_words`)."""
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """The ``k`` live facts passing ``flt`` nearest to ``vector``:

@@ -9,12 +9,18 @@ It never raises on a string.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import attrs
 
 from ._stopwords import ENGLISH_STOP_WORDS
 
-__all__ = ["QueryPolicy", "query_tokens", "sanitize_query", "to_match"]
+__all__ = ["MAX_QUERY_SHARE", "QueryPolicy", "keep_words", "query_tokens", "sanitize_query",
+           "to_match"]
+
+#: Default :attr:`QueryPolicy.max_query_share`: at 100,000 facts it brought search
+#: p95 from 2.2x to 1.7x its p50 for 0.006 of labelled-set MRR (see BENCHMARKS.md).
+MAX_QUERY_SHARE = 0.15
 
 _URL = re.compile(r"(?:\b[a-z][a-z0-9+.\-]*://|\bwww\.)\S*", re.IGNORECASE)
 # Letters and digits only, as FTS5's unicode61 tokenizer sees tokens: hyphens,
@@ -37,6 +43,13 @@ class QueryPolicy:
             common); 1.0 keeps them all. They weigh almost nothing in BM25 but
             make FTS5 score a large part of the table.
         common_min_facts: Stores with fewer facts keep every word.
+        max_query_share: The words kept are found in at most this share of the
+            facts together (their document counts summed); over it, the most
+            common kept words are left out too (the rarest word is always
+            kept); 1.0 sets no bound. FTS5 scores every fact holding any query
+            word, so a long question of several words each just under
+            ``max_doc_share`` would otherwise score a fifth of the table: this
+            bounds what one search costs.
     """
 
     min_token_length: int = attrs.field(default=2, validator=attrs.validators.ge(1))
@@ -45,9 +58,32 @@ class QueryPolicy:
     max_doc_share: float = attrs.field(
         default=0.1, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
     common_min_facts: int = attrs.field(default=2000, validator=attrs.validators.ge(0))
+    max_query_share: float = attrs.field(
+        default=MAX_QUERY_SHARE, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
 
 
 DEFAULT_POLICY = QueryPolicy()
+
+
+def keep_words(tokens: list[str], docs: Mapping[str, int], rows: int, *, share: float,
+               total_share: float = 1.0) -> list[str]:
+    """``tokens`` (in order) without those found in more than ``share`` of ``rows``
+    facts, then without the most common ones until the rest are found in at most
+    ``total_share`` of them together (counts summed; 1.0: no such bound); the
+    rarest token is always kept.
+
+    :param docs: Facts holding each token (missing: none).
+    """
+    if not tokens:
+        return tokens
+    count = {t: int(docs.get(t, 0)) for t in tokens}
+    kept = [t for t in tokens if count[t] <= share * rows]
+    if not kept:
+        return [min(tokens, key=lambda t: (count[t], t))]
+    bound = total_share * rows if total_share < 1.0 else float("inf")
+    while len(kept) > 1 and sum(count[t] for t in kept) > bound:
+        kept.remove(max(kept, key=lambda t: (count[t], t)))
+    return kept
 
 
 def query_tokens(text: str, policy: QueryPolicy = DEFAULT_POLICY) -> list[str]:

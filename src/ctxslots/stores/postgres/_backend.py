@@ -390,10 +390,13 @@ class PostgresBackend:
             return self._lexical.search(conn, "archive" if archived else "facts", tokens, flt,
                                         pool)
 
-    def drop_common(self, tokens: list[str], *, share: float, min_rows: int) -> list[str]:
-        """``tokens`` without words found in more than ``share`` of the facts."""
+    def drop_common(self, tokens: list[str], *, share: float, min_rows: int,
+                    total_share: float = 1.0) -> list[str]:
+        """``tokens`` without words found in more than ``share`` of the facts, then
+        without the most common until the rest hold at most ``total_share`` together."""
         with self._conn() as conn:
-            return self._lexical.drop_common(conn, tokens, share=share, min_rows=min_rows)
+            return self._lexical.drop_common(conn, tokens, share=share, min_rows=min_rows,
+                                             total_share=total_share)
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest facts passing ``flt``: exact for small sets, HNSW otherwise."""

@@ -31,6 +31,7 @@ import attrs
 from psycopg.rows import dict_row
 
 from ..backend import FactFilter, LexicalCandidate
+from ..sanitize import keep_words
 from ._schema import TS_CONFIG
 from ._sql import Conn, fact_columns, filter_clause
 
@@ -147,8 +148,9 @@ class LexicalLeg:
         return stats.rows, {t: counts.get(t, 0) for t in tokens}
 
     def drop_common(self, conn: Conn, tokens: list[str], *, share: float,
-                    min_rows: int) -> list[str]:
-        """``tokens`` without those found in more than ``share`` of the facts."""
+                    min_rows: int, total_share: float = 1.0) -> list[str]:
+        """``tokens`` without those found in more than ``share`` of the facts, then
+        without the most common until the rest hold at most ``total_share`` together."""
         if not tokens:
             return tokens
         if self.stats(conn, "facts").rows < min_rows:
@@ -156,9 +158,7 @@ class LexicalLeg:
         rows, freq = self.document_counts(conn, tokens)
         if rows < min_rows:
             return tokens
-        limit = share * rows
-        kept = [t for t in tokens if freq.get(t, 0) <= limit]
-        return kept or [min(tokens, key=lambda t: (freq.get(t, 0), t))]
+        return keep_words(tokens, freq, rows, share=share, total_share=total_share)
 
 
 def _bm25_sql(table: str, where: str, extra: str) -> str:

@@ -494,11 +494,14 @@ class SQLiteBackend:
             raise StoreError("this store was opened without lexical_cache=True", path=self.path)
         return self._lexical_slot.load_now(self._conn, timeout)
 
-    def drop_common(self, tokens: list[str], *, share: float, min_rows: int) -> list[str]:
-        """Leave out words found in more than ``share`` of the facts (fts5vocab)."""
+    def drop_common(self, tokens: list[str], *, share: float, min_rows: int,
+                    total_share: float = 1.0) -> list[str]:
+        """Leave out words found in more than ``share`` of the facts, then the most
+        common until the rest hold at most ``total_share`` together (fts5vocab)."""
         if self._common is None:
             self._common = CommonTerms(FTS_TOKENIZE.split())
-        return self._common.drop_common(self._conn, tokens, share=share, min_rows=min_rows)
+        return self._common.drop_common(self._conn, tokens, share=share, min_rows=min_rows,
+                                        total_share=total_share)
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """Exact cosine KNN among the facts passing ``flt``."""

@@ -17,6 +17,7 @@ import time
 import apsw
 import attrs
 
+from ..sanitize import keep_words
 from ._connection import Connection
 
 __all__ = ["CommonTerms"]
@@ -70,8 +71,11 @@ class CommonTerms:
             docs = self._df[term] = int(found or 0)
         return docs
 
-    def drop_common(self, conn: Connection, tokens: list[str], *, share: float, min_rows: int) -> list[str]:
-        """``tokens`` without those found in more than ``share`` of the facts.
+    def drop_common(self, conn: Connection, tokens: list[str], *, share: float, min_rows: int,
+                    total_share: float = 1.0) -> list[str]:
+        """``tokens`` without those found in more than ``share`` of the facts, then
+        without the most common until the rest hold at most ``total_share`` of them
+        together (see :func:`~ctxslots.stores.sanitize.keep_words`).
 
         Nothing is dropped in stores smaller than ``min_rows``. When every token
         is common, the rarest one is kept.
@@ -81,7 +85,5 @@ class CommonTerms:
         self._refresh(conn)
         if self._rows < min_rows:
             return tokens
-        limit = share * self._rows
-        freq = {t: self._frequency(conn, t) for t in tokens}
-        kept = [t for t in tokens if freq[t] <= limit]
-        return kept or [min(tokens, key=lambda t: (freq[t], t))]
+        docs = {t: self._frequency(conn, t) for t in tokens}
+        return keep_words(tokens, docs, self._rows, share=share, total_share=total_share)
