@@ -1,4 +1,5 @@
-"""What every storage engine promises behind FactStore: stored values a read can use.
+"""What every storage engine promises behind FactStore: stored values a read can use, and
+finding facts by content a batch at a time.
 
 The docstrings of stores/backend.py, as tests run on every engine (see
 tests/_backend_contract.py).
@@ -11,9 +12,10 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     add,
     fixture_backend,
     fixture_opener,
+    make_row,
 )
 
-from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.backend import FactFilter, HistoryEntry
 
 
 def test_bad_values_names_each_number_out_of_range_and_repair_resets_it(backend):
@@ -36,3 +38,44 @@ def test_bad_values_names_each_number_out_of_range_and_repair_resets_it(backend)
     assert (0.0, 0, 1.0) == (rows[bad_number]["score"], rows[bad_number]["access_count"],
                              rows[bad_number]["confidence"])
     assert NOW == rows[sound]["created_at"]
+
+
+def test_find_existing_answers_a_batch_in_input_order(backend):
+    """Keyed items match by key, free items by exact value, archived items by key and value;
+    the lowest id wins, and items without a match are None."""
+    keyed = add(backend, "Old value.", key="editor")
+    free = add(backend, "A free memory.")
+    add(backend, "A free memory.", scope="other")
+    add(backend, "A free memory with a longer text " + "x" * 100)
+    twin = add(backend, "A free memory with a longer text " + "x" * 100 + " and more")
+    gone = add(backend, "Gone now.", key="old")
+    with backend.transaction():
+        backend.archive(gone, archived_at=NOW, reason=None)
+    items = [("agent", "", "editor", "Another value."),
+             ("agent", "", None, "A free memory."),
+             ("agent", "", None, "a free memory."),
+             ("agent", "", None, "A free memory with a longer text " + "x" * 100 + " and more"),
+             ("user", "", None, "A free memory."),
+             ("agent", "", "missing", "A free memory.")]
+    assert [keyed, free, None, twin, None, None] == backend.find_existing(items)
+    assert [gone, None] == backend.find_existing(
+        [("agent", "", "old", "Gone now."), ("agent", "", "old", "Other.")], archived=True)
+    assert [] == backend.find_existing([])
+    many = [("agent", "", None, f"Memory {n}.") for n in range(1200)]
+    with backend.transaction():
+        ids = [backend.insert(make_row(v)) for _, _, _, v in many[::2]]
+    assert [*ids] == [i for i in backend.find_existing(many) if i is not None]
+    assert 600 == backend.find_existing(many).count(None)
+
+
+def test_taken_ids_covers_live_archived_and_historical_ids(backend):
+    """An id is taken once a live, archived or historical fact had it."""
+    live = add(backend, "Live.")
+    archived = add(backend, "Archived.")
+    with backend.transaction():
+        backend.archive(archived, archived_at=NOW, reason=None)
+        backend.add_history([HistoryEntry(
+            fact_id=9_000, slot="agent", scope="", key=None, value="Old.", tags="",
+            source=None, confidence=1.0, valid_from=NOW, valid_to=NOW)])
+    assert {live, archived, 9_000} == backend.taken_ids([live, archived, 9_000, 9_001])
+    assert set() == backend.taken_ids([])

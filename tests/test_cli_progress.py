@@ -64,8 +64,8 @@ def test_long_commands_draw_progress_on_a_terminal(export_file, tmp_path):
     db = str(tmp_path / "p.db")
     code, out, shown = on_a_terminal("--db", db, "import", str(export_file))
     assert 0 == code and "3000" in out.replace(",", "")
-    assert "\r\x1b[Kreading facts.jsonl [" in shown
-    assert "\r\x1b[Kwriting and indexing the facts" in shown
+    assert "\r\x1b[Kimporting facts.jsonl [" in shown
+    assert "3,000 records" in shown and "\r\x1b[Klinking and committing" in shown
 
     code, out, shown = on_a_terminal("--db", db, "reindex")
     assert 0 == code and "full-text index rebuilt, 0 facts embedded" in out

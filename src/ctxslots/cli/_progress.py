@@ -47,6 +47,7 @@ class Progress:
     enabled: bool | None = None
     interval: float = 0.2
     done: int = attrs.field(default=0, init=False)
+    note: str = attrs.field(default="", init=False)
     _started: float = attrs.field(factory=time.monotonic, init=False)
     _stop: threading.Event = attrs.field(factory=threading.Event, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
@@ -80,6 +81,11 @@ class Progress:
         with self._lock:
             self.done += amount
 
+    def set_note(self, note: str) -> None:
+        """Show ``note`` after the counts ("12,000 records"), until it is set again."""
+        with self._lock:
+            self.note = note
+
     def relabel(self, label: str, *, total: int | None = None, unit: str | None = None) -> None:
         """Start another phase on the same line (``done`` back to 0)."""
         with self._lock:
@@ -94,6 +100,8 @@ class Progress:
         with self._lock:
             label, total, done, unit = self.label, self.total, self.done, self.unit
         elapsed = f"{time.monotonic() - self._started:.0f}s"
+        if self.note:
+            elapsed = f"{self.note} {elapsed}"
         suffix = f" {unit}" if unit else ""
         if total:
             share = min(1.0, done / total)

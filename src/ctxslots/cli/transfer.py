@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -135,27 +135,34 @@ def import_(
                 if slot is None and target not in store.limits.slots:
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
                 text = sys.stdin.read() if str(file) == "-" else file
+                bar.relabel(f"importing {file.name}", unit="")
                 report = import_markdown(store, text, slot=target, scope=scope,
-                                         skip_invalid=skip_invalid)
+                                         skip_invalid=skip_invalid,
+                                         progress=_counted_records(bar))
         except InvalidImportError as exc:
             raise click.ClickException(f"{file}: {exc}") from exc
     _show(report, as_json)
 
 
+def _counted_records(bar: Progress) -> Callable[[int], None]:
+    return lambda done: bar.set_note(f"{done:,} records")
+
+
 def _import_jsonl(store: FactStore, file: Path, skip_invalid: bool,
                   bar: Progress) -> ImportReport:
-    # The store reads and checks every line, then writes them all in one transaction:
-    # the bar follows the bytes read, then shows the time spent writing.
-    then = "writing and indexing the facts"
+    # Records are read, checked and written a thousand at a time in one transaction:
+    # the bar follows the bytes read, the note the records written, then the commit.
+    then = "linking and committing"
+    progress = _counted_records(bar)
     if str(file) == "-":
-        bar.relabel("reading standard input", unit="bytes")
+        bar.relabel("importing standard input", unit="bytes")
         reader = cast(TextIO, CountingReader(sys.stdin, bar, then))
-        return import_jsonl(store, reader, skip_invalid=skip_invalid)
+        return import_jsonl(store, reader, skip_invalid=skip_invalid, progress=progress)
     try:
         with file.open(encoding="utf-8") as fp:
-            bar.relabel(f"reading {file.name}", total=file.stat().st_size, unit="bytes")
+            bar.relabel(f"importing {file.name}", total=file.stat().st_size, unit="bytes")
             return import_jsonl(store, cast(TextIO, CountingReader(fp, bar, then)),
-                                skip_invalid=skip_invalid)
+                                skip_invalid=skip_invalid, progress=progress)
     except OSError as exc:
         raise click.ClickException(f"cannot read {file}: {exc.strerror or exc}") from exc
 

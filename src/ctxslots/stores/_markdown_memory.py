@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
 __all__ = [
     "Bullet",
+    "MarkdownReader",
     "ParsedMarkdown",
     "parse_markdown",
     "render_bullet",
@@ -59,41 +60,46 @@ def _tag_span(tag: str) -> str:
     return f"{fence} #{tag} {fence}"
 
 
-def _last_span(text: str) -> tuple[str, str] | None:
-    """``(before, tag)`` when ``text`` ends with whitespace and a tag span."""
-    ticks = len(text) - len(text.rstrip("`"))
+def _last_span(text: str, end: int) -> tuple[int, str] | None:
+    """``(end of the text before it, tag)`` when ``text[:end]`` ends with whitespace and a
+    tag span. Works on indexes, never on copies, so reading many tags takes linear time."""
+    ticks = 0
+    while ticks < end and text[end - 1 - ticks] == "`":
+        ticks += 1
     if ticks == 0:
         return None
     fence = "`" * ticks
     if ticks == 1:
-        start = text.rfind("`#", 0, len(text) - 1)
-        inner = text[start + 2:-1] if start >= 0 else ""
+        start = text.rfind("`#", 0, end - 1)
+        inner = text[start + 2:end - 1] if start >= 0 else ""
         if start < 0 or not inner or "`" in inner:
             return None
     else:
-        if not text.endswith(" " + fence):
+        if not text.endswith(" " + fence, 0, end):
             return None
-        start = text.rfind(fence + " #", 0, len(text) - ticks)
+        start = text.rfind(fence + " #", 0, end - ticks)
         if start < 0:
             return None
-        inner = text[start + ticks + 2:-ticks - 1]
+        inner = text[start + ticks + 2:end - ticks - 1]
         if not inner or fence in inner:
             return None
-    before = text[:start]
-    if not before or not before[-1].isspace():
+    if start == 0 or not text[start - 1].isspace():
         return None
-    return before.rstrip(), inner
+    before = start
+    while before > 0 and text[before - 1].isspace():
+        before -= 1
+    return before, inner
 
 
 def split_tags(text: str) -> tuple[str, list[str]]:
     """Split a bullet's text into its value and its trailing tags."""
-    value = text.rstrip()
+    end = len(text.rstrip())
     tags: list[str] = []
-    while (found := _last_span(value)) is not None and found[0].strip():
-        value, tag = found
-        tags.insert(0, tag)
-    value = value.removesuffix(MARK)
-    return value, tags
+    while (found := _last_span(text, end)) is not None and found[0] > 0:
+        end, tag = found
+        tags.append(tag)
+    tags.reverse()
+    return text[:end].removesuffix(MARK), tags
 
 
 def _with_tags(value: str, tags: Sequence[str]) -> str:
@@ -218,51 +224,66 @@ def parse_markdown(text: str, *, slot: str, max_tag_chars: int = 64) -> ParsedMa
     them (lower-case, spaces to ``-``), except the title :func:`render_file`
     writes for ``slot``. Everything else is prose.
     """
-    bullets: list[Bullet] = []
-    headings: list[str] = []  # one entry per heading level, "" for no tag
-    ignored = 0
-    current: tuple[int, int, list[str]] | None = None  # start line, content indent, lines
-    pending: list[str] = []  # blank lines inside a bullet, kept if it goes on after them
-    fence: str | None = None
-
-    def close() -> None:
-        nonlocal current
-        if current is not None:
-            bullets.append(_bullet(current[0], current[2], [h for h in headings if h]))
-            current = None
-
+    reader = MarkdownReader(slot, max_tag_chars)
     # Only "\n" ends a line: a value may hold other line separators (U+2028...).
-    for number, raw in enumerate(text.split("\n"), start=1):
-        line = raw.removesuffix("\r")
-        if fence is not None:
-            ignored += bool(line.strip())
-            if line.strip().startswith(fence):
-                fence = None
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        if not line.strip():
-            if current is not None:
-                pending.append(line[min(indent, current[1]):])
-            continue
-        bullet = _BULLET.match(line) if not _THEMATIC.match(line) else None
-        if current is not None and (line.startswith("\t") or indent > 0) and not (
-                bullet is not None and indent < current[1]):
-            strip = 1 if line.startswith("\t") else min(indent, current[1])
-            current[2].extend([*pending, line[strip:]])
+    bullets = tuple(reader.bullets(text.split("\n")))
+    return ParsedMarkdown(bullets=bullets, ignored_lines=reader.ignored_lines)
+
+
+@attrs.define
+class MarkdownReader:
+    """Reads bullets from lines as they come (a file of any size, in constant memory).
+
+    Attributes:
+        slot: The slot whose title (see :func:`title`) is no heading tag.
+        max_tag_chars: Longest heading tag.
+        ignored_lines: Non-blank lines that belonged to no bullet, so far.
+    """
+
+    slot: str
+    max_tag_chars: int = 64
+    ignored_lines: int = 0
+
+    def bullets(self, lines: Iterable[str]) -> Iterator[Bullet]:
+        """The bullets of ``lines`` (without their ``\n``; a trailing ``\r`` is dropped)."""
+        headings: list[str] = []  # one entry per heading level, "" for no tag
+        current: tuple[int, int, list[str]] | None = None  # start line, indent, lines
+        pending: list[str] = []  # blank lines inside a bullet, kept if it goes on after them
+        fence: str | None = None
+        number = 0
+        for number, raw in enumerate(lines, start=1):
+            line = raw.removesuffix("\r")
+            if fence is not None:
+                self.ignored_lines += bool(line.strip())
+                if line.strip().startswith(fence):
+                    fence = None
+                continue
+            indent = len(line) - len(line.lstrip(" "))
+            if not line.strip():
+                if current is not None:
+                    pending.append(line[min(indent, current[1]):])
+                continue
+            bullet = _BULLET.match(line) if not _THEMATIC.match(line) else None
+            if current is not None and (line.startswith("\t") or indent > 0) and not (
+                    bullet is not None and indent < current[1]):
+                strip = 1 if line.startswith("\t") else min(indent, current[1])
+                current[2].extend([*pending, line[strip:]])
+                pending = []
+                continue
             pending = []
-            continue
-        pending = []
-        close()
-        if bullet is not None:
-            current = (number, len(bullet.group(1)) + 2, [bullet.group(2) or ""])
-        elif (heading := _HEADING.match(line)) is not None:
-            level = len(heading.group(1))
-            tag = "" if _is_title(line, slot) else _heading_tag(heading.group(2) or "",
-                                                                max_tag_chars)
-            headings = [*headings[: level - 1], *[""] * (level - 1 - len(headings)), tag]
-        else:
-            ignored += 1
-            if (opened := _FENCE.match(line)) is not None:
-                fence = opened.group(1)[0] * 3
-    close()
-    return ParsedMarkdown(bullets=tuple(bullets), ignored_lines=ignored)
+            if current is not None:
+                yield _bullet(current[0], current[2], [h for h in headings if h])
+                current = None
+            if bullet is not None:
+                current = (number, len(bullet.group(1)) + 2, [bullet.group(2) or ""])
+            elif (heading := _HEADING.match(line)) is not None:
+                level = len(heading.group(1))
+                tag = "" if _is_title(line, self.slot) else _heading_tag(
+                    heading.group(2) or "", self.max_tag_chars)
+                headings = [*headings[: level - 1], *[""] * (level - 1 - len(headings)), tag]
+            else:
+                self.ignored_lines += 1
+                if (opened := _FENCE.match(line)) is not None:
+                    fence = opened.group(1)[0] * 3
+        if current is not None:
+            yield _bullet(current[0], current[2], [h for h in headings if h])

@@ -313,6 +313,20 @@ class Backend(Protocol):
         """The lowest id of a fact (or archived fact) with exactly this slot,
         scope, key and value, or ``None``."""
 
+    def find_existing(self, items: Sequence[tuple[str, str, str | None, str]], *,
+                      archived: bool = False) -> list[int | None]:
+        """For each ``(slot, scope, key, value)``, the lowest id of a stored fact it
+        duplicates, else ``None`` (in input order; an import checks a batch at once).
+
+        Live facts: a keyed item matches the fact with its slot, scope and key
+        (whatever the value); a free item (``key`` ``None``) the free fact with
+        its slot, scope and exact value. ``archived``: an archived fact with the
+        same slot, scope, key and value. Takes time in the number of items, not
+        in the number of stored facts (both engines index free values)."""
+
+    def taken_ids(self, fact_ids: Sequence[int]) -> set[int]:
+        """Which of these ids a live, archived or historical fact ever had."""
+
     def insert(self, row: Row, *, fact_id: int | None = None) -> int:
         """Insert a live fact (every column of :data:`FACT_COLUMNS` but ``id``
         given); keep ``fact_id`` when given (the caller checked it is free).

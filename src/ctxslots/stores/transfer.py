@@ -20,17 +20,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 
-from ..errors import InvalidFactError
-from ._jsonl_import import (
-    check_on_duplicate,
-    existing_id,
-    fail_or_keep,
-    read_jsonl,
-    write_facts,
-)
+from ._import_writer import Progress, run_import
+from ._jsonl_import import check_on_duplicate, read_jsonl
 from ._jsonl_records import encode_vector, header, record_from_row
 from ._markdown_files import write_directory
-from ._markdown_memory import parse_markdown, render_bullet, render_file
+from ._markdown_import import file_lines, markdown_source, read_markdown
+from ._markdown_memory import MarkdownReader, render_bullet, render_file
 from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
 from ._validate import BUILTIN_SLOTS
 from .backend import FactFilter, Row
@@ -128,29 +123,37 @@ def export_jsonl(
 
 
 def import_jsonl(
-    store: FactStore, fp: TextIO, *, on_duplicate: str = "skip", skip_invalid: bool = False
+    store: FactStore, fp: TextIO, *, on_duplicate: str = "skip", skip_invalid: bool = False,
+    progress: Progress | None = None,
 ) -> ImportReport:
     """Read facts written by :func:`export_jsonl` into ``store``, in one transaction.
 
     Each fact keeps its id when that id is free in the store (in the live
     facts, the archive and the history), else it gets a new one; ``superseded_by``
     and co-recall links follow the new ids. Timestamps, score, access counts, archive state
-    and history are kept as written. Live facts get their vectors through the
-    store's embedder before the transaction commits.
+    and history are kept as written. Live facts get their vectors before the
+    transaction commits: the file's own when the store's embedder built them,
+    else embedded a batch at a time.
+
+    The file is read and written as a stream, a thousand records at a time, so
+    an import takes time in proportion to its size and memory that does not grow
+    with it (16 bytes per id in the file). It is all or nothing: the whole file
+    lands in one transaction, and other writers of the store wait meanwhile.
 
     :param on_duplicate: ``"skip"`` (count and leave out facts already in the
         store) or ``"error"`` (fail on the first one; nothing is written).
     :param skip_invalid: Import the valid lines and list the invalid ones in
         :attr:`ImportReport.errors`, instead of failing.
+    :param progress: Called with the number of records handled so far, after
+        each thousand.
     :raises InvalidImportError: A line is malformed (bad JSON, unknown field,
         wrong type, over a limit, unknown slot with strict slots), the header is
         missing or newer, or a duplicate with ``on_duplicate="error"``; nothing
         is written.
     """
     check_on_duplicate(on_duplicate)
-    parsed, errors = read_jsonl(store, fp)
-    kept = fail_or_keep(errors, skip_invalid)
-    return attrs.evolve(write_facts(store, parsed, on_duplicate=on_duplicate), errors=kept)
+    return run_import(store, read_jsonl(store, fp), on_duplicate=on_duplicate,
+                      skip_invalid=skip_invalid, progress=progress)
 
 
 # -- Markdown ----------------------------------------------------------------
@@ -209,25 +212,9 @@ def export_markdown(
                            scope=None if flt.scopes is None else flt.scopes[0])
 
 
-def _markdown_text(path_or_text: str | os.PathLike[str]) -> tuple[str, str | None]:
-    if isinstance(path_or_text, os.PathLike) or (
-            isinstance(path_or_text, str) and "\n" not in path_or_text
-            and path_or_text.strip() and os.path.isfile(path_or_text)):
-        path = Path(path_or_text)
-        try:
-            return path.read_text(encoding="utf-8"), path.name
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidFactError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
-                                   field="path_or_text", value=path_or_text) from exc
-    if not isinstance(path_or_text, str):
-        raise InvalidFactError("import_markdown needs a path or Markdown text",
-                               field="path_or_text", value=path_or_text)
-    return path_or_text, None
-
-
 def import_markdown(
     store: FactStore, path_or_text: str | os.PathLike[str], *, slot: str,
-    scope: str | None = None, skip_invalid: bool = False,
+    scope: str | None = None, skip_invalid: bool = False, progress: Progress | None = None,
 ) -> ImportReport:
     """Read Markdown bullets into ``slot`` (and ``scope``) as facts, in one transaction.
 
@@ -237,46 +224,27 @@ def import_markdown(
     that start with ``#`` (``- text `#tag```) its own tags; prose is ignored
     and counted. A file written by
     :func:`export_markdown` reads back to the same values, keys and tags.
-    Facts already in the store are skipped.
+    Facts already in the store are skipped (a keyed bullet whose key is taken,
+    a free one whose value is stored). A file is read line by line, so it may
+    hold any number of bullets; like :func:`import_jsonl`, it lands whole or
+    not at all.
 
     :param path_or_text: A path (a :class:`~pathlib.Path`, or a one-line string
         naming an existing file) or the Markdown text itself.
     :param skip_invalid: Import the valid bullets and list the invalid ones in
         :attr:`ImportReport.errors`, instead of failing.
+    :param progress: Called with the number of bullets handled so far.
     :raises InvalidImportError: A bullet is invalid (empty, over a limit);
         nothing is written.
-    :raises InvalidFactError: ``slot`` or ``scope`` is malformed.
+    :raises InvalidFactError: ``slot`` or ``scope`` is malformed, or the file
+        cannot be read.
     """
     slot = store.limits.slot(slot)
     store.limits.scope(scope)
-    text, name = _markdown_text(path_or_text)
-    parsed = parse_markdown(text, slot=slot, max_tag_chars=store.limits.max_tag_chars)
-    facts, errors = [], []
-    for bullet in parsed.bullets:
-        try:
-            key = None if bullet.key is None else store.limits.key(bullet.key)
-            value, secrets = store.limits.screen(bullet.value)
-            store.limits.tags(bullet.tags)
-        except InvalidFactError as exc:
-            errors.append(ImportIssue(bullet.line, str(exc), exc.field, exc.value))
-            continue
-        facts.append((key, bullet, value, bool(secrets)))
-    kept_errors = fail_or_keep(errors, skip_invalid)
-    source = f"markdown:{name}" if name else "markdown"
-    added = skipped = redacted = 0
-    with store.batch():
-        for key, bullet, value, had_secret in facts:
-            row = {"slot": slot, "scope": store.limits.scope(scope), "key": key,
-                   "value": value}
-            if existing_id(store.backend, row) is not None:
-                skipped += 1
-                continue
-            opts: dict[str, Any] = {"scope": scope, "tags": bullet.tags, "source": source}
-            if key is None:
-                store.add(slot, bullet.value, **opts)
-            else:
-                store.upsert(slot, key, bullet.value, **opts)
-            added += 1
-            redacted += had_secret
-    return ImportReport(added=added, skipped_duplicates=skipped, redacted=redacted,
-                        ignored_lines=parsed.ignored_lines, errors=kept_errors)
+    path, text = markdown_source(path_or_text)
+    lines = file_lines(path) if path is not None else (text or "").split("\n")
+    reader = MarkdownReader(slot, store.limits.max_tag_chars)
+    source = f"markdown:{path.name}" if path is not None else "markdown"
+    return run_import(store, read_markdown(store, lines, reader, scope=scope, source=source),
+                      on_duplicate="skip", skip_invalid=skip_invalid, progress=progress,
+                      ignored=lambda: reader.ignored_lines)

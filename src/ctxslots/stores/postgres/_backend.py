@@ -242,6 +242,17 @@ class PostgresBackend:
             return _rows.find_same(conn, slot, scope, key, value, archived=archived,
                                    live_at=live_at)
 
+    def find_existing(self, items: Sequence[tuple[str, str, str | None, str]], *,
+                      archived: bool = False) -> list[int | None]:
+        """The stored fact each item duplicates, a batch per statement."""
+        with self._conn() as conn:
+            return _rows.find_existing(conn, items, archived=archived)
+
+    def taken_ids(self, fact_ids: Sequence[int]) -> set[int]:
+        """Which of these ids a fact ever had."""
+        with self._conn() as conn:
+            return _rows.taken_ids(conn, fact_ids)
+
     def insert(self, row: Row, *, fact_id: int | None = None) -> int:
         """Insert a live fact; a taken key raises :class:`~ctxslots.errors.DuplicateKeyError`."""
         with self._conn() as conn:

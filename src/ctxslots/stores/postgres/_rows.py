@@ -19,12 +19,14 @@ from ._sql import ARCHIVE_COLUMNS, COLUMNS, Conn, filter_clause, id_list, live_c
 
 __all__ = [
     "archive",
+    "find_existing",
     "find_same",
     "get",
     "get_by_key",
     "history",
     "insert",
     "insert_archived",
+    "taken_ids",
     "update",
 ]
 
@@ -80,13 +82,52 @@ def get_by_key(conn: Conn, slot: str, scope: str, key: str, live_at: float | Non
 
 def find_same(conn: Conn, slot: str, scope: str, key: str | None, value: str, *,
               archived: bool, live_at: float | None) -> int | None:
-    """The lowest id with exactly this slot, scope, key and value."""
+    """The lowest id with exactly this slot, scope, key and value (by the value index)."""
     live, params = live_clause(live_at)
+    key_cond, key_params = ("key IS NULL", []) if key is None else ("key = %s", [key])
     found = conn.execute(
         f"SELECT min(id) FROM {'archive' if archived else 'facts'} f WHERE scope = %s "
-        f"AND slot = %s AND key IS NOT DISTINCT FROM %s AND value = %s AND {live}",
-        (scope, slot, key, value, *params)).fetchone()
+        f"AND slot = %s AND {key_cond} AND md5(value) = md5(%s) AND value = %s AND {live}",
+        (scope, slot, *key_params, value, value, *params)).fetchone()
     return None if found is None or found[0] is None else int(found[0])
+
+
+def find_existing(conn: Conn, items: Sequence[tuple[str, str, str | None, str]], *,
+                  archived: bool) -> list[int | None]:
+    """For each item the lowest id of the stored fact it duplicates (see the Backend)."""
+    out: list[int | None] = [None] * len(items)
+    same_value = "md5(f.value) = md5(q.value) AND f.value = q.value"
+    if archived:
+        groups = [(list(range(len(items))), "archive",
+                   f"f.scope = q.scope AND f.slot = q.slot AND {same_value} "
+                   "AND f.key IS NOT DISTINCT FROM q.key")]
+    else:
+        groups = [([i for i, it in enumerate(items) if it[2] is not None], "facts",
+                   "f.scope = q.scope AND f.slot = q.slot AND f.key = q.key"),
+                  ([i for i, it in enumerate(items) if it[2] is None], "facts",
+                   f"f.key IS NULL AND f.scope = q.scope AND f.slot = q.slot AND {same_value}")]
+    for positions, table, join in groups:
+        if not positions:
+            continue
+        columns = list(zip(*[(i, *items[i]) for i in positions]))
+        found = conn.execute(
+            "SELECT q.i, min(f.id) FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], "
+            f"%s::text[]) AS q(i, slot, scope, key, value) JOIN {table} f ON {join} "
+            "GROUP BY q.i", [list(c) for c in columns]).fetchall()
+        for i, fact_id in found:
+            out[int(i)] = int(fact_id)
+    return out
+
+
+def taken_ids(conn: Conn, fact_ids: Sequence[int]) -> set[int]:
+    """Which of these ids a live, archived or historical fact ever had."""
+    ids = id_list(fact_ids)
+    if not ids:
+        return set()
+    found = conn.execute(
+        "SELECT id FROM facts WHERE id = ANY(%s) UNION SELECT id FROM archive WHERE id = ANY(%s) "
+        "UNION SELECT fact_id FROM fact_history WHERE fact_id = ANY(%s)", (ids, ids, ids))
+    return {int(r[0]) for r in found.fetchall()}
 
 
 def advance_ids(conn: Conn, fact_id: int) -> None:

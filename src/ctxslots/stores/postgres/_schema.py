@@ -164,8 +164,19 @@ def m001_initial(conn: psycopg.Connection[Any]) -> None:
     """)
 
 
+def m002_value_lookup(conn: psycopg.Connection[Any]) -> None:
+    """Free memories and archived facts indexed by the hash of their value, so an
+    identical one is found by a search instead of a scan of its scope and slot (an
+    import of a million memories checks each in constant time)."""
+    conn.execute("""
+        CREATE INDEX facts_free_value ON facts (scope, slot, md5(value)) WHERE key IS NULL;
+        CREATE INDEX archive_value ON archive (scope, slot, md5(value));
+    """)
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
-MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (m001_initial,)
+MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (
+    m001_initial, m002_value_lookup)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -28,7 +28,7 @@ from ..backend import (
     rows_in,
 )
 from ..sanitize import to_match
-from . import _values
+from . import _lookup, _values
 from ._common_terms import CommonTerms
 from ._connection import open_connection, sqlite_version
 from ._loader import CacheSlot
@@ -215,13 +215,18 @@ class SQLiteBackend:
 
     def find_same(self, slot: str, scope: str, key: str | None, value: str, *,
                   archived: bool = False, live_at: float | None = None) -> int | None:
-        """The lowest id with exactly this slot, scope, key and value."""
-        flt, params = where(FactFilter(live_at=live_at))
-        found = self._conn.scalar(
-            f"SELECT id FROM {'archive' if archived else 'facts'} WHERE slot = ? AND scope = ? "
-            f"AND key IS ? AND value = ? AND {flt} ORDER BY id LIMIT 1",
-            (slot, scope, key, value, *params))
-        return None if found is None else int(found)
+        """The lowest id with exactly this slot, scope, key and value (by the value index)."""
+        return _lookup.find_same(self._conn, slot, scope, key, value, archived=archived,
+                                 live_at=live_at)
+
+    def find_existing(self, items: Sequence[tuple[str, str, str | None, str]], *,
+                      archived: bool = False) -> list[int | None]:
+        """The stored fact each item duplicates, a batch per statement."""
+        return _lookup.find_existing(self._conn, items, archived=archived)
+
+    def taken_ids(self, fact_ids: Sequence[int]) -> set[int]:
+        """Which of these ids a fact ever had."""
+        return _lookup.taken_ids(self._conn, fact_ids)
 
     def insert(self, row: Row, *, fact_id: int | None = None) -> int:
         """Insert a live fact; AUTOINCREMENT never hands out an id twice.

@@ -1,0 +1,233 @@
+"""Writing an import into a store: a batch at a time, in one transaction, in bounded memory.
+
+An import is all or nothing: every record is written inside one transaction,
+and a bad line (without ``skip_invalid``) or a duplicate (with
+``on_duplicate="error"``) rolls all of it back. Within that transaction the
+records are read, checked and written :data:`BATCH` at a time: the duplicate
+check asks the engine about a whole batch at once (by an index, so it does not
+slow down as the store grows), ids are checked a batch at a time, and vectors
+are embedded a batch at a time. What stays in memory across batches is 16 bytes
+per id in the file (to resolve ``superseded_by`` and links, which may point at
+later lines) and the references themselves, never the facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+
+from ._id_map import IdMap
+from ._jsonl_records import ParsedFact
+from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
+from .backend import MAX_COUNT, HistoryEntry, rows_in
+
+if TYPE_CHECKING:
+    from .fact_store import FactStore
+
+__all__ = ["BATCH", "MAX_KEPT_ID", "ImportWriter", "Progress", "run_import"]
+
+#: Records read, checked and written together.
+BATCH = 1000
+
+#: Ids from a file are kept only below this bound, so a hostile id cannot use
+#: up the id space (SQLite and PostgreSQL ids stop at 2**63 - 1).
+MAX_KEPT_ID = MAX_COUNT
+
+#: ``progress(records)``: called after each batch with the records handled so far.
+Progress = Callable[[int], None]
+
+
+def _identity(fact: ParsedFact) -> tuple[Any, ...]:
+    """What makes two records the same fact (the duplicate rule)."""
+    row = fact.row
+    if fact.archived:
+        return ("archived", row["slot"], row["scope"], row["key"], row["value"])
+    if row["key"] is not None:
+        return ("key", row["slot"], row["scope"], row["key"])
+    return ("free", row["slot"], row["scope"], row["value"])
+
+
+@attrs.define
+class ImportWriter:
+    """Writes checked records into a store, batch by batch, inside the caller's transaction.
+
+    Attributes:
+        store: The store (its :meth:`~ctxslots.FactStore.batch` must be open).
+        on_duplicate: ``"skip"`` or ``"error"``.
+        progress: Told how many records were handled after each batch.
+    """
+
+    store: FactStore
+    on_duplicate: str = "skip"
+    progress: Progress | None = None
+    _ids: IdMap = attrs.field(factory=IdMap, init=False)
+    _supersede: list[tuple[bool, int, int]] = attrs.field(factory=list, init=False)
+    _links: list[tuple[int, int, float, float]] = attrs.field(factory=list, init=False)
+    _counts: dict[str, int] = attrs.field(init=False, factory=lambda: dict.fromkeys(
+        ("added", "archived", "history_entries", "skipped_duplicates", "renumbered",
+         "redacted", "handled"), 0))
+
+    def write(self, facts: Sequence[ParsedFact]) -> None:
+        """Write one batch: skip (or fail on) duplicates, keep free ids, add history and vectors."""
+        if not facts:
+            return
+        backend = self.store.backend
+        found = self._stored_twins(facts)
+        wanted = [f.id for f in facts if f.id is not None and 0 < f.id < MAX_KEPT_ID]
+        taken = backend.taken_ids(wanted) if wanted else set()
+        first_of: dict[tuple[Any, ...], int] = {}
+        history: list[HistoryEntry] = []
+        vectors: list[tuple[int, ParsedFact]] = []
+        for fact, existing in zip(facts, found):
+            ident = _identity(fact)
+            existing = existing if existing is not None else first_of.get(ident)
+            if existing is not None:
+                self._duplicate(fact, existing)
+                continue
+            keep = fact.id is not None and 0 < fact.id < MAX_KEPT_ID and fact.id not in taken
+            new_id = self._insert(fact, keep)
+            first_of[ident] = new_id
+            self._written(fact, new_id, history)
+            if not fact.archived:
+                vectors.append((new_id, fact))
+        backend.add_history(history)
+        self._vectors(vectors)
+        self._counts["handled"] += len(facts)
+        if self.progress is not None:
+            self.progress(self._counts["handled"])
+
+    def _stored_twins(self, facts: Sequence[ParsedFact]) -> list[int | None]:
+        """The stored fact each record duplicates, asked of the engine a batch at a time."""
+        found: list[int | None] = [None] * len(facts)
+        for archived in (False, True):
+            positions = [i for i, f in enumerate(facts) if f.archived == archived]
+            if not positions:
+                continue
+            items = [(facts[i].row["slot"], facts[i].row["scope"], facts[i].row["key"],
+                      facts[i].row["value"]) for i in positions]
+            for i, fact_id in zip(positions, self.store.backend.find_existing(
+                    items, archived=archived)):
+                found[i] = fact_id
+        return found
+
+    def _duplicate(self, fact: ParsedFact, existing: int) -> None:
+        if self.on_duplicate == "error":
+            raise InvalidImportError(ImportIssue(
+                fact.line, f"fact already in the store (id {existing})", "duplicate",
+                fact.row["value"]))
+        self._counts["skipped_duplicates"] += 1
+        if fact.id is not None:
+            self._ids.add(fact.id, existing)
+            self._links += [(existing, to, s, u) for to, s, u in fact.links]
+
+    def _insert(self, fact: ParsedFact, keep: bool) -> int:
+        """Insert one record, under its own id when ``keep``; return the id used."""
+        backend, row = self.store.backend, dict(fact.row)
+        row.setdefault("observed_at", row["created_at"])
+        if fact.archived:
+            if keep and fact.id is not None:
+                backend.insert_archived(row, fact.id)
+                return fact.id
+            fact_id = backend.insert({**row, "superseded_by": None})
+            backend.archive(fact_id, archived_at=row["archived_at"], reason=row["reason"])
+            return fact_id
+        return backend.insert({**row, "superseded_by": None},
+                              fact_id=fact.id if keep else None)
+
+    def _written(self, fact: ParsedFact, new_id: int, history: list[HistoryEntry]) -> None:
+        """Count a written record and keep what must follow it: references and history."""
+        counts, row = self._counts, fact.row
+        counts["archived" if fact.archived else "added"] += 1
+        counts["renumbered"] += fact.id is not None and new_id != fact.id
+        counts["redacted"] += bool(fact.redacted)
+        counts["history_entries"] += len(fact.history)
+        if fact.id is not None:
+            self._ids.add(fact.id, new_id)
+            self._links += [(new_id, to, s, u) for to, s, u in fact.links]
+        if row["superseded_by"] is not None:
+            self._supersede.append((fact.archived, new_id, int(row["superseded_by"])))
+        history += [HistoryEntry(
+            fact_id=new_id, slot=row["slot"], scope=row["scope"], key=row["key"],
+            value=h.value, tags=h.tags, source=h.source, confidence=h.confidence,
+            valid_from=h.valid_from, valid_to=h.valid_to) for h in fact.history]
+
+    def _vectors(self, written: list[tuple[int, ParsedFact]]) -> None:
+        """Store the batch's vectors: the file's own when the same embedder built them,
+        else embedded now, this batch only (never the whole import in one array)."""
+        store = self.store
+        if not written or not store.keeps_vectors:
+            return
+        model, dimension = store.embedder.model_id, store.embedder.dimension
+        carried: list[tuple[int, ParsedFact]] = []
+        rest: list[tuple[int, ParsedFact]] = []
+        for fact_id, fact in written:
+            same = fact.vector is not None and fact.vector[0] == model \
+                and fact.vector[1].shape == (dimension,)
+            (carried if same else rest).append((fact_id, fact))
+        if carried:
+            store.backend.put_vectors([(i, f.row["scope"], f.row["slot"]) for i, f in carried],
+                                      np.stack([f.vector[1] for _, f in carried if f.vector]))
+        if rest:
+            store.backend.put_vectors([(i, f.row["scope"], f.row["slot"]) for i, f in rest],
+                                      store.embedder.embed([f.row["value"] for _, f in rest]))
+
+    def finish(self) -> ImportReport:
+        """Point ``superseded_by`` and links at the ids the records got; the report."""
+        backend = self.store.backend
+        for archived in (False, True):
+            pairs = [(fact_id, self._ids.get(target))
+                     for was_archived, fact_id, target in self._supersede
+                     if was_archived == archived]
+            for chunk in rows_in(range(len(pairs)), BATCH):
+                backend.set_superseded([pairs[i] for i in chunk], archived=archived)
+        rows = []
+        for source, to, strength, updated_at in self._links:
+            target = self._ids.get(to)
+            if target is not None and target != source:
+                a, b = sorted((source, target))
+                rows.append((a, b, strength, updated_at))
+        for chunk in rows_in(range(len(rows)), BATCH):
+            backend.merge_links([rows[i] for i in chunk])
+        counts = self._counts
+        return ImportReport(added=counts["added"], archived=counts["archived"],
+                            history_entries=counts["history_entries"],
+                            skipped_duplicates=counts["skipped_duplicates"],
+                            renumbered=counts["renumbered"], redacted=counts["redacted"])
+
+
+def run_import(store: FactStore, records: Iterable[ParsedFact | ImportIssue], *,
+               on_duplicate: str, skip_invalid: bool, progress: Progress | None = None,
+               ignored: Callable[[], int] = lambda: 0) -> ImportReport:
+    """Write ``records`` in one transaction, :data:`BATCH` at a time.
+
+    An invalid record (an :class:`ImportIssue`) fails the import unless
+    ``skip_invalid``; the rest of the file is still read, so the error counts
+    every invalid line, and nothing is written.
+
+    :param ignored: Read after the records: lines that were not records (Markdown prose).
+    :raises InvalidImportError: A record is invalid (without ``skip_invalid``) or
+        a duplicate (with ``on_duplicate="error"``); nothing is written.
+    """
+    writer = ImportWriter(store, on_duplicate, progress)
+    errors: list[ImportIssue] = []
+    with store.batch():
+        batch: list[ParsedFact] = []
+        for record in records:
+            if isinstance(record, ImportIssue):
+                errors.append(record)
+                batch = batch if skip_invalid else []
+                continue
+            if errors and not skip_invalid:
+                continue  # failing: only the invalid lines are still counted
+            batch.append(record)
+            if len(batch) >= BATCH:
+                writer.write(batch)
+                batch = []
+        if errors and not skip_invalid:
+            raise InvalidImportError(errors[0], errors)
+        writer.write(batch)
+        report = writer.finish()
+    return attrs.evolve(report, ignored_lines=ignored(), errors=tuple(errors))

@@ -1,0 +1,85 @@
+"""Reading Markdown bullets into records for an import, line by line.
+
+A file is read as a stream of lines (only ``\\n`` ends one), so its size is not
+limited by memory, nor its number of bullets by anything but time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidFactError
+from ._jsonl_records import ParsedFact
+from ._markdown_memory import MarkdownReader
+from ._transfer_report import ImportIssue, InvalidImportError
+
+if TYPE_CHECKING:
+    from .fact_store import FactStore
+
+__all__ = ["file_lines", "markdown_source", "read_markdown"]
+
+
+def markdown_source(path_or_text: Any) -> tuple[Path | None, str | None]:
+    """``(path, None)`` for a file to read, ``(None, text)`` for Markdown text.
+
+    A :class:`~pathlib.Path` (or any path object), or a one-line string naming an
+    existing file, is a file; any other string is the text itself.
+
+    :raises InvalidFactError: ``path_or_text`` is neither.
+    """
+    if isinstance(path_or_text, os.PathLike) or (
+            isinstance(path_or_text, str) and "\n" not in path_or_text
+            and path_or_text.strip() and os.path.isfile(path_or_text)):
+        return Path(path_or_text), None
+    if not isinstance(path_or_text, str):
+        raise InvalidFactError("import_markdown needs a path or Markdown text",
+                               field="path_or_text", value=path_or_text)
+    return None, path_or_text
+
+
+def file_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 file, read one at a time (a byte-order mark dropped).
+
+    :raises InvalidFactError: The file cannot be read.
+    :raises InvalidImportError: A line is not UTF-8 (naming it).
+    """
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InvalidFactError(f"cannot read {path}: {exc.strerror or exc}",
+                               field="path_or_text", value=str(path)) from exc
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.removesuffix(b"\n").decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidImportError(ImportIssue(
+                    number, f"not UTF-8 text ({exc.reason})", "encoding")) from None
+            yield line.removeprefix("\ufeff") if number == 1 else line
+
+
+def read_markdown(store: FactStore, lines: Iterable[str], reader: MarkdownReader, *,
+                  scope: str | None, source: str) -> Iterator[ParsedFact | ImportIssue]:
+    """Each bullet of ``lines`` as a checked record of ``reader.slot`` and ``scope``, or
+    the issue of a bullet the store's limits refuse."""
+    limits = store.limits
+    stored_scope = limits.scope(scope)
+    now = store.clock()
+    for bullet in reader.bullets(lines):
+        try:
+            key = None if bullet.key is None else limits.key(bullet.key)
+            value, secrets = limits.screen(bullet.value)
+            tags = limits.tags(bullet.tags)
+        except InvalidFactError as exc:
+            yield ImportIssue(bullet.line, str(exc), exc.field, exc.value)
+            continue
+        row = {"slot": reader.slot, "scope": stored_scope, "key": key, "value": value,
+               "tags": tags, "source": source, "confidence": 1.0, "score": 0.0,
+               "created_at": now, "updated_at": now, "observed_at": now,
+               "last_accessed": None, "access_count": 0, "expires_at": None,
+               "superseded_by": None}
+        yield ParsedFact(line=bullet.line, id=None, row=row, archived=False, history=(),
+                         redacted=secrets)
