@@ -1,9 +1,9 @@
 """Finding facts by content, one at a time (a write) or a batch at a time (an import).
 
-Free memories (no key) are found by value. An index on the first
-:data:`VALUE_PREFIX` characters of the value (``facts_free_value``,
-``archive_value``) makes that a search instead of a scan of the slot and scope,
-so an import of a million memories checks each in constant time.
+Free memories (no key) are found by value. The value indexes
+(``facts_free_value``, ``archive_value``, migration ``m010``) make that a search
+instead of a scan of the slot and scope, so an import of a million memories
+checks each in about constant time.
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ from typing import Any
 from ..backend import rows_in
 from ._connection import Connection
 
-__all__ = ["VALUE_PREFIX", "find_existing", "find_same", "taken_ids"]
+__all__ = ["find_existing", "find_same", "taken_ids"]
 
-#: Characters of a value the lookup index holds.
-VALUE_PREFIX = 64
-_PREFIX = f"substr(value, 1, {VALUE_PREFIX})"
-#: Items per statement (each binds four or five parameters).
+#: Items per statement (each binds five parameters).
 _BATCH = 400
 
 
@@ -35,8 +32,8 @@ def find_same(conn: Connection, slot: str, scope: str, key: str | None, value: s
         ("(expires_at IS NULL OR expires_at > ?)", [live_at])
     found = conn.scalar(
         f"SELECT id FROM {'archive' if archived else 'facts'} WHERE slot = ? AND scope = ? "
-        f"AND {key_cond} AND {_PREFIX} = substr(?, 1, {VALUE_PREFIX}) AND value = ? "
-        f"AND {live} ORDER BY id LIMIT 1", (slot, scope, *params, value, value, *live_params))
+        f"AND {key_cond} AND value = ? AND {live} ORDER BY id LIMIT 1",
+        (slot, scope, *params, value, *live_params))
     return None if found is None else int(found)
 
 
@@ -44,9 +41,7 @@ def find_existing(conn: Connection, items: Sequence[tuple[str, str, str | None, 
                   archived: bool) -> list[int | None]:
     """For each item the lowest id of the stored fact it duplicates (see the Backend)."""
     out: list[int | None] = [None] * len(items)
-    # The index holds exactly this expression: it must be spelled the same way.
-    same_value = (f"substr(f.value, 1, {VALUE_PREFIX}) = substr(q.value, 1, {VALUE_PREFIX}) "
-                  "AND f.value = q.value")
+    same_value = "f.value = q.value"
     if archived:
         groups = [(list(range(len(items))), "archive",
                    f"f.slot = q.slot AND f.scope = q.scope AND {same_value} AND f.key IS q.key")]

@@ -98,13 +98,14 @@ IMPORTANCE = ("score DESC, access_count DESC, confidence DESC, key IS NULL, upda
 IMPORTANT_INDEX = (f"CREATE INDEX facts_important ON facts(slot, scope, {IMPORTANCE}) "
                    f"WHERE {IMPORTANT_WHERE}")
 
-#: Free memories and archived facts by value (the first 64 characters): finding
-#: an identical one is a search, not a scan of its slot and scope (``m010``).
+#: Free memories and archived facts by value: finding an identical one is a
+#: search, not a scan of its slot and scope (``m010``). The whole value is
+#: indexed: memories often share a long beginning ("The user wants ..."), and an
+#: index of a prefix would scan every one that shares it.
 VALUE_INDEXES: list[tuple[str, str, str]] = [
-    ("index", "facts_free_value", "CREATE INDEX facts_free_value ON facts(slot, scope, "
-     "substr(value, 1, 64)) WHERE key IS NULL"),
-    ("index", "archive_value",
-     "CREATE INDEX archive_value ON archive(slot, scope, substr(value, 1, 64))"),
+    ("index", "facts_free_value",
+     "CREATE INDEX facts_free_value ON facts(slot, scope, value) WHERE key IS NULL"),
+    ("index", "archive_value", "CREATE INDEX archive_value ON archive(slot, scope, value)"),
 ]
 
 #: The indexes of the current schema, each ``(kind, name, sql)``.
