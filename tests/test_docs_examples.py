@@ -124,7 +124,15 @@ def matches(expected: str, actual: str) -> bool:
     def norm(text: str) -> str:
         return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
 
-    pattern = ".*?".join(re.escape(part) for part in norm(expected).split("..."))
+    lines = norm(expected).split("\n")
+    pattern = ""
+    for n, line in enumerate(lines):
+        if line == "...":  # a line of its own: any number of lines, none included
+            pattern += ".*?" if len(lines) == 1 else "(?:.*?\n)?" if n == 0 else "(?:\n.*?)?"
+            continue
+        if n and not (n == 1 and lines[0] == "..."):
+            pattern += "\n"
+        pattern += ".*?".join(re.escape(part) for part in line.split("..."))
     return re.fullmatch(pattern, norm(actual), flags=re.DOTALL) is not None
 
 
@@ -267,3 +275,11 @@ def test_output_matching_allows_ellipses_and_nothing_else():
     assert matches("a\n...\nz", "a\nb\nc\nz")
     assert not matches("[id:1] user", "[id:2] user")
     assert not matches("a", "a\nb")
+    # A line of dots alone stands for any number of lines, none included.
+    assert matches("a\nb\n...", "a\nb\n")
+    assert matches("a\nb\n...", "a\nb\nc\nd")
+    assert matches("...\nz", "z")
+    assert matches("...\nz", "x\ny\nz")
+    assert matches("a\n...\nz", "a\nz")
+    assert not matches("a\nb\n...", "a\nc")
+    assert not matches("a\n...\nz", "a\nzz")
