@@ -231,3 +231,45 @@ def test_without_o_tmpfile_leftovers_of_dead_processes_are_swept(filled, tmp_pat
     assert "scopes" in tree(out)
     assert [MANIFEST] == [p for p in tree(out) if p.startswith(".")]
     assert 0o600 == mode(out / "user.md")
+
+
+@pytest.fixture(name="tiny_disk")
+def fixture_tiny_disk(tmp_path):
+    """A 1 MB tmpfs (needs the right to mount; skipped elsewhere)."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                          capture_output=True)
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_really_full_disk_keeps_old_files_and_the_store_says_so(tmp_path, tiny_disk):
+    """On a 1 MB file system: an export that no longer fits leaves agent.md as it was and no
+    temporary file, and a write to a store that fills the disk ends in one CLI error line."""
+    db = tmp_path / "memory.db"
+    with FactStore(db) as store:
+        store.add("agent", "Small.")
+        store.export_markdown(tiny_disk / "out")
+        before = (tiny_disk / "out" / "agent.md").read_bytes()
+        (tiny_disk / "filler").write_bytes(b"\0" * (1024 * 1024 - 64 * 1024))
+        for n in range(2_000):
+            store.add("agent", f"Fact {n} that makes the export far larger than the space left.")
+        with pytest.raises(OSError) as caught:
+            store.export_markdown(tiny_disk / "out")
+    assert 28 == caught.value.errno  # ENOSPC
+    assert before == (tiny_disk / "out" / "agent.md").read_bytes()
+    assert [MANIFEST, "agent.md"] == tree(tiny_disk / "out")
+    (tiny_disk / "filler").unlink()
+    full_db = tiny_disk / "full.db"
+    runner = CliRunner()
+    assert 0 == runner.invoke(cli, ["--db", str(full_db), "remember", "agent", "First."]).exit_code
+    free = os.statvfs(tiny_disk).f_bavail * os.statvfs(tiny_disk).f_frsize
+    (tiny_disk / "filler").write_bytes(b"\0" * max(0, free - 4096))
+    result = runner.invoke(cli, ["--db", str(full_db), "remember", "agent", "x" * 4000])
+    assert 1 == result.exit_code and "Traceback" not in result.output
+    assert 1 == len(result.output.strip().splitlines()) and "full" in result.output
