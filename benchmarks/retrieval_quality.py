@@ -90,6 +90,8 @@ def main() -> None:
                         help="also sweep decay, weights, the vector-only floor and fusion rules")
     parser.add_argument("--depth", type=int, default=None,
                         help="the store's candidate pool (default: the store's default)")
+    parser.add_argument("--max-query-share", type=float, default=None,
+                        help="QueryPolicy.max_query_share (default: the policy's default)")
     args = parser.parse_args()
     facts, queries = load_facts(), load_queries()
     kinds = sorted({q["kind"] for q in queries})
@@ -152,8 +154,10 @@ def main() -> None:
             print(f"(built the {name} store in {time.perf_counter() - start:.1f} s)")
         for label, name, policy in configs:
             policy = dict(policy)
-            words = QueryPolicy(stop_words=frozenset()) if policy.pop("keep_stop_words", False) \
-                else QueryPolicy()
+            share = {} if args.max_query_share is None else {
+                "max_query_share": args.max_query_share}
+            words = QueryPolicy(stop_words=frozenset(), **share) \
+                if policy.pop("keep_stop_words", False) else QueryPolicy(**share)
             depth = {} if args.depth is None else {"candidate_pool": args.depth}
             with FactStore(Path(tmp) / f"{name}.db", embedder=embedders[name], clock=lambda: NOW,
                            ranking=RankingPolicy(**policy), query_policy=words, **depth) as store:

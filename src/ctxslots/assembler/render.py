@@ -10,6 +10,7 @@ import jinja2
 
 from ..model import Item, Section
 from ..prompts import Templates, default_environment, make_environment, render_template
+from ._line_memo import memo_for
 
 __all__ = [
     "SECTION_SEPARATOR",
@@ -31,5 +32,8 @@ def render_header(env: jinja2.Environment, section: Section) -> str:
 
 
 def render_item(env: jinja2.Environment, section: Section, item: Item, rank: int) -> str:
-    """One item's line."""
-    return render_template(env, section.item_template, section=section, item=item, rank=rank)
+    """One item's line (remembered by text when the template reads nothing else)."""
+    return memo_for(env).line(
+        section.item_template, item.text,
+        lambda: render_template(env, section.item_template, section=section, item=item,
+                                rank=rank))
