@@ -37,14 +37,12 @@ default store, whose hashing embedder leaves the vector leg off; ``model``:
 the store with ``--model`` as its embedder), and any ``--policy LABEL=JSON``
 (keyword arguments of :class:`~ctxslots.RankingPolicy`, plus ``"words": true``
 for the words-only store, ``"candidate_pool": N`` for the store's pool and
-``"context": true`` for the context prototype).
+``"context": true`` for a store whose memories have context).
 
-``--context N`` adds the *context prototype* rows: what the store would do with
-a context field indexed with each memory (here the N turns before it in its
-session), at ``--context-weight`` of a memory's own words in BM25. The store
-has no such field yet, so the prototype keeps it in a second FTS5 table of the
-same file and swaps the store's lexical leg for one that reads that table; the
-rest (vector leg, ranking, contributors, assembler) is the shipped code.
+``--context N`` adds the rows of stores whose memories have a context: each
+turn is written with ``context=`` the N turns before it in its session (the
+store searches a context by words at half weight, never embeds or shows it).
+With ``--latency``, the timed stores get those contexts too.
 
 Quality figures are exact; timings depend on the machine.
 """
@@ -52,14 +50,13 @@ Quality figures are exact; timings depend on the machine.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,9 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ctxslots import AssemblyRequest, FactStore, Limits, PromptAssembler, RankingPolicy  # noqa: E402
 from ctxslots.assembler.escape import bullet  # noqa: E402
-from ctxslots.stores.backend import LexicalCandidate  # noqa: E402
-from ctxslots.stores.sqlite import SQLiteBackend, open_connection  # noqa: E402
-from ctxslots.stores.sqlite._backend import where as sql_where  # noqa: E402
+from ctxslots.stores.sqlite import open_connection  # noqa: E402
 from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
 from ctxslots.stores.sanitize import query_tokens, to_match  # noqa: E402
 
@@ -81,7 +76,6 @@ SLOT = "user"
 _DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 _DAY = 86400.0
 FLOOR_SQL = "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank LIMIT ?"
-PROTO_TABLE = "proto_context_fts"
 
 
 @dataclass(frozen=True)
@@ -157,62 +151,29 @@ class Clock:
         return self.now
 
 
-def build(path: Path, conversation: Conversation, embedder: Any) -> dict[int, str]:
+def contexts(turns: list[Turn], before: int) -> list[str | None]:
+    """Each turn's context: the ``before`` turns said before it in its session."""
+    out: list[str | None] = []
+    for i, turn in enumerate(turns):
+        earlier = [t.text for t in turns[max(0, i - before):i] if t.said_at == turn.said_at]
+        out.append(" ".join(earlier) or None)
+    return out
+
+
+def build(path: Path, conversation: Conversation, embedder: Any, context: int = 0
+          ) -> dict[int, str]:
     """A fresh store of the conversation's turns, each observed at its session's date
-    (and written at the time the questions are asked); returns fact id -> dia_id."""
+    (and written at the time the questions are asked), with the ``context`` turns
+    before it as its context; returns fact id -> dia_id."""
     ids: dict[int, str] = {}
+    given = contexts(conversation.turns, context) if context else [None] * len(conversation.turns)
     with FactStore(path, embedder=embedder, clock=Clock(conversation.asked_at)) as store:
         with store.batch():
-            for turn in conversation.turns:
-                ids[store.add(SLOT, turn.text, observed_at=turn.said_at).id] = turn.dia_id
+            for turn, words in zip(conversation.turns, given, strict=True):
+                fact = store.add(SLOT, turn.text, observed_at=turn.said_at, context=words)
+                ids[fact.id] = turn.dia_id
         store.wait_for_vectors()  # a model's vectors are written in the background
     return ids
-
-
-def add_context_table(path: Path, conversation: Conversation, ids: dict[int, str],
-                      turns_before: int) -> None:
-    """The context prototype's index: each memory's words, and its session's previous turns'."""
-    by_dia = {dia: fid for fid, dia in ids.items()}
-    turns = conversation.turns
-    conn = open_connection(path)
-    try:
-        with conn.write():
-            conn.execute(f"CREATE VIRTUAL TABLE {PROTO_TABLE} USING fts5(value, context, "
-                         "tokenize='porter unicode61 remove_diacritics 2')")
-            for i, turn in enumerate(turns):
-                before = [t.text for t in turns[max(0, i - turns_before):i]
-                          if t.said_at == turn.said_at]
-                conn.execute(f"INSERT INTO {PROTO_TABLE} (rowid, value, context) VALUES (?, ?, ?)",
-                             (by_dia[turn.dia_id], turn.text, " ".join(before)))
-    finally:
-        conn.close()
-
-
-@contextlib.contextmanager
-def context_prototype(path: Path, weight: float) -> Iterator[None]:
-    """Swap the SQLite engine's lexical leg for one that also reads the context table."""
-    original = SQLiteBackend.lexical
-    conn = open_connection(path, migrate=False)
-
-    def leg(self: SQLiteBackend, tokens: Any, flt: Any, pool: int, *,
-            archived: bool = False) -> list[LexicalCandidate]:
-        match = to_match(list(tokens))
-        if archived or not match:
-            return original(self, tokens, flt, pool, archived=archived)
-        cond, params = sql_where(flt, "f.")
-        ranked = [(int(fid), float(r)) for fid, r in conn.execute(
-            f"SELECT f.id, bm25({PROTO_TABLE}, 1.0, ?) AS r FROM {PROTO_TABLE} JOIN facts AS f "
-            f"ON f.id = {PROTO_TABLE}.rowid WHERE {PROTO_TABLE} MATCH ? AND {cond} "
-            "ORDER BY r LIMIT ?", (weight, match, *params, pool)).fetchall()]
-        rows = {int(r["id"]): r for r in self.rows_by_ids([fid for fid, _ in ranked], flt)}
-        return [LexicalCandidate(rows[fid], score) for fid, score in ranked if fid in rows]
-
-    SQLiteBackend.lexical = leg  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        SQLiteBackend.lexical = original  # type: ignore[method-assign]
-        conn.close()
 
 
 @dataclass
@@ -367,12 +328,17 @@ def _p(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
 
 
-def measure_latency(tmp: Path, conversations: list[Conversation], size: int, model: Any) -> None:
-    """Search p50/p90 at ``size`` memories (every turn, repeated), against the floors."""
+def measure_latency(tmp: Path, conversations: list[Conversation], size: int, model: Any,
+                    context: int = 0) -> None:
+    """Search p50/p90 at ``size`` memories (every turn, repeated, with ``context``
+    turns before it as its context), against the floors."""
     import numpy as np
 
     turns = [t for c in conversations for t in c.turns]
+    given = [w for c in conversations
+             for w in (contexts(c.turns, context) if context else [None] * len(c.turns))]
     memories = [turns[i % len(turns)] for i in range(size)]
+    memory_contexts = [given[i % len(turns)] for i in range(size)]
     questions = [q.text for c in conversations for q in c.questions]
     asked_at = max(c.asked_at for c in conversations)
     print(f"\nsearch latency at {size:,} memories ({len(turns):,} turns repeated), "
@@ -385,8 +351,8 @@ def measure_latency(tmp: Path, conversations: list[Conversation], size: int, mod
         with FactStore(path, embedder=builder, clock=clock,
                        limits=Limits(max_batch=size)) as store:
             with store.batch():
-                for turn in memories:
-                    store.add(SLOT, turn.text, observed_at=turn.said_at)
+                for turn, words in zip(memories, memory_contexts, strict=True):
+                    store.add(SLOT, turn.text, observed_at=turn.said_at, context=words)
             store.wait_for_vectors()
         embedder = model if use_model else embedder_from_spec("hash")
         name = "model" if use_model else "words only"
@@ -429,10 +395,8 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated sample ids to run")
     parser.add_argument("--per-conversation", action="store_true", help="R@10 per conversation")
     parser.add_argument("--context", type=int, default=0, metavar="N",
-                        help="add the context prototype rows: each memory indexed with the N "
-                             "turns before it in its session")
-    parser.add_argument("--context-weight", type=float, default=0.5,
-                        help="BM25 weight of the context column (the memory's own words: 1)")
+                        help="add rows whose memories have as context the N turns before "
+                             "them in their session")
     parser.add_argument("--latency", type=int, default=0, metavar="N",
                         help="only time searches in one store of N memories (the turns "
                              "repeated), against the floor")
@@ -456,16 +420,15 @@ def main() -> None:
         print(f"loaded {args.model} in {time.perf_counter() - start:.1f} s")
     if args.latency:
         with tempfile.TemporaryDirectory() as tmp:
-            measure_latency(Path(tmp), conversations, args.latency, model)
+            measure_latency(Path(tmp), conversations, args.latency, model, args.context)
         return
     configs = [Config("words only (defaults)", True)]
     if model is not None:
         configs.append(Config(f"{args.model} (defaults)", False))
     if args.context:
-        configs.append(Config(f"words only + context {args.context} (prototype)", True,
-                              context=True))
+        configs.append(Config(f"words only + context {args.context}", True, context=True))
         if model is not None:
-            configs.append(Config(f"{args.model} + context {args.context} (prototype)", False,
+            configs.append(Config(f"{args.model} + context {args.context}", False,
                                   context=True))
     configs += [_parse_policy(text, model is not None) for text in args.policy]
     if any(c.context for c in configs) and not args.context:
@@ -479,17 +442,12 @@ def main() -> None:
             embedders = {True: words, False: model}
             for use_words, context in sorted({(c.words, c.context) for c in configs}):
                 path = Path(tmp) / f"{conv.sample_id}-{use_words}-{context}.db"
-                ids = build(path, conv, embedders[use_words])
-                if context:
-                    add_context_table(path, conv, ids, args.context)
+                ids = build(path, conv, embedders[use_words], args.context if context else 0)
                 stores[use_words, context] = path
             run_floor(stores[True, False] if (True, False) in stores else path, conv, ids, floor)
             for config, res in zip(configs, results, strict=True):
-                path = stores[config.words, config.context]
-                with context_prototype(path, args.context_weight) if config.context \
-                        else contextlib.nullcontext():
-                    run_config(stores[config.words, config.context], conv, ids, config,
-                               embedders[config.words], budgets, res)
+                run_config(stores[config.words, config.context], conv, ids, config,
+                           embedders[config.words], budgets, res)
             print(f"  {conv.sample_id}: {len(conv.turns)} turns, {len(conv.questions)} questions",
                   flush=True)
     print()

@@ -93,7 +93,8 @@ def test_every_column_round_trips(backend):
     row = make_row("The user edits code in Helix.", slot="user", scope="w1", key="editor",
                    tags="tools\neditor", source="chat", confidence=0.7, score=1.5,
                    created_at=NOW, updated_at=NOW + 1, observed_at=NOW - 86400.0,
-                   last_accessed=NOW + 2, access_count=3, expires_at=NOW + 999)
+                   last_accessed=NOW + 2, access_count=3, expires_at=NOW + 999,
+                   context="Which editor does the user like?")
     with backend.transaction():
         fact_id = backend.insert(row)
     got = backend.get(fact_id)

@@ -113,3 +113,15 @@ def test_remembering_the_same_memory_twice_says_so_and_writes_one(db_path):
     assert "already stored: [id:1] agent Rerun it once.\n" == again.output
     with FactStore(db_path) as store:
         assert 1 == len(store.facts())
+
+
+def test_remember_with_a_context_is_found_through_it_and_a_bad_one_says_so(db_path):
+    """remember --context makes a reply findable by its question; an oversized one is one line."""
+    fact = json.loads(run(db_path, "remember", "user", "It was Matt Patterson.", "--context",
+                          "Who did you meet at the robotics conference?", "--json").output)
+    assert "Who did you meet at the robotics conference?" == fact["context"]
+    hits = json.loads(run(db_path, "search", "robotics conference", "--json").output)
+    assert [fact["id"]] == [h["id"] for h in hits]
+    refused = run(db_path, "remember", "user", "Another.", "--context", "x" * 5000, ok=False)
+    assert "context is 5000 bytes, over the limit of 4096" in refused.output
+    assert 1 == len(refused.output.strip().splitlines())

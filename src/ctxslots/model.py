@@ -80,6 +80,9 @@ class Fact:
         archived: Whether the fact was forgotten (moved to the archive).
         superseded_by: The id of the newer near-duplicate that hides this fact
             from search (see :meth:`~ctxslots.FactStore.consolidate`), or ``None``.
+        context: Words that make the memory findable without being part of it
+            (the message it answers, the turns before it): searched by words at
+            half weight, never embedded, never shown in a prompt; ``None`` if none.
     """
 
     id: int
@@ -99,6 +102,7 @@ class Fact:
     archived: bool = False
     superseded_by: int | None = None
     observed_at: dt.datetime | None = None
+    context: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, archived: bool = False) -> Fact:
@@ -122,6 +126,7 @@ class Fact:
             archived=archived,
             superseded_by=row["superseded_by"],
             observed_at=from_timestamp(row.get("observed_at", row["created_at"])),
+            context=row.get("context") or None,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -29,17 +29,20 @@ def _split_tags(tags: str | None) -> list[str]:
 @click.option("--scope", help="Workspace the fact belongs to (default: global).")
 @click.option("--confidence", type=float, default=1.0, show_default=True,
               help="How sure the fact is, from 0 to 1; it multiplies the fact's score.")
+@click.option("--context", "context",
+              help="Words that find the fact without being part of it (the question it "
+                   "answers); searched, never shown.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stored fact as JSON.")
 @pass_cli_context
 def remember(
     app: CliContext, slot: str, value: str, key: str | None, tags: str | None,
-    scope: str | None, confidence: float, as_json: bool,
+    scope: str | None, confidence: float, context: str | None, as_json: bool,
 ) -> None:
     """Store VALUE in SLOT: user, project, agent or a slot a plugin registers
     (any slot name with ctxslots --free-slots)."""
     with app.open_store(create=True) as store:
         opts: dict[str, Any] = {"scope": scope, "tags": _split_tags(tags),
-                                "confidence": confidence, "source": "cli"}
+                                "confidence": confidence, "source": "cli", "context": context}
         before = None if key else store.find_memory(slot, value, scope=scope)
         fact = store.upsert(slot, key, value, **opts) if key else store.add(slot, value, **opts)
     if as_json:

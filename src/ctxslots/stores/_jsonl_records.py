@@ -40,7 +40,7 @@ VERSION = 1
 _FACT_FIELDS = frozenset({
     "id", "slot", "scope", "key", "value", "tags", "source", "confidence", "score",
     "created_at", "updated_at", "observed_at", "last_accessed", "access_count", "expires_at",
-    "superseded_by", "vector", "archived", "archived_at", "reason", "history", "links",
+    "superseded_by", "context", "vector", "archived", "archived_at", "reason", "history", "links",
 })
 _HISTORY_FIELDS = frozenset({"value", "tags", "source", "confidence", "valid_from", "valid_to"})
 _LINK_FIELDS = frozenset({"to", "strength", "updated_at"})
@@ -133,6 +133,8 @@ def record_from_row(
         "archived_at": row["archived_at"] if archived else None,
         "reason": row["reason"] if archived else None,
     }
+    if row.get("context") is not None:  # written only when there is one: older readers know no such field
+        record["context"] = row["context"]
     if history is not None:
         record["history"] = [
             {"value": h["value"], "tags": _tags(h["tags"]), "source": h["source"],
@@ -363,7 +365,8 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedF
     scope = limits.scope(record.get("scope"))
     key = None if key is None else limits.key(key)
     value, secrets = limits.screen(record.get("value"))
-    redacted = list(secrets)
+    context, context_secrets = limits.context(record.get("context"))
+    redacted = list(dict.fromkeys((*secrets, *context_secrets)))
     row: dict[str, Any] = {
         "slot": slot,
         "scope": scope,
@@ -380,6 +383,7 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedF
         "access_count": count,
         "expires_at": _timestamp(record, "expires_at"),
         "superseded_by": _fact_id(record, "superseded_by"),
+        "context": context,
     }
     reason = _label(record, "reason")
     if archived:

@@ -72,6 +72,7 @@ class Limits:
 
     Attributes:
         max_value_bytes: Largest value, in UTF-8 bytes (default 4 KiB).
+        max_context_bytes: Largest context, in UTF-8 bytes (default 4 KiB).
         max_key_chars: Longest key.
         max_scope_chars: Longest scope name.
         max_tags: Most tags on one fact.
@@ -94,6 +95,7 @@ class Limits:
     """
 
     max_value_bytes: int = 4096
+    max_context_bytes: int = 4096
     max_key_chars: int = 200
     max_scope_chars: int = 200
     max_tags: int = 32
@@ -191,6 +193,39 @@ class Limits:
                 value=value,
             )
         return value
+
+    def context(self, context: object) -> tuple[str | None, tuple[str, ...]]:
+        """Validate a memory's context: ``None``, or text within
+        :attr:`max_context_bytes` (blank text is no context). The :attr:`secrets`
+        policy applies as to a value: a context is stored and exported.
+
+        :return: The context as stored (``None`` for none), and the kinds of
+            credential it held.
+        """
+        if context is None:
+            return None, ()
+        if not isinstance(context, str):
+            raise InvalidFactError("context must be a string or None", field="context",
+                                   value=context)
+        if not context.strip():
+            return None, ()
+        if "\x00" in context:
+            raise InvalidFactError("context must not contain NUL characters", field="context",
+                                   value=context)
+        _unicode(context, "context")
+        size = len(context.encode("utf-8", "surrogatepass"))
+        if size > self.max_context_bytes:
+            raise InvalidFactError(
+                f"context is {size} bytes, over the limit of {self.max_context_bytes}",
+                field="context", value=context)
+        if self.secrets == "allow":
+            return context, ()
+        stored, kinds = redact(context)
+        if kinds and self.secrets == "refuse":
+            raise InvalidFactError(
+                f"context holds what looks like {_a(kinds[0])}; memory is no place for "
+                "secrets (Limits.secrets='refuse')", field="context", value=stored)
+        return stored, kinds
 
     def tags(self, tags: object) -> str:
         """Validate tags; return their stored form (one per line)."""

@@ -93,7 +93,7 @@ class Writer:
             )
 
     def validated(self, slot: Any, value: Any, scope: Any, tags: Any, confidence: Any,
-                  source: Any, expires_at: Any) -> dict[str, Any]:
+                  source: Any, expires_at: Any, context: Any = None) -> dict[str, Any]:
         """The checked fields of a fact (``InvalidFactError`` on the first bad one)."""
         lim = self.limits
         checked_slot = lim.slot(slot)
@@ -101,7 +101,12 @@ class Writer:
         if secrets:
             logger.warning("a value written to %s held %s; stored with [redacted] in its place "
                            "(Limits.secrets)", checked_slot, ", ".join(secrets))
+        stored_context, context_secrets = lim.context(context)
+        if context_secrets:
+            logger.warning("a context written to %s held %s; stored with [redacted] in its "
+                           "place (Limits.secrets)", checked_slot, ", ".join(context_secrets))
         return {
+            "context": stored_context,
             "slot": checked_slot,
             "scope": lim.scope(scope),
             "value": stored,
@@ -115,9 +120,14 @@ class Writer:
         return now if observed_at is None else self.limits.moment(observed_at, "observed_at")
 
     def upsert(self, slot: str, key: str, value: str, *, scope: str | None, tags: Iterable[str],
-               confidence: float, source: str | None, expires_at: Any, observed_at: Any) -> Fact:
-        """Insert a keyed fact, or replace the value of the one with the same key."""
-        row = self.validated(slot, value, scope, tags, confidence, source, expires_at)
+               confidence: float, source: str | None, expires_at: Any, observed_at: Any,
+               context: Any = None) -> Fact:
+        """Insert a keyed fact, or replace the value of the one with the same key.
+
+        Without a ``context``, a replaced fact keeps its context while its value
+        stays the same, and loses it with a new value.
+        """
+        row = self.validated(slot, value, scope, tags, confidence, source, expires_at, context)
         key = self.limits.key(key)
         now = self.clock()
         row["observed_at"] = self._observed(observed_at, now)
@@ -125,12 +135,15 @@ class Writer:
             old = self.backend.get_by_key(row["slot"], row["scope"], key)
             if old is None:
                 return self.insert(row, key, now)
+            if row["context"] is None and old["value"] == row["value"]:
+                row["context"] = old.get("context")
             return self.rewrite(old, row, now)
 
     def add(self, slot: str, value: str, *, scope: str | None, tags: Iterable[str],
-            confidence: float, source: str | None, expires_at: Any, observed_at: Any) -> Fact:
+            confidence: float, source: str | None, expires_at: Any, observed_at: Any,
+            context: Any = None) -> Fact:
         """Insert a free memory; an identical live one in the same slot and scope is returned instead."""
-        row = self.validated(slot, value, scope, tags, confidence, source, expires_at)
+        row = self.validated(slot, value, scope, tags, confidence, source, expires_at, context)
         now = self.clock()
         row["observed_at"] = self._observed(observed_at, now)
         with self.writing():
@@ -143,8 +156,8 @@ class Writer:
             return self.insert(row, None, now)
 
     def update(self, fact_id: int, *, value: str | None, tags: Iterable[str] | None,
-               confidence: float | None, source: str | None) -> Fact:
-        """Change some fields of a live fact by id."""
+               confidence: float | None, source: str | None, context: Any = None) -> Fact:
+        """Change some fields of a live fact by id (``context=""`` removes the context)."""
         fact_id = check_id(fact_id)
         now = self.clock()
         with self.writing():
@@ -156,6 +169,7 @@ class Writer:
                 [t for t in (prev["tags"] or "").split("\n") if t] if tags is None else tags,
                 prev["confidence"] if confidence is None else confidence,
                 prev["source"] if source is None else source, prev["expires_at"],
+                prev.get("context") if context is None else context,
             )
             row["observed_at"] = prev["observed_at"]  # an edit, not a new observation
             return self.rewrite(prev, row, now)
@@ -182,7 +196,7 @@ class Writer:
                 valid_to=now)])
         fields = {"value": row["value"], "tags": row["tags"], "source": row["source"],
                   "confidence": row["confidence"], "updated_at": now,
-                  "expires_at": row["expires_at"],
+                  "expires_at": row["expires_at"], "context": row.get("context"),
                   "observed_at": row.get("observed_at", prev["observed_at"])}
         if changed:  # a new value is no longer the near-duplicate it was marked as
             fields["superseded_by"] = None

@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import DuplicateKeyError
 
 __all__ = [
+    "CONTEXT_WEIGHT",
     "FACT_COLUMNS",
     "MAX_COUNT",
     "META_EMBEDDER_DIMENSION",
@@ -49,8 +50,13 @@ __all__ = [
 FACT_COLUMNS: tuple[str, ...] = (
     "id", "slot", "scope", "key", "value", "tags", "source", "confidence", "score",
     "created_at", "updated_at", "observed_at", "last_accessed", "access_count", "expires_at",
-    "superseded_by",
+    "superseded_by", "context",
 )
+
+#: The weight of a memory's context words against its own in BM25 (both
+#: engines): a word of the context counts as half an occurrence. Chosen on the
+#: conversation dev set among 0.25, 0.5 and 1 (see BENCHMARKS.md).
+CONTEXT_WEIGHT = 0.5
 
 #: The store settings :meth:`Backend.reset_vectors` records: the embedder's
 #: model id and dimension (read back with :meth:`Backend.get_meta`).

@@ -345,6 +345,7 @@ class FactStore:
         source: str | None = None,
         expires_at: Any = None,
         observed_at: Any = None,
+        context: str | None = None,
     ) -> Fact:
         """Write a keyed fact; a fact with the same slot, scope and key is replaced.
 
@@ -354,12 +355,16 @@ class FactStore:
 
         :param observed_at: When the fact was said or observed (a datetime or
             Unix seconds; default: now). Decay and ages count from it.
+        :param context: Words that make the fact findable without being part of
+            it (see :meth:`add`). Without one, a fact written again with the same
+            value keeps its context; a new value drops it.
         :raises InvalidFactError: A field is malformed or over its limit; nothing
             is written.
         """
         return self._writer.upsert(slot, key, value, scope=scope, tags=tags,
                                    confidence=confidence, source=source,
-                                   expires_at=expires_at, observed_at=observed_at)
+                                   expires_at=expires_at, observed_at=observed_at,
+                                   context=context)
 
     def add(
         self,
@@ -372,6 +377,7 @@ class FactStore:
         source: str | None = None,
         expires_at: Any = None,
         observed_at: Any = None,
+        context: str | None = None,
     ) -> Fact:
         """Write a free-form memory (a fact without a key).
 
@@ -380,11 +386,19 @@ class FactStore:
 
         :param observed_at: When the memory was said or observed (a datetime or
             Unix seconds; default: now).
+        :param context: Words that make the memory findable without being part
+            of it: the message it answers, the turns before it ("It was Matt
+            Patterson" is found by "Who did the user meet?" when its context is
+            that question). Searched by words at half the weight of the memory's
+            own (:data:`~ctxslots.stores.backend.CONTEXT_WEIGHT`), never
+            embedded and never shown in a prompt; exported and imported with the
+            memory. At most ``limits.max_context_bytes``; blank is none.
         :raises InvalidFactError: A field is malformed or over its limit; nothing
             is written.
         """
         return self._writer.add(slot, value, scope=scope, tags=tags, confidence=confidence,
-                                source=source, expires_at=expires_at, observed_at=observed_at)
+                                source=source, expires_at=expires_at, observed_at=observed_at,
+                                context=context)
 
     def update(
         self,
@@ -394,8 +408,10 @@ class FactStore:
         tags: Iterable[str] | None = None,
         confidence: float | None = None,
         source: str | None = None,
+        context: str | None = None,
     ) -> Fact:
-        """Change some fields of a live fact by id; ``None`` keeps a field as it is.
+        """Change some fields of a live fact by id; ``None`` keeps a field as it is
+        (``context=""`` removes the context).
 
         Works for keyed facts and free memories alike. A changed value or tag
         list keeps the old one in :meth:`history`, as :meth:`upsert` does.
@@ -405,7 +421,7 @@ class FactStore:
             is written.
         """
         return self._writer.update(fact_id, value=value, tags=tags, confidence=confidence,
-                                   source=source)
+                                   source=source, context=context)
 
     def forget(self, fact_id: int, *, reason: str | None = None) -> Fact:
         """Move a fact to the archive, where ``search(include_archive=True)`` finds it.

@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 from psycopg.rows import dict_row
 
-from ..backend import FactFilter, LexicalCandidate
+from ..backend import CONTEXT_WEIGHT, FactFilter, LexicalCandidate
 from ..sanitize import keep_words
 from ._schema import TS_CONFIG
 from ._sql import Conn, fact_columns, filter_clause
@@ -166,7 +166,9 @@ def _bm25_sql(table: str, where: str, extra: str) -> str:
 
     A match's term frequencies come from its tsvector cut down to the query's
     stems in C (``setweight`` marks them, ``ts_filter`` keeps them), so only
-    those few entries are unnested. Parameters: the tokens joined by spaces,
+    those few entries are unnested; an occurrence in the context (counted
+    again in ``context_search``) weighs ``CONTEXT_WEIGHT``, as FTS5's column
+    weight does. Parameters: the tokens joined by spaces,
     ``N``, the mean length, the OR query, the filter's parameters, the pool size.
     """
     return f"""
@@ -186,10 +188,16 @@ def _bm25_sql(table: str, where: str, extra: str) -> str:
         s AS (
             SELECT f.id,
                    (SELECT sum(q.idf[array_position(q.lexemes, u.lexeme)]
-                               * cardinality(u.positions) * {_K1 + 1}
-                               / (cardinality(u.positions)
+                               * u.tf * {_K1 + 1}
+                               / (u.tf
                                   + {_K1} * ({1 - _B} + {_B} * f.doc_len::float8 / %s::float8)))
-                    FROM unnest(ts_filter(setweight(f.search, 'A', q.lexemes), '{{a}}')) u
+                    FROM (SELECT a.lexeme, cardinality(a.positions)
+                                 - {1 - CONTEXT_WEIGHT} * coalesce(cardinality(c.positions), 0)
+                                 AS tf
+                          FROM unnest(ts_filter(setweight(f.search, 'A', q.lexemes), '{{a}}')) a
+                          LEFT JOIN unnest(ts_filter(setweight(f.context_search, 'A',
+                                                               q.lexemes), '{{a}}')) c
+                          USING (lexeme)) u
                    ) AS bm25
             FROM {table} f, q
             WHERE f.search @@ to_tsquery('{TS_CONFIG}', %s) AND {where}

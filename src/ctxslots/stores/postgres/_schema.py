@@ -54,12 +54,20 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def document_expression(key: str, value: str, tags: str) -> str:
-    """The SQL expression of a fact's tsvector from its key, value and tags columns."""
-    text = f"coalesce({key}, '') || ' ' || {value} || ' ' || {tags}"
+def text_vector(text: str) -> str:
+    """The SQL expression of the tsvector of the SQL text expression ``text``."""
     spaces = " " * len(_PUNCTUATION)
     return (f"to_tsvector('{TS_CONFIG}'::regconfig, "
             f"translate({text}, {_literal(_PUNCTUATION)}, {_literal(spaces)}))")
+
+
+def document_expression(key: str, value: str, tags: str, context: str | None = None) -> str:
+    """The SQL expression of a fact's tsvector from its key, value and tags
+    columns (and its context column, when named)."""
+    text = f"coalesce({key}, '') || ' ' || {value} || ' ' || {tags}"
+    if context is not None:
+        text += f" || ' ' || coalesce({context}, '')"
+    return text_vector(text)
 
 
 _DOC = document_expression("key", "value", "tags")
@@ -174,9 +182,31 @@ def m002_value_lookup(conn: psycopg.Connection[Any]) -> None:
     """)
 
 
+def m003_context(conn: psycopg.Connection[Any]) -> None:
+    """A memory's context: words that find it without being part of it.
+
+    ``search`` (and the length BM25 reads) now cover the context too, and
+    ``context_search`` holds the context's own words, so the lexical leg can
+    count them at ``CONTEXT_WEIGHT``. The generated columns are made again
+    (PostgreSQL 16 cannot change a generated expression), with their indexes.
+    """
+    doc = document_expression("key", "value", "tags", "context")
+    context = text_vector("coalesce(context, '')")
+    for table in ("facts", "archive"):
+        conn.execute(f"""
+            ALTER TABLE {table} ADD COLUMN context text;
+            ALTER TABLE {table} DROP COLUMN doc_len, DROP COLUMN search;
+            ALTER TABLE {table}
+                ADD COLUMN search tsvector GENERATED ALWAYS AS ({doc}) STORED,
+                ADD COLUMN context_search tsvector GENERATED ALWAYS AS ({context}) STORED,
+                ADD COLUMN doc_len integer GENERATED ALWAYS AS (ctxslots_doc_len({doc})) STORED;
+            CREATE INDEX {table}_search ON {table} USING gin (search);
+        """)
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (
-    m001_initial, m002_value_lookup)
+    m001_initial, m002_value_lookup, m003_context)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -62,6 +62,11 @@ _HISTORY_COLUMNS = ("fact_id, slot, scope, key, value, tags, source, confidence,
                     "valid_from, valid_to")
 
 
+def _insert_values(row: Row) -> list[Any]:
+    """``row``'s values in ``_INSERT_COLUMNS`` order (a row may leave out its context)."""
+    return [row.get(c) if c == "context" else row[c] for c in _INSERT_COLUMNS]
+
+
 def _marks(count: int) -> str:
     return ",".join("?" * count)
 
@@ -243,7 +248,7 @@ class SQLiteBackend:
             raise
 
     def _insert(self, row: Row, fact_id: int | None) -> int:
-        values = [row[c] for c in _INSERT_COLUMNS]
+        values = _insert_values(row)
         if fact_id is None:
             cursor = self._conn.execute(
                 f"INSERT INTO facts ({', '.join(_INSERT_COLUMNS)}) "
@@ -255,7 +260,7 @@ class SQLiteBackend:
 
     def insert_archived(self, row: Row, fact_id: int) -> None:
         """Insert straight into the archive and keep its id from being handed out."""
-        values = [row[c] for c in _INSERT_COLUMNS]
+        values = _insert_values(row)
         self._conn.execute(
             f"INSERT INTO archive (id, {', '.join(_INSERT_COLUMNS)}, archived_at, reason) "
             f"VALUES (?, {_marks(len(values) + 2)})",
@@ -474,7 +479,7 @@ class SQLiteBackend:
             ranked = [(int(fid), float(rank)) for fid, rank in self._conn.execute(
                 f"SELECT f.id, {table}_fts.rank FROM {table}_fts JOIN {table} AS f "
                 f"ON f.id = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {cond} "
-                f"ORDER BY {table}_fts.rank LIMIT ?", (match, *params, pool)).fetchall()]
+                f"ORDER BY {table}_fts.rank, f.id LIMIT ?", (match, *params, pool)).fetchall()]
         if not ranked:
             return []
         rows = {int(r["id"]): r for r in self.rows_by_ids([fid for fid, _ in ranked], flt,

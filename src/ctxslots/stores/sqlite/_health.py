@@ -13,7 +13,7 @@ import apsw
 from ...errors import StoreError
 from ..backend import Health
 from ._connection import Connection
-from .migrations import derived_objects
+from .migrations import derived_objects, fts_rank
 
 __all__ = ["check", "rebuild"]
 
@@ -69,5 +69,7 @@ def rebuild(conn: Connection) -> None:
         for _, name, sql in derived_objects():
             if name not in names:
                 conn.execute(sql)
+        for table in ("facts", "archive"):
+            conn.execute(fts_rank(table))
         conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('rebuild')")
         conn.execute("INSERT INTO archive_fts(archive_fts) VALUES ('rebuild')")

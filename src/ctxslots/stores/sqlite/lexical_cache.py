@@ -31,6 +31,7 @@ import numpy as np
 
 from ._loader import row_chunks
 from ._connection import Connection
+from ..backend import CONTEXT_WEIGHT
 from .migrations import FTS_TOKENIZE
 from ._vectors import log_bounds
 
@@ -90,7 +91,7 @@ class LexicalCache:
     _slot: _Grow = attrs.Factory(lambda: _Grow(np.int32, -1))
     _expires: _Grow = attrs.Factory(lambda: _Grow(np.float64, np.inf))
     _superseded: _Grow = attrs.Factory(lambda: _Grow(bool, False))
-    _stems_of: dict[int, dict[str, int]] = attrs.Factory(dict)
+    _stems_of: dict[int, dict[str, float]] = attrs.Factory(dict)
     _codes: dict[str, int] = attrs.Factory(dict)
     rows_loaded: int = 0
     _live: int = 0
@@ -127,13 +128,14 @@ class LexicalCache:
         for start in range(0, len(changed), 500):
             chunk = changed[start:start + 500]
             self._add_rows(conn.execute(
-                "SELECT id, slot, scope, key, value, tags, expires_at, superseded_by FROM facts "
+                "SELECT id, slot, scope, key, value, tags, context, expires_at, superseded_by "
+                "FROM facts "
                 f"WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall())
         self._seq = top
 
     def _reload(self, conn: Connection, top: int, cancelled: Callable[[], bool] | None) -> None:
         self._clear()
-        rows = conn.execute("SELECT id, slot, scope, key, value, tags, expires_at, "
+        rows = conn.execute("SELECT id, slot, scope, key, value, tags, context, expires_at, "
                             "superseded_by FROM facts")
         for chunk in row_chunks(rows, cancelled, background_size=20):
             self._add_rows(chunk)
@@ -159,25 +161,30 @@ class LexicalCache:
         return [str(t[2]) for t in self._tokenizer(text.encode("utf-8"), reason, None)]
 
     def _add_rows(self, rows: Sequence[Any]) -> None:
-        for fact_id, slot, scope, key, value, tags, expires_at, superseded_by in rows:
-            counts: dict[str, int] = {}
-            for column in (key, value, tags):
+        for fact_id, slot, scope, key, value, tags, context, expires_at, superseded_by in rows:
+            # FTS5's bm25 weighs a word's occurrences by its column's weight;
+            # the length of a fact counts every token once.
+            counts: dict[str, float] = {}
+            length = 0
+            for column, weight in ((key, 1.0), (value, 1.0), (tags, 1.0),
+                                   (context, CONTEXT_WEIGHT)):
                 if column:
                     for stem in self._stems(column, apsw.FTS5_TOKENIZE_DOCUMENT):
-                        counts[stem] = counts.get(stem, 0) + 1
+                        counts[stem] = counts.get(stem, 0.0) + weight
+                        length += 1
             row = self.rows_loaded
             self.rows_loaded += 1
             self._row_of[int(fact_id)] = row
             self._stems_of[row] = counts
             self._ids.put(row, fact_id)
-            self._length.put(row, sum(counts.values()))
+            self._length.put(row, length)
             self._alive.put(row, True)
             self._scope.put(row, self._code("scope:" + scope))
             self._slot.put(row, self._code("slot:" + slot))
             self._expires.put(row, np.inf if expires_at is None else expires_at)
             self._superseded.put(row, superseded_by is not None)
             self._live += 1
-            self._tokens += sum(counts.values())
+            self._tokens += length
             self._norm = None
             for stem, count in counts.items():
                 rows_of, counts_of = self._postings.setdefault(stem, (array("i"), array("f")))
@@ -192,7 +199,7 @@ class LexicalCache:
         self._alive.data[row] = False
         counts = self._stems_of.pop(row)
         self._live -= 1
-        self._tokens -= sum(counts.values())
+        self._tokens -= float(self._length.data[row])
         self._norm = None
         for stem in counts:
             self._df[stem] -= 1

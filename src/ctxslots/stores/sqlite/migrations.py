@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...errors import StoreError
+from ..backend import CONTEXT_WEIGHT
 
 if TYPE_CHECKING:
     # Only a type: _connection imports this module to migrate a store it opens.
@@ -44,38 +45,63 @@ _FACT_COLUMNS = """
 """
 
 
-def fts_objects(table: str) -> list[tuple[str, str, str]]:
-    """``(kind, name, sql)`` of the FTS5 index over key, value and tags of
-    ``table`` and the triggers that keep it in step."""
+#: The columns of every FTS5 index, in order (``m011`` added ``context``).
+FTS_COLUMNS = ("key", "value", "tags", "context")
+#: The columns ``m001`` indexed (its objects are rebuilt by ``m011``).
+_M001_FTS_COLUMNS = ("key", "value", "tags")
+
+
+def fts_objects(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> list[tuple[str, str, str]]:
+    """``(kind, name, sql)`` of the FTS5 index over ``columns`` of ``table``
+    and the triggers that keep it in step."""
     fts = f"{table}_fts"
+    names = ", ".join(columns)
+    new = ", ".join(f"new.{c}" for c in columns)
+    old = ", ".join(f"old.{c}" for c in columns)
     return [
         ("table", fts, f"""CREATE VIRTUAL TABLE {fts} USING fts5(
-        key, value, tags,
+        {names},
         content='{table}', content_rowid='id', tokenize='{FTS_TOKENIZE}'
     )"""),
         ("trigger", f"{table}_ai", f"""CREATE TRIGGER {table}_ai AFTER INSERT ON {table} BEGIN
-        INSERT INTO {fts}(rowid, key, value, tags)
-        VALUES (new.id, new.key, new.value, new.tags);
+        INSERT INTO {fts}(rowid, {names})
+        VALUES (new.id, {new});
     END"""),
         ("trigger", f"{table}_ad", f"""CREATE TRIGGER {table}_ad AFTER DELETE ON {table} BEGIN
-        INSERT INTO {fts}({fts}, rowid, key, value, tags)
-        VALUES ('delete', old.id, old.key, old.value, old.tags);
+        INSERT INTO {fts}({fts}, rowid, {names})
+        VALUES ('delete', old.id, {old});
     END"""),
         # Only indexed columns: access tracking and scores must not rewrite the index.
-        ("trigger", f"{table}_au", f"""CREATE TRIGGER {table}_au AFTER UPDATE OF key, value, tags ON {table} BEGIN
-        INSERT INTO {fts}({fts}, rowid, key, value, tags)
-        VALUES ('delete', old.id, old.key, old.value, old.tags);
-        INSERT INTO {fts}(rowid, key, value, tags)
-        VALUES (new.id, new.key, new.value, new.tags);
+        ("trigger", f"{table}_au", f"""CREATE TRIGGER {table}_au AFTER UPDATE OF {names} ON {table} BEGIN
+        INSERT INTO {fts}({fts}, rowid, {names})
+        VALUES ('delete', old.id, {old});
+        INSERT INTO {fts}(rowid, {names})
+        VALUES (new.id, {new});
     END"""),
     ]
 
 
+def fts_rank(table: str) -> str:
+    """The statement that makes ``rank`` of ``table``'s FTS5 index BM25 with the
+    context column at :data:`~ctxslots.stores.backend.CONTEXT_WEIGHT` (a
+    setting FTS5 keeps in the file)."""
+    weights = ", ".join("1.0" if c != "context" else repr(CONTEXT_WEIGHT) for c in FTS_COLUMNS)
+    fts = f"{table}_fts"
+    return f"INSERT INTO {fts}({fts}, rank) VALUES ('rank', 'bm25({weights})')"
+
+
 def _fts_with_triggers(table: str) -> str:
-    return "".join(f"{sql};\n" for _, _, sql in fts_objects(table))
+    return "".join(f"{sql};\n" for _, _, sql in fts_objects(table, _M001_FTS_COLUMNS))
 
 
-#: The triggers that log changed facts for in-memory copies (``m006_fact_log``).
+def _log_on_update(columns: str) -> str:
+    return f"""CREATE TRIGGER facts_log_au AFTER UPDATE OF {columns} ON facts BEGIN
+            INSERT INTO fact_log (fact_id) VALUES (new.id);
+        END"""
+
+
+#: The triggers that log changed facts for in-memory copies (``m006_fact_log``;
+#: ``m011`` added ``context`` to the columns whose change is logged).
 LOG_TRIGGERS: list[tuple[str, str, str]] = [
     ("trigger", "facts_log_ai", """CREATE TRIGGER facts_log_ai AFTER INSERT ON facts BEGIN
             INSERT INTO fact_log (fact_id) VALUES (new.id);
@@ -83,11 +109,10 @@ LOG_TRIGGERS: list[tuple[str, str, str]] = [
     ("trigger", "facts_log_ad", """CREATE TRIGGER facts_log_ad AFTER DELETE ON facts BEGIN
             INSERT INTO fact_log (fact_id) VALUES (old.id);
         END"""),
-    ("trigger", "facts_log_au", """CREATE TRIGGER facts_log_au AFTER UPDATE OF slot, scope, key, value, tags, expires_at,
-                superseded_by ON facts BEGIN
-            INSERT INTO fact_log (fact_id) VALUES (new.id);
-        END"""),
+    ("trigger", "facts_log_au", _log_on_update(
+        "slot, scope, key, value, tags, context, expires_at, superseded_by")),
 ]
+_M006_LOG_ON_UPDATE = _log_on_update("slot, scope, key, value, tags, expires_at, superseded_by")
 
 #: Which facts :meth:`SQLiteBackend.important` reads, and their order; the
 #: partial index below holds exactly them, in that order, so reading the
@@ -249,8 +274,8 @@ def m006_fact_log(conn: Connection) -> None:
         );
         """
     )
-    for _, _, sql in LOG_TRIGGERS:
-        conn.execute(sql)
+    for _, name, sql in LOG_TRIGGERS:
+        conn.execute(_M006_LOG_ON_UPDATE if name == "facts_log_au" else sql)
 
 
 def m007_observed_at(conn: Connection) -> None:
@@ -320,11 +345,31 @@ def m010_value_lookup(conn: Connection) -> None:
         conn.execute(sql)
 
 
+def m011_context(conn: Connection) -> None:
+    """A memory's context: words that find it without being part of it.
+
+    ``facts`` and ``archive`` get the column; both FTS5 indexes are made again
+    with it as a fourth column, weighted by ``CONTEXT_WEIGHT`` in ``rank``,
+    and refilled; a change of context is logged for the in-memory copies.
+    """
+    conn.execute("ALTER TABLE facts ADD COLUMN context TEXT; "
+                 "ALTER TABLE archive ADD COLUMN context TEXT; "
+                 "DROP TRIGGER IF EXISTS facts_log_au;")
+    for table in ("facts", "archive"):
+        for kind, name, _ in fts_objects(table, _M001_FTS_COLUMNS):
+            conn.execute(f"DROP {kind.upper()} IF EXISTS {name}")
+        for _, _, sql in fts_objects(table):
+            conn.execute(sql)
+        conn.execute(fts_rank(table))
+        conn.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('rebuild')")
+    conn.execute(LOG_TRIGGERS[-1][2])
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links,
     m006_fact_log, m007_observed_at, m008_vector_table, m009_important,
-    m010_value_lookup)
+    m010_value_lookup, m011_context)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)
