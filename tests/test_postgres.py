@@ -245,38 +245,15 @@ CORPUS = [
 ]
 
 
-def test_bm25_scores_equal_fts5(pg_url):
-    """The PostgreSQL BM25 scores equal SQLite FTS5's bm25() on the same facts and words."""
-    fts = apsw.Connection(":memory:")
-    fts.execute("CREATE VIRTUAL TABLE t USING fts5(key, value, tags, tokenize='porter unicode61')")
-    for n, text in enumerate(CORPUS, start=1):
-        fts.execute("INSERT INTO t (rowid, key, value, tags) VALUES (?, NULL, ?, '')", (n, text))
-    backend = PostgresBackend(pg_url)
-    try:
-        with backend.transaction():
-            ids = [backend.insert({"slot": "agent", "scope": "", "key": None, "value": text,
-                                   "tags": "", "source": None, "confidence": 1.0, "score": 0.0,
-                                   "created_at": NOW, "updated_at": NOW, "observed_at": NOW,
-                                   "last_accessed": None, "access_count": 0, "expires_at": None,
-                                   "superseded_by": None}) for text in CORPUS]
-        for words in (["cat"], ["dog", "fish"], ["lake", "mill", "cat"], ["the", "sky"]):
-            match = " OR ".join(f'"{w}"' for w in words)
-            expected = {ids[rowid - 1]: rank for rowid, rank in fts.execute(
-                "SELECT rowid, rank FROM t WHERE t MATCH ? ORDER BY rank", (match,))}
-            got = {c.row["id"]: c.score for c in backend.lexical(words, FactFilter(), 10)}
-            assert expected.keys() == got.keys(), words
-            for fact_id, score in expected.items():
-                assert score == pytest.approx(got[fact_id], rel=1e-9), words
-    finally:
-        backend.close()
-
-
-def test_bm25_scores_with_context_equal_fts5(pg_url):
-    """With contexts, the PostgreSQL BM25 scores equal FTS5's bm25() weighting the context
-    column at CONTEXT_WEIGHT."""
+@pytest.mark.parametrize("contexts", [
+    [None] * len(CORPUS),
+    ["where did the cat go", None, "the dog and the lake", "mill", None, "sky sky"],
+], ids=["no-context", "context"])
+def test_bm25_scores_equal_fts5(pg_url, contexts):
+    """The PostgreSQL BM25 scores equal SQLite FTS5's bm25() on the same facts and words,
+    a context column weighing CONTEXT_WEIGHT."""
     from ctxslots.stores.backend import CONTEXT_WEIGHT
 
-    contexts = ["where did the cat go", None, "the dog and the lake", "mill", None, "sky sky"]
     fts = apsw.Connection(":memory:")
     fts.execute("CREATE VIRTUAL TABLE t USING fts5(key, value, tags, context, "
                 "tokenize='porter unicode61')")

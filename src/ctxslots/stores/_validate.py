@@ -168,15 +168,18 @@ class Limits:
         :raises InvalidFactError: The value is malformed, over the limit, or
             holds a credential and the policy is ``"refuse"``.
         """
-        value = self._checked_value(value)
+        return self._apply_secrets(self._checked_value(value), "value")
+
+    def _apply_secrets(self, text: str, field: str) -> tuple[str, tuple[str, ...]]:
+        """``text`` as stored under the :attr:`secrets` policy, and the kinds it held."""
         if self.secrets == "allow":
-            return value, ()
-        stored, kinds = redact(value)
+            return text, ()
+        stored, kinds = redact(text)
         if kinds and self.secrets == "refuse":
             raise InvalidFactError(
-                f"value holds what looks like {_a(kinds[0])}; memory is shown to a model "
+                f"{field} holds what looks like {_a(kinds[0])}; memory is shown to a model "
                 "on every later turn and is no place for secrets (Limits.secrets='refuse')",
-                field="value", value=stored)
+                field=field, value=stored)
         return stored, kinds
 
     def _checked_value(self, value: object) -> str:
@@ -218,14 +221,7 @@ class Limits:
             raise InvalidFactError(
                 f"context is {size} bytes, over the limit of {self.max_context_bytes}",
                 field="context", value=context)
-        if self.secrets == "allow":
-            return context, ()
-        stored, kinds = redact(context)
-        if kinds and self.secrets == "refuse":
-            raise InvalidFactError(
-                f"context holds what looks like {_a(kinds[0])}; memory is no place for "
-                "secrets (Limits.secrets='refuse')", field="context", value=stored)
-        return stored, kinds
+        return self._apply_secrets(context, "context")
 
     def tags(self, tags: object) -> str:
         """Validate tags; return their stored form (one per line)."""
