@@ -280,3 +280,29 @@ def test_bm25_scores_equal_fts5(pg_url, contexts):
                 assert score == pytest.approx(got[fact_id], rel=1e-9), words
     finally:
         backend.close()
+
+
+def test_reading_an_empty_database_creates_nothing(postgres):
+    """create=False (the reading commands) refuses a database without a store in one line,
+    creating no table; once a store is written there, it opens."""
+    from click.testing import CliRunner
+
+    from ctxslots import FactStore
+    from ctxslots.cli import cli
+    from ctxslots.stores.postgres._url import safe_location
+
+    url = postgres.empty_database()
+    with pytest.raises(StoreError, match="no store in the database at .*nothing was created"):
+        FactStore(url, create=False)
+    result = CliRunner().invoke(cli, ["--db", url, "search", "deploy"])
+    assert 1 == result.exit_code
+    assert [f"Error: no store in the database at {safe_location(url)}: write a fact first "
+            f"(`ctxslots --db {safe_location(url)} remember ...`) or pass the URL of an existing "
+            "store (nothing was created)"] == result.output.strip().splitlines()
+    with psycopg.connect(url) as conn:
+        assert [] == conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = "
+                                  "current_schema()").fetchall()
+    with FactStore(url) as store:
+        store.add("agent", "Deploys run on Friday.")
+    with FactStore(url, create=False) as store:
+        assert ["Deploys run on Friday."] == [h.fact.value for h in store.search("deploys")]

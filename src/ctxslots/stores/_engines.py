@@ -31,7 +31,7 @@ def open_backend(location: str, *, create: bool = True, lexical_cache: bool = Fa
         from .postgres import PostgresBackend
 
         # The database must exist; its schema is created on first use.
-        backend: Backend = PostgresBackend(location)
+        backend: Backend = PostgresBackend(location, create=create)
         return backend
     from .sqlite import SQLiteBackend
 

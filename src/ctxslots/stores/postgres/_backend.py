@@ -26,7 +26,7 @@ from . import _health, _links, _meta, _rows, _values, _vectors
 from ._connect import check_server, connect_error, open_pool
 from ._errors import store_error
 from ._lexical import LEXICAL_RANKINGS, LexicalLeg
-from ._schema import migrate
+from ._schema import migrate, schema_version
 from ._url import safe_location
 from ._vector_io import register_vector
 
@@ -58,6 +58,9 @@ class PostgresBackend:
         lock_timeout: Seconds a statement waits for another writer's lock.
         lexical_ranking: ``"bm25"`` (FTS5's formula; the default) or
             ``"ts_rank_cd"`` (PostgreSQL's cover density).
+        create: Create the ctxslots tables in a database that has none (the
+            default); ``False`` refuses such a database with a
+            :class:`StoreError` and creates nothing.
     """
 
     url: str = attrs.field(repr=False)
@@ -66,6 +69,7 @@ class PostgresBackend:
     lock_timeout: float = 30.0
     lexical_ranking: str = attrs.field(default="bm25",
                                        validator=attrs.validators.in_(LEXICAL_RANKINGS))
+    create: bool = True
     engine: str = attrs.field(init=False, default="postgresql")
     location: str = attrs.field(init=False, default="")
     _pool: ConnectionPool | None = attrs.field(init=False, default=None, repr=False)
@@ -96,6 +100,11 @@ class PostgresBackend:
         ).fetchone()
         assert versions is not None
         check_server(self.location, conn.info.server_version, versions[0], versions[1])
+        if not self.create and schema_version(conn) == 0:
+            raise StoreError(
+                f"no store in the database at {self.location}: write a fact first "
+                f"(`ctxslots --db {self.location} remember ...`) or pass the URL of an existing "
+                "store (nothing was created)", path=self.location)
         migrate(conn, self.location)
         oid = conn.execute("SELECT 'vector'::regtype::oid").fetchone()
         assert oid is not None
