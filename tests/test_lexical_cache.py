@@ -188,3 +188,22 @@ def test_load_needs_the_option_and_memory_stores_load_in_place(clock):
         fact = store.add("agent", "The staging VPN needs a fresh token.")
         assert [h.fact.id for h in store.search("staging vpn")] == [fact.id]
         assert store.backend.lexical_copy is not None and not store.backend.lexical_loading
+
+
+def test_slots_searched_with_the_same_words_share_scores_until_a_write(db_path, clock):
+    """The second slot reuses the first one's scores; a write in between is still seen."""
+    with FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as store:
+        _fill(store, 600, seed=5)
+        assert store.load_lexical_cache()
+        for slots in (["user"], ["project"], ["agent"], ["user"]):
+            fts, cached = _both_legs(store, "deploy flaky staging", "a", slots)
+            assert set(fts) == set(cached)
+            for fact_id, bm25 in fts.items():
+                assert cached[fact_id] == pytest.approx(bm25, rel=1e-6)
+        added = store.add("agent", "flaky staging deploy deploy", scope="a").id
+        fts, cached = _both_legs(store, "deploy flaky staging", "a", ["agent"])
+        assert added in cached and set(fts) == set(cached)
+        assert cached[added] == pytest.approx(fts[added], rel=1e-6)
+        store.forget(added)
+        fts, cached = _both_legs(store, "deploy flaky staging", "a", ["agent"])
+        assert added not in cached and set(fts) == set(cached)

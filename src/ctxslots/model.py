@@ -36,11 +36,13 @@ __all__ = [
 ]
 
 
+_UTC = dt.timezone.utc
+_FROM_SECONDS = dt.datetime.fromtimestamp
+
+
 def from_timestamp(value: float | None) -> dt.datetime | None:
     """Turn Unix seconds (or ``None``) into an aware UTC datetime (or ``None``)."""
-    if value is None:
-        return None
-    return dt.datetime.fromtimestamp(value, tz=dt.timezone.utc)
+    return None if value is None else _FROM_SECONDS(value, _UTC)
 
 
 def to_timestamp(value: dt.datetime | float | None) -> float | None:

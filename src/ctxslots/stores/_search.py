@@ -132,10 +132,9 @@ def _add_vector_leg(backend: Backend, vector: np.ndarray, flt: FactFilter, depth
 
 def _rank(candidates: list[Candidate], request: SearchRequest, ranking: RankingPolicy, pool: int,
           *, fused: bool, adjust: bool) -> list[tuple[Candidate, Any]]:
-    ranked = rank_candidates(candidates, now=request.now, policy=ranking,
-                             limit=len(candidates) if adjust else request.limit, fused=fused,
-                             depth=pool, query=request.query)
-    return [(c, attrs.evolve(t, ranked_at=request.now)) for c, t in ranked]
+    return rank_candidates(candidates, now=request.now, policy=ranking,
+                           limit=len(candidates) if adjust else request.limit, fused=fused,
+                           depth=pool, query=request.query)
 
 
 def _count_hidden(backend: Backend, hits: list[Hit]) -> list[Hit]:

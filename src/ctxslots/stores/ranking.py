@@ -231,6 +231,8 @@ class _Fusion:
     @classmethod
     def of(cls, candidates: Sequence[Candidate], policy: RankingPolicy, fused: bool,
            depth: int | None) -> _Fusion:
+        if not fused:  # relevance is -bm25: no scale or weight to find
+            return cls(policy, fused, depth, _Leg(0.0, 0.0, 0.0), _Leg(0.0, 0.0, 0.0), 0.0)
         bm25 = [-c.bm25 for c in candidates
                 if c.bm25 is not None and _within(c.bm25_rank, depth)]
         cosines = [c.cosine for c in candidates
@@ -293,7 +295,8 @@ def rank_candidates(
     depth: int | None = None,
     query: str | None = None,
 ) -> list[tuple[Candidate, HitTrace]]:
-    """Score candidates and return the best ``limit`` of them with their traces.
+    """Score candidates and return the best ``limit`` of them with their traces
+    (ranked at ``now``).
 
     :param fused: Both legs ran: relevance is the policy's fusion rather than
         ``-bm25``.
@@ -336,6 +339,7 @@ def rank_candidates(
             final=final,
             rank=position,
             extra={"period": boost} if boost != 1.0 else {},
+            ranked_at=now,
         )
         out.append((cand, trace))
     return out
