@@ -7,23 +7,30 @@ A store of ``--facts`` facts is built once under benchmarks/out/ and reused. The
 in the same run, on the same file, query by query:
 
 - ``assemble``: ``PromptAssembler(store).assemble(AssemblyRequest(query,
-  scope=..., budget=2000))`` with the three memory contributors: three store
-  searches (sanitizing, candidate SQL, ranking, hits), rendering every item,
-  counting pieces (cached), fitting, one exact count of the final text, and the
-  decisions and traces of every item.
+  scope=..., budget=2000))`` with the three memory contributors, asked in
+  placement order with the room the sections before each left: a store search
+  for each slot that still has room (sanitizing, candidate SQL, ranking, hits),
+  rendering every item, counting pieces (cached), fitting, one exact count of
+  the final text, the decisions and traces of every item, and counting the
+  facts shown as accessed (a write).
 - ``floor``: the three raw FTS5 queries with the same words the store searches
   (sanitized; stop words and words found in most facts left out), each
   ``SELECT ... FROM facts_fts JOIN facts ... WHERE facts_fts MATCH ? AND slot = ?
   AND scope IN (?, '') ... ORDER BY rank LIMIT 10``, plus one tiktoken count of
   the same final text (the floor of an assembly that shows ten facts a slot).
-- ``floor, same rows``: the same three queries reading every column of as
-  many rows as the assembled prompt's section offered from that slot (the
-  memory sections fill the budget: about 80 facts in a 2,000-token prompt),
-  plus the same count: the raw reads the prompt is chosen from.
-- ``3 x search``: the three ``FactStore.search`` calls alone,
+- ``floor, same rows``: the same queries reading every column of as many rows
+  as the assembled prompt's section offered from that slot (the memory
+  sections fill the budget: about 80 facts in a 2,000-token prompt; a slot
+  whose section was not searched, for lack of room, is not read), plus the
+  same count: the raw reads the prompt is chosen from.
+- ``contributors``: the three contributors' ``contribute`` calls alone, each
+  with the request ``assemble`` gave it (its room included),
 - ``assemble cached``: ``assemble`` over a store opened with
   ``lexical_cache=True`` (the words scored from in-memory postings; its load
-  happens before timing), and
+  happens before timing),
+- ``cached, no count``: ``assemble cached`` with contributors that do not
+  count the facts shown as accessed (no ``record_shown``), to show what that
+  write costs, and
 - ``no store``: ``assemble`` over contributors that hand back the same three
   sections ready-made (rendering, counting, fitting, reports), to show how much
   of ``assemble`` is the store and how much the assembler.
@@ -51,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import generate_facts, generate_queries
 
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+from ctxslots.contributors.memory import NO_ROOM
 from ctxslots.tokens import DEFAULT_ENCODING, get_encoding
 from ctxslots.stores.sqlite import open_connection
 from ctxslots.stores.sanitize import to_match
@@ -77,7 +85,34 @@ def _corpus_signature(n: int) -> str:
     return hashlib.sha256(repr((n, head)).encode()).hexdigest()
 
 
-ROWS = ("assemble", "floor", "floor, same rows", "3 x search", "no store", "assemble cached")
+ROWS = ("assemble", "floor", "floor, same rows", "contributors", "no store", "assemble cached",
+        "cached, no count")
+
+
+class Recording:
+    """A contributor that remembers the last request it was asked with (its room)."""
+
+    def __init__(self, contributor: Any) -> None:
+        self.contributor = contributor
+        self.name, self.priority, self.sticky = (
+            contributor.name, contributor.priority, contributor.sticky)
+        self.asked: AssemblyRequest | None = None
+
+    def contribute(self, request: AssemblyRequest) -> Any:
+        self.asked = request
+        return self.contributor.contribute(request)
+
+    def record_shown(self, items: Any) -> None:
+        self.contributor.record_shown(items)
+
+
+class Uncounted:
+    """A contributor that offers what another offers but counts no access."""
+
+    def __init__(self, contributor: Any) -> None:
+        self.name, self.priority, self.sticky = (
+            contributor.name, contributor.priority, contributor.sticky)
+        self.contribute = contributor.contribute
 
 
 class Given:
@@ -159,8 +194,12 @@ def main() -> None:
     store = FactStore(path, **options)
     cached_store = FactStore(path, lexical_cache=True, **options)
     cached = PromptAssembler(cached_store)
+    uncounted = PromptAssembler(
+        cached_store, contributors=[Uncounted(c) for c in cached.contributors or ()])
     conn = open_connection(path)
     assembler = PromptAssembler(store)
+    recording = [Recording(c) for c in assembler.contributors or ()]
+    recorder = PromptAssembler(store, contributors=recording)
     encoding = get_encoding(DEFAULT_ENCODING)
     queries = generate_queries(args.queries, seed=1)
     work = [(q, SCOPES[i % 2]) for i, q in enumerate(queries)]
@@ -189,23 +228,29 @@ def main() -> None:
         match, scope = sanitized[i], work[i][1]
         if match:
             for slot, where in (("user", ""), ("project", scope), ("agent", scope)):
-                conn.execute(ROWS_SQL, (match, slot, where, offered[i].get(slot, 0))).fetchall()
+                if offered[i].get(slot):
+                    conn.execute(ROWS_SQL, (match, slot, where, offered[i][slot])).fetchall()
         len(encoding.encode_ordinary(texts[i]))
 
-    contributors = list(assembler.contributors)
+    contributors = list(assembler.contributors or ())
+    asked = []  # the request each contributor got in an assembly (its room set)
+    for r in requests:
+        recorder.assemble(r)
+        asked.append([rec.asked or r for rec in recording])
 
     def searches(i: int) -> None:
-        for contributor in contributors:
-            contributor.contribute(requests[i])
+        for contributor, request in zip(contributors, asked[i]):
+            contributor.contribute(request)
 
-    ready = [[Given(c, c.contribute(r)) for c in contributors] for r in requests]
+    ready = [[Given(c, c.contribute(a)) for c, a in zip(contributors, asks)] for asks in asked]
     no_store = [PromptAssembler(None, contributors=given) for given in ready]
 
     timings: dict[str, list[float]] = {name: [] for name in ROWS}
     runs = {"assemble": lambda i: assembler.assemble(requests[i]), "floor": floor,
             "floor, same rows": same_rows,
-            "3 x search": searches, "no store": lambda i: no_store[i].assemble(requests[i]),
-            "assemble cached": lambda i: cached.assemble(requests[i])}
+            "contributors": searches, "no store": lambda i: no_store[i].assemble(requests[i]),
+            "assemble cached": lambda i: cached.assemble(requests[i]),
+            "cached, no count": lambda i: uncounted.assemble(requests[i])}
     names = list(runs)
     for _ in range(args.repeat):
         for i in range(len(requests)):
@@ -224,7 +269,10 @@ def main() -> None:
           f"({empty} sanitize to nothing), repeat {args.repeat}, budget {BUDGET}, "
           f"{describe(args)}; "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
-    print(f"prompts: {tokens:.0f} tokens and {kept:.1f} kept items on average\n")
+    searched = statistics.mean(sum(1 for sec in p.sections if sec.name in SLOTS
+                                   and sec.stopped != NO_ROOM) for p in prompts)
+    print(f"prompts: {tokens:.0f} tokens and {kept:.1f} kept items on average; "
+          f"{searched:.2f} memory sections searched a prompt (the others had no room left)\n")
     f50, f95 = pct(timings["floor"], 50), pct(timings["floor"], 95)
     r50 = pct(timings["floor, same rows"], 50)
     print(f"{'':<17} {'p50':>9} {'p95':>9} {'p50 / floor':>12} {'/ same rows':>12}")

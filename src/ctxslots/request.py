@@ -136,6 +136,12 @@ class AssemblyRequest:
         now: The moment the turn happens, in Unix seconds or as a datetime
             (naive means UTC); memories are ranked as they would have been then
             (decay, ages, periods). ``None``: the store's clock.
+        room: Tokens left for the section being asked for, once the sections
+            placed before it have taken theirs: the assembler sets it for each
+            contributor it asks (:meth:`~ctxslots.PromptAssembler.assemble`
+            asks them in placement order), so one that fills the budget offers
+            what can still fit, and nothing when no room is left. ``None``
+            (as callers build a request): not known, see :attr:`available`.
     """
 
     message: str
@@ -145,6 +151,7 @@ class AssemblyRequest:
     answer_reserve: int = 0
     extra: tuple[ContextBlock, ...] = attrs.field(default=(), converter=_to_blocks)
     now: float | None = attrs.field(default=None, converter=_to_seconds)
+    room: int | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_text("message", self.message, blank_ok=True)
@@ -159,8 +166,16 @@ class AssemblyRequest:
                 f"{self.safety_margin} and answer_reserve {self.answer_reserve}",
                 field="budget", value=self.budget,
             )
+        if self.room is not None:
+            _check_int("room", self.room, 0)
 
     @property
     def available(self) -> int:
         """Tokens the prompt text may use."""
         return self.budget - self.safety_margin - self.answer_reserve
+
+    @property
+    def room_left(self) -> int:
+        """Tokens a section may still fill: :attr:`room` when the assembler set it
+        (never more than :attr:`available`), else :attr:`available`."""
+        return self.available if self.room is None else min(self.room, self.available)

@@ -14,10 +14,12 @@ from ._run import Outcome
 from .fit import Prepared
 from .render import render_header, render_item
 
-__all__ = ["build_reports", "collect_sections", "prepare"]
+__all__ = ["Preparer", "build_reports", "collect_sections", "extra_sections", "order_sections",
+           "placement_key", "prepare", "section_of"]
 
 
-def _order(section: Section) -> tuple[bool, int, str]:
+def placement_key(section: Section) -> tuple[bool, int, str]:
+    """Where a section is placed: sticky ones first, then by priority (high first), then name."""
     return (not section.sticky, -section.priority, section.name)
 
 
@@ -33,6 +35,43 @@ def _error_section(contributor: object, error: str) -> tuple[Section, str]:
     return section, error
 
 
+def section_of(outcome: Outcome) -> tuple[Section, str | None] | None:
+    """One contributor's section to place (its name defaulting to the contributor's),
+    an error section when it failed, or ``None`` when it offered nothing."""
+    if outcome.error is not None:
+        return _error_section(outcome.contributor, outcome.error)
+    if outcome.section is None:
+        return None
+    section = outcome.section
+    if not section.name:
+        section = attrs.evolve(section, name=outcome.contributor.name)
+    return section, None
+
+
+def extra_sections(request: AssemblyRequest) -> list[Section]:
+    """The request's extra context blocks as sections ``context-1``, ``context-2``..."""
+    return [Section(title=block.title, name=f"context-{n}", priority=block.priority,
+                    sticky=block.sticky, items=tuple(Item(text=line) for line in block.lines))
+            for n, block in enumerate(request.extra, start=1)]
+
+
+def order_sections(
+    found: Sequence[tuple[Section, str | None]],
+) -> list[tuple[Section, str | None]]:
+    """``found`` (contributors' sections in their order, then the extra blocks) in
+    placement order; a name already used makes the later section an error."""
+    seen: set[str] = set()
+    unique: list[tuple[Section, str | None]] = []
+    for section, error in found:
+        if section.name in seen:
+            section = attrs.evolve(section, items=())
+            error = f"ValueError: section name {section.name!r} is already used"
+        seen.add(section.name)
+        unique.append((section, error))
+    unique.sort(key=lambda entry: placement_key(entry[0]))
+    return unique
+
+
 def collect_sections(
     outcomes: Sequence[Outcome], request: AssemblyRequest
 ) -> list[tuple[Section, str | None]]:
@@ -42,50 +81,29 @@ def collect_sections(
     blocks become sections ``context-1``, ``context-2``...; a name already used
     makes the later section an error.
     """
-    found: list[tuple[Section, str | None]] = []
-    for outcome in outcomes:
-        if outcome.error is not None:
-            found.append(_error_section(outcome.contributor, outcome.error))
-        elif outcome.section is not None:
-            section = outcome.section
-            if not section.name:
-                section = attrs.evolve(section, name=outcome.contributor.name)
-            found.append((section, None))
-    for n, block in enumerate(request.extra, start=1):
-        found.append((Section(title=block.title, name=f"context-{n}", priority=block.priority,
-                              sticky=block.sticky,
-                              items=tuple(Item(text=line) for line in block.lines)), None))
-    seen: set[str] = set()
-    unique: list[tuple[Section, str | None]] = []
-    for section, error in found:
-        if section.name in seen:
-            section = attrs.evolve(section, items=())
-            error = f"ValueError: section name {section.name!r} is already used"
-        seen.add(section.name)
-        unique.append((section, error))
-    unique.sort(key=lambda entry: _order(entry[0]))
-    return unique
+    found = [entry for entry in map(section_of, outcomes) if entry is not None]
+    return order_sections([*found, *((s, None) for s in extra_sections(request))])
 
 
 def _text_key(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def prepare(
-    sections: Sequence[tuple[Section, str | None]], env: jinja2.Environment,
-    counter: TokenCounterProtocol,
-) -> list[Prepared]:
-    """Render each section's header and lines, count them, and mark duplicates.
+@attrs.define
+class Preparer:
+    """Renders and counts sections one at a time, in placement order, marking an
+    item whose key, or whose text (case and spacing aside), an earlier item
+    offered as ``duplicate``."""
 
-    An item whose key, or whose text (case and spacing aside), was offered by an
-    earlier item in placement order is dropped as ``duplicate``.
-    """
-    first_seen: dict[str, str] = {}
-    prepared = []
-    for section, error in sections:
+    env: jinja2.Environment
+    counter: TokenCounterProtocol
+    _first_seen: dict[str, str] = attrs.Factory(dict)
+
+    def add(self, section: Section, error: str | None) -> Prepared:
+        """The section rendered into pieces (the next in placement order)."""
         if error is not None:
-            prepared.append(Prepared(section, "", 0, [], [], [], error=error))
-            continue
+            return Prepared(section, "", 0, [], [], [], error=error)
+        env, counter, first_seen = self.env, self.counter, self._first_seen
         header = render_header(env, section)
         lines: list[str] = []
         tokens: list[int] = []
@@ -105,9 +123,17 @@ def prepare(
             for k in keys:
                 first_seen[k] = section.name
             pre.append(None)
-        prepared.append(Prepared(section, header, counter.count(header) if header else 0,
-                                 lines, tokens, pre))
-    return prepared
+        return Prepared(section, header, counter.count(header) if header else 0, lines, tokens,
+                        pre)
+
+
+def prepare(
+    sections: Sequence[tuple[Section, str | None]], env: jinja2.Environment,
+    counter: TokenCounterProtocol,
+) -> list[Prepared]:
+    """Render each section's header and lines, count them, and mark duplicates."""
+    preparer = Preparer(env, counter)
+    return [preparer.add(section, error) for section, error in sections]
 
 
 def _report(prep: Prepared) -> SectionReport:
@@ -131,7 +157,7 @@ def _report(prep: Prepared) -> SectionReport:
                                           prep.line_tokens[index], prep.notes.get(index)))
     reason: DropReason | None = None
     if not eligible:
-        status, reason, tokens = "empty", None, 0
+        status, reason, tokens = ("dropped" if prep.cut else "empty"), prep.cut, 0
     elif prep.kept:
         status, reason = "kept", None
         tokens = (prep.separator_tokens + prep.header_tokens

@@ -13,7 +13,7 @@ import pluggy
 
 from ..contributors.base import Contributor, SearchableStore, check_contributor
 from ..errors import BudgetExceededError, InvalidRequestError
-from ..model import AssembledPrompt
+from ..model import AssembledPrompt, Section
 from ..plugins import collect, make_plugin_manager
 from ..request import AssemblyRequest
 from ..stores.rerank import reranker_from_plugins
@@ -25,8 +25,18 @@ from ..tokens import (
     exact_count,
 )
 from ..tokens.protocol import check_counter
-from ._plan import build_reports, collect_sections, prepare
-from ._run import Outcome, call_async, call_sync
+from ._placer import Placer
+from ._plan import (
+    Preparer,
+    build_reports,
+    collect_sections,
+    extra_sections,
+    order_sections,
+    placement_key,
+    prepare,
+    section_of,
+)
+from ._run import call_async, call_sync
 from .dump import dump_prompt
 from .fit import Prepared, fit, verify
 from .render import SECTION_SEPARATOR, Templates, make_environment
@@ -155,31 +165,57 @@ class PromptAssembler:
     def assemble(self, request: AssemblyRequest) -> AssembledPrompt:
         """Ask every contributor, fit their sections to the budget, and return the result.
 
+        Contributors are asked one by one in placement order (sticky first, then
+        by priority), each with :attr:`AssemblyRequest.room` set to the tokens
+        the sections placed before it left (see :mod:`._placer`).
+
         :raises InvalidRequestError: ``request`` is not an :class:`AssemblyRequest`.
         :raises BudgetExceededError: The sticky sections alone do not fit; its
             ``prompt`` holds the result with them cut to fit and nothing else.
         :raises TemplateError: A template is missing or fails to render.
         """
         _check_request(request)
-        outcomes = [call_sync(c, request) for c in self._contributors()]
-        return self._finish(request, outcomes)
+        contributors = self._contributors()
+        extras = extra_sections(request)
+        placer = Placer(Preparer(self.environment, self.counter), request.available,
+                        self.counter.count(SECTION_SEPARATOR))
+        sources: list[tuple[tuple[bool, int, str], int]] = [
+            ((not c.sticky, -c.priority, c.name), n) for n, c in enumerate(contributors)]
+        sources += [(placement_key(s), len(contributors) + n) for n, s in enumerate(extras)]
+        entries: dict[int, tuple[Section, str | None] | None] = {}
+        for key, n in sorted(sources):
+            room = None
+            if n < len(contributors):
+                room = placer.room()
+                asked = request if room is None else attrs.evolve(request, room=room)
+                entries[n] = section_of(call_sync(contributors[n], asked))
+            else:
+                entries[n] = (extras[n - len(contributors)], None)
+            entry = entries[n]
+            if entry is not None:
+                placer.add(entry, key, room=room)
+        sections = order_sections([e for _, e in sorted(entries.items()) if e is not None])
+        return self._finish(request, placer.final(sections))
 
     async def aassemble(self, request: AssemblyRequest) -> AssembledPrompt:
         """:meth:`assemble` for async agent loops: contributors run concurrently.
 
         ``async`` contributors are awaited; plain ones run in worker threads.
+        Being asked at once, none is told the room the others leave
+        (:attr:`AssemblyRequest.room` is ``None``): a memory slot offers what
+        could fill the whole budget.
         """
         _check_request(request)
         outcomes = await asyncio.gather(*(call_async(c, request) for c in self._contributors()))
-        return await asyncio.to_thread(self._finish, request, list(outcomes))
+        sections = collect_sections(list(outcomes), request)
+        return await asyncio.to_thread(
+            lambda: self._finish(request, prepare(sections, self.environment, self.counter)))
 
     def dump(self, prompt: AssembledPrompt, format: str = "json") -> str:
         """``prompt.dump(format)``, rendered with this assembler's templates."""
         return dump_prompt(prompt, format, environment=self.environment)
 
-    def _finish(self, request: AssemblyRequest, outcomes: Sequence[Outcome]) -> AssembledPrompt:
-        sections = collect_sections(outcomes, request)
-        prepared = prepare(sections, self.environment, self.counter)
+    def _finish(self, request: AssemblyRequest, prepared: list[Prepared]) -> AssembledPrompt:
         available = request.available
         fit(prepared, available, self.counter.count(SECTION_SEPARATOR))
         text, total = verify(prepared, available, SECTION_SEPARATOR, exact_count(self.counter))

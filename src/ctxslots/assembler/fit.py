@@ -5,7 +5,8 @@ The rule, exactly:
 1. Sections are placed in order: sticky ones first, then by priority, higher
    first; ties by name. Within a section, items keep their rank order.
 2. Items a contributor already marked dropped (``slot_limit``, ``threshold``,
-   ``duplicate``) take no budget and are skipped.
+   ``duplicate``) take no budget and are skipped. A section that offers nothing
+   because it was asked when no room was left is dropped (``budget``).
 3. Walking that order, each section costs its header (plus the separator
    before it when a section was placed earlier) and each item its rendered
    line. Items are kept while they fit. At the first header or item that does
@@ -48,6 +49,8 @@ class Prepared:
         notes: Per eligible item not kept, a human-readable note.
         separator_tokens: Tokens of the separator before it, when placed after another.
         error: The contributor's error, for a section that could not be made.
+        no_room: Its contributor was asked when the sections before it had left
+            no room (it offers nothing then: dropped for the budget).
     """
 
     section: Section
@@ -61,6 +64,7 @@ class Prepared:
     notes: dict[int, str] = attrs.Factory(dict)
     separator_tokens: int = 0
     error: str | None = None
+    no_room: bool = False
 
     @property
     def eligible(self) -> list[int]:
@@ -79,8 +83,12 @@ def _drop_rest(prep: Prepared, reason: DropReason, from_index: int, first_note: 
         prep.notes[index] = first_note if n == 0 else rest_note
 
 
-def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> None:
-    """Decide, in place, how many items of each section are kept (steps 1 to 4)."""
+def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> int:
+    """Decide, in place, how many items of each section are kept (steps 1 to 4).
+
+    Returns the tokens a section placed after these could still take: what is
+    left of ``available``, or 0 once filling stopped.
+    """
     remaining = available
     stopped = False
     placed = False
@@ -88,6 +96,8 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> 
         eligible = prep.eligible
         prep.kept, prep.cut, prep.notes = 0, None, {}
         if not eligible:
+            if prep.no_room:
+                prep.cut = DropReason.BUDGET
             continue
         if stopped:
             _drop_rest(prep, DropReason.BUDGET, 0, "an earlier section did not fit",
@@ -115,6 +125,7 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> 
             prep.separator_tokens = sep
             remaining -= used
             placed = True
+    return 0 if stopped else remaining
 
 
 def join(prepared: Sequence[Prepared], separator: str) -> str:
