@@ -2,8 +2,10 @@
 
 One server per test session. Each test gets a database of its own, created
 in about 0.1 s by copying a template that already holds the migrated schema
-(``empty_database`` gives one without it). Databases are dropped at the end
-of the session on an external server; a private server is deleted whole.
+(``empty_database`` gives one without it). On a private server, a database
+whose test changed nothing but rows is emptied and handed to the next test
+instead (``_pg_reuse``). Databases are dropped at the end of the session on
+an external server; a private server is deleted whole.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 import psycopg
+from _pg_reuse import TemplateState
 
 __all__ = ["PostgresServer", "start_server", "with_database", "with_user"]
 
@@ -53,6 +56,9 @@ class PostgresServer:
     _numbers: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1))
     _created: list[str] = attrs.Factory(list)
     _template: str | None = None
+    _state: TemplateState | None = None
+    _marks: dict[str, int] = attrs.Factory(dict)
+    _clean: list[str] = attrs.Factory(list)
 
     def admin(self) -> psycopg.Connection:
         """An autocommit administrator connection (close it)."""
@@ -63,7 +69,8 @@ class PostgresServer:
         return self._create(None)
 
     def database(self) -> str:
-        """The URL of a new database holding the migrated, empty ctxslots schema."""
+        """The URL of a database of its own holding the migrated, empty ctxslots schema
+        (give it back with ``release``)."""
         if self._template is None:
             name = f"{self._prefix}_template"
             url = self._create(None, name)
@@ -71,7 +78,33 @@ class PostgresServer:
 
             PostgresBackend(url, pool_size=1).close()
             self._template = name
-        return self._create(self._template)
+            if self.private:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    self._state = TemplateState.read(conn)
+        if self._clean:
+            return with_database(self.url, self._clean.pop())
+        url = self._create(self._template)
+        if self._state is not None:
+            with psycopg.connect(url, autocommit=True) as conn:
+                self._marks[urlsplit(url).path.lstrip("/")] = self._state.mark(conn)
+        return url
+
+    def release(self, url: str) -> None:
+        """Give back a database of ``database()``: emptied for the next test when its test
+        changed nothing but rows (on a private server), dropped otherwise."""
+        name = urlsplit(url).path.lstrip("/")
+        since = self._marks.pop(name, None)
+        if self._state is not None and since is not None:
+            try:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    mark = self._state.reset(conn, since)
+            except psycopg.Error:
+                mark = None
+            if mark is not None:
+                self._marks[name] = mark
+                self._clean.append(name)
+                return
+        self.drop(url)
 
     def _create(self, template: str | None, name: str | None = None) -> str:
         name = name or f"{self._prefix}_{next(self._numbers)}"

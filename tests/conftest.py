@@ -111,11 +111,11 @@ def fixture_postgres() -> Iterator["PostgresServer"]:
 
 @pytest.fixture(name="pg_url")
 def fixture_pg_url(postgres: "PostgresServer") -> Iterator[str]:
-    """The URL of a fresh database holding an empty, migrated store (dropped afterwards,
-    so the server's folder stays small and its removal at the end quick)."""
+    """The URL of a database of its own holding an empty, migrated store (given back
+    afterwards: emptied for another test, or dropped so the server's folder stays small)."""
     url = postgres.database()
     yield url
-    postgres.drop(url)
+    postgres.release(url)
 
 
 if TYPE_CHECKING:
