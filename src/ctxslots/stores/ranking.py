@@ -309,15 +309,20 @@ def rank_candidates(
     pool = list(candidates)
     fusion = _Fusion.of(pool, policy, fused, depth)
     periods = query_periods(query, now) if query and policy.period_boost != 1.0 else []
+    taus: dict[str, float | None] = {}
+    weight = policy.reinforcement_weight
     scored: list[tuple[bool, float, int, Candidate, float, float, float, float, float]] = []
     for cand in pool:
-        if fusion.too_far(cand):
+        if fused and fusion.too_far(cand):
             continue
         relevance = fusion.relevance(cand)
-        boost = policy.period_boost if periods and _in_period(cand.time, periods) else 1.0
-        age = max(0.0, now - cand.time)
-        decay = decay_factor(age, policy.tau_days(cand.slot))
-        reinforcement = reinforcement_factor(cand.score, policy.reinforcement_weight)
+        when = cand.time
+        boost = policy.period_boost if periods and _in_period(when, periods) else 1.0
+        age = max(0.0, now - when)
+        tau = taus[cand.slot] if cand.slot in taus else \
+            taus.setdefault(cand.slot, policy.tau_days(cand.slot))
+        decay = decay_factor(age, tau)
+        reinforcement = 1.0 if cand.score == 0.0 else reinforcement_factor(cand.score, weight)
         final = relevance * boost * decay * reinforcement * cand.confidence
         scored.append((not fusion.within(cand), final, cand.fact_id, cand, relevance, decay,
                        reinforcement, age, boost))

@@ -357,9 +357,12 @@ class SQLiteBackend:
         table, extra = ("archive", ", archived_at, reason") if archived else ("facts", "")
         out: list[Row] = []
         for chunk in rows_in(fact_ids):
+            # NOT INDEXED: one rowid lookup per id, the filter checked on the row; the
+            # planner would otherwise seek (slot, scope, rowid) in an index first (1.6x
+            # the time for a hundred ids at 100,000 facts).
             out += self._conn.rows(
-                f"SELECT {READ}{extra} FROM {table} WHERE id IN ({_marks(len(chunk))}) AND {cond}",
-                (*chunk, *params))
+                f"SELECT {READ}{extra} FROM {table} NOT INDEXED WHERE id IN "
+                f"({_marks(len(chunk))}) AND {cond}", (*chunk, *params))
         return out
 
     def neighbours(self, row: Row, flt: FactFilter, *, before: int, after: int

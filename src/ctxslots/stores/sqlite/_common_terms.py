@@ -43,6 +43,8 @@ class CommonTerms:
     _top_id: int = -1
     _loaded: float = 0.0
     _tokenizer: object | None = None
+    #: The last answer, for the memory slots an assembly searches with the same words.
+    _last: tuple[tuple[object, ...], list[str]] | None = None
 
     def _refresh(self, conn: Connection) -> None:
         top = int(conn.scalar("SELECT coalesce(max(id), 0) FROM facts"))
@@ -52,6 +54,7 @@ class CommonTerms:
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.facts_vocab "
                      "USING fts5vocab(main, facts_fts, 'row')")
         self._df = {}
+        self._last = None
         self._rows = int(conn.scalar("SELECT count(*) FROM facts"))
         self._top_id = top
         self._loaded = time.monotonic()
@@ -85,5 +88,10 @@ class CommonTerms:
         self._refresh(conn)
         if self._rows < min_rows:
             return tokens
+        asked = (tuple(tokens), share, total_share)
+        if self._last is not None and self._last[0] == asked:
+            return list(self._last[1])
         docs = {t: self._frequency(conn, t) for t in tokens}
-        return keep_words(tokens, docs, self._rows, share=share, total_share=total_share)
+        kept = keep_words(tokens, docs, self._rows, share=share, total_share=total_share)
+        self._last = (asked, list(kept))
+        return kept
