@@ -38,7 +38,10 @@ def forbidden(secret: str) -> list[str]:
 
 class Server:
     """Answers /embeddings and /chat/completions: 500 echoing what it got, or, with
-    ``require_basic``, a good reply for the right Basic credentials and 401 otherwise."""
+    ``require_basic``, a good reply for the right Basic credentials and 401 otherwise.
+
+    Its 500 replies say ``Retry-After: 0``: clients retry at once (the commands'
+    default retries, with their log lines, run without seconds of backoff)."""
 
     def __init__(self, require_basic: bool = False) -> None:
         self.seen: list[str | None] = []
@@ -67,12 +70,15 @@ class Server:
             def _send(self, status: int, data: dict[str, Any]) -> None:
                 raw = json.dumps(data).encode()
                 self.send_response(status)
+                if status == 500:
+                    self.send_header("Retry-After", "0")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
 
     def url(self, with_credentials: bool = True) -> str:
         """The base URL, with ``ada:PASSWORD@`` (percent-encoded) unless told otherwise."""
