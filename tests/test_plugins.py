@@ -18,6 +18,7 @@ from pathlib import Path
 import pluggy
 import pytest
 from _assembler_helpers import make_store
+from _machine_lock import machine_lock
 from click.testing import CliRunner
 
 from ctxslots import (
@@ -47,15 +48,18 @@ def _installed_editable_from_here() -> bool:
 
 @pytest.fixture(scope="session", name="example_plugin")
 def fixture_example_plugin():
-    """The example plugin, pip-installed from examples/ into this environment (once)."""
-    if not _installed_editable_from_here():
-        if importlib.util.find_spec("hatchling") is None:  # pip fetches the build backend
-            command = ["-e", str(EXAMPLE)]
-        else:
-            command = ["--no-build-isolation", str(EXAMPLE)]
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *command],
-                              check=False, capture_output=True, text=True, timeout=600)
-        assert 0 == proc.returncode, proc.stderr[-3000:]
+    """The example plugin, pip-installed from examples/ into this environment (once; the
+    test workers, which share the environment, take turns)."""
+    with machine_lock("example-plugin"):
+        importlib.invalidate_caches()
+        if not _installed_editable_from_here():
+            if importlib.util.find_spec("hatchling") is None:  # pip fetches the build backend
+                command = ["-e", str(EXAMPLE)]
+            else:
+                command = ["--no-build-isolation", str(EXAMPLE)]
+            proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *command],
+                                  check=False, capture_output=True, text=True, timeout=600)
+            assert 0 == proc.returncode, proc.stderr[-3000:]
         site.addsitedir(sysconfig.get_paths()["purelib"])  # pick up an editable install's .pth
         importlib.invalidate_caches()
     return importlib.metadata.distribution(DIST)
