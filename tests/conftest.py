@@ -28,7 +28,8 @@ def _token_table_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """Test processes for ``-n auto`` (the default): two per core, at most eight; one
-    process (no workers) when the command names only test files or tests.
+    process (no workers) when the command names only test files or tests;
+    ``$PYTEST_XDIST_AUTO_NUM_WORKERS`` when set.
 
     Many tests wait (on PostgreSQL, on child processes, on a server's reply), so
     more processes than cores keep the cores busy: on a shared 2-core machine the
@@ -36,10 +37,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     its own PostgreSQL and collects every test (about 8 s of CPU), so a run of a few
     files is quicker in one process.
     """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
     named = [arg.split("::")[0] for arg in config.args]
     if named and all(os.path.isfile(arg) for arg in named):
         return 0
-    return min(8, 2 * (os.cpu_count() or 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(8, 2 * (cores or 1))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
