@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import queue
 import random
 import time
-import traceback
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +29,8 @@ from typing import Any
 
 import attrs
 
-from ._table import format_table, percentile
+from ._table import format_table
+from ._workers import KindStats, collect, kind_stats, report_from
 from ctxslots.stores.sqlite import open_connection
 
 __all__ = ["KINDS", "ConcurrencyResult", "KindStats", "plan", "run_concurrency"]
@@ -83,16 +82,15 @@ class WorkerSpec:
     ops: int
     seed: int
 
+def _empty_report(index: int) -> dict[str, Any]:
+    return {"index": index, "latencies": {}, "errors": [], "keyed": {},
+            "adds": [], "flushed": [], "leaks": 0, "fatal": None}
+
 
 def _worker(spec: WorkerSpec, barrier: Any, results: Any) -> None:
     """Run one worker's operations and put its report on ``results``."""
-    report: dict[str, Any] = {"index": spec.index, "latencies": {}, "errors": [],
-                              "keyed": {}, "adds": [], "flushed": [], "leaks": 0, "fatal": None}
-    try:
-        _run_worker(spec, barrier, report)
-    except BaseException:  # noqa: BLE001 - reported to the parent, which fails the run
-        report["fatal"] = traceback.format_exc()
-    results.put(report)
+    report_from(lambda report: _run_worker(spec, barrier, report), _empty_report(spec.index),
+                results)
 
 
 def _run_worker(spec: WorkerSpec, barrier: Any, report: dict[str, Any]) -> None:
@@ -146,26 +144,6 @@ def _run_worker(spec: WorkerSpec, barrier: Any, report: dict[str, Any]) -> None:
     finally:
         store.close()
     report["latencies"] = latencies
-
-
-@attrs.frozen
-class KindStats:
-    """Latency of one operation kind, over every worker.
-
-    Attributes:
-        kind: The operation kind.
-        count: How many ran.
-        p50_ms: Median latency, milliseconds.
-        p99_ms: 99th percentile latency, milliseconds.
-        max_ms: Slowest one, milliseconds.
-    """
-
-    kind: str
-    count: int
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
-
 
 @attrs.frozen
 class ConcurrencyResult:
@@ -262,30 +240,12 @@ def run_concurrency(db: Path, *, processes: int = 8, ops: int = 1000, seed: int 
             w.start()
         barrier.wait(timeout=300)
         started = time.perf_counter()
-        reports = _collect(workers, results)
+        reports = collect(workers, results, _empty_report, JOIN_TIMEOUT_S)
         wall = time.perf_counter() - started
         for w in workers:
             w.join(timeout=60)
         requests = len(server.requests)
     return _verify(db, reports, processes, ops, wall, requests)
-
-
-def _collect(workers: Sequence[Any], results: Any) -> list[dict[str, Any]]:
-    """Every worker's report; a worker that died without one is reported as fatal."""
-    reports: list[dict[str, Any]] = []
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
-    while len(reports) < len(workers) and time.monotonic() < deadline:
-        try:
-            reports.append(results.get(timeout=1.0))
-        except queue.Empty:
-            if not any(w.is_alive() for w in workers):
-                break
-    seen = {r["index"] for r in reports}
-    for index in range(len(workers)):
-        if index not in seen:
-            reports.append({"index": index, "latencies": {}, "errors": [], "keyed": {}, "adds": [],
-                            "flushed": [], "leaks": 0, "fatal": "exited without a report"})
-    return reports
 
 
 def _verify(db: Path, reports: Sequence[dict[str, Any]], processes: int, ops: int, wall: float,
@@ -313,12 +273,7 @@ def _verify(db: Path, reports: Sequence[dict[str, Any]], processes: int, ops: in
         lost.append(f"{where}: {count} free memories missing")
     unexpected = [f"{k}" for k in keyed if k not in wanted_keys]
     unexpected += [f"{k} x{n}" for k, n in (free - wanted_free).items()]
-    merged: dict[str, list[float]] = {}
-    for report in reports:
-        for kind, values in report["latencies"].items():
-            merged.setdefault(kind, []).extend(values)
-    stats = tuple(KindStats(kind, len(v), 1000 * percentile(v, 50), 1000 * percentile(v, 99),
-                            1000 * max(v)) for kind, v in merged.items() if v)
+    stats = kind_stats(reports)
     errors = tuple((r["index"], kind, msg) for r in reports for kind, msg in r["errors"])
     busy = sum(1 for _, _, msg in errors if "locked" in msg.lower() or "busy" in msg.lower())
     return ConcurrencyResult(

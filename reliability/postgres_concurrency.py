@@ -28,10 +28,8 @@ own check is clean::
 from __future__ import annotations
 
 import multiprocessing
-import queue
 import random
 import time
-import traceback
 import zlib
 from collections import Counter
 from collections.abc import Sequence
@@ -40,7 +38,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._table import format_table, percentile
+from ._table import format_table
+from ._workers import KindStats, collect, kind_stats, report_from
 
 __all__ = ["KINDS", "PostgresConcurrencyResult", "plan", "run_postgres_concurrency"]
 
@@ -93,15 +92,15 @@ class WorkerSpec:
     ops: int
     seed: int
 
+def _empty_report(index: int) -> dict[str, Any]:
+    return {"index": index, "latencies": {}, "errors": [], "keyed": [],
+            "adds": [], "leaks": 0, "fatal": None}
+
 
 def _worker(spec: WorkerSpec, barrier: Any, results: Any) -> None:
-    report: dict[str, Any] = {"index": spec.index, "latencies": {}, "errors": [], "keyed": [],
-                              "adds": [], "leaks": 0, "fatal": None}
-    try:
-        _run_worker(spec, barrier, report)
-    except BaseException:  # noqa: BLE001 - reported to the parent, which fails the run
-        report["fatal"] = traceback.format_exc()
-    results.put(report)
+    """Run one worker's operations and put its report on ``results``."""
+    report_from(lambda report: _run_worker(spec, barrier, report), _empty_report(spec.index),
+                results)
 
 
 def _run_worker(spec: WorkerSpec, barrier: Any, report: dict[str, Any]) -> None:
@@ -148,18 +147,6 @@ def _run_worker(spec: WorkerSpec, barrier: Any, report: dict[str, Any]) -> None:
     finally:
         store.close()
     report["latencies"] = latencies
-
-
-@attrs.frozen
-class KindStats:
-    """Latency of one operation kind over every worker (milliseconds)."""
-
-    kind: str
-    count: int
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
-
 
 @attrs.frozen
 class PostgresConcurrencyResult:
@@ -267,28 +254,11 @@ def run_postgres_concurrency(url: str, *, processes: int = 8, ops: int = 1000,
         w.start()
     barrier.wait(timeout=300)
     started = time.perf_counter()
-    reports = _collect(workers, results)
+    reports = collect(workers, results, _empty_report, JOIN_TIMEOUT_S)
     wall = time.perf_counter() - started
     for w in workers:
         w.join(timeout=60)
     return verify(url, reports, processes, ops, wall)
-
-
-def _collect(workers: Sequence[Any], results: Any) -> list[dict[str, Any]]:
-    reports: list[dict[str, Any]] = []
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
-    while len(reports) < len(workers) and time.monotonic() < deadline:
-        try:
-            reports.append(results.get(timeout=1.0))
-        except queue.Empty:
-            if not any(w.is_alive() for w in workers):
-                break
-    seen = {r["index"] for r in reports}
-    for index in range(len(workers)):
-        if index not in seen:
-            reports.append({"index": index, "latencies": {}, "errors": [], "keyed": [],
-                            "adds": [], "leaks": 0, "fatal": "exited without a report"})
-    return reports
 
 
 def verify(url: str, reports: Sequence[dict[str, Any]], processes: int, ops: int,
@@ -350,12 +320,7 @@ def verify(url: str, reports: Sequence[dict[str, Any]], processes: int, ops: int
     if state.missing or state.orphans or state.vectors != len(rows):
         vector_problems.append(f"{state.vectors} vectors for {len(rows)} facts, "
                                f"{state.missing} missing, {state.orphans} orphans")
-    merged: dict[str, list[float]] = {}
-    for report in reports:
-        for kind, values in report["latencies"].items():
-            merged.setdefault(kind, []).extend(values)
-    stats = tuple(KindStats(kind, len(v), 1000 * percentile(v, 50), 1000 * percentile(v, 99),
-                            1000 * max(v)) for kind, v in merged.items() if v)
+    stats = kind_stats(reports)
     return PostgresConcurrencyResult(
         processes=processes, ops=ops, wall_s=wall, stats=stats,
         errors=tuple((r["index"], kind, msg) for r in reports for kind, msg in r["errors"]),
