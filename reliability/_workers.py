@@ -10,9 +10,9 @@ from typing import Any
 
 import attrs
 
-from ._table import percentile
+from ._table import format_table, percentile
 
-__all__ = ["KindStats", "collect", "kind_stats", "report_from"]
+__all__ = ["KindStats", "collect", "kind_stats", "latency_table", "ops_per_second", "report_from"]
 
 
 @attrs.frozen
@@ -71,3 +71,15 @@ def kind_stats(reports: Sequence[dict[str, Any]]) -> tuple[KindStats, ...]:
             merged.setdefault(kind, []).extend(values)
     return tuple(KindStats(kind, len(v), 1000 * percentile(v, 50), 1000 * percentile(v, 99),
                            1000 * max(v)) for kind, v in merged.items() if v)
+
+
+def latency_table(stats: Sequence[KindStats]) -> str:
+    """The latency per operation kind, as a markdown table."""
+    rows = [(s.kind, s.count, s.p50_ms, s.p99_ms, s.max_ms) for s in stats]
+    return format_table(["operation", "count", "p50 ms", "p99 ms", "max ms"], rows)
+
+
+def ops_per_second(stats: Sequence[KindStats], wall_s: float) -> str:
+    """Operations a second over the run, the first opens left out (``-`` for no time)."""
+    total = sum(s.count for s in stats if s.kind != "open")
+    return f"{total / wall_s:.0f}" if wall_s else "-"

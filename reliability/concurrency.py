@@ -30,7 +30,14 @@ from typing import Any
 import attrs
 
 from ._table import format_table
-from ._workers import KindStats, collect, kind_stats, report_from
+from ._workers import (
+    KindStats,
+    collect,
+    kind_stats,
+    latency_table,
+    ops_per_second,
+    report_from,
+)
 from ctxslots.stores.sqlite import open_connection
 
 __all__ = ["KINDS", "ConcurrencyResult", "KindStats", "plan", "run_concurrency"]
@@ -198,12 +205,10 @@ class ConcurrencyResult:
 
     def table(self) -> str:
         """The latency table and the summary figures, as markdown."""
-        rows = [(s.kind, s.count, s.p50_ms, s.p99_ms, s.max_ms) for s in self.stats]
-        total = sum(s.count for s in self.stats if s.kind != "open")
         summary = [
             ("processes x operations", f"{self.processes} x {self.ops}"),
             ("wall time (s)", f"{self.wall_s:.1f}"),
-            ("throughput (ops/s)", f"{total / self.wall_s:.0f}" if self.wall_s else "-"),
+            ("throughput (ops/s)", ops_per_second(self.stats, self.wall_s)),
             ("facts at the end", self.facts),
             ("flush requests served", self.flush_requests),
             ("errors reaching a caller", len(self.errors)),
@@ -213,8 +218,7 @@ class ConcurrencyResult:
             ("search hits from another scope", self.leaks),
             ("doctor", "clean" if not self.doctor_problems else "; ".join(self.doctor_problems)),
         ]
-        return (format_table(["operation", "count", "p50 ms", "p99 ms", "max ms"], rows)
-                + "\n\n" + format_table(["figure", "value"], summary))
+        return latency_table(self.stats) + "\n\n" + format_table(["figure", "value"], summary)
 
 
 def run_concurrency(db: Path, *, processes: int = 8, ops: int = 1000, seed: int = 0) -> ConcurrencyResult:

@@ -39,7 +39,14 @@ import attrs
 import numpy as np
 
 from ._table import format_table
-from ._workers import KindStats, collect, kind_stats, report_from
+from ._workers import (
+    KindStats,
+    collect,
+    kind_stats,
+    latency_table,
+    ops_per_second,
+    report_from,
+)
 
 __all__ = ["KINDS", "PostgresConcurrencyResult", "plan", "run_postgres_concurrency"]
 
@@ -207,12 +214,10 @@ class PostgresConcurrencyResult:
 
     def table(self) -> str:
         """The latency table and the summary figures, as markdown."""
-        rows = [(s.kind, s.count, s.p50_ms, s.p99_ms, s.max_ms) for s in self.stats]
-        total = sum(s.count for s in self.stats if s.kind != "open")
         summary = [
             ("processes (own pool each) x operations", f"{self.processes} x {self.ops}"),
             ("wall time (s)", f"{self.wall_s:.1f}"),
-            ("throughput (ops/s)", f"{total / self.wall_s:.0f}" if self.wall_s else "-"),
+            ("throughput (ops/s)", ops_per_second(self.stats, self.wall_s)),
             ("facts at the end", self.facts),
             ("migrations applied", f"{len(self.migrations)} (each once)"
              if self.migrations == self.expected_migrations else str(list(self.migrations))),
@@ -225,8 +230,7 @@ class PostgresConcurrencyResult:
             ("backend check", "clean" if not self.check_problems
              else "; ".join(self.check_problems)),
         ]
-        return (format_table(["operation", "count", "p50 ms", "p99 ms", "max ms"], rows)
-                + "\n\n" + format_table(["figure", "value"], summary))
+        return latency_table(self.stats) + "\n\n" + format_table(["figure", "value"], summary)
 
 
 def run_postgres_concurrency(url: str, *, processes: int = 8, ops: int = 1000,
