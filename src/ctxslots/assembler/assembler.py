@@ -22,7 +22,7 @@ from ..tokens import (
     TokenCounter,
     TokenCounterProtocol,
     counter_name,
-    exact_count,
+    joined_count,
 )
 from ..tokens.protocol import check_counter
 from ._placer import Placer
@@ -218,7 +218,7 @@ class PromptAssembler:
     def _finish(self, request: AssemblyRequest, prepared: list[Prepared]) -> AssembledPrompt:
         available = request.available
         fit(prepared, available, self.counter.count(SECTION_SEPARATOR))
-        text, total = verify(prepared, available, SECTION_SEPARATOR, exact_count(self.counter))
+        text, total = verify(prepared, available, SECTION_SEPARATOR, joined_count(self.counter))
         # A section that fills (offers more than may fit) has overflowed only when it
         # could keep nothing; its last items falling to the budget is how it stops.
         overflow = any(p.section.sticky and p.cut is not None

@@ -17,9 +17,10 @@ The rule, exactly:
    dropped for budget while a later one (lower priority, or lower rank in the
    same section) is kept.
 5. Costs come from per-piece counts (cached). The joined text is then counted
-   exactly once; while that count exceeds the budget (pieces can tokenize
-   differently once joined), the last kept item is dropped and the text is
-   counted again.
+   exactly (a :class:`~ctxslots.tokens.TokenCounter` adds up the pieces' counts
+   where its encoding must split between them, and counts the rest joined);
+   while that count exceeds the budget (pieces can tokenize differently once
+   joined), the last kept item is dropped and the text is counted again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import attrs
 
 from ..model import DropReason, Item, Section
 
-__all__ = ["Prepared", "fit", "join"]
+__all__ = ["Prepared", "fit", "join", "parts", "verify"]
 
 
 @attrs.define
@@ -128,24 +129,31 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> 
     return 0 if stopped else remaining
 
 
-def join(prepared: Sequence[Prepared], separator: str) -> str:
-    """The prompt text: each section with kept items, header then lines."""
-    parts: list[str] = []
+def parts(prepared: Sequence[Prepared], separator: str) -> list[str]:
+    """The pieces of the prompt text, in order: each section with kept items,
+    header then lines, with the separator between sections."""
+    out: list[str] = []
     for prep in prepared:
         if not prep.kept:
             continue
-        if parts:
-            parts.append(separator)
-        parts.append(prep.header)
-        parts.extend(prep.lines[i] for i in prep.eligible[: prep.kept])
-    return "".join(parts)
+        if out:
+            out.append(separator)
+        out.append(prep.header)
+        out.extend(prep.lines[i] for i in prep.eligible[: prep.kept])
+    return out
+
+
+def join(prepared: Sequence[Prepared], separator: str) -> str:
+    """The prompt text: each section with kept items, header then lines."""
+    return "".join(parts(prepared, separator))
 
 
 def verify(prepared: Sequence[Prepared], available: int, separator: str,
-           count: Callable[[str], int]) -> tuple[str, int]:
-    """Join, count exactly, and drop last kept items until the count fits (step 5)."""
-    text = join(prepared, separator)
-    total = count(text)
+           count: Callable[[Sequence[str]], int]) -> tuple[str, int]:
+    """Count the joined pieces exactly (``count(pieces)``), and drop last kept
+    items until the count fits (step 5)."""
+    pieces = parts(prepared, separator)
+    total = count(pieces)
     while total > available:
         last = next(p for p in reversed(prepared) if p.kept)
         last.kept -= 1
@@ -153,6 +161,6 @@ def verify(prepared: Sequence[Prepared], available: int, separator: str,
         last.notes[last.eligible[last.kept]] = (
             f"removed after the exact count of the joined prompt came to {total}"
         )
-        text = join(prepared, separator)
-        total = count(text)
-    return text, total
+        pieces = parts(prepared, separator)
+        total = count(pieces)
+    return "".join(pieces), total

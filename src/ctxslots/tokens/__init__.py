@@ -21,7 +21,13 @@ from ._tiktoken import (
     parse_ranks,
 )
 from .huggingface import HuggingFaceCounter
-from .protocol import TokenCounterProtocol, counter_from_spec, counter_name, exact_count
+from .protocol import (
+    TokenCounterProtocol,
+    counter_from_spec,
+    counter_name,
+    exact_count,
+    joined_count,
+)
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -34,5 +40,6 @@ __all__ = [
     "counter_name",
     "exact_count",
     "get_encoding",
+    "joined_count",
     "parse_ranks",
 ]

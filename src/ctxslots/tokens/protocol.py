@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -11,7 +11,7 @@ from ._tiktoken import ENCODINGS, TokenCounter
 from .huggingface import HuggingFaceCounter
 
 __all__ = ["TokenCounterProtocol", "check_counter", "counter_from_spec", "counter_name",
-           "exact_count"]
+           "exact_count", "joined_count"]
 
 
 @runtime_checkable
@@ -52,6 +52,17 @@ def exact_count(counter: TokenCounterProtocol) -> Callable[[str], int]:
     """The counter's ``count_exact`` when it has one, else its ``count``."""
     exact = getattr(counter, "count_exact", None)
     return exact if callable(exact) else counter.count
+
+
+def joined_count(counter: TokenCounterProtocol) -> Callable[[Sequence[str]], int]:
+    """``count(parts)``: the exact tokens of ``"".join(parts)``, through the counter's
+    ``count_joined`` when it has one (it may add up remembered counts of the
+    parts), else its exact count of the joined text."""
+    joined = getattr(counter, "count_joined", None)
+    if callable(joined):
+        return joined  # type: ignore[no-any-return]
+    exact = exact_count(counter)
+    return lambda parts: exact("".join(parts))
 
 
 def counter_from_spec(spec: str) -> TokenCounterProtocol:
