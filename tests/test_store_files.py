@@ -52,7 +52,7 @@ CHILD = """
 import sys, warnings
 from ctxslots import FactStore, ReadOnlyStoreError
 warnings.simplefilter("always")
-with FactStore(sys.argv[1], create=False) as store:
+with FactStore(sys.argv[1], create=False, access_writes=sys.argv[2]) as store:
     print([h.fact.value for h in store.search("vpn token")])
     print([h.fact.value for h in store.search("vpn token")])
     try:
@@ -64,8 +64,10 @@ with FactStore(sys.argv[1], create=False) as store:
 
 @pytest.mark.skipif(os.geteuid() != 0 or sys.platform == "win32",
                     reason="needs root to run a child as an unprivileged user")
-def test_a_read_only_store_answers_searches_and_refuses_writes():
-    """A file its user may not write: searches answer (one warning, no access counted), writes are refused."""
+@pytest.mark.parametrize("access_writes", ["inline", "background"])
+def test_a_read_only_store_answers_searches_and_refuses_writes(access_writes):
+    """A file its user may not write: searches answer (one warning, no access counted),
+    writes are refused; with counts written inline or in the background."""
     # Not under pytest's folders: they are private to root, and the child is not root.
     folder = Path(tempfile.mkdtemp(prefix="ctxslots-ro-"))
     path = folder / "memory.db"
@@ -81,7 +83,8 @@ def test_a_read_only_store_answers_searches_and_refuses_writes():
 
     src = str(Path(ctxslots.__file__).resolve().parents[1])
     env = {**os.environ, "HOME": str(folder), "PYTHONPATH": src}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(path)], preexec_fn=demote,
+    done = subprocess.run([sys.executable, "-c", CHILD, str(path), access_writes],
+                          preexec_fn=demote,
                           capture_output=True, text=True, env=env, timeout=60)
     assert 0 == done.returncode, done.stderr
     lines = done.stdout.splitlines()

@@ -12,6 +12,7 @@ import attrs
 
 from ..errors import FactNotFoundError, InvalidFactError, ReadOnlyStoreError
 from ..model import Fact, Hit, from_timestamp
+from ._access_writer import AccessWriter
 from ._validate import Limits
 from .backend import Backend, HistoryEntry, Row
 
@@ -48,6 +49,8 @@ class Writer:
             before it commits (the store embeds and writes their vectors).
         committed: Called with the same facts once the transaction committed
             (the store queues their vectors for a background writer).
+        access: Where access counts are queued when they are written in the
+            background (``None``: each is written at once).
     """
 
     backend: Backend
@@ -55,6 +58,7 @@ class Writer:
     clock: Callable[[], float]
     embed_pending: Callable[[Pending], None]
     committed: Callable[[Pending], None]
+    access: AccessWriter | None = None
     _pending: Pending | None = None
     _written: int = 0
     _read_only: bool = False
@@ -225,13 +229,22 @@ class Writer:
         return Fact.from_row(row)
 
     def touch(self, fact_ids: list[int], now: float) -> int:
-        """Count an access of each fact in its own short transaction.
+        """Count an access of each fact: queued for the background writer when
+        there is one (returns how many were queued), else in its own short
+        transaction (returns how many live facts were counted). Inside a batch,
+        counts join the batch's transaction.
 
         A read-only store counts nothing: the first time it says so with one
         :class:`RuntimeWarning`, and returns 0 from then on.
         """
         if self._read_only:
             return 0
+        if self.access is not None and not self.backend.in_transaction:
+            if self.access.read_only:
+                self._read_only = True
+                return 0
+            self.access.put(fact_ids, now)
+            return len(fact_ids)
         try:
             with self.backend.transaction():
                 return self.backend.touch(fact_ids, now)

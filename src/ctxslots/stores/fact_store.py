@@ -32,6 +32,7 @@ from ..errors import (
     StoreError,
 )
 from ..model import Fact, Hit
+from ._access_writer import AccessWriter
 from ._engines import open_backend
 from ._search import SearchRequest, check_limit, query_words, run_search
 from ._validate import Limits
@@ -139,6 +140,17 @@ class FactStore:
             ``"auto"`` (default): background for a real model on a file or a
             server, inline otherwise. Vectors are kept only when searches read
             them: not with the default hashing embedder and words-only search.
+        access_writes: When a fact counted as shown (by a search, or by an
+            assembly that put it in a prompt) gets its ``access_count`` and
+            ``last_accessed`` written: ``"inline"``, before the call returns;
+            ``"background"``, just after, on a thread that writes every count
+            queued since its last transaction in one (a read in between shows
+            the count before; :meth:`wait_for_writes` waits; :meth:`close` and
+            a normal interpreter exit write what is queued, a crash loses it;
+            inside :meth:`batch` counts join the batch); ``"auto"`` (default):
+            background for a store opened with ``lexical_cache=True`` (a
+            long-running agent, where the write is a third of a warm
+            assembly), inline otherwise.
     """
 
     path: str | os.PathLike[str] | None = attrs.field(default=None, repr=_printable)
@@ -153,16 +165,19 @@ class FactStore:
     lexical_cache: bool = False
     create: bool = True
     vector_writes: str = "auto"
+    access_writes: str = "auto"
     _backend: Backend = attrs.field(init=False, repr=False)
     _writer: Writer = attrs.field(init=False, repr=False)
     _vectors_usable: bool = attrs.field(init=False, default=False, repr=False)
     _spec: str | None = attrs.field(init=False, default=None, repr=False)
     _vector_writer: VectorWriter | None = attrs.field(init=False, default=None, repr=False)
+    _access_writer: AccessWriter | None = attrs.field(init=False, default=None, repr=False)
     _recent: RecentResults = attrs.field(init=False, factory=RecentResults, repr=False)
     _query_vectors: dict[str, np.ndarray] = attrs.field(init=False, factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.path = _location(self.path)
+        background_access = self._background_access()
         self._backend = open_backend(self.path, create=self.create,
                                      lexical_cache=self.lexical_cache,
                                      vector_cache=self.vector_cache)
@@ -180,6 +195,18 @@ class FactStore:
             self._vector_writer = VectorWriter(
                 lambda: open_backend(str(self.path), create=False, vector_cache=False),
                 self.embedder.embed)
+        if background_access:
+            self._access_writer = self._writer.access = AccessWriter(
+                lambda: open_backend(str(self.path), create=False, vector_cache=False))
+
+    def _background_access(self) -> bool:
+        if self.access_writes not in ("auto", "inline", "background"):
+            raise InvalidFactError("access_writes must be 'auto', 'inline' or 'background', not "
+                                   f"{self.access_writes!r}", field="access_writes",
+                                   value=self.access_writes)
+        if str(self.path) == ":memory:" or self.access_writes == "inline":
+            return False
+        return self.access_writes == "background" or bool(self.lexical_cache)
 
     def _background_vectors(self) -> bool:
         if self.vector_writes not in ("auto", "inline", "background"):
@@ -280,6 +307,8 @@ class FactStore:
     def close(self) -> None:
         """Close the store (idempotent): every queued vector is written first,
         background loads are stopped."""
+        if self._access_writer is not None:
+            self._access_writer.close()
         if self._vector_writer is not None:
             self._vector_writer.close()
         self._backend.close()
@@ -330,6 +359,24 @@ class FactStore:
         queue emptied within ``timeout`` seconds.
         """
         return True if self._vector_writer is None else self._vector_writer.wait(timeout)
+
+    def wait_for_writes(self, timeout: float | None = None) -> bool:
+        """Wait until everything this store writes in the background has landed:
+        vectors (``vector_writes``) and access counts (``access_writes``).
+
+        Returns whether it did within ``timeout`` seconds (each queue gets the
+        whole timeout). Inside :meth:`batch` nothing is waited for: the
+        background writers wait for the batch's transaction.
+        """
+        if self._backend.in_transaction:
+            return False
+        counted = True if self._access_writer is None else self._access_writer.wait(timeout)
+        return self.wait_for_vectors(timeout) and counted
+
+    def _settle_access(self) -> None:
+        """Wait for queued access counts before work that reads them (pruning, exports)."""
+        if self._access_writer is not None and not self._backend.in_transaction:
+            self._access_writer.wait()
 
     # -- writes ------------------------------------------------------------
 
@@ -675,7 +722,8 @@ class FactStore:
         For callers that search with ``track_access=False`` and show only some
         hits (the prompt assembler counts the facts that made it into the
         prompt). Ids of missing or archived facts are ignored; returns how many
-        facts were counted.
+        facts were counted, or, when counts are written in the background
+        (``access_writes``), how many distinct ids were queued.
 
         :raises InvalidFactError: An id is not an integer.
         """
@@ -773,6 +821,7 @@ class FactStore:
         :param policy: Caps and protections (default: :class:`PrunePolicy`).
         :param dry_run: Only report what would move.
         """
+        self._settle_access()
         return prune(self, PrunePolicy() if policy is None else policy, dry_run=dry_run)
 
     # -- flush progress ----------------------------------------------------
@@ -802,6 +851,7 @@ class FactStore:
 
         See :func:`ctxslots.stores.transfer.export_jsonl` for the options.
         """
+        self._settle_access()
         from .transfer import export_jsonl
 
         return export_jsonl(self, fp, **options)

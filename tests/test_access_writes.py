@@ -1,0 +1,230 @@
+"""Access counts written in the background: what a search or an assembly promises about them."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from _sql import raw
+
+import ctxslots
+from ctxslots import AssemblyRequest, FactStore, InvalidFactError, PromptAssembler
+
+
+def _count(location: str, fact_id: int) -> int:
+    """The access count as committed, read through a store of its own."""
+    with FactStore(location, access_writes="inline") as other:
+        fact = other.get(fact_id)
+        assert fact is not None
+        return fact.access_count
+
+
+@contextmanager
+def _write_lock(store: FactStore) -> Iterator[threading.Event]:
+    """Hold the SQLite file's write lock until the yielded event is set (or the block ends)."""
+    conn = raw(store)
+    conn.raw.execute("BEGIN IMMEDIATE")
+    release = threading.Event()
+    done = threading.Event()
+
+    def hold() -> None:
+        release.wait(30)
+        conn.raw.execute("ROLLBACK")
+        conn.close()
+        done.set()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        yield release
+    finally:
+        release.set()
+        thread.join(30)
+        assert done.is_set()
+
+
+def test_a_count_lands_after_the_search_returns(location):
+    """The hits show the new count at once; the store holds it once the writes are waited for."""
+    with FactStore(location, access_writes="background") as store:
+        fact = store.add("agent", "The deploy key rotates every ninety days.")
+        hits = store.search("deploy key rotates")
+        assert [(fact.id, 1)] == [(h.fact.id, h.fact.access_count) for h in hits]
+        assert 1 == store.touch([fact.id, fact.id])  # queued once
+        assert store.wait_for_writes(30)
+        assert 2 == _count(location, fact.id)
+        assert store.get(fact.id).last_accessed is not None
+
+
+def test_close_writes_the_queued_counts(location):
+    """Counts still queued when the store closes are written before close returns."""
+    store = FactStore(location, access_writes="background")
+    ids = [store.add("agent", f"Runbook step {i} restarts the worker.").id for i in range(5)]
+    store.search("runbook step restarts worker", limit=5)
+    store.close()
+    assert [1] * 5 == [_count(location, i) for i in ids]
+
+
+def test_a_search_does_not_wait_for_its_count(db_path):
+    """While another connection holds the write lock, a search still returns; its
+    count is written once the lock is free."""
+    with FactStore(db_path, access_writes="background") as store:
+        fact = store.add("agent", "The queue drains at midnight.")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with _write_lock(store) as release:
+                assert [fact.id] == [h.fact.id for h in store.search("queue drains midnight")]
+                assert not store.wait_for_writes(0.2)  # queued behind the lock
+                assert 0 == store.get(fact.id).access_count
+                release.set()
+            assert store.wait_for_writes(30)
+        assert 1 == store.get(fact.id).access_count
+
+
+def test_close_waits_for_a_busy_store(db_path):
+    """close() returns only after the queued count is written, even when the lock was taken."""
+    store = FactStore(db_path, access_writes="background")
+    fact = store.add("agent", "The staging database restarts on Sundays.")
+    with _write_lock(store) as release:
+        store.search("staging database restarts")
+        threading.Timer(0.3, release.set).start()
+        store.close()
+    assert 1 == _count(str(db_path), fact.id)
+
+
+def test_exports_and_pruning_wait_for_queued_counts(db_path):
+    """An export written while a count is queued includes it."""
+    with FactStore(db_path, access_writes="background") as store:
+        fact = store.add("agent", "Invoices are sent on the first of the month.")
+        with _write_lock(store) as release:
+            store.search("invoices first month")
+            threading.Timer(0.3, release.set).start()
+            out = io.StringIO()
+            store.export_jsonl(out)
+        records = [json.loads(line) for line in out.getvalue().splitlines()]
+        assert [1] == [r["access_count"] for r in records if r.get("id") == fact.id]
+        assert store.prune(dry_run=True) is not None
+
+
+def test_counts_inside_a_batch_join_its_transaction(db_path):
+    """Inside batch(), a search's count is part of the batch: committed with it, rolled back with it."""
+    with FactStore(db_path, access_writes="background") as store:
+        fact = store.add("agent", "The cron job writes to /var/log/cron.")
+        with store.batch():
+            store.search("cron job writes")
+        assert 1 == _count(str(db_path), fact.id)  # no wait: it was written in the batch
+        with pytest.raises(RuntimeError), store.batch():
+            store.search("cron job writes")
+            raise RuntimeError("abandon the batch")
+        assert store.wait_for_writes(30)
+        assert 1 == _count(str(db_path), fact.id)
+
+
+def test_auto_counts_in_the_background_for_a_long_running_store(db_path):
+    """access_writes="auto": a store opened with lexical_cache=True counts in the
+    background (an assembly returns while the lock is held); a plain one counts
+    before the call returns."""
+    with FactStore(db_path) as plain:
+        fact = plain.add("user", "The user prefers short answers.")
+        plain.search("short answers")
+        assert 1 == _count(str(db_path), fact.id)
+    with FactStore(db_path, lexical_cache=True) as store:
+        assembler = PromptAssembler(store)
+        with _write_lock(store) as release:
+            prompt = assembler.assemble(AssemblyRequest("short answers please", budget=500))
+            assert "The user prefers short answers." in prompt.text
+            assert 1 == _count(str(db_path), fact.id)
+            release.set()
+        assert store.wait_for_writes(30)
+        assert 2 == _count(str(db_path), fact.id)
+
+
+def test_a_bad_access_writes_value_is_refused_and_creates_nothing(tmp_path):
+    """An unknown access_writes is an InvalidFactError naming the field; no file is made."""
+    path = tmp_path / "memory.db"
+    with pytest.raises(InvalidFactError) as info:
+        FactStore(path, access_writes="later")
+    assert "access_writes" == info.value.field
+    assert not path.exists()
+
+
+CHILD = """
+import sys
+from ctxslots import FactStore
+store = FactStore(sys.argv[1], access_writes="background")
+store.search("certificate renewal")
+print("searched", flush=True)
+if sys.argv[2] == "exit":
+    sys.stdin.readline()  # the parent frees the lock, then lets the process end without close()
+else:
+    import time
+    time.sleep(600)
+"""
+
+
+def _child(db_path: Path, how: str) -> subprocess.Popen[str]:
+    src = str(Path(ctxslots.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(db_path), how], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+
+def test_a_normal_exit_writes_the_queued_counts(db_path):
+    """A process that ends without closing its store still writes its queued counts."""
+    with FactStore(db_path) as store:
+        fact = store.add("agent", "The certificate renewal runs in March.")
+        with _write_lock(store) as release:
+            child = _child(db_path, "exit")
+            assert "searched" == child.stdout.readline().strip()
+            release.set()
+        child.communicate("\n", timeout=60)
+        assert 0 == child.returncode
+        assert 1 == store.get(fact.id).access_count
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX only")
+def test_a_crash_loses_only_the_queued_counts(db_path):
+    """Killed with a count still queued: that count is lost, the store is intact."""
+    with FactStore(db_path) as store:
+        fact = store.add("agent", "The certificate renewal runs in March.")
+        with _write_lock(store):
+            child = _child(db_path, "crash")
+            try:
+                assert "searched" == child.stdout.readline().strip()
+            finally:
+                child.send_signal(signal.SIGKILL)
+                child.wait(30)
+        assert 0 == store.get(fact.id).access_count
+        assert store.doctor().ok
+        assert ["The certificate renewal runs in March."] == [
+            h.fact.value for h in store.search("certificate renewal")]
+
+
+def test_a_writer_that_cannot_write_warns_once_and_loses_only_counts(tmp_path):
+    """When the counts cannot be written (here the file is gone), one warning says
+    so, the queue empties, and later counts are dropped without another warning."""
+    from ctxslots.stores._access_writer import AccessWriter
+    from ctxslots.stores._engines import open_backend
+
+    missing = str(tmp_path / "gone.db")
+    writer = AccessWriter(lambda: open_backend(missing, create=False))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        writer.put([1, 2], 1_800_000_000.0)
+        assert writer.wait(30)
+        writer.put([3], 1_800_000_000.0)
+        assert writer.wait(30)
+    assert ["access counts could not be written"] == [
+        str(w.message)[:34] for w in caught if w.category is RuntimeWarning]
+    assert 0 == writer.pending and writer.failure is not None
+    writer.close(30)
+    assert not Path(missing).exists()
