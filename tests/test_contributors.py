@@ -209,12 +209,24 @@ def test_malformed_sections_are_refused(kwargs):
 @pytest.mark.parametrize("kwargs", [
     {"text": None}, {"text": "x", "key": 12}, {"text": "x", "dropped": "forgotten"},
     {"text": "x", "fact": "not a fact"}, {"text": "x", "detail": 1.5},
+    {"text": "x", "trace": {"final": 1.0}}, {"text": "x", "profile": 1},
+    {"text": b"bytes"}, {"text": "x", "key": True},
 ])
 def test_malformed_items_are_refused(kwargs):
     """Item fields of the wrong type, or an unknown drop reason, raise InvalidRequestError."""
     with pytest.raises(InvalidRequestError) as info:
         Item(**kwargs)
     assert info.value.field in kwargs
+
+
+def test_items_accept_subclasses_of_their_types():
+    """A str subclass (a markup string, say) is a valid text, key and detail."""
+
+    class Markup(str):
+        pass
+
+    item = Item(Markup("x"), key=Markup("k"), detail=Markup("d"))
+    assert ("x", "k", "d") == (item.text, item.key, item.detail)
 
 
 def test_drop_reasons_convert_from_their_names():

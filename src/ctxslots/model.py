@@ -331,13 +331,34 @@ class Item:
             facts, shown whatever the message), not found by the search.
     """
 
-    text: str = attrs.field(validator=_is(str))
-    key: str | None = attrs.field(default=None, validator=_is(str, optional=True))
-    fact: Fact | None = attrs.field(default=None, validator=_is(Fact, optional=True))
-    trace: HitTrace | None = attrs.field(default=None, validator=_is(HitTrace, optional=True))
+    text: str
+    key: str | None = None
+    fact: Fact | None = None
+    trace: HitTrace | None = None
     dropped: DropReason | None = attrs.field(default=None, converter=_optional_reason)
-    detail: str | None = attrs.field(default=None, validator=_is(str, optional=True))
-    profile: bool = attrs.field(default=False, validator=_is(bool))
+    detail: str | None = None
+    profile: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        # A memory section offers a hundred items a turn: one test of the usual
+        # types first, the field-by-field checks (and their errors) only when it fails.
+        if type(self.text) is str and type(self.profile) is bool \
+                and (self.key is None or type(self.key) is str) \
+                and (self.fact is None or type(self.fact) is Fact) \
+                and (self.trace is None or type(self.trace) is HitTrace) \
+                and (self.detail is None or type(self.detail) is str):
+            return
+        for attribute in attrs.fields(Item):
+            check = _ITEM_CHECKS.get(attribute.name)
+            if check is not None:
+                check(self, attribute, getattr(self, attribute.name))
+
+
+_ITEM_CHECKS = {
+    "text": _is(str), "key": _is(str, optional=True), "fact": _is(Fact, optional=True),
+    "trace": _is(HitTrace, optional=True), "detail": _is(str, optional=True),
+    "profile": _is(bool),
+}
 
 
 @attrs.frozen
