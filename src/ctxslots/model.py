@@ -115,6 +115,12 @@ class Fact:
         created, updated = row["created_at"], row["updated_at"]
         accessed, expires = row["last_accessed"], row["expires_at"]
         observed = row.get("observed_at", created)
+        created_at = None if created is None else _FROM_SECONDS(created, _UTC)
+        # A fact never updated was observed, created and updated at one moment.
+        updated_at = created_at if updated == created else (
+            None if updated is None else _FROM_SECONDS(updated, _UTC))
+        observed_at = created_at if observed == created else (
+            None if observed is None else _FROM_SECONDS(observed, _UTC))
         return cls(
             id=int(row["id"]),
             slot=row["slot"],
@@ -125,14 +131,14 @@ class Fact:
             source=row["source"],
             confidence=float(row["confidence"]),
             score=float(row["score"]),
-            created_at=None if created is None else _FROM_SECONDS(created, _UTC),
-            updated_at=None if updated is None else _FROM_SECONDS(updated, _UTC),
+            created_at=created_at,
+            updated_at=updated_at,
             last_accessed=None if accessed is None else _FROM_SECONDS(accessed, _UTC),
             access_count=int(row["access_count"]),
             expires_at=None if expires is None else _FROM_SECONDS(expires, _UTC),
             archived=archived,
             superseded_by=row["superseded_by"],
-            observed_at=None if observed is None else _FROM_SECONDS(observed, _UTC),
+            observed_at=observed_at,
             context=row.get("context") or None,
         )
 

@@ -243,6 +243,8 @@ class _Fusion:
     def relevance(self, c: Candidate) -> float:
         """The candidate's relevance, from the legs that found it within depth
         (from every leg that found it, for a candidate beyond depth)."""
+        if not self.fused and c.vector_rank is None:  # the lexical leg alone found it
+            return -c.bm25 if c.bm25 is not None else 0.0
         deep = not self.within(c)
         lexical = c.bm25 is not None and (deep or _within(c.bm25_rank, self.depth))
         vector = (c.cosine is not None and bool(self.policy.vector_weight)

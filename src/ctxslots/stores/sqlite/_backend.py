@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -123,6 +124,7 @@ class SQLiteBackend:
         self._common: CommonTerms | None = None
         self._lexical_slot: CacheSlot[LexicalCache] = CacheSlot(
             "in-memory lexical index", build_lexical_cache, load_vec=False)
+        self._lexical_lock = threading.Lock()
         self._vector_slot: CacheSlot[VectorCache] | None = None
 
     # -- lifecycle ---------------------------------------------------------------
@@ -503,10 +505,11 @@ class SQLiteBackend:
             self.load_lexical_cache()
             cache = self._lexical_slot.copy
         assert cache is not None and flt.scopes is not None
-        cache.sync(self._conn)
-        return cache.search(tokens, scopes=flt.scopes, slots=flt.slots,
-                            now=float("-inf") if flt.live_at is None else flt.live_at,
-                            include_superseded=flt.include_superseded, pool=pool)
+        with self._lexical_lock:  # searches from several threads (asearch) share the copy
+            cache.sync(self._conn)
+            return cache.search(tokens, scopes=flt.scopes, slots=flt.slots,
+                                now=float("-inf") if flt.live_at is None else flt.live_at,
+                                include_superseded=flt.include_superseded, pool=pool)
 
     def load_lexical_cache(self, timeout: float | None = None) -> bool:
         """Load the in-memory lexical copy now; whether it is loaded."""

@@ -66,10 +66,16 @@ class _Grow:
 
 
 def _any_equal(values: np.ndarray, codes: Sequence[int]) -> np.ndarray:
+    if len(codes) > 8:
+        return np.isin(values, codes)
     out: np.ndarray = values == codes[0]
     for code in codes[1:]:
         out |= values == code
     return out
+
+
+#: A row's state: replaced or deleted, superseded by a near-duplicate, or shown.
+_DEAD, _HIDDEN, _SHOWN = 0, 1, 2
 
 
 @attrs.define
@@ -86,13 +92,17 @@ class LexicalCache:
     _row_of: dict[int, int] = attrs.Factory(dict)
     _ids: _Grow = attrs.Factory(lambda: _Grow(np.int64))
     _length: _Grow = attrs.Factory(lambda: _Grow(np.float32))
-    _alive: _Grow = attrs.Factory(lambda: _Grow(bool, False))
-    _scope: _Grow = attrs.Factory(lambda: _Grow(np.int32, -1))
-    _slot: _Grow = attrs.Factory(lambda: _Grow(np.int32, -1))
+    # What a search filters on, packed small, since a search reads it at every
+    # matching row: the (slot, scope) pair's code, whether the row is _DEAD,
+    # _HIDDEN (superseded) or _SHOWN, and its expiry (read only while some
+    # live row has one).
+    _group: _Grow = attrs.Factory(lambda: _Grow(np.int32, -1))
+    _state: _Grow = attrs.Factory(lambda: _Grow(np.uint8, 0))
     _expires: _Grow = attrs.Factory(lambda: _Grow(np.float64, np.inf))
-    _superseded: _Grow = attrs.Factory(lambda: _Grow(bool, False))
+    _expiring: int = 0
     _stems_of: dict[int, dict[str, float]] = attrs.Factory(dict)
-    _codes: dict[str, int] = attrs.Factory(dict)
+    _codes: dict[tuple[str, str], int] = attrs.Factory(dict)
+    _slot_names: dict[str, None] = attrs.Factory(dict)
     rows_loaded: int = 0
     _live: int = 0
     _tokens: float = 0.0
@@ -148,15 +158,16 @@ class LexicalCache:
     def _clear(self) -> None:
         fresh = LexicalCache()
         for field in attrs.fields(LexicalCache):
-            if field.name not in ("_tokenizer", "_codes"):
+            if field.name not in ("_tokenizer", "_codes", "_slot_names"):
                 setattr(self, field.name, getattr(fresh, field.name))
 
     def detach(self) -> None:
         """Let go of the connection whose tokenizer it used; the next sync binds its own."""
         self._tokenizer = None
 
-    def _code(self, name: str) -> int:
-        return self._codes.setdefault(name, len(self._codes))
+    def _code(self, slot: str, scope: str) -> int:
+        self._slot_names.setdefault(slot)
+        return self._codes.setdefault((slot, scope), len(self._codes))
 
     def _stems(self, text: str, reason: int) -> list[str]:
         return [str(t[2]) for t in self._tokenizer(text.encode("utf-8"), reason, None)]
@@ -179,11 +190,10 @@ class LexicalCache:
             self._stems_of[row] = counts
             self._ids.put(row, fact_id)
             self._length.put(row, length)
-            self._alive.put(row, True)
-            self._scope.put(row, self._code("scope:" + scope))
-            self._slot.put(row, self._code("slot:" + slot))
+            self._group.put(row, self._code(slot, scope))
+            self._state.put(row, _SHOWN if superseded_by is None else _HIDDEN)
             self._expires.put(row, np.inf if expires_at is None else expires_at)
-            self._superseded.put(row, superseded_by is not None)
+            self._expiring += expires_at is not None
             self._live += 1
             self._tokens += length
             self._norm = None
@@ -197,7 +207,9 @@ class LexicalCache:
         row = self._row_of.pop(fact_id, None)
         if row is None:
             return
-        self._alive.data[row] = False
+        self._state.data[row] = _DEAD
+        if self._expires.data[row] != np.inf:
+            self._expiring -= 1
         counts = self._stems_of.pop(row)
         self._live -= 1
         self._tokens -= float(self._length.data[row])
@@ -248,12 +260,15 @@ class LexicalCache:
             return []
         scores, hit = self._scored(tokens)
         # Filters on the matching rows only: far fewer than all rows.
-        keep = self._alive.data[hit] & (self._expires.data[hit] > now)
-        keep &= _any_equal(self._scope.data[hit], [self._codes.get("scope:" + s, -2) for s in scopes])
-        if slots is not None:
-            keep &= _any_equal(self._slot.data[hit], [self._codes.get("slot:" + s, -2) for s in slots])
-        if not include_superseded:
-            keep &= ~self._superseded.data[hit]
+        codes = self._codes
+        groups = [code for slot in (self._slot_names if slots is None else slots)
+                  for scope in scopes if (code := codes.get((slot, scope))) is not None]
+        if not groups:
+            return []
+        keep = self._state.data[hit] >= (_HIDDEN if include_superseded else _SHOWN)
+        keep &= _any_equal(self._group.data[hit], groups)
+        if self._expiring:
+            keep &= self._expires.data[hit] > now
         hit = hit[keep]
         if not len(hit):
             return []
