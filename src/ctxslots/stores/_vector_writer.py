@@ -15,11 +15,11 @@ that dies first leaves facts without vectors, which ``doctor`` reports and
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ._background_writer import BackgroundWriter
 from .backend import Backend, FactFilter
 
 __all__ = ["VectorWriter"]
@@ -28,103 +28,43 @@ __all__ = ["VectorWriter"]
 MAX_BATCH = 64
 
 
-class VectorWriter:
+class VectorWriter(BackgroundWriter):
     """Embeds queued facts on a daemon thread and writes their vectors.
 
     :param open_backend: Opens the writer's own connection to the store.
     :param embed: ``embed(texts) -> vectors``.
     """
 
+    thread_name = "ctxslots-vectors"
+
     def __init__(self, open_backend: Callable[[], Backend], embed: Callable[[list[str]], Any]
                  ) -> None:
-        self._open = open_backend
+        super().__init__(open_backend)
         self._embed = embed
         self._queue: dict[int, None] = {}
-        self._busy = 0
-        self._cond = threading.Condition()
-        self._closed = False
         self.failure: BaseException | None = None
-        self._thread: threading.Thread | None = None
 
     def put(self, fact_ids: Iterable[int]) -> None:
         """Queue facts whose value changed in a committed transaction."""
-        with self._cond:
-            for fact_id in fact_ids:
-                self._queue[fact_id] = None
-            self._start()
+        self._enqueue(lambda: self._queue.update(dict.fromkeys(fact_ids)))
 
-    def _start(self) -> None:
-        if self._thread is None and not self._closed:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name="ctxslots-vectors")
-            self._thread.start()
-        self._cond.notify_all()
+    def _queued(self) -> int:
+        return len(self._queue)
 
-    @property
-    def pending(self) -> int:
-        """Facts queued or being embedded."""
-        with self._cond:
-            return len(self._queue) + self._busy
+    def _take_batch(self) -> tuple[list[int], int]:
+        ids = list(self._queue)[:MAX_BATCH]
+        for fact_id in ids:
+            del self._queue[fact_id]
+        return ids, len(ids)
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until every queued fact has its vector; whether that happened in time."""
-        with self._cond:
-            return self._cond.wait_for(
-                lambda: (not self._queue and not self._busy) or self._thread is None,
-                timeout)
+    def _clear(self) -> None:
+        self._queue.clear()
 
-    def close(self, timeout: float | None = None) -> None:
-        """Write everything queued, then stop the thread.
-
-        :param timeout: Give up waiting after this many seconds (``None``: wait
-            until the queue is written or the writer fails); what is left then
-            has no vector, which ``doctor`` reports and ``reindex`` repairs.
-        """
-        self.wait(timeout)
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-
-    def _take(self) -> list[int] | None:
-        with self._cond:
-            self._cond.wait_for(lambda: bool(self._queue) or self._closed)
-            if not self._queue:
-                return None
-            ids = list(self._queue)[:MAX_BATCH]
-            for fact_id in ids:
-                del self._queue[fact_id]
-            self._busy = len(ids)
-            return ids
-
-    def _done(self) -> None:
-        with self._cond:
-            self._busy = 0
-            self._cond.notify_all()
-
-    def _run(self) -> None:
-        backend = None
-        try:
-            backend = self._open()
-            while (ids := self._take()) is not None:
-                try:
-                    self._write(backend, ids)
-                finally:
-                    self._done()
-        except Exception as exc:  # noqa: BLE001 - reported once; the facts stay findable by words
-            self.failure = exc
-            warnings.warn(f"vectors of new facts could not be written ({exc}); `ctxslots "
-                          "doctor` lists the facts without one and `reindex` repairs them",
-                          RuntimeWarning, stacklevel=1)
-        finally:
-            if backend is not None:
-                backend.close()
-            with self._cond:
-                self._queue.clear()
-                self._thread = None
-                self._cond.notify_all()
+    def _failed(self, exc: Exception) -> None:
+        self.failure = exc
+        warnings.warn(f"vectors of new facts could not be written ({exc}); `ctxslots "
+                      "doctor` lists the facts without one and `reindex` repairs them",
+                      RuntimeWarning, stacklevel=1)
 
     def _write(self, backend: Backend, ids: list[int]) -> None:
         rows = backend.rows_by_ids(ids, FactFilter())
