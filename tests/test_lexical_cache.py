@@ -207,3 +207,46 @@ def test_slots_searched_with_the_same_words_share_scores_until_a_write(db_path, 
         store.forget(added)
         fts, cached = _both_legs(store, "deploy flaky staging", "a", ["agent"])
         assert added not in cached and set(fts) == set(cached)
+
+
+def test_searches_from_several_threads_keep_the_copy_in_step(db_path, clock):
+    """Searches running in threads (as asearch does) while another connection writes:
+    afterwards the copy holds each live fact once and answers as FTS5 does."""
+    import threading
+
+    with FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as store, \
+            FactStore(db_path, clock=clock, embedder=False) as writer:
+        _fill(store, 300, seed=5)
+        assert store.load_lexical_cache()
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def search() -> None:
+            rng = random.Random(threading.get_ident())
+            while not stop.is_set():
+                try:
+                    store.search(" ".join(rng.sample(WORDS, 2)), scope="a", track_access=False)
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+                    return
+
+        threads = [threading.Thread(target=search) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        try:
+            rng = random.Random(6)
+            for n in range(150):
+                fact = writer.add("agent", f"Note {n} on the {rng.choice(WORDS)} queue.", scope="a")
+                if n % 3 == 0:
+                    writer.update(fact.id, value=f"Note {n} moved to the {rng.choice(WORDS)} cache.")
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(30)
+        assert [] == errors
+        copy = store.backend.lexical_copy
+        store.search("queue", scope="a", track_access=False)  # applies what is left of the log
+        assert copy is not None and copy.live == store.backend.counts()["facts"]
+        for query in ("queue cache", "note moved", "deploy retry"):
+            fts, cached = _both_legs(store, query, "a")
+            assert set(fts) == set(cached)

@@ -161,6 +161,11 @@ class LexicalCache:
             if field.name not in ("_tokenizer", "_codes", "_slot_names"):
                 setattr(self, field.name, getattr(fresh, field.name))
 
+    @property
+    def live(self) -> int:
+        """Rows of live facts (one per fact the copy holds)."""
+        return self._live
+
     def detach(self) -> None:
         """Let go of the connection whose tokenizer it used; the next sync binds its own."""
         self._tokenizer = None
