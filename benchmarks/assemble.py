@@ -59,12 +59,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_facts, generate_queries
-
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler
 from ctxslots.contributors.memory import NO_ROOM
-from ctxslots.tokens import DEFAULT_ENCODING, get_encoding
-from ctxslots.stores.sqlite import open_connection
 from ctxslots.stores.sanitize import to_match
+from ctxslots.stores.sqlite import open_connection
+from ctxslots.tokens import DEFAULT_ENCODING, get_encoding
 
 OUT = Path(__file__).resolve().parent / "out"
 SCOPES = ("repo-alpha", "repo-beta")
@@ -186,9 +185,8 @@ def main() -> None:
 
     options: dict[str, Any] = {"embedder": False} if args.lexical_only else {}
     if args.model:
-        from vector_search import model_store
-
         from ctxslots.stores.embedders import embedder_from_spec
+        from vector_search import model_store
 
         options["embedder"] = embedder_from_spec(f"sentence-transformers:{args.model}")
         path = model_store(args.facts, options["embedder"], args.model)

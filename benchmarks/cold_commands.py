@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import generate_queries  # noqa: E402
+from _corpus import generate_queries
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

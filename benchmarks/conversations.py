@@ -63,11 +63,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ctxslots import AssemblyRequest, FactStore, Limits, PromptAssembler, RankingPolicy  # noqa: E402
-from ctxslots.assembler.escape import bullet  # noqa: E402
-from ctxslots.stores.sqlite import open_connection  # noqa: E402
-from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
-from ctxslots.stores.sanitize import query_tokens, to_match  # noqa: E402
+from ctxslots import AssemblyRequest, FactStore, Limits, PromptAssembler, RankingPolicy
+from ctxslots.assembler.escape import bullet
+from ctxslots.stores.embedders import embedder_from_spec
+from ctxslots.stores.sanitize import query_tokens, to_match
+from ctxslots.stores.sqlite import open_connection
 
 CATEGORIES = (1, 2, 3, 4)
 KS = (5, 10, 20)
@@ -124,8 +124,8 @@ def load_conversations(path: Path) -> list[Conversation]:
     out = []
     for sample in json.loads(path.read_text(encoding="utf-8")):
         conv = sample["conversation"]
-        sessions = sorted((int(k.split("_")[1]) for k in conv
-                           if k.startswith("session_") and not k.endswith("date_time")))
+        sessions = sorted(int(k.split("_")[1]) for k in conv
+                           if k.startswith("session_") and not k.endswith("date_time"))
         turns = []
         for n in sessions:
             said_at = _timestamp(conv[f"session_{n}_date_time"])

@@ -30,11 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import generate_facts  # noqa: E402
-
-from ctxslots import FactStore, Limits  # noqa: E402
-from ctxslots.stores.sqlite import open_connection  # noqa: E402
-from ctxslots.stores.sqlite.migrations import FTS_TOKENIZE  # noqa: E402
+from _corpus import generate_facts
+from ctxslots import FactStore, Limits
+from ctxslots.stores.sqlite import open_connection
+from ctxslots.stores.sqlite.migrations import FTS_TOKENIZE
 
 
 def build(path: Path, n: int, embedder: str | None) -> int:

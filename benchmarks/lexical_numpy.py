@@ -27,13 +27,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import generate_queries  # noqa: E402
-from store_search import SCOPES, store_file  # noqa: E402
-
-from ctxslots import FactStore  # noqa: E402
-from ctxslots.stores.sqlite import open_connection  # noqa: E402
-from ctxslots.stores.sqlite.migrations import FTS_TOKENIZE  # noqa: E402
-from ctxslots.stores.sanitize import to_match  # noqa: E402
+from _corpus import generate_queries
+from ctxslots import FactStore
+from ctxslots.stores.sanitize import to_match
+from ctxslots.stores.sqlite import open_connection
+from ctxslots.stores.sqlite.migrations import FTS_TOKENIZE
+from store_search import SCOPES, store_file
 
 K1, B, POOL = 1.2, 0.75, 50
 

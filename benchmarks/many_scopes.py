@@ -30,12 +30,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import generate_facts, generate_queries  # noqa: E402
-
-from ctxslots import FactStore, Limits, RankingPolicy  # noqa: E402
-from ctxslots.stores.backend import FactFilter  # noqa: E402
-from ctxslots.stores.sanitize import to_match  # noqa: E402
-from ctxslots.stores.sqlite import open_connection  # noqa: E402
+from _corpus import generate_facts, generate_queries
+from ctxslots import FactStore, Limits, RankingPolicy
+from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.sanitize import to_match
+from ctxslots.stores.sqlite import open_connection
 
 TARGET = 500
 

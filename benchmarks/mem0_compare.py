@@ -59,9 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
-from _corpus import generate_facts, generate_queries  # noqa: E402
-
-from ctxslots import FactStore, Limits  # noqa: E402
+from _corpus import generate_facts, generate_queries
+from ctxslots import FactStore, Limits
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 NAMESPACE = "bench"

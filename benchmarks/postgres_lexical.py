@@ -29,12 +29,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _pg import server  # noqa: E402
-
-from ctxslots import FactStore  # noqa: E402
-from ctxslots.stores.backend import FactFilter  # noqa: E402
-from ctxslots.stores.postgres import PostgresBackend  # noqa: E402
-from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens  # noqa: E402
+from _pg import server
+from ctxslots import FactStore
+from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.postgres import PostgresBackend
+from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens
 
 K = 10
 NOW = 1_800_000_000.0

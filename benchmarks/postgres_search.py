@@ -35,14 +35,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-import psycopg  # noqa: E402
-from _corpus import generate_facts, generate_queries  # noqa: E402
-from _pg import server  # noqa: E402
+import numpy as np
+import psycopg
 
-from ctxslots.stores.backend import FactFilter  # noqa: E402
-from ctxslots.stores.postgres import PostgresBackend  # noqa: E402
-from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens  # noqa: E402
+from _corpus import generate_facts, generate_queries
+from _pg import server
+from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.postgres import PostgresBackend
+from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens
 
 NOW = 1_800_000_000.0
 SCOPE = "repo-alpha"

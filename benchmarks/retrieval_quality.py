@@ -29,10 +29,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _dataset import load_facts, load_queries  # noqa: E402
-
-from ctxslots import FactStore, QueryPolicy, RankingPolicy  # noqa: E402
-from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
+from _dataset import load_facts, load_queries
+from ctxslots import FactStore, QueryPolicy, RankingPolicy
+from ctxslots.stores.embedders import embedder_from_spec
 
 NOW = 1_800_000_000.0
 NO_DECAY = {"decay_days": {}, "default_decay_days": None}

@@ -47,11 +47,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import generate_facts, generate_queries  # noqa: E402
-
-from ctxslots import FactStore, Limits, QueryPolicy  # noqa: E402
-from ctxslots.stores.sqlite import open_connection  # noqa: E402
-from ctxslots.stores.sanitize import sanitize_query, to_match  # noqa: E402
+from _corpus import generate_facts, generate_queries
+from ctxslots import FactStore, Limits, QueryPolicy
+from ctxslots.stores.sanitize import sanitize_query, to_match
+from ctxslots.stores.sqlite import open_connection
 
 OUT = Path(__file__).resolve().parent / "out"
 SCOPES = ("repo-alpha", "repo-beta")

@@ -42,13 +42,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import generate_queries  # noqa: E402
-from store_search import SCOPES, pct, store_file, timed  # noqa: E402
-
-from ctxslots import FactStore, RankingPolicy  # noqa: E402
-from ctxslots.stores.sqlite import open_connection  # noqa: E402
-from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
-from ctxslots.stores.backend import FactFilter  # noqa: E402
+from _corpus import generate_queries
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.embedders import embedder_from_spec
+from ctxslots.stores.sqlite import open_connection
+from store_search import SCOPES, pct, store_file, timed
 
 
 def floor_matrices(store: FactStore) -> dict[str, np.ndarray]:

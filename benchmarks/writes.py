@@ -29,10 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import generate_facts  # noqa: E402
-
-from ctxslots import FactStore, Limits  # noqa: E402
-from ctxslots.stores.embedders import embedder_from_spec  # noqa: E402
+from _corpus import generate_facts
+from ctxslots import FactStore, Limits
+from ctxslots.stores.embedders import embedder_from_spec
 
 
 def rate(n: int, seconds: float) -> float:

@@ -29,6 +29,8 @@ from typing import Any
 
 import attrs
 
+from ctxslots.stores.sqlite import open_connection
+
 from ._table import format_table
 from ._workers import (
     KindStats,
@@ -38,7 +40,6 @@ from ._workers import (
     ops_per_second,
     report_from,
 )
-from ctxslots.stores.sqlite import open_connection
 
 __all__ = ["KINDS", "ConcurrencyResult", "KindStats", "plan", "run_concurrency"]
 

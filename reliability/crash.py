@@ -37,8 +37,9 @@ from typing import Any
 
 import attrs
 
-from ._table import format_table
 from ctxslots.stores.sqlite import open_connection
+
+from ._table import format_table
 
 __all__ = ["MODES", "CrashResult", "CrashTrial", "run_crash", "run_trial"]
 

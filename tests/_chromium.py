@@ -35,7 +35,8 @@ class Browser:
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--hide-scrollbars", f"--user-data-dir={profile}", "--remote-debugging-pipe",
              "about:blank"],
-            preexec_fn=child_fds, close_fds=False, stdout=subprocess.DEVNULL,
+            preexec_fn=child_fds, close_fds=False,  # noqa: PLW1509 - the child runs no thread
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
         os.close(to_chrome_r)
         os.close(from_chrome_w)

@@ -78,7 +78,7 @@ class TemplateState:
     estimates: list[tuple[int, int, float, int]]
 
     @classmethod
-    def read(cls, conn: psycopg.Connection[Any]) -> "TemplateState":
+    def read(cls, conn: psycopg.Connection[Any]) -> TemplateState:
         """Read the state of the database ``conn`` is connected to (the template)."""
         names = [r[0] for r in conn.execute(
             "SELECT relname FROM pg_class WHERE relnamespace = 'pg_catalog'::regnamespace"

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 import psycopg
+
 from _pg_reuse import TemplateState
 
 __all__ = ["PostgresServer", "start_server", "with_database", "with_user"]

@@ -54,8 +54,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     try:
         fts5 = conn.scalar("SELECT sqlite_compileoption_used('ENABLE_FTS5')")
         return [
-            f"ctxslots: SQLite {conn.scalar('SELECT sqlite_version()')}, "
-            f"FTS5 {'yes' if fts5 else 'no'}, sqlite-vec {conn.vec_version or 'not loaded'}"
+            (f"ctxslots: SQLite {conn.scalar('SELECT sqlite_version()')}, "
+             f"FTS5 {'yes' if fts5 else 'no'}, sqlite-vec {conn.vec_version or 'not loaded'}")
         ]
     finally:
         conn.close()
@@ -96,7 +96,7 @@ def fixture_location(request: pytest.FixtureRequest, db_path: Path) -> str:
 
 
 @pytest.fixture(name="store")
-def fixture_store(location: str, clock: Clock) -> Iterator["FactStore"]:
+def fixture_store(location: str, clock: Clock) -> Iterator[FactStore]:
     """A fact store with the hand-moved clock, on each engine in turn (the contract tests)."""
     from ctxslots import FactStore
 
@@ -107,11 +107,11 @@ def fixture_store(location: str, clock: Clock) -> Iterator["FactStore"]:
         store.close()
 
 
-from ctxslots import FactStore  # noqa: E402  (for the annotation above)
+from ctxslots import FactStore
 
 
 @pytest.fixture(scope="session", name="postgres")
-def fixture_postgres() -> Iterator["PostgresServer"]:
+def fixture_postgres() -> Iterator[PostgresServer]:
     """One real PostgreSQL with pgvector for the session (pgserver, or $CTXSLOTS_TEST_POSTGRES_URL)."""
     pytest.importorskip("psycopg")
     pytest.importorskip("psycopg_pool")
@@ -130,7 +130,7 @@ def fixture_postgres() -> Iterator["PostgresServer"]:
 
 
 @pytest.fixture(name="pg_url")
-def fixture_pg_url(postgres: "PostgresServer") -> Iterator[str]:
+def fixture_pg_url(postgres: PostgresServer) -> Iterator[str]:
     """The URL of a database of its own holding an empty, migrated store (given back
     afterwards: emptied for another test, or dropped so the server's folder stays small)."""
     url = postgres.database()

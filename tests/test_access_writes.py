@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from _sql import raw
 
 import ctxslots
+from _sql import raw
 from ctxslots import AssemblyRequest, FactStore, InvalidFactError, PromptAssembler
 
 

@@ -6,8 +6,8 @@ import asyncio
 
 import jinja2
 import pytest
-from _assembler_helpers import make_store
 
+from _assembler_helpers import make_store
 from ctxslots import (
     AssembledPrompt,
     AssemblyRequest,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from _assembler_helpers import HOSTILE_VALUES, make_store
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from _assembler_helpers import HOSTILE_VALUES, make_store
 from ctxslots import (
     AgentMemoryContributor,
     AssemblyRequest,

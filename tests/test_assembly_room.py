@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from _assembler_helpers import make_store
 
+from _assembler_helpers import make_store
 from ctxslots import (
     AssemblyRequest,
     DropReason,
@@ -27,10 +27,10 @@ from ctxslots.contributors.memory import NO_ROOM
 @pytest.fixture(name="crowded")
 def fixture_crowded(tmp_path: Path):
     """User memories that can fill any budget, project and agent notes on the same words."""
-    facts = [("user", None, f"The user deploys the shop service on day {n} and checks the "
-              "dashboards right after.") for n in range(300)]
-    facts += [("project", "shop", f"The shop service deploy {n} runs the database migrations "
-               "first.") for n in range(300)]
+    facts = [("user", None, (f"The user deploys the shop service on day {n} and checks the "
+              "dashboards right after.")) for n in range(300)]
+    facts += [("project", "shop", (f"The shop service deploy {n} runs the database migrations "
+               "first.")) for n in range(300)]
     facts += [("agent", "shop", f"Lesson {n}: the shop deploy fails when the cache is cold.")
               for n in range(50)]
     store = make_store(tmp_path / "crowded.db", facts)

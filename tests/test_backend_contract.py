@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by name)
     NOW,
     add,
@@ -18,7 +19,6 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     make_row,
     unit,
 )
-
 from ctxslots.errors import DuplicateKeyError, StoreError
 from ctxslots.stores.backend import FACT_COLUMNS, Backend, FactFilter, HistoryEntry
 

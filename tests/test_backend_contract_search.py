@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import numpy as np
+
 from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by name)
     NOW,
     add,
@@ -19,7 +20,6 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     make_row,
     unit,
 )
-
 from ctxslots.stores.backend import FactFilter, Health, HistoryEntry, VectorState
 
 # -- the lexical leg ---------------------------------------------------------------
@@ -225,7 +225,7 @@ def test_concurrent_upserts_keep_one_fact_per_key_and_every_value(opener):
                             old["id"], "user", "", key, old["value"], "", None, 1.0,
                             old["updated_at"], NOW)])
                         backend.update(old["id"], {"value": value})
-        except BaseException as exc:  # noqa: BLE001 - the test reports it below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=upsert, args=(w, i)) for i, w in enumerate(writers)]

@@ -14,7 +14,6 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     fixture_opener,
     make_row,
 )
-
 from ctxslots.stores.backend import FactFilter, HistoryEntry
 
 

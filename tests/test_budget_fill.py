@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from _assembler_helpers import make_store
 
+from _assembler_helpers import make_store
 from ctxslots import (
-    BudgetExceededError,
     AssemblyRequest,
+    BudgetExceededError,
     DropReason,
     FactStore,
     ProjectMemoryContributor,
@@ -23,8 +23,8 @@ from ctxslots import (
 @pytest.fixture(name="many")
 def fixture_many(tmp_path: Path):
     """A store with 300 project notes that all mention deploys, and a user profile."""
-    notes = [("project", "shop", f"Deploy note {n}: the {n}th deploy of shop went out on a "
-              f"Tuesday after the checks for release {n} passed.") for n in range(300)]
+    notes = [("project", "shop", (f"Deploy note {n}: the {n}th deploy of shop went out on a "
+              f"Tuesday after the checks for release {n} passed.")) for n in range(300)]
     store = make_store(tmp_path / "many.db", notes)
     store.upsert("user", "name", "The user is called Ada Lovelace.")
     store.upsert("user", "editor", "The user edits code in Helix.")
@@ -110,8 +110,8 @@ def test_the_profile_is_bounded_by_count_and_share_and_never_repeats(tmp_path: P
 
 def test_a_sticky_section_that_fills_is_cut_by_the_budget_without_overflowing(tmp_path: Path) -> None:
     """Hundreds of matching user memories fill a small budget; only an empty fit is an overflow."""
-    store = make_store(tmp_path / "u.db", [("user", None, f"The user went hiking on trail {n} "
-                                            "with friends and took photos of the lake.")
+    store = make_store(tmp_path / "u.db", [("user", None, (f"The user went hiking on trail {n} "
+                                            "with friends and took photos of the lake."))
                                            for n in range(200)])
     try:
         prompt = PromptAssembler(store).assemble(AssemblyRequest("hiking photos", budget=500))

@@ -76,7 +76,7 @@ def test_python_m_ctxslots(db_path):
     with FactStore(db_path):
         pass
     proc = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(db_path), "get", "1"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
     assert 1 == proc.returncode
     assert "Error: no fact with id 1" == proc.stderr.strip()
     assert "Traceback" not in proc.stderr
@@ -90,8 +90,8 @@ def test_reading_a_missing_store_creates_nothing(tmp_path, command):
     path = tmp_path / "nonexistent" / "dir" / "x.db"
     result = CliRunner().invoke(cli, ["--db", str(path), *command])
     assert 1 == result.exit_code
-    assert [f"Error: no store at {path}: write a fact first (`ctxslots --db {path} remember "
-            "...`) or pass the path of an existing store"] == result.output.strip().splitlines()
+    assert [(f"Error: no store at {path}: write a fact first (`ctxslots --db {path} remember "
+             "...`) or pass the path of an existing store")] == result.output.strip().splitlines()
     assert not (tmp_path / "nonexistent").exists()
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from _assembler_helpers import make_store
 
+from _assembler_helpers import make_store
 from ctxslots import (
     AgentMemoryContributor,
     AssemblyRequest,

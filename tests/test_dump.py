@@ -6,8 +6,8 @@ import json
 import re
 
 import pytest
-from _assembler_helpers import FIXED_NOW, make_store
 
+from _assembler_helpers import FIXED_NOW, make_store
 from ctxslots import (
     AssemblyRequest,
     InvalidRequestError,

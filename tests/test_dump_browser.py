@@ -9,16 +9,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
 from _assembler_helpers import HOSTILE_VALUES, make_store
 from _chromium import CHROMIUM, Browser
-
 from ctxslots import (
     AssemblyRequest,
     ProjectMemoryContributor,
     PromptAssembler,
     UserMemoryContributor,
 )
-
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
@@ -115,8 +114,8 @@ def test_html_dump_renders_in_chromium(tmp_path):
 def flagged_dump(tmp_path):
     """A real prompt whose sticky user section keeps a fact matching only a word in most facts
     (near-zero BM25) while project facts matching the rare word are dropped for the budget."""
-    facts = [("project", "shop", f"Deploy freeze {i}: no shop deploy during the freeze window "
-              "on Fridays.") for i in range(4)]
+    facts = [("project", "shop", (f"Deploy freeze {i}: no shop deploy during the freeze window "
+              "on Fridays.")) for i in range(4)]
     facts += [("project", "shop", f"Deploy note {i}: the shop deploy runs the checklist step {i}.")
               for i in range(8)]
     facts += [("user", None, "The user likes to deploy small changes.")]

@@ -7,13 +7,13 @@ import re
 import unicodedata
 
 import pytest
-from _assembler_helpers import make_store
 from hypothesis import given
 from hypothesis import strategies as st
-from injection_catalogue import INJECTION_VALUES as HOSTILE_VALUES
 
+from _assembler_helpers import make_store
 from ctxslots import AssemblyRequest, PromptAssembler
 from ctxslots.prompts.escape import _escape, bullet, fence_for, md_cell
+from injection_catalogue import INJECTION_VALUES as HOSTILE_VALUES
 
 FORBIDDEN = ("<|im_start|>", "<|im_end|>", "</system>", "<system>", "[INST]", "[/INST]",
              "<<SYS>>", "```", "~~~", "<script")

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from ctxslots import FlushError, MemoryFlusher, OpenAIChatClient
-from ctxslots.testing import ScriptedChatServer, ScriptedReply
 from ctxslots.stores.backend import FactFilter
+from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 SCOPE = "shop"
 CONVERSATION = [

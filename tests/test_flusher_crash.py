@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 import ctxslots
+from _sql import raw
 from ctxslots import FactStore
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
-
-from _sql import raw
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX only")
 

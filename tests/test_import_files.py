@@ -8,10 +8,9 @@ import json
 
 import pytest
 
+from _sql import stored_rows
 from ctxslots import FactStore
 from ctxslots.stores.transfer import InvalidImportError
-
-from _sql import stored_rows
 
 HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
 

@@ -12,12 +12,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from _sql import raw, stored_rows
 from ctxslots import FactStore, InvalidFactError, Limits
 from ctxslots.stores._markdown_memory import parse_markdown
 from ctxslots.stores.ranking import RankingPolicy
 from ctxslots.stores.transfer import InvalidImportError
-
-from _sql import raw, stored_rows
 
 HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
 

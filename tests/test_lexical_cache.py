@@ -6,14 +6,12 @@ import random
 
 import pytest
 
+from _sql import raw
 from ctxslots import FactStore
 from ctxslots.stores.sanitize import query_tokens
 from ctxslots.stores.sqlite import SQLiteBackend, lexical_cache
 
-from _sql import raw
-
-WORDS = ("deploy cache server test user editor python rust queue worker retry flaky vpn staging "
-         "payment search index token budget prompt").split()
+WORDS = ["deploy", "cache", "server", "test", "user", "editor", "python", "rust", "queue", "worker", "retry", "flaky", "vpn", "staging", "payment", "search", "index", "token", "budget", "prompt"]
 
 
 def _fill(store, n, seed=1):
@@ -226,7 +224,7 @@ def test_searches_from_several_threads_keep_the_copy_in_step(db_path, clock):
             while not stop.is_set():
                 try:
                     store.search(" ".join(rng.sample(WORDS, 2)), scope="a", track_access=False)
-                except BaseException as exc:  # noqa: BLE001 - reported below
+                except BaseException as exc:
                     errors.append(exc)
                     return
 

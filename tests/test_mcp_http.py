@@ -9,20 +9,21 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 import pytest
 
 pytest.importorskip("mcp")
 
-import httpx2  # noqa: E402  (the SDK's HTTP client)
-from mcp.client.client import Client  # noqa: E402
-from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+import httpx2
+from mcp.client.client import Client
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
-from ctxslots import FactStore  # noqa: E402
-from ctxslots.tools import TOOL_SPECS, MemoryTools  # noqa: E402
-from ctxslots.tools.mcp_server import make_server  # noqa: E402
+from ctxslots import FactStore
+from ctxslots.tools import TOOL_SPECS, MemoryTools
+from ctxslots.tools.mcp_server import make_server
 
 TOKEN = "s3cret-token"
 
@@ -117,7 +118,7 @@ def test_http_on_a_public_address_needs_a_token(tmp_path):
 class SlowTools(MemoryTools):
     """Memory tools whose calls take a while and note the thread they ran on."""
 
-    threads: list[int] = []
+    threads: ClassVar[list[int]] = []
 
     def dispatch(self, name, arguments=None):  # type: ignore[override]
         SlowTools.threads.append(threading.get_ident())

@@ -9,7 +9,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from ctxslots import FactStore  # noqa: E402
+from ctxslots import FactStore
 
 
 def _name(url: str) -> str:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pluggy
 import pytest
-from _assembler_helpers import make_store
-from _machine_lock import machine_lock
 from click.testing import CliRunner
 
+from _assembler_helpers import make_store
+from _machine_lock import machine_lock
 from ctxslots import (
     AssemblyRequest,
     FactStore,
@@ -234,8 +234,9 @@ def test_every_hook_is_called_where_its_job_happens(example_plugin, tmp_path, mo
     project = next(s for s in dump["sections"] if s["name"] == "project_memory")
     assert "The canary is watched." == project["items"][0]["text"]
     assert "example-offline" == json.loads(outputs[4])["model"]
-    from ctxslots import FactStore
     from ctxslots_example_plugin import LetterEmbedder
+
+    from ctxslots import FactStore
     with FactStore(db, embedder=LetterEmbedder()) as store:
         assert "letters:v1" == store.embedder.model_id and 2 == len(list(store.facts()))
 
@@ -282,8 +283,8 @@ def test_plugins_command_lists_plugins_and_their_hooks(example_plugin, monkeypat
     assert result.output.splitlines() == [
         "ctxslots.contributors.builtin (built-in): register_contributors, register_slots",
         "ctxslots.flusher.builtin (built-in): register_llm_clients",
-        "example_glossary (0.1.0): prepare_jinja2_environment, register_contributors, "
-        "register_embedders, register_llm_clients, rerank_hits",
+        ("example_glossary (0.1.0): prepare_jinja2_environment, register_contributors, "
+         "register_embedders, register_llm_clients, rerank_hits"),
     ]
     listed = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
     assert {"name": "example_glossary", "builtin": False, "version": "0.1.0",

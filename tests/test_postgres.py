@@ -12,16 +12,16 @@ from typing import Any
 import apsw
 import psycopg
 import pytest
-from _postgres import PostgresServer, with_database, with_user
 
+from _postgres import PostgresServer, with_database, with_user
 from ctxslots.errors import StoreError
 from ctxslots.stores.backend import FactFilter
 
 pytest.importorskip("psycopg_pool")
 
-from ctxslots.stores.postgres import PostgresBackend  # noqa: E402
-from ctxslots.stores.postgres._connect import check_server  # noqa: E402
-from ctxslots.stores.postgres._schema import SCHEMA_VERSION  # noqa: E402
+from ctxslots.stores.postgres import PostgresBackend
+from ctxslots.stores.postgres._connect import check_server
+from ctxslots.stores.postgres._schema import SCHEMA_VERSION
 
 NOW = 1_800_000_000.0
 
@@ -196,7 +196,7 @@ def test_hosts_starting_together_migrate_once(postgres):
         try:
             start.wait()
             opened.append(PostgresBackend(url, pool_size=1))
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=open_store) for _ in range(6)]
@@ -296,9 +296,9 @@ def test_reading_an_empty_database_creates_nothing(postgres):
         FactStore(url, create=False)
     result = CliRunner().invoke(cli, ["--db", url, "search", "deploy"])
     assert 1 == result.exit_code
-    assert [f"Error: no store in the database at {safe_location(url)}: write a fact first "
-            f"(`ctxslots --db {safe_location(url)} remember ...`) or pass the URL of an existing "
-            "store (nothing was created)"] == result.output.strip().splitlines()
+    assert [(f"Error: no store in the database at {safe_location(url)}: write a fact first "
+             f"(`ctxslots --db {safe_location(url)} remember ...`) or pass the URL of an existing "
+             "store (nothing was created)")] == result.output.strip().splitlines()
     with psycopg.connect(url) as conn:
         assert [] == conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = "
                                   "current_schema()").fetchall()

@@ -23,8 +23,8 @@ import pytest
 
 pytest.importorskip("psycopg_pool")
 
-from ctxslots.stores.backend import FactFilter  # noqa: E402
-from ctxslots.stores.postgres import PostgresBackend  # noqa: E402
+from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.postgres import PostgresBackend
 
 NOW = 1_800_000_000.0
 DIM = 8

@@ -11,8 +11,7 @@ import pytest
 from ctxslots import FactStore, RankingPolicy
 from ctxslots.stores.embedders import embedder_from_spec
 
-WORDS = ("deploy release cache worker queue build test schema index backup restore api "
-         "token login billing invoice export import metrics alert report").split()
+WORDS = ["deploy", "release", "cache", "worker", "queue", "build", "test", "schema", "index", "backup", "restore", "api", "token", "login", "billing", "invoice", "export", "import", "metrics", "alert", "report"]
 
 
 def _fill(store: FactStore, n: int, seed: int = 3) -> None:

@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the reliability scripts live beside tests/, not in src/
     sys.path.insert(0, str(ROOT))
 
-from reliability.concurrency import KINDS, _verify, plan, run_concurrency  # noqa: E402
+from reliability.concurrency import KINDS, _verify, plan, run_concurrency
 
-from ctxslots import FactStore  # noqa: E402
+from ctxslots import FactStore
+
 
 def _opted_in(config: pytest.Config) -> bool:
     expr = config.getoption("markexpr", default="") or ""

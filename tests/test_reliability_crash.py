@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the reliability scripts live beside tests/, not in src/
     sys.path.insert(0, str(ROOT))
 
-from reliability.crash import MODES, _check_units, run_crash, run_trial, unit_facts  # noqa: E402
+from reliability.crash import MODES, _check_units, run_crash, run_trial, unit_facts
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX only")
 

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _assembler_helpers import FIXED_NOW
-from injection_catalogue import INJECTION_VALUES, QUERY, UNSTORABLE_VALUES
 
+from _assembler_helpers import FIXED_NOW
 from ctxslots import (
     AgentMemoryContributor,
     AssembledPrompt,
@@ -26,6 +25,7 @@ from ctxslots import (
     UserMemoryContributor,
 )
 from ctxslots.prompts.escape import bullet, md_cell
+from injection_catalogue import INJECTION_VALUES, QUERY, UNSTORABLE_VALUES
 
 USER_CANARY = "deploy note canary: the user writes release notes on Mondays."
 AGENT_CANARY = "deploy note canary: the agent checks the changelog first."

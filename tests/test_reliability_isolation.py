@@ -10,8 +10,9 @@ import json
 from typing import Any
 
 import pytest
-from _assembler_helpers import FIXED_NOW
 
+from _assembler_helpers import FIXED_NOW
+from _sql import stored_rows
 from ctxslots import (
     AssemblyRequest,
     FactStore,
@@ -21,7 +22,6 @@ from ctxslots import (
     RankingPolicy,
 )
 from ctxslots.testing import ScriptedChatServer
-from _sql import stored_rows
 
 SLOTS = ("user", "project", "agent")
 SCOPES = ("a", "b", None)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from _sql import stored_rows
 from ctxslots import (
     FactNotFoundError,
     FactStore,
@@ -22,7 +23,6 @@ from ctxslots import (
 from ctxslots.cli import cli
 from ctxslots.testing import ScriptedChatServer
 from ctxslots.tools import MemoryTools
-from _sql import stored_rows
 
 LIMITS = Limits()
 
@@ -152,11 +152,10 @@ def test_a_bad_fact_inside_a_batch_rolls_the_whole_batch_back(store):
     """One refused fact in a batch leaves none of the batch's earlier writes."""
     _upsert(store)
     before = snapshot(store)
-    with pytest.raises(InvalidFactError):
-        with store.batch():
-            store.add("agent", "A good memory written first.")
-            _upsert(store, value="Replaced inside the batch.")
-            _add(store, value="x" * (LIMITS.max_value_bytes + 1))
+    with pytest.raises(InvalidFactError), store.batch():
+        store.add("agent", "A good memory written first.")
+        _upsert(store, value="Replaced inside the batch.")
+        _add(store, value="x" * (LIMITS.max_value_bytes + 1))
     assert before == snapshot(store)
 
 
@@ -182,11 +181,10 @@ def test_a_batch_over_the_limit_raises_and_writes_nothing(small_batches):
     """One fact more than max_batch in a batch raises InvalidFactError and none is written."""
     small_batches.upsert("user", "name", "The user is Ada.")
     before = snapshot(small_batches)
-    with pytest.raises(InvalidFactError) as info:
-        with small_batches.batch():
-            small_batches.upsert("user", "name", "The user is Grace.")
-            for i in range(5):
-                small_batches.add("agent", f"Memory number {i}.")
+    with pytest.raises(InvalidFactError) as info, small_batches.batch():
+        small_batches.upsert("user", "name", "The user is Grace.")
+        for i in range(5):
+            small_batches.add("agent", f"Memory number {i}.")
     assert "batch" == info.value.field
     assert "5" in str(info.value)
     assert before == snapshot(small_batches)

@@ -17,14 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the reliability scripts live beside tests/, not in src/
     sys.path.insert(0, str(ROOT))
 
-from ctxslots import FactStore, RankingPolicy  # noqa: E402
-from reliability.postgres_concurrency import (  # noqa: E402
+from reliability.postgres_concurrency import (
     KINDS,
     SeededEmbedder,
     plan,
     run_postgres_concurrency,
     verify,
 )
+
+from ctxslots import FactStore, RankingPolicy
 
 
 def test_hosts_share_one_database_without_losing_or_leaking(postgres):

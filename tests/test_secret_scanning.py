@@ -10,8 +10,8 @@ import logging
 
 import pytest
 from click.testing import CliRunner
-from secret_catalogue import LOOK_ALIKES, SECRETS
 
+from _sql import stored_rows
 from ctxslots import (
     AssemblyRequest,
     FactStore,
@@ -26,8 +26,7 @@ from ctxslots.contributors import AgentMemoryContributor, UserMemoryContributor
 from ctxslots.stores.transfer import InvalidImportError
 from ctxslots.testing import ScriptedChatServer
 from ctxslots.tools import MemoryTools
-
-from _sql import stored_rows
+from secret_catalogue import LOOK_ALIKES, SECRETS
 
 HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
 TEXTS = [(kind, secret, text.format(secret)) for kind, secret, text in SECRETS]

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from _sql import raw
 from ctxslots import (
     FactNotFoundError,
     FactStore,
@@ -15,8 +16,6 @@ from ctxslots import (
     RankingPolicy,
 )
 from ctxslots.stores import BUILTIN_SLOTS
-
-from _sql import raw
 
 
 def test_upsert_replaces_by_key_and_keeps_history(store, clock):
@@ -186,10 +185,9 @@ def test_reinforcement_and_decay_reorder(db_path, clock):
 
 def test_batch_is_all_or_nothing(store):
     """A failing write inside batch() rolls back the writes before it."""
-    with pytest.raises(InvalidFactError):
-        with store.batch():
-            store.add("agent", "First note.")
-            store.add("agent", "")
+    with pytest.raises(InvalidFactError), store.batch():
+        store.add("agent", "First note.")
+        store.add("agent", "")
     assert [] == store.facts()
 
     with store.batch():

@@ -81,10 +81,9 @@ def test_timeline_hides_other_scopes_and_rejects_bad_counts(store):
 
 def test_batch_over_the_limit_writes_nothing(db_path, clock):
     with FactStore(db_path, clock=clock, limits=Limits(max_batch=5)) as store:
-        with pytest.raises(InvalidFactError) as err:
-            with store.batch():
-                for n in range(6):
-                    store.add("agent", f"Fact {n}.")
+        with pytest.raises(InvalidFactError) as err, store.batch():
+            for n in range(6):
+                store.add("agent", f"Fact {n}.")
         assert err.value.field == "batch"
         assert store.facts() == []
         with store.batch():

@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from _sql import stored_rows
 from ctxslots import FactStore, InvalidArgumentError, InvalidFactError
 from ctxslots.cli import cli
 from ctxslots.stores.backend import MAX_COUNT, READABLE_RANGES, HistoryEntry
 from ctxslots.stores.transfer import InvalidImportError
 from ctxslots.tools import MemoryTools
-
-from _sql import stored_rows
 
 NOW = 1_800_000_000.0
 HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from _assembler_helpers import make_store
 from click.testing import CliRunner
 
+from _assembler_helpers import make_store
 from ctxslots import (
     AssemblyRequest,
     EncodingError,
@@ -33,8 +33,8 @@ CORPUS = [
     "The user edits code in Neovim and prefers short answers.",
 ] * 20
 
-FACTS = [("project", "shop", f"Deploy rule {i}: the shop deploy waits for the freeze window "
-          f"and the checklist step {i} before tagging.") for i in range(12)]
+FACTS = [("project", "shop", (f"Deploy rule {i}: the shop deploy waits for the freeze window "
+          f"and the checklist step {i} before tagging.")) for i in range(12)]
 FACTS += [("user", None, "The user deploys shop releases from a Linux laptop.")]
 
 

@@ -12,14 +12,14 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from openai.lib._parsing._completions import validate_input_tools  # noqa: E402
-from openai.lib._pydantic import _ensure_strict_json_schema  # noqa: E402
-from openai.types.chat import ChatCompletionFunctionToolParam  # noqa: E402
-from openai.types.responses import FunctionToolParam  # noqa: E402
-from pydantic import TypeAdapter  # noqa: E402
+from openai.lib._parsing._completions import validate_input_tools
+from openai.lib._pydantic import _ensure_strict_json_schema
+from openai.types.chat import ChatCompletionFunctionToolParam
+from openai.types.responses import FunctionToolParam
+from pydantic import TypeAdapter
 
-from ctxslots.testing import ScriptedChatServer, ScriptedReply  # noqa: E402
-from ctxslots.tools import (  # noqa: E402
+from ctxslots.testing import ScriptedChatServer, ScriptedReply
+from ctxslots.tools import (
     TOOL_SPECS,
     MemoryTools,
     openai_tools,

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from _sql import stored_rows
 from ctxslots import CtxslotsError, FactNotFoundError, FactStore, InvalidFactError
 from ctxslots.tools import (
     TOOL_SPECS,
@@ -16,7 +17,6 @@ from ctxslots.tools import (
     anthropic_tools,
     openai_tools,
 )
-from _sql import stored_rows
 
 DAY = 86400.0
 

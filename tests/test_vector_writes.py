@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 import ctxslots
+from _sql import raw
 from ctxslots import FactStore, RankingPolicy
 from ctxslots.stores.embedders import HashingEmbedder
-
-from _sql import raw
 
 FUSED = RankingPolicy(vector_weight=1.0)
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctxslots import FactStore, RankingPolicy
-from ctxslots.stores.embedders import HashingEmbedder
-from ctxslots.stores.backend import FactFilter
-from ctxslots.stores.sqlite._vectors import TABLE
-
 from _sql import raw
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.embedders import HashingEmbedder
+from ctxslots.stores.sqlite._vectors import TABLE
 
 FUSED = RankingPolicy(vector_weight=1.0)
 
@@ -51,10 +50,9 @@ def test_vectors_follow_writes_updates_and_forgets(vstore):
 
 def test_batch_writes_vectors_in_the_same_transaction(vstore):
     """Facts written in a batch get their vectors in that transaction; a failed batch leaves neither."""
-    with pytest.raises(ValueError):
-        with vstore.batch():
-            vstore.add("agent", "First note about caching.")
-            vstore.add("agent", "")
+    with pytest.raises(ValueError), vstore.batch():
+        vstore.add("agent", "First note about caching.")
+        vstore.add("agent", "")
     assert [] == vector_ids(vstore)
 
     with vstore.batch():
@@ -172,7 +170,7 @@ def test_cache_sees_writes_from_another_connection(db_path):
 def test_hashing_embedder_defaults_to_words_only(db_path):
     """With the default hashing embedder searches use words only, so the store keeps no vectors."""
     with FactStore(db_path) as store:
-        fact = store.add("agent", "Refactoring the serializers cut latency.")
+        store.add("agent", "Refactoring the serializers cut latency.")
         assert 0.0 == store.ranking.vector_weight
         assert not store.keeps_vectors
         assert [] == vector_ids(store)

@@ -36,6 +36,7 @@ import _pools_data
 import _pools_global
 import _pools_mobile
 import _pools_shop
+
 from _dataset import FACTS_PATH, QUERIES_PATH, SCOPES, _clash, content_tokens
 
 SEED = 20240611

@@ -42,8 +42,8 @@ _PLACEHOLDER = r"(?![$<{%*[])"
 #: itself, else the whole match is.
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern)) for kind, pattern in (
-        ("private key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-                        r"(?s:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*)"),
+        ("private key", (r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+                         r"(?s:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*)")),
         ("API key", _B + r"sk-(?:ant-|proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*\d)"
                     r"(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,}" + _E),
         ("API key", _B + r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}" + _E),
@@ -57,8 +57,8 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("npm token", _B + r"npm_[A-Za-z0-9]{36}" + _E),
         ("PyPI token", _B + r"pypi-[A-Za-z0-9_-]{50,}"),
         ("JSON web token", _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-        ("bearer token", r"(?i:\b(?:bearer|token)\s+)(?P<s>(?=[A-Za-z0-9._~+/=-]*\d)"
-                         r"[A-Za-z0-9._~+/-]{16,}=*)"),
+        ("bearer token", (r"(?i:\b(?:bearer|token)\s+)(?P<s>(?=[A-Za-z0-9._~+/=-]*\d)"
+                          r"[A-Za-z0-9._~+/-]{16,}=*)")),
         ("basic credentials", r"(?i:\bbasic\s+)(?P<s>(?=[A-Za-z0-9+/]*\d)[A-Za-z0-9+/]{12,}=*)"),
         ("password in a URL", r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<s>[^/\s@]+)@"),
         ("password", r"(?i:(?<![A-Za-z])(?:password|passwd|pwd|passphrase|secret|client[_-]?secret|"

@@ -31,8 +31,8 @@ __all__ = [
     "LLMClientError",
     "MCPUnavailableError",
     "PluginError",
-    "ReplyFormatError",
     "ReadOnlyStoreError",
+    "ReplyFormatError",
     "StoreError",
     "TemplateError",
 ]

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, Self
 
 import attrs
 
@@ -57,7 +57,7 @@ class Progress:
         if self.enabled is None:
             self.enabled = _is_terminal(self.stream)
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Self:
         if self.enabled:
             self._thread = threading.Thread(target=self._tick, daemon=True)
             self._thread.start()

@@ -80,7 +80,7 @@ def ask(client: LLMClient, prompt: str, base: FlushReport, *,
     while True:
         try:
             result = client.complete(chat, json_schema=schema, temperature=temperature)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - talk() turns any failure into a FlushError
             exchange.throw(exc)  # raises FlushError
         try:
             chat = exchange.send(result)
@@ -105,7 +105,7 @@ async def aask(client: LLMClient, prompt: str, base: FlushReport, *,
             else:
                 result = await asyncio.to_thread(client.complete, chat, json_schema=schema,
                                                  temperature=temperature)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - talk() turns any failure into a FlushError
             exchange.throw(exc)  # raises FlushError
         try:
             chat = exchange.send(result)

@@ -14,12 +14,14 @@ title :func:`title` wrote: a person's own notes in the directory are left alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import TextIO
 
 from .._files import (
     existing_subdir,
@@ -44,6 +46,10 @@ MANIFEST_FORMAT = "ctxslots-markdown-export"
 _SLOT_FILE = re.compile(r"([a-z][a-z0-9_\-]{0,63})\.md")
 
 Files = Mapping[tuple[str, str | None], str]
+
+
+def _write(text: str, fp: TextIO) -> int:
+    return fp.write(text)
 
 
 def _name(slot: str) -> str:
@@ -159,12 +165,12 @@ def write_directory(root: Path, files: Files, *, slots: Collection[str] | None,
         _check_links(root_fd, files)
         for (slot, file_scope), text in files.items():
             if file_scope is None:
-                replace_file(root_fd, _name(slot), lambda fp: fp.write(text))
+                replace_file(root_fd, _name(slot), functools.partial(_write, text))
                 written.append(root / _name(slot))
                 continue
             dirname = scope_dirname(file_scope)
             with open_subdir(root_fd, SCOPES) as scopes, open_subdir(scopes, dirname) as folder:
-                replace_file(folder, _name(slot), lambda fp: fp.write(text))
+                replace_file(folder, _name(slot), functools.partial(_write, text))
             written.append(root / SCOPES / dirname / _name(slot))
         _remove_stale(root_fd, root, [str(p.relative_to(root)) for p in written], slots, scope)
     return written

@@ -81,10 +81,10 @@ class DoctorReport:
 
 def _vector_problems(state: IndexState) -> list[str]:
     if state.stale:
-        return [f"vectors were built by {state.model_id} ({state.dimension} dimensions), not by "
-                f"{state.current_model_id} ({state.current_dimension}): reopen the store with "
-                f"that embedder, or run `ctxslots --embedder SPEC reindex` to rebuild them "
-                "with another one"]
+        return [(f"vectors were built by {state.model_id} ({state.dimension} dimensions), not by "
+                 f"{state.current_model_id} ({state.current_dimension}): reopen the store with "
+                 f"that embedder, or run `ctxslots --embedder SPEC reindex` to rebuild them "
+                 "with another one")]
     problems = []
     if state.missing:
         problems.append(f"{state.missing} facts have no vector: run `ctxslots reindex`")
@@ -106,9 +106,9 @@ def _value_problems(bad: list[BadValue]) -> list[str]:
     if len(bad) > SHOWN_BAD_VALUES:
         more = f" and {'at least ' if len(bad) == _LOOKED_AT else ''}" \
                f"{len(bad) - SHOWN_BAD_VALUES} more"
-    return [f"stored values no read can use (a time outside 1970 to 9999, a count or score "
-            f"out of range): {shown}{more}; run `ctxslots reindex` to reset them (times to "
-            "now, expiry and last access cleared, scores and counts to 0, confidence to 1)"]
+    return [(f"stored values no read can use (a time outside 1970 to 9999, a count or score "
+             f"out of range): {shown}{more}; run `ctxslots reindex` to reset them (times to "
+             "now, expiry and last access cleared, scores and counts to 0, confidence to 1)")]
 
 
 def doctor(store: FactStore) -> DoctorReport:

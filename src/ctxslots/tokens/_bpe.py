@@ -34,7 +34,6 @@ import importlib.resources
 import re
 import threading
 import unicodedata
-
 from typing import Any, Protocol
 
 import attrs

@@ -99,8 +99,8 @@ def find_existing(conn: Conn, items: Sequence[tuple[str, str, str | None, str]],
     same_value = "md5(f.value) = md5(q.value) AND f.value = q.value"
     if archived:
         groups = [(list(range(len(items))), "archive",
-                   f"f.scope = q.scope AND f.slot = q.slot AND {same_value} "
-                   "AND f.key IS NOT DISTINCT FROM q.key")]
+                   (f"f.scope = q.scope AND f.slot = q.slot AND {same_value} "
+                    "AND f.key IS NOT DISTINCT FROM q.key"))]
     else:
         groups = [([i for i, it in enumerate(items) if it[2] is not None], "facts",
                    "f.scope = q.scope AND f.slot = q.slot AND f.key = q.key"),

@@ -16,6 +16,7 @@ returns fewer than ``k`` rows for a larger set it scans exactly too.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -162,7 +163,7 @@ def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[i
         # "+ 0" keeps the planner off the HNSW index: an exact scan of the filtered rows.
         rows = conn.execute(base + "ORDER BY (v.embedding <=> %b) + 0, v.fact_id LIMIT %s",
                             (query, *params, query, k)).fetchall()
-    found = [(int(fid), 1.0 - float(dist)) for fid, dist in rows if dist == dist]
+    found = [(int(fid), 1.0 - float(dist)) for fid, dist in rows if not math.isnan(dist)]
     found.sort(key=lambda item: (-item[1], item[0]))
     return found
 

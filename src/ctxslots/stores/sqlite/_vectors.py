@@ -25,9 +25,9 @@ import attrs
 import numpy as np
 
 from ..backend import META_EMBEDDER_DIMENSION, META_EMBEDDER_MODEL
+from ._connection import Connection
 from ._loader import row_chunks
 from ._scan import top_k
-from ._connection import Connection
 
 __all__ = ["VectorCache", "get_meta", "log_bounds", "set_meta", "vector_cache_builder"]
 

@@ -29,11 +29,11 @@ import apsw
 import attrs
 import numpy as np
 
-from ._loader import row_chunks
-from ._connection import Connection
 from ..backend import CONTEXT_WEIGHT
-from .migrations import FTS_TOKENIZE
+from ._connection import Connection
+from ._loader import row_chunks
 from ._vectors import log_bounds
+from .migrations import FTS_TOKENIZE
 
 __all__ = ["LexicalCache", "build_lexical_cache", "trim_fact_log"]
 

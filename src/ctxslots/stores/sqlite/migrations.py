@@ -139,8 +139,8 @@ INDEXES: list[tuple[str, str, str]] = [
      "CREATE UNIQUE INDEX facts_slot_scope_key ON facts(slot, scope, key) WHERE key IS NOT NULL"),
     ("index", "facts_slot_scope", "CREATE INDEX facts_slot_scope ON facts(slot, scope)"),
     ("index", "fact_history_fact", "CREATE INDEX fact_history_fact ON fact_history(fact_id)"),
-    ("index", "facts_superseded_by", "CREATE INDEX facts_superseded_by ON facts(superseded_by) "
-     "WHERE superseded_by IS NOT NULL"),
+    ("index", "facts_superseded_by", ("CREATE INDEX facts_superseded_by ON facts(superseded_by) "
+     "WHERE superseded_by IS NOT NULL")),
     ("index", "facts_created_at", "CREATE INDEX facts_created_at ON facts(created_at)"),
     ("index", "fact_links_b", "CREATE INDEX fact_links_b ON fact_links(b)"),
     ("index", "facts_observed_at", "CREATE INDEX facts_observed_at ON facts(observed_at, id)"),
