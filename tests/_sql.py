@@ -31,7 +31,7 @@ def stored_rows(store: Any, *, access: bool = True, scope: Any = ...) -> list[tu
     For "nothing was written" checks. ``access=False`` leaves out access counts;
     ``scope`` (a scope name, ``None`` for global) keeps one scope's rows only.
     """
-    from ctxslots.stores.backend import FACT_COLUMNS, FactFilter
+    from ctxslots.stores.backend.types import FACT_COLUMNS, FactFilter
 
     scopes = None if scope is ... else ("" if scope is None else scope,)
     flt = FactFilter(scopes=scopes)

@@ -212,8 +212,8 @@ def test_a_crash_loses_only_the_queued_counts(db_path):
 def test_a_writer_that_cannot_write_warns_once_and_loses_only_counts(tmp_path):
     """When the counts cannot be written (here the file is gone), one warning says
     so, the queue empties, and later counts are dropped without another warning."""
-    from ctxslots.stores._access_writer import AccessWriter
-    from ctxslots.stores._engines import open_backend
+    from ctxslots.stores.engines import open_backend
+    from ctxslots.stores.writes.access_writer import AccessWriter
 
     missing = str(tmp_path / "gone.db")
     writer = AccessWriter(lambda: open_backend(missing, create=False))

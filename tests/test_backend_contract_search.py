@@ -20,7 +20,7 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     make_row,
     unit,
 )
-from ctxslots.stores.backend import FactFilter, Health, HistoryEntry, VectorState
+from ctxslots.stores.backend.types import FactFilter, Health, HistoryEntry, VectorState
 
 # -- the lexical leg ---------------------------------------------------------------
 

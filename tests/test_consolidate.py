@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from ctxslots import FactStore, InvalidFactError, MemoryFlusher, OpenAIChatClient, StoreError
 from ctxslots.cli import cli
-from ctxslots.stores.prune import PrunePolicy
+from ctxslots.stores.upkeep.prune import PrunePolicy
 from ctxslots.testing import ScriptedChatServer
 
 DARK = "The user prefers dark mode in every editor."

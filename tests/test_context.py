@@ -16,7 +16,7 @@ from ctxslots import (
     PromptAssembler,
     RankingPolicy,
 )
-from ctxslots.stores._validate import Limits
+from ctxslots.stores.writes.limits import Limits
 
 QUESTION = "Who did you meet at the robotics conference?"
 REPLY = "It was Matt Patterson."

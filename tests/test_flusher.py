@@ -11,7 +11,7 @@ import json
 import pytest
 
 from ctxslots import FlushError, MemoryFlusher, OpenAIChatClient
-from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.backend.types import FactFilter
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 SCOPE = "shop"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ctxslots import MemoryFlusher, OpenAIChatClient
-from ctxslots.stores.prune import PrunePolicy
+from ctxslots.stores.upkeep.prune import PrunePolicy
 from ctxslots.testing import ScriptedChatServer
 
 DAY = 86400.0

@@ -14,9 +14,9 @@ import pytest
 
 from _sql import raw, stored_rows
 from ctxslots import FactStore, InvalidFactError, Limits
-from ctxslots.stores._markdown_memory import parse_markdown
 from ctxslots.stores.ranking import RankingPolicy
-from ctxslots.stores.transfer import InvalidImportError
+from ctxslots.stores.transfer.formats import InvalidImportError
+from ctxslots.stores.transfer.markdown_memory import parse_markdown
 
 HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
 

@@ -15,7 +15,7 @@ import pytest
 
 from _postgres import PostgresServer, with_database, with_user
 from ctxslots.errors import StoreError
-from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.backend.types import FactFilter
 
 pytest.importorskip("psycopg_pool")
 
@@ -252,7 +252,7 @@ CORPUS = [
 def test_bm25_scores_equal_fts5(pg_url, contexts):
     """The PostgreSQL BM25 scores equal SQLite FTS5's bm25() on the same facts and words,
     a context column weighing CONTEXT_WEIGHT."""
-    from ctxslots.stores.backend import CONTEXT_WEIGHT
+    from ctxslots.stores.backend.types import CONTEXT_WEIGHT
 
     fts = apsw.Connection(":memory:")
     fts.execute("CREATE VIRTUAL TABLE t USING fts5(key, value, tags, context, "

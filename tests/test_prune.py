@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from ctxslots import FactStore, InvalidFactError
 from ctxslots.cli import cli
-from ctxslots.stores.prune import PrunePolicy, retention
+from ctxslots.stores.upkeep.prune import PrunePolicy, retention
 
 DAY = 86400.0
 

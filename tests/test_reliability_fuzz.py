@@ -42,7 +42,7 @@ from ctxslots import (
 from ctxslots.cli import cli
 from ctxslots.flusher import DEFAULT_SLOTS, Forget, ReplyFormatError, Upsert, parse_reply
 from ctxslots.flusher.operations import check_operation
-from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.backend.types import FactFilter
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 _conversations = itertools.count()

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from _sql import stored_rows
 from ctxslots import FactStore, InvalidArgumentError, InvalidFactError
 from ctxslots.cli import cli
-from ctxslots.stores.backend import MAX_COUNT, READABLE_RANGES, HistoryEntry
-from ctxslots.stores.transfer import InvalidImportError
+from ctxslots.stores.backend.types import MAX_COUNT, READABLE_RANGES, HistoryEntry
+from ctxslots.stores.transfer.formats import InvalidImportError
 from ctxslots.tools import MemoryTools
 
 NOW = 1_800_000_000.0

@@ -11,9 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxslots import FactStore, InvalidFactError, Limits
-from ctxslots.stores._markdown_memory import parse_markdown, render_bullet, render_file
 from ctxslots.stores.links import link_strengths
-from ctxslots.stores.transfer import (
+from ctxslots.stores.transfer.formats import (
     InvalidImportError,
     export_jsonl,
     export_markdown,
@@ -21,6 +20,7 @@ from ctxslots.stores.transfer import (
     import_markdown,
     render_markdown,
 )
+from ctxslots.stores.transfer.markdown_memory import parse_markdown, render_bullet, render_file
 
 UNICODE = "Emoji 🎉👩‍💻, RTL مرحبا بالعالم, CJK 漢字かな, combining e\u0301 n\u0303"
 MARKDOWN_VALUE = "# Not a heading\n- not a bullet\n\n```python\nprint('fenced')\n```\n* star"

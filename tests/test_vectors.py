@@ -7,7 +7,7 @@ import pytest
 
 from _sql import raw
 from ctxslots import FactStore, RankingPolicy
-from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.backend.types import FactFilter
 from ctxslots.stores.embedders import HashingEmbedder
 from ctxslots.stores.sqlite._vectors import TABLE
 

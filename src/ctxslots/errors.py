@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .stores._transfer_report import ImportIssue
+    from .stores.transfer.report import ImportIssue
 
 __all__ = [
     "ArgumentError",

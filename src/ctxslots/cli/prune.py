@@ -7,7 +7,7 @@ import json
 import attrs
 import click
 
-from ..stores.prune import DEFAULT_SLOT_CAPS, PrunePolicy
+from ..stores.upkeep.prune import DEFAULT_SLOT_CAPS, PrunePolicy
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
 from ._progress import Progress

@@ -16,7 +16,7 @@ import click
 
 from .._files import write_private
 from ..stores import FactStore
-from ..stores.transfer import (
+from ..stores.transfer.formats import (
     ImportReport,
     InvalidImportError,
     export_jsonl,

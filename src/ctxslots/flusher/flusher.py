@@ -24,8 +24,8 @@ from ..errors import FlushError, InvalidArgumentError
 from ..model import Fact, Message
 from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
-from ..stores.consolidate import DEFAULT_THRESHOLD
-from ..stores.prune import PrunePolicy
+from ..stores.upkeep.consolidate import DEFAULT_THRESHOLD
+from ..stores.upkeep.prune import PrunePolicy
 from ._batch import take_batch
 from ._exchange import RETRY_PROMPT, aask, ask
 from ._progress import (
@@ -125,7 +125,7 @@ class MemoryFlusher:
             without an embedder: no consolidation here.
         prune: Caps checked after each flush that wrote facts; over a cap, the
             least useful facts move to the archive (see
-            :class:`~ctxslots.stores.prune.PrunePolicy`). ``None``: never prune here.
+            :class:`~ctxslots.stores.upkeep.prune.PrunePolicy`). ``None``: never prune here.
         max_flush_tokens: Most tokens of message text one flush sends (counted
             with the policy's encoding): the oldest unread messages that fit go,
             the rest wait for the next flush (``report.remaining``); a single

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
-from ._validate import BUILTIN_SLOTS, KEY_PATTERN, Limits
 from .fact_store import FactStore, default_db_path
-from .prune import PrunedFact, PrunePolicy, PruneReport
 from .ranking import DEFAULT_DECAY_DAYS, RankingPolicy
 from .sanitize import QueryPolicy, query_tokens, sanitize_query
-from .transfer import export_jsonl, export_markdown, import_jsonl, import_markdown
+from .transfer.formats import export_jsonl, export_markdown, import_jsonl, import_markdown
+from .transfer.report import ImportIssue, ImportReport, InvalidImportError
+from .upkeep.prune import PrunedFact, PrunePolicy, PruneReport
+from .writes.limits import BUILTIN_SLOTS, KEY_PATTERN, Limits
 
 __all__ = [
     "BUILTIN_SLOTS",

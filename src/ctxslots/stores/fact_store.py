@@ -32,29 +32,29 @@ from ..errors import (
     StoreError,
 )
 from ..model import Fact, Hit
-from ._access_writer import AccessWriter
-from ._engines import open_backend
-from ._search import SearchRequest, check_limit, query_words, run_search
-from ._validate import Limits
-from ._vector_writer import VectorWriter
-from ._write import Writer, check_id
-from .backend import (
+from .backend.types import (
     META_EMBEDDER_DIMENSION,
     META_EMBEDDER_MODEL,
     Backend,
     FactFilter,
     visible_scopes,
 )
-from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
+from .engines import open_backend
 from .links import RecentResults, strengthen
-from .maintenance import DoctorReport, doctor, reindex
-from .prune import PrunePolicy, PruneReport, prune
 from .ranking import MODEL_VECTOR_WEIGHT, RankingPolicy
 from .rerank import Boost, Reranker
 from .sanitize import DEFAULT_POLICY, QueryPolicy
+from .search import SearchRequest, check_limit, query_words, run_search
+from .upkeep.consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
+from .upkeep.doctor import DoctorReport, doctor, reindex
+from .upkeep.prune import PrunePolicy, PruneReport, prune
+from .writes.access_writer import AccessWriter
+from .writes.limits import Limits
+from .writes.vector_writer import VectorWriter
+from .writes.writer import Writer, check_id
 
 if TYPE_CHECKING:
-    from ._transfer_report import ImportReport
+    from .transfer.report import ImportReport
 
 __all__ = ["FactStore", "default_db_path"]
 
@@ -437,7 +437,7 @@ class FactStore:
             of it: the message it answers, the turns before it ("It was Matt
             Patterson" is found by "Who did the user meet?" when its context is
             that question). Searched by words at half the weight of the memory's
-            own (:data:`~ctxslots.stores.backend.CONTEXT_WEIGHT`), never
+            own (:data:`~ctxslots.stores.backend.types.CONTEXT_WEIGHT`), never
             embedded and never shown in a prompt; exported and imported with the
             memory. At most ``limits.max_context_bytes``; blank is none.
         :raises InvalidFactError: A field is malformed or over its limit; nothing
@@ -802,7 +802,7 @@ class FactStore:
 
         Superseded facts are never deleted: search hides them unless
         ``include_superseded=True``, the survivor's ``trace.hides`` counts them,
-        and pruning archives them first. See :mod:`ctxslots.stores.consolidate`.
+        and pruning archives them first. See :mod:`ctxslots.stores.upkeep.consolidate`.
 
         :param threshold: Cosine similarity above which two facts are duplicates.
         :param fact_ids: Only check these facts against older ones (``None``: all).
@@ -816,7 +816,7 @@ class FactStore:
         """Move facts over the policy's caps to the archive (never deleting them).
 
         Over a slot's cap (counted per scope), the unprotected facts with the
-        lowest retention go first; see :mod:`ctxslots.stores.prune` for the rule.
+        lowest retention go first; see :mod:`ctxslots.stores.upkeep.prune` for the rule.
 
         :param policy: Caps and protections (default: :class:`PrunePolicy`).
         :param dry_run: Only report what would move.
@@ -849,21 +849,21 @@ class FactStore:
     def export_jsonl(self, fp: TextIO, **options: Any) -> int:
         """Write facts, archive, history and links as JSON lines; return the facts written.
 
-        See :func:`ctxslots.stores.transfer.export_jsonl` for the options.
+        See :func:`ctxslots.stores.transfer.formats.export_jsonl` for the options.
         """
         self._settle_access()
-        from .transfer import export_jsonl
+        from .transfer.formats import export_jsonl
 
         return export_jsonl(self, fp, **options)
 
     def import_jsonl(self, fp: TextIO, **options: Any) -> ImportReport:
         """Read what :meth:`export_jsonl` wrote, in one transaction.
 
-        See :func:`ctxslots.stores.transfer.import_jsonl` for the options.
+        See :func:`ctxslots.stores.transfer.formats.import_jsonl` for the options.
 
         :raises InvalidImportError: A line is malformed; nothing is written.
         """
-        from .transfer import import_jsonl
+        from .transfer.formats import import_jsonl
 
         return import_jsonl(self, fp, **options)
 
@@ -871,9 +871,9 @@ class FactStore:
                         **options: Any) -> str | list[Path]:
         """Write the live facts as Markdown bullets (a text, or one file per slot).
 
-        See :func:`ctxslots.stores.transfer.export_markdown`.
+        See :func:`ctxslots.stores.transfer.formats.export_markdown`.
         """
-        from .transfer import export_markdown
+        from .transfer.formats import export_markdown
 
         return export_markdown(self, directory, **options)
 
@@ -881,11 +881,11 @@ class FactStore:
                         **options: Any) -> ImportReport:
         """Read ``MEMORY.md``-style bullets into ``slot``, skipping duplicates.
 
-        See :func:`ctxslots.stores.transfer.import_markdown`.
+        See :func:`ctxslots.stores.transfer.formats.import_markdown`.
 
         :raises InvalidImportError: A bullet is refused; nothing is written.
         """
-        from .transfer import import_markdown
+        from .transfer.formats import import_markdown
 
         return import_markdown(self, path_or_text, slot=slot, **options)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..model import Fact, Hit, HitTrace
-from .backend import Backend, FactFilter, Row
+from .backend.types import Backend, FactFilter, Row
 from .ranking import RankingPolicy, decay_factor, reinforcement_factor
 
 if TYPE_CHECKING:

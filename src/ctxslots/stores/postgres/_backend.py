@@ -13,7 +13,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from ...errors import StoreError
-from ..backend import (
+from ..backend.types import (
     BadValue,
     FactFilter,
     Health,

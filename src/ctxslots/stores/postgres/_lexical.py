@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 from psycopg.rows import dict_row
 
-from ..backend import CONTEXT_WEIGHT, FactFilter, LexicalCandidate
+from ..backend.types import CONTEXT_WEIGHT, FactFilter, LexicalCandidate
 from ..sanitize import keep_words
 from ._schema import TS_CONFIG
 from ._sql import Conn, fact_columns, filter_clause

@@ -13,7 +13,7 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from ...errors import DuplicateKeyError
-from ..backend import FACT_COLUMNS, FactFilter, HistoryEntry, Row
+from ..backend.types import FACT_COLUMNS, FactFilter, HistoryEntry, Row
 from ._schema import NAME_LOCK_CLASS
 from ._sql import ARCHIVE_COLUMNS, COLUMNS, Conn, filter_clause, id_list, live_clause
 

@@ -1,6 +1,6 @@
 """The SQLite engine: one file, FTS5 for words, sqlite-vec distances for vectors.
 
-:class:`SQLiteBackend` implements :class:`~ctxslots.stores.backend.Backend`.
+:class:`SQLiteBackend` implements :class:`~ctxslots.stores.backend.types.Backend`.
 Everything that knows SQLite's SQL, its files and its driver lives in this
 package; the facade above it sees rows, filters and candidates only.
 """
@@ -17,7 +17,7 @@ import apsw
 import numpy as np
 
 from ...errors import DuplicateKeyError, ReadOnlyStoreError, StoreError
-from ..backend import (
+from ..backend.types import (
     FACT_COLUMNS,
     BadValue,
     FactFilter,

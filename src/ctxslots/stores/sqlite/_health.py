@@ -11,7 +11,7 @@ from __future__ import annotations
 import apsw
 
 from ...errors import StoreError
-from ..backend import Health
+from ..backend.types import Health
 from ._connection import Connection
 from .migrations import derived_objects, fts_rank
 

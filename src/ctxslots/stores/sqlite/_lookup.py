@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..backend import rows_in
+from ..backend.types import rows_in
 from ._connection import Connection
 
 __all__ = ["find_existing", "find_same", "taken_ids"]

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..backend import META_EMBEDDER_DIMENSION, META_EMBEDDER_MODEL
+from ..backend.types import META_EMBEDDER_DIMENSION, META_EMBEDDER_MODEL
 from ._connection import Connection
 from ._loader import row_chunks
 from ._scan import top_k

@@ -29,7 +29,7 @@ import apsw
 import attrs
 import numpy as np
 
-from ..backend import CONTEXT_WEIGHT
+from ..backend.types import CONTEXT_WEIGHT
 from ._connection import Connection
 from ._loader import row_chunks
 from ._vectors import log_bounds

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...errors import StoreError
-from ..backend import CONTEXT_WEIGHT
+from ..backend.types import CONTEXT_WEIGHT
 
 if TYPE_CHECKING:
     # Only a type: _connection imports this module to migrate a store it opens.
@@ -83,7 +83,7 @@ def fts_objects(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> list[tupl
 
 def fts_rank(table: str) -> str:
     """The statement that makes ``rank`` of ``table``'s FTS5 index BM25 with the
-    context column at :data:`~ctxslots.stores.backend.CONTEXT_WEIGHT` (a
+    context column at :data:`~ctxslots.stores.backend.types.CONTEXT_WEIGHT` (a
     setting FTS5 keeps in the file)."""
     weights = ", ".join("1.0" if c != "context" else repr(CONTEXT_WEIGHT) for c in FTS_COLUMNS)
     fts = f"{table}_fts"

@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import InvalidImportError
+from ...errors import InvalidImportError
 
 __all__ = ["ImportIssue", "ImportReport", "InvalidImportError"]
 

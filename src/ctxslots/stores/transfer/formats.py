@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 
-from ._import_writer import Progress, run_import
-from ._jsonl_import import check_on_duplicate, read_jsonl
-from ._jsonl_records import encode_vector, header, record_from_row
-from ._markdown_files import write_directory
-from ._markdown_import import file_lines, markdown_source, read_markdown
-from ._markdown_memory import MarkdownReader, render_bullet, render_file
-from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
-from ._validate import BUILTIN_SLOTS
-from .backend import FactFilter, Row
+from ..backend.types import FactFilter, Row
+from ..writes.limits import BUILTIN_SLOTS
+from .import_writer import Progress, run_import
+from .jsonl_import import check_on_duplicate, read_jsonl
+from .jsonl_records import encode_vector, header, record_from_row
+from .markdown_files import write_directory
+from .markdown_import import file_lines, markdown_source, read_markdown
+from .markdown_memory import MarkdownReader, render_bullet, render_file
+from .report import ImportIssue, ImportReport, InvalidImportError
 
 if TYPE_CHECKING:
-    from .fact_store import FactStore
+    from ..fact_store import FactStore
 
 __all__ = [
     "ImportIssue",

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..errors import FactNotFoundError, InvalidFactError
-from ..model import Fact
-from .backend import FactFilter, Row
+from ...errors import FactNotFoundError, InvalidFactError
+from ...model import Fact
+from ..backend.types import FactFilter, Row
 
 if TYPE_CHECKING:
-    from .fact_store import FactStore
+    from ..fact_store import FactStore
 
 __all__ = ["CapStatus", "PrunePolicy", "PruneReport", "PrunedFact", "plan_prune", "prune"]
 

@@ -19,8 +19,8 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._background_writer import BackgroundWriter
-from .backend import Backend, FactFilter
+from ..backend.types import Backend, FactFilter
+from .background import BackgroundWriter
 
 __all__ = ["VectorWriter"]
 

@@ -10,13 +10,13 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import InvalidFactError
-from ._id_map import IdMap
-from ._jsonl_records import ParsedFact, check_header, parse_record
-from ._transfer_report import ImportIssue, InvalidImportError
+from ...errors import InvalidFactError
+from .id_map import IdMap
+from .jsonl_records import ParsedFact, check_header, parse_record
+from .report import ImportIssue, InvalidImportError
 
 if TYPE_CHECKING:
-    from .fact_store import FactStore
+    from ..fact_store import FactStore
 
 __all__ = ["ON_DUPLICATE", "check_on_duplicate", "read_jsonl"]
 

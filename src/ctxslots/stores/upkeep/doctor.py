@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .backend import BadValue
+from ..backend.types import BadValue
 
 if TYPE_CHECKING:
-    from .fact_store import FactStore
+    from ..fact_store import FactStore
 
 __all__ = ["DoctorReport", "IndexState", "doctor", "reindex"]
 

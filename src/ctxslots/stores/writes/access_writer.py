@@ -26,9 +26,9 @@ import warnings
 import weakref
 from collections.abc import Callable
 
-from ..errors import ReadOnlyStoreError
-from ._background_writer import BackgroundWriter
-from .backend import Backend
+from ...errors import ReadOnlyStoreError
+from ..backend.types import Backend
+from .background import BackgroundWriter
 
 __all__ = ["AccessWriter"]
 

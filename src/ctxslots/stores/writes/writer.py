@@ -10,11 +10,11 @@ from typing import Any
 
 import attrs
 
-from ..errors import FactNotFoundError, InvalidFactError, ReadOnlyStoreError
-from ..model import Fact, Hit, from_timestamp
-from ._access_writer import AccessWriter
-from ._validate import Limits
-from .backend import Backend, HistoryEntry, Row
+from ...errors import FactNotFoundError, InvalidFactError, ReadOnlyStoreError
+from ...model import Fact, Hit, from_timestamp
+from ..backend.types import Backend, HistoryEntry, Row
+from .access_writer import AccessWriter
+from .limits import Limits
 
 __all__ = ["Writer", "check_id"]
 

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from ._id_map import IdMap
-from ._jsonl_records import ParsedFact
-from ._transfer_report import ImportIssue, ImportReport, InvalidImportError
-from .backend import MAX_COUNT, HistoryEntry, rows_in
+from ..backend.types import MAX_COUNT, HistoryEntry, rows_in
+from .id_map import IdMap
+from .jsonl_records import ParsedFact
+from .report import ImportIssue, ImportReport, InvalidImportError
 
 if TYPE_CHECKING:
-    from .fact_store import FactStore
+    from ..fact_store import FactStore
 
 __all__ = ["BATCH", "MAX_KEPT_ID", "ImportWriter", "Progress", "run_import"]
 

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from ..errors import InvalidFactError, StoreError
-from .backend import FactFilter, Row
+from ...errors import InvalidFactError, StoreError
+from ..backend.types import FactFilter, Row
 
 if TYPE_CHECKING:
-    from .fact_store import FactStore
+    from ..fact_store import FactStore
 
 __all__ = ["DEFAULT_THRESHOLD", "ConsolidationReport", "Superseded", "consolidate"]
 

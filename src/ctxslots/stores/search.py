@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..model import Fact, Hit
-from .backend import Backend, FactFilter, Row
+from .backend.types import Backend, FactFilter, Row
 from .links import pull_linked
 from .ranking import Candidate, RankingPolicy, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 import numpy as np
 
-from ..errors import DuplicateKeyError
+from ...errors import DuplicateKeyError
 
 __all__ = [
     "CONTEXT_WEIGHT",

@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from .._files import (
+from ..._files import (
     existing_subdir,
     open_dir,
     open_subdir,
@@ -32,7 +32,7 @@ from .._files import (
     remove_file,
     replace_file,
 )
-from ._markdown_memory import scope_dirname, title
+from .markdown_memory import scope_dirname, title
 
 __all__ = ["write_directory"]
 

@@ -11,13 +11,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidFactError
-from ._jsonl_records import ParsedFact
-from ._markdown_memory import MarkdownReader
-from ._transfer_report import ImportIssue, InvalidImportError
+from ...errors import InvalidFactError
+from .jsonl_records import ParsedFact
+from .markdown_memory import MarkdownReader
+from .report import ImportIssue, InvalidImportError
 
 if TYPE_CHECKING:
-    from .fact_store import FactStore
+    from ..fact_store import FactStore
 
 __all__ = ["file_lines", "markdown_source", "read_markdown"]
 

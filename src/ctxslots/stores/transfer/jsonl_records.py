@@ -1,6 +1,6 @@
 """The JSONL export format, record by record: rows to JSON objects and back.
 
-Pure functions, no SQL: :mod:`ctxslots.stores.transfer` reads and writes the
+Pure functions, no SQL: :mod:`ctxslots.stores.transfer.formats` reads and writes the
 tables. Every field of a record is checked here, with the store's
 :class:`~ctxslots.stores.Limits` for the fields a write would check.
 """
@@ -17,9 +17,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..errors import InvalidFactError
-from ._validate import MAX_TIMESTAMP, Limits
-from .backend import MAX_COUNT
+from ...errors import InvalidFactError
+from ..backend.types import MAX_COUNT
+from ..writes.limits import MAX_TIMESTAMP, Limits
 
 __all__ = [
     "FORMAT",

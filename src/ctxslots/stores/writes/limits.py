@@ -13,10 +13,10 @@ from collections.abc import Iterable
 
 import attrs
 
-from .._secrets import redact
-from ..errors import InvalidFactError
-from ..model import to_timestamp
-from .backend import MAX_TIME
+from ..._secrets import redact
+from ...errors import InvalidFactError
+from ...model import to_timestamp
+from ..backend.types import MAX_TIME
 
 __all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_SCORE_STEP", "MAX_TIMESTAMP", "SECRET_POLICIES",
            "Limits"]
