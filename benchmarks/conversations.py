@@ -64,7 +64,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ctxslots import AssemblyRequest, FactStore, Limits, PromptAssembler, RankingPolicy
-from ctxslots.assembler.escape import bullet
+from ctxslots.prompts.escape import bullet
 from ctxslots.stores.embedders import embedder_from_spec
 from ctxslots.stores.sanitize import query_tokens, to_match
 from ctxslots.stores.sqlite import open_connection

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import generate_facts
 from ctxslots import FactStore, Limits
 from ctxslots.stores.sqlite import open_connection
-from ctxslots.stores.sqlite.migrations import FTS_TOKENIZE
+from ctxslots.stores.sqlite._schema import FTS_TOKENIZE
 
 
 def build(path: Path, n: int, embedder: str | None) -> int:

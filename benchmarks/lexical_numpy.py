@@ -31,7 +31,7 @@ from _corpus import generate_queries
 from ctxslots import FactStore
 from ctxslots.stores.sanitize import to_match
 from ctxslots.stores.sqlite import open_connection
-from ctxslots.stores.sqlite.migrations import FTS_TOKENIZE
+from ctxslots.stores.sqlite._schema import FTS_TOKENIZE
 from store_search import SCOPES, store_file
 
 K1, B, POOL = 1.2, 0.75, 50

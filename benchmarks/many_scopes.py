@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_facts, generate_queries
 from ctxslots import FactStore, Limits, RankingPolicy
-from ctxslots.stores.backend.types import FactFilter
+from ctxslots.stores.backend import FactFilter
 from ctxslots.stores.sanitize import to_match
 from ctxslots.stores.sqlite import open_connection
 

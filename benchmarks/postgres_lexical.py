@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _pg import server
 from ctxslots import FactStore
-from ctxslots.stores.backend.types import FactFilter
+from ctxslots.stores.backend import FactFilter
 from ctxslots.stores.postgres import PostgresBackend
 from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens
 

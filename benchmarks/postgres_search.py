@@ -40,7 +40,7 @@ import psycopg
 
 from _corpus import generate_facts, generate_queries
 from _pg import server
-from ctxslots.stores.backend.types import FactFilter
+from ctxslots.stores.backend import FactFilter
 from ctxslots.stores.postgres import PostgresBackend
 from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_queries
 from ctxslots import FactStore, RankingPolicy
-from ctxslots.stores.backend.types import FactFilter
+from ctxslots.stores.backend import FactFilter
 from ctxslots.stores.embedders import embedder_from_spec
 from ctxslots.stores.sqlite import open_connection
 from store_search import SCOPES, pct, store_file, timed

@@ -270,7 +270,7 @@ def verify(url: str, reports: Sequence[dict[str, Any]], processes: int, ops: int
     """Check the database against what the workers report they wrote."""
     import psycopg
 
-    from ctxslots.stores.backend.types import FactFilter
+    from ctxslots.stores.backend import FactFilter
     from ctxslots.stores.postgres import PostgresBackend
     from ctxslots.stores.postgres._schema import SCHEMA_VERSION
 

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
 import pytest
 
+from ctxslots.stores.backend import FACT_COLUMNS, Backend, FactFilter, QueryPlan
+from ctxslots.stores.engines import open_backend
+from ctxslots.stores.sanitize import to_match
 from ctxslots.stores.sqlite import Connection, open_connection
+
+
+@contextlib.contextmanager
+def engine_of(store: Any) -> Iterator[Backend]:
+    """A second engine on ``store``'s file or database, for the block (sees what is committed)."""
+    backend = open_backend(str(store.path), create=False, vector_cache=False)
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def plan_of(words: list[str]) -> QueryPlan:
+    """The query plan of a search for ``words`` (already sanitized)."""
+    return QueryPlan(text=" ".join(words), words=tuple(words), match=to_match(list(words)))
 
 
 def raw(store: Any) -> Connection:
@@ -31,18 +51,22 @@ def stored_rows(store: Any, *, access: bool = True, scope: Any = ...) -> list[tu
     For "nothing was written" checks. ``access=False`` leaves out access counts;
     ``scope`` (a scope name, ``None`` for global) keeps one scope's rows only.
     """
-    from ctxslots.stores.backend.types import FACT_COLUMNS, FactFilter
-
     scopes = None if scope is ... else ("" if scope is None else scope,)
     flt = FactFilter(scopes=scopes)
     out: list[tuple[Any, ...]] = []
+    with engine_of(store) as backend:
+        return _stored_rows(backend, flt, scopes, access, out)
+
+
+def _stored_rows(backend: Backend, flt: Any, scopes: Any, access: bool,
+                 out: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     for archived in (False, True):
         columns = [c for c in FACT_COLUMNS if access or c not in ACCESS_COLUMNS]
         columns += ["archived_at", "reason"] if archived else []
-        for row in sorted(store.backend.select(flt, archived=archived), key=lambda r: r["id"]):
+        for row in sorted(backend.select(flt, archived=archived), key=lambda r: r["id"]):
             # In column order, as a SELECT * reads them: id, slot, scope, key, value...
             out.append(("archive" if archived else "facts", *(row[c] for c in columns)))
-    for entry in store.backend.all_history():
+    for entry in backend.all_history():
         if scopes is None or entry.scope in scopes:
             out.append(("fact_history", *attrs.astuple(entry)))
     return out

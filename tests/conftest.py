@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -138,5 +138,26 @@ def fixture_pg_url(postgres: PostgresServer) -> Iterator[str]:
     postgres.release(url)
 
 
+from ctxslots.stores.backend import Backend
+from ctxslots.stores.engines import open_backend
+
 if TYPE_CHECKING:
     from _postgres import PostgresServer
+    from ctxslots import FactStore
+
+
+@pytest.fixture(name="engine")
+def fixture_engine() -> Iterator[Callable[[FactStore], Backend]]:
+    """``engine(store)``: a second engine on the store's file or database, to read what
+    was committed (or write rows no store would); closed when the test ends."""
+    opened: dict[str, Backend] = {}
+
+    def engine(store: FactStore) -> Backend:
+        location = str(store.path)
+        if location not in opened:
+            opened[location] = open_backend(location, create=False, vector_cache=False)
+        return opened[location]
+
+    yield engine
+    for backend in opened.values():
+        backend.close()

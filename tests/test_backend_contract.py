@@ -20,7 +20,7 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     unit,
 )
 from ctxslots.errors import DuplicateKeyError, StoreError
-from ctxslots.stores.backend.types import FACT_COLUMNS, Backend, FactFilter, HistoryEntry
+from ctxslots.stores.backend import FACT_COLUMNS, Backend, FactFilter, HistoryEntry
 
 # -- lifecycle -------------------------------------------------------------------
 

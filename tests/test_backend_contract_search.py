@@ -20,7 +20,8 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     make_row,
     unit,
 )
-from ctxslots.stores.backend.types import FactFilter, Health, HistoryEntry, VectorState
+from _sql import plan_of
+from ctxslots.stores.backend import FactFilter, Health, HistoryEntry, VectorState
 
 # -- the lexical leg ---------------------------------------------------------------
 
@@ -30,16 +31,16 @@ def test_lexical_matches_any_word_best_first(backend):
     both = add(backend, "Caroline went to the support group meeting.")
     one = add(backend, "Melanie joined a running group.")
     add(backend, "Nothing relevant here.")
-    found = backend.lexical(["support", "group"], FactFilter(), 10)
+    found = backend.lexical(plan_of(["support", "group"]), FactFilter(), 10)
     assert [both, one] == [c.row["id"] for c in found]
     assert found[0].score < found[1].score < 0
-    assert [] == backend.lexical([], FactFilter(), 10)
+    assert [] == backend.lexical(plan_of([]), FactFilter(), 10)
 
 
 def test_lexical_stems_words(backend):
     """Inflected forms meet: a query for running finds runs."""
     fact_id = add(backend, "Melanie runs every morning.")
-    assert [fact_id] == [c.row["id"] for c in backend.lexical(["running"], FactFilter(), 5)]
+    assert [fact_id] == [c.row["id"] for c in backend.lexical(plan_of(["running"]), FactFilter(), 5)]
 
 
 def test_lexical_filters_before_the_cut(backend):
@@ -48,16 +49,16 @@ def test_lexical_filters_before_the_cut(backend):
         for n in range(30):
             backend.insert(make_row(f"Deploy deploy deploy note {n}.", scope="busy"))
         mine = backend.insert(make_row("One deploy note among others.", scope="quiet"))
-    found = backend.lexical(["deploy"], FactFilter(scopes=("quiet", "")), 3)
+    found = backend.lexical(plan_of(["deploy"]), FactFilter(scopes=("quiet", "")), 3)
     assert [mine] == [c.row["id"] for c in found]
 
 
 def test_lexical_leaves_out_expired_and_superseded(backend, mixed):
     """live_at and include_superseded apply to word matches too."""
     flt = FactFilter(scopes=("w1", ""), live_at=NOW, include_superseded=False)
-    assert [] == backend.lexical(["gone", "older"], flt, 10)
+    assert [] == backend.lexical(plan_of(["gone", "older"]), flt, 10)
     assert {mixed["expired"], mixed["old"]} == {
-        c.row["id"] for c in backend.lexical(["gone", "older"], FactFilter(), 10)}
+        c.row["id"] for c in backend.lexical(plan_of(["gone", "older"]), FactFilter(), 10)}
 
 
 def test_lexical_searches_the_archive(backend):
@@ -65,8 +66,8 @@ def test_lexical_searches_the_archive(backend):
     fact_id = add(backend, "The staging database moved to eu-west.")
     with backend.transaction():
         backend.archive(fact_id, archived_at=NOW, reason="forgotten")
-    assert [] == backend.lexical(["staging"], FactFilter(), 5)
-    found = backend.lexical(["staging"], FactFilter(), 5, archived=True)
+    assert [] == backend.lexical(plan_of(["staging"]), FactFilter(), 5)
+    found = backend.lexical(plan_of(["staging"]), FactFilter(), 5, archived=True)
     assert [(fact_id, "forgotten")] == [(c.row["id"], c.row["reason"]) for c in found]
 
 
@@ -78,39 +79,23 @@ def test_lexical_scores_follow_bm25(backend):
         rare = backend.insert(make_row("Zephyr."))
         short = backend.insert(make_row("Common lighthouse."))
         long = backend.insert(make_row("Common lighthouse with many more words around it."))
-    found = [c.row["id"] for c in backend.lexical(["zephyr", "common"], FactFilter(), 3)]
+    found = [c.row["id"] for c in backend.lexical(plan_of(["zephyr", "common"]), FactFilter(), 3)]
     assert rare == found[0]
-    found = [c.row["id"] for c in backend.lexical(["lighthouse"], FactFilter(), 3)]
+    found = [c.row["id"] for c in backend.lexical(plan_of(["lighthouse"]), FactFilter(), 3)]
     assert [short, long] == found
 
 
-def test_drop_common_leaves_out_frequent_words(backend):
-    """Words in more than the share go; none below min_rows; the rarest stays if all go."""
+def test_document_counts_count_each_words_facts(backend):
+    """Each word's facts are counted as the index stems it; nothing below min_rows."""
     with backend.transaction():
         for n in range(20):
             words = ["alpha"] + (["beta"] if n < 12 else []) + (["gamma"] if n < 2 else [])
             backend.insert(make_row(f"{' '.join(words)} note {n}."))
-    assert ["alpha", "gamma"] == backend.drop_common(["alpha", "gamma"], share=1.0, min_rows=100)
-    assert ["gamma"] == backend.drop_common(["alpha", "gamma"], share=0.5, min_rows=10)
-    assert ["beta"] == backend.drop_common(["alpha", "beta"], share=0.5, min_rows=10)
-    assert [] == backend.drop_common([], share=0.5, min_rows=10)
-
-
-def test_drop_common_bounds_the_words_together(backend):
-    """Past total_share of the facts together, the most common kept words go first,
-    the rest keep their order, and the rarest word always stays."""
-    with backend.transaction():
-        for n in range(20):
-            words = (["alpha"] if n < 6 else []) + (["beta"] if n < 5 else []) \
-                + (["gamma"] if n < 1 else [])
-            backend.insert(make_row(f"{' '.join(words)} note {n}."))
-    words = ["beta", "alpha", "gamma"]
-    assert words == backend.drop_common(words, share=0.5, min_rows=10)
-    assert ["beta", "gamma"] == backend.drop_common(words, share=0.5, min_rows=10,
-                                                    total_share=0.5)
-    assert ["gamma"] == backend.drop_common(words, share=0.5, min_rows=10, total_share=0.2)
-    assert ["gamma"] == backend.drop_common(words, share=0.5, min_rows=10, total_share=0.01)
-    assert words == backend.drop_common(words, share=0.5, min_rows=100, total_share=0.01)
+        backend.insert(make_row("Melanie runs every morning."))
+    counts = backend.document_counts(["alpha", "beta", "gamma", "delta", "running"], min_rows=10)
+    assert counts is not None and 21 == counts.rows
+    assert {"alpha": 20, "beta": 12, "gamma": 2, "delta": 0, "running": 1} == dict(counts.docs)
+    assert backend.document_counts(["alpha"], min_rows=100) is None
 
 
 # -- vectors -----------------------------------------------------------------
@@ -199,7 +184,7 @@ def test_a_fresh_store_is_healthy_and_rebuilds(backend):
     assert isinstance(health, Health)
     assert (True, True, ()) == (health.facts_readable, health.lexical_in_sync, health.problems)
     backend.rebuild()
-    assert [fact_id] == [c.row["id"] for c in backend.lexical(["cache"], FactFilter(), 5)]
+    assert [fact_id] == [c.row["id"] for c in backend.lexical(plan_of(["cache"]), FactFilter(), 5)]
     assert backend.used_bytes() > 0
 
 

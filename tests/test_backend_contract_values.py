@@ -14,7 +14,7 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     fixture_opener,
     make_row,
 )
-from ctxslots.stores.backend.types import FactFilter, HistoryEntry
+from ctxslots.stores.backend import FactFilter, HistoryEntry
 
 
 def test_bad_values_names_each_number_out_of_range_and_repair_resets_it(backend):

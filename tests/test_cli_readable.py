@@ -8,8 +8,8 @@ import re
 from click.testing import CliRunner
 
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+from ctxslots._readable import multiplier, share
 from ctxslots.cli import cli
-from ctxslots.prompts.readable import multiplier, share
 
 # A float in scientific notation, as '1e-06' or '-1.375e-06'.
 E_NOTATION = re.compile(r"\d(?:\.\d+)?e[-+]\d")

@@ -53,12 +53,12 @@ def test_context_is_never_shown_in_a_prompt(store):
     assert "Zanzibar" not in prompt.text and "robotics" not in prompt.text
 
 
-def test_context_is_never_embedded(location, clock):
+def test_context_is_never_embedded(engine, location, clock):
     """The stored vector is the value's alone, whatever the context."""
     with FactStore(location, clock=clock, ranking=RankingPolicy(vector_weight=1.0)) as store:
         assert store.keeps_vectors
         fact = store.add("user", REPLY, context=QUESTION)
-        stored = store.backend.vectors_of([fact.id])[fact.id]
+        stored = engine(store).vectors_of([fact.id])[fact.id]
         expected = store.embedder.embed([REPLY])[0]
         np.testing.assert_allclose(stored, expected, atol=1e-6)
 

@@ -16,7 +16,7 @@ from ctxslots import (
     StaticContributor,
     count_tokens,
 )
-from ctxslots.assembler import DUMP_SCHEMA_VERSION
+from ctxslots.model.prompt import DUMP_SCHEMA_VERSION
 
 TOP_KEYS = ["schema_version", "budget", "safety_margin", "answer_reserve", "available",
             "total_tokens", "encoding", "sticky_overflow", "message", "scope", "flagged",
@@ -111,10 +111,8 @@ def test_unknown_format_is_refused(prompt):
     """An unknown dump format raises InvalidRequestError, a ValueError."""
     with pytest.raises(InvalidRequestError, match="unknown dump format 'yaml'"):
         prompt.dump("yaml")
-    from ctxslots.assembler import dump_prompt
-
     with pytest.raises(InvalidRequestError, match="AssembledPrompt"):
-        dump_prompt("not a prompt")
+        PromptAssembler(None).dump("not a prompt")
 
 
 def test_empty_prompt_dumps_cleanly():
@@ -143,3 +141,35 @@ def test_dumps_show_ages_in_words(tmp_path):
     store.close()
     assert '<span class="meta age" title="9 days">9 days ago</span>' in prompt.dump("html")
     assert "| 1 (9 days ago) |" in prompt.dump("markdown")
+
+
+class Traced:
+    """A contributor offering a barely relevant line kept and a relevant one dropped."""
+
+    name, priority, sticky = "traced", 60, False
+
+    def contribute(self, request):
+        from ctxslots import DropReason, HitTrace, Item, Section
+
+        def trace(relevance, rank):
+            return HitTrace(bm25_rank=rank, bm25=-relevance, relevance=relevance, decay=1.0,
+                            age_days=0.0, reinforcement=1.0, confidence=1.0, final=relevance,
+                            rank=rank)
+
+        return Section(title="Notes", name=self.name, priority=self.priority, items=(
+            Item(text="A barely related note.", trace=trace(0.02, 1)),
+            Item(text="The note that answers.", trace=trace(1.0, 2),
+                 dropped=DropReason.SLOT_LIMIT, detail="beyond the limit")))
+
+
+def test_a_kept_item_far_less_relevant_than_a_dropped_one_is_flagged():
+    """The dump warns on an item kept with near-zero relevance while a more relevant one
+    was dropped, naming the share of each and why the other went."""
+    prompt = PromptAssembler(None, contributors=[Traced()]).assemble(AssemblyRequest("note"))
+    data = json.loads(prompt.dump("json"))
+    kept, dropped = data["sections"][0]["items"]
+    assert (0.02, 1.0) == (kept["relevance_share"], dropped["relevance_share"])
+    assert ("kept with 2% of the best relevance while a more relevant item (100%, traced "
+            "rank 2) was dropped (slot_limit)") == kept["warning"]
+    assert dropped["warning"] is None and 1 == data["flagged"]
+    assert "kept with 2% of the best relevance" in prompt.dump("markdown")

@@ -1,3 +1,4 @@
+
 """MemoryFlusher against the real HTTP client and a scripted chat-completions server.
 
 Every scenario starts from the same known facts and checks the report, the store
@@ -10,8 +11,9 @@ import json
 
 import pytest
 
+from _sql import engine_of
 from ctxslots import FlushError, MemoryFlusher, OpenAIChatClient
-from ctxslots.stores.backend.types import FactFilter
+from ctxslots.stores.backend import FactFilter
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 SCOPE = "shop"
@@ -38,7 +40,8 @@ def forget(slot: str, key: str, reason: str = "No longer true.") -> dict:
 
 def live(store) -> set[tuple]:
     """Every live fact as (slot, scope, key, value), in every scope."""
-    rows = store.backend.select(FactFilter())
+    with engine_of(store) as backend:
+        rows = list(backend.select(FactFilter()))
     return {(r["slot"], r["scope"] or None, r["key"], r["value"]) for r in rows}
 
 
@@ -144,7 +147,7 @@ def test_same_value_again_is_unchanged_and_not_written(chat, seeded):
     assert SEEDED == live(seeded)
 
 
-def test_forget_archives_only_that_key(chat, seeded):
+def test_forget_archives_only_that_key(engine, chat, seeded):
     """A forget archives the fact of that slot, key and scope with its reason; others stay."""
     _, flusher = chat([ScriptedReply(reply(
         forget("project", "deploy.day", "The shop stopped deploying on Fridays."),
@@ -157,7 +160,7 @@ def test_forget_archives_only_that_key(chat, seeded):
     assert gone.fact.archived and "The shop deploys on Friday after 15:00." == gone.fact.value
     assert seeded.get_by_key("project", "deploy.day", scope=SCOPE) is None
     assert seeded.get_by_key("project", "deploy.day", scope="blog") is not None
-    reason = seeded.backend.get_archived(gone.fact.id)["reason"]
+    reason = engine(seeded).get_archived(gone.fact.id)["reason"]
     assert reason.endswith("The shop stopped deploying on Fridays.")
     assert [(1, "no live fact user/pet to forget")] == [(r.index, r.reason) for r in report.rejected]
     assert SEEDED - {("project", SCOPE, "deploy.day", "The shop deploys on Friday after 15:00.")} \
@@ -290,7 +293,7 @@ def test_timeout_fails_cleanly(chat, seeded):
     assert 0 == flusher.messages_read("c1")
 
 
-def test_unknown_slot_is_rejected_and_the_rest_applied(chat, seeded):
+def test_unknown_slot_is_rejected_and_the_rest_applied(engine, chat, seeded):
     """An operation on a slot the flusher does not know is rejected with the reason."""
     _, flusher = chat([ScriptedReply(reply(
         upsert("secrets", "api.token", "sk-123"),
@@ -303,7 +306,7 @@ def test_unknown_slot_is_rejected_and_the_rest_applied(chat, seeded):
     assert (0, "secrets") == (rejected.index, rejected.operation.slot)
     assert "unknown slot 'secrets'" in rejected.reason
     assert ["editor"] == [c.fact.key for c in report.updated]
-    assert [] == list(seeded.backend.select(FactFilter(slots=("secrets",))))
+    assert [] == list(engine(seeded).select(FactFilter(slots=("secrets",))))
 
 
 def test_oversize_value_is_rejected(chat, seeded):

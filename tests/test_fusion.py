@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ctxslots import RankingPolicy
+from ctxslots.stores.periods import query_periods
 from ctxslots.stores.ranking import Candidate, rank_candidates
 
 NOW = 1_800_000_000.0
@@ -142,10 +143,10 @@ def test_a_period_the_query_names_lifts_memories_observed_then():
                        confidence=1.0, bm25=-5.0, bm25_rank=1),
              Candidate(fact_id=2, slot="user", updated_at=now, observed_at=july, score=0.0,
                        confidence=1.0, bm25=-4.0, bm25_rank=2)]
-    ranked = rank_candidates(cands, now=now, policy=RankingPolicy(), limit=2,
-                             query="where did we go camping in July?")
+    periods = query_periods("where did we go camping in July?", now)
+    ranked = rank_candidates(cands, now=now, policy=RankingPolicy(), limit=2, periods=periods)
     assert [2, 1] == [c.fact_id for c, _ in ranked]
     assert {"period": 2.0} == dict(ranked[0][1].extra)
     plain = rank_candidates(cands, now=now, policy=RankingPolicy(period_boost=1.0), limit=2,
-                            query="where did we go camping in July?")
+                            periods=periods)
     assert [1, 2] == [c.fact_id for c, _ in plain]

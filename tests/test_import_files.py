@@ -10,7 +10,7 @@ import pytest
 
 from _sql import stored_rows
 from ctxslots import FactStore
-from ctxslots.stores.transfer.formats import InvalidImportError
+from ctxslots.errors import InvalidImportError
 
 HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
 

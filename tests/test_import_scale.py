@@ -14,8 +14,8 @@ import pytest
 
 from _sql import raw, stored_rows
 from ctxslots import FactStore, InvalidFactError, Limits
+from ctxslots.errors import InvalidImportError
 from ctxslots.stores.ranking import RankingPolicy
-from ctxslots.stores.transfer.formats import InvalidImportError
 from ctxslots.stores.transfer.markdown_memory import parse_markdown
 
 HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
@@ -99,7 +99,7 @@ class CountingEmbedder:
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def test_vectors_are_embedded_a_batch_at_a_time(location, clock):
+def test_vectors_are_embedded_a_batch_at_a_time(engine, location, clock):
     """With a model, 2,500 imported memories are embedded at most 1,000 at a time (all of an
     import went into one array before: 990 MB at 100,000 facts), and each gets its vector."""
     embedder = CountingEmbedder()
@@ -109,7 +109,7 @@ def test_vectors_are_embedded_a_batch_at_a_time(location, clock):
         report = store.import_jsonl(io.StringIO(memories(2_500)))
         assert 2_500 == report.added
         assert 2_500 == sum(embedder.calls) and max(embedder.calls) <= 1_000
-        assert 2_500 == store.backend.vector_state().vectors
+        assert 2_500 == engine(store).vector_state().vectors
         assert store.doctor().ok
 
 

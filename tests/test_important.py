@@ -7,7 +7,7 @@ import pytest
 from ctxslots import AssemblyRequest, FactStore, InvalidFactError, PromptAssembler
 from ctxslots.contributors.memory import _importance
 from ctxslots.stores.sqlite import open_connection
-from ctxslots.stores.sqlite.migrations import IMPORTANCE, IMPORTANT_WHERE
+from ctxslots.stores.sqlite._schema import IMPORTANCE, IMPORTANT_WHERE
 
 
 def _fill(store, clock):

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from _sql import raw
+from _sql import plan_of, raw
 from ctxslots import FactStore
-from ctxslots.stores.sanitize import query_tokens
+from ctxslots.stores.backend import FactFilter, visible_scopes
 from ctxslots.stores.sqlite import SQLiteBackend, lexical_cache
 
 WORDS = ["deploy", "cache", "server", "test", "user", "editor", "python", "rust", "queue", "worker", "retry", "flaky", "vpn", "staging", "payment", "search", "index", "token", "budget", "prompt"]
@@ -25,14 +25,18 @@ def _fill(store, n, seed=1):
 
 
 def _both_legs(store, query, scope, slots=None):
-    """The lexical leg of ``store`` (from its loaded copy) and of FTS5 on the same file."""
-    tokens = query_tokens(query, store.query_policy)
-    flt = store.filter(slots, scope, include_superseded=False)
-    assert store.backend.lexical_copy is not None
-    cached = {int(c.row["id"]): c.score for c in store.backend.lexical(tokens, flt, 50)}
+    """Every match of ``query`` with its BM25: as ``store`` scores it from its loaded
+    copy, and as FTS5 scores it on the same file."""
+    assert store.cache_status().lexical_loaded
+    cached = {h.fact.id: h.trace.bm25 for h in store.search(
+        query, scope=scope, slots=slots, limit=1000, track_access=False)}
+    plan = plan_of(store.query_words(query))
+    flt = FactFilter(scopes=visible_scopes(scope or ""),
+                     slots=None if slots is None else tuple(slots), live_at=store.clock(),
+                     include_superseded=False)
     fts5 = SQLiteBackend(store.path)
     try:
-        fts = {int(c.row["id"]): c.score for c in fts5.lexical(tokens, flt, 50)}
+        fts = {int(c.row["id"]): c.score for c in fts5.lexical(plan, flt, 1000)}
     finally:
         fts5.close()
     return fts, cached
@@ -85,7 +89,7 @@ def test_the_cache_follows_writes_of_another_connection(db_path, clock):
         clock.advance(seconds=120)
         assert reader.search("staging frozen", scope="a") == []
         assert reader.search("production", scope="b") == []
-        assert reader.backend.lexical_copy is not None and reader.backend.lexical_copy.rows_loaded >= 4
+        assert reader.cache_status().lexical_loaded and reader.cache_status().lexical_rows >= 4
 
 
 def test_superseded_facts_are_hidden_unless_asked(db_path, clock):
@@ -125,7 +129,7 @@ def test_many_updates_rebuild_the_cache(db_path, clock):
             store.update(fact.id, value=f"Version {n} of the cache note.")
             if n % 400 == 0:
                 store.search("cache")
-        assert store.backend.lexical_copy.rows_loaded < 2 * (len(others) + 1)
+        assert store.cache_status().lexical_rows < 2 * (len(others) + 1)
         hits = store.search("version 1199 cache note")
         assert hits[0].fact.id == fact.id and hits[0].fact.value == "Version 1199 of the cache note."
 
@@ -137,12 +141,12 @@ def test_the_first_search_does_not_wait_for_the_load(db_path, clock):
     with FactStore(db_path, clock=clock, embedder=False) as plain, \
             FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as cached:
         first = cached.search("flaky retry worker", scope="a", track_access=False)
-        assert cached.backend.lexical_copy is None and cached.backend.lexical_loading
+        assert not cached.cache_status().lexical_loaded and cached.cache_status().lexical_loading
         expected = plain.search("flaky retry worker", scope="a", track_access=False)
         assert [h.fact.id for h in first] == [h.fact.id for h in expected]
         assert cached.load_lexical_cache()
         again = cached.search("flaky retry worker", scope="a", track_access=False)
-        assert cached.backend.lexical_copy is not None
+        assert cached.cache_status().lexical_loaded
         assert [h.fact.id for h in again] == [h.fact.id for h in expected]
         assert [h.trace.bm25 for h in again] == pytest.approx([h.trace.bm25 for h in expected])
 
@@ -160,7 +164,7 @@ def test_writes_made_while_the_copy_loads_are_seen(db_path, clock):
         assert reader.load_lexical_cache()
         assert [h.fact.id for h in reader.search("zanzibar mirrors", scope="a")] == [new.id]
         assert reader.search("quixotic cron", scope="a") == []
-        assert reader.backend.lexical_copy is not None
+        assert reader.cache_status().lexical_loaded
 
 
 def test_close_stops_a_load_in_progress(db_path, clock):
@@ -169,10 +173,10 @@ def test_close_stops_a_load_in_progress(db_path, clock):
         _fill(store, 8000, seed=6)
     store = FactStore(db_path, clock=clock, embedder=False, lexical_cache=True)
     store.search("deploy", scope="a")
-    assert store.backend.lexical_loading
+    assert store.cache_status().lexical_loading
     store.close()
-    assert not store.backend.lexical_loading
-    assert store.backend.lexical_copy is None
+    assert not store.cache_status().lexical_loading
+    assert not store.cache_status().lexical_loaded
 
 
 def test_load_needs_the_option_and_memory_stores_load_in_place(clock):
@@ -185,7 +189,7 @@ def test_load_needs_the_option_and_memory_stores_load_in_place(clock):
     with FactStore(":memory:", clock=clock, embedder=False, lexical_cache=True) as store:
         fact = store.add("agent", "The staging VPN needs a fresh token.")
         assert [h.fact.id for h in store.search("staging vpn")] == [fact.id]
-        assert store.backend.lexical_copy is not None and not store.backend.lexical_loading
+        assert store.cache_status().lexical_loaded and not store.cache_status().lexical_loading
 
 
 def test_slots_searched_with_the_same_words_share_scores_until_a_write(db_path, clock):
@@ -242,9 +246,10 @@ def test_searches_from_several_threads_keep_the_copy_in_step(db_path, clock):
             for thread in threads:
                 thread.join(30)
         assert [] == errors
-        copy = store.backend.lexical_copy
+        status = store.cache_status()
         store.search("queue", scope="a", track_access=False)  # applies what is left of the log
-        assert copy is not None and copy.live == store.backend.counts()["facts"]
+        assert status.lexical_loaded and store.cache_status().lexical_live == \
+            store.stats()["facts"]
         for query in ("queue cache", "note moved", "deploy retry"):
             fts, cached = _both_legs(store, query, "a")
             assert set(fts) == set(cached)

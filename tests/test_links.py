@@ -6,7 +6,6 @@ import attrs
 import pytest
 
 from ctxslots import FactStore, RankingPolicy
-from ctxslots.stores.links import link_strengths
 
 
 def _pair(store, scope=None):
@@ -27,17 +26,17 @@ def test_reinforcing_one_of_a_result_links_it_to_the_others(store):
     hits = store.search("staging deploys VPN profile")
     assert {h.fact.id for h in hits} == {a.id, b.id}
     store.reinforce(a.id)
-    assert link_strengths(store, a.id) == {b.id: 1.0}
-    assert link_strengths(store, b.id) == {a.id: 1.0}
-    assert link_strengths(store, c.id) == {}
+    assert store.links(a.id) == {b.id: 1.0}
+    assert store.links(b.id) == {a.id: 1.0}
+    assert store.links(c.id) == {}
     store.demote(a.id)                                  # demoting links nothing
-    assert link_strengths(store, a.id) == {b.id: 1.0}
+    assert store.links(a.id) == {b.id: 1.0}
 
 
 def test_a_strong_link_pulls_the_neighbour_in_and_says_so(store):
     a, b = _pair(store)
     _search_and_reinforce(store, 3, query="staging deploys VPN profile", target=a.id)
-    assert link_strengths(store, a.id)[b.id] == 3.0
+    assert store.links(a.id)[b.id] == 3.0
     hits = store.search("staging deploys")               # matches a only
     assert [h.fact.id for h in hits] == [a.id, b.id]
     pulled = hits[1].trace
@@ -81,4 +80,4 @@ def test_reinforce_in_a_fresh_store_object_links_nothing(db_path, clock):
         store.search("staging deploys VPN profile")
     with FactStore(db_path, clock=clock) as store:
         store.reinforce(a.id)
-        assert link_strengths(store, a.id) == {}
+        assert store.links(a.id) == {}

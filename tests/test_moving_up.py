@@ -17,7 +17,7 @@ def _records(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()[1:]]
 
 
-def test_export_to_postgres_keeps_everything(db_path, pg_url, clock):
+def test_export_to_postgres_keeps_everything(engine, db_path, pg_url, clock):
     """`ctxslots --db file export | ctxslots --db postgresql://... import -` moves every fact as it was."""
     with FactStore(db_path, clock=clock, ranking=RankingPolicy(vector_weight=1.0)) as store:
         name = store.upsert("user", "name", "The user is Ada.")
@@ -39,8 +39,8 @@ def test_export_to_postgres_keeps_everything(db_path, pg_url, clock):
         moved.export_jsonl(again)
         assert _records(exported.output) == _records(again.getvalue())
         assert ["The user is Ada."] == [f.value for f in moved.history(name.id)]
-        assert "replaced" == moved.backend.get_archived(gone.id)["reason"]
-        assert {note.id: 1.0} == moved.backend.links_of(deploy.id)
+        assert "replaced" == engine(moved).get_archived(gone.id)["reason"]
+        assert {note.id: 1.0} == engine(moved).links_of(deploy.id)
         # The export carries no vectors: the target embeds its live facts once.
         assert ["3 facts have no vector: run `ctxslots reindex`"] == list(moved.doctor().problems)
         assert 3 == moved.reindex()
@@ -48,7 +48,7 @@ def test_export_to_postgres_keeps_everything(db_path, pg_url, clock):
         assert note.id in {h.fact.id for h in moved.search("flaky refund", scope="shop")}
 
 
-def test_vectors_move_with_the_facts_when_the_embedder_is_the_same(db_path, pg_url, clock):
+def test_vectors_move_with_the_facts_when_the_embedder_is_the_same(engine, db_path, pg_url, clock):
     """An export carries each live fact's vector; a store with the same embedder takes it as it is."""
     from ctxslots.stores.embedders import HashingEmbedder
 
@@ -64,15 +64,15 @@ def test_vectors_move_with_the_facts_when_the_embedder_is_the_same(db_path, pg_u
         facts = [store.add("agent", f"Release note {i} about the billing queue.") for i in range(5)]
         buffer = io.StringIO()
         store.export_jsonl(buffer)
-        before = store.backend.vectors_of([f.id for f in facts])
+        before = engine(store).vectors_of([f.id for f in facts])
     assert all("vector" in r for r in _records(buffer.getvalue()))
     with FactStore(pg_url, clock=clock, ranking=fused, embedder=Counting()) as moved:
         moved.import_jsonl(io.StringIO(buffer.getvalue()))
         assert [] == calls  # nothing embedded again
-        after = moved.backend.vectors_of([f.id for f in facts])
+        after = engine(moved).vectors_of([f.id for f in facts])
         assert all((before[i] == after[i]).all() for i in before)
         assert moved.doctor().ok
     with FactStore(db_path.with_name("other.db"), clock=clock, ranking=fused,
                    embedder=HashingEmbedder(dimension=64)) as other:
         other.import_jsonl(io.StringIO(buffer.getvalue()))  # another embedder: embedded again
-        assert other.doctor().ok and 5 == len(other.backend.vectors_of([f.id for f in facts]))
+        assert other.doctor().ok and 5 == len(engine(other).vectors_of([f.id for f in facts]))

@@ -283,6 +283,7 @@ def test_plugins_command_lists_plugins_and_their_hooks(example_plugin, monkeypat
     assert result.output.splitlines() == [
         "ctxslots.contributors.builtin (built-in): register_contributors, register_slots",
         "ctxslots.flusher.builtin (built-in): register_llm_clients",
+        "ctxslots.stores.embedders.builtin (built-in): register_embedders",
         ("example_glossary (0.1.0): prepare_jinja2_environment, register_contributors, "
          "register_embedders, register_llm_clients, rerank_hits"),
     ]

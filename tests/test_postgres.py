@@ -14,8 +14,9 @@ import psycopg
 import pytest
 
 from _postgres import PostgresServer, with_database, with_user
+from _sql import plan_of
 from ctxslots.errors import StoreError
-from ctxslots.stores.backend.types import FactFilter
+from ctxslots.stores.backend import FactFilter
 
 pytest.importorskip("psycopg_pool")
 
@@ -252,7 +253,7 @@ CORPUS = [
 def test_bm25_scores_equal_fts5(pg_url, contexts):
     """The PostgreSQL BM25 scores equal SQLite FTS5's bm25() on the same facts and words,
     a context column weighing CONTEXT_WEIGHT."""
-    from ctxslots.stores.backend.types import CONTEXT_WEIGHT
+    from ctxslots.stores.backend import CONTEXT_WEIGHT
 
     fts = apsw.Connection(":memory:")
     fts.execute("CREATE VIRTUAL TABLE t USING fts5(key, value, tags, context, "
@@ -274,7 +275,7 @@ def test_bm25_scores_equal_fts5(pg_url, contexts):
             expected = {ids[rowid - 1]: rank for rowid, rank in fts.execute(
                 f"SELECT rowid, bm25(t, 1.0, 1.0, 1.0, {CONTEXT_WEIGHT}) FROM t WHERE t MATCH ?",
                 (match,))}
-            got = {c.row["id"]: c.score for c in backend.lexical(words, FactFilter(), 10)}
+            got = {c.row["id"]: c.score for c in backend.lexical(plan_of(words), FactFilter(), 10)}
             assert expected.keys() == got.keys(), words
             for fact_id, score in expected.items():
                 assert score == pytest.approx(got[fact_id], rel=1e-9), words

@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("psycopg_pool")
 
-from ctxslots.stores.backend.types import FactFilter
+from ctxslots.stores.backend import FactFilter
 from ctxslots.stores.postgres import PostgresBackend
 
 NOW = 1_800_000_000.0

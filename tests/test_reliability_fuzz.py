@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import ctxslots
-from _sql import stored_rows
+from _sql import engine_of, stored_rows
 from ctxslots import (
     FactStore,
     FlushError,
@@ -42,7 +42,7 @@ from ctxslots import (
 from ctxslots.cli import cli
 from ctxslots.flusher import DEFAULT_SLOTS, Forget, ReplyFormatError, Upsert, parse_reply
 from ctxslots.flusher.operations import check_operation
-from ctxslots.stores.backend.types import FactFilter
+from ctxslots.stores.backend import FactFilter
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 _conversations = itertools.count()
@@ -99,8 +99,9 @@ def snapshot(store: FactStore, *, access: bool = True) -> list[tuple[Any, ...]]:
 
 def fact_rows(store: FactStore) -> dict[int, tuple[str, str | None]]:
     """Live facts by id: ``(slot, scope)``."""
-    return {int(r["id"]): (r["slot"], r["scope"] or None)
-            for r in store.backend.select(FactFilter())}
+    with engine_of(store) as backend:
+        return {int(r["id"]): (r["slot"], r["scope"] or None)
+                for r in backend.select(FactFilter())}
 
 
 def _fill(store: FactStore) -> None:

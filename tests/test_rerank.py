@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ctxslots import FactStore, InvalidFactError, hookimpl
-from ctxslots.plugins import make_plugin_manager
-from ctxslots.stores.rerank import coverage_reranker, reranker_from_plugins
+from ctxslots.plugins import make_plugin_manager, reranker_from_plugins
+from ctxslots.stores.rerank import coverage_reranker
 
 
 @pytest.fixture(name="facts")

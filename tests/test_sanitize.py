@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxslots import FactStore, QueryPolicy, sanitize_query
-from ctxslots.stores import query_tokens
 from ctxslots.stores.sanitize import keep_words
 from ctxslots.stores.sqlite import open_connection
 
@@ -155,9 +154,7 @@ def test_common_words_follow_growth(db_path):
 
 def _kept(store, query):
     """The words of ``query`` a search of ``store`` keeps after leaving out common ones."""
-    policy = store.query_policy
-    return store.backend.drop_common(query_tokens(query, policy), share=policy.max_doc_share,
-                                     min_rows=policy.common_min_facts)
+    return store.query_words(query)
 
 
 def test_keep_words_bounds_each_word_and_all_of_them():

@@ -23,7 +23,7 @@ from ctxslots import (
 )
 from ctxslots.cli import cli
 from ctxslots.contributors import AgentMemoryContributor, UserMemoryContributor
-from ctxslots.stores.transfer.formats import InvalidImportError
+from ctxslots.errors import InvalidImportError
 from ctxslots.testing import ScriptedChatServer
 from ctxslots.tools import MemoryTools
 from secret_catalogue import LOOK_ALIKES, SECRETS

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from _sql import stored_rows
+from _sql import engine_of, stored_rows
 from ctxslots import FactStore, InvalidArgumentError, InvalidFactError
 from ctxslots.cli import cli
-from ctxslots.stores.backend.types import MAX_COUNT, READABLE_RANGES, HistoryEntry
-from ctxslots.stores.transfer.formats import InvalidImportError
+from ctxslots.errors import InvalidImportError
+from ctxslots.stores.backend import MAX_COUNT, READABLE_RANGES, HistoryEntry
 from ctxslots.tools import MemoryTools
 
 NOW = 1_800_000_000.0
@@ -30,8 +30,8 @@ def plant(store: FactStore, value: str, **fields: Any) -> int:
         "observed_at": NOW, "last_accessed": None, "access_count": 0, "expires_at": None,
         "superseded_by": None}
     row.update(fields)
-    with store.backend.transaction():
-        return int(store.backend.insert(row))
+    with engine_of(store) as backend, backend.transaction():
+        return int(backend.insert(row))
 
 
 # -- doctor finds what no read can use, reindex resets it ------------------------
@@ -55,24 +55,24 @@ def test_doctor_names_a_stored_value_no_read_can_use(store, column, value):
 
 
 @pytest.mark.parametrize(("column", "value"), BAD_FIELDS)
-def test_reindex_resets_the_value_and_reads_work_again(store, clock, column, value):
+def test_reindex_resets_the_value_and_reads_work_again(engine, store, clock, column, value):
     """After reindex the row reads as a fact, search finds it and doctor is clean."""
     bad = plant(store, "A hostile deploy note.", **{column: value})
     store.reindex()
     assert store.doctor().ok
     expected = {"created_at": clock.now, "observed_at": clock.now, "expires_at": None,
                 "last_accessed": None, "score": 0.0, "confidence": 1.0, "access_count": 0}
-    assert expected[column] == store.backend.get(bad)[column]
+    assert expected[column] == engine(store).get(bad)[column]
     assert store.get(bad) is not None
     assert [bad] == [h.fact.id for h in store.search("hostile deploy")]
 
 
-def test_archived_and_historical_rows_are_checked_too(store):
+def test_archived_and_historical_rows_are_checked_too(engine, store):
     """A bad time in the archive or the history is found and reset like a live one."""
     archived = plant(store, "Soon archived.")
-    with store.backend.transaction():
-        store.backend.archive(archived, archived_at=1e300, reason="test")
-        store.backend.add_history([HistoryEntry(
+    with engine(store).transaction():
+        engine(store).archive(archived, archived_at=1e300, reason="test")
+        engine(store).add_history([HistoryEntry(
             fact_id=archived, slot="agent", scope="", key=None, value="Old.", tags="",
             source=None, confidence=2.0, valid_from=NOW, valid_to=NOW)])
     problem = "\n".join(store.doctor().problems)
@@ -81,10 +81,10 @@ def test_archived_and_historical_rows_are_checked_too(store):
     store.reindex()
     assert store.doctor().ok
     assert store.get(archived, include_archive=True) is not None
-    assert 1.0 == store.backend.history(archived)[0].confidence
+    assert 1.0 == engine(store).history(archived)[0].confidence
 
 
-def test_every_readable_range_is_checked_by_the_engine(store):
+def test_every_readable_range_is_checked_by_the_engine(engine, store):
     """Each range of READABLE_RANGES catches a value just past its bounds on this engine."""
     plant(store, "Checked everywhere.")
     for rule in READABLE_RANGES:
@@ -92,7 +92,7 @@ def test_every_readable_range_is_checked_by_the_engine(store):
             continue
         plant(store, f"Over the {rule.column} bound.",
               **{rule.column: rule.high * 2 + 1 if rule.high else -1.0})
-    found = {(b.table, b.column) for b in store.backend.bad_values(limit=1000)}
+    found = {(b.table, b.column) for b in engine(store).bad_values(limit=1000)}
     assert {(r.table, r.column) for r in READABLE_RANGES if r.table == "facts"} == found
 
 

@@ -71,7 +71,7 @@ def test_store_with_a_key_replaces(tools, store):
     assert [h.value for h in store.history(1)] == ["The user edits code in Helix."]
 
 
-def test_update_reinforce_demote_forget_timeline(tools, store, clock):
+def test_update_reinforce_demote_forget_timeline(engine, tools, store, clock):
     for n in range(4):
         tools.memory_store("agent", f"Lesson {n}: rerun flaky test {n} once.")
         clock.advance(seconds=30)
@@ -90,7 +90,7 @@ def test_update_reinforce_demote_forget_timeline(tools, store, clock):
         "Forgot [id:4]")
     archived = store.get(4, include_archive=True)
     assert archived.archived
-    assert store.backend.get_archived(4)["reason"] == "flake fixed"
+    assert engine(store).get_archived(4)["reason"] == "flake fixed"
 
 
 @pytest.mark.parametrize("target", ["unknown", "archived", "other_scope", "other_slot", "expired"])

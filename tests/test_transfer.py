@@ -1,25 +1,20 @@
+
 """Export and import of facts (JSONL and Markdown) between real store files."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _sql import engine_of
 from ctxslots import FactStore, InvalidFactError, Limits
-from ctxslots.stores.links import link_strengths
-from ctxslots.stores.transfer.formats import (
-    InvalidImportError,
-    export_jsonl,
-    export_markdown,
-    import_jsonl,
-    import_markdown,
-    render_markdown,
-)
+from ctxslots.errors import InvalidImportError
 from ctxslots.stores.transfer.markdown_memory import parse_markdown, render_bullet, render_file
 
 UNICODE = "Emoji 🎉👩‍💻, RTL مرحبا بالعالم, CJK 漢字かな, combining e\u0301 n\u0303"
@@ -37,7 +32,7 @@ TRICKY_VALUES = [
 
 def _export(store: FactStore, **options) -> list[dict]:
     buffer = io.StringIO()
-    export_jsonl(store, buffer, **options)
+    store.export_jsonl(buffer, **options)
     return [json.loads(line) for line in buffer.getvalue().splitlines()]
 
 
@@ -46,18 +41,17 @@ def _jsonl(records: list[dict]) -> io.StringIO:
 
 
 def _links_by_value(store: FactStore) -> set[tuple[frozenset[str], float]]:
-    def value(fact_id: int) -> str | None:
-        row = store.backend.get(fact_id)
-        return None if row is None else row["value"]
-
-    return {(frozenset((value(a), value(b))), strength)
-            for a, b, strength, _ in store.backend.all_links()}
+    values = {f.id: f.value for f in store.facts(include_expired=True)}
+    with engine_of(store) as backend:
+        links = list(backend.all_links())
+    return {(frozenset((values.get(a), values.get(b))), strength) for a, b, strength, _ in links}
 
 
 def _table_counts(store: FactStore) -> tuple[int, ...]:
-    counts = store.backend.counts()
-    return (counts["facts"], counts["archived"], counts["history"],
-            len(list(store.backend.all_links())))
+    with engine_of(store) as backend:
+        counts = backend.counts()
+        return (counts["facts"], counts["archived"], counts["history"],
+                len(list(backend.all_links())))
 
 
 @pytest.fixture(name="rich")
@@ -103,7 +97,7 @@ def test_jsonl_round_trip_is_lossless(rich, tmp_path, clock):
     """export -> import into an empty store -> export gives the same records, ids included."""
     before = _export(rich)
     with FactStore(tmp_path / "copy.db", clock=clock) as copy:
-        report = import_jsonl(copy, _jsonl(before))
+        report = copy.import_jsonl(_jsonl(before))
         after = _export(copy)
         assert before[1:] == after[1:]
         assert (report.added, report.archived, report.renumbered) == (len(before) - 2, 1, 0)
@@ -166,9 +160,9 @@ def test_importing_twice_skips_duplicates(rich, tmp_path, clock):
     """A second import of the same file adds nothing and counts every fact as a duplicate."""
     records = _export(rich)
     with FactStore(tmp_path / "copy.db", clock=clock) as copy:
-        import_jsonl(copy, _jsonl(records))
+        copy.import_jsonl(_jsonl(records))
         counts = _table_counts(copy)
-        report = import_jsonl(copy, _jsonl(records))
+        report = copy.import_jsonl(_jsonl(records))
         assert (0, 0, len(records) - 1) == (report.added, report.archived,
                                             report.skipped_duplicates)
         assert counts == _table_counts(copy)
@@ -182,7 +176,7 @@ def test_duplicate_rule_keyed_by_key_free_by_value(store, tmp_path, clock):
         other.upsert("user", "editor", "The user edits code in Emacs.")
         other.add("agent", "Run the linter before pushing.")
         other.add("agent", "Run the linter before pushing!")
-        report = import_jsonl(store, _jsonl(_export(other)))
+        report = store.import_jsonl(_jsonl(_export(other)))
     assert (1, 2) == (report.added, report.skipped_duplicates)
     assert "The user edits code in Vim." == store.get_by_key("user", "editor").value
 
@@ -193,7 +187,7 @@ def test_taken_ids_are_renumbered_and_links_follow(rich, tmp_path, clock):
     with FactStore(tmp_path / "busy.db", clock=clock) as busy:
         for n in range(40):
             busy.add("agent", f"Existing fact number {n} about nothing.")
-        report = import_jsonl(busy, _jsonl(records))
+        report = busy.import_jsonl(_jsonl(records))
         assert report.renumbered == len(records) - 1
         copied = {r["value"]: r for r in _export(busy)[1:] if r["id"] > 40}
         assert len(records) - 1 == len(copied)
@@ -201,7 +195,7 @@ def test_taken_ids_are_renumbered_and_links_follow(rich, tmp_path, clock):
         assert newer == copied["the user prefers dark mode in every editor"]["superseded_by"]
         vpn = copied["Staging deploys need the VPN turned on first."]["id"]
         profile = copied["The VPN profile lives in the ops vault."]["id"]
-        assert 1.0 == link_strengths(busy, vpn)[profile]
+        assert 1.0 == busy.links(vpn)[profile]
         assert _links_by_value(rich) == _links_by_value(busy)
         assert 2 == len(copied["The user edits code in Zed."]["history"])
         archived_id = copied["The old build server is build-01."]["id"]
@@ -214,7 +208,7 @@ def test_an_archived_id_is_never_handed_out_again(store, tmp_path, clock):
     header = {"format": "ctxslots-facts", "version": 1}
     archived = {"id": 7, "slot": "agent", "value": "Old lesson.", "archived": True,
                 "archived_at": clock.now, "reason": "stale"}
-    report = import_jsonl(store, _jsonl([header, archived]))
+    report = store.import_jsonl(_jsonl([header, archived]))
     assert 1 == report.archived
     assert store.get(7, include_archive=True).archived
     assert store.add("agent", "New lesson.").id == 8
@@ -226,7 +220,7 @@ def test_minimal_records_take_defaults(store, clock):
     lines = [header, {"slot": "user", "value": "The user is called Ada."},
              {"slot": "user", "key": "tz", "value": "Europe/Paris", "tags": ["time"],
               "created_at": "2026-05-01T10:00:00Z"}]
-    report = import_jsonl(store, _jsonl(lines))
+    report = store.import_jsonl(_jsonl(lines))
     assert 2 == report.added
     fact = store.get_by_key("user", "tz")
     assert ("Europe/Paris", ("time",)) == (fact.value, fact.tags)
@@ -270,7 +264,7 @@ GOOD = '{"slot": "user", "value": "The user is called Ada."}\n'
 def test_malformed_input_names_the_line_and_writes_nothing(store, text, line, words):
     """Each kind of bad line fails the whole import with its line number; nothing is written."""
     with pytest.raises(InvalidImportError) as caught:
-        import_jsonl(store, io.StringIO(text))
+        store.import_jsonl(io.StringIO(text))
     assert line == caught.value.line
     assert str(caught.value).startswith(f"line {line}: ")
     assert words in str(caught.value)
@@ -282,7 +276,7 @@ def test_unknown_slot_in_strict_mode(db_path, clock):
     """With strict slots, a record of an unknown slot fails the import."""
     with FactStore(db_path, clock=clock, limits=Limits(strict_slots=True)) as strict:
         with pytest.raises(InvalidImportError, match="line 3: unknown slot 'notes'"):
-            import_jsonl(strict, io.StringIO(HEADER + GOOD + '{"slot": "notes", "value": "v"}\n'))
+            strict.import_jsonl(io.StringIO(HEADER + GOOD + '{"slot": "notes", "value": "v"}\n'))
         assert 0 == strict.stats()["facts"]
 
 
@@ -291,7 +285,7 @@ def test_text_that_is_not_utf8_names_its_line(store, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_bytes(HEADER.encode() + GOOD.encode() + b'{"slot": "user", "value": "\xff"}\n')
     with path.open(encoding="utf-8") as fp, pytest.raises(InvalidImportError, match="UTF-8"):
-        import_jsonl(store, fp)
+        store.import_jsonl(fp)
     assert 0 == store.stats()["facts"]
 
 
@@ -299,7 +293,7 @@ def test_skip_invalid_imports_the_rest(store):
     """skip_invalid imports the valid lines and reports each bad one with its line."""
     text = (HEADER + GOOD + "{oops\n" + '{"slot": "user", "value": ""}\n'
             + '{"slot": "agent", "value": "Use ripgrep."}\n')
-    report = import_jsonl(store, io.StringIO(text), skip_invalid=True)
+    report = store.import_jsonl(io.StringIO(text), skip_invalid=True)
     assert 2 == report.added
     assert [3, 4] == [e.line for e in report.errors]
     assert "2 invalid lines skipped" in report.summary()
@@ -311,10 +305,10 @@ def test_on_duplicate_error_writes_nothing(store):
     store.add("user", "The user is called Ada.")
     text = HEADER + '{"slot": "agent", "value": "Use ripgrep."}\n' + GOOD
     with pytest.raises(InvalidImportError, match="line 3: fact already in the store"):
-        import_jsonl(store, io.StringIO(text), on_duplicate="error")
+        store.import_jsonl(io.StringIO(text), on_duplicate="error")
     assert ["The user is called Ada."] == [f.value for f in store.facts()]
     with pytest.raises(InvalidFactError, match="on_duplicate"):
-        import_jsonl(store, io.StringIO(text), on_duplicate="replace")
+        store.import_jsonl(io.StringIO(text), on_duplicate="replace")
 
 
 # -- Markdown ------------------------------------------------------------------
@@ -322,7 +316,7 @@ def test_on_duplicate_error_writes_nothing(store):
 
 def test_markdown_export_is_readable(rich):
     """One heading per slot and scope, keyed bullets in bold, tags as code spans, no archive."""
-    text = export_markdown(rich)
+    text = rich.export_markdown()
     assert text.startswith("# user\n\n- **editor**: The user edits code in Zed. `#tools`\n")
     assert "\n# project (scope: repo/alpha)\n" in text and "\n# agent\n" in text
     assert text.index("# user") < text.index("# project") < text.index("# agent")
@@ -338,31 +332,42 @@ def _facts(store: FactStore, slot: str, scope: str | None) -> set[tuple]:
             if f.scope == scope}
 
 
+def _markdown_files(store: FactStore, directory: Path) -> dict[tuple[str, str | None], str]:
+    """Each file of a Markdown export, by ``(slot, scope)``; its title names the scope."""
+    files = {}
+    for path in store.export_markdown(directory):
+        text = path.read_text(encoding="utf-8")
+        title = re.match(r"# (\S+)(?: \(scope: (.*)\))?$", text.splitlines()[0])
+        assert title is not None
+        files[title.group(1), title.group(2)] = text
+    return files
+
+
 def test_markdown_round_trip_keeps_values_keys_and_tags(rich, tmp_path, clock):
     """Every exported file reads back to the same values, keys and tags."""
     with FactStore(tmp_path / "md.db", clock=clock) as copy:
-        files = render_markdown(rich)
+        files = _markdown_files(rich, tmp_path / "rich")
         for (slot, scope), text in files.items():
-            report = import_markdown(copy, text, slot=slot, scope=scope)
+            report = copy.import_markdown(text, slot=slot, scope=scope)
             assert report.ignored_lines == 0 and not report.errors
         for slot, scope in files:
             assert _facts(rich, slot, scope) == _facts(copy, slot, scope), (slot, scope)
-        assert render_markdown(rich) == render_markdown(copy)
+        assert files == _markdown_files(copy, tmp_path / "copy")
         assert copy.doctor().ok
-        again = import_markdown(copy, files[("user", None)], slot="user")
+        again = copy.import_markdown(files[("user", None)], slot="user")
         assert (0, 3) == (again.added, again.skipped_duplicates)
 
 
 def test_markdown_directory_layout_round_trips(rich, tmp_path, clock):
     """A directory export writes slot files and scope subdirectories that import back."""
-    paths = export_markdown(rich, tmp_path / "out")
+    paths = rich.export_markdown(tmp_path / "out")
     names = sorted(str(p.relative_to(tmp_path / "out")) for p in paths)
     assert ["agent.md", "scopes/beta/project.md", "scopes/repo%2Falpha/project.md",
             "user.md"] == names
     alpha = tmp_path / "out" / "scopes" / "repo%2Falpha" / "project.md"
     assert alpha.read_text(encoding="utf-8").startswith("# project (scope: repo/alpha)\n")
     with FactStore(tmp_path / "md.db", clock=clock) as copy:
-        report = import_markdown(copy, alpha, slot="project", scope="repo/alpha")
+        report = copy.import_markdown(alpha, slot="project", scope="repo/alpha")
         assert 3 == report.added
         assert _facts(rich, "project", "repo/alpha") == _facts(copy, "project", "repo/alpha")
         fact = copy.get_by_key("project", "deploy.day", scope="repo/alpha")
@@ -399,7 +404,7 @@ Notes the agent keeps between sessions. This paragraph is prose.
 
 def test_memory_md_headings_become_tags(store):
     """The common MEMORY.md shape: headings tag the bullets, keyed bullets, prose counted."""
-    report = import_markdown(store, MEMORY_MD, slot="project", scope="repo")
+    report = store.import_markdown(MEMORY_MD, slot="project", scope="repo")
     assert (5, 0) == (report.added, report.skipped_duplicates)
     assert 7 == report.ignored_lines          # prose, numbered list, fence (3), rule, table
     facts = {f.value: f for f in store.facts(slots=["project"], scope="repo")}
@@ -412,7 +417,7 @@ def test_memory_md_headings_become_tags(store):
     assert ("project-memory", "code-style", "deep-heading") == facts["Deep fact."].tags
     assert store.search("Docker socket", scope="repo")[0].fact.value == multi
     assert store.doctor().ok
-    again = import_markdown(store, MEMORY_MD, slot="project", scope="repo")
+    again = store.import_markdown(MEMORY_MD, slot="project", scope="repo")
     assert (0, 5) == (again.added, again.skipped_duplicates)
 
 
@@ -420,14 +425,14 @@ def test_markdown_invalid_bullet_names_its_line(store):
     """An over-size bullet fails the import with its line, or is skipped with skip_invalid."""
     text = "# Notes\n- A fine fact.\n- " + "x" * 5000 + "\n"
     with pytest.raises(InvalidImportError, match="line 3: value is 5000 bytes"):
-        import_markdown(store, text, slot="agent")
+        store.import_markdown(text, slot="agent")
     assert 0 == store.stats()["facts"]
-    report = import_markdown(store, text, slot="agent", skip_invalid=True)
+    report = store.import_markdown(text, slot="agent", skip_invalid=True)
     assert (1, [3]) == (report.added, [e.line for e in report.errors])
     with pytest.raises(InvalidFactError):
-        import_markdown(store, text, slot="Bad Slot")
+        store.import_markdown(text, slot="Bad Slot")
     with pytest.raises(InvalidFactError, match="cannot read"):
-        import_markdown(store, Path("/nonexistent/x.md"), slot="agent")
+        store.import_markdown(Path("/nonexistent/x.md"), slot="agent")
 
 
 _CHAR = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r")

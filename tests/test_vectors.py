@@ -7,9 +7,10 @@ import pytest
 
 from _sql import raw
 from ctxslots import FactStore, RankingPolicy
-from ctxslots.stores.backend.types import FactFilter
+from ctxslots.stores.backend import FactFilter
 from ctxslots.stores.embedders import HashingEmbedder
-from ctxslots.stores.sqlite._vectors import TABLE
+from ctxslots.stores.sqlite import SQLiteBackend
+from ctxslots.stores.sqlite._vector_cache import TABLE
 
 FUSED = RankingPolicy(vector_weight=1.0)
 
@@ -198,15 +199,15 @@ def test_cache_and_table_scan_agree(db_path):
     """The cached and the table-scan KNN return the same neighbours."""
     emb = HashingEmbedder(dimension=128)
     _fill(db_path, emb, 300, seed=0, words=5, place=lambda i: ("agent", ["A", "B", None][i % 3]))
-    with FactStore(db_path, embedder=emb, vector_cache=True, ranking=FUSED) as cached, \
-            FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
+    with SQLiteBackend(db_path, vector_cache=True) as cached, \
+            SQLiteBackend(db_path, vector_cache=False) as direct:
         for query in ("deploy friday", "billing refund retry", "docker helm queue"):
             vec = emb.embed([query])[0]
             assert cached.load_vector_cache()
             flt = FactFilter(scopes=("A", ""))
-            a = cached.backend.vector_knn(vec, flt, 20)
-            assert cached.backend.vector_copy is not None
-            b = direct.backend.vector_knn(vec, flt, 20)
+            a = cached.vector_knn(vec, flt, 20)
+            assert cached.cache_status().vector_loaded
+            b = direct.vector_knn(vec, flt, 20)
             assert np.allclose([c for _, c in a], [c for _, c in b], atol=1e-5)
             cut = a[-1][1] + 1e-5  # below it, float rounding may order near-ties differently
             assert {i for i, c in a if c > cut} == {i for i, c in b if c > cut}
@@ -215,9 +216,9 @@ def test_cache_and_table_scan_agree(db_path):
 def _agree(cached, direct, emb, query, scopes, slots):
     vec = emb.embed([query])[0]
     flt = FactFilter(scopes=tuple(scopes), slots=None if slots is None else tuple(slots))
-    a = cached.backend.vector_knn(vec, flt, 20)
-    assert cached.backend.vector_copy is not None
-    b = direct.backend.vector_knn(vec, flt, 20)
+    a = cached.vector_knn(vec, flt, 20)
+    assert cached.cache_status().vector_loaded
+    b = direct.vector_knn(vec, flt, 20)
     assert len(a) == len(b)
     assert np.allclose([c for _, c in a], [c for _, c in b], atol=1e-5)
     cut = a[-1][1] + 1e-5 if a else 0.0
@@ -227,16 +228,17 @@ def _agree(cached, direct, emb, query, scopes, slots):
 
 def test_cache_filters_slots_and_compacts_after_many_updates(db_path, monkeypatch):
     """Slot filters read only their slots' rows, and rewritten rows are dropped without changing results."""
-    from ctxslots.stores.sqlite import _vectors
+    from ctxslots.stores.sqlite import _vector_cache
 
-    monkeypatch.setattr(_vectors, "COMPACT_MIN_DEAD", 40)
+    monkeypatch.setattr(_vector_cache, "COMPACT_MIN_DEAD", 40)
     emb = HashingEmbedder(dimension=128)
     facts = _fill(db_path, emb, 270, seed=1, words=5, place=lambda i: (
         ["user", "project", "agent"][i % 3], [None, "A", "B"][(i // 3) % 3] if i % 3 else None))
     agent_a = [f.id for f in facts if f.slot == "agent" and f.scope == "A"]
     rng = np.random.default_rng(11)
-    with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
-            FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
+    with FactStore(db_path, embedder=emb, ranking=FUSED) as writer, \
+            SQLiteBackend(db_path, vector_cache=True) as cached, \
+            SQLiteBackend(db_path, vector_cache=False) as direct:
         assert cached.load_vector_cache()
         for filt in (None, ["agent"], ["user", "project"], ["nope"]):
             found = _agree(cached, direct, emb, "billing refund", ["A", ""], filt)
@@ -244,14 +246,14 @@ def test_cache_filters_slots_and_compacts_after_many_updates(db_path, monkeypatc
             assert all(by_id[i].scope in ("A", None) for i, _ in found)
             if filt is not None:
                 assert all(by_id[i].slot in filt for i, _ in found)
-        before = cached.backend.vector_copy.rows
+        before = cached.cache_status().vector_rows
         for round_ in range(6):  # each round leaves one dead row per rewritten fact
             for fid in agent_a:
-                cached.update(fid, value=" ".join(rng.choice(WORDS, 5)) + f" r{round_}")
+                writer.update(fid, value=" ".join(rng.choice(WORDS, 5)) + f" r{round_}")
             _agree(cached, direct, emb, "billing refund", ["A", ""], None)  # syncs the copy
         # 30 facts x 6 rounds = 180 dead rows: compacted once past 40 and past the live ones.
-        assert cached.backend.vector_copy.rows < before + 6 * len(agent_a)
-        assert cached.backend.vector_copy.rows <= before + 2 * len(agent_a)
+        assert cached.cache_status().vector_rows < before + 6 * len(agent_a)
+        assert cached.cache_status().vector_rows <= before + 2 * len(agent_a)
         for filt in (None, ["agent"]):
             _agree(cached, direct, emb, "docker helm queue", ["A", ""], filt)
 
@@ -311,14 +313,16 @@ def test_scan_split_across_threads_matches_the_table_scan_and_survives_fork(db_p
     emb = HashingEmbedder(dimension=128)
     _fill(db_path, emb, 400, seed=2, words=4, place=lambda i: (
         ["user", "project", "agent"][i % 3], ["A", "B", None][i % 3] if i % 3 else None))
-    with FactStore(db_path, embedder=emb, ranking=FUSED) as cached, \
-            FactStore(db_path, embedder=emb, vector_cache=False, ranking=FUSED) as direct:
+    with SQLiteBackend(db_path, vector_cache=True) as cached, \
+            SQLiteBackend(db_path, vector_cache=False) as direct:
         assert cached.load_vector_cache()
         for query in ("deploy friday", "billing refund retry", "docker helm queue"):
             _agree(cached, direct, emb, query, ["A", ""], None)
             _agree(cached, direct, emb, query, ["A", ""], ["agent", "user"])
         assert _scan._pool is not None  # the pieces went through the pool
-        expected = [h.fact.id for h in cached.search("billing refund retry", scope="A", limit=20)]
+    with FactStore(db_path, embedder=emb, ranking=FUSED) as store:
+        assert store.load_vector_cache()
+        expected = [h.fact.id for h in store.search("billing refund retry", scope="A", limit=20)]
     child = multiprocessing.get_context("fork").Process(target=_search_in_child,
                                                         args=(db_path, expected))
     child.start()
@@ -339,14 +343,14 @@ def test_the_vector_copy_loads_in_the_background(db_path):
             FactStore(db_path, embedder=emb, ranking=FUSED, vector_cache=False) as direct:
         expected = [h.fact.id for h in direct.search("billing refund", scope="A", track_access=False)]
         first = cached.search("billing refund", scope="A", track_access=False)
-        assert cached.backend.vector_copy is None and cached.backend.vector_loading
+        assert not cached.cache_status().vector_loaded and cached.cache_status().vector_loading
         assert [h.fact.id for h in first] == expected
         assert cached.load_vector_cache()
         again = cached.search("billing refund", scope="A", track_access=False)
-        assert cached.backend.vector_copy is not None
+        assert cached.cache_status().vector_loaded
         assert [h.fact.id for h in again] == expected
         cached.reindex()  # the copy is of the old vectors: dropped, loaded afresh later
-        assert cached.backend.vector_copy is None
+        assert not cached.cache_status().vector_loaded
         assert [h.fact.id for h in cached.search("billing refund", scope="A",
                                                  track_access=False)] == expected
         with pytest.raises(StoreError, match="vector_cache=False"):
@@ -356,6 +360,6 @@ def test_the_vector_copy_loads_in_the_background(db_path):
         words_only.load_vector_cache()
     store = FactStore(db_path, embedder=emb, ranking=FUSED)
     store.search("docker helm", scope="A")
-    assert store.backend.vector_loading  # the first search started it
+    assert store.cache_status().vector_loading  # the first search started it
     store.close()
-    assert not store.backend.vector_loading
+    assert not store.cache_status().vector_loading

@@ -7,15 +7,7 @@ re-exports the public API; everything else may change.
 
 from __future__ import annotations
 
-from .assembler import (
-    AssemblyRequest,
-    ContextBlock,
-    EncodingError,
-    InvalidRequestError,
-    PromptAssembler,
-    TokenCounter,
-    count_tokens,
-)
+from .assembler import PromptAssembler
 from .contributors import (
     AgentMemoryContributor,
     Contributor,
@@ -29,10 +21,12 @@ from .errors import (
     BudgetExceededError,
     CtxslotsError,
     EmbedderError,
+    EncodingError,
     FactNotFoundError,
     FlushError,
     InvalidArgumentError,
     InvalidFactError,
+    InvalidRequestError,
     LLMClientError,
     PluginError,
     ReadOnlyStoreError,
@@ -53,6 +47,7 @@ from .model import (
     Section,
     SectionReport,
 )
+from .request import AssemblyRequest, ContextBlock
 from .stores import (
     FactStore,
     ImportReport,
@@ -63,7 +58,7 @@ from .stores import (
     RankingPolicy,
     sanitize_query,
 )
-from .tokens import HuggingFaceCounter, TokenCounterProtocol
+from .tokens import HuggingFaceCounter, TokenCounter, TokenCounterProtocol, count_tokens
 from .tools import MemoryTools
 
 __version__ = "0.1.0"

@@ -8,10 +8,7 @@ keep working. Each error carries the offending object where there is one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .stores.transfer.report import ImportIssue
+from typing import Any, Protocol
 
 __all__ = [
     "ArgumentError",
@@ -23,6 +20,7 @@ __all__ = [
     "EncodingError",
     "FactNotFoundError",
     "FlushError",
+    "ImportLine",
     "InvalidArgumentError",
     "InvalidFactError",
     "InvalidImportError",
@@ -113,6 +111,27 @@ class InvalidArgumentError(InvalidFactError):
     """
 
 
+class ImportLine(Protocol):
+    """What an import says of one line it could not use
+    (:class:`~ctxslots.stores.ImportIssue` is one)."""
+
+    @property
+    def line(self) -> int:
+        """The line (1-based)."""
+
+    @property
+    def message(self) -> str:
+        """What is wrong with it."""
+
+    @property
+    def field(self) -> str | None:
+        """The offending field, when one is to blame."""
+
+    @property
+    def value(self) -> Any:
+        """The offending value."""
+
+
 class InvalidImportError(InvalidFactError):
     """An import file has a malformed line; nothing was imported.
 
@@ -123,7 +142,7 @@ class InvalidImportError(InvalidFactError):
         errors: Every bad line found, as :class:`~ctxslots.stores.ImportIssue`.
     """
 
-    def __init__(self, issue: ImportIssue, errors: Sequence[ImportIssue] = ()) -> None:
+    def __init__(self, issue: ImportLine, errors: Sequence[ImportLine] = ()) -> None:
         more = len(errors) - 1
         suffix = ""
         if more > 0:

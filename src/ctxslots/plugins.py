@@ -23,7 +23,7 @@ from .errors import PluginError
 
 __all__ = ["DEFAULT_PLUGINS", "PluginError", "call_each", "collect", "describe_plugins",
            "embedder_factories", "known_slots", "llm_client_factories", "load_plugins",
-           "make_plugin_manager"]
+           "make_plugin_manager", "reranker_from_plugins"]
 
 logger = logging.getLogger("ctxslots.plugins")
 
@@ -33,7 +33,8 @@ _WARNED: set[str] = set()
 _SLOT_NAME = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 
 #: Modules holding ctxslots' own hook implementations, registered first.
-DEFAULT_PLUGINS: tuple[str, ...] = ("ctxslots.contributors.builtin", "ctxslots.flusher.builtin")
+DEFAULT_PLUGINS: tuple[str, ...] = ("ctxslots.contributors.builtin", "ctxslots.flusher.builtin",
+                                    "ctxslots.stores.embedders.builtin")
 
 
 def make_plugin_manager(
@@ -114,17 +115,42 @@ def load_plugins(pm: pluggy.PluginManager) -> list[str]:
     return loaded
 
 
-def call_each(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any
-              ) -> Iterator[tuple[str, list[Any]]]:
+def call_each(pm: pluggy.PluginManager, hook_name: str, *, chain: str | None = None,
+              **kwargs: Any) -> Iterator[tuple[str, list[Any]]]:
     """Call a hook once per implementing plugin, in registration order, through pluggy's
     hook caller (so tracing and monitoring see every call); yield each plugin's name
     and its results.
 
-    Calling one plugin at a time lets a caller tell which plugin registered what,
-    and lets each ``rerank_hits`` implementation see the previous one's output.
+    Calling one plugin at a time lets a caller tell which plugin registered what.
+
+    :param chain: The name of an argument each plugin gets from the previous one's
+        result (``"hits"`` for ``rerank_hits``); a plugin that returns ``None``
+        passes it on unchanged.
     """
     for impl in getattr(pm.hook, hook_name).get_hookimpls():
-        yield impl.plugin_name, _caller_for(pm, hook_name, impl)(**kwargs)
+        results = _caller_for(pm, hook_name, impl)(**kwargs)
+        yield impl.plugin_name, results
+        if chain is not None and results:  # pluggy leaves out None results
+            kwargs[chain] = results[0]
+
+
+def reranker_from_plugins(pm: pluggy.PluginManager) -> Callable[[str, list[Any]], list[Any]] | None:
+    """One reranker chaining every ``rerank_hits`` implementation of a plugin manager.
+
+    Each implementation sees the previous one's output (:func:`call_each` with
+    ``chain="hits"``); ``None`` when no plugin implements the hook.
+    """
+    if not pm.hook.rerank_hits.get_hookimpls():
+        return None
+
+    def rerank(query: str, hits: list[Any]) -> list[Any]:
+        for _plugin, results in call_each(pm, "rerank_hits", chain="hits", query=query,
+                                          hits=hits):
+            if results:
+                hits = list(results[0])
+        return hits
+
+    return rerank
 
 
 def _caller_for(pm: pluggy.PluginManager, hook_name: str, impl: Any) -> Any:

@@ -10,9 +10,9 @@ import jinja2
 from ..model import DropReason, Item, ItemDecision, Section, SectionReport
 from ..request import AssemblyRequest
 from ..tokens import TokenCounterProtocol
+from ._lines import render_header, render_item
 from ._run import Outcome
 from .fit import Prepared
-from .render import render_header, render_item
 
 __all__ = ["Preparer", "build_reports", "collect_sections", "extra_sections", "order_sections",
            "placement_key", "prepare", "section_of"]

@@ -14,9 +14,9 @@ import pluggy
 from ..contributors.base import Contributor, SearchableStore, check_contributor
 from ..errors import BudgetExceededError, InvalidRequestError
 from ..model import AssembledPrompt, Section
-from ..plugins import collect, make_plugin_manager
+from ..plugins import collect, make_plugin_manager, reranker_from_plugins
+from ..prompts import Templates, make_environment
 from ..request import AssemblyRequest
-from ..stores.rerank import reranker_from_plugins
 from ..tokens import (
     DEFAULT_ENCODING,
     TokenCounter,
@@ -25,6 +25,7 @@ from ..tokens import (
     joined_count,
 )
 from ..tokens.protocol import check_counter
+from ._lines import SECTION_SEPARATOR
 from ._placer import Placer
 from ._plan import (
     Preparer,
@@ -37,9 +38,7 @@ from ._plan import (
     section_of,
 )
 from ._run import call_async, call_sync
-from .dump import dump_prompt
 from .fit import Prepared, fit, verify
-from .render import SECTION_SEPARATOR, Templates, make_environment
 
 __all__ = ["PromptAssembler"]
 
@@ -136,9 +135,10 @@ class PromptAssembler:
             rerank = reranker_from_plugins(self.plugin_manager)
             if rerank is not None:
                 setattr(self.store, "rerank", rerank)  # noqa: B010 - a public attribute
+        pm = self.plugin_manager
         self.environment = make_environment(
-            templates=self.templates, loader=self.loader, plugin_manager=self.plugin_manager
-        )
+            templates=self.templates, loader=self.loader,
+            prepare=lambda env: pm.hook.prepare_jinja2_environment(env=env))
         if self.contributors is None:
             found = collect(self.plugin_manager, "register_contributors", store=self.store)
             self.contributors = tuple(
@@ -212,8 +212,15 @@ class PromptAssembler:
             lambda: self._finish(request, prepare(sections, self.environment, self.counter)))
 
     def dump(self, prompt: AssembledPrompt, format: str = "json") -> str:
-        """``prompt.dump(format)``, rendered with this assembler's templates."""
-        return dump_prompt(prompt, format, environment=self.environment)
+        """``prompt.dump(format)``, rendered with this assembler's templates.
+
+        :raises InvalidRequestError: Unknown format, or ``prompt`` is not an
+            :class:`~ctxslots.AssembledPrompt`.
+        """
+        if not isinstance(prompt, AssembledPrompt):
+            raise InvalidRequestError("prompt must be an AssembledPrompt", field="prompt",
+                                      value=prompt)
+        return prompt.dump(format, environment=self.environment)
 
     def _finish(self, request: AssemblyRequest, prepared: list[Prepared]) -> AssembledPrompt:
         available = request.available

@@ -67,9 +67,8 @@ class CliContext:
         :param create: Create a missing store (commands that write); otherwise
             a missing store is one error line naming it, and nothing is created.
         """
-        from ..plugins import embedder_factories
+        from ..plugins import embedder_factories, reranker_from_plugins
         from ..stores.embedders import embedder_from_spec
-        from ..stores.rerank import reranker_from_plugins
 
         pm = self.plugin_manager()
         embedder = (embedder_from_spec(self.embedder, base_url=self.embed_base_url,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..assembler import AssemblyRequest, PromptAssembler
+from ..assembler import PromptAssembler
+from ..request import AssemblyRequest
 from ..stores import FactStore
 from ._format import hit_line
 

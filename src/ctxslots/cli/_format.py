@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
+from .._readable import multiplier, share
 from ..model import Fact, Hit
 from ..prompts.ages import days_in_words
-from ..prompts.readable import multiplier, share
 
 __all__ = ["count", "echo_json", "fact_line", "hit_line"]
 

@@ -35,7 +35,8 @@ def assemble(
     safety_margin: int, answer_reserve: int, dump_format: str | None, output: Path | None,
 ) -> None:
     """Assemble the context for MESSAGE and print it (with --dump, print the dump instead)."""
-    from ..assembler import AssemblyRequest, PromptAssembler
+    from ..assembler import PromptAssembler
+    from ..request import AssemblyRequest
     from ..tokens import counter_from_spec
 
     if output is not None and dump_format is None:

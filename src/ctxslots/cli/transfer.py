@@ -15,15 +15,8 @@ from typing import Any, TextIO, cast
 import click
 
 from .._files import write_private
-from ..stores import FactStore
-from ..stores.transfer.formats import (
-    ImportReport,
-    InvalidImportError,
-    export_jsonl,
-    export_markdown,
-    import_jsonl,
-    import_markdown,
-)
+from ..errors import InvalidImportError
+from ..stores import FactStore, ImportReport
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
 from ._progress import CountingReader, CountingWriter, Progress
@@ -61,10 +54,10 @@ def export(
                 "slots": list(slots) or None, "scope": scope,
                 "include_archive": not no_archive, "include_history": not no_history}
             if output is None:
-                export_jsonl(store, _counted(sys.stdout, bar), **options)
+                store.export_jsonl(_counted(sys.stdout, bar), **options)
                 return
             count = write_private(
-                output, lambda fp: export_jsonl(store, _counted(fp, bar), **options))
+                output, lambda fp: store.export_jsonl(_counted(fp, bar), **options))
         except OSError as exc:
             raise click.ClickException(f"cannot write {exc.filename or output}: "
                                        f"{exc.strerror or exc}") from exc
@@ -78,14 +71,14 @@ def _counted(fp: TextIO, bar: Progress) -> TextIO:
 def _export_markdown(store: FactStore, output: Path | None, slots: list[str] | None,
                      scope: str | None) -> None:
     if output is None or output.suffix.lower() in (".md", ".markdown"):
-        text = str(export_markdown(store, slots=slots, scope=scope))
+        text = str(store.export_markdown(slots=slots, scope=scope))
         if output is None:
             click.echo(text, nl=False)
         else:
             write_private(output, lambda fp: fp.write(text))
             click.echo(f"wrote {output}", err=True)
         return
-    paths = export_markdown(store, output, slots=slots, scope=scope)
+    paths = store.export_markdown(output, slots=slots, scope=scope)
     click.echo(f"wrote {len(paths)} files to {output}", err=True)
 
 
@@ -136,7 +129,7 @@ def import_(
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
                 text = sys.stdin.read() if str(file) == "-" else file
                 bar.relabel(f"importing {file.name}", unit="")
-                report = import_markdown(store, text, slot=target, scope=scope,
+                report = store.import_markdown(text, slot=target, scope=scope,
                                          skip_invalid=skip_invalid,
                                          progress=_counted_records(bar))
         except InvalidImportError as exc:
@@ -157,11 +150,11 @@ def _import_jsonl(store: FactStore, file: Path, skip_invalid: bool,
     if str(file) == "-":
         bar.relabel("importing standard input", unit="bytes")
         reader = cast(TextIO, CountingReader(sys.stdin, bar, then))
-        return import_jsonl(store, reader, skip_invalid=skip_invalid, progress=progress)
+        return store.import_jsonl(reader, skip_invalid=skip_invalid, progress=progress)
     try:
         with file.open(encoding="utf-8") as fp:
             bar.relabel(f"importing {file.name}", total=file.stat().st_size, unit="bytes")
-            return import_jsonl(store, cast(TextIO, CountingReader(fp, bar, then)),
+            return store.import_jsonl(cast(TextIO, CountingReader(fp, bar, then)),
                                 skip_invalid=skip_invalid, progress=progress)
     except OSError as exc:
         raise click.ClickException(f"cannot read {file}: {exc.strerror or exc}") from exc

@@ -27,7 +27,8 @@ from ..model import Hit, Item, Section
 if TYPE_CHECKING:
     from ..request import AssemblyRequest
 
-__all__ = ["Contributor", "SearchableStore", "StaticContributor", "check_contributor"]
+__all__ = ["Contributor", "RankedHits", "RankingStore", "SearchableStore", "StaticContributor",
+           "check_contributor"]
 
 
 @runtime_checkable
@@ -69,6 +70,28 @@ class SearchableStore(Protocol):
 
     def touch(self, fact_ids: Iterable[int]) -> int:  # pragma: no cover - protocol
         """Count these facts as shown to a model; how many were counted."""
+        ...
+
+
+class RankedHits(Protocol):
+    """One search's ranked list, read as far as asked."""
+
+    def hits(self, limit: int) -> list[Hit]:  # pragma: no cover - protocol
+        """The best ``limit`` hits, as a search with that limit returns them."""
+        ...
+
+
+@runtime_checkable
+class RankingStore(SearchableStore, Protocol):
+    """A store whose search can be extended instead of run again
+    (:meth:`~ctxslots.FactStore.search_ranked`)."""
+
+    def search_ranked(
+        self, query: str, *, slots: Sequence[str] | None = None, scope: str | None = None,
+        now: Any = None,
+    ) -> RankedHits:  # pragma: no cover - protocol
+        """A search of ``query`` whose ``hits(limit)`` reads as far as asked (no access
+        counted)."""
         ...
 
 

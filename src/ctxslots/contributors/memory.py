@@ -24,14 +24,14 @@ retrieved ones. Only facts that reach the prompt count as accessed (through
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..errors import InvalidRequestError
-from ..model import DropReason, Fact, Item, Section
-from .base import SearchableStore
+from ..model import DropReason, Fact, Hit, Item, Section
+from .base import RankingStore, SearchableStore
 
 if TYPE_CHECKING:
     from ..request import AssemblyRequest
@@ -78,7 +78,7 @@ def _high_estimate(text: str) -> int:
     return len(text) // 4 + 4
 
 
-def _filling(hits: Sequence[Any], room: int) -> int | None:
+def _filling(hits: Sequence[Hit], room: int) -> int | None:
     """How many of ``hits`` to offer so that they hold more than ``room`` tokens
     (estimated on the low side) with a tenth more (at least two) to spare, or
     ``None`` when all of them hold less. Those past that would be dropped for the
@@ -211,22 +211,23 @@ class MemoryContributor:
                        fills=self.limit is None)
 
     def _fill(self, request: AssemblyRequest, scope: str | None, skip: set[int]
-              ) -> tuple[list[Any], str | None]:
+              ) -> tuple[list[Hit], str | None]:
         """Enough hits to fill the room left (or the limit), and why no more were offered.
 
         The first search is sized by a low guess of each line's cost; while the
         hits found are fewer tokens (estimated on the low side) than the room
         and more may match, the search is repeated asking for as many more as
         the lines found so far suggest. The store's first hits do not depend on
-        the limit asked, so each search extends the last.
+        the limit asked, so each longer list extends the last (a
+        :class:`~.base.RankingStore` reads its candidates again only when there
+        may be more).
         """
         room = request.room_left
         ceiling = MAX_FETCH if self.limit is None else self.limit + self.overfetch
         want = min(ceiling, max(10, -(-room // _GUESS_TOKENS_PER_ITEM)) + len(skip))
+        ranked = self._ranked(request, scope)
         while True:
-            when = {} if request.now is None else {"now": request.now}
-            found = self.store.search(request.message, slots=[self.slot], scope=scope,
-                                      limit=want, track_access=False, **when)
+            found = ranked(want)
             hits = [h for h in found if h.fact.id not in skip]
             weak = self._first_weak(hits)
             usable = hits if weak is None else hits[:weak]
@@ -254,7 +255,18 @@ class MemoryContributor:
             want = min(ceiling, max(want * 5 // 4, want + int((room - estimate) / per_line * 1.25)
                                     + 1))
 
-    def _first_weak(self, hits: Sequence[Any]) -> int | None:
+    def _ranked(self, request: AssemblyRequest, scope: str | None) -> Callable[[int], list[Hit]]:
+        """``ranked(limit)``: the best ``limit`` matches of the message in this slot (no
+        access counted); a store that can extends one search instead of running more."""
+        when = {} if request.now is None else {"now": request.now}
+        store = self.store
+        if isinstance(store, RankingStore):
+            return store.search_ranked(request.message, slots=[self.slot], scope=scope,
+                                       **when).hits
+        return lambda limit: store.search(request.message, slots=[self.slot], scope=scope,
+                                          limit=limit, track_access=False, **when)
+
+    def _first_weak(self, hits: Sequence[Hit]) -> int | None:
         """Index of the first hit scoring under ``min_share`` of the best, if any."""
         best = hits[0].trace.final if hits else 0.0
         if not self.min_share or best <= 0 or self.limit is not None:

@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jinja2
 
 from ..errors import InvalidRequestError, TemplateError
 from .escape import bullet, fence_for, md_cell
-
-if TYPE_CHECKING:
-    import pluggy
 
 __all__ = [
     "Templates",
@@ -71,7 +68,7 @@ def make_environment(
     *,
     templates: Templates | None = None,
     loader: jinja2.BaseLoader | None = None,
-    plugin_manager: pluggy.PluginManager | None = None,
+    prepare: Callable[[jinja2.Environment], None] | None = None,
 ) -> jinja2.Environment:
     """The environment every prompt and dump template is rendered with.
 
@@ -81,7 +78,8 @@ def make_environment(
 
     :param templates: Overrides by name: a mapping of name to source, or a directory.
     :param loader: Another jinja2 loader, tried after ``templates``.
-    :param plugin_manager: Its ``prepare_jinja2_environment`` hook is called.
+    :param prepare: Called with the environment before it is used (the assembler
+        passes its plugins' ``prepare_jinja2_environment`` hook).
     :raises InvalidRequestError: ``templates`` or ``loader`` is malformed.
     """
     loaders = _user_loader(templates, loader)
@@ -94,8 +92,8 @@ def make_environment(
         auto_reload=False,
     )
     env.filters.update(bullet=bullet, md_cell=md_cell, fence_for=fence_for)
-    if plugin_manager is not None:
-        plugin_manager.hook.prepare_jinja2_environment(env=env)
+    if prepare is not None:
+        prepare(env)
     return env
 
 

@@ -1,11 +1,17 @@
-"""Fact storage: the SQLite fact store, query sanitizing and ranking."""
+"""Fact storage: :class:`FactStore` over SQLite or PostgreSQL, and its settings.
+
+The rooms: :mod:`.fact_store` (the facade) over :mod:`.core` (what the helpers
+share); :mod:`.query` and :mod:`.search` (a search, planned once and ranked by
+:mod:`.ranking`); :mod:`.reads`; :mod:`.writes`; :mod:`.transfer`; :mod:`.upkeep`;
+:mod:`.embedders`; :mod:`.backend` (the seam) with the engines :mod:`.sqlite` and
+:mod:`.postgres`.
+"""
 
 from __future__ import annotations
 
 from .fact_store import FactStore, default_db_path
 from .ranking import DEFAULT_DECAY_DAYS, RankingPolicy
 from .sanitize import QueryPolicy, query_tokens, sanitize_query
-from .transfer.formats import export_jsonl, export_markdown, import_jsonl, import_markdown
 from .transfer.report import ImportIssue, ImportReport, InvalidImportError
 from .upkeep.prune import PrunedFact, PrunePolicy, PruneReport
 from .writes.limits import BUILTIN_SLOTS, KEY_PATTERN, Limits
@@ -25,10 +31,6 @@ __all__ = [
     "QueryPolicy",
     "RankingPolicy",
     "default_db_path",
-    "export_jsonl",
-    "export_markdown",
-    "import_jsonl",
-    "import_markdown",
     "query_tokens",
     "sanitize_query",
 ]

@@ -6,7 +6,7 @@ anything else is the path of a SQLite file.
 
 from __future__ import annotations
 
-from .backend.types import Backend
+from .backend import Backend
 
 __all__ = ["is_url", "open_backend"]
 

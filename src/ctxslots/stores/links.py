@@ -17,18 +17,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import attrs
 
 from ..model import Fact, Hit, HitTrace
-from .backend.types import Backend, FactFilter, Row
+from .backend import Backend, FactFilter, Row
 from .ranking import RankingPolicy, decay_factor, reinforcement_factor
 
-if TYPE_CHECKING:
-    from .fact_store import FactStore
-
-__all__ = ["RecentResults", "link_strengths", "pull_linked", "strengthen"]
+__all__ = ["RecentResults", "pull_linked", "strengthen"]
 
 #: How many recent search results a reinforcement can refer to.
 RECENT_RESULTS = 20
@@ -57,11 +53,6 @@ def strengthen(backend: Backend, fact_id: int, partners: Iterable[int], now: flo
     pairs = [(min(fact_id, p), max(fact_id, p)) for p in sorted(set(partners)) if p != fact_id]
     backend.strengthen_links(pairs, now)
     return len(pairs)
-
-
-def link_strengths(store: FactStore, fact_id: int) -> dict[int, float]:
-    """Every fact linked to ``fact_id``, with the strength of the link."""
-    return store.backend.links_of(fact_id)
 
 
 def pull_linked(

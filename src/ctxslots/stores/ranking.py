@@ -39,7 +39,6 @@ from typing import cast
 import attrs
 
 from ..model import HitTrace
-from .periods import query_periods
 
 __all__ = [
     "DEFAULT_DECAY_DAYS",
@@ -295,7 +294,7 @@ def rank_candidates(
     limit: int,
     fused: bool = False,
     depth: int | None = None,
-    query: str | None = None,
+    periods: Sequence[tuple[float, float]] = (),
 ) -> list[tuple[Candidate, HitTrace]]:
     """Score candidates and return the best ``limit`` of them with their traces
     (ranked at ``now``).
@@ -306,11 +305,13 @@ def rank_candidates(
         pool): candidates found deeper by every leg that found them come after
         the others, and leg ranks below it are not used, so the first hits are
         the same whatever ``limit`` the legs were asked for. ``None``: no limit.
-    :param query: The query text, to find the periods it names.
+    :param periods: ``(start, end)`` of the periods the query names: a memory
+        observed in one has its relevance multiplied by ``policy.period_boost``.
     """
     pool = list(candidates)
     fusion = _Fusion.of(pool, policy, fused, depth)
-    periods = query_periods(query, now) if query and policy.period_boost != 1.0 else []
+    if policy.period_boost == 1.0:
+        periods = ()
     taus: dict[str, float | None] = {}
     weight = policy.reinforcement_weight
     scored: list[tuple[bool, float, int, Candidate, float, float, float, float, float]] = []

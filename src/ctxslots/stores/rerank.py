@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import attrs
 
@@ -25,7 +24,6 @@ __all__ = [
     "Reranker",
     "apply_boost_and_rerank",
     "coverage_reranker",
-    "reranker_from_plugins",
 ]
 
 Boost = Callable[[Fact], float]
@@ -82,26 +80,3 @@ def apply_boost_and_rerank(
                                        field="rerank", value=strangers[0])
             hits = reordered
     return [Hit(fact=h.fact, trace=attrs.evolve(h.trace, rank=i)) for i, h in enumerate(hits, 1)]
-
-
-def reranker_from_plugins(pm: Any) -> Reranker | None:
-    """One reranker chaining every ``rerank_hits`` implementation of a plugin manager.
-
-    Each implementation is called through pluggy's hook caller, one plugin at a
-    time in registration order, and sees the previous one's output; ``None``
-    when no plugin implements the hook.
-    """
-    impls = list(pm.hook.rerank_hits.get_hookimpls())
-    if not impls:
-        return None
-
-    def rerank(query: str, hits: list[Hit]) -> list[Hit]:
-        for impl in impls:
-            others = [p for p in pm.get_plugins() if p is not impl.plugin]
-            results = pm.subset_hook_caller("rerank_hits", remove_plugins=others)(
-                query=query, hits=hits)
-            if results:  # pluggy leaves out None results
-                hits = list(results[0])
-        return hits
-
-    return rerank

@@ -18,8 +18,9 @@ from ._stopwords import ENGLISH_STOP_WORDS
 __all__ = ["MAX_QUERY_SHARE", "QueryPolicy", "keep_words", "query_tokens", "sanitize_query",
            "to_match"]
 
-#: Default :attr:`QueryPolicy.max_query_share`: at 100,000 facts it brought search
-#: p95 from 2.2x to 1.7x its p50 for 0.006 of labelled-set MRR (see BENCHMARKS.md).
+#: Default :attr:`QueryPolicy.max_query_share`: bounds the share of the store one
+#: search scores, which keeps the slowest searches near the median
+#: (BENCHMARKS.md, "The search tail").
 MAX_QUERY_SHARE = 0.15
 
 _URL = re.compile(r"(?:\b[a-z][a-z0-9+.\-]*://|\bwww\.)\S*", re.IGNORECASE)

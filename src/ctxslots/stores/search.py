@@ -1,27 +1,28 @@
-"""One search, engine-free: sanitize, gather both legs from the backend, rank, add links.
+"""One search, engine-free: gather both legs for a plan, rank, boost and rerank, add links.
 
-The backend returns candidates with their per-leg scores; ranking happens
-here and in :mod:`.ranking`, the same for every engine.
+The backend returns candidates with their per-leg scores; ranking happens here
+and in :mod:`.ranking`, the same for every engine. A :class:`RankedSearch`
+keeps what its legs gathered, so asking it for a longer list reads the legs
+again only when they may hold more: a contributor that fills a larger room
+extends the list instead of searching again.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
 
 import attrs
 import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..model import Fact, Hit
-from .backend.types import Backend, FactFilter, Row
+from .backend import FactFilter, FactRow, QueryPlan
+from .core import StoreCore
 from .links import pull_linked
-from .ranking import Candidate, RankingPolicy, rank_candidates
+from .ranking import Candidate, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank
-from .sanitize import QueryPolicy, query_tokens
 
-__all__ = ["SearchRequest", "query_words", "run_search"]
+__all__ = ["MAX_LIMIT", "RankedSearch", "SearchRequest", "check_limit", "start_search"]
 
+#: The most hits one search returns.
 MAX_LIMIT = 1000
 
 
@@ -41,106 +42,150 @@ class SearchRequest:
     Attributes:
         query: The text as given.
         flt: The facts it may see (scope, slots, expiry at ``now``, near-duplicates).
-        limit: Most hits.
         include_archive: Also search the archive.
         boost: Optional factor per fact.
+        rerank: Optional reranker of every fused candidate.
         now: The moment ages and decay count to.
     """
 
     query: str
     flt: FactFilter
-    limit: int = attrs.field(converter=check_limit)
     include_archive: bool = False
     boost: Boost | None = None
+    rerank: Reranker | None = None
     now: float = 0.0
 
 
-#: Fact id -> (row, archived) for every candidate a search has seen.
-_Found = dict[int, tuple[Row, bool]]
+@attrs.frozen
+class _Gathered:
+    """What the legs found at one depth.
+
+    Attributes:
+        depth: How many candidates each leg was asked for.
+        candidates: Each candidate's leg ranks and scores, lexical leg first.
+        rows: Each candidate's row, and whether it is archived.
+        exhausted: Whether every leg that ran returned fewer than ``depth``
+            (asking deeper would find nothing more).
+    """
+
+    depth: int
+    candidates: tuple[Candidate, ...]
+    rows: dict[int, tuple[FactRow, bool]]
+    exhausted: bool
 
 
-def _candidate(row: Row, **legs: Any) -> Candidate:
+def _candidate(row: FactRow, *, bm25_rank: int | None = None, bm25: float | None = None
+               ) -> Candidate:
     return Candidate(fact_id=int(row["id"]), slot=row["slot"], updated_at=row["updated_at"],
                      score=row["score"], confidence=row["confidence"],
-                     observed_at=row["observed_at"], **legs)
+                     observed_at=row["observed_at"], bm25_rank=bm25_rank, bm25=bm25)
 
 
-def query_words(backend: Backend, query: str, policy: QueryPolicy) -> list[str]:
-    """The words a search looks for (see :meth:`~ctxslots.FactStore.query_words`)."""
-    tokens = query_tokens(query, policy)
-    if tokens and (policy.max_doc_share < 1.0 or policy.max_query_share < 1.0):
-        tokens = backend.drop_common(tokens, share=policy.max_doc_share,
-                                     min_rows=policy.common_min_facts,
-                                     total_share=policy.max_query_share)
-    return tokens
+@attrs.define
+class RankedSearch:
+    """The ranked hits of one search, as long a list as asked for (see the module docstring).
 
-
-def run_search(
-    backend: Backend, request: SearchRequest, *, ranking: RankingPolicy, query_policy: QueryPolicy,
-    pool: int, query_vector: Callable[[str], np.ndarray] | None, rerank: Reranker | None,
-) -> list[Hit]:
-    """The hits of one search, best first, with their traces (access not counted here).
-
-    Each leg gathers ``max(pool, limit)`` candidates, but fusion reads only
-    the first ``pool`` of each leg; candidates found deeper follow them. So the
-    first hits never depend on ``limit``.
+    Attributes:
+        core: The store's shared parts.
+        request: The checked search.
+        plan: Its words and vector.
     """
-    flt, limit = request.flt, request.limit
-    tokens = query_words(backend, request.query, query_policy)
-    use_lexical = bool(tokens) and ranking.lexical_weight > 0
-    use_vector = bool(ranking.vector_weight) and query_vector is not None \
-        and bool(request.query.strip())
-    if not use_lexical and not use_vector:
-        return []
-    depth = max(pool, limit)
-    found: _Found = {}
+
+    core: StoreCore
+    request: SearchRequest
+    plan: QueryPlan
+    _gathered: _Gathered | None = None
+
+    @property
+    def runs(self) -> bool:
+        """Whether any leg has something to look for."""
+        return bool(self.plan.words) or self.plan.vector is not None
+
+    def hits(self, limit: int) -> list[Hit]:
+        """The best ``limit`` hits with their traces, as a search with that limit returns them.
+
+        Each leg gathers ``max(pool, limit)`` candidates, but fusion reads only
+        the first ``pool`` of each leg; candidates found deeper follow them. So
+        the first hits never depend on ``limit``.
+        """
+        limit = check_limit(limit)
+        if not self.runs:
+            return []
+        gathered = self._gather(max(self.core.candidate_pool, limit))
+        request, core = self.request, self.core
+        adjust = request.boost is not None or request.rerank is not None
+        ranked = rank_candidates(
+            gathered.candidates, now=request.now, policy=core.ranking,
+            limit=len(gathered.candidates) if adjust else limit,
+            fused=self.plan.vector is not None, depth=core.candidate_pool,
+            periods=self.plan.periods)
+        found = gathered.rows
+        hits = [Hit(fact=Fact.from_row(found[c.fact_id][0], archived=found[c.fact_id][1]),
+                    trace=trace) for c, trace in ranked]
+        if adjust:
+            hits = apply_boost_and_rerank(request.query, hits, request.boost,
+                                          request.rerank)[:limit]
+        hits = pull_linked(core.backend, core.ranking, hits, request.flt, limit, request.now)
+        hits = _count_hidden(core, hits)
+        core.recent.add(h.fact.id for h in hits if not h.fact.archived)
+        return hits
+
+    def _gather(self, depth: int) -> _Gathered:
+        known = self._gathered
+        # Legs that returned less than they were asked for hold nothing deeper; a
+        # shallower list is gathered again, as its own search would be.
+        if known is not None and (known.depth == depth
+                                  or (known.exhausted and depth > known.depth)):
+            return known
+        self._gathered = _gather(self.core, self.request, self.plan, depth)
+        return self._gathered
+
+
+def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int) -> _Gathered:
+    backend, flt = core.backend, request.flt
+    rows: dict[int, tuple[FactRow, bool]] = {}
     by_id: dict[int, Candidate] = {}
-    if use_lexical:
+    exhausted = True
+    if plan.words:
         for archived in (False, True) if request.include_archive else (False,):
-            leg = backend.lexical(tokens, flt, depth, archived=archived)
+            leg = backend.lexical(plan, flt, depth, archived=archived)
+            exhausted = exhausted and len(leg) < depth
             for position, cand in enumerate(leg, start=1):
                 fid = int(cand.row["id"])
                 by_id[fid] = _candidate(cand.row, bm25_rank=position, bm25=cand.score)
-                found[fid] = (cand.row, archived)
-    if use_vector:
-        assert query_vector is not None
-        _add_vector_leg(backend, query_vector(request.query), flt, depth, ranking, by_id, found)
-    ranked = _rank(list(by_id.values()), request, ranking, pool, fused=use_vector,
-                   adjust=request.boost is not None or rerank is not None)
-    hits = [Hit(fact=Fact.from_row(found[c.fact_id][0], archived=found[c.fact_id][1]),
-                trace=trace) for c, trace in ranked]
-    if request.boost is not None or rerank is not None:
-        hits = apply_boost_and_rerank(request.query, hits, request.boost, rerank)[:limit]
-    hits = pull_linked(backend, ranking, hits, flt, limit, request.now)
-    return _count_hidden(backend, hits)
+                rows[fid] = (cand.row, archived)
+    if plan.vector is not None and np.any(plan.vector):
+        nearest = backend.vector_knn(plan.vector, flt, depth)
+        exhausted = exhausted and len(nearest) < depth
+        nearest = [(fid, cos) for fid, cos in nearest if cos > core.ranking.min_cosine]
+        missing = [fid for fid, _ in nearest if fid not in rows]
+        for row in backend.rows_by_ids(missing, flt):
+            rows[int(row["id"])] = (row, False)
+            by_id[int(row["id"])] = _candidate(row)
+        for position, (fid, cosine) in enumerate(nearest, start=1):
+            if fid in by_id and not rows[fid][1]:
+                by_id[fid] = attrs.evolve(by_id[fid], vector_rank=position, cosine=cosine)
+    return _Gathered(depth, tuple(by_id.values()), rows, exhausted)
 
 
-def _add_vector_leg(backend: Backend, vector: np.ndarray, flt: FactFilter, depth: int,
-                    ranking: RankingPolicy, by_id: dict[int, Candidate], found: _Found) -> None:
-    if not np.any(vector):
-        return
-    nearest = [(fid, cos) for fid, cos in backend.vector_knn(vector, flt, depth)
-               if cos > ranking.min_cosine]
-    missing = [fid for fid, _ in nearest if fid not in found]
-    for row in backend.rows_by_ids(missing, flt):
-        found[int(row["id"])] = (row, False)
-        by_id[int(row["id"])] = _candidate(row)
-    for position, (fid, cosine) in enumerate(nearest, start=1):
-        if fid in by_id and not found[fid][1]:
-            by_id[fid] = attrs.evolve(by_id[fid], vector_rank=position, cosine=cosine)
-
-
-def _rank(candidates: list[Candidate], request: SearchRequest, ranking: RankingPolicy, pool: int,
-          *, fused: bool, adjust: bool) -> list[tuple[Candidate, Any]]:
-    return rank_candidates(candidates, now=request.now, policy=ranking,
-                           limit=len(candidates) if adjust else request.limit, fused=fused,
-                           depth=pool, query=request.query)
-
-
-def _count_hidden(backend: Backend, hits: list[Hit]) -> list[Hit]:
+def _count_hidden(core: StoreCore, hits: list[Hit]) -> list[Hit]:
     ids = [h.fact.id for h in hits if not h.fact.archived]
-    counts = backend.hidden_counts(ids) if ids else {}
+    counts = core.backend.hidden_counts(ids) if ids else {}
     if not counts:
         return hits
     return [attrs.evolve(h, trace=attrs.evolve(h.trace, hides=int(counts[h.fact.id])))
             if h.fact.id in counts and not h.fact.archived else h for h in hits]
+
+
+def start_search(core: StoreCore, request: SearchRequest) -> RankedSearch:
+    """Plan a search (its words and vector, once) and return it ready to rank."""
+    ranking = core.ranking
+    lexical = ranking.lexical_weight > 0
+    vector = bool(ranking.vector_weight) and core.vector_leg_ready \
+        and bool(request.query.strip())
+    if vector and core.vector_writer is not None:
+        core.vector_writer.wait()  # the vectors this store's own writes are owed
+    plan = core.planner.plan(request.query, now=request.now, lexical=lexical, vector=vector,
+                             periods=ranking.period_boost != 1.0)
+    return RankedSearch(core, request, plan)
+

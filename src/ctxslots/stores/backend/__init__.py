@@ -1,6 +1,75 @@
-"""The storage seam: what a storage engine does for :class:`~ctxslots.FactStore`."""
+"""The storage seam: what crosses it (:mod:`.types`) and what an engine does (:mod:`.roles`)."""
 
 from __future__ import annotations
 
-from .types import *
-from .types import __all__ as __all__
+from .roles import (
+    Backend,
+    Caches,
+    Candidates,
+    FactRows,
+    FlushProgress,
+    Lifecycle,
+    Links,
+    Upkeep,
+    Vectors,
+)
+from .types import (
+    CONTEXT_WEIGHT,
+    FACT_COLUMNS,
+    MAX_COUNT,
+    MAX_TIME,
+    META_EMBEDDER_DIMENSION,
+    META_EMBEDDER_MODEL,
+    READABLE_RANGES,
+    BadValue,
+    CacheStatus,
+    DuplicateKeyError,
+    FactFields,
+    FactFilter,
+    FactRow,
+    Health,
+    HistoryEntry,
+    LexicalCandidate,
+    QueryPlan,
+    Row,
+    TermCounts,
+    ValueRange,
+    VectorState,
+    rows_in,
+    visible_scopes,
+)
+
+__all__ = [
+    "CONTEXT_WEIGHT",
+    "FACT_COLUMNS",
+    "MAX_COUNT",
+    "MAX_TIME",
+    "META_EMBEDDER_DIMENSION",
+    "META_EMBEDDER_MODEL",
+    "READABLE_RANGES",
+    "Backend",
+    "BadValue",
+    "CacheStatus",
+    "Caches",
+    "Candidates",
+    "DuplicateKeyError",
+    "FactFields",
+    "FactFilter",
+    "FactRow",
+    "FactRows",
+    "FlushProgress",
+    "Health",
+    "HistoryEntry",
+    "LexicalCandidate",
+    "Lifecycle",
+    "Links",
+    "QueryPlan",
+    "Row",
+    "TermCounts",
+    "Upkeep",
+    "ValueRange",
+    "VectorState",
+    "Vectors",
+    "rows_in",
+    "visible_scopes",
+]

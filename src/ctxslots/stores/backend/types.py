@@ -1,25 +1,14 @@
-"""The storage seam: what a storage engine does for :class:`~ctxslots.FactStore`.
+"""What crosses the storage seam: rows, filters, plans, candidates and reports.
 
-:class:`Backend` is the only interface between the public facade and an engine
-(SQLite in :mod:`ctxslots.stores.sqlite`, PostgreSQL in
-:mod:`ctxslots.stores.postgres`). An engine owns its connections and
-transactions, its schema and migrations, the rows of facts with their
-history, archive, links and flush progress, the two candidate legs (filters
-applied before the cut), the change feed of any in-process cache, and its
-health checks. It never validates input (the facade does), never ranks (the
-candidates it returns are ranked by :mod:`ctxslots.stores.ranking`) and never
-embeds (the facade hands it vectors).
-
-Rows cross the seam as plain mappings with the column names of
+Rows cross as :class:`FactRow` dictionaries with the column names of
 :data:`FACT_COLUMNS`; times are Unix seconds (floats), tags one string with a
 newline between tags, and the global scope is the empty string ``""``.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NotRequired, TypedDict
 
 import attrs
 import numpy as np
@@ -33,17 +22,22 @@ __all__ = [
     "META_EMBEDDER_DIMENSION",
     "META_EMBEDDER_MODEL",
     "READABLE_RANGES",
-    "Backend",
     "BadValue",
+    "CacheStatus",
     "DuplicateKeyError",
-    "ExactHit",
+    "FactFields",
     "FactFilter",
+    "FactRow",
     "Health",
     "HistoryEntry",
     "LexicalCandidate",
+    "QueryPlan",
     "Row",
+    "TermCounts",
     "ValueRange",
     "VectorState",
+    "rows_in",
+    "visible_scopes",
 ]
 
 #: The columns of a fact row, in the order engines store them.
@@ -143,9 +137,38 @@ class BadValue:
         return f"{where} {self.fact_id} {self.column} = {self.value!r}"
 
 
-#: One fact row: column name to value (see :data:`FACT_COLUMNS`). Archived rows
-#: also carry ``archived_at`` and ``reason``.
-Row = Mapping[str, Any]
+class FactFields(TypedDict):
+    """A fact's stored columns but its id: what an insert writes."""
+
+    slot: str
+    scope: str
+    key: str | None
+    value: str
+    tags: str
+    source: str | None
+    confidence: float
+    score: float
+    created_at: float
+    updated_at: float
+    observed_at: float
+    last_accessed: float | None
+    access_count: int
+    expires_at: float | None
+    superseded_by: int | None
+    context: NotRequired[str | None]
+
+
+class FactRow(FactFields):
+    """One stored fact (see :data:`FACT_COLUMNS`); an archived one also carries
+    ``archived_at`` and ``reason``."""
+
+    id: int
+    archived_at: NotRequired[float]
+    reason: NotRequired[str | None]
+
+
+#: A fact row as engines hand it over (see :class:`FactRow`).
+Row = FactRow
 
 
 @attrs.frozen
@@ -181,10 +204,62 @@ class LexicalCandidate:
 
 
 @attrs.frozen
-class ExactHit:
-    """A stored fact found by exact content (same slot, scope, key and value)."""
+class QueryPlan:
+    """What a search looks for, made once from its text (see :mod:`ctxslots.stores.query`).
 
-    fact_id: int
+    Attributes:
+        text: The text as given.
+        words: The words the lexical leg looks for (sanitized; stop words and
+            words common to much of the store left out), any of which may match.
+        match: The same words as an FTS5 expression (quoted, OR-joined); ``""``
+            when there are none.
+        vector: The text's embedding for the vector leg, or ``None``.
+        periods: ``(start, end)`` Unix seconds of the periods the text names.
+    """
+
+    text: str
+    words: tuple[str, ...] = ()
+    match: str = ""
+    vector: np.ndarray | None = attrs.field(default=None, eq=False)
+    periods: tuple[tuple[float, float], ...] = ()
+
+
+@attrs.frozen
+class TermCounts:
+    """How many facts hold each word of a query, out of how many.
+
+    Attributes:
+        rows: The facts counted.
+        docs: Facts holding each word (stemmed as the index stems it); a word
+            missing from it is in none.
+    """
+
+    rows: int
+    docs: Mapping[str, int]
+
+
+@attrs.frozen
+class CacheStatus:
+    """The in-memory copies an engine keeps of its indexes.
+
+    Attributes:
+        lexical_loaded: The lexical copy is loaded.
+        lexical_loading: It is being loaded in the background.
+        lexical_rows: Rows it holds, live and dead (a dead row is a fact
+            changed or gone since the last full load).
+        lexical_live: Rows of live facts it holds (one per fact).
+        vector_loaded: The vector copy is loaded.
+        vector_loading: It is being loaded in the background.
+        vector_rows: Rows it holds, live and dead.
+    """
+
+    lexical_loaded: bool = False
+    lexical_loading: bool = False
+    lexical_rows: int = 0
+    lexical_live: int = 0
+    vector_loaded: bool = False
+    vector_loading: bool = False
+    vector_rows: int = 0
 
 
 @attrs.frozen
@@ -238,258 +313,6 @@ class Health:
     lexical_in_sync: bool
     problems: tuple[str, ...] = ()
     facts_readable: bool = True
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """A storage engine behind :class:`~ctxslots.FactStore`.
-
-    Every method that writes must be called inside :meth:`transaction`;
-    reads may be called anywhere. Methods never raise on an empty input list.
-    Engine errors surface as :class:`~ctxslots.errors.StoreError` (with a
-    message that says what to do); a missing row is ``None`` or an empty
-    result, never an exception.
-    """
-
-    #: ``"sqlite"`` or ``"postgresql"``.
-    engine: str
-    #: Where the store lives, safe to print (no password).
-    location: str
-
-    # -- lifecycle ---------------------------------------------------------------
-
-    def close(self) -> None:
-        """Release connections and background work (idempotent)."""
-
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
-        """One write transaction: all writes inside land together or not at all.
-
-        Nested calls join the outer transaction (a failing inner block rolls
-        back to where it started). Waits for other writers up to the engine's
-        timeout.
-        """
-
-    def snapshot(self) -> contextlib.AbstractContextManager[None]:
-        """Reads inside see one consistent moment of the store (export)."""
-
-    @property
-    def in_transaction(self) -> bool:
-        """Whether a :meth:`transaction` block is open."""
-
-    def info(self) -> dict[str, Any]:
-        """Engine facts for ``stats``: ``engine``, ``location``, ``schema_version``,
-        ``size_bytes`` and engine versions."""
-
-    def used_bytes(self) -> int:
-        """Bytes the store's data occupies (pruning by size)."""
-
-    def get_meta(self, name: str) -> str | None:
-        """A store-wide setting, or ``None``.
-
-        Inside :meth:`transaction` the name is reserved for this transaction
-        until it ends (another writer's ``get_meta`` of it waits), so a
-        check-then-set (binding the vector index) happens once."""
-
-    def set_meta(self, name: str, value: str) -> None:
-        """Write a store-wide setting (inside a transaction)."""
-
-    # -- fact rows -----------------------------------------------------------------
-
-    def get(self, fact_id: int, *, live_at: float | None = None) -> Row | None:
-        """The fact with this id (``None`` if absent, or expired at ``live_at``).
-
-        Inside :meth:`transaction` the row stays locked against other writers
-        until the transaction ends, so a read-modify-write of one fact is safe
-        across processes and hosts."""
-
-    def get_archived(self, fact_id: int) -> Row | None:
-        """The archived fact with this id, with ``archived_at`` and ``reason``."""
-
-    def get_by_key(self, slot: str, scope: str, key: str, *, live_at: float | None = None
-                   ) -> Row | None:
-        """The fact with this slot, scope and key.
-
-        Inside :meth:`transaction` the key is reserved for this transaction
-        until it ends, whether or not a fact holds it: another writer's
-        ``get_by_key`` of the same key waits. Reading the key this way before
-        :meth:`insert` or :meth:`update` makes an upsert race-free."""
-
-    def find_same(self, slot: str, scope: str, key: str | None, value: str, *,
-                  archived: bool = False, live_at: float | None = None) -> int | None:
-        """The lowest id of a fact (or archived fact) with exactly this slot,
-        scope, key and value, or ``None``."""
-
-    def find_existing(self, items: Sequence[tuple[str, str, str | None, str]], *,
-                      archived: bool = False) -> list[int | None]:
-        """For each ``(slot, scope, key, value)``, the lowest id of a stored fact it
-        duplicates, else ``None`` (in input order; an import checks a batch at once).
-
-        Live facts: a keyed item matches the fact with its slot, scope and key
-        (whatever the value); a free item (``key`` ``None``) the free fact with
-        its slot, scope and exact value. ``archived``: an archived fact with the
-        same slot, scope, key and value. Takes time in the number of items, not
-        in the number of stored facts (both engines index free values)."""
-
-    def taken_ids(self, fact_ids: Sequence[int]) -> set[int]:
-        """Which of these ids a live, archived or historical fact ever had."""
-
-    def insert(self, row: Row, *, fact_id: int | None = None) -> int:
-        """Insert a live fact (every column of :data:`FACT_COLUMNS` but ``id``
-        given); keep ``fact_id`` when given (the caller checked it is free).
-        Return the id. Ids are never reused, also after an archived id.
-
-        :raises DuplicateKeyError: The row has a key that a live fact of the
-            same slot and scope holds; nothing is written."""
-
-    def insert_archived(self, row: Row, fact_id: int) -> None:
-        """Insert a fact straight into the archive (import), with
-        ``archived_at`` and ``reason`` in ``row``."""
-
-    def update(self, fact_id: int, fields: Mapping[str, Any]) -> None:
-        """Set some columns of a live fact."""
-
-    def add_history(self, entries: Sequence[HistoryEntry]) -> None:
-        """Record earlier values."""
-
-    def archive(self, fact_id: int, *, archived_at: float, reason: str | None) -> Row | None:
-        """Move a live fact, with its vector, to the archive; return the
-        archived row (``None``: no such live fact)."""
-
-    def adjust_score(self, fact_id: int, delta: float, *, live_at: float) -> bool:
-        """Add ``delta`` to a live fact's score; whether it existed."""
-
-    def touch(self, fact_ids: Sequence[int], now: float) -> int:
-        """``access_count + 1`` and ``last_accessed = now``; how many changed."""
-
-    def id_is_free(self, fact_id: int) -> bool:
-        """Whether no live, archived or historical fact ever had this id."""
-
-    def history(self, fact_id: int) -> list[HistoryEntry]:
-        """Earlier values of one fact, oldest first."""
-
-    def all_history(self) -> Iterator[HistoryEntry]:
-        """Every history entry, by fact id then time (export)."""
-
-    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False
-               ) -> Iterator[Row]:
-        """Facts passing ``flt``; ``order`` is ``"id"`` or ``"created"`` (by
-        observed time, then id)."""
-
-    def important(self, flt: FactFilter, limit: int) -> list[Row]:
-        """Up to ``limit`` facts passing ``flt`` that are keyed or reinforced (score
-        above 0), most important first: score, access count and confidence
-        (highest first), keyed before unkeyed, latest ``updated_at``, then id."""
-
-    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
-                    ) -> list[Row]:
-        """The facts (or archived facts) with these ids that pass ``flt``, in no
-        particular order."""
-
-    def neighbours(self, row: Row, flt: FactFilter, *, before: int, after: int
-                   ) -> tuple[list[Row], list[Row]]:
-        """Facts passing ``flt`` just before (newest first) and after (oldest
-        first) ``row`` in time order (timelines)."""
-
-    def group_counts(self, *, live_at: float) -> list[tuple[str, str, int, int]]:
-        """``(slot, scope, facts, expired)`` per slot and scope, sorted."""
-
-    def counts(self) -> dict[str, int]:
-        """``{"facts", "archived", "history"}`` row counts."""
-
-    def set_superseded(self, pairs: Sequence[tuple[int, int | None]], *, archived: bool = False
-                       ) -> None:
-        """Set ``superseded_by`` for ``(fact_id, by)`` pairs."""
-
-    def hand_over_superseded(self, old: int, new: int) -> None:
-        """Facts hidden by ``old`` are hidden by ``new`` instead."""
-
-    def hidden_counts(self, fact_ids: Sequence[int]) -> dict[int, int]:
-        """How many live facts each of these facts hides."""
-
-    # -- links and flush progress ----------------------------------------------------
-
-    def strengthen_links(self, pairs: Sequence[tuple[int, int]], now: float) -> None:
-        """Add one to each ``(a, b)`` link (``a < b``), creating it at 1."""
-
-    def merge_links(self, rows: Sequence[tuple[int, int, float, float]]) -> None:
-        """Write ``(a, b, strength, updated_at)`` links; the stronger wins on a clash."""
-
-    def links_of(self, fact_id: int) -> dict[int, float]:
-        """Every fact linked to ``fact_id``, with the strength."""
-
-    def links_among(self, fact_ids: Sequence[int], min_strength: float
-                    ) -> list[tuple[int, int, float]]:
-        """``(a, b, strength)`` of links at least ``min_strength`` touching these facts."""
-
-    def all_links(self) -> Iterator[tuple[int, int, float, float]]:
-        """Every link ``(a, b, strength, updated_at)``, by ``a, b`` (export)."""
-
-    def read_progress(self, conversation: str) -> tuple[int, str] | None:
-        """``(messages_read, fingerprint)`` of a conversation, or ``None``."""
-
-    def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
-                       now: float) -> None:
-        """Record how far a conversation was read (inside the flush's transaction)."""
-
-    # -- the two candidate legs ----------------------------------------------------------
-
-    def lexical(self, tokens: Sequence[str], flt: FactFilter, pool: int, *,
-                archived: bool = False) -> list[LexicalCandidate]:
-        """The best ``pool`` word matches of ``tokens`` (sanitized words, any
-        of which may match) among facts passing ``flt``, best first."""
-
-    def drop_common(self, tokens: list[str], *, share: float, min_rows: int,
-                    total_share: float = 1.0) -> list[str]:
-        """``tokens`` without words found in more than ``share`` of the facts, then
-        without the most common until the rest are found in at most ``total_share``
-        of them together (none dropped below ``min_rows`` facts; the rarest kept;
-        :func:`~ctxslots.stores.sanitize.keep_words`)."""
-
-    def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
-        """The ``k`` live facts passing ``flt`` nearest to ``vector``:
-        ``(fact_id, cosine)``, best first. Never short for a small scope: an
-        engine whose index walks candidates before filtering (pgvector's HNSW)
-        scans small filtered sets exactly and falls back to an exact scan when the
-        index comes back short. SQLite is exact always; PostgreSQL is exact up to
-        a few thousand visible vectors and approximate (HNSW) above."""
-
-    # -- vectors -----------------------------------------------------------------
-
-    def vector_state(self) -> VectorState:
-        """What the vector index holds."""
-
-    def reset_vectors(self, model_id: str, dimension: int) -> None:
-        """Drop every vector and bind the index to this embedder (inside a
-        transaction), recording :data:`META_EMBEDDER_MODEL` and
-        :data:`META_EMBEDDER_DIMENSION`."""
-
-    def put_vectors(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
-        """Write the vectors of ``(fact_id, scope, slot)`` rows (inside a transaction)."""
-
-    def delete_vectors(self, fact_ids: Sequence[int]) -> None:
-        """Remove the vectors of these facts (inside a transaction)."""
-
-    def vectors_of(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """The stored vectors of these facts (float32)."""
-
-    def without_vectors(self, *, limit: int) -> list[Row]:
-        """Up to ``limit`` live facts that have no vector, by id."""
-
-    # -- health --------------------------------------------------------------------
-
-    def check(self) -> Health:
-        """Integrity of the store and of its derived indexes."""
-
-    def bad_values(self, *, limit: int) -> list[BadValue]:
-        """Up to ``limit`` stored numbers outside :data:`READABLE_RANGES` (values
-        of the wrong type included), by table, column and fact id."""
-
-    def repair_values(self, now: float) -> int:
-        """Set every stored number outside :data:`READABLE_RANGES` to its range's
-        fallback (``"now"`` is ``now``), inside a transaction; how many were set."""
-
-    def rebuild(self) -> None:
-        """Rebuild every derived object (lexical index, triggers, indexes) from the facts."""
 
 
 def visible_scopes(scope: str) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """The PostgreSQL storage engine: psycopg 3 with a pool, tsvector/GIN with BM25, pgvector/HNSW.
 
 Install with ``pip install 'ctxslots[postgres]'``. :class:`PostgresBackend`
-implements :class:`~ctxslots.stores.backend.types.Backend`; ``FactStore`` selects it
+implements :class:`~ctxslots.stores.backend.Backend`; ``FactStore`` selects it
 for a ``postgresql://`` URL. See ``docs/postgres.md``. Importing this package
 needs no driver; using :class:`PostgresBackend` needs psycopg and psycopg_pool.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 import attrs
 import numpy as np
@@ -13,13 +13,17 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from ...errors import StoreError
-from ..backend.types import (
+from ..backend import (
     BadValue,
+    CacheStatus,
+    FactFields,
     FactFilter,
     Health,
     HistoryEntry,
     LexicalCandidate,
+    QueryPlan,
     Row,
+    TermCounts,
     VectorState,
 )
 from . import _health, _links, _meta, _rows, _values, _vectors
@@ -149,6 +153,12 @@ class PostgresBackend:
         if pool is not None:
             pool.close()
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One write transaction; nested blocks are savepoints."""
@@ -262,7 +272,7 @@ class PostgresBackend:
         with self._conn() as conn:
             return _rows.taken_ids(conn, fact_ids)
 
-    def insert(self, row: Row, *, fact_id: int | None = None) -> int:
+    def insert(self, row: FactFields, *, fact_id: int | None = None) -> int:
         """Insert a live fact; a taken key raises :class:`~ctxslots.errors.DuplicateKeyError`."""
         with self._conn() as conn:
             return _rows.insert(conn, row, fact_id, self.location)
@@ -403,20 +413,17 @@ class PostgresBackend:
 
     # -- the two candidate legs ----------------------------------------------------------
 
-    def lexical(self, tokens: Sequence[str], flt: FactFilter, pool: int, *,
+    def lexical(self, plan: QueryPlan, flt: FactFilter, pool: int, *,
                 archived: bool = False) -> list[LexicalCandidate]:
-        """The best ``pool`` word matches of ``tokens`` among facts passing ``flt``."""
+        """The best ``pool`` matches of the plan's words among facts passing ``flt``."""
         with self._conn() as conn:
-            return self._lexical.search(conn, "archive" if archived else "facts", tokens, flt,
+            return self._lexical.search(conn, "archive" if archived else "facts", plan, flt,
                                         pool)
 
-    def drop_common(self, tokens: list[str], *, share: float, min_rows: int,
-                    total_share: float = 1.0) -> list[str]:
-        """``tokens`` without words found in more than ``share`` of the facts, then
-        without the most common until the rest hold at most ``total_share`` together."""
+    def document_counts(self, words: Sequence[str], *, min_rows: int) -> TermCounts | None:
+        """Facts holding each word (stemmed by the ``english`` configuration)."""
         with self._conn() as conn:
-            return self._lexical.drop_common(conn, tokens, share=share, min_rows=min_rows,
-                                             total_share=total_share)
+            return self._lexical.counts(conn, words, min_rows=min_rows)
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest facts passing ``flt``: exact for small sets, HNSW otherwise."""
@@ -454,6 +461,22 @@ class PostgresBackend:
         """Up to ``limit`` facts without a vector, by id."""
         with self._conn() as conn:
             return _vectors.without_vectors(conn, limit)
+
+    # -- in-memory copies --------------------------------------------------------
+
+    def cache_status(self) -> CacheStatus:
+        """None: this engine keeps no in-memory copy (the server caches what it reads)."""
+        return CacheStatus()
+
+    def load_lexical_cache(self, timeout: float | None = None) -> bool:
+        """Refused: this engine keeps no in-memory lexical copy."""
+        raise StoreError("the postgresql engine keeps no in-memory lexical copy",
+                         path=self.location)
+
+    def load_vector_cache(self, timeout: float | None = None) -> bool:
+        """Refused: this engine keeps no in-memory vector copy."""
+        raise StoreError("the postgresql engine keeps no in-memory vector copy",
+                         path=self.location)
 
     # -- health --------------------------------------------------------------------
 

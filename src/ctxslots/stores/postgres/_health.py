@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backend.types import Health
+from ..backend import Health
 from ._schema import SCHEMA_VERSION, schema_version
 from ._sql import Conn, relation_exists
 

@@ -30,8 +30,7 @@ from typing import Any
 import attrs
 from psycopg.rows import dict_row
 
-from ..backend.types import CONTEXT_WEIGHT, FactFilter, LexicalCandidate
-from ..sanitize import keep_words
+from ..backend import CONTEXT_WEIGHT, FactFilter, LexicalCandidate, QueryPlan, TermCounts
 from ._schema import TS_CONFIG
 from ._sql import Conn, fact_columns, filter_clause
 
@@ -48,7 +47,7 @@ _GROWTH = 1.2
 _MAX_AGE_S = 600.0
 #: Above _EXACT_BELOW facts, the id sequence is looked at no more often than this.
 _CHECK_EVERY_S = 5.0
-#: Document counts kept for drop_common (the cache starts over past this many words).
+#: Document counts kept for the query planner (the cache starts over past this many words).
 _COUNTS_KEPT = 50_000
 
 
@@ -105,9 +104,10 @@ class LexicalLeg:
         self._stats[table] = fresh
         return fresh
 
-    def search(self, conn: Conn, table: str, tokens: Sequence[str], flt: FactFilter,
+    def search(self, conn: Conn, table: str, plan: QueryPlan, flt: FactFilter,
                pool: int) -> list[LexicalCandidate]:
-        """The best ``pool`` matches of any of ``tokens`` in ``table`` passing ``flt``."""
+        """The best ``pool`` matches of any of the plan's words in ``table`` passing ``flt``."""
+        tokens = plan.words
         if not tokens or pool <= 0:
             return []
         where, params = filter_clause(flt, "f")
@@ -147,18 +147,12 @@ class LexicalLeg:
             counts.update({str(t): int(n) for t, n in found})
         return stats.rows, {t: counts.get(t, 0) for t in tokens}
 
-    def drop_common(self, conn: Conn, tokens: list[str], *, share: float,
-                    min_rows: int, total_share: float = 1.0) -> list[str]:
-        """``tokens`` without those found in more than ``share`` of the facts, then
-        without the most common until the rest hold at most ``total_share`` together."""
-        if not tokens:
-            return tokens
-        if self.stats(conn, "facts").rows < min_rows:
-            return tokens
-        rows, freq = self.document_counts(conn, tokens)
-        if rows < min_rows:
-            return tokens
-        return keep_words(tokens, freq, rows, share=share, total_share=total_share)
+    def counts(self, conn: Conn, words: Sequence[str], *, min_rows: int) -> TermCounts | None:
+        """Facts holding each word, or ``None`` in a store smaller than ``min_rows``."""
+        if not words or self.stats(conn, "facts").rows < min_rows:
+            return None if words else TermCounts(0, {})
+        rows, docs = self.document_counts(conn, words)
+        return None if rows < min_rows else TermCounts(rows, docs)
 
 
 def _bm25_sql(table: str, where: str, extra: str) -> str:

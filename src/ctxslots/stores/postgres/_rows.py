@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from psycopg.rows import dict_row
 
 from ...errors import DuplicateKeyError
-from ..backend.types import FACT_COLUMNS, FactFilter, HistoryEntry, Row
+from ..backend import FACT_COLUMNS, FactFields, FactFilter, FactRow, HistoryEntry, Row
 from ._schema import NAME_LOCK_CLASS
 from ._sql import ARCHIVE_COLUMNS, COLUMNS, Conn, filter_clause, id_list, live_clause
 
@@ -44,8 +44,13 @@ def rows(conn: Conn, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any
         return list(cur.execute(sql, params).fetchall())
 
 
-def _one(conn: Conn, sql: str, params: Sequence[Any]) -> dict[str, Any] | None:
-    found = rows(conn, sql, params)
+def fact_rows(conn: Conn, sql: str, params: Sequence[Any] = ()) -> list[FactRow]:
+    """Run a query that reads fact rows."""
+    return cast(list[FactRow], rows(conn, sql, params))
+
+
+def _one(conn: Conn, sql: str, params: Sequence[Any]) -> FactRow | None:
+    found = fact_rows(conn, sql, params)
     return found[0] if found else None
 
 
@@ -149,7 +154,7 @@ def _values(row: Mapping[str, Any]) -> list[Any]:
     return [values.get(name) for name in _INSERTED]
 
 
-def insert(conn: Conn, row: Row, fact_id: int | None, where: str) -> int:
+def insert(conn: Conn, row: FactFields, fact_id: int | None, where: str) -> int:
     """Insert a live fact; raise :class:`DuplicateKeyError` when its key is taken."""
     columns = ", ".join(_INSERTED)
     values = _values(row)
@@ -164,7 +169,7 @@ def insert(conn: Conn, row: Row, fact_id: int | None, where: str) -> int:
         "ON CONFLICT (scope, slot, key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
         values).fetchone()
     if found is None:
-        raise DuplicateKeyError(row["slot"], row["scope"], row["key"], path=where)
+        raise DuplicateKeyError(row["slot"], row["scope"], str(row["key"]), path=where)
     return int(found[0])
 
 
@@ -289,7 +294,7 @@ def important(conn: Conn, flt: FactFilter, limit: int) -> list[Row]:
     sql = (f"SELECT {COLUMNS} FROM facts f WHERE {where} AND (key IS NOT NULL OR score > 0) "
            "ORDER BY score DESC, access_count DESC, confidence DESC, (key IS NULL), "
            "updated_at DESC, id LIMIT %s")
-    return list(rows(conn, sql, (*params, int(limit))))
+    return fact_rows(conn, sql, (*params, int(limit)))
 
 
 def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter, archived: bool = False
@@ -300,8 +305,8 @@ def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter, archived: 
         return []
     where, params = filter_clause(flt)
     table, columns = ("archive", ARCHIVE_COLUMNS) if archived else ("facts", COLUMNS)
-    return list(rows(conn, f"SELECT {columns} FROM {table} f WHERE id = ANY(%s) AND {where}",
-                     (ids, *params)))
+    return fact_rows(conn, f"SELECT {columns} FROM {table} f WHERE id = ANY(%s) AND {where}",
+                     (ids, *params))
 
 
 def neighbours(conn: Conn, row: Row, flt: FactFilter, before: int, after: int
@@ -310,10 +315,10 @@ def neighbours(conn: Conn, row: Row, flt: FactFilter, before: int, after: int
     where, params = filter_clause(flt)
     at = row.get("observed_at")
     anchor = (float(row["created_at"] if at is None else at), int(row["id"]))
-    earlier = rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
+    earlier = fact_rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
                          "(observed_at, id) < (%s, %s) ORDER BY observed_at DESC, id DESC "
                          "LIMIT %s", (*params, *anchor, max(0, before))) if before > 0 else []
-    later = rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
+    later = fact_rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
                        "(observed_at, id) > (%s, %s) ORDER BY observed_at, id LIMIT %s",
                  (*params, *anchor, max(0, after))) if after > 0 else []
     return list(earlier), list(later)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..backend.types import FACT_COLUMNS, FactFilter
+from ..backend import FACT_COLUMNS, FactFilter
 
 __all__ = [
     "ARCHIVE_COLUMNS",
@@ -18,7 +18,7 @@ __all__ = [
     "relation_exists",
 ]
 
-#: The fact columns, in :data:`~ctxslots.stores.backend.types.FACT_COLUMNS` order.
+#: The fact columns, in :data:`~ctxslots.stores.backend.FACT_COLUMNS` order.
 COLUMNS = ", ".join(FACT_COLUMNS)
 #: The columns of an archived fact.
 ARCHIVE_COLUMNS = COLUMNS + ", archived_at, reason"

@@ -6,7 +6,7 @@ both sort above every number, so a range test catches them.
 
 from __future__ import annotations
 
-from ..backend.types import READABLE_RANGES, BadValue, ValueRange
+from ..backend import READABLE_RANGES, BadValue, ValueRange
 from ._sql import Conn, relation_exists
 
 __all__ = ["bad_values", "repair_values"]

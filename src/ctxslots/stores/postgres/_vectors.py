@@ -26,7 +26,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from ...errors import StoreError
-from ..backend.types import FactFilter, Row, VectorState
+from ..backend import FactFilter, Row, VectorState
 from ._sql import COLUMNS, Conn, id_list, relation_exists
 from ._vector_io import Vector
 

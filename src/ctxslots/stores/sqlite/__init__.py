@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._backend import SQLiteBackend
-from ._connection import Connection, open_connection, sqlite_version
+from ._connect import open_connection
+from ._connection import Connection, sqlite_version
 
 __all__ = ["Connection", "SQLiteBackend", "open_connection", "sqlite_version"]

@@ -1,27 +1,23 @@
-"""The one place that talks to the SQLite driver.
+"""The one place that talks to the SQLite driver: :class:`Connection`.
 
 The stdlib ``sqlite3`` of many Python builds cannot load extensions, so the
 store uses ``apsw``, which bundles a recent SQLite with FTS5 and can load
-sqlite-vec on every platform it ships wheels for. Everything else in
-``stores/`` goes through :class:`Connection` and :func:`open_connection`.
+sqlite-vec on every platform it ships wheels for. Everything else in the
+engine goes through :class:`Connection`; :mod:`._connect` opens one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-import time
-import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import apsw
-import sqlite_vec  # type: ignore[import-untyped]
 
-from ...errors import ReadOnlyStoreError, StoreError
+from ...errors import StoreError
 
-__all__ = ["Connection", "open_connection", "sqlite_version"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "Connection", "Params", "sqlite_version"]
 
 Params = Sequence[Any] | dict[str, Any]
 T = TypeVar("T")
@@ -132,127 +128,3 @@ class Connection:
     def close(self) -> None:
         """Close the connection (idempotent)."""
         self.raw.close()
-
-
-def _load_sqlite_vec(raw: apsw.Connection) -> str:
-    raw.enable_load_extension(True)
-    try:
-        raw.load_extension(sqlite_vec.loadable_path())
-    finally:
-        raw.enable_load_extension(False)
-    return str(raw.execute("SELECT vec_version()").fetchall()[0][0])
-
-
-def _until_not_busy(action: Callable[[], T], deadline: float) -> T:
-    """Run ``action``; while SQLite answers BUSY, wait a little and run it again until ``deadline``.
-
-    SQLite answers some lock requests BUSY without calling the busy handler:
-    switching a new file to WAL while other processes open it is one (several
-    processes starting on a fresh store). The busy timeout does not cover them.
-    """
-    delay = 0.005
-    while True:
-        try:
-            return action()
-        except apsw.BusyError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(delay)
-            delay = min(2 * delay, 0.2)
-
-
-def _create_private(path: str) -> None:
-    """Create a missing store file and directory readable by their owner only.
-
-    Memory holds personal data. SQLite gives the ``-wal`` and ``-shm`` files
-    the permissions of the database file, so they follow.
-    """
-    parent = os.path.dirname(os.path.abspath(path))
-    try:
-        if not os.path.isdir(parent):
-            os.makedirs(parent, mode=0o700, exist_ok=True)
-        if not os.path.exists(path):
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    except OSError as exc:
-        raise StoreError(f"cannot create {path}: {exc}", path=path) from exc
-
-
-def open_connection(
-    path: str | os.PathLike[str],
-    *,
-    busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
-    load_vec: bool = True,
-    migrate: bool = True,
-    create: bool = True,
-) -> Connection:
-    """Open (creating if needed) a store database and bring its schema up to date.
-
-    Enables WAL and ``synchronous=NORMAL``, sets the busy timeout, loads
-    sqlite-vec and applies pending migrations.
-
-    :param path: The database file; ``":memory:"`` works for throwaway stores.
-    :param busy_timeout: Seconds to wait for another writer's lock.
-    :param load_vec: Load the sqlite-vec extension (needed for the vector leg).
-    :param migrate: Apply pending schema migrations.
-    :param create: Create the file (and its directory) when missing; when
-        false, a missing file is a :class:`StoreError` and nothing is created.
-    :raises StoreError: The file cannot be opened, is not a database, or its
-        schema is newer than this version of ctxslots understands.
-    """
-    from .migrations import migrate as apply_migrations
-
-    path_text = os.fspath(path)
-    if "://" in path_text:
-        raise StoreError(f"{path_text.split('://')[0]}://... is a server URL, not a SQLite file "
-                         "(open it with FactStore)", path=None)
-    if path_text != ":memory:":
-        if not create and not os.path.exists(path_text):
-            raise StoreError(
-                f"no store at {path_text}: write a fact first (`ctxslots --db {path_text} "
-                "remember ...`) or pass the path of an existing store", path=path_text)
-        _create_private(path_text)
-    flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
-    name = path_text
-    read_only = path_text != ":memory:" and os.path.exists(path_text) \
-        and not os.access(path_text, os.W_OK)
-    if read_only:
-        # A file this process may not write (permissions, a read-only mount):
-        # read it as it is. SQLite cannot make the WAL's shared-memory file
-        # beside it, so the file is opened as immutable.
-        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-        name = "file:" + urllib.parse.quote(os.path.abspath(path_text)) + "?immutable=1"
-    try:
-        raw = apsw.Connection(name, flags=flags)
-    except apsw.Error as exc:
-        raise StoreError(f"cannot open {path_text}: {exc}", path=path_text) from exc
-    conn = Connection(raw, path_text)
-    conn.read_only = read_only
-    deadline = time.monotonic() + busy_timeout
-    try:
-        raw.set_busy_timeout(int(busy_timeout * 1000))
-        if not read_only:
-            _until_not_busy(lambda: raw.execute("PRAGMA journal_mode=WAL").fetchall(), deadline)
-            raw.execute("PRAGMA synchronous=NORMAL")
-        raw.execute("PRAGMA foreign_keys=ON")
-        if load_vec:
-            conn.vec_version = _load_sqlite_vec(raw)
-        if migrate and conn.read_only:
-            from .migrations import SCHEMA_VERSION, schema_version
-
-            if schema_version(conn) != SCHEMA_VERSION:
-                raise ReadOnlyStoreError(
-                    f"{path_text} is read-only and its schema (version {schema_version(conn)}) "
-                    f"needs upgrading to {SCHEMA_VERSION}: open it once where it can be written",
-                    path=path_text)
-        elif migrate:
-            _until_not_busy(lambda: apply_migrations(conn), deadline)
-    except apsw.NotADBError as exc:
-        raw.close()
-        raise StoreError(f"{path_text} is not a SQLite database", path=path_text) from exc
-    except StoreError:
-        raw.close()
-        raise
-    except apsw.Error as exc:
-        raw.close()
-        raise StoreError(f"cannot prepare {path_text}: {exc}", path=path_text) from exc
-    return conn

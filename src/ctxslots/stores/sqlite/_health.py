@@ -8,17 +8,40 @@ indexes, so a dropped index or trigger never silently stops search.
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import apsw
 
 from ...errors import StoreError
-from ..backend.types import Health
-from ._connection import Connection
-from .migrations import derived_objects, fts_rank
+from ..backend import Health
+from ._connection import Connection, sqlite_version
+from ._schema import derived_objects, fts_rank, schema_version
 
-__all__ = ["check", "rebuild"]
+__all__ = ["check", "info", "rebuild", "used_bytes"]
 
 _SOURCE_TABLES = ("facts", "archive", "fact_history", "fact_links", "store_meta",
                   "flush_progress", "vector_log", "fact_log", "vectors")
+
+
+def used_bytes(conn: Connection) -> int:
+    """The bytes of the file that hold data (pages not on the free list)."""
+    pages = int(conn.scalar("PRAGMA page_count")) - int(conn.scalar("PRAGMA freelist_count"))
+    return pages * int(conn.scalar("PRAGMA page_size"))
+
+
+def info(conn: Connection) -> dict[str, Any]:
+    """Engine facts for ``stats``: file, size, schema and library versions."""
+    path = conn.path
+    return {
+        "engine": "sqlite",
+        "location": path,
+        "path": path,
+        "size_bytes": os.path.getsize(path) if os.path.exists(path) else 0,
+        "schema_version": schema_version(conn),
+        "sqlite_version": sqlite_version(),
+        "sqlite_vec_version": conn.vec_version,
+    }
 
 
 def _existing(conn: Connection) -> set[str]:

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from ...errors import StoreError
-from ._connection import Connection, open_connection
+from ._connect import open_connection
+from ._connection import Connection
 
 __all__ = ["BackgroundLoader", "CacheSlot", "row_chunks"]
 

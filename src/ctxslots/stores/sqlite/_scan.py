@@ -2,8 +2,8 @@
 
 Not ``matrix @ query``: that is a threaded BLAS call whose idle worker threads
 spin for many milliseconds after each call and, on a small machine, starve an
-embedding model in the same process (on two cores the p95 of a real-model
-search went from 28 ms to 117 ms). Here each piece of at most
+embedding model in the same process (BENCHMARKS.md, "Why not BLAS"). Here each
+piece of at most
 :data:`PIECE_ROWS` rows is scored by numpy's ``einsum`` (its own loop, which
 releases the GIL) on a pool of ordinary threads that sleep while idle, and the
 calling thread waits without spinning.

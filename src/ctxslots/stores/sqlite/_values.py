@@ -1,13 +1,13 @@
 """Stored numbers no read can use, found and reset (``doctor`` and ``reindex``).
 
-Every way in checks times and numbers (:data:`~ctxslots.stores.backend.types.READABLE_RANGES`),
+Every way in checks times and numbers (:data:`~ctxslots.stores.backend.READABLE_RANGES`),
 but a row written before those checks existed, or by hand, can still hold a
 time no datetime represents or a count beyond what a float counts.
 """
 
 from __future__ import annotations
 
-from ..backend.types import READABLE_RANGES, BadValue, ValueRange
+from ..backend import READABLE_RANGES, BadValue, ValueRange
 from ._connection import Connection
 
 __all__ = ["bad_values", "repair_values"]

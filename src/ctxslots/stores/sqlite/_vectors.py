@@ -5,221 +5,189 @@ Each row holds a fact's float32 embedding with its scope and slot; an index on
 in a small scope costs what that scope holds, however many other scopes the
 file has, and no scope costs anything before it has rows. Distances come from
 sqlite-vec's ``vec_distance_cosine`` (exact). ``store_meta`` records which
-embedder (model id and dimension) built the vectors.
-
-For speed, long-running searches use :class:`VectorCache`, an
-in-memory copy of the vectors, one block per scope and slot (scanned by
-:mod:`._scan`), kept consistent with the file
-through ``vector_log``: every vector write or delete appends to it in the same
-transaction, and each search first applies what the log says changed since the
-cache last looked. The file stays the source of truth; the cache can be
-dropped at any time.
+embedder (model id and dimension) built the vectors. Every write or delete is
+logged in ``vector_log`` for the in-memory copy (:mod:`._vector_cache`), which
+:class:`VectorIndex` keeps for long-running searches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import cast
 
-import attrs
 import numpy as np
 
-from ..backend.types import META_EMBEDDER_DIMENSION, META_EMBEDDER_MODEL
+from ...errors import StoreError
+from ..backend import (
+    META_EMBEDDER_DIMENSION,
+    META_EMBEDDER_MODEL,
+    FactFilter,
+    FactRow,
+    VectorState,
+    rows_in,
+)
+from . import _rows
 from ._connection import Connection
-from ._loader import row_chunks
-from ._scan import top_k
+from ._loader import CacheSlot
+from ._meta import get_meta, set_meta
+from ._sql import READ, filter_clause, marks
+from ._vector_cache import META_GENERATION, TABLE, VectorCache, log_bounds, vector_cache_builder
 
-__all__ = ["VectorCache", "get_meta", "log_bounds", "set_meta", "vector_cache_builder"]
+__all__ = ["VectorIndex", "delete", "put", "reset", "state", "vectors_of", "without_vectors"]
 
-TABLE = "vectors"
-META_MODEL = META_EMBEDDER_MODEL
-META_DIM = META_EMBEDDER_DIMENSION
-META_GENERATION = "vectors.generation"
-#: The log keeps this many entries; a cache further behind reloads in full.
+#: The log keeps this many entries; a copy further behind reloads in full.
 _LOG_KEEP = 50_000
 
 
-def get_meta(conn: Connection, name: str) -> str | None:
-    """A value of ``store_meta``, or ``None``."""
-    value = conn.scalar("SELECT value FROM store_meta WHERE name = ?", (name,))
-    return None if value is None else str(value)
-
-
-def set_meta(conn: Connection, name: str, value: str) -> None:
-    """Write a value of ``store_meta`` (inside a write)."""
-    conn.execute(
-        "INSERT INTO store_meta (name, value) VALUES (?, ?) "
-        "ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-        (name, value),
+def state(conn: Connection) -> VectorState:
+    """What the vector table holds against the facts."""
+    dim = get_meta(conn, META_EMBEDDER_DIMENSION)
+    scalar = conn.scalar
+    return VectorState(
+        model_id=get_meta(conn, META_EMBEDDER_MODEL),
+        dimension=int(dim) if dim else None,
+        vectors=int(scalar(f"SELECT count(*) FROM {TABLE}")),
+        missing=int(scalar(
+            f"SELECT count(*) FROM facts WHERE id NOT IN (SELECT fact_id FROM {TABLE})")),
+        orphans=int(scalar(
+            f"SELECT count(*) FROM {TABLE} WHERE fact_id NOT IN (SELECT id FROM facts)")),
     )
 
 
-def log_bounds(conn: Connection, table: str = "vector_log") -> tuple[int | None, int | None]:
-    """The lowest and highest ``seq`` of a change log (``vector_log`` or ``fact_log``)."""
-    # Two statements on purpose: SQLite answers a lone min() or max() from the
-    # index in O(log n), but scans the whole table for both in one SELECT.
-    return (conn.scalar(f"SELECT min(seq) FROM {table}"),
-            conn.scalar(f"SELECT max(seq) FROM {table}"))
+def reset(conn: Connection, model_id: str, dimension: int) -> None:
+    """Drop every vector; bind the table to this embedder."""
+    conn.execute(f"DELETE FROM {TABLE}")
+    conn.execute("DELETE FROM vector_log")
+    set_meta(conn, META_EMBEDDER_MODEL, model_id)
+    set_meta(conn, META_EMBEDDER_DIMENSION, str(dimension))
+    set_meta(conn, META_GENERATION, str(int(get_meta(conn, META_GENERATION) or 0) + 1))
 
 
-@attrs.define
-class _Block:
-    """The vectors of one scope and slot, in append order with a liveness mask."""
-
-    dim: int
-    ids: np.ndarray
-    mat: np.ndarray
-    alive: np.ndarray
-    n: int = 0
-    dead: int = 0
-
-    @classmethod
-    def empty(cls, dim: int, capacity: int = 1024) -> _Block:
-        return cls(dim, np.zeros(capacity, np.int64), np.zeros((capacity, dim), np.float32),
-                   np.zeros(capacity, bool))
-
-    def append(self, ids: np.ndarray, mat: np.ndarray) -> range:
-        need = self.n + len(ids)
-        if need > len(self.ids):
-            cap = max(need, 2 * len(self.ids))
-            self.ids = np.resize(self.ids, cap)
-            grown = np.zeros((cap, self.dim), np.float32)
-            grown[: self.n] = self.mat[: self.n]
-            self.mat = grown
-            self.alive = np.concatenate([self.alive[: self.n], np.zeros(cap - self.n, bool)])
-        start = self.n
-        self.ids[start:need] = ids
-        self.mat[start:need] = mat
-        self.alive[start:need] = True
-        self.n = need
-        return range(start, need)
-
-    def compact(self) -> np.ndarray:
-        """Drop the dead rows; return the ids of the rows kept, in their new order."""
-        keep = np.flatnonzero(self.alive[: self.n])
-        self.ids = self.ids[keep].copy()
-        self.mat = self.mat[keep].copy()
-        self.alive = np.ones(len(keep), bool)
-        self.n = len(keep)
-        self.dead = 0
-        return self.ids
+def _log(conn: Connection, fact_ids: Sequence[int], op: str) -> None:
+    conn.executemany("INSERT INTO vector_log (fact_id, op) VALUES (?, ?)",
+                     [(fid, op) for fid in fact_ids])
+    low, high = log_bounds(conn)
+    if high is not None and low is not None and high - low > 2 * _LOG_KEEP:
+        conn.execute("DELETE FROM vector_log WHERE seq <= ?", (high - _LOG_KEEP,))
 
 
-#: A block is compacted once it holds more dead rows than this and than live ones.
-COMPACT_MIN_DEAD = 1024
+def put(conn: Connection, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
+    """Write the vectors of ``(fact_id, scope, slot)`` rows and log them."""
+    if not rows:
+        return
+    conn.executemany(
+        f"INSERT OR REPLACE INTO {TABLE} (fact_id, scope, slot, embedding) VALUES (?,?,?,?)",
+        [(fid, scope, slot, np.asarray(vectors[i], np.float32).tobytes())
+         for i, (fid, scope, slot) in enumerate(rows)])
+    _log(conn, [r[0] for r in rows], "put")
 
 
-@attrs.define
-class VectorCache:
-    """An in-memory copy of the index, one block per scope and slot, synced through ``vector_log``.
+def delete(conn: Connection, fact_ids: Sequence[int]) -> None:
+    """Remove the vectors of these facts and log it."""
+    if not fact_ids:
+        return
+    conn.executemany(f"DELETE FROM {TABLE} WHERE fact_id = ?", [(i,) for i in fact_ids])
+    _log(conn, fact_ids, "del")
 
-    A search reads only the blocks of the scopes and slots it may see, so the
-    three slot-filtered searches of one prompt assembly scan each row once
-    between them.
 
-    Attributes:
-        dimension: Vector dimension.
+def vectors_of(conn: Connection, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """Stored vectors by fact id."""
+    out: dict[int, np.ndarray] = {}
+    for chunk in rows_in(fact_ids):
+        for fid, blob in conn.execute(f"SELECT fact_id, embedding FROM {TABLE} WHERE fact_id "
+                                      f"IN ({marks(len(chunk))})", chunk).fetchall():
+            out[int(fid)] = np.frombuffer(blob, np.float32)
+    return out
+
+
+def without_vectors(conn: Connection, limit: int) -> list[FactRow]:
+    """Live facts lacking a vector, by id."""
+    return cast(list[FactRow], conn.rows(
+        f"SELECT {READ} FROM facts WHERE id NOT IN (SELECT fact_id FROM {TABLE}) "
+        "ORDER BY id LIMIT ?", (limit,)))
+
+
+def _exact_knn(conn: Connection, vector: np.ndarray, flt: FactFilter, k: int
+               ) -> list[tuple[int, float]]:
+    cond, params = filter_clause(flt, "f.")
+    scope_cond, scope_params = "1", []
+    if flt.scopes is not None:
+        scope_cond, scope_params = f"v.scope IN ({marks(len(flt.scopes))})", list(flt.scopes)
+    found = conn.execute(
+        f"SELECT v.fact_id, vec_distance_cosine(v.embedding, ?) AS d FROM {TABLE} AS v "
+        f"JOIN facts AS f ON f.id = v.fact_id WHERE {scope_cond} AND {cond} "
+        "ORDER BY d, v.fact_id LIMIT ?",
+        (np.asarray(vector, np.float32).tobytes(), *scope_params, *params, k)).fetchall()
+    return [(int(fid), 1.0 - float(d)) for fid, d in found]
+
+
+class VectorIndex:
+    """Nearest-neighbour search, from the file or an in-memory copy of the vectors.
+
+    :param use_copy: Search an in-memory copy (loaded in the background at the
+        first search that can use it) instead of reading the file each time.
     """
 
-    dimension: int
-    _blocks: dict[tuple[str, str], _Block] = attrs.Factory(dict)
-    _where: dict[int, tuple[tuple[str, str], int]] = attrs.Factory(dict)
-    _seq: int = -1
-    _generation: str | None = None
+    def __init__(self, *, use_copy: bool) -> None:
+        self.use_copy = use_copy
+        self._slot: CacheSlot[VectorCache] | None = None
 
-    def sync(self, conn: Connection, *, cancelled: Callable[[], bool] | None = None) -> None:
-        """Apply the changes the log records since the last sync (or reload in full).
+    def knn(self, conn: Connection, vector: np.ndarray, flt: FactFilter, k: int
+            ) -> list[tuple[int, float]]:
+        """The ``k`` facts passing ``flt`` nearest to ``vector``: ``(fact_id, cosine)``."""
+        if self.use_copy and flt.scopes is not None:
+            copy = self._cache_slot(conn).ready(conn)
+            if copy is not None:
+                copy.sync(conn)
+                return self._copy_knn(conn, copy, vector, flt, k)
+        return _exact_knn(conn, vector, flt, k)
 
-        :param cancelled: For a load on a background thread: checked between
-            small chunks of a full reload, which also let other threads run
-            between them; when it returns true the reload stops half done.
-        """
-        generation = get_meta(conn, META_GENERATION)
-        low, high = log_bounds(conn)
-        high = int(high or 0)
-        if generation != self._generation or (low is not None and self._seq < int(low) - 1):
-            self._reload(conn, generation, high, cancelled)
-            return
-        if high <= self._seq:
-            return
-        changes = conn.execute(
-            "SELECT fact_id, max(seq) FROM vector_log WHERE seq > ? GROUP BY fact_id",
-            (self._seq,),
-        ).fetchall()
-        changed = [int(fid) for fid, _ in changes]
-        for fid in changed:
-            self._remove(fid)
-        for start in range(0, len(changed), 500):
-            chunk = changed[start:start + 500]
-            rows = conn.execute(
-                f"SELECT fact_id, scope, slot, embedding FROM {TABLE} "
-                f"WHERE fact_id IN ({','.join('?' * len(chunk))})",
-                chunk,
-            ).fetchall()
-            self._add_rows(rows)
-        self._compact()
-        self._seq = high
+    def _copy_knn(self, conn: Connection, copy: VectorCache, vector: np.ndarray,
+                  flt: FactFilter, k: int) -> list[tuple[int, float]]:
+        # The copy knows scopes and slots, not expiry or near-duplicates: ask for
+        # more until enough of the nearest pass the filter or the rows run out.
+        assert flt.scopes is not None
+        want = k
+        while True:
+            nearest = copy.knn(vector, flt.scopes, flt.slots, want)
+            ids = [f for f, _ in nearest]
+            passing = {int(r["id"]) for r in _rows.rows_by_ids(conn, ids, flt, False)}
+            kept = [(f, c) for f, c in nearest if f in passing]
+            if len(kept) >= k or len(nearest) < want:
+                return kept[:k]
+            want *= 4
 
-    def _reload(self, conn: Connection, generation: str | None, high: int,
-                cancelled: Callable[[], bool] | None) -> None:
-        self._blocks.clear()
-        self._where.clear()
-        rows = conn.execute(f"SELECT fact_id, scope, slot, embedding FROM {TABLE}")
-        for chunk in row_chunks(rows, cancelled, background_size=50):
-            self._add_rows(chunk)
-        if cancelled is not None and cancelled():
-            return
-        self._generation = generation
-        self._seq = high
-
-    def _add_rows(self, rows: Sequence[Any]) -> None:
-        groups: dict[tuple[str, str], list[Any]] = {}
-        for row in rows:
-            groups.setdefault((str(row[1]), str(row[2])), []).append(row)
-        for key, group in groups.items():
-            block = self._blocks.get(key)
-            if block is None:
-                block = self._blocks[key] = _Block.empty(self.dimension)
-            ids = np.array([int(r[0]) for r in group], np.int64)
-            mat = np.frombuffer(b"".join(r[3] for r in group), np.float32).reshape(-1, self.dimension)
-            for fid, pos in zip(ids.tolist(), block.append(ids, mat)):
-                self._where[fid] = (key, pos)
-
-    def _remove(self, fact_id: int) -> None:
-        where = self._where.pop(fact_id, None)
-        if where is not None:
-            block = self._blocks[where[0]]
-            block.alive[where[1]] = False
-            block.dead += 1
-
-    def _compact(self) -> None:
-        for key, block in self._blocks.items():
-            if block.dead > COMPACT_MIN_DEAD and block.dead > block.n - block.dead:
-                for pos, fid in enumerate(block.compact().tolist()):
-                    self._where[fid] = (key, pos)
+    def load(self, conn: Connection, timeout: float | None) -> bool:
+        """Load the in-memory copy now; whether it is loaded."""
+        if not self.use_copy:
+            raise StoreError("this store was opened with vector_cache=False", path=conn.path)
+        return self._cache_slot(conn).load_now(conn, timeout)
 
     @property
-    def rows(self) -> int:
-        """Rows held, live and dead."""
-        return sum(block.n for block in self._blocks.values())
+    def copy(self) -> VectorCache | None:
+        """The loaded in-memory copy, or ``None``."""
+        return None if self._slot is None else self._slot.copy
 
-    def knn(
-        self, query: np.ndarray, scopes: Sequence[str], slots: Sequence[str] | None, k: int
-    ) -> list[tuple[int, float]]:
-        """Exact KNN over the cached rows of ``scopes``: ``(fact_id, cosine)`` best first."""
-        wanted_scopes = set(scopes)
-        wanted_slots = None if slots is None else set(slots)
-        blocks = [block for (scope, slot), block in self._blocks.items()
-                  if scope in wanted_scopes and (wanted_slots is None or slot in wanted_slots)]
-        return top_k(blocks, query, k)
+    @property
+    def loading(self) -> bool:
+        """Whether a background load of the copy is under way."""
+        return self._slot is not None and self._slot.loader is not None
 
+    def forget_copy(self) -> None:
+        """Drop the copy (its vectors were dropped) and stop any load."""
+        if self._slot is not None:
+            self._slot.stop()
+            self._slot = None
 
-def vector_cache_builder(dimension: int) -> Callable[[Connection, Callable[[], bool]], VectorCache]:
-    """``build(conn, cancelled)`` making a full :class:`VectorCache` (for a background load)."""
+    def _cache_slot(self, conn: Connection) -> CacheSlot[VectorCache]:
+        if self._slot is None:
+            dim = get_meta(conn, META_EMBEDDER_DIMENSION)
+            self._slot = CacheSlot("in-memory vector copy", vector_cache_builder(int(dim or 0)),
+                                   load_vec=True)
+        return self._slot
 
-    def build(conn: Connection, cancelled: Callable[[], bool]) -> VectorCache:
-        cache = VectorCache(dimension)
-        cache.sync(conn, cancelled=cancelled)
-        return cache
+    def close(self) -> None:
+        """Stop any background load."""
+        if self._slot is not None:
+            self._slot.stop()
 
-    return build

@@ -29,11 +29,11 @@ import apsw
 import attrs
 import numpy as np
 
-from ..backend.types import CONTEXT_WEIGHT
+from ..backend import CONTEXT_WEIGHT
 from ._connection import Connection
 from ._loader import row_chunks
-from ._vectors import log_bounds
-from .migrations import FTS_TOKENIZE
+from ._schema import FTS_TOKENIZE
+from ._vector_cache import log_bounds
 
 __all__ = ["LexicalCache", "build_lexical_cache", "trim_fact_log"]
 

@@ -14,18 +14,16 @@ later lines) and the references themselves, never the facts.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
 
-from ..backend.types import MAX_COUNT, HistoryEntry, rows_in
+from ..backend import MAX_COUNT, FactRow, HistoryEntry, rows_in
+from ..core import StoreCore
 from .id_map import IdMap
 from .jsonl_records import ParsedFact
 from .report import ImportIssue, ImportReport, InvalidImportError
-
-if TYPE_CHECKING:
-    from ..fact_store import FactStore
 
 __all__ = ["BATCH", "MAX_KEPT_ID", "ImportWriter", "Progress", "run_import"]
 
@@ -60,7 +58,7 @@ class ImportWriter:
         progress: Told how many records were handled after each batch.
     """
 
-    store: FactStore
+    core: StoreCore
     on_duplicate: str = "skip"
     progress: Progress | None = None
     _ids: IdMap = attrs.field(factory=IdMap, init=False)
@@ -74,7 +72,7 @@ class ImportWriter:
         """Write one batch: skip (or fail on) duplicates, keep free ids, add history and vectors."""
         if not facts:
             return
-        backend = self.store.backend
+        backend = self.core.backend
         found = self._stored_twins(facts)
         wanted = [f.id for f in facts if f.id is not None and 0 < f.id < MAX_KEPT_ID]
         taken = backend.taken_ids(wanted) if wanted else set()
@@ -108,7 +106,7 @@ class ImportWriter:
                 continue
             items = [(facts[i].row["slot"], facts[i].row["scope"], facts[i].row["key"],
                       facts[i].row["value"]) for i in positions]
-            for i, fact_id in zip(positions, self.store.backend.find_existing(
+            for i, fact_id in zip(positions, self.core.backend.find_existing(
                     items, archived=archived)):
                 found[i] = fact_id
         return found
@@ -125,17 +123,17 @@ class ImportWriter:
 
     def _insert(self, fact: ParsedFact, keep: bool) -> int:
         """Insert one record, under its own id when ``keep``; return the id used."""
-        backend, row = self.store.backend, dict(fact.row)
-        row.setdefault("observed_at", row["created_at"])
+        backend, raw = self.core.backend, dict(fact.row)
+        raw.setdefault("observed_at", raw["created_at"])
+        row = cast(FactRow, {**raw, "superseded_by": None})
         if fact.archived:
             if keep and fact.id is not None:
-                backend.insert_archived(row, fact.id)
+                backend.insert_archived(cast(FactRow, raw), fact.id)
                 return fact.id
-            fact_id = backend.insert({**row, "superseded_by": None})
+            fact_id = backend.insert(row)
             backend.archive(fact_id, archived_at=row["archived_at"], reason=row["reason"])
             return fact_id
-        return backend.insert({**row, "superseded_by": None},
-                              fact_id=fact.id if keep else None)
+        return backend.insert(row, fact_id=fact.id if keep else None)
 
     def _written(self, fact: ParsedFact, new_id: int, history: list[HistoryEntry]) -> None:
         """Count a written record and keep what must follow it: references and history."""
@@ -157,10 +155,11 @@ class ImportWriter:
     def _vectors(self, written: list[tuple[int, ParsedFact]]) -> None:
         """Store the batch's vectors: the file's own when the same embedder built them,
         else embedded now, this batch only (never the whole import in one array)."""
-        store = self.store
-        if not written or not store.keeps_vectors:
+        core = self.core
+        if not written or not core.keeps_vectors:
             return
-        model, dimension = store.embedder.model_id, store.embedder.dimension
+        assert core.embedder is not None
+        model, dimension = core.embedder.model_id, core.embedder.dimension
         carried: list[tuple[int, ParsedFact]] = []
         rest: list[tuple[int, ParsedFact]] = []
         for fact_id, fact in written:
@@ -168,15 +167,15 @@ class ImportWriter:
                 and fact.vector[1].shape == (dimension,)
             (carried if same else rest).append((fact_id, fact))
         if carried:
-            store.backend.put_vectors([(i, f.row["scope"], f.row["slot"]) for i, f in carried],
+            core.backend.put_vectors([(i, f.row["scope"], f.row["slot"]) for i, f in carried],
                                       np.stack([f.vector[1] for _, f in carried if f.vector]))
         if rest:
-            store.backend.put_vectors([(i, f.row["scope"], f.row["slot"]) for i, f in rest],
-                                      store.embedder.embed([f.row["value"] for _, f in rest]))
+            core.backend.put_vectors([(i, f.row["scope"], f.row["slot"]) for i, f in rest],
+                                      core.embed([f.row["value"] for _, f in rest]))
 
     def finish(self) -> ImportReport:
         """Point ``superseded_by`` and links at the ids the records got; the report."""
-        backend = self.store.backend
+        backend = self.core.backend
         for archived in (False, True):
             pairs = [(fact_id, self._ids.get(target))
                      for was_archived, fact_id, target in self._supersede
@@ -198,7 +197,7 @@ class ImportWriter:
                             renumbered=counts["renumbered"], redacted=counts["redacted"])
 
 
-def run_import(store: FactStore, records: Iterable[ParsedFact | ImportIssue], *,
+def run_import(core: StoreCore, records: Iterable[ParsedFact | ImportIssue], *,
                on_duplicate: str, skip_invalid: bool, progress: Progress | None = None,
                ignored: Callable[[], int] = lambda: 0) -> ImportReport:
     """Write ``records`` in one transaction, :data:`BATCH` at a time.
@@ -211,9 +210,9 @@ def run_import(store: FactStore, records: Iterable[ParsedFact | ImportIssue], *,
     :raises InvalidImportError: A record is invalid (without ``skip_invalid``) or
         a duplicate (with ``on_duplicate="error"``); nothing is written.
     """
-    writer = ImportWriter(store, on_duplicate, progress)
+    writer = ImportWriter(core, on_duplicate, progress)
     errors: list[ImportIssue] = []
-    with store.batch():
+    with core.writer.writing():
         batch: list[ParsedFact] = []
         for record in records:
             if isinstance(record, ImportIssue):

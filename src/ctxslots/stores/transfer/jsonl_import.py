@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from ...errors import InvalidFactError
+from ..core import StoreCore
 from .id_map import IdMap
 from .jsonl_records import ParsedFact, check_header, parse_record
 from .report import ImportIssue, InvalidImportError
-
-if TYPE_CHECKING:
-    from ..fact_store import FactStore
 
 __all__ = ["ON_DUPLICATE", "check_on_duplicate", "read_jsonl"]
 
@@ -43,14 +41,14 @@ def _lines(fp: TextIO) -> Iterator[tuple[int, str]]:
                                              "encoding")) from None
 
 
-def read_jsonl(store: FactStore, fp: TextIO) -> Iterator[ParsedFact | ImportIssue]:
+def read_jsonl(core: StoreCore, fp: TextIO) -> Iterator[ParsedFact | ImportIssue]:
     """Each record of ``fp`` checked, in order: a fact, or the issue of a bad line.
 
     :raises InvalidImportError: The header is missing, malformed or newer, or
         the text is not UTF-8.
     """
     seen_header = False
-    now = store.clock()
+    now = core.clock()
     lines_of_ids = IdMap()  # id -> the line that used it first
     for number, line in _lines(fp):
         if not line.strip():
@@ -62,7 +60,7 @@ def read_jsonl(store: FactStore, fp: TextIO) -> Iterator[ParsedFact | ImportIssu
                 check_header(data)
                 seen_header = True
                 continue
-            fact = parse_record(data, line=number, limits=store.limits, now=now)
+            fact = parse_record(data, line=number, limits=core.limits, now=now)
             if fact.id is not None:
                 first = lines_of_ids.get(fact.id)
                 if first is not None:

@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 from ...errors import InvalidFactError
-from ..backend.types import MAX_COUNT
+from ..backend import MAX_COUNT
 from ..writes.limits import MAX_TIMESTAMP, Limits
 
 __all__ = [

@@ -9,15 +9,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import InvalidFactError
+from ..core import StoreCore
 from .jsonl_records import ParsedFact
 from .markdown_memory import MarkdownReader
 from .report import ImportIssue, InvalidImportError
-
-if TYPE_CHECKING:
-    from ..fact_store import FactStore
 
 __all__ = ["file_lines", "markdown_source", "read_markdown"]
 
@@ -61,13 +59,13 @@ def file_lines(path: Path) -> Iterator[str]:
             yield line.removeprefix("\ufeff") if number == 1 else line
 
 
-def read_markdown(store: FactStore, lines: Iterable[str], reader: MarkdownReader, *,
+def read_markdown(core: StoreCore, lines: Iterable[str], reader: MarkdownReader, *,
                   scope: str | None, source: str) -> Iterator[ParsedFact | ImportIssue]:
     """Each bullet of ``lines`` as a checked record of ``reader.slot`` and ``scope``, or
     the issue of a bullet the store's limits refuse."""
-    limits = store.limits
+    limits = core.limits
     stored_scope = limits.scope(scope)
-    now = store.clock()
+    now = core.clock()
     for bullet in reader.bullets(lines):
         try:
             key = None if bullet.key is None else limits.key(bullet.key)

@@ -15,16 +15,14 @@ facts it hid to its successor, so a count always sits on a visible fact.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
 
 from ...errors import InvalidFactError, StoreError
-from ..backend.types import FactFilter, Row
-
-if TYPE_CHECKING:
-    from ..fact_store import FactStore
+from ..backend import FactFilter, Row
+from ..core import StoreCore
 
 __all__ = ["DEFAULT_THRESHOLD", "ConsolidationReport", "Superseded", "consolidate"]
 
@@ -77,11 +75,11 @@ def _check_threshold(threshold: object) -> float:
     return float(threshold)
 
 
-def _groups(store: FactStore, flt: FactFilter, fact_ids: Sequence[int] | None
+def _groups(core: StoreCore, flt: FactFilter, fact_ids: Sequence[int] | None
             ) -> dict[tuple[str, str], list[Row]]:
     """The live, unsuperseded facts by slot and scope, oldest value first; with
     ``fact_ids``, only the groups those facts are in."""
-    rows = list(store.backend.select(flt))
+    rows = list(core.backend.select(flt))
     if fact_ids is not None:
         wanted = set(fact_ids)
         keys = {(r["slot"], r["scope"]) for r in rows if int(r["id"]) in wanted}
@@ -116,7 +114,7 @@ def _pass_over_group(
 
 
 def consolidate(
-    store: FactStore,
+    core: StoreCore,
     *,
     threshold: float = DEFAULT_THRESHOLD,
     fact_ids: Iterable[int] | None = None,
@@ -131,21 +129,21 @@ def consolidate(
     :raises InvalidFactError: ``threshold`` is not between 0 and 1.
     """
     threshold = _check_threshold(threshold)
-    if not store.vector_leg_ready:
+    if not core.vector_leg_ready:
         raise StoreError("consolidation compares vectors; this store has no embedder, or its "
                          "vectors were built by another one: run `ctxslots reindex`")
     wanted = None if fact_ids is None else sorted({int(i) for i in fact_ids})
     found: list[Superseded] = []
     checked = 0
-    backend = store.backend
+    backend = core.backend
     with backend.transaction():
-        now = store.clock()
+        now = core.clock()
         flt = FactFilter(live_at=now, include_superseded=False)
-        for group in _groups(store, flt, wanted).values():
+        for group in _groups(core, flt, wanted).values():
             vectors = backend.vectors_of([int(r["id"]) for r in group])
             missing = [r for r in group if int(r["id"]) not in vectors]
-            if missing and not store.keeps_vectors:  # cheap embedders: vectors made here
-                made = store.embedder.embed([r["value"] for r in missing])
+            if missing and not core.keeps_vectors:  # cheap embedders: vectors made here
+                made = core.embed([r["value"] for r in missing])
                 vectors.update((int(r["id"]), made[i]) for i, r in enumerate(missing))
             ids = [int(r["id"]) for r in group if int(r["id"]) in vectors]
             if len(ids) < 2:

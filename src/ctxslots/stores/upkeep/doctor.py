@@ -7,14 +7,12 @@ are derived from it, so :func:`reindex` can always rebuild them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from ..backend.types import BadValue
-
-if TYPE_CHECKING:
-    from ..fact_store import FactStore
+from ..backend import BadValue
+from ..core import StoreCore
 
 __all__ = ["DoctorReport", "IndexState", "doctor", "reindex"]
 
@@ -111,27 +109,27 @@ def _value_problems(bad: list[BadValue]) -> list[str]:
              "now, expiry and last access cleared, scores and counts to 0, confidence to 1)")]
 
 
-def doctor(store: FactStore) -> DoctorReport:
+def doctor(core: StoreCore) -> DoctorReport:
     """Check the store's integrity, its full-text index, its stored values and its vectors."""
-    health = store.backend.check()
+    health = core.backend.check()
     problems = list(health.problems)
     if health.facts_readable:
-        problems += _value_problems(store.backend.bad_values(limit=_LOOKED_AT))
+        problems += _value_problems(core.backend.bad_values(limit=_LOOKED_AT))
     state = None
     # A store whose searches read no vectors keeps none: nothing to check.
-    if store.embedder is not False and store.ranking.vector_weight and health.facts_readable:
-        vs = store.backend.vector_state()
+    embedder = core.embedder
+    if embedder is not None and core.ranking.vector_weight and health.facts_readable:
+        vs = core.backend.vector_state()
         state = IndexState(
             model_id=vs.model_id, dimension=vs.dimension,
-            current_model_id=store.embedder.model_id, current_dimension=store.embedder.dimension,
-            stale=not store.vector_leg_ready, vectors=vs.vectors, missing=vs.missing,
+            current_model_id=embedder.model_id, current_dimension=embedder.dimension,
+            stale=not core.vector_leg_ready, vectors=vs.vectors, missing=vs.missing,
             orphans=vs.orphans)
         problems += _vector_problems(state)
     return DoctorReport(health.integrity, health.lexical_in_sync, state, tuple(problems))
 
 
-def reindex(store: FactStore, *, reset_vectors: Callable[[], None],
-            progress: Progress | None = None, batch_size: int = 256) -> int:
+def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: int = 256) -> int:
     """Rebuild every derived index from the facts, then every vector (when searches read them).
 
     Stored times and numbers that no read can use (see :func:`doctor`) are
@@ -142,20 +140,19 @@ def reindex(store: FactStore, *, reset_vectors: Callable[[], None],
     processes keep working meanwhile and an interrupted run can simply be run
     again. Returns the number of facts embedded.
 
-    :param reset_vectors: Drops every vector and binds the store to its embedder.
     :param progress: Called as ``progress(done, total)`` after each batch.
     :raises StoreError: The facts themselves are gone (nothing to rebuild from).
     """
-    backend = store.backend
+    backend = core.backend
     backend.rebuild()
     with backend.transaction():
-        backend.repair_values(store.clock())
+        backend.repair_values(core.clock())
     total = backend.counts()["facts"]
     if progress:
         progress(0, total)
-    keep = store.embedder is not False and bool(store.ranking.vector_weight)
-    if store.embedder is not False:
-        reset_vectors()
+    keep = core.embedder is not None and bool(core.ranking.vector_weight)
+    if core.embedder is not None:
+        core.embedding.reset_vectors(backend)
     if not keep:  # searches read no vectors: the full-text rebuild was all there was to do
         if progress:
             progress(total, total)
@@ -165,7 +162,7 @@ def reindex(store: FactStore, *, reset_vectors: Callable[[], None],
         rows = backend.without_vectors(limit=batch_size)
         if not rows:
             break
-        vectors = store.embedder.embed([r["value"] for r in rows])
+        vectors = core.embed([r["value"] for r in rows])
         with backend.transaction():
             backend.put_vectors([(int(r["id"]), r["scope"], r["slot"]) for r in rows], vectors)
         done += len(rows)

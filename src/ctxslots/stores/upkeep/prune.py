@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from ...errors import FactNotFoundError, InvalidFactError
 from ...model import Fact
-from ..backend.types import FactFilter, Row
-
-if TYPE_CHECKING:
-    from ..fact_store import FactStore
+from ..backend import FactFilter, Row
+from ..core import StoreCore
 
 __all__ = ["CapStatus", "PrunePolicy", "PruneReport", "PrunedFact", "plan_prune", "prune"]
 
@@ -201,33 +199,33 @@ def _protected(row: Mapping[str, Any], now: float, policy: PrunePolicy) -> bool:
                 or row["score"] >= policy.protect_score)
 
 
-def used_bytes(store: FactStore) -> int:
+def used_bytes(core: StoreCore) -> int:
     """The bytes of the store that hold data."""
-    return store.backend.used_bytes()
+    return core.backend.used_bytes()
 
 
 def _candidates(
-    store: FactStore, now: float, policy: PrunePolicy, flt: FactFilter
+    core: StoreCore, now: float, policy: PrunePolicy, flt: FactFilter
 ) -> tuple[list[tuple[float, Row]], int]:
     """Unprotected live facts passing ``flt``, lowest retention first, and the protected count."""
-    rows = list(store.backend.select(flt))
+    rows = list(core.backend.select(flt))
     free = [(retention(r, now, policy), r) for r in rows if not _protected(r, now, policy)]
     free.sort(key=lambda item: (item[0], item[1]["updated_at"], item[1]["id"]))
     return free, len(rows) - len(free)
 
 
-def plan_prune(store: FactStore, policy: PrunePolicy, now: float | None = None) -> PruneReport:
+def plan_prune(core: StoreCore, policy: PrunePolicy, now: float | None = None) -> PruneReport:
     """Decide what :func:`prune` would move, without writing anything."""
-    now = store.clock() if now is None else now
+    now = core.clock() if now is None else now
     moved: dict[int, PrunedFact] = {}
     over: list[CapStatus] = []
-    for slot, stored_scope, facts, expired in store.backend.group_counts(live_at=now):
+    for slot, stored_scope, facts, expired in core.backend.group_counts(live_at=now):
         n = facts - expired
         cap = policy.cap(slot)
         if cap is None or n <= cap:
             continue
         target = math.floor(cap * (1.0 - min(policy.headroom, 1.0)))
-        free, protected = _candidates(store, now, policy, FactFilter(
+        free, protected = _candidates(core, now, policy, FactFilter(
             scopes=(stored_scope,), slots=(slot,), live_at=now))
         scope = stored_scope or None
         reason = f"pruned: over the {slot} cap of {cap}" + (f" in scope {scope!r}" if scope else "")
@@ -235,10 +233,10 @@ def plan_prune(store: FactStore, policy: PrunePolicy, now: float | None = None) 
         for value, fact_row in chosen:
             moved[fact_row["id"]] = PrunedFact(Fact.from_row(fact_row), value, reason)
         over.append(CapStatus(slot, scope, n, cap, protected, n - len(chosen)))
-    size = used_bytes(store)
+    size = used_bytes(core)
     over_size = policy.max_bytes is not None and size > policy.max_bytes
     if over_size:
-        free, _ = _candidates(store, now, policy, FactFilter(live_at=now))
+        free, _ = _candidates(core, now, policy, FactFilter(live_at=now))
         free = [item for item in free if item[1]["id"] not in moved]
         reason = f"pruned: store over its size cap of {policy.max_bytes} bytes"
         for value, fact_row in free[: math.ceil(len(free) * policy.size_share)]:
@@ -247,33 +245,33 @@ def plan_prune(store: FactStore, policy: PrunePolicy, now: float | None = None) 
     return PruneReport(tuple(ordered), tuple(over), size, over_size, dry_run=True)
 
 
-def prune(store: FactStore, policy: PrunePolicy, *, dry_run: bool = False) -> PruneReport:
+def prune(core: StoreCore, policy: PrunePolicy, *, dry_run: bool = False) -> PruneReport:
     """Move facts over the policy's caps to the archive; return what moved.
 
-    The plan is made and its first ``store.limits.max_batch`` moves are done in
+    The plan is made and its first ``core.limits.max_batch`` moves are done in
     one write transaction, so another process cannot change those facts in
     between; larger prunes continue in further transactions of that size
     (skipping facts that left meanwhile). Each fact is either still live or
     fully archived, never lost.
     """
     if dry_run:
-        return plan_prune(store, policy)
-    step = max(1, store.limits.max_batch)
+        return plan_prune(core, policy)
+    step = max(1, core.limits.max_batch)
     done: list[PrunedFact] = []
-    with store.batch():
-        plan = plan_prune(store, policy)
-        done.extend(_move(store, plan.moved[:step]))
+    with core.writer.writing():
+        plan = plan_prune(core, policy)
+        done.extend(_move(core, plan.moved[:step]))
     for start in range(step, len(plan.moved), step):
-        with store.batch():
-            done.extend(_move(store, plan.moved[start:start + step]))
+        with core.writer.writing():
+            done.extend(_move(core, plan.moved[start:start + step]))
     return attrs.evolve(plan, moved=tuple(done), dry_run=False)
 
 
-def _move(store: FactStore, chunk: tuple[PrunedFact, ...]) -> list[PrunedFact]:
+def _move(core: StoreCore, chunk: tuple[PrunedFact, ...]) -> list[PrunedFact]:
     moved = []
     for item in chunk:
         try:
-            store.forget(item.fact.id, reason=item.reason)
+            core.writer.forget(item.fact.id, reason=item.reason)
         except FactNotFoundError:
             continue
         moved.append(item)

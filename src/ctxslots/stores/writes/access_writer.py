@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable
 
 from ...errors import ReadOnlyStoreError
-from ..backend.types import Backend
+from ..backend import Backend
 from .background import BackgroundWriter
 
 __all__ = ["AccessWriter"]

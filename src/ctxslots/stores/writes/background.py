@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..backend.types import Backend
+from ..backend import Backend
 
 __all__ = ["BackgroundWriter"]
 

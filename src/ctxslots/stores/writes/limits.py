@@ -16,7 +16,7 @@ import attrs
 from ..._secrets import redact
 from ...errors import InvalidFactError
 from ...model import to_timestamp
-from ..backend.types import MAX_TIME
+from ..backend import MAX_TIME
 
 __all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_SCORE_STEP", "MAX_TIMESTAMP", "SECRET_POLICIES",
            "Limits"]

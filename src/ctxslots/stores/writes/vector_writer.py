@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..backend.types import Backend, FactFilter
+from ..backend import Backend, FactFilter
 from .background import BackgroundWriter
 
 __all__ = ["VectorWriter"]

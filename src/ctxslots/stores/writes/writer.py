@@ -12,9 +12,11 @@ import attrs
 
 from ...errors import FactNotFoundError, InvalidFactError, ReadOnlyStoreError
 from ...model import Fact, Hit, from_timestamp
-from ..backend.types import Backend, HistoryEntry, Row
+from ..backend import Backend, FactFields, HistoryEntry, Row
+from ..links import strengthen
 from .access_writer import AccessWriter
 from .limits import Limits
+from .vectors import Pending, VectorSink
 
 __all__ = ["Writer", "check_id"]
 
@@ -22,10 +24,6 @@ __all__ = ["Writer", "check_id"]
 logger = logging.getLogger("ctxslots.secrets")
 
 _MAX_ID = 2**63 - 1
-
-#: ``fact_id -> (scope, slot, value)`` of the facts a transaction wrote.
-Pending = dict[int, tuple[str, str, str]]
-
 
 def check_id(fact_id: object) -> int:
     """Return ``fact_id`` if it is a 64-bit integer (not a bool); raise InvalidFactError otherwise."""
@@ -45,10 +43,7 @@ class Writer:
         backend: The engine.
         limits: The checks every field passes.
         clock: The store's clock.
-        embed_pending: Called with the facts a transaction wrote, inside it,
-            before it commits (the store embeds and writes their vectors).
-        committed: Called with the same facts once the transaction committed
-            (the store queues their vectors for a background writer).
+        vectors: Embeds what a transaction wrote, before it commits or after.
         access: Where access counts are queued when they are written in the
             background (``None``: each is written at once).
     """
@@ -56,8 +51,7 @@ class Writer:
     backend: Backend
     limits: Limits
     clock: Callable[[], float]
-    embed_pending: Callable[[Pending], None]
-    committed: Callable[[Pending], None]
+    vectors: VectorSink
     access: AccessWriter | None = None
     _pending: Pending | None = None
     _written: int = 0
@@ -74,17 +68,17 @@ class Writer:
             with self.backend.transaction():
                 yield
                 if outer and self._pending:
-                    self.embed_pending(self._pending)
+                    self.vectors.before_commit(self._pending)
             if outer and self._pending:
-                self.committed(self._pending)
+                self.vectors.after_commit(self._pending)
         finally:
             if outer:
                 self._pending = None
 
-    def queue_vector(self, fact_id: int, row: Row) -> None:
-        """Embed ``row``'s value for ``fact_id`` when the current transaction commits."""
+    def queue_vector(self, fact_id: int, scope: str, slot: str, value: str) -> None:
+        """Embed ``value`` for ``fact_id`` when the current transaction commits."""
         if self._pending is not None:
-            self._pending[fact_id] = (row["scope"], row["slot"], row["value"])
+            self._pending[fact_id] = (scope, slot, value)
 
     def count_write(self) -> None:
         """Count one fact written in the current transaction against ``limits.max_batch``."""
@@ -181,11 +175,15 @@ class Writer:
     def insert(self, row: dict[str, Any], key: str | None, now: float) -> Fact:
         """Insert a new live fact (inside :meth:`writing`)."""
         self.count_write()
-        full = {**row, "key": key, "score": 0.0, "created_at": now, "updated_at": now,
-                "observed_at": row.get("observed_at", now), "last_accessed": None,
-                "access_count": 0, "superseded_by": None}
+        full: FactFields = {
+            "slot": row["slot"], "scope": row["scope"], "key": key, "value": row["value"],
+            "tags": row["tags"], "source": row["source"], "confidence": row["confidence"],
+            "score": 0.0, "created_at": now, "updated_at": now,
+            "observed_at": row.get("observed_at", now), "last_accessed": None,
+            "access_count": 0, "expires_at": row["expires_at"], "superseded_by": None,
+            "context": row["context"]}
         fact_id = self.backend.insert(full)
-        self.queue_vector(fact_id, full)
+        self.queue_vector(fact_id, full["scope"], full["slot"], full["value"])
         return self.fetch(fact_id)
 
     def rewrite(self, prev: Row, row: dict[str, Any], now: float) -> Fact:
@@ -206,8 +204,22 @@ class Writer:
             fields["superseded_by"] = None
         self.backend.update(int(prev["id"]), fields)
         if changed:
-            self.queue_vector(int(prev["id"]), row)
+            self.queue_vector(int(prev["id"]), row["scope"], row["slot"], row["value"])
         return self.fetch(int(prev["id"]))
+
+    def adjust_score(self, fact_id: int, delta: float, partners: Iterable[int]) -> Fact:
+        """Add ``delta`` to a live fact's score; a reinforcement (``delta > 0``) also
+        strengthens its co-recall links with ``partners``."""
+        fact_id = check_id(fact_id)
+        now = self.clock()
+        with self.backend.transaction():
+            if not self.backend.adjust_score(fact_id, delta, live_at=now):
+                raise FactNotFoundError(fact_id)
+            if delta > 0:
+                strengthen(self.backend, fact_id, partners, now)
+            row = self.backend.get(fact_id)
+        assert row is not None
+        return Fact.from_row(row)
 
     def forget(self, fact_id: int, *, reason: str | None) -> Fact:
         """Move a fact to the archive."""

@@ -1,26 +1,15 @@
-"""Rendering of a section's header and items for the prompt.
-
-The environment and the templates live in :mod:`ctxslots.prompts`; the names
-this module used to hold are still importable from here.
-"""
+"""The lines of the prompt: a section's header and its items, rendered with the
+section's templates (the environment and the templates live in :mod:`ctxslots.prompts`)."""
 
 from __future__ import annotations
 
 import jinja2
 
 from ..model import Item, Section
-from ..prompts import Templates, default_environment, make_environment, render_template
+from ..prompts import render_template
 from ._line_memo import memo_for
 
-__all__ = [
-    "SECTION_SEPARATOR",
-    "Templates",
-    "default_environment",
-    "make_environment",
-    "render_header",
-    "render_item",
-    "render_template",
-]
+__all__ = ["SECTION_SEPARATOR", "render_header", "render_item"]
 
 #: Put between two sections in the prompt.
 SECTION_SEPARATOR = "\n"

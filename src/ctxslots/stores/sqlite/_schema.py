@@ -12,20 +12,16 @@ it by triggers and can be rebuilt at any time.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ...errors import StoreError
-from ..backend.types import CONTEXT_WEIGHT
-
-if TYPE_CHECKING:
-    # Only a type: _connection imports this module to migrate a store it opens.
-    from ._connection import Connection
+from ..backend import CONTEXT_WEIGHT
+from ._connection import Connection
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
 
-#: FTS5 tokenizer for every text index: Porter stemming over unicode61
-#: (case- and diacritic-insensitive). Stemming was the largest single gain in
-#: lexical recall measured on conversational memory (see BENCHMARKS.md).
+#: FTS5 tokenizer for every text index: Porter stemming over unicode61 (case- and
+#: diacritic-insensitive), because inflected forms must meet (BENCHMARKS.md,
+#: "Retrieval quality on the labelled set").
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 _FACT_COLUMNS = """
@@ -83,7 +79,7 @@ def fts_objects(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> list[tupl
 
 def fts_rank(table: str) -> str:
     """The statement that makes ``rank`` of ``table``'s FTS5 index BM25 with the
-    context column at :data:`~ctxslots.stores.backend.types.CONTEXT_WEIGHT` (a
+    context column at :data:`~ctxslots.stores.backend.CONTEXT_WEIGHT` (a
     setting FTS5 keeps in the file)."""
     weights = ", ".join("1.0" if c != "context" else repr(CONTEXT_WEIGHT) for c in FTS_COLUMNS)
     fts = f"{table}_fts"

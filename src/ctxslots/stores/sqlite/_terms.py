@@ -1,13 +1,13 @@
-"""Leave out of a query the words that occur in a large share of the store.
+"""How many facts hold each word of a query, from the FTS5 index's own vocabulary.
 
-FTS5 scores every row that matches any OR-ed token, so one word present in
-40% of the facts makes a search scan 40% of the table, while its BM25 weight
-(inverse document frequency) is close to nothing. This module reads the
-document frequency of each query term (stemmed with the index's own
-tokenizer) from an ``fts5vocab`` view, one term at a time and once until the
-store has grown (reading every term's frequency up front took 0.17 s at
-100,000 facts, more than the searches of a one-shot command), and drops such
-words from the query.
+The query planner leaves out of a query the words found in a large share of
+the store (FTS5 scores every row that matches any OR-ed token, so one word in
+40% of the facts makes a search scan 40% of the table, while its BM25 weight is
+close to nothing). This module reads the document frequency of each word
+(stemmed with the index's own tokenizer) from an ``fts5vocab`` view, one term
+at a time, and keeps it until the store has grown: reading every term's
+frequency up front costs more than the searches of a one-shot command (see
+BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import time
 import apsw
 import attrs
 
-from ..sanitize import keep_words
+from ..backend import TermCounts
 from ._connection import Connection
 
-__all__ = ["CommonTerms"]
+__all__ = ["TermFrequencies"]
 
 #: Reload the frequencies when the store has grown by this factor since the last load...
 _GROWTH = 1.2
@@ -29,7 +29,7 @@ _MAX_AGE_S = 600.0
 
 
 @attrs.define
-class CommonTerms:
+class TermFrequencies:
     """Document frequencies of the ``facts`` index, read term by term and read again
     as the store grows.
 
@@ -43,8 +43,8 @@ class CommonTerms:
     _top_id: int = -1
     _loaded: float = 0.0
     _tokenizer: object | None = None
-    #: The last answer, for the memory slots an assembly searches with the same words.
-    _last: tuple[tuple[object, ...], list[str]] | None = None
+    #: Counts by word as the query has it (before stemming), for repeated words.
+    _by_word: dict[str, int] = attrs.Factory(dict)
 
     def _refresh(self, conn: Connection) -> None:
         top = int(conn.scalar("SELECT coalesce(max(id), 0) FROM facts"))
@@ -54,7 +54,7 @@ class CommonTerms:
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.facts_vocab "
                      "USING fts5vocab(main, facts_fts, 'row')")
         self._df = {}
-        self._last = None
+        self._by_word = {}
         self._rows = int(conn.scalar("SELECT count(*) FROM facts"))
         self._top_id = top
         self._loaded = time.monotonic()
@@ -74,24 +74,12 @@ class CommonTerms:
             docs = self._df[term] = int(found or 0)
         return docs
 
-    def drop_common(self, conn: Connection, tokens: list[str], *, share: float, min_rows: int,
-                    total_share: float = 1.0) -> list[str]:
-        """``tokens`` without those found in more than ``share`` of the facts, then
-        without the most common until the rest hold at most ``total_share`` of them
-        together (see :func:`~ctxslots.stores.sanitize.keep_words`).
-
-        Nothing is dropped in stores smaller than ``min_rows``. When every token
-        is common, the rarest one is kept.
-        """
-        if not tokens:
-            return tokens
+    def counts(self, conn: Connection, words: list[str], *, min_rows: int) -> TermCounts | None:
+        """Facts holding each word, or ``None`` in a store smaller than ``min_rows``."""
         self._refresh(conn)
         if self._rows < min_rows:
-            return tokens
-        asked = (tuple(tokens), share, total_share)
-        if self._last is not None and self._last[0] == asked:
-            return list(self._last[1])
-        docs = {t: self._frequency(conn, t) for t in tokens}
-        kept = keep_words(tokens, docs, self._rows, share=share, total_share=total_share)
-        self._last = (asked, list(kept))
-        return kept
+            return None
+        known = self._by_word
+        docs = {w: known[w] if w in known else known.setdefault(w, self._frequency(conn, w))
+                for w in words}
+        return TermCounts(self._rows, docs)

@@ -1,0 +1,324 @@
+"""The storage seam, by role: what a storage engine does for :class:`~ctxslots.FactStore`.
+
+An engine (SQLite in :mod:`ctxslots.stores.sqlite`, PostgreSQL in
+:mod:`ctxslots.stores.postgres`) owns its connections and transactions, its
+schema and migrations, the rows of facts with their history, archive, links and
+flush progress, the two candidate legs (filters applied before the cut), the
+change feed of any in-process cache, and its health checks. It never validates
+input (the facade does), never ranks (the candidates it returns are ranked by
+:mod:`ctxslots.stores.ranking`), never embeds (it is handed vectors) and never
+reads a query's text (it is handed a :class:`~.types.QueryPlan`).
+
+Each protocol below is one role, sized by what its callers use; :class:`Backend`
+is their union, what an engine implements. Every method that writes must be
+called inside :meth:`Lifecycle.transaction`; reads may be called anywhere.
+Methods never raise on an empty input list. Engine errors surface as
+:class:`~ctxslots.errors.StoreError` (with a message that says what to do); a
+missing row is ``None`` or an empty result, never an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .types import (
+    BadValue,
+    CacheStatus,
+    FactFields,
+    FactFilter,
+    FactRow,
+    Health,
+    HistoryEntry,
+    LexicalCandidate,
+    QueryPlan,
+    TermCounts,
+    VectorState,
+)
+
+__all__ = ["Backend", "Caches", "Candidates", "FactRows", "FlushProgress", "Lifecycle", "Links",
+           "Upkeep", "Vectors"]
+
+
+class Lifecycle(Protocol):
+    """Connections, transactions and store-wide settings."""
+
+    #: ``"sqlite"`` or ``"postgresql"``.
+    engine: str
+    #: Where the store lives, safe to print (no password).
+    location: str
+
+
+    def close(self) -> None:
+        """Release connections and background work (idempotent)."""
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """One write transaction: all writes inside land together or not at all.
+
+        Nested calls join the outer transaction (a failing inner block rolls
+        back to where it started). Waits for other writers up to the engine's
+        timeout.
+        """
+
+    def snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """Reads inside see one consistent moment of the store (export)."""
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a :meth:`transaction` block is open."""
+
+    def info(self) -> dict[str, Any]:
+        """Engine facts for ``stats``: ``engine``, ``location``, ``schema_version``,
+        ``size_bytes`` and engine versions."""
+
+    def used_bytes(self) -> int:
+        """Bytes the store's data occupies (pruning by size)."""
+
+    def get_meta(self, name: str) -> str | None:
+        """A store-wide setting, or ``None``.
+
+        Inside :meth:`transaction` the name is reserved for this transaction
+        until it ends (another writer's ``get_meta`` of it waits), so a
+        check-then-set (binding the vector index) happens once."""
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Write a store-wide setting (inside a transaction)."""
+
+
+class FactRows(Protocol):
+    """The rows of facts, their archive and their history."""
+
+    def get(self, fact_id: int, *, live_at: float | None = None) -> FactRow | None:
+        """The fact with this id (``None`` if absent, or expired at ``live_at``).
+
+        Inside :meth:`transaction` the row stays locked against other writers
+        until the transaction ends, so a read-modify-write of one fact is safe
+        across processes and hosts."""
+
+    def get_archived(self, fact_id: int) -> FactRow | None:
+        """The archived fact with this id, with ``archived_at`` and ``reason``."""
+
+    def get_by_key(self, slot: str, scope: str, key: str, *, live_at: float | None = None
+                   ) -> FactRow | None:
+        """The fact with this slot, scope and key.
+
+        Inside :meth:`transaction` the key is reserved for this transaction
+        until it ends, whether or not a fact holds it: another writer's
+        ``get_by_key`` of the same key waits. Reading the key this way before
+        :meth:`insert` or :meth:`update` makes an upsert race-free."""
+
+    def find_same(self, slot: str, scope: str, key: str | None, value: str, *,
+                  archived: bool = False, live_at: float | None = None) -> int | None:
+        """The lowest id of a fact (or archived fact) with exactly this slot,
+        scope, key and value, or ``None``."""
+
+    def find_existing(self, items: Sequence[tuple[str, str, str | None, str]], *,
+                      archived: bool = False) -> list[int | None]:
+        """For each ``(slot, scope, key, value)``, the lowest id of a stored fact it
+        duplicates, else ``None`` (in input order; an import checks a batch at once).
+
+        Live facts: a keyed item matches the fact with its slot, scope and key
+        (whatever the value); a free item (``key`` ``None``) the free fact with
+        its slot, scope and exact value. ``archived``: an archived fact with the
+        same slot, scope, key and value. Takes time in the number of items, not
+        in the number of stored facts (both engines index free values)."""
+
+    def taken_ids(self, fact_ids: Sequence[int]) -> set[int]:
+        """Which of these ids a live, archived or historical fact ever had."""
+
+    def insert(self, row: FactFields, *, fact_id: int | None = None) -> int:
+        """Insert a live fact (every column of :data:`FACT_COLUMNS` but ``id``
+        given); keep ``fact_id`` when given (the caller checked it is free).
+        Return the id. Ids are never reused, also after an archived id.
+
+        :raises DuplicateKeyError: The row has a key that a live fact of the
+            same slot and scope holds; nothing is written."""
+
+    def insert_archived(self, row: FactRow, fact_id: int) -> None:
+        """Insert a fact straight into the archive (import), with
+        ``archived_at`` and ``reason`` in ``row``."""
+
+    def update(self, fact_id: int, fields: Mapping[str, Any]) -> None:
+        """Set some columns of a live fact."""
+
+    def add_history(self, entries: Sequence[HistoryEntry]) -> None:
+        """Record earlier values."""
+
+    def archive(self, fact_id: int, *, archived_at: float, reason: str | None) -> FactRow | None:
+        """Move a live fact, with its vector, to the archive; return the
+        archived row (``None``: no such live fact)."""
+
+    def adjust_score(self, fact_id: int, delta: float, *, live_at: float) -> bool:
+        """Add ``delta`` to a live fact's score; whether it existed."""
+
+    def touch(self, fact_ids: Sequence[int], now: float) -> int:
+        """``access_count + 1`` and ``last_accessed = now``; how many changed."""
+
+    def id_is_free(self, fact_id: int) -> bool:
+        """Whether no live, archived or historical fact ever had this id."""
+
+    def history(self, fact_id: int) -> list[HistoryEntry]:
+        """Earlier values of one fact, oldest first."""
+
+    def all_history(self) -> Iterator[HistoryEntry]:
+        """Every history entry, by fact id then time (export)."""
+
+    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False
+               ) -> Iterator[FactRow]:
+        """Facts passing ``flt``; ``order`` is ``"id"`` or ``"created"`` (by
+        observed time, then id)."""
+
+    def important(self, flt: FactFilter, limit: int) -> list[FactRow]:
+        """Up to ``limit`` facts passing ``flt`` that are keyed or reinforced (score
+        above 0), most important first: score, access count and confidence
+        (highest first), keyed before unkeyed, latest ``updated_at``, then id."""
+
+    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
+                    ) -> list[FactRow]:
+        """The facts (or archived facts) with these ids that pass ``flt``, in no
+        particular order."""
+
+    def neighbours(self, row: FactRow, flt: FactFilter, *, before: int, after: int
+                   ) -> tuple[list[FactRow], list[FactRow]]:
+        """Facts passing ``flt`` just before (newest first) and after (oldest
+        first) ``row`` in time order (timelines)."""
+
+    def group_counts(self, *, live_at: float) -> list[tuple[str, str, int, int]]:
+        """``(slot, scope, facts, expired)`` per slot and scope, sorted."""
+
+    def counts(self) -> dict[str, int]:
+        """``{"facts", "archived", "history"}`` row counts."""
+
+    def set_superseded(self, pairs: Sequence[tuple[int, int | None]], *, archived: bool = False
+                       ) -> None:
+        """Set ``superseded_by`` for ``(fact_id, by)`` pairs."""
+
+    def hand_over_superseded(self, old: int, new: int) -> None:
+        """Facts hidden by ``old`` are hidden by ``new`` instead."""
+
+    def hidden_counts(self, fact_ids: Sequence[int]) -> dict[int, int]:
+        """How many live facts each of these facts hides."""
+
+
+class Links(Protocol):
+    """Co-recall links between facts."""
+
+    def strengthen_links(self, pairs: Sequence[tuple[int, int]], now: float) -> None:
+        """Add one to each ``(a, b)`` link (``a < b``), creating it at 1."""
+
+    def merge_links(self, rows: Sequence[tuple[int, int, float, float]]) -> None:
+        """Write ``(a, b, strength, updated_at)`` links; the stronger wins on a clash."""
+
+    def links_of(self, fact_id: int) -> dict[int, float]:
+        """Every fact linked to ``fact_id``, with the strength."""
+
+    def links_among(self, fact_ids: Sequence[int], min_strength: float
+                    ) -> list[tuple[int, int, float]]:
+        """``(a, b, strength)`` of links at least ``min_strength`` touching these facts."""
+
+    def all_links(self) -> Iterator[tuple[int, int, float, float]]:
+        """Every link ``(a, b, strength, updated_at)``, by ``a, b`` (export)."""
+
+
+class FlushProgress(Protocol):
+    """How far each conversation was read by the flusher."""
+
+    def read_progress(self, conversation: str) -> tuple[int, str] | None:
+        """``(messages_read, fingerprint)`` of a conversation, or ``None``."""
+
+    def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
+                       now: float) -> None:
+        """Record how far a conversation was read (inside the flush's transaction)."""
+
+
+class Candidates(Protocol):
+    """The two candidate legs of a search, filters applied before the cut."""
+
+    def lexical(self, plan: QueryPlan, flt: FactFilter, pool: int, *,
+                archived: bool = False) -> list[LexicalCandidate]:
+        """The best ``pool`` matches of the plan's words (any of which may match)
+        among facts passing ``flt``, best first; none when it has no words."""
+
+    def document_counts(self, words: Sequence[str], *, min_rows: int) -> TermCounts | None:
+        """How many live facts hold each word (stemmed as the index stems it), or
+        ``None`` when the store holds fewer than ``min_rows`` facts (nothing is
+        counted). Counts may be a few minutes or a fifth of the store's growth old."""
+
+    def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
+        """The ``k`` live facts passing ``flt`` nearest to ``vector``:
+        ``(fact_id, cosine)``, best first. Never short for a small scope: an
+        engine whose index walks candidates before filtering (pgvector's HNSW)
+        scans small filtered sets exactly and falls back to an exact scan when the
+        index comes back short. SQLite is exact always; PostgreSQL is exact up to
+        a few thousand visible vectors and approximate (HNSW) above."""
+
+
+class Vectors(Protocol):
+    """The vector index."""
+
+    def vector_state(self) -> VectorState:
+        """What the vector index holds."""
+
+    def reset_vectors(self, model_id: str, dimension: int) -> None:
+        """Drop every vector and bind the index to this embedder (inside a
+        transaction), recording :data:`META_EMBEDDER_MODEL` and
+        :data:`META_EMBEDDER_DIMENSION`."""
+
+    def put_vectors(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
+        """Write the vectors of ``(fact_id, scope, slot)`` rows (inside a transaction)."""
+
+    def delete_vectors(self, fact_ids: Sequence[int]) -> None:
+        """Remove the vectors of these facts (inside a transaction)."""
+
+    def vectors_of(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of these facts (float32)."""
+
+    def without_vectors(self, *, limit: int) -> list[FactRow]:
+        """Up to ``limit`` live facts that have no vector, by id."""
+
+
+class Caches(Protocol):
+    """In-memory copies of the indexes (an engine may keep none)."""
+
+    def cache_status(self) -> CacheStatus:
+        """Which copies are loaded or loading."""
+
+    def load_lexical_cache(self, timeout: float | None = None) -> bool:
+        """Load the in-memory lexical copy now; whether it is loaded (false only
+        when ``timeout`` seconds passed first).
+
+        :raises StoreError: The engine keeps no such copy, the store was opened
+            without it, or loading failed."""
+
+    def load_vector_cache(self, timeout: float | None = None) -> bool:
+        """Load the in-memory vector copy now; whether it is loaded.
+
+        :raises StoreError: The engine keeps no such copy, the store was opened
+            without it, or loading failed."""
+
+
+class Upkeep(Protocol):
+    """Health checks and rebuilds."""
+
+    def check(self) -> Health:
+        """Integrity of the store and of its derived indexes."""
+
+    def bad_values(self, *, limit: int) -> list[BadValue]:
+        """Up to ``limit`` stored numbers outside :data:`READABLE_RANGES` (values
+        of the wrong type included), by table, column and fact id."""
+
+    def repair_values(self, now: float) -> int:
+        """Set every stored number outside :data:`READABLE_RANGES` to its range's
+        fallback (``"now"`` is ``now``), inside a transaction; how many were set."""
+
+    def rebuild(self) -> None:
+        """Rebuild every derived object (lexical index, triggers, indexes) from the facts."""
+
+
+@runtime_checkable
+class Backend(Lifecycle, FactRows, Links, FlushProgress, Candidates, Vectors, Caches, Upkeep,
+              Protocol):
+    """A storage engine behind :class:`~ctxslots.FactStore`: every role above."""

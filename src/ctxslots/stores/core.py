@@ -1,0 +1,207 @@
+"""StoreCore: what the store's helpers share, and how a store is opened.
+
+:class:`~ctxslots.FactStore` is the public face; it owns one :class:`StoreCore`
+and hands it to its helpers (search, links, upkeep, transfer). A helper takes
+the core, never the facade, so no helper imports :mod:`.fact_store`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from ..errors import InvalidArgumentError, InvalidFactError
+from .backend import Backend, FactFilter, visible_scopes
+from .embedders import Embedder, Vectors
+from .embedders.binding import EmbedderBinding, EmbedderSetting, bind_embedder
+from .engines import open_backend
+from .links import RecentResults
+from .query import QueryPlanner
+from .ranking import MODEL_VECTOR_WEIGHT, RankingPolicy
+from .sanitize import QueryPolicy
+from .writes.access_writer import AccessWriter
+from .writes.limits import Limits
+from .writes.vector_writer import VectorWriter
+from .writes.vectors import VectorSink
+from .writes.writer import Writer
+
+__all__ = ["StoreCore", "StoreOptions", "open_core"]
+
+_WRITE_MODES = ("auto", "inline", "background")
+
+
+def _check_mode(_options: object, attribute: attrs.Attribute[str], value: object) -> None:
+    if value not in _WRITE_MODES:
+        raise InvalidFactError(f"{attribute.name} must be 'auto', 'inline' or 'background', "
+                               f"not {value!r}", field=attribute.name, value=value)
+
+
+def _check_pool(_options: object, _attribute: object, pool: object) -> None:
+    if isinstance(pool, bool) or not isinstance(pool, int) or not 1 <= pool <= 10_000:
+        raise InvalidArgumentError(f"candidate_pool must be an integer from 1 to 10000, "
+                                   f"not {pool!r}", field="candidate_pool", value=pool)
+
+
+@attrs.frozen
+class StoreOptions:
+    """How a store is opened (the settings of :class:`~ctxslots.FactStore`, checked).
+
+    Attributes are those of :class:`~ctxslots.FactStore` of the same names.
+    """
+
+    limits: Limits = attrs.field(factory=Limits)
+    ranking: RankingPolicy = attrs.field(factory=RankingPolicy)
+    query_policy: QueryPolicy = attrs.field(factory=QueryPolicy)
+    candidate_pool: int = attrs.field(default=100, validator=_check_pool)
+    clock: Callable[[], float] = time.time
+    embedder: EmbedderSetting = None
+    vector_cache: bool = True
+    lexical_cache: bool = False
+    create: bool = True
+    vector_writes: str = attrs.field(default="auto", validator=_check_mode)
+    access_writes: str = attrs.field(default="auto", validator=_check_mode)
+
+
+@attrs.define
+class StoreCore:
+    """The engine and the settings every part of a store works with.
+
+    Attributes:
+        location: Where the store lives (a file path or a server URL).
+        backend: The storage engine.
+        limits: The checks every write passes.
+        ranking: Decay, reinforcement and fusion settings (vector weight resolved).
+        query_policy: How text becomes a lexical query.
+        candidate_pool: Candidates each retrieval leg contributes.
+        clock: The current time in Unix seconds.
+        embedding: The embedder and whether the stored vectors are its own.
+        writer: The write path.
+        planner: Turns a query text into its words and vector, once per search.
+        recent: The last searches' results (for co-recall links).
+        vector_writer: Writes vectors in the background (``None``: inline).
+        access_writer: Writes access counts in the background (``None``: inline).
+    """
+
+    location: str
+    backend: Backend
+    limits: Limits
+    ranking: RankingPolicy
+    query_policy: QueryPolicy
+    candidate_pool: int
+    clock: Callable[[], float]
+    embedding: EmbedderBinding
+    writer: Writer
+    planner: QueryPlanner
+    recent: RecentResults = attrs.Factory(RecentResults)
+    vector_writer: VectorWriter | None = None
+    access_writer: AccessWriter | None = None
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder, or ``None`` for a store with no vector leg."""
+        return self.embedding.embedder
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """The embedder's vectors of ``texts`` (only called where a store keeps vectors)."""
+        assert self.embedding.embedder is not None
+        return self.embedding.embedder.embed(texts)
+
+    @property
+    def vector_leg_ready(self) -> bool:
+        """Whether searches can use the vector leg (an embedder, and vectors it built)."""
+        return self.embedding.usable
+
+    @property
+    def keeps_vectors(self) -> bool:
+        """Whether written facts get vectors: an embedder that built the store's
+        vectors, and searches that read them (a vector weight above 0)."""
+        return self.writer.vectors.keeps
+
+    def filter(self, slots: Sequence[str] | str | None, scope: str | None, *,
+               live: bool = True, include_superseded: bool = True, now: float | None = None
+               ) -> FactFilter:
+        """The checked filter for facts of ``slots`` visible from ``scope``.
+
+        :raises InvalidFactError: A slot or the scope is malformed, or ``slots``
+            is empty.
+        """
+        checked = None
+        if slots is not None:
+            names = [slots] if isinstance(slots, str) else list(slots)
+            checked = tuple(self.limits.slot(s) for s in names)
+            if not checked:
+                raise InvalidFactError("slots must name at least one slot", field="slots",
+                                       value=slots)
+        live_at = (self.clock() if now is None else now) if live else None
+        return FactFilter(scopes=visible_scopes(self.limits.scope(scope)), slots=checked,
+                          live_at=live_at, include_superseded=include_superseded)
+
+    def wait_for_vectors(self, timeout: float | None = None) -> bool:
+        """Wait until every fact written through this store has its vector."""
+        return True if self.vector_writer is None else self.vector_writer.wait(timeout)
+
+    def settle_access(self) -> None:
+        """Wait for queued access counts before work that reads them (pruning, exports)."""
+        if self.access_writer is not None and not self.backend.in_transaction:
+            self.access_writer.wait()
+
+    def close(self) -> None:
+        """Write what the background writers queued, then close the engine (idempotent)."""
+        if self.access_writer is not None:
+            self.access_writer.close()
+        if self.vector_writer is not None:
+            self.vector_writer.close()
+        self.backend.close()
+
+
+def _background_access(location: str, options: StoreOptions) -> bool:
+    if location == ":memory:" or options.access_writes == "inline":
+        return False
+    return options.access_writes == "background" or options.lexical_cache
+
+
+def _background_vectors(location: str, options: StoreOptions, binding: EmbedderBinding) -> bool:
+    if binding.embedder is None or location == ":memory:" or options.vector_writes == "inline":
+        return False
+    return options.vector_writes == "background" or binding.is_model
+
+
+def open_core(location: str, options: StoreOptions) -> StoreCore:
+    """Open the engine ``location`` names, bind its embedder and start its writers.
+
+    :raises StoreError: The store cannot be opened.
+    :raises EmbedderError: The embedder cannot be loaded (nothing stays open).
+    """
+    backend = open_backend(location, create=options.create, lexical_cache=options.lexical_cache,
+                           vector_cache=options.vector_cache)
+    try:
+        binding = bind_embedder(options.embedder, backend, searched=bool(
+            MODEL_VECTOR_WEIGHT if options.ranking.vector_weight is None
+            else options.ranking.vector_weight))
+    except BaseException:
+        backend.close()
+        raise
+    ranking = options.ranking
+    if ranking.vector_weight is None:
+        ranking = attrs.evolve(ranking, vector_weight=MODEL_VECTOR_WEIGHT if binding.is_model
+                               else 0.0)
+    vector_writer = None
+    if _background_vectors(location, options, binding):
+        assert binding.embedder is not None
+        vector_writer = VectorWriter(
+            lambda: open_backend(location, create=False, vector_cache=False),
+            binding.embedder.embed)
+    access_writer = None
+    if _background_access(location, options):
+        access_writer = AccessWriter(
+            lambda: open_backend(location, create=False, vector_cache=False))
+    vectors = VectorSink(backend, binding, ranking.vector_weight or 0.0, vector_writer)
+    writer = Writer(backend, options.limits, options.clock, vectors, access=access_writer)
+    planner = QueryPlanner(backend, options.query_policy, binding)
+    return StoreCore(location=location, backend=backend, limits=options.limits,
+                     ranking=ranking, query_policy=options.query_policy,
+                     candidate_pool=options.candidate_pool, clock=options.clock,
+                     embedding=binding, writer=writer, planner=planner,
+                     vector_writer=vector_writer, access_writer=access_writer)

@@ -1,0 +1,101 @@
+"""The lexical leg of the SQLite engine: BM25 from FTS5, or from an in-memory copy.
+
+The plan's FTS5 expression is matched against ``facts_fts`` (or
+``archive_fts``), joined to the facts so that the filter applies before the
+``LIMIT``. A store opened with ``lexical_cache=True`` scores the words from an
+in-memory copy of the index instead (:mod:`.lexical_cache`, the same scores),
+once it is loaded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from ...errors import StoreError
+from ..backend import FactFilter, LexicalCandidate, QueryPlan, TermCounts
+from . import _rows
+from ._connection import Connection
+from ._loader import CacheSlot
+from ._schema import FTS_TOKENIZE
+from ._sql import filter_clause
+from ._terms import TermFrequencies
+from .lexical_cache import LexicalCache, build_lexical_cache
+
+__all__ = ["LexicalLeg"]
+
+
+class LexicalLeg:
+    """Word matches for one store, and the document counts of words.
+
+    :param use_copy: Score from an in-memory copy of the index once loaded.
+    """
+
+    def __init__(self, *, use_copy: bool) -> None:
+        self.use_copy = use_copy
+        self._terms = TermFrequencies(FTS_TOKENIZE.split())
+        self._slot: CacheSlot[LexicalCache] = CacheSlot(
+            "in-memory lexical index", build_lexical_cache, load_vec=False)
+        self._lock = threading.Lock()
+
+    def search(self, conn: Connection, plan: QueryPlan, flt: FactFilter, pool: int, *,
+               archived: bool) -> list[LexicalCandidate]:
+        """The best ``pool`` matches of the plan's words among facts passing ``flt``."""
+        if not plan.match:
+            return []
+        if not archived and self.use_copy and flt.scopes is not None \
+                and self._slot.ready(conn) is not None:
+            ranked = self._from_copy(conn, plan.words, flt, pool)
+        else:
+            table = "archive" if archived else "facts"
+            cond, params = filter_clause(flt, "f.")
+            # FTS5 scores every matching row either way; the join applies the
+            # filters before the LIMIT so they never starve the pool.
+            ranked = [(int(fid), float(rank)) for fid, rank in conn.execute(
+                f"SELECT f.id, {table}_fts.rank FROM {table}_fts JOIN {table} AS f "
+                f"ON f.id = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {cond} "
+                f"ORDER BY {table}_fts.rank, f.id LIMIT ?", (plan.match, *params, pool)
+            ).fetchall()]
+        if not ranked:
+            return []
+        rows = {int(r["id"]): r for r in _rows.rows_by_ids(conn, [fid for fid, _ in ranked],
+                                                             flt, archived)}
+        return [LexicalCandidate(rows[fid], score) for fid, score in ranked if fid in rows]
+
+    def _from_copy(self, conn: Connection, words: Sequence[str], flt: FactFilter, pool: int
+                   ) -> list[tuple[int, float]]:
+        copy = self._slot.copy
+        if copy is None:
+            self.load(conn, None)
+            copy = self._slot.copy
+        assert copy is not None and flt.scopes is not None
+        with self._lock:  # searches from several threads (asearch) share the copy
+            copy.sync(conn)
+            return copy.search(list(words), scopes=flt.scopes, slots=flt.slots,
+                               now=float("-inf") if flt.live_at is None else flt.live_at,
+                               include_superseded=flt.include_superseded, pool=pool)
+
+    def document_counts(self, conn: Connection, words: Sequence[str], *, min_rows: int
+                        ) -> TermCounts | None:
+        """Live facts holding each word (see :class:`.TermFrequencies`)."""
+        return self._terms.counts(conn, list(words), min_rows=min_rows)
+
+    def load(self, conn: Connection, timeout: float | None) -> bool:
+        """Load the in-memory copy now; whether it is loaded."""
+        if not self.use_copy:
+            raise StoreError("this store was opened without lexical_cache=True", path=conn.path)
+        return self._slot.load_now(conn, timeout)
+
+    @property
+    def copy(self) -> LexicalCache | None:
+        """The loaded in-memory copy, or ``None``."""
+        return self._slot.copy
+
+    @property
+    def loading(self) -> bool:
+        """Whether a background load of the copy is under way."""
+        return self._slot.loader is not None
+
+    def close(self) -> None:
+        """Stop any background load."""
+        self._slot.stop()

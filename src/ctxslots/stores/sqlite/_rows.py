@@ -1,0 +1,327 @@
+"""Fact rows on SQLite: read, insert, update, archive, history, supersession, lookups.
+
+Each function takes the engine's connection (autocommit, or inside the
+caller's write) and runs plain SQL; the backend chooses when. Free memories (no
+key) are found by value through the value indexes (``facts_free_value``,
+``archive_value``), so an import of a million memories checks each in about
+constant time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
+
+import apsw
+
+from ...errors import DuplicateKeyError
+from ..backend import FactFields, FactFilter, FactRow, HistoryEntry, rows_in
+from ._connection import Connection
+from ._schema import IMPORTANCE, IMPORTANT_WHERE
+from ._sql import (
+    ARCHIVE_READ,
+    COLUMNS,
+    COPY,
+    INSERTED,
+    READ,
+    WRITABLE,
+    filter_clause,
+    insert_values,
+    marks,
+)
+
+__all__ = [
+    "add_history", "adjust_score", "all_history", "archive", "counts", "find_existing",
+    "find_same", "get", "get_archived", "get_by_key", "group_counts", "hand_over_superseded",
+    "hidden_counts", "history", "id_is_free", "important", "insert", "insert_archived",
+    "neighbours", "rows_by_ids", "select", "set_superseded", "taken_ids", "touch", "update",
+]
+
+_HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, "
+            "valid_from, valid_to")
+#: Items per lookup statement (each binds five parameters).
+_BATCH = 400
+
+
+def _rows(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[FactRow]:
+    return cast(list[FactRow], conn.rows(sql, params))
+
+
+def _one(conn: Connection, sql: str, params: Sequence[Any]) -> FactRow | None:
+    found = _rows(conn, sql, params)
+    return found[0] if found else None
+
+
+def _history(row: Mapping[str, Any]) -> HistoryEntry:
+    return HistoryEntry(
+        fact_id=int(row["fact_id"]), slot=row["slot"], scope=row["scope"], key=row["key"],
+        value=row["value"], tags=row["tags"], source=row["source"],
+        confidence=float(row["confidence"]), valid_from=float(row["valid_from"]),
+        valid_to=float(row["valid_to"]))
+
+
+# -- reading one fact ------------------------------------------------------------
+
+
+def get(conn: Connection, fact_id: int, live_at: float | None) -> FactRow | None:
+    """The fact with this id (``None`` when absent or expired at ``live_at``)."""
+    cond, params = filter_clause(FactFilter(live_at=live_at))
+    return _one(conn, f"SELECT {READ} FROM facts WHERE id = ? AND {cond}", (fact_id, *params))
+
+
+def get_archived(conn: Connection, fact_id: int) -> FactRow | None:
+    """The archived fact with this id."""
+    return _one(conn, f"SELECT {ARCHIVE_READ} FROM archive WHERE id = ?", (fact_id,))
+
+
+def get_by_key(conn: Connection, slot: str, scope: str, key: str, live_at: float | None
+               ) -> FactRow | None:
+    """The fact with this slot, scope and key."""
+    cond, params = filter_clause(FactFilter(live_at=live_at))
+    return _one(conn, f"SELECT {READ} FROM facts WHERE slot = ? AND scope = ? AND key = ? "
+                f"AND {cond}", (slot, scope, key, *params))
+
+
+def find_same(conn: Connection, slot: str, scope: str, key: str | None, value: str, *,
+              archived: bool, live_at: float | None) -> int | None:
+    """The lowest id with exactly this slot, scope, key and value (live at ``live_at``)."""
+    key_cond, params = ("key IS NULL", []) if key is None else ("key = ?", [key])
+    live, live_params = ("1", []) if live_at is None else \
+        ("(expires_at IS NULL OR expires_at > ?)", [live_at])
+    found = conn.scalar(
+        f"SELECT id FROM {'archive' if archived else 'facts'} WHERE slot = ? AND scope = ? "
+        f"AND {key_cond} AND value = ? AND {live} ORDER BY id LIMIT 1",
+        (slot, scope, *params, value, *live_params))
+    return None if found is None else int(found)
+
+
+def find_existing(conn: Connection, items: Sequence[tuple[str, str, str | None, str]], *,
+                  archived: bool) -> list[int | None]:
+    """For each item the lowest id of the stored fact it duplicates (see the Backend)."""
+    out: list[int | None] = [None] * len(items)
+    same_value = "f.value = q.value"
+    if archived:
+        groups = [(list(range(len(items))), "archive",
+                   f"f.slot = q.slot AND f.scope = q.scope AND {same_value} AND f.key IS q.key")]
+    else:
+        groups = [([i for i, it in enumerate(items) if it[2] is not None], "facts",
+                   "f.slot = q.slot AND f.scope = q.scope AND f.key = q.key"),
+                  ([i for i, it in enumerate(items) if it[2] is None], "facts",
+                   f"f.key IS NULL AND f.slot = q.slot AND f.scope = q.scope AND {same_value}")]
+    for positions, table, join in groups:
+        for chunk in rows_in(positions, _BATCH):
+            params: list[Any] = []
+            for i in chunk:
+                slot, scope, key, value = items[i]
+                params += [i, slot, scope, key, value]
+            values = ",".join(["(?,?,?,?,?)"] * len(chunk))
+            found = conn.execute(
+                f"WITH q(i, slot, scope, key, value) AS (VALUES {values}) "
+                f"SELECT q.i, min(f.id) FROM q JOIN {table} AS f ON {join} GROUP BY q.i",
+                params).fetchall()
+            for i, fact_id in found:
+                out[int(i)] = int(fact_id)
+    return out
+
+
+def taken_ids(conn: Connection, fact_ids: Sequence[int]) -> set[int]:
+    """Which of these ids a live, archived or historical fact ever had."""
+    taken: set[int] = set()
+    for chunk in rows_in(list(dict.fromkeys(fact_ids)), _BATCH):
+        ids = marks(len(chunk))
+        taken.update(int(r[0]) for r in conn.execute(
+            f"SELECT id FROM facts WHERE id IN ({ids}) UNION "
+            f"SELECT id FROM archive WHERE id IN ({ids}) UNION "
+            f"SELECT fact_id FROM fact_history WHERE fact_id IN ({ids})",
+            (*chunk, *chunk, *chunk)).fetchall())
+    return taken
+
+
+def id_is_free(conn: Connection, fact_id: int) -> bool:
+    """Whether no fact ever had this id (live, archived, in history or handed out)."""
+    return conn.scalar(
+        "SELECT 1 WHERE EXISTS (SELECT 1 FROM facts WHERE id = ?) OR EXISTS "
+        "(SELECT 1 FROM archive WHERE id = ?) OR EXISTS (SELECT 1 FROM fact_history "
+        "WHERE fact_id = ?)", (fact_id, fact_id, fact_id)) is None
+
+
+# -- writing -------------------------------------------------------------------
+
+
+def insert(conn: Connection, row: FactFields, fact_id: int | None, path: str) -> int:
+    """Insert a live fact; AUTOINCREMENT never hands out an id twice.
+
+    :raises DuplicateKeyError: A live fact holds the slot, scope and key;
+        nothing was written and the transaction goes on.
+    """
+    values = insert_values(row)
+    try:
+        if fact_id is None:
+            cursor = conn.execute(f"INSERT INTO facts ({', '.join(INSERTED)}) "
+                                  f"VALUES ({marks(len(values))}) RETURNING id", values)
+            return int(cursor.fetchall()[0][0])
+        conn.execute(f"INSERT INTO facts (id, {', '.join(INSERTED)}) "
+                     f"VALUES (?, {marks(len(values))})", (fact_id, *values))
+        return fact_id
+    except apsw.ConstraintError:
+        if row["key"] is not None and get_by_key(conn, row["slot"], row["scope"], row["key"],
+                                                 None):
+            raise DuplicateKeyError(row["slot"], row["scope"], row["key"], path=path) from None
+        raise
+
+
+def insert_archived(conn: Connection, row: FactRow, fact_id: int) -> None:
+    """Insert straight into the archive and keep its id from being handed out."""
+    values = insert_values(row)
+    conn.execute(f"INSERT INTO archive (id, {', '.join(INSERTED)}, archived_at, reason) "
+                 f"VALUES (?, {marks(len(values) + 2)})",
+                 (fact_id, *values, row["archived_at"], row["reason"]))
+    changed = conn.execute(
+        "UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'facts' RETURNING seq",
+        (fact_id,)).fetchall()
+    if not changed:
+        conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('facts', ?)", (fact_id,))
+
+
+def update(conn: Connection, fact_id: int, fields: Mapping[str, Any]) -> None:
+    """Set some columns of a fact."""
+    unknown = set(fields) - WRITABLE
+    if unknown:
+        raise ValueError(f"not fact columns: {sorted(unknown)}")
+    if fields:
+        sets = ", ".join(f"{name} = ?" for name in fields)
+        conn.execute(f"UPDATE facts SET {sets} WHERE id = ?", (*fields.values(), fact_id))
+
+
+def add_history(conn: Connection, entries: Sequence[HistoryEntry]) -> None:
+    """Record earlier values."""
+    conn.executemany(
+        f"INSERT INTO fact_history ({_HISTORY}) VALUES ({marks(10)})",
+        [(e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
+          e.valid_from, e.valid_to) for e in entries])
+
+
+def archive(conn: Connection, fact_id: int, archived_at: float, reason: str | None
+            ) -> FactRow | None:
+    """Move a live fact to the archive; the archived row (``None``: no such fact)."""
+    if conn.scalar("SELECT 1 FROM facts WHERE id = ?", (fact_id,)) is None:
+        return None
+    conn.execute(f"INSERT OR REPLACE INTO archive ({COLUMNS}, archived_at, reason) "
+                 f"SELECT {COPY}, ?, ? FROM facts WHERE id = ?", (archived_at, reason, fact_id))
+    conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
+    return get_archived(conn, fact_id)
+
+
+def adjust_score(conn: Connection, fact_id: int, delta: float, live_at: float) -> bool:
+    """Add to a live fact's score; whether it existed."""
+    cond, params = filter_clause(FactFilter(live_at=live_at))
+    return bool(conn.execute(
+        f"UPDATE facts SET score = score + ? WHERE id = ? AND {cond} RETURNING id",
+        (float(delta), fact_id, *params)).fetchall())
+
+
+def touch(conn: Connection, fact_ids: Sequence[int], now: float) -> int:
+    """Count an access of each fact; how many changed."""
+    changed = 0
+    for chunk in rows_in(fact_ids):
+        changed += len(conn.execute(
+            "UPDATE facts SET access_count = access_count + 1, last_accessed = ? "
+            f"WHERE id IN ({marks(len(chunk))}) RETURNING id", (now, *chunk)).fetchall())
+    return changed
+
+
+def set_superseded(conn: Connection, pairs: Sequence[tuple[int, int | None]], archived: bool
+                   ) -> None:
+    """Set ``superseded_by``."""
+    conn.executemany(
+        f"UPDATE {'archive' if archived else 'facts'} SET superseded_by = ? WHERE id = ?",
+        [(by, fid) for fid, by in pairs])
+
+
+def hand_over_superseded(conn: Connection, old: int, new: int) -> None:
+    """Facts hidden by ``old`` are hidden by ``new``."""
+    conn.execute("UPDATE facts SET superseded_by = ? WHERE superseded_by = ?", (new, old))
+
+
+# -- reading many ----------------------------------------------------------------
+
+
+def history(conn: Connection, fact_id: int) -> list[HistoryEntry]:
+    """Earlier values of one fact, oldest first."""
+    return [_history(r) for r in conn.rows(
+        f"SELECT {_HISTORY} FROM fact_history WHERE fact_id = ? ORDER BY valid_to, id",
+        (fact_id,))]
+
+
+def all_history(conn: Connection) -> Iterator[HistoryEntry]:
+    """Every history entry, by fact id then time."""
+    for r in conn.rows(f"SELECT {_HISTORY} FROM fact_history ORDER BY fact_id, valid_to, id"):
+        yield _history(r)
+
+
+def select(conn: Connection, flt: FactFilter, order: str, archived: bool) -> Iterator[FactRow]:
+    """Facts passing ``flt``, by id or by observed time."""
+    cond, params = filter_clause(flt)
+    table, read = ("archive", ARCHIVE_READ) if archived else ("facts", READ)
+    by = {"id": "id", "created": "observed_at, id"}[order]
+    yield from _rows(conn, f"SELECT {read} FROM {table} WHERE {cond} ORDER BY {by}", params)
+
+
+def important(conn: Connection, flt: FactFilter, limit: int) -> list[FactRow]:
+    """Keyed or reinforced facts passing ``flt``, most important first (an index walk)."""
+    cond, params = filter_clause(flt)
+    return _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND {IMPORTANT_WHERE} "
+                 f"ORDER BY {IMPORTANCE} LIMIT ?", (*params, limit))
+
+
+def rows_by_ids(conn: Connection, fact_ids: Sequence[int], flt: FactFilter, archived: bool
+                ) -> list[FactRow]:
+    """The facts with these ids that pass ``flt``."""
+    cond, params = filter_clause(flt)
+    table, read = ("archive", ARCHIVE_READ) if archived else ("facts", READ)
+    out: list[FactRow] = []
+    for chunk in rows_in(fact_ids):
+        # NOT INDEXED: one rowid lookup per id, the filter checked on the row; the
+        # planner would otherwise seek (slot, scope, rowid) in an index first.
+        out += _rows(conn, f"SELECT {read} FROM {table} NOT INDEXED WHERE id IN "
+                     f"({marks(len(chunk))}) AND {cond}", (*chunk, *params))
+    return out
+
+
+def neighbours(conn: Connection, row: FactRow, flt: FactFilter, before: int, after: int
+               ) -> tuple[list[FactRow], list[FactRow]]:
+    """Facts just before (newest first) and after (oldest first) ``row`` by observed time."""
+    cond, params = filter_clause(flt)
+    at = (row["observed_at"], row["id"])
+    earlier = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND (observed_at, id) < (?, ?) "
+                    "ORDER BY observed_at DESC, id DESC LIMIT ?", (*params, *at, before))
+    later = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND (observed_at, id) > (?, ?) "
+                  "ORDER BY observed_at, id LIMIT ?", (*params, *at, after))
+    return earlier, later
+
+
+def group_counts(conn: Connection, live_at: float) -> list[tuple[str, str, int, int]]:
+    """Facts and expired facts per slot and scope."""
+    return [(str(r[0]), str(r[1]), int(r[2]), int(r[3] or 0)) for r in conn.execute(
+        "SELECT slot, scope, count(*), sum(NOT (expires_at IS NULL OR expires_at > ?)) "
+        "FROM facts GROUP BY slot, scope ORDER BY slot, scope", (live_at,)).fetchall()]
+
+
+def counts(conn: Connection) -> dict[str, int]:
+    """Rows in facts, archive and history."""
+    return {name: int(conn.scalar(f"SELECT count(*) FROM {table}"))
+            for name, table in (("facts", "facts"), ("archived", "archive"),
+                                ("history", "fact_history"))}
+
+
+def hidden_counts(conn: Connection, fact_ids: Sequence[int]) -> dict[int, int]:
+    """How many facts each of these hides."""
+    out: dict[int, int] = {}
+    # Every search asks; most stores hide nothing, which one index probe tells.
+    if conn.scalar("SELECT EXISTS (SELECT 1 FROM facts WHERE superseded_by IS NOT NULL)") == 0:
+        return out
+    for chunk in rows_in(fact_ids):
+        out.update((int(a), int(n)) for a, n in conn.execute(
+            f"SELECT superseded_by, count(*) FROM facts WHERE superseded_by IN "
+            f"({marks(len(chunk))}) GROUP BY superseded_by", chunk).fetchall())
+    return out

@@ -1,0 +1,63 @@
+"""SQL fragments shared by the SQLite modules: column lists and filters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backend import FACT_COLUMNS, FactFields, FactFilter
+
+__all__ = [
+    "ARCHIVE_READ",
+    "COLUMNS",
+    "COPY",
+    "INSERTED",
+    "READ",
+    "WRITABLE",
+    "filter_clause",
+    "insert_values",
+    "marks",
+]
+
+#: The fact columns to store into, by name.
+COLUMNS = ", ".join(FACT_COLUMNS)
+#: The fact columns to read: a fact written before ``observed_at`` existed was
+#: observed when it was written.
+_OBSERVED = "coalesce(observed_at, created_at)"
+READ = COLUMNS.replace("observed_at", f"{_OBSERVED} AS observed_at")
+#: The columns of an archived fact, to read.
+ARCHIVE_READ = READ + ", archived_at, reason"
+#: The fact columns to copy into another table (the archive).
+COPY = COLUMNS.replace("observed_at", _OBSERVED)
+#: The columns an insert writes (the id is handed out).
+INSERTED = tuple(c for c in FACT_COLUMNS if c != "id")
+#: The columns an update may set.
+WRITABLE = frozenset(INSERTED)
+
+
+def insert_values(row: FactFields) -> list[Any]:
+    """``row``'s values in :data:`INSERTED` order (a row may leave out its context)."""
+    return [row.get("context") if c == "context" else row[c]  # type: ignore[literal-required]
+            for c in INSERTED]
+
+
+def marks(count: int) -> str:
+    """``count`` parameter marks: ``?,?,?``."""
+    return ",".join("?" * count)
+
+
+def filter_clause(flt: FactFilter, alias: str = "") -> tuple[str, list[Any]]:
+    """``flt`` as a WHERE condition on the table ``alias`` (``"1"`` when it keeps all)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if flt.scopes is not None:
+        clauses.append(f"{alias}scope IN ({marks(len(flt.scopes))})")
+        params.extend(flt.scopes)
+    if flt.slots is not None:
+        clauses.append(f"{alias}slot IN ({marks(len(flt.slots))})")
+        params.extend(flt.slots)
+    if not flt.include_superseded:
+        clauses.append(f"{alias}superseded_by IS NULL")
+    if flt.live_at is not None:
+        clauses.append(f"({alias}expires_at IS NULL OR {alias}expires_at > ?)")
+        params.append(flt.live_at)
+    return " AND ".join(clauses) or "1", params

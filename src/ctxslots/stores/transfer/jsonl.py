@@ -1,0 +1,130 @@
+"""JSON lines: a store's every field, its archive, history and links, out and back in.
+
+JSONL carries everything, so a store can be copied, backed up or merged. An
+import is one transaction: it lands whole or not at all. Each record is checked
+with the store's :class:`~ctxslots.stores.Limits` before anything is written; a
+fact that is already in the store is skipped (see ``docs/transfer.md`` for the
+duplicate rule).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import attrs
+
+from ..backend import Row
+from ..core import StoreCore
+from .import_writer import Progress, run_import
+from .jsonl_import import check_on_duplicate, read_jsonl
+from .jsonl_records import encode_vector, header, record_from_row
+from .report import ImportReport
+from .selection import export_filter
+
+__all__ = ["export_jsonl", "import_jsonl"]
+
+# json.dumps leaves these unescaped; str.splitlines() and some editors break lines there.
+_LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"})
+
+
+def _line(data: dict[str, Any]) -> str:
+    """One JSON object on one line, whatever line splitter reads it."""
+    return json.dumps(data, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+
+
+# -- reading the store -------------------------------------------------------
+
+
+def export_jsonl(
+    core: StoreCore, fp: TextIO, *, slots: Sequence[str] | None = None,
+    scope: str | None = None, include_archive: bool = True, include_history: bool = True,
+    include_vectors: bool = True,
+) -> int:
+    """Write the store's facts to ``fp`` as JSON lines; return how many facts were written.
+
+    The first line is the header ``{"format": "ctxslots-facts", "version": 1,
+    "exported_at": ...}``; then one line per fact, live and archived together,
+    by id. Every field is written (timestamps as Unix seconds), expired facts
+    included, with the co-recall links between exported facts, so :func:`import_jsonl` into an empty store rebuilds the same
+    facts. The record schema is in ``docs/transfer.md``.
+
+    :param slots: Only these slots (``None``: every slot).
+    :param scope: ``None`` exports **every** scope, global facts included; a
+        name exports that scope only (not the global facts).
+    :param include_archive: Also write archived facts (``"archived": true``).
+    :param include_history: Give each fact its earlier values (``"history"``).
+    :param include_vectors: Give each live fact its stored vector (``"vector"``, with the
+        embedder's model id), so a store with the same embedder takes it as it is
+        instead of embedding the text again.
+    :raises InvalidFactError: A slot or scope name is malformed.
+    """
+    flt = export_filter(core, slots, scope)
+    backend = core.backend
+    with backend.snapshot():
+        rows: list[tuple[Row, bool]] = [(r, False) for r in backend.select(flt)]
+        if include_archive:
+            rows += [(r, True) for r in backend.select(flt, archived=True)]
+        history: dict[int, list[dict[str, Any]]] = {}
+        if include_history:
+            for h in backend.all_history():
+                history.setdefault(h.fact_id, []).append(attrs.asdict(h))
+        exported = {int(r["id"]) for r, _ in rows}
+        vectors = {}
+        if include_vectors and core.keeps_vectors:
+            vectors = backend.vectors_of([int(r["id"]) for r, archived in rows if not archived])
+        links: dict[int, list[dict[str, Any]]] = {}
+        for a, b, strength, updated_at in backend.all_links():
+            if a in exported and b in exported:
+                links.setdefault(a, []).append(
+                    {"a": a, "b": b, "strength": strength, "updated_at": updated_at})
+    rows.sort(key=lambda item: (int(item[0]["id"]), item[1]))
+    fp.write(_line(header(core.clock())))
+    model_id = "" if core.embedder is None else core.embedder.model_id
+    for row, archived in rows:
+        fact_id = int(row["id"])
+        hist = history.get(fact_id, []) if include_history else None
+        vector = None if archived or fact_id not in vectors else encode_vector(
+            model_id, vectors[fact_id])
+        record = record_from_row(row, archived=archived, history=hist,
+                                 links=links.get(fact_id, ()), vector=vector)
+        fp.write(_line(record))
+    return len(rows)
+
+
+# -- writing the store -------------------------------------------------------
+
+
+def import_jsonl(
+    core: StoreCore, fp: TextIO, *, on_duplicate: str = "skip", skip_invalid: bool = False,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Read facts written by :func:`export_jsonl` into ``store``, in one transaction.
+
+    Each fact keeps its id when that id is free in the store (in the live
+    facts, the archive and the history), else it gets a new one; ``superseded_by``
+    and co-recall links follow the new ids. Timestamps, score, access counts, archive state
+    and history are kept as written. Live facts get their vectors before the
+    transaction commits: the file's own when the store's embedder built them,
+    else embedded a batch at a time.
+
+    The file is read and written as a stream, a thousand records at a time, so
+    an import takes time in proportion to its size and memory that does not grow
+    with it (16 bytes per id in the file). It is all or nothing: the whole file
+    lands in one transaction, and other writers of the store wait meanwhile.
+
+    :param on_duplicate: ``"skip"`` (count and leave out facts already in the
+        store) or ``"error"`` (fail on the first one; nothing is written).
+    :param skip_invalid: Import the valid lines and list the invalid ones in
+        :attr:`ImportReport.errors`, instead of failing.
+    :param progress: Called with the number of records handled so far, after
+        each thousand.
+    :raises InvalidImportError: A line is malformed (bad JSON, unknown field,
+        wrong type, over a limit, unknown slot with strict slots), the header is
+        missing or newer, or a duplicate with ``on_duplicate="error"``; nothing
+        is written.
+    """
+    check_on_duplicate(on_duplicate)
+    return run_import(core, read_jsonl(core, fp), on_duplicate=on_duplicate,
+                      skip_invalid=skip_invalid, progress=progress)

@@ -1,0 +1,116 @@
+"""Markdown: the live facts as bullets a person reads and edits, and ``MEMORY.md``-style
+notes read back.
+
+One file per slot (and scope); an import lands whole or not at all, skipping
+facts already in the store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from ..core import StoreCore
+from ..writes.limits import BUILTIN_SLOTS
+from .import_writer import Progress, run_import
+from .markdown_files import write_directory
+from .markdown_import import file_lines, markdown_source, read_markdown
+from .markdown_memory import MarkdownReader, render_bullet, render_file
+from .report import ImportReport
+from .selection import export_filter
+
+__all__ = ["export_markdown", "import_markdown", "render_markdown"]
+
+
+def _slot_order(slot: str) -> tuple[int, str]:
+    return (BUILTIN_SLOTS.index(slot) if slot in BUILTIN_SLOTS else len(BUILTIN_SLOTS), slot)
+
+
+def render_markdown(
+    core: StoreCore, *, slots: Sequence[str] | None = None, scope: str | None = None
+) -> dict[tuple[str, str | None], str]:
+    """The Markdown file of each slot and scope with live facts, keyed ``(slot, scope)``.
+
+    Slots in the order user, project, agent, then by name; global facts before
+    scoped ones; facts by id. ``scope=None`` means every scope.
+    """
+    rows = core.backend.select(attrs.evolve(export_filter(core, slots, scope), live_at=core.clock()))
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for row in rows:
+        tags = [t for t in (row["tags"] or "").split("\n") if t]
+        groups.setdefault((row["slot"], row["scope"] or None), []).append(
+            render_bullet(row["value"], key=row["key"], tags=tags))
+    order = sorted(groups, key=lambda k: (_slot_order(k[0]), k[1] is not None, k[1] or ""))
+    return {k: render_file(k[0], k[1], groups[k]) for k in order}
+
+
+def export_markdown(
+    core: StoreCore, directory: str | os.PathLike[str] | None = None, *,
+    slots: Sequence[str] | None = None, scope: str | None = None,
+) -> str | list[Path]:
+    """Write the live facts as Markdown, one bullet per fact.
+
+    With ``directory``, write one file per slot, ``DIR/<slot>.md`` for global
+    facts and ``DIR/scopes/<scope>/<slot>.md`` for scoped ones (the scope
+    percent-encoded; its exact name is in the file's title), and return the
+    paths written. Each file is private (``0600``, new directories ``0700``)
+    and replaces the old one only once written whole; a symbolic link where a
+    file or a directory below ``DIR`` goes is refused (``OSError``, nothing
+    written); and files of earlier exports (same names and titles) whose slot
+    and scope, within this export's ``slots`` and ``scope``, no longer hold a
+    live fact are removed. Without ``directory``, return one text with every
+    file, each under its ``# slot`` title. Archived and expired facts are left
+    out; JSONL is the format that keeps everything.
+
+    :param slots: Only these slots (``None``: every slot).
+    :param scope: ``None`` exports every scope; a name exports that scope only.
+    :raises InvalidFactError: A slot or scope name is malformed.
+    :raises OSError: A symbolic link stands in the way, or writing failed.
+    """
+    files = render_markdown(core, slots=slots, scope=scope)
+    if directory is None:
+        return "\n".join(files.values())
+    flt = export_filter(core, slots, scope)
+    return write_directory(Path(directory), files, slots=flt.slots,
+                           scope=None if flt.scopes is None else flt.scopes[0])
+
+
+def import_markdown(
+    core: StoreCore, path_or_text: str | os.PathLike[str], *, slot: str,
+    scope: str | None = None, skip_invalid: bool = False, progress: Progress | None = None,
+) -> ImportReport:
+    """Read Markdown bullets into ``slot`` (and ``scope``) as facts, in one transaction.
+
+    ``- `` / ``* `` bullets (with their indented continuation lines) become
+    facts, ``**key**: value`` bullets keyed facts, headings tags of the bullets
+    under them (lower-case, spaces to ``-``), and code spans ending a bullet
+    that start with ``#`` (``- text `#tag```) its own tags; prose is ignored
+    and counted. A file written by
+    :func:`export_markdown` reads back to the same values, keys and tags.
+    Facts already in the store are skipped (a keyed bullet whose key is taken,
+    a free one whose value is stored). A file is read line by line, so it may
+    hold any number of bullets; like :func:`import_jsonl`, it lands whole or
+    not at all.
+
+    :param path_or_text: A path (a :class:`~pathlib.Path`, or a one-line string
+        naming an existing file) or the Markdown text itself.
+    :param skip_invalid: Import the valid bullets and list the invalid ones in
+        :attr:`ImportReport.errors`, instead of failing.
+    :param progress: Called with the number of bullets handled so far.
+    :raises InvalidImportError: A bullet is invalid (empty, over a limit);
+        nothing is written.
+    :raises InvalidFactError: ``slot`` or ``scope`` is malformed, or the file
+        cannot be read.
+    """
+    slot = core.limits.slot(slot)
+    core.limits.scope(scope)
+    path, text = markdown_source(path_or_text)
+    lines = file_lines(path) if path is not None else (text or "").split("\n")
+    reader = MarkdownReader(slot, core.limits.max_tag_chars)
+    source = f"markdown:{path.name}" if path is not None else "markdown"
+    return run_import(core, read_markdown(core, lines, reader, scope=scope, source=source),
+                      on_duplicate="skip", skip_invalid=skip_invalid, progress=progress,
+                      ignored=lambda: reader.ignored_lines)

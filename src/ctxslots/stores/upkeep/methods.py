@@ -1,0 +1,60 @@
+"""The upkeep methods of :class:`~ctxslots.FactStore`: checks, rebuilds, consolidation, pruning."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ..core import StoreCore
+from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
+from .doctor import DoctorReport, doctor, reindex
+from .prune import PrunePolicy, PruneReport, prune
+
+__all__ = ["UpkeepMethods"]
+
+
+class UpkeepMethods:
+    """The upkeep methods of :class:`~ctxslots.FactStore`."""
+
+    _core: StoreCore
+
+    def doctor(self) -> DoctorReport:
+        """Check the store's integrity, its full-text index and its vectors."""
+        return doctor(self._core)
+
+
+    def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild every derived index and every vector from the facts; return facts embedded."""
+        self._core.wait_for_vectors()
+        return reindex(self._core, progress=progress)
+
+
+    def consolidate(self, *, threshold: float = DEFAULT_THRESHOLD,
+                    fact_ids: Iterable[int] | None = None, dry_run: bool = False
+                    ) -> ConsolidationReport:
+        """Mark older near-duplicates superseded by the newer fact of the same slot and scope.
+
+        Superseded facts are never deleted: search hides them unless
+        ``include_superseded=True``, the survivor's ``trace.hides`` counts them,
+        and pruning archives them first. See :mod:`ctxslots.stores.upkeep.consolidate`.
+
+        :param threshold: Cosine similarity above which two facts are duplicates.
+        :param fact_ids: Only check these facts against older ones (``None``: all).
+        :param dry_run: Only report what would be marked.
+        :raises StoreError: The store has no usable vector index.
+        """
+        self._core.wait_for_vectors()
+        return consolidate(self._core, threshold=threshold, fact_ids=fact_ids, dry_run=dry_run)
+
+
+    def prune(self, policy: PrunePolicy | None = None, *, dry_run: bool = False) -> PruneReport:
+        """Move facts over the policy's caps to the archive (never deleting them).
+
+        Over a slot's cap (counted per scope), the unprotected facts with the
+        lowest retention go first; see :mod:`ctxslots.stores.upkeep.prune` for the rule.
+
+        :param policy: Caps and protections (default: :class:`PrunePolicy`).
+        :param dry_run: Only report what would move.
+        """
+        self._core.settle_access()
+        return prune(self._core, PrunePolicy() if policy is None else policy, dry_run=dry_run)
+

@@ -1,0 +1,52 @@
+"""Where the vectors of written facts go: into the same transaction, or to a background writer."""
+
+from __future__ import annotations
+
+import attrs
+
+from ..backend import Backend
+from ..embedders.binding import EmbedderBinding
+from .vector_writer import VectorWriter
+
+__all__ = ["Pending", "VectorSink"]
+
+#: ``fact_id -> (scope, slot, value)`` of the facts a transaction wrote.
+Pending = dict[int, tuple[str, str, str]]
+
+
+@attrs.define
+class VectorSink:
+    """Embeds what a transaction wrote: before it commits, or after, in the background.
+
+    Attributes:
+        backend: The engine.
+        embedding: The embedder and whether the stored vectors are its own.
+        vector_weight: The search's vector weight (0: searches read no vectors,
+            so none are kept).
+        background: The background writer (``None``: vectors are written inline).
+    """
+
+    backend: Backend
+    embedding: EmbedderBinding
+    vector_weight: float
+    background: VectorWriter | None = None
+
+    @property
+    def keeps(self) -> bool:
+        """Whether written facts get vectors: an embedder that built the store's
+        vectors, and searches that read them."""
+        return self.embedding.usable and self.vector_weight > 0
+
+    def before_commit(self, pending: Pending) -> None:
+        """Embed the values written in a transaction and store their vectors (inline)."""
+        if not self.keeps or not pending or self.background is not None:
+            return
+        assert self.embedding.embedder is not None
+        ids = list(pending)
+        vectors = self.embedding.embedder.embed([pending[i][2] for i in ids])
+        self.backend.put_vectors([(i, pending[i][0], pending[i][1]) for i in ids], vectors)
+
+    def after_commit(self, pending: Pending) -> None:
+        """Queue the vectors of what a committed transaction wrote (background)."""
+        if self.background is not None and self.keeps and pending:
+            self.background.put(pending)

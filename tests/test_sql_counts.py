@@ -1,0 +1,89 @@
+"""How many SQL statements a search and an assembly run on SQLite, counted by apsw's trace.
+
+A search plans its words once (the engines never see the text), and a memory
+contributor that needs a longer list extends the search it started instead of
+running its legs again. The counts below are pinned: a change that adds a
+statement to the hot path shows up here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import apsw
+import pytest
+
+from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+
+
+@pytest.fixture(name="statements")
+def fixture_statements() -> Iterator[list[str]]:
+    """Every statement run by connections opened during the test, in order."""
+    seen: list[str] = []
+
+    def trace(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
+        seen.append(" ".join(sql.split()))
+        return True
+
+    def hook(conn: apsw.Connection) -> None:
+        conn.exec_trace = trace
+
+    apsw.connection_hooks.append(hook)
+    try:
+        yield seen
+    finally:
+        apsw.connection_hooks.remove(hook)
+
+
+#: Short names of the statements a search runs, by a part of their text.
+_KINDS = (("coalesce(max(id)", "growth check"), ("MATCH", "match"),
+          ("NOT INDEXED WHERE id IN", "rows"), ("FROM fact_links", "links probe"),
+          ("superseded_by IS NOT NULL", "near-duplicates probe"), ("BEGIN", "begin"),
+          ("UPDATE facts SET access_count", "count access"), ("min(seq)", "log bounds"),
+          ("max(seq)", "log bounds"), ("COMMIT", "commit"))
+
+
+def _kind(statement: str) -> str:
+    return next((name for part, name in _KINDS if part in statement), statement)
+
+
+def _matches(statements: list[str]) -> int:
+    return sum(1 for s in statements if "MATCH" in s)
+
+
+def test_a_search_runs_five_statements_and_one_write(db_path, clock, statements):
+    """Words checked against the store's growth, the match, its rows, the links and
+    near-duplicate probes; then the access count in one short transaction."""
+    with FactStore(db_path, clock=clock, embedder=False) as store:
+        for n in range(30):
+            store.add("agent", f"Deploy note {n}: staging rolls out after the smoke test.")
+        store.search("staging deploy")  # the first search reads the vocabulary's size
+        statements.clear()
+        store.search("staging deploy", track_access=False)
+        assert ["growth check", "match", "rows", "links probe",
+                "near-duplicates probe"] == [_kind(s) for s in statements]
+        statements.clear()
+        store.search("staging deploy")
+        assert ["growth check", "match", "rows", "links probe", "near-duplicates probe",
+                "begin", "count access", "log bounds", "log bounds", "commit"] == [
+            _kind(s) for s in statements]
+
+
+def test_a_contributor_that_needs_more_extends_its_search(db_path, clock, statements):
+    """The agent section asks for more lines than its first guess; its words are matched
+    once all the same, and each memory slot runs one lexical statement."""
+    with FactStore(db_path, clock=clock, embedder=False) as store:
+        with store.batch():
+            store.upsert("user", "editor", "The user edits code in Helix.")
+            store.add("project", "Deploys of shop-api run on Fridays.", scope="shop")
+            for n in range(60):
+                store.add("agent", f"Deploy {n} ok.", scope="shop")
+        assembler = PromptAssembler(store)
+        request = AssemblyRequest("deploy", scope="shop", budget=800)
+        assembler.assemble(request)
+        statements.clear()
+        prompt = assembler.assemble(request)
+        agent = prompt.section("agent_memory")
+        # More lines than the first guess of max(10, room / 18) fit the room.
+        assert len([d for d in agent.items if d.kept]) > 30
+        assert 3 == _matches(statements)
