@@ -27,10 +27,9 @@ from ..backend import (
     VectorState,
 )
 from . import _health, _links, _meta, _rows, _values, _vectors
-from ._connect import check_server, connect_error, open_pool
+from ._connect import connect_error, open_pool, prepare_database
 from ._errors import store_error
 from ._lexical import LEXICAL_RANKINGS, LexicalLeg
-from ._schema import migrate, schema_version
 from ._url import safe_location
 from ._vector_io import register_vector
 
@@ -91,28 +90,11 @@ class PostgresBackend:
             raise connect_error(exc, self.url) from None
         with first:
             try:
-                self._prepare(first)
+                self._vector_oid = prepare_database(first, self.location, create=self.create)
             except psycopg.Error as exc:
                 raise store_error(exc, self.location) from exc
         self._pool = open_pool(self.url, min_size=1, max_size=self.pool_size,
                                timeout=self.connect_timeout, configure=self._configure)
-
-    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
-        versions = conn.execute(
-            "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
-            "(SELECT default_version FROM pg_available_extensions WHERE name = 'vector')"
-        ).fetchone()
-        assert versions is not None
-        check_server(self.location, conn.info.server_version, versions[0], versions[1])
-        if not self.create and schema_version(conn) == 0:
-            raise StoreError(
-                f"no store in the database at {self.location}: write a fact first "
-                f"(`ctxslots --db {self.location} remember ...`) or pass the URL of an existing "
-                "store (nothing was created)", path=self.location)
-        migrate(conn, self.location)
-        oid = conn.execute("SELECT 'vector'::regtype::oid").fetchone()
-        assert oid is not None
-        self._vector_oid = int(oid[0])
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         register_vector(conn, self._vector_oid)
@@ -158,7 +140,6 @@ class PostgresBackend:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One write transaction; nested blocks are savepoints."""

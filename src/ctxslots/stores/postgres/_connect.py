@@ -17,6 +17,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ...errors import StoreError
+from ._schema import migrate, schema_version
 from ._url import safe_location
 
 __all__ = [
@@ -101,6 +102,29 @@ def check_server(where: str, server_version: int, vector_version: str | None,
         raise StoreError(
             f"pgvector {version} at {where} is too old (HNSW indexes need {minimum} or later): "
             f"{step}", path=where)
+
+
+def prepare_database(conn: psycopg.Connection[Any], location: str, *, create: bool) -> int:
+    """Check the server and pgvector, bring the schema up to date; the ``vector`` type's oid.
+
+    :raises StoreError: The server or pgvector is too old, or (``create`` false)
+        the database holds no store; nothing is created then.
+    """
+    versions = conn.execute(
+        "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+        "(SELECT default_version FROM pg_available_extensions WHERE name = 'vector')"
+    ).fetchone()
+    assert versions is not None
+    check_server(location, conn.info.server_version, versions[0], versions[1])
+    if not create and schema_version(conn) == 0:
+        raise StoreError(
+            f"no store in the database at {location}: write a fact first "
+            f"(`ctxslots --db {location} remember ...`) or pass the URL of an existing "
+            "store (nothing was created)", path=location)
+    migrate(conn, location)
+    oid = conn.execute("SELECT 'vector'::regtype::oid").fetchone()
+    assert oid is not None
+    return int(oid[0])
 
 
 def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
