@@ -19,7 +19,8 @@ from ctxslots import (
 from ctxslots.model.prompt import DUMP_SCHEMA_VERSION
 
 TOP_KEYS = ["schema_version", "budget", "safety_margin", "answer_reserve", "available",
-            "total_tokens", "encoding", "sticky_overflow", "message", "scope", "flagged",
+            "total_tokens", "encoding", "sticky_overflow", "message", "scope", "user", "agent",
+            "flagged",
             "sections", "text"]
 SECTION_KEYS = ["name", "title", "priority", "sticky", "status", "reason", "error",
                 "header_tokens", "tokens", "stopped", "items"]

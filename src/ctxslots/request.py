@@ -142,6 +142,10 @@ class AssemblyRequest:
             asks them in placement order), so one that fills the budget offers
             what can still fit, and nothing when no room is left. ``None``
             (as callers build a request): not known, see :attr:`available`.
+        user: The user the turn is for: memory contributors show that user's
+            facts, never another's (``None``: the store's default user).
+        agent: The agent answering: its own lessons, never another agent's
+            (``None``: the store's default agent).
     """
 
     message: str
@@ -152,11 +156,14 @@ class AssemblyRequest:
     extra: tuple[ContextBlock, ...] = attrs.field(default=(), converter=_to_blocks)
     now: float | None = attrs.field(default=None, converter=_to_seconds)
     room: int | None = None
+    user: str | None = None
+    agent: str | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_text("message", self.message, blank_ok=True)
-        if self.scope is not None:
-            _check_text("scope", self.scope, blank_ok=False)
+        for name in ("scope", "user", "agent"):
+            if getattr(self, name) is not None:
+                _check_text(name, getattr(self, name), blank_ok=False)
         _check_int("budget", self.budget, 1)
         _check_int("safety_margin", self.safety_margin, 0)
         _check_int("answer_reserve", self.answer_reserve, 0)

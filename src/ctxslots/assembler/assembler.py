@@ -234,7 +234,8 @@ class PromptAssembler:
             text=text, total_tokens=total, budget=request.budget,
             safety_margin=request.safety_margin, answer_reserve=request.answer_reserve,
             encoding=self.encoding, message=request.message, scope=request.scope,
-            sections=build_reports(prepared), sticky_overflow=overflow,
+            sections=build_reports(prepared), sticky_overflow=overflow, user=request.user,
+            agent=request.agent,
         )
         if overflow:
             names = ", ".join(p.section.name for p in prepared if p.section.sticky and p.cut)

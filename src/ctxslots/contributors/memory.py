@@ -92,6 +92,12 @@ def _filling(hits: Sequence[Hit], room: int) -> int | None:
     return None
 
 
+def _owners(request: AssemblyRequest) -> dict[str, str]:
+    """The request's user and agent, as arguments to the store (only those named)."""
+    return {name: value for name, value in (("user", request.user), ("agent", request.agent))
+            if value is not None}
+
+
 def _check_store(_instance: Any, _attribute: Any, store: Any) -> None:
     if not callable(getattr(store, "search", None)):
         raise InvalidRequestError("store must be a FactStore (an object with search())",
@@ -187,7 +193,7 @@ class MemoryContributor:
                            priority=self.priority, sticky=self.sticky, stop_note=NO_ROOM,
                            fills=self.limit is None)
         scope = request.scope if self.scoped else None
-        profile = self._profile(scope, request.available)
+        profile = self._profile(request, scope)
         hits, note = self._fill(request, scope, {f.id for f in profile})
         if not hits and not profile:
             return None
@@ -258,7 +264,8 @@ class MemoryContributor:
     def _ranked(self, request: AssemblyRequest, scope: str | None) -> Callable[[int], list[Hit]]:
         """``ranked(limit)``: the best ``limit`` matches of the message in this slot (no
         access counted); a store that can extends one search instead of running more."""
-        when = {} if request.now is None else {"now": request.now}
+        when: dict[str, Any] = {} if request.now is None else {"now": request.now}
+        when.update(_owners(request))
         store = self.store
         if isinstance(store, RankingStore):
             return store.search_ranked(request.message, slots=[self.slot], scope=scope,
@@ -274,20 +281,21 @@ class MemoryContributor:
         return next((n for n, h in enumerate(hits) if h.trace.final < self.min_share * best),
                     None)
 
-    def _profile(self, scope: str | None, available: int) -> list[Fact]:
+    def _profile(self, request: AssemblyRequest, scope: str | None) -> list[Fact]:
         """The slot's most important facts, within the profile's count and share."""
         if not self.profile_size:
             return []
         important = getattr(self.store, "important", None)
         read = getattr(self.store, "facts", None)
+        owners = _owners(request)
         if callable(important):  # a FactStore reads the first few from an index
-            facts = important(self.slot, scope=scope, limit=self.profile_size)
+            facts = important(self.slot, scope=scope, limit=self.profile_size, **owners)
         elif callable(read):
-            facts = [f for f in read(slots=[self.slot], scope=scope)
+            facts = [f for f in read(slots=[self.slot], scope=scope, **owners)
                      if f.key is not None or f.score > 0]
         else:
             return []
-        room = self.profile_share * available
+        room = self.profile_share * request.available
         chosen: list[Fact] = []
         for fact in sorted(facts, key=_importance):
             cost = _high_estimate(fact.value)

@@ -63,6 +63,8 @@ class Fact:
         context: Words that make the memory findable without being part of it
             (the message it answers, the turns before it): searched by words at
             half weight, never embedded, never shown in a prompt; ``None`` if none.
+        user: The user it belongs to (a ``user`` fact), or ``None``.
+        agent: The agent it belongs to (an ``agent`` fact), or ``None``.
     """
 
     id: int
@@ -83,6 +85,8 @@ class Fact:
     superseded_by: int | None = None
     observed_at: dt.datetime | None = None
     context: str | None = None
+    user: str | None = None
+    agent: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, archived: bool = False) -> Fact:
@@ -118,6 +122,8 @@ class Fact:
             superseded_by=row["superseded_by"],
             observed_at=observed_at,
             context=row.get("context") or None,
+            user=row.get("user_id") or None,
+            agent=row.get("agent_id") or None,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -292,6 +292,8 @@ def _prompt_to_dict(prompt: AssembledPrompt) -> dict[str, Any]:
         "sticky_overflow": prompt.sticky_overflow,
         "message": prompt.message,
         "scope": prompt.scope,
+        "user": prompt.user,
+        "agent": prompt.agent,
         "flagged": sum(1 for s in sections for i in s["items"] if i["warning"]),
         "sections": sections,
         "text": prompt.text,
@@ -345,6 +347,8 @@ class AssembledPrompt:
         scope: The workspace, or ``None``.
         sections: One report per section, in placement order.
         sticky_overflow: The sticky sections did not fit whole.
+        user: The user the prompt was assembled for (``None``: the store's default).
+        agent: The agent it was assembled for (``None``: the store's default).
     """
 
     text: str
@@ -357,6 +361,8 @@ class AssembledPrompt:
     scope: str | None
     sections: tuple[SectionReport, ...]
     sticky_overflow: bool = False
+    user: str | None = None
+    agent: str | None = None
 
     @property
     def available(self) -> int:

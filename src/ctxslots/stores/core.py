@@ -13,11 +13,13 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from ..errors import InvalidArgumentError, InvalidFactError
-from .backend import Backend, FactFilter, visible_scopes
+from .backend import Backend, FactFilter, visible_scopes, visible_to
 from .embedders import Embedder, Vectors
 from .embedders.binding import EmbedderBinding, EmbedderSetting, bind_embedder
 from .engines import open_backend
 from .links import RecentResults
+from .narrowing import Narrowing
+from .owners import ANY, DEFAULT_AGENT, DEFAULT_USER, Owners
 from .query import QueryPlanner
 from .ranking import MODEL_VECTOR_WEIGHT, RankingPolicy
 from .sanitize import QueryPolicy
@@ -62,6 +64,8 @@ class StoreOptions:
     create: bool = True
     vector_writes: str = attrs.field(default="auto", validator=_check_mode)
     access_writes: str = attrs.field(default="auto", validator=_check_mode)
+    user: str | None = None
+    agent: str | None = None
 
 
 @attrs.define
@@ -119,13 +123,14 @@ class StoreCore:
         vectors, and searches that read them (a vector weight above 0)."""
         return self.writer.vectors.keeps
 
-    def filter(self, slots: Sequence[str] | str | None, scope: str | None, *,
-               live: bool = True, include_superseded: bool = True, now: float | None = None
-               ) -> FactFilter:
-        """The checked filter for facts of ``slots`` visible from ``scope``.
+    def filter(self, slots: Sequence[str] | str | None, owners: Owners, *,
+               live: bool = True, include_superseded: bool = True, now: float | None = None,
+               narrow: Narrowing | None = None) -> FactFilter:
+        """The checked filter for the facts of ``slots`` that ``owners`` see: theirs and
+        the shared ones (an owner given as :data:`~.owners.ANY`: every one).
 
-        :raises InvalidFactError: A slot or the scope is malformed, or ``slots``
-            is empty.
+        :raises InvalidFactError: A slot, an owner or a narrowing is malformed, or
+            ``slots`` is empty.
         """
         checked = None
         if slots is not None:
@@ -135,8 +140,30 @@ class StoreCore:
                 raise InvalidFactError("slots must name at least one slot", field="slots",
                                        value=slots)
         live_at = (self.clock() if now is None else now) if live else None
-        return FactFilter(scopes=visible_scopes(self.limits.scope(scope)), slots=checked,
-                          live_at=live_at, include_superseded=include_superseded)
+        users, agents, scopes = self.sees(owners)
+        flt = FactFilter(scopes=scopes, slots=checked, live_at=live_at,
+                         include_superseded=include_superseded, users=users, agents=agents)
+        return flt if narrow is None else narrow.apply(flt, self.limits)
+
+    def sees(self, owners: Owners) -> tuple[tuple[str, ...] | None, ...]:
+        """The stored ``(users, agents, scopes)`` a request of ``owners`` sees."""
+        lim = self.limits
+        user, agent, scope = owners.user, owners.agent, owners.scope
+        return (None if user is ANY else visible_to(
+                    self.writer.default_user if user is None else lim.owner(user, "user")),
+                None if agent is ANY else visible_to(
+                    self.writer.default_agent if agent is None else lim.owner(agent, "agent")),
+                None if scope is ANY else visible_scopes(lim.scope(scope)))
+
+    def owner_check(self, owners: Owners) -> FactFilter | None:
+        """For a fact found by id: ``None`` when no owner is named (any fact), else the
+        filter of what the named owners see (the others: any)."""
+        if owners == Owners():
+            return None
+        return self.filter(None, Owners(ANY if owners.user is None else owners.user,
+                                        ANY if owners.agent is None else owners.agent,
+                                        ANY if owners.scope is None else owners.scope),
+                           live=False)
 
     def wait_for_vectors(self, timeout: float | None = None) -> bool:
         """Wait until every fact written through this store has its vector."""
@@ -173,7 +200,11 @@ def open_core(location: str, options: StoreOptions) -> StoreCore:
 
     :raises StoreError: The store cannot be opened.
     :raises EmbedderError: The embedder cannot be loaded (nothing stays open).
+    :raises InvalidFactError: The default user or agent is malformed (nothing is opened).
     """
+    lim = options.limits
+    user = DEFAULT_USER if options.user is None else lim.owner(options.user, "user")
+    agent = DEFAULT_AGENT if options.agent is None else lim.owner(options.agent, "agent")
     backend = open_backend(location, create=options.create, lexical_cache=options.lexical_cache,
                            vector_cache=options.vector_cache)
     try:
@@ -198,7 +229,8 @@ def open_core(location: str, options: StoreOptions) -> StoreCore:
         access_writer = AccessWriter(
             lambda: open_backend(location, create=False, vector_cache=False))
     vectors = VectorSink(backend, binding, ranking.vector_weight or 0.0, vector_writer)
-    writer = Writer(backend, options.limits, options.clock, vectors, access=access_writer)
+    writer = Writer(backend, lim, options.clock, vectors, access=access_writer,
+                    default_user=user, default_agent=agent)
     planner = QueryPlanner(backend, options.query_policy, binding)
     return StoreCore(location=location, backend=backend, limits=options.limits,
                      ranking=ranking, query_policy=options.query_policy,

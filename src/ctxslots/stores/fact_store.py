@@ -23,11 +23,13 @@ import platformdirs
 
 from .._secrets import safe_url
 from ..errors import InvalidArgumentError, StoreError
-from ..model import Fact, Hit
+from ..model import Hit
 from .async_face import AsyncMethods
 from .backend import CacheStatus
 from .core import StoreCore, StoreOptions, open_core
 from .embedders.binding import EmbedderSetting
+from .narrowing import Narrowing
+from .owners import Owners
 from .ranking import RankingPolicy
 from .reads import ReadMethods
 from .rerank import Boost, Reranker
@@ -35,8 +37,9 @@ from .sanitize import DEFAULT_POLICY, QueryPolicy
 from .search import RankedSearch, SearchRequest, check_limit, start_search
 from .transfer.methods import TransferMethods
 from .upkeep.methods import UpkeepMethods
+from .writes.erasure import ErasureMethods
 from .writes.limits import Limits
-from .writes.writer import check_id
+from .writes.methods import WriteMethods
 
 __all__ = ["FactStore", "default_db_path"]
 
@@ -63,7 +66,8 @@ def _printable(path: object) -> str:
 
 
 @attrs.define
-class FactStore(ReadMethods, UpkeepMethods, TransferMethods, AsyncMethods):
+class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, TransferMethods,
+                AsyncMethods):
     """Facts and memories of every slot, in one SQLite file or a PostgreSQL database.
 
     Use it as a context manager, or call :meth:`close` when done::
@@ -124,6 +128,10 @@ class FactStore(ReadMethods, UpkeepMethods, TransferMethods, AsyncMethods):
             inside :meth:`batch` counts join the batch); ``"auto"`` (default):
             background for a store opened with ``lexical_cache=True`` (a
             long-running agent), inline otherwise.
+        user: The store's default user: whom a read or a write that names no
+            user is for (``None``: ``"default"``, the one user of a single-user
+            store). See :mod:`ctxslots.stores.owners`.
+        agent: The store's default agent, as ``user``.
     """
 
     path: str | os.PathLike[str] | None = attrs.field(default=None, repr=_printable)
@@ -139,6 +147,8 @@ class FactStore(ReadMethods, UpkeepMethods, TransferMethods, AsyncMethods):
     create: bool = True
     vector_writes: str = "auto"
     access_writes: str = "auto"
+    user: str | None = None
+    agent: str | None = None
     _core: StoreCore = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -147,7 +157,8 @@ class FactStore(ReadMethods, UpkeepMethods, TransferMethods, AsyncMethods):
             limits=self.limits, ranking=self.ranking, query_policy=self.query_policy,
             candidate_pool=self.candidate_pool, clock=self.clock, embedder=self.embedder,
             vector_cache=self.vector_cache, lexical_cache=self.lexical_cache, create=self.create,
-            vector_writes=self.vector_writes, access_writes=self.access_writes)
+            vector_writes=self.vector_writes, access_writes=self.access_writes,
+            user=self.user, agent=self.agent)
         self._core = open_core(self.path, options)
         self.ranking = self._core.ranking
         embedder = self._core.embedder
@@ -218,131 +229,29 @@ class FactStore(ReadMethods, UpkeepMethods, TransferMethods, AsyncMethods):
         counted = True if core.access_writer is None else core.access_writer.wait(timeout)
         return core.wait_for_vectors(timeout) and counted
 
-    # -- writes ------------------------------------------------------------
-
-    def upsert(self, slot: str, key: str, value: str, *, scope: str | None = None,
-               tags: Iterable[str] = (), confidence: float = 1.0, source: str | None = None,
-               expires_at: Any = None, observed_at: Any = None, context: str | None = None
-               ) -> Fact:
-        """Write a keyed fact; a fact with the same slot, scope and key is replaced.
-
-        The replaced value is kept in history (see :meth:`history`). Writing the
-        same value again refreshes its metadata and ``updated_at`` without a
-        history entry. Reinforcement score and access counts carry over.
-
-        :param observed_at: When the fact was said or observed (a datetime or
-            Unix seconds; default: now). Decay and ages count from it.
-        :param context: Words that make the fact findable without being part of
-            it (see :meth:`add`). Without one, a fact written again with the same
-            value keeps its context; a new value drops it.
-        :raises InvalidFactError: A field is malformed or over its limit; nothing
-            is written.
-        """
-        return self._core.writer.upsert(slot, key, value, scope=scope, tags=tags,
-                                        confidence=confidence, source=source,
-                                        expires_at=expires_at, observed_at=observed_at,
-                                        context=context)
-
-    def add(self, slot: str, value: str, *, scope: str | None = None, tags: Iterable[str] = (),
-            confidence: float = 1.0, source: str | None = None, expires_at: Any = None,
-            observed_at: Any = None, context: str | None = None) -> Fact:
-        """Write a free-form memory (a fact without a key).
-
-        An identical live memory of the same slot and scope is returned instead
-        of writing a copy (:meth:`find_memory` tells beforehand).
-
-        :param observed_at: When the memory was said or observed (a datetime or
-            Unix seconds; default: now).
-        :param context: Words that make the memory findable without being part
-            of it: the message it answers, the turns before it ("It was Matt
-            Patterson" is found by "Who did the user meet?" when its context is
-            that question). Searched by words at half the weight of the memory's
-            own (:data:`~ctxslots.stores.backend.CONTEXT_WEIGHT`), never
-            embedded and never shown in a prompt; exported and imported with the
-            memory. At most ``limits.max_context_bytes``; blank is none.
-        :raises InvalidFactError: A field is malformed or over its limit; nothing
-            is written.
-        """
-        return self._core.writer.add(slot, value, scope=scope, tags=tags, confidence=confidence,
-                                     source=source, expires_at=expires_at,
-                                     observed_at=observed_at, context=context)
-
-    def update(self, fact_id: int, *, value: str | None = None,
-               tags: Iterable[str] | None = None, confidence: float | None = None,
-               source: str | None = None, context: str | None = None) -> Fact:
-        """Change some fields of a live fact by id; ``None`` keeps a field as it is
-        (``context=""`` removes the context).
-
-        Works for keyed facts and free memories alike. A changed value or tag
-        list keeps the old one in :meth:`history`, as :meth:`upsert` does.
-
-        :raises FactNotFoundError: No live fact has this id.
-        :raises InvalidFactError: A field is malformed or over its limit; nothing
-            is written.
-        """
-        return self._core.writer.update(fact_id, value=value, tags=tags, confidence=confidence,
-                                        source=source, context=context)
-
-    def forget(self, fact_id: int, *, reason: str | None = None) -> Fact:
-        """Move a fact to the archive, where ``search(include_archive=True)`` finds it.
-
-        :raises FactNotFoundError: No live fact has this id.
-        """
-        return self._core.writer.forget(fact_id, reason=reason)
-
-    def reinforce(self, fact_id: int, amount: float = 3.0) -> Fact:
-        """Add ``amount`` (default 3) to a fact's reinforcement score.
-
-        The facts this store's recent searches returned together with it get a
-        stronger co-recall link to it (see :mod:`ctxslots.stores.links`).
-
-        :raises FactNotFoundError: No live fact has this id.
-        :raises InvalidFactError: ``amount`` is not a number from 0 to 1,000.
-        """
-        step = self._core.limits.score_step(amount)
-        partners = self._core.recent.partners(check_id(fact_id))
-        return self._core.writer.adjust_score(fact_id, step, partners)
-
-    def demote(self, fact_id: int, amount: float = 1.0) -> Fact:
-        """Take ``amount`` (default 1) from a fact's reinforcement score.
-
-        :raises FactNotFoundError: No live fact has this id.
-        :raises InvalidFactError: ``amount`` is not a number from 0 to 1,000.
-        """
-        return self._core.writer.adjust_score(fact_id, -self._core.limits.score_step(amount), ())
-
-    def touch(self, fact_ids: Iterable[int]) -> int:
-        """Count these facts as shown to a model: ``access_count + 1``, ``last_accessed = now``.
-
-        For callers that search with ``track_access=False`` and show only some
-        hits (the prompt assembler counts the facts that made it into the
-        prompt). Ids of missing or archived facts are ignored; returns how many
-        facts were counted, or, when counts are written in the background
-        (``access_writes``), how many distinct ids were queued.
-
-        :raises InvalidFactError: An id is not an integer.
-        """
-        ids = list(dict.fromkeys(check_id(i) for i in fact_ids))
-        return self._core.writer.touch(ids, self.clock()) if ids else 0
-
     # -- search ------------------------------------------------------------
 
     def search(self, query: str, *, slots: Sequence[str] | None = None,
-               scope: str | None = None, limit: int = 10, include_archive: bool = False,
-               track_access: bool = True, boost: Boost | None = None,
-               include_superseded: bool = False, now: Any = None) -> list[Hit]:
+               scope: str | None = None, user: str | None = None, agent: str | None = None,
+               limit: int = 10, include_archive: bool = False, track_access: bool = True,
+               boost: Boost | None = None, include_superseded: bool = False, now: Any = None,
+               tags: Iterable[str] | str = (), source: str | None = None,
+               said_after: Any = None, said_before: Any = None) -> list[Hit]:
         """Find the facts that best match ``query``, best first.
 
         Any string is accepted: it is sanitized into a safe lexical query, and a
-        query with no usable words returns ``[]``. Facts of ``scope`` and global
-        facts (scope ``None``) are searched; facts of other scopes never are.
-        Expired facts never come back. Every returned live fact counts as
-        accessed (``access_count + 1``, ``last_accessed = now``) unless
-        ``track_access`` is false.
+        query with no usable words returns ``[]``. The facts its owners see are
+        searched: facts of ``scope`` and global facts (scope ``None``), never
+        another scope's; the user's own facts and those of no user, never
+        another user's; the same for the agent. Expired facts never come back.
+        Every returned live fact counts as accessed (``access_count + 1``,
+        ``last_accessed = now``) unless ``track_access`` is false.
 
         :param query: Free text, usually the user's message.
         :param slots: Only these slots (default: all).
         :param scope: The workspace; ``None`` searches global facts only.
+        :param user: The user asking (``None``: the store's default user).
+        :param agent: The agent asking (``None``: the store's default agent).
         :param limit: Most hits to return, 1 to 1000. The first hits do not
             depend on it: every search gathers the same candidates.
         :param include_archive: Also search forgotten facts (marked ``archived``).
@@ -354,23 +263,32 @@ class FactStore(ReadMethods, UpkeepMethods, TransferMethods, AsyncMethods):
         :param now: The moment to rank from (a datetime or Unix seconds;
             default: the clock), so a replayed history ranks as it would have
             then: decay and ages count to it, and facts expired by then are left out.
-        :raises InvalidFactError: ``query``, ``slots``, ``scope``, ``limit`` or
-            ``now`` is malformed, or ``boost`` returned a negative or non-finite
-            factor.
+        :param tags: Only facts with every one of these tags.
+        :param source: Only facts with this source.
+        :param said_after: Only memories said (observed) at or after this moment.
+        :param said_before: Only memories said before this moment.
+        :raises InvalidFactError: ``query``, ``slots``, an owner, ``limit``, ``now``
+            or a filter is malformed, or ``boost`` returned a negative or
+            non-finite factor.
         """
         check_limit(limit)
-        ranked = self.search_ranked(query, slots=slots, scope=scope,
+        ranked = self.search_ranked(query, slots=slots, scope=scope, user=user, agent=agent,
                                     include_archive=include_archive, boost=boost,
-                                    include_superseded=include_superseded, now=now)
+                                    include_superseded=include_superseded, now=now, tags=tags,
+                                    source=source, said_after=said_after,
+                                    said_before=said_before)
         hits = ranked.hits(limit)
         if track_access:
             hits = self._core.writer.track_access(hits, self.clock())
         return hits
 
     def search_ranked(self, query: str, *, slots: Sequence[str] | None = None,
-                      scope: str | None = None, include_archive: bool = False,
+                      scope: str | None = None, user: str | None = None,
+                      agent: str | None = None, include_archive: bool = False,
                       boost: Boost | None = None, include_superseded: bool = False,
-                      now: Any = None) -> RankedSearch:
+                      now: Any = None, tags: Iterable[str] | str = (),
+                      source: str | None = None, said_after: Any = None,
+                      said_before: Any = None) -> RankedSearch:
         """A search whose ranked list is read as far as asked: ``hits(limit)``.
 
         Takes :meth:`search`'s arguments but ``limit`` and ``track_access``;
@@ -386,7 +304,9 @@ class FactStore(ReadMethods, UpkeepMethods, TransferMethods, AsyncMethods):
             raise InvalidArgumentError("query must be a string", field="query", value=query)
         core = self._core
         moment = self.clock() if now is None else core.limits.moment(now, "now")
-        flt = core.filter(slots, scope, include_superseded=include_superseded, now=moment)
+        narrow = Narrowing(tags, source, said_after, said_before)
+        flt = core.filter(slots, Owners(user, agent, scope), include_superseded=include_superseded,
+                          now=moment, narrow=narrow)
         return start_search(core, SearchRequest(query=query, flt=flt,
                                                 include_archive=include_archive, boost=boost,
                                                 rerank=self.rerank, now=moment))
@@ -426,15 +346,16 @@ class FactStore(ReadMethods, UpkeepMethods, TransferMethods, AsyncMethods):
 
     # -- flush progress ----------------------------------------------------
 
-    def flush_progress(self, conversation: str) -> tuple[int, str] | None:
-        """``(messages_read, fingerprint)`` recorded for a conversation, or ``None``.
-
-        Kept for :class:`~ctxslots.MemoryFlusher`.
+    def flush_progress(self, conversation: str, *, user: str | None = None,
+                       agent: str | None = None) -> tuple[int, str] | None:
+        """``(messages_read, fingerprint)`` recorded for a user's and agent's
+        conversation, or ``None``. Kept for :class:`~ctxslots.MemoryFlusher`.
         """
-        return self._core.backend.read_progress(conversation)
+        user_id, agent_id = self._talkers(user, agent)
+        return self._core.backend.read_progress(conversation, user_id=user_id, agent_id=agent_id)
 
-    def record_flush_progress(self, conversation: str, messages_read: int,
-                              fingerprint: str) -> None:
+    def record_flush_progress(self, conversation: str, messages_read: int, fingerprint: str,
+                              *, user: str | None = None, agent: str | None = None) -> None:
         """Record how far a conversation was read, inside the current :meth:`batch`.
 
         :raises StoreError: Called outside a :meth:`batch`.
@@ -442,4 +363,11 @@ class FactStore(ReadMethods, UpkeepMethods, TransferMethods, AsyncMethods):
         if not self._core.backend.in_transaction:
             raise StoreError("flush progress is recorded inside store.batch(), with the facts",
                              path=str(self.path))
-        self._core.backend.write_progress(conversation, messages_read, fingerprint, self.clock())
+        user_id, agent_id = self._talkers(user, agent)
+        self._core.backend.write_progress(conversation, messages_read, fingerprint, self.clock(),
+                                          user_id=user_id, agent_id=agent_id)
+
+    def _talkers(self, user: str | None, agent: str | None) -> tuple[str, str]:
+        writer, limits = self._core.writer, self._core.limits
+        return (writer.default_user if user is None else limits.owner(user, "user"),
+                writer.default_agent if agent is None else limits.owner(agent, "agent"))

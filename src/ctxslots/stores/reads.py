@@ -1,62 +1,26 @@
 """Reading facts by id, key, value, time and importance (no search, no access counted).
 
 :class:`ReadMethods` is the part of :class:`~ctxslots.FactStore` that reads.
+A read by key, value, time or importance sees what its owners see (a user's
+own facts and the shared ones; :data:`~ctxslots.stores.owners.ANY` for every
+owner of a kind); a read by id finds a fact whoever owns it, unless owners are
+named.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import FactNotFoundError, InvalidFactError
 from ..model import Fact
 from .core import StoreCore
+from .narrowing import Narrowing
+from .owners import Owners
 from .search import check_limit
 from .writes.writer import check_id
 
 __all__ = ["ReadMethods"]
-
-
-def _get(core: StoreCore, fact_id: int, *, include_archive: bool) -> Fact | None:
-    """The live fact with this id (or the archived one, when asked), else ``None``."""
-    fact_id = check_id(fact_id)
-    row = core.backend.get(fact_id, live_at=core.clock())
-    if row is not None:
-        return Fact.from_row(row)
-    if include_archive:
-        row = core.backend.get_archived(fact_id)
-        if row is not None:
-            return Fact.from_row(row, archived=True)
-    return None
-
-
-def _get_by_key(core: StoreCore, slot: str, key: str, scope: str | None) -> Fact | None:
-    """The live fact with this slot, scope and key, or ``None``."""
-    row = core.backend.get_by_key(core.limits.slot(slot), core.limits.scope(scope),
-                                  core.limits.key(key), live_at=core.clock())
-    return Fact.from_row(row) if row else None
-
-
-def _find_memory(core: StoreCore, slot: str, value: str, scope: str | None) -> Fact | None:
-    """The live free memory of ``slot`` and ``scope`` whose value is exactly ``value``
-    (as it would be stored), or ``None``."""
-    stored, _ = core.limits.screen(value)
-    now = core.clock()
-    found = core.backend.find_same(core.limits.slot(slot), core.limits.scope(scope), None,
-                                   stored, live_at=now)
-    row = None if found is None else core.backend.get(found, live_at=now)
-    return None if row is None else Fact.from_row(row)
-
-
-def _history(core: StoreCore, fact_id: int) -> list[Fact]:
-    """Earlier values of a fact, oldest first, as facts with the same id."""
-    return [Fact.from_row({
-        "id": e.fact_id, "slot": e.slot, "scope": e.scope, "key": e.key, "value": e.value,
-        "tags": e.tags, "source": e.source, "confidence": e.confidence, "score": 0.0,
-        "created_at": e.valid_from, "updated_at": e.valid_from, "observed_at": e.valid_from,
-        "last_accessed": None, "access_count": 0, "expires_at": e.valid_to,
-        "superseded_by": None,
-    }) for e in core.backend.history(check_id(fact_id))]
 
 
 def _count(name: str, count: object) -> int:
@@ -66,129 +30,173 @@ def _count(name: str, count: object) -> int:
     return count
 
 
-def _timeline(core: StoreCore, fact_id: int, *, before: int, after: int, scope: str | None
-             ) -> list[Fact]:
-    """A live fact and the live facts observed just before and after it, oldest first."""
-    fact_id = check_id(fact_id)
-    before, after = _count("before", before), _count("after", after)
-    flt = core.filter(None, scope)
-    anchor = core.backend.rows_by_ids([fact_id], flt)
-    if not anchor:
-        raise FactNotFoundError(fact_id)
-    earlier, later = core.backend.neighbours(anchor[0], flt, before=before, after=after)
-    return [Fact.from_row(r) for r in [*reversed(earlier), anchor[0], *later]]
-
-
-def _facts(core: StoreCore, slots: Sequence[str] | None, scope: str | None, *,
-          include_expired: bool) -> list[Fact]:
-    """Every live fact of the given slots in ``scope`` (and global ones), by id."""
-    flt = core.filter(slots, scope, live=not include_expired)
-    return [Fact.from_row(r) for r in core.backend.select(flt)]
-
-
-def _important(core: StoreCore, slot: str, scope: str | None, limit: int) -> list[Fact]:
-    """The most important live facts of ``slot`` visible from ``scope``, best first."""
-    rows = core.backend.important(core.filter([slot], scope), check_limit(limit))
-    return [Fact.from_row(r) for r in rows]
-
-
-def _stats(core: StoreCore) -> dict[str, Any]:
-    """Counts per slot and scope, archive and history sizes, engine facts."""
-    backend = core.backend
-    groups = backend.group_counts(live_at=core.clock())
-    counts = backend.counts()
-    info = backend.info()
-    return {
-        **info,
-        "path": core.location if backend.engine == "sqlite" else info["location"],
-        "facts": sum(g[2] for g in groups),
-        "expired": sum(g[3] for g in groups),
-        "archived": counts["archived"],
-        "history": counts["history"],
-        "by_slot": [{"slot": slot, "scope": scope or None, "facts": n, "expired": expired}
-                    for slot, scope, n, expired in groups],
-    }
-
-
 class ReadMethods:
     """The reading methods of :class:`~ctxslots.FactStore`."""
 
     _core: StoreCore
 
-    def get(self, fact_id: int, *, include_archive: bool = False) -> Fact | None:
+    def get(self, fact_id: int, *, include_archive: bool = False, user: str | None = None,
+            agent: str | None = None, scope: str | None = None) -> Fact | None:
         """Return the live fact with this id, or ``None`` (expired facts are not live).
 
         Reading by id is not shown to a model by itself, so it does not count as
         an access.
+
+        :param include_archive: Also look in the archive.
+        :param user: With ``agent`` and ``scope``: only a fact these owners see.
         """
-        return _get(self._core, fact_id, include_archive=include_archive)
+        core = self._core
+        fact_id = check_id(fact_id)
+        visible = core.owner_check(Owners(user, agent, scope))
+        row = core.backend.get(fact_id, live_at=core.clock())
+        archived = False
+        if row is None and include_archive:
+            row, archived = core.backend.get_archived(fact_id), True
+        if row is None or (visible is not None and not visible.owns(row)):
+            return None
+        return Fact.from_row(row, archived=archived)
 
+    def get_by_key(self, slot: str, key: str, *, scope: str | None = None,
+                   user: str | None = None, agent: str | None = None) -> Fact | None:
+        """Return the live fact with this slot, owners and key, or ``None``.
 
-    def get_by_key(self, slot: str, key: str, *, scope: str | None = None) -> Fact | None:
-        """Return the live fact with this slot, scope and key, or ``None``."""
-        return _get_by_key(self._core, slot, key, scope)
+        :raises InvalidFactError: A field is malformed, or names an owner the slot
+            does not have.
+        """
+        core = self._core
+        slot = core.limits.slot(slot)
+        user_id, agent_id, stored_scope = self._owners_of(slot, user, agent, scope)
+        row = core.backend.get_by_key(slot, stored_scope, core.limits.key(key),
+                                      user_id=user_id, agent_id=agent_id, live_at=core.clock())
+        return Fact.from_row(row) if row else None
 
-
-    def find_memory(self, slot: str, value: str, *, scope: str | None = None) -> Fact | None:
-        """The live free memory of ``slot`` and ``scope`` whose value is exactly ``value``
+    def find_memory(self, slot: str, value: str, *, scope: str | None = None,
+                    user: str | None = None, agent: str | None = None) -> Fact | None:
+        """The live free memory of ``slot`` and owners whose value is exactly ``value``
         (as it would be stored), or ``None``: what :meth:`add` returns instead of
         writing a copy.
 
-        :raises InvalidFactError: ``slot``, ``value`` or ``scope`` is malformed.
+        :raises InvalidFactError: ``slot``, ``value`` or an owner is malformed.
         """
-        return _find_memory(self._core, slot, value, scope)
+        core = self._core
+        slot = core.limits.slot(slot)
+        stored, _ = core.limits.screen(value)
+        user_id, agent_id, stored_scope = self._owners_of(slot, user, agent, scope)
+        now = core.clock()
+        found = core.backend.find_same(slot, stored_scope, None, stored, user_id=user_id,
+                                       agent_id=agent_id, live_at=now)
+        row = None if found is None else core.backend.get(found, live_at=now)
+        return None if row is None else Fact.from_row(row)
 
+    def _owners_of(self, slot: str, user: str | None, agent: str | None, scope: str | None
+                   ) -> tuple[str, str, str]:
+        writer = self._core.writer
+        return self._core.limits.write_owners(slot, user=user, agent=agent, scope=scope,
+                                              default_user=writer.default_user,
+                                              default_agent=writer.default_agent)
 
     def history(self, fact_id: int) -> list[Fact]:
         """Earlier values of a keyed fact, oldest first, as facts with the same id.
 
         Each returned fact's ``updated_at`` is when that value was written.
         """
-        return _history(self._core, fact_id)
-
+        fact_id = check_id(fact_id)
+        backend = self._core.backend
+        now = backend.get(fact_id) or backend.get_archived(fact_id)
+        owners = {"user_id": "", "agent_id": ""} if now is None else {
+            "user_id": now["user_id"], "agent_id": now["agent_id"]}
+        return [Fact.from_row({**owners,
+            "id": e.fact_id, "slot": e.slot, "scope": e.scope, "key": e.key, "value": e.value,
+            "tags": e.tags, "source": e.source, "confidence": e.confidence, "score": 0.0,
+            "created_at": e.valid_from, "updated_at": e.valid_from, "observed_at": e.valid_from,
+            "last_accessed": None, "access_count": 0, "expires_at": e.valid_to,
+            "superseded_by": None,
+        }) for e in backend.history(fact_id)]
 
     def timeline(self, fact_id: int, *, before: int = 5, after: int = 5,
-                 scope: str | None = None) -> list[Fact]:
+                 scope: str | None = None, user: str | None = None, agent: str | None = None
+                 ) -> list[Fact]:
         """A live fact and the live facts observed just before and after it, oldest first.
 
-        Only facts visible from ``scope`` (that scope and global facts) are
-        considered, so a timeline never shows another scope's facts.
+        Only facts its owners see (``scope`` and global facts, the user's and the
+        agent's own and shared ones) are considered, so a timeline never shows
+        another scope's or another user's facts.
 
         :param before: How many earlier facts (0 to 100).
         :param after: How many later facts (0 to 100).
-        :raises FactNotFoundError: No live fact with this id is visible from ``scope``.
+        :raises FactNotFoundError: No live fact with this id is visible to these owners.
         :raises InvalidFactError: ``before`` or ``after`` is out of range.
         """
-        return _timeline(self._core, fact_id, before=before, after=after, scope=scope)
-
+        core = self._core
+        fact_id = check_id(fact_id)
+        before, after = _count("before", before), _count("after", after)
+        flt = core.filter(None, Owners(user, agent, scope))
+        anchor = core.backend.rows_by_ids([fact_id], flt)
+        if not anchor:
+            raise FactNotFoundError(fact_id)
+        earlier, later = core.backend.neighbours(anchor[0], flt, before=before, after=after)
+        return [Fact.from_row(r) for r in [*reversed(earlier), anchor[0], *later]]
 
     def facts(self, *, slots: Sequence[str] | None = None, scope: str | None = None,
-              include_expired: bool = False) -> list[Fact]:
-        """Every live fact of the given slots in ``scope`` (and global ones), by id."""
-        return _facts(self._core, slots, scope, include_expired=include_expired)
+              user: str | None = None, agent: str | None = None,
+              include_expired: bool = False, tags: Iterable[str] | str = (),
+              source: str | None = None, said_after: Any = None, said_before: Any = None
+              ) -> list[Fact]:
+        """Every live fact of the given slots its owners see, by id.
 
+        :param scope: The workspace: its facts and the global ones (``None``: the
+            global ones; ``ANY``: every workspace's).
+        :param user: The user: their facts and facts of no user (``None``: the
+            store's default user; ``ANY``: every user's).
+        :param agent: The agent, as ``user``.
+        :param tags: Only facts with every one of these tags.
+        :param source: Only facts with this source.
+        :param said_after: Only memories said at or after this moment.
+        :param said_before: Only memories said before this moment.
+        :raises InvalidFactError: An argument is malformed.
+        """
+        core = self._core
+        flt = core.filter(slots, Owners(user, agent, scope), live=not include_expired,
+                          narrow=Narrowing(tags, source, said_after, said_before))
+        return [Fact.from_row(r) for r in core.backend.select(flt)]
 
-    def important(self, slot: str, *, scope: str | None = None, limit: int = 5) -> list[Fact]:
-        """The most important live facts of ``slot`` visible from ``scope``, best first.
+    def important(self, slot: str, *, scope: str | None = None, user: str | None = None,
+                  agent: str | None = None, limit: int = 5) -> list[Fact]:
+        """The most important live facts of ``slot`` its owners see, best first.
 
         A fact counts when it is keyed or reinforced (score above 0); the order
         is reinforcement score, access count and confidence (highest first),
         keyed facts before free memories, most recently updated, then id. The
         user section's profile shows them. Reading them is not an access.
 
-        :raises InvalidFactError: ``slot`` or ``scope`` is malformed, or
-            ``limit`` is not from 1 to 1000.
+        :raises InvalidFactError: ``slot`` or an owner is malformed, or ``limit``
+            is not from 1 to 1000.
         """
-        return _important(self._core, slot, scope, limit)
-
+        core = self._core
+        rows = core.backend.important(core.filter([slot], Owners(user, agent, scope)),
+                                      check_limit(limit))
+        return [Fact.from_row(r) for r in rows]
 
     def links(self, fact_id: int) -> dict[int, float]:
         """The facts linked to this one by co-recall, with each link's strength
         (see :mod:`ctxslots.stores.links`)."""
         return self._core.backend.links_of(check_id(fact_id))
 
-
     def stats(self) -> dict[str, Any]:
-        """Counts per slot and scope, archive and history sizes, engine facts."""
-        return _stats(self._core)
-
+        """Counts per slot and owners, archive and history sizes, engine facts."""
+        core = self._core
+        backend = core.backend
+        groups = backend.group_counts(live_at=core.clock())
+        counts = backend.counts()
+        info = backend.info()
+        return {
+            **info,
+            "path": core.location if backend.engine == "sqlite" else info["location"],
+            "facts": sum(g.facts for g in groups),
+            "expired": sum(g.expired for g in groups),
+            "archived": counts["archived"],
+            "history": counts["history"],
+            "by_slot": [{"slot": g.slot, "scope": g.scope or None, "user": g.user_id or None,
+                         "agent": g.agent_id or None, "facts": g.facts, "expired": g.expired}
+                        for g in groups],
+        }

@@ -28,19 +28,23 @@ import numpy as np
 from .types import (
     BadValue,
     CacheStatus,
+    Erased,
     FactFields,
     FactFilter,
+    FactKey,
     FactRow,
+    GroupCount,
     Health,
     HistoryEntry,
     LexicalCandidate,
     QueryPlan,
     TermCounts,
+    VectorRow,
     VectorState,
 )
 
-__all__ = ["Backend", "Caches", "Candidates", "FactRows", "FlushProgress", "Lifecycle", "Links",
-           "Upkeep", "Vectors"]
+__all__ = ["Backend", "Caches", "Candidates", "Erasure", "FactRows", "FlushProgress", "Lifecycle",
+           "Links", "Upkeep", "Vectors"]
 
 
 class Lifecycle(Protocol):
@@ -101,29 +105,31 @@ class FactRows(Protocol):
     def get_archived(self, fact_id: int) -> FactRow | None:
         """The archived fact with this id, with ``archived_at`` and ``reason``."""
 
-    def get_by_key(self, slot: str, scope: str, key: str, *, live_at: float | None = None
-                   ) -> FactRow | None:
-        """The fact with this slot, scope and key.
+    def get_by_key(self, slot: str, scope: str, key: str, *, user_id: str, agent_id: str,
+                   live_at: float | None = None) -> FactRow | None:
+        """The fact with this slot, owners and key.
 
         Inside :meth:`transaction` the key is reserved for this transaction
         until it ends, whether or not a fact holds it: another writer's
         ``get_by_key`` of the same key waits. Reading the key this way before
         :meth:`insert` or :meth:`update` makes an upsert race-free."""
 
-    def find_same(self, slot: str, scope: str, key: str | None, value: str, *,
-                  archived: bool = False, live_at: float | None = None) -> int | None:
+    def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
+                  agent_id: str, archived: bool = False, live_at: float | None = None
+                  ) -> int | None:
         """The lowest id of a fact (or archived fact) with exactly this slot,
-        scope, key and value, or ``None``."""
+        owners, key and value, or ``None``."""
 
-    def find_existing(self, items: Sequence[tuple[str, str, str | None, str]], *,
-                      archived: bool = False) -> list[int | None]:
-        """For each ``(slot, scope, key, value)``, the lowest id of a stored fact it
-        duplicates, else ``None`` (in input order; an import checks a batch at once).
+    def find_existing(self, items: Sequence[FactKey], *, archived: bool = False
+                      ) -> list[int | None]:
+        """For each ``(slot, scope, user_id, agent_id, key, value)``, the lowest id of a
+        stored fact it duplicates, else ``None`` (in input order; an import checks a
+        batch at once).
 
-        Live facts: a keyed item matches the fact with its slot, scope and key
+        Live facts: a keyed item matches the fact with its slot, owners and key
         (whatever the value); a free item (``key`` ``None``) the free fact with
-        its slot, scope and exact value. ``archived``: an archived fact with the
-        same slot, scope, key and value. Takes time in the number of items, not
+        its slot, owners and exact value. ``archived``: an archived fact with the
+        same slot, owners, key and value. Takes time in the number of items, not
         in the number of stored facts (both engines index free values)."""
 
     def taken_ids(self, fact_ids: Sequence[int]) -> set[int]:
@@ -135,7 +141,7 @@ class FactRows(Protocol):
         Return the id. Ids are never reused, also after an archived id.
 
         :raises DuplicateKeyError: The row has a key that a live fact of the
-            same slot and scope holds; nothing is written."""
+            same slot and owners holds; nothing is written."""
 
     def insert_archived(self, row: FactRow, fact_id: int) -> None:
         """Insert a fact straight into the archive (import), with
@@ -186,8 +192,8 @@ class FactRows(Protocol):
         """Facts passing ``flt`` just before (newest first) and after (oldest
         first) ``row`` in time order (timelines)."""
 
-    def group_counts(self, *, live_at: float) -> list[tuple[str, str, int, int]]:
-        """``(slot, scope, facts, expired)`` per slot and scope, sorted."""
+    def group_counts(self, *, live_at: float) -> list[GroupCount]:
+        """Facts and expired facts per slot and owners, sorted."""
 
     def counts(self) -> dict[str, int]:
         """``{"facts", "archived", "history"}`` row counts."""
@@ -224,14 +230,19 @@ class Links(Protocol):
 
 
 class FlushProgress(Protocol):
-    """How far each conversation was read by the flusher."""
+    """How far each conversation of each user and agent was read by the flusher."""
 
-    def read_progress(self, conversation: str) -> tuple[int, str] | None:
+    def read_progress(self, conversation: str, *, user_id: str, agent_id: str
+                      ) -> tuple[int, str] | None:
         """``(messages_read, fingerprint)`` of a conversation, or ``None``."""
 
     def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
-                       now: float) -> None:
+                       now: float, *, user_id: str, agent_id: str) -> None:
         """Record how far a conversation was read (inside the flush's transaction)."""
+
+    def erase_progress(self, kind: str, owner: str) -> int:
+        """Remove the progress of every conversation whose ``kind`` (``"user"`` or
+        ``"agent"``) is ``owner`` (inside a transaction); how many were removed."""
 
 
 class Candidates(Protocol):
@@ -267,8 +278,8 @@ class Vectors(Protocol):
         transaction), recording :data:`META_EMBEDDER_MODEL` and
         :data:`META_EMBEDDER_DIMENSION`."""
 
-    def put_vectors(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
-        """Write the vectors of ``(fact_id, scope, slot)`` rows (inside a transaction)."""
+    def put_vectors(self, rows: Sequence[VectorRow], vectors: np.ndarray) -> None:
+        """Write the vectors of these facts (inside a transaction)."""
 
     def delete_vectors(self, fact_ids: Sequence[int]) -> None:
         """Remove the vectors of these facts (inside a transaction)."""
@@ -300,6 +311,26 @@ class Caches(Protocol):
             without it, or loading failed."""
 
 
+class Erasure(Protocol):
+    """Removing facts for good: their rows, history, vectors and links."""
+
+    def owned_ids(self, kind: str, owner: str) -> list[int]:
+        """The ids of the live and archived facts whose ``kind`` (``"user"``,
+        ``"agent"`` or ``"scope"``) is ``owner``."""
+
+    def erase_facts(self, fact_ids: Sequence[int]) -> Erased:
+        """Remove these facts, live or archived, with their history, vectors and
+        links (inside a transaction); what was removed."""
+
+    def erase_all(self) -> Erased:
+        """Remove every fact, archived fact, history entry, vector, link and flush
+        progress record (inside a transaction); the store stays bound to its embedder."""
+
+    def scrub(self) -> None:
+        """After an erasure (outside a transaction): leave no trace of the removed
+        text in the engine's files (on SQLite: its free pages and write-ahead log)."""
+
+
 class Upkeep(Protocol):
     """Health checks and rebuilds."""
 
@@ -319,6 +350,6 @@ class Upkeep(Protocol):
 
 
 @runtime_checkable
-class Backend(Lifecycle, FactRows, Links, FlushProgress, Candidates, Vectors, Caches, Upkeep,
-              Protocol):
+class Backend(Lifecycle, FactRows, Links, FlushProgress, Candidates, Vectors, Caches, Erasure,
+              Upkeep, Protocol):
     """A storage engine behind :class:`~ctxslots.FactStore`: every role above."""

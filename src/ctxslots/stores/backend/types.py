@@ -8,7 +8,7 @@ newline between tags, and the global scope is the empty string ``""``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 import attrs
 import numpy as np
@@ -25,9 +25,12 @@ __all__ = [
     "BadValue",
     "CacheStatus",
     "DuplicateKeyError",
+    "Erased",
     "FactFields",
     "FactFilter",
+    "FactKey",
     "FactRow",
+    "GroupCount",
     "Health",
     "HistoryEntry",
     "LexicalCandidate",
@@ -35,16 +38,18 @@ __all__ = [
     "Row",
     "TermCounts",
     "ValueRange",
+    "VectorRow",
     "VectorState",
     "rows_in",
     "visible_scopes",
+    "visible_to",
 ]
 
 #: The columns of a fact row, in the order engines store them.
 FACT_COLUMNS: tuple[str, ...] = (
     "id", "slot", "scope", "key", "value", "tags", "source", "confidence", "score",
     "created_at", "updated_at", "observed_at", "last_accessed", "access_count", "expires_at",
-    "superseded_by", "context",
+    "superseded_by", "context", "user_id", "agent_id",
 )
 
 #: The weight of a memory's context words against its own in BM25 (both
@@ -138,10 +143,16 @@ class BadValue:
 
 
 class FactFields(TypedDict):
-    """A fact's stored columns but its id: what an insert writes."""
+    """A fact's stored columns but its id: what an insert writes.
+
+    ``user_id`` and ``agent_id`` are its owners (``""``: none; see
+    :mod:`ctxslots.stores.owners`), as ``scope`` is.
+    """
 
     slot: str
     scope: str
+    user_id: str
+    agent_id: str
     key: str | None
     value: str
     tags: str
@@ -181,12 +192,38 @@ class FactFilter:
         slots: Only these slots (``None``: every slot).
         live_at: Leave out facts expired at this moment (``None``: keep them).
         include_superseded: Keep facts a newer near-duplicate hides.
+        users: The stored user ids visible (``""``: facts of no user, such as
+            project facts). ``None``: every user.
+        agents: The stored agent ids visible, as ``users``.
+        tags: Only facts that carry every one of these tags.
+        source: Only facts with this source.
+        observed_after: Only facts observed at or after this moment.
+        observed_before: Only facts observed before this moment.
     """
 
     scopes: tuple[str, ...] | None = None
     slots: tuple[str, ...] | None = None
     live_at: float | None = None
     include_superseded: bool = True
+    users: tuple[str, ...] | None = None
+    agents: tuple[str, ...] | None = None
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    observed_after: float | None = None
+    observed_before: float | None = None
+
+    def owns(self, row: FactFields) -> bool:
+        """Whether ``row``'s slot and owners are among those this filter sees (a check
+        of a fact found by id; expiry and the rest are not looked at)."""
+        return all(allowed is None or value in allowed for value, allowed in (
+            (row["user_id"], self.users), (row["agent_id"], self.agents),
+            (row["scope"], self.scopes), (row["slot"], self.slots)))
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether it filters by tags, source or time (what in-memory copies do not hold)."""
+        return bool(self.tags) or self.source is not None \
+            or self.observed_after is not None or self.observed_before is not None
 
 
 @attrs.frozen
@@ -262,6 +299,62 @@ class CacheStatus:
     vector_rows: int = 0
 
 
+class VectorRow(NamedTuple):
+    """Where a fact's vector is filed: its id and the slot and owners a search filters on."""
+
+    fact_id: int
+    scope: str
+    slot: str
+    user_id: str = ""
+    agent_id: str = ""
+
+    @classmethod
+    def of(cls, fact_id: int, row: FactFields) -> VectorRow:
+        """Where the vector of the fact ``row`` (stored under ``fact_id``) is filed."""
+        return cls(int(fact_id), row["scope"], row["slot"], row["user_id"], row["agent_id"])
+
+
+class GroupCount(NamedTuple):
+    """How many facts one slot holds for one set of owners (``stats``, pruning caps)."""
+
+    slot: str
+    scope: str
+    user_id: str
+    agent_id: str
+    facts: int
+    expired: int
+
+
+#: One fact as an import checks it against the store: ``(slot, scope, user_id,
+#: agent_id, key, value)`` (``key`` ``None`` for a free memory).
+FactKey = tuple[str, str, str, str, "str | None", str]
+
+
+@attrs.frozen
+class Erased:
+    """What an erasure removed.
+
+    Attributes:
+        facts: Live facts.
+        archived: Archived facts.
+        history: Earlier values.
+        vectors: Vectors.
+        links: Co-recall links.
+        progress: Flush progress records.
+    """
+
+    facts: int = 0
+    archived: int = 0
+    history: int = 0
+    vectors: int = 0
+    links: int = 0
+    progress: int = 0
+
+    def __add__(self, other: Erased) -> Erased:
+        return Erased(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other),
+                                                  strict=True)))
+
+
 @attrs.frozen
 class HistoryEntry:
     """An earlier value of a fact, valid from ``valid_from`` to ``valid_to``."""
@@ -318,6 +411,11 @@ class Health:
 def visible_scopes(scope: str) -> tuple[str, ...]:
     """The stored scope values a search in ``scope`` sees: that scope and the global one."""
     return tuple(dict.fromkeys([scope, ""]))
+
+
+def visible_to(owner: str) -> tuple[str, ...]:
+    """The stored owner values a request for ``owner`` sees: its own, and ``""`` (none)."""
+    return tuple(dict.fromkeys([owner, ""]))
 
 
 def rows_in(values: Iterable[int], size: int = 500) -> Iterator[list[int]]:

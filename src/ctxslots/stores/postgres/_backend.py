@@ -16,14 +16,18 @@ from ...errors import StoreError
 from ..backend import (
     BadValue,
     CacheStatus,
+    Erased,
     FactFields,
     FactFilter,
+    FactKey,
+    GroupCount,
     Health,
     HistoryEntry,
     LexicalCandidate,
     QueryPlan,
     Row,
     TermCounts,
+    VectorRow,
     VectorState,
 )
 from . import _health, _links, _meta, _rows, _values, _vectors
@@ -229,21 +233,23 @@ class PostgresBackend:
         with self._conn() as conn:
             return _rows.get_archived(conn, fact_id)
 
-    def get_by_key(self, slot: str, scope: str, key: str, *, live_at: float | None = None
-                   ) -> Row | None:
-        """The fact with this slot, scope and key (the key reserved, inside a transaction)."""
+    def get_by_key(self, slot: str, scope: str, key: str, *, user_id: str, agent_id: str,
+                   live_at: float | None = None) -> Row | None:
+        """The fact with this slot, owners and key (the key reserved, inside a transaction)."""
         with self._conn() as conn:
-            return _rows.get_by_key(conn, slot, scope, key, live_at, lock=self._locking())
+            return _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, live_at,
+                                    lock=self._locking())
 
-    def find_same(self, slot: str, scope: str, key: str | None, value: str, *,
-                  archived: bool = False, live_at: float | None = None) -> int | None:
-        """The lowest id of a fact with exactly this slot, scope, key and value."""
+    def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
+                  agent_id: str, archived: bool = False, live_at: float | None = None
+                  ) -> int | None:
+        """The lowest id of a fact with exactly this slot, owners, key and value."""
         with self._conn() as conn:
-            return _rows.find_same(conn, slot, scope, key, value, archived=archived,
-                                   live_at=live_at)
+            return _rows.find_same(conn, slot, scope, user_id, agent_id, key, value,
+                                   archived=archived, live_at=live_at)
 
-    def find_existing(self, items: Sequence[tuple[str, str, str | None, str]], *,
-                      archived: bool = False) -> list[int | None]:
+    def find_existing(self, items: Sequence[FactKey], *, archived: bool = False
+                      ) -> list[int | None]:
         """The stored fact each item duplicates, a batch per statement."""
         with self._conn() as conn:
             return _rows.find_existing(conn, items, archived=archived)
@@ -327,7 +333,7 @@ class PostgresBackend:
         with self._conn() as conn:
             return _rows.neighbours(conn, row, flt, before, after)
 
-    def group_counts(self, *, live_at: float) -> list[tuple[str, str, int, int]]:
+    def group_counts(self, *, live_at: float) -> list[GroupCount]:
         """``(slot, scope, facts, expired)`` per slot and scope."""
         with self._conn() as conn:
             return _rows.group_counts(conn, live_at)
@@ -381,16 +387,23 @@ class PostgresBackend:
         with self._conn() as conn:
             return iter(list(_links.all_links(conn)))
 
-    def read_progress(self, conversation: str) -> tuple[int, str] | None:
+    def read_progress(self, conversation: str, *, user_id: str, agent_id: str
+                      ) -> tuple[int, str] | None:
         """``(messages_read, fingerprint)`` of a conversation."""
         with self._conn() as conn:
-            return _meta.read_progress(conn, conversation)
+            return _meta.read_progress(conn, conversation, user_id, agent_id)
 
     def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
-                       now: float) -> None:
+                       now: float, *, user_id: str, agent_id: str) -> None:
         """Record how far a conversation was read."""
         with self._conn() as conn:
-            _meta.write_progress(conn, conversation, messages_read, fingerprint, now)
+            _meta.write_progress(conn, conversation, messages_read, fingerprint, now,
+                                 user_id, agent_id)
+
+    def erase_progress(self, kind: str, owner: str) -> int:
+        """Remove the progress of this user's or agent's conversations."""
+        with self._conn() as conn:
+            return _meta.erase_progress(conn, kind, owner)
 
     # -- the two candidate legs ----------------------------------------------------------
 
@@ -423,7 +436,7 @@ class PostgresBackend:
         with self._conn() as conn:
             _vectors.reset(conn, model_id, dimension)
 
-    def put_vectors(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
+    def put_vectors(self, rows: Sequence[VectorRow], vectors: np.ndarray) -> None:
         """Write the vectors of ``(fact_id, scope, slot)`` rows."""
         with self._conn() as conn:
             _vectors.put(conn, rows, vectors)
@@ -458,6 +471,28 @@ class PostgresBackend:
         """Refused: this engine keeps no in-memory vector copy."""
         raise StoreError("the postgresql engine keeps no in-memory vector copy",
                          path=self.location)
+
+    # -- erasure ---------------------------------------------------------------------
+
+    def owned_ids(self, kind: str, owner: str) -> list[int]:
+        """The ids of the live and archived facts of this owner."""
+        with self._conn() as conn:
+            return _rows.owned_ids(conn, kind, owner)
+
+    def erase_facts(self, fact_ids: Sequence[int]) -> Erased:
+        """Remove these facts with their history, vectors and links."""
+        with self._conn() as conn:
+            erased = _rows.erase_facts(conn, fact_ids)
+            return attrs.evolve(erased, vectors=_vectors.delete(conn, fact_ids))
+
+    def erase_all(self) -> Erased:
+        """Remove every fact, archived fact, history entry, vector, link and progress record."""
+        with self._conn() as conn:
+            return attrs.evolve(_rows.erase_all(conn), vectors=_vectors.erase_all(conn),
+                                progress=_meta.erase_all_progress(conn))
+
+    def scrub(self) -> None:
+        """Nothing to do: deleted rows are gone from every table a read can reach."""
 
     # -- health --------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Co-recall links on PostgreSQL: one row per pair ``a < b``, carrying a scope."""
+"""Co-recall links on PostgreSQL: one row per pair ``a < b``, carrying a scope and a user."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ from ._sql import Conn, id_list
 
 __all__ = ["all_links", "links_among", "links_of", "merge_links", "strengthen_links"]
 
-#: A link's scope: the scope of its first fact, live or archived ('' when neither exists).
-_SCOPE_OF_A = ("coalesce((SELECT scope FROM facts WHERE id = p.a LIMIT 1), "
-               "(SELECT scope FROM archive WHERE id = p.a LIMIT 1), '')")
+def _of_a(column: str) -> str:
+    """A link's scope or user: its first fact's, live or archived ('' when neither exists)."""
+    return (f"coalesce((SELECT {column} FROM facts WHERE id = p.a LIMIT 1), "
+            f"(SELECT {column} FROM archive WHERE id = p.a LIMIT 1), '')")
+
+
+_OWNERS_OF_A = f"{_of_a('scope')}, {_of_a('user_id')}"
 
 
 def strengthen_links(conn: Conn, pairs: Sequence[tuple[int, int]], now: float) -> None:
@@ -21,10 +25,10 @@ def strengthen_links(conn: Conn, pairs: Sequence[tuple[int, int]], now: float) -
         return
     keys = sorted(counted)
     conn.execute(
-        f"INSERT INTO fact_links (scope, a, b, strength, updated_at) "
-        f"SELECT {_SCOPE_OF_A}, p.a, p.b, p.n, %s "
+        f"INSERT INTO fact_links (scope, user_id, a, b, strength, updated_at) "
+        f"SELECT {_OWNERS_OF_A}, p.a, p.b, p.n, %s "
         "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS p(a, b, n) "
-        "ON CONFLICT (scope, a, b) DO UPDATE SET "
+        "ON CONFLICT (scope, user_id, a, b) DO UPDATE SET "
         "strength = fact_links.strength + excluded.strength, updated_at = excluded.updated_at",
         (float(now), [a for a, _ in keys], [b for _, b in keys],
          [float(counted[k]) for k in keys]))
@@ -41,10 +45,10 @@ def merge_links(conn: Conn, rows: Sequence[tuple[int, int, float, float]]) -> No
         return
     keys = sorted(best)
     conn.execute(
-        f"INSERT INTO fact_links (scope, a, b, strength, updated_at) "
-        f"SELECT {_SCOPE_OF_A}, p.a, p.b, p.s, p.u "
+        f"INSERT INTO fact_links (scope, user_id, a, b, strength, updated_at) "
+        f"SELECT {_OWNERS_OF_A}, p.a, p.b, p.s, p.u "
         "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[], %s::float8[]) AS p(a, b, s, u) "
-        "ON CONFLICT (scope, a, b) DO UPDATE SET strength = excluded.strength, "
+        "ON CONFLICT (scope, user_id, a, b) DO UPDATE SET strength = excluded.strength, "
         "updated_at = excluded.updated_at WHERE excluded.strength > fact_links.strength",
         ([a for a, _ in keys], [b for _, b in keys], [best[k][0] for k in keys],
          [best[k][1] for k in keys]))

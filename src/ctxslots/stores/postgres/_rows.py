@@ -13,7 +13,17 @@ from typing import Any, cast
 from psycopg.rows import dict_row
 
 from ...errors import DuplicateKeyError
-from ..backend import FACT_COLUMNS, FactFields, FactFilter, FactRow, HistoryEntry, Row
+from ..backend import (
+    FACT_COLUMNS,
+    Erased,
+    FactFields,
+    FactFilter,
+    FactKey,
+    FactRow,
+    GroupCount,
+    HistoryEntry,
+    Row,
+)
 from ._schema import NAME_LOCK_CLASS
 from ._sql import ARCHIVE_COLUMNS, COLUMNS, Conn, filter_clause, id_list, live_clause
 
@@ -72,53 +82,59 @@ def get_archived(conn: Conn, fact_id: int) -> Row | None:
     return _one(conn, f"SELECT {ARCHIVE_COLUMNS} FROM archive WHERE id = %s", (int(fact_id),))
 
 
-def get_by_key(conn: Conn, slot: str, scope: str, key: str, live_at: float | None, *,
-               lock: bool) -> Row | None:
-    """The fact with this slot, scope and key; with ``lock`` the key is reserved first."""
+def get_by_key(conn: Conn, slot: str, scope: str, user_id: str, agent_id: str, key: str,
+               live_at: float | None, *, lock: bool) -> Row | None:
+    """The fact with this slot, owners and key; with ``lock`` the key is reserved first."""
     if lock:
         # A separate statement: the SELECT after it takes a snapshot that sees
         # what the writer we waited for committed.
-        reserve_name(conn, "key", slot, scope, key)
+        reserve_name(conn, "key", slot, scope, user_id, agent_id, key)
     live, params = live_clause(live_at)
-    return _one(conn, f"SELECT {COLUMNS} FROM facts f WHERE scope = %s AND slot = %s "
-                      f"AND key = %s AND {live}{' FOR UPDATE' if lock else ''}",
-                (scope, slot, key, *params))
+    return _one(conn, f"SELECT {COLUMNS} FROM facts f WHERE scope = %s AND user_id = %s "
+                      f"AND agent_id = %s AND slot = %s AND key = %s AND {live}"
+                      f"{' FOR UPDATE' if lock else ''}",
+                (scope, user_id, agent_id, slot, key, *params))
 
 
-def find_same(conn: Conn, slot: str, scope: str, key: str | None, value: str, *,
-              archived: bool, live_at: float | None) -> int | None:
-    """The lowest id with exactly this slot, scope, key and value (by the value index)."""
+def find_same(conn: Conn, slot: str, scope: str, user_id: str, agent_id: str, key: str | None,
+              value: str, *, archived: bool, live_at: float | None) -> int | None:
+    """The lowest id with exactly this slot, owners, key and value (by the value index)."""
     live, params = live_clause(live_at)
     key_cond, key_params = ("key IS NULL", []) if key is None else ("key = %s", [key])
     found = conn.execute(
         f"SELECT min(id) FROM {'archive' if archived else 'facts'} f WHERE scope = %s "
-        f"AND slot = %s AND {key_cond} AND md5(value) = md5(%s) AND value = %s AND {live}",
-        (scope, slot, *key_params, value, value, *params)).fetchone()
+        f"AND user_id = %s AND agent_id = %s AND slot = %s AND {key_cond} "
+        f"AND md5(value) = md5(%s) AND value = %s AND {live}",
+        (scope, user_id, agent_id, slot, *key_params, value, value, *params)).fetchone()
     return None if found is None or found[0] is None else int(found[0])
 
 
-def find_existing(conn: Conn, items: Sequence[tuple[str, str, str | None, str]], *,
-                  archived: bool) -> list[int | None]:
+_SAME_OWNERS = ("f.scope = q.scope AND f.user_id = q.user_id AND f.agent_id = q.agent_id "
+                "AND f.slot = q.slot")
+
+
+def find_existing(conn: Conn, items: Sequence[FactKey], *, archived: bool
+                  ) -> list[int | None]:
     """For each item the lowest id of the stored fact it duplicates (see the Backend)."""
     out: list[int | None] = [None] * len(items)
     same_value = "md5(f.value) = md5(q.value) AND f.value = q.value"
     if archived:
         groups = [(list(range(len(items))), "archive",
-                   (f"f.scope = q.scope AND f.slot = q.slot AND {same_value} "
-                    "AND f.key IS NOT DISTINCT FROM q.key"))]
+                   f"{_SAME_OWNERS} AND {same_value} AND f.key IS NOT DISTINCT FROM q.key")]
     else:
-        groups = [([i for i, it in enumerate(items) if it[2] is not None], "facts",
-                   "f.scope = q.scope AND f.slot = q.slot AND f.key = q.key"),
-                  ([i for i, it in enumerate(items) if it[2] is None], "facts",
-                   f"f.key IS NULL AND f.scope = q.scope AND f.slot = q.slot AND {same_value}")]
+        groups = [([i for i, it in enumerate(items) if it[4] is not None], "facts",
+                   f"{_SAME_OWNERS} AND f.key = q.key"),
+                  ([i for i, it in enumerate(items) if it[4] is None], "facts",
+                   f"f.key IS NULL AND {_SAME_OWNERS} AND {same_value}")]
     for positions, table, join in groups:
         if not positions:
             continue
         columns = list(zip(*[(i, *items[i]) for i in positions]))
         found = conn.execute(
             "SELECT q.i, min(f.id) FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[], "
-            f"%s::text[]) AS q(i, slot, scope, key, value) JOIN {table} f ON {join} "
-            "GROUP BY q.i", [list(c) for c in columns]).fetchall()
+            "%s::text[], %s::text[], %s::text[]) AS q(i, slot, scope, user_id, agent_id, key, "
+            f"value) JOIN {table} f ON {join} GROUP BY q.i",
+            [list(c) for c in columns]).fetchall()
         for i, fact_id in found:
             out[int(i)] = int(fact_id)
     return out
@@ -166,7 +182,8 @@ def insert(conn: Conn, row: FactFields, fact_id: int | None, where: str) -> int:
         values = [int(fact_id), *values]
     found = conn.execute(
         f"INSERT INTO facts ({columns}) VALUES ({marks}) "
-        "ON CONFLICT (scope, slot, key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
+        "ON CONFLICT (scope, user_id, agent_id, slot, key) WHERE key IS NOT NULL DO NOTHING "
+        "RETURNING id",
         values).fetchone()
     if found is None:
         raise DuplicateKeyError(row["slot"], row["scope"], str(row["key"]), path=where)
@@ -199,12 +216,12 @@ def archive(conn: Conn, fact_id: int, archived_at: float, reason: str | None) ->
     """Move a live fact to the archive (replacing an archived row of the same id)."""
     inserted = ", ".join(_INSERTED)
     assignments = ", ".join(f"{c} = excluded.{c}" for c in (*_INSERTED, "archived_at", "reason")
-                            if c != "scope")
+                            if c not in ("scope", "user_id"))
     return _one(conn, f"""
         WITH moved AS (DELETE FROM facts WHERE id = %s RETURNING {COLUMNS})
         INSERT INTO archive (id, {inserted}, archived_at, reason)
         SELECT id, {inserted}, %s, %s FROM moved
-        ON CONFLICT (id, scope) DO UPDATE SET {assignments}
+        ON CONFLICT (id, scope, user_id) DO UPDATE SET {assignments}
         RETURNING {ARCHIVE_COLUMNS}""", (int(fact_id), float(archived_at), reason))
 
 
@@ -244,9 +261,11 @@ def add_history(conn: Conn, entries: Sequence[HistoryEntry]) -> None:
         return
     with conn.cursor() as cur:
         cur.executemany(
-            f"INSERT INTO fact_history ({_HISTORY}) VALUES ({', '.join(['%s'] * 10)})",
+            # A history row carries its fact's user, the key a split by user goes by.
+            f"INSERT INTO fact_history ({_HISTORY}, user_id) VALUES ({', '.join(['%s'] * 10)}, "
+            "coalesce((SELECT user_id FROM facts WHERE id = %s LIMIT 1), ''))",
             [(e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
-              e.valid_from, e.valid_to) for e in entries])
+              e.valid_from, e.valid_to, e.fact_id) for e in entries])
 
 
 def _entry(row: Sequence[Any]) -> HistoryEntry:
@@ -324,13 +343,15 @@ def neighbours(conn: Conn, row: Row, flt: FactFilter, before: int, after: int
     return list(earlier), list(later)
 
 
-def group_counts(conn: Conn, live_at: float) -> list[tuple[str, str, int, int]]:
-    """``(slot, scope, facts, expired)`` per slot and scope."""
+def group_counts(conn: Conn, live_at: float) -> list[GroupCount]:
+    """Facts and expired facts per slot and owners."""
     found = conn.execute(
-        "SELECT slot, scope, count(*), count(*) FILTER (WHERE expires_at IS NOT NULL "
-        "AND expires_at <= %s) FROM facts GROUP BY slot, scope ORDER BY slot, scope",
-        (float(live_at),)).fetchall()
-    return [(str(s), str(c), int(n), int(e)) for s, c, n, e in found]
+        "SELECT slot, scope, user_id, agent_id, count(*), count(*) FILTER (WHERE expires_at "
+        "IS NOT NULL AND expires_at <= %s) FROM facts GROUP BY slot, scope, user_id, agent_id "
+        "ORDER BY slot COLLATE \"C\", scope COLLATE \"C\", user_id COLLATE \"C\", "
+        "agent_id COLLATE \"C\"", (float(live_at),)).fetchall()
+    return [GroupCount(str(s), str(c), str(u), str(a), int(n), int(e))
+            for s, c, u, a, n, e in found]
 
 
 def counts(conn: Conn) -> dict[str, int]:
@@ -364,3 +385,43 @@ def hidden_counts(conn: Conn, fact_ids: Sequence[int]) -> dict[int, int]:
     found = conn.execute("SELECT superseded_by, count(*) FROM facts WHERE superseded_by = ANY(%s) "
                          "GROUP BY superseded_by", (ids,)).fetchall()
     return {int(by): int(n) for by, n in found}
+
+
+# -- erasure ----------------------------------------------------------------------
+
+#: The column that holds each kind of owner.
+OWNER_COLUMNS = {"user": "user_id", "agent": "agent_id", "scope": "scope"}
+
+
+def owned_ids(conn: Conn, kind: str, owner: str) -> list[int]:
+    """The ids of the live and archived facts whose ``kind`` is ``owner``."""
+    column = OWNER_COLUMNS[kind]
+    found = conn.execute(f"SELECT id FROM facts WHERE {column} = %s UNION "
+                         f"SELECT id FROM archive WHERE {column} = %s ORDER BY 1",
+                         (owner, owner)).fetchall()
+    return [int(r[0]) for r in found]
+
+
+def _deleted(conn: Conn, sql: str, params: Sequence[Any]) -> int:
+    return len(conn.execute(sql + " RETURNING 1", params).fetchall())
+
+
+def erase_facts(conn: Conn, fact_ids: Sequence[int]) -> Erased:
+    """Remove these facts, live or archived, with their history and links."""
+    ids = id_list(fact_ids)
+    if not ids:
+        return Erased()
+    return Erased(
+        facts=_deleted(conn, "DELETE FROM facts WHERE id = ANY(%s)", (ids,)),
+        archived=_deleted(conn, "DELETE FROM archive WHERE id = ANY(%s)", (ids,)),
+        history=_deleted(conn, "DELETE FROM fact_history WHERE fact_id = ANY(%s)", (ids,)),
+        links=_deleted(conn, "DELETE FROM fact_links WHERE a = ANY(%s) OR b = ANY(%s)",
+                       (ids, ids)))
+
+
+def erase_all(conn: Conn) -> Erased:
+    """Remove every fact, archived fact, history entry and link."""
+    return Erased(facts=_deleted(conn, "DELETE FROM facts", ()),
+                  archived=_deleted(conn, "DELETE FROM archive", ()),
+                  history=_deleted(conn, "DELETE FROM fact_history", ()),
+                  links=_deleted(conn, "DELETE FROM fact_links", ()))

@@ -6,9 +6,10 @@ table and applies what is missing, all in one transaction, so many hosts can
 start at once: the first applies the migrations, the others wait for it and
 then find nothing to do. A crash leaves the schema as it was before.
 
-Every table that holds facts carries the ``scope`` column, and every primary
-or unique key includes it, so the store can be split by scope (Citus
-``create_distributed_table('facts', 'scope')``, see ``docs/postgres.md``).
+Every table that holds facts carries the ``scope`` and ``user_id`` columns, and
+every primary or unique key includes both, so the store can be split by user or
+by scope (Citus ``create_distributed_table('facts', 'user_id')``, see
+``docs/postgres.md``).
 ``store_meta``, ``flush_progress`` and ``schema_migrations`` are small
 store-wide tables (Citus reference tables).
 """
@@ -22,6 +23,7 @@ import psycopg
 from psycopg import errors as pgerrors
 
 from ...errors import StoreError
+from ..owners import DEFAULT_AGENT, DEFAULT_USER
 from ._sql import relation_exists
 
 __all__ = [
@@ -42,6 +44,11 @@ NAME_LOCK_CLASS = 0x63747874
 #: The text search configuration of every tsvector: Snowball English stemming,
 #: stop words kept (as SQLite's porter tokenizer does; queries leave them out).
 TS_CONFIG = "ctxslots_english"
+
+#: The index a vector search reads its visible rows through (the vector table is
+#: made when an embedder is bound; see :mod:`._vectors`).
+OWNERS_VECTOR_INDEX = ("CREATE INDEX fact_vectors_owners ON fact_vectors "
+                       "(user_id, agent_id, slot, scope)")
 
 #: ASCII and common unicode punctuation become spaces before parsing, so that
 #: PostgreSQL's parser splits ``src/api.py``, ``a@b.com`` or ``w0.k3`` into the
@@ -204,9 +211,79 @@ def m003_context(conn: psycopg.Connection[Any]) -> None:
         """)
 
 
+def m004_owners(conn: psycopg.Connection[Any]) -> None:
+    """Owners: the user and the agent each fact belongs to (see :mod:`ctxslots.stores.owners`).
+
+    ``facts``, ``archive`` and the vector table get ``user_id`` and ``agent_id``
+    (``''``: none); history and links get ``user_id``. The facts a store held
+    are its default user's (slot ``user``) and default agent's (slot ``agent``),
+    the rest shared as before. Every primary and unique key includes ``scope``
+    and ``user_id``, so a deployment can split the store by either (a Citus
+    distribution column, or a database per tenant) with no schema change; the
+    indexes a search reads lead with the owners. Flush progress is kept per user
+    and agent.
+    """
+    users = (DEFAULT_USER, DEFAULT_AGENT)
+    conn.execute("""
+        ALTER TABLE facts ADD COLUMN user_id text NOT NULL DEFAULT '',
+                          ADD COLUMN agent_id text NOT NULL DEFAULT '';
+        ALTER TABLE archive ADD COLUMN user_id text NOT NULL DEFAULT '',
+                            ADD COLUMN agent_id text NOT NULL DEFAULT '';
+        ALTER TABLE fact_history ADD COLUMN user_id text NOT NULL DEFAULT '';
+        ALTER TABLE fact_links ADD COLUMN user_id text NOT NULL DEFAULT '';
+    """)
+    for table in ("facts", "archive"):
+        conn.execute(f"UPDATE {table} SET user_id = %s WHERE slot = 'user'", (users[0],))
+        conn.execute(f"UPDATE {table} SET agent_id = %s WHERE slot = 'agent'", (users[1],))
+    conn.execute("""
+        UPDATE fact_history h SET user_id = o.user_id
+            FROM (SELECT id, user_id FROM facts UNION ALL SELECT id, user_id FROM archive) o
+            WHERE o.id = h.fact_id AND o.user_id <> '';
+        UPDATE fact_links l SET user_id = o.user_id
+            FROM (SELECT id, user_id FROM facts UNION ALL SELECT id, user_id FROM archive) o
+            WHERE o.id = l.a AND o.user_id <> '';
+        ALTER TABLE facts DROP CONSTRAINT facts_pkey, ADD PRIMARY KEY (id, scope, user_id);
+        ALTER TABLE archive DROP CONSTRAINT archive_pkey, ADD PRIMARY KEY (id, scope, user_id);
+        ALTER TABLE fact_history DROP CONSTRAINT fact_history_pkey,
+            ADD PRIMARY KEY (id, scope, user_id);
+        ALTER TABLE fact_links DROP CONSTRAINT fact_links_pkey,
+            ADD PRIMARY KEY (scope, user_id, a, b);
+        DROP INDEX facts_key;
+        CREATE UNIQUE INDEX facts_key ON facts (scope, user_id, agent_id, slot, key)
+            WHERE key IS NOT NULL;
+        DROP INDEX facts_scope_slot;
+        CREATE INDEX facts_owners ON facts (user_id, agent_id, slot, scope);
+        DROP INDEX archive_scope_slot;
+        CREATE INDEX archive_owners ON archive (user_id, agent_id, slot, scope);
+        DROP INDEX facts_free_value;
+        CREATE INDEX facts_free_value ON facts (scope, user_id, agent_id, slot, md5(value))
+            WHERE key IS NULL;
+        DROP INDEX archive_value;
+        CREATE INDEX archive_value ON archive (scope, user_id, agent_id, slot, md5(value));
+        ALTER TABLE flush_progress ADD COLUMN user_id text NOT NULL DEFAULT '',
+                                   ADD COLUMN agent_id text NOT NULL DEFAULT '';
+    """)
+    conn.execute("UPDATE flush_progress SET user_id = %s, agent_id = %s", users)
+    conn.execute("""
+        ALTER TABLE flush_progress DROP CONSTRAINT flush_progress_pkey,
+            ADD PRIMARY KEY (user_id, agent_id, conversation);
+    """)
+    if relation_exists(conn, "fact_vectors"):
+        conn.execute("""
+            ALTER TABLE fact_vectors ADD COLUMN user_id text NOT NULL DEFAULT '',
+                                     ADD COLUMN agent_id text NOT NULL DEFAULT '';
+            UPDATE fact_vectors v SET user_id = f.user_id, agent_id = f.agent_id
+                FROM facts f WHERE f.id = v.fact_id;
+            ALTER TABLE fact_vectors DROP CONSTRAINT fact_vectors_pkey,
+                ADD PRIMARY KEY (fact_id, scope, user_id);
+            DROP INDEX fact_vectors_scope_slot;
+        """)
+        conn.execute(OWNERS_VECTOR_INDEX)
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (
-    m001_initial, m002_value_lookup, m003_context)
+    m001_initial, m002_value_lookup, m003_context, m004_owners)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

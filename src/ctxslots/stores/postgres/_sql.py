@@ -36,17 +36,28 @@ def filter_clause(flt: FactFilter, alias: str = "f") -> tuple[str, list[Any]]:
     """``flt`` as a WHERE condition on the table ``alias`` (``TRUE`` when it keeps all)."""
     clauses: list[str] = []
     params: list[Any] = []
-    if flt.scopes is not None:
-        clauses.append(f"{alias}.scope = ANY(%s)")
-        params.append(list(flt.scopes))
-    if flt.slots is not None:
-        clauses.append(f"{alias}.slot = ANY(%s)")
-        params.append(list(flt.slots))
+    for column, values in (("user_id", flt.users), ("agent_id", flt.agents),
+                           ("slot", flt.slots), ("scope", flt.scopes)):
+        if values is not None:
+            clauses.append(f"{alias}.{column} = ANY(%s)")
+            params.append(list(values))
     if flt.live_at is not None:
         clauses.append(f"({alias}.expires_at IS NULL OR {alias}.expires_at > %s)")
         params.append(float(flt.live_at))
     if not flt.include_superseded:
         clauses.append(f"{alias}.superseded_by IS NULL")
+    for tag in flt.tags:  # tags are stored one per line
+        clauses.append(f"strpos(chr(10) || {alias}.tags || chr(10), %s) > 0")
+        params.append(f"\n{tag}\n")
+    if flt.source is not None:
+        clauses.append(f"{alias}.source = %s")
+        params.append(flt.source)
+    if flt.observed_after is not None:
+        clauses.append(f"{alias}.observed_at >= %s")
+        params.append(float(flt.observed_after))
+    if flt.observed_before is not None:
+        clauses.append(f"{alias}.observed_at < %s")
+        params.append(float(flt.observed_before))
     return (" AND ".join(clauses) or "TRUE"), params
 
 

@@ -20,14 +20,16 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from ...errors import StoreError
-from ..backend import FactFilter, Row, VectorState
-from ._sql import COLUMNS, Conn, id_list, relation_exists
+from ..backend import FactFilter, Row, VectorRow, VectorState
+from ._schema import OWNERS_VECTOR_INDEX
+from ._sql import COLUMNS, Conn, filter_clause, id_list, relation_exists
 from ._vector_io import Vector
 
 __all__ = ["EXACT_SCAN_ROWS", "knn", "put", "reset", "state"]
@@ -67,10 +69,12 @@ def reset(conn: Conn, model_id: str, dimension: int) -> None:
             fact_id bigint NOT NULL,
             scope text NOT NULL,
             slot text NOT NULL,
+            user_id text NOT NULL DEFAULT '',
+            agent_id text NOT NULL DEFAULT '',
             embedding vector({int(dimension)}) NOT NULL,
-            PRIMARY KEY (fact_id, scope)
+            PRIMARY KEY (fact_id, scope, user_id)
         )""")
-    conn.execute("CREATE INDEX fact_vectors_scope_slot ON fact_vectors (scope, slot)")
+    conn.execute(OWNERS_VECTOR_INDEX)
     if dimension <= MAX_INDEXED_DIMENSION:
         conn.execute("CREATE INDEX fact_vectors_hnsw ON fact_vectors "
                      "USING hnsw (embedding vector_cosine_ops)")
@@ -80,8 +84,8 @@ def reset(conn: Conn, model_id: str, dimension: int) -> None:
     _set_meta(conn, META_GENERATION, str(generation))
 
 
-def put(conn: Conn, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
-    """Write (or replace) the vectors of ``(fact_id, scope, slot)`` rows."""
+def put(conn: Conn, rows: Sequence[VectorRow], vectors: np.ndarray) -> None:
+    """Write (or replace) the vectors of these facts."""
     if not rows:
         return
     if len(vectors) != len(rows):
@@ -89,20 +93,30 @@ def put(conn: Conn, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -
     try:
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO fact_vectors (fact_id, scope, slot, embedding) "
-                "VALUES (%s, %s, %s, %b) ON CONFLICT (fact_id, scope) "
-                "DO UPDATE SET slot = excluded.slot, embedding = excluded.embedding",
-                [(int(fid), scope, slot, Vector(np.asarray(vectors[i])))
-                 for i, (fid, scope, slot) in enumerate(rows)])
+                "INSERT INTO fact_vectors (fact_id, scope, slot, user_id, agent_id, embedding) "
+                "VALUES (%s, %s, %s, %s, %s, %b) ON CONFLICT (fact_id, scope, user_id) "
+                "DO UPDATE SET slot = excluded.slot, agent_id = excluded.agent_id, "
+                "embedding = excluded.embedding",
+                [(int(r.fact_id), r.scope, r.slot, r.user_id, r.agent_id,
+                  Vector(np.asarray(vectors[i]))) for i, r in enumerate(rows)])
     except pgerrors.UndefinedTable as exc:
         raise StoreError("the store has no vector index yet: bind an embedder first "
                          "(reset_vectors)") from exc
 
 
-def delete(conn: Conn, fact_ids: Sequence[int]) -> None:
-    """Remove the vectors of these facts."""
-    if fact_ids and table_exists(conn):
-        conn.execute("DELETE FROM fact_vectors WHERE fact_id = ANY(%s)", (id_list(fact_ids),))
+def delete(conn: Conn, fact_ids: Sequence[int]) -> int:
+    """Remove the vectors of these facts; how many there were."""
+    if not fact_ids or not table_exists(conn):
+        return 0
+    return len(conn.execute("DELETE FROM fact_vectors WHERE fact_id = ANY(%s) RETURNING 1",
+                            (id_list(fact_ids),)).fetchall())
+
+
+def erase_all(conn: Conn) -> int:
+    """Remove every vector; how many there were."""
+    if not table_exists(conn):
+        return 0
+    return len(conn.execute("DELETE FROM fact_vectors RETURNING 1").fetchall())
 
 
 def vectors_of(conn: Conn, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
@@ -119,20 +133,14 @@ def _filters(flt: FactFilter) -> tuple[list[str], list[Any], list[str], list[Any
     """``flt`` as clauses on the vector table ``v`` and on its fact ``f``, with parameters."""
     on_vector: list[str] = []
     vector_params: list[Any] = []
-    if flt.scopes is not None:
-        on_vector.append("v.scope = ANY(%s)")
-        vector_params.append(list(flt.scopes))
-    if flt.slots is not None:
-        on_vector.append("v.slot = ANY(%s)")
-        vector_params.append(list(flt.slots))
-    on_fact: list[str] = []
-    fact_params: list[Any] = []
-    if flt.live_at is not None:
-        on_fact.append("(f.expires_at IS NULL OR f.expires_at > %s)")
-        fact_params.append(float(flt.live_at))
-    if not flt.include_superseded:
-        on_fact.append("f.superseded_by IS NULL")
-    return on_vector, vector_params, on_fact, fact_params
+    for column, values in (("user_id", flt.users), ("agent_id", flt.agents),
+                           ("slot", flt.slots), ("scope", flt.scopes)):
+        if values is not None:
+            on_vector.append(f"v.{column} = ANY(%s)")
+            vector_params.append(list(values))
+    rest = attrs.evolve(flt, scopes=None, slots=None, users=None, agents=None)
+    clause, fact_params = filter_clause(rest, "f")
+    return on_vector, vector_params, [clause], fact_params
 
 
 def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
@@ -144,7 +152,8 @@ def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[i
     params = vector_params + fact_params
     query = Vector(np.asarray(vector, dtype=np.float32))
     base = (f"SELECT v.fact_id, v.embedding <=> %b AS distance FROM fact_vectors v "
-            f"JOIN facts f ON f.id = v.fact_id AND f.scope = v.scope WHERE {where} ")
+            f"JOIN facts f ON f.id = v.fact_id AND f.scope = v.scope "
+            f"AND f.user_id = v.user_id WHERE {where} ")
     visible = conn.execute(
         f"SELECT count(*) FROM (SELECT 1 FROM fact_vectors v "
         f"WHERE {' AND '.join(on_vector) or 'TRUE'} LIMIT %s) c",

@@ -8,20 +8,25 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Self
 
 import apsw
+import attrs
 import numpy as np
 
 from ...errors import ReadOnlyStoreError, StoreError
 from ..backend import (
     BadValue,
     CacheStatus,
+    Erased,
     FactFields,
     FactFilter,
+    FactKey,
     FactRow,
+    GroupCount,
     Health,
     HistoryEntry,
     LexicalCandidate,
     QueryPlan,
     TermCounts,
+    VectorRow,
     VectorState,
 )
 from . import _health, _links, _meta, _rows, _values, _vectors
@@ -135,19 +140,20 @@ class SQLiteBackend:
         """The archived fact with this id."""
         return _rows.get_archived(self._conn, fact_id)
 
-    def get_by_key(self, slot: str, scope: str, key: str, *, live_at: float | None = None
-                   ) -> FactRow | None:
-        """The fact with this slot, scope and key."""
-        return _rows.get_by_key(self._conn, slot, scope, key, live_at)
+    def get_by_key(self, slot: str, scope: str, key: str, *, user_id: str, agent_id: str,
+                   live_at: float | None = None) -> FactRow | None:
+        """The fact with this slot, owners and key."""
+        return _rows.get_by_key(self._conn, slot, scope, user_id, agent_id, key, live_at)
 
-    def find_same(self, slot: str, scope: str, key: str | None, value: str, *,
-                  archived: bool = False, live_at: float | None = None) -> int | None:
-        """The lowest id with exactly this slot, scope, key and value (by the value index)."""
-        return _rows.find_same(self._conn, slot, scope, key, value, archived=archived,
-                               live_at=live_at)
+    def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
+                  agent_id: str, archived: bool = False, live_at: float | None = None
+                  ) -> int | None:
+        """The lowest id with exactly this slot, owners, key and value (by the value index)."""
+        return _rows.find_same(self._conn, slot, scope, user_id, agent_id, key, value,
+                               archived=archived, live_at=live_at)
 
-    def find_existing(self, items: Sequence[tuple[str, str, str | None, str]], *,
-                      archived: bool = False) -> list[int | None]:
+    def find_existing(self, items: Sequence[FactKey], *, archived: bool = False
+                      ) -> list[int | None]:
         """The stored fact each item duplicates, a batch per statement."""
         return _rows.find_existing(self._conn, items, archived=archived)
 
@@ -218,8 +224,8 @@ class SQLiteBackend:
         """Facts just before and after ``row`` by observed time."""
         return _rows.neighbours(self._conn, row, flt, before, after)
 
-    def group_counts(self, *, live_at: float) -> list[tuple[str, str, int, int]]:
-        """Facts and expired facts per slot and scope."""
+    def group_counts(self, *, live_at: float) -> list[GroupCount]:
+        """Facts and expired facts per slot and owners."""
         return _rows.group_counts(self._conn, live_at)
 
     def counts(self) -> dict[str, int]:
@@ -262,14 +268,20 @@ class SQLiteBackend:
         """Every link."""
         return _links.all_links(self._conn)
 
-    def read_progress(self, conversation: str) -> tuple[int, str] | None:
+    def read_progress(self, conversation: str, *, user_id: str, agent_id: str
+                      ) -> tuple[int, str] | None:
         """How far a conversation was read."""
-        return _meta.read_progress(self._conn, conversation)
+        return _meta.read_progress(self._conn, conversation, user_id, agent_id)
 
     def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
-                       now: float) -> None:
+                       now: float, *, user_id: str, agent_id: str) -> None:
         """Record how far a conversation was read."""
-        _meta.write_progress(self._conn, conversation, messages_read, fingerprint, now)
+        _meta.write_progress(self._conn, conversation, messages_read, fingerprint, now,
+                             user_id, agent_id)
+
+    def erase_progress(self, kind: str, owner: str) -> int:
+        """Remove the progress of this user's or agent's conversations."""
+        return _meta.erase_progress(self._conn, kind, owner)
 
     # -- the two candidate legs ----------------------------------------------------------
 
@@ -297,7 +309,7 @@ class SQLiteBackend:
         _vectors.reset(self._conn, model_id, dimension)
         self._vectors.forget_copy()  # its copy is of the vectors just dropped
 
-    def put_vectors(self, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
+    def put_vectors(self, rows: Sequence[VectorRow], vectors: np.ndarray) -> None:
         """Write vectors and log them for the in-memory copy."""
         _vectors.put(self._conn, rows, vectors)
 
@@ -332,6 +344,29 @@ class SQLiteBackend:
     def load_vector_cache(self, timeout: float | None = None) -> bool:
         """Load the in-memory vector copy now; whether it is loaded."""
         return self._vectors.load(self._conn, timeout)
+
+    # -- erasure ---------------------------------------------------------------------
+
+    def owned_ids(self, kind: str, owner: str) -> list[int]:
+        """The ids of the live and archived facts of this owner."""
+        return _rows.owned_ids(self._conn, kind, owner)
+
+    def erase_facts(self, fact_ids: Sequence[int]) -> Erased:
+        """Remove these facts with their history, vectors and links (zeroed in the file)."""
+        erased = _rows.erase_facts(self._conn, fact_ids)
+        return attrs.evolve(erased, vectors=_vectors.delete(self._conn, fact_ids))
+
+    def erase_all(self) -> Erased:
+        """Remove every fact, archived fact, history entry, vector, link and progress record."""
+        erased = attrs.evolve(_rows.erase_all(self._conn), vectors=_vectors.erase_all(self._conn),
+                              progress=_meta.erase_all_progress(self._conn))
+        self._vectors.forget_copy()
+        return erased
+
+    def scrub(self) -> None:
+        """Write the log back into the file and empty it: erased rows were zeroed in the
+        file (``secure_delete``, and FTS5's own), and the log held their earlier pages."""
+        _health.checkpoint(self._conn)
 
     # -- health --------------------------------------------------------------------
 

@@ -118,6 +118,8 @@ def open_connection(
         if not read_only:
             _until_not_busy(lambda: raw.execute("PRAGMA journal_mode=WAL").fetchall(), deadline)
             raw.execute("PRAGMA synchronous=NORMAL")
+            # Deleted rows are overwritten with zeros, so erased text leaves the file.
+            raw.execute("PRAGMA secure_delete=ON")
         raw.execute("PRAGMA foreign_keys=ON")
         if load_vec:
             conn.vec_version = _load_sqlite_vec(raw)

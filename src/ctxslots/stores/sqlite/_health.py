@@ -9,16 +9,17 @@ indexes, so a dropped index or trigger never silently stops search.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import apsw
 
 from ...errors import StoreError
 from ..backend import Health
-from ._connection import Connection, sqlite_version
-from ._schema import derived_objects, fts_rank, schema_version
+from ._connection import DEFAULT_BUSY_TIMEOUT_S, Connection, sqlite_version
+from ._schema import derived_objects, fts_rank, fts_secure_delete, schema_version
 
-__all__ = ["check", "info", "rebuild", "used_bytes"]
+__all__ = ["check", "checkpoint", "info", "rebuild", "used_bytes"]
 
 _SOURCE_TABLES = ("facts", "archive", "fact_history", "fact_links", "store_meta",
                   "flush_progress", "vector_log", "fact_log", "vectors")
@@ -94,5 +95,27 @@ def rebuild(conn: Connection) -> None:
                 conn.execute(sql)
         for table in ("facts", "archive"):
             conn.execute(fts_rank(table))
+            conn.execute(fts_secure_delete(table))
         conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('rebuild')")
         conn.execute("INSERT INTO archive_fts(archive_fts) VALUES ('rebuild')")
+
+
+def checkpoint(conn: Connection) -> None:
+    """Copy the write-ahead log into the file and truncate it, waiting (up to the busy
+    timeout, a try at a time) while other connections still read from it.
+
+    :raises StoreError: Readers held the log past the busy timeout.
+    """
+    if conn.path == ":memory:" or conn.read_only:
+        return
+    deadline = time.monotonic() + DEFAULT_BUSY_TIMEOUT_S
+    while True:
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
+        if not busy:
+            return
+        if time.monotonic() >= deadline:
+            raise StoreError(f"{conn.path}: other connections kept reading the write-ahead log; "
+                             "the erased rows are gone, but their earlier pages stay in the log "
+                             "until it is checkpointed (close the other connections and run "
+                             "`ctxslots doctor`)", path=conn.path)
+        time.sleep(0.05)

@@ -43,7 +43,7 @@ class LexicalLeg:
         """The best ``pool`` matches of the plan's words among facts passing ``flt``."""
         if not plan.match:
             return []
-        if not archived and self.use_copy and flt.scopes is not None \
+        if not archived and self.use_copy and flt.scopes is not None and not flt.narrowed \
                 and self._slot.ready(conn) is not None:
             ranked = self._from_copy(conn, plan.words, flt, pool)
         else:
@@ -71,9 +71,8 @@ class LexicalLeg:
         assert copy is not None and flt.scopes is not None
         with self._lock:  # searches from several threads (asearch) share the copy
             copy.sync(conn)
-            return copy.search(list(words), scopes=flt.scopes, slots=flt.slots,
-                               now=float("-inf") if flt.live_at is None else flt.live_at,
-                               include_superseded=flt.include_superseded, pool=pool)
+            return copy.search(list(words), flt, pool=pool,
+                               now=float("-inf") if flt.live_at is None else flt.live_at)
 
     def document_counts(self, conn: Connection, words: Sequence[str], *, min_rows: int
                         ) -> TermCounts | None:

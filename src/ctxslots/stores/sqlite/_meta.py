@@ -4,22 +4,37 @@ from __future__ import annotations
 
 from ._connection import Connection
 
-__all__ = ["get_meta", "read_progress", "set_meta", "write_progress"]
+__all__ = ["erase_all_progress", "erase_progress", "get_meta", "read_progress", "set_meta", "write_progress"]
 
 
-def read_progress(conn: Connection, conversation: str) -> tuple[int, str] | None:
-    """``(messages_read, fingerprint)`` of a conversation."""
+def read_progress(conn: Connection, conversation: str, user_id: str, agent_id: str
+                  ) -> tuple[int, str] | None:
+    """``(messages_read, fingerprint)`` of a user's and agent's conversation."""
     found = conn.execute("SELECT messages_read, fingerprint FROM flush_progress "
-                         "WHERE conversation = ?", (conversation,)).fetchone()
+                         "WHERE user_id = ? AND agent_id = ? AND conversation = ?",
+                         (user_id, agent_id, conversation)).fetchone()
     return None if found is None else (int(found[0]), str(found[1]))
 
 
 def write_progress(conn: Connection, conversation: str, messages_read: int, fingerprint: str,
-                   now: float) -> None:
+                   now: float, user_id: str, agent_id: str) -> None:
     """Record how far a conversation was read."""
     conn.execute(
-        "INSERT OR REPLACE INTO flush_progress (conversation, messages_read, fingerprint, "
-        "updated_at) VALUES (?, ?, ?, ?)", (conversation, messages_read, fingerprint, now))
+        "INSERT OR REPLACE INTO flush_progress (user_id, agent_id, conversation, messages_read, "
+        "fingerprint, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (user_id, agent_id, conversation, messages_read, fingerprint, now))
+
+
+def erase_progress(conn: Connection, kind: str, owner: str) -> int:
+    """Remove the progress of every conversation of this user or agent."""
+    column = {"user": "user_id", "agent": "agent_id"}[kind]
+    return len(conn.execute(f"DELETE FROM flush_progress WHERE {column} = ? RETURNING 1",
+                            (owner,)).fetchall())
+
+
+def erase_all_progress(conn: Connection) -> int:
+    """Remove the progress of every conversation; how many there were."""
+    return len(conn.execute("DELETE FROM flush_progress RETURNING 1").fetchall())
 
 
 def get_meta(conn: Connection, name: str) -> str | None:

@@ -15,7 +15,16 @@ from typing import Any, cast
 import apsw
 
 from ...errors import DuplicateKeyError
-from ..backend import FactFields, FactFilter, FactRow, HistoryEntry, rows_in
+from ..backend import (
+    Erased,
+    FactFields,
+    FactFilter,
+    FactKey,
+    FactRow,
+    GroupCount,
+    HistoryEntry,
+    rows_in,
+)
 from ._connection import Connection
 from ._schema import IMPORTANCE, IMPORTANT_WHERE
 from ._sql import (
@@ -39,8 +48,8 @@ __all__ = [
 
 _HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, "
             "valid_from, valid_to")
-#: Items per lookup statement (each binds five parameters).
-_BATCH = 400
+#: Items per lookup statement (each binds seven parameters).
+_BATCH = 280
 
 
 def _rows(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[FactRow]:
@@ -74,49 +83,54 @@ def get_archived(conn: Connection, fact_id: int) -> FactRow | None:
     return _one(conn, f"SELECT {ARCHIVE_READ} FROM archive WHERE id = ?", (fact_id,))
 
 
-def get_by_key(conn: Connection, slot: str, scope: str, key: str, live_at: float | None
-               ) -> FactRow | None:
-    """The fact with this slot, scope and key."""
+def get_by_key(conn: Connection, slot: str, scope: str, user_id: str, agent_id: str, key: str,
+               live_at: float | None) -> FactRow | None:
+    """The fact with this slot, owners and key."""
     cond, params = filter_clause(FactFilter(live_at=live_at))
-    return _one(conn, f"SELECT {READ} FROM facts WHERE slot = ? AND scope = ? AND key = ? "
-                f"AND {cond}", (slot, scope, key, *params))
+    return _one(conn, f"SELECT {READ} FROM facts WHERE slot = ? AND scope = ? AND user_id = ? "
+                f"AND agent_id = ? AND key = ? AND {cond}",
+                (slot, scope, user_id, agent_id, key, *params))
 
 
-def find_same(conn: Connection, slot: str, scope: str, key: str | None, value: str, *,
-              archived: bool, live_at: float | None) -> int | None:
-    """The lowest id with exactly this slot, scope, key and value (live at ``live_at``)."""
+def find_same(conn: Connection, slot: str, scope: str, user_id: str, agent_id: str,
+              key: str | None, value: str, *, archived: bool, live_at: float | None
+              ) -> int | None:
+    """The lowest id with exactly this slot, owners, key and value (live at ``live_at``)."""
     key_cond, params = ("key IS NULL", []) if key is None else ("key = ?", [key])
     live, live_params = ("1", []) if live_at is None else \
         ("(expires_at IS NULL OR expires_at > ?)", [live_at])
     found = conn.scalar(
         f"SELECT id FROM {'archive' if archived else 'facts'} WHERE slot = ? AND scope = ? "
-        f"AND {key_cond} AND value = ? AND {live} ORDER BY id LIMIT 1",
-        (slot, scope, *params, value, *live_params))
+        f"AND user_id = ? AND agent_id = ? AND {key_cond} AND value = ? AND {live} "
+        "ORDER BY id LIMIT 1", (slot, scope, user_id, agent_id, *params, value, *live_params))
     return None if found is None else int(found)
 
 
-def find_existing(conn: Connection, items: Sequence[tuple[str, str, str | None, str]], *,
-                  archived: bool) -> list[int | None]:
+_SAME_OWNERS = ("f.slot = q.slot AND f.scope = q.scope AND f.user_id = q.user_id "
+                "AND f.agent_id = q.agent_id")
+
+
+def find_existing(conn: Connection, items: Sequence[FactKey], *, archived: bool
+                  ) -> list[int | None]:
     """For each item the lowest id of the stored fact it duplicates (see the Backend)."""
     out: list[int | None] = [None] * len(items)
     same_value = "f.value = q.value"
     if archived:
         groups = [(list(range(len(items))), "archive",
-                   f"f.slot = q.slot AND f.scope = q.scope AND {same_value} AND f.key IS q.key")]
+                   f"{_SAME_OWNERS} AND {same_value} AND f.key IS q.key")]
     else:
-        groups = [([i for i, it in enumerate(items) if it[2] is not None], "facts",
-                   "f.slot = q.slot AND f.scope = q.scope AND f.key = q.key"),
-                  ([i for i, it in enumerate(items) if it[2] is None], "facts",
-                   f"f.key IS NULL AND f.slot = q.slot AND f.scope = q.scope AND {same_value}")]
+        groups = [([i for i, it in enumerate(items) if it[4] is not None], "facts",
+                   f"{_SAME_OWNERS} AND f.key = q.key"),
+                  ([i for i, it in enumerate(items) if it[4] is None], "facts",
+                   f"f.key IS NULL AND {_SAME_OWNERS} AND {same_value}")]
     for positions, table, join in groups:
         for chunk in rows_in(positions, _BATCH):
             params: list[Any] = []
             for i in chunk:
-                slot, scope, key, value = items[i]
-                params += [i, slot, scope, key, value]
-            values = ",".join(["(?,?,?,?,?)"] * len(chunk))
+                params += [i, *items[i]]
+            values = ",".join(["(?,?,?,?,?,?,?)"] * len(chunk))
             found = conn.execute(
-                f"WITH q(i, slot, scope, key, value) AS (VALUES {values}) "
+                f"WITH q(i, slot, scope, user_id, agent_id, key, value) AS (VALUES {values}) "
                 f"SELECT q.i, min(f.id) FROM q JOIN {table} AS f ON {join} GROUP BY q.i",
                 params).fetchall()
             for i, fact_id in found:
@@ -164,8 +178,8 @@ def insert(conn: Connection, row: FactFields, fact_id: int | None, path: str) ->
                      f"VALUES (?, {marks(len(values))})", (fact_id, *values))
         return fact_id
     except apsw.ConstraintError:
-        if row["key"] is not None and get_by_key(conn, row["slot"], row["scope"], row["key"],
-                                                 None):
+        if row["key"] is not None and get_by_key(conn, row["slot"], row["scope"], row["user_id"],
+                                                 row["agent_id"], row["key"], None):
             raise DuplicateKeyError(row["slot"], row["scope"], row["key"], path=path) from None
         raise
 
@@ -300,11 +314,14 @@ def neighbours(conn: Connection, row: FactRow, flt: FactFilter, before: int, aft
     return earlier, later
 
 
-def group_counts(conn: Connection, live_at: float) -> list[tuple[str, str, int, int]]:
-    """Facts and expired facts per slot and scope."""
-    return [(str(r[0]), str(r[1]), int(r[2]), int(r[3] or 0)) for r in conn.execute(
-        "SELECT slot, scope, count(*), sum(NOT (expires_at IS NULL OR expires_at > ?)) "
-        "FROM facts GROUP BY slot, scope ORDER BY slot, scope", (live_at,)).fetchall()]
+def group_counts(conn: Connection, live_at: float) -> list[GroupCount]:
+    """Facts and expired facts per slot and owners."""
+    return [GroupCount(str(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), int(r[5] or 0))
+            for r in conn.execute(
+                "SELECT slot, scope, user_id, agent_id, count(*), "
+                "sum(NOT (expires_at IS NULL OR expires_at > ?)) FROM facts "
+                "GROUP BY slot, scope, user_id, agent_id ORDER BY slot, scope, user_id, agent_id",
+                (live_at,)).fetchall()]
 
 
 def counts(conn: Connection) -> dict[str, int]:
@@ -325,3 +342,43 @@ def hidden_counts(conn: Connection, fact_ids: Sequence[int]) -> dict[int, int]:
             f"SELECT superseded_by, count(*) FROM facts WHERE superseded_by IN "
             f"({marks(len(chunk))}) GROUP BY superseded_by", chunk).fetchall())
     return out
+
+
+# -- erasure ----------------------------------------------------------------------
+
+#: The column that holds each kind of owner.
+OWNER_COLUMNS = {"user": "user_id", "agent": "agent_id", "scope": "scope"}
+
+
+def owned_ids(conn: Connection, kind: str, owner: str) -> list[int]:
+    """The ids of the live and archived facts whose ``kind`` is ``owner``."""
+    column = OWNER_COLUMNS[kind]
+    return [int(r[0]) for r in conn.execute(
+        f"SELECT id FROM facts WHERE {column} = ? UNION SELECT id FROM archive "
+        f"WHERE {column} = ? ORDER BY 1", (owner, owner)).fetchall()]
+
+
+def _deleted(conn: Connection, sql: str, params: Sequence[Any]) -> int:
+    return len(conn.execute(sql + " RETURNING 1", params).fetchall())
+
+
+def erase_facts(conn: Connection, fact_ids: Sequence[int]) -> Erased:
+    """Remove these facts, live or archived, with their history, vectors and links."""
+    erased = Erased()
+    for chunk in rows_in(list(dict.fromkeys(fact_ids)), 400):
+        ids = marks(len(chunk))
+        erased += Erased(
+            facts=_deleted(conn, f"DELETE FROM facts WHERE id IN ({ids})", chunk),
+            archived=_deleted(conn, f"DELETE FROM archive WHERE id IN ({ids})", chunk),
+            history=_deleted(conn, f"DELETE FROM fact_history WHERE fact_id IN ({ids})", chunk),
+            links=_deleted(conn, f"DELETE FROM fact_links WHERE a IN ({ids}) OR b IN ({ids})",
+                           (*chunk, *chunk)))
+    return erased
+
+
+def erase_all(conn: Connection) -> Erased:
+    """Remove every fact, archived fact, history entry and link."""
+    return Erased(facts=_deleted(conn, "DELETE FROM facts", ()),
+                  archived=_deleted(conn, "DELETE FROM archive", ()),
+                  history=_deleted(conn, "DELETE FROM fact_history", ()),
+                  links=_deleted(conn, "DELETE FROM fact_links", ()))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ...errors import StoreError
 from ..backend import CONTEXT_WEIGHT
+from ..owners import DEFAULT_AGENT, DEFAULT_USER
 from ._connection import Connection
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
@@ -86,6 +87,14 @@ def fts_rank(table: str) -> str:
     return f"INSERT INTO {fts}({fts}, rank) VALUES ('rank', 'bm25({weights})')"
 
 
+def fts_secure_delete(table: str) -> str:
+    """The statement that makes ``table``'s FTS5 index remove a deleted row's words
+    from its segments at once (instead of marking them deleted until a merge), so
+    erased text leaves the file (a setting FTS5 keeps in the file)."""
+    fts = f"{table}_fts"
+    return f"INSERT INTO {fts}({fts}, rank) VALUES ('secure-delete', 1)"
+
+
 def _fts_with_triggers(table: str) -> str:
     return "".join(f"{sql};\n" for _, _, sql in fts_objects(table, _M001_FTS_COLUMNS))
 
@@ -116,31 +125,41 @@ _M006_LOG_ON_UPDATE = _log_on_update("slot, scope, key, value, tags, expires_at,
 IMPORTANT_WHERE = "(key IS NOT NULL OR score > 0)"
 IMPORTANCE = ("score DESC, access_count DESC, confidence DESC, key IS NULL, updated_at DESC, "
               "id")
-IMPORTANT_INDEX = (f"CREATE INDEX facts_important ON facts(slot, scope, {IMPORTANCE}) "
-                   f"WHERE {IMPORTANT_WHERE}")
+IMPORTANT_INDEX = (f"CREATE INDEX facts_important ON facts(user_id, agent_id, slot, scope, "
+                   f"{IMPORTANCE}) WHERE {IMPORTANT_WHERE}")
+_M009_IMPORTANT_INDEX = (f"CREATE INDEX facts_important ON facts(slot, scope, {IMPORTANCE}) "
+                         f"WHERE {IMPORTANT_WHERE}")
 
 #: Free memories and archived facts by value: finding an identical one is a
 #: search, not a scan of its slot and scope (``m010``). The whole value is
 #: indexed: memories often share a long beginning ("The user wants ..."), and an
 #: index of a prefix would scan every one that shares it.
 VALUE_INDEXES: list[tuple[str, str, str]] = [
-    ("index", "facts_free_value",
-     "CREATE INDEX facts_free_value ON facts(slot, scope, value) WHERE key IS NULL"),
-    ("index", "archive_value", "CREATE INDEX archive_value ON archive(slot, scope, value)"),
+    ("index", "facts_free_value", ("CREATE INDEX facts_free_value ON facts(slot, scope, "
+     "user_id, agent_id, value) WHERE key IS NULL")),
+    ("index", "archive_value",
+     "CREATE INDEX archive_value ON archive(slot, scope, user_id, agent_id, value)"),
 ]
+_M010_VALUE_INDEXES = (
+    "CREATE INDEX facts_free_value ON facts(slot, scope, value) WHERE key IS NULL",
+    "CREATE INDEX archive_value ON archive(slot, scope, value)",
+)
 
 #: The indexes of the current schema, each ``(kind, name, sql)``.
 INDEXES: list[tuple[str, str, str]] = [
-    ("index", "facts_slot_scope_key",
-     "CREATE UNIQUE INDEX facts_slot_scope_key ON facts(slot, scope, key) WHERE key IS NOT NULL"),
-    ("index", "facts_slot_scope", "CREATE INDEX facts_slot_scope ON facts(slot, scope)"),
+    ("index", "facts_owner_key", ("CREATE UNIQUE INDEX facts_owner_key ON facts(slot, scope, "
+     "user_id, agent_id, key) WHERE key IS NOT NULL")),
+    ("index", "facts_owners", "CREATE INDEX facts_owners ON facts(user_id, agent_id, slot, scope)"),
+    ("index", "archive_owners",
+     "CREATE INDEX archive_owners ON archive(user_id, agent_id, slot, scope)"),
     ("index", "fact_history_fact", "CREATE INDEX fact_history_fact ON fact_history(fact_id)"),
     ("index", "facts_superseded_by", ("CREATE INDEX facts_superseded_by ON facts(superseded_by) "
      "WHERE superseded_by IS NOT NULL")),
     ("index", "facts_created_at", "CREATE INDEX facts_created_at ON facts(created_at)"),
     ("index", "fact_links_b", "CREATE INDEX fact_links_b ON fact_links(b)"),
     ("index", "facts_observed_at", "CREATE INDEX facts_observed_at ON facts(observed_at, id)"),
-    ("index", "vectors_scope_slot", "CREATE INDEX vectors_scope_slot ON vectors(scope, slot)"),
+    ("index", "vectors_owners",
+     "CREATE INDEX vectors_owners ON vectors(user_id, agent_id, slot, scope)"),
     ("index", "facts_important", IMPORTANT_INDEX),
     *VALUE_INDEXES,
 ]
@@ -327,7 +346,7 @@ def m009_important(conn: Connection) -> None:
     Without it, reading a slot's five most important facts sorted every fact
     of the slot (17 ms at 20,000 user facts, on every prompt assembly).
     """
-    conn.execute(IMPORTANT_INDEX)
+    conn.execute(_M009_IMPORTANT_INDEX)
 
 
 def m010_value_lookup(conn: Connection) -> None:
@@ -337,7 +356,7 @@ def m010_value_lookup(conn: Connection) -> None:
     scope, so adding (and importing) memories took time in the square of their
     number: 10,000 took 7.3 s, 20,000 27 s.
     """
-    for _, _, sql in VALUE_INDEXES:
+    for sql in _M010_VALUE_INDEXES:
         conn.execute(sql)
 
 
@@ -361,11 +380,59 @@ def m011_context(conn: Connection) -> None:
     conn.execute(LOG_TRIGGERS[-1][2])
 
 
+def m012_owners(conn: Connection) -> None:
+    """Owners: the user and the agent each fact belongs to (see :mod:`ctxslots.stores.owners`).
+
+    ``facts``, ``archive`` and ``vectors`` get ``user_id`` and ``agent_id`` (``""``:
+    none); the facts a store held are its default user's (slot ``user``) and
+    default agent's (slot ``agent``), the rest shared as before. Every key and
+    index a search reads includes the owners; flush progress is kept per user
+    and agent. The FTS5 indexes remove a deleted row's words at once
+    (``secure-delete``), so an erased fact leaves no word of it in the file.
+    """
+    for table in ("facts", "archive", "vectors"):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN user_id TEXT NOT NULL DEFAULT ''; "
+                     f"ALTER TABLE {table} ADD COLUMN agent_id TEXT NOT NULL DEFAULT ''")
+    for table in ("facts", "archive"):
+        conn.execute(f"UPDATE {table} SET user_id = ? WHERE slot = 'user'", (DEFAULT_USER,))
+        conn.execute(f"UPDATE {table} SET agent_id = ? WHERE slot = 'agent'", (DEFAULT_AGENT,))
+    conn.execute("UPDATE vectors SET (user_id, agent_id) = "
+                 "(SELECT user_id, agent_id FROM facts WHERE facts.id = vectors.fact_id)"
+                 " WHERE fact_id IN (SELECT id FROM facts)")
+    conn.execute(
+        """
+        DROP INDEX facts_slot_scope_key;
+        DROP INDEX facts_slot_scope;
+        DROP INDEX facts_important;
+        DROP INDEX facts_free_value;
+        DROP INDEX archive_value;
+        DROP INDEX vectors_scope_slot;
+        ALTER TABLE flush_progress RENAME TO flush_progress_m011;
+        CREATE TABLE flush_progress (
+            user_id TEXT NOT NULL,
+            agent_id TEXT NOT NULL,
+            conversation TEXT NOT NULL,
+            messages_read INTEGER NOT NULL,
+            fingerprint TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (user_id, agent_id, conversation)
+        ) WITHOUT ROWID;
+        """)
+    conn.execute("INSERT INTO flush_progress SELECT ?, ?, conversation, messages_read, "
+                 "fingerprint, updated_at FROM flush_progress_m011", (DEFAULT_USER, DEFAULT_AGENT))
+    conn.execute("DROP TABLE flush_progress_m011")
+    for name in ("facts_owner_key", "facts_owners", "archive_owners", "facts_important",
+                 "facts_free_value", "archive_value", "vectors_owners"):
+        conn.execute(next(sql for _, n, sql in INDEXES if n == name))
+    for table in ("facts", "archive"):
+        conn.execute(fts_secure_delete(table))
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links,
     m006_fact_log, m007_observed_at, m008_vector_table, m009_important,
-    m010_value_lookup, m011_context)
+    m010_value_lookup, m011_context, m012_owners)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -49,15 +49,31 @@ def filter_clause(flt: FactFilter, alias: str = "") -> tuple[str, list[Any]]:
     """``flt`` as a WHERE condition on the table ``alias`` (``"1"`` when it keeps all)."""
     clauses: list[str] = []
     params: list[Any] = []
-    if flt.scopes is not None:
-        clauses.append(f"{alias}scope IN ({marks(len(flt.scopes))})")
-        params.extend(flt.scopes)
-    if flt.slots is not None:
-        clauses.append(f"{alias}slot IN ({marks(len(flt.slots))})")
-        params.extend(flt.slots)
+    for column, values in (("user_id", flt.users), ("agent_id", flt.agents),
+                           ("slot", flt.slots), ("scope", flt.scopes)):
+        if values is not None:
+            clauses.append(f"{alias}{column} IN ({marks(len(values))})")
+            params.extend(values)
     if not flt.include_superseded:
         clauses.append(f"{alias}superseded_by IS NULL")
     if flt.live_at is not None:
         clauses.append(f"({alias}expires_at IS NULL OR {alias}expires_at > ?)")
         params.append(flt.live_at)
+    if flt.narrowed:
+        _narrow(flt, alias, clauses, params)
     return " AND ".join(clauses) or "1", params
+
+
+def _narrow(flt: FactFilter, alias: str, clauses: list[str], params: list[Any]) -> None:
+    for tag in flt.tags:  # tags are stored one per line
+        clauses.append(f"instr(char(10) || {alias}tags || char(10), ?) > 0")
+        params.append(f"\n{tag}\n")
+    if flt.source is not None:
+        clauses.append(f"{alias}source = ?")
+        params.append(flt.source)
+    if flt.observed_after is not None:
+        clauses.append(f"coalesce({alias}observed_at, {alias}created_at) >= ?")
+        params.append(flt.observed_after)
+    if flt.observed_before is not None:
+        clauses.append(f"coalesce({alias}observed_at, {alias}created_at) < ?")
+        params.append(flt.observed_before)

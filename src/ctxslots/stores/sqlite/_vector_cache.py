@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..backend import FactFilter
 from ._connection import Connection
 from ._loader import row_chunks
 from ._meta import get_meta
@@ -78,25 +79,29 @@ class _Block:
         return self.ids
 
 
+#: A block's slot, scope, user and agent.
+_Key = tuple[str, str, str, str]
+_ROW = "fact_id, slot, scope, user_id, agent_id, embedding"
+
 #: A block is compacted once it holds more dead rows than this and than live ones.
 COMPACT_MIN_DEAD = 1024
 
 
 @attrs.define
 class VectorCache:
-    """An in-memory copy of the index, one block per scope and slot, synced through ``vector_log``.
+    """An in-memory copy of the index, one block per slot and owners, synced through ``vector_log``.
 
-    A search reads only the blocks of the scopes and slots it may see, so the
+    A search reads only the blocks of the slots and owners it may see, so the
     three slot-filtered searches of one prompt assembly scan each row once
-    between them.
+    between them, and one user's search scans none of another user's rows.
 
     Attributes:
         dimension: Vector dimension.
     """
 
     dimension: int
-    _blocks: dict[tuple[str, str], _Block] = attrs.Factory(dict)
-    _where: dict[int, tuple[tuple[str, str], int]] = attrs.Factory(dict)
+    _blocks: dict[_Key, _Block] = attrs.Factory(dict)
+    _where: dict[int, tuple[_Key, int]] = attrs.Factory(dict)
     _seq: int = -1
     _generation: str | None = None
 
@@ -125,7 +130,7 @@ class VectorCache:
         for start in range(0, len(changed), 500):
             chunk = changed[start:start + 500]
             rows = conn.execute(
-                f"SELECT fact_id, scope, slot, embedding FROM {TABLE} "
+                f"SELECT {_ROW} FROM {TABLE} "
                 f"WHERE fact_id IN ({','.join('?' * len(chunk))})",
                 chunk,
             ).fetchall()
@@ -137,7 +142,7 @@ class VectorCache:
                 cancelled: Callable[[], bool] | None) -> None:
         self._blocks.clear()
         self._where.clear()
-        rows = conn.execute(f"SELECT fact_id, scope, slot, embedding FROM {TABLE}")
+        rows = conn.execute(f"SELECT {_ROW} FROM {TABLE}")
         for chunk in row_chunks(rows, cancelled, background_size=50):
             self._add_rows(chunk)
         if cancelled is not None and cancelled():
@@ -146,15 +151,17 @@ class VectorCache:
         self._seq = high
 
     def _add_rows(self, rows: Sequence[Any]) -> None:
-        groups: dict[tuple[str, str], list[Any]] = {}
+        groups: dict[_Key, list[Any]] = {}
         for row in rows:
-            groups.setdefault((str(row[1]), str(row[2])), []).append(row)
+            groups.setdefault((str(row[1]), str(row[2]), str(row[3]), str(row[4])),
+                              []).append(row)
         for key, group in groups.items():
             block = self._blocks.get(key)
             if block is None:
                 block = self._blocks[key] = _Block.empty(self.dimension)
             ids = np.array([int(r[0]) for r in group], np.int64)
-            mat = np.frombuffer(b"".join(r[3] for r in group), np.float32).reshape(-1, self.dimension)
+            mat = np.frombuffer(b"".join(r[5] for r in group), np.float32).reshape(
+                -1, self.dimension)
             for fid, pos in zip(ids.tolist(), block.append(ids, mat)):
                 self._where[fid] = (key, pos)
 
@@ -176,14 +183,13 @@ class VectorCache:
         """Rows held, live and dead."""
         return sum(block.n for block in self._blocks.values())
 
-    def knn(
-        self, query: np.ndarray, scopes: Sequence[str], slots: Sequence[str] | None, k: int
-    ) -> list[tuple[int, float]]:
-        """Exact KNN over the cached rows of ``scopes``: ``(fact_id, cosine)`` best first."""
-        wanted_scopes = set(scopes)
-        wanted_slots = None if slots is None else set(slots)
-        blocks = [block for (scope, slot), block in self._blocks.items()
-                  if scope in wanted_scopes and (wanted_slots is None or slot in wanted_slots)]
+    def knn(self, query: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
+        """Exact KNN over the cached rows of the slots and owners ``flt`` may see:
+        ``(fact_id, cosine)`` best first (expiry and the rest are the caller's to check)."""
+        wanted = [None if v is None else set(v) for v in (flt.slots, flt.scopes, flt.users,
+                                                           flt.agents)]
+        blocks = [block for key, block in self._blocks.items()
+                  if all(w is None or part in w for part, w in zip(key, wanted, strict=True))]
         return top_k(blocks, query, k)
 
 

@@ -23,6 +23,7 @@ from ..backend import (
     META_EMBEDDER_MODEL,
     FactFilter,
     FactRow,
+    VectorRow,
     VectorState,
     rows_in,
 )
@@ -71,23 +72,35 @@ def _log(conn: Connection, fact_ids: Sequence[int], op: str) -> None:
         conn.execute("DELETE FROM vector_log WHERE seq <= ?", (high - _LOG_KEEP,))
 
 
-def put(conn: Connection, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
-    """Write the vectors of ``(fact_id, scope, slot)`` rows and log them."""
+def put(conn: Connection, rows: Sequence[VectorRow], vectors: np.ndarray) -> None:
+    """Write the vectors of these facts and log them."""
     if not rows:
         return
     conn.executemany(
-        f"INSERT OR REPLACE INTO {TABLE} (fact_id, scope, slot, embedding) VALUES (?,?,?,?)",
-        [(fid, scope, slot, np.asarray(vectors[i], np.float32).tobytes())
-         for i, (fid, scope, slot) in enumerate(rows)])
-    _log(conn, [r[0] for r in rows], "put")
+        f"INSERT OR REPLACE INTO {TABLE} (fact_id, scope, slot, user_id, agent_id, embedding) "
+        "VALUES (?,?,?,?,?,?)",
+        [(r.fact_id, r.scope, r.slot, r.user_id, r.agent_id,
+          np.asarray(vectors[i], np.float32).tobytes()) for i, r in enumerate(rows)])
+    _log(conn, [r.fact_id for r in rows], "put")
 
 
-def delete(conn: Connection, fact_ids: Sequence[int]) -> None:
-    """Remove the vectors of these facts and log it."""
+def delete(conn: Connection, fact_ids: Sequence[int]) -> int:
+    """Remove the vectors of these facts and log it; how many there were."""
     if not fact_ids:
-        return
-    conn.executemany(f"DELETE FROM {TABLE} WHERE fact_id = ?", [(i,) for i in fact_ids])
+        return 0
+    removed = 0
+    for chunk in rows_in(fact_ids):
+        removed += len(conn.execute(f"DELETE FROM {TABLE} WHERE fact_id IN "
+                                    f"({marks(len(chunk))}) RETURNING 1", chunk).fetchall())
     _log(conn, fact_ids, "del")
+    return removed
+
+
+def erase_all(conn: Connection) -> int:
+    """Remove every vector and the log of their changes; how many there were."""
+    removed = len(conn.execute(f"DELETE FROM {TABLE} RETURNING 1").fetchall())
+    conn.execute("DELETE FROM vector_log")
+    return removed
 
 
 def vectors_of(conn: Connection, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
@@ -110,14 +123,14 @@ def without_vectors(conn: Connection, limit: int) -> list[FactRow]:
 def _exact_knn(conn: Connection, vector: np.ndarray, flt: FactFilter, k: int
                ) -> list[tuple[int, float]]:
     cond, params = filter_clause(flt, "f.")
-    scope_cond, scope_params = "1", []
-    if flt.scopes is not None:
-        scope_cond, scope_params = f"v.scope IN ({marks(len(flt.scopes))})", list(flt.scopes)
+    # The vectors' own owners, slot and scope pick the rows through their index.
+    owners, owner_params = filter_clause(FactFilter(users=flt.users, agents=flt.agents,
+                                                    slots=flt.slots, scopes=flt.scopes), "v.")
     found = conn.execute(
         f"SELECT v.fact_id, vec_distance_cosine(v.embedding, ?) AS d FROM {TABLE} AS v "
-        f"JOIN facts AS f ON f.id = v.fact_id WHERE {scope_cond} AND {cond} "
+        f"JOIN facts AS f ON f.id = v.fact_id WHERE {owners} AND {cond} "
         "ORDER BY d, v.fact_id LIMIT ?",
-        (np.asarray(vector, np.float32).tobytes(), *scope_params, *params, k)).fetchall()
+        (np.asarray(vector, np.float32).tobytes(), *owner_params, *params, k)).fetchall()
     return [(int(fid), 1.0 - float(d)) for fid, d in found]
 
 
@@ -149,7 +162,7 @@ class VectorIndex:
         assert flt.scopes is not None
         want = k
         while True:
-            nearest = copy.knn(vector, flt.scopes, flt.slots, want)
+            nearest = copy.knn(vector, flt, want)
             ids = [f for f, _ in nearest]
             passing = {int(r["id"]) for r in _rows.rows_by_ids(conn, ids, flt, False)}
             kept = [(f, c) for f, c in nearest if f in passing]

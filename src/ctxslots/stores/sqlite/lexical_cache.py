@@ -29,7 +29,7 @@ import apsw
 import attrs
 import numpy as np
 
-from ..backend import CONTEXT_WEIGHT
+from ..backend import CONTEXT_WEIGHT, FactFilter
 from ._connection import Connection
 from ._loader import row_chunks
 from ._schema import FTS_TOKENIZE
@@ -37,6 +37,9 @@ from ._vector_cache import log_bounds
 
 __all__ = ["LexicalCache", "build_lexical_cache", "trim_fact_log"]
 
+#: The columns a copy reads of each fact.
+_COLUMNS = ("id, slot, scope, user_id, agent_id, key, value, tags, context, expires_at, "
+            "superseded_by")
 K1 = 1.2
 B = 0.75
 #: Log entries kept after a trim; a cache further behind than this reloads.
@@ -93,7 +96,7 @@ class LexicalCache:
     _ids: _Grow = attrs.Factory(lambda: _Grow(np.int64))
     _length: _Grow = attrs.Factory(lambda: _Grow(np.float32))
     # What a search filters on, packed small, since a search reads it at every
-    # matching row: the (slot, scope) pair's code, whether the row is _DEAD,
+    # matching row: the code of its (slot, scope, user, agent), whether the row is _DEAD,
     # _HIDDEN (superseded) or _SHOWN, and its expiry (read only while some
     # live row has one).
     _group: _Grow = attrs.Factory(lambda: _Grow(np.int32, -1))
@@ -101,8 +104,7 @@ class LexicalCache:
     _expires: _Grow = attrs.Factory(lambda: _Grow(np.float64, np.inf))
     _expiring: int = 0
     _stems_of: dict[int, dict[str, float]] = attrs.Factory(dict)
-    _codes: dict[tuple[str, str], int] = attrs.Factory(dict)
-    _slot_names: dict[str, None] = attrs.Factory(dict)
+    _codes: dict[tuple[str, str, str, str], int] = attrs.Factory(dict)
     rows_loaded: int = 0
     _live: int = 0
     _tokens: float = 0.0
@@ -139,15 +141,13 @@ class LexicalCache:
         for start in range(0, len(changed), 500):
             chunk = changed[start:start + 500]
             self._add_rows(conn.execute(
-                "SELECT id, slot, scope, key, value, tags, context, expires_at, superseded_by "
-                "FROM facts "
-                f"WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+                f"SELECT {_COLUMNS} FROM facts WHERE id IN ({','.join('?' * len(chunk))})",
+                chunk).fetchall())
         self._seq = top
 
     def _reload(self, conn: Connection, top: int, cancelled: Callable[[], bool] | None) -> None:
         self._clear()
-        rows = conn.execute("SELECT id, slot, scope, key, value, tags, context, expires_at, "
-                            "superseded_by FROM facts")
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM facts")
         for chunk in row_chunks(rows, cancelled, background_size=20):
             self._add_rows(chunk)
         if cancelled is not None and cancelled():
@@ -158,7 +158,7 @@ class LexicalCache:
     def _clear(self) -> None:
         fresh = LexicalCache()
         for field in attrs.fields(LexicalCache):
-            if field.name not in ("_tokenizer", "_codes", "_slot_names"):
+            if field.name not in ("_tokenizer", "_codes"):
                 setattr(self, field.name, getattr(fresh, field.name))
 
     @property
@@ -170,15 +170,15 @@ class LexicalCache:
         """Let go of the connection whose tokenizer it used; the next sync binds its own."""
         self._tokenizer = None
 
-    def _code(self, slot: str, scope: str) -> int:
-        self._slot_names.setdefault(slot)
-        return self._codes.setdefault((slot, scope), len(self._codes))
+    def _code(self, slot: str, scope: str, user_id: str, agent_id: str) -> int:
+        return self._codes.setdefault((slot, scope, user_id, agent_id), len(self._codes))
 
     def _stems(self, text: str, reason: int) -> list[str]:
         return [str(t[2]) for t in self._tokenizer(text.encode("utf-8"), reason, None)]
 
     def _add_rows(self, rows: Sequence[Any]) -> None:
-        for fact_id, slot, scope, key, value, tags, context, expires_at, superseded_by in rows:
+        for (fact_id, slot, scope, user_id, agent_id, key, value, tags, context, expires_at,
+             superseded_by) in rows:
             # FTS5's bm25 weighs a word's occurrences by its column's weight;
             # the length of a fact counts every token once.
             counts: dict[str, float] = {}
@@ -195,7 +195,7 @@ class LexicalCache:
             self._stems_of[row] = counts
             self._ids.put(row, fact_id)
             self._length.put(row, length)
-            self._group.put(row, self._code(slot, scope))
+            self._group.put(row, self._code(slot, scope, user_id, agent_id))
             self._state.put(row, _SHOWN if superseded_by is None else _HIDDEN)
             self._expires.put(row, np.inf if expires_at is None else expires_at)
             self._expiring += expires_at is not None
@@ -253,11 +253,11 @@ class LexicalCache:
         self._last = (stems, norm, scores, hit)
         return scores, hit
 
-    def search(
-        self, tokens: Sequence[str], *, scopes: Sequence[str], slots: Sequence[str] | None,
-        now: float, include_superseded: bool, pool: int,
-    ) -> list[tuple[int, float]]:
-        """``(fact_id, bm25)`` of the best ``pool`` visible rows, best first.
+    def search(self, tokens: Sequence[str], flt: FactFilter, *, now: float, pool: int
+               ) -> list[tuple[int, float]]:
+        """``(fact_id, bm25)`` of the best ``pool`` rows ``flt`` sees (by slot, owners,
+        expiry at ``now`` and near-duplicates; its tags, source and times are not
+        held here), best first.
 
         ``bm25`` is negative like FTS5's ``rank`` (more negative is better).
         """
@@ -265,12 +265,10 @@ class LexicalCache:
             return []
         scores, hit = self._scored(tokens)
         # Filters on the matching rows only: far fewer than all rows.
-        codes = self._codes
-        groups = [code for slot in (self._slot_names if slots is None else slots)
-                  for scope in scopes if (code := codes.get((slot, scope))) is not None]
+        groups = self._groups(flt)
         if not groups:
             return []
-        keep = self._state.data[hit] >= (_HIDDEN if include_superseded else _SHOWN)
+        keep = self._state.data[hit] >= (_HIDDEN if flt.include_superseded else _SHOWN)
         keep &= _any_equal(self._group.data[hit], groups)
         if self._expiring:
             keep &= self._expires.data[hit] > now
@@ -284,6 +282,16 @@ class LexicalCache:
         order = np.lexsort((ids, -scores[top]))[:take]
         return [(int(ids[i]), -float(scores[top][i])) for i in order]
 
+    def _groups(self, flt: FactFilter) -> list[int]:
+        """The codes of the (slot, scope, user, agent) groups ``flt`` sees."""
+        return _groups_of(self._codes, flt)
+
+
+def _groups_of(codes: dict[tuple[str, str, str, str], int], flt: FactFilter) -> list[int]:
+    wanted = [None if v is None else set(v) for v in (flt.slots, flt.scopes, flt.users,
+                                                       flt.agents)]
+    return [code for key, code in codes.items()
+            if all(w is None or part in w for part, w in zip(key, wanted, strict=True))]
 
 
 def build_lexical_cache(conn: Connection, cancelled: Callable[[], bool]) -> LexicalCache:

@@ -19,7 +19,7 @@ from typing import Any, cast
 import attrs
 import numpy as np
 
-from ..backend import MAX_COUNT, FactRow, HistoryEntry, rows_in
+from ..backend import MAX_COUNT, FactKey, FactRow, HistoryEntry, VectorRow, rows_in
 from ..core import StoreCore
 from .id_map import IdMap
 from .jsonl_records import ParsedFact
@@ -104,8 +104,10 @@ class ImportWriter:
             positions = [i for i, f in enumerate(facts) if f.archived == archived]
             if not positions:
                 continue
-            items = [(facts[i].row["slot"], facts[i].row["scope"], facts[i].row["key"],
-                      facts[i].row["value"]) for i in positions]
+            items: list[FactKey] = [
+                (facts[i].row["slot"], facts[i].row["scope"], facts[i].row["user_id"],
+                 facts[i].row["agent_id"], facts[i].row["key"], facts[i].row["value"])
+                for i in positions]
             for i, fact_id in zip(positions, self.core.backend.find_existing(
                     items, archived=archived)):
                 found[i] = fact_id
@@ -167,10 +169,10 @@ class ImportWriter:
                 and fact.vector[1].shape == (dimension,)
             (carried if same else rest).append((fact_id, fact))
         if carried:
-            core.backend.put_vectors([(i, f.row["scope"], f.row["slot"]) for i, f in carried],
+            core.backend.put_vectors([_filed(i, f) for i, f in carried],
                                       np.stack([f.vector[1] for _, f in carried if f.vector]))
         if rest:
-            core.backend.put_vectors([(i, f.row["scope"], f.row["slot"]) for i, f in rest],
+            core.backend.put_vectors([_filed(i, f) for i, f in rest],
                                       core.embed([f.row["value"] for _, f in rest]))
 
     def finish(self) -> ImportReport:
@@ -230,3 +232,9 @@ def run_import(core: StoreCore, records: Iterable[ParsedFact | ImportIssue], *,
         writer.write(batch)
         report = writer.finish()
     return attrs.evolve(report, ignored_lines=ignored(), errors=tuple(errors))
+
+
+def _filed(fact_id: int, fact: ParsedFact) -> VectorRow:
+    """Where the vector of an imported fact (stored under ``fact_id``) is filed."""
+    return VectorRow(fact_id, fact.row["scope"], fact.row["slot"], fact.row["user_id"],
+                     fact.row["agent_id"])

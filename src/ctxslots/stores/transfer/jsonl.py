@@ -19,7 +19,7 @@ from ..backend import Row
 from ..core import StoreCore
 from .import_writer import Progress, run_import
 from .jsonl_import import check_on_duplicate, read_jsonl
-from .jsonl_records import encode_vector, header, record_from_row
+from .jsonl_records import ImportOwners, encode_vector, header, record_from_row
 from .report import ImportReport
 from .selection import export_filter
 
@@ -39,8 +39,8 @@ def _line(data: dict[str, Any]) -> str:
 
 def export_jsonl(
     core: StoreCore, fp: TextIO, *, slots: Sequence[str] | None = None,
-    scope: str | None = None, include_archive: bool = True, include_history: bool = True,
-    include_vectors: bool = True,
+    scope: str | None = None, user: str | None = None, agent: str | None = None,
+    include_archive: bool = True, include_history: bool = True, include_vectors: bool = True,
 ) -> int:
     """Write the store's facts to ``fp`` as JSON lines; return how many facts were written.
 
@@ -53,14 +53,17 @@ def export_jsonl(
     :param slots: Only these slots (``None``: every slot).
     :param scope: ``None`` exports **every** scope, global facts included; a
         name exports that scope only (not the global facts).
+    :param user: ``None`` exports every user's facts (and the facts of no
+        user); a name exports that user's own facts only.
+    :param agent: As ``user``, for agents.
     :param include_archive: Also write archived facts (``"archived": true``).
     :param include_history: Give each fact its earlier values (``"history"``).
     :param include_vectors: Give each live fact its stored vector (``"vector"``, with the
         embedder's model id), so a store with the same embedder takes it as it is
         instead of embedding the text again.
-    :raises InvalidFactError: A slot or scope name is malformed.
+    :raises InvalidFactError: A slot or an owner is malformed.
     """
-    flt = export_filter(core, slots, scope)
+    flt = export_filter(core, slots, scope, user, agent)
     backend = core.backend
     with backend.snapshot():
         rows: list[tuple[Row, bool]] = [(r, False) for r in backend.select(flt)]
@@ -98,7 +101,7 @@ def export_jsonl(
 
 def import_jsonl(
     core: StoreCore, fp: TextIO, *, on_duplicate: str = "skip", skip_invalid: bool = False,
-    progress: Progress | None = None,
+    progress: Progress | None = None, user: str | None = None, agent: str | None = None,
 ) -> ImportReport:
     """Read facts written by :func:`export_jsonl` into ``store``, in one transaction.
 
@@ -120,11 +123,19 @@ def import_jsonl(
         :attr:`ImportReport.errors`, instead of failing.
     :param progress: Called with the number of records handled so far, after
         each thousand.
+    :param user: The user of every user fact imported, whatever its record says
+        (``None``: the record's own, else the store's default user).
+    :param agent: As ``user``, for agent facts.
     :raises InvalidImportError: A line is malformed (bad JSON, unknown field,
-        wrong type, over a limit, unknown slot with strict slots), the header is
-        missing or newer, or a duplicate with ``on_duplicate="error"``; nothing
-        is written.
+        wrong type, over a limit, unknown slot with strict slots, an owner its
+        slot does not have), the header is missing or newer, or a duplicate with
+        ``on_duplicate="error"``; nothing is written.
+    :raises InvalidFactError: ``user`` or ``agent`` is malformed.
     """
     check_on_duplicate(on_duplicate)
-    return run_import(core, read_jsonl(core, fp), on_duplicate=on_duplicate,
+    lim, writer = core.limits, core.writer
+    owners = ImportOwners(writer.default_user, writer.default_agent,
+                          None if user is None else lim.owner(user, "user"),
+                          None if agent is None else lim.owner(agent, "agent"))
+    return run_import(core, read_jsonl(core, fp, owners), on_duplicate=on_duplicate,
                       skip_invalid=skip_invalid, progress=progress)

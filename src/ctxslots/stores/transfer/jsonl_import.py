@@ -13,7 +13,7 @@ from typing import TextIO
 from ...errors import InvalidFactError
 from ..core import StoreCore
 from .id_map import IdMap
-from .jsonl_records import ParsedFact, check_header, parse_record
+from .jsonl_records import ImportOwners, ParsedFact, check_header, parse_record
 from .report import ImportIssue, InvalidImportError
 
 __all__ = ["ON_DUPLICATE", "check_on_duplicate", "read_jsonl"]
@@ -41,7 +41,8 @@ def _lines(fp: TextIO) -> Iterator[tuple[int, str]]:
                                              "encoding")) from None
 
 
-def read_jsonl(core: StoreCore, fp: TextIO) -> Iterator[ParsedFact | ImportIssue]:
+def read_jsonl(core: StoreCore, fp: TextIO, owners: ImportOwners
+               ) -> Iterator[ParsedFact | ImportIssue]:
     """Each record of ``fp`` checked, in order: a fact, or the issue of a bad line.
 
     :raises InvalidImportError: The header is missing, malformed or newer, or
@@ -60,7 +61,7 @@ def read_jsonl(core: StoreCore, fp: TextIO) -> Iterator[ParsedFact | ImportIssue
                 check_header(data)
                 seen_header = True
                 continue
-            fact = parse_record(data, line=number, limits=core.limits, now=now)
+            fact = parse_record(data, line=number, limits=core.limits, now=now, owners=owners)
             if fact.id is not None:
                 first = lines_of_ids.get(fact.id)
                 if first is not None:

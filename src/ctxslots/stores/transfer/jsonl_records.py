@@ -1,6 +1,6 @@
 """The JSONL export format, record by record: rows to JSON objects and back.
 
-Pure functions, no SQL: :mod:`ctxslots.stores.transfer.formats` reads and writes the
+Pure functions, no SQL: :mod:`ctxslots.stores.transfer.jsonl` reads and writes the
 tables. Every field of a record is checked here, with the store's
 :class:`~ctxslots.stores.Limits` for the fields a write would check.
 """
@@ -25,6 +25,7 @@ __all__ = [
     "FORMAT",
     "VERSION",
     "HistoryEntry",
+    "ImportOwners",
     "ParsedFact",
     "check_header",
     "header",
@@ -41,6 +42,7 @@ _FACT_FIELDS = frozenset({
     "id", "slot", "scope", "key", "value", "tags", "source", "confidence", "score",
     "created_at", "updated_at", "observed_at", "last_accessed", "access_count", "expires_at",
     "superseded_by", "context", "vector", "archived", "archived_at", "reason", "history", "links",
+    "user", "agent",
 })
 _HISTORY_FIELDS = frozenset({"value", "tags", "source", "confidence", "valid_from", "valid_to"})
 _LINK_FIELDS = frozenset({"to", "strength", "updated_at"})
@@ -133,8 +135,10 @@ def record_from_row(
         "archived_at": row["archived_at"] if archived else None,
         "reason": row["reason"] if archived else None,
     }
-    if row.get("context") is not None:  # written only when there is one: older readers know no such field
-        record["context"] = row["context"]
+    # Written only when there is one: older readers know no such field.
+    for field, column in (("context", "context"), ("user", "user_id"), ("agent", "agent_id")):
+        if row.get(column):
+            record[field] = row[column]
     if history is not None:
         record["history"] = [
             {"value": h["value"], "tags": _tags(h["tags"]), "source": h["source"],
@@ -338,12 +342,43 @@ def _links(value: Any) -> tuple[tuple[int, float, float], ...]:
     return tuple(links)
 
 
-def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedFact:
+@attrs.frozen
+class ImportOwners:
+    """Whose facts an import writes.
+
+    Attributes:
+        default_user: The user of a user fact whose record names none.
+        default_agent: The agent of an agent fact whose record names none.
+        user: The user of every user fact, whatever its record says (``None``:
+            the record's own).
+        agent: The agent of every agent fact, as ``user``.
+    """
+
+    default_user: str
+    default_agent: str
+    user: str | None = None
+    agent: str | None = None
+
+    def of(self, limits: Limits, slot: str, record: Mapping[str, Any]) -> tuple[str, str, str]:
+        """The stored ``(user, agent, scope)`` of a record of ``slot``.
+
+        :raises InvalidFactError: The record names an owner its slot does not have.
+        """
+        owners = limits.owners_of(slot)
+        user = self.user if self.user is not None and owners.user else record.get("user")
+        agent = self.agent if self.agent is not None and owners.agent else record.get("agent")
+        return limits.write_owners(slot, user=user, agent=agent, scope=record.get("scope"),
+                                   default_user=self.default_user,
+                                   default_agent=self.default_agent)
+
+
+def parse_record(data: Any, *, line: int, limits: Limits, now: float,
+                 owners: ImportOwners) -> ParsedFact:
     """Check one decoded JSON line and return it in stored form.
 
     Missing optional fields take the defaults a new fact gets (``created_at``:
-    ``now``). Unknown fields are errors, so a misspelled field is never lost
-    silently.
+    ``now``; the owners ``owners`` gives). Unknown fields are errors, so a
+    misspelled field is never lost silently.
 
     :raises InvalidFactError: The record is malformed; ``field`` names the field.
     """
@@ -362,7 +397,7 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedF
                    f"not {count!r}", count)
     created = _required_timestamp(record, "created_at", now)
     slot = limits.slot(record.get("slot"))
-    scope = limits.scope(record.get("scope"))
+    user_id, agent_id, scope = owners.of(limits, slot, record)
     key = None if key is None else limits.key(key)
     value, secrets = limits.screen(record.get("value"))
     context, context_secrets = limits.context(record.get("context"))
@@ -370,6 +405,8 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float) -> ParsedF
     row: dict[str, Any] = {
         "slot": slot,
         "scope": scope,
+        "user_id": user_id,
+        "agent_id": agent_id,
         "key": key,
         "value": value,
         "tags": _tag_list(limits, record.get("tags")),

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import attrs
 
+from ..backend import FactFilter
 from ..core import StoreCore
+from ..owners import ANY, Owners
 from ..writes.limits import BUILTIN_SLOTS
 from .import_writer import Progress, run_import
 from .markdown_files import write_directory
@@ -29,15 +31,27 @@ def _slot_order(slot: str) -> tuple[int, str]:
     return (BUILTIN_SLOTS.index(slot) if slot in BUILTIN_SLOTS else len(BUILTIN_SLOTS), slot)
 
 
+def _selection(core: StoreCore, slots: Sequence[str] | None, scope: str | None,
+               user: str | None, agent: str | None) -> FactFilter:
+    """One user's and agent's memory: their own facts and the shared ones, of ``scope``
+    (``None``: every scope; a name: that scope only)."""
+    seen = core.filter(slots, Owners(user, agent, ANY), live=False)
+    exact = export_filter(core, slots, scope)
+    return attrs.evolve(exact, users=seen.users, agents=seen.agents)
+
+
 def render_markdown(
-    core: StoreCore, *, slots: Sequence[str] | None = None, scope: str | None = None
+    core: StoreCore, *, slots: Sequence[str] | None = None, scope: str | None = None,
+    user: str | None = None, agent: str | None = None,
 ) -> dict[tuple[str, str | None], str]:
     """The Markdown file of each slot and scope with live facts, keyed ``(slot, scope)``.
 
     Slots in the order user, project, agent, then by name; global facts before
-    scoped ones; facts by id. ``scope=None`` means every scope.
+    scoped ones; facts by id. ``scope=None`` means every scope. The facts are
+    those of one user and agent (``None``: the store's defaults) and the shared ones.
     """
-    rows = core.backend.select(attrs.evolve(export_filter(core, slots, scope), live_at=core.clock()))
+    rows = core.backend.select(attrs.evolve(_selection(core, slots, scope, user, agent),
+                                            live_at=core.clock()))
     groups: dict[tuple[str, str | None], list[str]] = {}
     for row in rows:
         tags = [t for t in (row["tags"] or "").split("\n") if t]
@@ -49,7 +63,8 @@ def render_markdown(
 
 def export_markdown(
     core: StoreCore, directory: str | os.PathLike[str] | None = None, *,
-    slots: Sequence[str] | None = None, scope: str | None = None,
+    slots: Sequence[str] | None = None, scope: str | None = None, user: str | None = None,
+    agent: str | None = None,
 ) -> str | list[Path]:
     """Write the live facts as Markdown, one bullet per fact.
 
@@ -67,10 +82,13 @@ def export_markdown(
 
     :param slots: Only these slots (``None``: every slot).
     :param scope: ``None`` exports every scope; a name exports that scope only.
-    :raises InvalidFactError: A slot or scope name is malformed.
+    :param user: Whose memory: that user's facts and the facts of no user
+        (``None``: the store's default user). JSONL exports every user's.
+    :param agent: As ``user``, for agents.
+    :raises InvalidFactError: A slot or an owner is malformed.
     :raises OSError: A symbolic link stands in the way, or writing failed.
     """
-    files = render_markdown(core, slots=slots, scope=scope)
+    files = render_markdown(core, slots=slots, scope=scope, user=user, agent=agent)
     if directory is None:
         return "\n".join(files.values())
     flt = export_filter(core, slots, scope)
@@ -80,7 +98,8 @@ def export_markdown(
 
 def import_markdown(
     core: StoreCore, path_or_text: str | os.PathLike[str], *, slot: str,
-    scope: str | None = None, skip_invalid: bool = False, progress: Progress | None = None,
+    scope: str | None = None, user: str | None = None, agent: str | None = None,
+    skip_invalid: bool = False, progress: Progress | None = None,
 ) -> ImportReport:
     """Read Markdown bullets into ``slot`` (and ``scope``) as facts, in one transaction.
 
@@ -102,15 +121,21 @@ def import_markdown(
     :param progress: Called with the number of bullets handled so far.
     :raises InvalidImportError: A bullet is invalid (empty, over a limit);
         nothing is written.
-    :raises InvalidFactError: ``slot`` or ``scope`` is malformed, or the file
-        cannot be read.
+    :param scope: The workspace of the facts (slots that have one).
+    :param user: The user of the facts (a user's slot; ``None``: the store's default).
+    :param agent: The agent of the facts (an agent's slot; ``None``: the store's default).
+    :raises InvalidFactError: ``slot`` or an owner is malformed, an owner is named
+        that the slot does not have, or the file cannot be read.
     """
     slot = core.limits.slot(slot)
-    core.limits.scope(scope)
+    owners = Owners(user, agent, scope)
+    core.limits.write_owners(slot, user=user, agent=agent, scope=scope,
+                             default_user=core.writer.default_user,
+                             default_agent=core.writer.default_agent)
     path, text = markdown_source(path_or_text)
     lines = file_lines(path) if path is not None else (text or "").split("\n")
     reader = MarkdownReader(slot, core.limits.max_tag_chars)
     source = f"markdown:{path.name}" if path is not None else "markdown"
-    return run_import(core, read_markdown(core, lines, reader, scope=scope, source=source),
+    return run_import(core, read_markdown(core, lines, reader, owners=owners, source=source),
                       on_duplicate="skip", skip_invalid=skip_invalid, progress=progress,
                       ignored=lambda: reader.ignored_lines)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...errors import InvalidFactError
 from ..core import StoreCore
+from ..owners import Owners
 from .jsonl_records import ParsedFact
 from .markdown_memory import MarkdownReader
 from .report import ImportIssue, InvalidImportError
@@ -60,11 +61,16 @@ def file_lines(path: Path) -> Iterator[str]:
 
 
 def read_markdown(core: StoreCore, lines: Iterable[str], reader: MarkdownReader, *,
-                  scope: str | None, source: str) -> Iterator[ParsedFact | ImportIssue]:
-    """Each bullet of ``lines`` as a checked record of ``reader.slot`` and ``scope``, or
-    the issue of a bullet the store's limits refuse."""
-    limits = core.limits
-    stored_scope = limits.scope(scope)
+                  owners: Owners, source: str) -> Iterator[ParsedFact | ImportIssue]:
+    """Each bullet of ``lines`` as a checked record of ``reader.slot`` and ``owners``,
+    or the issue of a bullet the store's limits refuse.
+
+    :raises InvalidFactError: ``owners`` names an owner the slot does not have.
+    """
+    limits, writer = core.limits, core.writer
+    user_id, agent_id, stored_scope = limits.write_owners(
+        reader.slot, user=owners.user, agent=owners.agent, scope=owners.scope,
+        default_user=writer.default_user, default_agent=writer.default_agent)
     now = core.clock()
     for bullet in reader.bullets(lines):
         try:
@@ -74,7 +80,8 @@ def read_markdown(core: StoreCore, lines: Iterable[str], reader: MarkdownReader,
         except InvalidFactError as exc:
             yield ImportIssue(bullet.line, str(exc), exc.field, exc.value)
             continue
-        row = {"slot": reader.slot, "scope": stored_scope, "key": key, "value": value,
+        row = {"slot": reader.slot, "scope": stored_scope, "user_id": user_id,
+               "agent_id": agent_id, "key": key, "value": value,
                "tags": tags, "source": source, "confidence": 1.0, "score": 0.0,
                "created_at": now, "updated_at": now, "observed_at": now,
                "last_accessed": None, "access_count": 0, "expires_at": None,

@@ -1,4 +1,4 @@
-"""Which facts an export covers: its slots and its scope, checked."""
+"""Which facts an export covers: its slots and owners, checked."""
 
 from __future__ import annotations
 
@@ -6,19 +6,23 @@ from collections.abc import Sequence
 
 from ..backend import FactFilter
 from ..core import StoreCore
+from ..owners import ANY, Owners
 
 __all__ = ["export_filter"]
 
 
-def export_filter(core: StoreCore, slots: Sequence[str] | None, scope: str | None
-                  ) -> FactFilter:
-    """The facts of ``slots`` (``None``: all) in ``scope`` (``None``: every scope; a
-    name: that scope only, not the global facts), expired ones included.
+def export_filter(core: StoreCore, slots: Sequence[str] | None, scope: str | None,
+                  user: str | None = None, agent: str | None = None) -> FactFilter:
+    """The facts of ``slots`` (``None``: all) of exactly the owners named (``scope``:
+    that scope, not the global facts; ``user``: that user's own facts; ``None``:
+    every owner of that kind), expired ones included.
 
-    :raises InvalidFactError: A slot or scope name is malformed.
+    :raises InvalidFactError: A slot or an owner is malformed.
     """
+    lim = core.limits
     checked = None
     if slots is not None:
-        checked = core.filter(slots, None, live=False).slots
-    return FactFilter(scopes=None if scope is None else (core.limits.scope(scope),),
-                      slots=checked)
+        checked = core.filter(slots, Owners(ANY, ANY, ANY), live=False).slots
+    return FactFilter(scopes=None if scope is None else (lim.scope(scope),), slots=checked,
+                      users=None if user is None else (lim.owner(user, "user"),),
+                      agents=None if agent is None else (lim.owner(agent, "agent"),))

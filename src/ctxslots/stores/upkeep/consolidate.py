@@ -1,6 +1,6 @@
 """Near-duplicate consolidation: a newer fact hides the older ones that say the same thing.
 
-A fact is *superseded* when a newer live fact of the same slot and scope has a
+A fact is *superseded* when a newer live fact of the same slot and owners has a
 vector whose cosine similarity to its own is above the threshold (0.95 by
 default). Superseded facts stay live and are never deleted: search leaves them
 out unless asked (``include_superseded=True``), the survivor's trace counts
@@ -75,18 +75,22 @@ def _check_threshold(threshold: object) -> float:
     return float(threshold)
 
 
+def _group(row: Row) -> tuple[str, str, str, str]:
+    return row["slot"], row["scope"], row["user_id"], row["agent_id"]
+
+
 def _groups(core: StoreCore, flt: FactFilter, fact_ids: Sequence[int] | None
-            ) -> dict[tuple[str, str], list[Row]]:
-    """The live, unsuperseded facts by slot and scope, oldest value first; with
+            ) -> dict[tuple[str, str, str, str], list[Row]]:
+    """The live, unsuperseded facts by slot and owners, oldest value first; with
     ``fact_ids``, only the groups those facts are in."""
     rows = list(core.backend.select(flt))
     if fact_ids is not None:
         wanted = set(fact_ids)
-        keys = {(r["slot"], r["scope"]) for r in rows if int(r["id"]) in wanted}
-        rows = [r for r in rows if (r["slot"], r["scope"]) in keys]
-    groups: dict[tuple[str, str], list[Row]] = {}
+        keys = {_group(r) for r in rows if int(r["id"]) in wanted}
+        rows = [r for r in rows if _group(r) in keys]
+    groups: dict[tuple[str, str, str, str], list[Row]] = {}
     for row in sorted(rows, key=lambda r: (r["updated_at"], r["id"])):
-        groups.setdefault((row["slot"], row["scope"]), []).append(row)
+        groups.setdefault(_group(row), []).append(row)
     return dict(sorted(groups.items()))
 
 

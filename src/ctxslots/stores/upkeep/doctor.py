@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from ..backend import BadValue
+from ..backend import BadValue, VectorRow
 from ..core import StoreCore
 
 __all__ = ["DoctorReport", "IndexState", "doctor", "reindex"]
@@ -164,7 +164,7 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
             break
         vectors = core.embed([r["value"] for r in rows])
         with backend.transaction():
-            backend.put_vectors([(int(r["id"]), r["scope"], r["slot"]) for r in rows], vectors)
+            backend.put_vectors([VectorRow.of(r["id"], r) for r in rows], vectors)
         done += len(rows)
         if progress:
             progress(min(done, total), total)

@@ -31,7 +31,7 @@ class UpkeepMethods:
     def consolidate(self, *, threshold: float = DEFAULT_THRESHOLD,
                     fact_ids: Iterable[int] | None = None, dry_run: bool = False
                     ) -> ConsolidationReport:
-        """Mark older near-duplicates superseded by the newer fact of the same slot and scope.
+        """Mark older near-duplicates superseded by the newer fact of the same slot and owners.
 
         Superseded facts are never deleted: search hides them unless
         ``include_superseded=True``, the survivor's ``trace.hides`` counts them,

@@ -122,12 +122,14 @@ class PrunedFact:
 
 @attrs.frozen
 class CapStatus:
-    """One slot and scope over its cap, before pruning.
+    """One slot of one set of owners over its cap, before pruning.
 
     Attributes:
         protected: How many of its facts pruning may not move.
         remaining: Live facts left after pruning (still over ``cap`` when too
             many are protected).
+        user: The user whose facts these are, if any.
+        agent: The agent whose facts these are, if any.
     """
 
     slot: str
@@ -136,6 +138,8 @@ class CapStatus:
     cap: int
     protected: int
     remaining: int
+    user: str | None = None
+    agent: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -219,20 +223,24 @@ def plan_prune(core: StoreCore, policy: PrunePolicy, now: float | None = None) -
     now = core.clock() if now is None else now
     moved: dict[int, PrunedFact] = {}
     over: list[CapStatus] = []
-    for slot, stored_scope, facts, expired in core.backend.group_counts(live_at=now):
-        n = facts - expired
-        cap = policy.cap(slot)
+    for group in core.backend.group_counts(live_at=now):
+        n = group.facts - group.expired
+        cap = policy.cap(group.slot)
         if cap is None or n <= cap:
             continue
         target = math.floor(cap * (1.0 - min(policy.headroom, 1.0)))
         free, protected = _candidates(core, now, policy, FactFilter(
-            scopes=(stored_scope,), slots=(slot,), live_at=now))
-        scope = stored_scope or None
-        reason = f"pruned: over the {slot} cap of {cap}" + (f" in scope {scope!r}" if scope else "")
+            scopes=(group.scope,), slots=(group.slot,), users=(group.user_id,),
+            agents=(group.agent_id,), live_at=now))
+        scope, user, agent = group.scope or None, group.user_id or None, group.agent_id or None
+        reason = f"pruned: over the {group.slot} cap of {cap}" + "".join(
+            f" {kind} {name!r}" for kind, name in (("of user", user), ("of agent", agent),
+                                                    ("in scope", scope)) if name)
         chosen = free[: max(0, n - target)]
         for value, fact_row in chosen:
             moved[fact_row["id"]] = PrunedFact(Fact.from_row(fact_row), value, reason)
-        over.append(CapStatus(slot, scope, n, cap, protected, n - len(chosen)))
+        over.append(CapStatus(group.slot, scope, n, cap, protected, n - len(chosen), user,
+                              agent))
     size = used_bytes(core)
     over_size = policy.max_bytes is not None and size > policy.max_bytes
     if over_size:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -17,6 +17,7 @@ from ..._secrets import redact
 from ...errors import InvalidFactError
 from ...model import to_timestamp
 from ..backend import MAX_TIME
+from ..owners import BUILTIN_SLOT_OWNERS, SlotOwners
 
 __all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_SCORE_STEP", "MAX_TIMESTAMP", "SECRET_POLICIES",
            "Limits"]
@@ -58,6 +59,24 @@ def _names(slots: Iterable[str]) -> tuple[str, ...]:
     return tuple(slots)
 
 
+def _owners(owners: Mapping[str, SlotOwners | str]) -> dict[str, SlotOwners]:
+    return {slot: SlotOwners.parse(o) if isinstance(o, str) else o for slot, o in owners.items()}
+
+
+#: The owners of a slot that declares none.
+_WORKSPACE = SlotOwners()
+_KIND_NAMES = {"user": "a user", "agent": "an agent", "scope": "a workspace (scope)"}
+
+
+def _whose(owners: SlotOwners) -> str:
+    """``"a user"``, ``"an agent (and a workspace, when given)"``...: whose facts a slot holds."""
+    kinds = [_KIND_NAMES[k] for k in ("user", "agent") if getattr(owners, k)]
+    if not kinds:
+        return _KIND_NAMES["scope"] if owners.scope else "nobody"
+    scope = " (and a workspace, when given)" if owners.scope else ""
+    return " and ".join(kinds) + scope
+
+
 def _a(kind: str) -> str:
     return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
 
@@ -83,6 +102,9 @@ class Limits:
             ``False`` accepts any well-formed slot name ("free slots").
         slots: The known slots: the built-in three, plus those plugins register
             (:func:`ctxslots.plugins.known_slots`).
+        slot_owners: Whose facts each slot holds (the built-in three, plus
+            those plugins register, :func:`ctxslots.plugins.slot_owners`); a slot
+            not named holds a workspace's facts.
         secrets: What a value holding a credential-shaped string (an API key, a
             token, a private key, a password in a URL or after ``password=``;
             the catalogue is :data:`ctxslots._secrets.PATTERNS`) becomes:
@@ -103,6 +125,8 @@ class Limits:
     max_batch: int = 10_000
     strict_slots: bool = True
     slots: tuple[str, ...] = attrs.field(default=BUILTIN_SLOTS, converter=_names)
+    slot_owners: Mapping[str, SlotOwners] = attrs.field(
+        factory=lambda: dict(BUILTIN_SLOT_OWNERS), converter=_owners)
     secrets: str = attrs.field(default="redact",
                                validator=attrs.validators.in_(SECRET_POLICIES))
 
@@ -141,6 +165,42 @@ class Limits:
                 value=scope,
             )
         return _unicode(scope, "scope")
+
+    def owners_of(self, slot: str) -> SlotOwners:
+        """Whose facts ``slot`` holds (a workspace's, for a slot that declares nothing)."""
+        return self.slot_owners.get(slot, _WORKSPACE)
+
+    def owner(self, value: object, kind: str) -> str:
+        """Validate a user or agent id: a non-empty string within
+        :attr:`max_scope_chars` characters, without control characters."""
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidFactError(f"{kind} must be a non-empty string", field=kind, value=value)
+        if len(value) > self.max_scope_chars or _CONTROL.search(value):
+            raise InvalidFactError(
+                f"{kind} must be at most {self.max_scope_chars} characters without control "
+                "characters", field=kind, value=value)
+        return _unicode(value, kind)
+
+    def write_owners(self, slot: str, *, user: object, agent: object, scope: object,
+                     default_user: str, default_agent: str) -> tuple[str, str, str]:
+        """The stored ``(user, agent, scope)`` of a fact written to ``slot``: the
+        owners it names, the store's default user and agent for a slot that has
+        them and names none, ``""`` for an owner the slot does not have.
+
+        :raises InvalidFactError: An owner is named that ``slot`` does not have
+            (a user for a project fact, a scope for a user fact...), or is malformed.
+        """
+        owners = self.owners_of(slot)
+        for kind, given in (("user", user), ("agent", agent), ("scope", scope)):
+            if given is not None and not getattr(owners, kind):
+                raise InvalidFactError(
+                    f"{slot} facts belong to {_whose(owners)}, not to {_KIND_NAMES[kind]}: "
+                    f"leave out {kind}", field=kind, value=given)
+        stored_user = "" if not owners.user else (
+            default_user if user is None else self.owner(user, "user"))
+        stored_agent = "" if not owners.agent else (
+            default_agent if agent is None else self.owner(agent, "agent"))
+        return stored_user, stored_agent, self.scope(scope)
 
     def key(self, key: object) -> str:
         """Validate a fact key: non-empty, single line, bounded length."""

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..backend import Backend, FactFilter
+from ..backend import Backend, FactFilter, VectorRow
 from .background import BackgroundWriter
 
 __all__ = ["VectorWriter"]
@@ -75,5 +75,5 @@ class VectorWriter(BackgroundWriter):
             # A value changed since it was read is queued again by that write.
             current = {int(r["id"]): r["value"] for r in backend.rows_by_ids(ids, FactFilter())}
             keep = [i for i, r in enumerate(rows) if current.get(int(r["id"])) == r["value"]]
-            backend.put_vectors([(int(rows[i]["id"]), rows[i]["scope"], rows[i]["slot"])
-                                 for i in keep], vectors[keep] if keep else vectors[:0])
+            backend.put_vectors([VectorRow.of(rows[i]["id"], rows[i]) for i in keep],
+                                vectors[keep] if keep else vectors[:0])

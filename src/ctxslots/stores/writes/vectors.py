@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import attrs
 
-from ..backend import Backend
+from ..backend import Backend, VectorRow
 from ..embedders.binding import EmbedderBinding
 from .vector_writer import VectorWriter
 
 __all__ = ["Pending", "VectorSink"]
 
-#: ``fact_id -> (scope, slot, value)`` of the facts a transaction wrote.
-Pending = dict[int, tuple[str, str, str]]
+#: ``fact_id -> (where its vector goes, its value)`` of the facts a transaction wrote.
+Pending = dict[int, tuple[VectorRow, str]]
 
 
 @attrs.define
@@ -42,9 +42,9 @@ class VectorSink:
         if not self.keeps or not pending or self.background is not None:
             return
         assert self.embedding.embedder is not None
-        ids = list(pending)
-        vectors = self.embedding.embedder.embed([pending[i][2] for i in ids])
-        self.backend.put_vectors([(i, pending[i][0], pending[i][1]) for i in ids], vectors)
+        rows = list(pending.values())
+        vectors = self.embedding.embedder.embed([value for _, value in rows])
+        self.backend.put_vectors([where for where, _ in rows], vectors)
 
     def after_commit(self, pending: Pending) -> None:
         """Queue the vectors of what a committed transaction wrote (background)."""

@@ -12,8 +12,9 @@ import attrs
 
 from ...errors import FactNotFoundError, InvalidFactError, ReadOnlyStoreError
 from ...model import Fact, Hit, from_timestamp
-from ..backend import Backend, FactFields, HistoryEntry, Row
+from ..backend import Backend, FactFields, FactFilter, FactRow, HistoryEntry, Row, VectorRow
 from ..links import strengthen
+from ..owners import DEFAULT_AGENT, DEFAULT_USER, Owners
 from .access_writer import AccessWriter
 from .limits import Limits
 from .vectors import Pending, VectorSink
@@ -46,6 +47,10 @@ class Writer:
         vectors: Embeds what a transaction wrote, before it commits or after.
         access: Where access counts are queued when they are written in the
             background (``None``: each is written at once).
+        default_user: The user a fact of a user's slot belongs to when its
+            write names none.
+        default_agent: The agent a fact of an agent's slot belongs to when its
+            write names none.
     """
 
     backend: Backend
@@ -53,6 +58,8 @@ class Writer:
     clock: Callable[[], float]
     vectors: VectorSink
     access: AccessWriter | None = None
+    default_user: str = DEFAULT_USER
+    default_agent: str = DEFAULT_AGENT
     _pending: Pending | None = None
     _written: int = 0
     _read_only: bool = False
@@ -75,10 +82,20 @@ class Writer:
             if outer:
                 self._pending = None
 
-    def queue_vector(self, fact_id: int, scope: str, slot: str, value: str) -> None:
-        """Embed ``value`` for ``fact_id`` when the current transaction commits."""
+    def queue_vector(self, fact_id: int, row: FactFields) -> None:
+        """Embed ``row``'s value for ``fact_id`` when the current transaction commits."""
         if self._pending is not None:
-            self._pending[fact_id] = (scope, slot, value)
+            self._pending[fact_id] = (VectorRow.of(fact_id, row), row["value"])
+
+    def find(self, fact_id: int, now: float, visible: FactFilter | None) -> FactRow:
+        """The live fact with this id (``visible``: only if that filter sees its owners).
+
+        :raises FactNotFoundError: No such live fact (or one ``visible`` does not see).
+        """
+        row = self.backend.get(fact_id, live_at=now)
+        if row is None or (visible is not None and not visible.owns(row)):
+            raise FactNotFoundError(fact_id)
+        return row
 
     def count_write(self) -> None:
         """Count one fact written in the current transaction against ``limits.max_batch``."""
@@ -90,11 +107,16 @@ class Writer:
                 field="batch", value=self._written,
             )
 
-    def validated(self, slot: Any, value: Any, scope: Any, tags: Any, confidence: Any,
+    def validated(self, slot: Any, value: Any, owners: Owners, tags: Any, confidence: Any,
                   source: Any, expires_at: Any, context: Any = None) -> dict[str, Any]:
-        """The checked fields of a fact (``InvalidFactError`` on the first bad one)."""
+        """The checked fields of a fact written to ``slot`` for ``owners``
+        (``InvalidFactError`` on the first bad one, an owner the slot does not have
+        included)."""
         lim = self.limits
         checked_slot = lim.slot(slot)
+        user_id, agent_id, scope = lim.write_owners(
+            checked_slot, user=owners.user, agent=owners.agent, scope=owners.scope,
+            default_user=self.default_user, default_agent=self.default_agent)
         stored, secrets = lim.screen(value)
         if secrets:
             logger.warning("a value written to %s held %s; stored with [redacted] in its place "
@@ -106,7 +128,9 @@ class Writer:
         return {
             "context": stored_context,
             "slot": checked_slot,
-            "scope": lim.scope(scope),
+            "scope": scope,
+            "user_id": user_id,
+            "agent_id": agent_id,
             "value": stored,
             "tags": lim.tags(tags),
             "confidence": lim.confidence(confidence),
@@ -117,35 +141,39 @@ class Writer:
     def _observed(self, observed_at: Any, now: float) -> float:
         return now if observed_at is None else self.limits.moment(observed_at, "observed_at")
 
-    def upsert(self, slot: str, key: str, value: str, *, scope: str | None, tags: Iterable[str],
+    def upsert(self, slot: str, key: str, value: str, *, owners: Owners, tags: Iterable[str],
                confidence: float, source: str | None, expires_at: Any, observed_at: Any,
                context: Any = None) -> Fact:
-        """Insert a keyed fact, or replace the value of the one with the same key.
+        """Insert a keyed fact, or replace the value of the one with the same key
+        (the same slot and owners).
 
         Without a ``context``, a replaced fact keeps its context while its value
         stays the same, and loses it with a new value.
         """
-        row = self.validated(slot, value, scope, tags, confidence, source, expires_at, context)
+        row = self.validated(slot, value, owners, tags, confidence, source, expires_at, context)
         key = self.limits.key(key)
         now = self.clock()
         row["observed_at"] = self._observed(observed_at, now)
         with self.writing():
-            old = self.backend.get_by_key(row["slot"], row["scope"], key)
+            old = self.backend.get_by_key(row["slot"], row["scope"], key,
+                                          user_id=row["user_id"], agent_id=row["agent_id"])
             if old is None:
                 return self.insert(row, key, now)
             if row["context"] is None and old["value"] == row["value"]:
                 row["context"] = old.get("context")
             return self.rewrite(old, row, now)
 
-    def add(self, slot: str, value: str, *, scope: str | None, tags: Iterable[str],
+    def add(self, slot: str, value: str, *, owners: Owners, tags: Iterable[str],
             confidence: float, source: str | None, expires_at: Any, observed_at: Any,
             context: Any = None) -> Fact:
-        """Insert a free memory; an identical live one in the same slot and scope is returned instead."""
-        row = self.validated(slot, value, scope, tags, confidence, source, expires_at, context)
+        """Insert a free memory; an identical live one of the same slot and owners is
+        returned instead."""
+        row = self.validated(slot, value, owners, tags, confidence, source, expires_at, context)
         now = self.clock()
         row["observed_at"] = self._observed(observed_at, now)
         with self.writing():
             same = self.backend.find_same(row["slot"], row["scope"], None, row["value"],
+                                          user_id=row["user_id"], agent_id=row["agent_id"],
                                           live_at=now)
             if same is not None:
                 existing = self.backend.get(same)
@@ -154,16 +182,18 @@ class Writer:
             return self.insert(row, None, now)
 
     def update(self, fact_id: int, *, value: str | None, tags: Iterable[str] | None,
-               confidence: float | None, source: str | None, context: Any = None) -> Fact:
-        """Change some fields of a live fact by id (``context=""`` removes the context)."""
+               confidence: float | None, source: str | None, context: Any = None,
+               visible: FactFilter | None = None) -> Fact:
+        """Change some fields of a live fact by id (``context=""`` removes the context);
+        its slot and owners stay. With ``visible``, a fact it does not see is not found."""
         fact_id = check_id(fact_id)
         now = self.clock()
         with self.writing():
-            prev = self.backend.get(fact_id, live_at=now)
-            if prev is None:
-                raise FactNotFoundError(fact_id)
+            prev = self.find(fact_id, now, visible)
+            owners = Owners(user=prev["user_id"] or None, agent=prev["agent_id"] or None,
+                            scope=prev["scope"] or None)
             row = self.validated(
-                prev["slot"], prev["value"] if value is None else value, prev["scope"] or None,
+                prev["slot"], prev["value"] if value is None else value, owners,
                 [t for t in (prev["tags"] or "").split("\n") if t] if tags is None else tags,
                 prev["confidence"] if confidence is None else confidence,
                 prev["source"] if source is None else source, prev["expires_at"],
@@ -176,14 +206,15 @@ class Writer:
         """Insert a new live fact (inside :meth:`writing`)."""
         self.count_write()
         full: FactFields = {
-            "slot": row["slot"], "scope": row["scope"], "key": key, "value": row["value"],
+            "slot": row["slot"], "scope": row["scope"], "user_id": row["user_id"],
+            "agent_id": row["agent_id"], "key": key, "value": row["value"],
             "tags": row["tags"], "source": row["source"], "confidence": row["confidence"],
             "score": 0.0, "created_at": now, "updated_at": now,
             "observed_at": row.get("observed_at", now), "last_accessed": None,
             "access_count": 0, "expires_at": row["expires_at"], "superseded_by": None,
             "context": row["context"]}
         fact_id = self.backend.insert(full)
-        self.queue_vector(fact_id, full["scope"], full["slot"], full["value"])
+        self.queue_vector(fact_id, full)
         return self.fetch(fact_id)
 
     def rewrite(self, prev: Row, row: dict[str, Any], now: float) -> Fact:
@@ -204,15 +235,19 @@ class Writer:
             fields["superseded_by"] = None
         self.backend.update(int(prev["id"]), fields)
         if changed:
-            self.queue_vector(int(prev["id"]), row["scope"], row["slot"], row["value"])
+            self.queue_vector(int(prev["id"]), prev | {"value": row["value"]})
         return self.fetch(int(prev["id"]))
 
-    def adjust_score(self, fact_id: int, delta: float, partners: Iterable[int]) -> Fact:
+    def adjust_score(self, fact_id: int, delta: float, partners: Iterable[int],
+                     visible: FactFilter | None = None) -> Fact:
         """Add ``delta`` to a live fact's score; a reinforcement (``delta > 0``) also
-        strengthens its co-recall links with ``partners``."""
+        strengthens its co-recall links with ``partners``. With ``visible``, a fact
+        it does not see is not found."""
         fact_id = check_id(fact_id)
         now = self.clock()
         with self.backend.transaction():
+            if visible is not None:
+                self.find(fact_id, now, visible)
             if not self.backend.adjust_score(fact_id, delta, live_at=now):
                 raise FactNotFoundError(fact_id)
             if delta > 0:
@@ -221,11 +256,14 @@ class Writer:
         assert row is not None
         return Fact.from_row(row)
 
-    def forget(self, fact_id: int, *, reason: str | None) -> Fact:
-        """Move a fact to the archive."""
+    def forget(self, fact_id: int, *, reason: str | None,
+               visible: FactFilter | None = None) -> Fact:
+        """Move a fact to the archive. With ``visible``, a fact it does not see is not found."""
         fact_id = check_id(fact_id)
         with self.writing():
             self.count_write()
+            if visible is not None:
+                self.find(fact_id, self.clock(), visible)
             row = self.backend.archive(fact_id, archived_at=self.clock(), reason=reason)
             if row is None:
                 raise FactNotFoundError(fact_id)

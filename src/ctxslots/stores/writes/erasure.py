@@ -1,0 +1,132 @@
+"""Erasure: removing a fact, an owner's memory or everything, for good.
+
+Forgetting moves a fact to the archive and replacing keeps the old value in
+history; erasure keeps nothing. A fact goes with its archived copy, its
+earlier values, its vector and its co-recall links; an owner's erasure also
+drops the flush progress of its conversations. On SQLite no byte of the erased
+text stays in the file: rows are overwritten with zeros as they are deleted
+(SQLite's ``secure_delete`` and FTS5's ``secure-delete``), and the write-ahead
+log, which still holds the pages they were written in, is copied back and
+emptied. On PostgreSQL the rows are gone from every table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from ...errors import FactNotFoundError, InvalidArgumentError
+from ..backend import Erased
+from ..core import StoreCore
+from ..owners import ANY, Owners
+from .writer import check_id
+
+__all__ = ["ErasureMethods", "ErasureReport"]
+
+
+@attrs.frozen
+class ErasureReport:
+    """What an erasure removed.
+
+    Attributes:
+        erased: What was erased: ``"fact 12"``, ``"user alice"``, ``"everything"``.
+        facts: Live facts removed.
+        archived: Archived facts removed.
+        history: Earlier values removed.
+        vectors: Vectors removed.
+        links: Co-recall links removed.
+        progress: Flush progress records removed.
+    """
+
+    erased: str
+    facts: int = 0
+    archived: int = 0
+    history: int = 0
+    vectors: int = 0
+    links: int = 0
+    progress: int = 0
+
+    @classmethod
+    def of(cls, erased: str, counts: Erased) -> ErasureReport:
+        """A report of ``counts`` removed for ``erased``."""
+        return cls(erased, **attrs.asdict(counts))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return attrs.asdict(self)
+
+    def summary(self) -> str:
+        """One line: ``erased user alice: 12 facts, 3 archived, 5 history entries...``."""
+        parts = [(self.facts, "fact", "facts"), (self.archived, "archived fact",
+                                                  "archived facts"),
+                 (self.history, "history entry", "history entries"),
+                 (self.vectors, "vector", "vectors"), (self.links, "link", "links"),
+                 (self.progress, "flush record", "flush records")]
+        return f"erased {self.erased}: " + ", ".join(
+            f"{n} {one if n == 1 else many}" for n, one, many in parts)
+
+
+class ErasureMethods:
+    """The erasing methods of :class:`~ctxslots.FactStore`."""
+
+    _core: StoreCore
+
+    def delete(self, fact_id: int, *, user: str | None = None, agent: str | None = None,
+               scope: str | None = None) -> ErasureReport:
+        """Erase one fact, live or archived, with its history, vector, links and context.
+
+        :param user: With ``agent`` and ``scope``: only a fact these owners see.
+        :raises FactNotFoundError: No live or archived fact has this id (that they see).
+        """
+        fact_id = check_id(fact_id)
+        core = self._core
+        visible = core.owner_check(Owners(user, agent, scope))
+        with core.writer.writing():
+            row = core.backend.get(fact_id) or core.backend.get_archived(fact_id)
+            if row is None or (visible is not None and not visible.owns(row)):
+                raise FactNotFoundError(fact_id)
+            erased = core.backend.erase_facts([fact_id])
+        self._scrub()
+        return ErasureReport.of(f"fact {fact_id}", erased)
+
+    def erase(self, *, user: str | None = None, agent: str | None = None,
+              scope: str | None = None) -> ErasureReport:
+        """Erase everything one owner holds: every live and archived fact of that user,
+        agent or workspace with its history, vectors and links, and (for a user or an
+        agent) the flush progress of its conversations. Name exactly one owner.
+
+        Shared facts are not a user's: erasing a user leaves the workspaces' facts,
+        erasing a workspace leaves the users' own.
+
+        :raises InvalidArgumentError: No owner, or more than one, is named.
+        :raises InvalidFactError: The owner is malformed.
+        """
+        named = [(kind, value) for kind, value in (("user", user), ("agent", agent),
+                                                   ("scope", scope)) if value is not None]
+        if len(named) != 1 or named[0][1] is ANY:
+            raise InvalidArgumentError("name exactly one owner to erase: user=, agent= or "
+                                       "scope=", field="owner", value=named)
+        kind, value = named[0]
+        core = self._core
+        owner = core.limits.scope(value) if kind == "scope" else core.limits.owner(value, kind)
+        with core.writer.writing():
+            erased = core.backend.erase_facts(core.backend.owned_ids(kind, owner))
+            if kind != "scope":
+                erased = attrs.evolve(erased, progress=core.backend.erase_progress(kind, owner))
+        self._scrub()
+        return ErasureReport.of(f"{kind} {owner}", erased)
+
+    def reset(self) -> ErasureReport:
+        """Erase every fact of every owner, with history, vectors, links and flush progress;
+        the store stays, bound to its embedder."""
+        core = self._core
+        with core.writer.writing():
+            erased = core.backend.erase_all()
+        self._scrub()
+        return ErasureReport.of("everything", erased)
+
+    def _scrub(self) -> None:
+        # Inside a batch the log is emptied by the next erasure made outside one.
+        if not self._core.backend.in_transaction:
+            self._core.backend.scrub()
