@@ -32,11 +32,12 @@ HOSTILE_VALUES: tuple[str, ...] = (
 )
 
 
-def make_store(path: Path, facts: Iterable[tuple[str, str | None, str]] = (),
+def make_store(path: Path, facts: Iterable[tuple[str, ...] | tuple[str, str | None, str]] = (),
                now: float = FIXED_NOW, limits: Limits | None = None) -> FactStore:
-    """A store on a real file with a fixed clock, holding ``(slot, scope, value)`` facts."""
+    """A store on a real file with a fixed clock, holding ``(slot, scope, value)`` facts
+    (a fourth element names the user of a user fact)."""
     store = FactStore(path, clock=lambda: now, **({"limits": limits} if limits else {}))
     with store.batch():
-        for slot, scope, value in facts:
-            store.add(slot, value, scope=scope)
+        for slot, scope, value, *user in facts:
+            store.add(slot, value, scope=scope, user=user[0] if user else None)
     return store

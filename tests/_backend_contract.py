@@ -26,7 +26,8 @@ def make_row(value: str = "A plain memory.", **fields: Any) -> dict[str, Any]:
         "slot": "agent", "scope": "", "key": None, "value": value, "tags": "",
         "source": None, "confidence": 1.0, "score": 0.0, "created_at": NOW,
         "updated_at": NOW, "observed_at": NOW, "last_accessed": None, "access_count": 0,
-        "expires_at": None, "superseded_by": None, "context": None,
+        "expires_at": None, "superseded_by": None, "context": None, "user_id": "",
+        "agent_id": "",
     }
     row.update(fields)
     return row

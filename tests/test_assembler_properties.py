@@ -29,8 +29,10 @@ BUDGET_REASONS = {DropReason.BUDGET, DropReason.HEADER_DOES_NOT_FIT}
 sentences = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
 values = st.one_of(sentences, sentences.map(lambda s: s + "\n# " + s),
                    st.sampled_from(HOSTILE_VALUES))
+#: ``(slot, scope, value[, user])``: the second owner of a user fact is its user, not a scope.
 facts = st.lists(st.tuples(st.sampled_from(["user", "project", "agent"]),
-                           st.sampled_from([None, "shop", "blog"]), values), max_size=30)
+                           st.sampled_from([None, "shop", "blog"]), values).map(
+    lambda f: ("user", None, f[2], f[1]) if f[0] == "user" else f), max_size=30)
 statics = st.lists(
     st.builds(
         StaticContributor,
@@ -77,8 +79,8 @@ def test_fitting_rule_holds(facts, message, budget, margin_pct, reserve_pct, ext
                             limit):
     """Text fits the budget, sticky first, kept items form a prefix, same input gives same bytes."""
     margin, reserve = budget * margin_pct // 100, budget * reserve_pct // 100
-    request = AssemblyRequest(message, scope=scope, budget=budget, safety_margin=margin,
-                              answer_reserve=reserve)
+    request = AssemblyRequest(message, scope=scope, user=scope, budget=budget,
+                              safety_margin=margin, answer_reserve=reserve)
     with tempfile.TemporaryDirectory() as folder:
         store = make_store(Path(folder) / "p.db", facts)
         try:

@@ -20,7 +20,7 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     unit,
 )
 from ctxslots.errors import DuplicateKeyError, StoreError
-from ctxslots.stores.backend import FACT_COLUMNS, Backend, FactFilter, HistoryEntry
+from ctxslots.stores.backend import FACT_COLUMNS, Backend, FactFilter, HistoryEntry, VectorRow
 
 # -- lifecycle -------------------------------------------------------------------
 
@@ -132,18 +132,31 @@ def test_a_historical_id_is_not_free(backend):
     assert not backend.id_is_free(777)
 
 
-def test_keys_are_unique_per_slot_and_scope(backend):
-    """A second keyed insert raises DuplicateKeyError, writes nothing; the transaction goes on."""
-    add(backend, "The user edits code in Helix.", slot="user", key="editor")
+def test_keys_are_unique_per_slot_and_owners(backend):
+    """A second keyed insert raises DuplicateKeyError, writes nothing; the transaction goes on.
+    Another scope, user or agent holds the same key apart."""
+    add(backend, "The user edits code in Helix.", slot="user", key="editor", user_id="ada")
     with backend.transaction():
         with pytest.raises(DuplicateKeyError) as info:
-            backend.insert(make_row("Vim.", slot="user", key="editor"))
-        other_scope = backend.insert(make_row("Vim.", slot="user", scope="w1", key="editor"))
+            backend.insert(make_row("Vim.", slot="user", key="editor", user_id="ada"))
+        other_scope = backend.insert(make_row("Vim.", slot="user", scope="w1", key="editor",
+                                              user_id="ada"))
+        other_user = backend.insert(make_row("Emacs.", slot="user", key="editor",
+                                             user_id="bo"))
+        other_agent = backend.insert(make_row("Nano.", slot="user", key="editor",
+                                              user_id="ada", agent_id="coder"))
     assert ("user", "", "editor") == (info.value.slot, info.value.scope, info.value.key)
     assert isinstance(info.value, StoreError)
-    assert "The user edits code in Helix." == backend.get_by_key("user", "", "editor")["value"]
-    assert other_scope == backend.get_by_key("user", "w1", "editor")["id"]
-    assert backend.get_by_key("user", "w2", "editor") is None
+    ada = {"user_id": "ada", "agent_id": ""}
+    assert "The user edits code in Helix." == backend.get_by_key("user", "", "editor",
+                                                                  **ada)["value"]
+    assert other_scope == backend.get_by_key("user", "w1", "editor", **ada)["id"]
+    assert other_user == backend.get_by_key("user", "", "editor", user_id="bo",
+                                            agent_id="")["id"]
+    assert other_agent == backend.get_by_key("user", "", "editor", user_id="ada",
+                                             agent_id="coder")["id"]
+    assert backend.get_by_key("user", "w2", "editor", **ada) is None
+    assert backend.get_by_key("user", "", "editor", user_id="cy", agent_id="") is None
 
 
 def test_find_same_matches_exact_content(backend):
@@ -151,13 +164,17 @@ def test_find_same_matches_exact_content(backend):
     a = add(backend, "Same text.")
     add(backend, "Same text.")
     keyed = add(backend, "Keyed.", key="k")
-    assert a == backend.find_same("agent", "", None, "Same text.")
-    assert keyed == backend.find_same("agent", "", "k", "Keyed.")
-    assert backend.find_same("agent", "", None, "Keyed.") is None
-    assert backend.find_same("agent", "w1", None, "Same text.") is None
+    theirs = add(backend, "Same text.", agent_id="coder")
+    none = {"user_id": "", "agent_id": ""}
+    assert a == backend.find_same("agent", "", None, "Same text.", **none)
+    assert keyed == backend.find_same("agent", "", "k", "Keyed.", **none)
+    assert backend.find_same("agent", "", None, "Keyed.", **none) is None
+    assert backend.find_same("agent", "w1", None, "Same text.", **none) is None
+    assert theirs == backend.find_same("agent", "", None, "Same text.", user_id="",
+                                       agent_id="coder")
     with backend.transaction():
         backend.archive(keyed, archived_at=NOW, reason=None)
-    assert keyed == backend.find_same("agent", "", "k", "Keyed.", archived=True)
+    assert keyed == backend.find_same("agent", "", "k", "Keyed.", archived=True, **none)
 
 
 def test_update_sets_only_the_given_columns(backend):
@@ -189,7 +206,7 @@ def test_archive_moves_a_fact_with_its_vector(backend):
     fact_id = add(backend, "To be archived.", key="k")
     with backend.transaction():
         backend.reset_vectors("test-model", 3)
-        backend.put_vectors([(fact_id, "", "agent")], np.array([unit(1, 0, 0)]))
+        backend.put_vectors([VectorRow(fact_id, "", "agent")], np.array([unit(1, 0, 0)]))
         archived = backend.archive(fact_id, archived_at=NOW + 7, reason="pruned")
         assert backend.archive(fact_id, archived_at=NOW, reason=None) is None
     assert (NOW + 7, "pruned", "To be archived.") == (archived["archived_at"], archived["reason"],
@@ -254,9 +271,11 @@ def test_rows_by_ids_and_neighbours_respect_the_filter(backend, mixed):
 
 
 def test_counts_per_group(backend, mixed):
-    """group_counts gives facts and expired ones per slot and scope, sorted."""
-    assert [("agent", "w1", 3, 1), ("agent", "w2", 1, 0), ("user", "", 1, 0)] == \
-        backend.group_counts(live_at=NOW)
+    """group_counts gives facts and expired ones per slot and owners, sorted."""
+    assert [("agent", "w1", "", "", 3, 1), ("agent", "w2", "", "", 1, 0),
+            ("user", "", "", "", 1, 0)] == backend.group_counts(live_at=NOW)
+    add(backend, "Ada's.", slot="user", user_id="ada")
+    assert ("user", "", "ada", "", 1, 0) in backend.group_counts(live_at=NOW)
 
 
 def test_supersession_can_be_handed_over_and_counted(backend, mixed):
@@ -288,9 +307,20 @@ def test_links_strengthen_and_merge(backend):
 
 
 def test_flush_progress_round_trips(backend):
-    """write_progress replaces a conversation's progress; an unknown one is None."""
-    assert backend.read_progress("chat-1") is None
+    """write_progress replaces a conversation's progress, kept per user and agent; an
+    unknown one is None; erase_progress drops one user's or agent's."""
+    ada, bo = {"user_id": "ada", "agent_id": "a1"}, {"user_id": "bo", "agent_id": "a1"}
+    assert backend.read_progress("chat-1", **ada) is None
     with backend.transaction():
-        backend.write_progress("chat-1", 3, "abc", NOW)
-        backend.write_progress("chat-1", 5, "def", NOW + 1)
-    assert (5, "def") == backend.read_progress("chat-1")
+        backend.write_progress("chat-1", 3, "abc", NOW, **ada)
+        backend.write_progress("chat-1", 5, "def", NOW + 1, **ada)
+        backend.write_progress("chat-1", 1, "bo1", NOW, **bo)
+    assert (5, "def") == backend.read_progress("chat-1", **ada)
+    assert (1, "bo1") == backend.read_progress("chat-1", **bo)
+    with backend.transaction():
+        assert 1 == backend.erase_progress("user", "bo")
+    assert backend.read_progress("chat-1", **bo) is None
+    assert (5, "def") == backend.read_progress("chat-1", **ada)
+    with backend.transaction():
+        assert 1 == backend.erase_progress("agent", "a1")
+    assert backend.read_progress("chat-1", **ada) is None

@@ -21,7 +21,7 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     unit,
 )
 from _sql import plan_of
-from ctxslots.stores.backend import FactFilter, Health, HistoryEntry, VectorState
+from ctxslots.stores.backend import FactFilter, Health, HistoryEntry, VectorRow, VectorState
 
 # -- the lexical leg ---------------------------------------------------------------
 
@@ -107,13 +107,13 @@ def test_vectors_bind_to_an_embedder(backend):
     assert VectorState(None, None, 0, 2, 0) == backend.vector_state()
     with backend.transaction():
         backend.reset_vectors("model-x", 3)
-        backend.put_vectors([(a, "", "agent")], np.array([unit(1, 2, 3)]))
+        backend.put_vectors([VectorRow(a, "", "agent")], np.array([unit(1, 2, 3)]))
         backend.put_vectors([], np.zeros((0, 3), np.float32))
     assert VectorState("model-x", 3, 1, 1, 0) == backend.vector_state()
     np.testing.assert_allclose(unit(1, 2, 3), backend.vectors_of([a, b])[a], rtol=1e-6)
     assert [b] == [r["id"] for r in backend.without_vectors(limit=10)]
     with backend.transaction():
-        backend.put_vectors([(b, "", "agent"), (999, "", "agent")],
+        backend.put_vectors([VectorRow(b, "", "agent"), VectorRow(999, "", "agent")],
                             np.array([unit(0, 1, 0), unit(1, 0, 0)]))
     assert VectorState("model-x", 3, 3, 0, 1) == backend.vector_state()
     with backend.transaction():
@@ -130,8 +130,8 @@ def test_vector_knn_is_exact_and_filtered(backend):
         ids = [backend.insert(make_row(f"Fact {n}.", scope="w1" if n % 3 else "w2",
                                        slot="user" if n % 2 else "agent"))
                for n in range(60)]
-        backend.put_vectors([(ids[n], "w1" if n % 3 else "w2", "user" if n % 2 else "agent")
-                             for n in range(60)], vectors)
+        backend.put_vectors([VectorRow(ids[n], "w1" if n % 3 else "w2",
+                                       "user" if n % 2 else "agent") for n in range(60)], vectors)
     query = rng.normal(size=8).astype(np.float32)
     cosines = vectors @ query / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(query))
     wanted = [n for n in range(60) if n % 3 and n % 2]
@@ -149,7 +149,7 @@ def test_vector_knn_leaves_out_expired_superseded_and_deleted(backend):
         expired = backend.insert(make_row("Expired.", expires_at=NOW - 1))
         hidden = backend.insert(make_row("Hidden.", superseded_by=live))
         deleted = backend.insert(make_row("Deleted."))
-        backend.put_vectors([(i, "", "agent") for i in (live, expired, hidden, deleted)],
+        backend.put_vectors([VectorRow(i, "", "agent") for i in (live, expired, hidden, deleted)],
                             np.array([unit(1, 0), unit(1, 0.1), unit(1, 0.2), unit(1, 0.3)]))
         backend.delete_vectors([deleted])
     flt = FactFilter(scopes=("",), live_at=NOW, include_superseded=False)
@@ -166,12 +166,47 @@ def test_a_small_scope_gets_all_its_vector_hits(backend):
         backend.reset_vectors("model", 4)
         big_ids = [backend.insert(make_row(f"Big {n}.", scope="big")) for n in range(2000)]
         small_ids = [backend.insert(make_row(f"Small {n}.", scope="small")) for n in range(20)]
-        backend.put_vectors([(i, "big", "agent") for i in big_ids], big)
-        backend.put_vectors([(i, "small", "agent") for i in small_ids], small)
+        backend.put_vectors([VectorRow(i, "big", "agent") for i in big_ids], big)
+        backend.put_vectors([VectorRow(i, "small", "agent") for i in small_ids], small)
     query = rng.normal(size=4).astype(np.float32)
     found = backend.vector_knn(query, FactFilter(scopes=("small",)), 50)
     order = np.argsort(-(small @ query) / np.linalg.norm(small, axis=1), kind="stable")
     assert [small_ids[n] for n in order] == [fid for fid, _ in found]
+
+
+def test_one_user_among_many_gets_all_their_vector_hits(backend):
+    """One user's 20 vectors among 2,000 of other users: knn filtered to that user finds
+    all 20, exactly ranked, and none of another user's (pgvector's index walks a limited
+    number of candidates before it filters: the engine must not come back short)."""
+    rng = np.random.default_rng(5)
+    others = rng.normal(size=(2000, 4)).astype(np.float32)
+    mine = rng.normal(size=(20, 4)).astype(np.float32)
+    with backend.transaction():
+        backend.reset_vectors("model", 4)
+        other_ids = [backend.insert(make_row(f"Other {n}.", slot="user", user_id=f"u{n % 50}"))
+                     for n in range(2000)]
+        my_ids = [backend.insert(make_row(f"Mine {n}.", slot="user", user_id="me"))
+                  for n in range(20)]
+        backend.put_vectors([VectorRow(i, "", "user", f"u{n % 50}", "")
+                             for n, i in enumerate(other_ids)], others)
+        backend.put_vectors([VectorRow(i, "", "user", "me", "") for i in my_ids], mine)
+    query = rng.normal(size=4).astype(np.float32)
+    found = backend.vector_knn(query, FactFilter(users=("me", ""), agents=("",)), 50)
+    order = np.argsort(-(mine @ query) / np.linalg.norm(mine, axis=1), kind="stable")
+    assert [my_ids[n] for n in order] == [fid for fid, _ in found]
+
+
+def test_lexical_sees_only_the_owners_asked(backend):
+    """The lexical leg filters by user and agent before the cut: another user's better
+    matches never take a place."""
+    with backend.transaction():
+        for n in range(30):
+            backend.insert(make_row(f"Deploy deploy deploy note {n}.", slot="user",
+                                    user_id="other"))
+        mine = backend.insert(make_row("One deploy note.", slot="user", user_id="me"))
+        shared = backend.insert(make_row("A shared deploy note."))
+    found = backend.lexical(plan_of(["deploy"]), FactFilter(users=("me", "")), 3)
+    assert [mine, shared] == sorted(c.row["id"] for c in found)
 
 
 # -- health and races -------------------------------------------------------------
@@ -202,7 +237,7 @@ def test_concurrent_upserts_keep_one_fact_per_key_and_every_value(opener):
                 key = keys[(index + round_) % len(keys)]
                 value = f"writer {index} round {round_}"
                 with backend.transaction():
-                    old = backend.get_by_key("user", "", key)
+                    old = backend.get_by_key("user", "", key, user_id="", agent_id="")
                     if old is None:
                         backend.insert(make_row(value, slot="user", key=key))
                     else:

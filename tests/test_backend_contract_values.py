@@ -50,19 +50,24 @@ def test_find_existing_answers_a_batch_in_input_order(backend):
     gone = add(backend, "Gone now.", key="old")
     with backend.transaction():
         backend.archive(gone, archived_at=NOW, reason=None)
-    items = [("agent", "", "editor", "Another value."),
-             ("agent", "", None, "A free memory."),
-             ("agent", "", None, "a free memory."),
-             ("agent", "", None, "A free memory with a longer text " + "x" * 100 + " and more"),
-             ("user", "", None, "A free memory."),
-             ("agent", "", "missing", "A free memory.")]
-    assert [keyed, free, None, twin, None, None] == backend.find_existing(items)
+    theirs = add(backend, "A free memory.", agent_id="coder")
+    items = [("agent", "", "", "", "editor", "Another value."),
+             ("agent", "", "", "", None, "A free memory."),
+             ("agent", "", "", "", None, "a free memory."),
+             ("agent", "", "", "", None,
+              "A free memory with a longer text " + "x" * 100 + " and more"),
+             ("user", "", "", "", None, "A free memory."),
+             ("agent", "", "", "", "missing", "A free memory."),
+             ("agent", "", "", "coder", None, "A free memory."),
+             ("agent", "", "", "coder", "editor", "Another value.")]
+    assert [keyed, free, None, twin, None, None, theirs, None] == backend.find_existing(items)
     assert [gone, None] == backend.find_existing(
-        [("agent", "", "old", "Gone now."), ("agent", "", "old", "Other.")], archived=True)
+        [("agent", "", "", "", "old", "Gone now."), ("agent", "", "", "", "old", "Other.")],
+        archived=True)
     assert [] == backend.find_existing([])
-    many = [("agent", "", None, f"Memory {n}.") for n in range(1200)]
+    many = [("agent", "", "", "", None, f"Memory {n}.") for n in range(1200)]
     with backend.transaction():
-        ids = [backend.insert(make_row(v)) for _, _, _, v in many[::2]]
+        ids = [backend.insert(make_row(v)) for _, _, _, _, _, v in many[::2]]
     assert [*ids] == [i for i in backend.find_existing(many) if i is not None]
     assert 600 == backend.find_existing(many).count(None)
 

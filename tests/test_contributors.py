@@ -27,7 +27,8 @@ def fixture_mem(tmp_path):
     """A store with facts in every slot, in two scopes and globally."""
     store = make_store(tmp_path / "mem.db", [
         ("user", None, "The user deploys from a Linux laptop."),
-        ("user", "shop", "A scoped user fact about deploys is never read by the user slot."),
+        ("user", None, "Another user deploys from a Mac and is never shown to this one.",
+         "someone-else"),
         ("project", "shop", "Deploys of shop run on Friday."),
         ("project", "blog", "Deploys of blog run on push."),
         ("project", None, "Every project deploys through the shared CI."),

@@ -60,11 +60,12 @@ def test_the_duplicate_check_reads_an_index(db_path):
         store.add("agent", "Indexed.")
     conn = raw(store)
     plan = conn.execute(
-        "EXPLAIN QUERY PLAN SELECT id FROM facts WHERE slot = ? AND scope = ? AND key IS NULL "
-        "AND value = ? ORDER BY id LIMIT 1", ("agent", "", "x")).fetchall()
+        "EXPLAIN QUERY PLAN SELECT id FROM facts WHERE slot = ? AND scope = ? AND user_id = ? "
+        "AND agent_id = ? AND key IS NULL AND value = ? ORDER BY id LIMIT 1",
+        ("agent", "", "", "default", "x")).fetchall()
     conn.close()
-    assert "USING COVERING INDEX facts_free_value (slot=? AND scope=? AND value=?)" in str(plan) \
-        or "USING INDEX facts_free_value (slot=? AND scope=? AND value=?)" in str(plan)
+    used = "facts_free_value (slot=? AND scope=? AND user_id=? AND agent_id=? AND value=?)"
+    assert f"USING COVERING INDEX {used}" in str(plan) or f"USING INDEX {used}" in str(plan)
 
 
 def test_memory_does_not_grow_with_the_file(db_path):

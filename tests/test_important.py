@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import apsw
 import pytest
 
 from ctxslots import AssemblyRequest, FactStore, InvalidFactError, PromptAssembler
 from ctxslots.contributors.memory import _importance
 from ctxslots.stores.sqlite import open_connection
-from ctxslots.stores.sqlite._schema import IMPORTANCE, IMPORTANT_WHERE
 
 
 def _fill(store, clock):
@@ -26,7 +26,7 @@ def _fill(store, clock):
     store.touch([made[7].id, made[8].id])
     store.touch([made[8].id])
     store.upsert("user", "old", "An expiring keyed fact.", expires_at=clock() + 5)
-    store.upsert("user", "there", "A keyed fact of another scope.", scope="repo-a")
+    store.upsert("user", "there", "A keyed fact of another user.", user="someone-else")
     store.upsert("agent", "lesson", "A keyed agent lesson.")
     clock.advance(seconds=10)  # the expiring fact has expired
 
@@ -39,7 +39,7 @@ def test_important_facts_follow_the_profile_order(store, clock):
     expected = [f.id for f in sorted(everything, key=_importance)]
     assert expected[:5] == [f.id for f in store.important("user")]
     assert expected == [f.id for f in store.important("user", limit=100)]
-    assert "A keyed fact of another scope." not in [f.value for f in store.important("user")]
+    assert "A keyed fact of another user." not in [f.value for f in store.important("user")]
     assert "An expiring keyed fact." not in [f.value for f in store.important("user", limit=50)]
 
 
@@ -85,18 +85,41 @@ def test_the_profile_is_the_same_read_either_way(db_path, clock):
         assert text == PromptAssembler(FactsOnly(store)).assemble(request).text
 
 
-def test_sqlite_reads_them_from_its_index(db_path, clock):
-    """On SQLite the query walks the partial index instead of sorting the slot."""
+@pytest.mark.parametrize("scope", [None, "proj"])
+def test_sqlite_reads_them_from_its_index(db_path, clock, scope):
+    """On SQLite each combination of owners and scope the request sees is a walk of
+    the partial index of at most five entries; only those heads are sorted, never
+    the slot."""
+    ran: list[tuple[str, object]] = []
+
+    def trace(_cursor, sql, bindings):
+        ran.append((sql, bindings))
+        return True
+
+    def hook(conn):
+        conn.exec_trace = trace
+
     with FactStore(db_path, clock=clock) as store:
         _fill(store, clock)
+        apsw.connection_hooks.append(hook)
+        try:
+            with FactStore(db_path, clock=clock) as reader:
+                ran.clear()
+                assert reader.important("agent", scope=scope, agent="a1") == []
+                assert [f.key for f in reader.important("agent", scope=scope)] == ["lesson"]
+        finally:
+            apsw.connection_hooks.remove(hook)
+    reads = [(sql, b) for sql, b in ran if "ORDER BY score DESC" in sql]
+    assert len(reads) == 2
     conn = open_connection(db_path)
     try:
-        plan = conn.execute(
-            "EXPLAIN QUERY PLAN SELECT id FROM facts WHERE scope IN ('') AND slot IN ('user') "
-            f"AND (expires_at IS NULL OR expires_at > 0) AND {IMPORTANT_WHERE} "
-            f"ORDER BY {IMPORTANCE} LIMIT 5").fetchall()
+        plan = [str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + reads[0][0],
+                                                 reads[0][1]).fetchall()]
     finally:
         conn.close()
-    details = " ".join(str(row[-1]) for row in plan)
-    assert "facts_important" in details
-    assert "TEMP B-TREE" not in details
+    arms = [d for d in plan if d.startswith(("SEARCH facts", "SCAN facts"))]
+    # the agent's facts and unowned ones, of the global scope (and the workspace's)
+    assert len(arms) == (4 if scope is None else 8), plan
+    assert all("USING INDEX facts_important" in d for d in arms), plan
+    assert all("=? AND scope=?)" in d for d in arms), plan  # a seek on every owner
+    assert sum("TEMP B-TREE" in d for d in plan) == 1, plan  # the outer sort of the heads

@@ -8,7 +8,7 @@ import pytest
 
 from _sql import plan_of, raw
 from ctxslots import FactStore
-from ctxslots.stores.backend import FactFilter, visible_scopes
+from ctxslots.stores.backend import FactFilter, visible_scopes, visible_to
 from ctxslots.stores.sqlite import SQLiteBackend, lexical_cache
 
 WORDS = ["deploy", "cache", "server", "test", "user", "editor", "python", "rust", "queue", "worker", "retry", "flaky", "vpn", "staging", "payment", "search", "index", "token", "budget", "prompt"]
@@ -19,19 +19,25 @@ def _fill(store, n, seed=1):
     with store.batch():
         for _ in range(n):
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14))) + "."
-            store.add(rng.choice(["user", "project", "agent"]), text,
-                      scope=rng.choice([None, "a", "b"]),
-                      tags=[rng.choice(WORDS)] if rng.random() < 0.3 else [])
+            slot = rng.choice(["user", "project", "agent"])
+            owners = {"user": {"user": rng.choice(["default", "u2"])},
+                      "agent": {"agent": rng.choice(["default", "a2"]),
+                                "scope": rng.choice([None, "a", "b"])},
+                      "project": {"scope": rng.choice([None, "a", "b"])}}[slot]
+            store.add(slot, text, tags=[rng.choice(WORDS)] if rng.random() < 0.3 else [],
+                      **owners)
 
 
-def _both_legs(store, query, scope, slots=None):
+def _both_legs(store, query, scope, slots=None, user="default", agent="default"):
     """Every match of ``query`` with its BM25: as ``store`` scores it from its loaded
     copy, and as FTS5 scores it on the same file."""
     assert store.cache_status().lexical_loaded
     cached = {h.fact.id: h.trace.bm25 for h in store.search(
-        query, scope=scope, slots=slots, limit=1000, track_access=False)}
+        query, scope=scope, slots=slots, limit=1000, track_access=False, user=user,
+        agent=agent)}
     plan = plan_of(store.query_words(query))
-    flt = FactFilter(scopes=visible_scopes(scope or ""),
+    flt = FactFilter(scopes=visible_scopes(scope or ""), users=visible_to(user),
+                     agents=visible_to(agent),
                      slots=None if slots is None else tuple(slots), live_at=store.clock(),
                      include_superseded=False)
     fts5 = SQLiteBackend(store.path)
@@ -51,7 +57,9 @@ def test_same_candidates_and_bm25_as_fts5(db_path, clock):
             query = " ".join(rng.sample(WORDS, rng.randint(1, 4)))
             scope = rng.choice([None, "a", "b"])
             slots = rng.choice([None, ["user"], ["project", "agent"]])
-            fts, cached = _both_legs(store, query, scope, slots)
+            fts, cached = _both_legs(store, query, scope, slots,
+                                     user=rng.choice(["default", "u2"]),
+                                     agent=rng.choice(["default", "a2"]))
             assert fts and set(fts) == set(cached)
             for fact_id, bm25 in fts.items():
                 assert cached[fact_id] == pytest.approx(bm25, rel=1e-6)

@@ -268,7 +268,8 @@ def test_bm25_scores_equal_fts5(pg_url, contexts):
                                    "tags": "", "source": None, "confidence": 1.0, "score": 0.0,
                                    "created_at": NOW, "updated_at": NOW, "observed_at": NOW,
                                    "last_accessed": None, "access_count": 0, "expires_at": None,
-                                   "superseded_by": None, "context": context})
+                                   "superseded_by": None, "context": context,
+                                   "user_id": "", "agent_id": ""})
                    for text, context in zip(CORPUS, contexts)]
         for words in (["cat"], ["dog", "fish"], ["lake", "mill", "cat"], ["the", "sky"]):
             match = " OR ".join(f'"{w}"' for w in words)

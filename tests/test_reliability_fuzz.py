@@ -108,9 +108,11 @@ def _fill(store: FactStore) -> None:
     with store.batch():
         for scope in ("a", "b", None):
             for slot in ("user", "project", "agent"):
+                # user facts belong to a user (here one per scope), not to a scope
+                owners = {"user": f"user-{scope}"} if slot == "user" else {"scope": scope}
                 store.upsert(slot, f"deploy.{slot}", f"The {slot} of {scope} deploys on Friday.",
-                             scope=scope)
-                store.add(slot, f"A {slot} memory of {scope}: the cache is cold.", scope=scope)
+                             **owners)
+                store.add(slot, f"A {slot} memory of {scope}: the cache is cold.", **owners)
 
 
 @pytest.fixture(name="filled")

@@ -16,6 +16,7 @@ from _sql import stored_rows
 from ctxslots import (
     AssemblyRequest,
     FactStore,
+    InvalidFactError,
     MemoryFlusher,
     OpenAIChatClient,
     PromptAssembler,
@@ -40,11 +41,13 @@ def rows_of(store: FactStore, scope: str | None) -> list[tuple[Any, ...]]:
 
 
 def _fill(store: FactStore, scopes: tuple[str | None, ...] = SCOPES) -> dict[tuple[str, str | None], int]:
+    """A fact of each slot in each scope (user facts belong to a user, not a scope)."""
     ids = {}
     with store.batch():
         for scope in scopes:
             for slot in SLOTS:
-                ids[(slot, scope)] = store.add(slot, _value(slot, scope), scope=scope).id
+                if slot != "user" or scope is None:
+                    ids[(slot, scope)] = store.add(slot, _value(slot, scope), scope=scope).id
     return ids
 
 
@@ -96,9 +99,10 @@ def test_assembly_shows_only_the_request_scope_and_global_facts(tmp_path):
     """The built-in contributors put no other scope's fact into the prompt or its dumps."""
     with FactStore(tmp_path / "asm.db", clock=lambda: FIXED_NOW) as store:
         _fill(store)
-        # A user fact stored under a scope: the user slot shows global facts only.
-        scoped_user = store.add("user", "Shared deploy pipeline words, user fact kept in scope a.",
-                                scope="a")
+        # A user fact belongs to a user, not a scope: one named with a scope is refused.
+        with pytest.raises(InvalidFactError, match="user facts belong to a user"):
+            store.add("user", "Shared deploy pipeline words, user fact kept in scope a.",
+                      scope="a")
         before_b = rows_of(store, "b")
         assembler = PromptAssembler(store)
         for scope in ("a", None):
@@ -111,7 +115,7 @@ def test_assembly_shows_only_the_request_scope_and_global_facts(tmp_path):
                 assert _value(slot, "b") not in prompt.text
                 for fmt in ("json", "markdown", "html"):
                     assert "scope b" not in prompt.dump(fmt)
-            assert scoped_user.value not in prompt.text
+            assert "user fact kept in scope a" not in prompt.text
         assert before_b == rows_of(store, "b")
 
 

@@ -16,11 +16,12 @@ from ctxslots import (
     MemoryTools,
     OpenAIChatClient,
     PluginError,
+    SlotOwners,
     hookimpl,
 )
 from ctxslots.cli import cli
 from ctxslots.flusher import operations_schema
-from ctxslots.plugins import known_slots, make_plugin_manager
+from ctxslots.plugins import known_slots, make_plugin_manager, slot_owners
 from ctxslots.stores import KEY_PATTERN
 from ctxslots.testing import ScriptedChatServer
 from ctxslots.tools import openai_tools
@@ -66,6 +67,17 @@ def test_plugins_register_slots_and_malformed_or_taken_names_are_refused():
             known_slots(make_plugin_manager([Bad()]))
 
 
+def test_the_cli_refuses_an_owner_the_slot_lacks_in_one_line(db_path):
+    """remember user ... --scope: user facts belong to a user; nothing is stored."""
+    result = _cli(db_path, "remember", "user", "Priya is on vacation until Dec 5.",
+                  "--key", "vacation", "--scope", "atlas-api")
+    assert result.exit_code == 1
+    assert result.output == ("Error: user facts belong to a user, not to a workspace (scope): "
+                             "leave out scope\n")
+    with FactStore(db_path) as store:
+        assert store.stats()["facts"] == 0
+
+
 def test_a_store_given_the_plugin_slots_accepts_them(db_path):
     """Limits(slots=known_slots(pm)) makes a plugin's slot writable."""
     class Team:
@@ -76,6 +88,38 @@ def test_a_store_given_the_plugin_slots_accepts_them(db_path):
     limits = Limits(slots=tuple(known_slots(make_plugin_manager([Team()]))))
     with FactStore(db_path, limits=limits) as store:
         assert "team" == store.add("team", "Grace is on call.").slot
+
+
+def test_a_plugin_slot_says_whose_facts_it_holds(db_path):
+    """register(name, description, owners): a slot of users' facts keeps each user's
+    apart, refuses a scope, and the built-ins keep their owners."""
+    class Diary:
+        @hookimpl
+        def register_slots(self, register):
+            register("diary", "What the user wrote down each day.", "user")
+
+    owners = slot_owners(make_plugin_manager([Diary()]))
+    assert owners["diary"] == SlotOwners(user=True, scope=False)
+    assert (owners["user"].describe(), owners["project"].describe(),
+            owners["agent"].describe()) == ("user", "scope", "agent+scope")
+    limits = Limits(slots=tuple(owners), slot_owners=owners)
+    with FactStore(db_path, limits=limits) as store:
+        mine = store.add("diary", "Ran 5 km before work.", user="alice")
+        store.add("diary", "Slept in.", user="bob")
+        assert [f.id for f in store.facts(slots=["diary"], user="alice")] == [mine.id]
+        with pytest.raises(InvalidFactError, match="diary facts belong to a user"):
+            store.add("diary", "Not a workspace's.", scope="shop")
+
+
+@pytest.mark.parametrize("owners", ["user+workspace", "", 7])
+def test_a_plugin_slot_with_malformed_owners_is_a_plugin_error(owners):
+    class Bad:
+        @hookimpl
+        def register_slots(self, register):
+            register("diary", "Anything.", owners)
+
+    with pytest.raises(PluginError, match="owners"):
+        slot_owners(make_plugin_manager([Bad()]))
 
 
 def test_the_tools_name_the_unknown_slot_and_the_known_ones(store):

@@ -100,7 +100,7 @@ def test_a_read_only_store_answers_searches_and_refuses_writes(access_writes):
 
 @pytest.mark.parametrize("drop", [
     "DROP TABLE facts_fts", "DROP TRIGGER facts_ai", "DROP TRIGGER facts_log_au",
-    "DROP INDEX facts_slot_scope_key", "DROP TABLE archive_fts"])
+    "DROP INDEX facts_owner_key", "DROP TABLE archive_fts"])
 def test_doctor_finds_a_dropped_derived_object_and_reindex_rebuilds_it(db_path, drop):
     """Each missing FTS table, trigger or index is reported; reindex recreates it and search works again."""
     with FactStore(db_path) as store:

@@ -28,7 +28,7 @@ def plant(store: FactStore, value: str, **fields: Any) -> int:
         "slot": "agent", "scope": "", "key": None, "value": value, "tags": "", "source": None,
         "confidence": 1.0, "score": 0.0, "created_at": NOW, "updated_at": NOW,
         "observed_at": NOW, "last_accessed": None, "access_count": 0, "expires_at": None,
-        "superseded_by": None}
+        "superseded_by": None, "user_id": "", "agent_id": ""}
     row.update(fields)
     with engine_of(store) as backend, backend.transaction():
         return int(backend.insert(row))

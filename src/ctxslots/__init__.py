@@ -1,7 +1,8 @@
 """ctxslots: decide what an LLM agent sees on each turn.
 
-Memory slots (user, project, agent) live in a local SQLite fact store, are
-searched with BM25 and ranked with decay and reinforcement. This module
+Memory slots (user, project, agent) live in a fact store (one SQLite file, or
+PostgreSQL), belong to a user, an agent or a workspace, are searched by words
+and meaning and ranked with decay and reinforcement. This module
 re-exports the public API; everything else may change.
 """
 
@@ -49,6 +50,8 @@ from .model import (
 )
 from .request import AssemblyRequest, ContextBlock
 from .stores import (
+    ANY,
+    ErasureReport,
     FactStore,
     ImportReport,
     InvalidImportError,
@@ -56,6 +59,7 @@ from .stores import (
     PrunePolicy,
     QueryPolicy,
     RankingPolicy,
+    SlotOwners,
     sanitize_query,
 )
 from .tokens import HuggingFaceCounter, TokenCounter, TokenCounterProtocol, count_tokens
@@ -64,6 +68,7 @@ from .tools import MemoryTools
 __version__ = "0.1.0"
 
 __all__ = [
+    "ANY",
     "AgentMemoryContributor",
     "AssembledPrompt",
     "AssemblyRequest",
@@ -74,6 +79,7 @@ __all__ = [
     "DropReason",
     "EmbedderError",
     "EncodingError",
+    "ErasureReport",
     "Fact",
     "FactNotFoundError",
     "FactStore",
@@ -107,6 +113,7 @@ __all__ = [
     "SearchableStore",
     "Section",
     "SectionReport",
+    "SlotOwners",
     "StaticContributor",
     "StoreError",
     "TemplateError",

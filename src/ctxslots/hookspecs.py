@@ -43,16 +43,19 @@ def register_contributors(register: Callable[[Any], None], store: Any) -> None:
 
 
 @hookspec
-def register_slots(register: Callable[[str, str], None]) -> None:
+def register_slots(register: Callable[..., None]) -> None:
     """Register memory slots, so a store opened by the command line accepts them.
 
     A store refuses slots it does not know (a mistyped ``projects`` would otherwise
     be stored where no contributor looks). The built-in ``user``, ``project`` and
     ``agent`` are registered this way, with ``trylast=True``.
 
-    :param register: Call ``register(name, description)``: the slot name (a
-        lower-case letter, then lower-case letters, digits, ``_`` or ``-``) and
-        one sentence on what it holds.
+    :param register: Call ``register(name, description, owners="scope")``: the
+        slot name (a lower-case letter, then lower-case letters, digits, ``_`` or
+        ``-``), one sentence on what it holds, and whose facts it holds:
+        ``"user"`` (each fact is a user's), ``"agent"``, ``"scope"`` (a
+        workspace's, or global: the default), or a ``+``-joined mix such as
+        ``"agent+scope"`` (see :class:`ctxslots.SlotOwners`).
     """
 
 

@@ -19,11 +19,12 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError
+from .errors import InvalidFactError, PluginError
+from .stores.owners import SlotOwners
 
 __all__ = ["DEFAULT_PLUGINS", "PluginError", "call_each", "collect", "describe_plugins",
            "embedder_factories", "known_slots", "llm_client_factories", "load_plugins",
-           "make_plugin_manager", "reranker_from_plugins"]
+           "make_plugin_manager", "registered_slots", "reranker_from_plugins", "slot_owners"]
 
 logger = logging.getLogger("ctxslots.plugins")
 
@@ -232,6 +233,41 @@ def _entry_point_dists(pm: pluggy.PluginManager) -> list[tuple[Any, str]]:
     return found
 
 
+def registered_slots(pm: pluggy.PluginManager) -> dict[str, tuple[str, SlotOwners]]:
+    """``{name: (description, owners)}`` of every slot registered through
+    ``register_slots``, built-ins first, then plugins' slots by name.
+
+    :raises PluginError: A slot name is malformed or registered twice, or its
+        owners are not owner kinds.
+    """
+    found: dict[str, tuple[str, SlotOwners, str]] = {}
+    current = [""]
+
+    def register(name: str, description: str, owners: str | SlotOwners = "scope") -> None:
+        plugin = current[0]
+        if not isinstance(name, str) or not _SLOT_NAME.fullmatch(name):
+            raise PluginError(f"plugin {plugin} registered a malformed slot name {name!r}",
+                              plugin=plugin)
+        if name in found:
+            raise PluginError(f"{name!r} registered by {plugin} is already registered by "
+                              f"{found[name][2]}", plugin=plugin)
+        try:
+            whose = owners if isinstance(owners, SlotOwners) else SlotOwners.parse(owners)
+        except (InvalidFactError, AttributeError, TypeError):
+            raise PluginError(f"plugin {plugin} registered slot {name!r} with owners "
+                              f"{owners!r}: give '+'-joined user, agent, scope",
+                              plugin=plugin) from None
+        found[name] = (str(description), whose, plugin)
+
+    for impl in pm.hook.register_slots.get_hookimpls():
+        current[0] = impl.plugin_name
+        _caller_for(pm, "register_slots", impl)(register=register)
+    builtin = DEFAULT_PLUGINS[0]
+    ordered = sorted(found.items(), key=lambda item: (
+        item[1][2] != builtin, "" if item[1][2] == builtin else item[0]))
+    return {name: (description, whose) for name, (description, whose, _) in ordered}
+
+
 def known_slots(pm: pluggy.PluginManager) -> dict[str, str]:
     """The slots registered through ``register_slots`` (the built-ins with a manager
     made with ``builtins=True``), each with its description, built-ins first.
@@ -240,14 +276,12 @@ def known_slots(pm: pluggy.PluginManager) -> dict[str, str]:
 
     :raises PluginError: A slot name is malformed or registered twice.
     """
-    found = collect(pm, "register_slots")
-    # The built-ins in the order they register, then plugins' slots by name.
-    ordered = sorted(found.items(), key=lambda item: (
-        item[1][1] != DEFAULT_PLUGINS[0], "" if item[1][1] == DEFAULT_PLUGINS[0] else item[0]))
-    slots = {}
-    for name, (description, plugin) in ordered:
-        if not _SLOT_NAME.fullmatch(name):
-            raise PluginError(f"plugin {plugin} registered a malformed slot name {name!r}",
-                              plugin=plugin)
-        slots[name] = str(description)
-    return slots
+    return {name: description for name, (description, _) in registered_slots(pm).items()}
+
+
+def slot_owners(pm: pluggy.PluginManager) -> dict[str, SlotOwners]:
+    """Whose facts each registered slot holds, for ``Limits(slot_owners=...)``.
+
+    :raises PluginError: As :func:`registered_slots`.
+    """
+    return {name: whose for name, (_, whose) in registered_slots(pm).items()}

@@ -13,12 +13,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from . import assemble, facts, flush, index, mcp, plugins, prune, transfer
+from . import assemble, erasure, facts, flush, index, mcp, plugins, prune, transfer
 from ._app import CliContext, cli, pass_cli_context
 
 __all__ = ["CliContext", "cli", "main", "pass_cli_context"]
 
-for _module in (facts, assemble, flush, index, prune, mcp, transfer, plugins):
+for _module in (facts, erasure, assemble, flush, index, prune, mcp, transfer, plugins):
     _module.register(cli)
 
 

@@ -83,10 +83,11 @@ class CliContext:
     def limits(self) -> Limits:
         """The store's limits: the slots the built-ins and installed plugins register
         (``CTXSLOTS_LOAD_PLUGINS`` applies), or any slot with ``--free-slots``."""
-        from ..plugins import known_slots
+        from ..plugins import slot_owners
 
-        slots = tuple(known_slots(self.plugin_manager()))
-        return Limits(slots=slots, strict_slots=not self.free_slots)
+        owners = slot_owners(self.plugin_manager())
+        return Limits(slots=tuple(owners), strict_slots=not self.free_slots,
+                      slot_owners=owners)
 
 
 #: Decorator giving a command the :class:`CliContext` as its first argument.

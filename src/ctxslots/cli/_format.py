@@ -10,8 +10,9 @@ import click
 from .._readable import multiplier, share
 from ..model import Fact, Hit
 from ..prompts.ages import days_in_words
+from ..stores import DEFAULT_AGENT, DEFAULT_USER
 
-__all__ = ["count", "echo_json", "fact_line", "hit_line"]
+__all__ = ["count", "echo_json", "fact_line", "hit_line", "whose"]
 
 
 def count(n: int, one: str, many: str | None = None) -> str:
@@ -24,9 +25,17 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def whose(slot: str, user: str | None, agent: str | None, scope: str | None) -> str:
+    """``slot[owner]@scope``: ``user[alice]``, ``agent[builder]@shop``, ``project@shop``;
+    the store's default user and agent go unnamed (``user``, ``agent``)."""
+    owner = user if user not in (None, DEFAULT_USER) else (
+        agent if agent not in (None, DEFAULT_AGENT) else None)
+    return slot + (f"[{owner}]" if owner else "") + (f"@{scope}" if scope else "")
+
+
 def fact_line(fact: Fact) -> str:
-    """One line for a fact: id, slot@scope, key, value and its state."""
-    where = fact.slot + (f"@{fact.scope}" if fact.scope else "")
+    """One line for a fact: id, slot[owner]@scope, key, value and its state."""
+    where = whose(fact.slot, fact.user, fact.agent, fact.scope)
     key = f" {fact.key}:" if fact.key else ""
     flags = " (archived)" if fact.archived else ""
     if fact.superseded_by is not None:

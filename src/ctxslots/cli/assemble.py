@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ._app import CliContext, pass_cli_context
+from ._owners import READ_AS, owner_options
 
 __all__ = ["register"]
 
@@ -15,6 +16,7 @@ __all__ = ["register"]
 @click.command()
 @click.argument("message")
 @click.option("--scope", help="Workspace of the turn (default: global facts only).")
+@owner_options(*READ_AS)
 @click.option("--budget", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Token budget of the assembled context.")
 @click.option("--tokenizer", default=None, metavar="NAME|PATH",
@@ -31,7 +33,8 @@ __all__ = ["register"]
               help="Write the dump to this file (the prompt still goes to stdout).")
 @pass_cli_context
 def assemble(
-    app: CliContext, message: str, scope: str | None, budget: int, tokenizer: str | None,
+    app: CliContext, message: str, scope: str | None, user: str | None, agent: str | None,
+    budget: int, tokenizer: str | None,
     safety_margin: int, answer_reserve: int, dump_format: str | None, output: Path | None,
 ) -> None:
     """Assemble the context for MESSAGE and print it (with --dump, print the dump instead)."""
@@ -42,8 +45,8 @@ def assemble(
     if output is not None and dump_format is None:
         raise click.UsageError("-o/--output needs --dump")
     counter = counter_from_spec(tokenizer) if tokenizer else None
-    request = AssemblyRequest(message, scope=scope, budget=budget, safety_margin=safety_margin,
-                              answer_reserve=answer_reserve)
+    request = AssemblyRequest(message, scope=scope, user=user, agent=agent, budget=budget,
+                              safety_margin=safety_margin, answer_reserve=answer_reserve)
     with app.open_store() as store:
         assembler = PromptAssembler(store, plugin_manager=app.plugin_manager(),
                                     counter=counter)

@@ -10,9 +10,10 @@ import click
 
 from ..model import Fact
 from ..prompts.ages import days_in_words
-from ..stores import FactStore
+from ..stores import ANY, FactStore
 from ._app import CliContext, pass_cli_context
-from ._format import count, echo_json, fact_line, hit_line
+from ._format import count, echo_json, fact_line, hit_line, whose
+from ._owners import READ_AS, WRITE_AS, owner_options
 
 __all__ = ["register"]
 
@@ -24,9 +25,10 @@ def _split_tags(tags: str | None) -> list[str]:
 @click.command()
 @click.argument("slot")
 @click.argument("value")
-@click.option("--key", help="Key, unique per slot and scope: a second write replaces the value.")
+@click.option("--key", help="Key, unique per slot and owners: a second write replaces the value.")
 @click.option("--tags", help="Comma-separated tags.")
-@click.option("--scope", help="Workspace the fact belongs to (default: global).")
+@click.option("--scope", help="Workspace a project or agent fact belongs to (default: global).")
+@owner_options(*WRITE_AS)
 @click.option("--confidence", type=float, default=1.0, show_default=True,
               help="How sure the fact is, from 0 to 1; it multiplies the fact's score.")
 @click.option("--context", "context",
@@ -36,14 +38,21 @@ def _split_tags(tags: str | None) -> list[str]:
 @pass_cli_context
 def remember(
     app: CliContext, slot: str, value: str, key: str | None, tags: str | None,
-    scope: str | None, confidence: float, context: str | None, as_json: bool,
+    scope: str | None, user: str | None, agent: str | None, confidence: float,
+    context: str | None, as_json: bool,
 ) -> None:
     """Store VALUE in SLOT: user, project, agent or a slot a plugin registers
-    (any slot name with ctxslots --free-slots)."""
+    (any slot name with ctxslots --free-slots).
+
+    A user fact belongs to a user (--user), a project fact to a workspace
+    (--scope), an agent fact to an agent (--agent) and optionally a workspace;
+    naming an owner the slot does not have is refused.
+    """
     with app.open_store(create=True) as store:
-        opts: dict[str, Any] = {"scope": scope, "tags": _split_tags(tags),
+        owners = {"scope": scope, "user": user, "agent": agent}
+        opts: dict[str, Any] = {**owners, "tags": _split_tags(tags),
                                 "confidence": confidence, "source": "cli", "context": context}
-        before = None if key else store.find_memory(slot, value, scope=scope)
+        before = None if key else store.find_memory(slot, value, **owners)
         fact = store.upsert(slot, key, value, **opts) if key else store.add(slot, value, **opts)
     if as_json:
         click.echo(json.dumps(fact.to_dict(), ensure_ascii=False))
@@ -55,6 +64,7 @@ def remember(
 @click.argument("query")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
 @click.option("--scope", help="Workspace to search (global facts are always included).")
+@owner_options(*READ_AS)
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="Most hits to show (1 to 1000).")
 @click.option("--archive", is_flag=True, help="Also search forgotten (archived) facts.")
@@ -63,13 +73,14 @@ def remember(
 @click.option("--json", "as_json", is_flag=True, help="Print the hits and traces as JSON.")
 @pass_cli_context
 def search(
-    app: CliContext, query: str, slots: Sequence[str], scope: str | None, limit: int,
-    archive: bool, superseded: bool, as_json: bool,
+    app: CliContext, query: str, slots: Sequence[str], scope: str | None, user: str | None,
+    agent: str | None, limit: int, archive: bool, superseded: bool, as_json: bool,
 ) -> None:
     """Search the store for QUERY; print hits best first with how each scored."""
     with app.open_store() as store:
-        hits = store.search(query, slots=list(slots) or None, scope=scope, limit=limit,
-                            include_archive=archive, include_superseded=superseded)
+        hits = store.search(query, slots=list(slots) or None, scope=scope, user=user,
+                            agent=agent, limit=limit, include_archive=archive,
+                            include_superseded=superseded)
     if as_json:
         echo_json([hit.to_dict() for hit in hits])
     elif not hits:
@@ -125,18 +136,17 @@ def stats(app: CliContext, as_json: bool) -> None:
     click.echo(f"SQLite {data['sqlite_version']}, sqlite-vec {data['sqlite_vec_version']}, "
                f"schema {data['schema_version']}")
     for row in data["by_slot"]:
-        click.echo(f"  {row['slot']:<10} {row['scope'] or '(global)':<20} {row['facts']:>8}")
+        slot = whose(row["slot"], row["user"], row["agent"], None)
+        click.echo(f"  {slot:<10} {row['scope'] or '(global)':<20} {row['facts']:>8}")
 
 
 
-def _stored(store: FactStore, slots: list[str] | None, scope: str | None) -> list[Fact]:
-    """Live facts of ``slots``: of ``scope`` and global ones, or of every scope when ``None``."""
-    if scope is not None:
-        return store.facts(slots=slots, scope=scope)
-    scopes = {row["scope"] or None for row in store.stats()["by_slot"]} | {None}
-    found = {f.id: f for s in sorted(scopes, key=lambda s: s or "") for f in
-             store.facts(slots=slots, scope=s)}
-    return list(found.values())
+def _stored(store: FactStore, slots: list[str] | None, scope: str | None,
+            user: str | None, agent: str | None) -> list[Fact]:
+    """Live facts of ``slots``: of ``scope`` and global ones, or of every scope when
+    ``None``; the same for ``user`` and ``agent``."""
+    return store.facts(slots=slots, scope=ANY if scope is None else scope,
+                       user=ANY if user is None else user, agent=ANY if agent is None else agent)
 
 
 def _age(fact: Fact, now: float) -> str:
@@ -148,17 +158,19 @@ def _age(fact: Fact, now: float) -> str:
 @click.command("list")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
 @click.option("--scope", help="Only this workspace and global facts (default: every scope).")
+@owner_options("Only this user's facts and facts of no user (default: every user's).",
+               "Only this agent's facts and facts of no agent (default: every agent's).")
 @click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="Facts per page (1 to 1000).")
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True,
               help="Which page; page 1 holds the newest facts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
 @pass_cli_context
-def list_(app: CliContext, slots: Sequence[str], scope: str | None, limit: int, page: int,
-          as_json: bool) -> None:
+def list_(app: CliContext, slots: Sequence[str], scope: str | None, user: str | None,
+          agent: str | None, limit: int, page: int, as_json: bool) -> None:
     """List what is stored, newest first (last written), a page at a time."""
     with app.open_store() as store:
-        facts = _stored(store, list(slots) or None, scope)
+        facts = _stored(store, list(slots) or None, scope, user, agent)
         now = store.clock()
     facts.sort(key=lambda f: (f.updated_at.timestamp() if f.updated_at else 0.0, f.id),
                reverse=True)

@@ -13,6 +13,7 @@ import click
 from ..errors import FlushError
 from ..model import Message
 from ._app import CliContext, pass_cli_context
+from ._owners import owner_options
 from ._progress import Progress
 
 __all__ = ["flush", "read_conversation", "register"]
@@ -69,6 +70,9 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
 @click.option("--conversation", help="Conversation id (default: derived from the file's path; "
                                      "only with one file).")
 @click.option("--scope", help="Workspace of project facts (default: global).")
+@owner_options("Whose conversation: user facts are theirs (default: the store's default user).",
+               "The agent of the conversation: agent facts are its lessons (default: the "
+               + "store's default agent).")
 @click.option("--client", "client_name", default="openai", show_default=True,
               envvar="CTXSLOTS_LLM_CLIENT",
               help="The LLM client: openai (any OpenAI-compatible endpoint) or one a plugin "
@@ -93,7 +97,7 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
 @pass_cli_context
 def flush(
     app: CliContext, paths: tuple[Path, ...], conversation: str | None, scope: str | None,
-    client_name: str, base_url: str | None, model: str | None, timeout: float, if_due: bool,
+    user: str | None, agent: str | None, client_name: str, base_url: str | None, model: str | None, timeout: float, if_due: bool,
     every_n_turns: int, token_threshold: int, max_tokens: int | None, as_json: bool,
 ) -> None:
     """Extract facts from conversation files (one {role, content} object per line): each
@@ -114,10 +118,11 @@ def flush(
     client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout)
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
     cap: dict[str, Any] = {} if max_tokens is None else {"max_flush_tokens": max_tokens}
+    owners = {"scope": scope, "user": user, "agent": agent}
     if len(files) == 1:
         with app.open_store(create=True) as store:
             flusher = MemoryFlusher(store, client, policy=policy, **cap)
-            _flush_one(flusher, files[0], conversation, scope, if_due, as_json)
+            _flush_one(flusher, files[0], conversation, owners, if_due, as_json)
         return
     reports: list[dict[str, Any]] = []
     failed = 0
@@ -127,7 +132,7 @@ def flush(
         for file in files:
             try:
                 report = _flush_until_read(flusher, read_conversation(file),
-                                           conversation_id(file), scope, not if_due,
+                                           conversation_id(file), owners, not if_due,
                                            progress=False)[-1]
             except (FlushError, click.ClickException) as exc:
                 failed += 1
@@ -152,7 +157,7 @@ def _message(exc: Exception) -> str:
 
 
 def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
-                      scope: str | None, force: bool,
+                      owners: dict[str, str | None], force: bool,
                       shown: Callable[[Any], None] | None = None, *,
                       progress: bool = True) -> list[Any]:
     """Flush ``conversation`` again while a flush leaves messages for the next one (its
@@ -164,7 +169,7 @@ def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
     with Progress("flushing", total=len(messages), unit="messages",
                   enabled=None if progress else False) as bar:
         while True:
-            report = flusher.flush(messages, conversation=conversation, scope=scope,
+            report = flusher.flush(messages, conversation=conversation, **owners,
                                    force=force or bool(reports))
             reports.append(report)
             bar.update(report.messages_read)
@@ -174,12 +179,12 @@ def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
                 return reports
 
 
-def _flush_one(flusher: Any, file: Path, conversation: str | None, scope: str | None,
-               if_due: bool, as_json: bool) -> None:
+def _flush_one(flusher: Any, file: Path, conversation: str | None,
+               owners: dict[str, str | None], if_due: bool, as_json: bool) -> None:
     messages = read_conversation(file)
     conv = conversation or conversation_id(file)
     try:
-        _flush_until_read(flusher, messages, conv, scope, not if_due,
+        _flush_until_read(flusher, messages, conv, owners, not if_due,
                           lambda report: _show(report, as_json))
     except FlushError as exc:
         if as_json:  # the failed report for a program; a person gets the one line below

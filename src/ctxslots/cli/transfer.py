@@ -19,6 +19,7 @@ from ..errors import InvalidImportError
 from ..stores import FactStore, ImportReport
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
+from ._owners import owner_options
 from ._progress import CountingReader, CountingWriter, Progress
 
 __all__ = ["export", "import_", "register"]
@@ -36,22 +37,26 @@ _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
                    "when the name ends in .md (default: standard output).")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
 @click.option("--scope", help="Only this scope (default: every scope, global facts included).")
+@owner_options("JSONL: only this user's own facts (default: every user's). Markdown: this "
+               + "user's view, their facts and the shared ones (default: the default user).",
+               "As --user, for an agent's lessons.")
 @click.option("--no-archive", is_flag=True, help="Leave out archived facts (JSONL).")
 @click.option("--no-history", is_flag=True, help="Leave out earlier values (JSONL).")
 @pass_cli_context
 def export(
     app: CliContext, fmt: str, output: Path | None, slots: Sequence[str], scope: str | None,
-    no_archive: bool, no_history: bool,
+    user: str | None, agent: str | None, no_archive: bool, no_history: bool,
 ) -> None:
     """Write the store's facts as JSONL (lossless) or Markdown (for people)."""
 
     with app.open_store() as store, Progress("exporting", unit="lines") as bar:
         try:
             if fmt == "markdown":
-                _export_markdown(store, output, list(slots) or None, scope)
+                _export_markdown(store, output, {"slots": list(slots) or None, "scope": scope,
+                                                 "user": user, "agent": agent})
                 return
             options: dict[str, Any] = {
-                "slots": list(slots) or None, "scope": scope,
+                "slots": list(slots) or None, "scope": scope, "user": user, "agent": agent,
                 "include_archive": not no_archive, "include_history": not no_history}
             if output is None:
                 store.export_jsonl(_counted(sys.stdout, bar), **options)
@@ -68,17 +73,16 @@ def _counted(fp: TextIO, bar: Progress) -> TextIO:
     return cast(TextIO, CountingWriter(fp, bar))
 
 
-def _export_markdown(store: FactStore, output: Path | None, slots: list[str] | None,
-                     scope: str | None) -> None:
+def _export_markdown(store: FactStore, output: Path | None, options: dict[str, Any]) -> None:
     if output is None or output.suffix.lower() in (".md", ".markdown"):
-        text = str(store.export_markdown(slots=slots, scope=scope))
+        text = str(store.export_markdown(**options))
         if output is None:
             click.echo(text, nl=False)
         else:
             write_private(output, lambda fp: fp.write(text))
             click.echo(f"wrote {output}", err=True)
         return
-    paths = store.export_markdown(output, slots=slots, scope=scope)
+    paths = store.export_markdown(output, **options)
     click.echo(f"wrote {len(paths)} files to {output}", err=True)
 
 
@@ -102,13 +106,16 @@ def _format_of(path: Path, fmt: str | None) -> str:
 @click.option("--slot", help="Markdown: the slot to import into (default: the file name, "
                              "as in user.md).")
 @click.option("--scope", help="Markdown: the scope to import into (default: global).")
+@owner_options("The user of every user fact imported (default: JSONL, each record's own; "
+               + "Markdown, the store's default user).",
+               "The agent of every agent fact imported (as --user).")
 @click.option("--skip-invalid", is_flag=True,
               help="Import the valid facts and list the invalid lines, instead of failing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_cli_context
 def import_(
     app: CliContext, file: Path, fmt: str | None, slot: str | None, scope: str | None,
-    skip_invalid: bool, as_json: bool,
+    user: str | None, agent: str | None, skip_invalid: bool, as_json: bool,
 ) -> None:
     """Import facts from FILE (JSONL from `ctxslots export`, or Markdown bullets).
 
@@ -122,16 +129,17 @@ def import_(
     with app.open_store(create=True) as store, Progress("importing") as bar:
         try:
             if fmt == "jsonl":
-                report = _import_jsonl(store, file, skip_invalid, bar)
+                report = _import_jsonl(store, file, {"skip_invalid": skip_invalid, "user": user,
+                                                     "agent": agent}, bar)
             else:
                 target = slot or file.stem
                 if slot is None and target not in store.limits.slots:
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
                 text = sys.stdin.read() if str(file) == "-" else file
                 bar.relabel(f"importing {file.name}", unit="")
-                report = store.import_markdown(text, slot=target, scope=scope,
-                                         skip_invalid=skip_invalid,
-                                         progress=_counted_records(bar))
+                report = store.import_markdown(text, slot=target, scope=scope, user=user,
+                                               agent=agent, skip_invalid=skip_invalid,
+                                               progress=_counted_records(bar))
         except InvalidImportError as exc:
             raise click.ClickException(f"{file}: {exc}") from exc
     _show(report, as_json)
@@ -141,7 +149,7 @@ def _counted_records(bar: Progress) -> Callable[[int], None]:
     return lambda done: bar.set_note(f"{done:,} records")
 
 
-def _import_jsonl(store: FactStore, file: Path, skip_invalid: bool,
+def _import_jsonl(store: FactStore, file: Path, options: dict[str, Any],
                   bar: Progress) -> ImportReport:
     # Records are read, checked and written a thousand at a time in one transaction:
     # the bar follows the bytes read, the note the records written, then the commit.
@@ -150,12 +158,12 @@ def _import_jsonl(store: FactStore, file: Path, skip_invalid: bool,
     if str(file) == "-":
         bar.relabel("importing standard input", unit="bytes")
         reader = cast(TextIO, CountingReader(sys.stdin, bar, then))
-        return store.import_jsonl(reader, skip_invalid=skip_invalid, progress=progress)
+        return store.import_jsonl(reader, progress=progress, **options)
     try:
         with file.open(encoding="utf-8") as fp:
             bar.relabel(f"importing {file.name}", total=file.stat().st_size, unit="bytes")
             return store.import_jsonl(cast(TextIO, CountingReader(fp, bar, then)),
-                                skip_invalid=skip_invalid, progress=progress)
+                                      progress=progress, **options)
     except OSError as exc:
         raise click.ClickException(f"cannot read {file}: {exc.strerror or exc}") from exc
 

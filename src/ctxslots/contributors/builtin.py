@@ -14,11 +14,12 @@ from .memory import (
 
 
 @hookimpl(trylast=True)
-def register_slots(register: Callable[[str, str], None]) -> None:
-    """Register the built-in slots."""
-    register("user", "Who the user is: name, role, preferences, habits, tools.")
-    register("project", "Facts about the current workspace: commands, conventions, decisions.")
-    register("agent", "Lessons the agent learned about doing its work.")
+def register_slots(register: Callable[..., None]) -> None:
+    """Register the built-in slots, with whose facts each holds."""
+    register("user", "Who the user is: name, role, preferences, habits, tools.", "user")
+    register("project", "Facts about the current workspace: commands, conventions, decisions.",
+             "scope")
+    register("agent", "Lessons the agent learned about doing its work.", "agent+scope")
 
 
 @hookimpl(trylast=True)

@@ -1,6 +1,6 @@
 """How far each conversation has been read: input checks, fingerprints, the progress row.
 
-The store records, per conversation id, how many messages were read and a
+The store records, per user, agent and conversation id, how many messages were read and a
 SHA-256 fingerprint of them (:meth:`~ctxslots.FactStore.flush_progress`).
 """
 
@@ -78,14 +78,18 @@ def fingerprint(messages: Sequence[Message]) -> str:
     return digest.hexdigest()
 
 
-def read_progress(store: FactStore, conversation: str) -> Progress | None:
-    """The recorded progress of ``conversation``, or ``None`` before its first flush."""
-    return store.flush_progress(conversation)
+def read_progress(store: FactStore, conversation: str, *, user: str | None = None,
+                  agent: str | None = None) -> Progress | None:
+    """The recorded progress of this user's and agent's ``conversation``, or ``None``
+    before its first flush."""
+    return store.flush_progress(conversation, user=user, agent=agent)
 
 
-def write_progress(store: FactStore, conversation: str, messages: Sequence[Message]) -> None:
+def write_progress(store: FactStore, conversation: str, messages: Sequence[Message], *,
+                   user: str | None = None, agent: str | None = None) -> None:
     """Record ``messages`` as read; call inside the flush's write transaction."""
-    store.record_flush_progress(conversation, len(messages), fingerprint(messages))
+    store.record_flush_progress(conversation, len(messages), fingerprint(messages),
+                                user=user, agent=agent)
 
 
 def start_position(progress: Progress | None, messages: Sequence[Message]) -> tuple[int, str | None]:

@@ -24,6 +24,7 @@ from ..errors import FlushError, InvalidArgumentError
 from ..model import Fact, Message
 from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
+from ..stores.owners import Owners
 from ..stores.upkeep.consolidate import DEFAULT_THRESHOLD
 from ..stores.upkeep.prune import PrunePolicy
 from ._batch import take_batch
@@ -109,7 +110,9 @@ class MemoryFlusher:
         slots: The slots the model may write, mapped to the meaning shown to
             it (a list of names takes the built-in meanings).
         scoped_slots: Slots whose facts belong to the flush's ``scope``; facts
-            of the other slots are global.
+            of the other slots are global. Each must be a slot whose facts may
+            belong to a workspace. Facts of a slot that belongs to a user (an
+            agent) go to the flush's ``user`` (``agent``).
         template: Name of the extraction prompt template.
         templates: Template overrides (a mapping of name to source, or a
             directory), tried before the built-in ``prompts/`` folder.
@@ -167,31 +170,44 @@ class MemoryFlusher:
             raise InvalidArgumentError("slots must name at least one slot", field="slots",
                                    value=self.slots)
         self._env = make_environment(templates=self.templates)
+        for slot in self.scoped_slots:
+            if not self.store.limits.owners_of(slot).scope:
+                raise InvalidArgumentError(
+                    f"{slot} facts do not belong to a workspace: leave {slot} out of "
+                    "scoped_slots", field="scoped_slots", value=sorted(self.scoped_slots))
 
     # -- progress ----------------------------------------------------------
 
-    def _progress(self, conversation: str) -> Progress | None:
-        return read_progress(self.store, conversation)
+    def _progress(self, conversation: str, user: str | None, agent: str | None
+                  ) -> Progress | None:
+        return read_progress(self.store, conversation, user=user, agent=agent)
 
-    def messages_read(self, conversation: str) -> int:
-        """How many messages of ``conversation`` earlier flushes have read."""
-        progress = self._progress(check_conversation(conversation))
+    def messages_read(self, conversation: str, *, user: str | None = None,
+                      agent: str | None = None) -> int:
+        """How many messages of this user's and agent's ``conversation`` earlier
+        flushes have read."""
+        progress = self._progress(check_conversation(conversation), user, agent)
         return progress[0] if progress else 0
 
     def unflushed(self, messages: Sequence[Message | Mapping[str, Any]], *,
-                  conversation: str = "default") -> list[Message]:
+                  conversation: str = "default", user: str | None = None,
+                  agent: str | None = None) -> list[Message]:
         """The messages a flush of ``conversation`` would read now.
 
         :raises InvalidArgumentError: ``messages`` or ``conversation`` is malformed.
+        :raises InvalidFactError: ``user`` or ``agent`` is malformed.
         """
         msgs = check_messages(messages)
-        start, _ = start_position(self._progress(check_conversation(conversation)), msgs)
+        start, _ = start_position(
+            self._progress(check_conversation(conversation), user, agent), msgs)
         return msgs[start:]
 
     def should_flush(self, messages: Sequence[Message | Mapping[str, Any]], *,
-                     conversation: str = "default") -> bool:
+                     conversation: str = "default", user: str | None = None,
+                     agent: str | None = None) -> bool:
         """Whether the policy says the unflushed messages are due for a flush."""
-        return self.policy.should_flush(self.unflushed(messages, conversation=conversation))
+        return self.policy.should_flush(self.unflushed(messages, conversation=conversation,
+                                                       user=user, agent=agent))
 
     # -- flushing ----------------------------------------------------------
 
@@ -201,6 +217,8 @@ class MemoryFlusher:
         *,
         conversation: str = "default",
         scope: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
         force: bool = False,
         written_at: dt.datetime | None = None,
     ) -> FlushReport:
@@ -212,8 +230,14 @@ class MemoryFlusher:
 
         :param messages: The whole conversation so far, oldest first:
             :class:`~ctxslots.model.Message` objects or ``{role, content}`` mappings.
-        :param conversation: Identifies the conversation across flushes.
+        :param conversation: Identifies the conversation across flushes (one
+            record per user, agent and conversation).
         :param scope: The workspace for the scoped slots (``project``).
+        :param user: Whose conversation it is: user facts are written as theirs,
+            and the facts shown to the model as known are the ones they see
+            (``None``: the store's default user).
+        :param agent: The agent in the conversation, whose lessons agent facts
+            become (``None``: the store's default agent).
         :param force: Flush even when the policy says it is not due yet (session
             end, before compaction).
         :param written_at: When the messages were written (default: now), so the
@@ -224,10 +248,11 @@ class MemoryFlusher:
         :raises FlushError: The model call failed, its reply could not be read
             after one retry, or applying failed. The store is unchanged and
             ``error.report`` holds the raw outputs.
-        :raises InvalidFactError: ``messages``, ``conversation`` (both InvalidArgumentError) or ``scope`` is
-            malformed.
+        :raises InvalidFactError: ``messages``, ``conversation`` (both
+            InvalidArgumentError), ``scope``, ``user`` or ``agent`` is malformed.
         """
-        prepared = self._prepare(messages, conversation, scope, force, written_at)
+        prepared = self._prepare(messages, conversation, Owners(user, agent, scope), force,
+                                 written_at)
         if isinstance(prepared, FlushReport):
             return prepared
         prompt, base, progress, msgs = prepared
@@ -240,6 +265,8 @@ class MemoryFlusher:
         *,
         conversation: str = "default",
         scope: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
         force: bool = False,
         written_at: dt.datetime | None = None,
     ) -> FlushReport:
@@ -253,8 +280,8 @@ class MemoryFlusher:
         being applied rolls their transaction back, unless it has already
         committed (then the flush stands and the cancel is still raised).
         """
-        prepared = await asyncio.to_thread(self._prepare, messages, conversation, scope, force,
-                                           written_at)
+        prepared = await asyncio.to_thread(self._prepare, messages, conversation,
+                                           Owners(user, agent, scope), force, written_at)
         if isinstance(prepared, FlushReport):
             return prepared
         prompt, base, progress, msgs = prepared
@@ -271,20 +298,24 @@ class MemoryFlusher:
             raise
 
     def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], conversation: str,
-                 scope: str | None, force: bool, written_at: dt.datetime | None
+                 owners: Owners, force: bool, written_at: dt.datetime | None
                  ) -> FlushReport | tuple[str, FlushReport, Progress | None, list[Message]]:
         """Check the input and read what a flush needs: a report when there is nothing
         to ask, else the prompt, the report so far, the read position and the messages."""
         msgs = check_messages(messages)
         conv = check_conversation(conversation)
-        self.store.limits.scope(scope)
+        limits = self.store.limits
+        scope = limits.scope(owners.scope) or None
+        user, agent = (None if owners.user is None else limits.owner(owners.user, "user"),
+                       None if owners.agent is None else limits.owner(owners.agent, "agent"))
         flush_id = uuid.uuid4().hex[:12]
         with self._lock:
-            progress = self._progress(conv)
+            progress = self._progress(conv, user, agent)
             start, warning = start_position(progress, msgs)
             new = msgs[start:]
             base = FlushReport(
                 status="nothing_new", conversation=conv, flush_id=flush_id, scope=scope,
+                user=user, agent=agent,
                 model=getattr(self.client, "name", None),
                 first=start + 1, last=len(msgs), messages_read=start,
                 restarted=warning is not None, warnings=(warning,) if warning else (),
@@ -297,7 +328,7 @@ class MemoryFlusher:
                                     detail=f"not due yet: {self.policy.explain(new)}")
             batch = take_batch(new, self.max_flush_tokens, self.policy.encoding, start + 1)
             end = start + batch.count
-            known = self._known_facts(list(batch.messages), scope)
+            known = self._known_facts(list(batch.messages), Owners(user, agent, scope))
         base = attrs.evolve(
             base, known_facts={i: f.id for i, f in enumerate(known, start=1)}, last=end,
             remaining=len(msgs) - end, source=self._source(flush_id, conv, msgs[:end], start),
@@ -319,19 +350,26 @@ class MemoryFlusher:
                 span = f"{start + 1}-{len(msgs)}"
         return f"flush:{flush_id} conv:{conv} msgs:{span}"
 
-    def _scope_for(self, slot: str, scope: str | None) -> str | None:
-        return scope if slot in self.scoped_slots else None
+    def _owners_for(self, slot: str, report: FlushReport) -> dict[str, str | None]:
+        """The owners a fact of ``slot`` written by this flush gets: the flush's user or
+        agent when the slot belongs to one, its scope when the slot is scoped."""
+        has = self.store.limits.owners_of(slot)
+        return {"user": report.user if has.user else None,
+                "agent": report.agent if has.agent else None,
+                "scope": report.scope if slot in self.scoped_slots else None}
 
-    def _known_facts(self, new: list[Message], scope: str | None) -> list[Fact]:
-        """Facts that match the new messages, then the most recent keyed facts."""
+    def _known_facts(self, new: list[Message], owners: Owners) -> list[Fact]:
+        """Facts the flush's owners see that match the new messages, then the most
+        recent keyed ones."""
         slots = list(self.slots)
         text = "\n".join(m.content for m in new)[-QUERY_CHARS:]
         limit = max(1, min(self.max_known_facts, 1000))
         found: dict[int, Fact] = {}
-        for hit in self.store.search(text, slots=slots, scope=scope, limit=limit,
-                                     track_access=False):
+        whose = {"scope": owners.scope, "user": owners.user, "agent": owners.agent}
+        for hit in self.store.search(text, slots=slots, limit=limit, track_access=False,
+                                     **whose):
             found.setdefault(hit.fact.id, hit.fact)
-        keyed = [f for f in self.store.facts(slots=slots, scope=scope) if f.key is not None]
+        keyed = [f for f in self.store.facts(slots=slots, **whose) if f.key is not None]
         keyed.sort(key=lambda f: (f.updated_at or dt.datetime.min, f.id), reverse=True)
         for fact in keyed:
             found.setdefault(fact.id, fact)
@@ -372,7 +410,7 @@ class MemoryFlusher:
     def _schema(self) -> dict[str, Any] | None:
         return operations_schema(self.slots) if self.send_schema else None
 
-    def _check(self, ops: Sequence[Operation], scope: str | None
+    def _check(self, ops: Sequence[Operation]
                ) -> tuple[list[tuple[int, Operation]], list[Rejection]]:
         valid: list[tuple[int, Operation]] = []
         rejected: list[Rejection] = []
@@ -396,24 +434,24 @@ class MemoryFlusher:
                written_at: dt.datetime | None = None) -> FlushReport:
         """Apply the valid operations and the new read position in one transaction
         (rolled back if ``cancelled`` is set before it commits)."""
-        scope = base.scope
-        valid, rejected = self._check(ops, scope)
+        valid, rejected = self._check(ops)
         changes: dict[str, list[Change]] = {"added": [], "updated": [], "unchanged": [],
                                              "forgotten": []}
         try:
             with self._lock, self.store.batch():
-                if self._progress(base.conversation) != progress:
+                if self._progress(base.conversation, base.user, base.agent) != progress:
                     raise _Failed(f"another flush of {base.conversation!r} finished first; "
                                   "flush again to read what it left")
                 for index, op in valid:
                     if self.on_operation is not None:
                         self.on_operation(index, op)
-                    change = self._apply_one(index, op, scope, base.source or "", written_at)
+                    change = self._apply_one(index, op, base, written_at)
                     if isinstance(change, Change):
                         changes[change.kind].append(change)
                     else:
                         rejected.append(Rejection(index=index, operation=op, reason=change))
-                write_progress(self.store, base.conversation, msgs)
+                write_progress(self.store, base.conversation, msgs, user=base.user,
+                               agent=base.agent)
                 if cancelled is not None and cancelled.is_set():
                     raise _Cancelled
         except _Cancelled:
@@ -455,11 +493,12 @@ class MemoryFlusher:
                     f"pruning after the flush failed: {type(exc).__name__}: {exc}"))
         return report
 
-    def _apply_one(self, index: int, op: Operation, scope: str | None, source: str,
+    def _apply_one(self, index: int, op: Operation, base: FlushReport,
                    observed_at: dt.datetime | None) -> Change | str:
         """Apply one operation; return the change, or why it could not be applied."""
-        where = self._scope_for(op.slot, scope)
-        old = self.store.get_by_key(op.slot, op.key, scope=where)
+        where = self._owners_for(op.slot, base)
+        source = base.source or ""
+        old = self.store.get_by_key(op.slot, op.key, **where)
         if isinstance(op, Forget):
             if old is None:
                 return f"no live fact {op.slot}/{op.key} to forget"
@@ -472,7 +511,7 @@ class MemoryFlusher:
         if old is not None and (old.value, old.tags, old.confidence) == \
                 (value, tags, op.confidence):
             return Change(kind="unchanged", index=index, fact=old, redacted=secrets)
-        fact = self.store.upsert(op.slot, op.key, op.value, scope=where, tags=tags,
+        fact = self.store.upsert(op.slot, op.key, op.value, **where, tags=tags,
                                  confidence=op.confidence, source=source,
                                  observed_at=observed_at)
         if old is None:

@@ -155,6 +155,8 @@ class FlushReport:
         prompt_tokens: Prompt tokens the server reported over all attempts.
         completion_tokens: Completion tokens the server reported.
         error: Why the flush failed, for ``"failed"``.
+        user: The user whose conversation it was (``None``: the store's default).
+        agent: The agent that took part (``None``: the store's default).
     """
 
     status: str = attrs.field(validator=attrs.validators.in_(STATUSES))
@@ -184,6 +186,8 @@ class FlushReport:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     error: str | None = None
+    user: str | None = None
+    agent: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -10,16 +10,22 @@ share); :mod:`.query` and :mod:`.search` (a search, planned once and ranked by
 from __future__ import annotations
 
 from .fact_store import FactStore, default_db_path
+from .owners import ANY, DEFAULT_AGENT, DEFAULT_USER, SlotOwners
 from .ranking import DEFAULT_DECAY_DAYS, RankingPolicy
 from .sanitize import QueryPolicy, query_tokens, sanitize_query
 from .transfer.report import ImportIssue, ImportReport, InvalidImportError
 from .upkeep.prune import PrunedFact, PrunePolicy, PruneReport
+from .writes.erasure import ErasureReport
 from .writes.limits import BUILTIN_SLOTS, KEY_PATTERN, Limits
 
 __all__ = [
+    "ANY",
     "BUILTIN_SLOTS",
+    "DEFAULT_AGENT",
     "DEFAULT_DECAY_DAYS",
+    "DEFAULT_USER",
     "KEY_PATTERN",
+    "ErasureReport",
     "FactStore",
     "ImportIssue",
     "ImportReport",
@@ -30,6 +36,7 @@ __all__ = [
     "PrunedFact",
     "QueryPolicy",
     "RankingPolicy",
+    "SlotOwners",
     "default_db_path",
     "query_tokens",
     "sanitize_query",

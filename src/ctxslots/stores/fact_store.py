@@ -130,7 +130,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             long-running agent), inline otherwise.
         user: The store's default user: whom a read or a write that names no
             user is for (``None``: ``"default"``, the one user of a single-user
-            store). See :mod:`ctxslots.stores.owners`.
+            store). See :mod:`ctxslots.stores.owners`. After construction: the
+            name.
         agent: The store's default agent, as ``user``.
     """
 
@@ -161,6 +162,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             user=self.user, agent=self.agent)
         self._core = open_core(self.path, options)
         self.ranking = self._core.ranking
+        self.user, self.agent = self._core.writer.default_user, self._core.writer.default_agent
         embedder = self._core.embedder
         self.embedder = False if embedder is None else embedder
 

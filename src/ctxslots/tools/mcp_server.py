@@ -24,7 +24,7 @@ import attrs
 
 from .. import __version__
 from ..errors import MCPUnavailableError
-from .memory_tools import TOOL_SPECS, MemoryTools
+from .memory_tools import MemoryTools
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -74,7 +74,7 @@ def make_server(tools: MemoryTools) -> Server[Any]:
     listed = [types.Tool(name=spec.name, title=spec.title or None, description=spec.description,
                          input_schema=spec.input_schema(tools.slots),
                          annotations=types.ToolAnnotations.model_validate(spec.annotations()))
-              for spec in TOOL_SPECS]
+              for spec in tools.specs]
     # One call at a time: the store is one connection, and calls keep their order.
     one_at_a_time = anyio.CapacityLimiter(1)
 

@@ -1,4 +1,5 @@
-"""Tools an agent uses on its own memory: query, store, update, reinforce, demote, forget, timeline.
+"""Tools an agent uses on its own memory: query, store, update, reinforce, demote, forget,
+timeline, and (when allowed) delete.
 
 Every tool answers with text for a model. Facts are shown as
 ``[id:12] (project, key deploy.day, 3 days ago) The shop deploys on Fridays.``
@@ -7,6 +8,7 @@ so the agent can pass the id back to reinforce, demote, update or forget it.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -23,12 +25,15 @@ from ..stores import KEY_PATTERN, FactStore
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments
 
-__all__ = ["DEFAULT_SLOTS", "TOOL_SPECS", "MemoryTools", "anthropic_tools", "openai_tools",
-           "responses_tools"]
+__all__ = ["DEFAULT_SLOTS", "DELETE_SPEC", "TOOL_SPECS", "MemoryTools", "anthropic_tools",
+           "openai_tools", "responses_tools", "tool_specs"]
 
 _ID = Param("id", "integer", "The memory's id, the N shown as [id:N].", required=True,
             minimum=1, maximum=2**63 - 1)
 _VALUE = "One self-contained fact in a full sentence; it is read later without this conversation."
+#: A calendar date or an ISO 8601 moment, as the query tool's time bounds take them.
+_DATE = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?"
+_DATE_RULE = "a date such as 2026-03-01 or a moment such as 2026-03-01T09:30Z"
 
 #: The definition of every tool, in the order they are listed.
 TOOL_SPECS: tuple[ToolSpec, ...] = (
@@ -39,7 +44,15 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                     max_length=2000),
               Param("slot", "string", "Only this memory slot (default: all).", slot_enum=True),
               Param("limit", "integer", "Most results to return (default 10).",
-                    minimum=1, maximum=50)),
+                    minimum=1, maximum=50),
+              Param("tags", "string_list", "Only facts carrying every one of these labels.",
+                    max_length=32),
+              Param("source", "string", "Only facts with this source, such as tool.",
+                    max_length=200),
+              Param("said_after", "string", "Only facts said on or after this date (UTC).",
+                    max_length=40, pattern=_DATE, pattern_rule=_DATE_RULE),
+              Param("said_before", "string", "Only facts said before this date (UTC).",
+                    max_length=40, pattern=_DATE, pattern_rule=_DATE_RULE)),
              title="Search memory", read_only=True, idempotent=True),
     ToolSpec("memory_store",
              "Save a new fact to long-term memory. With a key, a fact already stored under the "
@@ -80,14 +93,27 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
              title="Facts around a fact", read_only=True, idempotent=True),
 )
 
-_SPECS = {spec.name: spec for spec in TOOL_SPECS}
+#: The tool that erases a fact for good: offered only by a tool set that allows it.
+DELETE_SPEC = ToolSpec(
+    "memory_delete",
+    "Erase a fact for good, with its history: for what must not be kept at all (the user "
+    "asked for it to be deleted). To retire a fact that is no longer true, use memory_forget.",
+    (_ID,), title="Erase a fact", destructive=True, idempotent=True)
+
+_SPECS = {spec.name: spec for spec in (*TOOL_SPECS, DELETE_SPEC)}
 
 #: The slots a tool set may use unless told otherwise.
 DEFAULT_SLOTS: tuple[str, ...] = ("user", "project", "agent")
 
 
-def openai_tools(slots: Iterable[str] = DEFAULT_SLOTS, *,
-                 strict: bool = False) -> list[dict[str, Any]]:
+def tool_specs(*, delete: bool = False) -> tuple[ToolSpec, ...]:
+    """The tools offered: every one of :data:`TOOL_SPECS`, and ``memory_delete`` with
+    ``delete``."""
+    return (*TOOL_SPECS, DELETE_SPEC) if delete else TOOL_SPECS
+
+
+def openai_tools(slots: Iterable[str] = DEFAULT_SLOTS, *, strict: bool = False,
+                 delete: bool = False) -> list[dict[str, Any]]:
     """Every tool in the OpenAI chat-completions ``tools`` format, ``slot`` limited to ``slots``.
 
     :param strict: Mark each tool ``"strict": true`` and keep to strict mode's
@@ -95,19 +121,21 @@ def openai_tools(slots: Iterable[str] = DEFAULT_SLOTS, *,
         (``null`` means "not given"). Frameworks that force strict mode (the
         OpenAI Agents SDK) need this form, or every optional argument turns
         mandatory.
+    :param delete: Include ``memory_delete``.
     """
-    return [spec.openai(tuple(slots), strict=strict) for spec in TOOL_SPECS]
+    return [spec.openai(tuple(slots), strict=strict) for spec in tool_specs(delete=delete)]
 
 
-def responses_tools(slots: Iterable[str] = DEFAULT_SLOTS, *,
-                    strict: bool = True) -> list[dict[str, Any]]:
+def responses_tools(slots: Iterable[str] = DEFAULT_SLOTS, *, strict: bool = True,
+                    delete: bool = False) -> list[dict[str, Any]]:
     """Every tool in the OpenAI Responses API ``tools`` format (strict unless told otherwise)."""
-    return [spec.responses(tuple(slots), strict=strict) for spec in TOOL_SPECS]
+    return [spec.responses(tuple(slots), strict=strict) for spec in tool_specs(delete=delete)]
 
 
-def anthropic_tools(slots: Iterable[str] = DEFAULT_SLOTS) -> list[dict[str, Any]]:
+def anthropic_tools(slots: Iterable[str] = DEFAULT_SLOTS, *,
+                    delete: bool = False) -> list[dict[str, Any]]:
     """Every tool in the Anthropic Messages API ``tools`` format, ``slot`` limited to ``slots``."""
-    return [spec.anthropic(tuple(slots)) for spec in TOOL_SPECS]
+    return [spec.anthropic(tuple(slots)) for spec in tool_specs(delete=delete)]
 
 
 def _slot_tuple(slots: Iterable[str]) -> tuple[str, ...]:
@@ -125,15 +153,18 @@ def _check_slots(_instance: Any, _attribute: Any, slots: tuple[str, ...]) -> Non
 
 @attrs.define
 class MemoryTools:
-    """The memory tools, bound to one store, one scope and the slots the agent may use.
+    """The memory tools, bound to one store, one user, one agent, one scope and the
+    slots the agent may use.
 
-    The model never chooses the scope: writes go to ``scope`` (for the slots in
-    ``scoped_slots``) and reads see that scope and global facts. A fact outside
-    them, or in a slot not in ``slots``, is answered exactly like an unknown id.
+    The model never chooses the owners: a user fact it writes belongs to
+    ``user``, an agent fact to ``agent``, a fact of ``scoped_slots`` to
+    ``scope``; reads see those owners' facts and the shared ones. A fact of
+    another user, agent or scope, or of a slot not in ``slots``, is answered
+    exactly like an unknown id.
 
     ::
 
-        tools = MemoryTools(store, scope="shop-api")
+        tools = MemoryTools(store, user="alice", scope="shop-api")
         response = client.chat.completions.create(..., tools=tools.openai_tools())
         for call in response.choices[0].message.tool_calls or []:
             text = tools.dispatch(call.function.name, call.function.arguments)
@@ -144,6 +175,10 @@ class MemoryTools:
         slots: The slots the tools may read and write.
         scoped_slots: Slots whose facts belong to ``scope``; the others are global.
         source: Recorded as the source of every fact the tools write.
+        user: The user the agent serves (``None``: the store's default user).
+        agent: The agent (``None``: the store's default agent).
+        allow_delete: Offer ``memory_delete``, which erases a fact for good
+            (off by default: forgetting keeps the fact in the archive).
     """
 
     store: FactStore
@@ -153,25 +188,42 @@ class MemoryTools:
     scoped_slots: frozenset[str] = attrs.field(default=frozenset({"project"}),
                                                converter=_slot_set)
     source: str = "tool"
+    user: str | None = None
+    agent: str | None = None
+    allow_delete: bool = False
 
     def __attrs_post_init__(self) -> None:
+        limits = self.store.limits
         for slot in self.slots:
-            self.store.limits.slot(slot)
-        self.store.limits.scope(self.scope)
+            limits.slot(slot)
+        for slot in self.scoped_slots:
+            if not limits.owners_of(slot).scope:
+                raise InvalidArgumentError(
+                    f"{slot} facts do not belong to a workspace: leave {slot} out of "
+                    "scoped_slots", field="scoped_slots", value=sorted(self.scoped_slots))
+        limits.scope(self.scope)
+        self.user = self.store.user if self.user is None else limits.owner(self.user, "user")
+        self.agent = (self.store.agent if self.agent is None
+                      else limits.owner(self.agent, "agent"))
 
     # -- schemas -----------------------------------------------------------
 
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The tools this tool set offers."""
+        return tool_specs(delete=self.allow_delete)
+
     def openai_tools(self, *, strict: bool = False) -> list[dict[str, Any]]:
         """The tools in the OpenAI chat-completions ``tools`` format, for this tool set's slots."""
-        return openai_tools(self.slots, strict=strict)
+        return openai_tools(self.slots, strict=strict, delete=self.allow_delete)
 
     def responses_tools(self, *, strict: bool = True) -> list[dict[str, Any]]:
         """The tools in the OpenAI Responses API ``tools`` format, for this tool set's slots."""
-        return responses_tools(self.slots, strict=strict)
+        return responses_tools(self.slots, strict=strict, delete=self.allow_delete)
 
     def anthropic_tools(self) -> list[dict[str, Any]]:
         """The tools in the Anthropic Messages API ``tools`` format, for this tool set's slots."""
-        return anthropic_tools(self.slots)
+        return anthropic_tools(self.slots, delete=self.allow_delete)
 
     # -- dispatch ----------------------------------------------------------
 
@@ -187,9 +239,9 @@ class MemoryTools:
             an error.
         """
         spec = _SPECS.get(name) if isinstance(name, str) else None
-        if spec is None:
+        if spec is None or spec not in self.specs:
             return (f"Error: unknown tool {str(name)[:80]!r}; the tools are "
-                    f"{', '.join(_SPECS)}")
+                    f"{', '.join(s.name for s in self.specs)}")
         try:
             args = parse_arguments(spec, arguments, self.slots)
             method: Callable[..., str] = getattr(self, name)
@@ -205,14 +257,20 @@ class MemoryTools:
 
     # -- the tools ---------------------------------------------------------
 
-    def memory_query(self, query: str, slot: str | None = None, limit: int = 10) -> str:
+    def memory_query(self, query: str, slot: str | None = None, limit: int = 10,
+                     tags: list[str] | None = None, source: str | None = None,
+                     said_after: str | None = None, said_before: str | None = None) -> str:
         """Search memory; one line per fact, best first.
 
         :raises ArgumentError: An argument does not fit the tool's definition.
         """
-        self._check("memory_query", query=query, slot=slot, limit=limit)
+        self._check("memory_query", query=query, slot=slot, limit=limit, tags=tags,
+                    source=source, said_after=said_after, said_before=said_before)
         slots = [slot] if slot is not None else list(self.slots)
-        hits = self.store.search(query, slots=slots, scope=self.scope, limit=limit)
+        hits = self.store.search(query, slots=slots, limit=limit, tags=tags or (),
+                                 source=source, said_after=_moment("said_after", said_after),
+                                 said_before=_moment("said_before", said_before),
+                                 **self._owners())
         if not hits:
             return f"No memories match {bullet(query)[:200]!r}."
         lines = [f"{len(hits)} memor{'y' if len(hits) == 1 else 'ies'}, best first:"]
@@ -228,16 +286,16 @@ class MemoryTools:
         """
         self._check("memory_store", slot=slot, value=value, key=key, tags=tags)
         note = self._redaction_note(value)
-        scope = self.scope if slot in self.scoped_slots else None
+        owners = self._owners(slot)
         if key is not None:
-            before = self.store.get_by_key(slot, key, scope=scope)
-            fact = self.store.upsert(slot, key, value, scope=scope, tags=tags or (),
-                                     source=self.source)
+            before = self.store.get_by_key(slot, key, **owners)
+            fact = self.store.upsert(slot, key, value, tags=tags or (), source=self.source,
+                                     **owners)
             verb = "Replaced" if before is not None and before.value != fact.value else \
                 "Kept" if before is not None else "Stored"
         else:
-            before = self.store.find_memory(slot, value, scope=scope)
-            fact = self.store.add(slot, value, scope=scope, tags=tags or (), source=self.source)
+            before = self.store.find_memory(slot, value, **owners)
+            fact = self.store.add(slot, value, tags=tags or (), source=self.source, **owners)
             verb = "Already stored" if before is not None else "Stored"
         return f"{verb} {self._line(fact)}{note}"
 
@@ -297,13 +355,37 @@ class MemoryTools:
         """
         self._check("memory_timeline", id=id, before=before, after=after)
         self._visible(id)
-        facts = [f for f in self.store.timeline(id, before=before, after=after, scope=self.scope)
-                 if f.slot in self.slots]
+        facts = [f for f in self.store.timeline(id, before=before, after=after,
+                                                **self._owners()) if f.slot in self.slots]
         lines = [f"{len(facts)} memories around [id:{id}], oldest first:"]
         lines += [("-> " if f.id == id else "   ") + self._line(f) for f in facts]
         return "\n".join(lines)
 
+    def memory_delete(self, id: int) -> str:
+        """Erase a fact for good, with its history, vector and links (only offered
+        with ``allow_delete``).
+
+        :raises FactNotFoundError: The tools may not touch this id.
+        """
+        self._check("memory_delete", id=id)
+        if not self.allow_delete:
+            raise ArgumentError("memory_delete is not offered by this tool set")
+        self._visible(id)
+        self.store.delete(id)
+        return f"Erased [id:{id}] and its history for good."
+
     # -- helpers -----------------------------------------------------------
+
+    def _owners(self, slot: str | None = None) -> dict[str, str | None]:
+        """The owners a read names (``slot=None``), or those a fact of ``slot`` is
+        written with: the user and agent as far as the slot has them, the scope for
+        the scoped slots."""
+        if slot is None:
+            return {"user": self.user, "agent": self.agent, "scope": self.scope}
+        has = self.store.limits.owners_of(slot)
+        return {"user": self.user if has.user else None,
+                "agent": self.agent if has.agent else None,
+                "scope": self.scope if slot in self.scoped_slots else None}
 
     def _check(self, name: str, **args: Any) -> None:
         """Check a direct call against the same definition the dispatcher uses."""
@@ -319,9 +401,11 @@ class MemoryTools:
                 "instead. Memory is shown on every later turn: never store secrets.")
 
     def _visible(self, fact_id: int) -> Fact:
-        """The live fact with this id if this tool set may touch it; else 'not found'."""
+        """The live fact with this id if this tool set may touch it (one of its slots,
+        its owners' or shared); else 'not found'."""
         fact = self.store.get(fact_id)
-        if fact is None or fact.slot not in self.slots or fact.scope not in (self.scope, None):
+        if fact is None or fact.slot not in self.slots or fact.scope not in (self.scope, None) \
+                or fact.user not in (self.user, None) or fact.agent not in (self.agent, None):
             raise FactNotFoundError(fact_id)
         return fact
 
@@ -330,3 +414,14 @@ class MemoryTools:
         age = age_in_words(when.timestamp(), self.store.clock()) if when else "unknown age"
         key = f", key {bullet(fact.key)}" if fact.key else ""
         return f"[id:{fact.id}] ({fact.slot}{key}, {age}) {bullet(fact.value)}"
+
+
+def _moment(name: str, text: str | None) -> dt.datetime | None:
+    """A date or ISO moment from a tool argument, in UTC when it names no zone."""
+    if text is None:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ArgumentError(f"'{name}' must be {_DATE_RULE}, not {text!r}") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.timezone.utc)

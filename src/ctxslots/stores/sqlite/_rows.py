@@ -9,10 +9,12 @@ constant time.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import apsw
+import attrs
 
 from ...errors import DuplicateKeyError
 from ..backend import (
@@ -281,10 +283,39 @@ def select(conn: Connection, flt: FactFilter, order: str, archived: bool) -> Ite
     yield from _rows(conn, f"SELECT {read} FROM {table} WHERE {cond} ORDER BY {by}", params)
 
 
+#: Above this many owner combinations, :func:`important` reads them in one sorted
+#: query instead of one index walk each (SQLite allows 500 arms in a compound).
+_MOST_ARMS = 64
+
+
 def important(conn: Connection, flt: FactFilter, limit: int) -> list[FactRow]:
-    """Keyed or reinforced facts passing ``flt``, most important first (an index walk)."""
-    cond, params = filter_clause(flt)
-    return _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND {IMPORTANT_WHERE} "
+    """Keyed or reinforced facts passing ``flt``, most important first (index walks).
+
+    The index leads with the owners, slot and scope, so one ``IN`` list on any
+    of them would mean sorting every match; instead each combination of owners,
+    slot and scope is its own arm walking the index for at most ``limit``
+    entries, and only those are sorted.
+    """
+    lists = (flt.users, flt.agents, flt.slots, flt.scopes)
+    arms = 1
+    for values in lists:
+        arms *= len(values) if values is not None else _MOST_ARMS + 1
+    if not arms or arms > _MOST_ARMS:
+        cond, params = filter_clause(flt)
+        return _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND {IMPORTANT_WHERE} "
+                     f"ORDER BY {IMPORTANCE} LIMIT ?", (*params, limit))
+    selects: list[str] = []
+    params = []
+    for users, agents, slots, scopes in itertools.product(
+            *([(v,) for v in values or ()] for values in lists)):
+        cond, arm = filter_clause(attrs.evolve(
+            flt, users=users, agents=agents, slots=slots, scopes=scopes))
+        selects.append(f"SELECT * FROM (SELECT {READ} FROM facts WHERE {cond} AND "
+                       f"{IMPORTANT_WHERE} ORDER BY {IMPORTANCE} LIMIT ?)")
+        params += [*arm, limit]
+    if len(selects) == 1:
+        return _rows(conn, selects[0], params)
+    return _rows(conn, f"SELECT * FROM ({' UNION ALL '.join(selects)}) "
                  f"ORDER BY {IMPORTANCE} LIMIT ?", (*params, limit))
 
 

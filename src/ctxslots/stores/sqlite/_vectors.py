@@ -100,6 +100,8 @@ def erase_all(conn: Connection) -> int:
     """Remove every vector and the log of their changes; how many there were."""
     removed = len(conn.execute(f"DELETE FROM {TABLE} RETURNING 1").fetchall())
     conn.execute("DELETE FROM vector_log")
+    # with the log gone, a new generation is what tells other copies to reload
+    set_meta(conn, META_GENERATION, str(int(get_meta(conn, META_GENERATION) or 0) + 1))
     return removed
 
 

@@ -233,9 +233,12 @@ def plan_prune(core: StoreCore, policy: PrunePolicy, now: float | None = None) -
             scopes=(group.scope,), slots=(group.slot,), users=(group.user_id,),
             agents=(group.agent_id,), live_at=now))
         scope, user, agent = group.scope or None, group.user_id or None, group.agent_id or None
+        # the store's own default user and agent go unnamed: a one-user store reads as before
+        named = (("of user", user if user != core.writer.default_user else None),
+                 ("of agent", agent if agent != core.writer.default_agent else None),
+                 ("in scope", scope))
         reason = f"pruned: over the {group.slot} cap of {cap}" + "".join(
-            f" {kind} {name!r}" for kind, name in (("of user", user), ("of agent", agent),
-                                                    ("in scope", scope)) if name)
+            f" {kind} {name!r}" for kind, name in named if name)
         chosen = free[: max(0, n - target)]
         for value, fact_row in chosen:
             moved[fact_row["id"]] = PrunedFact(Fact.from_row(fact_row), value, reason)

@@ -1,0 +1,31 @@
+"""The ``--user`` and ``--agent`` options: whose memory a command reads or writes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+__all__ = ["READ_AS", "WRITE_AS", "owner_options"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def owner_options(user_help: str, agent_help: str) -> Callable[[F], F]:
+    """Give a command ``--user`` and ``--agent`` (passed as ``user`` and ``agent``)."""
+
+    def decorate(command: F) -> F:
+        command = click.option("--agent", help=agent_help)(command)
+        return click.option("--user", help=user_help)(command)
+
+    return decorate
+
+
+#: The help of the two options on commands that read as someone (search, assemble...).
+READ_AS = ("Whose memory: this user's facts and the shared ones (default: the store's "
+           + "default user).",
+           "The agent whose lessons are read (default: the store's default agent).")
+#: The help of the two options on commands that write a fact.
+WRITE_AS = ("The user a user fact belongs to (default: the store's default user).",
+            "The agent an agent fact belongs to (default: the store's default agent).")

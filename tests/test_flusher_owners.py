@@ -1,0 +1,86 @@
+"""MemoryFlusher with owners: each user's conversation writes that user's facts, shows
+the model only what that user sees, and keeps its own read position."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxslots import InvalidArgumentError, InvalidFactError, MemoryFlusher, OpenAIChatClient
+from ctxslots.testing import ScriptedChatServer, ScriptedReply
+
+TALK = [{"role": "user", "content": "I moved to Lisbon and the shop now deploys on Mondays."}]
+
+
+def _reply(*operations: dict) -> ScriptedReply:
+    return ScriptedReply(json.dumps({"operations": list(operations)}))
+
+
+def _upsert(slot: str, key: str, value: str) -> dict:
+    return {"op": "upsert", "slot": slot, "key": key, "value": value, "confidence": 0.9,
+            "tags": []}
+
+
+@pytest.fixture(name="flusher_for")
+def fixture_flusher_for(store):
+    """``flusher_for(script)``: a flusher on ``store`` whose model answers ``script``."""
+    servers: list[ScriptedChatServer] = []
+
+    def make(script: list[ScriptedReply], **options: object):
+        server = ScriptedChatServer(script)
+        servers.append(server)
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=30)
+        return server, MemoryFlusher(store, client, **options)
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def test_each_users_flush_writes_their_own_facts(store, flusher_for):
+    store.upsert("user", "city", "Bob lives in Porto.", user="bob")
+    store.upsert("user", "city", "Alice lives in Berlin.", user="alice")
+    server, flusher = flusher_for([_reply(
+        _upsert("user", "city", "Alice lives in Lisbon."),
+        _upsert("project", "deploy.day", "The shop deploys on Mondays."),
+        _upsert("agent", "greeting", "Greet Alice in Portuguese."))])
+    report = flusher.flush(TALK, conversation="c1", scope="shop", user="alice",
+                           agent="concierge", force=True)
+    assert report.status == "applied" and (report.user, report.agent) == ("alice", "concierge")
+    assert [c.kind for c in report.updated] == ["updated"]
+    assert store.get_by_key("user", "city", user="alice").value == "Alice lives in Lisbon."
+    assert store.get_by_key("user", "city", user="bob").value == "Bob lives in Porto."
+    project = store.get_by_key("project", "deploy.day", scope="shop")
+    assert (project.user, project.agent) == (None, None)
+    lesson = store.get_by_key("agent", "greeting", agent="concierge")
+    assert (lesson.agent, lesson.scope) == ("concierge", None)
+    prompt = server.requests[0]["messages"][0]["content"]
+    assert "Alice lives in Berlin." in prompt and "Bob lives in Porto." not in prompt
+
+
+def test_read_positions_are_kept_per_user(store, flusher_for):
+    _, flusher = flusher_for([_reply(_upsert("user", "city", "Alice lives in Lisbon.")),
+                              _reply(_upsert("user", "city", "Bob lives in Lisbon."))])
+    flusher.flush(TALK, conversation="c1", user="alice", force=True)
+    assert flusher.messages_read("c1", user="alice") == 1
+    assert flusher.messages_read("c1", user="bob") == 0
+    assert flusher.unflushed(TALK, conversation="c1", user="bob") != []
+    again = flusher.flush(TALK, conversation="c1", user="alice", force=True)
+    assert again.status == "nothing_new"
+    bobs = flusher.flush(TALK, conversation="c1", user="bob", force=True)
+    assert bobs.status == "applied"
+    assert store.get_by_key("user", "city", user="bob").value == "Bob lives in Lisbon."
+
+
+def test_a_malformed_owner_is_refused_before_the_model_is_called(store, flusher_for):
+    server, flusher = flusher_for([_reply()])
+    for owners in ({"user": ""}, {"agent": 7}, {"user": "a\nb"}):
+        with pytest.raises(InvalidFactError):
+            flusher.flush(TALK, conversation="c1", force=True, **owners)
+    assert server.requests == []
+
+
+def test_a_scoped_slot_must_belong_to_a_workspace(store, flusher_for):
+    with pytest.raises(InvalidArgumentError, match="user facts do not belong to a workspace"):
+        flusher_for([], scoped_slots={"project", "user"})
