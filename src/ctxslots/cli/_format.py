@@ -1,27 +1,17 @@
-"""How the commands print facts and hits for a person, and JSON for a program."""
+"""How the commands show facts and hits to a person."""
 
 from __future__ import annotations
-
-import json
-from typing import Any
-
-import click
 
 from .._readable import multiplier, share
 from ..model import Fact, Hit
 from ..prompts.ages import days_in_words
 
-__all__ = ["count", "echo_json", "fact_line", "hit_line"]
+__all__ = ["count", "fact_line", "hit_line"]
 
 
 def count(n: int, one: str, many: str | None = None) -> str:
     """``n`` with the noun in the right number: "1 fact", "3 facts", "2 history entries"."""
     return f"{n} {one if n == 1 else many or one + 's'}"
-
-
-def echo_json(data: Any) -> None:
-    """Print ``data`` as indented JSON."""
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def fact_line(fact: Fact) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ._app import CliContext, pass_cli_context
+from ._output import echo
 
 __all__ = ["register"]
 
@@ -50,14 +51,14 @@ def assemble(
         prompt = assembler.assemble(request)
         dumped = assembler.dump(prompt, dump_format) if dump_format else None
     if dumped is None or output is not None:
-        click.echo(prompt.text, nl=False)
+        echo(prompt.text, nl=False)
     if dumped is not None and output is not None:
         try:
             output.write_text(dumped, encoding="utf-8")
         except OSError as exc:
             raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from exc
     elif dumped is not None:
-        click.echo(dumped, nl=False)
+        echo(dumped, nl=False)
 
 
 @click.command()
@@ -70,10 +71,10 @@ def demo(db_dir: Path | None) -> None:
 
     if db_dir is not None:
         db_dir.mkdir(parents=True, exist_ok=True)
-        run_demo(db_dir / "demo.db", click.echo)
+        run_demo(db_dir / "demo.db", echo)
         return
     with tempfile.TemporaryDirectory(prefix="ctxslots-demo-") as folder:
-        run_demo(Path(folder) / "demo.db", click.echo, keep=False)
+        run_demo(Path(folder) / "demo.db", echo, keep=False)
 
 
 def register(group: click.Group) -> None:

@@ -13,6 +13,7 @@ import click
 from ..errors import FlushError
 from ..model import Message
 from ._app import CliContext, pass_cli_context
+from ._output import echo, echo_json
 from ._progress import Progress
 
 __all__ = ["flush", "read_conversation", "register"]
@@ -135,14 +136,14 @@ def flush(
                 reports.append({"file": str(file), **(failure.to_dict() if failure else {}),
                                 "error": _message(exc)})
                 if not as_json:
-                    click.echo(f"{file}: Error: {_message(exc)}", err=True)
+                    echo(f"{file}: Error: {_message(exc)}", err=True)
             else:
                 reports.append({"file": str(file), **report.to_dict()})
                 if not as_json:
-                    click.echo(f"{file}: {report.summary()}")
+                    echo(f"{file}: {report.summary()}")
             bar.advance()
     if as_json:
-        click.echo(json.dumps(reports, indent=2, ensure_ascii=False))
+        echo_json(reports)
     if failed:
         raise click.ClickException(f"{failed} of {len(files)} conversations failed")
 
@@ -211,9 +212,9 @@ def _show(report: Any, as_json: bool) -> None:
     if report is None:
         return
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        echo_json(report.to_dict())
     else:
-        click.echo(report.summary())
+        echo(report.summary())
 
 
 def register(cli: click.Group) -> None:

@@ -6,7 +6,6 @@ JSONL keeps every field, the archive and the history; Markdown is for people
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from ..errors import InvalidImportError
 from ..stores import FactStore, ImportReport
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
+from ._output import SafeWriter, echo, echo_json
 from ._progress import CountingReader, CountingWriter, Progress
 
 __all__ = ["export", "import_", "register"]
@@ -54,14 +54,15 @@ def export(
                 "slots": list(slots) or None, "scope": scope,
                 "include_archive": not no_archive, "include_history": not no_history}
             if output is None:
-                store.export_jsonl(_counted(sys.stdout, bar), **options)
+                store.export_jsonl(_counted(cast(TextIO, SafeWriter(sys.stdout)), bar),
+                                   **options)
                 return
             count = write_private(
                 output, lambda fp: store.export_jsonl(_counted(fp, bar), **options))
         except OSError as exc:
             raise click.ClickException(f"cannot write {exc.filename or output}: "
                                        f"{exc.strerror or exc}") from exc
-    click.echo(f"exported {_count(count, 'fact')} to {output}", err=True)
+    echo(f"exported {_count(count, 'fact')} to {output}", err=True)
 
 
 def _counted(fp: TextIO, bar: Progress) -> TextIO:
@@ -73,13 +74,13 @@ def _export_markdown(store: FactStore, output: Path | None, slots: list[str] | N
     if output is None or output.suffix.lower() in (".md", ".markdown"):
         text = str(store.export_markdown(slots=slots, scope=scope))
         if output is None:
-            click.echo(text, nl=False)
+            echo(text, nl=False)
         else:
             write_private(output, lambda fp: fp.write(text))
-            click.echo(f"wrote {output}", err=True)
+            echo(f"wrote {output}", err=True)
         return
     paths = store.export_markdown(output, slots=slots, scope=scope)
-    click.echo(f"wrote {len(paths)} files to {output}", err=True)
+    echo(f"wrote {len(paths)} files to {output}", err=True)
 
 
 def _format_of(path: Path, fmt: str | None) -> str:
@@ -162,11 +163,11 @@ def _import_jsonl(store: FactStore, file: Path, skip_invalid: bool,
 
 def _show(report: ImportReport, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        echo_json(report.to_dict())
         return
     for issue in report.errors:
-        click.echo(f"skipped line {issue.line}: {issue.message}", err=True)
-    click.echo(report.summary())
+        echo(f"skipped line {issue.line}: {issue.message}", err=True)
+    echo(report.summary())
 
 
 def register(cli: click.Group) -> None:
