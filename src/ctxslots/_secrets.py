@@ -156,8 +156,15 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 
 def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """``url`` without the ``user:password@`` part, and that part (decoded) if it had one."""
-    parts = urllib.parse.urlsplit(url)
+    """``url`` without the ``user:password@`` part, and that part (decoded) if it had one.
+
+    A URL that cannot be parsed (a broken IPv6 address) comes back as it is, without
+    credentials: nothing is sent to it, and :func:`safe_url` still hides its password.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url, None
     if "@" not in parts.netloc:
         return url, None
     userinfo, _, host = parts.netloc.rpartition("@")

@@ -80,7 +80,10 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
 @click.option("--model", envvar="CTXSLOTS_LLM_MODEL",
               help="Model name sent to the endpoint (or $CTXSLOTS_LLM_MODEL).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
-              show_default=True, help="Seconds to wait for one model reply.")
+              show_default=True,
+              help="Seconds one request to the model may take in all, its retries and the "
+                   "waits between them included (a reply that cannot be read is asked for "
+                   "once more, with as long again).")
 @click.option("--if-due", is_flag=True,
               help="Flush only when the policy says so (default: always flush what is new).")
 @click.option("--every-n-turns", type=click.IntRange(min=1), default=10, show_default=True,
