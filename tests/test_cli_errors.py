@@ -16,13 +16,14 @@ def _invoke(db_path, *args):
 
 @pytest.mark.parametrize(("args", "words", "help_of"), [
     (["serach", "deploy"], "No such command 'serach'", "ctxslots --help"),
-    (["get", "abc"], "'abc' is not a valid integer", "ctxslots get --help"),
-    (["assemble", "hi", "--budget", "0"], "0 is not in the range", "ctxslots assemble --help"),
+    (["get", "abc"], "it must be a whole number from 1 to", "ctxslots get --help"),
+    (["assemble", "hi", "--budget", "0"], "from 1 to 9,223,372,036,854,775,807, not '0'",
+     "ctxslots assemble --help"),
     (["flush", "missing.jsonl", "--base-url", "http://127.0.0.1:1/v1", "--model", "m"],
      "Path 'missing.jsonl' does not exist", "ctxslots flush --help"),
     (["import", "missing.jsonl"], "File 'missing.jsonl' does not exist", "ctxslots import --help"),
     (["remember", "user"], "Missing argument 'VALUE'", "ctxslots remember --help"),
-    (["search", "x", "--limit", "lots"], "'lots' is not a valid integer", "ctxslots search --help"),
+    (["search", "x", "--limit", "lots"], "from 1 to 1,000, not 'lots'", "ctxslots search --help"),
 ], ids=["typo", "get-abc", "budget-0", "flush-missing-file", "import-missing-file",
         "missing-argument", "bad-limit"])
 def test_a_usage_error_is_one_line_naming_the_help(db_path, tmp_path, monkeypatch, args, words, help_of):

@@ -13,6 +13,7 @@ from ..stores import FactStore
 from ._app import CliContext, pass_cli_context
 from ._format import count, fact_line, hit_line
 from ._output import echo, echo_json
+from ._params import ID, WholeNumber
 
 __all__ = ["register"]
 
@@ -55,7 +56,7 @@ def remember(
 @click.argument("query")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
 @click.option("--scope", help="Workspace to search (global facts are always included).")
-@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
+@click.option("--limit", type=WholeNumber(1, 1000), default=10, show_default=True,
               help="Most hits to show (1 to 1000).")
 @click.option("--archive", is_flag=True, help="Also search forgotten (archived) facts.")
 @click.option("--superseded", is_flag=True,
@@ -81,7 +82,7 @@ def search(
 
 
 def _by_id(action: Callable[[FactStore, int], Fact], help_text: str) -> Callable[..., None]:
-    @click.argument("fact_id", metavar="ID", type=int)
+    @click.argument("fact_id", metavar="ID", type=ID)
     @click.option("--json", "as_json", is_flag=True, help="Print the fact as JSON.")
     @pass_cli_context
     def command(app: CliContext, fact_id: int, as_json: bool) -> None:
@@ -158,9 +159,9 @@ def _age(fact: Fact, now: float) -> str:
 @click.command("list")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
 @click.option("--scope", help="Only this workspace and global facts (default: every scope).")
-@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True,
+@click.option("--limit", type=WholeNumber(1, 1000), default=20, show_default=True,
               help="Facts per page (1 to 1000).")
-@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--page", type=WholeNumber(1), default=1, show_default=True,
               help="Which page; page 1 holds the newest facts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
 @pass_cli_context

@@ -14,6 +14,7 @@ from ..errors import FlushError
 from ..model import Message
 from ._app import CliContext, pass_cli_context
 from ._output import echo, echo_json
+from ._params import WholeNumber
 from ._progress import Progress
 
 __all__ = ["flush", "read_conversation", "register"]
@@ -33,6 +34,9 @@ def read_conversation(path: Path) -> list[Message]:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise click.ClickException(f"{path}:{number}: not JSON: {exc.msg}") from exc
+            except (ValueError, RecursionError):  # a number of over 4,300 digits; deep nesting
+                raise click.ClickException(f"{path}:{number}: not a message this command reads "
+                                           "(a number too long, or nesting too deep)") from None
             if not isinstance(data, dict) or not isinstance(data.get("role"), str):
                 raise click.ClickException(
                     f"{path}:{number}: expected an object with \"role\" and \"content\"")
@@ -86,11 +90,11 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
                    "once more, with as long again).")
 @click.option("--if-due", is_flag=True,
               help="Flush only when the policy says so (default: always flush what is new).")
-@click.option("--every-n-turns", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--every-n-turns", type=WholeNumber(1), default=10, show_default=True,
               help="Policy for --if-due: due after this many user turns.")
-@click.option("--token-threshold", type=click.IntRange(min=1), default=2000, show_default=True,
+@click.option("--token-threshold", type=WholeNumber(1), default=2000, show_default=True,
               help="Policy for --if-due: due once the new text has this many tokens.")
-@click.option("--max-tokens", type=click.IntRange(min=1),
+@click.option("--max-tokens", type=WholeNumber(1),
               help="Most tokens of messages sent in one request (default 8000); a longer "
                    "conversation is read in several requests, one after the other.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

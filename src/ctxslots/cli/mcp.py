@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ._app import CliContext, pass_cli_context
+from ._params import WholeNumber
 
 __all__ = ["register"]
 
@@ -18,7 +19,7 @@ __all__ = ["register"]
               "streamable HTTP at /mcp.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on (http). Other than loopback needs --token.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+@click.option("--port", type=WholeNumber(0, 65535), default=8765, show_default=True,
               help="Port to listen on (http; 0: any free port, written to stderr).")
 @click.option("--token", envvar="CTXSLOTS_MCP_TOKEN", default=None,
               help="Require 'Authorization: Bearer TOKEN' on every request (http; or set "

@@ -9,6 +9,7 @@ from ..stores.upkeep.prune import DEFAULT_SLOT_CAPS, PrunePolicy
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
 from ._output import echo, echo_json
+from ._params import WholeNumber, whole_number
 from ._progress import Progress
 
 __all__ = ["register"]
@@ -19,9 +20,12 @@ def _parse_cap(_app: CliContext, _param: click.Parameter, values: tuple[str, ...
     caps: dict[str, int] = {}
     for text in values:
         slot, sep, number = text.partition("=")
-        if not sep or not slot or not number.isdigit():
-            raise click.BadParameter(f"expected SLOT=COUNT, like agent=5000, not {text!r}")
-        caps[slot] = int(number)
+        if not sep or not slot:
+            raise click.BadParameter(f"expected SLOT=COUNT, like agent=5000, not {text[:60]!r}")
+        try:
+            caps[slot] = whole_number(number, what=f"the cap of {slot[:40]!r}")
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
     return caps
 
 
@@ -35,7 +39,7 @@ def _preview(value: str, width: int = 70) -> str:
 @click.option("--cap", "caps", multiple=True, callback=_parse_cap, metavar="SLOT=COUNT",
               help="Cap on live facts of a slot in each scope (repeatable; defaults: "
                    + ", ".join(f"{k}={v}" for k, v in DEFAULT_SLOT_CAPS.items()) + ").")
-@click.option("--max-bytes", type=click.IntRange(min=1), default=None,
+@click.option("--max-bytes", type=WholeNumber(1), default=None,
               help="Cap on the database's used bytes; over it, the lowest tenth moves.")
 @click.option("--protect-days", type=click.FloatRange(min=0), default=None,
               help="Never move facts written or shown within this many days (default 7).")
