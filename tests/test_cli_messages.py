@@ -200,3 +200,19 @@ def test_an_export_to_a_read_only_directory_names_the_file_and_the_cause(tmp_pat
     assert lines[0].startswith(f"Error: cannot write {folder / 'facts.jsonl'}: ")
     assert "Read-only file system" in lines[0] or "Permission denied" in lines[0]
     assert "cannot write .:" not in lines[0]
+
+
+def test_stats_on_a_postgresql_store_names_the_server_and_pgvector(pg_url):
+    """stats on a PostgreSQL store shows its versions (it failed on the SQLite ones), no password."""
+    with FactStore(pg_url) as store:
+        store.add("agent", "A memory on the server.", scope="shop")
+        info = store.stats()
+    result = _run("--db", pg_url, "stats")
+    assert 0 == result.exit_code, result.output
+    lines = result.output.splitlines()
+    assert lines[1] == (f"PostgreSQL {info['server_version']}, pgvector "
+                        f"{info['pgvector_version']}, schema {info['schema_version']}")
+    assert "agent" in lines[2] and "shop" in lines[2]
+    assert "sqlite" not in result.output.lower()
+    password = urlsplit(pg_url).password
+    assert not password or password not in result.output
