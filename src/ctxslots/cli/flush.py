@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import attrs
 import click
 
+from .._secrets import scrub, split_credentials
 from ..errors import FlushError
 from ..model import Message
 from ._app import CliContext, pass_cli_context
@@ -17,7 +20,11 @@ from ._output import echo, echo_json
 from ._params import WholeNumber
 from ._progress import Progress
 
-__all__ = ["flush", "read_conversation", "register"]
+__all__ = ["RAW_OUTPUT_SHOWN", "flush", "read_conversation", "register"]
+
+#: Characters of each raw model reply that ``flush --json`` shows: enough to see what
+#: went wrong, where a reply may be megabytes long.
+RAW_OUTPUT_SHOWN = 4000
 
 
 def read_conversation(path: Path) -> list[Message]:
@@ -120,12 +127,13 @@ def flush(
     if conversation is not None and len(files) > 1:
         raise click.UsageError("--conversation names one conversation: give one file")
     client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout)
+    out = _Out(as_json, _held_secrets(client, base_url))
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
     cap: dict[str, Any] = {} if max_tokens is None else {"max_flush_tokens": max_tokens}
     if len(files) == 1:
         with app.open_store(create=True) as store:
             flusher = MemoryFlusher(store, client, policy=policy, **cap)
-            _flush_one(flusher, files[0], conversation, scope, if_due, as_json)
+            _flush_one(flusher, files[0], conversation, scope, if_due, out)
         return
     reports: list[dict[str, Any]] = []
     failed = 0
@@ -140,14 +148,14 @@ def flush(
             except (FlushError, click.ClickException) as exc:
                 failed += 1
                 failure = exc.report if isinstance(exc, FlushError) else None
-                reports.append({"file": str(file), **(failure.to_dict() if failure else {}),
-                                "error": _message(exc)})
+                reports.append({"file": str(file), **(out.data(failure) if failure else {}),
+                                "error": out.text(_message(exc))})
                 if not as_json:
-                    echo(f"{file}: Error: {_message(exc)}", err=True)
+                    echo(f"{file}: Error: {out.text(_message(exc))}", err=True)
             else:
-                reports.append({"file": str(file), **report.to_dict()})
+                reports.append({"file": str(file), **out.data(report)})
                 if not as_json:
-                    echo(f"{file}: {report.summary()}")
+                    echo(f"{file}: {out.text(report.summary())}")
             bar.advance()
     if as_json:
         echo_json(reports)
@@ -183,16 +191,15 @@ def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
 
 
 def _flush_one(flusher: Any, file: Path, conversation: str | None, scope: str | None,
-               if_due: bool, as_json: bool) -> None:
+               if_due: bool, out: _Out) -> None:
     messages = read_conversation(file)
     conv = conversation or conversation_id(file)
     try:
-        _flush_until_read(flusher, messages, conv, scope, not if_due,
-                          lambda report: _show(report, as_json))
+        _flush_until_read(flusher, messages, conv, scope, not if_due, out.show)
     except FlushError as exc:
-        if as_json:  # the failed report for a program; a person gets the one line below
-            _show(exc.report, as_json)
-        raise click.ClickException(str(exc)) from exc
+        if out.as_json:  # the failed report for a program; a person gets the one line below
+            out.show(exc.report)
+        raise click.ClickException(out.text(str(exc))) from exc
 
 
 def make_client(app: CliContext, name: str, **options: Any) -> Any:
@@ -215,13 +222,60 @@ def make_client(app: CliContext, name: str, **options: Any) -> Any:
                                    f"{', '.join(sorted(given))}: {exc}") from exc
 
 
-def _show(report: Any, as_json: bool) -> None:
-    if report is None:
-        return
-    if as_json:
-        echo_json(report.to_dict())
-    else:
-        echo(report.summary())
+def _held_secrets(client: Any, base_url: str | None) -> tuple[str, ...]:
+    """The credentials this flush sends, which a model or a server may echo back."""
+    found = [os.environ.get("OPENAI_API_KEY"), getattr(client, "api_key", None)]
+    found += split_credentials(base_url)[1] or () if base_url else ()
+    return tuple(s for s in found if isinstance(s, str) and s)
+
+
+@attrs.frozen
+class _Out:
+    """How reports are shown: as JSON or as lines, never with a credential in them (the
+    model's replies included: a model may echo the key), and the model's raw replies
+    cut to :data:`RAW_OUTPUT_SHOWN` characters each.
+
+    Attributes:
+        as_json: Print JSON.
+        secrets: The credentials the flush sent.
+    """
+
+    as_json: bool
+    secrets: tuple[str, ...] = ()
+
+    def text(self, text: str) -> str:
+        """``text`` without a credential."""
+        return scrub(text, self.secrets)
+
+    def data(self, report: Any) -> dict[str, Any]:
+        """The report as JSON-ready data, every string scrubbed, raw replies cut."""
+        data = report.to_dict()
+        data["raw_outputs"] = [_cut(raw) for raw in data.get("raw_outputs") or ()]
+        return cast(dict[str, Any], self._scrubbed(data))
+
+    def show(self, report: Any) -> None:
+        """Print ``report`` (nothing for ``None``)."""
+        if report is None:
+            return
+        if self.as_json:
+            echo_json(self.data(report))
+        else:
+            echo(self.text(report.summary()))
+
+    def _scrubbed(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self._scrubbed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._scrubbed(v) for v in value]
+        return value
+
+
+def _cut(raw: str) -> str:
+    if len(raw) <= RAW_OUTPUT_SHOWN:
+        return raw
+    return f"{raw[:RAW_OUTPUT_SHOWN]}... ({len(raw):,} characters in all)"
 
 
 def register(cli: click.Group) -> None:
