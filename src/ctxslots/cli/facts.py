@@ -44,8 +44,10 @@ def remember(
     with app.open_store(create=True) as store:
         opts: dict[str, Any] = {"scope": scope, "tags": _split_tags(tags),
                                 "confidence": confidence, "source": "cli", "context": context}
-        before = None if key else store.find_memory(slot, value, scope=scope)
-        fact = store.upsert(slot, key, value, **opts) if key else store.add(slot, value, **opts)
+        # --key "" is a key (refused, as --scope "" is), not a request for a free memory.
+        before = None if key is not None else store.find_memory(slot, value, scope=scope)
+        fact = store.upsert(slot, key, value, **opts) if key is not None else \
+            store.add(slot, value, **opts)
     if as_json:
         echo_json(fact.to_dict(), indent=None)
     else:

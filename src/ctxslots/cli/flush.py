@@ -14,7 +14,7 @@ import click
 
 from .._secrets import scrub, split_credentials
 from ..errors import FlushError
-from ..model import Message
+from ..model import MESSAGE_ROLES, Message
 from ._app import CliContext, pass_cli_context
 from ._output import echo, echo_json
 from ._params import WholeNumber
@@ -47,6 +47,10 @@ def read_conversation(path: Path) -> list[Message]:
             if not isinstance(data, dict) or not isinstance(data.get("role"), str):
                 raise click.ClickException(
                     f"{path}:{number}: expected an object with \"role\" and \"content\"")
+            if data["role"] not in MESSAGE_ROLES:
+                raise click.ClickException(
+                    f"{path}:{number}: the role {data['role'][:40]!r} is not one of "
+                    f"{', '.join(MESSAGE_ROLES)}; nothing was sent to the model")
             messages.append(Message.from_dict(data))
     return messages
 

@@ -9,10 +9,11 @@ defined in :mod:`ctxslots.request` and importable from here.
 from __future__ import annotations
 
 from ..request import AssemblyRequest, ContextBlock
-from .facts import Fact, Hit, HitTrace, Message, from_timestamp, to_timestamp
+from .facts import MESSAGE_ROLES, Fact, Hit, HitTrace, Message, from_timestamp, to_timestamp
 from .prompt import AssembledPrompt, DropReason, Item, ItemDecision, Section, SectionReport
 
 __all__ = [
+    "MESSAGE_ROLES",
     "AssembledPrompt",
     "AssemblyRequest",
     "ContextBlock",
