@@ -8,9 +8,10 @@ command module depends on another.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 import click
@@ -113,6 +114,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+    """A Python warning (a read-only store, a failed background write) as one
+    ``warning: ...`` line, without the file, line and source Python shows."""
+    echo(f"warning: {_error_line(str(message))}", err=True)
+
+
 def _error_line(text: str) -> str:
     """An error message as shown: one line, no credential, no control character."""
     return terminal_safe(_one_line(scrub(text)))
@@ -144,6 +152,11 @@ class _Group(click.Group):
             raise _usage_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:

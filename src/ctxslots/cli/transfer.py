@@ -23,6 +23,13 @@ from ._progress import CountingReader, CountingWriter, Progress
 
 __all__ = ["export", "import_", "register"]
 
+class _Interrupted(click.ClickException):
+    """Ctrl-C: one line saying what was left as it was, and exit status 130 (as a shell
+    reports SIGINT)."""
+
+    exit_code = 130
+
+
 _FORMATS = ("jsonl", "markdown")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
              ".md": "markdown", ".markdown": "markdown"}
@@ -80,7 +87,7 @@ def _export_markdown(store: FactStore, output: Path | None, slots: list[str] | N
             echo(f"wrote {output}", err=True)
         return
     paths = store.export_markdown(output, slots=slots, scope=scope)
-    echo(f"wrote {len(paths)} files to {output}", err=True)
+    echo(f"wrote {_count(len(paths), 'file')} to {output}", err=True)
 
 
 def _format_of(path: Path, fmt: str | None) -> str:
@@ -120,6 +127,16 @@ def import_(
     fmt = _format_of(file, fmt)
     if fmt == "jsonl" and (slot or scope):
         raise click.UsageError("--slot and --scope apply to Markdown imports only")
+    try:
+        report = _import(app, file, fmt, slot, scope, skip_invalid)
+    except KeyboardInterrupt:
+        # The import is one transaction: rolled back on the way out of the store.
+        raise _Interrupted("interrupted: nothing was imported, the store is as it was") from None
+    _show(report, as_json)
+
+
+def _import(app: CliContext, file: Path, fmt: str, slot: str | None, scope: str | None,
+            skip_invalid: bool) -> ImportReport:
     with app.open_store(create=True) as store, Progress("importing") as bar:
         try:
             if fmt == "jsonl":
@@ -131,11 +148,11 @@ def import_(
                 text = sys.stdin.read() if str(file) == "-" else file
                 bar.relabel(f"importing {file.name}", unit="")
                 report = store.import_markdown(text, slot=target, scope=scope,
-                                         skip_invalid=skip_invalid,
-                                         progress=_counted_records(bar))
+                                               skip_invalid=skip_invalid,
+                                               progress=_counted_records(bar))
         except InvalidImportError as exc:
             raise click.ClickException(f"{file}: {exc}") from exc
-    _show(report, as_json)
+    return report
 
 
 def _counted_records(bar: Progress) -> Callable[[int], None]:

@@ -293,7 +293,7 @@ class MemoryFlusher:
             if not new:
                 return attrs.evolve(base, last=start, detail="no new messages since the last flush")
             if not force and not self.policy.should_flush(new):
-                return attrs.evolve(base, status="not_due", last=start,
+                return attrs.evolve(base, status="not_due", last=start, remaining=len(new),
                                     detail=f"not due yet: {self.policy.explain(new)}")
             batch = take_batch(new, self.max_flush_tokens, self.policy.encoding, start + 1)
             end = start + batch.count
