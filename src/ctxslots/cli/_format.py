@@ -41,4 +41,6 @@ def hit_line(hit: Hit, best: float | None) -> str:
         f"age {days_in_words(t.age_days)}; decay {multiplier(t.decay)}, "
         f"reinforcement {multiplier(t.reinforcement)}, confidence {multiplier(t.confidence)}"
         + (f"; hides {t.hides} near-duplicate{'' if t.hides == 1 else 's'}" if t.hides else "")
+        + (f"; moved here from #{int(t.extra['reranked_from'])} by a reranker"
+           if "reranked_from" in t.extra else "")
     )

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 from ..request import AssemblyRequest, ContextBlock
 from .facts import MESSAGE_ROLES, Fact, Hit, HitTrace, Message, from_timestamp, to_timestamp
-from .prompt import AssembledPrompt, DropReason, Item, ItemDecision, Section, SectionReport
+from .prompt import (
+    DEFAULT_PRIORITY,
+    AssembledPrompt,
+    DropReason,
+    Item,
+    ItemDecision,
+    Section,
+    SectionReport,
+)
 
 __all__ = [
+    "DEFAULT_PRIORITY",
     "MESSAGE_ROLES",
     "AssembledPrompt",
     "AssemblyRequest",
