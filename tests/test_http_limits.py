@@ -157,6 +157,18 @@ def test_flush_names_the_cap_in_one_line_and_prints_no_body(misbehaving, tmp_pat
     assert [] == json.loads(result.stdout)["raw_outputs"]
 
 
+@pytest.mark.parametrize("misbehaving", ["declared"], indirect=True)
+def test_flush_takes_its_own_cap(misbehaving, tmp_path):
+    """flush --max-reply-bytes sets the cap the error names."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": "Hi."}\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "flush", str(chat),
+                                      "--base-url", misbehaving.base_url, "--model", "m",
+                                      "--max-reply-bytes", "1000"], catch_exceptions=False)
+    assert 1 == result.exit_code
+    assert "larger than 1,000 bytes" in result.output and 1 == len(result.output.splitlines())
+
+
 # -- the time of a whole call ---------------------------------------------------------------
 
 

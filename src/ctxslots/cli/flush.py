@@ -99,6 +99,9 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
               help="Seconds one request to the model may take in all, its retries and the "
                    "waits between them included (a reply that cannot be read is asked for "
                    "once more, with as long again).")
+@click.option("--max-reply-bytes", type=WholeNumber(1),
+              help="Largest model reply read, in bytes (default 16 MiB); a larger one fails "
+                   "naming the cap, unread past it.")
 @click.option("--if-due", is_flag=True,
               help="Flush only when the policy says so (default: always flush what is new).")
 @click.option("--every-n-turns", type=WholeNumber(1), default=10, show_default=True,
@@ -112,8 +115,9 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
 @pass_cli_context
 def flush(
     app: CliContext, paths: tuple[Path, ...], conversation: str | None, scope: str | None,
-    client_name: str, base_url: str | None, model: str | None, timeout: float, if_due: bool,
-    every_n_turns: int, token_threshold: int, max_tokens: int | None, as_json: bool,
+    client_name: str, base_url: str | None, model: str | None, timeout: float,
+    max_reply_bytes: int | None, if_due: bool, every_n_turns: int, token_threshold: int,
+    max_tokens: int | None, as_json: bool,
 ) -> None:
     """Extract facts from conversation files (one {role, content} object per line): each
     CONVERSATION.jsonl given, and every *.jsonl file of each DIR, one conversation per file.
@@ -130,7 +134,8 @@ def flush(
     files = conversation_files(paths)
     if conversation is not None and len(files) > 1:
         raise click.UsageError("--conversation names one conversation: give one file")
-    client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout)
+    client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout,
+                         max_reply_bytes=max_reply_bytes)
     out = _Out(as_json, _held_secrets(client, base_url))
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
     cap: dict[str, Any] = {} if max_tokens is None else {"max_flush_tokens": max_tokens}
