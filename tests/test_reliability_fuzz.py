@@ -479,10 +479,13 @@ def test_cli_non_utf8_argument_is_one_error_line(tmp_path, argv):
 
 @pytest.mark.parametrize("command", ["get", "forget"])
 def test_cli_id_beyond_64_bits_is_one_error_line(cli_db, command):
-    """An id too large for SQLite gives an error line, not a traceback."""
+    """An id too large for SQLite is refused by the argument's own check: one usage line
+    naming the range, not a traceback."""
     result = CliRunner().invoke(cli, ["--db", str(cli_db), command, str(2**64)])
     assert isinstance(result.exception, SystemExit)
-    assert 1 == result.exit_code
+    assert 2 == result.exit_code
+    assert 1 == len(result.output.splitlines())
+    assert "must be a whole number from 1 to 9,223,372,036,854,775,807" in result.output
 
 
 @needs_tools

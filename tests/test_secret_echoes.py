@@ -29,14 +29,15 @@ def test_a_held_secret_is_taken_out_however_it_is_echoed(kind, secret, around, n
     assert [] == leaked_pieces(scrub(text, [secret]), secret), (kind, name)
 
 
-@pytest.mark.parametrize(("name", "form", "held_only"), ECHOES, ids=[e[0] for e in ECHOES])
+SHAPED_ECHOES = [(name, form) for name, form, held_only in ECHOES if not held_only]
+
+
+@pytest.mark.parametrize(("name", "form"), SHAPED_ECHOES, ids=[e[0] for e in SHAPED_ECHOES])
 @pytest.mark.parametrize(("kind", "secret", "around"), SECRETS, ids=[s[0] for s in SECRETS])
-def test_a_credential_shape_is_taken_out_when_split_or_escaped(kind, secret, around, name, form,
-                                                               held_only):
+def test_a_credential_shape_is_taken_out_when_split_or_escaped(kind, secret, around, name, form):
     """Without holding it, scrub still finds each shape of the catalogue split by a newline,
-    wrapped or escaped (cut short, a credential has no shape left: only a held one is found)."""
-    if held_only:
-        pytest.skip("a credential cut short has no shape: found only when held")
+    wrapped or escaped (cut short, a credential has no shape left: only a held one is found,
+    as the test above shows)."""
     text = around.format(form(secret))
     assert [] == leaked_pieces(scrub(text), secret), (kind, name)
 
