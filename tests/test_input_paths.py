@@ -27,7 +27,7 @@ def _run(db, *args):
 def test_an_empty_key_is_refused_like_an_empty_scope(db_path, option, value):
     """remember --key "" and --scope "" are both one-line errors naming the option's field;
     nothing is stored."""
-    result = _run(db_path, "remember", "user", "The user likes tea.", option, value)
+    result = _run(db_path, "remember", "project", "The shop deploys on Fridays.", option, value)
     assert 1 == result.exit_code
     field = option.removeprefix("--")
     assert result.output.startswith(f"Error: {field} must be"), result.output

@@ -77,8 +77,7 @@ class Reverse:
 
 
 def _reranked_store(path: Path) -> FactStore:
-    from ctxslots.plugins import make_plugin_manager
-    from ctxslots.stores.rerank import reranker_from_plugins
+    from ctxslots.plugins import make_plugin_manager, reranker_from_plugins
 
     pm = make_plugin_manager(plugins=[Reverse()])
     store = FactStore(path, rerank=reranker_from_plugins(pm))
