@@ -1,6 +1,7 @@
 """The writer a crash trial kills: ``python -m reliability._crash_child MODE DB LOG BASE_URL SEED``.
 
-It prints ``ready`` once the store is open, then writes until it is killed.
+It prints ``ready`` once the store is open, then writes until it is killed, and
+``acked`` once its first unit of work has been acknowledged.
 Before each unit of work (a batch, some single writes, a flush) it appends an
 ``{"intent": n, "facts": [...], "atomic": bool}`` line to LOG (atomic: one
 transaction); after the call that commits it
@@ -82,6 +83,8 @@ def main(argv: list[str]) -> None:
             log({"intent": n, "facts": facts, "atomic": batched})
             _write_unit(store, facts, batched)
         log({"ack": n})
+        if n == 0:
+            print("acked", flush=True)
         if mode == "reindex":
             store.reindex()
         n += 1

@@ -1,7 +1,8 @@
 """A writer process killed with SIGKILL at a random moment leaves a sound store.
 
 Each trial starts ``python -m reliability._crash_child`` in one of three modes,
-waits for it to be writing, sleeps a seeded random delay and kills it:
+waits for it to be writing (with ``after_ack``, for its first acknowledged unit),
+sleeps a seeded random delay and kills it:
 
 - ``batch``: batches of upserts and adds (``store.batch()``), and runs of
   single writes;
@@ -201,8 +202,10 @@ def _reindex_template(folder: Path) -> Path:
     return path
 
 
-def _kill_after_ready(cmd: list[str], delay: float, stderr_path: Path) -> tuple[bool, str]:
-    """Start ``cmd``, wait for ``ready``, sleep ``delay``, SIGKILL it.
+def _kill_after_ready(cmd: list[str], delay: float, stderr_path: Path,
+                      after_ack: bool = False) -> tuple[bool, str]:
+    """Start ``cmd``, wait for ``ready`` (and, with ``after_ack``, for ``acked``: its first
+    unit committed), sleep ``delay``, SIGKILL it.
 
     Returns whether the kill hit a live process, and the child's stderr.
     """
@@ -211,8 +214,9 @@ def _kill_after_ready(cmd: list[str], delay: float, stderr_path: Path) -> tuple[
                                  cwd=_ROOT)
         try:
             assert child.stdout is not None
-            line = child.stdout.readline()
-            if line.strip() == "ready":
+            wanted = ["ready", "acked"] if after_ack else ["ready"]
+            seen = [child.stdout.readline().strip() for _ in wanted]
+            if seen == wanted:
                 time.sleep(delay)
             alive = child.poll() is None
             child.send_signal(signal.SIGKILL)
@@ -243,8 +247,14 @@ def _read_log(path: Path) -> tuple[dict[int, dict[str, Any]], set[int]]:
     return intents, acks
 
 
-def run_trial(number: int, mode: str, delay: float, folder: Path, *, seed: int = 0) -> CrashTrial:
-    """Run one crash trial in ``folder`` (created) and check the store it leaves."""
+def run_trial(number: int, mode: str, delay: float, folder: Path, *, seed: int = 0,
+              after_ack: bool = False) -> CrashTrial:
+    """Run one crash trial in ``folder`` (created) and check the store it leaves.
+
+    :param after_ack: Count ``delay`` from the child's first acknowledged unit, not from
+        its start: the kill then lands after some work was committed, however loaded
+        the machine is.
+    """
     from ctxslots.testing import ScriptedChatServer
 
     if mode not in MODES:
@@ -259,10 +269,10 @@ def run_trial(number: int, mode: str, delay: float, folder: Path, *, seed: int =
     if mode == "flush":
         with ScriptedChatServer([_flush_reply(n) for n in range(500)]) as server:
             killed, stderr = _kill_after_ready(cmd + [server.base_url, f"{seed}:{number}"], delay,
-                                               folder / f"trial-{number}.err")
+                                               folder / f"trial-{number}.err", after_ack)
     else:
         killed, stderr = _kill_after_ready(cmd + ["-", f"{seed}:{number}"], delay,
-                                           folder / f"trial-{number}.err")
+                                           folder / f"trial-{number}.err", after_ack)
     failures: list[str] = []
     if not killed:
         failures.append("the child was not running when killed: "

@@ -3,12 +3,17 @@ and look-alikes that must be left alone.
 
 Each secret is built here from pieces (so no real-looking key sits in the repository as one
 string) and is fake. ``tests/test_secret_scanning.py`` writes every secret through every way
-into the store; ``tests/test_secret_messages.py`` has clients echo them in errors.
+into the store; ``tests/test_secret_messages.py`` has clients echo them in errors; ``tests/test_secret_echoes.py``
+has a model echo them out of shape (:data:`ECHOES`).
 """
 
 from __future__ import annotations
 
-__all__ = ["LOOK_ALIKES", "SECRETS"]
+import json
+import re
+from collections.abc import Callable
+
+__all__ = ["ECHOES", "LOOK_ALIKES", "SECRETS", "leaked_pieces"]
 
 _A = "a1B2c3D4e5F6g7H8i9J0"  # 20 mixed characters
 _PEM_BODY = "\n".join(["MIIEowIBAAKCAQEA" + _A * 3] * 3)
@@ -60,3 +65,41 @@ LOOK_ALIKES: tuple[str, ...] = (
     "The token budget is 2000 tokens per turn.",
     "Version 2.14.0-rc1 shipped on 2024-05-01.",
 )
+
+
+def _halves(secret: str) -> tuple[str, str]:
+    middle = len(secret) // 2
+    return secret[:middle], secret[middle:]
+
+
+#: How a model may echo a secret out of shape: ``(name, form, held_only)``, ``form(secret)`` the
+#: text it writes. ``held_only`` forms are found only for a secret the scrubber holds (the
+#: API key a client sends): cut short, a credential has no recognisable shape left.
+ECHOES: tuple[tuple[str, Callable[[str], str], bool], ...] = (
+    ("as is", lambda s: s, False),
+    ("its first 8 characters cut", lambda s: s[8:], True),
+    ("split by a newline", lambda s: "\n".join(_halves(s)), False),
+    ("wrapped and indented", lambda s: "\n    ".join(_halves(s)), False),
+    ("JSON-escaped with a newline", lambda s: json.dumps("\n".join(_halves(s)))[1:-1], False),
+    ("every character \\u-escaped", lambda s: "".join(f"\\u{ord(c):04x}" for c in s), False),
+)
+
+#: The shortest piece of a secret that counts as leaked when it shows in a text.
+PIECE = 12
+
+
+def _readings(text: str) -> list[str]:
+    """``text`` as written, without white space, and with JSON escapes decoded then white
+    space taken out: the ways a reader could put a secret back together."""
+    decoded = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
+    decoded = re.sub(r"\\[nrt]", "", decoded).replace('\\"', '"').replace("\\/", "/")
+    return [text, re.sub(r"\s+", "", text), re.sub(r"\s+", "", decoded)]
+
+
+def leaked_pieces(text: str, secret: str) -> list[str]:
+    """The pieces of ``secret`` (:data:`PIECE` characters, or all of a shorter one, white
+    space left out) that ``text`` shows in any of its readings."""
+    flat = re.sub(r"\s+", "", secret)
+    size = min(PIECE, len(flat))
+    pieces = {flat[i:i + size] for i in range(len(flat) - size + 1)}
+    return sorted(p for p in pieces if any(p in reading for reading in _readings(text)))

@@ -70,8 +70,8 @@ def test_assemble_errors_are_one_line(db_path):
              (["assemble", "x", "-o", "out.json"], "-o/--output needs --dump"),
              (["assemble", "x", "--scope", " "], "scope must not be blank"),
              (["assemble", "terminal", "--budget", "5"], "do not fit into 5 tokens"),
-             (["assemble", "x", "--dump", "json", "-o", str(db_path.parent / "no" / "f.json")],
-              "cannot write")]
+             (["assemble", "x", "--dump", "json", "-o", str(db_path / "f.json")],
+              "cannot write")]  # under a file: missing folders are made (0700), this cannot be
     for args, message in cases:
         result = CliRunner().invoke(cli, ["--db", str(db_path), *args])
         assert result.exit_code != 0, args

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from click.testing import CliRunner
 
@@ -18,13 +16,14 @@ def _invoke(db_path, *args):
 
 @pytest.mark.parametrize(("args", "words", "help_of"), [
     (["serach", "deploy"], "No such command 'serach'", "ctxslots --help"),
-    (["get", "abc"], "'abc' is not a valid integer", "ctxslots get --help"),
-    (["assemble", "hi", "--budget", "0"], "0 is not in the range", "ctxslots assemble --help"),
+    (["get", "abc"], "it must be a whole number from 1 to", "ctxslots get --help"),
+    (["assemble", "hi", "--budget", "0"], "from 1 to 9,223,372,036,854,775,807, not '0'",
+     "ctxslots assemble --help"),
     (["flush", "missing.jsonl", "--base-url", "http://127.0.0.1:1/v1", "--model", "m"],
      "Path 'missing.jsonl' does not exist", "ctxslots flush --help"),
     (["import", "missing.jsonl"], "File 'missing.jsonl' does not exist", "ctxslots import --help"),
     (["remember", "user"], "Missing argument 'VALUE'", "ctxslots remember --help"),
-    (["search", "x", "--limit", "lots"], "'lots' is not a valid integer", "ctxslots search --help"),
+    (["search", "x", "--limit", "lots"], "from 1 to 1,000, not 'lots'", "ctxslots search --help"),
 ], ids=["typo", "get-abc", "budget-0", "flush-missing-file", "import-missing-file",
         "missing-argument", "bad-limit"])
 def test_a_usage_error_is_one_line_naming_the_help(db_path, tmp_path, monkeypatch, args, words, help_of):
@@ -43,20 +42,19 @@ def test_a_bare_command_group_still_shows_its_help():
     assert "Usage: ctxslots" in result.output and "Error" not in result.output
 
 
-def test_flush_against_a_dead_server_fails_once_quickly_in_one_line(db_path, tmp_path):
-    """A refused connection is not retried: one line naming the URL, exit 1, within a second or so."""
+def test_flush_against_a_dead_server_fails_once_in_one_line(db_path, tmp_path):
+    """A refused connection is not retried: one line naming the URL, exit 1, and no retry warning
+    (a retry would print "try 2 of 4" on stderr first)."""
     conversation = tmp_path / "chat.jsonl"
     conversation.write_text('{"role": "user", "content": "I moved to Lisbon."}\n', encoding="utf-8")
     server = ScriptedChatServer([])
     url = server.base_url
     server.close()  # nothing listens on that port now
-    started = time.monotonic()
     result = _invoke(db_path, "flush", str(conversation), "--base-url", url, "--model", "m")
-    elapsed = time.monotonic() - started
     assert 1 == result.exit_code
     assert [f"Error: {result.output[7:].strip()}"] == result.output.splitlines(), result.output
     assert 1 == result.output.count("connection refused") and url in result.output
-    assert elapsed < 2.0  # the client's retries would wait 0.5 + 1 + 2 s
+    assert "try 2" not in result.output and "tries" not in result.output
 
 
 def test_a_failed_flush_with_json_prints_the_report_and_one_error_line(db_path, tmp_path):

@@ -59,7 +59,7 @@ def test_empty_operations_is_valid():
 @pytest.mark.parametrize(
     ("reply", "message"),
     [
-        ("", "empty reply"),
+        ("", "the reply is empty;"),
         ("I found nothing worth remembering.", "no JSON object"),
         (json.dumps([UPSERT]), "not an object"),
         ('{"operations": [{"op": "upsert", "slot": "user", "key": "edi', "cut off"),

@@ -7,7 +7,6 @@ import asyncio
 import json
 import logging
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -34,35 +33,55 @@ def test_sync_calls_reuse_one_connection():
 
 
 def test_async_calls_run_on_the_loop_and_reuse_one_connection():
-    """acomplete runs concurrently on the event loop (no thread per call) over pooled connections."""
-    script = [ScriptedReply("slow", delay=0.4), ScriptedReply("slow", delay=0.4), "fast"]
+    """acomplete runs concurrently on the event loop (no thread per call) over pooled
+    connections: each of two answers waits until both requests are at the server, which
+    only calls in flight together can do."""
+    both_in = threading.Barrier(2, timeout=60)
+    script = [ScriptedReply("slow", gate=both_in), ScriptedReply("slow", gate=both_in), "fast"]
     with ScriptedChatServer(script) as server:
-        client = OpenAIChatClient(server.base_url, "scripted")
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0)
 
-        async def run() -> tuple[list[str], float]:
-            started = time.monotonic()
+        async def run() -> list[str]:
             texts = await asyncio.gather(client.acomplete([]), client.acomplete([]))
-            elapsed = time.monotonic() - started
             third = await client.acomplete([])
             await client.aclose()
-            return [*[t.text for t in texts], third.text], elapsed
+            return [*[t.text for t in texts], third.text]
 
-        texts, elapsed = asyncio.run(run())
-    assert ["slow", "slow", "fast"] == texts
-    assert elapsed < 0.75                              # the two slow calls overlapped
+        texts = asyncio.run(run())
+    assert ["slow", "slow", "fast"] == texts          # the two slow calls overlapped
+    assert not both_in.broken
     assert 2 == len({port for _, port in server.peers})  # the third reused a connection
 
 
+class Hold:
+    """A gate for a scripted answer: notes that the request arrived, then holds the answer
+    until released."""
+
+    def __init__(self) -> None:
+        self.arrived = threading.Event()
+        self.release = threading.Event()
+
+    def wait(self) -> None:
+        self.arrived.set()
+        self.release.wait(120)
+
+
 def test_cancelling_aflush_during_the_model_call_writes_nothing(store):
-    """A wait_for timeout while the model is answering stops the flush: nothing is written, then
-    or later, and the messages stay unread."""
-    with ScriptedChatServer([ScriptedReply(REPLY, delay=1.0), REPLY]) as server:
+    """Cancelling aflush while the model is answering (as asyncio.wait_for does when its time
+    runs out) stops the flush: nothing is written, then or later (once the server has sent the
+    abandoned answer), and the messages stay unread."""
+    hold = Hold()
+    with ScriptedChatServer([ScriptedReply(REPLY, gate=hold), REPLY]) as server:
         flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted"))
 
         async def run() -> None:
-            with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(flusher.aflush(MESSAGES, force=True), 0.3)
-            await asyncio.sleep(1.5)                   # longer than the server's delay
+            task = asyncio.ensure_future(flusher.aflush(MESSAGES, force=True))
+            assert await asyncio.to_thread(hold.arrived.wait, 120)  # the model is answering
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            hold.release.set()                         # the answer goes out to no one
+            assert await asyncio.to_thread(server.wait_answered, 1)
 
         asyncio.run(run())
         assert [] == list(store.facts())
@@ -74,10 +93,11 @@ def test_cancelling_aflush_during_the_model_call_writes_nothing(store):
 def test_cancelling_aflush_while_applying_rolls_back(store):
     """A cancel that arrives while the operations are applied rolls their transaction back."""
     applying = threading.Event()
+    cancel_sent = threading.Event()
 
     def slow_operation(_index, _op) -> None:
         applying.set()
-        time.sleep(0.5)
+        assert cancel_sent.wait(60)  # the apply goes on once the flush has seen its cancel
 
     with ScriptedChatServer([REPLY]) as server:
         flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted"),
@@ -88,6 +108,8 @@ def test_cancelling_aflush_while_applying_rolls_back(store):
             while not applying.is_set():
                 await asyncio.sleep(0.01)
             task.cancel()
+            await asyncio.sleep(0)  # the task runs first (callbacks run in order): it sees
+            cancel_sent.set()       # the cancel before the apply may end
             with pytest.raises(asyncio.CancelledError):
                 await task
 

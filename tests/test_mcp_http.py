@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -115,37 +114,42 @@ def test_http_on_a_public_address_needs_a_token(tmp_path):
     assert not (tmp_path / "m.db").exists()
 
 
-class SlowTools(MemoryTools):
-    """Memory tools whose calls take a while and note the thread they ran on."""
+class HeldTools(MemoryTools):
+    """Memory tools whose calls wait until the test lets them go, noting their thread."""
 
     threads: ClassVar[list[int]] = []
+    started = threading.Event()
+    release = threading.Event()
 
     def dispatch(self, name, arguments=None):  # type: ignore[override]
-        SlowTools.threads.append(threading.get_ident())
-        time.sleep(0.5)
+        HeldTools.threads.append(threading.get_ident())
+        HeldTools.started.set()
+        assert HeldTools.release.wait(120)
         return super().dispatch(name, arguments)
 
 
 def test_tool_calls_run_off_the_event_loop(store):
-    """A slow tool call runs on a worker thread: a tool listing asked meanwhile is answered before it ends."""
-    tools = SlowTools(store, scope="shop")
-    finished: dict[str, float] = {}
+    """A tool call held in its worker thread leaves the loop free: a tool listing asked
+    meanwhile is answered before the call ends (on the loop, the held call would block it)."""
+    tools = HeldTools(store, scope="shop")
+    order: list[str] = []
 
     async def run() -> int:
         loop_thread = threading.get_ident()
         async with Client(make_server(tools)) as client:
 
-            async def slow_call() -> None:
+            async def held_call() -> None:
                 await client.call_tool("memory_query", {"query": "anything"})
-                finished["call"] = time.monotonic()
+                order.append("call")
 
             async with anyio.create_task_group() as group:
-                group.start_soon(slow_call)
-                await anyio.sleep(0.1)
+                group.start_soon(held_call)
+                assert await anyio.to_thread.run_sync(HeldTools.started.wait, 120)
                 await client.list_tools()
-                finished["listing"] = time.monotonic()
+                order.append("listing")
+                HeldTools.release.set()
         return loop_thread
 
     loop_thread = anyio.run(run)
-    assert finished["listing"] < finished["call"]
-    assert SlowTools.threads and loop_thread not in SlowTools.threads
+    assert ["listing", "call"] == order
+    assert HeldTools.threads and loop_thread not in HeldTools.threads

@@ -9,12 +9,11 @@ import inspect
 import json
 import os
 import re
-import site
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
+import attrs
 import pluggy
 import pytest
 from click.testing import CliRunner
@@ -37,32 +36,58 @@ EXAMPLE = ROOT / "examples" / "ctxslots-example-plugin"
 DIST = "ctxslots-example-plugin"
 
 
-def _installed_editable_from_here() -> bool:
-    try:
-        dist = importlib.metadata.distribution(DIST)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    info = json.loads(dist.read_text("direct_url.json") or "{}")
-    return info.get("url") == EXAMPLE.as_uri() and bool(info.get("dir_info", {}).get("editable"))
+@attrs.frozen
+class ExamplePlugin:
+    """The example plugin as installed for this test run.
+
+    Attributes:
+        dist: Its distribution (entry points, version).
+        path: The folder it is installed in: on ``sys.path`` here, and to put on the
+            ``PYTHONPATH`` of a child process.
+    """
+
+    dist: importlib.metadata.Distribution
+    path: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """This process's environment with the plugin's folder on ``PYTHONPATH``."""
+        paths = [str(self.path), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]
+        return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), **extra}
+
+
+def _install_into(target: Path) -> None:
+    """pip-install the example plugin into the folder ``target`` (a --target install: no
+    environment is changed). Done once per test run, whichever worker comes first."""
+    if (target / ".installed").exists():
+        return
+    isolation = [] if importlib.util.find_spec("hatchling") is None else ["--no-build-isolation"]
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                           "--no-compile", "--target", str(target), *isolation, str(EXAMPLE)],
+                          check=False, capture_output=True, text=True, timeout=600)
+    assert 0 == proc.returncode, proc.stderr[-3000:]
+    (target / ".installed").touch()
 
 
 @pytest.fixture(scope="session", name="example_plugin")
-def fixture_example_plugin():
-    """The example plugin, pip-installed from examples/ into this environment (once; the
-    test workers, which share the environment, take turns)."""
-    with machine_lock("example-plugin"):
+def fixture_example_plugin(tmp_path_factory):
+    """The example plugin, pip-installed from examples/ into a folder of this test run, never
+    into the environment running the tests: the folder is on sys.path while the session
+    lasts (children get it through :meth:`ExamplePlugin.env`), then taken off again."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    target = shared / "example-plugin"
+    with machine_lock(f"example-plugin-{shared.name}"):
+        target.mkdir(exist_ok=True)
+        _install_into(target)
+    sys.path.insert(0, str(target))
+    importlib.invalidate_caches()
+    try:
+        yield ExamplePlugin(importlib.metadata.distribution(DIST), target)
+    finally:
+        sys.path.remove(str(target))
+        for name in [m for m in sys.modules if m.split(".")[0] == "ctxslots_example_plugin"]:
+            del sys.modules[name]
         importlib.invalidate_caches()
-        if not _installed_editable_from_here():
-            if importlib.util.find_spec("hatchling") is None:  # pip fetches the build backend
-                command = ["-e", str(EXAMPLE)]
-            else:
-                command = ["--no-build-isolation", str(EXAMPLE)]
-            proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *command],
-                                  check=False, capture_output=True, text=True, timeout=600)
-            assert 0 == proc.returncode, proc.stderr[-3000:]
-        site.addsitedir(sysconfig.get_paths()["purelib"])  # pick up an editable install's .pth
-        importlib.invalidate_caches()
-    return importlib.metadata.distribution(DIST)
 
 
 @pytest.fixture(name="store")
@@ -76,7 +101,7 @@ def fixture_store(tmp_path):
 def test_example_plugin_contributes_through_its_entry_point(example_plugin, store, monkeypatch):
     """The installed example plugin's section arrives through its ctxslots entry point."""
     monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "example_glossary")
-    assert ["example_glossary"] == [ep.name for ep in example_plugin.entry_points
+    assert ["example_glossary"] == [ep.name for ep in example_plugin.dist.entry_points
                                     if ep.group == "ctxslots"]
     pm = make_plugin_manager()
     assert ["example_glossary"] == load_plugins(pm)
@@ -90,6 +115,19 @@ def test_example_plugin_contributes_through_its_entry_point(example_plugin, stor
             "- The freeze stops all deploys from Friday 15:00 to Monday 09:00.\n") in prompt.text
     assert "kept" == prompt.section("glossary").status
     assert "Upper" == assembler.environment.filters["upper_first"]("upper")
+
+
+def test_the_example_plugin_stays_out_of_this_environment(example_plugin):
+    """Installed for the tests, the example plugin is in a folder of the test run only: a
+    fresh interpreter of this environment, without that folder, does not find it."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    script = ("import importlib.metadata as m, sys\n"
+              "try:\n    m.distribution(sys.argv[1])\nexcept m.PackageNotFoundError:\n"
+              "    print('absent')\nelse:\n    print('installed')")
+    proc = subprocess.run([sys.executable, "-c", script, DIST], check=False, capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert "absent" == proc.stdout.strip(), proc.stderr
+    assert example_plugin.path in [Path(p) for p in sys.path]
 
 
 def test_entry_points_load_only_when_asked(example_plugin, store, monkeypatch):
@@ -109,8 +147,7 @@ def test_importing_ctxslots_loads_no_entry_point(example_plugin):
               "loaded_before = 'ctxslots_example_plugin' in sys.modules; "
               "ctxslots.PromptAssembler(None, load_entry_points=True); "
               "print(loaded_before, 'ctxslots_example_plugin' in sys.modules)")
-    env = {k: v for k, v in os.environ.items() if k != "CTXSLOTS_LOAD_PLUGINS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    env = {k: v for k, v in example_plugin.env().items() if k != "CTXSLOTS_LOAD_PLUGINS"}
     proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True,
                           text=True, env=env, timeout=120)
     assert "False True" == proc.stdout.strip(), proc.stderr
@@ -251,7 +288,7 @@ def test_mcp_server_reranks_through_the_plugins(example_plugin, tmp_path):
     with make_store(db, [("project", None, "Deploys wait for the checklist."),
                          ("project", None, "The canary deploys are watched.")]):
         pass
-    env = {**os.environ, "CTXSLOTS_LOAD_PLUGINS": "example_glossary", "CTXSLOTS_TRACE_PLUGINS": "1"}
+    env = example_plugin.env(CTXSLOTS_LOAD_PLUGINS="example_glossary", CTXSLOTS_TRACE_PLUGINS="1")
     errlog = (tmp_path / "stderr.txt").open("w")
 
     async def query() -> str:

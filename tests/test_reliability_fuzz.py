@@ -406,6 +406,9 @@ PLAUSIBLE = {
     "tags": st.lists(mostly(st.sampled_from(["ops", "ci"]), tool_text), max_size=4),
     "id": mostly(st.integers(1, 40), st.integers()),
     "reason": tool_text, "before": st.integers(-1, 25), "after": st.integers(-1, 25),
+    "source": mostly(st.sampled_from(["tool", "seed"]), tool_text),
+    "said_after": mostly(st.sampled_from(["2020-01-01", "2026-05-01T10:00Z"]), tool_text),
+    "said_before": mostly(st.sampled_from(["2030-01-01", "2026-05-01T10:00+02:00"]), tool_text),
 }
 
 
@@ -481,10 +484,13 @@ def test_cli_non_utf8_argument_is_one_error_line(tmp_path, argv):
 
 @pytest.mark.parametrize("command", ["get", "forget"])
 def test_cli_id_beyond_64_bits_is_one_error_line(cli_db, command):
-    """An id too large for SQLite gives an error line, not a traceback."""
+    """An id too large for SQLite is refused by the argument's own check: one usage line
+    naming the range, not a traceback."""
     result = CliRunner().invoke(cli, ["--db", str(cli_db), command, str(2**64)])
     assert isinstance(result.exception, SystemExit)
-    assert 1 == result.exit_code
+    assert 2 == result.exit_code
+    assert 1 == len(result.output.splitlines())
+    assert "must be a whole number from 1 to 9,223,372,036,854,775,807" in result.output
 
 
 @needs_tools

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 
 from ctxslots import FactStore, InvalidFactError
 
 
 class SlowEmbedder:
-    """The hashing embedder, taking 50 ms per call, as a model on a busy machine would."""
+    """The hashing embedder, as a slow model: once :attr:`hold` is set, a call does not end
+    until the event loop has run meanwhile (which it cannot if the call blocks it)."""
 
     def __init__(self) -> None:
         from ctxslots.stores.embedders import HashingEmbedder
@@ -18,6 +19,9 @@ class SlowEmbedder:
         self.model_id, self.dimension = self.inner.model_id, self.inner.dimension
         self.on_loop = 0
         self.off_loop = 0
+        self.hold = False
+        self.waiting = threading.Event()
+        self.loop_ran = threading.Event()
 
     def embed(self, texts):
         try:
@@ -25,7 +29,9 @@ class SlowEmbedder:
             self.on_loop += 1  # called on the event loop's own thread
         except RuntimeError:
             self.off_loop += 1
-        time.sleep(0.05)
+        if self.hold:
+            self.waiting.set()
+            self.loop_ran.wait(120)
         return self.inner.embed(texts)
 
 
@@ -53,7 +59,9 @@ def test_async_calls_match_the_sync_ones(store):
 
 
 def test_searches_with_a_model_leave_the_loop_free(location):
-    """Searches embed their query (50 ms each) off the event loop, which keeps ticking meanwhile."""
+    """Searches embed their query off the event loop, which runs meanwhile: the first
+    embedding does not end until the loop has run after it began (blocking the loop, it
+    would wait for nothing), and all four finish."""
     emb = SlowEmbedder()
     from ctxslots import RankingPolicy
 
@@ -61,21 +69,18 @@ def test_searches_with_a_model_leave_the_loop_free(location):
                    vector_writes="inline") as store:
         store.add("agent", "The release train leaves on Thursdays.")
         emb.on_loop = emb.off_loop = 0
+        emb.hold = True
 
         async def run():
-            ticks = []
+            searches = [asyncio.ensure_future(store.asearch(f"release train {i}"))
+                        for i in range(4)]
+            while not all(s.done() for s in searches):
+                if emb.waiting.is_set():
+                    emb.loop_ran.set()  # the loop ran while an embedding was under way
+                await asyncio.sleep(0.005)
+            return [s.result() for s in searches]
 
-            async def ticker():
-                end = time.monotonic() + 0.4
-                while time.monotonic() < end:
-                    ticks.append(time.monotonic())
-                    await asyncio.sleep(0.005)
-
-            results = await asyncio.gather(
-                ticker(), *(store.asearch(f"release train {i}") for i in range(4)))
-            return ticks, results[1:]
-
-        ticks, results = asyncio.run(run())
+        results = asyncio.run(run())
     assert all(len(r) == 1 for r in results)
     assert (0, 4) == (emb.on_loop, emb.off_loop)
-    assert len(ticks) > 10  # the loop went on ticking while the four searches ran
+    assert emb.loop_ran.is_set()

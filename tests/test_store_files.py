@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import os
-import pwd
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-import ctxslots
+from _powers import ordinary_child
 from _sql import raw
 from ctxslots import FactStore, StoreError
 from ctxslots.cli import cli
@@ -61,41 +58,38 @@ with FactStore(sys.argv[1], create=False, access_writes=sys.argv[2]) as store:
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or sys.platform == "win32",
-                    reason="needs root to run a child as an unprivileged user")
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
 @pytest.mark.parametrize("access_writes", ["inline", "background"])
-def test_a_read_only_store_answers_searches_and_refuses_writes(access_writes):
+def test_a_read_only_store_answers_searches_and_refuses_writes(tmp_path, access_writes):
     """A file its user may not write: searches answer (one warning, no access counted),
-    writes are refused; with counts written inline or in the background."""
-    # Not under pytest's folders: they are private to root, and the child is not root.
-    folder = Path(tempfile.mkdtemp(prefix="ctxslots-ro-"))
+    writes are refused; with counts written inline or in the background.
+
+    The child runs as this user with every capability dropped (root's too), so the file's
+    mode bits hold for it and it runs the same Python as the tests, wherever that lives.
+    """
+    preexec = ordinary_child()  # skips, with the reason, where permissions cannot hold
+    folder = tmp_path / "read-only"
+    folder.mkdir()
     path = folder / "memory.db"
     with FactStore(path) as store:
         fact = store.add("agent", "The VPN needs a fresh token.")
-    os.chmod(folder, 0o755)
-    os.chmod(path, 0o644)
-    nobody = pwd.getpwnam("nobody")
-
-    def demote() -> None:
-        os.setgid(nobody.pw_gid)
-        os.setuid(nobody.pw_uid)
-
-    src = str(Path(ctxslots.__file__).resolve().parents[1])
-    env = {**os.environ, "HOME": str(folder), "PYTHONPATH": src}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(path), access_writes],
-                          preexec_fn=demote,
-                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    os.chmod(path, 0o444)
+    os.chmod(folder, 0o555)
+    try:
+        done = subprocess.run([sys.executable, "-c", CHILD, str(path), access_writes],
+                              preexec_fn=preexec, capture_output=True, text=True, timeout=120,
+                              check=False)
+    finally:
+        os.chmod(folder, 0o755)
+        os.chmod(path, 0o644)
     assert 0 == done.returncode, done.stderr
     lines = done.stdout.splitlines()
     assert ["['The VPN needs a fresh token.']"] * 2 == lines[:2]
     assert lines[2].startswith("refused:") and "read-only" in lines[2]
     assert 1 == done.stderr.count("accesses are not counted")
-    try:
-        with FactStore(path) as store:
-            assert 0 == store.get(fact.id).access_count
-            assert 1 == len(store.facts())
-    finally:
-        shutil.rmtree(folder)
+    with FactStore(path) as store:
+        assert 0 == store.get(fact.id).access_count
+        assert 1 == len(store.facts())
 
 
 @pytest.mark.parametrize("drop", [

@@ -1,15 +1,17 @@
-"""Writing export files: private, whole or not at all, never through a symbolic link.
+"""Writing private files: whole or not at all, never through a symbolic link.
 
 Memory holds personal data, and an export directory is often one a person
-shares or syncs. So every file an export writes is created ``0600`` and every
-directory it creates ``0700``; a file is written under no name at all (Linux
+shares or syncs. So every file an export (or a prompt dump, or the demo) writes
+is ``0600`` and every directory it creates ``0700``, whatever the umask (the
+mode is set on the open descriptor, not left to the umask); a file is written under no name at all (Linux
 ``O_TMPFILE``; elsewhere a hidden temporary name beside it) and renamed over the
 old one only once complete, so a full disk or a killed process leaves the old
 file as it was and no temporary file behind; and a symbolic link where a file
 or a directory of the export should be is refused, never followed.
 
 Directories are handled by descriptor (``openat``, ``mkdirat``, ``renameat``),
-so a link swapped in between a check and a write is not followed either.
+so a link swapped in between a check and a write is not followed either. An
+error names the full path of what could not be written.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "PRIVATE_FILE",
     "existing_subdir",
     "is_link",
+    "make_private_dirs",
     "open_dir",
     "open_subdir",
     "read_head",
@@ -52,8 +55,8 @@ _TEMP_SUFFIX = ".tmp"
 
 
 def _link_error(path: str | Path) -> OSError:
-    return OSError(errno.ELOOP, "is a symbolic link: an export never writes through one "
-                                "(remove the link, or export elsewhere)", str(path))
+    return OSError(errno.ELOOP, "is a symbolic link: ctxslots never writes a file through one "
+                                "(remove the link, or write elsewhere)", str(path))
 
 
 def refuse_link(dir_fd: int, name: str) -> None:
@@ -62,16 +65,30 @@ def refuse_link(dir_fd: int, name: str) -> None:
         raise _link_error(_path_of(dir_fd, name))
 
 
-def _make_dirs(path: Path) -> None:
-    """Create ``path`` and any missing parent, each ``0700``."""
+def make_private_dirs(path: str | os.PathLike[str]) -> None:
+    """Create the directory ``path`` and any missing parent, each ``0700`` whatever the
+    umask (directories that exist are left as they are)."""
     missing = []
-    for part in (path, *path.parents):
+    for part in (Path(path), *Path(path).parents):
         if os.path.lexists(part):
             break
         missing.append(part)
     for part in reversed(missing):
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(part, PRIVATE_DIR)
+        except FileExistsError:
+            continue  # made by another process meanwhile: theirs to set
+        _set_mode_at(None, str(part), PRIVATE_DIR)
+
+
+def _set_mode_at(dir_fd: int | None, name: str, mode: int) -> None:
+    """Give the directory just made ``mode`` exactly, through a descriptor of it (a link
+    swapped in is not followed)."""
+    fd = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -81,7 +98,7 @@ def open_dir(path: Path) -> Iterator[int]:
     The directory a caller names is its own choice, so a link there is followed;
     every directory below it is opened with :func:`open_subdir`.
     """
-    _make_dirs(path)
+    make_private_dirs(path)
     fd = os.open(path, os.O_RDONLY | _DIRECTORY)
     try:
         yield fd
@@ -95,8 +112,12 @@ def open_subdir(parent: int, name: str) -> Iterator[int]:
 
     :raises OSError: ``name`` is a symbolic link (``ELOOP``) or not a directory.
     """
-    with contextlib.suppress(FileExistsError):
+    try:
         os.mkdir(name, PRIVATE_DIR, dir_fd=parent)
+    except FileExistsError:
+        pass
+    else:
+        _set_mode_at(parent, name, PRIVATE_DIR)
     fd = _open_dir_at(parent, name)
     try:
         yield fd
@@ -150,8 +171,20 @@ def replace_file(dir_fd: int, name: str, write: Callable[[TextIO], T]) -> T:
     replaces the old one only once complete; return what ``write`` returned.
 
     :raises OSError: ``name`` is a symbolic link (``ELOOP``; nothing written), or
-        writing failed (the old file is untouched, no temporary file is left).
+        writing failed (the old file is untouched, no temporary file is left); its
+        ``filename`` is the full path of the file.
     """
+    try:
+        return _replace_file(dir_fd, name, write)
+    except OSError as exc:
+        full = _path_of(dir_fd, name)
+        if exc.filename in (None, ".", name, full) or (
+                isinstance(exc.filename, str) and exc.filename.startswith(f".{name}.")):
+            raise OSError(exc.errno, exc.strerror or str(exc), full) from exc
+        raise
+
+
+def _replace_file(dir_fd: int, name: str, write: Callable[[TextIO], T]) -> T:
     refuse_link(dir_fd, name)
     if _O_TMPFILE:
         try:
@@ -165,6 +198,7 @@ def replace_file(dir_fd: int, name: str, write: Callable[[TextIO], T]) -> T:
 
 
 def _fill(fd: int, write: Callable[[TextIO], T]) -> T:
+    os.fchmod(fd, PRIVATE_FILE)  # whatever the umask took away or left
     fp = os.fdopen(fd, "w", encoding="utf-8", newline="\n", closefd=False)
     result = write(fp)
     fp.flush()

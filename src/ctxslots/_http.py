@@ -6,6 +6,11 @@ are each caller's policy; :func:`retry_delay` and :func:`log_retry` keep their w
 their log lines alike. Nothing here logs a header, a key or a request body, and every
 message and body an error carries passes :func:`ctxslots._secrets.scrub` with the
 credentials the request sent (a server may echo them).
+
+A reply is read as it arrives, once, into one buffer: no more than
+:attr:`JSONPoster.max_reply_bytes` of it (a larger one is an error naming the cap, and
+the rest is never read), and no longer than the request's timeout, counted over the
+whole request (a server trickling a byte at a time does not extend it).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import base64
 import binascii
 import json
 import logging
+import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,8 +30,8 @@ import httpx
 
 from ._secrets import safe_url, scrub, split_credentials
 
-__all__ = ["RETRY_STATUSES", "HTTPJSONError", "JSONPoster", "authorization", "log_retry",
-           "retry_delay", "split_credentials"]
+__all__ = ["DEFAULT_MAX_REPLY_BYTES", "RETRY_STATUSES", "HTTPJSONError", "JSONPoster", "authorization", "log_retry",
+           "retry_delay", "split_credentials", "url_problem"]
 
 logger = logging.getLogger("ctxslots.http")
 
@@ -34,7 +41,14 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 #: Longest wait honoured from a ``Retry-After`` header, in seconds.
 MAX_RETRY_AFTER = 10.0
 
+#: Largest reply read, in bytes: a chat reply is a few kilobytes, and 64 embeddings of
+#: 8,192 dimensions written as JSON text are about 12 MB.
+DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
+
 _BODY_LIMIT = 2000
+#: Of an error reply (status 400 and up), only this much is read: its start is all a
+#: message shows.
+_ERROR_BODY_BYTES = 8 * _BODY_LIMIT
 
 
 class HTTPJSONError(Exception):
@@ -46,17 +60,34 @@ class HTTPJSONError(Exception):
         timed_out: Whether the request ran past its timeout.
         retry_after: The wait the server asked for (``Retry-After``), in seconds.
         reason: What went wrong on the way, for transport failures.
+        too_large: Whether the reply was larger than the poster's ``max_reply_bytes``.
     """
 
     def __init__(self, message: str, *, status: int | None = None, body: str | None = None,
                  timed_out: bool = False, retry_after: float | None = None,
-                 reason: str | None = None) -> None:
+                 reason: str | None = None, too_large: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
         self.timed_out = timed_out
         self.retry_after = retry_after
         self.reason = reason
+        self.too_large = too_large
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be requested (not http or https, no host, a broken IPv6 address,
+    a port that is not a number up to 65535), or ``None`` when it can."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - reading it checks the port
+    except ValueError as exc:
+        return str(exc) or "it cannot be parsed"
+    if parts.scheme not in ("http", "https"):
+        return "it must start with http:// or https://"
+    if not parts.hostname:
+        return "it names no host"
+    return None
 
 
 def authorization(api_key: str | None, credentials: tuple[str, str] | None,
@@ -120,29 +151,76 @@ def log_retry(what: str, url: str, exc: HTTPJSONError, attempt: int, tries: int,
                    scrub(cause), attempt + 1, tries, delay)
 
 
-def _decode(url: str, response: httpx.Response, retry_limit: float, secrets: list[str]) -> Any:
-    if response.status_code >= 400:
-        body = scrub(response.text[:_BODY_LIMIT], secrets)
-        raise HTTPJSONError(f"HTTP {response.status_code} from {url}: {body[:200]}",
-                            status=response.status_code, body=body,
-                            retry_after=_retry_after(response.headers, retry_limit))
-    text = response.text
+def _timed_out(url: str, timeout: float) -> HTTPJSONError:
+    return HTTPJSONError(f"no reply from {url} within {timeout:.3g} s", timed_out=True,
+                         reason="timeout")
+
+
+@attrs.define
+class _Reply:
+    """One reply's status, headers and body, read as it arrives within the byte cap and
+    the request's time (an error reply only as far as a message shows it)."""
+
+    url: str
+    response: httpx.Response
+    cap: int
+    deadline: float
+    timeout: float
+    data: bytearray = attrs.field(factory=bytearray)
+
+    def __attrs_post_init__(self) -> None:
+        declared = self.response.headers.get("Content-Length", "")
+        if self.response.status_code < 400 and declared.isdigit() and int(declared) > self.cap:
+            raise self._too_large()
+
+    def add(self, chunk: bytes) -> bool:
+        """Add the next chunk; ``False`` once enough of an error reply is read.
+
+        :raises HTTPJSONError: The reply passed the cap, or the request its time.
+        """
+        self.data += chunk
+        if self.response.status_code >= 400:
+            return len(self.data) < _ERROR_BODY_BYTES
+        if len(self.data) > self.cap:
+            raise self._too_large()
+        if time.monotonic() > self.deadline:
+            raise _timed_out(self.url, self.timeout)
+        return True
+
+    def _too_large(self) -> HTTPJSONError:
+        return HTTPJSONError(
+            f"the reply from {self.url} is larger than {self.cap:,} bytes, the most a reply "
+            "may hold (max_reply_bytes); the rest was not read",
+            status=self.response.status_code, too_large=True)
+
+
+def _decode(reply: _Reply, retry_limit: float, secrets: list[str]) -> Any:
+    url, status, data = reply.url, reply.response.status_code, bytes(reply.data)
+    if status >= 400:
+        body = scrub(data.decode("utf-8", "replace")[:_BODY_LIMIT], secrets)
+        raise HTTPJSONError(f"HTTP {status} from {url}: {body[:200]}", status=status, body=body,
+                            retry_after=_retry_after(reply.response.headers, retry_limit))
     try:
-        return json.loads(text)
+        return json.loads(data)
     except ValueError as exc:
-        raise HTTPJSONError(f"reply from {url} is not valid JSON: {scrub(str(exc), secrets)}",
-                            status=200, body=scrub(text[:_BODY_LIMIT], secrets)) from exc
+        text = data[:4 * _BODY_LIMIT].decode("utf-8", "replace")[:_BODY_LIMIT]
+        raise HTTPJSONError(f"reply from {url} is not valid JSON: {scrub(str(exc)[:200], secrets)}",
+                            status=status, body=scrub(text, secrets)) from exc
 
 
 def _transport_error(url: str, exc: httpx.HTTPError, timeout: float,
                      secrets: list[str]) -> HTTPJSONError:
     if isinstance(exc, httpx.TimeoutException):
-        return HTTPJSONError(f"no reply from {url} within {timeout:g} s", timed_out=True,
-                             reason="timeout")
+        return _timed_out(url, timeout)
     reason = scrub(str(exc) or type(exc).__name__, secrets)
     if isinstance(exc, httpx.ConnectError):
         return HTTPJSONError(f"cannot reach {url}: {reason}", reason=reason)
     return HTTPJSONError(f"request to {url} failed: {reason}", reason=reason)
+
+
+def _invalid_url(url: str, exc: Exception, secrets: list[str]) -> HTTPJSONError:
+    reason = scrub(str(exc) or type(exc).__name__, secrets)
+    return HTTPJSONError(f"cannot request {url}: {reason}", reason=reason)
 
 
 @attrs.define
@@ -155,12 +233,15 @@ class JSONPoster:
     garbage-collected.
 
     Attributes:
-        timeout: Seconds to wait for each reply.
+        timeout: Seconds each request may take in all, unless the call gives its own.
         retry_after_limit: Longest ``Retry-After`` honoured, in seconds.
+        max_reply_bytes: Largest reply read; a larger one fails without being read
+            further (:attr:`HTTPJSONError.too_large`).
     """
 
     timeout: float = 30.0
     retry_after_limit: float = MAX_RETRY_AFTER
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     _sync: httpx.Client | None = attrs.field(default=None, init=False, repr=False)
     _async: dict[int, httpx.AsyncClient] = attrs.field(factory=dict, init=False, repr=False)
 
@@ -184,39 +265,58 @@ class JSONPoster:
     def _body(payload: Any) -> bytes:
         return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
-    def post(self, url: str, payload: Any, *, headers: Mapping[str, str] | None = None) -> Any:
+    def post(self, url: str, payload: Any, *, headers: Mapping[str, str] | None = None,
+             timeout: float | None = None) -> Any:
         """POST once and return the decoded reply.
 
-        :raises HTTPJSONError: Transport error, timeout, status >= 400 or a reply that is not JSON.
+        :param timeout: Seconds this request may take in all (default :attr:`timeout`).
+        :raises HTTPJSONError: Transport error, timeout, status >= 400, a reply over
+            :attr:`max_reply_bytes` or one that is not JSON.
         """
+        limit = self.timeout if timeout is None else timeout
         if self._sync is None:
             self._sync = httpx.Client(timeout=self.timeout)
         url, sent = self._target(url, headers)
+        shown, started = safe_url(url), time.monotonic()
         try:
-            response = self._sync.post(url, content=self._body(payload),
-                                       headers=self._headers(headers))
+            with self._sync.stream("POST", url, content=self._body(payload),
+                                   headers=self._headers(headers), timeout=limit) as response:
+                reply = _Reply(shown, response, self.max_reply_bytes, started + limit, limit)
+                for chunk in response.iter_bytes():
+                    if not reply.add(chunk):
+                        break
         except httpx.HTTPError as exc:
-            raise _transport_error(safe_url(url), exc, self.timeout, sent) from exc
-        return _decode(safe_url(url), response, self.retry_after_limit, sent)
+            raise _transport_error(shown, exc, limit, sent) from exc
+        except httpx.InvalidURL as exc:
+            raise _invalid_url(shown, exc, sent) from exc
+        return _decode(reply, self.retry_after_limit, sent)
 
-    async def apost(self, url: str, payload: Any, *,
-                    headers: Mapping[str, str] | None = None) -> Any:
+    async def apost(self, url: str, payload: Any, *, headers: Mapping[str, str] | None = None,
+                    timeout: float | None = None) -> Any:
         """:meth:`post` on the running event loop; cancelling it abandons the request.
 
         :raises HTTPJSONError: As :meth:`post`.
         """
+        limit = self.timeout if timeout is None else timeout
         loop = id(asyncio.get_running_loop())
         client = self._async.get(loop)
         if client is None or client.is_closed:
             self._async = {loop: httpx.AsyncClient(timeout=self.timeout)}
             client = self._async[loop]
         url, sent = self._target(url, headers)
+        shown, started = safe_url(url), time.monotonic()
         try:
-            response = await client.post(url, content=self._body(payload),
-                                         headers=self._headers(headers))
+            async with client.stream("POST", url, content=self._body(payload),
+                                     headers=self._headers(headers), timeout=limit) as response:
+                reply = _Reply(shown, response, self.max_reply_bytes, started + limit, limit)
+                async for chunk in response.aiter_bytes():
+                    if not reply.add(chunk):
+                        break
         except httpx.HTTPError as exc:
-            raise _transport_error(safe_url(url), exc, self.timeout, sent) from exc
-        return _decode(safe_url(url), response, self.retry_after_limit, sent)
+            raise _transport_error(shown, exc, limit, sent) from exc
+        except httpx.InvalidURL as exc:
+            raise _invalid_url(shown, exc, sent) from exc
+        return _decode(reply, self.retry_after_limit, sent)
 
     def close(self) -> None:
         """Close the sync client's connections (the async ones close with :meth:`aclose`)."""

@@ -7,6 +7,13 @@ through :func:`find_secrets` (the store's secret policy: a memory must not
 become a secret store). Both read :data:`PATTERNS`, so what counts as a
 credential is decided once.
 
+:func:`scrub` also finds a credential echoed out of shape, as a model may echo
+one: a key it holds only in part (its start cut off), split by a line break, or
+written with JSON escapes (``\\n``, ``\\u0073``). It reads the text a second
+time with the escapes decoded and the line breaks left out, looks there
+for every :data:`MIN_FRAGMENT`-character piece of each key it holds and for the
+credential shapes, and takes out what it finds from the text as written.
+
 The shapes are those of real credentials (a provider's key prefix and length,
 a PEM private key block, a JSON web token, a token after ``Bearer``, a password
 in a URL or after ``password=``), so ordinary text such as a commit hash, a
@@ -18,11 +25,12 @@ from __future__ import annotations
 import base64
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import attrs
 
 __all__ = [
+    "MIN_FRAGMENT",
     "PATTERNS",
     "SecretFinding",
     "find_secrets",
@@ -146,18 +154,109 @@ def _variants(secret: str) -> set[str]:
     return {v for v in out if len(v) >= 4}
 
 
+#: The shortest piece of a held secret that counts as the secret when found alone: 12
+#: characters of a random key are found by chance in no text.
+MIN_FRAGMENT = 12
+
+# A line break as written or JSON-escaped, with the spaces around it (a wrapped line).
+_BREAK = re.compile(r"[ \t]*(?:\r\n|[\r\n]|\\r\\n|\\[rn])[ \t]*")
+# A JSON escape inside a text: \uXXXX, or a backslash and one of "\/bft.
+_JSON_ESCAPE = re.compile(r'\\u([0-9a-fA-F]{4})|\\(["\\/bft])')
+_ESCAPED = {"b": "\b", "f": "\f", "t": "\t"}
+
+
+def _flattened(text: str) -> tuple[str, Sequence[int], Sequence[int]]:
+    """``text`` with line breaks (and the spaces around them) left out and JSON escapes
+    decoded, and where each kept character starts and ends in ``text``."""
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    at = 0
+    while at < len(text):
+        if text[at] in " \t\r\n\\":
+            gap = _BREAK.match(text, at)
+            if gap is not None and gap.end() > at:
+                at = gap.end()
+                continue
+        found = _JSON_ESCAPE.match(text, at) if text[at] == "\\" else None
+        if found is None:
+            char, end = text[at], at + 1
+        elif found.group(1) is not None:
+            char, end = chr(int(found.group(1), 16)), found.end()
+        else:
+            char, end = _ESCAPED.get(found.group(2), found.group(2)), found.end()
+        if char not in "\r\n":
+            chars.append(char)
+            starts.append(at)
+            ends.append(end)
+        at = end
+    return "".join(chars), starts, ends
+
+
+def _pieces(secret: str) -> set[str]:
+    """What of ``secret`` counts as a leak: every :data:`MIN_FRAGMENT`-character piece
+    of it (the whole of a shorter one)."""
+    flat = _flattened(secret)[0]
+    if len(flat) <= MIN_FRAGMENT:
+        return {flat} if len(flat) >= 4 else set()
+    return {flat[i:i + MIN_FRAGMENT] for i in range(len(flat) - MIN_FRAGMENT + 1)}
+
+
+def _hidden_spans(text: str, secrets: Iterable[str]) -> list[tuple[int, int]]:
+    """Where ``text`` holds a held secret or a credential shape out of shape: spans of
+    ``text`` as written."""
+    plain = not any(c in text for c in "\\\r\n")
+    if plain and not secrets:
+        return []  # nothing to put back together, and the shapes are already found
+    starts: Sequence[int]
+    ends: Sequence[int]
+    if plain:
+        flat, starts, ends = text, range(len(text)), range(1, len(text) + 1)
+    else:
+        flat, starts, ends = _flattened(text)
+    found: list[tuple[int, int]] = []
+    for secret in secrets:
+        for piece in _pieces(secret):
+            at = flat.find(piece)
+            while at >= 0:
+                found.append((at, at + len(piece)))
+                at = flat.find(piece, at + 1)
+    if not plain:
+        found += [(f.start, f.end) for f in find_secrets(flat)]
+    return [(starts[a], ends[b - 1]) for a, b in found]
+
+
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     """The one rule for errors, log lines and reprs: ``text`` without the given
-    secrets (also percent-encoded or inside Basic credentials) and without any
-    credential-shaped string, each replaced by ``[redacted]``."""
-    for secret in sorted({v for s in secrets if s for v in _variants(s)}, key=len, reverse=True):
+    secrets (also percent-encoded, inside Basic credentials, in part, split by a line
+    break or JSON-escaped) and without any credential-shaped string (also split or
+    escaped), each replaced by ``[redacted]``."""
+    held = [s for s in secrets if s]
+    for secret in sorted({v for s in held for v in _variants(s)}, key=len, reverse=True):
         text = text.replace(secret, "[redacted]")
-    return redact(text, label=False)[0]
+    spans = sorted([(f.start, f.end) for f in find_secrets(text)] + _hidden_spans(text, held))
+    if not spans:
+        return text
+    out: list[str] = []
+    at = 0
+    for start, end in spans:
+        if end <= at:
+            continue  # inside a span already taken out
+        out += [text[at:max(start, at)], "[redacted]" if start >= at else ""]
+        at = end
+    return "".join(out) + text[at:]
 
 
 def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """``url`` without the ``user:password@`` part, and that part (decoded) if it had one."""
-    parts = urllib.parse.urlsplit(url)
+    """``url`` without the ``user:password@`` part, and that part (decoded) if it had one.
+
+    A URL that cannot be parsed (a broken IPv6 address) comes back as it is, without
+    credentials: nothing is sent to it, and :func:`safe_url` still hides its password.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url, None
     if "@" not in parts.netloc:
         return url, None
     userinfo, _, host = parts.netloc.rpartition("@")

@@ -32,6 +32,9 @@ class ScriptedReply:
         delay: Seconds to wait before answering (to test timeouts).
         body: A raw body to send instead of a chat completion (e.g. broken JSON).
         headers: Extra response headers (e.g. ``Retry-After``).
+        gate: Something with a ``wait()`` method (a :class:`threading.Event`, a
+            :class:`threading.Barrier`) the server calls before answering: the
+            answer waits for the event a test chooses, not for a clock.
     """
 
     content: str | None = None
@@ -39,6 +42,7 @@ class ScriptedReply:
     delay: float = 0.0
     body: str | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
+    gate: Any = None
 
 
 def _completion(content: str, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,6 +78,8 @@ class ScriptedChatServer:
         request_headers: The headers of every request, in order.
         peers: The client address (host, port) of every request, in order: one
             port for many requests means one reused connection.
+        answered: How many answers the server has finished sending (or failed to
+            send to a client that went away); :meth:`wait_answered` waits for it.
     """
 
     def __init__(self, script: Iterable[str | ScriptedReply]) -> None:
@@ -82,6 +88,8 @@ class ScriptedChatServer:
         self.requests: list[Any] = []
         self.request_headers: list[dict[str, str]] = []
         self.peers: list[tuple[str, int]] = []
+        self.answered = 0
+        self._answers = threading.Condition(self._lock)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         # A short poll interval keeps close() (shutdown) fast.
@@ -105,6 +113,17 @@ class ScriptedChatServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def wait_answered(self, count: int, timeout: float = 60.0) -> bool:
+        """Wait until ``count`` answers have been sent; whether they were within ``timeout``
+        seconds (a bound for a broken test, not a measurement)."""
+        with self._answers:
+            return self._answers.wait_for(lambda: self.answered >= count, timeout)
+
+    def _answer_sent(self) -> None:
+        with self._answers:
+            self.answered += 1
+            self._answers.notify_all()
 
     def next_reply(self, body: Any, headers: dict[str, str],
                    peer: tuple[str, int]) -> ScriptedReply | None:
@@ -136,6 +155,8 @@ class ScriptedChatServer:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up
                     pass
+                finally:
+                    server._answer_sent()
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
@@ -158,6 +179,8 @@ class ScriptedChatServer:
                 if step is None:
                     self._send(500, json.dumps({"error": {"message": "the script is used up"}}))
                     return
+                if step.gate is not None:
+                    step.gate.wait()
                 if step.delay:
                     time.sleep(step.delay)
                 if step.body is not None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import jinja2
 
-from ..model import DropReason, Item, ItemDecision, Section, SectionReport
+from ..model import DEFAULT_PRIORITY, DropReason, Item, ItemDecision, Section, SectionReport
 from ..request import AssemblyRequest
 from ..tokens import TokenCounterProtocol
 from ._lines import render_header, render_item
@@ -20,32 +21,49 @@ __all__ = ["Preparer", "build_reports", "collect_sections", "extra_sections", "o
 
 def placement_key(section: Section) -> tuple[bool, int, str]:
     """Where a section is placed: sticky ones first, then by priority (high first), then name."""
-    return (not section.sticky, -section.priority, section.name)
+    return (not section.sticky, -_priority(section), section.name)
+
+
+def _priority(section: Section) -> int:
+    return DEFAULT_PRIORITY if section.priority is None else section.priority
+
+
+def _declared_priority(contributor: object, default: int) -> int:
+    """The contributor's ``priority``, or ``default`` when it has no integer one."""
+    priority = getattr(contributor, "priority", default)
+    return priority if isinstance(priority, int) and not isinstance(priority, bool) else default
 
 
 def _error_section(contributor: object, error: str) -> tuple[Section, str]:
     name = str(getattr(contributor, "name", "?"))
     title = getattr(contributor, "title", None)
-    priority = getattr(contributor, "priority", 0)
     section = Section(
         title=title if isinstance(title, str) and title.strip() else name, name=name,
-        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        priority=_declared_priority(contributor, 0),
         sticky=getattr(contributor, "sticky", False) is True,
     )
     return section, error
 
 
 def section_of(outcome: Outcome) -> tuple[Section, str | None] | None:
-    """One contributor's section to place (its name defaulting to the contributor's),
-    an error section when it failed, or ``None`` when it offered nothing."""
+    """One contributor's section to place, an error section when it failed, or ``None``
+    when it offered nothing. What the section leaves unset comes from its contributor:
+    its name, and its ``priority`` and ``sticky``, so a plugin that declares them on the
+    contributor (as docs/plugins.md shows) is placed where it says."""
     if outcome.error is not None:
         return _error_section(outcome.contributor, outcome.error)
     if outcome.section is None:
         return None
     section = outcome.section
+    contributor = outcome.contributor
+    filled: dict[str, Any] = {}
     if not section.name:
-        section = attrs.evolve(section, name=outcome.contributor.name)
-    return section, None
+        filled["name"] = contributor.name
+    if section.priority is None:
+        filled["priority"] = _declared_priority(contributor, DEFAULT_PRIORITY)
+    if section.sticky is None:
+        filled["sticky"] = getattr(contributor, "sticky", False) is True
+    return (attrs.evolve(section, **filled) if filled else section), None
 
 
 def extra_sections(request: AssemblyRequest) -> list[Section]:
@@ -139,8 +157,8 @@ def prepare(
 def _report(prep: Prepared) -> SectionReport:
     section = prep.section
     if prep.error is not None:
-        return SectionReport(name=section.name, title=section.title, priority=section.priority,
-                             sticky=section.sticky, status="error",
+        return SectionReport(name=section.name, title=section.title, priority=_priority(section),
+                             sticky=bool(section.sticky), status="error",
                              reason=DropReason.CONTRIBUTOR_ERROR, error=prep.error)
     eligible = prep.eligible
     kept = set(eligible[: prep.kept])
@@ -165,8 +183,8 @@ def _report(prep: Prepared) -> SectionReport:
     else:
         status, reason, tokens = "dropped", prep.cut, 0
     return SectionReport(
-        name=section.name, title=section.title, priority=section.priority,
-        sticky=section.sticky, status=status, reason=reason,
+        name=section.name, title=section.title, priority=_priority(section),
+        sticky=bool(section.sticky), status=status, reason=reason,
         header_tokens=prep.header_tokens + prep.separator_tokens, tokens=tokens,
         items=tuple(decisions), stopped=_stopped(decisions, section.stop_note),
     )

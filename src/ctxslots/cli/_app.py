@@ -8,9 +8,10 @@ command module depends on another.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 import click
@@ -19,6 +20,7 @@ import pluggy
 from .._secrets import scrub
 from ..errors import CtxslotsError
 from ..stores import FactStore, Limits, default_db_path
+from ._output import echo, terminal_safe
 
 __all__ = ["CliContext", "cli", "pass_cli_context"]
 
@@ -99,8 +101,8 @@ class _EchoHandler(logging.Handler):
     ``warning: ...`` line on stderr, wherever stderr points at the time."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"{record.levelname.lower()}: {_one_line(scrub(self.format(record)))}",
-                   err=True)
+        echo(f"{record.levelname.lower()}: {_one_line(scrub(self.format(record)))}",
+             err=True)
 
 
 def _show_warnings() -> None:
@@ -113,12 +115,24 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+    """A Python warning (a read-only store, a failed background write) as one
+    ``warning: ...`` line, without the file, line and source Python shows."""
+    echo(f"warning: {_error_line(str(message))}", err=True)
+
+
+def _error_line(text: str) -> str:
+    """An error message as shown: one line, no credential, no control character."""
+    return terminal_safe(_one_line(scrub(text)))
+
+
 class _UsageLine(click.UsageError):
     """A usage error shown as one line, with where to find help (click shows four)."""
 
     def show(self, file: Any = None) -> None:
         hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
-        click.echo(f"Error: {self.format_message()}{hint}", file=file, err=file is None)
+        echo(f"Error: {self.format_message()}{hint}", file=file, err=file is None)
 
 
 def _usage_line(exc: click.UsageError) -> click.UsageError:
@@ -139,16 +153,21 @@ class _Group(click.Group):
             raise _usage_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise _usage_line(exc) from exc
         except CtxslotsError as exc:
-            raise click.ClickException(_one_line(scrub(str(exc)))) from exc
+            raise click.ClickException(_error_line(str(exc))) from exc
         except click.ClickException as exc:
-            if _one_line(scrub(exc.message)) == exc.message:
+            if _error_line(exc.message) == exc.message:
                 raise
-            raise click.ClickException(_one_line(scrub(exc.message))) from exc  # exit status 1
+            raise click.ClickException(_error_line(exc.message)) from exc  # exit status 1
 
 
 @click.group(cls=_Group)

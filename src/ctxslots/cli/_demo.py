@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from .._files import write_private
 from ..assembler import PromptAssembler
 from ..request import AssemblyRequest
 from ..stores import FactStore
@@ -63,7 +64,8 @@ def run_demo(path: Path, echo: Callable[[str], None], *, keep: bool = True) -> N
         echo(prompt.dump("markdown"))
         if keep:
             html_path = path.parent / "dump.html"
-            html_path.write_text(prompt.dump("html"), encoding="utf-8")
+            html = prompt.dump("html")
+            write_private(html_path, lambda fp: fp.write(html))
             echo(f"HTML dump: {html_path}")
         else:
             echo("The demo store was temporary and is gone; `ctxslots demo --db-dir DIR` keeps "

@@ -1,28 +1,18 @@
-"""How the commands print facts and hits for a person, and JSON for a program."""
+"""How the commands show facts and hits to a person."""
 
 from __future__ import annotations
-
-import json
-from typing import Any
-
-import click
 
 from .._readable import multiplier, share
 from ..model import Fact, Hit
 from ..prompts.ages import days_in_words
 from ..stores import DEFAULT_AGENT, DEFAULT_USER
 
-__all__ = ["count", "echo_json", "fact_line", "hit_line", "whose"]
+__all__ = ["count", "fact_line", "hit_line", "whose"]
 
 
 def count(n: int, one: str, many: str | None = None) -> str:
     """``n`` with the noun in the right number: "1 fact", "3 facts", "2 history entries"."""
     return f"{n} {one if n == 1 else many or one + 's'}"
-
-
-def echo_json(data: Any) -> None:
-    """Print ``data`` as indented JSON."""
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def whose(slot: str, user: str | None, agent: str | None, scope: str | None) -> str:
@@ -60,4 +50,6 @@ def hit_line(hit: Hit, best: float | None) -> str:
         f"age {days_in_words(t.age_days)}; decay {multiplier(t.decay)}, "
         f"reinforcement {multiplier(t.reinforcement)}, confidence {multiplier(t.confidence)}"
         + (f"; hides {t.hides} near-duplicate{'' if t.hides == 1 else 's'}" if t.hides else "")
+        + (f"; moved here from #{int(t.extra['reranked_from'])} by a reranker"
+           if "reranked_from" in t.extra else "")
     )

@@ -17,6 +17,8 @@ from typing import IO, Any, Self
 
 import attrs
 
+from ._output import terminal_safe
+
 __all__ = ["CountingReader", "CountingWriter", "Progress"]
 
 _WIDTH = 24
@@ -112,7 +114,7 @@ class Progress:
 
     def _draw(self, *, final: bool = False) -> None:
         try:
-            self.stream.write("\r\x1b[K" + self.line() + ("\n" if final else ""))
+            self.stream.write("\r\x1b[K" + terminal_safe(self.line()) + ("\n" if final else ""))
             self.stream.flush()
         except (OSError, ValueError):  # the terminal went away
             self._stop.set()

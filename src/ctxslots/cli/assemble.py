@@ -7,8 +7,11 @@ from pathlib import Path
 
 import click
 
+from .._files import make_private_dirs, write_private
 from ._app import CliContext, pass_cli_context
+from ._output import echo
 from ._owners import READ_AS, owner_options
+from ._params import WholeNumber
 
 __all__ = ["register"]
 
@@ -17,20 +20,21 @@ __all__ = ["register"]
 @click.argument("message")
 @click.option("--scope", help="Workspace of the turn (default: global facts only).")
 @owner_options(*READ_AS)
-@click.option("--budget", type=click.IntRange(min=1), default=2000, show_default=True,
+@click.option("--budget", type=WholeNumber(1), default=2000, show_default=True,
               help="Token budget of the assembled context.")
 @click.option("--tokenizer", default=None, metavar="NAME|PATH",
               help="What counts tokens: o200k_base (default) or cl100k_base, or the path of a "
               "HuggingFace tokenizer.json (needs the 'tokenizers' extra; never downloaded).")
-@click.option("--safety-margin", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--safety-margin", type=WholeNumber(0), default=0, show_default=True,
               help="Tokens of the budget left unused, for a tokenizer that counts a little "
               "differently from the model's.")
-@click.option("--answer-reserve", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--answer-reserve", type=WholeNumber(0), default=0, show_default=True,
               help="Tokens of the budget kept for the model's answer.")
 @click.option("--dump", "dump_format", type=click.Choice(["json", "markdown", "html"]),
               help="Also render a dump showing every item kept or dropped, and why.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the dump to this file (the prompt still goes to stdout).")
+              help="Write the dump to this file, readable by you only (0600), replacing it "
+                   "whole; never through a symbolic link (the prompt still goes to stdout).")
 @pass_cli_context
 def assemble(
     app: CliContext, message: str, scope: str | None, user: str | None, agent: str | None,
@@ -52,31 +56,33 @@ def assemble(
                                     counter=counter)
         prompt = assembler.assemble(request)
         dumped = assembler.dump(prompt, dump_format) if dump_format else None
-    if dumped is None or output is not None:
-        click.echo(prompt.text, nl=False)
     if dumped is not None and output is not None:
         try:
-            output.write_text(dumped, encoding="utf-8")
+            write_private(output, lambda fp: fp.write(dumped))
         except OSError as exc:
-            raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from exc
-    elif dumped is not None:
-        click.echo(dumped, nl=False)
+            raise click.ClickException(f"cannot write {exc.filename or output}: "
+                                       f"{exc.strerror or exc}") from exc
+    echo(prompt.text if dumped is None or output is not None else dumped, nl=False)
 
 
 @click.command()
 @click.option("--db-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Keep the demo store and an HTML dump in this directory (default: a "
-                   "temporary store, removed at the end).")
+              help="Keep the demo store and an HTML dump in this directory, created readable "
+                   "by you only (default: a temporary store, removed at the end).")
 def demo(db_dir: Path | None) -> None:
     """Write a few facts to a fresh store; show a search, an assembled prompt and its dump."""
     from ._demo import run_demo
 
     if db_dir is not None:
-        db_dir.mkdir(parents=True, exist_ok=True)
-        run_demo(db_dir / "demo.db", click.echo)
+        try:
+            make_private_dirs(db_dir)
+            run_demo(db_dir / "demo.db", echo)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {exc.filename or db_dir}: "
+                                       f"{exc.strerror or exc}") from exc
         return
     with tempfile.TemporaryDirectory(prefix="ctxslots-demo-") as folder:
-        run_demo(Path(folder) / "demo.db", click.echo, keep=False)
+        run_demo(Path(folder) / "demo.db", echo, keep=False)
 
 
 def register(group: click.Group) -> None:

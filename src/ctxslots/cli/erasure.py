@@ -11,6 +11,7 @@ import click
 from ..stores import ErasureReport, FactStore
 from ._app import CliContext, pass_cli_context
 from ._format import fact_line
+from ._output import echo, terminal_safe
 
 __all__ = ["register"]
 
@@ -22,7 +23,7 @@ def _confirm(question: str, yes: bool) -> None:
     if yes:
         return
     try:
-        agreed = click.confirm(question, default=False, err=True)
+        agreed = click.confirm(terminal_safe(question), default=False, err=True)
     except click.Abort:
         agreed = False
     if not agreed:
@@ -30,7 +31,7 @@ def _confirm(question: str, yes: bool) -> None:
 
 
 def _done(report: ErasureReport) -> None:
-    click.echo(report.summary())
+    echo(report.summary())
 
 
 @click.command()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,9 +10,12 @@ import click
 from ..model import Fact
 from ..prompts.ages import days_in_words
 from ..stores import ANY, FactStore
+from ..stores.owners import OwnerArgs
 from ._app import CliContext, pass_cli_context
-from ._format import count, echo_json, fact_line, hit_line, whose
+from ._format import count, fact_line, hit_line, whose
+from ._output import echo, echo_json
 from ._owners import READ_AS, WRITE_AS, owner_options
+from ._params import ID, WholeNumber
 
 __all__ = ["register"]
 
@@ -49,15 +51,17 @@ def remember(
     naming an owner the slot does not have is refused.
     """
     with app.open_store(create=True) as store:
-        owners = {"scope": scope, "user": user, "agent": agent}
+        owners = OwnerArgs(scope=scope, user=user, agent=agent)
         opts: dict[str, Any] = {**owners, "tags": _split_tags(tags),
                                 "confidence": confidence, "source": "cli", "context": context}
-        before = None if key else store.find_memory(slot, value, **owners)
-        fact = store.upsert(slot, key, value, **opts) if key else store.add(slot, value, **opts)
+        # --key "" is a key (refused, as --scope "" is), not a request for a free memory.
+        before = None if key is not None else store.find_memory(slot, value, **owners)
+        fact = store.upsert(slot, key, value, **opts) if key is not None else \
+            store.add(slot, value, **opts)
     if as_json:
-        click.echo(json.dumps(fact.to_dict(), ensure_ascii=False))
+        echo_json(fact.to_dict(), indent=None)
     else:
-        click.echo(("already stored: " if before is not None else "") + fact_line(fact))
+        echo(("already stored: " if before is not None else "") + fact_line(fact))
 
 
 @click.command()
@@ -65,7 +69,7 @@ def remember(
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
 @click.option("--scope", help="Workspace to search (global facts are always included).")
 @owner_options(*READ_AS)
-@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True,
+@click.option("--limit", type=WholeNumber(1, 1000), default=10, show_default=True,
               help="Most hits to show (1 to 1000).")
 @click.option("--archive", is_flag=True, help="Also search forgotten (archived) facts.")
 @click.option("--superseded", is_flag=True,
@@ -84,21 +88,24 @@ def search(
     if as_json:
         echo_json([hit.to_dict() for hit in hits])
     elif not hits:
-        click.echo("no matching facts")
+        echo("no matching facts")
     else:
         best = max(hit.trace.relevance for hit in hits)
         for hit in hits:
-            click.echo(hit_line(hit, best))
+            echo(hit_line(hit, best))
 
 
 def _by_id(action: Callable[[FactStore, int], Fact], help_text: str) -> Callable[..., None]:
-    @click.argument("fact_id", metavar="ID", type=int)
+    @click.argument("fact_id", metavar="ID", type=ID)
     @click.option("--json", "as_json", is_flag=True, help="Print the fact as JSON.")
     @pass_cli_context
     def command(app: CliContext, fact_id: int, as_json: bool) -> None:
         with app.open_store() as store:
             fact = action(store, fact_id)
-        click.echo(json.dumps(fact.to_dict(), ensure_ascii=False) if as_json else fact_line(fact))
+        if as_json:
+            echo_json(fact.to_dict(), indent=None)
+        else:
+            echo(fact_line(fact))
 
     command.__doc__ = help_text
     return command
@@ -124,21 +131,28 @@ demote = click.command("demote")(_by_id(lambda s, i: s.demote(i),
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @pass_cli_context
 def stats(app: CliContext, as_json: bool) -> None:
-    """Show counts per slot and scope and facts about the database file."""
+    """Show counts per slot and scope, the engine and the size of the store."""
     with app.open_store() as store:
         data = store.stats()
     if as_json:
         echo_json(data)
         return
-    click.echo(f"{data['path']}: {data['facts']} facts ({data['expired']} expired), "
-               f"{data['archived']} archived, {data['history']} replaced values, "
-               f"{data['size_bytes']} bytes")
-    click.echo(f"SQLite {data['sqlite_version']}, sqlite-vec {data['sqlite_vec_version']}, "
-               f"schema {data['schema_version']}")
+    echo(f"{data['path']}: {data['facts']} facts ({data['expired']} expired), "
+         f"{data['archived']} archived, {data['history']} replaced values, "
+         f"{data['size_bytes']} bytes")
+    echo(f"{_engine_line(data)}, schema {data['schema_version']}")
     for row in data["by_slot"]:
         slot = whose(row["slot"], row["user"], row["agent"], None)
-        click.echo(f"  {slot:<10} {row['scope'] or '(global)':<20} {row['facts']:>8}")
+        echo(f"  {slot:<10} {row['scope'] or '(global)':<20} {row['facts']:>8}")
 
+
+
+def _engine_line(data: dict[str, Any]) -> str:
+    """The engine and its versions, as ``stats`` shows them."""
+    if data.get("engine") == "postgresql":
+        return (f"PostgreSQL {data.get('server_version')}, "
+                f"pgvector {data.get('pgvector_version') or 'not installed'}")
+    return f"SQLite {data.get('sqlite_version')}, sqlite-vec {data.get('sqlite_vec_version')}"
 
 
 def _stored(store: FactStore, slots: list[str] | None, scope: str | None,
@@ -160,9 +174,9 @@ def _age(fact: Fact, now: float) -> str:
 @click.option("--scope", help="Only this workspace and global facts (default: every scope).")
 @owner_options("Only this user's facts and facts of no user (default: every user's).",
                "Only this agent's facts and facts of no agent (default: every agent's).")
-@click.option("--limit", type=click.IntRange(1, 1000), default=20, show_default=True,
+@click.option("--limit", type=WholeNumber(1, 1000), default=20, show_default=True,
               help="Facts per page (1 to 1000).")
-@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--page", type=WholeNumber(1), default=1, show_default=True,
               help="Which page; page 1 holds the newest facts.")
 @click.option("--json", "as_json", is_flag=True, help="Print the page as JSON.")
 @pass_cli_context
@@ -181,14 +195,14 @@ def list_(app: CliContext, slots: Sequence[str], scope: str | None, user: str | 
                    "facts": [f.to_dict() for f in shown]})
         return
     if not facts:
-        click.echo("no facts stored" + (f" in scope {scope!r}" if scope else ""))
+        echo("no facts stored" + (f" in scope {scope!r}" if scope else ""))
         return
     if not shown:
         raise click.ClickException(f"page {page} is past the last page ({pages})")
     for fact in shown:
-        click.echo(f"{fact_line(fact)} ({_age(fact, now)})")
+        echo(f"{fact_line(fact)} ({_age(fact, now)})")
     more = f"; next: --page {page + 1}" if page < pages else ""
-    click.echo(f"page {page} of {pages} ({count(len(facts), 'fact')}){more}")
+    echo(f"page {page} of {pages} ({count(len(facts), 'fact')}){more}")
 
 
 def register(group: click.Group) -> None:

@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import attrs
 import click
 
+from .._secrets import scrub, split_credentials
 from ..errors import FlushError
-from ..model import Message
+from ..model import MESSAGE_ROLES, Message
+from ..stores.owners import OwnerArgs
 from ._app import CliContext, pass_cli_context
+from ._output import echo, echo_json
 from ._owners import owner_options
+from ._params import WholeNumber
 from ._progress import Progress
 
-__all__ = ["flush", "read_conversation", "register"]
+__all__ = ["RAW_OUTPUT_SHOWN", "flush", "read_conversation", "register"]
+
+#: Characters of each raw model reply that ``flush --json`` shows: enough to see what
+#: went wrong, where a reply may be megabytes long.
+RAW_OUTPUT_SHOWN = 4000
 
 
 def read_conversation(path: Path) -> list[Message]:
@@ -33,9 +43,16 @@ def read_conversation(path: Path) -> list[Message]:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise click.ClickException(f"{path}:{number}: not JSON: {exc.msg}") from exc
+            except (ValueError, RecursionError):  # a number of over 4,300 digits; deep nesting
+                raise click.ClickException(f"{path}:{number}: not a message this command reads "
+                                           "(a number too long, or nesting too deep)") from None
             if not isinstance(data, dict) or not isinstance(data.get("role"), str):
                 raise click.ClickException(
                     f"{path}:{number}: expected an object with \"role\" and \"content\"")
+            if data["role"] not in MESSAGE_ROLES:
+                raise click.ClickException(
+                    f"{path}:{number}: the role {data['role'][:40]!r} is not one of "
+                    f"{', '.join(MESSAGE_ROLES)}; nothing was sent to the model")
             messages.append(Message.from_dict(data))
     return messages
 
@@ -83,21 +100,28 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
 @click.option("--model", envvar="CTXSLOTS_LLM_MODEL",
               help="Model name sent to the endpoint (or $CTXSLOTS_LLM_MODEL).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
-              show_default=True, help="Seconds to wait for one model reply.")
+              show_default=True,
+              help="Seconds one request to the model may take in all, its retries and the "
+                   "waits between them included (a reply that cannot be read is asked for "
+                   "once more, with as long again).")
+@click.option("--max-reply-bytes", type=WholeNumber(1),
+              help="Largest model reply read, in bytes (default 16 MiB); a larger one fails "
+                   "naming the cap, unread past it.")
 @click.option("--if-due", is_flag=True,
               help="Flush only when the policy says so (default: always flush what is new).")
-@click.option("--every-n-turns", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--every-n-turns", type=WholeNumber(1), default=10, show_default=True,
               help="Policy for --if-due: due after this many user turns.")
-@click.option("--token-threshold", type=click.IntRange(min=1), default=2000, show_default=True,
+@click.option("--token-threshold", type=WholeNumber(1), default=2000, show_default=True,
               help="Policy for --if-due: due once the new text has this many tokens.")
-@click.option("--max-tokens", type=click.IntRange(min=1),
+@click.option("--max-tokens", type=WholeNumber(1),
               help="Most tokens of messages sent in one request (default 8000); a longer "
                    "conversation is read in several requests, one after the other.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_cli_context
 def flush(
     app: CliContext, paths: tuple[Path, ...], conversation: str | None, scope: str | None,
-    user: str | None, agent: str | None, client_name: str, base_url: str | None, model: str | None, timeout: float, if_due: bool,
+    user: str | None, agent: str | None, client_name: str, base_url: str | None,
+    model: str | None, timeout: float, max_reply_bytes: int | None, if_due: bool,
     every_n_turns: int, token_threshold: int, max_tokens: int | None, as_json: bool,
 ) -> None:
     """Extract facts from conversation files (one {role, content} object per line): each
@@ -115,14 +139,16 @@ def flush(
     files = conversation_files(paths)
     if conversation is not None and len(files) > 1:
         raise click.UsageError("--conversation names one conversation: give one file")
-    client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout)
+    client = make_client(app, client_name, base_url=base_url, model=model, timeout=timeout,
+                         max_reply_bytes=max_reply_bytes)
+    out = _Out(as_json, _held_secrets(client, base_url))
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
     cap: dict[str, Any] = {} if max_tokens is None else {"max_flush_tokens": max_tokens}
-    owners = {"scope": scope, "user": user, "agent": agent}
+    owners = OwnerArgs(scope=scope, user=user, agent=agent)
     if len(files) == 1:
         with app.open_store(create=True) as store:
             flusher = MemoryFlusher(store, client, policy=policy, **cap)
-            _flush_one(flusher, files[0], conversation, owners, if_due, as_json)
+            _flush_one(flusher, files[0], conversation, owners, if_due, out)
         return
     reports: list[dict[str, Any]] = []
     failed = 0
@@ -137,17 +163,17 @@ def flush(
             except (FlushError, click.ClickException) as exc:
                 failed += 1
                 failure = exc.report if isinstance(exc, FlushError) else None
-                reports.append({"file": str(file), **(failure.to_dict() if failure else {}),
-                                "error": _message(exc)})
+                reports.append({"file": str(file), **(out.data(failure) if failure else {}),
+                                "error": out.text(_message(exc))})
                 if not as_json:
-                    click.echo(f"{file}: Error: {_message(exc)}", err=True)
+                    echo(f"{file}: Error: {out.text(_message(exc))}", err=True)
             else:
-                reports.append({"file": str(file), **report.to_dict()})
+                reports.append({"file": str(file), **out.data(report)})
                 if not as_json:
-                    click.echo(f"{file}: {report.summary()}")
+                    echo(f"{file}: {out.text(report.summary())}")
             bar.advance()
     if as_json:
-        click.echo(json.dumps(reports, indent=2, ensure_ascii=False))
+        echo_json(reports)
     if failed:
         raise click.ClickException(f"{failed} of {len(files)} conversations failed")
 
@@ -157,7 +183,7 @@ def _message(exc: Exception) -> str:
 
 
 def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
-                      owners: dict[str, str | None], force: bool,
+                      owners: OwnerArgs, force: bool,
                       shown: Callable[[Any], None] | None = None, *,
                       progress: bool = True) -> list[Any]:
     """Flush ``conversation`` again while a flush leaves messages for the next one (its
@@ -180,16 +206,15 @@ def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
 
 
 def _flush_one(flusher: Any, file: Path, conversation: str | None,
-               owners: dict[str, str | None], if_due: bool, as_json: bool) -> None:
+               owners: OwnerArgs, if_due: bool, out: _Out) -> None:
     messages = read_conversation(file)
     conv = conversation or conversation_id(file)
     try:
-        _flush_until_read(flusher, messages, conv, owners, not if_due,
-                          lambda report: _show(report, as_json))
+        _flush_until_read(flusher, messages, conv, owners, not if_due, out.show)
     except FlushError as exc:
-        if as_json:  # the failed report for a program; a person gets the one line below
-            _show(exc.report, as_json)
-        raise click.ClickException(str(exc)) from exc
+        if out.as_json:  # the failed report for a program; a person gets the one line below
+            out.show(exc.report)
+        raise click.ClickException(out.text(str(exc))) from exc
 
 
 def make_client(app: CliContext, name: str, **options: Any) -> Any:
@@ -212,13 +237,60 @@ def make_client(app: CliContext, name: str, **options: Any) -> Any:
                                    f"{', '.join(sorted(given))}: {exc}") from exc
 
 
-def _show(report: Any, as_json: bool) -> None:
-    if report is None:
-        return
-    if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        click.echo(report.summary())
+def _held_secrets(client: Any, base_url: str | None) -> tuple[str, ...]:
+    """The credentials this flush sends, which a model or a server may echo back."""
+    found = [os.environ.get("OPENAI_API_KEY"), getattr(client, "api_key", None)]
+    found += split_credentials(base_url)[1] or () if base_url else ()
+    return tuple(s for s in found if isinstance(s, str) and s)
+
+
+@attrs.frozen
+class _Out:
+    """How reports are shown: as JSON or as lines, never with a credential in them (the
+    model's replies included: a model may echo the key), and the model's raw replies
+    cut to :data:`RAW_OUTPUT_SHOWN` characters each.
+
+    Attributes:
+        as_json: Print JSON.
+        secrets: The credentials the flush sent.
+    """
+
+    as_json: bool
+    secrets: tuple[str, ...] = ()
+
+    def text(self, text: str) -> str:
+        """``text`` without a credential."""
+        return scrub(text, self.secrets)
+
+    def data(self, report: Any) -> dict[str, Any]:
+        """The report as JSON-ready data, every string scrubbed, raw replies cut."""
+        data = report.to_dict()
+        data["raw_outputs"] = [_cut(raw) for raw in data.get("raw_outputs") or ()]
+        return cast(dict[str, Any], self._scrubbed(data))
+
+    def show(self, report: Any) -> None:
+        """Print ``report`` (nothing for ``None``)."""
+        if report is None:
+            return
+        if self.as_json:
+            echo_json(self.data(report))
+        else:
+            echo(self.text(report.summary()))
+
+    def _scrubbed(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self._scrubbed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._scrubbed(v) for v in value]
+        return value
+
+
+def _cut(raw: str) -> str:
+    if len(raw) <= RAW_OUTPUT_SHOWN:
+        return raw
+    return f"{raw[:RAW_OUTPUT_SHOWN]}... ({len(raw):,} characters in all)"
 
 
 def register(cli: click.Group) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
+from ._output import echo, echo_json
 from ._progress import Progress
 
 __all__ = ["register"]
@@ -22,20 +21,20 @@ def doctor(app: CliContext, as_json: bool) -> None:
     with app.open_store() as store:
         report = store.doctor()
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        echo_json(report.to_dict())
     else:
-        click.echo(f"integrity: {report.integrity}")
-        click.echo(f"full-text index: {'in sync' if report.fts_in_sync else 'OUT OF SYNC'}")
+        echo(f"integrity: {report.integrity}")
+        echo(f"full-text index: {'in sync' if report.fts_in_sync else 'OUT OF SYNC'}")
         v = report.vectors
         if v is None:
-            click.echo("vectors: no vector leg")
+            echo("vectors: no vector leg")
         else:
-            click.echo(f"vectors: {v.vectors} by {v.model_id} ({v.dimension} dimensions); "
-                       f"embedder in use {v.current_model_id} ({v.current_dimension}); "
-                       f"{v.missing} missing, {v.orphans} orphaned")
+            echo(f"vectors: {v.vectors} by {v.model_id} ({v.dimension} dimensions); "
+                 f"embedder in use {v.current_model_id} ({v.current_dimension}); "
+                 f"{v.missing} missing, {v.orphans} orphaned")
         for problem in report.problems:
-            click.echo(f"problem: {problem}", err=True)
-        click.echo("ok" if report.ok else f"{len(report.problems)} problem(s)")
+            echo(f"problem: {problem}", err=True)
+        echo("ok" if report.ok else f"{len(report.problems)} problem(s)")
     if not report.ok:
         click.get_current_context().exit(1)
 
@@ -48,7 +47,7 @@ def reindex(app: CliContext) -> None:
     with app.open_store() as store, \
             Progress("reindexing", total=store.stats()["facts"], unit="facts") as bar:
         count = store.reindex(progress=bar.update)
-    click.echo(f"reindexed: full-text index rebuilt, {_count(count, 'fact')} embedded")
+    echo(f"reindexed: full-text index rebuilt, {_count(count, 'fact')} embedded")
 
 
 def register(group: click.Group) -> None:

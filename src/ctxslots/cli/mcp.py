@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ._app import CliContext, pass_cli_context
+from ._params import WholeNumber
 
 __all__ = ["register"]
 
@@ -17,15 +18,19 @@ __all__ = ["register"]
               show_default=True, help="stdio for a client that starts the server; http to serve "
               "streamable HTTP at /mcp.")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on (http). Other than loopback needs --token.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Address to listen on (http). Other than loopback needs --token. Requests "
+                   "must name it (or an --allow-host) in Host and Origin.")
+@click.option("--port", type=WholeNumber(0, 65535), default=8765, show_default=True,
               help="Port to listen on (http; 0: any free port, written to stderr).")
 @click.option("--token", envvar="CTXSLOTS_MCP_TOKEN", default=None,
               help="Require 'Authorization: Bearer TOKEN' on every request (http; or set "
               "CTXSLOTS_MCP_TOKEN, which keeps it out of the process list).")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Another host name clients reach the server by (a DNS name, a proxy's "
+                   "host), accepted in Host and Origin (http; repeatable).")
 @pass_cli_context
 def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: str,
-        host: str, port: int, token: str | None) -> None:
+        host: str, port: int, token: str | None, allow_hosts: tuple[str, ...]) -> None:
     """Serve the memory tools (query, store, update, reinforce, demote, forget, timeline)
     to an MCP client, over stdin and stdout or streamable HTTP."""
     from ..errors import CtxslotsError
@@ -44,7 +49,8 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
             MemoryTools(store, scope=scope)
         if transport == "http":
             try:
-                anyio.run(lambda: serve_http(tools, host=host, port=port, token=token))
+                anyio.run(lambda: serve_http(tools, host=host, port=port, token=token,
+                                             allow_hosts=allow_hosts))
             except OSError as exc:
                 raise CtxslotsError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
         else:

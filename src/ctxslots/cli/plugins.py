@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from ._app import CliContext, pass_cli_context
+from ._output import echo, echo_json
 
 __all__ = ["register"]
 
@@ -24,11 +23,11 @@ def plugins(app: CliContext, as_json: bool) -> None:
 
     found = describe_plugins(app.plugin_manager())
     if as_json:
-        click.echo(json.dumps(found, indent=2))
+        echo_json(found)
         return
     for plugin in found:
         label = "built-in" if plugin["builtin"] else (plugin["version"] or "installed")
-        click.echo(f"{plugin['name']} ({label}): {', '.join(plugin['hooks']) or 'no hooks'}")
+        echo(f"{plugin['name']} ({label}): {', '.join(plugin['hooks']) or 'no hooks'}")
 
 
 def register(group: click.Group) -> None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import attrs
 import click
 
 from ..stores.upkeep.prune import DEFAULT_SLOT_CAPS, PrunePolicy
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
+from ._output import echo, echo_json
+from ._params import WholeNumber, whole_number
 from ._progress import Progress
 
 __all__ = ["register"]
@@ -20,9 +20,12 @@ def _parse_cap(_app: CliContext, _param: click.Parameter, values: tuple[str, ...
     caps: dict[str, int] = {}
     for text in values:
         slot, sep, number = text.partition("=")
-        if not sep or not slot or not number.isdigit():
-            raise click.BadParameter(f"expected SLOT=COUNT, like agent=5000, not {text!r}")
-        caps[slot] = int(number)
+        if not sep or not slot:
+            raise click.BadParameter(f"expected SLOT=COUNT, like agent=5000, not {text[:60]!r}")
+        try:
+            caps[slot] = whole_number(number, what=f"the cap of {slot[:40]!r}")
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
     return caps
 
 
@@ -36,7 +39,7 @@ def _preview(value: str, width: int = 70) -> str:
 @click.option("--cap", "caps", multiple=True, callback=_parse_cap, metavar="SLOT=COUNT",
               help="Cap on live facts of a slot in each scope (repeatable; defaults: "
                    + ", ".join(f"{k}={v}" for k, v in DEFAULT_SLOT_CAPS.items()) + ").")
-@click.option("--max-bytes", type=click.IntRange(min=1), default=None,
+@click.option("--max-bytes", type=WholeNumber(1), default=None,
               help="Cap on the database's used bytes; over it, the lowest tenth moves.")
 @click.option("--protect-days", type=click.FloatRange(min=0), default=None,
               help="Never move facts written or shown within this many days (default 7).")
@@ -55,24 +58,24 @@ def prune(app: CliContext, dry_run: bool, caps: dict[str, int], max_bytes: int |
     with app.open_store() as store, Progress("pruning"):
         report = store.prune(policy, dry_run=dry_run)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        echo_json(report.to_dict())
         return
     for cap in report.over_cap:
         where = f" in scope {cap.scope!r}" if cap.scope else ""
-        click.echo(f"{cap.slot}{where}: {_count(cap.count, 'fact')}, cap {cap.cap}, "
-                   f"{cap.protected} protected")
+        echo(f"{cap.slot}{where}: {_count(cap.count, 'fact')}, cap {cap.cap}, "
+             f"{cap.protected} protected")
     if report.over_size:
-        click.echo(f"store uses {report.used_bytes} bytes, over the cap of {max_bytes}")
+        echo(f"store uses {report.used_bytes} bytes, over the cap of {max_bytes}")
     verb = "would move" if dry_run else "moved"
     for item in report.moved:
         f = item.fact
-        click.echo(f"{verb} [id:{f.id}] {f.slot}"
-                   + (f" ({f.scope})" if f.scope else "")
-                   + f" retention {item.retention:.3g}: {_preview(f.value)}")
+        echo(f"{verb} [id:{f.id}] {f.slot}"
+             + (f" ({f.scope})" if f.scope else "")
+             + f" retention {item.retention:.3g}: {_preview(f.value)}")
     if not report.needed:
-        click.echo("every slot is within its cap; nothing to move")
+        echo("every slot is within its cap; nothing to move")
     else:
-        click.echo(f"{verb} {_count(len(report.moved), 'fact')} to the archive")
+        echo(f"{verb} {_count(len(report.moved), 'fact')} to the archive")
 
 
 @click.command()
@@ -92,15 +95,15 @@ def consolidate(app: CliContext, threshold: float, dry_run: bool, as_json: bool)
         with Progress("consolidating"):
             report = store.consolidate(threshold=threshold, dry_run=dry_run)
         if as_json:
-            click.echo(json.dumps(report.to_dict(), indent=2))
+            echo_json(report.to_dict())
             return
         verb = "would supersede" if dry_run else "superseded"
         for item in report.superseded:
             old = store.get(item.fact_id)
             text = _preview(old.value) if old is not None else ""
-            click.echo(f"{verb} [id:{item.fact_id}] by [id:{item.by}] "
-                       f"(cosine {item.cosine:.3f}): {text}")
-    click.echo(f"{verb} {len(report.superseded)} of {_count(report.checked, 'fact')} checked")
+            echo(f"{verb} [id:{item.fact_id}] by [id:{item.by}] "
+                 f"(cosine {item.cosine:.3f}): {text}")
+    echo(f"{verb} {len(report.superseded)} of {_count(report.checked, 'fact')} checked")
 
 
 def register(cli: click.Group) -> None:

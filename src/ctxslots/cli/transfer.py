@@ -6,7 +6,6 @@ JSONL keeps every field, the archive and the history; Markdown is for people
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,12 +16,21 @@ import click
 from .._files import write_private
 from ..errors import InvalidImportError
 from ..stores import FactStore, ImportReport
+from ..stores.owners import OwnerArgs
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
+from ._output import SafeWriter, echo, echo_json
 from ._owners import owner_options
 from ._progress import CountingReader, CountingWriter, Progress
 
 __all__ = ["export", "import_", "register"]
+
+class _Interrupted(click.ClickException):
+    """Ctrl-C: one line saying what was left as it was, and exit status 130 (as a shell
+    reports SIGINT)."""
+
+    exit_code = 130
+
 
 _FORMATS = ("jsonl", "markdown")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
@@ -59,14 +67,15 @@ def export(
                 "slots": list(slots) or None, "scope": scope, "user": user, "agent": agent,
                 "include_archive": not no_archive, "include_history": not no_history}
             if output is None:
-                store.export_jsonl(_counted(sys.stdout, bar), **options)
+                store.export_jsonl(_counted(cast(TextIO, SafeWriter(sys.stdout)), bar),
+                                   **options)
                 return
             count = write_private(
                 output, lambda fp: store.export_jsonl(_counted(fp, bar), **options))
         except OSError as exc:
             raise click.ClickException(f"cannot write {exc.filename or output}: "
                                        f"{exc.strerror or exc}") from exc
-    click.echo(f"exported {_count(count, 'fact')} to {output}", err=True)
+    echo(f"exported {_count(count, 'fact')} to {output}", err=True)
 
 
 def _counted(fp: TextIO, bar: Progress) -> TextIO:
@@ -77,13 +86,13 @@ def _export_markdown(store: FactStore, output: Path | None, options: dict[str, A
     if output is None or output.suffix.lower() in (".md", ".markdown"):
         text = str(store.export_markdown(**options))
         if output is None:
-            click.echo(text, nl=False)
+            echo(text, nl=False)
         else:
             write_private(output, lambda fp: fp.write(text))
-            click.echo(f"wrote {output}", err=True)
+            echo(f"wrote {output}", err=True)
         return
     paths = store.export_markdown(output, **options)
-    click.echo(f"wrote {len(paths)} files to {output}", err=True)
+    echo(f"wrote {_count(len(paths), 'file')} to {output}", err=True)
 
 
 def _format_of(path: Path, fmt: str | None) -> str:
@@ -126,23 +135,35 @@ def import_(
     fmt = _format_of(file, fmt)
     if fmt == "jsonl" and (slot or scope):
         raise click.UsageError("--slot and --scope apply to Markdown imports only")
+    try:
+        report = _import(app, file, fmt, slot, OwnerArgs(scope=scope, user=user, agent=agent),
+                         skip_invalid)
+    except KeyboardInterrupt:
+        # The import is one transaction: rolled back on the way out of the store.
+        raise _Interrupted("interrupted: nothing was imported, the store is as it was") from None
+    _show(report, as_json)
+
+
+def _import(app: CliContext, file: Path, fmt: str, slot: str | None,
+            owners: OwnerArgs, skip_invalid: bool) -> ImportReport:
     with app.open_store(create=True) as store, Progress("importing") as bar:
         try:
             if fmt == "jsonl":
-                report = _import_jsonl(store, file, {"skip_invalid": skip_invalid, "user": user,
-                                                     "agent": agent}, bar)
+                report = _import_jsonl(store, file, {"skip_invalid": skip_invalid,
+                                                     "user": owners["user"],
+                                                     "agent": owners["agent"]}, bar)
             else:
                 target = slot or file.stem
                 if slot is None and target not in store.limits.slots:
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
                 text = sys.stdin.read() if str(file) == "-" else file
                 bar.relabel(f"importing {file.name}", unit="")
-                report = store.import_markdown(text, slot=target, scope=scope, user=user,
-                                               agent=agent, skip_invalid=skip_invalid,
+                report = store.import_markdown(text, slot=target, **owners,
+                                               skip_invalid=skip_invalid,
                                                progress=_counted_records(bar))
         except InvalidImportError as exc:
             raise click.ClickException(f"{file}: {exc}") from exc
-    _show(report, as_json)
+    return report
 
 
 def _counted_records(bar: Progress) -> Callable[[int], None]:
@@ -170,11 +191,11 @@ def _import_jsonl(store: FactStore, file: Path, options: dict[str, Any],
 
 def _show(report: ImportReport, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        echo_json(report.to_dict())
         return
     for issue in report.errors:
-        click.echo(f"skipped line {issue.line}: {issue.message}", err=True)
-    click.echo(report.summary())
+        echo(f"skipped line {issue.line}: {issue.message}", err=True)
+    echo(report.summary())
 
 
 def register(cli: click.Group) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..model import Message
+from ..model import MESSAGE_ROLES, Message
 from ..stores import FactStore
 
 __all__ = [
@@ -35,8 +35,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
     """Messages as :class:`~ctxslots.model.Message` objects.
 
-    :raises InvalidArgumentError: ``messages`` is not a sequence, or an entry is
-        neither a message nor a mapping (field ``"messages"``).
+    :raises InvalidArgumentError: ``messages`` is not a sequence, an entry is
+        neither a message nor a mapping, or its role is not one of :data:`MESSAGE_ROLES`
+        (field ``"messages"``).
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidArgumentError("messages must be a sequence of messages", field="messages",
@@ -52,6 +53,10 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
                 f"messages[{i}] must be a Message or a {{role, content}} mapping, not "
                 f"{type(m).__name__}", field="messages", value=m,
             )
+        if out[-1].role not in MESSAGE_ROLES:
+            raise InvalidArgumentError(
+                f"messages[{i}] has the role {out[-1].role[:40]!r}; a message's role is one of "
+                f"{', '.join(MESSAGE_ROLES)}", field="messages", value=out[-1].role)
     return out
 
 

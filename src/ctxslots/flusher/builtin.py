@@ -11,15 +11,20 @@ from .openai_client import OpenAIChatClient
 
 
 def openai_client(*, base_url: str | None = None, model: str | None = None,
-                  **options: Any) -> OpenAIChatClient:
-    """An :class:`OpenAIChatClient`; ``options`` are its other attributes (``timeout``...).
+                  timeout: float | None = None, **options: Any) -> OpenAIChatClient:
+    """An :class:`OpenAIChatClient`; ``options`` are its other attributes.
 
+    :param timeout: Seconds one call may take in all, its retries and the waits between
+        them included (``ctxslots flush --timeout``): the client's ``total_timeout``, and
+        the most one try may take.
     :raises LLMClientError: ``base_url`` or ``model`` is missing.
     """
     if not base_url or not model:
         missing = " and ".join(n for n, v in (("base_url", base_url), ("model", model)) if not v)
         raise LLMClientError(f"the openai client needs {missing} (--base-url, --model, or "
                              "CTXSLOTS_LLM_BASE_URL, CTXSLOTS_LLM_MODEL)")
+    if timeout is not None:
+        options = {"timeout": timeout, "total_timeout": timeout, **options}
     return OpenAIChatClient(base_url, model, **options)
 
 

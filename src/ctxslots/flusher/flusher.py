@@ -24,7 +24,7 @@ from ..errors import FlushError, InvalidArgumentError
 from ..model import Fact, Message
 from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
-from ..stores.owners import Owners
+from ..stores.owners import OwnerArgs, Owners
 from ..stores.upkeep.consolidate import DEFAULT_THRESHOLD
 from ..stores.upkeep.prune import PrunePolicy
 from ._batch import take_batch
@@ -324,7 +324,7 @@ class MemoryFlusher:
             if not new:
                 return attrs.evolve(base, last=start, detail="no new messages since the last flush")
             if not force and not self.policy.should_flush(new):
-                return attrs.evolve(base, status="not_due", last=start,
+                return attrs.evolve(base, status="not_due", last=start, remaining=len(new),
                                     detail=f"not due yet: {self.policy.explain(new)}")
             batch = take_batch(new, self.max_flush_tokens, self.policy.encoding, start + 1)
             end = start + batch.count
@@ -350,7 +350,7 @@ class MemoryFlusher:
                 span = f"{start + 1}-{len(msgs)}"
         return f"flush:{flush_id} conv:{conv} msgs:{span}"
 
-    def _owners_for(self, slot: str, report: FlushReport) -> dict[str, str | None]:
+    def _owners_for(self, slot: str, report: FlushReport) -> OwnerArgs:
         """The owners a fact of ``slot`` written by this flush gets: the flush's user or
         agent when the slot belongs to one, its scope when the slot is scoped."""
         has = self.store.limits.owners_of(slot)
@@ -365,7 +365,7 @@ class MemoryFlusher:
         text = "\n".join(m.content for m in new)[-QUERY_CHARS:]
         limit = max(1, min(self.max_known_facts, 1000))
         found: dict[int, Fact] = {}
-        whose = {"scope": owners.scope, "user": owners.user, "agent": owners.agent}
+        whose = OwnerArgs(scope=owners.scope, user=owners.user, agent=owners.agent)
         for hit in self.store.search(text, slots=slots, limit=limit, track_access=False,
                                      **whose):
             found.setdefault(hit.fact.id, hit.fact)

@@ -13,22 +13,23 @@ import asyncio
 import logging
 import os
 import time
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from .._http import (
+    DEFAULT_MAX_REPLY_BYTES,
     HTTPJSONError,
     JSONPoster,
     authorization,
     log_retry,
     retry_delay,
     split_credentials,
+    url_problem,
 )
 from .._secrets import safe_url, scrub
-from ..errors import LLMClientError
+from ..errors import InvalidArgumentError, LLMClientError
 from ..model import Message
 from .llm_client import ChatResult
 
@@ -73,11 +74,33 @@ def _retryable(exc: HTTPJSONError) -> bool:
 
 
 def _check_base_url(url: str) -> str:
-    parsed = urllib.parse.urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError("base_url must be an http(s) URL such as http://127.0.0.1:8080/v1, "
-                         f"not {safe_url(url)!r}")
+    problem = url_problem(url) if isinstance(url, str) else "it is not text"
+    if problem is not None:
+        shown = safe_url(url) if isinstance(url, str) else url
+        raise InvalidArgumentError("base_url must be an http(s) URL such as "
+                                   f"http://127.0.0.1:8080/v1, not {shown!r} ({problem})",
+                                   field="base_url", value=shown)
     return url.rstrip("/")
+
+
+@attrs.frozen
+class _Deadline:
+    """When one call must end (``None``: no total), and the time each try gets."""
+
+    at: float | None
+
+    @classmethod
+    def start(cls, total: float | None) -> _Deadline:
+        return cls(None if total is None else time.monotonic() + total)
+
+    def left(self) -> float:
+        """Seconds left (infinite without a total)."""
+        return float("inf") if self.at is None else self.at - time.monotonic()
+
+    def budget(self, per_try: float) -> float:
+        """The time the next try may take: ``per_try``, or what is left when less
+        (never below a millisecond: a try is only started with time left)."""
+        return max(min(per_try, self.left()), 0.001)
 
 
 def _header_names(headers: Mapping[str, str]) -> str:
@@ -102,7 +125,13 @@ class OpenAIChatClient:
             credentials if it has any, else the variable named by
             ``api_key_env``, and with none of them no ``Authorization`` header.
         api_key_env: Environment variable holding the key.
-        timeout: Seconds to wait for one answer.
+        timeout: Seconds one try may take in all (connecting, sending, reading
+            every byte of the answer).
+        total_timeout: Seconds one :meth:`complete` call may take in all: every
+            try and every wait between them. A try gets what is left of it (at
+            most ``timeout``), and no try starts, nor any wait, that cannot end
+            within it. ``None``: no total; a call may then take ``max_retries + 1``
+            times ``timeout`` and the waits.
         max_retries: Extra tries after 408, 429, 5xx, timeouts and dropped
             connections (other 4xx and a refused connection fail at once).
         backoff: First wait between tries, doubled each time (a server's
@@ -117,6 +146,12 @@ class OpenAIChatClient:
         max_tokens: Most tokens the model may write in one answer, sent as
             ``max_tokens`` (``None``: not sent, the server decides). Small local
             models can loop until their context is full without it.
+        max_reply_bytes: Largest answer read, in bytes; a larger one fails
+            (:class:`~ctxslots.LLMClientError` naming the cap) without being read
+            further, and is not asked for again.
+
+    :raises InvalidArgumentError: ``base_url`` is not an http(s) URL with a host
+        (and a valid port, and IPv6 address when it names one).
     """
 
     base_url: str = attrs.field(converter=_check_base_url, repr=lambda url: repr(safe_url(url)))
@@ -124,13 +159,28 @@ class OpenAIChatClient:
     api_key: str | None = attrs.field(default=None, repr=False)
     api_key_env: str = "OPENAI_API_KEY"
     timeout: float = 60.0
+    total_timeout: float | None = attrs.field(default=None)
     max_retries: int = 3
     backoff: float = 0.5
     response_format: str = attrs.field(default="json_schema",
                                        validator=attrs.validators.in_(RESPONSE_FORMATS))
     extra_headers: Mapping[str, str] = attrs.field(factory=dict, repr=_header_names)
     max_tokens: int | None = attrs.field(default=None)
+    max_reply_bytes: int = attrs.field(default=DEFAULT_MAX_REPLY_BYTES)
     _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False)
+
+    @total_timeout.validator
+    def _check_total_timeout(self, _attribute: Any, value: Any) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not value > 0):
+            raise InvalidArgumentError(f"total_timeout must be a positive number of seconds or "
+                                       f"None, not {value!r}", field="total_timeout", value=value)
+
+    @max_reply_bytes.validator
+    def _check_max_reply_bytes(self, _attribute: Any, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidArgumentError(f"max_reply_bytes must be a positive integer, not "
+                                       f"{value!r}", field="max_reply_bytes", value=value)
 
     @max_tokens.validator
     def _check_max_tokens(self, _attribute: Any, value: Any) -> None:
@@ -186,13 +236,15 @@ class OpenAIChatClient:
             is not JSON, or a reply without ``choices[0].message.content``.
         """
         url = self._url
+        clock = _Deadline.start(self.total_timeout)
         failures = 0
         while True:
             payload = self._payload(messages, json_schema, temperature)
+            budget = clock.budget(self.timeout)
             try:
-                body = self._http().post(url, payload, headers=self._headers())
+                body = self._http().post(url, payload, headers=self._headers(), timeout=budget)
             except HTTPJSONError as exc:
-                delay = self._after_failure(url, exc, payload, failures)
+                delay = self._after_failure(url, exc, payload, failures, clock, budget)
                 if delay is not None:
                     time.sleep(delay)
                     failures += 1
@@ -212,13 +264,16 @@ class OpenAIChatClient:
         :raises LLMClientError: As :meth:`complete`.
         """
         url = self._url
+        clock = _Deadline.start(self.total_timeout)
         failures = 0
         while True:
             payload = self._payload(messages, json_schema, temperature)
+            budget = clock.budget(self.timeout)
             try:
-                body = await self._http().apost(url, payload, headers=self._headers())
+                body = await self._http().apost(url, payload, headers=self._headers(),
+                                                timeout=budget)
             except HTTPJSONError as exc:
-                delay = self._after_failure(url, exc, payload, failures)
+                delay = self._after_failure(url, exc, payload, failures, clock, budget)
                 if delay is not None:
                     await asyncio.sleep(delay)
                     failures += 1
@@ -236,33 +291,42 @@ class OpenAIChatClient:
             await self._poster.aclose()
 
     def _http(self) -> JSONPoster:
-        if self._poster is None or self._poster.timeout != self.timeout:
-            self._poster = JSONPoster(timeout=self.timeout, retry_after_limit=MAX_RETRY_AFTER)
+        if self._poster is None or (self._poster.timeout, self._poster.max_reply_bytes) != (
+                self.timeout, self.max_reply_bytes):
+            self._poster = JSONPoster(timeout=self.timeout, retry_after_limit=MAX_RETRY_AFTER,
+                                      max_reply_bytes=self.max_reply_bytes)
         return self._poster
 
     def _after_failure(self, url: str, exc: HTTPJSONError, payload: Mapping[str, Any],
-                       failures: int) -> float | None:
+                       failures: int, clock: _Deadline, budget: float) -> float | None:
         """What to do after a failed try: ``None`` to ask again at once with a weaker
         ``response_format``, else the seconds to wait before the next try.
 
-        :raises LLMClientError: Not worth another try, or the tries are used up.
+        :raises LLMClientError: Not worth another try, the tries are used up, or the
+            call's total timeout leaves no time for another.
         """
-        weaker = self._weaken_format(exc, payload)
+        weaker = None if clock.left() <= 0 else self._weaken_format(exc, payload)
         if weaker is not None:
             logger.warning("chat completion at %s: the server refused response_format %r "
                            "(HTTP 400); asking again with %r", safe_url(url), weaker[0],
                            weaker[1])
             return None
         if not _retryable(exc) or failures >= self.max_retries:
-            raise self._error(url, exc, failures + 1) from exc
+            raise self._error(url, exc, failures + 1, budget) from exc
         delay = retry_delay(exc, failures, self.backoff, MAX_RETRY_AFTER)
+        if delay >= clock.left():
+            raise self._error(url, exc, failures + 1, budget, out_of_time=True) from exc
         log_retry("chat completion", url, exc, failures + 1, self.max_retries + 1, delay)
         return delay
 
-    def _error(self, url: str, exc: HTTPJSONError, tries: int) -> LLMClientError:
+    def _error(self, url: str, exc: HTTPJSONError, tries: int, budget: float, *,
+               out_of_time: bool = False) -> LLMClientError:
         """One-line message naming the URL and what happened, with any key scrubbed."""
         if exc.timed_out:
-            what = f"timeout: no reply within {self.timeout:g} s"
+            what = f"timeout: no reply within {budget:.3g} s"
+        elif exc.too_large:
+            what = (f"the reply is larger than {self.max_reply_bytes:,} bytes, the most it may "
+                    "hold (max_reply_bytes)")
         elif exc.status == 200:
             what = "the reply is not valid JSON"
         elif exc.status is not None:
@@ -274,6 +338,9 @@ class OpenAIChatClient:
         message = f"chat completion at {url} failed: {what}"
         if tries > 1:
             message += f" (after {tries} tries)"
+        if out_of_time or (exc.timed_out and budget < self.timeout - 0.001):
+            message += (f"; the call's total timeout of {self.total_timeout:g} s leaves no "
+                        "time for another try")
         return LLMClientError(self._scrub(" ".join(message.split())), status=exc.status,
                               body=None if exc.body is None else self._scrub(exc.body))
 

@@ -170,10 +170,10 @@ def _load_object(raw: str) -> dict[str, Any]:
     start = text.find("{")
     if start < 0:
         stripped = text.strip()
-        what = "an empty reply" if not stripped else "no JSON object"
+        what = "is empty" if not stripped else "holds no JSON object"
         if stripped.startswith("["):
-            what = "a JSON array, not an object"
-        raise ReplyFormatError(f"the reply holds {what}; send one JSON object", raw=raw)
+            what = "holds a JSON array, not an object"
+        raise ReplyFormatError(f"the reply {what}; send one JSON object", raw=raw)
     before = text[:start].rstrip()
     if before.endswith(("[", ",")) or "}" in before:
         raise ReplyFormatError(

@@ -132,8 +132,9 @@ class FlushReport:
         first: Number (1-based) of the first message read by this flush.
         last: Number of the last message read (``first - 1`` when none).
         messages_read: Messages of the conversation read after this flush.
-        remaining: Unread messages this flush left for the next ones, because
-            they did not fit its token cap (``max_flush_tokens``).
+        remaining: Unread messages this flush left for the next ones: those that
+            did not fit its token cap (``max_flush_tokens``), or, when it was not
+            due, all the new ones.
         restarted: The messages read earlier changed (or the conversation got
             shorter), so this flush read the conversation from the start.
         warnings: Plain-language notes, such as why the flush restarted.
@@ -223,11 +224,16 @@ class FlushReport:
 
     def summary(self) -> str:
         """A few human-readable lines: the outcome, each change and rejection."""
-        span = f"messages {self.first}-{self.last}" if self.last >= self.first else "no messages"
+        if self.status == "not_due":
+            span = f"{self.remaining} unread message{'s' if self.remaining != 1 else ''}"
+        elif self.last >= self.first:
+            span = f"messages {self.first}-{self.last}"
+        else:
+            span = "no new messages"
         head = (f"flush {self.flush_id} of {self.conversation}: {self.status} ({span}, "
                 f"{self.messages_read} read in all)")
         lines = [head]
-        if self.remaining:
+        if self.remaining and self.status != "not_due":
             lines.append(f"{self.remaining} more message{'s' if self.remaining != 1 else ''} "
                          "left for the next flush (the token cap of one flush was reached)")
         lines += [f"warning: {w}" for w in self.warnings]

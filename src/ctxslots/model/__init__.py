@@ -9,10 +9,20 @@ defined in :mod:`ctxslots.request` and importable from here.
 from __future__ import annotations
 
 from ..request import AssemblyRequest, ContextBlock
-from .facts import Fact, Hit, HitTrace, Message, from_timestamp, to_timestamp
-from .prompt import AssembledPrompt, DropReason, Item, ItemDecision, Section, SectionReport
+from .facts import MESSAGE_ROLES, Fact, Hit, HitTrace, Message, from_timestamp, to_timestamp
+from .prompt import (
+    DEFAULT_PRIORITY,
+    AssembledPrompt,
+    DropReason,
+    Item,
+    ItemDecision,
+    Section,
+    SectionReport,
+)
 
 __all__ = [
+    "DEFAULT_PRIORITY",
+    "MESSAGE_ROLES",
     "AssembledPrompt",
     "AssemblyRequest",
     "ContextBlock",

@@ -11,7 +11,8 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Fact", "Hit", "HitTrace", "Message", "from_timestamp", "to_timestamp"]
+__all__ = ["MESSAGE_ROLES", "Fact", "Hit", "HitTrace", "Message", "from_timestamp",
+           "to_timestamp"]
 
 
 _UTC = dt.timezone.utc
@@ -211,6 +212,10 @@ class Hit:
         out = self.fact.to_dict()
         out["trace"] = self.trace.to_dict()
         return out
+
+
+#: The roles a chat-completions message may have.
+MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 
 
 @attrs.frozen

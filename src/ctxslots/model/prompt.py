@@ -12,7 +12,8 @@ from .._readable import share as percent
 from ..errors import InvalidRequestError
 from .facts import Fact, HitTrace
 
-__all__ = ["DUMP_SCHEMA_VERSION", "NEAR_ZERO_RELEVANCE", "AssembledPrompt", "DropReason", "Item",
+__all__ = ["DEFAULT_PRIORITY", "DUMP_SCHEMA_VERSION", "NEAR_ZERO_RELEVANCE", "AssembledPrompt",
+           "DropReason", "Item",
            "ItemDecision", "Section", "SectionReport", "trace_signals"]
 
 
@@ -120,6 +121,10 @@ _ITEM_CHECKS = {
 }
 
 
+#: A section's priority when neither it nor its contributor names one.
+DEFAULT_PRIORITY = 50
+
+
 @attrs.frozen
 class Section:
     """What one contributor offers for one turn: a titled list of ranked items.
@@ -130,8 +135,11 @@ class Section:
     Attributes:
         title: The heading shown to the model (kept on one line).
         items: The ranked items, best first.
-        priority: Higher is kept longer.
-        sticky: Placed before every non-sticky section.
+        priority: Higher is kept longer; ``None`` (the default): the contributor's
+            ``priority``, filled in by the assembler (:data:`DEFAULT_PRIORITY` when
+            no one names one).
+        sticky: Placed before every non-sticky section; ``None`` (the default): the
+            contributor's ``sticky``, filled in by the assembler.
         name: Unique name; the assembler fills in the contributor's name when empty.
         intro: An optional line under the heading.
         header_template: Template that renders the heading (and intro).
@@ -146,8 +154,8 @@ class Section:
 
     title: str = attrs.field(validator=_is(str))
     items: tuple[Item, ...] = attrs.field(default=(), converter=_items)
-    priority: int = attrs.field(default=50, validator=_is(int))
-    sticky: bool = attrs.field(default=False, validator=_is(bool))
+    priority: int | None = attrs.field(default=None, validator=_is(int, optional=True))
+    sticky: bool | None = attrs.field(default=None, validator=_is(bool, optional=True))
     name: str = attrs.field(default="", validator=_is(str))
     intro: str | None = attrs.field(default=None, validator=_is(str, optional=True))
     header_template: str = attrs.field(default="section_header.md.j2", validator=_is(str))

@@ -16,6 +16,8 @@ ones, never another user's.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import attrs
 
 from ..errors import InvalidFactError
@@ -26,6 +28,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "DEFAULT_USER",
     "OWNER_KINDS",
+    "OwnerArgs",
     "Owners",
     "SlotOwners",
 ]
@@ -110,3 +113,11 @@ class Owners:
     user: str | None = None
     agent: str | None = None
     scope: str | None = None
+
+
+class OwnerArgs(TypedDict):
+    """The owner keywords of a read or a write, to pass as ``**owners``."""
+
+    user: str | None
+    agent: str | None
+    scope: str | None

@@ -4,7 +4,8 @@ A *boost* is ``boost(fact) -> float``: it multiplies a hit's final score (for
 example to favour one feature area) and is recorded in the trace as
 ``extra["boost"]``. A *reranker* is ``rerank(query, hits) -> hits | None``: it
 sees every fused candidate, best first, and may reorder or drop them (never add
-new ones); ``None`` keeps the order. Plugins provide rerankers through the
+new ones); ``None`` keeps the order. A hit it moved carries the rank it had
+before in its trace, as ``extra["reranked_from"]``. Plugins provide rerankers through the
 ``rerank_hits`` hook (see :func:`ctxslots.plugins.reranker_from_plugins`).
 """
 
@@ -78,5 +79,18 @@ def apply_boost_and_rerank(
             if strangers:
                 raise InvalidFactError("a reranker may reorder or drop hits, not add new ones",
                                        field="rerank", value=strangers[0])
-            hits = reordered
+            hits = _marked(hits, reordered)
     return [Hit(fact=h.fact, trace=attrs.evolve(h.trace, rank=i)) for i, h in enumerate(hits, 1)]
+
+
+def _marked(before: list[Hit], after: list[Hit]) -> list[Hit]:
+    """``after`` with each hit the reranker moved marked in its trace:
+    ``extra["reranked_from"]`` is the rank it had before (1-based)."""
+    was = {h.fact.id: rank for rank, h in enumerate(before, 1)}
+    out = []
+    for rank, hit in enumerate(after, 1):
+        if was[hit.fact.id] != rank:
+            extra = {**hit.trace.extra, "reranked_from": float(was[hit.fact.id])}
+            hit = Hit(fact=hit.fact, trace=attrs.evolve(hit.trace, extra=extra))
+        out.append(hit)
+    return out

@@ -14,23 +14,21 @@ Needs the ``mcp`` extra (``pip install 'ctxslots[mcp]'``, SDK 2.x).
 
 from __future__ import annotations
 
-import hmac
 import socket
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from .. import __version__
-from ..errors import MCPUnavailableError
+from ..errors import InvalidArgumentError, MCPUnavailableError
+from ._http_guard import BearerTokenGuard, HostGuard, guarded, is_loopback
 from .memory_tools import MemoryTools
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
-__all__ = ["BearerTokenGuard", "MCPUnavailableError", "make_server", "require_sdk", "serve_http",
-           "serve_stdio"]
+__all__ = ["BearerTokenGuard", "HostGuard", "MCPUnavailableError", "is_loopback", "make_server",
+           "require_sdk", "serve_http", "serve_stdio"]
 
 INSTRUCTIONS = (
     "Long-term memory for this workspace. Query it before answering questions about the user, "
@@ -102,59 +100,39 @@ async def serve_stdio(tools: MemoryTools) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-@attrs.frozen
-class BearerTokenGuard:
-    """ASGI middleware answering 401 to any HTTP request without ``Authorization: Bearer <token>``.
-
-    Attributes:
-        app: The application it guards.
-        token: The shared secret (compared in constant time).
-    """
-
-    app: _ASGIApp
-    token: str = attrs.field(repr=False)
-
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
-        """Pass an authorized request (and every non-HTTP event) on; refuse the others."""
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, b"Bearer " + self.token.encode("utf-8")):
-                body = b'{"error": "a bearer token is required"}'
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                    (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (127.0.0.0/8, ``::1`` or ``localhost``)."""
-    return host == "localhost" or host == "::1" or host.startswith("127.")
-
-
 async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int = 8765,
-                     token: str | None = None) -> None:
+                     token: str | None = None, allow_hosts: Iterable[str] = ()) -> None:
     """Serve ``tools`` over MCP's streamable HTTP at ``http://HOST:PORT/mcp`` until stopped.
 
-    On a loopback host the SDK's DNS-rebinding protection is on (only loopback
-    ``Host`` and ``Origin`` headers are accepted). The address served, with the
-    port the system chose when ``port`` is 0, is written to stderr once listening.
+    Every request must name this server in ``Host`` (and in ``Origin``, when it has one):
+    the address it was bound to, ``host`` as given, or a name of ``allow_hosts``, with
+    the port it listens on; any other is refused, token or not (DNS rebinding; see
+    :mod:`._http_guard`). The address served, with the port the system chose when
+    ``port`` is 0, is written to stderr once listening.
 
     :param token: When given, every request must carry ``Authorization: Bearer <token>``.
+    :param allow_hosts: Other names clients reach the server by (a DNS name, a proxy).
+    :raises InvalidArgumentError: The address bound is not a loopback one and there is no
+        ``token`` (a ``ValueError``).
     """
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    app: _ASGIApp = make_server(tools).streamable_http_app(streamable_http_path=HTTP_PATH,
-                                                           host=host)
-    if token:
-        app = BearerTokenGuard(app, token)
+    # The SDK's own check knows three spellings of loopback; ours checks every address.
+    app: _ASGIApp = make_server(tools).streamable_http_app(
+        streamable_http_path=HTTP_PATH, host=host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    bound_host, bound_port = sock.getsockname()[:2]
+    if not token and not is_loopback(bound_host):
+        sock.close()
+        raise InvalidArgumentError(f"serving on {host} ({bound_host}, not loopback) needs a "
+                                   "token", field="token", value=None)
     sock.listen(128)  # connections made once the address is printed wait for the server
-    bound_port = sock.getsockname()[1]
+    app = guarded(app, host=host, allow_hosts=allow_hosts, token=token)
     shown = f"[{host}]" if ":" in host else host
     print(f"Serving MCP at http://{shown}:{bound_port}{HTTP_PATH}", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

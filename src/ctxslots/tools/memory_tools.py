@@ -22,6 +22,7 @@ from ..errors import (
 from ..model import Fact
 from ..prompts.escape import bullet
 from ..stores import KEY_PATTERN, FactStore
+from ..stores.owners import OwnerArgs
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments
 
@@ -376,7 +377,7 @@ class MemoryTools:
 
     # -- helpers -----------------------------------------------------------
 
-    def _owners(self, slot: str | None = None) -> dict[str, str | None]:
+    def _owners(self, slot: str | None = None) -> OwnerArgs:
         """The owners a read names (``slot=None``), or those a fact of ``slot`` is
         written with: the user and agent as far as the slot has them, the scope for
         the scoped slots."""

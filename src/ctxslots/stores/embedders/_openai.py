@@ -12,6 +12,7 @@ import attrs
 import numpy as np
 
 from ..._http import (
+    DEFAULT_MAX_REPLY_BYTES,
     RETRY_STATUSES,
     HTTPJSONError,
     JSONPoster,
@@ -19,6 +20,7 @@ from ..._http import (
     log_retry,
     retry_delay,
     split_credentials,
+    url_problem,
 )
 from ..._secrets import safe_url, scrub
 from ...errors import EmbedderError
@@ -55,6 +57,8 @@ class OpenAIEmbedder:
         batch_size: Texts per request.
         max_retries: Extra tries after a 429 or 5xx reply.
         retry_backoff: First wait between tries, in seconds, doubled each time.
+        max_reply_bytes: Largest reply read, in bytes; a larger one fails
+            (:class:`EmbedderError` naming the cap) without being read further.
     """
 
     model: str = attrs.field(validator=attrs.validators.min_len(1))
@@ -65,14 +69,18 @@ class OpenAIEmbedder:
     _dimension: int | None = attrs.field(default=None, kw_only=True, alias="dimension")
     max_retries: int = attrs.field(default=2, kw_only=True, validator=attrs.validators.ge(0))
     retry_backoff: float = attrs.field(default=0.5, kw_only=True, validator=attrs.validators.ge(0))
+    max_reply_bytes: int = attrs.field(default=DEFAULT_MAX_REPLY_BYTES, kw_only=True,
+                                       validator=attrs.validators.gt(0))
     _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False)
 
     @base_url.validator
     def _check_base_url(self, attribute: attrs.Attribute[str], value: str) -> None:
-        if not value.startswith(("http://", "https://")):
+        problem = url_problem(value) if isinstance(value, str) else "it is not text"
+        if problem is not None:
+            shown = safe_url(value) if isinstance(value, str) else repr(value)
             raise EmbedderSpecError(
-                f"embeddings base URL must start with http:// or https://, got "
-                f"{safe_url(value)!r}", spec=safe_url(value))
+                f"embeddings base URL must be an http(s) URL such as http://127.0.0.1:8080/v1, "
+                f"not {shown!r} ({problem})", spec=shown)
 
     @property
     def model_id(self) -> str:
@@ -131,8 +139,9 @@ class OpenAIEmbedder:
             await self._poster.aclose()
 
     def _http(self) -> JSONPoster:
-        if self._poster is None or self._poster.timeout != self.timeout:
-            self._poster = JSONPoster(timeout=self.timeout)
+        if self._poster is None or (self._poster.timeout, self._poster.max_reply_bytes) != (
+                self.timeout, self.max_reply_bytes):
+            self._poster = JSONPoster(timeout=self.timeout, max_reply_bytes=self.max_reply_bytes)
         return self._poster
 
     def _request(self, batch: list[str]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -45,9 +45,12 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
     elif re.search(r'database "[^"]*" does not exist', text):
         what = (f"the database {params.get('dbname')!r} does not exist on {where}: create it "
                 "(createdb, or CREATE DATABASE) or fix the URL")
-    elif re.search(r'role "[^"]*" does not exist', text):
-        what = (f"the server at {where} has no role {params.get('user')!r}: create it "
+    elif (role := re.search(r'role "([^"]*)" does not exist', text)) is not None:
+        what = (f"the server at {where} has no role {role.group(1)!r}: create it "
                 "(CREATE ROLE ... LOGIN) or fix the user in the URL")
+    elif re.search(r"invalid [\w ]+ value|invalid URI query parameter", text):
+        what = (f"the URL of {where} has an invalid option: "
+                f"{detail.removeprefix('connection is bad: ')}; fix it in the URL")
     elif "timeout expired" in text or "timed out" in text:
         what = (f"the PostgreSQL server at {where} did not answer in time: check that it runs "
                 "and that the host and port in the URL are right")

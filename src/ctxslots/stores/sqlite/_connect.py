@@ -11,6 +11,7 @@ from typing import TypeVar
 import apsw
 import sqlite_vec  # type: ignore[import-untyped]
 
+from ..._files import make_private_dirs
 from ...errors import ReadOnlyStoreError, StoreError
 from ._connection import DEFAULT_BUSY_TIMEOUT_S, Connection
 from ._schema import migrate as apply_migrations
@@ -56,11 +57,24 @@ def _create_private(path: str) -> None:
     parent = os.path.dirname(os.path.abspath(path))
     try:
         if not os.path.isdir(parent):
-            os.makedirs(parent, mode=0o700, exist_ok=True)
+            make_private_dirs(parent)  # each one made 0700, whatever the umask
         if not os.path.exists(path):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     except OSError as exc:
         raise StoreError(f"cannot create {path}: {exc}", path=path) from exc
+
+
+def _refuse_foreign(raw: apsw.Connection, path: str) -> None:
+    """Refuse a database another program made (tables, and no ctxslots schema), before
+    anything of it changes. One statement reads both, so a store another process is
+    creating meanwhile is seen whole or not at all."""
+    names = [str(row[0]) for row in raw.execute(
+        "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+        "AND (SELECT user_version FROM pragma_user_version) = 0 ORDER BY name LIMIT 4")]
+    if names:
+        raise StoreError(f"{path} is not a ctxslots store: it is a SQLite database holding "
+                         f"other tables ({', '.join(names)[:100]}); nothing was changed",
+                         path=path)
 
 
 def open_connection(
@@ -115,6 +129,8 @@ def open_connection(
     deadline = time.monotonic() + busy_timeout
     try:
         raw.set_busy_timeout(int(busy_timeout * 1000))
+        if migrate and not read_only:
+            _until_not_busy(lambda: _refuse_foreign(raw, path_text), deadline)
         if not read_only:
             _until_not_busy(lambda: raw.execute("PRAGMA journal_mode=WAL").fetchall(), deadline)
             raw.execute("PRAGMA synchronous=NORMAL")
@@ -135,7 +151,12 @@ def open_connection(
             _until_not_busy(lambda: apply_migrations(conn), deadline)
     except apsw.NotADBError as exc:
         raw.close()
-        raise StoreError(f"{path_text} is not a SQLite database", path=path_text) from exc
+        raise StoreError(f"{path_text} is not a ctxslots store (not a SQLite database)",
+                         path=path_text) from exc
+    except apsw.CorruptError as exc:
+        raw.close()
+        raise StoreError(f"{path_text} is not a ctxslots store this can read: the file is "
+                         f"damaged or cut short ({exc})", path=path_text) from exc
     except StoreError:
         raw.close()
         raise

@@ -348,9 +348,19 @@ class Limits:
                 f"{_short(repr(amount))}", field="amount", value=amount)
         return float(amount)
 
-    def expires_at(self, expires_at: object) -> float | None:
-        """Validate an expiry: a datetime, Unix seconds, or ``None``."""
-        return None if expires_at is None else self.moment(expires_at, "expires_at")
+    def expires_at(self, expires_at: object, now: float | None = None) -> float | None:
+        """Validate an expiry: a datetime, Unix seconds, or ``None``; given ``now``, one
+        at or before it is refused (the fact would be stored expired, never to be seen)."""
+        if expires_at is None:
+            return None
+        stamp = self.moment(expires_at, "expires_at")
+        if now is not None and stamp <= now:
+            when = dt.datetime.fromtimestamp(stamp, dt.timezone.utc).isoformat(timespec="seconds")
+            raise InvalidFactError(
+                f"expires_at must be in the future, not {when}: a fact stored expired is never "
+                "seen (leave expires_at out for a fact that does not expire)",
+                field="expires_at", value=expires_at)
+        return stamp
 
     def moment(self, value: object, field: str) -> float:
         """Validate a point in time: a datetime or Unix seconds, from 1970 up to

@@ -108,10 +108,11 @@ class Writer:
             )
 
     def validated(self, slot: Any, value: Any, owners: Owners, tags: Any, confidence: Any,
-                  source: Any, expires_at: Any, context: Any = None) -> dict[str, Any]:
+                  source: Any, expires_at: Any, context: Any = None,
+                  now: float | None = None) -> dict[str, Any]:
         """The checked fields of a fact written to ``slot`` for ``owners``
         (``InvalidFactError`` on the first bad one, an owner the slot does not have
-        included)."""
+        included); given ``now``, a new expiry must come after it."""
         lim = self.limits
         checked_slot = lim.slot(slot)
         user_id, agent_id, scope = lim.write_owners(
@@ -135,7 +136,7 @@ class Writer:
             "tags": lim.tags(tags),
             "confidence": lim.confidence(confidence),
             "source": lim.source(source),
-            "expires_at": lim.expires_at(expires_at),
+            "expires_at": lim.expires_at(expires_at, now),
         }
 
     def _observed(self, observed_at: Any, now: float) -> float:
@@ -150,9 +151,10 @@ class Writer:
         Without a ``context``, a replaced fact keeps its context while its value
         stays the same, and loses it with a new value.
         """
-        row = self.validated(slot, value, owners, tags, confidence, source, expires_at, context)
-        key = self.limits.key(key)
         now = self.clock()
+        row = self.validated(slot, value, owners, tags, confidence, source, expires_at, context,
+                             now)
+        key = self.limits.key(key)
         row["observed_at"] = self._observed(observed_at, now)
         with self.writing():
             old = self.backend.get_by_key(row["slot"], row["scope"], key,
@@ -168,8 +170,9 @@ class Writer:
             context: Any = None) -> Fact:
         """Insert a free memory; an identical live one of the same slot and owners is
         returned instead."""
-        row = self.validated(slot, value, owners, tags, confidence, source, expires_at, context)
         now = self.clock()
+        row = self.validated(slot, value, owners, tags, confidence, source, expires_at, context,
+                             now)
         row["observed_at"] = self._observed(observed_at, now)
         with self.writing():
             same = self.backend.find_same(row["slot"], row["scope"], None, row["value"],

@@ -1,0 +1,70 @@
+"""Everything the command prints passes here: no stored text can drive the terminal.
+
+A stored value holds whatever a model, an import file or an MCP client put there,
+terminal control sequences included: OSC 52 writes the clipboard, OSC 8 makes a link
+that shows one address and opens another, ``ESC [2J`` clears the screen, and U+009B is
+the same CSI in one character. :func:`terminal_safe` writes every control character
+except newline and tab (C0, DEL and C1) as its ``\\uXXXX`` escape, so the terminal
+shows it and obeys nothing. That is also JSON's own escape (``json.dumps`` already
+escapes C0; C1 and DEL it leaves raw), so JSON output stays valid and reads back as
+the same values.
+
+Every command prints through :func:`echo` (``tests/test_terminal_output.py`` checks
+that no other module of the command calls ``click.echo``); error lines pass
+:func:`terminal_safe` where the root group shows them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import IO, Any
+
+import attrs
+import click
+
+__all__ = ["SafeWriter", "echo", "echo_json", "terminal_safe"]
+
+# Newline and tab stay: they move the cursor as any text does and drive nothing else.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character but newline and tab written as ``\\uXXXX``."""
+    return _CONTROL.sub(_escape, text)
+
+
+def echo(message: str = "", *, err: bool = False, nl: bool = True,
+         file: IO[str] | None = None) -> None:
+    """Print ``message`` (to stderr with ``err``, or to ``file``) with its control
+    characters escaped."""
+    click.echo(terminal_safe(message), file=file, err=err, nl=nl)
+
+
+def echo_json(data: Any, *, indent: int | None = 2) -> None:
+    """Print ``data`` as JSON (indented unless ``indent`` is ``None``), control characters
+    escaped the JSON way."""
+    echo(json.dumps(data, indent=indent, ensure_ascii=False))
+
+
+@attrs.define
+class SafeWriter:
+    """A text stream that writes through :func:`terminal_safe` (an export to stdout).
+
+    Attributes:
+        stream: Where the text goes.
+    """
+
+    stream: IO[str]
+
+    def write(self, text: str) -> int:
+        """Write ``text`` with its control characters escaped; return its length."""
+        self.stream.write(terminal_safe(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)

@@ -1,0 +1,218 @@
+"""What the command says when the store cannot be what was asked: each message names the thing
+and the cause in one line, and nothing is created or changed on the way."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from click.testing import CliRunner
+
+from ctxslots import FactStore, StoreError
+from ctxslots.cli import cli
+
+BIG = "9" * 5000
+
+
+def _run(*args: str, stdin: str | None = None):
+    return CliRunner().invoke(cli, list(args), input=stdin, catch_exceptions=False)
+
+
+def _one_error_line(result) -> str:
+    assert 1 == result.exit_code, result.output
+    lines = result.output.splitlines()
+    assert 1 == len(lines) and lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+# -- where the store is ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("location", ["postgresql:/memory", "postgres:/memory", "postgresql:memory"])
+def test_a_postgresql_url_with_one_slash_is_refused_and_creates_nothing(tmp_path, monkeypatch, location):
+    """postgresql:/memory used to become a SQLite file under ./postgresql:; it is refused in
+    one line saying how the URL is written, and nothing is created."""
+    monkeypatch.chdir(tmp_path)
+    line = _one_error_line(_run("--db", location, "remember", "user", "x"))
+    if location.endswith(":/memory"):
+        assert "is not a PostgreSQL URL" in line and "two slashes" in line
+    assert [] == os.listdir(tmp_path)
+    if location.endswith(":/memory"):
+        with pytest.raises(StoreError, match="two slashes"):
+            FactStore(location)
+
+
+@pytest.mark.parametrize("location", ["mysql://ada@db/memory", "sqlite:///memory.db",
+                                      "https://example.org/memory.db", "redis:/x"])
+def test_another_scheme_names_the_supported_ones(tmp_path, monkeypatch, location):
+    """A URL of another kind says what a store can be: a SQLite path or a postgresql:// URL."""
+    monkeypatch.chdir(tmp_path)
+    line = _one_error_line(_run("--db", location, "stats"))
+    assert "a store is a SQLite file path or a postgresql://" in line
+    assert "FactStore" not in line and [] == os.listdir(tmp_path)
+
+
+def test_paths_that_only_look_like_urls_still_open(tmp_path, monkeypatch):
+    """A file name with a colon but no slash after it, and a drive-letter-like path, are paths."""
+    monkeypatch.chdir(tmp_path)
+    for location in ("notes:v2.db", "C:/memory.db"):
+        result = _run("--db", location, "remember", "user", "x")
+        assert 0 == result.exit_code, result.output
+    assert (tmp_path / "notes:v2.db").exists() and (tmp_path / "C:" / "memory.db").exists()
+
+
+@pytest.mark.parametrize(("option", "shown"), [("sslmode=bogus", 'invalid sslmode value: "bogus"'),
+                                               ("foo=bar", 'invalid URI query parameter: "foo"'),
+                                               ("target_session_attrs=x", "target_session_attrs")])
+def test_an_invalid_postgresql_option_is_named_as_such(option, shown):
+    """An option libpq refuses says the URL's option is invalid, not that no server answers."""
+    pytest.importorskip("psycopg")
+    line = _one_error_line(_run("--db", f"postgresql://ada:pw@127.0.0.1:1/memory?{option}",
+                                "stats"))
+    assert "has an invalid option" in line and shown in line
+    assert "cannot reach" not in line and "pw" not in line
+
+
+def test_a_url_without_a_user_names_the_role_libpq_used(postgres):
+    """With no user in the URL libpq logs in as the system user: the message names that role,
+    not None."""
+    user = getpass.getuser()
+    with postgres.admin() as conn:
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (user,)).fetchone():
+            pytest.skip(f"the server has a role named {user!r}")
+    url = postgres.empty_database()
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    no_user = f"{parts.scheme}://{host}{parts.path}" + (f"?{parts.query}" if parts.query else "")
+    line = _one_error_line(_run("--db", no_user, "stats"))
+    assert f"has no role {user!r}" in line and "None" not in line
+
+
+# -- files that are not stores ------------------------------------------------------------
+
+
+def test_a_truncated_store_says_it_is_not_a_store_it_can_read(tmp_path):
+    """A store file cut short: not a ctxslots store it can read, damaged or cut short."""
+    whole = tmp_path / "whole.db"
+    with FactStore(whole) as store:
+        for n in range(200):
+            store.add("agent", f"Memory number {n} of a store that is about to be cut short.")
+    half = tmp_path / "half.db"
+    half.write_bytes(whole.read_bytes()[:5000])
+    line = _one_error_line(_run("--db", str(half), "stats"))
+    assert "is not a ctxslots store this can read: the file is damaged or cut short" in line
+    assert "cannot prepare" not in line
+
+
+def test_a_file_that_is_not_sqlite_says_it_is_not_a_store(tmp_path):
+    """Plain text at the path: not a ctxslots store (not a SQLite database)."""
+    text = tmp_path / "notes.db"
+    text.write_text("hello, world\n" * 100, encoding="utf-8")
+    line = _one_error_line(_run("--db", str(text), "stats"))
+    assert f"{text} is not a ctxslots store (not a SQLite database)" in line
+    assert "hello" in text.read_text()
+
+
+def test_another_program_s_database_is_refused_and_left_as_it_was(tmp_path):
+    """A SQLite file with other tables and no ctxslots schema is not migrated: refused, unchanged."""
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('keep me')")
+    before = other.read_bytes()
+    for args in (["stats"], ["remember", "user", "x"]):
+        line = _one_error_line(_run("--db", str(other), *args))
+        assert "is not a ctxslots store: it is a SQLite database holding other tables (notes)" in line
+    with sqlite3.connect(other) as conn:
+        assert [("notes",)] == conn.execute("SELECT name FROM sqlite_master").fetchall()
+    assert before == other.read_bytes()
+
+
+# -- numbers -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["get", BIG], ["forget", BIG], ["reinforce", BIG], ["list", "--page", BIG],
+    ["search", "x", "--limit", BIG], ["assemble", "x", "--budget", BIG],
+    ["prune", "--dry-run", "--cap", f"agent={BIG}"],
+], ids=["get", "forget", "reinforce", "list-page", "search-limit", "assemble-budget", "prune-cap"])
+def test_a_five_thousand_digit_number_gets_our_own_message(db_path, args):
+    """Our check refuses it naming the range, without repeating 5,000 digits or quoting
+    Python's advice about sys.set_int_max_str_digits."""
+    FactStore(db_path).close()
+    result = _run("--db", str(db_path), *args)
+    assert 2 == result.exit_code
+    assert 1 == len(result.output.splitlines()) and len(result.output) < 300, result.output
+    assert "must be a whole number from" in result.output and "(5,000 characters)" in result.output
+    assert "set_int_max_str_digits" not in result.output and "Traceback" not in result.output
+
+
+def test_a_conversation_line_with_a_huge_number_is_one_error_line(db_path, tmp_path):
+    """flush reads a message whose id has 5,000 digits as a line it cannot read, in one line."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": "hi", "id": ' + BIG + "}\n", encoding="utf-8")
+    line = _one_error_line(_run("--db", str(db_path), "flush", str(chat), "--base-url",
+                                "http://127.0.0.1:1/v1", "--model", "m"))
+    assert f"{chat}:1: not a message this command reads" in line
+    assert "set_int_max_str_digits" not in line
+
+
+# -- files the command cannot write ---------------------------------------------------------
+
+
+def _read_only_export(db: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """``ctxslots export -o folder/x.jsonl`` where ``folder`` cannot be written: a read-only
+    mount in a private mount namespace for root (which ignores permissions), else 0555."""
+    cmd = [sys.executable, "-m", "ctxslots", "--db", str(db), "export", "-o",
+           str(folder / "facts.jsonl")]
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("root ignores permissions and unshare(1) is missing for a read-only mount")
+    shell = 'mount -t tmpfs -o ro tmpfs "$1" && shift && exec "$@"'
+    done = subprocess.run([unshare, "-m", "sh", "-c", shell, "sh", str(folder), *cmd],
+                          capture_output=True, text=True, timeout=120, check=False)
+    if "mount:" in done.stderr or "unshare:" in done.stderr:
+        pytest.skip(f"no read-only mount here: {done.stderr.strip()[:200]}")
+    return done
+
+
+def test_an_export_to_a_read_only_directory_names_the_file_and_the_cause(tmp_path):
+    """Not "cannot write .": the full path of the file and the system's reason, in one line."""
+    db = tmp_path / "memory.db"
+    with FactStore(db) as store:
+        store.add("agent", "A memory to export.")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    done = _read_only_export(db, folder)
+    assert 1 == done.returncode, done.stderr
+    lines = done.stderr.splitlines()
+    assert 1 == len(lines), done.stderr
+    assert lines[0].startswith(f"Error: cannot write {folder / 'facts.jsonl'}: ")
+    assert "Read-only file system" in lines[0] or "Permission denied" in lines[0]
+    assert "cannot write .:" not in lines[0]
+
+
+def test_stats_on_a_postgresql_store_names_the_server_and_pgvector(pg_url):
+    """stats on a PostgreSQL store shows its versions (it failed on the SQLite ones), no password."""
+    with FactStore(pg_url) as store:
+        store.add("agent", "A memory on the server.", scope="shop")
+        info = store.stats()
+    result = _run("--db", pg_url, "stats")
+    assert 0 == result.exit_code, result.output
+    lines = result.output.splitlines()
+    assert lines[1] == (f"PostgreSQL {info['server_version']}, pgvector "
+                        f"{info['pgvector_version']}, schema {info['schema_version']}")
+    assert "agent" in lines[2] and "shop" in lines[2]
+    assert "sqlite" not in result.output.lower()
+    password = urlsplit(pg_url).password
+    assert not password or password not in result.output

@@ -1,0 +1,129 @@
+"""What the command says reads as plain words: a warning is one line without Python's file,
+line and source; Ctrl-C during an import says nothing was written; counts and states read
+right."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from _powers import ordinary_child
+from ctxslots import FactStore, FlushPolicy, MemoryFlusher, OpenAIChatClient
+from ctxslots.cli import cli
+from ctxslots.testing import ScriptedChatServer
+
+HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
+
+
+def _run(db, *args):
+    return CliRunner().invoke(cli, ["--db", str(db), *args], catch_exceptions=False)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
+def test_the_read_only_warning_is_one_plain_line(tmp_path):
+    """Searching a store its user may not write: one 'warning: ...' line on stderr, without
+    'facts.py:71: RuntimeWarning' and the source line Python adds."""
+    preexec = ordinary_child()
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    db = folder / "memory.db"
+    with FactStore(db) as store:
+        store.add("agent", "The VPN needs a fresh token.")
+    os.chmod(db, 0o444)
+    os.chmod(folder, 0o555)
+    try:
+        done = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(db), "search",
+                               "vpn token"], preexec_fn=preexec, capture_output=True, text=True,
+                              timeout=120, check=False)
+    finally:
+        os.chmod(folder, 0o755)
+        os.chmod(db, 0o644)
+    assert 0 == done.returncode, done.stderr
+    assert "The VPN needs a fresh token." in done.stdout
+    lines = done.stderr.splitlines()
+    assert 1 == len(lines), done.stderr
+    assert lines[0].startswith("warning: ") and "accesses are not counted" in lines[0]
+    assert "RuntimeWarning" not in lines[0] and ".py:" not in lines[0]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="named pipes and SIGINT")
+def test_ctrl_c_during_an_import_says_nothing_was_written(tmp_path):
+    """SIGINT while an import is reading (thousands of records already read and written in
+    its transaction): one line saying nothing was imported, exit 130, and the store as it was."""
+    db = tmp_path / "memory.db"
+    with FactStore(db) as store:
+        store.add("agent", "A memory from before the import.")
+    fifo = tmp_path / "facts.jsonl"
+    os.mkfifo(fifo)
+    child = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "import",
+                              str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with fifo.open("w", encoding="utf-8") as pipe:
+            pipe.write(HEADER + "\n")
+            for n in range(5000):
+                pipe.write(json.dumps({"slot": "agent", "value": f"Imported memory {n} holds "
+                                       "some words so that the lines fill the pipe."}) + "\n")
+            pipe.flush()
+            # The pipe holds 64 KiB; 5,000 lines are about 500 KB, so the writes above
+            # returned only once the importer had read all but the last few hundred lines.
+            child.send_signal(signal.SIGINT)
+            out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert 130 == child.returncode, err
+    assert ["Error: interrupted: nothing was imported, the store is as it was"] == \
+        err.splitlines()
+    assert "Aborted" not in err and "" == out
+    with FactStore(db) as store:
+        assert ["A memory from before the import."] == [f.value for f in store.facts()]
+
+
+def test_an_empty_reply_is_said_plainly(db_path, tmp_path):
+    """An empty model reply reads 'the reply is empty', not 'the reply holds an empty reply'."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": "Hi."}\n', encoding="utf-8")
+    with ScriptedChatServer(["", ""]) as server:
+        result = _run(db_path, "flush", str(chat), "--base-url", server.base_url, "--model", "m")
+    assert 1 == result.exit_code
+    assert "the reply is empty; send one JSON object" in result.output
+    assert "holds an empty reply" not in result.output
+
+
+def test_a_markdown_export_of_one_slot_says_one_file(db_path, tmp_path):
+    """One slot exported as Markdown files: 'wrote 1 file to', not 'wrote 1 files'."""
+    _run(db_path, "remember", "user", "The user likes tea.")
+    result = _run(db_path, "export", "--format", "markdown", "-o", str(tmp_path / "md"))
+    assert 0 == result.exit_code, result.output
+    assert f"wrote 1 file to {tmp_path / 'md'}" in result.output
+
+
+def test_a_flush_not_due_counts_the_unread_messages(store):
+    """Not due with one unread message: '(1 unread message, 0 read in all)', not
+    '(no messages, 0 read in all)'."""
+    with ScriptedChatServer([]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m"),
+                                policy=FlushPolicy(every_n_turns=2, token_threshold=None))
+        report = flusher.flush([{"role": "user", "content": "Hi."}], conversation="c")
+    assert "not_due" == report.status and 1 == report.remaining
+    head = report.summary().splitlines()[0]
+    assert head.endswith("not_due (1 unread message, 0 read in all)"), head
+    assert "token cap" not in report.summary()
+
+
+def test_nothing_new_says_no_new_messages(store):
+    """A second flush of the same messages: '(no new messages, 1 read in all)'."""
+    reply = '{"operations": []}'
+    with ScriptedChatServer([reply]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m"))
+        messages = [{"role": "user", "content": "Hi."}]
+        flusher.flush(messages, conversation="c", force=True)
+        report = flusher.flush(messages, conversation="c", force=True)
+    assert report.summary().splitlines()[0].endswith("nothing_new (no new messages, 1 read in all)")

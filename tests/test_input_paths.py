@@ -1,0 +1,93 @@
+"""The same input gets the same answer whichever way it comes: an empty key is refused like an
+empty scope, a message role the chat protocol does not have is refused before the model is
+asked, and an expiry that is not in the future is refused instead of storing a fact no one
+will see."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from click.testing import CliRunner
+
+from ctxslots import FactStore, InvalidFactError, MemoryFlusher, OpenAIChatClient
+from ctxslots.cli import cli
+from ctxslots.errors import InvalidArgumentError
+from ctxslots.testing import ScriptedChatServer
+
+REPLY = '{"operations": []}'
+
+
+def _run(db, *args):
+    return CliRunner().invoke(cli, ["--db", str(db), *args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("option", ["--key", "--scope"])
+@pytest.mark.parametrize("value", ["", "   "], ids=["empty", "blank"])
+def test_an_empty_key_is_refused_like_an_empty_scope(db_path, option, value):
+    """remember --key "" and --scope "" are both one-line errors naming the option's field;
+    nothing is stored."""
+    result = _run(db_path, "remember", "project", "The shop deploys on Fridays.", option, value)
+    assert 1 == result.exit_code
+    field = option.removeprefix("--")
+    assert result.output.startswith(f"Error: {field} must be"), result.output
+    assert "a non-empty string" in result.output
+    assert 1 == len(result.output.splitlines())
+    with FactStore(db_path) as store:
+        assert [] == store.facts()
+
+
+@pytest.mark.parametrize("role", ["robot", "", "User", "function"])
+def test_flush_refuses_a_role_before_calling_the_model(store, role):
+    """A message whose role is not system, user, assistant or tool: InvalidArgumentError
+    naming the role; the server is never asked and nothing is read."""
+    with ScriptedChatServer([REPLY]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m"))
+        messages = [{"role": "user", "content": "Hello."}, {"role": role, "content": "Beep."}]
+        with pytest.raises(InvalidArgumentError, match=rf"messages\[1\] has the role {role!r}"):
+            flusher.flush(messages, force=True)
+    assert [] == server.requests
+    assert 0 == flusher.messages_read("default")
+
+
+def test_flush_command_names_the_line_and_the_role(db_path, tmp_path):
+    """ctxslots flush with a "robot" line: one error line naming file, line and role; no request."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": "Hi."}\n{"role": "robot", "content": "Beep."}\n',
+                    encoding="utf-8")
+    with ScriptedChatServer([REPLY]) as server:
+        result = _run(db_path, "flush", str(chat), "--base-url", server.base_url, "--model", "m")
+    assert 1 == result.exit_code
+    assert [(f"Error: {chat}:2: the role 'robot' is not one of system, user, assistant, tool; "
+             "nothing was sent to the model")] == result.output.splitlines()
+    assert [] == server.requests
+
+
+@pytest.mark.parametrize("when", ["zero", "an hour ago", "now", "a datetime in the past"])
+@pytest.mark.parametrize("write", ["add", "upsert"])
+def test_an_expiry_not_in_the_future_is_refused(store, clock, when, write):
+    """expires_at=0, a past moment or the present: InvalidFactError on expires_at, nothing stored."""
+    value = {"zero": 0, "an hour ago": clock.now - 3600, "now": clock.now,
+             "a datetime in the past": dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)}[when]
+    with pytest.raises(InvalidFactError, match="expires_at must be in the future") as info:
+        if write == "add":
+            store.add("agent", "A lesson.", expires_at=value)
+        else:
+            store.upsert("agent", "lesson", "A lesson.", expires_at=value)
+    assert "expires_at" == info.value.field
+    assert [] == store.facts()
+
+
+def test_an_expiry_in_the_future_is_kept_and_ends_on_time(store, clock):
+    """A second ahead is accepted; once the clock passes it the fact is gone from reads."""
+    fact = store.add("agent", "A short lesson.", expires_at=clock.now + 1)
+    assert [fact.id] == [f.id for f in store.facts()]
+    clock.advance(seconds=2)
+    assert [] == store.facts()
+
+
+def test_updating_a_fact_keeps_its_future_expiry(store, clock):
+    """update() re-checks a fact's fields: its stored expiry, still ahead, passes."""
+    fact = store.add("agent", "A lesson.", expires_at=clock.now + 60)
+    clock.advance(seconds=30)
+    assert "A better lesson." == store.update(fact.id, value="A better lesson.").value
