@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import click
 
 from ._app import CliContext, pass_cli_context
+from ._owners import owner_options
 from ._params import WholeNumber
+
+if TYPE_CHECKING:
+    from ..tools.token_users import TokenUsers
 
 __all__ = ["register"]
 
@@ -28,33 +36,65 @@ __all__ = ["register"]
 @click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
               help="Another host name clients reach the server by (a DNS name, a proxy's "
                    "host), accepted in Host and Origin (http; repeatable).")
+@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="CTXSLOTS_MCP_TOKENS_FILE",
+              help="One token per user (http): a file only you can read, one 'USER TOKEN' "
+                   "per line; each client then reaches its own user's facts and the shared "
+                   "ones. Or set CTXSLOTS_MCP_TOKENS to 'USER=TOKEN' pairs.")
+@owner_options("The user whose memory the tools reach (default: the store's default user; "
+               + "with per-user tokens, the token's user).",
+               "The agent using the tools (default: the store's default agent).")
+@click.option("--allow-delete", is_flag=True,
+              help="Offer memory_delete, which erases a fact for good (off by default).")
 @pass_cli_context
 def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: str,
-        host: str, port: int, token: str | None, allow_hosts: tuple[str, ...]) -> None:
+        host: str, port: int, token: str | None, allow_hosts: tuple[str, ...],
+        tokens_file: Path | None, user: str | None, agent: str | None,
+        allow_delete: bool) -> None:
     """Serve the memory tools (query, store, update, reinforce, demote, forget, timeline)
     to an MCP client, over stdin and stdout or streamable HTTP."""
     from ..errors import CtxslotsError
-    from ..tools import MemoryTools
+    from ..tools import DEFAULT_SLOTS, MemoryTools
     from ..tools.mcp_server import is_loopback, require_sdk, serve_http, serve_stdio
 
     # Before opening the store, so a missing SDK creates no file; its error
     # (MCPUnavailableError) is a CtxslotsError, printed as one line.
     require_sdk()
-    if transport == "http" and not is_loopback(host) and not token:
-        raise click.UsageError(f"serving on {host} (not loopback) needs --token")
+    users = _token_users(tokens_file, transport, token, user)
+    if transport == "http" and not is_loopback(host) and not token and users is None:
+        raise click.UsageError(f"serving on {host} (not loopback) needs --token or --tokens")
     import anyio  # installed with the SDK
 
     with app.open_store(long_running=True, create=True) as store:
-        tools = MemoryTools(store, scope=scope, slots=slots) if slots else \
-            MemoryTools(store, scope=scope)
+        tools = MemoryTools(store, scope=scope, user=user, agent=agent,
+                            allow_delete=allow_delete, slots=slots or DEFAULT_SLOTS)
         if transport == "http":
             try:
                 anyio.run(lambda: serve_http(tools, host=host, port=port, token=token,
-                                             allow_hosts=allow_hosts))
+                                             allow_hosts=allow_hosts, users=users))
             except OSError as exc:
                 raise CtxslotsError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
         else:
             anyio.run(serve_stdio, tools)
+
+
+def _token_users(tokens_file: Path | None, transport: str, token: str | None,
+                 user: str | None) -> TokenUsers | None:
+    """The per-user tokens of --tokens or $CTXSLOTS_MCP_TOKENS, checked; ``None`` without."""
+    from ..tools.token_users import TokenUsers
+
+    variable = os.environ.get("CTXSLOTS_MCP_TOKENS")
+    if tokens_file is None and not variable:
+        return None
+    if transport != "http":
+        raise click.UsageError("per-user tokens need --transport http")
+    if token:
+        raise click.UsageError("give one shared --token or a token per user, not both")
+    if user is not None:
+        raise click.UsageError("with per-user tokens the token names the user: leave out --user")
+    if tokens_file is not None:
+        return TokenUsers.from_file(tokens_file)
+    return TokenUsers.parse_variable(variable or "", "CTXSLOTS_MCP_TOKENS")
 
 
 def register(cli: click.Group) -> None:

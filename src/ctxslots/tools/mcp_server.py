@@ -19,10 +19,13 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from .. import __version__
 from ..errors import InvalidArgumentError, MCPUnavailableError
 from ._http_guard import BearerTokenGuard, HostGuard, guarded, is_loopback
 from .memory_tools import MemoryTools
+from .token_users import SCOPE_KEY, TokenUserGuard, TokenUsers
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -60,9 +63,12 @@ def require_sdk() -> tuple[Any, Any]:
     return types, Server
 
 
-def make_server(tools: MemoryTools) -> Server[Any]:
+def make_server(tools: MemoryTools, *, per_user: bool = False) -> Server[Any]:
     """An MCP server offering ``tools``.
 
+    :param per_user: Each call runs as the user its HTTP request was authorized as
+        (:class:`~.token_users.TokenUserGuard` names it): ``tools`` with that user; a
+        call without one is refused.
     :raises MCPUnavailableError: The ``mcp`` SDK is not installed.
     """
     types, server_class = require_sdk()
@@ -79,9 +85,26 @@ def make_server(tools: MemoryTools) -> Server[Any]:
     async def on_list_tools(_ctx: Any, _params: Any) -> Any:
         return types.ListToolsResult(tools=listed)
 
-    async def on_call_tool(_ctx: Any, params: Any) -> Any:
-        text = await anyio.to_thread.run_sync(tools.dispatch, params.name, params.arguments,
-                                              limiter=one_at_a_time)
+    users: dict[str, MemoryTools] = {}
+
+    def tools_of(ctx: Any) -> MemoryTools | None:
+        if not per_user:
+            return tools
+        request = getattr(ctx, "request", None)
+        user = None if request is None else request.scope.get(SCOPE_KEY)
+        if user is None:
+            return None
+        if user not in users:
+            users[user] = attrs.evolve(tools, user=user)
+        return users[user]
+
+    async def on_call_tool(ctx: Any, params: Any) -> Any:
+        chosen = tools_of(ctx)
+        if chosen is None:
+            text = "Error: this call was not authorized as a user"
+        else:
+            text = await anyio.to_thread.run_sync(chosen.dispatch, params.name,
+                                                  params.arguments, limiter=one_at_a_time)
         return types.CallToolResult(content=[types.TextContent(text=text)],
                                     is_error=text.startswith("Error:"))
 
@@ -101,7 +124,8 @@ async def serve_stdio(tools: MemoryTools) -> None:
 
 
 async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int = 8765,
-                     token: str | None = None, allow_hosts: Iterable[str] = ()) -> None:
+                     token: str | None = None, allow_hosts: Iterable[str] = (),
+                     users: TokenUsers | None = None) -> None:
     """Serve ``tools`` over MCP's streamable HTTP at ``http://HOST:PORT/mcp`` until stopped.
 
     Every request must name this server in ``Host`` (and in ``Origin``, when it has one):
@@ -112,14 +136,19 @@ async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int =
 
     :param token: When given, every request must carry ``Authorization: Bearer <token>``.
     :param allow_hosts: Other names clients reach the server by (a DNS name, a proxy).
+    :param users: One token per user instead of one shared ``token``: each request must
+        carry one of them, and its tool calls run as that token's user.
     :raises InvalidArgumentError: The address bound is not a loopback one and there is no
-        ``token`` (a ``ValueError``).
+        ``token`` or ``users``, or both are given (a ``ValueError``).
     """
+    if token and users is not None:
+        raise InvalidArgumentError("give one shared token or a token per user, not both",
+                                   field="token", value=None)
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
     # The SDK's own check knows three spellings of loopback; ours checks every address.
-    app: _ASGIApp = make_server(tools).streamable_http_app(
+    app: _ASGIApp = make_server(tools, per_user=users is not None).streamable_http_app(
         streamable_http_path=HTTP_PATH, host=host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -127,12 +156,13 @@ async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int =
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound_host, bound_port = sock.getsockname()[:2]
-    if not token and not is_loopback(bound_host):
+    if not token and users is None and not is_loopback(bound_host):
         sock.close()
         raise InvalidArgumentError(f"serving on {host} ({bound_host}, not loopback) needs a "
                                    "token", field="token", value=None)
     sock.listen(128)  # connections made once the address is printed wait for the server
-    app = guarded(app, host=host, allow_hosts=allow_hosts, token=token)
+    app = guarded(app if users is None else TokenUserGuard(app, users), host=host,
+                  allow_hosts=allow_hosts, token=token)
     shown = f"[{host}]" if ":" in host else host
     print(f"Serving MCP at http://{shown}:{bound_port}{HTTP_PATH}", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

@@ -1,0 +1,141 @@
+"""One MCP server for a team: each bearer token reaches its own user's memory, driven by the
+official SDK's client over streamable HTTP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+import httpx2
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from ctxslots import FactStore, InvalidArgumentError
+from ctxslots.tools.token_users import TokenUsers
+
+ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210ab"
+
+
+def _serve(db: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "mcp",
+                             "--transport", "http", "--port", "0", "--scope", "shop", *extra],
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(name="team_server", params=["file", "variable"])
+def fixture_team_server(request, tmp_path: Path):
+    """``ctxslots mcp`` with a token per user, from a private file or the variable."""
+    db = tmp_path / "memory.db"
+    if request.param == "file":
+        tokens = tmp_path / "tokens"
+        tokens.write_text(f"# who may use the server\nalice {ALICE}\nbob {BOB}\n")
+        tokens.chmod(0o600)
+        proc = _serve(db, "--tokens", str(tokens))
+    else:
+        proc = _serve(db, env={"CTXSLOTS_MCP_TOKENS": f"alice={ALICE}, bob={BOB}"})
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("Serving MCP at http://127.0.0.1:"), line
+        yield db, line.split(" at ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        proc.stderr.close()
+
+
+async def _calls(url: str, token: str, calls: list[tuple[str, dict]]) -> list[str]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        results = [await session.call_tool(name, args) for name, args in calls]
+    return ["".join(block.text for block in r.content) for r in results]
+
+
+def _id(answer: str) -> int:
+    return int(answer.split("[id:", 1)[1].split("]", 1)[0])
+
+
+def test_each_token_reaches_its_own_users_memory(team_server):
+    db, url = team_server
+    stored = anyio.run(_calls, url, ALICE, [
+        ("memory_store", {"slot": "user", "key": "editor", "value": "Alice edits in Helix."}),
+        ("memory_store", {"slot": "project", "value": "The shop deploys on Fridays."})])
+    alices = _id(stored[0])
+    bob = anyio.run(_calls, url, BOB, [
+        ("memory_query", {"query": "which editor and when does the shop deploy"}),
+        ("memory_reinforce", {"id": alices}),
+        ("memory_timeline", {"id": alices}),
+        ("memory_store", {"slot": "user", "key": "editor", "value": "Bob edits in Emacs."})])
+    assert "Fridays" in bob[0] and "Helix" not in bob[0] and "Alice" not in bob[0]
+    assert bob[1] == bob[2] == f"Error: no memory with id {alices}"
+    again = anyio.run(_calls, url, ALICE, [("memory_query", {"query": "which editor"})])
+    assert "Helix" in again[0] and "Emacs" not in again[0]
+    with FactStore(db) as store:
+        assert store.get(alices).user == "alice" and store.get(alices).score == 0
+        assert store.get(_id(bob[3])).user == "bob"
+
+
+def test_an_unknown_or_missing_token_is_refused(team_server):
+    _db, url = team_server
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream"}
+    for auth in ({}, {"Authorization": "Bearer nope-nope-nope-nope"},
+                 {"Authorization": f"Basic {ALICE}"}, {"Authorization": f"Bearer {ALICE}x"}):
+        assert httpx2.post(url, json=body, headers={**headers, **auth}).status_code == 401
+
+
+def test_a_token_file_others_can_read_is_refused_in_one_line(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\n")
+    tokens.chmod(0o644)
+    proc = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                           "mcp", "--transport", "http", "--tokens", str(tokens)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr == (f"Error: the token file {tokens} may be read by others (mode 0644): "
+                           "chmod 600 it\n")
+    assert ALICE not in proc.stderr and not (tmp_path / "m.db").exists()
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("alice", "line 1: write USER TOKEN"),
+    (f"alice {ALICE}\nbob {ALICE}", "line 2: this token is already given to 'alice'"),
+    ("alice short", "at least 16 characters"),
+    ("# nobody\n", "names no user"),
+])
+def test_a_malformed_token_file_names_the_line_never_a_token(tmp_path, text, message):
+    with pytest.raises(InvalidArgumentError, match=message) as caught:
+        TokenUsers.parse_lines(text, "tokens")
+    assert ALICE not in str(caught.value)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("alice", "pair 1: write USER=TOKEN"),
+    (f"alice={ALICE},bob={ALICE}", "share a token"),
+    ('{"alice": 3}', "map user names to tokens"),
+    ("{not json", "not a valid JSON object"),
+])
+def test_a_malformed_token_variable_is_refused(text, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        TokenUsers.parse_variable(text, "CTXSLOTS_MCP_TOKENS")
+    assert TokenUsers.parse_variable(f'{{"alice": "{ALICE}"}}', "X").users == ["alice"]
+
+
+def test_per_user_tokens_go_with_http_alone(tmp_path):
+    env = {**os.environ, "CTXSLOTS_MCP_TOKENS": f"alice={ALICE}"}
+    for extra in (["--transport", "stdio"], ["--transport", "http", "--token", BOB],
+                  ["--transport", "http", "--user", "bob"]):
+        proc = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                               "mcp", *extra], capture_output=True, text=True, timeout=120,
+                              env=env, check=False)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
