@@ -323,7 +323,9 @@ class UserMemoryContributor(MemoryContributor):
     priority: int = attrs.field(default=88, kw_only=True, validator=_check_range(-10**6, 10**6))
     sticky: bool = attrs.field(default=True, kw_only=True,
                                validator=attrs.validators.instance_of(bool))
-    scoped: bool = attrs.field(default=False, kw_only=True)
+    # A user fact has no scope, except one an older release stored with one: it shows
+    # in that scope, as search and facts() show it.
+    scoped: bool = attrs.field(default=True, kw_only=True)
     profile_size: int = attrs.field(default=5, kw_only=True, validator=_check_range(0, 50))
 
 

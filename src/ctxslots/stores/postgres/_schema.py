@@ -303,8 +303,10 @@ def _newer(where: str, version: int) -> StoreError:
         f"{SCHEMA_VERSION} this ctxslots understands: upgrade ctxslots", path=where)
 
 
-def migrate(conn: psycopg.Connection[Any], where: str) -> list[str]:
-    """Apply the missing migrations in one transaction under the migration lock.
+def migrate(conn: psycopg.Connection[Any], where: str, *, target: int = SCHEMA_VERSION
+            ) -> list[str]:
+    """Apply the missing migrations up to ``target`` in one transaction under the
+    migration lock.
 
     Returns the names applied (empty when another host applied them first).
 
@@ -314,7 +316,7 @@ def migrate(conn: psycopg.Connection[Any], where: str) -> list[str]:
     current = schema_version(conn)
     if current > SCHEMA_VERSION:
         raise _newer(where, current)
-    if current == SCHEMA_VERSION:
+    if current >= target:
         return []
     applied: list[str] = []
     try:
@@ -331,7 +333,7 @@ def migrate(conn: psycopg.Connection[Any], where: str) -> list[str]:
             conn.execute("""CREATE TABLE IF NOT EXISTS schema_migrations (
                 version integer PRIMARY KEY, name text NOT NULL,
                 applied_at timestamptz NOT NULL DEFAULT now())""")
-            for number in range(current, SCHEMA_VERSION):
+            for number in range(current, target):
                 step = MIGRATIONS[number]
                 step(conn)
                 conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
