@@ -144,3 +144,29 @@ def test_a_section_fill_yields_to_a_later_section_matches(tmp_path: Path) -> Non
             "Billing refunds retry")
     finally:
         store.close()
+
+
+def test_fill_left_out_by_a_later_section_matches_says_why(tmp_path: Path) -> None:
+    """When the matches fill the budget, a section's fill is reported dropped for the
+    budget, with a note."""
+    store = FactStore(tmp_path / "full.db", clock=lambda: NOW)
+    try:
+        with store.batch():
+            store.add("user", "The user reviews invoices every Monday.", observed_at=NOW)
+            for n in range(10):
+                store.add("user", f"The user went hiking on trail {n}.",
+                          observed_at=NOW - 86400.0 * (n + 1))
+            for n in range(8):
+                store.add("project", f"Payouts note {n}: payouts to sellers settle {n} days "
+                                     "after the order ships, unless the buyer opens a dispute "
+                                     "or the card network holds the money for review.",
+                          scope="shop", observed_at=NOW - 3600.0 * n)
+        prompt = PromptAssembler(store).assemble(
+            AssemblyRequest("invoices and payouts for the user", scope="shop", budget=200))
+        user = prompt.section("user_memory")
+        fill = [d for d in user.items if d.item.trace is not None and d.item.trace.fill]
+        assert fill and not any(d.kept for d in fill)
+        assert all(DropReason.BUDGET == d.reason and d.detail for d in fill)
+        assert any(d.kept for d in prompt.section("project_memory").items)
+    finally:
+        store.close()

@@ -156,10 +156,15 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int, *,
             prep.separator_tokens = sep
             remaining -= used
             placed = True
+    if matches_only:
+        return 0 if stopped else remaining
     if stopped:
+        for prep, start in zip(prepared, starts, strict=True):
+            if prep.cut is None and start < len(prep.eligible):
+                _drop_rest(prep, DropReason.BUDGET, start, "the matches placed took the room",
+                           "the matches placed took the room")
         return 0
-    if not matches_only:
-        _place_fill(prepared, starts, remaining, separator_tokens, placed)
+    _place_fill(prepared, starts, remaining, separator_tokens, placed)
     return remaining
 
 
