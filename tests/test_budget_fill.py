@@ -125,8 +125,9 @@ def test_a_sticky_section_that_fills_is_cut_by_the_budget_without_overflowing(tm
         store.close()
 
 
-def test_matches_far_below_the_best_are_not_offered(tmp_path: Path) -> None:
-    """A fact matching one common word of a long question does not pad the prompt."""
+def test_matches_far_below_the_best_fill_the_room_after_the_others(tmp_path: Path) -> None:
+    """A fact matching one common word of a long question comes after the clear match,
+    marked as fill; with fill off it is not offered."""
     store = make_store(tmp_path / "w.db", [
         ("project", None, "The billing service retries refunds three times before paging."),
         *[("project", None, f"Service note {n}: the service runs in region {n}.")
@@ -135,9 +136,14 @@ def test_matches_far_below_the_best_are_not_offered(tmp_path: Path) -> None:
         request = AssemblyRequest("how many times does billing retry a refund before paging the "
                                   "service owner?", budget=2000)
         section = ProjectMemoryContributor(store).contribute(request)
-        assert section is not None and 1 == len(section.items)
-        assert "the next match scores under 10% of the best one's score" == section.stop_note
-        everything = ProjectMemoryContributor(store, min_share=0.0).contribute(request)
-        assert everything is not None and 41 == len(everything.items)
+        assert section is not None and 41 == len(section.items)
+        first, *rest = section.items
+        assert first.text.startswith("The billing service") and first.trace.fill is None
+        assert {"below_cut"} == {i.trace.fill for i in rest}
+        assert "no more facts match the message (41 found: 40 under 10% of the best)" == \
+            section.stop_note
+        strict = ProjectMemoryContributor(store, fill=False).contribute(request)
+        assert strict is not None and 1 == len(strict.items)
+        assert "the next match scores under 10% of the best one's score" == strict.stop_note
     finally:
         store.close()

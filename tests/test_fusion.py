@@ -150,3 +150,30 @@ def test_a_period_the_query_names_lifts_memories_observed_then():
     plain = rank_candidates(cands, now=now, policy=RankingPolicy(period_boost=1.0), limit=2,
                             periods=periods)
     assert [1, 2] == [c.fact_id for c, _ in plain]
+
+
+def _said(fact_id: int, bm25: float, observed_at: float) -> Candidate:
+    return Candidate(fact_id=fact_id, slot="user", updated_at=observed_at,
+                     observed_at=observed_at, score=0.0, confidence=1.0, bm25=bm25,
+                     bm25_rank=fact_id)
+
+
+def test_a_memory_of_the_same_episode_as_a_strong_match_moves_up():
+    """A weak match observed at the same moment as the best match outranks a slightly
+    better one from another moment; within one episode the order stays, and an episode
+    holding most of the candidates lifts nothing."""
+    one, two, three = 1_700_000_000.0, 1_700_100_000.0, 1_700_200_000.0
+    others = [_said(10 + n, -1.0, 1_600_000_000.0 + n * 1000.0) for n in range(8)]
+    cands = [_said(1, -10.0, one), _said(2, -3.0, one), _said(3, -4.0, two),
+             _said(4, -2.0, three), *others]
+    ranked = rank_candidates(cands, now=NOW, policy=RankingPolicy(), limit=4)
+    assert [1, 2, 3, 4] == [c.fact_id for c, _ in ranked]
+    assert {"episode": 1.0 + 0.3 * 10.0 / 3.0} == dict(ranked[1][1].extra)
+    assert {"episode": 1.0 + 0.3 * 3.0 / 10.0} == dict(ranked[0][1].extra)
+    assert {} == dict(ranked[2][1].extra)
+    plain = rank_candidates(cands, now=NOW, policy=RankingPolicy(episode_weight=0.0), limit=4)
+    assert [1, 3, 2, 4] == [c.fact_id for c, _ in plain]
+    crowded = [_said(n, -float(n), one) for n in range(1, 6)] + [_said(9, -2.5, two)]
+    flat = rank_candidates(crowded, now=NOW, policy=RankingPolicy(), limit=6)
+    assert [5, 4, 3, 9, 2, 1] == [c.fact_id for c, _ in flat]
+    assert all(not t.extra for _, t in flat)

@@ -3,20 +3,21 @@
 An assembly renders every item a memory section offers (a hundred or more
 at a 2,000-token budget) through jinja2, about 35 microseconds each, and the
 same facts come back turn after turn. The built-in item template reads only
-``item.text``; for such a template the line is a function of the text, so
-it is rendered once and remembered (per environment and template).
+``item.text`` and ``item.when``; for such a template the line is a function of
+those two, so it is rendered once and remembered (per environment and template).
 
 A template qualifies when its only variable is ``item``, read only as
-``item.text``, through no filters but the pure ones listed here, and it
-includes, imports or extends nothing. Anything else (``rank``, ``section``,
-the trace, a plugin's filter or global) renders every time.
+``item.text`` or ``item.when`` (:data:`LINE_FIELDS`), through no filters but the
+pure ones listed here, and it includes, imports or extends nothing. Anything
+else (``rank``, ``section``, the trace, a plugin's filter or global) renders
+every time.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 import jinja2
 from jinja2 import nodes
@@ -30,10 +31,13 @@ PURE_FILTERS = frozenset({
 })
 #: Lines kept per template before the memo starts over.
 MAX_LINES = 50_000
+#: The item fields a remembered line may depend on (the memo's key).
+LINE_FIELDS = frozenset({"text", "when"})
 
 
 def reads_only_item_text(env: jinja2.Environment, name: str) -> bool:
-    """Whether template ``name`` reads nothing but ``item.text`` (see the module's notes)."""
+    """Whether template ``name`` reads nothing but ``item.text`` and ``item.when``
+    (see the module's notes)."""
     if env.loader is None:
         return False
     try:
@@ -47,20 +51,23 @@ def reads_only_item_text(env: jinja2.Environment, name: str) -> bool:
     if any(f.name not in PURE_FILTERS for f in tree.find_all(nodes.Filter)):
         return False
     texts = {id(g.node) for g in tree.find_all(nodes.Getattr)
-             if g.attr == "text" and isinstance(g.node, nodes.Name) and g.node.name == "item"}
+             if g.attr in LINE_FIELDS and isinstance(g.node, nodes.Name)
+             and g.node.name == "item"}
     return all(id(n) in texts for n in tree.find_all(nodes.Name))
 
 
 class LineMemo:
-    """The lines of one environment's item templates that read only ``item.text``."""
+    """The lines of one environment's item templates that read only ``item.text``
+    and ``item.when``."""
 
     def __init__(self, env: jinja2.Environment) -> None:
         self._env = weakref.ref(env)
         self._qualifies: dict[str, bool] = {}
-        self._lines: dict[str, dict[str, str]] = {}
+        self._lines: dict[str, dict[Hashable, str]] = {}
 
-    def line(self, name: str, text: str, render: Callable[[], str]) -> str:
-        """The line of ``text`` through template ``name``: remembered, or ``render()``."""
+    def line(self, name: str, text: Hashable, render: Callable[[], str]) -> str:
+        """The line of ``text`` (the item's text, or its text and ``when`` as a
+        tuple) through template ``name``: remembered, or ``render()``."""
         qualifies = self._qualifies.get(name)
         if qualifies is None:
             env = self._env()

@@ -21,8 +21,9 @@ def render_header(env: jinja2.Environment, section: Section) -> str:
 
 
 def render_item(env: jinja2.Environment, section: Section, item: Item, rank: int) -> str:
-    """One item's line (remembered by text when the template reads nothing else)."""
+    """One item's line (remembered by text and ``when`` when the template reads
+    nothing else)."""
     return memo_for(env).line(
-        section.item_template, item.text,
+        section.item_template, item.text if item.when is None else (item.text, item.when),
         lambda: render_template(env, section.item_template, section=section, item=item,
                                 rank=rank))

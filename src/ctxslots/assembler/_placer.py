@@ -6,7 +6,9 @@ section can keep depends only on the sections placed before it. So
 that order, renders and fits each section as it comes, and hands the next
 contributor the tokens still free (:attr:`AssemblyRequest.room
 <ctxslots.AssemblyRequest.room>`). A memory slot then searches for what can
-still fit, and not at all once an earlier section has filled the budget.
+still fit, and not at all once an earlier section has filled the budget. The
+room told is what the matches before it left: an earlier section's fill yields
+to a later section's matches (see step 5 of :mod:`.fit`).
 
 The room is an upper bound as long as every section is placed where its
 contributor's own ``sticky``, ``priority`` and ``name`` put it: a section placed
@@ -55,7 +57,7 @@ class Placer:
         """Tokens a section placed next could take, or ``None`` when not known."""
         if not self.hinting:
             return None
-        return fit(self.prepared, self.available, self.separator_tokens)
+        return fit(self.prepared, self.available, self.separator_tokens, matches_only=True)
 
     def add(self, entry: tuple[Section, str | None], key: tuple[bool, int, str], *,
             room: int | None = None) -> None:

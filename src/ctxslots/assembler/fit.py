@@ -7,16 +7,25 @@ The rule, exactly:
 2. Items a contributor already marked dropped (``slot_limit``, ``threshold``,
    ``duplicate``) take no budget and are skipped. A section that offers nothing
    because it was asked when no room was left is dropped (``budget``).
-3. Walking that order, each section costs its header (plus the separator
-   before it when a section was placed earlier) and each item its rendered
-   line. Items are kept while they fit. At the first header or item that does
-   not fit, filling stops: that item, the rest of its section and every later
-   section are dropped (``budget``; ``header_does_not_fit`` when the header
-   itself did not fit). A section whose items are all dropped leaves no header.
-4. The kept items are therefore always a prefix of that order: an item is never
-   dropped for budget while a later one (lower priority, or lower rank in the
-   same section) is kept.
-5. Costs come from per-piece counts (cached). The joined text is then counted
+3. A section's *fill* is the run of items at its end that a memory section
+   offered only to fill its room once its matches ran out (their trace's
+   ``fill`` is set); every other item is a *match*.
+4. Walking that order, each section costs its header (plus the separator
+   before it when a section was placed earlier) and each match its rendered
+   line. Matches are kept while they fit. At the first header or match that
+   does not fit, filling stops: that item, the rest of its section and every
+   later section are dropped (``budget``; ``header_does_not_fit`` when the
+   header itself did not fit). A section whose items are all dropped leaves no
+   header.
+5. Then, with what is left, the fill of each section whose matches all fitted,
+   in the same order, the header first for a section that has no match: kept
+   while it fits, and at the first that does not fit, no more fill is kept. So
+   a section's fill never takes the room of a later section's matches.
+6. The kept items of each section are therefore always a prefix of its items,
+   and of each of the two walks: an item is never dropped for budget while a
+   later one of its walk (lower priority, or lower rank in the same section)
+   is kept.
+7. Costs come from per-piece counts (cached). The joined text is then counted
    exactly (a :class:`~ctxslots.tokens.TokenCounter` adds up the pieces' counts
    where its encoding must split between them, and counts the rest joined);
    while that count exceeds the budget (pieces can tokenize differently once
@@ -84,18 +93,37 @@ def _drop_rest(prep: Prepared, reason: DropReason, from_index: int, first_note: 
         prep.notes[index] = first_note if n == 0 else rest_note
 
 
-def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> int:
-    """Decide, in place, how many items of each section are kept (steps 1 to 4).
+def _fill_start(prep: Prepared) -> int:
+    """Position, among the eligible items, of the first of the section's fill (step 3)."""
+    eligible = prep.eligible
+    start = len(eligible)
+    while start and _is_fill(prep.section.items[eligible[start - 1]]):
+        start -= 1
+    return start
 
-    Returns the tokens a section placed after these could still take: what is
-    left of ``available``, or 0 once filling stopped.
+
+def _is_fill(item: Item) -> bool:
+    return item.trace is not None and item.trace.fill is not None
+
+
+def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int, *,
+        matches_only: bool = False) -> int:
+    """Decide, in place, how many items of each section are kept (steps 1 to 6).
+
+    Returns the tokens a section placed after these could still take for its
+    matches: what the matches leave of ``available`` (fill yields to a later
+    section's matches), or 0 once filling stopped. With ``matches_only`` the
+    fill is not placed (the room a contributor asked next is told).
     """
     remaining = available
     stopped = False
     placed = False
+    starts = []
     for prep in prepared:
         eligible = prep.eligible
-        prep.kept, prep.cut, prep.notes = 0, None, {}
+        prep.kept, prep.cut, prep.notes, prep.separator_tokens = 0, None, {}, 0
+        start = _fill_start(prep)
+        starts.append(start)
         if not eligible:
             if prep.no_room:
                 prep.cut = DropReason.BUDGET
@@ -104,6 +132,8 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> 
             _drop_rest(prep, DropReason.BUDGET, 0, "an earlier section did not fit",
                        "an earlier section did not fit")
             continue
+        if not start:
+            continue  # fill only: placed in the second walk
         sep = separator_tokens if placed else 0
         head = prep.header_tokens + sep
         if head > remaining:
@@ -112,7 +142,7 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> 
             stopped = True
             continue
         used = head
-        for n, index in enumerate(eligible):
+        for n, index in enumerate(eligible[:start]):
             cost = prep.line_tokens[index]
             if used + cost > remaining:
                 _drop_rest(prep, DropReason.BUDGET, n,
@@ -126,7 +156,50 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int) -> 
             prep.separator_tokens = sep
             remaining -= used
             placed = True
-    return 0 if stopped else remaining
+    if matches_only:
+        return 0 if stopped else remaining
+    if stopped:
+        for prep, start in zip(prepared, starts, strict=True):
+            if prep.cut is None and start < len(prep.eligible):
+                _drop_rest(prep, DropReason.BUDGET, start, "the matches placed took the room",
+                           "the matches placed took the room")
+        return 0
+    _place_fill(prepared, starts, remaining, separator_tokens, placed)
+    return remaining
+
+
+def _place_fill(prepared: Sequence[Prepared], starts: Sequence[int], remaining: int,
+                separator_tokens: int, placed: bool) -> None:
+    """Step 5: the fill of each section, in order, with what the matches left."""
+    full = False
+    for prep, start in zip(prepared, starts, strict=True):
+        eligible = prep.eligible
+        if start == len(eligible):
+            continue
+        if full:
+            _drop_rest(prep, DropReason.BUDGET, start, "an earlier section's fill did not fit",
+                       "an earlier section's fill did not fit")
+            continue
+        head = 0
+        if not prep.kept:
+            prep.separator_tokens = separator_tokens if placed else 0
+            head = prep.header_tokens + prep.separator_tokens
+        used = head
+        for n, index in enumerate(eligible[start:]):
+            cost = prep.line_tokens[index]
+            if used + cost > remaining:
+                _drop_rest(prep, DropReason.BUDGET, start + n,
+                           f"needs {cost} tokens, {remaining - used} left",
+                           "a higher-ranked item did not fit")
+                full = True
+                break
+            used += cost
+            prep.kept += 1
+        if prep.kept > start:
+            remaining -= used
+            placed = True
+        elif not prep.kept:
+            prep.separator_tokens = 0
 
 
 def parts(prepared: Sequence[Prepared], separator: str) -> list[str]:

@@ -4,14 +4,22 @@ Each searches the fact store with the request's user message (the store
 sanitizes it) and offers its facts best first, as many as can fill the room
 the assembler says is left for its section (:attr:`AssemblyRequest.room
 <ctxslots.AssemblyRequest.room>`, else the request's budget): the budget
-decides where a prompt stops, not a fixed count. When the sections placed
-before it left no room, it does not search, and its empty section says so.
-``limit`` is a ceiling a user may set; the contributor then asks for
-``overfetch`` more, so the dump shows which facts were found but left out by
-it. Facts under ``min_score`` are offered as dropped with reason
-``threshold``. When the store has no more matches, the section says so
-(:attr:`~ctxslots.model.Section.stop_note`), so the dump always tells why the
-section holds no more.
+decides where a prompt stops, not a fixed count. Matches scoring under
+``min_share`` of the best come after the others, and when the matches run out
+with room left, a relaxed search (the words the store leaves out for being
+common too) fills the rest; each such hit says so in its trace
+(:attr:`HitTrace.fill <ctxslots.model.HitTrace.fill>`; see
+:mod:`ctxslots.contributors._fill`). When the sections placed before it left
+no room, it does not search, and its empty section says so. ``limit`` is a
+ceiling a user may set; the contributor then asks for ``overfetch`` more, so
+the dump shows which facts were found but left out by it. Facts under
+``min_score`` are offered as dropped with reason ``threshold``. When the store
+has no more matches, the section says so (:attr:`~ctxslots.model.Section.stop_note`),
+so the dump always tells why the section holds no more.
+
+Each memory's line says when it was said, unless that is today (``dates``:
+a calendar date by default, or an age in words; :attr:`Item.when
+<ctxslots.model.Item.when>`), and the budget counts it.
 
 The sticky user section also offers a short *profile*: the user's most
 important facts (reinforced, often shown, confident, keyed), first, whether or
@@ -24,6 +32,7 @@ retrieved ones. Only facts that reach the prompt count as accessed (through
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +40,15 @@ import attrs
 
 from ..errors import InvalidRequestError
 from ..model import DropReason, Fact, Hit, Item, Section
+from ..prompts.ages import DATE_STYLES, when_said
+from ._fill import MAX_FETCH, Gathered, Wanted, gather, high_estimate, relaxed_search_of
 from .base import RankingStore, SearchableStore
 
 if TYPE_CHECKING:
     from ..request import AssemblyRequest
 
 __all__ = [
+    "MAX_FETCH",
     "AgentMemoryContributor",
     "MemoryContributor",
     "ProjectMemoryContributor",
@@ -45,51 +57,14 @@ __all__ = [
 
 _SLOT = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 _MAX_LIMIT = 500
-#: Most facts a contributor asks the store for in one search.
-MAX_FETCH = 500
-#: Matches scoring under this share of the best are not offered: they would fill a
-#: large budget with what barely matches (with a real model, nearly every memory is
-#: somewhat similar). On the conversation dev set 0.1 cost 0.001 to 0.006 of the
-#: evidence inside a 2,000-token prompt and, on the labelled set with MiniLM, cut the
-#: tokens spent from 1,967 to 1,178 a prompt (see BENCHMARKS.md).
+#: Matches scoring under this share of the best come after the others, as fill:
+#: with a real model nearly every memory is somewhat similar to any message, so
+#: the clear matches go first. On the conversation dev set 0.1 cost 0.001 to 0.006
+#: of the evidence inside a 2,000-token prompt when the section stopped at it (see
+#: BENCHMARKS.md).
 MIN_SHARE = 0.1
-#: Tokens one memory's line is guessed to cost at least, to size the first search:
-#: low, so that one search nearly always finds enough to fill the room (a search
-#: costs the same whatever its limit, a hit a few microseconds more). The bullet
-#: lines of the benchmark corpus and of the conversation dev set average 28 and 30.
-_GUESS_TOKENS_PER_ITEM = 18
 #: The stop note of a section whose room the sections before it took.
 NO_ROOM = "not searched: the sections placed before it left no room"
-
-
-def _low_estimate(text: str) -> int:
-    """Tokens of a rendered line, rather under than over (so filling asks for enough).
-
-    On the benchmark corpus and the conversation dev set it came to 0.77 of the
-    real count of the bullet lines, and over it for under 1% of them
-    (``len // 5 + 2`` was over for 11 to 14%, and a section could stop offering
-    before it filled its room).
-    """
-    return len(text) // 6 + 2
-
-
-def _high_estimate(text: str) -> int:
-    """Tokens of a rendered line, rather over than under (so a bound holds)."""
-    return len(text) // 4 + 4
-
-
-def _filling(hits: Sequence[Hit], room: int) -> int | None:
-    """How many of ``hits`` to offer so that they hold more than ``room`` tokens
-    (estimated on the low side) with a tenth more (at least two) to spare, or
-    ``None`` when all of them hold less. Those past that would be dropped for the
-    budget anyway: not offering them saves building, rendering and reporting them."""
-    total = 0
-    for n, hit in enumerate(hits, start=1):
-        total += _low_estimate(hit.fact.value)
-        if total >= room:
-            spare = n + max(2, n // 10)
-            return spare if spare < len(hits) else None
-    return None
 
 
 def _owners(request: AssemblyRequest) -> dict[str, str]:
@@ -128,6 +103,19 @@ def _check_slot(_instance: Any, attribute: Any, value: Any) -> None:
         raise InvalidRequestError(f"invalid slot {value!r}", field=attribute.name, value=value)
 
 
+def _check_flag(_instance: Any, attribute: Any, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise InvalidRequestError(f"{attribute.name} must be True or False, not {value!r}",
+                                  field=attribute.name, value=value)
+
+
+def _check_dates(_instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and value not in DATE_STYLES:
+        raise InvalidRequestError(
+            f"dates must be {' or '.join(repr(d) for d in DATE_STYLES)} or None, not {value!r}",
+            field=attribute.name, value=value)
+
+
 def _check_min_score(_instance: Any, attribute: Any, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise InvalidRequestError("min_score must be a number or None", field=attribute.name,
@@ -159,9 +147,16 @@ class MemoryContributor:
         overfetch: With a ``limit``, extra facts asked for and shown as dropped
             (``slot_limit``).
         min_score: Facts whose final score is lower are dropped (``threshold``).
-        min_share: Without a ``limit``, facts scoring under this share of the
-            best match's final score are not offered (:data:`MIN_SHARE`; 0
-            offers every match).
+        min_share: Without a ``limit``, matches scoring under this share of
+            the best match's final score come after the others, as fill
+            (:data:`MIN_SHARE`; 0: every match is a match).
+        fill: Fill the room once the matches run out: with the matches under
+            ``min_share``, then with what a relaxed search finds (marked in
+            their traces, ``HitTrace.fill``). ``False``: matches under
+            ``min_share`` are not offered and no relaxed search is made.
+        dates: How a memory's line says when it was said, unless that is
+            today: ``"date"`` (a calendar date, "8 May 2023"), ``"age"`` ("3
+            months ago") or ``None`` (not at all).
         intro: An optional line under the heading.
         profile_size: Most profile facts offered first (0: no profile).
         profile_share: Most of the request's available tokens the profile may
@@ -181,6 +176,8 @@ class MemoryContributor:
     overfetch: int = attrs.field(default=5, kw_only=True, validator=_check_range(0, _MAX_LIMIT))
     min_score: float | None = attrs.field(default=None, kw_only=True, validator=_check_min_score)
     min_share: float = attrs.field(default=MIN_SHARE, kw_only=True, validator=_check_share)
+    fill: bool = attrs.field(default=True, kw_only=True, validator=_check_flag)
+    dates: str | None = attrs.field(default="date", kw_only=True, validator=_check_dates)
     intro: str | None = attrs.field(default=None, kw_only=True)
     profile_size: int = attrs.field(default=0, kw_only=True, validator=_check_range(0, 50))
     profile_share: float = attrs.field(default=0.2, kw_only=True, validator=_check_share)
@@ -194,12 +191,16 @@ class MemoryContributor:
                            fills=self.limit is None)
         scope = request.scope if self.scoped else None
         profile = self._profile(request, scope)
-        hits, note = self._fill(request, scope, {f.id for f in profile})
+        now = self._now(request)
+        whens: dict[int, str | None] = {}
+        gathered = self._gather(request, scope, frozenset(f.id for f in profile), now, whens)
+        hits = gathered.hits
         if not hits and not profile:
             return None
         items = [Item(text=f.value, key=f"fact:{f.id}", fact=f, profile=True,
                       detail="profile: one of the most important facts of this slot, "
-                             "shown whatever the message") for f in profile]
+                             "shown whatever the message", when=self._when(f, now))
+                 for f in profile]
         offered = 0
         for hit in hits:
             reason: DropReason | None = None
@@ -211,61 +212,46 @@ class MemoryContributor:
             else:
                 offered += 1
             items.append(Item(text=hit.fact.value, key=f"fact:{hit.fact.id}", fact=hit.fact,
-                              trace=hit.trace, dropped=reason, detail=detail))
+                              trace=hit.trace, dropped=reason, detail=detail,
+                              when=whens[hit.fact.id] if hit.fact.id in whens
+                              else self._when(hit.fact, now)))
         return Section(title=self.title, intro=self.intro, items=tuple(items), name=self.name,
-                       priority=self.priority, sticky=self.sticky, stop_note=note,
+                       priority=self.priority, sticky=self.sticky, stop_note=gathered.note,
                        fills=self.limit is None)
 
-    def _fill(self, request: AssemblyRequest, scope: str | None, skip: set[int]
-              ) -> tuple[list[Hit], str | None]:
-        """Enough hits to fill the room left (or the limit), and why no more were offered.
+    def _gather(self, request: AssemblyRequest, scope: str | None, skip: frozenset[int],
+                now: float | None, whens: dict[int, str | None]) -> Gathered:
+        """Enough hits to fill the room left (or the limit), and why no more were
+        offered (see :mod:`ctxslots.contributors._fill`); ``whens`` gets the date
+        each line estimated shows."""
+        strict = self._ranked(request, scope, relaxed=False)
+        relaxed: list[Callable[[int], list[Hit]]] = []
 
-        The first search is sized by a low guess of each line's cost; while the
-        hits found are fewer tokens (estimated on the low side) than the room
-        and more may match, the search is repeated asking for as many more as
-        the lines found so far suggest. The store's first hits do not depend on
-        the limit asked, so each longer list extends the last (a
-        :class:`~.base.RankingStore` reads its candidates again only when there
-        may be more).
-        """
-        room = request.room_left
-        ceiling = MAX_FETCH if self.limit is None else self.limit + self.overfetch
-        want = min(ceiling, max(10, -(-room // _GUESS_TOKENS_PER_ITEM)) + len(skip))
-        ranked = self._ranked(request, scope)
-        while True:
-            found = ranked(want)
-            hits = [h for h in found if h.fact.id not in skip]
-            weak = self._first_weak(hits)
-            usable = hits if weak is None else hits[:weak]
-            enough = _filling(usable, room) if self.limit is None else None
-            if enough is not None:
-                return usable[:enough], (f"offered {enough} facts, more than the {room} tokens "
-                                         "left hold (estimated); more match")
-            if weak is not None:
-                return usable, (f"the next match scores under {self.min_share:.0%} of the "
-                                "best one's score")
-            if len(found) < want:
-                if not hits:
-                    return hits, "no facts match the message"
-                return hits, f"no more facts match the message ({len(hits)} found)"
-            if want >= ceiling:
-                if self.limit is None:
-                    return hits, f"asked the store for at most {MAX_FETCH} facts"
-                return hits, None  # the overfetched ones say "beyond the limit"
-            estimate = sum(_low_estimate(h.fact.value) for h in hits)
-            if estimate >= room:
-                return hits, (f"offered {len(hits)} facts, more than the {room} tokens left "
-                              "hold (estimated); more match")
-            # As many more as the lines found so far say the room needs, and some.
-            per_line = max(1.0, estimate / max(1, len(hits)))
-            want = min(ceiling, max(want * 5 // 4, want + int((room - estimate) / per_line * 1.25)
-                                    + 1))
+        def search(limit: int, relax: bool) -> list[Hit]:
+            if not relax:
+                return strict(limit)
+            if not relaxed:
+                relaxed.append(self._ranked(request, scope, relaxed=True))
+            return relaxed[0](limit)
 
-    def _ranked(self, request: AssemblyRequest, scope: str | None) -> Callable[[int], list[Hit]]:
+        def line(hit: Hit) -> str:
+            said = whens[hit.fact.id] = self._when(hit.fact, now)
+            return hit.fact.value if said is None else f"{hit.fact.value} ({said})"
+
+        wanted = Wanted(room=request.room_left, limit=self.limit, overfetch=self.overfetch,
+                        min_share=self.min_share, fill=self.fill, skip=skip, line=line)
+        return gather(search, wanted,
+                      can_relax=lambda: relaxed_search_of(self.store, request.message))
+
+    def _ranked(self, request: AssemblyRequest, scope: str | None, *, relaxed: bool
+                ) -> Callable[[int], list[Hit]]:
         """``ranked(limit)``: the best ``limit`` matches of the message in this slot (no
-        access counted); a store that can extends one search instead of running more."""
+        access counted; with every word when ``relaxed``); a store that can extends
+        one search instead of running more."""
         when: dict[str, Any] = {} if request.now is None else {"now": request.now}
         when.update(_owners(request))
+        if relaxed:
+            when["relaxed"] = True
         store = self.store
         if isinstance(store, RankingStore):
             return store.search_ranked(request.message, slots=[self.slot], scope=scope,
@@ -273,13 +259,22 @@ class MemoryContributor:
         return lambda limit: store.search(request.message, slots=[self.slot], scope=scope,
                                           limit=limit, track_access=False, **when)
 
-    def _first_weak(self, hits: Sequence[Hit]) -> int | None:
-        """Index of the first hit scoring under ``min_share`` of the best, if any."""
-        best = hits[0].trace.final if hits else 0.0
-        if not self.min_share or best <= 0 or self.limit is not None:
+    def _now(self, request: AssemblyRequest) -> float | None:
+        """The moment a memory's date is seen from: the request's, else the store's clock."""
+        if self.dates is None:
             return None
-        return next((n for n, h in enumerate(hits) if h.trace.final < self.min_share * best),
-                    None)
+        if request.now is not None:
+            return request.now
+        clock = getattr(self.store, "clock", None)
+        now = clock() if callable(clock) else None
+        return float(now) if isinstance(now, (int, float)) else time.time()
+
+    def _when(self, fact: Fact, now: float | None) -> str | None:
+        """When ``fact`` was said, as its line shows it (``None``: not shown)."""
+        said = fact.observed_at or fact.updated_at
+        if self.dates is None or now is None or said is None:
+            return None
+        return when_said(said.timestamp(), now, self.dates)
 
     def _profile(self, request: AssemblyRequest, scope: str | None) -> list[Fact]:
         """The slot's most important facts, within the profile's count and share."""
@@ -298,7 +293,7 @@ class MemoryContributor:
         room = self.profile_share * request.available
         chosen: list[Fact] = []
         for fact in sorted(facts, key=_importance):
-            cost = _high_estimate(fact.value)
+            cost = high_estimate(fact.value)
             if len(chosen) >= self.profile_size or cost > room:
                 break
             room -= cost

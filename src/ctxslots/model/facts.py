@@ -164,6 +164,12 @@ class HitTrace:
             not match the query itself), or ``None``.
         ranked_at: The moment (Unix seconds) ages and decay were counted to:
             the search's ``now``.
+        fill: How a memory section came to offer the hit: ``None`` for a
+            match it offered first; after the matches ran out, with room left,
+            ``"below_cut"`` (a match of the same search scoring under the
+            section's ``min_share`` of the best) or ``"relaxed"`` (found only
+            by the relaxed query, which keeps the words a search leaves out
+            for being common to much of the store).
     """
 
     bm25_rank: int | None
@@ -181,6 +187,7 @@ class HitTrace:
     hides: int = 0
     linked_from: int | None = None
     ranked_at: float | None = None
+    fill: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the trace as JSON-ready data."""

@@ -89,6 +89,9 @@ class Item:
         detail: A human-readable note on the decision.
         profile: Offered as part of a profile (the slot's most important
             facts, shown whatever the message), not found by the search.
+        when: When the entry was said, as the prompt shows it ("8 May 2023",
+            "3 months ago"), or ``None`` to show no time; the built-in item
+            template puts it after the text, and the budget counts it.
     """
 
     text: str
@@ -98,6 +101,7 @@ class Item:
     dropped: DropReason | None = attrs.field(default=None, converter=_optional_reason)
     detail: str | None = None
     profile: bool = False
+    when: str | None = None
 
     def __attrs_post_init__(self) -> None:
         # A memory section offers a hundred items a turn: one test of the usual
@@ -106,7 +110,8 @@ class Item:
                 and (self.key is None or type(self.key) is str) \
                 and (self.fact is None or type(self.fact) is Fact) \
                 and (self.trace is None or type(self.trace) is HitTrace) \
-                and (self.detail is None or type(self.detail) is str):
+                and (self.detail is None or type(self.detail) is str) \
+                and (self.when is None or type(self.when) is str):
             return
         for attribute in attrs.fields(Item):
             check = _ITEM_CHECKS.get(attribute.name)
@@ -117,7 +122,7 @@ class Item:
 _ITEM_CHECKS = {
     "text": _is(str), "key": _is(str, optional=True), "fact": _is(Fact, optional=True),
     "trace": _is(HitTrace, optional=True), "detail": _is(str, optional=True),
-    "profile": _is(bool),
+    "profile": _is(bool), "when": _is(str, optional=True),
 }
 
 
@@ -247,6 +252,7 @@ def trace_signals(trace: HitTrace) -> dict[str, Any]:
     }
     if trace.extra:
         out["extra"] = {k: trace.extra[k] for k in sorted(trace.extra)}
+    out["fill"] = trace.fill
     return out
 
 
@@ -259,6 +265,7 @@ def _item(decision: ItemDecision) -> dict[str, Any]:
         "detail": decision.detail,
         "tokens": decision.tokens,
         "text": item.text,
+        "when": item.when,
         "key": item.key,
         "profile": item.profile,
         "fact": None if fact is None else {

@@ -1,10 +1,20 @@
-"""Ages in words, as tool results and prompt dumps show them ("today", "3 days ago")."""
+"""When something was said, in words: ages ("today", "3 days ago") and calendar dates.
+
+Tool results and prompt dumps show ages; a memory's bullet in a prompt says when
+it was said with :func:`when_said`, as a date or as an age.
+"""
 
 from __future__ import annotations
 
-__all__ = ["age_in_words", "days_in_words"]
+import datetime as dt
+
+__all__ = ["DATE_STYLES", "age_in_words", "calendar_date", "days_in_words", "when_said"]
 
 _DAY = 86400.0
+
+#: The ways a prompt can say when a memory was said: ``"date"`` ("8 May 2023")
+#: or ``"age"`` ("3 months ago").
+DATE_STYLES = ("date", "age")
 
 
 def _plural(n: int, unit: str) -> str:
@@ -36,3 +46,28 @@ def age_in_words(then: float, now: float) -> str:
 def days_in_words(days: float) -> str:
     """An age given in days (as a retrieval trace holds it), in the words of :func:`age_in_words`."""
     return age_in_words(0.0, max(0.0, days) * _DAY)
+
+
+def calendar_date(when: float) -> str:
+    """The UTC calendar day of ``when`` (Unix seconds), as "8 May 2023"."""
+    day = dt.datetime.fromtimestamp(when, dt.timezone.utc)
+    return f"{day.day} {day:%B} {day.year}"
+
+
+def when_said(then: float, now: float, style: str = "date") -> str | None:
+    """When ``then`` was, seen from ``now`` (Unix seconds), in ``style``
+    (:data:`DATE_STYLES`); ``None`` when that is today (the same UTC day for a
+    date, under a day ago for an age, or later than ``now``: a clock skew
+    between writers), since "today" tells a model nothing.
+
+    >>> when_said(1683504000.0, 1700000000.0)
+    '8 May 2023'
+    >>> when_said(1683504000.0, 1700000000.0, "age")
+    '6 months ago'
+    """
+    if style not in DATE_STYLES:
+        raise ValueError(f"style must be one of {', '.join(DATE_STYLES)}, not {style!r}")
+    if style == "age":
+        words = age_in_words(then, now)
+        return None if words == "today" else words
+    return None if int(then // _DAY) >= int(now // _DAY) else calendar_date(then)

@@ -238,7 +238,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
                limit: int = 10, include_archive: bool = False, track_access: bool = True,
                boost: Boost | None = None, include_superseded: bool = False, now: Any = None,
                tags: Iterable[str] | str = (), source: str | None = None,
-               said_after: Any = None, said_before: Any = None) -> list[Hit]:
+               said_after: Any = None, said_before: Any = None,
+               relaxed: bool = False) -> list[Hit]:
         """Find the facts that best match ``query``, best first.
 
         Any string is accepted: it is sanitized into a safe lexical query, and a
@@ -269,6 +270,10 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         :param source: Only facts with this source.
         :param said_after: Only memories said (observed) at or after this moment.
         :param said_before: Only memories said before this moment.
+        :param relaxed: Also look for the words a search leaves out for being
+            common to much of the store (``QueryPolicy.max_doc_share`` and
+            ``max_query_share``): weaker matches, slower on a large store; the
+            memory sections use it to fill a prompt once the matches run out.
         :raises InvalidFactError: ``query``, ``slots``, an owner, ``limit``, ``now``
             or a filter is malformed, or ``boost`` returned a negative or
             non-finite factor.
@@ -278,7 +283,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
                                     include_archive=include_archive, boost=boost,
                                     include_superseded=include_superseded, now=now, tags=tags,
                                     source=source, said_after=said_after,
-                                    said_before=said_before)
+                                    said_before=said_before, relaxed=relaxed)
         hits = ranked.hits(limit)
         if track_access:
             hits = self._core.writer.track_access(hits, self.clock())
@@ -290,7 +295,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
                       boost: Boost | None = None, include_superseded: bool = False,
                       now: Any = None, tags: Iterable[str] | str = (),
                       source: str | None = None, said_after: Any = None,
-                      said_before: Any = None) -> RankedSearch:
+                      said_before: Any = None, relaxed: bool = False) -> RankedSearch:
         """A search whose ranked list is read as far as asked: ``hits(limit)``.
 
         Takes :meth:`search`'s arguments but ``limit`` and ``track_access``;
@@ -311,14 +316,16 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
                           now=moment, narrow=narrow)
         return start_search(core, SearchRequest(query=query, flt=flt,
                                                 include_archive=include_archive, boost=boost,
-                                                rerank=self.rerank, now=moment))
+                                                rerank=self.rerank, now=moment,
+                                                relaxed=relaxed))
 
-    def query_words(self, query: str) -> list[str]:
+    def query_words(self, query: str, *, relaxed: bool = False) -> list[str]:
         """The words a search of ``query`` looks for: sanitized, stop words and
-        words common to much of the store left out (for debugging a search)."""
+        (unless ``relaxed``) words common to much of the store left out (for
+        debugging a search)."""
         if not isinstance(query, str):
             raise InvalidArgumentError("query must be a string", field="query", value=query)
-        return self._core.planner.words(query)
+        return self._core.planner.words(query, relaxed=relaxed)
 
     def cache_status(self) -> CacheStatus:
         """Which in-memory copies of the indexes are loaded or loading (SQLite)."""

@@ -40,12 +40,13 @@ class QueryPlanner:
     embedding: EmbedderBinding
     _vectors: dict[str, np.ndarray] = attrs.field(factory=dict, repr=False)
 
-    def words(self, text: str) -> list[str]:
-        """The words a search of ``text`` looks for: sanitized, stop words and words
-        common to much of the store left out."""
+    def words(self, text: str, *, relaxed: bool = False) -> list[str]:
+        """The words a search of ``text`` looks for: sanitized, stop words and (unless
+        ``relaxed``) words common to much of the store left out."""
         policy = self.policy
         tokens = query_tokens(text, policy)
-        if not tokens or (policy.max_doc_share >= 1.0 and policy.max_query_share >= 1.0):
+        if not tokens or relaxed or (policy.max_doc_share >= 1.0
+                                     and policy.max_query_share >= 1.0):
             return tokens
         counts = self.backend.document_counts(tokens, min_rows=policy.common_min_facts)
         if counts is None:
@@ -54,14 +55,15 @@ class QueryPlanner:
                           total_share=policy.max_query_share)
 
     def plan(self, text: str, *, now: float, lexical: bool, vector: bool,
-             periods: bool = True) -> QueryPlan:
+             periods: bool = True, relaxed: bool = False) -> QueryPlan:
         """The plan of a search of ``text`` ranked at ``now``.
 
         :param lexical: Whether the lexical leg runs (the words are found).
         :param vector: Whether the vector leg runs (the text is embedded, unless blank).
         :param periods: Whether the periods the text names are found.
+        :param relaxed: Keep the words common to much of the store too.
         """
-        words = tuple(self.words(text)) if lexical else ()
+        words = tuple(self.words(text, relaxed=relaxed)) if lexical else ()
         embed = vector and self.embedding.embedder is not None and bool(text.strip())
         return QueryPlan(text=text, words=words, match=to_match(list(words)),
                          vector=self.vector(text) if embed else None,

@@ -46,6 +46,7 @@ class SearchRequest:
         boost: Optional factor per fact.
         rerank: Optional reranker of every fused candidate.
         now: The moment ages and decay count to.
+        relaxed: Also look for the words common to much of the store.
     """
 
     query: str
@@ -54,6 +55,7 @@ class SearchRequest:
     boost: Boost | None = None
     rerank: Reranker | None = None
     now: float = 0.0
+    relaxed: bool = False
 
 
 @attrs.frozen
@@ -186,6 +188,6 @@ def start_search(core: StoreCore, request: SearchRequest) -> RankedSearch:
     if vector and core.vector_writer is not None:
         core.vector_writer.wait()  # the vectors this store's own writes are owed
     plan = core.planner.plan(request.query, now=request.now, lexical=lexical, vector=vector,
-                             periods=ranking.period_boost != 1.0)
+                             periods=ranking.period_boost != 1.0, relaxed=request.relaxed)
     return RankedSearch(core, request, plan)
 

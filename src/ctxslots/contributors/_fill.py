@@ -1,0 +1,236 @@
+"""How a memory section gathers the hits that fill its room.
+
+1. Search with the message, sized by a low guess of each line's cost; while the
+   hits found hold fewer tokens (estimated on the low side) than the room and
+   more may match, search again for as many more as the lines found suggest.
+   The store's first hits never depend on the limit asked, so each search
+   extends the last.
+2. Matches scoring under ``min_share`` of the best one's come after the others,
+   marked as fill (``HitTrace.fill == "below_cut"``); with fill off they are not
+   offered at all.
+3. When the matches run out with room left, a relaxed search (every word of the
+   message, the words the store leaves out for being common too) adds the facts
+   it finds that the first did not (``"relaxed"``), for a store that can search
+   so and whose words for the message differ once relaxed.
+
+With a ``limit`` (a ceiling a user sets) only step 1 runs: the section offers
+that many and shows the overfetched ones as dropped.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from ..model import Hit
+
+__all__ = ["BELOW_CUT", "MAX_FETCH", "RELAXED", "Gathered", "Wanted", "gather", "high_estimate",
+           "low_estimate", "relaxed_search_of"]
+
+#: Most facts a contributor asks the store for in one search.
+MAX_FETCH = 500
+#: Tokens one memory's line is guessed to cost at least, to size the first search:
+#: low, so that one search nearly always finds enough to fill the room (a search
+#: costs the same whatever its limit, a hit a few microseconds more). The bullet
+#: lines of the benchmark corpus and of the conversation dev set average 28 and 30.
+GUESS_TOKENS_PER_ITEM = 18
+#: ``HitTrace.fill`` of a match under the section's ``min_share`` of the best.
+BELOW_CUT = "below_cut"
+#: ``HitTrace.fill`` of a fact only the relaxed query found.
+RELAXED = "relaxed"
+
+#: ``search(limit, relaxed) -> hits``: the store searched with the section's
+#: message, slot, scope and time.
+Search = Callable[[int, bool], list[Hit]]
+
+
+def low_estimate(text: str) -> int:
+    """Tokens of a rendered line, rather under than over (so filling asks for enough).
+
+    On the benchmark corpus and the conversation dev set it came to 0.77 of the
+    real count of the bullet lines, and over it for under 1% of them
+    (``len // 5 + 2`` was over for 11 to 14%, and a section could stop offering
+    before it filled its room).
+    """
+    return len(text) // 6 + 2
+
+
+def high_estimate(text: str) -> int:
+    """Tokens of a rendered line, rather over than under (so a bound holds)."""
+    return len(text) // 4 + 4
+
+
+def _filling(lines: Sequence[str], room: int) -> int | None:
+    """How many of ``lines`` to offer so that they hold more than ``room`` tokens
+    (estimated on the low side) with a tenth more (at least two) to spare, or
+    ``None`` when all of them hold less. Those past that would be dropped for the
+    budget anyway: not offering them saves building, rendering and reporting them."""
+    total = 0
+    for n, line in enumerate(lines, start=1):
+        total += low_estimate(line)
+        if total >= room:
+            spare = n + max(2, n // 10)
+            return spare if spare < len(lines) else None
+    return None
+
+
+@attrs.frozen
+class Wanted:
+    """What a section asks of the store.
+
+    Attributes:
+        room: Tokens its lines may take.
+        limit: The user's ceiling on facts offered, or ``None`` (fill the room).
+        overfetch: With a ``limit``, extra facts asked for to show as dropped.
+        min_share: Matches under this share of the best one's final score are fill.
+        fill: Offer fill (matches under ``min_share``, then the relaxed query's)
+            once the matches run out; ``False`` stops at the cut.
+        skip: Fact ids already shown (the profile).
+        line: The text a hit's line shows, for estimating its tokens.
+    """
+
+    room: int
+    limit: int | None
+    overfetch: int
+    min_share: float
+    fill: bool
+    skip: frozenset[int]
+    line: Callable[[Hit], str]
+
+
+@attrs.frozen
+class Gathered:
+    """The hits a section offers, best first, and why it offers no more.
+
+    Attributes:
+        hits: Matches first, then fill (marked in each hit's trace).
+        note: Why no more were offered (``None``: the overfetched ones say it).
+    """
+
+    hits: list[Hit]
+    note: str | None
+
+
+def _first_weak(hits: Sequence[Hit], wanted: Wanted) -> int | None:
+    """Index of the first hit scoring under ``min_share`` of the best, if any."""
+    best = hits[0].trace.final if hits else 0.0
+    if not wanted.min_share or best <= 0 or wanted.limit is not None:
+        return None
+    return next((n for n, h in enumerate(hits) if h.trace.final < wanted.min_share * best),
+                None)
+
+
+def _as_fill(hits: Sequence[Hit], how: str) -> list[Hit]:
+    return [Hit(fact=h.fact, trace=attrs.evolve(h.trace, fill=how)) for h in hits]
+
+
+def _offered(hits: list[Hit], room: int, wanted: Wanted) -> Gathered | None:
+    """The hits to offer when they fill the room, else ``None``."""
+    enough = _filling([wanted.line(h) for h in hits], room)
+    if enough is None:
+        return None
+    fill = sum(1 for h in hits[:enough] if h.trace.fill is not None)
+    extra = f" ({fill} of them to fill the room)" if fill else ""
+    return Gathered(hits[:enough], f"offered {enough} facts{extra}, more than the {room} tokens "
+                                   "left hold (estimated); more match")
+
+
+def gather(search: Search, wanted: Wanted, *, can_relax: Callable[[], bool]) -> Gathered:
+    """The hits that fill ``wanted.room`` (see the module's notes).
+
+    :param can_relax: Whether a relaxed search (``search(n, True)``) could find
+        more; asked only once the matches ran out with room left.
+    """
+    room, limited = wanted.room, wanted.limit is not None
+    ceiling = MAX_FETCH if wanted.limit is None else wanted.limit + wanted.overfetch
+    want = min(ceiling, max(10, -(-room // GUESS_TOKENS_PER_ITEM)) + len(wanted.skip))
+    while True:
+        found = search(want, False)
+        hits = [h for h in found if h.fact.id not in wanted.skip]
+        weak = _first_weak(hits, wanted)
+        if weak is not None:
+            if not wanted.fill:
+                usable = hits[:weak]
+                return _offered(usable, room, wanted) or Gathered(usable, (
+                    f"the next match scores under {wanted.min_share:.0%} of the best one's score"))
+            hits = hits[:weak] + _as_fill(hits[weak:], BELOW_CUT)
+        if not limited and (done := _offered(hits, room, wanted)) is not None:
+            return done
+        if len(found) < want:
+            break
+        if want >= ceiling:
+            return Gathered(hits, None if limited else
+                            f"asked the store for at most {MAX_FETCH} facts")
+        estimate = sum(low_estimate(wanted.line(h)) for h in hits)
+        if estimate >= room:
+            return Gathered(hits, f"offered {len(hits)} facts, more than the {room} tokens left "
+                                  "hold (estimated); more match")
+        # As many more as the lines found so far say the room needs, and some.
+        per_line = max(1.0, estimate / max(1, len(hits)))
+        want = min(ceiling, max(want * 5 // 4, want + int((room - estimate) / per_line * 1.25)
+                                + 1))
+    if limited or not wanted.fill or not can_relax():
+        return Gathered(hits, _ran_out(hits, weak, wanted))
+    return _relax(search, hits, weak, wanted, ceiling)
+
+
+def _ran_out(hits: Sequence[Hit], weak: int | None, wanted: Wanted, relaxed: int = 0) -> str:
+    if not hits:
+        return "no facts match the message"
+    parts = []
+    if weak is not None and weak < len(hits) - relaxed:
+        parts.append(f"{len(hits) - relaxed - weak} under {wanted.min_share:.0%} of the best")
+    if relaxed:
+        parts.append(f"{relaxed} found by the relaxed query")
+    more = f": {', '.join(parts)}" if parts else ""
+    return f"no more facts match the message ({len(hits)} found{more})"
+
+
+def _relax(search: Search, hits: list[Hit], weak: int | None, wanted: Wanted,
+           ceiling: int) -> Gathered:
+    """``hits`` and, after them, what the relaxed query finds that they lack."""
+    seen = {h.fact.id for h in hits} | wanted.skip
+    left = wanted.room - sum(low_estimate(wanted.line(h)) for h in hits)
+    want = min(ceiling, len(hits) + len(wanted.skip)
+               + max(10, -(-left // GUESS_TOKENS_PER_ITEM)))
+    extra = [h for h in search(want, True) if h.fact.id not in seen]
+    combined = hits + _as_fill(extra, RELAXED)
+    done = _offered(combined, wanted.room, wanted)
+    if done is not None:
+        return done
+    return Gathered(combined, _ran_out(combined, weak, wanted, len(extra)))
+
+
+_TAKES_RELAXED: dict[type, bool] = {}
+
+
+def _takes_relaxed(store: Any) -> bool:
+    """Whether ``store.search`` takes ``relaxed`` (remembered per class)."""
+    kind = type(store)
+    known = _TAKES_RELAXED.get(kind)
+    if known is None:
+        try:
+            known = "relaxed" in inspect.signature(store.search).parameters
+        except (TypeError, ValueError):
+            known = False
+        _TAKES_RELAXED[kind] = known
+    return known
+
+
+def relaxed_search_of(store: Any, message: str) -> bool:
+    """Whether a relaxed search of ``message`` could find more: the store's
+    ``search`` takes ``relaxed`` and its words for the message differ once relaxed
+    (a :class:`~ctxslots.FactStore` leaves out words common to much of a large
+    store)."""
+    if not _takes_relaxed(store):
+        return False
+    words = getattr(store, "query_words", None)
+    if not callable(words):
+        return True
+    try:
+        return bool(words(message) != words(message, relaxed=True))
+    except TypeError:
+        return True
