@@ -34,8 +34,8 @@ __all__ = ["BELOW_CUT", "MAX_FETCH", "RELAXED", "Gathered", "Wanted", "gather", 
 MAX_FETCH = 500
 #: Tokens one memory's line is guessed to cost at least, to size the first search:
 #: low, so that one search nearly always finds enough to fill the room (a search
-#: costs the same whatever its limit, a hit a few microseconds more). The bullet
-#: lines of the benchmark corpus and of the conversation dev set average 28 and 30.
+#: costs the same whatever its limit, a hit a few microseconds more; BENCHMARKS.md,
+#: "SQL statements per search and assembly").
 GUESS_TOKENS_PER_ITEM = 18
 #: ``HitTrace.fill`` of a match under the section's ``min_share`` of the best.
 BELOW_CUT = "below_cut"
@@ -50,10 +50,8 @@ Search = Callable[[int, bool], list[Hit]]
 def low_estimate(text: str) -> int:
     """Tokens of a rendered line, rather under than over (so filling asks for enough).
 
-    On the benchmark corpus and the conversation dev set it came to 0.77 of the
-    real count of the bullet lines, and over it for under 1% of them
-    (``len // 5 + 2`` was over for 11 to 14%, and a section could stop offering
-    before it filled its room).
+    An estimate over the real count can stop a section from offering before it
+    fills its room (BENCHMARKS.md, "SQL statements per search and assembly").
     """
     return len(text) // 6 + 2
 

@@ -59,9 +59,8 @@ _SLOT = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 _MAX_LIMIT = 500
 #: Matches scoring under this share of the best come after the others, as fill:
 #: with a real model nearly every memory is somewhat similar to any message, so
-#: the clear matches go first. On the conversation dev set 0.1 cost 0.001 to 0.006
-#: of the evidence inside a 2,000-token prompt when the section stopped at it (see
-#: BENCHMARKS.md).
+#: the clear matches go first (BENCHMARKS.md, "Extracted facts, the budget filled,
+#: dates in the prompt").
 MIN_SHARE = 0.1
 #: The stop note of a section whose room the sections before it took.
 NO_ROOM = "not searched: the sections placed before it left no room"

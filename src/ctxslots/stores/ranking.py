@@ -58,39 +58,34 @@ _DAY = 86400.0
 
 #: Decay time constant (tau, in days) per slot; ``None`` means no decay.
 #: User facts (who the user is) and project facts (how the workspace works) stay
-#: true until replaced by key, so they do not fade; agent observations do, slowly.
-#: On the labelled set in benchmarks/data/ every amount of decay cost recall
-#: (R@10: none 0.594, tau 365 d 0.592, 180 d 0.581, 90 d 0.560, 30 d 0.524), so
-#: the default is the mildest that still lets a newer note win a near-tie: a
-#: year-old agent note keeps 37% of its weight. See BENCHMARKS.md.
+#: true until replaced by key, so they do not fade; agent observations do, slowly:
+#: every amount of decay cost recall, so this is the mildest that still lets a
+#: newer note win a near-tie (BENCHMARKS.md, "Retrieval quality on the labelled set").
 DEFAULT_DECAY_DAYS: Mapping[str, float | None] = {"user": None, "project": None, "agent": 365.0}
 
 #: Vector-leg weight used when the policy leaves it to the embedder (``None``)
 #: and the embedder is a real model: equal to the lexical leg's, since adaptive
-#: fusion already weighs each leg by how clearly it picks a best candidate.
-#: Chosen on the labelled set in benchmarks/data/ and the conversation dev set
-#: together (see BENCHMARKS.md): with all-MiniLM-L6-v2 both sets scored above
-#: words alone, where the earlier RRF weight 4 lost to words on conversations.
+#: fusion already weighs each leg by how clearly it picks a best candidate
+#: (BENCHMARKS.md, "What moved which default, and why").
 MODEL_VECTOR_WEIGHT = 1.0
 
-#: A candidate only the vector leg found is left out below this cosine: with
-#: all-MiniLM-L6-v2, 0.2 removed 19% of the vector-only candidates on the
-#: labelled set and none that a top-10 needed there or on the conversation set.
+#: A candidate only the vector leg found is left out below this cosine: on
+#: all-MiniLM-L6-v2's scale it removes noise and no memory a top-10 needed
+#: (BENCHMARKS.md, "What moved which default, and why").
 VECTOR_ONLY_MIN_COSINE = 0.2
 
 #: Relevance multiplier for a memory observed in a period the query names.
 PERIOD_BOOST = 2.0
 
 #: Share of the best relevance among the other candidates observed at the same
-#: moment (one flush, one session) that a candidate gains: on the conversation dev
-#: set it lifted recall@10 of extracted facts by 0.018 words only and 0.017 with
-#: MiniLM, and kept the order within an episode (any weight under 1 does).
+#: moment (one flush, one session) that a candidate gains: facts said together are
+#: asked about together; any weight under 1 keeps the order within an episode
+#: (BENCHMARKS.md, "Extracted facts, the budget filled, dates in the prompt").
 EPISODE_WEIGHT = 0.3
 
 #: An episode holding more than this share of the candidates within depth gains
 #: nothing: when most candidates were observed at one moment (a bulk import, a
-#: fixed clock) the moment tells them apart from nothing. On the conversation dev
-#: set no episode came near it (caps from 0.2 to 1 gave the same figures).
+#: fixed clock) the moment tells them apart from nothing.
 EPISODE_MAX_SHARE = 0.25
 
 #: Reinforcement scores are clamped to this range before ``exp`` so a runaway
