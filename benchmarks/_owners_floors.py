@@ -1,9 +1,9 @@
 """The floors of the owners benchmark: one user's search, assembly and flush in hand-written SQL.
 
     hand = SqliteHand.open(path)            # or PostgresHand.open(url)
-    hand.search(words, who, now)            # what store.search(..., user=, scope=, agent=) reads
-    hand.assemble(words, who, now, shown)   # the reads and the access write of one assembly
-    hand.write(ops, who, now)               # the writes of one flush, in one transaction
+    hand.search(words, who, now)          # what store.search(..., user=, scope=, agent=) reads
+    hand.assemble(words, who, now, shown, relaxed, reads)  # one assembly's reads, write
+    hand.write(ops, who, now)             # the writes of one flush, in one transaction
 
 Each does what the store does for the same request, as its statements show
 (an apsw exec trace on SQLite, ``log_statement = 'all'`` on PostgreSQL), with
@@ -16,10 +16,15 @@ what the store adds for its own bookkeeping left out:
   BM25 statement typed out); then the first ten counted as accessed in one
   transaction. Not done: ranking by decay and reinforcement (Python), the
   co-recall link and near-duplicate lookups, the statistics checks.
-- **assemble**: the user's profile (their five most important keyed facts),
-  the same BM25 read for each of the three slots with the filter of that slot
-  (user facts: no scope; project facts: the scope; agent facts: the agent and
-  the scope), then ``shown`` of the rows read counted as accessed in one
+- **assemble**: the user's profile (their five most important keyed facts);
+  for each slot whose section searched (one the budget left no room for does
+  not), the same BM25 read with the filter of that slot (user facts: no scope;
+  project facts: the scope; agent facts: the agent and the scope), as many rows
+  deep as the section asked for (at least the pool), and a second read with
+  every word of the message where the section ran out of matches with room left
+  and searched relaxed (the benchmark notes both from the store's own assembly
+  of the same request; where the store read a slot again deeper, the floor
+  reads it once); then ``shown`` of the rows read counted as accessed in one
   transaction (the store's prompt showed that many). The token count of the
   final text is added by the benchmark.
 - **write**: the flush's transaction: its progress read, then for each
@@ -33,7 +38,7 @@ what the store adds for its own bookkeeping left out:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,8 +103,8 @@ class SqliteHand:
         conn.execute("PRAGMA secure_delete=ON")
         return cls(conn)
 
-    def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float
-              ) -> list[tuple[Any, ...]]:
+    def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float,
+              depth: int = POOL) -> list[tuple[Any, ...]]:
         match = to_match(list(words))
         if not match:
             return []
@@ -112,7 +117,7 @@ class SqliteHand:
                f"AND f.superseded_by IS NULL AND (f.expires_at IS NULL OR f.expires_at > ?) "
                f"ORDER BY facts_fts.rank, f.id LIMIT ?")
         params = [match, user, no_user, agent, no_agent, *([slot] if slot else []),
-                  *([scope] if scope else []), now, POOL]
+                  *([scope] if scope else []), now, depth]
         return self.conn.execute(sql, params).fetchall()
 
     def _touch(self, ids: Sequence[int], now: float) -> None:
@@ -138,11 +143,17 @@ class SqliteHand:
             f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT ?",
             (who.user, now, PROFILE)).fetchall()
 
-    def assemble(self, words: Sequence[str], who: Who, now: float, shown: int) -> int:
-        """The profile, each slot's rows, ``shown`` of them counted; how many rows were read."""
+    def assemble(self, words: Sequence[str], who: Who, now: float, shown: int,
+                 relaxed: Sequence[str], reads: Mapping[tuple[str, bool], int]) -> int:
+        """The profile, the rows of each slot in ``reads`` as deep as ``reads[slot, False]``
+        asked (and with the ``relaxed`` words where ``reads[slot, True]`` is), ``shown`` of
+        them counted; how many rows were read."""
         rows = list(self.profile(who, now))
         for slot, owners in _slot_filters(who):
-            rows += self._bm25(words, owners, slot, now)
+            if (slot, False) in reads:
+                rows += self._bm25(words, owners, slot, now, max(POOL, reads[slot, False]))
+            if (slot, True) in reads:
+                rows += self._bm25(relaxed, owners, slot, now, max(POOL, reads[slot, True]))
         self._touch([int(r[0]) for r in rows[:shown]], now)
         return len(rows)
 
@@ -231,8 +242,8 @@ class PostgresHand:
             "SELECT count(*), coalesce(avg(doc_len), 0)::float8 FROM facts").fetchone()
         return cls(conn, int(facts), float(mean))
 
-    def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float
-              ) -> list[tuple[Any, ...]]:
+    def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float,
+              depth: int = POOL) -> list[tuple[Any, ...]]:
         if not words:
             return []
         user, no_user, agent, no_agent, scope = owners
@@ -241,7 +252,7 @@ class PostgresHand:
         query = " | ".join(f"'{w}'" for w in words)
         params = [" ".join(words), self.facts, self.mean_length, query, [user, no_user],
                   [agent, no_agent], *([slot] if slot else []),
-                  [scope, ""] if scope else [""], now, POOL]
+                  [scope, ""] if scope else [""], now, depth]
         return self.conn.execute(sql, params).fetchall()
 
     def _touch(self, ids: Sequence[int], now: float) -> None:
@@ -266,11 +277,17 @@ class PostgresHand:
             f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT %s",
             (who.user, now, PROFILE)).fetchall()
 
-    def assemble(self, words: Sequence[str], who: Who, now: float, shown: int) -> int:
-        """The profile, each slot's rows, ``shown`` of them counted; how many rows were read."""
+    def assemble(self, words: Sequence[str], who: Who, now: float, shown: int,
+                 relaxed: Sequence[str], reads: Mapping[tuple[str, bool], int]) -> int:
+        """The profile, the rows of each slot in ``reads`` as deep as ``reads[slot, False]``
+        asked (and with the ``relaxed`` words where ``reads[slot, True]`` is), ``shown`` of
+        them counted; how many rows were read."""
         rows = list(self.profile(who, now))
         for slot, owners in _slot_filters(who):
-            rows += self._bm25(words, owners, slot, now)
+            if (slot, False) in reads:
+                rows += self._bm25(words, owners, slot, now, max(POOL, reads[slot, False]))
+            if (slot, True) in reads:
+                rows += self._bm25(relaxed, owners, slot, now, max(POOL, reads[slot, True]))
         self._touch([int(r[0]) for r in rows[:shown]], now)
         return len(rows)
 

@@ -27,7 +27,8 @@ timed in turn, request by request (``benchmarks/_timing.py``):
 
 The requests: **search** (``store.search(question, user=, scope=, agent=)``, ten
 hits, counted as accessed), **assemble** (``PromptAssembler(store).assemble`` with
-the three memory sections, a 2,000-token budget), and **flush write** (a flush's
+the three memory sections, a 2,000-token budget; the floor reads each slot as deep as the store's own
+assembly of the request asked, and relaxed where it searched relaxed), and **flush write** (a flush's
 transaction: its progress read, five keyed upserts of the user's facts, three
 replacing a value and two new, each read by key first, then its progress
 written). Questions are the dev set's, asked about the user by name.
@@ -46,8 +47,8 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,50 @@ def time_search(targets: list[Target], repeat: int) -> Turns:
     }, len(work), repeat=repeat)
 
 
+@dataclass(frozen=True)
+class Made:
+    """What the store's own assembly of a request did, for the floor to do the same."""
+
+    text: str
+    shown: int
+    words: list[str]
+    relaxed: list[str]
+    reads: dict[tuple[str, bool], int]
+
+
+class _Noted:
+    """A ranked search whose ``hits(limit)`` notes the deepest limit asked."""
+
+    def __init__(self, ranked: Any, key: tuple[str, bool], reads: dict[tuple[str, bool], int]
+                 ) -> None:
+        self.ranked, self.key, self.reads = ranked, key, reads
+
+    def hits(self, limit: int) -> Any:
+        self.reads[self.key] = max(self.reads.get(self.key, 0), limit)
+        return self.ranked.hits(limit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.ranked, name)
+
+
+@contextmanager
+def noted_reads(store: FactStore) -> Iterator[dict[tuple[str, bool], int]]:
+    """For each (slot, relaxed) a section searched ``store`` with while the block ran,
+    the most hits it asked for (the store's own searches run unchanged)."""
+    reads: dict[tuple[str, bool], int] = {}
+    ranked = store.search_ranked
+
+    def noting(*args: Any, **kwargs: Any) -> Any:
+        slots = kwargs.get("slots") or ("",)
+        return _Noted(ranked(*args, **kwargs), (slots[0], bool(kwargs.get("relaxed"))), reads)
+
+    store.search_ranked = noting  # type: ignore[method-assign]
+    try:
+        yield reads
+    finally:
+        del store.search_ranked
+
+
 def time_assembly(targets: list[Target], repeat: int) -> Turns:
     """Each question assembled on the four sides in turn; the floors count the tokens of
     the text the store assembled and touch as many facts as it showed."""
@@ -156,19 +201,22 @@ def time_assembly(targets: list[Target], repeat: int) -> Turns:
         return AssemblyRequest(q, user=t.user.user_id, scope=t.user.scope, agent=AGENT,
                                budget=BUDGET)
 
-    def made(store_of: Callable[[Target], FactStore]) -> list[tuple[str, int, list[str]]]:
+    def made(store_of: Callable[[Target], FactStore]) -> list[Made]:
         out = []
         for t, q in work:
-            prompt = assemblers[id(store_of(t))].assemble(request(t, q))
-            out.append((prompt.text, len(prompt.kept), store_of(t).query_words(q)))
+            store = store_of(t)
+            with noted_reads(store) as reads:
+                prompt = assemblers[id(store)].assemble(request(t, q))
+            out.append(Made(prompt.text, len(prompt.kept), store.query_words(q),
+                            store.query_words(q, relaxed=True), reads))
         return out
 
     big, solo = made(lambda t: t.store), made(lambda t: t.solo)
 
-    def floor(i: int, hand: Any, prompt: tuple[str, int, list[str]]) -> object:
-        text, shown, words = prompt
-        hand.assemble(words, work[i][0].who, time.time(), shown)
-        return encoding.encode(text)
+    def floor(i: int, hand: Any, made: Made) -> object:
+        hand.assemble(made.words, work[i][0].who, time.time(), made.shown, made.relaxed,
+                      made.reads)
+        return encoding.encode(made.text)
 
     return in_turn({
         "store": lambda i: assemblers[id(work[i][0].store)].assemble(request(*work[i])),
