@@ -181,6 +181,23 @@ def test_duplicate_rule_keyed_by_key_free_by_value(store, tmp_path, clock):
     assert "The user edits code in Vim." == store.get_by_key("user", "editor").value
 
 
+def test_one_file_of_many_users_keeps_each_users_facts(store):
+    """Records of two users with the same key or the same text are two facts, not duplicates."""
+    header = {"format": "ctxslots-facts", "version": 1}
+    lines = [header]
+    for user in ("ada", "bob"):
+        lines += [{"slot": "user", "user": user, "key": "city", "value": f"{user} lives in Oslo."},
+                  {"slot": "user", "user": user, "value": "Likes hiking."},
+                  {"slot": "agent", "agent": user, "scope": "atlas", "value": "Ask first."}]
+    report = store.import_jsonl(_jsonl(lines))
+    assert (6, 0) == (report.added, report.skipped_duplicates)
+    for user in ("ada", "bob"):
+        assert f"{user} lives in Oslo." == store.get_by_key("user", "city", user=user).value
+        assert ["Likes hiking."] == [h.fact.value for h in store.search("hiking", user=user)]
+        assert ["Ask first."] == [h.fact.value for h in store.search(
+            "ask first", scope="atlas", agent=user, slots=["agent"])]
+
+
 def test_taken_ids_are_renumbered_and_links_follow(rich, tmp_path, clock):
     """Into a store whose ids are taken, facts get new ids; history, links and superseding follow."""
     records = _export(rich)

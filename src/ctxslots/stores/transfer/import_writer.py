@@ -39,13 +39,15 @@ Progress = Callable[[int], None]
 
 
 def _identity(fact: ParsedFact) -> tuple[Any, ...]:
-    """What makes two records the same fact (the duplicate rule)."""
+    """What makes two records the same fact (the duplicate rule): the same owners, and
+    the same key, or the same value when there is no key."""
     row = fact.row
+    owners = (row["slot"], row["scope"], row["user_id"], row["agent_id"])
     if fact.archived:
-        return ("archived", row["slot"], row["scope"], row["key"], row["value"])
+        return ("archived", *owners, row["key"], row["value"])
     if row["key"] is not None:
-        return ("key", row["slot"], row["scope"], row["key"])
-    return ("free", row["slot"], row["scope"], row["value"])
+        return ("key", *owners, row["key"])
+    return ("free", *owners, row["value"])
 
 
 @attrs.define

@@ -1,0 +1,336 @@
+"""The floors of the owners benchmark: one user's search, assembly and flush in hand-written SQL.
+
+    hand = SqliteHand.open(path)            # or PostgresHand.open(url)
+    hand.search(words, who, now)          # what store.search(..., user=, scope=, agent=) reads
+    hand.assemble(words, who, now, shown, relaxed, reads)  # one assembly's reads, write
+    hand.write(ops, who, now)             # the writes of one flush, in one transaction
+
+Each does what the store does for the same request, as its statements show
+(an apsw exec trace on SQLite, ``log_statement = 'all'`` on PostgreSQL), with
+what the store adds for its own bookkeeping left out:
+
+- **search**: the best ``pool`` facts for the store's own words (after its query
+  processing) among those the user sees (their facts and the shared ones of
+  the scope and the global scope, live, not hidden by a newer near-duplicate),
+  every column, ranked by BM25 (FTS5's on SQLite; on PostgreSQL the engine's
+  BM25 statement typed out); then the first ten counted as accessed in one
+  transaction. Not done: ranking by decay and reinforcement (Python), the
+  co-recall link and near-duplicate lookups, the statistics checks.
+- **assemble**: the user's profile (their five most important keyed facts);
+  for each slot whose section searched (one the budget left no room for does
+  not), the same BM25 read with the filter of that slot (user facts: no scope;
+  project facts: the scope; agent facts: the agent and the scope), as many rows
+  deep as the section asked for (at least the pool), and a second read with
+  every word of the message where the section ran out of matches with room left
+  and searched relaxed (the benchmark notes both from the store's own assembly
+  of the same request; where the store read a slot again deeper, the floor
+  reads it once); then ``shown`` of the rows read counted as accessed in one
+  transaction (the store's prompt showed that many). The token count of the
+  final text is added by the benchmark.
+- **write**: the flush's transaction: its progress read, then for each
+  operation the live fact with that key read (locked on PostgreSQL), and
+  either its old value written to history and the row updated, or a new row
+  inserted; then the progress written. The full-text index follows through
+  the engine's own triggers (SQLite) or generated column (PostgreSQL). Not
+  done: the store's advisory lock per key (PostgreSQL), savepoints, and the
+  re-reads of each written row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from _people import AGENT
+from ctxslots.stores.sanitize import to_match
+
+__all__ = ["Op", "PostgresHand", "SqliteHand", "Who"]
+
+#: The candidates a store search reads from each leg (FactStore's default candidate_pool).
+POOL = 100
+#: Hits a search returns (and counts as accessed).
+LIMIT = 10
+#: The profile's size (UserMemoryContributor's profile_size).
+PROFILE = 5
+_BUSY_MS = 30_000
+
+_COLUMNS = ("id, slot, scope, key, value, tags, source, confidence, score, created_at, "
+            "updated_at, observed_at, last_accessed, access_count, expires_at, superseded_by, "
+            "context, user_id, agent_id")
+_IMPORTANCE = ("score DESC, access_count DESC, confidence DESC, key IS NULL, updated_at DESC, "
+               "id")
+
+
+@dataclass(frozen=True)
+class Who:
+    """Who asks: a user, the scope they work in, the agent answering."""
+
+    user: str
+    scope: str
+    agent: str = AGENT
+
+
+@dataclass(frozen=True)
+class Op:
+    """One upsert of a flush: a user fact's key and new value."""
+
+    key: str
+    value: str
+
+
+def _slot_filters(who: Who) -> list[tuple[str, list[Any]]]:
+    """For each memory slot: the condition on (user, agent, scope) its section reads."""
+    return [("user", [who.user, "", who.agent, "", ""]),
+            ("project", [who.user, "", who.agent, "", who.scope]),
+            ("agent", [who.user, "", who.agent, "", who.scope])]
+
+
+@dataclass
+class SqliteHand:
+    """Raw SQL on a plain apsw connection to the store's file."""
+
+    conn: apsw.Connection
+
+    @classmethod
+    def open(cls, path: str) -> SqliteHand:
+        """A connection set up as the store sets up its own for writing."""
+        conn = apsw.Connection(path)
+        conn.set_busy_timeout(_BUSY_MS)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA secure_delete=ON")
+        return cls(conn)
+
+    def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float,
+              depth: int = POOL) -> list[tuple[Any, ...]]:
+        match = to_match(list(words))
+        if not match:
+            return []
+        user, no_user, agent, no_agent, scope = owners
+        scopes = "f.scope = ''" if not scope else "f.scope IN (?, '')"
+        sql = (f"SELECT f.*, facts_fts.rank FROM facts_fts JOIN facts AS f "
+               f"ON f.id = facts_fts.rowid WHERE facts_fts MATCH ? "
+               f"AND f.user_id IN (?, ?) AND f.agent_id IN (?, ?) "
+               f"{'AND f.slot = ? ' if slot else ''}AND {scopes} "
+               f"AND f.superseded_by IS NULL AND (f.expires_at IS NULL OR f.expires_at > ?) "
+               f"ORDER BY facts_fts.rank, f.id LIMIT ?")
+        params = [match, user, no_user, agent, no_agent, *([slot] if slot else []),
+                  *([scope] if scope else []), now, depth]
+        return self.conn.execute(sql, params).fetchall()
+
+    def _touch(self, ids: Sequence[int], now: float) -> None:
+        if not ids:
+            return
+        with self.conn:
+            self.conn.execute(
+                f"UPDATE facts SET access_count = access_count + 1, last_accessed = ? "
+                f"WHERE id IN ({','.join('?' * len(ids))})", (now, *ids))
+
+    def search(self, words: Sequence[str], who: Who, now: float) -> list[int]:
+        """The ids of the best rows; the first ten counted as accessed."""
+        rows = self._bm25(words, [who.user, "", who.agent, "", who.scope], None, now)
+        ids = [int(r[0]) for r in rows]
+        self._touch(ids[:LIMIT], now)
+        return ids
+
+    def profile(self, who: Who, now: float) -> list[tuple[Any, ...]]:
+        """The user's most important keyed or reinforced facts."""
+        return self.conn.execute(
+            f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND agent_id = '' AND slot = 'user' "
+            f"AND scope = '' AND (expires_at IS NULL OR expires_at > ?) "
+            f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT ?",
+            (who.user, now, PROFILE)).fetchall()
+
+    def assemble(self, words: Sequence[str], who: Who, now: float, shown: int,
+                 relaxed: Sequence[str], reads: Mapping[tuple[str, bool], int]) -> int:
+        """The profile, the rows of each slot in ``reads`` as deep as ``reads[slot, False]``
+        asked (and with the ``relaxed`` words where ``reads[slot, True]`` is), ``shown`` of
+        them counted; how many rows were read."""
+        rows = list(self.profile(who, now))
+        for slot, owners in _slot_filters(who):
+            if (slot, False) in reads:
+                rows += self._bm25(words, owners, slot, now, max(POOL, reads[slot, False]))
+            if (slot, True) in reads:
+                rows += self._bm25(relaxed, owners, slot, now, max(POOL, reads[slot, True]))
+        self._touch([int(r[0]) for r in rows[:shown]], now)
+        return len(rows)
+
+    def write(self, ops: Sequence[Op], who: Who, now: float) -> None:
+        """One flush's writes in one transaction."""
+        conn = self.conn
+        conversation = f"conversation-{who.user}"
+        with conn:
+            conn.execute("SELECT messages_read, fingerprint FROM flush_progress "
+                         "WHERE user_id = ? AND agent_id = ? AND conversation = ?",
+                         (who.user, who.agent, conversation)).fetchall()
+            for op in ops:
+                old = conn.execute(
+                    f"SELECT {_COLUMNS} FROM facts WHERE slot = 'user' AND scope = '' "
+                    f"AND user_id = ? AND agent_id = '' AND key = ? "
+                    f"AND (expires_at IS NULL OR expires_at > ?)",
+                    (who.user, op.key, now)).fetchone()
+                if old is not None:
+                    conn.execute(
+                        "INSERT INTO fact_history (fact_id, slot, scope, key, value, tags, "
+                        "source, confidence, valid_from, valid_to) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (old[0], old[1], old[2], old[3], old[4], old[5], old[6], old[7],
+                         old[10], now))
+                    conn.execute("UPDATE facts SET value = ?, source = 'flush', updated_at = ?, "
+                                 "observed_at = ? WHERE id = ?", (op.value, now, now, old[0]))
+                else:
+                    conn.execute(
+                        "INSERT INTO facts (slot, scope, key, value, tags, source, confidence, "
+                        "score, created_at, updated_at, observed_at, access_count, user_id, "
+                        "agent_id) VALUES ('user', '', ?, ?, '', 'flush', 1.0, 0.0, ?, ?, ?, 0, "
+                        "?, '')", (op.key, op.value, now, now, now, who.user))
+            conn.execute("INSERT OR REPLACE INTO flush_progress (user_id, agent_id, "
+                         "conversation, messages_read, fingerprint, updated_at) "
+                         "VALUES (?, ?, ?, ?, ?, ?)",
+                         (who.user, who.agent, conversation, 10, "hand", now))
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+
+#: The PostgreSQL engine's BM25 statement, typed out (``stores/postgres/_lexical.py``).
+_PG_BM25 = """
+WITH d AS MATERIALIZED (
+    SELECT lexeme, (SELECT count(*)::float8 FROM facts
+                    WHERE search @@ quote_literal(lexeme)::tsquery) AS n
+    FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('ctxslots_english', %s)))
+          AS lexeme) s),
+q AS MATERIALIZED (
+    SELECT coalesce(array_agg(lexeme), '{{}}') AS lexemes,
+           array_agg(greatest(ln((greatest(%s::float8, n) - n + 0.5) / (n + 0.5)), 1e-6)) AS idf
+    FROM d),
+s AS (
+    SELECT f.id, (SELECT sum(q.idf[array_position(q.lexemes, u.lexeme)] * u.tf * 2.2
+                             / (u.tf + 1.2 * (0.25 + 0.75 * f.doc_len::float8 / %s::float8)))
+                  FROM (SELECT a.lexeme, cardinality(a.positions)
+                               - 0.5 * coalesce(cardinality(c.positions), 0) AS tf
+                        FROM unnest(ts_filter(setweight(f.search, 'A', q.lexemes), '{{a}}')) a
+                        LEFT JOIN unnest(ts_filter(setweight(f.context_search, 'A', q.lexemes),
+                                                   '{{a}}')) c USING (lexeme)) u) AS bm25
+    FROM facts f, q
+    WHERE f.search @@ to_tsquery('ctxslots_english', %s) AND f.user_id = ANY(%s)
+      AND f.agent_id = ANY(%s) {slot} AND f.scope = ANY(%s)
+      AND (f.expires_at IS NULL OR f.expires_at > %s) AND f.superseded_by IS NULL
+    ORDER BY bm25 DESC, f.id LIMIT %s)
+SELECT {columns}, -s.bm25 AS _score FROM s JOIN facts f ON f.id = s.id
+ORDER BY s.bm25 DESC, s.id
+"""
+
+
+@dataclass
+class PostgresHand:
+    """Raw SQL on a plain psycopg connection, with the table's N and mean length read once."""
+
+    conn: Any
+    facts: int
+    mean_length: float
+
+    @classmethod
+    def open(cls, url: str) -> PostgresHand:
+        """An autocommit connection (transactions opened where the store opens them)."""
+        import psycopg
+
+        conn = psycopg.connect(url, autocommit=True)
+        facts, mean = conn.execute(
+            "SELECT count(*), coalesce(avg(doc_len), 0)::float8 FROM facts").fetchone()
+        return cls(conn, int(facts), float(mean))
+
+    def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float,
+              depth: int = POOL) -> list[tuple[Any, ...]]:
+        if not words:
+            return []
+        user, no_user, agent, no_agent, scope = owners
+        sql = _PG_BM25.format(slot="AND f.slot = %s" if slot else "",
+                              columns=", ".join(f"f.{c.strip()}" for c in _COLUMNS.split(",")))
+        query = " | ".join(f"'{w}'" for w in words)
+        params = [" ".join(words), self.facts, self.mean_length, query, [user, no_user],
+                  [agent, no_agent], *([slot] if slot else []),
+                  [scope, ""] if scope else [""], now, depth]
+        return self.conn.execute(sql, params).fetchall()
+
+    def _touch(self, ids: Sequence[int], now: float) -> None:
+        if not ids:
+            return
+        with self.conn.transaction():
+            self.conn.execute("UPDATE facts SET access_count = access_count + 1, "
+                              "last_accessed = %s WHERE id = ANY(%s)", (now, list(ids)))
+
+    def search(self, words: Sequence[str], who: Who, now: float) -> list[int]:
+        """The ids of the best rows; the first ten counted as accessed."""
+        rows = self._bm25(words, [who.user, "", who.agent, "", who.scope], None, now)
+        ids = [int(r[0]) for r in rows]
+        self._touch(ids[:LIMIT], now)
+        return ids
+
+    def profile(self, who: Who, now: float) -> list[tuple[Any, ...]]:
+        """The user's most important keyed or reinforced facts."""
+        return self.conn.execute(
+            f"SELECT {_COLUMNS} FROM facts WHERE user_id = %s AND agent_id = '' "
+            f"AND slot = 'user' AND scope = '' AND (expires_at IS NULL OR expires_at > %s) "
+            f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT %s",
+            (who.user, now, PROFILE)).fetchall()
+
+    def assemble(self, words: Sequence[str], who: Who, now: float, shown: int,
+                 relaxed: Sequence[str], reads: Mapping[tuple[str, bool], int]) -> int:
+        """The profile, the rows of each slot in ``reads`` as deep as ``reads[slot, False]``
+        asked (and with the ``relaxed`` words where ``reads[slot, True]`` is), ``shown`` of
+        them counted; how many rows were read."""
+        rows = list(self.profile(who, now))
+        for slot, owners in _slot_filters(who):
+            if (slot, False) in reads:
+                rows += self._bm25(words, owners, slot, now, max(POOL, reads[slot, False]))
+            if (slot, True) in reads:
+                rows += self._bm25(relaxed, owners, slot, now, max(POOL, reads[slot, True]))
+        self._touch([int(r[0]) for r in rows[:shown]], now)
+        return len(rows)
+
+    def write(self, ops: Sequence[Op], who: Who, now: float) -> None:
+        """One flush's writes in one transaction."""
+        conn = self.conn
+        conversation = f"conversation-{who.user}"
+        with conn.transaction():
+            conn.execute("SELECT messages_read, fingerprint FROM flush_progress "
+                         "WHERE user_id = %s AND agent_id = %s AND conversation = %s",
+                         (who.user, who.agent, conversation)).fetchall()
+            for op in ops:
+                old = conn.execute(
+                    f"SELECT {_COLUMNS} FROM facts WHERE scope = '' AND user_id = %s "
+                    f"AND agent_id = '' AND slot = 'user' AND key = %s "
+                    f"AND (expires_at IS NULL OR expires_at > %s) FOR UPDATE",
+                    (who.user, op.key, now)).fetchone()
+                if old is not None:
+                    conn.execute(
+                        "INSERT INTO fact_history (fact_id, slot, scope, key, value, tags, "
+                        "source, confidence, valid_from, valid_to, user_id) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        (old[0], old[1], old[2], old[3], old[4], old[5], old[6], old[7],
+                         old[10], now, who.user))
+                    conn.execute("UPDATE facts SET value = %s, source = 'flush', updated_at = %s, "
+                                 "observed_at = %s WHERE id = %s AND scope = '' AND user_id = %s",
+                                 (op.value, now, now, old[0], who.user))
+                else:
+                    conn.execute(
+                        "INSERT INTO facts (slot, scope, key, value, tags, source, confidence, "
+                        "score, created_at, updated_at, observed_at, access_count, user_id, "
+                        "agent_id) VALUES ('user', '', %s, %s, '', 'flush', 1.0, 0.0, %s, %s, "
+                        "%s, 0, %s, '') ON CONFLICT (scope, user_id, agent_id, slot, key) "
+                        "WHERE key IS NOT NULL DO NOTHING",
+                        (op.key, op.value, now, now, now, who.user))
+            conn.execute(
+                "INSERT INTO flush_progress (user_id, agent_id, conversation, messages_read, "
+                "fingerprint, updated_at) VALUES (%s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (user_id, agent_id, conversation) DO UPDATE SET "
+                "messages_read = excluded.messages_read, fingerprint = excluded.fingerprint, "
+                "updated_at = excluded.updated_at",
+                (who.user, who.agent, conversation, 10, "hand", now))
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
