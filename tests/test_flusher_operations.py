@@ -130,7 +130,8 @@ def test_schema_describes_both_operations():
     upsert, forget = schema["properties"]["operations"]["items"]["anyOf"]
 
     assert ["operations"] == schema["required"]
-    assert ["op", "slot", "key", "value", "confidence", "tags"] == upsert["required"]
+    assert ["op", "slot", "key", "value", "confidence", "tags", "messages"] == \
+        upsert["required"]
     assert ["op", "slot", "key", "reason"] == forget["required"]
     assert list(SLOTS) == upsert["properties"]["slot"]["enum"]
     assert KEY_PATTERN == forget["properties"]["key"]["pattern"]

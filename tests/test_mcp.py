@@ -59,6 +59,7 @@ def test_tools_over_mcp(tmp_path):
     assert [t.name for t in tools] == [s.name for s in TOOL_SPECS]
     store_schema = next(t for t in tools if t.name == "memory_store").input_schema
     assert store_schema["required"] == ["slot", "value"]
+    assert list(store_schema["properties"]) == ["slot", "value", "key", "tags", "context"]
     assert store_schema["properties"]["slot"]["enum"] == ["user", "project", "agent"]
     assert {t.name: (t.title, t.annotations.read_only_hint, t.annotations.destructive_hint)
             for t in tools} == {s.name: (s.title, s.read_only, s.destructive) for s in TOOL_SPECS}
@@ -80,6 +81,25 @@ def test_tools_over_mcp(tmp_path):
         gone = store.get(2, include_archive=True)
         assert gone.archived and gone.value == "The shop deploys on Thursdays."
         assert gone.scope == "shop" and gone.source == "tool"
+
+
+def test_memory_store_takes_a_context_over_mcp(tmp_path):
+    """memory_store's context goes through the official client into the store, where it
+    finds the fact; a context over the limit is a tool error and writes nothing."""
+    db = tmp_path / "memory.db"
+    question = "Who did you meet at the robotics conference?"
+    calls = [("memory_store", {"slot": "user", "value": "It was Matt Patterson.",
+                               "context": question}),
+             ("memory_query", {"query": "robotics conference"}),
+             ("memory_store", {"slot": "user", "value": "Too much.", "context": "é" * 3000})]
+    _, results = anyio.run(_session_calls, db, "shop", calls)
+    texts = [_text(r) for r in results]
+    assert texts[0] == "Stored [id:1] (user, today) It was Matt Patterson."
+    assert texts[1].splitlines()[1:] == ["[id:1] (user, today) It was Matt Patterson."]
+    assert results[2].is_error and texts[2].startswith("Error: context is 6000 bytes")
+    with FactStore(db) as store:
+        assert question == store.get(1).context
+        assert [1] == [f.id for f in store.facts()]
 
 
 def test_slot_option_narrows_the_tools(tmp_path):

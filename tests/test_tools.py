@@ -278,3 +278,44 @@ def test_storing_the_same_memory_twice_says_so(tools, store):
     again = tools.dispatch("memory_store", {"slot": "agent", "value": "Cache the wheel builds."})
     assert first.startswith("Stored [id:") and again.startswith("Already stored [id:")
     assert first.split("]")[0].split(":")[-1] == again.split("]")[0].split(":")[-1]
+
+
+def test_memory_store_writes_a_context_that_is_searched_never_shown(tools, store):
+    """memory_store's context finds the fact by the words around it; answers never show it."""
+    question = "Who did you meet at the robotics conference?"
+    out = tools.dispatch("memory_store", {"slot": "user", "value": "It was Matt Patterson.",
+                                          "context": question})
+    assert out == "Stored [id:1] (user, today) It was Matt Patterson."
+    assert question == store.get(1).context
+    found = tools.dispatch("memory_query", {"query": "robotics conference"})
+    assert found.splitlines()[1:] == ["[id:1] (user, today) It was Matt Patterson."]
+    keyed = tools.memory_store("user", "The user edits in Helix.", key="editor",
+                               context="Which editor do you use?")
+    assert keyed.startswith("Stored [id:2]") and "Which editor" not in keyed
+    assert tools.memory_store("user", "The user edits in Helix.", key="editor",
+                              context="What do you write code in?").startswith("Kept [id:2]")
+    assert "What do you write code in?" == store.get(2).context
+
+
+@pytest.mark.parametrize(("context", "message"), [
+    ("é" * 3000, "Error: context is 6000 bytes, over the limit of 4096"),
+    ("x" * 4097, "Error: 'context' must be at most 4096 characters, not 4097"),
+    (["a list"], "Error: 'context' must be a string, not a list"),
+    ("bad \udcff", "Error: 'context' is not valid Unicode text"),
+])
+def test_a_bad_context_is_an_error_and_writes_nothing(tools, store, context, message):
+    """A context over the store's byte limit, of the wrong type or not Unicode is refused
+    with the reason, and nothing is written."""
+    before = snapshot(store)
+    out = tools.dispatch("memory_store", {"slot": "agent", "value": "Fine.", "context": context})
+    assert out.startswith(message), out
+    assert snapshot(store) == before
+
+
+def test_a_secret_in_the_context_is_redacted_and_the_answer_says_so(tools, store):
+    """The store's secret policy applies to a context, and the answer names it."""
+    secret = "sk-" + "a1B2c3D4e5F6g7H8i9J0" + "XyZ"
+    out = tools.memory_store("agent", "The staging bot has an OpenAI key.",
+                             context=f"The OpenAI key is {secret}.")
+    assert "\nNote: the context held API key; it was stored as [redacted] instead." in out
+    assert secret not in store.get(1).context

@@ -472,3 +472,70 @@ def test_any_bullet_reads_back_as_written(facts):
     assert [(k, v, t) for k, v, t in facts] == [(b.key, b.value, list(b.tags))
                                                 for b in parsed.bullets]
     assert 0 == parsed.ignored_lines
+
+
+# -- contexts in Markdown --------------------------------------------------------
+
+
+QUESTION = "Who did you meet at the robotics conference?"
+
+
+def _contexts(store: FactStore, scope: str) -> set[tuple]:
+    return {(f.key, f.value, f.tags, f.context)
+            for f in store.facts(slots=["project"], scope=scope) if f.scope == scope}
+
+
+def test_markdown_shows_a_context_as_a_quote_and_reads_it_back(store):
+    """A context closes its bullet as a quote a person can read and edit; importing the
+    export restores every value, key, tag and context."""
+    store.upsert("project", "met", "It was Matt Patterson.", scope="a", tags=["people"],
+                 context=QUESTION)
+    store.add("project", "Line one\n> not a quote, part of the value", scope="a",
+              context="user: first line\n\n  indented line\n> quoted in the context")
+    store.add("project", "No context here.", scope="a")
+    text = store.export_markdown(scope="a")
+    assert text == (
+        "# project (scope: a)\n\n"
+        f"- **met**: It was Matt Patterson. `#people`\n  > {QUESTION}\n"
+        "- Line one\n  <!---->> not a quote, part of the value\n"
+        "  > user: first line\n  >\n  >   indented line\n  > > quoted in the context\n"
+        "- No context here.\n")
+    report = store.import_markdown(text, slot="project", scope="b")
+    assert (3, 0) == (report.added, len(report.errors))
+    assert _contexts(store, "a") == _contexts(store, "b")
+    assert {"b"} == {h.fact.scope for h in store.search("robotics conference", scope="b")}
+    assert text.replace("scope: a", "scope: b") == store.export_markdown(scope="b")
+
+
+def test_a_quote_added_by_hand_becomes_the_context(store):
+    """A person adds a context by ending a bullet with a quote (blank line before it or
+    not); a quote inside the value, or an over-size one, is handled with the line named."""
+    text = ("# Notes\n"
+            "- The VPN profile lives in the ops vault.\n\n"
+            "  > Where is the VPN profile kept?\n"
+            "- A quote\n  > in the middle\n  stays in the value.\n"
+            "- Too long.\n  > " + "é" * 3000 + "\n")
+    with pytest.raises(InvalidImportError, match="line 8: context is 6000 bytes"):
+        store.import_markdown(text, slot="project", scope="s")
+    report = store.import_markdown(text, slot="project", scope="s", skip_invalid=True)
+    assert (2, [8]) == (report.added, [e.line for e in report.errors])
+    facts = {f.value: f.context for f in store.facts(slots=["project"], scope="s")}
+    assert {"The VPN profile lives in the ops vault.": "Where is the VPN profile kept?",
+            "A quote\n> in the middle\nstays in the value.": None} == facts
+
+
+_CONTEXTS = st.one_of(st.none(), st.text(st.one_of(_CHAR, st.sampled_from(list("> \n`#<!-"))),
+                                         min_size=1, max_size=40).filter(str.strip))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_KEYS, _VALUES, _TAGS, _CONTEXTS), min_size=1, max_size=4))
+def test_any_bullet_with_a_context_reads_back_as_written(facts):
+    """Whatever the value and the context (quotes, blank lines, markdown syntax), both read
+    back exactly."""
+    text = render_file("agent", None, [render_bullet(v, key=k, tags=t, context=c)
+                                       for k, v, t, c in facts])
+    parsed = parse_markdown(text, slot="agent", max_tag_chars=1000)
+    assert [(k, v, t, c) for k, v, t, c in facts] == [
+        (b.key, b.value, list(b.tags), b.context) for b in parsed.bullets]
+    assert 0 == parsed.ignored_lines

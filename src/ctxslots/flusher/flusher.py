@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import jinja2
 
-from ..errors import FlushError, InvalidArgumentError
+from ..errors import FlushError, InvalidArgumentError, InvalidFactError
 from ..model import Fact, Message
 from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
@@ -28,6 +28,7 @@ from ..stores.owners import OwnerArgs, Owners
 from ..stores.upkeep.consolidate import DEFAULT_THRESHOLD
 from ..stores.upkeep.prune import PrunePolicy
 from ._batch import take_batch
+from ._context import fact_context
 from ._exchange import RETRY_PROMPT, aask, ask
 from ._progress import (
     Progress,
@@ -134,6 +135,10 @@ class MemoryFlusher:
             the rest wait for the next flush (``report.remaining``); a single
             message over the cap is sent cut to it. ``None``: send every unread
             message at once.
+        context_before: Each fact's context is the messages its upsert names
+            (``"messages"`` in the reply, within ``Limits.max_context_bytes``);
+            this many messages said just before the first of them are added.
+            A reply that names no messages writes the fact without a context.
 
     :raises InvalidFactError: A slot name is malformed (or unknown to a store
         with strict slots), or ``slots`` is empty.
@@ -156,6 +161,8 @@ class MemoryFlusher:
     consolidate: float | None = DEFAULT_THRESHOLD
     prune: PrunePolicy | None = attrs.field(factory=PrunePolicy)
     max_flush_tokens: int | None = attrs.field(default=DEFAULT_MAX_FLUSH_TOKENS)
+    context_before: int = attrs.field(
+        default=0, validator=[attrs.validators.instance_of(int), attrs.validators.ge(0)])
     _env: jinja2.Environment = attrs.field(init=False, repr=False)
     _lock: threading.RLock = attrs.field(init=False, repr=False, factory=threading.RLock)
 
@@ -437,6 +444,7 @@ class MemoryFlusher:
         valid, rejected = self._check(ops)
         changes: dict[str, list[Change]] = {"added": [], "updated": [], "unchanged": [],
                                              "forgotten": []}
+        notes: list[str] = []
         try:
             with self._lock, self.store.batch():
                 if self._progress(base.conversation, base.user, base.agent) != progress:
@@ -445,7 +453,7 @@ class MemoryFlusher:
                 for index, op in valid:
                     if self.on_operation is not None:
                         self.on_operation(index, op)
-                    change = self._apply_one(index, op, base, written_at)
+                    change = self._apply_one(index, op, base, written_at, msgs, notes)
                     if isinstance(change, Change):
                         changes[change.kind].append(change)
                     else:
@@ -467,6 +475,7 @@ class MemoryFlusher:
             rejected=tuple(sorted(rejected, key=lambda r: r.index)),
             added=tuple(changes["added"]), updated=tuple(changes["updated"]),
             unchanged=tuple(changes["unchanged"]), forgotten=tuple(changes["forgotten"]),
+            warnings=(*base.warnings, *notes),
         )
         written = [c.fact.id for c in (*changes["added"], *changes["updated"])]
         return self._upkeep(report, written) if written else report
@@ -493,8 +502,30 @@ class MemoryFlusher:
                     f"pruning after the flush failed: {type(exc).__name__}: {exc}"))
         return report
 
+    def _context_of(self, index: int, op: Upsert, base: FlushReport, msgs: list[Message],
+                    notes: list[str]) -> str | None:
+        """The context an upsert's fact is written with (``None``: none), as the store
+        will take it; what could not be used becomes a note on the report."""
+        found = fact_context(op.messages, msgs, first=base.first, last=base.last,
+                             max_bytes=self.store.limits.max_context_bytes,
+                             before=self.context_before)
+        if found.ignored:
+            notes.append(f"operations[{index}] names messages "
+                         f"{', '.join(map(str, found.ignored))[:80]}, not among the messages "
+                         f"{base.first} to {base.last} it was shown; those were left out of "
+                         "its context")
+        if found.text is None:
+            return None
+        try:
+            self.store.limits.context(found.text)
+        except InvalidFactError as exc:
+            notes.append(f"operations[{index}] was written without a context: {exc}")
+            return None
+        return found.text
+
     def _apply_one(self, index: int, op: Operation, base: FlushReport,
-                   observed_at: dt.datetime | None) -> Change | str:
+                   observed_at: dt.datetime | None, msgs: list[Message],
+                   notes: list[str]) -> Change | str:
         """Apply one operation; return the change, or why it could not be applied."""
         where = self._owners_for(op.slot, base)
         source = base.source or ""
@@ -513,7 +544,8 @@ class MemoryFlusher:
             return Change(kind="unchanged", index=index, fact=old, redacted=secrets)
         fact = self.store.upsert(op.slot, op.key, op.value, **where, tags=tags,
                                  confidence=op.confidence, source=source,
-                                 observed_at=observed_at)
+                                 observed_at=observed_at,
+                                 context=self._context_of(index, op, base, msgs, notes))
         if old is None:
             return Change(kind="added", index=index, fact=fact, redacted=secrets)
         return Change(kind="updated", index=index, fact=fact, previous=old.value,

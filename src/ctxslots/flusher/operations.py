@@ -4,7 +4,8 @@ The model answers with one JSON object::
 
     {"operations": [
         {"op": "upsert", "slot": "user", "key": "editor",
-         "value": "The user edits code in Neovim.", "confidence": 0.9, "tags": ["tools"]},
+         "value": "The user edits code in Neovim.", "confidence": 0.9, "tags": ["tools"],
+         "messages": [3]},
         {"op": "forget", "slot": "project", "key": "deploy.day",
          "reason": "The team no longer deploys on Fridays."}
     ]}
@@ -14,7 +15,9 @@ Nothing else is accepted. A reply is checked in two steps:
 1. **Shape** (:func:`parse_reply`): one JSON object, optionally inside one
    markdown code fence and with prose around it; the top level holds exactly
    ``operations``, a list; each operation has exactly the fields of its kind,
-   with the JSON types of :func:`operations_schema`. A reply that fails here
+   with the JSON types of :func:`operations_schema` (an upsert's ``messages``,
+   the numbers of the messages it was drawn from, may be left out: a reply
+   without it is read as before, and its facts get no context). A reply that fails here
    raises :class:`ReplyFormatError`; the flusher shows the model the error and
    asks once more.
 2. **Content** (:func:`check_operation`): the slot is known, the key matches
@@ -59,6 +62,9 @@ MAX_REASON_CHARS = 500
 
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n`]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
 _UPSERT_FIELDS = ("op", "slot", "key", "value", "confidence", "tags")
+#: Fields an upsert may leave out (the schema still lists them as required, as
+#: strict structured output wants; replies written before them stay readable).
+_UPSERT_OPTIONAL = ("messages",)
 _FORGET_FIELDS = ("op", "slot", "key", "reason")
 
 
@@ -72,6 +78,9 @@ class Upsert:
         value: The fact, one self-contained statement.
         confidence: How sure the model is, 0 to 1.
         tags: Free labels.
+        messages: The numbers (as the prompt shows them) of the messages the
+            fact was drawn from; the flusher stores them as the fact's context.
+            Empty: the reply named none, and the fact gets no context.
     """
 
     slot: str
@@ -79,13 +88,18 @@ class Upsert:
     value: str
     confidence: float
     tags: tuple[str, ...] = ()
+    messages: tuple[int, ...] = ()
 
     op = "upsert"
 
     def to_dict(self) -> dict[str, Any]:
-        """The operation in its wire form."""
-        return {"op": "upsert", "slot": self.slot, "key": self.key, "value": self.value,
-                "confidence": self.confidence, "tags": list(self.tags)}
+        """The operation in its wire form (``messages`` only when it names some)."""
+        out: dict[str, Any] = {"op": "upsert", "slot": self.slot, "key": self.key,
+                               "value": self.value, "confidence": self.confidence,
+                               "tags": list(self.tags)}
+        if self.messages:
+            out["messages"] = list(self.messages)
+        return out
 
 
 @attrs.frozen
@@ -132,8 +146,9 @@ def operations_schema(slots: Iterable[str] | None = None) -> dict[str, Any]:
             "value": {"type": "string"},
             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
             "tags": {"type": "array", "items": {"type": "string"}},
+            "messages": {"type": "array", "items": {"type": "integer", "minimum": 1}},
         },
-        "required": list(_UPSERT_FIELDS),
+        "required": [*_UPSERT_FIELDS, *_UPSERT_OPTIONAL],
         "additionalProperties": False,
     }
     forget = {
@@ -218,8 +233,9 @@ def _shape(index: int, item: object, raw: str) -> Operation:
         raise ReplyFormatError(f"{where} is {_type_name(item)}, not an object", raw=raw)
     op = item.get("op")
     fields: tuple[str, ...]
+    optional: tuple[str, ...] = ()
     if op == "upsert":
-        fields = _UPSERT_FIELDS
+        fields, optional = _UPSERT_FIELDS, _UPSERT_OPTIONAL
     elif op == "forget":
         fields = _FORGET_FIELDS
     else:
@@ -227,7 +243,7 @@ def _shape(index: int, item: object, raw: str) -> Operation:
             f'{where}.op is {json.dumps(op)[:40]}; it must be "upsert" or "forget"', raw=raw
         )
     missing = [f for f in fields if f not in item]
-    extra = sorted(k for k in item if k not in fields)
+    extra = sorted(k for k in item if k not in fields and k not in optional)
     if missing or extra:
         parts = ([f"lacks {', '.join(missing)}"] if missing else []) + (
             [f"has unknown fields {', '.join(extra)[:200]}"] if extra else [])
@@ -246,8 +262,16 @@ def _shape(index: int, item: object, raw: str) -> Operation:
         )
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ReplyFormatError(f"{where}.tags must be an array of strings", raw=raw)
+    numbers = item.get("messages")
+    if numbers is None:
+        numbers = []
+    if not isinstance(numbers, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+        raise ReplyFormatError(f"{where}.messages must be an array of message numbers",
+                               raw=raw)
     return Upsert(slot=item["slot"], key=item["key"], value=item["value"],
-                  confidence=float(confidence), tags=tuple(tags))
+                  confidence=float(confidence), tags=tuple(tags),
+                  messages=tuple(dict.fromkeys(numbers)))
 
 
 def parse_reply(raw: str) -> tuple[Operation, ...]:

@@ -64,7 +64,10 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
               Param("key", "string", "A short stable name such as editor or deploy.day, to "
                     "replace the fact later.", max_length=200, pattern=KEY_PATTERN,
                     pattern_rule="one line of text, not only spaces"),
-              Param("tags", "string_list", "A few short labels.", max_length=32)),
+              Param("tags", "string_list", "A few short labels.", max_length=32),
+              Param("context", "string", "The words the fact was drawn from, such as the "
+                    "user's message: searched so that questions worded like the conversation "
+                    "find the fact, never shown with it.", max_length=4096)),
              title="Store a fact"),
     ToolSpec("memory_update",
              "Change the text or tags of a stored fact by its id; the old value is kept in its "
@@ -279,24 +282,32 @@ class MemoryTools:
         return "\n".join(lines)
 
     def memory_store(self, slot: str, value: str, key: str | None = None,
-                     tags: list[str] | None = None) -> str:
+                     tags: list[str] | None = None, context: str | None = None) -> str:
         """Save a fact (replacing the one with the same key, if given).
 
+        ``context`` is stored as the fact's context (see :meth:`FactStore.add`):
+        searched, never shown. A fact already stored without a key keeps its own.
+
         :raises ArgumentError: An argument does not fit the tool's definition.
-        :raises InvalidFactError: The store refuses the fact; nothing is written.
+        :raises InvalidFactError: The store refuses the fact or its context; nothing
+            is written.
         """
-        self._check("memory_store", slot=slot, value=value, key=key, tags=tags)
+        self._check("memory_store", slot=slot, value=value, key=key, tags=tags,
+                    context=context)
         note = self._redaction_note(value)
+        if context is not None:
+            note += self._redaction_note(context, "context")
         owners = self._owners(slot)
         if key is not None:
             before = self.store.get_by_key(slot, key, **owners)
             fact = self.store.upsert(slot, key, value, tags=tags or (), source=self.source,
-                                     **owners)
+                                     context=context, **owners)
             verb = "Replaced" if before is not None and before.value != fact.value else \
                 "Kept" if before is not None else "Stored"
         else:
             before = self.store.find_memory(slot, value, **owners)
-            fact = self.store.add(slot, value, tags=tags or (), source=self.source, **owners)
+            fact = self.store.add(slot, value, tags=tags or (), source=self.source,
+                                  context=context, **owners)
             verb = "Already stored" if before is not None else "Stored"
         return f"{verb} {self._line(fact)}{note}"
 
@@ -392,13 +403,14 @@ class MemoryTools:
         """Check a direct call against the same definition the dispatcher uses."""
         parse_arguments(_SPECS[name], args, self.slots)
 
-    def _redaction_note(self, value: str) -> str:
+    def _redaction_note(self, value: str, field: str = "value") -> str:
         """What the answer says when the store's secret policy redacts part of ``value``
         (a refused value raises before anything is written)."""
-        _, secrets = self.store.limits.screen(value)
+        limits = self.store.limits
+        _, secrets = limits.screen(value) if field == "value" else limits.context(value)
         if not secrets:
             return ""
-        return (f"\nNote: the value held {', '.join(secrets)}; it was stored as [redacted] "
+        return (f"\nNote: the {field} held {', '.join(secrets)}; it was stored as [redacted] "
                 "instead. Memory is shown on every later turn: never store secrets.")
 
     def _visible(self, fact_id: int) -> Fact:

@@ -56,7 +56,7 @@ def render_markdown(
     for row in rows:
         tags = [t for t in (row["tags"] or "").split("\n") if t]
         groups.setdefault((row["slot"], row["scope"] or None), []).append(
-            render_bullet(row["value"], key=row["key"], tags=tags))
+            render_bullet(row["value"], key=row["key"], tags=tags, context=row.get("context")))
     order = sorted(groups, key=lambda k: (_slot_order(k[0]), k[1] is not None, k[1] or ""))
     return {k: render_file(k[0], k[1], groups[k]) for k in order}
 
@@ -66,7 +66,8 @@ def export_markdown(
     slots: Sequence[str] | None = None, scope: str | None = None, user: str | None = None,
     agent: str | None = None,
 ) -> str | list[Path]:
-    """Write the live facts as Markdown, one bullet per fact.
+    """Write the live facts as Markdown, one bullet per fact (its context, if any, as a
+    quote closing the bullet).
 
     With ``directory``, write one file per slot, ``DIR/<slot>.md`` for global
     facts and ``DIR/scopes/<scope>/<slot>.md`` for scoped ones (the scope
@@ -106,9 +107,10 @@ def import_markdown(
     ``- `` / ``* `` bullets (with their indented continuation lines) become
     facts, ``**key**: value`` bullets keyed facts, headings tags of the bullets
     under them (lower-case, spaces to ``-``), and code spans ending a bullet
-    that start with ``#`` (``- text `#tag```) its own tags; prose is ignored
-    and counted. A file written by
-    :func:`export_markdown` reads back to the same values, keys and tags.
+    that start with ``#`` (``- text `#tag```) its own tags, and a quote
+    closing a bullet (``> `` lines) its context; prose is ignored and counted.
+    A file written by :func:`export_markdown` reads back to the same values,
+    keys, tags and contexts.
     Facts already in the store are skipped (a keyed bullet whose key is taken,
     a free one whose value is stored). A file is read line by line, so it may
     hold any number of bullets; like :func:`import_jsonl`, it lands whole or

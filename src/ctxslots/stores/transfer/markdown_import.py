@@ -77,6 +77,7 @@ def read_markdown(core: StoreCore, lines: Iterable[str], reader: MarkdownReader,
             key = None if bullet.key is None else limits.key(bullet.key)
             value, secrets = limits.screen(bullet.value)
             tags = limits.tags(bullet.tags)
+            context, context_secrets = limits.context(bullet.context)
         except InvalidFactError as exc:
             yield ImportIssue(bullet.line, str(exc), exc.field, exc.value)
             continue
@@ -85,6 +86,6 @@ def read_markdown(core: StoreCore, lines: Iterable[str], reader: MarkdownReader,
                "tags": tags, "source": source, "confidence": 1.0, "score": 0.0,
                "created_at": now, "updated_at": now, "observed_at": now,
                "last_accessed": None, "access_count": 0, "expires_at": None,
-               "superseded_by": None}
+               "superseded_by": None, "context": context}
         yield ParsedFact(line=bullet.line, id=None, row=row, archived=False, history=(),
-                         redacted=secrets)
+                         redacted=tuple(dict.fromkeys((*secrets, *context_secrets))))

@@ -7,12 +7,17 @@ Pure text functions, no store. One file holds one slot of one scope::
     - **editor**: The user edits code in Helix. `#tools`
     - Prefers short answers.
       A second line stays inside its bullet, indented by two spaces.
+    - **sister**: The user's sister Ines moved to Lisbon in May.
+      > user: By the way, my sister Ines moved to Lisbon in May.
 
 Reading accepts the common ``MEMORY.md`` shape too: headings become tags of
 the bullets under them, prose is ignored and counted. Two details make any
 value round-trip: tags are trailing code spans starting with ``#``, and an
 empty HTML comment (``<!---->``, invisible when rendered) marks a value whose
-own text would otherwise be read as a key or as tags.
+own text would otherwise be read as a key or as tags. A fact's context (the
+words it was drawn from: searched, never shown in a prompt) is the quote that
+ends its bullet, ``> `` before each line; a line of the value that starts with
+``>`` carries the mark, so only the closing quote is ever read as context.
 """
 
 from __future__ import annotations
@@ -116,8 +121,10 @@ def _with_tags(value: str, tags: Sequence[str]) -> str:
 # -- writing ----------------------------------------------------------------
 
 
-def render_bullet(value: str, *, key: str | None = None, tags: Sequence[str] = ()) -> str:
-    """One fact as a bullet; continuation lines indented by two spaces."""
+def render_bullet(value: str, *, key: str | None = None, tags: Sequence[str] = (),
+                  context: str | None = None) -> str:
+    """One fact as a bullet; continuation lines indented by two spaces, the context (if
+    any) as a quote closing the bullet."""
     if key is not None:
         text = f"**{key}**: " + _with_tags(value, tags)
     else:
@@ -128,13 +135,21 @@ def render_bullet(value: str, *, key: str | None = None, tags: Sequence[str] = (
     first, *rest = text.split("\n")
     lines = [f"- {first}" if first else "-"]
     lines.extend(f"  {_shielded(line)}" if line else "" for line in rest)
+    if context:
+        lines.extend(f"  >{' ' + line if line else ''}" for line in context.split("\n"))
     return "\n".join(lines)
 
 
 def _shielded(line: str) -> str:
-    """A continuation line that a viewer would read as a link definition, marked so
-    it shows as text (the mark is read back off any line that starts with it)."""
-    return MARK + line if line.startswith(MARK) or _LINK_DEFINITION.match(line) else line
+    """A continuation line that a viewer would read as a link definition, or a reader as
+    the context's quote, marked so it shows as text (the mark is read back off any line
+    that starts with it)."""
+    return MARK + line if line.startswith(MARK) or _LINK_DEFINITION.match(line) \
+        or _is_quote(line) else line
+
+
+def _is_quote(line: str) -> bool:
+    return line.lstrip(" ").startswith(">")
 
 
 def title(slot: str, scope: str | None) -> str:
@@ -171,12 +186,14 @@ class Bullet:
         key: Its key (from ``**key**: value``), or ``None``.
         value: Its text, continuation lines included.
         tags: Heading tags, then its own tags, without repeats.
+        context: The quote that ends it (``> `` lines), or ``None``.
     """
 
     line: int
     key: str | None
     value: str
     tags: tuple[str, ...]
+    context: str | None = None
 
 
 @attrs.frozen
@@ -203,7 +220,22 @@ def _is_title(line: str, slot: str) -> bool:
     return line == f"# {slot}" or (line.startswith(f"# {slot} (scope: ") and line.endswith(")"))
 
 
+def _split_context(lines: list[str]) -> tuple[list[str], str | None]:
+    """The bullet's lines without the quote that ends them, and the quote's text."""
+    end = len(lines)
+    while end > 1 and _is_quote(lines[end - 1]):
+        end -= 1
+    if end == len(lines):
+        return lines, None
+    quoted = [q.lstrip(" ")[1:] for q in lines[end:]]
+    context = "\n".join(q.removeprefix(" ") for q in quoted)
+    while end > 1 and not lines[end - 1].strip():  # blank lines before the quote
+        end -= 1
+    return lines[:end], context
+
+
 def _bullet(line: int, lines: list[str], headings: list[str]) -> Bullet:
+    lines, context = _split_context(lines)
     text = "\n".join([lines[0], *(line.removeprefix(MARK) for line in lines[1:])])
     key = None
     if text.startswith(MARK):
@@ -212,7 +244,7 @@ def _bullet(line: int, lines: list[str], headings: list[str]) -> Bullet:
         key, text = keyed.group(1), text[keyed.end():]
     value, own = split_tags(text)
     tags = list(dict.fromkeys([*headings, *own]))
-    return Bullet(line=line, key=key, value=value, tags=tuple(tags))
+    return Bullet(line=line, key=key, value=value, tags=tuple(tags), context=context)
 
 
 def parse_markdown(text: str, *, slot: str, max_tag_chars: int = 64) -> ParsedMarkdown:
