@@ -67,7 +67,8 @@ def index_terms(conn: Conn, texts: list[str]) -> list[list[str]]:
     if not texts:
         return []
     rows = conn.execute(
-        f"SELECT n, tsvector_to_array({text_vector('t')}) FROM unnest(%s::text[]) "
+        f"SELECT n, tsvector_to_array({text_vector('t').replace('%', '%%')}) "
+        "FROM unnest(%s::text[]) "
         "WITH ORDINALITY AS u(t, n) ORDER BY n", (texts,)).fetchall()
     return [[str(lexeme) for lexeme in row[1]] for row in rows]
 
