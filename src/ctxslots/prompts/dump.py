@@ -63,4 +63,5 @@ def render_dump(data: dict[str, Any], format: str = "json", *,
     return render_template(
         environment, _TEMPLATES[format], d=data, fmt=_fmt, percent=_percent,
         age=days_in_words, share=share, kept_count=kept, dropped_count=len(items) - kept,
+        why_url=None,
     )
