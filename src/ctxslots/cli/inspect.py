@@ -41,6 +41,52 @@ def why(app: CliContext, fact_id: int, message: str, scope: str | None, user: st
         echo(line)
 
 
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Other than loopback needs --token. Requests must "
+                   "name it (or an --allow-host) in Host and Origin.")
+@click.option("--port", type=WholeNumber(0, 65535), default=8766, show_default=True,
+              help="Port to listen on (0: any free port).")
+@click.option("--token", envvar="CTXSLOTS_UI_TOKEN", default=None,
+              help="The secret the address carries (default: a new random one each start; "
+                   "env CTXSLOTS_UI_TOKEN).")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Another host name the browser reaches the server by (repeatable).")
+@pass_cli_context
+def ui(app: CliContext, host: str, port: int, token: str | None,
+       allow_hosts: tuple[str, ...]) -> None:
+    """Serve the inspector on this machine: the memory (filter, open, edit, forget, delete,
+    reinforce, demote), a prompt lab with "why not?" for any fact, the timeline and the
+    store's health. Prints the address to open, with its token."""
+    import secrets
+
+    from ..assembler import PromptAssembler
+    from ..errors import CtxslotsError
+    from ..inspector.app import serve
+    from ..tools.mcp_server import is_loopback
+
+    if not is_loopback(host) and not token:
+        raise click.UsageError(f"serving on {host} (not loopback) needs --token")
+    try:
+        import anyio
+        import uvicorn  # noqa: F401 - checked here for one clear line
+    except ImportError:
+        raise CtxslotsError("ctxslots ui needs Starlette and uvicorn: "
+                            "pip install 'ctxslots[ui]'") from None
+    plugins = app.plugin_manager()
+    with app.open_store(long_running=True) as store:
+        try:
+            anyio.run(lambda: serve(
+                store, host=host, port=port, token=token or secrets.token_urlsafe(24),
+                token_given=bool(token), allow_hosts=allow_hosts,
+                assembler_factory=lambda s: PromptAssembler(s, plugin_manager=plugins)))
+        except OSError as exc:
+            raise CtxslotsError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        except KeyboardInterrupt:
+            pass
+
+
 def register(group: click.Group) -> None:
     """Add ``why`` and ``ui`` to the ``ctxslots`` group."""
     group.add_command(why)
+    group.add_command(ui)
