@@ -68,7 +68,7 @@ class Pages:
             "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
                                        "img-src 'self' data:; form-action 'self'; "
                                        "frame-ancestors 'none'; base-uri 'none'",
-            "x-content-type-options": "nosniff", "referrer-policy": "no-referrer",
+            "x-content-type-options": "nosniff", "referrer-policy": "same-origin",
             "cache-control": "no-store"})
 
     # Memory and the timeline ---------------------------------------------------------
