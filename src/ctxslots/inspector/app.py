@@ -22,7 +22,6 @@ import jinja2
 from ..errors import InvalidArgumentError
 from ..stores import FactStore
 from ..tools.mcp_server import is_loopback
-from . import _pages
 from .guard import TokenGuard
 
 __all__ = ["bind", "create_app", "serve"]
@@ -57,6 +56,8 @@ def create_app(store: FactStore, *, token: str, allow_hosts: tuple[str, ...] = (
     try:
         from starlette.applications import Starlette
         from starlette.routing import Route
+
+        from . import _pages
     except ImportError:  # pragma: no cover - the extra is installed in tests
         raise InvalidArgumentError("ctxslots ui needs Starlette and uvicorn: "
                                    "pip install 'ctxslots[ui]'", field="ui", value=None) from None
@@ -117,9 +118,10 @@ async def serve(store: FactStore, *, host: str = "127.0.0.1", port: int = 0, tok
                      assembler_factory=assembler_factory)
     sock = bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
-    if not is_loopback(bound_host) and not token_given:  # pragma: no cover - checked above
+    if not is_loopback(bound_host) and not token_given:  # a name that stands for another address
         sock.close()
-        raise InvalidArgumentError(f"{host} is not loopback", field="host", value=host)
+        raise InvalidArgumentError(f"serving on {host} ({bound_host}, not loopback) needs "
+                                   "--token", field="host", value=host)
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{bound_port}/?token={token}"
     if announce is None:
