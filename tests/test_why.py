@@ -129,26 +129,55 @@ def test_forgotten_and_expired_facts_say_so(tmp_path):
         assert "it expired on" in why(store, late, "deploy", scope="s").summary
 
 
-def test_a_weak_match_is_cut_by_min_share(tmp_path):
+def weak_match(store):
+    """40 lunch notes, 3 strong matches and one weak match of the message; the weak one's id."""
+    for n in range(40):
+        store.add("project", f"Lunch note {n} about the office and coffee.", scope="s")
+    for n in range(3):
+        store.add("project", f"Kubernetes canary {n} for the payments ledger rollout.",
+                  scope="s")
+    return store.add("project", "The team note mentions a rollout once among many many "
+                     "other words about lunch, coffee, chairs, desks, plants, windows and "
+                     "the office.", scope="s").id
+
+
+@pytest.mark.parametrize("fill", [False, True])
+def test_a_weak_match_under_min_share(tmp_path, fill):
     """A fact that matches one word while others match the rare ones scores under the
-    section's min_share of the best: the answer gives its share and the cut."""
+    section's min_share of the best: without fill the answer gives its share and the cut;
+    with fill (the default) it is kept after the clear matches, and the answer says so."""
     with FactStore(tmp_path / "m.db", clock=lambda: FIXED_NOW) as store:
-        for n in range(40):
-            store.add("project", f"Lunch note {n} about the office and coffee.", scope="s")
-        for n in range(3):
-            store.add("project", f"Kubernetes canary {n} for the payments ledger rollout.",
-                      scope="s")
-        weak = store.add("project", "The team note mentions a rollout once among many many "
-                         "other words about lunch, coffee, chairs, desks, plants, windows and "
-                         "the office.", scope="s").id
+        weak = weak_match(store)
         assembler = PromptAssembler(store, contributors=[
-            ProjectMemoryContributor(store, min_share=0.5)])
+            ProjectMemoryContributor(store, min_share=0.5, fill=fill)])
         answer = explain(assembler, AssemblyRequest(
             "kubernetes canary payments ledger rollout", scope="s"), weak)
-    assert "not_offered" == answer.outcome
     offer = next(s for s in answer.steps if s.name == "offer")
+    if fill:
+        assert "kept" == answer.outcome and "as fill" in answer.summary
+        assert "below_cut" == offer.data["fill"] and "min_share" in offer.text
+        return
+    assert "not_offered" == answer.outcome
     assert "under the section's cut of 50% (min_share)" in offer.text
     assert offer.data["share_of_best"] < 0.5 and 4 == offer.data["search_rank"]
+
+
+def test_a_weak_match_past_the_room_is_dropped_as_fill(tmp_path):
+    """With fill on and a budget a little short, the weak match is offered as fill after
+    the clear matches and dropped for the budget, and the answer says both."""
+    with FactStore(tmp_path / "m.db", clock=lambda: FIXED_NOW) as store:
+        weak = weak_match(store)
+        assembler = PromptAssembler(store, contributors=[
+            ProjectMemoryContributor(store, min_share=0.5)])
+        need = assembler.assemble(AssemblyRequest(
+            "kubernetes canary payments ledger rollout", scope="s"),
+            record_shown=False).total_tokens
+        answer = explain(assembler, AssemblyRequest(
+            "kubernetes canary payments ledger rollout", scope="s", budget=need - 4), weak)
+    assert "dropped" == answer.outcome, answer.lines()
+    offer = next(s for s in answer.steps if s.name == "offer")
+    assert "below_cut" == offer.data["fill"] and "as fill" in offer.text
+    assert "(budget: needs" in answer.summary
 
 
 def test_a_section_with_no_room_was_not_searched(tmp_path):

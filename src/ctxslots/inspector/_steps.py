@@ -44,6 +44,22 @@ class Step:
         return attrs.asdict(self)
 
 
+#: How the offer step says a section came to offer a fill item (``HitTrace.fill``).
+_FILL_TEXT = {
+    "below_cut": ", as fill: a match under the section's min_share of the best, offered once "
+                 "the clear matches ran out with room left",
+    "relaxed": ", as fill: found by the relaxed search (every word of the message, the common "
+               "ones too) once the matches ran out with room left",
+}
+
+
+def _fill_of(decision: dict[str, Any]) -> str | None:
+    """How its section came to offer the item (``HitTrace.fill``), or ``None``."""
+    trace = decision.get("trace") or {}
+    fill = trace.get("fill")
+    return None if fill is None else str(fill)
+
+
 def _g(value: float) -> str:
     return f"{value:.3g}"
 
@@ -107,7 +123,8 @@ class Facts:
     def _summary(self, outcome: str, steps: list[Step]) -> str:
         fid, d, s = self.fact.id, self.decision, self.section
         if outcome == "kept" and d is not None and s is not None:
-            how = " as part of the profile" if d["profile"] else ""
+            how = (" as part of the profile" if d["profile"]
+                   else " as fill, once the clear matches ran out" if _fill_of(d) else "")
             return f"Fact {fid} is in the prompt: {s['name']} keeps it at rank {d['rank']}{how}."
         if outcome == "dropped" and d is not None and s is not None:
             detail = f": {d['detail']}" if d["detail"] else ""
@@ -281,8 +298,9 @@ def located_steps(facts: Facts) -> tuple[list[Step], bool]:
         reason = (f"no leg finds it among the {loc.depth} best matches" if pool is None else
                   f"it is not among the first {loc.depth} hits")
         steps.append(Step("search", "found by the search", "fails", reason, {}))
-    if facts.decision is not None and facts.decision["profile"]:
-        # A profile fact is shown whatever the message: its search only informs.
+    if facts.decision is not None and (facts.decision["profile"] or _fill_of(facts.decision)):
+        # A profile fact is shown whatever the message, and a relaxed search's find
+        # fills room the matches left: the message's own search only informs.
         steps = [attrs.evolve(s, status="info") if s.status == "fails" else s for s in steps]
     return steps, False
 
@@ -293,10 +311,12 @@ def offered_steps(facts: Facts) -> list[Step]:
     if d is not None:
         data = {"rank": d["rank"], "tokens": d["tokens"], "reason": d["reason"],
                 "detail": d["detail"], "profile": d["profile"], "warning": d["warning"]}
+        fill = _fill_of(d)
+        data["fill"] = fill
         offered = Step("offer", "offered by its section", "ok",
                        f"offered at rank {d['rank']} of its section"
                        + (" as part of the profile (shown whatever the message)"
-                          if d["profile"] else ""), data)
+                          if d["profile"] else _FILL_TEXT.get(fill or "", "")), data)
         if d["decision"] == "kept":
             return [offered, Step("budget", "kept by the budget", "ok",
                                   f"kept: its line costs {d['tokens']} tokens", data)]
@@ -315,10 +335,18 @@ def offered_steps(facts: Facts) -> list[Step]:
     if getattr(c, "limit", None) is None and min_share and loc.best:
         ratio = trace.final / loc.best
         found.update(share_of_best=ratio, min_share=min_share)
-        if ratio < min_share:
+        if ratio < min_share and not getattr(c, "fill", False):
             return [Step("offer", "offered by its section", "fails",
                          f"it scores {share(ratio)} of the best match, under the section's "
-                         f"cut of {share(min_share)} (min_share)", found)]
+                         f"cut of {share(min_share)} (min_share), and the section does not "
+                         "fill with such matches", found)]
+        if ratio < min_share:
+            note = found["stopped"] or "it stopped there"
+            return [Step("offer", "offered by its section", "fails",
+                         f"it scores {share(ratio)} of the best match, under the section's "
+                         f"cut of {share(min_share)} (min_share), so it waits behind the clear "
+                         f"matches as fill; the section offered {len(items)} found facts "
+                         f"before it stopped ({note})", found)]
     note = found["stopped"] or "it stopped there"
     return [Step("offer", "offered by its section", "fails",
                  f"its search ranks it {trace.rank}, and the section offered {len(items)} "
