@@ -151,7 +151,10 @@ def test_edit_forget_reinforce_demote_delete_with_the_library_checks(served):
         assert 1.5 == now.score and "said in the retro" == now.context
     assert 303 == client.post(f"{base}/fact/{ids['blog']}/forget",
                               data={"reason": "moved"}).status_code
-    assert 303 == client.post(f"{base}/fact/{ids['tests']}/delete").status_code
+    unsure = client.post(f"{base}/fact/{ids['tests']}/delete")
+    assert 400 == unsure.status_code and "nothing was deleted" in unsure.text
+    assert 303 == client.post(f"{base}/fact/{ids['tests']}/delete",
+                              data={"confirm": "yes"}).status_code
     assert 404 == client.post(f"{base}/fact/{ids['tests']}/reinforce").status_code
     assert 404 == client.post(f"{base}/fact/{fact}/explode").status_code
     assert 404 == client.get(f"{base}/fact/999999").status_code

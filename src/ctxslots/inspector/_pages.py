@@ -162,6 +162,9 @@ class Pages:
             elif action == "forget":
                 store.forget(fact_id, reason=_value(form, "reason"))
             elif action == "delete":
+                if form.get("confirm") != "yes":
+                    return self._fact_page(fact_id, status=400, form=form, error=(
+                        "nothing was deleted: tick 'yes, for good' to delete the fact"))
                 store.delete(fact_id)
                 return RedirectResponse(f"/?done=deleted+fact+{fact_id}", status_code=303)
             elif action == "reinforce":
