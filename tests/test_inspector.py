@@ -232,3 +232,17 @@ def test_it_never_binds_beyond_loopback_without_host_and_token(tmp_path):
         proc.stderr.splitlines()
     with serving(db) as address:
         assert address.startswith("http://127.0.0.1:")
+
+
+def test_a_name_given_with_allow_host_is_accepted(tmp_path):
+    """A name the browser reaches the server by (a proxy's, a DNS name) passes the Host and
+    Origin checks once given with --allow-host; another name still gets 403."""
+    db = str(tmp_path / "m.db")
+    FactStore(db).close()
+    with serving(db, "--allow-host", "inspector.test") as address, \
+            httpx.Client(timeout=60) as client:
+        port = urllib.parse.urlsplit(address).port
+        ours = {"host": f"inspector.test:{port}", "origin": f"http://inspector.test:{port}"}
+        assert 200 == client.get(address, headers=ours).status_code
+        theirs = {"host": f"other.test:{port}"}
+        assert 403 == client.get(address, headers=theirs).status_code

@@ -11,6 +11,7 @@ caller's are: a refused one shows the store's error beside the form, values kept
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 import sys
@@ -80,6 +81,13 @@ def create_app(store: FactStore, *, token: str, allow_hosts: tuple[str, ...] = (
     return TokenGuard(Starlette(routes=routes), token, allow_hosts)
 
 
+def _unspecified(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host``:``port`` (0: a free port).
 
@@ -114,7 +122,8 @@ async def serve(store: FactStore, *, host: str = "127.0.0.1", port: int = 0, tok
                                    field="host", value=host)
     import uvicorn
 
-    app = create_app(store, token=token, allow_hosts=allow_hosts,
+    named = () if _unspecified(host) else (host,)  # 0.0.0.0 names no host
+    app = create_app(store, token=token, allow_hosts=(*named, *allow_hosts),
                      assembler_factory=assembler_factory)
     sock = bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
