@@ -43,6 +43,7 @@ class Browser:
         self._buffer = b""
         self._next_id = 0
         self._events: list[dict[str, Any]] = []
+        self._dialogs: list[dict[str, Any]] = []
         targets = self.call("Target.getTargets")["targetInfos"]
         page = next(t for t in targets if t["type"] == "page")
         self._session = self.call("Target.attachToTarget", targetId=page["targetId"],
@@ -64,7 +65,10 @@ class Browser:
                 raise RuntimeError("Chromium closed the pipe")
             self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
-        return json.loads(message)
+        answer: dict[str, Any] = json.loads(message)
+        if answer.get("method") == "Page.javascriptDialogOpening":
+            self._dialogs.append(answer)
+        return answer
 
     def call(self, method: str, session: str | None = None, **params: Any) -> dict[str, Any]:
         """Send one command (to the page's session when ``session`` is given); its result."""
@@ -110,3 +114,15 @@ class Browser:
                          clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1})
         path.write_bytes(base64.b64decode(data["data"]))
         return width, height
+
+    def follow(self, expression: str) -> None:
+        """Run ``expression`` (a click, a form's submit) and wait for the page it loads."""
+        self._events.clear()
+        self.evaluate(expression)
+        deadline = time.monotonic() + 60
+        while not any(e.get("method") == "Page.loadEventFired" for e in self._events):
+            self._events.append(self._read(deadline))
+
+    def dialogs(self) -> list[dict[str, Any]]:
+        """The JavaScript dialogs (alert, confirm, prompt) the page opened so far."""
+        return list(self._dialogs)

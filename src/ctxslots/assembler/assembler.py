@@ -162,12 +162,17 @@ class PromptAssembler:
     def _contributors(self) -> tuple[Contributor, ...]:
         return self.contributors or ()
 
-    def assemble(self, request: AssemblyRequest) -> AssembledPrompt:
+    def assemble(self, request: AssemblyRequest, *, record_shown: bool = True
+                 ) -> AssembledPrompt:
         """Ask every contributor, fit their sections to the budget, and return the result.
 
         Contributors are asked one by one in placement order (sticky first, then
         by priority), each with :attr:`AssemblyRequest.room` set to the tokens
         the sections placed before it left (see :mod:`._placer`).
+
+        :param record_shown: Tell each contributor which of its items reached the
+            prompt (memory contributors count those facts as accessed); ``False``
+            for a trial that no model sees (the inspector's prompt lab, ``ctxslots why``).
 
         :raises InvalidRequestError: ``request`` is not an :class:`AssemblyRequest`.
         :raises BudgetExceededError: The sticky sections alone do not fit; its
@@ -195,7 +200,7 @@ class PromptAssembler:
             if entry is not None:
                 placer.add(entry, key, room=room)
         sections = order_sections([e for _, e in sorted(entries.items()) if e is not None])
-        return self._finish(request, placer.final(sections))
+        return self._finish(request, placer.final(sections), record_shown=record_shown)
 
     async def aassemble(self, request: AssemblyRequest) -> AssembledPrompt:
         """:meth:`assemble` for async agent loops: contributors run concurrently.
@@ -222,7 +227,8 @@ class PromptAssembler:
                                       value=prompt)
         return prompt.dump(format, environment=self.environment)
 
-    def _finish(self, request: AssemblyRequest, prepared: list[Prepared]) -> AssembledPrompt:
+    def _finish(self, request: AssemblyRequest, prepared: list[Prepared], *,
+                record_shown: bool = True) -> AssembledPrompt:
         available = request.available
         fit(prepared, available, self.counter.count(SECTION_SEPARATOR))
         text, total = verify(prepared, available, SECTION_SEPARATOR, joined_count(self.counter))
@@ -245,7 +251,8 @@ class PromptAssembler:
                 f"answer reserve {request.answer_reserve})",
                 prompt=prompt,
             )
-        self._record_shown(prepared)
+        if record_shown:
+            self._record_shown(prepared)
         return prompt
 
     def _record_shown(self, prepared: Sequence[Prepared]) -> None:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from . import assemble, erasure, facts, flush, index, mcp, plugins, prune, transfer
+from . import assemble, erasure, facts, flush, index, inspect, mcp, plugins, prune, transfer
 from ._app import CliContext, cli, pass_cli_context
 
 __all__ = ["CliContext", "cli", "main", "pass_cli_context"]
 
-for _module in (facts, erasure, assemble, flush, index, prune, mcp, transfer, plugins):
+for _module in (facts, erasure, assemble, inspect, flush, index, prune, mcp, transfer,
+                plugins):
     _module.register(cli)
 
 

@@ -22,7 +22,7 @@ from ..errors import InvalidRequestError
 from . import default_environment, render_template
 from .ages import days_in_words
 
-__all__ = ["DUMP_FORMATS", "render_dump"]
+__all__ = ["DUMP_FORMATS", "html_helpers", "render_dump"]
 
 #: The formats :func:`render_dump` writes.
 DUMP_FORMATS = ("json", "markdown", "html")
@@ -43,6 +43,12 @@ def _percent(part: int, whole: int) -> float:
     return 0.0 if whole <= 0 else min(100.0, 100.0 * part / whole)
 
 
+def html_helpers() -> dict[str, Any]:
+    """What the HTML dump's templates call besides ``d``, for a page that includes
+    ``dump_sections.html.j2`` (the inspector's prompt lab)."""
+    return {"fmt": _fmt, "percent": _percent, "age": days_in_words, "share": share}
+
+
 def render_dump(data: dict[str, Any], format: str = "json", *,
                 environment: jinja2.Environment | None = None) -> str:
     """Render a prompt's dump ``data`` as a ``json``, ``markdown`` or ``html`` dump.
@@ -61,6 +67,6 @@ def render_dump(data: dict[str, Any], format: str = "json", *,
     items = [item for section in data["sections"] for item in section["items"]]
     kept = sum(1 for item in items if item["decision"] == "kept")
     return render_template(
-        environment, _TEMPLATES[format], d=data, fmt=_fmt, percent=_percent,
-        age=days_in_words, share=share, kept_count=kept, dropped_count=len(items) - kept,
+        environment, _TEMPLATES[format], d=data, kept_count=kept,
+        dropped_count=len(items) - kept, why_url=None, **html_helpers(),
     )

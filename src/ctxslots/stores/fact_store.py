@@ -28,6 +28,7 @@ from .async_face import AsyncMethods
 from .backend import CacheStatus
 from .core import StoreCore, StoreOptions, open_core
 from .embedders.binding import EmbedderSetting
+from .explain import ExplainMethods
 from .narrowing import Narrowing
 from .owners import Owners
 from .ranking import RankingPolicy
@@ -67,7 +68,7 @@ def _printable(path: object) -> str:
 
 @attrs.define
 class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, TransferMethods,
-                AsyncMethods):
+                AsyncMethods, ExplainMethods):
     """Facts and memories of every slot, in one SQLite file or a PostgreSQL database.
 
     Use it as a context manager, or call :meth:`close` when done::

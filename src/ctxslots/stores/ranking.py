@@ -50,6 +50,7 @@ __all__ = [
     "Candidate",
     "RankingPolicy",
     "decay_factor",
+    "left_out",
     "rank_candidates",
     "reinforcement_factor",
 ]
@@ -293,8 +294,20 @@ class _Fusion:
 
     def too_far(self, c: Candidate) -> bool:
         """Found by the vector leg alone, with too little similarity to show."""
-        return (self.fused and c.bm25 is None and c.cosine is not None
-                and c.cosine < self.policy.vector_only_min_cosine)
+        return left_out(c, self.policy, fused=self.fused) == "vector_only"
+
+
+def left_out(c: Candidate, policy: RankingPolicy, *, fused: bool) -> str | None:
+    """Why a candidate a leg found is never ranked, or ``None``: ``"min_cosine"`` (its
+    cosine is at or under :attr:`RankingPolicy.min_cosine`: the vector leg drops it) or
+    ``"vector_only"`` (found by the vector leg alone, under
+    :attr:`RankingPolicy.vector_only_min_cosine`, with both legs fused)."""
+    if c.cosine is not None and c.bm25 is None and c.cosine <= policy.min_cosine:
+        return "min_cosine"
+    if fused and c.bm25 is None and c.cosine is not None \
+            and c.cosine < policy.vector_only_min_cosine:
+        return "vector_only"
+    return None
 
 
 def _within(rank: int | None, depth: int | None) -> bool:

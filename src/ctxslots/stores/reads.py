@@ -36,19 +36,22 @@ class ReadMethods:
     _core: StoreCore
 
     def get(self, fact_id: int, *, include_archive: bool = False, user: str | None = None,
-            agent: str | None = None, scope: str | None = None) -> Fact | None:
+            agent: str | None = None, scope: str | None = None,
+            include_expired: bool = False) -> Fact | None:
         """Return the live fact with this id, or ``None`` (expired facts are not live).
 
         Reading by id is not shown to a model by itself, so it does not count as
         an access.
 
         :param include_archive: Also look in the archive.
+        :param include_expired: Also return the fact when it has expired (an
+            inspector shows it; a search never does).
         :param user: With ``agent`` and ``scope``: only a fact these owners see.
         """
         core = self._core
         fact_id = check_id(fact_id)
         visible = core.owner_check(Owners(user, agent, scope))
-        row = core.backend.get(fact_id, live_at=core.clock())
+        row = core.backend.get(fact_id, live_at=None if include_expired else core.clock())
         archived = False
         if row is None and include_archive:
             row, archived = core.backend.get_archived(fact_id), True

@@ -16,6 +16,7 @@ from ..errors import InvalidArgumentError
 from ..model import Fact, Hit
 from .backend import FactFilter, FactRow, QueryPlan
 from .core import StoreCore
+from .explain import Located, locate
 from .links import pull_linked
 from .ranking import Candidate, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank
@@ -131,6 +132,13 @@ class RankedSearch:
         hits = _count_hidden(core, hits)
         core.recent.add(h.fact.id for h in hits if not h.fact.archived)
         return hits
+
+    def locate(self, fact_id: int, depth: int = MAX_LIMIT) -> Located:
+        """Where the fact ``fact_id`` stands in this search, each leg read ``depth``
+        deep, whether or not its hits hold it (see :mod:`ctxslots.stores.explain`)."""
+        depth = check_limit(depth)
+        return locate(self.core, self.plan, self.request.flt,
+                      lambda limit: self.hits(limit) if self.runs else [], fact_id, depth)
 
     def _gather(self, depth: int) -> _Gathered:
         known = self._gathered

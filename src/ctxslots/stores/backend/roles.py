@@ -258,6 +258,11 @@ class Candidates(Protocol):
         ``None`` when the store holds fewer than ``min_rows`` facts (nothing is
         counted). Counts may be a few minutes or a fifth of the store's growth old."""
 
+    def terms(self, texts: Sequence[str]) -> list[list[str]]:
+        """The terms the lexical index holds for each text, as it indexes a fact's text
+        (stemmed, case folded), each once: what a query word must share with a fact to
+        match it."""
+
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """The ``k`` live facts passing ``flt`` nearest to ``vector``:
         ``(fact_id, cosine)``, best first. Never short for a small scope: an

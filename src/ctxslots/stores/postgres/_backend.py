@@ -33,7 +33,7 @@ from ..backend import (
 from . import _health, _links, _meta, _rows, _values, _vectors
 from ._connect import connect_error, open_pool, prepare_database
 from ._errors import store_error
-from ._lexical import LEXICAL_RANKINGS, LexicalLeg
+from ._lexical import LEXICAL_RANKINGS, LexicalLeg, index_terms
 from ._url import safe_location
 from ._vector_io import register_vector
 
@@ -418,6 +418,11 @@ class PostgresBackend:
         """Facts holding each word (stemmed by the ``english`` configuration)."""
         with self._conn() as conn:
             return self._lexical.counts(conn, words, min_rows=min_rows)
+
+    def terms(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's lexemes as the ``english`` configuration indexes them."""
+        with self._conn() as conn:
+            return index_terms(conn, list(texts))
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest facts passing ``flt``: exact for small sets, HNSW otherwise."""

@@ -31,7 +31,7 @@ import attrs
 from psycopg.rows import dict_row
 
 from ..backend import CONTEXT_WEIGHT, FactFilter, LexicalCandidate, QueryPlan, TermCounts
-from ._schema import TS_CONFIG
+from ._schema import TS_CONFIG, text_vector
 from ._sql import Conn, fact_columns, filter_clause
 
 __all__ = ["LEXICAL_RANKINGS", "LexicalLeg"]
@@ -60,6 +60,17 @@ class _Stats:
     top_id: int
     read_at: float
     checked_at: float
+
+
+def index_terms(conn: Conn, texts: list[str]) -> list[list[str]]:
+    """The lexemes each text's tsvector holds (as a fact's text is indexed), each once."""
+    if not texts:
+        return []
+    rows = conn.execute(
+        f"SELECT n, tsvector_to_array({text_vector('t').replace('%', '%%')}) "
+        "FROM unnest(%s::text[]) "
+        "WITH ORDINALITY AS u(t, n) ORDER BY n", (texts,)).fetchall()
+    return [[str(lexeme) for lexeme in row[1]] for row in rows]
 
 
 def _or_query(tokens: Sequence[str]) -> str:

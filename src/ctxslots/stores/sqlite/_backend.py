@@ -32,6 +32,8 @@ from ..backend import (
 from . import _health, _links, _meta, _rows, _values, _vectors
 from ._connect import open_connection
 from ._lexical import LexicalLeg
+from ._schema import FTS_TOKENIZE
+from ._terms import index_terms
 from ._vectors import VectorIndex
 from .lexical_cache import trim_fact_log
 
@@ -293,6 +295,10 @@ class SQLiteBackend:
     def document_counts(self, words: Sequence[str], *, min_rows: int) -> TermCounts | None:
         """Facts holding each word, from the index's vocabulary (fts5vocab)."""
         return self._lexical.document_counts(self._conn, words, min_rows=min_rows)
+
+    def terms(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's terms as FTS5's porter tokenizer indexes them."""
+        return index_terms(self._conn, FTS_TOKENIZE.split(), list(texts))
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """Exact cosine KNN among the facts passing ``flt``."""

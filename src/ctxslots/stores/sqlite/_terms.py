@@ -13,6 +13,7 @@ BENCHMARKS.md).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import apsw
 import attrs
@@ -20,7 +21,7 @@ import attrs
 from ..backend import TermCounts
 from ._connection import Connection
 
-__all__ = ["TermFrequencies"]
+__all__ = ["TermFrequencies", "index_terms"]
 
 #: Reload the frequencies when the store has grown by this factor since the last load...
 _GROWTH = 1.2
@@ -83,3 +84,14 @@ class TermFrequencies:
         docs = {w: known[w] if w in known else known.setdefault(w, self._frequency(conn, w))
                 for w in words}
         return TermCounts(self._rows, docs)
+
+
+def index_terms(conn: Connection, tokenize: list[str], texts: list[str]) -> list[list[str]]:
+    """The terms the index holds for each text (stemmed by its tokenizer), each once."""
+    tokenizer = conn.raw.fts5_tokenizer(tokenize[0], tokenize[1:])
+    out = []
+    for text in texts:
+        found: list[Any] = list(tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT,
+                                          None))
+        out.append(list(dict.fromkeys(str(token[2]) for token in found)))
+    return out

@@ -1,0 +1,246 @@
+"""The inspector's pages: each handler reads the request, asks the store or the assembler,
+and renders one template (see :mod:`.app`)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from ..errors import BudgetExceededError, CtxslotsError, FactNotFoundError
+from ..model import AssembledPrompt
+from ..prompts.dump import html_helpers
+from ..request import AssemblyRequest
+from ..stores import FactStore
+from ..stores.owners import ANY
+from .why import explain
+
+__all__ = ["Pages"]
+
+#: Most facts a memory page lists: a page stays quick to read and to render; the
+#: filters narrow it.
+_SHOWN = 300
+
+#: Owner and filter fields a memory page and the prompt lab carry from page to page.
+_FIELDS = ("user", "agent", "scope", "slot", "tag", "q")
+
+
+def _value(params: Mapping[str, str], name: str) -> str | None:
+    """A form or query value, stripped; ``None`` when blank."""
+    value = (params.get(name) or "").strip()
+    return value or None
+
+
+def _number(text: str | None, default: float, kind: type = float) -> Any:
+    """``text`` as a number, the default when blank, else the text itself (the store
+    refuses it with its own error, so the page says what the library says)."""
+    if text is None:
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        return text
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """A POSTed form (urlencoded), each field's first value."""
+    body = (await request.body()).decode("utf-8", "replace")
+    return {k: v[0] for k, v in urllib.parse.parse_qs(body, keep_blank_values=True).items()}
+
+
+@attrs.define
+class Pages:
+    """The handlers, over one store, one jinja2 environment and one assembler."""
+
+    store: FactStore
+    env: jinja2.Environment
+    assembler: Any
+
+    def render(self, name: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+        """Template ``name`` as an HTML response."""
+        html = self.env.get_template(name).render(**context)
+        return HTMLResponse(html, status_code=status, headers={
+            "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                                       "img-src 'self' data:; form-action 'self'; "
+                                       "frame-ancestors 'none'; base-uri 'none'",
+            "x-content-type-options": "nosniff", "referrer-policy": "same-origin",
+            "cache-control": "no-store"})
+
+    # Memory and the timeline ---------------------------------------------------------
+
+    def _listed(self, params: Mapping[str, str]) -> tuple[list[Any], str | None, int]:
+        """Facts the filters select, newest first; an error message; how many matched."""
+        f = {name: _value(params, name) for name in _FIELDS}
+        try:
+            facts = self.store.facts(
+                slots=None if f["slot"] is None else [f["slot"]],
+                scope=ANY if f["scope"] is None else f["scope"],
+                user=ANY if f["user"] is None else f["user"],
+                agent=ANY if f["agent"] is None else f["agent"],
+                tags=() if f["tag"] is None else [f["tag"]])
+        except CtxslotsError as exc:
+            return [], str(exc), 0
+        if f["q"] is not None:
+            needle = f["q"].casefold()
+            facts = [x for x in facts if needle in " ".join(
+                filter(None, (x.value, x.key, x.context))).casefold()]
+        return facts, None, len(facts)
+
+    async def memory(self, request: Request) -> Response:
+        """``/``: the facts the filters select (owners, scope, slot, tag, text)."""
+        params = request.query_params
+        facts, error, matched = self._listed(params)
+        facts.sort(key=lambda x: x.id, reverse=True)
+        return self.render("memory.html.j2", page="memory", facts=facts[:_SHOWN],
+                           matched=matched, shown=_SHOWN, error=error,
+                           f={n: params.get(n, "") for n in _FIELDS},
+                           done=params.get("done"), status=400 if error else 200)
+
+    async def timeline(self, request: Request) -> Response:
+        """``/timeline``: the same facts, by when they were said, newest first."""
+        params = request.query_params
+        facts, error, matched = self._listed(params)
+        facts.sort(key=lambda x: (x.observed_at or x.created_at, x.id), reverse=True)
+        return self.render("memory.html.j2", page="timeline", facts=facts[:_SHOWN],
+                           matched=matched, shown=_SHOWN, error=error,
+                           f={n: params.get(n, "") for n in _FIELDS}, done=None,
+                           status=400 if error else 200)
+
+    # One fact ------------------------------------------------------------------------
+
+    def _fact_page(self, fact_id: int, *, status: int = 200, error: str | None = None,
+                   form: Mapping[str, str] | None = None, done: str | None = None) -> Response:
+        store = self.store
+        fact = store.get(fact_id, include_archive=True, include_expired=True)
+        if fact is None:
+            return self.render("error.html.j2", page="memory", status=404,
+                               message=f"no fact with id {fact_id}")
+        links = []
+        for other, strength in sorted(store.links(fact_id).items(), key=lambda p: -p[1]):
+            linked = store.get(other, include_archive=True, include_expired=True)
+            links.append((other, strength, None if linked is None else linked.value))
+        try:
+            nearby = store.timeline(fact_id, before=3, after=3, scope=ANY, user=ANY, agent=ANY)
+        except FactNotFoundError:  # archived or expired: not on the live timeline
+            nearby = []
+        return self.render("fact.html.j2", page="memory", status=status, fact=fact,
+                           history=store.history(fact_id), links=links, nearby=nearby,
+                           vector=store.vector_status(fact_id).describe(), error=error,
+                           form=form or {}, done=done)
+
+    async def fact(self, request: Request) -> Response:
+        """``/fact/ID``: one fact, its history, links, accesses, vector and neighbours."""
+        try:
+            fact_id = int(request.path_params["fact_id"])
+        except ValueError:
+            return self.render("error.html.j2", page="memory", status=404,
+                               message="a fact id is a whole number")
+        return self._fact_page(fact_id, done=request.query_params.get("done"))
+
+    async def change(self, request: Request) -> Response:
+        """``POST /fact/ID/ACTION``: edit, forget, delete, reinforce or demote, through the
+        store's own methods; a refusal shows the store's error, the values kept."""
+        action = request.path_params["action"]
+        try:
+            fact_id = int(request.path_params["fact_id"])
+        except ValueError:
+            return self.render("error.html.j2", page="memory", status=404,
+                               message="a fact id is a whole number")
+        form = await _form(request)
+        store = self.store
+        try:
+            if action == "edit":
+                tags = [t.strip() for t in form.get("tags", "").split(",") if t.strip()]
+                store.update(fact_id, value=form.get("value"), tags=tags,
+                             confidence=_number(_value(form, "confidence"), 1.0),
+                             context=form.get("context", ""))
+            elif action == "forget":
+                store.forget(fact_id, reason=_value(form, "reason"))
+            elif action == "delete":
+                if form.get("confirm") != "yes":
+                    return self._fact_page(fact_id, status=400, form=form, error=(
+                        "nothing was deleted: tick 'yes, for good' to delete the fact"))
+                store.delete(fact_id)
+                return RedirectResponse(f"/?done=deleted+fact+{fact_id}", status_code=303)
+            elif action == "reinforce":
+                store.reinforce(fact_id, _number(_value(form, "amount"), 3.0))
+            elif action == "demote":
+                store.demote(fact_id, _number(_value(form, "amount"), 1.0))
+            else:
+                return self.render("error.html.j2", page="memory", status=404,
+                                   message=f"no action {action!r}")
+        except CtxslotsError as exc:
+            status = 404 if isinstance(exc, FactNotFoundError) else 400
+            if store.get(fact_id, include_archive=True, include_expired=True) is None:
+                return self.render("error.html.j2", page="memory", status=status,
+                                   message=str(exc))
+            return self._fact_page(fact_id, status=status, error=str(exc), form=form)
+        done = {"edit": "saved", "forget": "forgotten"}.get(action, action + "d")
+        return RedirectResponse(f"/fact/{fact_id}?done={done}", status_code=303)
+
+    # The prompt lab and why ------------------------------------------------------------
+
+    def _request(self, params: Mapping[str, str]) -> AssemblyRequest:
+        return AssemblyRequest(params.get("message", ""), user=_value(params, "user"),
+                               agent=_value(params, "agent"), scope=_value(params, "scope"),
+                               budget=_number(_value(params, "budget"), 2000, int))
+
+    def _assemble(self, request: AssemblyRequest) -> AssembledPrompt:
+        try:
+            prompt: AssembledPrompt = self.assembler.assemble(request, record_shown=False)
+        except BudgetExceededError as exc:
+            prompt = exc.prompt
+        return prompt
+
+    async def lab(self, request: Request) -> Response:
+        """``/lab``: a message, owners and a budget; the prompt with every item kept or
+        dropped and why, each found fact linked to its explanation."""
+        params = dict(request.query_params)
+        fields = {n: params.get(n, "") for n in ("message", "user", "agent", "scope",
+                                                 "budget", "fact")}
+        fields["budget"] = fields["budget"] or "2000"
+        data, error = None, None
+        if _value(params, "message") is not None:
+            try:
+                data = self._assemble(self._request(params)).to_dict()
+            except CtxslotsError as exc:
+                error = str(exc)
+
+        def why_url(fact_id: int) -> str:
+            keep = {k: v for k, v in fields.items() if k != "fact" and v}
+            return "/why?" + urllib.parse.urlencode({"fact": fact_id, **keep})
+
+        return self.render("lab.html.j2", page="lab", f=fields, d=data, error=error,
+                           why_url=why_url, status=400 if error else 200, **html_helpers())
+
+    async def why(self, request: Request) -> Response:
+        """``/why``: why fact ``fact`` is, or is not, in the prompt for ``message``."""
+        params = dict(request.query_params)
+        fields = {n: params.get(n, "") for n in ("message", "user", "agent", "scope",
+                                                 "budget", "fact")}
+        answer, error = None, None
+        try:
+            fact_id = int(fields["fact"])
+        except ValueError:
+            error = f"a fact id is a whole number, not {fields['fact']!r}"
+        else:
+            try:
+                answer = explain(self.assembler, self._request(params), fact_id)
+            except CtxslotsError as exc:
+                error = str(exc)
+        return self.render("why.html.j2", page="lab", f=fields, answer=answer, error=error,
+                           status=400 if error else 200)
+
+    # Health ----------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        """``/health``: the doctor's report, with the repairs it proposes, and the counts."""
+        stats = self.store.stats()
+        return self.render("health.html.j2", page="health", report=self.store.doctor(),
+                           stats=stats, location=stats.get("path"))
+

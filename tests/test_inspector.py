@@ -1,0 +1,248 @@
+"""The inspector over real HTTP: a real ``ctxslots ui`` process on 127.0.0.1, on each engine,
+spoken to by httpx (the browser's own tests are in test_inspector_browser.py)."""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+import sys
+import urllib.parse
+
+import anyio
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from _assembler_helpers import HOSTILE_VALUES
+from _inspector import HOSTILE, TOKEN, demo_facts, serving
+from ctxslots import AssemblyRequest, FactStore, InvalidArgumentError, PromptAssembler
+from ctxslots.cli import cli
+from ctxslots.inspector import explain
+from ctxslots.inspector.app import create_app, serve
+
+MESSAGE = "How do I deploy shop-api on Friday and rerun the flaky billing tests?"
+
+
+def base_of(address: str) -> str:
+    return address.split("/?", 1)[0]
+
+
+@pytest.fixture(name="served")
+def fixture_served(location):
+    """The demo's facts in a store of each engine, and a client logged in to its inspector."""
+    with FactStore(location) as store:
+        ids = demo_facts(store)
+    with serving(location) as address, httpx.Client(timeout=60) as client:
+        first = client.get(address)
+        assert 200 == first.status_code
+        yield client, base_of(address), ids, location
+
+
+def test_no_token_a_foreign_origin_or_host_gets_403(tmp_path):
+    """Without the token, with a wrong one, from another site's page (Origin) or through a
+    name another site controls (Host, DNS rebinding), every page and action is refused."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        fact = store.add("project", "Deploy on Fridays.").id
+    with serving(db) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        port = urllib.parse.urlsplit(base).port
+        for path in ("/", f"/fact/{fact}", "/lab?message=deploy", "/health", "/timeline"):
+            assert 403 == client.get(base + path).status_code, path
+            assert 403 == client.get(base + path + ("&" if "?" in path else "?")
+                                     + "token=wrong-token-0123456789").status_code
+        assert 403 == client.post(f"{base}/fact/{fact}/delete").status_code
+        good = client.get(address)
+        assert 200 == good.status_code
+        assert "HttpOnly" in good.headers["set-cookie"]
+        assert "SameSite=Strict" in good.headers["set-cookie"]
+        assert 200 == client.get(base + "/health").status_code  # the cookie now
+        evil = client.post(f"{base}/fact/{fact}/delete", headers={"origin": "http://evil.test"})
+        assert 403 == evil.status_code and "Origin" in evil.text
+        rebound = client.get(address, headers={"host": f"evil.test:{port}"})
+        assert 403 == rebound.status_code and "Host" in rebound.text
+        assert 403 == client.get(address, headers={"origin": "null"}).status_code
+        same = client.post(f"{base}/fact/{fact}/reinforce", headers={"origin": base})
+        assert 303 == same.status_code
+    with FactStore(db) as store:
+        assert store.get(fact) is not None and 3 == store.get(fact).score
+
+
+def test_stored_markup_is_shown_as_text_and_no_script_may_run(tmp_path):
+    """Values with markup (every hostile value of the dump's tests) appear escaped on the
+    memory list, the fact page, the prompt lab and the why page; every page forbids scripts."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        ids = [store.add("project", v, scope="s").id for v in (HOSTILE, *HOSTILE_VALUES)]
+        store.upsert("user", "name", HOSTILE)
+    with serving(db) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        pages = [client.get(address), client.get(f"{base}/fact/{ids[0]}"),
+                 client.get(f"{base}/lab", params={"message": "deploy note ada", "scope": "s",
+                                                   "budget": 4000}),
+                 client.get(f"{base}/why", params={"fact": ids[0], "message": "ada note",
+                                                   "scope": "s"}),
+                 client.get(f"{base}/?q=%3Cscript%3E"), client.get(f"{base}/timeline")]
+        for page in pages:
+            assert 200 == page.status_code, page.url
+            csp = page.headers["content-security-policy"]
+            assert "default-src 'none'" in csp and "script" not in csp
+            assert "<script" not in page.text.lower(), page.url
+            assert "<img" not in page.text.lower(), page.url  # the pages have no image
+        shown = re.search(r'id="value">(.*?)</dd>', pages[1].text, re.DOTALL).group(1)
+        assert "<" not in shown and HOSTILE == html.unescape(shown)
+        assert "&lt;script&gt;" in pages[2].text and "&lt;script&gt;" in pages[4].text
+
+
+def test_filters_select_by_owner_scope_slot_tag_and_text(served):
+    """Each filter narrows the memory list; blank owners mean every user and agent."""
+    client, base, ids, _ = served
+
+    def listed(**params):
+        page = client.get(base + "/", params=params)
+        assert 200 == page.status_code
+        return {int(i) for i in re.findall(r'<tr class="fact" data-id="(\d+)"', page.text)}
+
+    assert set(ids.values()) == listed()
+    assert {ids["name"]} == listed(slot="user", user="ada")
+    assert {ids["bob"]} == listed(slot="user", user="bob")
+    assert {ids["flaky"], ids["english"]} == listed(slot="agent", agent="coder")
+    assert {ids["deploy"]} == listed(tag="release")
+    assert {ids["deploy"], ids["blog"]} == listed(q="DEPLOYS")
+    assert {ids["blog"]} == listed(scope="blog", slot="project")
+    bad = client.get(base + "/", params={"slot": "no such slot!"})
+    assert 400 == bad.status_code and 'id="error"' in bad.text
+
+
+def test_edit_forget_reinforce_demote_delete_with_the_library_checks(served):
+    """Each action goes through the store: a malformed value is refused with the store's
+    error, the typed values kept and the fact unchanged; the others change it."""
+    client, base, ids, location = served
+    fact = ids["deploy"]
+    edit = f"{base}/fact/{fact}/edit"
+    for form, said in [({"value": "", "tags": "", "confidence": "1"}, "value"),
+                       ({"value": "x" * 200_000, "tags": "", "confidence": "1"}, "value"),
+                       ({"value": "Deploys on Mondays.", "tags": "", "confidence": "lots"},
+                        "confidence"),
+                       ({"value": "Deploys on Mondays.", "tags": "", "confidence": "7"},
+                        "confidence")]:
+        page = client.post(edit, data=form)
+        assert 400 == page.status_code, form
+        error = re.search(r'id="error">([^<]*)<', page.text).group(1)
+        assert said in error
+        if len(form["value"]) < 100:
+            assert html.escape(form["value"]) in page.text  # what was typed is kept
+    with FactStore(location) as store:
+        assert store.get(fact).value.startswith("Deploys of shop-api")
+    done = client.post(edit, data={"value": "Deploys of shop-api run on Mondays.",
+                                   "tags": "release, weekly", "confidence": "0.8",
+                                   "context": "said in the retro"}, follow_redirects=True)
+    assert 200 == done.status_code and "Done: saved" in done.text
+    assert 'id="value">Deploys of shop-api run on Mondays.<' in done.text
+    assert "Deploys of shop-api run every Friday" in done.text  # now in its history
+    assert 303 == client.post(f"{base}/fact/{fact}/reinforce", data={"amount": "2"}).status_code
+    assert 303 == client.post(f"{base}/fact/{fact}/demote", data={"amount": "0.5"}).status_code
+    refused = client.post(f"{base}/fact/{fact}/reinforce", data={"amount": "-4"})
+    assert 400 == refused.status_code
+    with FactStore(location) as store:
+        now = store.get(fact)
+        assert ("release", "weekly") == now.tags and 0.8 == now.confidence
+        assert 1.5 == now.score and "said in the retro" == now.context
+    assert 303 == client.post(f"{base}/fact/{ids['blog']}/forget",
+                              data={"reason": "moved"}).status_code
+    unsure = client.post(f"{base}/fact/{ids['tests']}/delete")
+    assert 400 == unsure.status_code and "nothing was deleted" in unsure.text
+    assert 303 == client.post(f"{base}/fact/{ids['tests']}/delete",
+                              data={"confirm": "yes"}).status_code
+    assert 404 == client.post(f"{base}/fact/{ids['tests']}/reinforce").status_code
+    assert 404 == client.post(f"{base}/fact/{fact}/explode").status_code
+    assert 404 == client.get(f"{base}/fact/999999").status_code
+    assert 404 == client.get(f"{base}/fact/abc").status_code
+    with FactStore(location) as store:
+        assert store.get(ids["blog"]) is None
+        assert store.get(ids["blog"], include_archive=True).archived
+        assert store.get(ids["tests"], include_archive=True) is None
+
+
+def test_the_prompt_lab_and_why_not(served):
+    """The lab assembles the prompt for a message and owners, links each found fact to its
+    explanation, and the why page says what :func:`explain` says; nothing counts as shown."""
+    client, base, ids, location = served
+    params = {"message": MESSAGE, "scope": "shop-api", "user": "ada", "agent": "coder",
+              "budget": "2000"}
+    lab = client.get(base + "/lab", params=params)
+    assert 200 == lab.status_code
+    assert "Deploys of shop-api run every Friday" in lab.text
+    assert "The user is called Ada" in lab.text and "Bob" not in lab.text
+    links = re.findall(r'<a class="why" href="([^"]+)"', lab.text)
+    assert links and all("fact=" in link for link in links)
+    why = client.get(base + html.unescape(links[0]))
+    assert 200 == why.status_code and 'data-outcome="kept"' in why.text
+    missing = client.get(base + "/why", params={**params, "fact": ids["english"]})
+    with FactStore(location) as store:
+        expected = explain(PromptAssembler(store), AssemblyRequest(
+            MESSAGE, scope="shop-api", user="ada", agent="coder", budget=2000), ids["english"])
+        assert 0 == store.get(ids["deploy"]).access_count
+    summary = re.search(r'id="summary" data-outcome="([a-z_]+)">([^<]*)<', missing.text)
+    assert (expected.outcome, expected.summary) == (summary.group(1),
+                                                    html.unescape(summary.group(2)))
+    assert expected.outcome == "not_found"
+    other = client.get(base + "/why", params={**params, "user": "bob", "fact": ids["name"]})
+    assert "it is the memory of user &#39;ada&#39;" in other.text
+    for bad, said in [({"fact": "x"}, "whole number"), ({"fact": "99999"}, "no fact"),
+                      ({"fact": ids["deploy"], "budget": "-5"}, "budget")]:
+        page = client.get(base + "/why", params={**params, **bad})
+        assert 400 == page.status_code and said in page.text, bad
+    bad_lab = client.get(base + "/lab", params={**params, "budget": "lots"})
+    assert 400 == bad_lab.status_code and 'id="error"' in bad_lab.text
+    assert 200 == client.get(base + "/lab").status_code  # the empty form
+
+
+def test_health_shows_the_doctor_report(served):
+    """The health page shows the doctor's verdict and the counts per slot and owner."""
+    client, base, _, _ = served
+    page = client.get(base + "/health")
+    assert 200 == page.status_code and 'data-ok="1"' in page.text
+    assert re.search(r"<p>\d+ live, 0 expired", page.text)
+
+
+def test_it_never_binds_beyond_loopback_without_host_and_token(tmp_path):
+    """The default address is 127.0.0.1; another address needs --host and a token of one's
+    own, and a malformed token is refused, each in one line."""
+    db = str(tmp_path / "m.db")
+    FactStore(db).close()
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--db", db, "ui", "--host", "0.0.0.0"], env={
+        "CTXSLOTS_UI_TOKEN": ""})
+    assert 2 == result.exit_code
+    assert "not loopback) needs --token" in result.output
+    with FactStore(db) as store:
+        with pytest.raises(InvalidArgumentError, match="not loopback"):
+            anyio.run(lambda: serve(store, host="0.0.0.0", token=TOKEN))
+        with pytest.raises(InvalidArgumentError, match="16 or more"):
+            create_app(store, token="short")
+        with pytest.raises(InvalidArgumentError, match="16 or more"):
+            create_app(store, token="a token; with=spaces")
+    proc = subprocess.run([sys.executable, "-m", "ctxslots", "--db", db, "ui", "--port", "0",
+                           "--token", "short"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert 1 == proc.returncode
+    assert ["Error: the token must be 16 or more letters, digits, '-' or '_'"] == \
+        proc.stderr.splitlines()
+    with serving(db) as address:
+        assert address.startswith("http://127.0.0.1:")
+
+
+def test_a_name_given_with_allow_host_is_accepted(tmp_path):
+    """A name the browser reaches the server by (a proxy's, a DNS name) passes the Host and
+    Origin checks once given with --allow-host; another name still gets 403."""
+    db = str(tmp_path / "m.db")
+    FactStore(db).close()
+    with serving(db, "--allow-host", "inspector.test") as address, \
+            httpx.Client(timeout=60) as client:
+        port = urllib.parse.urlsplit(address).port
+        ours = {"host": f"inspector.test:{port}", "origin": f"http://inspector.test:{port}"}
+        assert 200 == client.get(address, headers=ours).status_code
+        theirs = {"host": f"other.test:{port}"}
+        assert 403 == client.get(address, headers=theirs).status_code

@@ -1,0 +1,171 @@
+"""The inspector in headless Chromium: filter, open a fact, edit it, run the prompt lab, ask
+why-not; at 400 and 1,280 px, with screenshots (set ``CTXSLOTS_SCREENSHOTS`` to a directory
+to keep them: docs/images holds the ones docs/inspector.md shows)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from _chromium import CHROMIUM, Browser
+from _inspector import HOSTILE, demo_facts, serving
+from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="headless Chromium is not installed (Debian: apt-get install -y chromium)",
+)
+
+MESSAGE = "How do I deploy shop-api on Friday and rerun the flaky billing tests?"
+OWNERS = {"scope": "shop-api", "user": "ada", "agent": "coder"}
+
+
+@pytest.fixture(name="browser")
+def fixture_browser(tmp_path):
+    """Headless Chromium driven over the DevTools protocol."""
+    browser = Browser(tmp_path / "cdp-profile")
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
+def shoot(browser: Browser, tmp_path: Path, name: str, width: int) -> None:
+    """A screenshot of the whole page, checked, and kept where ``CTXSLOTS_SCREENSHOTS`` says."""
+    shot = tmp_path / f"inspector-{name}-{width}.png"
+    size = browser.screenshot(shot)
+    assert width == size[0] and size[1] > 200
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    keep = os.environ.get("CTXSLOTS_SCREENSHOTS")
+    if keep:
+        shutil.copy(shot, Path(keep) / shot.name)
+
+
+def no_script_ran(browser: Browser) -> None:
+    assert [] == browser.dialogs()
+    assert browser.evaluate("typeof window.ran") == "undefined"
+    assert 0 == browser.evaluate("document.querySelectorAll('img, script').length")
+
+
+def fill(form: str, **values: str) -> str:
+    """JavaScript that fills the fields of ``form`` and submits it."""
+    sets = "".join(f"f.elements[{name!r}].value = {value!r};" for name, value in values.items())
+    return f"(() => {{ const f = document.querySelector({form!r}); {sets} f.requestSubmit(); }})()"
+
+
+def rows(browser: Browser) -> list[int]:
+    return browser.evaluate("[...document.querySelectorAll('tr.fact')].map(r => +r.dataset.id)")
+
+
+def test_filter_open_edit_lab_and_why_not_at_1280(tmp_path, browser):
+    """A person filters the memory, opens a fact, edits it, assembles a prompt in the lab,
+    follows an item's "why?" and asks why-not for a fact that is missing."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        ids = demo_facts(store)
+    with serving(db) as address:
+        browser.open(address, 1280)
+        assert sorted(ids.values()) == sorted(rows(browser))
+        no_script_ran(browser)
+        shoot(browser, tmp_path, "memory", 1280)
+
+        browser.follow(fill("#filters", q="deploys"))
+        assert sorted([ids["deploy"], ids["blog"]]) == sorted(rows(browser))
+        browser.follow(fill("#filters", q="", user="ada", slot="user"))
+        assert [ids["name"]] == rows(browser)
+
+        browser.follow(f"document.querySelector('tr.fact[data-id=\"{ids['name']}\"] a.open')"
+                       ".click()")
+        assert browser.evaluate("location.pathname") == f"/fact/{ids['name']}"
+        browser.follow(fill("#edit", value="The user is called Ada; short answers, please.",
+                            tags="style"))
+        assert "Done: saved." == browser.evaluate("document.getElementById('done').textContent")
+        assert "The user is called Ada; short answers, please." == browser.evaluate(
+            "document.getElementById('value').textContent")
+        assert "style" == browser.evaluate("document.getElementById('tags').textContent")
+        shoot(browser, tmp_path, "fact", 1280)
+
+        browser.follow("document.querySelector('nav a[href=\"/lab\"]').click()")
+        browser.follow(fill("#lab", message=MESSAGE, **OWNERS))
+        kept = browser.evaluate("[...document.querySelectorAll('tr.item.kept td.text')]"
+                                ".map(td => td.textContent)")
+        assert any("short answers, please" in text for text in kept)
+        assert any("Deploys of shop-api run every Friday" in text for text in kept)
+        assert not any("Bob" in text for text in kept)
+        shoot(browser, tmp_path, "lab", 1280)
+
+        browser.follow("document.querySelector('a.why').click()")
+        assert "kept" == browser.evaluate("document.getElementById('summary').dataset.outcome")
+        browser.follow("document.getElementById('back').click()")
+        assert MESSAGE == browser.evaluate("document.querySelector('#lab textarea').value")
+        browser.follow(fill("#why-not", fact=str(ids["english"])))
+        assert "not_found" == browser.evaluate(
+            "document.getElementById('summary').dataset.outcome")
+        failing = browser.evaluate("[...document.querySelectorAll('#steps li.fails')]"
+                                   ".map(li => li.dataset.step)")
+        assert ["words"] == failing
+        shoot(browser, tmp_path, "why", 1280)
+        no_script_ran(browser)
+    with FactStore(db) as store:
+        assert ("style",) == store.get(ids["name"]).tags
+        assert 0 == store.get(ids["deploy"]).access_count  # the lab showed it to no model
+
+
+def test_every_page_reads_at_400_px_and_shows_markup_as_text(tmp_path, browser):
+    """At phone width no page scrolls sideways, each row shows its text first, and a value
+    with markup is shown as its text, with no element made and no script run."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        ids = demo_facts(store)
+    with serving(db) as address:
+        base = address.split("/?", 1)[0]
+        browser.open(address, 400)  # the token, then the cookie
+        lab = "/lab?" + urllib.parse.urlencode({"message": MESSAGE, **OWNERS})
+        why = "/why?" + urllib.parse.urlencode({"message": MESSAGE, **OWNERS,
+                                                 "fact": ids["english"]})
+        for name, path in [("memory", "/"), ("fact", f"/fact/{ids['hostile']}"),
+                           ("lab", lab), ("why", why), ("health", "/health")]:
+            browser.open(base + path, 400)
+            assert 400 == browser.evaluate("innerWidth")
+            assert browser.evaluate("document.documentElement.scrollWidth") <= 400, name
+            no_script_ran(browser)
+            shoot(browser, tmp_path, name, 400)
+            if name == "memory":
+                first_cells = browser.evaluate(
+                    "[...document.querySelectorAll('tr.fact')].map(r => "
+                    "[...r.children].sort((a, b) => a.getBoundingClientRect().top - "
+                    "b.getBoundingClientRect().top)[0].className)")
+                assert {"value"} == set(first_cells)
+            if name == "fact":
+                assert HOSTILE == browser.evaluate("document.getElementById('value').textContent")
+            if name == "lab":
+                profile_cells(browser)
+
+
+def profile_cells(browser: Browser) -> None:
+    """A profile item (no search trace) shows its text first and no empty value."""
+    visible = browser.evaluate(
+        "[...document.querySelectorAll('tr.item')].filter(r => r.querySelector('td.decision')"
+        ".textContent.includes('(profile)')).map(r => [...r.children].filter(td => "
+        "td.getBoundingClientRect().height > 0).sort((a, b) => a.getBoundingClientRect().top"
+        " - b.getBoundingClientRect().top).map(td => td.dataset.label || 'text'))")
+    assert visible, "no profile item"
+    assert all(cells == ["text", "rank", "decision", "tokens"] for cells in visible), visible
+
+
+def test_the_static_dump_reads_at_400_px(tmp_path, browser):
+    """The HTML dump shares the lab's templates: at 400 px a profile item shows its text
+    first and none of the six empty values."""
+    with FactStore(tmp_path / "d.db") as store:
+        demo_facts(store)
+        prompt = PromptAssembler(store).assemble(AssemblyRequest(MESSAGE, **OWNERS))
+    page = tmp_path / "dump.html"
+    page.write_text(prompt.dump("html"), encoding="utf-8")
+    browser.open(page.as_uri(), 400)
+    assert browser.evaluate("document.documentElement.scrollWidth") <= 400
+    profile_cells(browser)
+    shoot(browser, tmp_path, "dump", 400)

@@ -1,0 +1,298 @@
+"""Why a fact is in a prompt or not: ``ctxslots.inspector.explain`` and ``ctxslots why``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from _assembler_helpers import FIXED_NOW
+from ctxslots import (
+    AssemblyRequest,
+    FactNotFoundError,
+    FactStore,
+    InvalidRequestError,
+    ProjectMemoryContributor,
+    PromptAssembler,
+    RankingPolicy,
+)
+from ctxslots.cli import cli
+from ctxslots.inspector import explain
+
+MESSAGE = "How do I deploy shop-api on Friday and rerun the flaky billing tests?"
+
+
+@pytest.fixture(name="demo")
+def fixture_demo(tmp_path):
+    """The demo's facts in a real SQLite file, with a fixed clock."""
+    store = FactStore(tmp_path / "why.db", clock=lambda: FIXED_NOW)
+    ids = {
+        "name": store.upsert("user", "name", "The user is called Ada and prefers short answers.").id,
+        "deploy": store.upsert("project", "deploy.day", "Deploys of shop-api run every Friday "
+                               "after the 15:00 freeze.", scope="shop-api").id,
+        "tests": store.upsert("project", "tests.command", "Run the shop-api tests with "
+                              "`pytest -x services/billing`.", scope="shop-api").id,
+        "blog": store.upsert("project", "deploy.day", "The blog deploys on every push.",
+                             scope="blog").id,
+        "flaky": store.add("agent", "test_refund_retry in services/billing is flaky under load; "
+                           "rerun it once.", scope="shop-api").id,
+        "english": store.add("agent", "Answer in British English when the user writes it.").id,
+    }
+    try:
+        yield store, ids
+    finally:
+        store.close()
+
+
+def why(store, fact_id, message=MESSAGE, **request):
+    request.setdefault("scope", "shop-api")
+    return explain(PromptAssembler(store), AssemblyRequest(message, **request), fact_id)
+
+
+def short_budget(store):
+    """A budget a little short of what the demo's prompt needs, so its last item is dropped."""
+    assembler = PromptAssembler(store)
+    need = assembler.assemble(AssemblyRequest(MESSAGE, scope="shop-api"),
+                              record_shown=False).total_tokens
+    return need - 3
+
+
+def statuses(answer):
+    return {step.name: step.status for step in answer.steps}
+
+
+def test_a_kept_fact_says_where_and_by_which_words(demo):
+    """A fact in the prompt: its section and rank, the query words it holds with their
+    stems, its words rank, the candidate pool, its rank and the budget's verdict."""
+    store, ids = demo
+    answer = why(store, ids["deploy"])
+    assert "kept" == answer.outcome and answer.in_prompt
+    assert answer.summary == f"Fact {ids['deploy']} is in the prompt: project_memory keeps it at rank 1."
+    words = next(s for s in answer.steps if s.name == "words")
+    assert {"deploy", "shop", "friday"} <= set(words.data["shared"])
+    assert "deploy (as deploi)" in words.text and "words rank 1" in words.text
+    assert {"owners": "ok", "section": "ok", "words": "ok", "vector": "info", "pool": "ok",
+            "rank": "ok", "offer": "ok", "budget": "ok"} == statuses(answer)
+
+
+def test_a_fact_dropped_for_the_budget_says_what_it_needed(demo):
+    """With a budget a little short, the agent lesson is offered and dropped: the answer
+    gives its cost and what was left."""
+    store, ids = demo
+    answer = why(store, ids["flaky"], budget=short_budget(store))
+    assert "dropped" == answer.outcome
+    assert "dropped (budget: needs" in answer.summary and "left)" in answer.summary
+    budget = next(s for s in answer.steps if s.name == "budget")
+    assert "fails" == budget.status and budget.data["reason"] == "budget"
+    section = next(s for s in answer.steps if s.name == "section")
+    assert section.data["room"] == short_budget(store) - section.data["used_before"]
+
+
+def test_a_fact_sharing_no_word_says_which_words_were_looked_for(demo):
+    """A lesson that holds no word of the message: the words step fails and lists the words
+    searched with their stems; the summary says so."""
+    store, ids = demo
+    answer = why(store, ids["english"])
+    assert "not_found" == answer.outcome
+    words = next(s for s in answer.steps if s.name == "words")
+    assert "fails" == words.status and [] == words.data["shared"]
+    assert "it shares no word with the message" in answer.summary
+    assert "billing (as bill)" in words.text
+
+
+@pytest.mark.parametrize(("fact", "request_", "expected"), [
+    ("blog", {}, "it belongs to scope 'blog', and the search of its section is in 'shop-api'"),
+    ("deploy", {"scope": None}, "names no scope"),
+    ("name", {"user": "bob"}, ("it is the memory of user 'default', and the request is for user "
+                              "'bob'")),
+])
+def test_a_fact_of_other_owners_says_whose_it_is(demo, fact, request_, expected):
+    """A fact another user or another scope owns is not visible, and the answer names both."""
+    store, ids = demo
+    answer = why(store, ids[fact], **request_)
+    assert "not_visible" == answer.outcome
+    assert expected in answer.summary
+    assert ["owners"] == [s.name for s in answer.steps]
+
+
+def test_forgotten_and_expired_facts_say_so(tmp_path):
+    """A forgotten fact is in the archive; an expired one says when it expired."""
+    clock = [FIXED_NOW]
+    with FactStore(tmp_path / "e.db", clock=lambda: clock[0]) as store:
+        gone = store.add("project", "Deploy on Fridays.", scope="s").id
+        store.forget(gone)
+        late = store.add("project", "Deploy on Fridays only.", scope="s",
+                         expires_at=FIXED_NOW + 60).id
+        clock[0] += 3600
+        assert "forgotten" in why(store, gone, "deploy", scope="s").summary
+        assert "it expired on" in why(store, late, "deploy", scope="s").summary
+
+
+def weak_match(store):
+    """40 lunch notes, 3 strong matches and one weak match of the message; the weak one's id."""
+    for n in range(40):
+        store.add("project", f"Lunch note {n} about the office and coffee.", scope="s")
+    for n in range(3):
+        store.add("project", f"Kubernetes canary {n} for the payments ledger rollout.",
+                  scope="s")
+    return store.add("project", "The team note mentions a rollout once among many many "
+                     "other words about lunch, coffee, chairs, desks, plants, windows and "
+                     "the office.", scope="s").id
+
+
+@pytest.mark.parametrize("fill", [False, True])
+def test_a_weak_match_under_min_share(tmp_path, fill):
+    """A fact that matches one word while others match the rare ones scores under the
+    section's min_share of the best: without fill the answer gives its share and the cut;
+    with fill (the default) it is kept after the clear matches, and the answer says so."""
+    with FactStore(tmp_path / "m.db", clock=lambda: FIXED_NOW) as store:
+        weak = weak_match(store)
+        assembler = PromptAssembler(store, contributors=[
+            ProjectMemoryContributor(store, min_share=0.5, fill=fill)])
+        answer = explain(assembler, AssemblyRequest(
+            "kubernetes canary payments ledger rollout", scope="s"), weak)
+    offer = next(s for s in answer.steps if s.name == "offer")
+    if fill:
+        assert "kept" == answer.outcome and "as fill" in answer.summary
+        assert "below_cut" == offer.data["fill"] and "min_share" in offer.text
+        return
+    assert "not_offered" == answer.outcome
+    assert "under the section's cut of 50% (min_share)" in offer.text
+    assert offer.data["share_of_best"] < 0.5 and 4 == offer.data["search_rank"]
+
+
+def test_a_weak_match_past_the_room_is_dropped_as_fill(tmp_path):
+    """With fill on and a budget a little short, the weak match is offered as fill after
+    the clear matches and dropped for the budget, and the answer says both."""
+    with FactStore(tmp_path / "m.db", clock=lambda: FIXED_NOW) as store:
+        weak = weak_match(store)
+        assembler = PromptAssembler(store, contributors=[
+            ProjectMemoryContributor(store, min_share=0.5)])
+        need = assembler.assemble(AssemblyRequest(
+            "kubernetes canary payments ledger rollout", scope="s"),
+            record_shown=False).total_tokens
+        answer = explain(assembler, AssemblyRequest(
+            "kubernetes canary payments ledger rollout", scope="s", budget=need - 4), weak)
+    assert "dropped" == answer.outcome, answer.lines()
+    offer = next(s for s in answer.steps if s.name == "offer")
+    assert "below_cut" == offer.data["fill"] and "as fill" in offer.text
+    assert "(budget: needs" in answer.summary
+
+
+def test_a_section_with_no_room_was_not_searched(tmp_path):
+    """When the sticky user section takes the whole budget, the project section is not
+    searched, and the answer says how much the sections before it used."""
+    with FactStore(tmp_path / "r.db", clock=lambda: FIXED_NOW) as store:
+        for n in range(6):
+            store.upsert("user", f"k{n}", f"The user deploys service number {n} on Fridays.")
+        fact = store.add("project", "Deploys happen on Fridays.", scope="s").id
+        answer = why(store, fact, "deploy fridays", scope="s", budget=40)
+    assert "not_searched" == answer.outcome
+    assert "was not searched" in answer.summary
+
+
+def test_a_reranker_move_is_named(tmp_path):
+    """A reranker that moved the fact leaves its mark in the rank step."""
+    def backwards(query, hits):
+        return list(reversed(hits))
+
+    with FactStore(tmp_path / "k.db", clock=lambda: FIXED_NOW, rerank=backwards) as store:
+        first = store.add("project", "Deploy deploy deploy on Fridays.", scope="s").id
+        store.add("project", "Deploy notes live in the wiki, with many other words.", scope="s")
+        answer = why(store, first, "deploy", scope="s")
+    rank = next(s for s in answer.steps if s.name == "rank")
+    assert "a reranker moved it from rank 1" in rank.text
+
+
+def test_the_vector_leg_gives_rank_and_cosine(tmp_path):
+    """With a vector leg (the hashing embedder, weighted in), the answer gives the fact's
+    vector rank and cosine."""
+    with FactStore(tmp_path / "v.db", clock=lambda: FIXED_NOW,
+                   ranking=RankingPolicy(vector_weight=1.0)) as store:
+        fact = store.add("project", "Deploys run on Fridays after the freeze.", scope="s").id
+        store.add("project", "Lunch is at noon.", scope="s")
+        answer = why(store, fact, "deploys fridays freeze", scope="s")
+    vector = next(s for s in answer.steps if s.name == "vector")
+    assert "ok" == vector.status and vector.data["vector_rank"] == 1
+    assert 0 < vector.data["cosine"] <= 1 and "cosine" in vector.text
+
+
+def test_no_section_reads_a_plugin_slot(tmp_path):
+    """A fact in a slot no contributor reads: the answer names the slot and the sections."""
+    from ctxslots import Limits
+
+    with FactStore(tmp_path / "p.db", clock=lambda: FIXED_NOW,
+                   limits=Limits(strict_slots=False)) as store:
+        fact = store.add("notes", "Deploy notes.").id
+        answer = why(store, fact, "deploy notes", scope=None)
+    assert "no_section" == answer.outcome
+    assert "no section reads slot 'notes'" in answer.summary
+
+
+def test_explaining_counts_no_access(demo):
+    """An explanation assembles a trial prompt: no fact counts as shown."""
+    store, ids = demo
+    why(store, ids["deploy"])
+    assert 0 == store.get(ids["deploy"]).access_count
+
+
+def test_bad_input_is_refused_with_a_clear_error(demo):
+    """A missing fact, a malformed id, a request that is not one, or an assembler without
+    a fact store each raise a clear error."""
+    store, ids = demo
+    with pytest.raises(FactNotFoundError):
+        why(store, 10_000)
+    with pytest.raises(ValueError, match="id"):
+        why(store, "three")
+    with pytest.raises(InvalidRequestError, match="AssemblyRequest"):
+        explain(PromptAssembler(store), "deploy", ids["deploy"])
+    with pytest.raises(InvalidRequestError, match="FactStore"):
+        explain(PromptAssembler(None), AssemblyRequest("deploy"), ids["deploy"])
+
+
+def test_match_words_reads_the_engines_stems(store):
+    """On each engine, the words a fact holds are found through the index's own stemming
+    (plural and singular meet), the context's words apart, stop words left out."""
+    fact = store.add("project", "The deploys of shop-api run on Fridays.", scope="s",
+                     context="release schedule")
+    found = store.match_words(fact.id, "When is the deploy on friday? Any release?")
+    assert ("deploy", "friday") == found.shared
+    assert ("release",) == found.in_context
+    assert "the" in found.stop_words and "the" in found.left_out_shared
+    assert all(found.stems[w] for w in found.words)
+    assert store.match_words(fact.id, "lunch menu").shared == ()
+
+
+def test_locate_reports_a_fact_beyond_the_hits(store):
+    """A fact that matches the query is located with its words rank and its trace; a fact
+    that matches nothing is located nowhere."""
+    hit = store.add("project", "Deploy on Fridays.", scope="s")
+    miss = store.add("project", "Lunch at noon.", scope="s")
+    ranked = store.search_ranked("deploy fridays", scope="s")
+    found, lost = ranked.locate(hit.id), ranked.locate(miss.id)
+    assert 1 == found.words_rank and found.hit is not None and 1 == found.hit.trace.rank
+    assert lost.words_rank is None and lost.hit is None
+
+
+def test_cli_why_prints_the_answer_and_json(demo):
+    """``ctxslots why`` prints the summary and one line per step, or the JSON; a missing
+    fact is one error line."""
+    store, ids = demo
+    path = store.path
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--db", path, "why", str(ids["flaky"]), MESSAGE, "--scope",
+                                 "shop-api", "--budget", str(short_budget(store))],
+                           catch_exceptions=False)
+    assert 0 == result.exit_code, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"Fact {ids['flaky']} is not in the prompt")
+    assert any(line.startswith("x kept by the budget: dropped (budget") for line in lines)
+    result = runner.invoke(cli, ["--db", path, "why", str(ids["deploy"]), MESSAGE, "--scope",
+                                 "shop-api", "--json"], catch_exceptions=False)
+    data = json.loads(result.output)
+    assert "kept" == data["outcome"] and data["in_prompt"] is True
+    assert [s["name"] for s in data["steps"]][:2] == ["owners", "section"]
+    result = runner.invoke(cli, ["--db", path, "why", "999", "deploy"])
+    assert 1 == result.exit_code
+    assert ["Error: no fact with id 999"] == result.output.splitlines()
