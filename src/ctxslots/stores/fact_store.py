@@ -93,9 +93,14 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         embedder: What turns text into vectors for the vector leg: an object
             with ``model_id``, ``dimension`` and ``embed(texts)``, a spec string
             (``"hash"``, ``"sentence-transformers:PATH"``, ``"openai:MODEL"``),
-            ``None`` for the default (``$CTXSLOTS_EMBEDDER``, else the embedder
-            that built the store, else the hashing embedder), or ``False`` for no
-            vector leg at all. After construction: the embedder (``False`` for none).
+            an :class:`~ctxslots.stores.embedders.EmbedderChoice` (a spec with
+            plugins' factories), ``None`` for the default (``$CTXSLOTS_EMBEDDER``,
+            else the embedder that built the store, as it records it, else the
+            hashing embedder), or ``False`` for no vector leg at all. The store
+            records the spec of the embedder that builds its vectors; when the
+            recorded one cannot be made here, the store opens without a vector leg
+            and warns (one line; :meth:`doctor` reports it too). After
+            construction: the embedder (``False`` for none).
         vector_cache: Search an in-memory copy of the vectors, kept consistent
             with the store, instead of reading them on every search (SQLite).
             The first vector search starts loading it in the background
