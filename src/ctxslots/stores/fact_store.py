@@ -270,7 +270,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             hides (see :meth:`consolidate`).
         :param now: The moment to rank from (a datetime or Unix seconds;
             default: the clock), so a replayed history ranks as it would have
-            then: decay and ages count to it, and facts expired by then are left out.
+            then: decay and ages count to it, and facts expired by then or said
+            (observed) after it are left out.
         :param tags: Only facts with every one of these tags.
         :param source: Only facts with this source.
         :param said_after: Only memories said (observed) at or after this moment.
@@ -316,7 +317,9 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             raise InvalidArgumentError("query must be a string", field="query", value=query)
         core = self._core
         moment = self.clock() if now is None else core.limits.moment(now, "now")
-        narrow = Narrowing(tags, source, said_after, said_before)
+        # A moment given is a replay: what was said after it is not known yet.
+        narrow = Narrowing(tags, source, said_after, said_before,
+                           until=None if now is None else moment)
         flt = core.filter(slots, Owners(user, agent, scope), include_superseded=include_superseded,
                           now=moment, narrow=narrow)
         return start_search(core, SearchRequest(query=query, flt=flt,
