@@ -123,6 +123,7 @@ class OutageResult:
             ("acknowledged facts lost or changed", f"**{len(self.lost)}**"),
             ("failed calls", f"{len(self.failed_calls):,}"),
             ("longest failed call", f"{max(blocked, default=0.0):.2f} s"),
+            ("failed calls that took over 1 s", str(sum(b > 1.0 for b in blocked))),
             ("median failed call", f"{statistics.median(blocked) if blocked else 0.0:.3f} s"),
             ("failures of another kind", f"**{len(self.stray)}**"),
             ("lines on the workers' stderr", f"**{self.stderr_lines}**"),

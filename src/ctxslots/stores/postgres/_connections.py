@@ -5,7 +5,9 @@ calls kept failing long after a restarted server answered again, each waiting
 the whole pool timeout and then advising a larger pool. Here a connection found
 broken marks the server as lost; while it is lost, each call first tries one
 direct connection: refused, the call fails at once saying the server does not
-answer; accepted, the pool is replaced by a fresh one and the call goes on.
+answer; accepted, the pool is replaced by a fresh one and the call goes on. A call
+the pool keeps waiting past a second asks the server the same way, so a pool that
+cannot reconnect does not hold it for the whole timeout either.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ _LOST_STATES = ("57P01", "57P02", "57P03")
 
 #: Seconds the old pool's threads get to stop once a fresh pool replaced it.
 _OLD_POOL_GRACE = 1.0
+
+#: Seconds a borrower waits for the pool before it asks the server directly whether
+#: it answers (a pool that cannot reconnect would otherwise hold it the whole timeout).
+_FIRST_WAIT = 1.0
 
 
 def connection_lost(exc: BaseException, conn: psycopg.Connection[Any] | None = None) -> bool:
@@ -118,9 +124,13 @@ class Connections:
         """A connection from ``pool`` that answers, or ``None`` when the one it gave
         was broken (given back: the pool drops it)."""
         try:
-            conn = pool.getconn()
-        except PoolTimeout as exc:
-            raise self._timed_out(exc) from None
+            conn = pool.getconn(timeout=min(_FIRST_WAIT, self.timeout))
+        except PoolTimeout:
+            self._probe()  # the server away: fail now, not at the end of the timeout
+            try:
+                conn = pool.getconn(timeout=max(0.0, self.timeout - _FIRST_WAIT))
+            except PoolTimeout as exc:
+                raise self._timed_out(exc) from None
         try:
             ConnectionPool.check_connection(conn)
         except psycopg.Error:
@@ -128,14 +138,24 @@ class Connections:
             return None
         return conn
 
+    def _probe(self) -> None:
+        """One direct connection, closed at once.
+
+        :raises StoreError: The server does not take it (marked as lost).
+        """
+        try:
+            psycopg.connect(self.url, connect_timeout=max(2, int(self.timeout))).close()
+        except psycopg.Error as exc:
+            self._lost = True
+            raise self._away(exc) from None
+
     def _timed_out(self, exc: PoolTimeout) -> StoreError:
         """Why no connection came in time: the server is away (its error), or every
         connection stayed busy."""
         try:
-            psycopg.connect(self.url, connect_timeout=max(2, int(self.timeout))).close()
-        except psycopg.Error as probe:
-            self._lost = True
-            return self._away(probe)
+            self._probe()
+        except StoreError as away:
+            return away
         return StoreError(f"every connection to {self.location} stayed busy for "
                           f"{self.timeout:g} s: give the store a larger pool (pool_size) or "
                           f"shorten long transactions ({exc})", path=self.location)
