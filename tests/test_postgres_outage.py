@@ -208,3 +208,27 @@ def test_the_outage_script_finds_nothing_lost(server, tmp_path):
     assert [] == result.failures
     assert result.acked > 0 and 1 == len(result.recoveries)
     assert result.recoveries[0] != float("inf")  # each writer had a call succeed after it
+
+
+def test_a_busy_pool_with_the_server_up_still_says_so(pg_url):
+    """The server answers but every connection of the pool is held: after the timeout,
+    the error names the pool (the one case where a larger pool is the advice)."""
+    import threading
+
+    from ctxslots.stores.postgres import PostgresBackend
+
+    errors: list[str] = []
+
+    def count() -> None:
+        try:
+            backend.counts()
+        except StoreError as exc:
+            errors.append(str(exc))
+
+    with PostgresBackend(pg_url, pool_size=1, connect_timeout=2) as backend:
+        with backend.transaction():  # this thread holds the only connection
+            other = threading.Thread(target=count)
+            other.start()
+            other.join()
+        assert 1 == len(errors) and "stayed busy" in errors[0] and "larger pool" in errors[0]
+        assert backend.counts()["facts"] == 0  # the connection back: calls work
