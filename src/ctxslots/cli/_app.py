@@ -181,7 +181,8 @@ class _Group(click.Group):
 @click.option(
     "--embedder",
     envvar="CTXSLOTS_EMBEDDER",
-    help="hash (default), sentence-transformers:PATH_OR_PACKAGE, or openai:MODEL.",
+    help="hash, sentence-transformers:PATH_OR_PACKAGE, openai:MODEL or a plugin's kind; "
+         "a store remembers the one that built its vectors (the default when not given).",
 )
 @click.option(
     "--embed-base-url",
