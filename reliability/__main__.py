@@ -1,8 +1,11 @@
-"""``python -m reliability {concurrency,crash,fuzz,postgres,all}``: full-size checks, with figures.
+"""``python -m reliability {concurrency,crash,fuzz,postgres,postgres-outage,all}``: full-size
+checks, with figures.
 
 ``all`` runs the three SQLite checks; ``postgres`` (several processes, each
 with its own pool, on one new database) needs a server: ``--url`` names
-one, otherwise a private one is started from pgserver. Each subcommand
+one, otherwise a private one is started from pgserver. ``postgres-outage``
+(writers while the server is stopped and started again) always starts a
+private pgserver, since it stops it. Each subcommand
 prints a markdown table of what it measured and exits with status 1 when a
 check failed (listing the failures), 0 otherwise.
 """
@@ -98,8 +101,42 @@ def _postgres_database(url: str | None) -> Iterator[str]:
         yield urlunsplit(urlsplit(url)._replace(path="/" + name))
 
 
+def _postgres_outage(args: argparse.Namespace, folder: Path) -> bool:
+    import subprocess
+
+    import pgserver
+    from psycopg.conninfo import conninfo_to_dict
+
+    from .postgres_outage import run_postgres_outage
+
+    data = Path(tempfile.mkdtemp(prefix="ctxslots-pg-outage-"))
+    handle = pgserver.get_server(str(data), cleanup_mode="delete")
+    url = str(handle.get_uri())
+    socket_dir = conninfo_to_dict(url)["host"]
+
+    def ctl(*more: str) -> None:
+        pgserver.pg_ctl(list(more), pgdata=handle.pgdata, user=handle.system_user, timeout=120)
+
+    try:
+        with _postgres_database(url) as database:
+            result = run_postgres_outage(
+                database, folder=folder, workers=args.processes, outages=args.outages,
+                down_s=args.down, stop_server=lambda: ctl("-w", "-m", "fast", "stop"),
+                start_server=lambda: ctl("-w", "-o", '-h ""', "-o", f"-k {socket_dir}",
+                                         "-l", str(handle.log), "start"))
+    except subprocess.CalledProcessError as exc:
+        print(f"pg_ctl failed: {exc}", file=sys.stderr)
+        return False
+    finally:
+        # pgserver's cleanup stops only the process it started, not a restarted one.
+        with contextlib.suppress(subprocess.CalledProcessError):
+            ctl("-w", "-m", "fast", "stop")
+        handle.cleanup()
+    return _report("postgres outages (writers while the server stops and starts)", result)
+
+
 _COMMANDS = {"concurrency": _concurrency, "crash": _crash, "fuzz": _fuzz,
-             "postgres": _postgres}
+             "postgres": _postgres, "postgres-outage": _postgres_outage}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,10 +153,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the operation mix and kills")
     parser.add_argument("--url", help="postgres: a server URL to create the database on "
                         "(default: a private pgserver)")
+    parser.add_argument("--outages", type=int, default=3,
+                        help="postgres-outage: how many times the server is stopped")
+    parser.add_argument("--down", type=float, default=15.0,
+                        help="postgres-outage: seconds the server stays down each time")
     parser.add_argument("--keep", type=Path, help="write the databases here and keep them")
     parser.add_argument("-v", "--verbose", action="store_true", help="crash: one line per trial")
     args = parser.parse_args(argv)
-    chosen = ([name for name in _COMMANDS if name != "postgres"] if args.command == "all"
+    chosen = ([name for name in _COMMANDS if not name.startswith("postgres")]
+              if args.command == "all"
               else [args.command])
     print(f"Machine: {_machine()}\n")
     with tempfile.TemporaryDirectory(prefix="ctxslots-reliability-") as tmp:

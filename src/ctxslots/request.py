@@ -135,7 +135,8 @@ class AssemblyRequest:
             ``(title, text)`` pairs.
         now: The moment the turn happens, in Unix seconds or as a datetime
             (naive means UTC); memories are ranked as they would have been then
-            (decay, ages, periods). ``None``: the store's clock.
+            (decay, ages, periods), and what was said after it is not shown.
+            ``None``: the store's clock.
         room: Tokens left for the section being asked for, once the sections
             placed before it have taken theirs: the assembler sets it for each
             contributor it asks (:meth:`~ctxslots.PromptAssembler.assemble`

@@ -70,12 +70,13 @@ class CliContext:
             a missing store is one error line naming it, and nothing is created.
         """
         from ..plugins import embedder_factories, reranker_from_plugins
-        from ..stores.embedders import embedder_from_spec
+        from ..stores.embedders import EmbedderChoice
 
         pm = self.plugin_manager()
-        embedder = (embedder_from_spec(self.embedder, base_url=self.embed_base_url,
-                                       factories=embedder_factories(pm))
-                    if self.embedder else None)
+        # Without --embedder, the store is made again with the embedder it records,
+        # which may be a plugin's: the choice carries the plugins' factories.
+        embedder = EmbedderChoice(self.embedder or None, base_url=self.embed_base_url,
+                                  factories=embedder_factories(pm))
         # A one-shot command searches once or twice: sqlite-vec's scan (30 ms at 100k facts) beats
         # loading the in-memory vector copy first (1.6 s). A server keeps the copy.
         with FactStore(self.db_path, embedder=embedder, vector_cache=long_running, create=create,
@@ -180,7 +181,8 @@ class _Group(click.Group):
 @click.option(
     "--embedder",
     envvar="CTXSLOTS_EMBEDDER",
-    help="hash (default), sentence-transformers:PATH_OR_PACKAGE, or openai:MODEL.",
+    help="hash, sentence-transformers:PATH_OR_PACKAGE, openai:MODEL or a plugin's kind; "
+         "a store remembers the one that built its vectors (the default when not given).",
 )
 @click.option(
     "--embed-base-url",

@@ -164,9 +164,11 @@ def _stored(store: FactStore, slots: list[str] | None, scope: str | None,
 
 
 def _age(fact: Fact, now: float) -> str:
-    if fact.updated_at is None:
+    """How long ago the fact was said (observed), in words."""
+    said = fact.said_at
+    if said is None:
         return "–"
-    return days_in_words((now - fact.updated_at.timestamp()) / 86400.0)
+    return days_in_words((now - said.timestamp()) / 86400.0)
 
 
 @click.command("list")

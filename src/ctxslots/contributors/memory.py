@@ -128,6 +128,12 @@ def _importance(fact: Fact) -> tuple[float, ...]:
             fact.id)
 
 
+def _later(fact: Fact, now: float | None) -> bool:
+    """Whether ``fact`` was said after ``now`` (not known yet in a replay at ``now``)."""
+    said = fact.said_at
+    return now is not None and said is not None and said.timestamp() > now
+
+
 @attrs.define
 class MemoryContributor:
     """Offers the facts of one memory slot that match the user's message.
@@ -270,7 +276,7 @@ class MemoryContributor:
 
     def _when(self, fact: Fact, now: float | None) -> str | None:
         """When ``fact`` was said, as its line shows it (``None``: not shown)."""
-        said = fact.observed_at or fact.updated_at
+        said = fact.said_at
         if self.dates is None or now is None or said is None:
             return None
         return when_said(said.timestamp(), now, self.dates)
@@ -283,10 +289,11 @@ class MemoryContributor:
         read = getattr(self.store, "facts", None)
         owners = _owners(request)
         if callable(important):  # a FactStore reads the first few from an index
-            facts = important(self.slot, scope=scope, limit=self.profile_size, **owners)
+            at: dict[str, Any] = {} if request.now is None else {"now": request.now}
+            facts = important(self.slot, scope=scope, limit=self.profile_size, **owners, **at)
         elif callable(read):
             facts = [f for f in read(slots=[self.slot], scope=scope, **owners)
-                     if f.key is not None or f.score > 0]
+                     if (f.key is not None or f.score > 0) and not _later(f, request.now)]
         else:
             return []
         room = self.profile_share * request.available

@@ -89,6 +89,12 @@ class Fact:
     user: str | None = None
     agent: str | None = None
 
+    @property
+    def said_at(self) -> dt.datetime | None:
+        """When it was said: ``observed_at``, else ``updated_at``, else ``created_at``
+        (what ages and dates of a fact show)."""
+        return self.observed_at or self.updated_at or self.created_at
+
     @classmethod
     def from_row(cls, row: Mapping[str, Any], *, archived: bool = False) -> Fact:
         """Build a fact from a store row (a mapping of column name to value)."""

@@ -94,9 +94,14 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         embedder: What turns text into vectors for the vector leg: an object
             with ``model_id``, ``dimension`` and ``embed(texts)``, a spec string
             (``"hash"``, ``"sentence-transformers:PATH"``, ``"openai:MODEL"``),
-            ``None`` for the default (``$CTXSLOTS_EMBEDDER``, else the embedder
-            that built the store, else the hashing embedder), or ``False`` for no
-            vector leg at all. After construction: the embedder (``False`` for none).
+            an :class:`~ctxslots.stores.embedders.EmbedderChoice` (a spec with
+            plugins' factories), ``None`` for the default (``$CTXSLOTS_EMBEDDER``,
+            else the embedder that built the store, as it records it, else the
+            hashing embedder), or ``False`` for no vector leg at all. The store
+            records the spec of the embedder that builds its vectors; when the
+            recorded one cannot be made here, the store opens without a vector leg
+            and warns (one line; :meth:`doctor` reports it too). After
+            construction: the embedder (``False`` for none).
         vector_cache: Search an in-memory copy of the vectors, kept consistent
             with the store, instead of reading them on every search (SQLite).
             The first vector search starts loading it in the background
@@ -266,7 +271,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             hides (see :meth:`consolidate`).
         :param now: The moment to rank from (a datetime or Unix seconds;
             default: the clock), so a replayed history ranks as it would have
-            then: decay and ages count to it, and facts expired by then are left out.
+            then: decay and ages count to it, and facts expired by then or said
+            (observed) after it are left out.
         :param tags: Only facts with every one of these tags.
         :param source: Only facts with this source.
         :param said_after: Only memories said (observed) at or after this moment.
@@ -312,7 +318,9 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             raise InvalidArgumentError("query must be a string", field="query", value=query)
         core = self._core
         moment = self.clock() if now is None else core.limits.moment(now, "now")
-        narrow = Narrowing(tags, source, said_after, said_before)
+        # A moment given is a replay: what was said after it is not known yet.
+        narrow = Narrowing(tags, source, said_after, said_before,
+                           until=None if now is None else moment)
         flt = core.filter(slots, Owners(user, agent, scope), include_superseded=include_superseded,
                           now=moment, narrow=narrow)
         return start_search(core, SearchRequest(query=query, flt=flt,

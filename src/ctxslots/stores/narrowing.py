@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,12 +26,16 @@ class Narrowing:
         said_after: Only memories said (observed) at or after this moment (a
             datetime or Unix seconds).
         said_before: Only memories said before this moment.
+        until: Only memories said at or before this moment (Unix seconds): the
+            ``now`` a caller reads the store at, so a replay never sees what was
+            said later. ``None``: no cut (reading at the clock).
     """
 
     tags: Iterable[str] | str = ()
     source: str | None = None
     said_after: Any = None
     said_before: Any = None
+    until: float | None = None
 
     def apply(self, flt: FactFilter, limits: Limits) -> FactFilter:
         """``flt`` narrowed, each part checked.
@@ -45,5 +50,8 @@ class Narrowing:
         if after is not None and before is not None and after >= before:
             raise InvalidFactError("said_after must be before said_before", field="said_after",
                                    value=self.said_after)
+        if self.until is not None:  # said at ``until`` counts: the cut is just after it
+            cut = math.nextafter(self.until, math.inf)
+            before = cut if before is None else min(before, cut)
         return attrs.evolve(flt, tags=tags, source=limits.source(self.source),
                             observed_after=after, observed_before=before)

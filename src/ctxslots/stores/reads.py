@@ -164,7 +164,7 @@ class ReadMethods:
         return [Fact.from_row(r) for r in core.backend.select(flt)]
 
     def important(self, slot: str, *, scope: str | None = None, user: str | None = None,
-                  agent: str | None = None, limit: int = 5) -> list[Fact]:
+                  agent: str | None = None, limit: int = 5, now: Any = None) -> list[Fact]:
         """The most important live facts of ``slot`` its owners see, best first.
 
         A fact counts when it is keyed or reinforced (score above 0); the order
@@ -172,12 +172,16 @@ class ReadMethods:
         keyed facts before free memories, most recently updated, then id. The
         user section's profile shows them. Reading them is not an access.
 
-        :raises InvalidFactError: ``slot`` or an owner is malformed, or ``limit``
-            is not from 1 to 1000.
+        :param now: The moment to read at (a datetime or Unix seconds; default: the
+            clock): facts expired by then or said (observed) after it are left out.
+        :raises InvalidFactError: ``slot``, an owner or ``now`` is malformed, or
+            ``limit`` is not from 1 to 1000.
         """
         core = self._core
-        rows = core.backend.important(core.filter([slot], Owners(user, agent, scope)),
-                                      check_limit(limit))
+        moment = None if now is None else core.limits.moment(now, "now")
+        flt = core.filter([slot], Owners(user, agent, scope), now=moment,
+                          narrow=None if moment is None else Narrowing(until=moment))
+        rows = core.backend.important(flt, check_limit(limit))
         return [Fact.from_row(r) for r in rows]
 
     def links(self, fact_id: int) -> dict[int, float]:

@@ -423,7 +423,7 @@ class MemoryTools:
         return fact
 
     def _line(self, fact: Fact) -> str:
-        when = fact.updated_at or fact.created_at
+        when = fact.said_at
         age = age_in_words(when.timestamp(), self.store.clock()) if when else "unknown age"
         key = f", key {bullet(fact.key)}" if fact.key else ""
         return f"[id:{fact.id}] ({fact.slot}{key}, {age}) {bullet(fact.value)}"

@@ -14,7 +14,7 @@ Three built in, chosen by a spec string (:func:`embedder_from_spec`), by
 
 They are registered through the ``register_embedders`` hook like a plugin's
 (:mod:`.builtin`); pass what a plugin manager collected as
-``factories={name: factory}``.
+``factories={name: factory}``, or as an :class:`EmbedderChoice` to a store.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ._base import Embedder, EmbedderSpecError, Vectors
 from ._hashing import HashingEmbedder
 from ._openai import OpenAIEmbedder
 from ._sentence_transformers import INSTALL_HINT, SentenceTransformersEmbedder
+from .binding import EmbedderChoice
 from .specs import BASE_URL_ENV, EMBEDDER_ENV, default_embedder, embedder_from_spec
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "EMBEDDER_ENV",
     "INSTALL_HINT",
     "Embedder",
+    "EmbedderChoice",
     "EmbedderSpecError",
     "HashingEmbedder",
     "OpenAIEmbedder",

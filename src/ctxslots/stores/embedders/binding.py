@@ -1,16 +1,23 @@
 """Which embedder a store uses, and whether the vectors it holds are that embedder's.
 
-A store records the embedder that built its vectors (model id, dimension and,
-when known, the spec string it was made from). Opening a store resolves the
+A store records the embedder that built its vectors: its model id, its
+dimension and the spec that makes it again (the spec it was named by, or, for
+an object, a spec read from its model id). Opening a store resolves the
 ``embedder`` setting into an embedder and binds it: a store without vectors is
 bound to it; a store whose vectors another embedder built keeps them, searches
-by words only and says so, until ``reindex`` rebuilds them.
+by words only and says so, until ``reindex`` rebuilds them. Opened with no
+setting, a store is made again with the embedder it records; when that cannot
+be made here (a package missing, a plugin not installed), the store searches by
+words only, says so in one warning line, and ``doctor`` names the embedder
+its vectors need.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import warnings
+from collections.abc import Mapping
 from typing import Literal
 
 import attrs
@@ -19,17 +26,65 @@ from ...errors import CtxslotsError
 from ..backend import META_EMBEDDER_DIMENSION, META_EMBEDDER_MODEL, Backend
 from ._base import Embedder
 from ._hashing import HashingEmbedder
-from .specs import EMBEDDER_ENV, embedder_from_spec
+from .specs import EMBEDDER_ENV, EmbedderFactory, embedder_from_spec
 
-__all__ = ["META_SPEC", "EmbedderBinding", "EmbedderSetting", "bind_embedder"]
+__all__ = ["META_SPEC", "EmbedderBinding", "EmbedderChoice", "EmbedderSetting",
+           "bind_embedder", "spec_of"]
 
 #: Store setting naming the embedder that built the vectors (a spec string).
 META_SPEC = "embedder.spec"
 
-#: What a store may be given as its ``embedder``: an object, a spec string, ``None``
-#: (the environment's, else the one that built the store, else hashing) or ``False``
-#: (no vector leg at all).
-EmbedderSetting = Embedder | str | None | Literal[False]
+_HASH_MODEL = re.compile(r"hash-v1-(\d+)")
+
+
+@attrs.frozen
+class EmbedderChoice:
+    """An embedder named by a spec and made with a caller's factories (the command
+    line's ``--embedder``, with the plugins' ``register_embedders``).
+
+    Attributes:
+        spec: The spec string; ``None``: ``$CTXSLOTS_EMBEDDER``, else the one the
+            store records.
+        base_url: The API root for an ``openai:MODEL`` spec.
+        factories: The embedder kinds plugins registered, by name.
+    """
+
+    spec: str | None = None
+    base_url: str | None = None
+    factories: Mapping[str, EmbedderFactory] = attrs.field(factory=dict)
+
+    def make(self, spec: str) -> Embedder:
+        """The embedder ``spec`` names, made with this choice's base URL and factories.
+
+        :raises EmbedderSpecError: The spec is malformed or names an unknown kind.
+        :raises EmbedderError: The embedder cannot be made.
+        """
+        return embedder_from_spec(spec, base_url=self.base_url, factories=self.factories)
+
+
+#: What a store may be given as its ``embedder``: an object, a spec string, an
+#: :class:`EmbedderChoice`, ``None`` (the environment's, else the one that built
+#: the store, else hashing) or ``False`` (no vector leg at all).
+EmbedderSetting = Embedder | str | EmbedderChoice | None | Literal[False]
+
+
+def spec_of(embedder: Embedder) -> str:
+    """The spec an embedder object is recorded by: ``hash`` or ``hash:DIM`` for a
+    hashing embedder with the default settings, else its model id (the built-in
+    ``st:MODEL`` and ``openai:MODEL`` ids are specs of the same embedder)."""
+    if isinstance(embedder, HashingEmbedder) \
+            and HashingEmbedder(embedder.dimension).model_id == embedder.model_id:
+        return _spec_from_model(embedder.model_id)
+    return embedder.model_id
+
+
+def _spec_from_model(model: str) -> str:
+    """The spec that makes the embedder of model id ``model`` (its model id, or
+    ``hash:DIM`` for a hashing one)."""
+    match = _HASH_MODEL.fullmatch(model)
+    if match is None:
+        return model
+    return "hash" if int(match[1]) == HashingEmbedder().dimension else f"hash:{match[1]}"
 
 
 @attrs.define
@@ -38,14 +93,18 @@ class EmbedderBinding:
 
     Attributes:
         embedder: The embedder, or ``None`` for a store with no vector leg.
-        spec: The spec string it was made from (``None`` for an object).
+        spec: The spec that makes it again (for an object, see :func:`spec_of`).
         usable: Whether the stored vectors were built by this embedder (a
             search may read them, a write adds to them).
+        missing: When the store was opened without the embedder that built its
+            vectors because it cannot be made here: one line saying which it is
+            and why (``None`` otherwise).
     """
 
     embedder: Embedder | None
     spec: str | None
     usable: bool = False
+    missing: str | None = None
 
     @property
     def is_model(self) -> bool:
@@ -57,31 +116,54 @@ class EmbedderBinding:
         assert self.embedder is not None
         with backend.transaction():
             backend.reset_vectors(self.embedder.model_id, self.embedder.dimension)
-            if self.spec is not None:
-                backend.set_meta(META_SPEC, self.spec)
+            backend.set_meta(META_SPEC, self.spec or spec_of(self.embedder))
         self.usable = True
 
 
-def _resolve(setting: EmbedderSetting, backend: Backend) -> tuple[Embedder | None, str | None]:
-    """The embedder ``setting`` names and its spec (see :data:`EmbedderSetting`).
+def _recorded(backend: Backend, choice: EmbedderChoice) -> EmbedderBinding:
+    """The embedder the store records, made again; ``hash`` for a store that records
+    none; no embedder (and why, in ``missing``) when it cannot be made here."""
+    model = backend.get_meta(META_EMBEDDER_MODEL)
+    recorded = backend.get_meta(META_SPEC) or None
+    if model is None:
+        spec = recorded or "hash"
+        return EmbedderBinding(choice.make(spec), spec)
+    # A spec recorded before the store remembered the one given on the command
+    # line may name another embedder (``hash``): the model id is tried next.
+    specs = dict.fromkeys(s for s in (recorded, _spec_from_model(model)) if s)
+    reasons = []
+    for spec in specs:
+        try:
+            embedder = choice.make(spec)
+        except CtxslotsError as exc:
+            reasons.append(str(exc))
+            continue
+        if embedder.model_id == model:
+            return EmbedderBinding(embedder, spec)
+        reasons.append(f"{spec} makes {embedder.model_id}")
+    shown = " or ".join(specs)
+    missing = (f"this store's vectors were built by {model}, which cannot be made here "
+               f"({'; '.join(reasons)}): searches use words only and new facts get no vector; "
+               f"open it with that embedder (--embedder {shown}, or embedder=) to search "
+               "by meaning")
+    return EmbedderBinding(None, None, missing=missing)
 
-    With no setting and no ``$CTXSLOTS_EMBEDDER``, a store reopens with the
+
+def _resolve(setting: EmbedderSetting, backend: Backend) -> EmbedderBinding:
+    """The embedder ``setting`` names, unbound (see :data:`EmbedderSetting`).
+
+    With no spec and no ``$CTXSLOTS_EMBEDDER``, a store reopens with the
     embedder that built its vectors, as recorded in the store.
     """
     if setting is False:
-        return None, None
-    if setting is not None and not isinstance(setting, str):
-        return setting, None
-    spec = setting or os.environ.get(EMBEDDER_ENV, "").strip() or None
+        return EmbedderBinding(None, None)
+    if setting is not None and not isinstance(setting, (str, EmbedderChoice)):
+        return EmbedderBinding(setting, spec_of(setting))
+    choice = setting if isinstance(setting, EmbedderChoice) else EmbedderChoice(setting)
+    spec = choice.spec or os.environ.get(EMBEDDER_ENV, "").strip() or None
     if spec is not None:
-        return embedder_from_spec(spec), spec
-    spec = backend.get_meta(META_SPEC) or "hash"
-    try:
-        return embedder_from_spec(spec), spec
-    except CtxslotsError as exc:
-        warnings.warn(f"the embedder that built this store's vectors ({spec}) cannot be "
-                      f"loaded ({exc}); searching by words only", RuntimeWarning, stacklevel=6)
-        return embedder_from_spec("hash"), "hash"
+        return EmbedderBinding(choice.make(spec), spec)
+    return _recorded(backend, choice)
 
 
 def bind_embedder(setting: EmbedderSetting, backend: Backend, *, searched: bool
@@ -89,13 +171,15 @@ def bind_embedder(setting: EmbedderSetting, backend: Backend, *, searched: bool
     """Resolve ``setting`` and bind the store behind ``backend`` to it.
 
     :param searched: Whether searches read vectors (a vector weight above 0):
-        only then is a mismatch worth a warning.
-    :raises EmbedderSpecError: A spec is malformed or names an unknown kind.
-    :raises EmbedderError: The embedder cannot be loaded.
+        only then is a mismatch, or an embedder that cannot be made, worth a warning.
+    :raises EmbedderSpecError: A spec given is malformed or names an unknown kind.
+    :raises EmbedderError: An embedder given cannot be loaded.
     """
-    embedder, spec = _resolve(setting, backend)
-    binding = EmbedderBinding(embedder, spec)
+    binding = _resolve(setting, backend)
+    embedder = binding.embedder
     if embedder is None:
+        if binding.missing is not None and searched:
+            warnings.warn(binding.missing, RuntimeWarning, stacklevel=5)
         return binding
     model = backend.get_meta(META_EMBEDDER_MODEL)
     if model is None:

@@ -10,7 +10,6 @@ from typing import Any, Self
 import attrs
 import numpy as np
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from ...errors import StoreError
 from ..backend import (
@@ -31,7 +30,8 @@ from ..backend import (
     VectorState,
 )
 from . import _health, _links, _meta, _rows, _values, _vectors
-from ._connect import connect_error, open_pool, prepare_database
+from ._connect import connect_error, prepare_database
+from ._connections import Connections
 from ._errors import store_error
 from ._lexical import LEXICAL_RANKINGS, LexicalLeg, index_terms
 from ._url import safe_location
@@ -79,7 +79,7 @@ class PostgresBackend:
     create: bool = True
     engine: str = attrs.field(init=False, default="postgresql")
     location: str = attrs.field(init=False, default="")
-    _pool: ConnectionPool | None = attrs.field(init=False, default=None, repr=False)
+    _pool: Connections | None = attrs.field(init=False, default=None, repr=False)
     _held: _Held = attrs.field(init=False, factory=_Held, repr=False)
     _lexical: LexicalLeg = attrs.field(init=False, repr=False)
     _vector_oid: int = attrs.field(init=False, default=0, repr=False)
@@ -97,8 +97,8 @@ class PostgresBackend:
                 self._vector_oid = prepare_database(first, self.location, create=self.create)
             except psycopg.Error as exc:
                 raise store_error(exc, self.location) from exc
-        self._pool = open_pool(self.url, min_size=1, max_size=self.pool_size,
-                               timeout=self.connect_timeout, configure=self._configure)
+        self._pool = Connections(self.url, self.pool_size, self.connect_timeout,
+                                 self._configure)
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         register_vector(conn, self._vector_oid)
@@ -114,12 +114,12 @@ class PostgresBackend:
             if held is not None:
                 yield held
                 return
-            with self._open_pool().connection() as conn:
+            with self._open_pool().borrow() as conn:
                 yield conn
         except psycopg.Error as exc:
             raise store_error(exc, self.location) from exc
 
-    def _open_pool(self) -> ConnectionPool:
+    def _open_pool(self) -> Connections:
         if self._pool is None:
             raise StoreError(f"the store at {self.location} is closed", path=self.location)
         return self._pool
@@ -162,7 +162,7 @@ class PostgresBackend:
                 raise store_error(exc, self.location) from exc
             return
         try:
-            with self._open_pool().connection() as conn:
+            with self._open_pool().borrow() as conn:
                 held.conn, held.writing = conn, 1
                 try:
                     with conn.transaction():
@@ -180,7 +180,7 @@ class PostgresBackend:
             yield
             return
         try:
-            with self._open_pool().connection() as conn:
+            with self._open_pool().borrow() as conn:
                 held.conn, held.writing = conn, 0
                 try:
                     with conn.transaction():

@@ -51,6 +51,10 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
     elif re.search(r"invalid [\w ]+ value|invalid URI query parameter", text):
         what = (f"the URL of {where} has an invalid option: "
                 f"{detail.removeprefix('connection is bad: ')}; fix it in the URL")
+    elif re.search(r"too many (clients|connections)|remaining connection slots", text):
+        what = (f"the PostgreSQL server at {where} takes no more connections ({detail}): close "
+                "idle clients, give the stores smaller pools (pool_size), or raise the "
+                "server's max_connections or the role's connection limit")
     elif "timeout expired" in text or "timed out" in text:
         what = (f"the PostgreSQL server at {where} did not answer in time: check that it runs "
                 "and that the host and port in the URL are right")
@@ -135,12 +139,13 @@ def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
     """A connection pool on ``url`` whose connections are in autocommit mode.
 
     Transactions are opened explicitly (``conn.transaction()``), so a
-    connection handed back to the pool never holds one.
+    connection handed back to the pool never holds one. The pool does not check
+    the connections it hands out: the borrower does (see ``_connections``), so a
+    dead one is reported at once instead of retried until the timeout.
     """
     pool = ConnectionPool(
         url, min_size=min_size, max_size=max_size, timeout=timeout, open=False,
-        kwargs={"autocommit": True}, configure=configure, name="ctxslots",
-        check=ConnectionPool.check_connection)
+        kwargs={"autocommit": True}, configure=configure, name="ctxslots")
     try:
         pool.open(wait=True, timeout=timeout)
     except Exception as exc:

@@ -116,6 +116,8 @@ def doctor(core: StoreCore) -> DoctorReport:
     if health.facts_readable:
         problems += _value_problems(core.backend.bad_values(limit=_LOOKED_AT))
     state = None
+    if core.embedding.missing is not None:  # opened without the embedder its vectors need
+        problems.append(core.embedding.missing)
     # A store whose searches read no vectors keeps none: nothing to check.
     embedder = core.embedder
     if embedder is not None and core.ranking.vector_weight and health.facts_readable:

@@ -1,0 +1,234 @@
+"""PostgreSQL outages: a stopped server fails calls at once with the right advice, and the
+first call after it is back works; a server out of connections says so; the pool stays quiet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+pytest.importorskip("psycopg_pool")
+pgserver = pytest.importorskip("pgserver")
+
+from psycopg.conninfo import conninfo_to_dict
+
+from _postgres import with_database, with_user
+from ctxslots import FactStore, StoreError
+
+
+@attrs.define
+class StoppableServer:
+    """A private pgserver a test stops and starts again: same data, same socket, same URL."""
+
+    url: str
+    handle: Any
+
+    def _ctl(self, *args: str) -> None:
+        pgserver.pg_ctl(list(args), pgdata=self.handle.pgdata, user=self.handle.system_user,
+                        timeout=120)
+
+    def stop(self) -> None:
+        """Stop it, closing every client's connection; returns once it is down."""
+        self._ctl("-w", "-m", "fast", "stop")
+
+    def start(self) -> None:
+        """Start it again; returns once it accepts connections."""
+        socket_dir = conninfo_to_dict(self.url)["host"]
+        self._ctl("-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(self.handle.log),
+                  "start")
+
+    def database(self, owner: str | None = None) -> str:
+        """A new database (owned by ``owner``) with pgvector created in it."""
+        name = f"outage_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}" + (f" OWNER {owner}" if owner else ""))
+        url = with_database(self.url, name)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")
+        return url
+
+
+@pytest.fixture(scope="module", name="server")
+def fixture_server() -> Iterator[StoppableServer]:
+    data = Path(tempfile.mkdtemp(prefix="ctxslots-pg-outage-"))
+    handle = pgserver.get_server(str(data), cleanup_mode="delete")
+    server = StoppableServer(str(handle.get_uri()), handle)
+    try:
+        yield server
+    finally:
+        # pgserver's cleanup stops only the server process it started itself, not one
+        # started again here: stop whichever runs, then let it delete the folder.
+        if _up(server.url):
+            server.stop()
+        handle.cleanup()
+
+
+def _up(url: str) -> bool:
+    try:
+        psycopg.connect(url, connect_timeout=2).close()
+    except psycopg.Error:
+        return False
+    return True
+
+
+def test_a_stopped_server_fails_calls_at_once_and_the_first_call_after_works(server):
+    """While the server is down every call raises a StoreError saying it does not answer
+    (not "a larger pool"); the first call once it is back succeeds, writes included."""
+    url = server.database()
+    with FactStore(url) as store:
+        kept = store.add("agent", "Deploys happen on Fridays.")
+        assert [kept.id] == [h.fact.id for h in store.search("deploys")]
+        server.stop()
+        try:
+            for call in (lambda: store.search("deploys"), lambda: store.get(kept.id),
+                         lambda: store.add("agent", "Written while the server was down."),
+                         lambda: store.search("fridays")):
+                with pytest.raises(StoreError) as info:
+                    call()
+                message = str(info.value)
+                assert "does not answer" in message and "as soon as it is back" in message
+                assert "larger pool" not in message and "\n" not in message
+        finally:
+            server.start()
+        assert [kept.id] == [h.fact.id for h in store.search("deploys")]  # the first call
+        later = store.add("agent", "Written once the server was back.")
+        assert store.get(later.id).value == "Written once the server was back."
+        assert "Written while" not in {f.value for f in store.facts()}
+        # Stopped and started between two calls: the next call works too.
+        server.stop()
+        server.start()
+        assert [kept.id] == [h.fact.id for h in store.search("deploys")]
+
+
+def test_a_restart_during_a_transaction_fails_it_and_the_next_works(server):
+    """The server stopping under an open write transaction: nothing of it is kept, and
+    the next transaction once it is back commits."""
+    url = server.database()
+    with FactStore(url) as store:
+        with pytest.raises(StoreError), store.batch():
+            store.add("agent", "Half of a batch.")
+            server.stop()
+            store.add("agent", "The other half.")
+        server.start()
+        with store.batch():
+            store.add("agent", "A whole batch.")
+        assert ["A whole batch."] == [f.value for f in store.facts()]
+
+
+def _limited(server: StoppableServer, limit: int) -> str:
+    """A store's URL for a role allowed ``limit`` connections, its database ready."""
+    role = f"limited_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT {limit}")
+    url = with_user(server.database(owner=role), role)
+    FactStore(url).close()  # the schema, made while connections are free
+    # A closed connection's server process leaves a moment later: wait until it has.
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
+                           (role,)).fetchone()[0]:
+            time.sleep(0.05)
+    return url
+
+
+def test_opening_with_no_free_connection_says_so(server):
+    """Every connection the role may open is taken: opening says the server takes no more
+    connections and what to do, not "cannot reach ... fix the host and port"."""
+    url = _limited(server, 2)
+    held = [psycopg.connect(url) for _ in range(2)]
+    try:
+        with pytest.raises(StoreError) as info:
+            FactStore(url)
+    finally:
+        for conn in held:
+            conn.close()
+    message = str(info.value)
+    assert "takes no more connections" in message and "max_connections" in message
+    assert "fix the host" not in message
+
+
+CHILD = textwrap.dedent("""
+    import sys, threading
+    from ctxslots import FactStore
+
+    store = FactStore(sys.argv[1])
+    store.add("agent", "Deploys happen on Fridays.")
+    found, errors = [], []
+
+    def searches():
+        for _ in range(30):
+            try:
+                found.append(len(store.search("deploys")))
+            except Exception as exc:
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=searches) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.close()
+    print(len(found), sum(found), len(errors))
+""")
+
+
+def test_a_pool_that_cannot_grow_stays_quiet(server):
+    """Four threads on a pool of four where the role may open two connections: every search
+    answers, and nothing is printed on stderr (the pool's reconnection warnings stay in
+    logging)."""
+    url = _limited(server, 2)
+    done = subprocess.run([sys.executable, "-c", CHILD, url], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert 0 == done.returncode, done.stderr
+    assert "120 120 0" == done.stdout.strip(), done.stderr
+    assert "" == done.stderr
+
+
+def test_the_outage_script_finds_nothing_lost(server, tmp_path):
+    """``python -m reliability postgres-outage`` at small size: two writers, one stop;
+    every acknowledged fact kept, every failed call the expected one, stderr empty, and
+    both writers served again after the start."""
+    root = Path(__file__).resolve().parents[1]
+    if str(root) not in sys.path:  # the reliability scripts live beside tests/
+        sys.path.insert(0, str(root))
+    from reliability.postgres_outage import run_postgres_outage
+
+    result = run_postgres_outage(server.database(), stop_server=server.stop,
+                                 start_server=server.start, folder=tmp_path, workers=2,
+                                 outages=1, down_s=1.0, warmup_s=0.5)
+    assert [] == result.failures
+    assert result.acked > 0 and 1 == len(result.recoveries)
+    assert result.recoveries[0] != float("inf")  # each writer had a call succeed after it
+
+
+def test_a_busy_pool_with_the_server_up_still_says_so(pg_url):
+    """The server answers but every connection of the pool is held: after the timeout,
+    the error names the pool (the one case where a larger pool is the advice)."""
+    import threading
+
+    from ctxslots.stores.postgres import PostgresBackend
+
+    errors: list[str] = []
+
+    def count() -> None:
+        try:
+            backend.counts()
+        except StoreError as exc:
+            errors.append(str(exc))
+
+    with PostgresBackend(pg_url, pool_size=1, connect_timeout=2) as backend:
+        with backend.transaction():  # this thread holds the only connection
+            other = threading.Thread(target=count)
+            other.start()
+            other.join()
+        assert 1 == len(errors) and "stayed busy" in errors[0] and "larger pool" in errors[0]
+        assert backend.counts()["facts"] == 0  # the connection back: calls work
