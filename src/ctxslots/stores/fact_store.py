@@ -310,6 +310,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         if not isinstance(query, str):
             raise InvalidArgumentError("query must be a string", field="query", value=query)
         core = self._core
+        core.check_open()
         moment = self.clock() if now is None else core.limits.moment(now, "now")
         narrow = Narrowing(tags, source, said_after, said_before)
         flt = core.filter(slots, Owners(user, agent, scope), include_superseded=include_superseded,
@@ -325,6 +326,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         debugging a search)."""
         if not isinstance(query, str):
             raise InvalidArgumentError("query must be a string", field="query", value=query)
+        self._core.check_open()
         return self._core.planner.words(query, relaxed=relaxed)
 
     def cache_status(self) -> CacheStatus:
