@@ -149,12 +149,14 @@ def _filters(flt: FactFilter) -> tuple[list[str], list[Any], list[str], list[Any
 
 def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
     """The ``k`` facts passing ``flt`` nearest to ``vector``: ``(fact_id, cosine)`` best first."""
-    if k <= 0 or not table_exists(conn):
+    unit = unit_rows(vector)[0]
+    # A query with no direction (all zeros, or values not finite) is near nothing.
+    if k <= 0 or not unit.any() or not table_exists(conn):
         return []
     on_vector, vector_params, on_fact, fact_params = _filters(flt)
     where = " AND ".join(on_vector + on_fact) or "TRUE"
     params = vector_params + fact_params
-    query = Vector(np.asarray(vector, dtype=np.float32))
+    query = Vector(unit)
     base = (f"SELECT v.fact_id, v.embedding <=> %b AS distance FROM fact_vectors v "
             f"JOIN facts f ON f.id = v.fact_id AND f.scope = v.scope "
             f"AND f.user_id = v.user_id WHERE {where} ")

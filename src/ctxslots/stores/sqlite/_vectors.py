@@ -196,6 +196,9 @@ class VectorIndex:
     def knn(self, conn: Connection, vector: np.ndarray, flt: FactFilter, k: int
             ) -> list[tuple[int, float]]:
         """The ``k`` facts passing ``flt`` nearest to ``vector``: ``(fact_id, cosine)``."""
+        vector = unit_rows(vector)[0]
+        if not vector.any():  # a query with no direction is near nothing
+            return []
         if self.use_copy and flt.scopes is not None:
             copy = self._cache_slot(conn).ready(conn)
             if copy is not None:
