@@ -185,6 +185,11 @@ VECTOR_TABLES: list[tuple[str, str, str]] = [
 ]
 
 
+def vector_objects() -> list[tuple[str, str, str]]:
+    """The vector table, its change log and their indexes (see :data:`VECTOR_TABLES`)."""
+    return [*VECTOR_TABLES, *(i for i in INDEXES if " ON vectors(" in i[2])]
+
+
 def derived_objects() -> list[tuple[str, str, str]]:
     """Every object derived from the facts that ``rebuild`` can recreate: the FTS5
     tables, their triggers, the log triggers, the vector tables and the indexes."""

@@ -33,6 +33,7 @@ from . import _rows
 from ._connection import Connection
 from ._loader import CacheSlot
 from ._meta import get_meta, set_meta
+from ._schema import vector_objects
 from ._sql import READ, filter_clause, marks
 from ._vector_cache import META_GENERATION, TABLE, VectorCache, log_bounds, vector_cache_builder
 
@@ -91,7 +92,12 @@ def drop_unusable(conn: Connection) -> int:
 
 
 def reset(conn: Connection, model_id: str, dimension: int) -> None:
-    """Drop every vector; bind the table to this embedder."""
+    """Drop every vector; bind the table to this embedder (recreating the table, its log
+    and their indexes where they are gone: they hold nothing the facts do not)."""
+    names = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+    for _, name, sql in vector_objects():
+        if name not in names:
+            conn.execute(sql)
     conn.execute(f"DELETE FROM {TABLE}")
     conn.execute("DELETE FROM vector_log")
     set_meta(conn, META_EMBEDDER_MODEL, model_id)
