@@ -95,6 +95,8 @@ class ImportWriter:
                 continue
             keep = fact.id is not None and 0 < fact.id < MAX_KEPT_ID and fact.id not in taken
             new_id = self._insert(fact, keep)
+            # A record renumbered earlier in this batch may have got the id a later one names.
+            taken.add(new_id)
             first_of[ident] = new_id
             self._written(fact, new_id, history)
             if not fact.archived:
