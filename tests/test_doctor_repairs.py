@@ -62,8 +62,9 @@ def test_the_cli_doctor_and_reindex_answer_without_a_vector_table(db_path, drop)
     with FactStore(db_path, ranking=FUSED, vector_writes="inline") as store:
         store.add("agent", "The nightly backup runs on the replica.")
     _drop(store, drop)
-    for command in ("doctor", "reindex", "doctor"):
-        result = CliRunner().invoke(cli, ["--db", str(db_path), command])
+    for command in ("doctor", "reindex", "reindex --full", "doctor"):
+        result = CliRunner().invoke(cli, ["--db", str(db_path), *command.split()])
+        assert "reindex" not in command or result.output.startswith("reindexed:"), result.output
         assert "damaged" not in result.output and "Traceback" not in result.output
     assert 0 == result.exit_code and result.output.strip().endswith("ok")
 
