@@ -83,6 +83,7 @@ class _Block:
 _Key = tuple[str, str, str, str]
 _ROW = "fact_id, slot, scope, user_id, agent_id, embedding"
 
+
 def _searchable(mat: np.ndarray) -> np.ndarray:
     """Rows as a scan scores them: unit length (their dot product is the cosine), and a
     row with no direction all NaN, which the scan leaves out (:mod:`._scan`)."""
