@@ -1,7 +1,8 @@
-"""``python -m reliability {concurrency,crash,fuzz,postgres,postgres-outage,all}``: full-size
-checks, with figures.
+"""``python -m reliability {concurrency,crash,fuzz,postgres,postgres-outage,imports,all}``:
+full-size checks, with figures.
 
-``all`` runs the three SQLite checks; ``postgres`` (several processes, each
+``all`` runs the SQLite checks; ``imports`` imports a catalogue of hostile files
+(into a PostgreSQL database too with ``--postgres``); ``postgres`` (several processes, each
 with its own pool, on one new database) needs a server: ``--url`` names
 one, otherwise a private one is started from pgserver. ``postgres-outage``
 (writers while the server is stopped and started again) always starts a
@@ -81,6 +82,16 @@ def _postgres(args: argparse.Namespace, folder: Path) -> bool:
     return _report("postgres (several hosts, one database)", result)
 
 
+def _imports(args: argparse.Namespace, folder: Path) -> bool:
+    from .hostile_imports import run_hostile_imports
+
+    if args.url is None and not args.postgres:
+        return _report("hostile imports", run_hostile_imports(folder / "imports"))
+    with _postgres_database(args.url) as url:
+        result = run_hostile_imports(folder / "imports", url=url)
+    return _report("hostile imports", result)
+
+
 @contextlib.contextmanager
 def _postgres_database(url: str | None) -> Iterator[str]:
     """A new empty database on the server at ``url``, or on a private pgserver."""
@@ -136,7 +147,7 @@ def _postgres_outage(args: argparse.Namespace, folder: Path) -> bool:
 
 
 _COMMANDS = {"concurrency": _concurrency, "crash": _crash, "fuzz": _fuzz,
-             "postgres": _postgres, "postgres-outage": _postgres_outage}
+             "postgres": _postgres, "postgres-outage": _postgres_outage, "imports": _imports}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,11 +163,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="fuzz: examples per property test")
     parser.add_argument("--seed", type=int, default=0, help="seed of the operation mix and kills")
     parser.add_argument("--url", help="postgres: a server URL to create the database on "
-                        "(default: a private pgserver)")
+                        "(default: a private pgserver); imports: import into a database "
+                        "there too")
     parser.add_argument("--outages", type=int, default=3,
                         help="postgres-outage: how many times the server is stopped")
     parser.add_argument("--down", type=float, default=15.0,
                         help="postgres-outage: seconds the server stays down each time")
+    parser.add_argument("--postgres", action="store_true",
+                        help="imports: import into a PostgreSQL database too (on --url, or a "
+                        "private pgserver)")
     parser.add_argument("--keep", type=Path, help="write the databases here and keep them")
     parser.add_argument("-v", "--verbose", action="store_true", help="crash: one line per trial")
     args = parser.parse_args(argv)

@@ -42,7 +42,7 @@ def test_export_to_postgres_keeps_everything(engine, db_path, pg_url, clock):
         assert "replaced" == engine(moved).get_archived(gone.id)["reason"]
         assert {note.id: 1.0} == engine(moved).links_of(deploy.id)
         # The export carries no vectors: the target embeds its live facts once.
-        assert ["3 facts have no vector: run `ctxslots reindex`"] == list(moved.doctor().problems)
+        assert ["3 facts have no vector: run `ctxslots reindex` to embed them (only them)"] == list(moved.doctor().problems)
         assert 3 == moved.reindex()
         assert moved.doctor().ok
         assert note.id in {h.fact.id for h in moved.search("flaky refund", scope="shop")}

@@ -124,6 +124,6 @@ def test_a_process_killed_before_the_vector_leaves_a_fact_doctor_reports(db_path
         assert ["The staging certificate expires in March."] == [
             h.fact.value for h in store.search("staging certificate")]
         report = store.doctor()
-        assert ["1 facts have no vector: run `ctxslots reindex`"] == list(report.problems)
+        assert ["1 facts have no vector: run `ctxslots reindex` to embed them (only them)"] == list(report.problems)
         assert 1 == store.reindex()
         assert store.doctor().ok and 1 == _vector_count(store)

@@ -349,7 +349,7 @@ def test_the_vector_copy_loads_in_the_background(db_path):
         again = cached.search("billing refund", scope="A", track_access=False)
         assert cached.cache_status().vector_loaded
         assert [h.fact.id for h in again] == expected
-        cached.reindex()  # the copy is of the old vectors: dropped, loaded afresh later
+        cached.reindex(full=True)  # the copy is of the old vectors: dropped, loaded afresh
         assert not cached.cache_status().vector_loaded
         assert [h.fact.id for h in cached.search("billing refund", scope="A",
                                                  track_access=False)] == expected

@@ -31,6 +31,8 @@ from .errors import (
     LLMClientError,
     PluginError,
     ReadOnlyStoreError,
+    StoreBusyError,
+    StoreClosedError,
     StoreError,
     TemplateError,
 )
@@ -115,6 +117,8 @@ __all__ = [
     "SectionReport",
     "SlotOwners",
     "StaticContributor",
+    "StoreBusyError",
+    "StoreClosedError",
     "StoreError",
     "TemplateError",
     "TokenCounter",

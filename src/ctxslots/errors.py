@@ -31,6 +31,8 @@ __all__ = [
     "PluginError",
     "ReadOnlyStoreError",
     "ReplyFormatError",
+    "StoreBusyError",
+    "StoreClosedError",
     "StoreError",
     "TemplateError",
 ]
@@ -58,6 +60,29 @@ class ReadOnlyStoreError(StoreError):
     Nothing was written. Searches of such a store still answer; they do not
     count accesses.
     """
+
+
+class StoreBusyError(StoreError):
+    """Another connection held the store's write lock longer than a write waits for it.
+
+    Nothing was written. The lock belongs to another writer (a process in a
+    long :meth:`~ctxslots.FactStore.batch`, a large import); run the call again
+    once it is done, or wait longer (``$CTXSLOTS_BUSY_TIMEOUT``).
+
+    Attributes:
+        waited: The seconds the write waited.
+        holder: Who holds the lock (``"process 4242 (python agent.py)"``), when known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, waited: float = 0.0,
+                 holder: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.waited = waited
+        self.holder = holder
+
+
+class StoreClosedError(StoreError):
+    """The store was closed; nothing can be read or written through it any more."""
 
 
 class DuplicateKeyError(StoreError):

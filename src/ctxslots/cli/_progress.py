@@ -141,9 +141,12 @@ class CountingReader:
             self.progress.relabel(self.then, unit="")
 
     def read(self, size: int = -1) -> str:
-        """Read like the file itself, counting what was read."""
+        """Read like the file itself, counting what was read (at the end of the file, the
+        line moves on to ``then``, as when iterating)."""
         text = self.fp.read(size)
         self.progress.advance(len(text.encode("utf-8")))
+        if self.then and size != 0 and (not text or size < 0):
+            self.progress.relabel(self.then, unit="")
         return text
 
 

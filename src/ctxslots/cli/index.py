@@ -40,13 +40,19 @@ def doctor(app: CliContext, as_json: bool) -> None:
 
 
 @click.command()
+@click.option("--full", is_flag=True,
+              help="Embed every fact again, even when the stored vectors are the embedder's own.")
 @pass_cli_context
-def reindex(app: CliContext) -> None:
-    """Rebuild the full-text index, and every vector when searches read vectors."""
+def reindex(app: CliContext, full: bool) -> None:
+    """Rebuild the full-text index and repair what doctor finds.
+
+    When searches read vectors: embed the facts without a usable vector, or every
+    fact after a change of embedder (or with --full).
+    """
 
     with app.open_store() as store, \
             Progress("reindexing", total=store.stats()["facts"], unit="facts") as bar:
-        count = store.reindex(progress=bar.update)
+        count = store.reindex(progress=bar.update, full=full)
     echo(f"reindexed: full-text index rebuilt, {_count(count, 'fact')} embedded")
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from ..errors import InvalidArgumentError, InvalidFactError
+from ..errors import InvalidArgumentError, InvalidFactError, StoreClosedError
 from .backend import Backend, FactFilter, visible_scopes, visible_to
 from .embedders import Embedder, Vectors
 from .embedders.binding import EmbedderBinding, EmbedderSetting, bind_embedder
@@ -101,6 +101,7 @@ class StoreCore:
     recent: RecentResults = attrs.Factory(RecentResults)
     vector_writer: VectorWriter | None = None
     access_writer: AccessWriter | None = None
+    _closed: bool = False
 
     @property
     def embedder(self) -> Embedder | None:
@@ -166,16 +167,36 @@ class StoreCore:
                            live=False)
 
     def wait_for_vectors(self, timeout: float | None = None) -> bool:
-        """Wait until every fact written through this store has its vector."""
-        return True if self.vector_writer is None else self.vector_writer.wait(timeout)
+        """Wait until every fact written through this store has its vector; false when
+        the time ran out, or when the background writer failed and left live facts
+        without one (until they get it: ``reindex`` embeds them)."""
+        writer = self.vector_writer
+        if writer is None:
+            return True
+        waited = writer.wait(timeout)
+        dropped = writer.dropped
+        if not dropped or self.backend.in_transaction:
+            return waited and not dropped
+        live = {int(r["id"]) for r in self.backend.rows_by_ids(sorted(dropped), FactFilter())}
+        embedded = set(self.backend.vectors_of(sorted(live)))
+        writer.forget_dropped(dropped - (live - embedded))
+        return waited and live <= embedded
 
     def settle_access(self) -> None:
         """Wait for queued access counts before work that reads them (pruning, exports)."""
         if self.access_writer is not None and not self.backend.in_transaction:
             self.access_writer.wait()
 
+    def check_open(self) -> None:
+        """Raise :class:`~ctxslots.errors.StoreClosedError` once the store is closed (for
+        the calls that may answer without asking the engine, which raises it itself)."""
+        if self._closed:
+            raise StoreClosedError(f"the store at {self.backend.location} is closed",
+                                   path=self.backend.location)
+
     def close(self) -> None:
         """Write what the background writers queued, then close the engine (idempotent)."""
+        self._closed = True
         if self.access_writer is not None:
             self.access_writer.close()
         if self.vector_writer is not None:

@@ -317,6 +317,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         if not isinstance(query, str):
             raise InvalidArgumentError("query must be a string", field="query", value=query)
         core = self._core
+        core.check_open()
         moment = self.clock() if now is None else core.limits.moment(now, "now")
         # A moment given is a replay: what was said after it is not known yet.
         narrow = Narrowing(tags, source, said_after, said_before,
@@ -334,6 +335,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         debugging a search)."""
         if not isinstance(query, str):
             raise InvalidArgumentError("query must be a string", field="query", value=query)
+        self._core.check_open()
         return self._core.planner.words(query, relaxed=relaxed)
 
     def cache_status(self) -> CacheStatus:

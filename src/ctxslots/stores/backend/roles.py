@@ -37,6 +37,7 @@ from .types import (
     Health,
     HistoryEntry,
     LexicalCandidate,
+    MisorderedTimes,
     QueryPlan,
     TermCounts,
     VectorRow,
@@ -284,7 +285,8 @@ class Vectors(Protocol):
         :data:`META_EMBEDDER_DIMENSION`."""
 
     def put_vectors(self, rows: Sequence[VectorRow], vectors: np.ndarray) -> None:
-        """Write the vectors of these facts (inside a transaction)."""
+        """Write the vectors of these facts (inside a transaction), each as
+        :func:`~.unit_vectors.unit_rows` makes it."""
 
     def delete_vectors(self, fact_ids: Sequence[int]) -> None:
         """Remove the vectors of these facts (inside a transaction)."""
@@ -294,6 +296,11 @@ class Vectors(Protocol):
 
     def without_vectors(self, *, limit: int) -> list[FactRow]:
         """Up to ``limit`` live facts that have no vector, by id."""
+
+    def drop_unusable_vectors(self) -> int:
+        """Remove the vectors no search can use (:attr:`VectorState.unusable`) and those
+        whose fact is gone (inside a transaction); how many there were. Their facts
+        then have no vector, for a repair to embed."""
 
 
 class Caches(Protocol):
@@ -351,7 +358,18 @@ class Upkeep(Protocol):
         fallback (``"now"`` is ``now``), inside a transaction; how many were set."""
 
     def rebuild(self) -> None:
-        """Rebuild every derived object (lexical index, triggers, indexes) from the facts."""
+        """Rebuild every derived object (lexical index, triggers, indexes, the vector
+        table and its indexes when missing) from the facts."""
+
+    def misordered_times(self, *, limit: int) -> list[MisorderedTimes]:
+        """Up to ``limit`` stored rows whose times break a :data:`TIME_ORDERS` rule."""
+
+    def repair_times(self) -> int:
+        """Set the later time of every row that breaks a :data:`TIME_ORDERS` rule to its
+        earlier time (inside a transaction); how many rows were set."""
+
+    def superseded_links(self, *, archived: bool = False) -> list[tuple[int, int]]:
+        """Every ``(fact id, superseded_by)`` of the live facts (or the archive)."""
 
 
 @runtime_checkable

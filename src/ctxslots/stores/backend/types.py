@@ -120,6 +120,55 @@ READABLE_RANGES: tuple[ValueRange, ...] = (
 
 
 @attrs.frozen
+class TimeOrder:
+    """Two times of one row where the first may not come after the second.
+
+    Attributes:
+        table: ``"facts"``, ``"archive"`` or ``"fact_history"``.
+        earlier: The column that may not be later (``created_at``).
+        later: The column that may not be earlier; a repair sets it to ``earlier``.
+    """
+
+    table: str
+    earlier: str
+    later: str
+
+
+#: The times a row must hold in order: a fact is not updated before it was created,
+#: an earlier value is not replaced before it was written. Every import checks them;
+#: :meth:`Backend.misordered_times` finds a row stored before it did.
+TIME_ORDERS: tuple[TimeOrder, ...] = (
+    TimeOrder("facts", "created_at", "updated_at"),
+    TimeOrder("archive", "created_at", "updated_at"),
+    TimeOrder("fact_history", "valid_from", "valid_to"),
+)
+
+
+@attrs.frozen
+class MisorderedTimes:
+    """A stored row whose times break a :class:`TimeOrder`.
+
+    Attributes:
+        rule: The order broken.
+        fact_id: The fact the row belongs to.
+        earlier: The value of ``rule.earlier``.
+        later: The value of ``rule.later`` (smaller than ``earlier``).
+    """
+
+    rule: TimeOrder
+    fact_id: int
+    earlier: float
+    later: float
+
+    def describe(self) -> str:
+        """``fact 12 updated_at 1000.0 is before created_at 2000.0``."""
+        where = {"facts": "fact", "archive": "archived fact",
+                 "fact_history": "history of fact"}.get(self.rule.table, self.rule.table)
+        return (f"{where} {self.fact_id} {self.rule.later} {self.later!r} is before "
+                f"{self.rule.earlier} {self.earlier!r}")
+
+
+@attrs.frozen
 class BadValue:
     """A stored number outside its :class:`ValueRange` (a read of it would fail).
 
@@ -381,6 +430,9 @@ class VectorState:
         vectors: Vectors held.
         missing: Live facts without a vector.
         orphans: Vectors whose fact is gone.
+        unusable: Vectors no search can use: with no direction (all zeros, or
+            values that are not finite), not of unit length, or of another
+            dimension (see :mod:`.unit_vectors`).
     """
 
     model_id: str | None
@@ -388,6 +440,7 @@ class VectorState:
     vectors: int
     missing: int
     orphans: int
+    unusable: int = 0
 
 
 @attrs.frozen

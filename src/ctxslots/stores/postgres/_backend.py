@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 import psycopg
 
-from ...errors import StoreError
+from ...errors import StoreClosedError, StoreError
 from ..backend import (
     BadValue,
     CacheStatus,
@@ -23,6 +23,7 @@ from ..backend import (
     Health,
     HistoryEntry,
     LexicalCandidate,
+    MisorderedTimes,
     QueryPlan,
     Row,
     TermCounts,
@@ -102,7 +103,8 @@ class PostgresBackend:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         register_vector(conn, self._vector_oid)
-        conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
+        # 0 would mean "wait for ever" to PostgreSQL; here it means "do not wait".
+        conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
 
     # -- connections -----------------------------------------------------------------
 
@@ -121,7 +123,8 @@ class PostgresBackend:
 
     def _open_pool(self) -> Connections:
         if self._pool is None:
-            raise StoreError(f"the store at {self.location} is closed", path=self.location)
+            raise StoreClosedError(f"the store at {self.location} is closed",
+                                   path=self.location)
         return self._pool
 
     def _iterate(self, produce: Any, *args: Any) -> Iterator[Any]:
@@ -461,6 +464,11 @@ class PostgresBackend:
         with self._conn() as conn:
             return _vectors.without_vectors(conn, limit)
 
+    def drop_unusable_vectors(self) -> int:
+        """Remove the vectors no search can use and those of no fact."""
+        with self._conn() as conn:
+            return _vectors.drop_unusable(conn)
+
     # -- in-memory copies --------------------------------------------------------
 
     def cache_status(self) -> CacheStatus:
@@ -520,3 +528,18 @@ class PostgresBackend:
         """Reset stored numbers no read can use to their fallbacks."""
         with self._conn() as conn:
             return _values.repair_values(conn, now)
+
+    def misordered_times(self, *, limit: int) -> list[MisorderedTimes]:
+        """Rows whose times break a :data:`~..backend.TIME_ORDERS` rule."""
+        with self._conn() as conn:
+            return _values.misordered_times(conn, limit)
+
+    def repair_times(self) -> int:
+        """Set the later time of each such row to its earlier time."""
+        with self._conn() as conn:
+            return _values.repair_times(conn)
+
+    def superseded_links(self, *, archived: bool = False) -> list[tuple[int, int]]:
+        """Every ``(id, superseded_by)`` of the live facts or the archive."""
+        with self._conn() as conn:
+            return _rows.superseded_links(conn, archived)

@@ -6,7 +6,7 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg_pool import PoolTimeout
 
-from ...errors import StoreError
+from ...errors import StoreBusyError, StoreError
 
 __all__ = ["store_error"]
 
@@ -21,8 +21,11 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
         what = (f"a transaction at {where} conflicted with another writer and was rolled back, "
                 f"nothing of it was written: run it again ({detail})")
     elif isinstance(exc, pgerrors.LockNotAvailable):
-        what = (f"waited too long for another writer's lock at {where}; nothing was written: "
-                f"run it again, or look for a long transaction holding locks ({detail})")
+        return StoreBusyError(
+            f"{where} is busy: another writer (a long batch or an import) held a lock this "
+            f"write needs past the lock timeout, and nothing was written; run this again once "
+            f"that writer is done (or set CTXSLOTS_BUSY_TIMEOUT to wait longer) ({detail})",
+            path=where)
     elif isinstance(exc, pgerrors.UndefinedTable):
         what = (f"the ctxslots tables are missing at {where}: open the store again to create "
                 f"them, or check the URL's database and search_path ({detail})")

@@ -3,8 +3,8 @@
 The lexical index cannot drift from the facts: ``search`` is a generated
 column, computed by the server on every write. What can go wrong is an index
 left invalid (a failed ``CREATE INDEX CONCURRENTLY``, a crash during a
-rebuild) or dropped by hand; :func:`check` looks for both and :func:`rebuild`
-recreates and reindexes.
+rebuild) or dropped by hand, the vector leg's HNSW index among them; :func:`check`
+looks for both and :func:`rebuild` recreates and reindexes.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from ..backend import Health
 from ._schema import SCHEMA_VERSION, schema_version
 from ._sql import Conn, relation_exists
+from ._vectors import index_statements
 
 __all__ = ["TABLES", "check", "info", "rebuild", "used_bytes"]
 
@@ -79,14 +80,19 @@ def check(conn: Conn) -> Health:
                if not relation_exists(conn, name)]
     for name in missing:
         problems.append(f"the full-text index {name} is missing: run `ctxslots reindex`")
+    for name in index_statements(conn):
+        if not relation_exists(conn, name):
+            problems.append(f"the vector index {name} is missing (searches scan every vector "
+                            "they may see): run `ctxslots reindex`")
     lexical_ok = not missing and not any(n in _LEXICAL_INDEXES for n in invalid)
     return Health(integrity="ok" if not invalid else "invalid indexes: " + ", ".join(invalid),
                   lexical_in_sync=lexical_ok, problems=tuple(problems))
 
 
 def rebuild(conn: Conn) -> None:
-    """Recreate missing lexical indexes and rebuild every index of the store's tables."""
-    for statement in _LEXICAL_INDEXES.values():
+    """Recreate missing lexical and vector indexes and rebuild every index of the
+    store's tables."""
+    for statement in [*_LEXICAL_INDEXES.values(), *index_statements(conn).values()]:
         conn.execute(statement)
     for table in TABLES:
         if relation_exists(conn, table):

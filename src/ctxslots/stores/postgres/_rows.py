@@ -371,6 +371,14 @@ def set_superseded(conn: Conn, pairs: Sequence[tuple[int, int | None]], archived
                 "WHERE id = %s", [(by, int(fid)) for fid, by in pairs])
 
 
+def superseded_links(conn: Conn, archived: bool) -> list[tuple[int, int]]:
+    """Every ``(id, superseded_by)`` of the live facts or of the archive."""
+    table = "archive" if archived else "facts"
+    return [(int(a), int(b)) for a, b in conn.execute(
+        f"SELECT id, superseded_by FROM {table} WHERE superseded_by IS NOT NULL "
+        "ORDER BY id").fetchall()]
+
+
 def hand_over_superseded(conn: Conn, old: int, new: int) -> None:
     """Facts hidden by ``old`` are hidden by ``new`` instead."""
     conn.execute("UPDATE facts SET superseded_by = %s WHERE superseded_by = %s",

@@ -27,12 +27,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from ...errors import StoreError
-from ..backend import FactFilter, Row, VectorRow, VectorState
+from ..backend import UNIT_TOLERANCE, FactFilter, Row, VectorRow, VectorState, unit_rows
 from ._schema import OWNERS_VECTOR_INDEX
 from ._sql import COLUMNS, Conn, filter_clause, id_list, relation_exists
 from ._vector_io import Vector
 
-__all__ = ["EXACT_SCAN_ROWS", "knn", "put", "reset", "state"]
+__all__ = ["EXACT_SCAN_ROWS", "drop_unusable", "index_statements", "knn", "put", "reset",
+           "state"]
 
 META_MODEL = "embedder.model_id"
 META_DIM = "embedder.dimension"
@@ -42,6 +43,9 @@ META_GENERATION = "vectors.generation"
 EXACT_SCAN_ROWS = 5000
 #: pgvector's largest indexable dimension for ``vector``.
 MAX_INDEXED_DIMENSION = 2000
+#: The approximate index of the vector leg (cosine).
+HNSW_INDEX = ("CREATE INDEX fact_vectors_hnsw ON fact_vectors "
+              "USING hnsw (embedding vector_cosine_ops)")
 
 
 def table_exists(conn: Conn) -> bool:
@@ -76,8 +80,7 @@ def reset(conn: Conn, model_id: str, dimension: int) -> None:
         )""")
     conn.execute(OWNERS_VECTOR_INDEX)
     if dimension <= MAX_INDEXED_DIMENSION:
-        conn.execute("CREATE INDEX fact_vectors_hnsw ON fact_vectors "
-                     "USING hnsw (embedding vector_cosine_ops)")
+        conn.execute(HNSW_INDEX)
     _set_meta(conn, META_MODEL, model_id)
     _set_meta(conn, META_DIM, str(int(dimension)))
     generation = int(_meta(conn, META_GENERATION) or 0) + 1
@@ -90,6 +93,7 @@ def put(conn: Conn, rows: Sequence[VectorRow], vectors: np.ndarray) -> None:
         return
     if len(vectors) != len(rows):
         raise StoreError(f"{len(rows)} rows but {len(vectors)} vectors")
+    unit = unit_rows(vectors)
     try:
         with conn.cursor() as cur:
             cur.executemany(
@@ -97,8 +101,8 @@ def put(conn: Conn, rows: Sequence[VectorRow], vectors: np.ndarray) -> None:
                 "VALUES (%s, %s, %s, %s, %s, %b) ON CONFLICT (fact_id, scope, user_id) "
                 "DO UPDATE SET slot = excluded.slot, agent_id = excluded.agent_id, "
                 "embedding = excluded.embedding",
-                [(int(r.fact_id), r.scope, r.slot, r.user_id, r.agent_id,
-                  Vector(np.asarray(vectors[i]))) for i, r in enumerate(rows)])
+                [(int(r.fact_id), r.scope, r.slot, r.user_id, r.agent_id, Vector(unit[i]))
+                 for i, r in enumerate(rows)])
     except pgerrors.UndefinedTable as exc:
         raise StoreError("the store has no vector index yet: bind an embedder first "
                          "(reset_vectors)") from exc
@@ -145,12 +149,14 @@ def _filters(flt: FactFilter) -> tuple[list[str], list[Any], list[str], list[Any
 
 def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
     """The ``k`` facts passing ``flt`` nearest to ``vector``: ``(fact_id, cosine)`` best first."""
-    if k <= 0 or not table_exists(conn):
+    unit = unit_rows(vector)[0]
+    # A query with no direction (all zeros, or values not finite) is near nothing.
+    if k <= 0 or not unit.any() or not table_exists(conn):
         return []
     on_vector, vector_params, on_fact, fact_params = _filters(flt)
     where = " AND ".join(on_vector + on_fact) or "TRUE"
     params = vector_params + fact_params
-    query = Vector(np.asarray(vector, dtype=np.float32))
+    query = Vector(unit)
     base = (f"SELECT v.fact_id, v.embedding <=> %b AS distance FROM fact_vectors v "
             f"JOIN facts f ON f.id = v.fact_id AND f.scope = v.scope "
             f"AND f.user_id = v.user_id WHERE {where} ")
@@ -172,7 +178,8 @@ def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[i
         # "+ 0" keeps the planner off the HNSW index: an exact scan of the filtered rows.
         rows = conn.execute(base + "ORDER BY (v.embedding <=> %b) + 0, v.fact_id LIMIT %s",
                             (query, *params, query, k)).fetchall()
-    found = [(int(fid), 1.0 - float(dist)) for fid, dist in rows if not math.isnan(dist)]
+    # A vector with no direction measures NaN (sorted last): left out.
+    found = [(int(fid), 1.0 - float(dist)) for fid, dist in rows if math.isfinite(dist)]
     found.sort(key=lambda item: (-item[1], item[0]))
     return found
 
@@ -184,20 +191,49 @@ def _in_transaction(conn: Conn) -> contextlib.AbstractContextManager[Any]:
     return conn.transaction()  # type: ignore[no-any-return]
 
 
+#: A stored vector no search can use: its length (pgvector sums in double precision,
+#: so 3e38 and 1e-40 measure true) is not 1; a vector with no direction measures 0.
+_UNUSABLE = "NOT (abs(vector_norm(embedding) - 1) <= %s)"
+_ORPHAN = "NOT EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_vectors.fact_id)"
+
+
 def state(conn: Conn) -> VectorState:
     """What the vector table holds."""
     dim = _meta(conn, META_DIM)
     if not table_exists(conn):
         missing = int(conn.execute("SELECT count(*) FROM facts").fetchone()[0])
         return VectorState(_meta(conn, META_MODEL), int(dim) if dim else None, 0, missing, 0)
-    vectors, missing, orphans = conn.execute(
+    vectors, missing, orphans, unusable = conn.execute(
         "SELECT (SELECT count(*) FROM fact_vectors), "
         "(SELECT count(*) FROM facts f WHERE NOT EXISTS "
         " (SELECT 1 FROM fact_vectors v WHERE v.fact_id = f.id)), "
-        "(SELECT count(*) FROM fact_vectors v WHERE NOT EXISTS "
-        " (SELECT 1 FROM facts f WHERE f.id = v.fact_id))").fetchone()
+        f"(SELECT count(*) FROM fact_vectors WHERE {_ORPHAN}), "
+        f"(SELECT count(*) FROM fact_vectors WHERE {_UNUSABLE})",
+        (UNIT_TOLERANCE,)).fetchone()
     return VectorState(_meta(conn, META_MODEL), int(dim) if dim else None, int(vectors),
-                       int(missing), int(orphans))
+                       int(missing), int(orphans), int(unusable))
+
+
+def drop_unusable(conn: Conn) -> int:
+    """Remove the vectors no search can use and those of no fact; how many there were."""
+    if not table_exists(conn):
+        return 0
+    return len(conn.execute(f"DELETE FROM fact_vectors WHERE {_UNUSABLE} OR {_ORPHAN} "
+                            "RETURNING 1", (UNIT_TOLERANCE,)).fetchall())
+
+
+def index_statements(conn: Conn) -> dict[str, str]:
+    """The indexes the vector table needs, by name, with the statement that creates each
+    (none before an embedder is bound)."""
+    if not table_exists(conn):
+        return {}
+    wanted = {"fact_vectors_owners": OWNERS_VECTOR_INDEX.replace(
+        "CREATE INDEX", "CREATE INDEX IF NOT EXISTS")}
+    dim = _meta(conn, META_DIM)
+    if dim and int(dim) <= MAX_INDEXED_DIMENSION:
+        wanted["fact_vectors_hnsw"] = (HNSW_INDEX.replace("CREATE INDEX",
+                                                         "CREATE INDEX IF NOT EXISTS"))
+    return wanted
 
 
 def without_vectors(conn: Conn, limit: int) -> list[Row]:

@@ -24,6 +24,7 @@ from ..backend import (
     Health,
     HistoryEntry,
     LexicalCandidate,
+    MisorderedTimes,
     QueryPlan,
     TermCounts,
     VectorRow,
@@ -31,6 +32,7 @@ from ..backend import (
 )
 from . import _health, _links, _meta, _rows, _values, _vectors
 from ._connect import open_connection
+from ._connection import DEFAULT_BUSY_TIMEOUT_S
 from ._lexical import LexicalLeg
 from ._schema import FTS_TOKENIZE
 from ._terms import index_terms
@@ -55,6 +57,8 @@ class SQLiteBackend:
         loaded in the background (see :mod:`.lexical_cache`).
     :param vector_cache: Search an in-memory copy of the vectors, loaded in
         the background, instead of reading them from the file each time.
+    :param busy_timeout: Seconds a write waits for another connection's lock
+        before :class:`~ctxslots.errors.StoreBusyError`.
     :raises StoreError: The file cannot be opened, is not a store, or is newer
         than this version understands.
     """
@@ -62,10 +66,11 @@ class SQLiteBackend:
     engine = "sqlite"
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 lexical_cache: bool = False, vector_cache: bool = True) -> None:
+                 lexical_cache: bool = False, vector_cache: bool = True,
+                 busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
         self.path = os.fspath(path)
         self.location = self.path
-        self._conn = open_connection(self.path, create=create)
+        self._conn = open_connection(self.path, create=create, busy_timeout=busy_timeout)
         self._lexical = LexicalLeg(use_copy=lexical_cache)
         self._vectors = VectorIndex(use_copy=vector_cache)
 
@@ -331,6 +336,10 @@ class SQLiteBackend:
         """Live facts lacking a vector, by id."""
         return _vectors.without_vectors(self._conn, limit)
 
+    def drop_unusable_vectors(self) -> int:
+        """Remove the vectors no search can use and those of no fact, and log it."""
+        return _vectors.drop_unusable(self._conn)
+
     # -- in-memory copies --------------------------------------------------------
 
     def cache_status(self) -> CacheStatus:
@@ -391,3 +400,15 @@ class SQLiteBackend:
     def repair_values(self, now: float) -> int:
         """Reset stored numbers no read can use to their fallbacks."""
         return _values.repair_values(self._conn, now)
+
+    def misordered_times(self, *, limit: int) -> list[MisorderedTimes]:
+        """Rows whose times break a :data:`~..backend.TIME_ORDERS` rule."""
+        return _values.misordered_times(self._conn, limit)
+
+    def repair_times(self) -> int:
+        """Set the later time of each such row to its earlier time."""
+        return _values.repair_times(self._conn)
+
+    def superseded_links(self, *, archived: bool = False) -> list[tuple[int, int]]:
+        """Every ``(id, superseded_by)`` of the live facts or the archive."""
+        return _rows.superseded_links(self._conn, archived)

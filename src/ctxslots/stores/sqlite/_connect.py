@@ -12,7 +12,8 @@ import apsw
 import sqlite_vec  # type: ignore[import-untyped]
 
 from ..._files import make_private_dirs
-from ...errors import ReadOnlyStoreError, StoreError
+from ...errors import ReadOnlyStoreError, StoreBusyError, StoreError
+from ._busy import busy_error
 from ._connection import DEFAULT_BUSY_TIMEOUT_S, Connection
 from ._schema import migrate as apply_migrations
 
@@ -41,7 +42,7 @@ def _until_not_busy(action: Callable[[], T], deadline: float) -> T:
     while True:
         try:
             return action()
-        except apsw.BusyError:
+        except (apsw.BusyError, StoreBusyError):
             if time.monotonic() >= deadline:
                 raise
             time.sleep(delay)
@@ -98,6 +99,8 @@ def open_connection(
         false, a missing file is a :class:`StoreError` and nothing is created.
     :raises StoreError: The file cannot be opened, is not a database, or its
         schema is newer than this version of ctxslots understands.
+    :raises StoreBusyError: Another connection held the lock a migration needs
+        past ``busy_timeout``.
     """
 
     path_text = os.fspath(path)
@@ -126,6 +129,7 @@ def open_connection(
         raise StoreError(f"cannot open {path_text}: {exc}", path=path_text) from exc
     conn = Connection(raw, path_text)
     conn.read_only = read_only
+    conn.busy_timeout = busy_timeout
     deadline = time.monotonic() + busy_timeout
     try:
         raw.set_busy_timeout(int(busy_timeout * 1000))
@@ -160,6 +164,9 @@ def open_connection(
     except StoreError:
         raw.close()
         raise
+    except apsw.BusyError as exc:
+        raw.close()
+        raise busy_error(path_text, busy_timeout) from exc
     except apsw.Error as exc:
         raw.close()
         raise StoreError(f"cannot prepare {path_text}: {exc}", path=path_text) from exc

@@ -15,7 +15,8 @@ from typing import Any, Protocol, TypeVar
 
 import apsw
 
-from ...errors import StoreError
+from ...errors import StoreClosedError, StoreError
+from ._busy import busy_error
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_S", "Connection", "Params", "sqlite_version"]
 
@@ -46,7 +47,8 @@ class Connection:
 
     Reads run in autocommit mode. Writes go through :meth:`write`, which opens
     ``BEGIN IMMEDIATE`` (so a busy database waits on the busy timeout up front
-    instead of failing on lock upgrade) and nests through savepoints.
+    instead of failing on lock upgrade) and nests through savepoints. Once
+    closed, every call raises :class:`~ctxslots.errors.StoreClosedError`.
     """
 
     def __init__(self, raw: apsw.Connection, path: str) -> None:
@@ -55,8 +57,14 @@ class Connection:
         self.vec_version: str | None = None
         #: Whether the file could be opened for reading only.
         self.read_only = False
+        #: Seconds a write waits for another connection's lock.
+        self.busy_timeout = DEFAULT_BUSY_TIMEOUT_S
         self._depth = 0
         self._lock = threading.RLock()
+        self._closed = False
+
+    def _closed_error(self) -> StoreClosedError:
+        return StoreClosedError(f"the store at {self.path} is closed", path=self.path)
 
     def execute(self, sql: str, params: Params = ()) -> Cursor:
         """Run one statement (or a script without parameters).
@@ -67,6 +75,8 @@ class Connection:
         return self._cursor(sql, params)
 
     def _cursor(self, sql: str, params: Params) -> apsw.Cursor:
+        if self._closed:
+            raise self._closed_error()
         try:
             return self.raw.execute(sql, params)
         except apsw.SQLError as exc:
@@ -74,9 +84,13 @@ class Connection:
                 raise
             raise StoreError(f"{self.path} is damaged ({exc}): run `ctxslots doctor`",
                              path=self.path) from exc
+        except apsw.BusyError as exc:
+            raise busy_error(self.path, self.busy_timeout) from exc
 
     def executemany(self, sql: str, rows: Sequence[Params]) -> None:
         """Run one statement once per row of parameters."""
+        if self._closed:
+            raise self._closed_error()
         self.raw.executemany(sql, rows)
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
@@ -94,6 +108,12 @@ class Connection:
             return row[0]
         return None
 
+    def fts5_tokenizer(self, name: str, args: list[str]) -> Any:
+        """The FTS5 tokenizer ``name`` with ``args``, callable from Python."""
+        if self._closed:
+            raise self._closed_error()
+        return self.raw.fts5_tokenizer(name, args)
+
     @property
     def in_transaction(self) -> bool:
         """Whether a :meth:`write` block is open on this connection."""
@@ -101,11 +121,21 @@ class Connection:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
-        """Run the block in one write transaction; nested blocks use savepoints."""
+        """Run the block in one write transaction; nested blocks use savepoints.
+
+        :raises StoreBusyError: Another connection held the write lock past the
+            busy timeout (nothing was written).
+        :raises StoreClosedError: The connection was closed.
+        """
         with self._lock:
+            if self._closed:
+                raise self._closed_error()
             depth = self._depth
             if depth == 0:
-                self.raw.execute("BEGIN IMMEDIATE")
+                try:
+                    self.raw.execute("BEGIN IMMEDIATE")
+                except apsw.BusyError as exc:
+                    raise busy_error(self.path, self.busy_timeout) from exc
             else:
                 self.raw.execute(f"SAVEPOINT sp{depth}")
             self._depth += 1
@@ -125,6 +155,12 @@ class Connection:
                 else:
                     self.raw.execute(f"RELEASE sp{depth}")
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
+        self._closed = True
         self.raw.close()

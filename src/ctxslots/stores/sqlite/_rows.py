@@ -45,7 +45,8 @@ __all__ = [
     "add_history", "adjust_score", "all_history", "archive", "counts", "find_existing",
     "find_same", "get", "get_archived", "get_by_key", "group_counts", "hand_over_superseded",
     "hidden_counts", "history", "id_is_free", "important", "insert", "insert_archived",
-    "neighbours", "rows_by_ids", "select", "set_superseded", "taken_ids", "touch", "update",
+    "neighbours", "rows_by_ids", "select", "set_superseded", "superseded_links", "taken_ids",
+    "touch", "update",
 ]
 
 _HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, "
@@ -252,6 +253,14 @@ def set_superseded(conn: Connection, pairs: Sequence[tuple[int, int | None]], ar
     conn.executemany(
         f"UPDATE {'archive' if archived else 'facts'} SET superseded_by = ? WHERE id = ?",
         [(by, fid) for fid, by in pairs])
+
+
+def superseded_links(conn: Connection, archived: bool) -> list[tuple[int, int]]:
+    """Every ``(id, superseded_by)`` of the live facts or of the archive."""
+    table = "archive" if archived else "facts"
+    return [(int(a), int(b)) for a, b in conn.execute(
+        f"SELECT id, superseded_by FROM {table} WHERE superseded_by IS NOT NULL "
+        "ORDER BY id").fetchall()]
 
 
 def hand_over_superseded(conn: Connection, old: int, new: int) -> None:

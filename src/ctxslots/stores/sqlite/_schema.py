@@ -165,10 +165,36 @@ INDEXES: list[tuple[str, str, str]] = [
 ]
 
 
+#: The vector table and its change log as the current schema has them (``m003``,
+#: ``m008`` and ``m012`` made them): derived from the facts by the embedder, so a
+#: missing one is recreated empty and ``reindex`` embeds the facts again.
+VECTOR_TABLES: list[tuple[str, str, str]] = [
+    ("table", "vectors", """CREATE TABLE vectors (
+            fact_id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            slot TEXT NOT NULL,
+            embedding BLOB NOT NULL,
+            user_id TEXT NOT NULL DEFAULT '',
+            agent_id TEXT NOT NULL DEFAULT ''
+        )"""),
+    ("table", "vector_log", """CREATE TABLE vector_log (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            fact_id INTEGER NOT NULL,
+            op TEXT NOT NULL
+        )"""),
+]
+
+
+def vector_objects() -> list[tuple[str, str, str]]:
+    """The vector table, its change log and their indexes (see :data:`VECTOR_TABLES`)."""
+    return [*VECTOR_TABLES, *(i for i in INDEXES if " ON vectors(" in i[2])]
+
+
 def derived_objects() -> list[tuple[str, str, str]]:
-    """Every object derived from the facts that ``rebuild`` can recreate:
-    the FTS5 tables, their triggers, the log triggers and the indexes."""
-    return [*fts_objects("facts"), *fts_objects("archive"), *LOG_TRIGGERS, *INDEXES]
+    """Every object derived from the facts that ``rebuild`` can recreate: the FTS5
+    tables, their triggers, the log triggers, the vector tables and the indexes."""
+    return [*fts_objects("facts"), *fts_objects("archive"), *LOG_TRIGGERS, *VECTOR_TABLES,
+            *INDEXES]
 
 
 def m001_facts(conn: Connection) -> None:

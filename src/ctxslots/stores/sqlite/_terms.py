@@ -60,7 +60,7 @@ class TermFrequencies:
         self._top_id = top
         self._loaded = time.monotonic()
         if self._tokenizer is None:
-            self._tokenizer = conn.raw.fts5_tokenizer(self.tokenize[0], self.tokenize[1:])
+            self._tokenizer = conn.fts5_tokenizer(self.tokenize[0], list(self.tokenize[1:]))
 
     def _frequency(self, conn: Connection, token: str) -> int:
         assert self._tokenizer is not None

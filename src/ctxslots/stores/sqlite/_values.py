@@ -1,16 +1,18 @@
-"""Stored numbers no read can use, found and reset (``doctor`` and ``reindex``).
+"""Stored numbers no read can use, and times out of order, found and reset (``doctor``
+and ``reindex``).
 
-Every way in checks times and numbers (:data:`~ctxslots.stores.backend.READABLE_RANGES`),
-but a row written before those checks existed, or by hand, can still hold a
-time no datetime represents or a count beyond what a float counts.
+Every way in checks times and numbers (:data:`~ctxslots.stores.backend.READABLE_RANGES`,
+:data:`~ctxslots.stores.backend.TIME_ORDERS`), but a row written before those
+checks existed, or by hand, can still hold a time no datetime represents, a
+count beyond what a float counts, or an update before the fact's creation.
 """
 
 from __future__ import annotations
 
-from ..backend import READABLE_RANGES, BadValue, ValueRange
+from ..backend import READABLE_RANGES, TIME_ORDERS, BadValue, MisorderedTimes, ValueRange
 from ._connection import Connection
 
-__all__ = ["bad_values", "repair_values"]
+__all__ = ["bad_values", "misordered_times", "repair_times", "repair_values"]
 
 _ID = {"fact_history": "fact_id"}
 
@@ -56,4 +58,33 @@ def repair_values(conn: Connection, now: float) -> int:
         changed += len(conn.execute(
             f"UPDATE {rule.table} SET {rule.column} = ? WHERE {cond} RETURNING 1",
             (fallback, *params)).fetchall())
+    return changed
+
+
+def misordered_times(conn: Connection, limit: int) -> list[MisorderedTimes]:
+    """Up to ``limit`` rows whose times break a :data:`TIME_ORDERS` rule."""
+    found: list[MisorderedTimes] = []
+    tables = _tables(conn)
+    for rule in TIME_ORDERS:
+        if len(found) >= limit or rule.table not in tables:
+            continue
+        id_column = _ID.get(rule.table, "id")
+        for fact_id, earlier, later in conn.execute(
+                f"SELECT {id_column}, {rule.earlier}, {rule.later} FROM {rule.table} "
+                f"WHERE {rule.later} < {rule.earlier} ORDER BY {id_column} LIMIT ?",
+                (limit - len(found),)).fetchall():
+            found.append(MisorderedTimes(rule, int(fact_id), float(earlier), float(later)))
+    return found
+
+
+def repair_times(conn: Connection) -> int:
+    """Set the later time of every row breaking a :data:`TIME_ORDERS` rule to its earlier
+    time; how many rows were set."""
+    changed = 0
+    tables = _tables(conn)
+    for rule in TIME_ORDERS:
+        if rule.table in tables:
+            changed += len(conn.execute(
+                f"UPDATE {rule.table} SET {rule.later} = {rule.earlier} "
+                f"WHERE {rule.later} < {rule.earlier} RETURNING 1").fetchall())
     return changed

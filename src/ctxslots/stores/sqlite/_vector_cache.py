@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..backend import FactFilter
+from ..backend import FactFilter, unit_rows
 from ._connection import Connection
 from ._loader import row_chunks
 from ._meta import get_meta
@@ -82,6 +82,15 @@ class _Block:
 #: A block's slot, scope, user and agent.
 _Key = tuple[str, str, str, str]
 _ROW = "fact_id, slot, scope, user_id, agent_id, embedding"
+
+
+def _searchable(mat: np.ndarray) -> np.ndarray:
+    """Rows as a scan scores them: unit length (their dot product is the cosine), and a
+    row with no direction all NaN, which the scan leaves out (:mod:`._scan`)."""
+    unit = unit_rows(mat)
+    unit[~unit.any(axis=1)] = np.nan
+    return unit
+
 
 #: A block is compacted once it holds more dead rows than this and than live ones.
 COMPACT_MIN_DEAD = 1024
@@ -152,7 +161,10 @@ class VectorCache:
 
     def _add_rows(self, rows: Sequence[Any]) -> None:
         groups: dict[_Key, list[Any]] = {}
+        size = 4 * self.dimension
         for row in rows:
+            if len(row[5]) != size:  # a row of another dimension: no search can use it
+                continue
             groups.setdefault((str(row[1]), str(row[2]), str(row[3]), str(row[4])),
                               []).append(row)
         for key, group in groups.items():
@@ -160,8 +172,8 @@ class VectorCache:
             if block is None:
                 block = self._blocks[key] = _Block.empty(self.dimension)
             ids = np.array([int(r[0]) for r in group], np.int64)
-            mat = np.frombuffer(b"".join(r[5] for r in group), np.float32).reshape(
-                -1, self.dimension)
+            mat = _searchable(np.frombuffer(b"".join(r[5] for r in group), np.float32).reshape(
+                -1, self.dimension))
             for fid, pos in zip(ids.tolist(), block.append(ids, mat)):
                 self._where[fid] = (key, pos)
 

@@ -21,42 +21,83 @@ from ...errors import StoreError
 from ..backend import (
     META_EMBEDDER_DIMENSION,
     META_EMBEDDER_MODEL,
+    UNIT_TOLERANCE,
     FactFilter,
     FactRow,
     VectorRow,
     VectorState,
     rows_in,
+    unit_rows,
 )
 from . import _rows
 from ._connection import Connection
 from ._loader import CacheSlot
 from ._meta import get_meta, set_meta
+from ._schema import vector_objects
 from ._sql import READ, filter_clause, marks
 from ._vector_cache import META_GENERATION, TABLE, VectorCache, log_bounds, vector_cache_builder
 
-__all__ = ["VectorIndex", "delete", "put", "reset", "state", "vectors_of", "without_vectors"]
+__all__ = ["VectorIndex", "delete", "drop_unusable", "put", "reset", "state", "vectors_of",
+           "without_vectors"]
 
 #: The log keeps this many entries; a copy further behind reloads in full.
 _LOG_KEEP = 50_000
+#: The cosine distances a usable vector measures (0 to 2, and float32 rounding).
+_MIN_DISTANCE, _MAX_DISTANCE = -0.01, 2.01
+
+
+def _unusable(dimension: int | None) -> tuple[str, list[float]]:
+    """The condition of a stored vector no search can use (see :mod:`..backend.unit_vectors`):
+    its length (sqlite-vec's float32 distance to zero: 0 for none, NULL or infinite for
+    values out of range) not 1, or a blob of another dimension."""
+    condition = ("(NOT ((abs(vec_distance_l2(embedding, zeroblob(length(embedding))) - 1.0) "
+                 "<= ?) IS TRUE) OR length(embedding) != ?)")
+    return condition, [UNIT_TOLERANCE, 4 * (dimension or 0)]
+
+
+def _table_exists(conn: Connection) -> bool:
+    return conn.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                       (TABLE,)) is not None
 
 
 def state(conn: Connection) -> VectorState:
-    """What the vector table holds against the facts."""
+    """What the vector table holds against the facts (a missing table holds nothing)."""
     dim = get_meta(conn, META_EMBEDDER_DIMENSION)
+    dimension = int(dim) if dim else None
     scalar = conn.scalar
+    model = get_meta(conn, META_EMBEDDER_MODEL)
+    if not _table_exists(conn):
+        return VectorState(model, dimension, 0, int(scalar("SELECT count(*) FROM facts")), 0)
+    unusable, params = _unusable(dimension)
     return VectorState(
-        model_id=get_meta(conn, META_EMBEDDER_MODEL),
-        dimension=int(dim) if dim else None,
+        model_id=model,
+        dimension=dimension,
         vectors=int(scalar(f"SELECT count(*) FROM {TABLE}")),
         missing=int(scalar(
             f"SELECT count(*) FROM facts WHERE id NOT IN (SELECT fact_id FROM {TABLE})")),
         orphans=int(scalar(
             f"SELECT count(*) FROM {TABLE} WHERE fact_id NOT IN (SELECT id FROM facts)")),
+        unusable=int(scalar(f"SELECT count(*) FROM {TABLE} WHERE {unusable}", params)),
     )
 
 
+def drop_unusable(conn: Connection) -> int:
+    """Remove the vectors no search can use and those of no fact, and log it; how many."""
+    dim = get_meta(conn, META_EMBEDDER_DIMENSION)
+    unusable, params = _unusable(int(dim) if dim else None)
+    ids = [int(r[0]) for r in conn.execute(
+        f"SELECT fact_id FROM {TABLE} WHERE {unusable} "
+        "OR fact_id NOT IN (SELECT id FROM facts)", params).fetchall()]
+    return delete(conn, ids)
+
+
 def reset(conn: Connection, model_id: str, dimension: int) -> None:
-    """Drop every vector; bind the table to this embedder."""
+    """Drop every vector; bind the table to this embedder (recreating the table, its log
+    and their indexes where they are gone: they hold nothing the facts do not)."""
+    names = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master").fetchall()}
+    for _, name, sql in vector_objects():
+        if name not in names:
+            conn.execute(sql)
     conn.execute(f"DELETE FROM {TABLE}")
     conn.execute("DELETE FROM vector_log")
     set_meta(conn, META_EMBEDDER_MODEL, model_id)
@@ -76,11 +117,12 @@ def put(conn: Connection, rows: Sequence[VectorRow], vectors: np.ndarray) -> Non
     """Write the vectors of these facts and log them."""
     if not rows:
         return
+    unit = unit_rows(vectors)
     conn.executemany(
         f"INSERT OR REPLACE INTO {TABLE} (fact_id, scope, slot, user_id, agent_id, embedding) "
         "VALUES (?,?,?,?,?,?)",
-        [(r.fact_id, r.scope, r.slot, r.user_id, r.agent_id,
-          np.asarray(vectors[i], np.float32).tobytes()) for i, r in enumerate(rows)])
+        [(r.fact_id, r.scope, r.slot, r.user_id, r.agent_id, unit[i].tobytes())
+         for i, r in enumerate(rows)])
     _log(conn, [r.fact_id for r in rows], "put")
 
 
@@ -128,12 +170,22 @@ def _exact_knn(conn: Connection, vector: np.ndarray, flt: FactFilter, k: int
     # The vectors' own owners, slot and scope pick the rows through their index.
     owners, owner_params = filter_clause(FactFilter(users=flt.users, agents=flt.agents,
                                                     slots=flt.slots, scopes=flt.scopes), "v.")
-    found = conn.execute(
-        f"SELECT v.fact_id, vec_distance_cosine(v.embedding, ?) AS d FROM {TABLE} AS v "
-        f"JOIN facts AS f ON f.id = v.fact_id WHERE {owners} AND {cond} "
-        "ORDER BY d, v.fact_id LIMIT ?",
-        (np.asarray(vector, np.float32).tobytes(), *owner_params, *params, k)).fetchall()
-    return [(int(fid), 1.0 - float(d)) for fid, d in found]
+    query = np.asarray(vector, np.float32).tobytes()
+    # A vector with no direction measures NULL (sorted last); one of another length
+    # written by hand may measure -inf (sorted first): both are left out, and the
+    # list is read further while they took some of its places.
+    want = k
+    while True:
+        found = conn.execute(
+            f"SELECT v.fact_id, vec_distance_cosine(v.embedding, ?) AS d FROM {TABLE} AS v "
+            f"JOIN facts AS f ON f.id = v.fact_id WHERE {owners} AND {cond} "
+            "ORDER BY d NULLS LAST, v.fact_id LIMIT ?",
+            (query, *owner_params, *params, want)).fetchall()
+        kept = [(int(fid), 1.0 - float(d)) for fid, d in found
+                if d is not None and _MIN_DISTANCE <= d <= _MAX_DISTANCE]
+        if len(kept) >= k or len(found) < want:
+            return kept[:k]
+        want *= 4
 
 
 class VectorIndex:
@@ -150,6 +202,9 @@ class VectorIndex:
     def knn(self, conn: Connection, vector: np.ndarray, flt: FactFilter, k: int
             ) -> list[tuple[int, float]]:
         """The ``k`` facts passing ``flt`` nearest to ``vector``: ``(fact_id, cosine)``."""
+        vector = unit_rows(vector)[0]
+        if not vector.any():  # a query with no direction is near nothing
+            return []
         if self.use_copy and flt.scopes is not None:
             copy = self._cache_slot(conn).ready(conn)
             if copy is not None:

@@ -123,8 +123,8 @@ class LexicalCache:
             cache empty.
         """
         if self._tokenizer is None:
-            self._tokenizer = conn.raw.fts5_tokenizer(FTS_TOKENIZE.split()[0],
-                                                      FTS_TOKENIZE.split()[1:])
+            self._tokenizer = conn.fts5_tokenizer(FTS_TOKENIZE.split()[0],
+                                                  FTS_TOKENIZE.split()[1:])
         low, high = log_bounds(conn, "fact_log")
         top = int(high or 0)
         behind = low is not None and self._seq < int(low) - 1

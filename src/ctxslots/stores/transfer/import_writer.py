@@ -21,6 +21,7 @@ import numpy as np
 
 from ..backend import MAX_COUNT, FactKey, FactRow, HistoryEntry, VectorRow, rows_in
 from ..core import StoreCore
+from ..upkeep.consistency import loops
 from .id_map import IdMap
 from .jsonl_records import ParsedFact
 from .report import ImportIssue, ImportReport, InvalidImportError
@@ -58,13 +59,18 @@ class ImportWriter:
         store: The store (its :meth:`~ctxslots.FactStore.batch` must be open).
         on_duplicate: ``"skip"`` or ``"error"``.
         progress: Told how many records were handled after each batch.
+        repair_loops: Import facts whose ``superseded_by`` forms a loop without it
+            (and report them) instead of failing the import.
     """
 
     core: StoreCore
     on_duplicate: str = "skip"
     progress: Progress | None = None
+    repair_loops: bool = False
     _ids: IdMap = attrs.field(factory=IdMap, init=False)
-    _supersede: list[tuple[bool, int, int]] = attrs.field(factory=list, init=False)
+    # (archived, id written, superseded_by in the file, line)
+    _supersede: list[tuple[bool, int, int, int]] = attrs.field(factory=list, init=False)
+    _repaired: list[ImportIssue] = attrs.field(factory=list, init=False)
     _links: list[tuple[int, int, float, float]] = attrs.field(factory=list, init=False)
     _counts: dict[str, int] = attrs.field(init=False, factory=lambda: dict.fromkeys(
         ("added", "archived", "history_entries", "skipped_duplicates", "renumbered",
@@ -89,6 +95,8 @@ class ImportWriter:
                 continue
             keep = fact.id is not None and 0 < fact.id < MAX_KEPT_ID and fact.id not in taken
             new_id = self._insert(fact, keep)
+            # A record renumbered earlier in this batch may have got the id a later one names.
+            taken.add(new_id)
             first_of[ident] = new_id
             self._written(fact, new_id, history)
             if not fact.archived:
@@ -150,7 +158,8 @@ class ImportWriter:
             self._ids.add(fact.id, new_id)
             self._links += [(new_id, to, s, u) for to, s, u in fact.links]
         if row["superseded_by"] is not None:
-            self._supersede.append((fact.archived, new_id, int(row["superseded_by"])))
+            self._supersede.append((fact.archived, new_id, int(row["superseded_by"]),
+                                    fact.line))
         history += [HistoryEntry(
             fact_id=new_id, slot=row["slot"], scope=row["scope"], key=row["key"],
             value=h.value, tags=h.tags, source=h.source, confidence=h.confidence,
@@ -177,13 +186,40 @@ class ImportWriter:
             core.backend.put_vectors([_filed(i, f) for i, f in rest],
                                       core.embed([f.row["value"] for _, f in rest]))
 
+    def _without_loops(self, targets: list[int | None]) -> list[int | None]:
+        """``targets`` (each record's ``superseded_by``, resolved) with the loops broken.
+
+        :raises InvalidImportError: A loop, unless :attr:`repair_loops`.
+        """
+        found = loops((fact_id, to) for (_, fact_id, _, _), to in zip(self._supersede, targets)
+                      if to is not None)
+        if not found:
+            return targets
+        line_of = {fact_id: line for _, fact_id, _, line in self._supersede}
+        issues = [ImportIssue(
+            line_of[loop[0]], "superseded_by forms a loop (lines "
+            + " -> ".join(str(line_of[f]) for f in [*loop, loop[0]])
+            + "): every fact of it would be hidden from every search", "superseded_by",
+            loop) for loop in found]
+        if not self.repair_loops:
+            raise InvalidImportError(issues[0], issues)
+        self._repaired += issues
+        looped = {fact for loop in found for fact in loop}
+        return [None if fact_id in looped else to
+                for (_, fact_id, _, _), to in zip(self._supersede, targets)]
+
     def finish(self) -> ImportReport:
-        """Point ``superseded_by`` and links at the ids the records got; the report."""
+        """Point ``superseded_by`` and links at the ids the records got; the report.
+
+        :raises InvalidImportError: ``superseded_by`` forms a loop (unless
+            :attr:`repair_loops`).
+        """
         backend = self.core.backend
+        targets = self._without_loops([self._ids.get(target)
+                                       for _, _, target, _ in self._supersede])
         for archived in (False, True):
-            pairs = [(fact_id, self._ids.get(target))
-                     for was_archived, fact_id, target in self._supersede
-                     if was_archived == archived]
+            pairs = [(fact_id, to) for (was_archived, fact_id, _, _), to
+                     in zip(self._supersede, targets) if was_archived == archived]
             for chunk in rows_in(range(len(pairs)), BATCH):
                 backend.set_superseded([pairs[i] for i in chunk], archived=archived)
         rows = []
@@ -198,7 +234,8 @@ class ImportWriter:
         return ImportReport(added=counts["added"], archived=counts["archived"],
                             history_entries=counts["history_entries"],
                             skipped_duplicates=counts["skipped_duplicates"],
-                            renumbered=counts["renumbered"], redacted=counts["redacted"])
+                            renumbered=counts["renumbered"], redacted=counts["redacted"],
+                            repaired=tuple(self._repaired))
 
 
 def run_import(core: StoreCore, records: Iterable[ParsedFact | ImportIssue], *,
@@ -211,10 +248,12 @@ def run_import(core: StoreCore, records: Iterable[ParsedFact | ImportIssue], *,
     every invalid line, and nothing is written.
 
     :param ignored: Read after the records: lines that were not records (Markdown prose).
-    :raises InvalidImportError: A record is invalid (without ``skip_invalid``) or
-        a duplicate (with ``on_duplicate="error"``); nothing is written.
+    :raises InvalidImportError: A record is invalid (without ``skip_invalid``),
+        ``superseded_by`` forms a loop (without ``skip_invalid``: with it, the facts
+        of the loop are written without it, listed in ``repaired``) or a duplicate
+        (with ``on_duplicate="error"``); nothing is written.
     """
-    writer = ImportWriter(core, on_duplicate, progress)
+    writer = ImportWriter(core, on_duplicate, progress, repair_loops=skip_invalid)
     errors: list[ImportIssue] = []
     with core.writer.writing():
         batch: list[ParsedFact] = []

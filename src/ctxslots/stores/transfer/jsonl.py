@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 import attrs
+import numpy as np
 
 from ..backend import Row
 from ..core import StoreCore
@@ -88,8 +89,9 @@ def export_jsonl(
     for row, archived in rows:
         fact_id = int(row["id"])
         hist = history.get(fact_id, []) if include_history else None
-        vector = None if archived or fact_id not in vectors else encode_vector(
-            model_id, vectors[fact_id])
+        # A vector with no direction is left out: the import embeds the value instead.
+        vector = None if archived or not vectors.get(fact_id, np.zeros(1)).any() \
+            else encode_vector(model_id, vectors[fact_id])
         record = record_from_row(row, archived=archived, history=hist,
                                  links=links.get(fact_id, ()), vector=vector)
         fp.write(_line(record))

@@ -29,11 +29,46 @@ def check_on_duplicate(on_duplicate: str) -> None:
                                f"not {on_duplicate!r}", field="on_duplicate", value=on_duplicate)
 
 
-def _lines(fp: TextIO) -> Iterator[tuple[int, str]]:
+#: Characters read from the file at a time.
+_CHUNK = 1 << 16
+
+
+def _too_long(number: int, longest: int) -> InvalidImportError:
+    return InvalidImportError(ImportIssue(
+        number, f"the line is longer than {longest:,} characters "
+        "(Limits.max_import_line_chars): not a ctxslots export (a file with no line breaks?)",
+        "line"))
+
+
+def _raw_lines(fp: TextIO, longest: int) -> Iterator[str]:
+    """The lines of ``fp`` (only ``\\n`` ends one), read a chunk at a time, so that a line
+    longer than ``longest`` characters fails before much more of it is read.
+
+    :raises InvalidImportError: A line is longer than ``longest``.
+    """
+    pending: list[str] = []  # the pieces read so far of the line not yet ended
+    size = 0
+    number = 1
+    while chunk := fp.read(_CHUNK):
+        *complete, rest = chunk.split("\n")
+        for part in complete:
+            if size + len(part) > longest:
+                raise _too_long(number, longest)
+            yield "".join(pending) + part + "\n"
+            pending, size, number = [], 0, number + 1
+        pending.append(rest)
+        size += len(rest)
+        if size > longest:
+            raise _too_long(number, longest)
+    if size:
+        yield "".join(pending)
+
+
+def _lines(fp: TextIO, longest: int) -> Iterator[tuple[int, str]]:
     """Numbered lines of ``fp``; text that is not UTF-8 fails naming its line."""
     number = 0
     try:
-        for number, line in enumerate(fp, start=1):
+        for number, line in enumerate(_raw_lines(fp, longest), start=1):
             # A byte-order mark (some Windows editors write one) is no part of the header.
             yield number, line.removeprefix("\ufeff") if number == 1 else line
     except UnicodeDecodeError as exc:
@@ -51,7 +86,7 @@ def read_jsonl(core: StoreCore, fp: TextIO, owners: ImportOwners
     seen_header = False
     now = core.clock()
     lines_of_ids = IdMap()  # id -> the line that used it first
-    for number, line in _lines(fp):
+    for number, line in _lines(fp, core.limits.max_import_line_chars):
         if not line.strip():
             continue
         fact: ParsedFact | None = None

@@ -100,6 +100,10 @@ def _vector(record: Mapping[str, Any]) -> tuple[str, np.ndarray] | None:
     array = np.frombuffer(raw, dtype="<f4")
     if array.shape != (dim,) or not np.all(np.isfinite(array)):
         raise _bad("vector", f"vector data must hold {dim} finite float32 values", value)
+    if not array.any():
+        raise _bad("vector", "vector data is all zeros, a vector with no direction that no "
+                   "search can use: leave \"vector\" out to have the value embedded", value)
+    # Stored at unit length whatever its scale (a huge or denormal vector too).
     return model, array.astype(np.float32)
 
 
@@ -311,13 +315,18 @@ def _history(limits: Limits, value: Any, redacted: list[str]) -> tuple[HistoryEn
         entry = _object(item, "a history entry", _HISTORY_FIELDS)
         earlier, secrets = limits.screen(entry.get("value"))
         redacted += secrets
+        valid_from = _required_timestamp(entry, "valid_from", None)
+        valid_to = _required_timestamp(entry, "valid_to", None)
+        if valid_to < valid_from:
+            raise _bad("valid_to", f"a history entry's valid_to ({entry['valid_to']!r}) is "
+                       f"before its valid_from ({entry['valid_from']!r})", entry["valid_to"])
         entries.append(HistoryEntry(
             value=earlier,
             tags=_tag_list(limits, entry.get("tags")),
             source=_label(entry, "source"),
             confidence=_confidence(limits, entry),
-            valid_from=_required_timestamp(entry, "valid_from", None),
-            valid_to=_required_timestamp(entry, "valid_to", None),
+            valid_from=valid_from,
+            valid_to=valid_to,
         ))
     return tuple(entries)
 
@@ -396,6 +405,14 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float,
         raise _bad("access_count", f"access_count must be an integer from 0 to 2**53, "
                    f"not {count!r}", count)
     created = _required_timestamp(record, "created_at", now)
+    updated = _required_timestamp(record, "updated_at", created)
+    if updated < created:
+        raise _bad("updated_at", f"updated_at ({record['updated_at']!r}) is before created_at "
+                   f"({record.get('created_at')!r})", record["updated_at"])
+    fact_id, superseded_by = _fact_id(record, "id"), _fact_id(record, "superseded_by")
+    if superseded_by is not None and superseded_by == fact_id:
+        raise _bad("superseded_by", f"superseded_by names the fact itself (id {fact_id}): "
+                   "a fact superseded by itself is hidden from every search", superseded_by)
     slot = limits.slot(record.get("slot"))
     user_id, agent_id, scope = owners.of(limits, slot, record)
     key = None if key is None else limits.key(key)
@@ -414,12 +431,12 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float,
         "confidence": _confidence(limits, record),
         "score": score,
         "created_at": created,
-        "updated_at": _required_timestamp(record, "updated_at", created),
+        "updated_at": updated,
         "observed_at": _required_timestamp(record, "observed_at", created),
         "last_accessed": _timestamp(record, "last_accessed"),
         "access_count": count,
         "expires_at": _timestamp(record, "expires_at"),
-        "superseded_by": _fact_id(record, "superseded_by"),
+        "superseded_by": superseded_by,
         "context": context,
     }
     reason = _label(record, "reason")
@@ -430,6 +447,6 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float,
         raise _bad("archived_at", "archived_at and reason are only for archived facts",
                    record.get("archived_at", reason))
     history = _history(limits, record.get("history"), redacted)
-    return ParsedFact(line=line, id=_fact_id(record, "id"), row=row, archived=archived,
+    return ParsedFact(line=line, id=fact_id, row=row, archived=archived,
                       history=history, links=_links(record.get("links")),
                       vector=None if secrets else _vector(record), redacted=tuple(redacted))

@@ -135,7 +135,8 @@ def import_markdown(
                              default_user=core.writer.default_user,
                              default_agent=core.writer.default_agent)
     path, text = markdown_source(path_or_text)
-    lines = file_lines(path) if path is not None else (text or "").split("\n")
+    longest = core.limits.max_import_line_chars
+    lines = file_lines(path, longest) if path is not None else (text or "").split("\n")
     reader = MarkdownReader(slot, core.limits.max_tag_chars)
     source = f"markdown:{path.name}" if path is not None else "markdown"
     return run_import(core, read_markdown(core, lines, reader, owners=owners, source=source),

@@ -39,11 +39,14 @@ def markdown_source(path_or_text: Any) -> tuple[Path | None, str | None]:
     return None, path_or_text
 
 
-def file_lines(path: Path) -> Iterator[str]:
+def file_lines(path: Path, longest: int) -> Iterator[str]:
     """The lines of a UTF-8 file, read one at a time (a byte-order mark dropped).
 
+    :param longest: The most bytes a line may hold: a longer one (a file with no
+        line break) fails before more of it is read.
     :raises InvalidFactError: The file cannot be read.
-    :raises InvalidImportError: A line is not UTF-8 (naming it).
+    :raises InvalidImportError: A line is not UTF-8, or is longer than ``longest``
+        (naming it).
     """
     try:
         handle = path.open("rb")
@@ -51,7 +54,12 @@ def file_lines(path: Path) -> Iterator[str]:
         raise InvalidFactError(f"cannot read {path}: {exc.strerror or exc}",
                                field="path_or_text", value=str(path)) from exc
     with handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in enumerate(iter(lambda: handle.readline(longest + 1), b""), start=1):
+            if len(raw.removesuffix(b"\n")) > longest:
+                raise InvalidImportError(ImportIssue(
+                    number, f"the line is longer than {longest:,} bytes "
+                    "(Limits.max_import_line_chars): not a Markdown memory file (a file with "
+                    "no line breaks?)", "line"))
             try:
                 line = raw.removesuffix(b"\n").decode("utf-8")
             except UnicodeDecodeError as exc:

@@ -51,6 +51,9 @@ class ImportReport:
             (or an earlier value) replaced by ``[redacted KIND]`` (the store's
             :attr:`~ctxslots.stores.Limits.secrets` policy).
         errors: Lines skipped as invalid (only with ``skip_invalid=True``).
+        repaired: Lines imported without a field that made them invalid (only
+            with ``skip_invalid=True``): facts whose ``superseded_by`` formed a
+            loop, which would have hidden them from every search.
     """
 
     added: int = 0
@@ -61,6 +64,7 @@ class ImportReport:
     ignored_lines: int = 0
     redacted: int = 0
     errors: tuple[ImportIssue, ...] = ()
+    repaired: tuple[ImportIssue, ...] = ()
 
     def summary(self) -> str:
         """One line for people."""
@@ -76,10 +80,14 @@ class ImportReport:
                      "(memory is no place for them)")
         if self.errors:
             text += f"; {_count(len(self.errors), 'invalid line')} skipped"
+        if self.repaired:
+            text += (f"; {_count(len(self.repaired), 'fact')} imported without its "
+                     "superseded_by (a loop that would hide it)")
         return text
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         out = attrs.asdict(self, recurse=False)
         out["errors"] = [e.to_dict() for e in self.errors]
+        out["repaired"] = [e.to_dict() for e in self.repaired]
         return out

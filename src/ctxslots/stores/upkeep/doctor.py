@@ -13,6 +13,7 @@ import attrs
 
 from ..backend import BadValue, VectorRow
 from ..core import StoreCore
+from .consistency import consistency_problems, repair_consistency
 
 __all__ = ["DoctorReport", "IndexState", "doctor", "reindex"]
 
@@ -32,6 +33,8 @@ class IndexState:
         vectors: How many vectors the index holds.
         missing: Live facts without a vector.
         orphans: Vectors whose fact is gone.
+        unusable: Vectors no search can use (no direction, not of unit length, or
+            of another dimension): the vector leg skips them.
     """
 
     model_id: str | None
@@ -42,6 +45,7 @@ class IndexState:
     vectors: int
     missing: int
     orphans: int
+    unusable: int = 0
 
 
 @attrs.frozen
@@ -85,9 +89,16 @@ def _vector_problems(state: IndexState) -> list[str]:
                  "with another one")]
     problems = []
     if state.missing:
-        problems.append(f"{state.missing} facts have no vector: run `ctxslots reindex`")
+        problems.append(f"{state.missing} facts have no vector: run `ctxslots reindex` to "
+                        "embed them (only them)")
     if state.orphans:
         problems.append(f"{state.orphans} vectors belong to no fact: run `ctxslots reindex`")
+    if state.unusable:
+        problems.append(
+            f"{state.unusable} vectors have no direction or are not of unit length (all zeros, "
+            "values too large, too small or not finite, or another dimension): searches skip "
+            "them; run `ctxslots reindex` to embed their facts again (an embedder that gives "
+            "such a vector again cannot embed that text)")
     return problems
 
 
@@ -115,6 +126,7 @@ def doctor(core: StoreCore) -> DoctorReport:
     problems = list(health.problems)
     if health.facts_readable:
         problems += _value_problems(core.backend.bad_values(limit=_LOOKED_AT))
+        problems += consistency_problems(core.backend)
     state = None
     if core.embedding.missing is not None:  # opened without the embedder its vectors need
         problems.append(core.embedding.missing)
@@ -126,35 +138,48 @@ def doctor(core: StoreCore) -> DoctorReport:
             model_id=vs.model_id, dimension=vs.dimension,
             current_model_id=embedder.model_id, current_dimension=embedder.dimension,
             stale=not core.vector_leg_ready, vectors=vs.vectors, missing=vs.missing,
-            orphans=vs.orphans)
+            orphans=vs.orphans, unusable=vs.unusable)
         problems += _vector_problems(state)
     return DoctorReport(health.integrity, health.lexical_in_sync, state, tuple(problems))
 
 
-def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: int = 256) -> int:
-    """Rebuild every derived index from the facts, then every vector (when searches read them).
+def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: int = 256,
+            full: bool = False) -> int:
+    """Rebuild every derived index from the facts, then the vectors searches read.
 
     Stored times and numbers that no read can use (see :func:`doctor`) are
     reset first: a time to now (an expiry or last access cleared), a score or
-    count to 0, a confidence to 1.
+    count to 0, a confidence to 1; a later time before its earlier one is set
+    to it, and the facts of a ``superseded_by`` loop are shown again
+    (:mod:`.consistency`).
 
-    Vectors are written in batches, each in its own transaction, so other
-    processes keep working meanwhile and an interrupted run can simply be run
-    again. Returns the number of facts embedded.
+    Vectors: when the stored ones are the embedder's own, only what is wrong is
+    repaired: vectors no search can use and those of no fact are removed, and
+    the facts without a vector (those, and any whose vector was never written)
+    are embedded. With vectors another embedder built, or ``full``, every fact
+    is embedded again. Vectors are written in batches, each in its own
+    transaction, so other processes keep working meanwhile and an interrupted
+    run can simply be run again. Returns the number of facts embedded.
 
     :param progress: Called as ``progress(done, total)`` after each batch.
+    :param full: Embed every fact again, even with vectors the embedder built.
     :raises StoreError: The facts themselves are gone (nothing to rebuild from).
     """
     backend = core.backend
     backend.rebuild()
     with backend.transaction():
         backend.repair_values(core.clock())
-    total = backend.counts()["facts"]
-    if progress:
-        progress(0, total)
+        repair_consistency(backend)
     keep = core.embedder is not None and bool(core.ranking.vector_weight)
     if core.embedder is not None:
-        core.embedding.reset_vectors(backend)
+        if full or not keep or not core.vector_leg_ready:
+            core.embedding.reset_vectors(backend)
+        else:
+            with backend.transaction():
+                backend.drop_unusable_vectors()
+    total = backend.vector_state().missing if keep else backend.counts()["facts"]
+    if progress:
+        progress(0, total)
     if not keep:  # searches read no vectors: the full-text rebuild was all there was to do
         if progress:
             progress(total, total)

@@ -22,10 +22,17 @@ class UpkeepMethods:
         return doctor(self._core)
 
 
-    def reindex(self, *, progress: Callable[[int, int], None] | None = None) -> int:
-        """Rebuild every derived index and every vector from the facts; return facts embedded."""
+    def reindex(self, *, progress: Callable[[int, int], None] | None = None,
+                full: bool = False) -> int:
+        """Rebuild every derived index from the facts and repair what ``doctor`` finds;
+        return the facts embedded.
+
+        Only the facts without a usable vector are embedded, unless the vectors were
+        built by another embedder or ``full`` asks for every fact (see
+        :func:`~ctxslots.stores.upkeep.doctor.reindex`).
+        """
         self._core.wait_for_vectors()
-        return reindex(self._core, progress=progress)
+        return reindex(self._core, progress=progress, full=full)
 
 
     def consolidate(self, *, threshold: float = DEFAULT_THRESHOLD,

@@ -97,6 +97,10 @@ class Limits:
         max_tags: Most tags on one fact.
         max_tag_chars: Longest tag.
         max_batch: Most facts in one batch call.
+        max_import_line_chars: Longest line an import reads (a JSONL record with
+            its history and links, a Markdown line), in characters (bytes for a
+            Markdown file): a file with no line break (``/dev/zero``) fails at
+            this length instead of filling memory (default 64 Mi).
         strict_slots: Refuse slots not in ``slots``, naming the known ones (the
             default, so a mistyped slot is not stored where no contributor looks);
             ``False`` accepts any well-formed slot name ("free slots").
@@ -123,6 +127,8 @@ class Limits:
     max_tags: int = 32
     max_tag_chars: int = 64
     max_batch: int = 10_000
+    max_import_line_chars: int = attrs.field(default=64 * 1024 * 1024,
+                                             validator=attrs.validators.gt(0))
     strict_slots: bool = True
     slots: tuple[str, ...] = attrs.field(default=BUILTIN_SLOTS, converter=_names)
     slot_owners: Mapping[str, SlotOwners] = attrs.field(

@@ -10,7 +10,11 @@ vectors in one transaction. One-at-a-time writes thus end up embedded in
 batches. A search of the same store waits for the queue to empty before its
 vector leg, so it never misses a vector its own writes are owed; a process
 that dies first leaves facts without vectors, which ``doctor`` reports and
-``reindex`` repairs.
+``reindex`` repairs (embedding only them).
+
+A batch that fails (the embedder's server is down) stops the thread and drops
+what was queued: the writer keeps the ids it dropped (:attr:`VectorWriter.dropped`),
+so the store's ``wait_for_vectors`` answers false until they have vectors.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class VectorWriter(BackgroundWriter):
         super().__init__(open_backend)
         self._embed = embed
         self._queue: dict[int, None] = {}
+        self._batch: list[int] = []
+        self._dropped: set[int] = set()
         self.failure: BaseException | None = None
 
     def put(self, fact_ids: Iterable[int]) -> None:
@@ -55,20 +61,39 @@ class VectorWriter(BackgroundWriter):
         ids = list(self._queue)[:MAX_BATCH]
         for fact_id in ids:
             del self._queue[fact_id]
+        self._batch = ids
         return ids, len(ids)
 
     def _clear(self) -> None:
+        self._dropped.update(self._queue)
         self._queue.clear()
 
+    @property
+    def dropped(self) -> set[int]:
+        """The facts whose vectors were queued and dropped when a batch failed (a copy)."""
+        with self._cond:
+            return set(self._dropped)
+
+    def forget_dropped(self, fact_ids: set[int]) -> None:
+        """Stop counting these facts as dropped (they have their vectors now, or are gone)."""
+        with self._cond:
+            self._dropped -= fact_ids
+
     def _failed(self, exc: Exception) -> None:
-        self.failure = exc
-        warnings.warn(f"vectors of new facts could not be written ({exc}); `ctxslots "
-                      "doctor` lists the facts without one and `reindex` repairs them",
-                      RuntimeWarning, stacklevel=1)
+        with self._cond:
+            self.failure = exc
+            self._dropped.update(self._batch)
+            count = len(self._dropped) + len(self._queue)
+        warnings.warn(f"vectors of new facts could not be written ({exc}); {count} "
+                      f"fact{'s' if count != 1 else ''} have none: `ctxslots doctor` counts them "
+                      "and `ctxslots reindex` embeds them", RuntimeWarning, stacklevel=1)
 
     def _write(self, backend: Backend, ids: list[int]) -> None:
+        # A fact written meanwhile is no longer one a failure dropped.
+        self.forget_dropped(set(ids))
         rows = backend.rows_by_ids(ids, FactFilter())
         if not rows:
+            self._batch = []
             return
         vectors = self._embed([r["value"] for r in rows])
         with backend.transaction():
@@ -77,3 +102,4 @@ class VectorWriter(BackgroundWriter):
             keep = [i for i, r in enumerate(rows) if current.get(int(r["id"])) == r["value"]]
             backend.put_vectors([VectorRow.of(rows[i]["id"], rows[i]) for i in keep],
                                 vectors[keep] if keep else vectors[:0])
+        self._batch = []

@@ -46,6 +46,14 @@ class VectorSink:
         vectors = self.embedding.embedder.embed([value for _, value in rows])
         self.backend.put_vectors([where for where, _ in rows], vectors)
 
+    def replaced(self, fact_id: int) -> None:
+        """A fact's value changed (inside the transaction). Written in the background,
+        its new vector lands after the commit: its old one goes now, so that until then
+        it is a fact without a vector (which ``doctor`` counts and ``reindex`` embeds),
+        never one whose vector says its old value."""
+        if self.background is not None and self.keeps:
+            self.backend.delete_vectors([fact_id])
+
     def after_commit(self, pending: Pending) -> None:
         """Queue the vectors of what a committed transaction wrote (background)."""
         if self.background is not None and self.keeps and pending:

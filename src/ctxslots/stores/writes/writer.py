@@ -238,6 +238,7 @@ class Writer:
             fields["superseded_by"] = None
         self.backend.update(int(prev["id"]), fields)
         if changed:
+            self.vectors.replaced(int(prev["id"]))
             self.queue_vector(int(prev["id"]), prev | {"value": row["value"]})
         return self.fetch(int(prev["id"]))
 

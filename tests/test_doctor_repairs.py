@@ -1,0 +1,121 @@
+"""doctor and reindex on stores harmed from outside: a dropped vector table or index, a file
+opened read-only; and `stats` on each engine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from _powers import ordinary_child
+from _sql import raw
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.cli import cli
+from ctxslots.stores.embedders import HashingEmbedder
+
+FUSED = RankingPolicy(vector_weight=1.0)
+
+
+def test_stats_answers_on_each_engine(location):
+    """`ctxslots stats` names the engine and its versions, on SQLite and PostgreSQL alike."""
+    with FactStore(location) as store:
+        store.add("agent", "One fact to count.")
+    result = CliRunner().invoke(cli, ["--db", location, "stats"])
+    assert 0 == result.exit_code, result.output
+    assert "1 facts" in result.output
+    engine = "PostgreSQL" if location.startswith("postgresql") else "SQLite"
+    assert f"{engine} " in result.output and "None" not in result.output.splitlines()[1]
+
+
+def _drop(store: FactStore, statement: str) -> None:
+    conn = raw(store)
+    conn.execute(statement)
+    conn.close()
+
+
+@pytest.mark.parametrize("drop", ["DROP TABLE vectors", "DROP TABLE vector_log"])
+def test_a_dropped_vector_table_is_rebuilt_by_reindex(db_path, drop):
+    """Without its vector table or log doctor names what is missing (not "damaged", which
+    sent doctor and reindex round in a loop) and reindex recreates it and embeds the facts
+    again; searches read vectors again."""
+    emb = HashingEmbedder(dimension=64)
+    with FactStore(db_path, embedder=emb, ranking=FUSED, vector_writes="inline") as store:
+        fact = store.add("agent", "The nightly backup runs on the replica.")
+    _drop(store, drop)
+    with FactStore(db_path, embedder=emb, ranking=FUSED, vector_writes="inline") as store:
+        report = store.doctor()
+        line = report.problems[0]
+        assert f"missing {drop.split()[-1]}" in line and "run `ctxslots reindex`" in line
+        # Only the facts whose vectors went with the table are embedded again.
+        assert (1 if drop.endswith("vectors") else 0) == store.reindex()
+        assert store.doctor().ok, store.doctor().problems
+        hit = store.search("nightly backup replica")[0]
+        assert fact.id == hit.fact.id and hit.trace.cosine is not None
+
+
+@pytest.mark.parametrize("drop", ["DROP TABLE vectors", "DROP TABLE vector_log"])
+def test_the_cli_doctor_and_reindex_answer_without_a_vector_table(db_path, drop):
+    """`ctxslots doctor` then `ctxslots reindex` on such a file answer, and doctor is ok after."""
+    with FactStore(db_path, ranking=FUSED, vector_writes="inline") as store:
+        store.add("agent", "The nightly backup runs on the replica.")
+    _drop(store, drop)
+    for command in ("doctor", "reindex", "reindex --full", "doctor"):
+        result = CliRunner().invoke(cli, ["--db", str(db_path), *command.split()])
+        assert "reindex" not in command or result.output.startswith("reindexed:"), result.output
+        assert "damaged" not in result.output and "Traceback" not in result.output
+    assert 0 == result.exit_code and result.output.strip().endswith("ok")
+
+
+DOCTOR = """
+import sys
+from ctxslots import FactStore
+with FactStore(sys.argv[1], create=False) as store:
+    report = store.doctor()
+    print(report.fts_in_sync)
+    print(report.problems)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
+def test_doctor_on_a_read_only_file_finds_the_full_text_index_in_sync(tmp_path):
+    """A file its user may not write is checked by what can be read: a sound index is in sync,
+    with no problem reported (the check that writes is not run)."""
+    preexec = ordinary_child()  # skips, with the reason, where permissions cannot hold
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    path = folder / "memory.db"
+    with FactStore(path) as store:
+        store.add("agent", "The VPN needs a fresh token.")
+        store.forget(store.add("agent", "An archived note.").id)
+    os.chmod(path, 0o444)
+    os.chmod(folder, 0o555)
+    try:
+        done = subprocess.run([sys.executable, "-c", DOCTOR, str(path)], preexec_fn=preexec,
+                              capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        os.chmod(folder, 0o755)
+        os.chmod(path, 0o644)
+    assert 0 == done.returncode, done.stderr
+    assert ["True", "()"] == done.stdout.splitlines()
+
+
+def test_a_dropped_hnsw_index_is_reported_and_rebuilt(pg_url):
+    """PostgreSQL: doctor names a dropped HNSW index of the vector leg; reindex recreates it."""
+    import psycopg
+
+    emb = HashingEmbedder(dimension=64)
+    with FactStore(pg_url, embedder=emb, ranking=FUSED, vector_writes="inline") as store:
+        store.add("agent", "The nightly backup runs on the replica.")
+        assert store.doctor().ok
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DROP INDEX fact_vectors_hnsw")
+        report = store.doctor()
+        (line,) = report.problems
+        assert "vector index fact_vectors_hnsw is missing" in line and "reindex" in line
+        store.reindex()
+        assert store.doctor().ok
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT to_regclass('fact_vectors_hnsw')").fetchone()[0]

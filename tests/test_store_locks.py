@@ -1,0 +1,172 @@
+"""A write lock held by another writer past the busy timeout, and calls on a closed store:
+each a CtxslotsError that says what happened, with nothing written."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import ctxslots
+from _sql import stored_rows
+from ctxslots import CtxslotsError, FactStore, StoreBusyError, StoreClosedError, StoreError
+from ctxslots.cli import cli
+from ctxslots.stores.engines import BUSY_TIMEOUT_ENV
+
+HOLDER = """
+import sys, apsw
+conn = apsw.Connection(sys.argv[1])
+conn.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+sys.stdin.readline()
+conn.execute("ROLLBACK")
+"""
+
+
+class SQLiteHolder:
+    """Another process holding the write lock of a SQLite store until released."""
+
+    def __init__(self, path: Path) -> None:
+        src = str(Path(ctxslots.__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+        self.child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], env=env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.child.stdout is not None and self.child.stdin is not None
+        assert "held" == self.child.stdout.readline().strip()
+
+    def release(self) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.write("\n")
+        self.child.stdin.close()
+        assert 0 == self.child.wait(60)
+
+
+class PostgresHolder:
+    """Another session holding a lock on the facts table that every write needs."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url)
+        self.conn.execute("BEGIN")
+        self.conn.execute("LOCK TABLE facts IN SHARE MODE")
+
+    def release(self) -> None:
+        self.conn.execute("ROLLBACK")
+        self.conn.close()
+
+
+def _holder(store: FactStore) -> SQLiteHolder | PostgresHolder:
+    if store.engine == "sqlite":
+        return SQLiteHolder(Path(str(store.path)))
+    return PostgresHolder(str(store.path))
+
+
+@pytest.fixture(name="short_wait")
+def fixture_short_wait(monkeypatch):
+    """Writes wait half a second for another writer's lock."""
+    monkeypatch.setenv(BUSY_TIMEOUT_ENV, "0.5")
+
+
+def test_a_write_past_the_busy_timeout_is_a_store_busy_error(short_wait, store):
+    """The write fails with StoreBusyError (a CtxslotsError) naming what to do, nothing is
+    written, and the same write succeeds once the other writer is done."""
+    store.add("agent", "Written before the lock.")
+    before = stored_rows(store)
+    holder = _holder(store)
+    try:
+        with pytest.raises(StoreBusyError) as caught:
+            store.add("agent", "Waits for the lock.")
+        with pytest.raises(StoreBusyError):
+            with store.batch():
+                store.add("agent", "Waits in a batch.")
+    finally:
+        holder.release()
+    assert isinstance(caught.value, CtxslotsError)
+    assert "is busy" in str(caught.value) and "nothing was written" in str(caught.value)
+    assert "CTXSLOTS_BUSY_TIMEOUT" in str(caught.value)
+    assert before == stored_rows(store)
+    store.add("agent", "Waits for the lock.")
+    assert 2 == len(store.facts())
+
+
+def test_the_sqlite_busy_error_names_the_process_holding_the_lock(short_wait, db_path):
+    """On Linux the message names the holder's process id and command line."""
+    with FactStore(db_path) as store:
+        store.add("agent", "Written before the lock.")
+        holder = SQLiteHolder(db_path)
+        try:
+            with pytest.raises(StoreBusyError) as caught:
+                store.add("agent", "Waits for the lock.")
+        finally:
+            holder.release()
+    if not Path("/proc/locks").exists():
+        pytest.skip("the system does not list its locks in /proc/locks")
+    assert f"process {holder.child.pid}" in str(caught.value)
+    assert caught.value.holder is not None and caught.value.waited == 0.5
+
+
+def test_the_cli_says_busy_in_one_line(short_wait, location):
+    """`ctxslots remember` while another writer holds the lock: one line, exit 1, no traceback."""
+    with FactStore(location) as store:
+        store.add("agent", "Written before the lock.")
+        holder = _holder(store)
+    try:
+        result = CliRunner().invoke(cli, ["--db", location, "remember", "agent", "Waits."])
+    finally:
+        holder.release()
+    assert 1 == result.exit_code, result.output
+    assert "Traceback" not in result.output
+    (line,) = result.output.strip().splitlines()
+    assert "is busy" in line and "nothing was written" in line
+
+
+@pytest.mark.parametrize("text", ["soon", "-1", "1e9", "nan"])
+def test_a_busy_timeout_that_is_no_number_of_seconds_is_refused(monkeypatch, db_path, text):
+    """$CTXSLOTS_BUSY_TIMEOUT must be seconds from 0 to 86400; the error names the variable."""
+    monkeypatch.setenv(BUSY_TIMEOUT_ENV, text)
+    with pytest.raises(StoreError, match="CTXSLOTS_BUSY_TIMEOUT must be a number of seconds"):
+        FactStore(db_path)
+    assert not db_path.exists()
+
+
+# -- a closed store -------------------------------------------------------------
+
+CALLS = {
+    "add": lambda s, f: s.add("agent", "After close."),
+    "upsert": lambda s, f: s.upsert("agent", "k", "After close."),
+    "get": lambda s, f: s.get(f),
+    "update": lambda s, f: s.update(f, value="After close."),
+    "search": lambda s, f: s.search("anything"),
+    "query_words": lambda s, f: s.query_words("anything at all"),
+    "facts": lambda s, f: s.facts(),
+    "stats": lambda s, f: s.stats(),
+    "doctor": lambda s, f: s.doctor(),
+    "reindex": lambda s, f: s.reindex(),
+    "forget": lambda s, f: s.forget(f),
+    "delete": lambda s, f: s.delete(f),
+    "reinforce": lambda s, f: s.reinforce(f),
+    "history": lambda s, f: s.history(f),
+    "export_jsonl": lambda s, f: s.export_jsonl(io.StringIO()),
+    "import_jsonl": lambda s, f: s.import_jsonl(io.StringIO(
+        '{"format": "ctxslots-facts", "version": 1}\n')),
+    "batch": lambda s, f: s.batch().__enter__(),
+}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+def test_every_call_on_a_closed_store_is_a_store_closed_error(location, call):
+    """Reads, writes and upkeep on a closed store raise StoreClosedError naming the store."""
+    store = FactStore(location)
+    fact = store.add("agent", "Written before close.")
+    store.close()
+    store.close()  # closing twice is fine
+    with pytest.raises(StoreClosedError, match="is closed"):
+        CALLS[call](store, fact.id)
+    with FactStore(location) as again:
+        assert ["Written before close."] == [f.value for f in again.facts()]
