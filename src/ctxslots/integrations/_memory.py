@@ -86,19 +86,22 @@ def _text_or_none(name: str, value: object) -> str | None:
                                f"{type(value).__name__}", field=name, value=value)
 
 
-def identity_of(source: object, *, agent: str | None = None) -> RunIdentity:
+def identity_of(source: object, *, agent: str | None = None,
+                conversation: str | None = None) -> RunIdentity:
     """The identity a run's context names: attributes (or mapping keys) ``user``,
     ``scope``, ``agent`` and ``conversation``; missing ones are ``None``.
 
     :param agent: The agent when the context names none (the framework's agent name).
+    :param conversation: The conversation when the context names none (the
+        framework's own conversation id; else ``"default"``).
     :raises InvalidArgumentError: One of them is neither a string nor ``None``.
     """
     user = _text_or_none("user", _field(source, "user"))
     scope = _text_or_none("scope", _field(source, "scope"))
     named = _text_or_none("agent", _field(source, "agent"))
-    conversation = _text_or_none("conversation", _field(source, "conversation"))
+    named_conversation = _text_or_none("conversation", _field(source, "conversation"))
     return RunIdentity(user=user, agent=named if named is not None else agent, scope=scope,
-                       conversation=conversation or "default")
+                       conversation=named_conversation or conversation or "default")
 
 
 def record_report(source: object, report: FlushReport) -> None:
