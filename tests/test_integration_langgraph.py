@@ -273,6 +273,21 @@ def store_user(facts: FactStore, key: str) -> list[str]:
     return [f.user for f in facts.facts(slots=["user"], user=ANY) if f.key == key]
 
 
+def test_the_context_node_runs_under_invoke_too(db_path, clock):
+    """A synchronous ``invoke`` runs the same node (the store read in the caller's thread)."""
+    facts = FactStore(db_path, clock=clock)
+    facts.upsert("user", "editor", "The user edits code in Helix.", user="alice")
+    server = ScriptedChatServer(["You use Helix."])
+    try:
+        out = _graph(Memory(facts), server, CtxslotsStore(facts)).invoke(
+            {"messages": [("user", "Which editor do I use?")]}, _config("alice"))
+        assert "The user edits code in Helix." in out["memory_context"]
+        assert "Helix" in server.requests[0]["messages"][0]["content"]
+    finally:
+        server.close()
+        facts.close()
+
+
 def test_a_failing_store_does_not_stop_the_graph(db_path, clock, caplog):
     """A closed store: the context node gives "" (logged) and the graph answers."""
     facts = FactStore(db_path, clock=clock)

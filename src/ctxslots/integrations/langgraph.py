@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -43,7 +43,7 @@ from ..stores.owners import ANY, OwnerArgs
 from ._memory import Memory, RunIdentity, identity_of
 
 try:
-    from langchain_core.runnables import RunnableConfig
+    from langchain_core.runnables import RunnableConfig, RunnableLambda
     from langgraph.store.base import (
         BaseStore,
         GetOp,
@@ -367,12 +367,12 @@ def _latest_user_text(state: Mapping[str, Any], messages_key: str) -> str:
 
 
 def context_node(memory: Memory, *, key: str = "memory_context", messages_key: str = "messages"
-                 ) -> Callable[[Mapping[str, Any], RunnableConfig], Any]:
-    """A graph node (an async function of the state and the run's config) that assembles
-    the memory for the latest user message in ``state[messages_key]`` and returns
-    ``{key: text}``, for the owners in the run's ``configurable``
-    (:func:`identity_from_config`). When memory fails the text is ``""`` (logged;
-    raised with ``memory.strict``).
+                 ) -> RunnableLambda[Mapping[str, Any], dict[str, str]]:
+    """A graph node that assembles the memory for the latest user message in
+    ``state[messages_key]`` and returns ``{key: text}``, for the owners in the run's
+    ``configurable`` (:func:`identity_from_config`); it runs under ``invoke`` and
+    ``ainvoke`` alike. When memory fails the text is ``""`` (logged; raised with
+    ``memory.strict``).
 
     :raises InvalidArgumentError: ``memory`` is not a :class:`~ctxslots.integrations.Memory`.
     """
@@ -380,12 +380,23 @@ def context_node(memory: Memory, *, key: str = "memory_context", messages_key: s
         raise InvalidArgumentError(f"memory must be a ctxslots Memory, not "
                                    f"{type(memory).__name__}", field="memory", value=memory)
 
-    async def memory_context(state: Mapping[str, Any], config: RunnableConfig
-                             ) -> dict[str, str]:
+    def who(config: RunnableConfig | None) -> RunIdentity | None:
         try:
-            who = identity_from_config(config)
+            return identity_from_config(config)
         except InvalidArgumentError as exc:
-            return {key: str(memory.handle_failure("reading the run's identity", exc, ""))}
-        return {key: await memory.acontext(_latest_user_text(state, messages_key), who)}
+            memory.handle_failure("reading the run's identity", exc, None)
+            return None
 
-    return memory_context
+    def memory_context(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, str]:
+        owners = who(config)
+        text = memory.context(_latest_user_text(state, messages_key), owners) if owners else ""
+        return {key: text}
+
+    async def amemory_context(state: Mapping[str, Any], config: RunnableConfig
+                              ) -> dict[str, str]:
+        owners = who(config)
+        text = await memory.acontext(_latest_user_text(state, messages_key), owners) \
+            if owners else ""
+        return {key: text}
+
+    return RunnableLambda(memory_context, afunc=amemory_context, name="memory_context")
