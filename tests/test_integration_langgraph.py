@@ -23,11 +23,25 @@ from langgraph.graph.message import add_messages
 from langgraph.store.base import BaseStore, InvalidNamespaceError, PutOp
 from langgraph.store.memory import InMemoryStore
 
-from _agent_scripts import tool_calls
-from ctxslots import ANY, FactStore, InvalidArgumentError, InvalidFactError
+from _agent_scripts import flush_reply, tool_calls
+from ctxslots import (
+    ANY,
+    FactStore,
+    FlushPolicy,
+    InvalidArgumentError,
+    InvalidFactError,
+    MemoryFlusher,
+    OpenAIChatClient,
+)
 from ctxslots.errors import MemoryUnavailableError
 from ctxslots.integrations import Memory, RunIdentity
-from ctxslots.integrations.langgraph import CtxslotsStore, context_node, identity_from_config
+from ctxslots.integrations.langgraph import (
+    CtxslotsStore,
+    context_node,
+    flush_node,
+    identity_from_config,
+    to_messages,
+)
 from ctxslots.testing import ScriptedChatServer
 
 ITEMS = [
@@ -232,7 +246,12 @@ def _graph(memory: Memory, server: ScriptedChatServer, store: BaseStore):
     builder.add_edge(START, "recall")
     builder.add_edge("recall", "chat")
     builder.add_edge("chat", "remember")
-    builder.add_edge("remember", END)
+    if memory.flusher is None:
+        builder.add_edge("remember", END)
+    else:
+        builder.add_node("flush", flush_node(memory))
+        builder.add_edge("remember", "flush")
+        builder.add_edge("flush", END)
     return builder.compile(store=store)
 
 
@@ -273,18 +292,66 @@ def store_user(facts: FactStore, key: str) -> list[str]:
     return [f.user for f in facts.facts(slots=["user"], user=ANY) if f.key == key]
 
 
-def test_the_context_node_runs_under_invoke_too(db_path, clock):
-    """A synchronous ``invoke`` runs the same node (the store read in the caller's thread)."""
+def test_the_flush_node_keeps_the_runs_messages(db_path, clock, caplog):
+    """The last node flushes the graph's messages for the configurable's user, with the
+    thread as the conversation; another user's flush is not due yet and says so."""
+    facts = FactStore(db_path, clock=clock)
+    model = ScriptedChatServer(["Lisbon is lovely.", "Hello."])
+    flush = ScriptedChatServer([flush_reply(("user", "city", "The user lives in Lisbon."))])
+    flusher = MemoryFlusher(facts, OpenAIChatClient(flush.base_url, "scripted", max_retries=0),
+                            policy=FlushPolicy(every_n_turns=2))
+    try:
+        graph = _graph(Memory(facts, flusher=flusher), model, CtxslotsStore(facts))
+
+        async def main():
+            await graph.ainvoke({"messages": [("user", "Hello."), ("assistant", "Hi!"),
+                                              ("user", "I moved to Lisbon.")]},
+                                _config("alice"))
+            await graph.ainvoke({"messages": [("user", "Hi.")]}, _config("bob"))
+
+        with caplog.at_level(logging.INFO, logger="ctxslots.integrations"):
+            asyncio.run(main())
+        assert "The user lives in Lisbon." == facts.get_by_key("user", "city",
+                                                              user="alice").value
+        assert facts.get_by_key("user", "city", user="bob") is None
+        sent = flush.requests[0]["messages"][-1]["content"]
+        assert "I moved to Lisbon." in sent and "Lisbon is lovely." in sent
+        assert 1 == len(flush.requests)
+        assert any("'t-bob' for user 'bob': not_due (not due yet: 1 of 2 turns" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        model.close()
+        flush.close()
+        facts.close()
+
+
+def test_graph_messages_become_conversation_lines():
+    """LangChain messages and role/content mappings keep their role and text."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    lines = to_messages([HumanMessage("Hi"), AIMessage(""), ToolMessage("sunny", tool_call_id="a"),
+                         {"role": "assistant", "content": [{"type": "text", "text": "Sunny."}]}])
+    assert [("user", "Hi"), ("tool", "sunny"), ("assistant", "Sunny.")] == \
+        [(m.role, m.content) for m in lines]
+
+
+def test_the_nodes_run_under_invoke_too(db_path, clock):
+    """A synchronous ``invoke`` runs the same context and flush nodes."""
     facts = FactStore(db_path, clock=clock)
     facts.upsert("user", "editor", "The user edits code in Helix.", user="alice")
     server = ScriptedChatServer(["You use Helix."])
+    flush = ScriptedChatServer([flush_reply(("user", "asks", "The user asks about editors."))])
+    flusher = MemoryFlusher(facts, OpenAIChatClient(flush.base_url, "scripted", max_retries=0),
+                            policy=FlushPolicy(every_n_turns=1))
     try:
-        out = _graph(Memory(facts), server, CtxslotsStore(facts)).invoke(
+        out = _graph(Memory(facts, flusher=flusher), server, CtxslotsStore(facts)).invoke(
             {"messages": [("user", "Which editor do I use?")]}, _config("alice"))
         assert "The user edits code in Helix." in out["memory_context"]
         assert "Helix" in server.requests[0]["messages"][0]["content"]
+        assert facts.get_by_key("user", "asks", user="alice") is not None
     finally:
         server.close()
+        flush.close()
         facts.close()
 
 
@@ -330,6 +397,8 @@ def test_identity_comes_from_the_configurable():
         identity_from_config({"configurable": {"user_id": 7}})
     with pytest.raises(InvalidArgumentError, match="memory must be a ctxslots Memory"):
         context_node("memory")
+    with pytest.raises(InvalidArgumentError, match="needs a Memory with a flusher"):
+        flush_node(Memory(FactStore(":memory:")))
 
 
 def test_without_langgraph_the_import_says_which_extra():

@@ -38,6 +38,7 @@ from typing import Any
 import attrs
 
 from ..errors import IntegrationUnavailableError, InvalidArgumentError
+from ..model import Message
 from ..stores import FactStore
 from ..stores.owners import ANY, OwnerArgs
 from ._memory import Memory, RunIdentity, identity_of
@@ -61,7 +62,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise IntegrationUnavailableError("ctxslots.integrations.langgraph", "langgraph") from exc
 
-__all__ = ["CtxslotsStore", "context_node", "identity_from_config"]
+__all__ = ["CtxslotsStore", "context_node", "flush_node", "identity_from_config", "to_messages"]
 
 #: Most facts a filtered search ranks before filtering (the filter runs on the values).
 _FILTER_WINDOW = 1000
@@ -352,18 +353,39 @@ def identity_from_config(config: RunnableConfig | Mapping[str, Any] | None) -> R
     return identity_of(fields, conversation=thread if isinstance(thread, str) else None)
 
 
+_ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
+          "system": "system", "tool": "tool"}
+
+
+def _role_and_text(message: object) -> tuple[str | None, str]:
+    if isinstance(message, Mapping):
+        role, content = message.get("role", message.get("type")), message.get("content")
+    else:
+        role, content = getattr(message, "type", None), getattr(message, "content", None)
+    if not isinstance(content, str):
+        content = " ".join(p.get("text", "") for p in content or []
+                           if isinstance(p, Mapping) and isinstance(p.get("text"), str)) \
+            if isinstance(content, list) else ""
+    return _ROLES.get(role) if isinstance(role, str) else None, content
+
+
 def _latest_user_text(state: Mapping[str, Any], messages_key: str) -> str:
     for message in reversed(list(state.get(messages_key) or [])):
-        if isinstance(message, Mapping):
-            role, content = message.get("role", message.get("type")), message.get("content")
-        else:
-            role, content = getattr(message, "type", None), getattr(message, "content", None)
-        if role in ("human", "user"):
-            if isinstance(content, str):
-                return content
-            return " ".join(p.get("text", "") for p in content or []
-                            if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+        role, text = _role_and_text(message)
+        if role == "user":
+            return text
     return ""
+
+
+def to_messages(messages: Iterable[object]) -> list[Message]:
+    """A graph's messages (LangChain messages or role/content mappings) as conversation
+    messages for the flusher; those with no text are left out."""
+    out: list[Message] = []
+    for message in messages:
+        role, text = _role_and_text(message)
+        if role is not None and text.strip():
+            out.append(Message(role, text))
+    return out
 
 
 def context_node(memory: Memory, *, key: str = "memory_context", messages_key: str = "messages"
@@ -400,3 +422,36 @@ def context_node(memory: Memory, *, key: str = "memory_context", messages_key: s
         return {key: text}
 
     return RunnableLambda(memory_context, afunc=amemory_context, name="memory_context")
+
+
+def flush_node(memory: Memory, *, messages_key: str = "messages"
+               ) -> RunnableLambda[Mapping[str, Any], dict[str, Any]]:
+    """A graph node that flushes ``state[messages_key]`` through the memory's flusher
+    (and its policy) for the owners in the run's ``configurable``, the ``thread_id`` as
+    the conversation; put it last. It leaves the state as it is. A flush that is not
+    due is logged at INFO; a failure is logged (raised with ``memory.strict``).
+
+    :raises InvalidArgumentError: ``memory`` is not a :class:`~ctxslots.integrations.Memory`
+        or has no flusher.
+    """
+    if not isinstance(memory, Memory):
+        raise InvalidArgumentError(f"memory must be a ctxslots Memory, not "
+                                   f"{type(memory).__name__}", field="memory", value=memory)
+    if memory.flusher is None:
+        raise InvalidArgumentError("flush_node needs a Memory with a flusher",
+                                   field="memory", value=memory)
+
+    async def aflush_memory(state: Mapping[str, Any], config: RunnableConfig
+                            ) -> dict[str, Any]:
+        try:
+            who = identity_from_config(config)
+        except InvalidArgumentError as exc:
+            memory.handle_failure("reading the run's identity", exc, None)
+            return {}
+        await memory.aflush(to_messages(state.get(messages_key) or []), who)
+        return {}
+
+    def flush_memory(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return asyncio.run(aflush_memory(state, config))
+
+    return RunnableLambda(flush_memory, afunc=aflush_memory, name="flush_memory")
