@@ -111,6 +111,22 @@ def test_a_tool_call_writes_a_fact_for_the_runs_user(store, servers):
     assert all(t["function"].get("strict") for t in model.requests[0]["tools"])
 
 
+def test_agent_facts_belong_to_the_agent_and_scope(store, servers):
+    """A fact the model keeps in the agent slot is the run's agent's (the Agent's name,
+    unless the context names one); with the agent slot scoped, in the context's scope."""
+    model, _ = servers([tool_calls(store_call("agent", "Refunds need a receipt.")), "Ok.",
+                        tool_calls(store_call("agent", "Refunds take a week.")), "Ok."])
+    agent = with_memory(_agent(model, name="support"),
+                       Memory(store, scoped_slots={"project", "agent"}))
+    _runs((agent, "Remember: refunds need a receipt.", MemoryContext(user="a", scope="shop")),
+          (agent, "Remember: refunds take a week.", MemoryContext(agent="triage")))
+    assert store.find_memory("agent", "Refunds need a receipt.", agent="support",
+                             scope="shop") is not None
+    assert store.find_memory("agent", "Refunds need a receipt.", agent="support") is None
+    assert store.find_memory("agent", "Refunds take a week.", agent="triage") is not None
+    assert [] == store.facts(slots=["agent"])  # nothing for the default agent
+
+
 def test_the_runs_messages_are_flushed_when_it_ends(store, servers):
     """With a flusher whose policy is due, the run's conversation is flushed for the
     context's user and agent; the report lands on the context; the memory tools'

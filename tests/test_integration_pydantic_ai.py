@@ -113,6 +113,26 @@ def test_a_tool_call_writes_a_fact_for_the_runs_user(store, servers):
     assert tool_answer["role"] == "tool" and tool_answer["content"].startswith("Stored [id:")
 
 
+def test_agent_facts_belong_to_the_agent_and_scope(store, servers):
+    """A fact the model keeps in the agent slot is the run's agent's (the Agent's name,
+    unless the deps name one); with the agent slot scoped, in the deps' scope."""
+    model, _ = servers([tool_calls(_store_call("agent", "Refunds need a receipt.")), "Ok.",
+                        tool_calls(_store_call("agent", "Refunds take a week.")), "Ok."])
+    agent = _agent(_model(model), Memory(store, scoped_slots={"project", "agent"}),
+                   name="support")
+
+    async def main():
+        await agent.run("Remember: receipts.", deps=MemoryContext(user="a", scope="shop"))
+        await agent.run("Remember: a week.", deps=MemoryContext(agent="triage"))
+
+    asyncio.run(main())
+    assert store.find_memory("agent", "Refunds need a receipt.", agent="support",
+                             scope="shop") is not None
+    assert store.find_memory("agent", "Refunds need a receipt.", agent="support") is None
+    assert store.find_memory("agent", "Refunds take a week.", agent="triage") is not None
+    assert [] == store.facts(slots=["agent"])  # nothing for the default agent
+
+
 def test_the_runs_messages_are_flushed_after_it(store, servers):
     """With a flusher whose policy is due, the run's messages are flushed for the
     dependencies' user and the agent's name; the report lands on the deps; the memory

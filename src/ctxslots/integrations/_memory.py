@@ -151,6 +151,8 @@ class Memory:
             ``store`` with the built-in memory slots).
         budget: Tokens the assembled context may use.
         slots: The slots the tools may read and write.
+        scoped_slots: The slots whose facts the tools write in the run's scope (the
+            others are global), as :class:`~ctxslots.MemoryTools` takes them.
         allow_delete: Offer the ``memory_delete`` tool (erases a fact for good).
         strict: Raise memory failures into the run instead of logging them.
         force_flush: Flush at the end of every run, whatever the policy says.
@@ -163,6 +165,8 @@ class Memory:
     budget: int = attrs.field(default=DEFAULT_BUDGET, kw_only=True)
     slots: tuple[str, ...] = attrs.field(default=DEFAULT_SLOTS, kw_only=True,
                                          converter=_slot_tuple)
+    scoped_slots: frozenset[str] = attrs.field(default=frozenset({"project"}), kw_only=True,
+                                               converter=frozenset)
     allow_delete: bool = attrs.field(default=False, kw_only=True)
     strict: bool = attrs.field(default=False, kw_only=True)
     force_flush: bool = attrs.field(default=False, kw_only=True)
@@ -172,7 +176,7 @@ class Memory:
             self.assembler = PromptAssembler(self.store)
         # A budget that no request can hold is a mistake of the program: said now.
         AssemblyRequest("", budget=self.budget)
-        MemoryTools(self.store, slots=self.slots)
+        MemoryTools(self.store, slots=self.slots, scoped_slots=self.scoped_slots)
 
     # -- the context ---------------------------------------------------------
 
@@ -219,7 +223,8 @@ class Memory:
         :raises InvalidFactError: An owner is malformed.
         """
         return MemoryTools(self.store, user=who.user, agent=who.agent, scope=who.scope,
-                           slots=self.slots, allow_delete=self.allow_delete)
+                           slots=self.slots, scoped_slots=self.scoped_slots,
+                           allow_delete=self.allow_delete)
 
     def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None,
                  who: RunIdentity) -> str:

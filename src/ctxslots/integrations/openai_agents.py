@@ -124,9 +124,14 @@ def memory_instructions(memory: Memory, instructions: Instructions = None
 # -- tools ----------------------------------------------------------------------
 
 
-def memory_tools(memory: Memory) -> list[FunctionTool]:
+def memory_tools(memory: Memory, *, agent: str | None = None) -> list[FunctionTool]:
     """The memory tools as strict ``FunctionTool`` objects, each bound per call to the
-    run context's owners (the agent: the context's, else the calling ``Agent``'s name)."""
+    run context's owners.
+
+    :param agent: The agent whose tools these are, when the run context names none
+        (:func:`with_memory` passes the ``Agent``'s name; else the calling agent's name
+        when the SDK says it, else the store's default agent).
+    """
 
     def tool(entry: Mapping[str, Any]) -> FunctionTool:
         function = entry["function"]
@@ -134,7 +139,8 @@ def memory_tools(memory: Memory) -> list[FunctionTool]:
 
         async def invoke(context: RunContextWrapper[Any], arguments: str) -> str:
             try:
-                who = _who(context, getattr(context, "agent", None))
+                who = identity_of(context.context,
+                                  agent=_agent_name(getattr(context, "agent", None)) or agent)
             except InvalidArgumentError as exc:
                 return f"Error: memory is unavailable ({exc})"
             return await memory.adispatch(name, arguments, who)
@@ -299,7 +305,7 @@ def with_memory(agent: Agent[Any], memory: Memory) -> Agent[Any]:
     if not isinstance(memory, Memory):
         raise InvalidArgumentError(f"memory must be a ctxslots Memory, not "
                                    f"{type(memory).__name__}", field="memory", value=memory)
-    tools = memory_tools(memory)
+    tools = memory_tools(memory, agent=_agent_name(agent))
     taken = sorted({t.name for t in tools} & {getattr(t, "name", None) for t in agent.tools})
     if taken:
         raise InvalidArgumentError(f"the agent already has tools named {', '.join(taken)}",
