@@ -18,7 +18,8 @@ see it):
 - ``<!-- test: skip REASON -->``: not run (installs, long-running servers, a
   synopsis with placeholders, examples needing a hosted model);
 - ``<!-- test: write FILE -->``: the block's text is written to ``FILE``;
-- ``<!-- test: llm-reply JSON -->``: what the model answers the next request.
+- ``<!-- test: llm-reply JSON -->``: what the model answers the next request
+  (several before one block: the block's requests, in order).
   Every page has a :class:`~ctxslots.testing.ScriptedChatServer` answering
   the page's replies in order; ``http://127.0.0.1:8080/v1`` in an example
   stands for it (and ``$CTXSLOTS_LLM_BASE_URL`` points at it);
@@ -82,6 +83,11 @@ class Block:
             if word == name:
                 return rest.strip()
         return None
+
+    def directives_named(self, name: str) -> list[str]:
+        """The arguments of every directive ``name``, in order."""
+        return [rest.strip() for word, _, rest in (d.partition(" ") for d in self.directives)
+                if word == name]
 
 
 def read_blocks(text: str) -> list[Block]:
@@ -234,8 +240,8 @@ def test_page_examples_run_and_print_what_they_claim(page, page_env, monkeypatch
     """Every runnable block of the page runs in order and prints its ``output`` block."""
     workdir, bindir = page_env
     blocks = read_blocks((ROOT / page).read_text(encoding="utf-8"))
-    replies = [b.directive("llm-reply") for b in blocks if b.directive("llm-reply") is not None]
-    with ScriptedChatServer([r for r in replies if r is not None]) as server:
+    replies = [r for b in blocks for r in b.directives_named("llm-reply")]
+    with ScriptedChatServer(replies) as server:
         monkeypatch.setenv("CTXSLOTS_LLM_BASE_URL", server.base_url)
         runner = PageRunner(page, workdir, server, bindir)
         for block in blocks:
@@ -267,6 +273,9 @@ def test_the_runner_reads_directives_outputs_and_prompts():
     assert [("ctxslots stats", "3 facts"), ("echo a b", None)] == _commands(blocks[2].text)
     assert _in_process("ctxslots --db x.db get 1  # a comment") == ["--db", "x.db", "get", "1"]
     assert _in_process("ctxslots export | head") is None
+    two = read_blocks('<!-- test: llm-reply "a" -->\n<!-- test: llm-reply {"b": 1} -->\n'
+                      "```python\npass\n```\n")
+    assert ['"a"', '{"b": 1}'] == two[0].directives_named("llm-reply")
 
 
 def test_output_matching_allows_ellipses_and_nothing_else():

@@ -21,6 +21,7 @@ __all__ = [
     "FactNotFoundError",
     "FlushError",
     "ImportLine",
+    "IntegrationUnavailableError",
     "InvalidArgumentError",
     "InvalidFactError",
     "InvalidImportError",
@@ -28,6 +29,7 @@ __all__ = [
     "InvalidToolArgumentsError",
     "LLMClientError",
     "MCPUnavailableError",
+    "MemoryUnavailableError",
     "PluginError",
     "ReadOnlyStoreError",
     "ReplyFormatError",
@@ -341,3 +343,28 @@ class EmbedderSpecError(EmbedderError, ValueError):
 
 class MCPUnavailableError(CtxslotsError, ImportError):
     """The ``mcp`` SDK (2.x) is not installed."""
+
+
+class IntegrationUnavailableError(CtxslotsError, ImportError):
+    """An agent framework integration was imported without its framework installed.
+
+    Attributes:
+        extra: The extra that installs it (``pip install 'ctxslots[EXTRA]'``).
+    """
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(f"{module} needs the {extra!r} extra: pip install 'ctxslots[{extra}]'")
+        self.extra = extra
+
+
+class MemoryUnavailableError(CtxslotsError):
+    """Memory could not be read or written during an agent run, and the framework
+    integration was asked to be strict (without ``strict`` it logs and the run goes on).
+
+    Attributes:
+        step: What failed (``"assembling the context"``, ``"flushing the conversation"``...).
+    """
+
+    def __init__(self, message: str, *, step: str) -> None:
+        super().__init__(message)
+        self.step = step

@@ -1,8 +1,8 @@
 """Helpers for testing code that uses ctxslots: real parts, running locally.
 
 - :class:`ScriptedChatServer`: a real HTTP server on 127.0.0.1 that speaks the
-  OpenAI chat-completions protocol and answers from a script, for testing
-  flushers and LLM clients without a model.
+  OpenAI chat-completions protocol (streamed too) and answers from a script, for
+  testing flushers, LLM clients and agent frameworks without a model.
 """
 
 from __future__ import annotations
@@ -60,6 +60,26 @@ def _completion(content: str, request: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _stream(completion: Mapping[str, Any], request: Mapping[str, Any]) -> str:
+    """A completion as the server-sent events of a streamed answer: the whole message in
+    one delta, the finish reason, the usage when asked for, then ``[DONE]``."""
+    head = {k: completion.get(k) for k in ("id", "created", "model")}
+    head["object"] = "chat.completion.chunk"
+    choice = (completion.get("choices") or [{}])[0]
+    message = dict(choice.get("message") or {})
+    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **call}
+                               for i, call in enumerate(message["tool_calls"])]
+    chunks = [{**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+              {**head, "choices": [{"index": 0, "delta": {},
+                                    "finish_reason": choice.get("finish_reason", "stop")}]}]
+    options = request.get("stream_options")
+    if isinstance(options, Mapping) and options.get("include_usage"):
+        chunks.append({**head, "choices": [], "usage": completion.get("usage")})
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+
+
 class ScriptedChatServer:
     """A chat-completions server on 127.0.0.1 answering from a script, one step per request.
 
@@ -71,7 +91,9 @@ class ScriptedChatServer:
             client = OpenAIChatClient(server.base_url, "scripted")
 
     It speaks HTTP/1.1 with keep-alive, so a pooling client reuses its
-    connection.
+    connection. A request with ``"stream": true`` gets its step's completion
+    (content, or a ``body`` that is a completion with tool calls) as server-sent
+    events.
 
     Attributes:
         requests: The decoded JSON body of every request received, in order.
@@ -143,10 +165,11 @@ class ScriptedChatServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
-            def _send(self, status: int, text: str, headers: Mapping[str, str] = {}) -> None:
+            def _send(self, status: int, text: str, headers: Mapping[str, str] = {},
+                      content_type: str = "application/json") -> None:
                 data = text.encode("utf-8")
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -183,12 +206,22 @@ class ScriptedChatServer:
                     step.gate.wait()
                 if step.delay:
                     time.sleep(step.delay)
+                request = body if isinstance(body, dict) else {}
                 if step.body is not None:
                     text = step.body
                 elif step.status != 200:
                     text = json.dumps({"error": {"message": step.content or f"scripted {step.status}"}})
                 else:
-                    text = json.dumps(_completion(step.content or "", body if isinstance(body, dict) else {}))
+                    text = json.dumps(_completion(step.content or "", request))
+                if step.status == 200 and request.get("stream") is True:
+                    try:
+                        completion = json.loads(text)
+                    except ValueError:  # a broken body is sent as it is
+                        completion = None
+                    if isinstance(completion, dict):
+                        self._send(200, _stream(completion, request), step.headers,
+                                   content_type="text/event-stream")
+                        return
                 self._send(step.status, text, step.headers)
 
         return Handler

@@ -1,0 +1,315 @@
+"""Memory for the OpenAI Agents SDK: context in the instructions, the memory tools, a
+flush when the run ends.
+
+::
+
+    from agents import Agent, Runner
+    from ctxslots.integrations import Memory, MemoryContext
+    from ctxslots.integrations.openai_agents import with_memory
+
+    agent = with_memory(Agent(name="assistant", instructions="Be brief."), Memory(store))
+    result = await Runner.run(agent, "hi", context=MemoryContext(user="alice"))
+
+Whose memory a run uses comes from the run context (``Runner.run(..., context=...)``):
+a :class:`~ctxslots.integrations.MemoryContext`, or any object or mapping with
+``user``, ``scope``, ``agent`` and ``conversation``. The agent defaults to the
+``Agent``'s ``name``. The pieces :func:`with_memory` puts together are public too:
+:func:`memory_instructions`, :func:`memory_tools` and :class:`MemoryHooks`.
+Needs the ``openai-agents`` extra.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from ..errors import IntegrationUnavailableError, InvalidArgumentError
+from ..model import Message
+from ..tools.memory_tools import openai_tools
+from ._memory import Memory, RunIdentity, identity_of, record_report
+
+try:
+    from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper
+    from agents.items import ModelResponse
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise IntegrationUnavailableError("ctxslots.integrations.openai_agents",
+                                      "openai-agents") from exc
+
+__all__ = ["MemoryHooks", "memory_instructions", "memory_tools", "to_messages", "with_memory"]
+
+#: What an ``Agent`` takes as instructions.
+Instructions = str | Callable[[RunContextWrapper[Any], Agent[Any]], Any] | None
+
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+
+def _agent_name(agent: object) -> str | None:
+    name = getattr(agent, "name", None)
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def _who(context: RunContextWrapper[Any], agent: object) -> RunIdentity:
+    return identity_of(context.context, agent=_agent_name(agent))
+
+
+# -- instructions ---------------------------------------------------------------
+
+
+def _text(content: object) -> str:
+    """The text of a message's content: a string, or the text of its parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "\n".join(str(p.get("text")) for p in content
+                         if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _as_dict(item: object) -> Mapping[str, Any]:
+    if isinstance(item, Mapping):
+        return item
+    dump = getattr(item, "model_dump", None)
+    return dump(exclude_unset=True) if callable(dump) else {}
+
+
+def latest_user_text(items: Sequence[object]) -> str:
+    """The text of the last user message among a run's input items (``""`` for none)."""
+    for item in reversed(items):
+        data = _as_dict(item)
+        if data.get("role") == "user":
+            return _text(data.get("content"))
+    return ""
+
+
+async def _base_text(instructions: Instructions, context: RunContextWrapper[Any],
+                     agent: Agent[Any]) -> str:
+    if instructions is None:
+        return ""
+    if isinstance(instructions, str):
+        return instructions
+    result = instructions(context, agent)
+    if isinstance(result, Awaitable):
+        result = await result
+    return result or ""
+
+
+def memory_instructions(memory: Memory, instructions: Instructions = None
+                        ) -> Callable[[RunContextWrapper[Any], Agent[Any]], Awaitable[str]]:
+    """Dynamic instructions: ``instructions`` (a string or the SDK's callable), then the
+    memory assembled for the run's latest user input, for the run context's owners.
+
+    When memory fails the instructions go out without it (logged; raised with
+    ``memory.strict``).
+    """
+    if instructions is not None and not isinstance(instructions, str) \
+            and not callable(instructions):
+        raise InvalidArgumentError("instructions must be a string, a callable or None",
+                                   field="instructions", value=instructions)
+
+    async def instructions_with_memory(context: RunContextWrapper[Any],
+                                       agent: Agent[Any]) -> str:
+        base = await _base_text(instructions, context, agent)
+        message = latest_user_text(getattr(context, "turn_input", None) or [])
+        try:
+            who = _who(context, agent)
+        except InvalidArgumentError as exc:
+            return str(memory.handle_failure("reading the run's identity", exc, base))
+        recalled = await memory.acontext(message, who)
+        return "\n\n".join(part for part in (base, recalled) if part)
+
+    return instructions_with_memory
+
+
+# -- tools ----------------------------------------------------------------------
+
+
+def memory_tools(memory: Memory, *, agent: str | None = None) -> list[FunctionTool]:
+    """The memory tools as strict ``FunctionTool`` objects, each bound per call to the
+    run context's owners.
+
+    :param agent: The agent whose tools these are, when the run context names none
+        (:func:`with_memory` passes the ``Agent``'s name; else the calling agent's name
+        when the SDK says it, else the store's default agent).
+    """
+
+    def tool(entry: Mapping[str, Any]) -> FunctionTool:
+        function = entry["function"]
+        name = function["name"]
+
+        async def invoke(context: RunContextWrapper[Any], arguments: str) -> str:
+            try:
+                who = identity_of(context.context,
+                                  agent=_agent_name(getattr(context, "agent", None)) or agent)
+            except InvalidArgumentError as exc:
+                return f"Error: memory is unavailable ({exc})"
+            return await memory.adispatch(name, arguments, who)
+
+        return FunctionTool(name=name, description=function["description"],
+                            params_json_schema=function["parameters"], on_invoke_tool=invoke,
+                            strict_json_schema=True)
+
+    return [tool(entry) for entry in
+            openai_tools(memory.slots, strict=True, delete=memory.allow_delete)]
+
+
+# -- the flush ------------------------------------------------------------------
+
+
+def to_messages(items: Sequence[object], *, skip_tools: frozenset[str] = frozenset()
+                ) -> list[Message]:
+    """A run's items as conversation messages for the flusher.
+
+    Messages keep their role (``developer`` reads as ``system``) and text; a function
+    call becomes an assistant line naming the tool and its arguments, its output a
+    ``tool`` message. Calls of the tools in ``skip_tools`` (the memory tools) and
+    their outputs are left out, as are items with no text (reasoning, images).
+    """
+    out: list[Message] = []
+    skipped_calls: set[str] = set()
+    for item in items:
+        data = _as_dict(item)
+        kind = data.get("type")
+        role = data.get("role")
+        if kind == "function_call":
+            name = str(data.get("name", ""))
+            if name in skip_tools:
+                skipped_calls.add(str(data.get("call_id")))
+                continue
+            out.append(Message("assistant", f"[called {name}({data.get('arguments', '')})]"))
+        elif kind == "function_call_output":
+            if str(data.get("call_id")) in skipped_calls:
+                continue
+            output = data.get("output")
+            text = output if isinstance(output, str) else _text(output)
+            if text.strip():
+                out.append(Message("tool", text))
+        elif isinstance(role, str) and role in _ROLES and kind in (None, "message"):
+            text = _text(data.get("content"))
+            if text.strip():
+                out.append(Message(_ROLES[role], text))
+    return out
+
+
+class _Transcript:
+    """What one run's model saw last and answered last, kept until the run ends."""
+
+    __slots__ = ("input", "output")
+
+    def __init__(self) -> None:
+        self.input: list[object] = []
+        self.output: list[object] = []
+
+
+class MemoryHooks(AgentHooks[Any]):
+    """Agent hooks that flush the run's conversation when the agent gives its final
+    output (through the flusher's policy).
+
+    The conversation is what the model saw on its last call and what it answered;
+    the memory tools' calls are left out. The report goes to a
+    :class:`~ctxslots.integrations.MemoryContext` run context (``flush_report``);
+    a flush that is not due is logged at INFO on ``ctxslots.integrations``.
+    Every other hook is passed on to ``inner`` (the agent's own hooks).
+    """
+
+    def __init__(self, memory: Memory, inner: AgentHooks[Any] | None = None) -> None:
+        self.memory = memory
+        self.inner = inner
+        self._runs: dict[int, tuple[weakref.ref[object], _Transcript]] = {}
+        self._skip = frozenset(spec["function"]["name"] for spec in
+                               openai_tools(memory.slots, delete=memory.allow_delete))
+
+    def _transcript(self, context: RunContextWrapper[Any]) -> _Transcript:
+        # One record per run: the run's usage object is shared by every context of a run.
+        usage = context.usage
+        key = id(usage)
+        entry = self._runs.get(key)
+        if entry is None or entry[0]() is not usage:
+            runs = self._runs
+
+            def forget(_ref: weakref.ref[object]) -> None:  # the run is gone: drop its record
+                runs.pop(key, None)
+
+            entry = (weakref.ref(usage, forget), _Transcript())
+            runs[key] = entry
+        return entry[1]
+
+    async def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
+                           system_prompt: str | None, input_items: list[Any]) -> None:
+        """Keep what the model is shown."""
+        transcript = self._transcript(context)
+        transcript.input, transcript.output = list(input_items), []
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any],
+                         response: ModelResponse) -> None:
+        """Keep what the model answered."""
+        self._transcript(context).output = list(response.to_input_items())
+        if self.inner is not None:
+            await self.inner.on_llm_end(context, agent, response)
+
+    async def on_end(self, context: Any, agent: Any, output: Any) -> None:
+        """Flush the run's conversation, then call the inner hook."""
+        entry = self._runs.pop(id(context.usage), None)
+        transcript = entry[1] if entry is not None else _Transcript()
+        messages = to_messages([*transcript.input, *transcript.output], skip_tools=self._skip)
+        try:
+            who = _who(context, agent)
+        except InvalidArgumentError as exc:
+            self.memory.handle_failure("reading the run's identity", exc, None)
+        else:
+            report = await self.memory.aflush(messages, who)
+            if report is not None:
+                record_report(context.context, report)
+        if self.inner is not None:
+            await self.inner.on_end(context, agent, output)
+
+    async def on_start(self, context: Any, agent: Any) -> None:
+        """Passed on to the inner hooks."""
+        if self.inner is not None:
+            await self.inner.on_start(context, agent)
+
+    async def on_handoff(self, context: RunContextWrapper[Any], agent: Any, source: Any) -> None:
+        """Passed on to the inner hooks."""
+        if self.inner is not None:
+            await self.inner.on_handoff(context, agent, source)
+
+    async def on_tool_start(self, context: RunContextWrapper[Any], agent: Any,
+                            tool: Any) -> None:
+        """Passed on to the inner hooks."""
+        if self.inner is not None:
+            await self.inner.on_tool_start(context, agent, tool)
+
+    async def on_tool_end(self, context: RunContextWrapper[Any], agent: Any, tool: Any,
+                          result: Any) -> None:
+        """Passed on to the inner hooks."""
+        if self.inner is not None:
+            await self.inner.on_tool_end(context, agent, tool, result)
+
+
+def with_memory(agent: Agent[Any], memory: Memory) -> Agent[Any]:
+    """A copy of ``agent`` with memory: its instructions followed by the assembled
+    context, the memory tools after its own, and (with a flusher) hooks that flush
+    the run when this agent gives the final output.
+
+    For handoffs, give each agent that may finish a run its memory the same way.
+
+    :raises InvalidArgumentError: ``agent`` is not an ``Agent``, ``memory`` not a
+        :class:`~ctxslots.integrations.Memory`, or the agent already has a tool
+        with a memory tool's name.
+    """
+    if not isinstance(agent, Agent):
+        raise InvalidArgumentError(f"agent must be an agents.Agent, not {type(agent).__name__}",
+                                   field="agent", value=agent)
+    if not isinstance(memory, Memory):
+        raise InvalidArgumentError(f"memory must be a ctxslots Memory, not "
+                                   f"{type(memory).__name__}", field="memory", value=memory)
+    tools = memory_tools(memory, agent=_agent_name(agent))
+    taken = sorted({t.name for t in tools} & {getattr(t, "name", None) for t in agent.tools})
+    if taken:
+        raise InvalidArgumentError(f"the agent already has tools named {', '.join(taken)}",
+                                   field="agent", value=taken)
+    hooks = agent.hooks if memory.flusher is None else MemoryHooks(memory, agent.hooks)
+    return agent.clone(instructions=memory_instructions(memory, agent.instructions),
+                       tools=[*agent.tools, *tools], hooks=hooks)

@@ -1,0 +1,196 @@
+"""Memory for pydantic-ai: a capability that gives an agent its memory context, the
+memory tools and a flush after each run.
+
+::
+
+    from pydantic_ai import Agent
+    from ctxslots.integrations import Memory, MemoryContext
+    from ctxslots.integrations.pydantic_ai import MemoryCapability
+
+    agent = Agent(model, deps_type=MemoryContext, capabilities=[MemoryCapability(Memory(store))])
+    result = await agent.run("hi", deps=MemoryContext(user="alice", scope="shop"))
+
+Whose memory a run uses comes from the run's dependencies (``deps``): a
+:class:`~ctxslots.integrations.MemoryContext`, or any object or mapping with
+``user``, ``scope``, ``agent`` and ``conversation``. The agent defaults to the
+``Agent``'s ``name``, the conversation to the run's ``conversation_id``. The pieces
+are public too: :func:`memory_instructions`, :func:`memory_toolset` and
+:func:`to_messages`. Needs the ``pydantic-ai`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import IntegrationUnavailableError, InvalidArgumentError
+from ..model import Message
+from ..tools.memory_tools import openai_tools
+from ._memory import Memory, RunIdentity, identity_of, record_report
+
+try:
+    from pydantic_ai import RunContext, Tool
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.run import AgentRunResult
+    from pydantic_ai.toolsets import FunctionToolset
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise IntegrationUnavailableError("ctxslots.integrations.pydantic_ai", "pydantic-ai") from exc
+
+__all__ = ["MemoryCapability", "memory_instructions", "memory_toolset", "to_messages"]
+
+
+def _who(ctx: RunContext[Any]) -> RunIdentity:
+    agent = getattr(ctx, "agent", None)
+    name = getattr(agent, "name", None)
+    conversation = getattr(ctx, "conversation_id", None)
+    return identity_of(ctx.deps, agent=name if isinstance(name, str) and name.strip() else None,
+                       conversation=conversation if isinstance(conversation, str)
+                       and conversation.strip() else None)
+
+
+def _prompt_text(prompt: object) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        return "\n".join(p for p in prompt if isinstance(p, str))
+    return ""
+
+
+def _latest_user_text(ctx: RunContext[Any]) -> str:
+    text = _prompt_text(getattr(ctx, "prompt", None))
+    if text:
+        return text
+    for message in reversed(ctx.messages):
+        if isinstance(message, ModelRequest):
+            for part in reversed(message.parts):
+                if isinstance(part, UserPromptPart):
+                    return _prompt_text(part.content)
+    return ""
+
+
+def memory_instructions(memory: Memory) -> Callable[[RunContext[Any]], Awaitable[str]]:
+    """An instructions function: the memory assembled for the run's user prompt, for
+    the owners its dependencies name (``""`` when memory fails: logged, or raised
+    with ``memory.strict``)."""
+
+    async def memory_context(ctx: RunContext[Any]) -> str:
+        try:
+            who = _who(ctx)
+        except InvalidArgumentError as exc:
+            return str(memory.handle_failure("reading the run's identity", exc, ""))
+        return await memory.acontext(_latest_user_text(ctx), who)
+
+    return memory_context
+
+
+def memory_toolset(memory: Memory) -> FunctionToolset[Any]:
+    """The memory tools as a toolset, each call bound to the owners the run's
+    dependencies name. The schemas are the plain ones (optional arguments left out of
+    ``required``), which pydantic-ai's test models can fill and its OpenAI profile
+    sends as they are."""
+
+    def tool(entry: dict[str, Any]) -> Tool[Any]:
+        function = entry["function"]
+        name = function["name"]
+
+        async def call(ctx: RunContext[Any], **arguments: Any) -> str:
+            try:
+                who = _who(ctx)
+            except InvalidArgumentError as exc:
+                return f"Error: memory is unavailable ({exc})"
+            return await memory.adispatch(name, arguments, who)
+
+        return Tool.from_schema(call, name=name, description=function["description"],
+                                json_schema=function["parameters"], takes_ctx=True)
+
+    return FunctionToolset([tool(e) for e in
+                            openai_tools(memory.slots, delete=memory.allow_delete)])
+
+
+def to_messages(messages: Sequence[ModelMessage], *,
+                skip_tools: frozenset[str] = frozenset()) -> list[Message]:
+    """A run's messages as conversation messages for the flusher: system and user
+    prompts, the model's text, tool calls as assistant lines and their returns as
+    ``tool`` messages; the calls of ``skip_tools`` (the memory tools), their returns,
+    retries and thinking are left out."""
+    out: list[Message] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, SystemPromptPart | UserPromptPart):
+                    text = _prompt_text(part.content)
+                    role = "system" if isinstance(part, SystemPromptPart) else "user"
+                elif isinstance(part, ToolReturnPart) and part.tool_name not in skip_tools \
+                        and getattr(part, "outcome", "success") != "retried":
+                    text, role = part.model_response_str(), "tool"
+                else:
+                    continue
+                if text.strip():
+                    out.append(Message(role, text))
+        elif isinstance(message, ModelResponse):
+            for reply in message.parts:
+                if reply.part_kind == "text" and reply.content.strip():
+                    out.append(Message("assistant", reply.content))
+                elif reply.part_kind == "tool-call" and reply.tool_name not in skip_tools:
+                    out.append(Message("assistant", f"[called {reply.tool_name}"
+                                                    f"({reply.args_as_json_str()})]"))
+    return out
+
+
+@dataclass
+class MemoryCapability(AbstractCapability[Any]):
+    """A pydantic-ai capability: :func:`memory_instructions`, :func:`memory_toolset`
+    and, when the memory has a flusher, a flush of the run's messages after it ends
+    (through the flusher's policy; the report goes to a
+    :class:`~ctxslots.integrations.MemoryContext` ``deps``).
+
+    :raises InvalidArgumentError: ``memory`` is not a :class:`~ctxslots.integrations.Memory`.
+    """
+
+    memory: Memory
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.memory, Memory):
+            raise InvalidArgumentError(f"memory must be a ctxslots Memory, not "
+                                       f"{type(self.memory).__name__}", field="memory",
+                                       value=self.memory)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not built from a spec: it holds a store."""
+        return None
+
+    def get_instructions(self) -> Any:
+        """The memory context, assembled per request."""
+        return memory_instructions(self.memory)
+
+    def get_toolset(self) -> Any:
+        """The memory tools."""
+        return memory_toolset(self.memory)
+
+    async def after_run(self, ctx: RunContext[Any], *,
+                        result: AgentRunResult[Any]) -> AgentRunResult[Any]:
+        """Flush the run's messages; the result is returned unchanged."""
+        if self.memory.flusher is None:
+            return result
+        skip = frozenset(e["function"]["name"] for e in
+                         openai_tools(self.memory.slots, delete=self.memory.allow_delete))
+        try:
+            who = _who(ctx)
+        except InvalidArgumentError as exc:
+            self.memory.handle_failure("reading the run's identity", exc, None)
+            return result
+        report = await self.memory.aflush(to_messages(result.all_messages(), skip_tools=skip),
+                                          who)
+        if report is not None:
+            record_report(ctx.deps, report)
+        return result
