@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Self
 
 import attrs
 import numpy as np
 import psycopg
 
-from ...errors import StoreClosedError, StoreError
+from ...errors import StoreError
 from ..backend import (
     BadValue,
     CacheStatus,
@@ -35,17 +34,11 @@ from ._connect import connect_error, prepare_database
 from ._connections import Connections
 from ._errors import store_error
 from ._lexical import LEXICAL_RANKINGS, LexicalLeg, index_terms
+from ._session import Session
 from ._url import safe_location
 from ._vector_io import register_vector
 
 __all__ = ["PostgresBackend"]
-
-
-class _Held(threading.local):
-    """The connection this thread holds for a transaction or a snapshot."""
-
-    conn: psycopg.Connection[Any] | None = None
-    writing: int = 0
 
 
 @attrs.define
@@ -80,8 +73,7 @@ class PostgresBackend:
     create: bool = True
     engine: str = attrs.field(init=False, default="postgresql")
     location: str = attrs.field(init=False, default="")
-    _pool: Connections | None = attrs.field(init=False, default=None, repr=False)
-    _held: _Held = attrs.field(init=False, factory=_Held, repr=False)
+    _session: Session = attrs.field(init=False, repr=False)
     _lexical: LexicalLeg = attrs.field(init=False, repr=False)
     _vector_oid: int = attrs.field(init=False, default=0, repr=False)
 
@@ -98,193 +90,120 @@ class PostgresBackend:
                 self._vector_oid = prepare_database(first, self.location, create=self.create)
             except psycopg.Error as exc:
                 raise store_error(exc, self.location) from exc
-        self._pool = Connections(self.url, self.pool_size, self.connect_timeout,
-                                 self._configure)
+        self._session = Session(self.location, Connections(
+            self.url, self.pool_size, self.connect_timeout, self._configure))
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         register_vector(conn, self._vector_oid)
         # 0 would mean "wait for ever" to PostgreSQL; here it means "do not wait".
         conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
 
-    # -- connections -----------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
-        """The thread's held connection, or one borrowed from the pool for the block."""
-        try:
-            held = self._held.conn
-            if held is not None:
-                yield held
-                return
-            with self._open_pool().borrow() as conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise store_error(exc, self.location) from exc
-
-    def _open_pool(self) -> Connections:
-        if self._pool is None:
-            raise StoreClosedError(f"the store at {self.location} is closed",
-                                   path=self.location)
-        return self._pool
-
-    def _iterate(self, produce: Any, *args: Any) -> Iterator[Any]:
-        """Rows from a server-side cursor, inside the held transaction or one of its own."""
-        with self._conn() as conn:
-            if self._held.conn is conn:
-                yield from produce(conn, *args)
-                return
-            with conn.transaction():
-                yield from produce(conn, *args)
-
     def close(self) -> None:
         """Close the pool (idempotent)."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        self._session.close()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One write transaction; nested blocks are savepoints."""
-        held = self._held
-        if held.conn is not None:
-            if not held.writing:
-                raise StoreError("cannot write inside a snapshot() block", path=self.location)
-            try:
-                with held.conn.transaction():
-                    held.writing += 1
-                    try:
-                        yield
-                    finally:
-                        held.writing -= 1
-            except psycopg.Error as exc:
-                raise store_error(exc, self.location) from exc
-            return
-        try:
-            with self._open_pool().borrow() as conn:
-                held.conn, held.writing = conn, 1
-                try:
-                    with conn.transaction():
-                        yield
-                finally:
-                    held.conn, held.writing = None, 0
-        except psycopg.Error as exc:
-            raise store_error(exc, self.location) from exc
 
-    @contextlib.contextmanager
-    def snapshot(self) -> Iterator[None]:
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction; nested blocks are savepoints."""
+        return self._session.transaction()
+
+    def snapshot(self) -> AbstractContextManager[None]:
         """Reads inside see one moment of the store (a repeatable-read, read-only transaction)."""
-        held = self._held
-        if held.conn is not None:
-            yield
-            return
-        try:
-            with self._open_pool().borrow() as conn:
-                held.conn, held.writing = conn, 0
-                try:
-                    with conn.transaction():
-                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                        yield
-                finally:
-                    held.conn = None
-        except psycopg.Error as exc:
-            raise store_error(exc, self.location) from exc
+        return self._session.snapshot()
 
     @property
     def in_transaction(self) -> bool:
         """Whether this thread has a :meth:`transaction` block open."""
-        return self._held.writing > 0
-
-    def _locking(self) -> bool:
-        return self._held.writing > 0
+        return self._session.writing
 
     def info(self) -> dict[str, Any]:
         """Engine, location, schema version, size, server and pgvector versions."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _health.info(conn, self.location)
 
     def used_bytes(self) -> int:
         """Bytes of the store's tables and indexes."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _health.used_bytes(conn)
 
     def get_meta(self, name: str) -> str | None:
         """A store-wide setting (reserved until the transaction ends, inside one)."""
-        with self._conn() as conn:
-            if self._locking():
+        with self._session.conn() as conn:
+            if self._session.writing:
                 _rows.reserve_name(conn, "meta", name)
             return _meta.get_meta(conn, name)
 
     def set_meta(self, name: str, value: str) -> None:
         """Write a store-wide setting."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _meta.set_meta(conn, name, value)
 
     # -- fact rows -----------------------------------------------------------------
 
     def get(self, fact_id: int, *, live_at: float | None = None) -> Row | None:
         """The fact with this id (locked until the transaction ends, inside one)."""
-        with self._conn() as conn:
-            return _rows.get(conn, fact_id, live_at, lock=self._locking())
+        with self._session.conn() as conn:
+            return _rows.get(conn, fact_id, live_at, lock=self._session.writing)
 
     def get_archived(self, fact_id: int) -> Row | None:
         """The archived fact with this id."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.get_archived(conn, fact_id)
 
     def get_by_key(self, slot: str, scope: str, key: str, *, user_id: str, agent_id: str,
                    live_at: float | None = None) -> Row | None:
         """The fact with this slot, owners and key (the key reserved, inside a transaction)."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, live_at,
-                                    lock=self._locking())
+                                    lock=self._session.writing)
 
     def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
                   agent_id: str, archived: bool = False, live_at: float | None = None
                   ) -> int | None:
         """The lowest id of a fact with exactly this slot, owners, key and value."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.find_same(conn, slot, scope, user_id, agent_id, key, value,
                                    archived=archived, live_at=live_at)
 
     def find_existing(self, items: Sequence[FactKey], *, archived: bool = False
                       ) -> list[int | None]:
         """The stored fact each item duplicates, a batch per statement."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.find_existing(conn, items, archived=archived)
 
     def taken_ids(self, fact_ids: Sequence[int]) -> set[int]:
         """Which of these ids a fact ever had."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.taken_ids(conn, fact_ids)
 
     def insert(self, row: FactFields, *, fact_id: int | None = None) -> int:
         """Insert a live fact; a taken key raises :class:`~ctxslots.errors.DuplicateKeyError`."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.insert(conn, row, fact_id, self.location)
 
     def insert_archived(self, row: Row, fact_id: int) -> None:
         """Insert a fact straight into the archive."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _rows.insert_archived(conn, row, fact_id)
 
     def update(self, fact_id: int, fields: Mapping[str, Any]) -> None:
         """Set some columns of a live fact."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _rows.update(conn, fact_id, fields)
 
     def add_history(self, entries: Sequence[HistoryEntry]) -> None:
         """Record earlier values."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _rows.add_history(conn, entries)
 
     def archive(self, fact_id: int, *, archived_at: float, reason: str | None) -> Row | None:
         """Move a live fact and its vector to the archive."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             archived = _rows.archive(conn, fact_id, archived_at, reason)
             if archived is not None:
                 _vectors.delete(conn, [fact_id])
@@ -292,120 +211,120 @@ class PostgresBackend:
 
     def adjust_score(self, fact_id: int, delta: float, *, live_at: float) -> bool:
         """Add ``delta`` to a live fact's score; whether it existed."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.adjust_score(conn, fact_id, delta, live_at)
 
     def touch(self, fact_ids: Sequence[int], now: float) -> int:
         """Count an access of each fact; how many changed."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.touch(conn, fact_ids, now)
 
     def id_is_free(self, fact_id: int) -> bool:
         """Whether no fact ever had this id."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.id_is_free(conn, fact_id)
 
     def history(self, fact_id: int) -> list[HistoryEntry]:
         """Earlier values of one fact, oldest first."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.history(conn, fact_id)
 
     def all_history(self) -> Iterator[HistoryEntry]:
         """Every history entry, by fact id then time."""
-        return self._iterate(_rows.all_history)
+        return self._session.iterate(_rows.all_history)
 
     def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False
                ) -> Iterator[Row]:
         """Facts passing ``flt``, by id or by observed time."""
-        return self._iterate(_rows.select, flt, order, archived)
+        return self._session.iterate(_rows.select, flt, order, archived)
 
     def important(self, flt: FactFilter, limit: int) -> list[Row]:
         """Keyed or reinforced facts passing ``flt``, most important first."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.important(conn, flt, limit)
 
     def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
                     ) -> list[Row]:
         """The facts (or archived facts) with these ids that pass ``flt``."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.rows_by_ids(conn, fact_ids, flt, archived)
 
     def neighbours(self, row: Row, flt: FactFilter, *, before: int, after: int
                    ) -> tuple[list[Row], list[Row]]:
         """Facts just before (newest first) and after (oldest first) ``row``."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.neighbours(conn, row, flt, before, after)
 
     def group_counts(self, *, live_at: float) -> list[GroupCount]:
         """``(slot, scope, facts, expired)`` per slot and scope."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.group_counts(conn, live_at)
 
     def counts(self) -> dict[str, int]:
         """Row counts of facts, archive and history."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.counts(conn)
 
     def set_superseded(self, pairs: Sequence[tuple[int, int | None]], *, archived: bool = False
                        ) -> None:
         """Set ``superseded_by`` for ``(fact_id, by)`` pairs."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _rows.set_superseded(conn, pairs, archived)
 
     def hand_over_superseded(self, old: int, new: int) -> None:
         """Facts hidden by ``old`` are hidden by ``new`` instead."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _rows.hand_over_superseded(conn, old, new)
 
     def hidden_counts(self, fact_ids: Sequence[int]) -> dict[int, int]:
         """How many live facts each of these facts hides."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.hidden_counts(conn, fact_ids)
 
     # -- links and flush progress ----------------------------------------------------
 
     def strengthen_links(self, pairs: Sequence[tuple[int, int]], now: float) -> None:
         """Add one to each ``(a, b)`` link."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _links.strengthen_links(conn, pairs, now)
 
     def merge_links(self, rows: Sequence[tuple[int, int, float, float]]) -> None:
         """Write links; the stronger wins on a clash."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _links.merge_links(conn, rows)
 
     def links_of(self, fact_id: int) -> dict[int, float]:
         """Every fact linked to ``fact_id``, with the strength."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _links.links_of(conn, fact_id)
 
     def links_among(self, fact_ids: Sequence[int], min_strength: float
                     ) -> list[tuple[int, int, float]]:
         """Links at least ``min_strength`` touching these facts."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _links.links_among(conn, fact_ids, min_strength)
 
     def all_links(self) -> Iterator[tuple[int, int, float, float]]:
         """Every link, by ``a, b``."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return iter(list(_links.all_links(conn)))
 
     def read_progress(self, conversation: str, *, user_id: str, agent_id: str
                       ) -> tuple[int, str] | None:
         """``(messages_read, fingerprint)`` of a conversation."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _meta.read_progress(conn, conversation, user_id, agent_id)
 
     def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
                        now: float, *, user_id: str, agent_id: str) -> None:
         """Record how far a conversation was read."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _meta.write_progress(conn, conversation, messages_read, fingerprint, now,
                                  user_id, agent_id)
 
     def erase_progress(self, kind: str, owner: str) -> int:
         """Remove the progress of this user's or agent's conversations."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _meta.erase_progress(conn, kind, owner)
 
     # -- the two candidate legs ----------------------------------------------------------
@@ -413,60 +332,60 @@ class PostgresBackend:
     def lexical(self, plan: QueryPlan, flt: FactFilter, pool: int, *,
                 archived: bool = False) -> list[LexicalCandidate]:
         """The best ``pool`` matches of the plan's words among facts passing ``flt``."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return self._lexical.search(conn, "archive" if archived else "facts", plan, flt,
                                         pool)
 
     def document_counts(self, words: Sequence[str], *, min_rows: int) -> TermCounts | None:
         """Facts holding each word (stemmed by the ``english`` configuration)."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return self._lexical.counts(conn, words, min_rows=min_rows)
 
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's lexemes as the ``english`` configuration indexes them."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return index_terms(conn, list(texts))
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest facts passing ``flt``: exact for small sets, HNSW otherwise."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _vectors.knn(conn, vector, flt, k)
 
     # -- vectors -----------------------------------------------------------------
 
     def vector_state(self) -> VectorState:
         """What the vector table holds."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _vectors.state(conn)
 
     def reset_vectors(self, model_id: str, dimension: int) -> None:
         """Drop every vector and bind the table to this embedder."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _vectors.reset(conn, model_id, dimension)
 
     def put_vectors(self, rows: Sequence[VectorRow], vectors: np.ndarray) -> None:
         """Write the vectors of ``(fact_id, scope, slot)`` rows."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _vectors.put(conn, rows, vectors)
 
     def delete_vectors(self, fact_ids: Sequence[int]) -> None:
         """Remove the vectors of these facts."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _vectors.delete(conn, fact_ids)
 
     def vectors_of(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored vectors of these facts."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _vectors.vectors_of(conn, fact_ids)
 
     def without_vectors(self, *, limit: int) -> list[Row]:
         """Up to ``limit`` facts without a vector, by id."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _vectors.without_vectors(conn, limit)
 
     def drop_unusable_vectors(self) -> int:
         """Remove the vectors no search can use and those of no fact."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _vectors.drop_unusable(conn)
 
     # -- in-memory copies --------------------------------------------------------
@@ -489,18 +408,18 @@ class PostgresBackend:
 
     def owned_ids(self, kind: str, owner: str) -> list[int]:
         """The ids of the live and archived facts of this owner."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.owned_ids(conn, kind, owner)
 
     def erase_facts(self, fact_ids: Sequence[int]) -> Erased:
         """Remove these facts with their history, vectors and links."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             erased = _rows.erase_facts(conn, fact_ids)
             return attrs.evolve(erased, vectors=_vectors.delete(conn, fact_ids))
 
     def erase_all(self) -> Erased:
         """Remove every fact, archived fact, history entry, vector, link and progress record."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return attrs.evolve(_rows.erase_all(conn), vectors=_vectors.erase_all(conn),
                                 progress=_meta.erase_all_progress(conn))
 
@@ -511,35 +430,35 @@ class PostgresBackend:
 
     def check(self) -> Health:
         """Schema version, readable facts, valid indexes."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _health.check(conn)
 
     def rebuild(self) -> None:
         """Recreate missing indexes and reindex every table."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             _health.rebuild(conn)
 
     def bad_values(self, *, limit: int) -> list[BadValue]:
         """Stored numbers no read can use (NaN and infinities included)."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _values.bad_values(conn, limit)
 
     def repair_values(self, now: float) -> int:
         """Reset stored numbers no read can use to their fallbacks."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _values.repair_values(conn, now)
 
     def misordered_times(self, *, limit: int) -> list[MisorderedTimes]:
         """Rows whose times break a :data:`~..backend.TIME_ORDERS` rule."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _values.misordered_times(conn, limit)
 
     def repair_times(self) -> int:
         """Set the later time of each such row to its earlier time."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _values.repair_times(conn)
 
     def superseded_links(self, *, archived: bool = False) -> list[tuple[int, int]]:
         """Every ``(id, superseded_by)`` of the live facts or the archive."""
-        with self._conn() as conn:
+        with self._session.conn() as conn:
             return _rows.superseded_links(conn, archived)
