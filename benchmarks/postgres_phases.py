@@ -10,6 +10,13 @@ in turn (``benchmarks/_timing.py``):
 - ``engine: common words``: the engine's document counts of the sanitized words,
   the common ones left out;
 - ``engine: lexical``: its BM25 statement with the store's pool;
+- ``engine: links``, ``engine: hidden counts``: the two look-ups a search
+  makes over its ten hits (``links_among`` at the default strength,
+  ``hidden_counts``);
+- ``engine: access write``: ``touch`` of the ten hits in its own transaction
+  (what ``track_access`` writes);
+- ``planner: words``: ``FactStore.query_words`` (sanitizing, stop words, the
+  common-word check);
 - ``hand SQL``: postgres_search.py's floor (the same statement typed out, the
   same pool), on one plain connection, where psycopg prepares a statement it
   has run five times; ``hand SQL, not prepared`` the same parsed and planned
@@ -69,6 +76,13 @@ def sides(url: str, stack: ExitStack, messages: list[str]
     work = [w for w in work if w[2]]
     tokens = [query_tokens(m, policy) for m, _, _ in work]
     flts = {s: search_filter(s, now=now) for s in SCOPES}
+    hits = [[h.fact.id for h in store.search(m, scope=s, track_access=False)]
+            for m, s, _ in work]
+    strength = store.ranking.link_min_strength or 3.0
+
+    def touch(i: int) -> None:
+        with backend.transaction():
+            backend.touch(hits[i], now)
 
     def hand_sql(i: int, sql: str, limit: int, prepare: bool | None = None) -> object:
         _, scope, words = work[i]
@@ -88,6 +102,10 @@ def sides(url: str, stack: ExitStack, messages: list[str]
         "engine: common words": lambda i: common_words(backend, tokens[i], policy),
         "engine: lexical": lambda i: backend.lexical(plan_of(work[i][2]), flts[work[i][1]],
                                                      depth),
+        "engine: links": lambda i: backend.links_among(hits[i], strength),
+        "engine: hidden counts": lambda i: backend.hidden_counts(hits[i]),
+        "engine: access write": touch,
+        "planner: words": lambda i: store.query_words(work[i][0]),
         "hand SQL": lambda i: hand_sql(i, HAND_BM25, depth),
         "hand SQL, not prepared": lambda i: hand_sql(i, HAND_BM25, depth, prepare=False),
         "hand SQL, no context join": lambda i: hand_sql(i, NO_CONTEXT, depth),

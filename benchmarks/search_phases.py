@@ -13,6 +13,13 @@ store, no lexical copy) is timed on its own next to the whole and the floor:
 - ``engine: candidates + rows``: its ``lexical`` with the store's pool: the
   FTS5 statement with the filter join for the pool's ids, then reading those rows;
 - ``engine: rows``: ``rows_by_ids`` of the pool's ids alone;
+- ``engine: links``, ``engine: hidden counts``: the two look-ups a search
+  makes over its ten hits (``links_among`` at the default strength,
+  ``hidden_counts``);
+- ``engine: access write``: ``touch`` of the ten hits in its own transaction
+  (what ``track_access`` writes);
+- ``planner: words``: ``FactStore.query_words`` (sanitizing, stop words, the
+  common-word check);
 - ``sql: candidates, pool``: the engine's candidate statement typed out
   (ids and rank only, ``LIMIT`` pool) on a plain connection;
 - ``sql: candidates, 10``: the same with ``LIMIT 10``;
@@ -89,6 +96,13 @@ def sides(path: Path, stack: ExitStack, messages: list[str]
     found = [backend.lexical(plan_of(w), flts[s], pool) for _, s, w in work]
     ids = [[int(c.row["id"]) for c in leg] for leg in found]
     cands = [candidates([c.row for c in leg], [c.score for c in leg]) for leg in found]
+    hits = [[h.fact.id for h in store.search(m, scope=s, track_access=False)]
+            for m, s, _ in work]
+    strength = store.ranking.link_min_strength or 3.0
+
+    def touch(i: int) -> None:
+        with backend.transaction():
+            backend.touch(hits[i], now)
 
     def sql(i: int, limit: int) -> object:
         _, scope, words = work[i]
@@ -103,6 +117,10 @@ def sides(path: Path, stack: ExitStack, messages: list[str]
         "engine: candidates + rows": lambda i: backend.lexical(plan_of(work[i][2]),
                                                                flts[work[i][1]], pool),
         "engine: rows": lambda i: backend.rows_by_ids(ids[i], flts[work[i][1]]),
+        "engine: links": lambda i: backend.links_among(hits[i], strength),
+        "engine: hidden counts": lambda i: backend.hidden_counts(hits[i]),
+        "engine: access write": touch,
+        "planner: words": lambda i: store.query_words(work[i][0]),
         "sql: candidates, pool": lambda i: sql(i, pool),
         "sql: candidates, 10": lambda i: sql(i, 10),
         "sql: FTS5 alone, 10": lambda i: plain.execute(ALONE, (to_match(work[i][2]),)
