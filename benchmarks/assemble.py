@@ -3,8 +3,10 @@
     python benchmarks/assemble.py                       # 100k facts, 200 queries
     python benchmarks/assemble.py --facts 10000 --queries 100 --repeat 5
 
-A store of ``--facts`` facts is built once under benchmarks/out/ and reused. Then,
-in the same run, on the same file, query by query:
+The shared store of ``--facts`` corpus facts (``benchmarks/_stores.py``, built once
+under benchmarks/out/) is used. Then, in the same run, on the same file, message by
+message, every row in turn (``benchmarks/_timing.py``: the order rotates), after one
+untimed pass of every row over every message (each row's caches warm alike):
 
 - ``assemble``: ``PromptAssembler(store).assemble(AssemblyRequest(query,
   scope=..., budget=2000))`` with the three memory contributors, asked in
@@ -14,10 +16,10 @@ in the same run, on the same file, query by query:
   the final text, the decisions and traces of every item, and counting the
   facts shown as accessed (a write).
 - ``floor``: the three raw FTS5 queries with the same words the store searches
-  (sanitized; stop words and words found in most facts left out), each
-  ``SELECT ... FROM facts_fts JOIN facts ... WHERE facts_fts MATCH ? AND slot = ?
-  AND scope IN (?, '') ... ORDER BY rank LIMIT 10``, plus one tiktoken count of
-  the same final text (the floor of an assembly that shows ten facts a slot).
+  (sanitized; stop words and words found in most facts left out), each with the
+  store's filter join for its slot (``benchmarks/_floors.py``) reading every
+  column of ten rows, plus one tiktoken count of the same final text (the floor
+  of an assembly that shows ten facts a slot).
 - ``floor, same rows``: the same queries reading every column of as many rows
   as the assembled prompt's section offered from that slot (the memory
   sections fill the budget: about 80 facts in a 2,000-token prompt; a slot
@@ -38,55 +40,40 @@ in the same run, on the same file, query by query:
   sections ready-made (rendering, counting, fitting, reports), to show how much
   of ``assemble`` is the store and how much the assembler.
 
-With ``--lexical-only`` the store is opened without its vector leg. With
-``--model NAME`` it runs on a copy of the store re-embedded with that
-sentence-transformers model (``benchmarks/vector_search.py --model`` builds the
-same copy), so every search also embeds the message with the real model.
+Each row's ratios to the two floors are the median of per-message ratios with
+their 10th-90th percentiles. With ``--lexical-only`` the store is opened without
+its vector leg. With ``--model NAME`` it runs on a copy of the store embedded
+with that sentence-transformers model (``benchmarks/vector_search.py --model``
+builds the same copy), so every search also embeds the message with the real
+model.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import generate_facts, generate_queries
-from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+from _corpus import generate_queries
+from _floors import FtsFloor
+from _record import Record
+from _stores import corpus_store, vector_store
+from _timing import Turns, in_turn
+from ctxslots import AssembledPrompt, AssemblyRequest, FactStore, PromptAssembler
 from ctxslots.contributors.memory import NO_ROOM
-from ctxslots.stores.sanitize import to_match
-from ctxslots.stores.sqlite import open_connection
 from ctxslots.tokens import DEFAULT_ENCODING, get_encoding
 
-OUT = Path(__file__).resolve().parent / "out"
 SCOPES = ("repo-alpha", "repo-beta")
 BUDGET = 2000
-FLOOR_SQL = (
-    "SELECT f.id, facts_fts.rank FROM facts_fts JOIN facts AS f ON f.id = facts_fts.rowid "
-    "WHERE facts_fts MATCH ? AND f.slot = ? AND f.scope IN (?, '') "
-    "ORDER BY facts_fts.rank LIMIT 10"
-)
-ROWS_SQL = (
-    "SELECT f.*, facts_fts.rank FROM facts_fts JOIN facts AS f ON f.id = facts_fts.rowid "
-    "WHERE facts_fts MATCH ? AND f.slot = ? AND f.scope IN (?, '') "
-    "ORDER BY facts_fts.rank LIMIT ?"
-)
+#: The memory sections and the slot each searches (the user section sees global facts only).
 SLOTS = {"user_memory": "user", "project_memory": "project", "agent_memory": "agent"}
-
-
-def _corpus_signature(n: int) -> str:
-    facts = generate_facts(n, seed=0)
-    head = [next(facts) for _ in range(min(n, 200))]
-    return hashlib.sha256(repr((n, head)).encode()).hexdigest()
-
-
 ROWS = ("assemble", "floor", "floor, same rows", "contributors", "no store", "assemble cached",
         "cached, counts inline", "cached, no count")
 
@@ -101,10 +88,12 @@ class Recording:
         self.asked: AssemblyRequest | None = None
 
     def contribute(self, request: AssemblyRequest) -> Any:
+        """The wrapped contributor's section, remembering ``request``."""
         self.asked = request
         return self.contributor.contribute(request)
 
     def record_shown(self, items: Any) -> None:
+        """Count the shown items, as the wrapped contributor does."""
         self.contributor.record_shown(items)
 
 
@@ -126,41 +115,8 @@ class Given:
         self.section = section
 
     def contribute(self, request: AssemblyRequest) -> Any:
+        """The section made earlier."""
         return self.section
-
-
-def store_file(n: int) -> Path:
-    """The cached store of n facts (built with the default embedder when missing)."""
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"assemble_{n}.db"
-    stamp = OUT / f"assemble_{n}.corpus"
-    signature = _corpus_signature(n)
-    if path.exists() and stamp.exists() and stamp.read_text() == signature:
-        return path
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    print(f"building {path.name} ({n:,} facts)...", flush=True)
-    start = time.perf_counter()
-    with FactStore(path) as store:
-        facts = generate_facts(n, seed=0)
-        done = 0
-        while done < n:
-            with store.batch():
-                for fact in (next(facts) for _ in range(min(10_000, n - done))):
-                    if fact.key:
-                        store.upsert(fact.slot, fact.key, fact.value, scope=fact.scope,
-                                     tags=fact.tags)
-                    else:
-                        store.add(fact.slot, fact.value, scope=fact.scope, tags=fact.tags)
-                    done += 1
-    stamp.write_text(signature)
-    print(f"built in {time.perf_counter() - start:.0f} s", flush=True)
-    return path
-
-
-def pct(values: list[float], q: int) -> float:
-    """The q-th percentile (inclusive method)."""
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 def describe(args: argparse.Namespace) -> str:
@@ -169,10 +125,103 @@ def describe(args: argparse.Namespace) -> str:
         return "lexical only"
     if args.model:
         return f"lexical + vector legs, {args.model} embeddings"
-    return "default store (lexical + vector legs, hashing embedder: words only)"
+    return "default store (hashing embedder: words only)"
+
+
+def open_stores(args: argparse.Namespace) -> tuple[Path, dict[str, FactStore]]:
+    """The store file and the stores opened on it: default, cached, cached with inline counts."""
+    options: dict[str, Any] = {"embedder": False} if args.lexical_only else {}
+    if args.model:
+        from ctxslots.stores.embedders import embedder_from_spec
+
+        options["embedder"] = embedder_from_spec(f"sentence-transformers:{args.model}")
+        path = vector_store(args.facts, options["embedder"], args.model)
+    else:
+        path = corpus_store(args.facts)
+    stores = {"plain": FactStore(path, **options),
+              "cached": FactStore(path, lexical_cache=True, **options),
+              "inline": FactStore(path, lexical_cache=True, access_writes="inline", **options)}
+    stores["cached"].load_lexical_cache()
+    stores["inline"].load_lexical_cache()
+    if args.model:  # the hashing store searches by words only and never loads vectors
+        for store in stores.values():
+            store.load_vector_cache()
+    return path, stores
+
+
+def offered(prompt: AssembledPrompt) -> dict[str, int]:
+    """Facts each memory slot's section offered (its profile left out)."""
+    return {SLOTS[sec.name]: sum(1 for d in sec.items if not d.item.profile)
+            for sec in prompt.sections if sec.name in SLOTS}
+
+
+def floors(path: Path, words: list[list[str]], scopes: list[str], texts: list[str],
+           offers: list[dict[str, int]]) -> dict[str, Callable[[int], object]]:
+    """The two floors: ten rows a slot, and as many rows as each section offered."""
+    floor = FtsFloor.open(path)
+    encoding = get_encoding(DEFAULT_ENCODING)
+    now = time.time()
+
+    def slot_scope(slot: str, i: int) -> str | None:
+        return None if slot == "user" else scopes[i]
+
+    def ten(i: int) -> None:
+        for slot in ("user", "project", "agent"):
+            floor.rows(words[i], scope=slot_scope(slot, i), now=now, limit=10, slot=slot)
+        len(encoding.encode_ordinary(texts[i]))
+
+    def same_rows(i: int) -> None:
+        for slot, count in offers[i].items():
+            if count:
+                floor.rows(words[i], scope=slot_scope(slot, i), now=now, limit=count, slot=slot)
+        len(encoding.encode_ordinary(texts[i]))
+
+    return {"floor": ten, "floor, same rows": same_rows}
+
+
+def assemblies(stores: dict[str, FactStore], requests: list[AssemblyRequest]
+               ) -> dict[str, Callable[[int], object]]:
+    """The assembler rows: as shipped, cached, inline counts, no count, no store, contributors."""
+    plain = PromptAssembler(stores["plain"])
+    cached = PromptAssembler(stores["cached"])
+    inline = PromptAssembler(stores["inline"])
+    uncounted = PromptAssembler(stores["cached"],
+                                contributors=[Uncounted(c) for c in cached.contributors or ()])
+    contributors = list(plain.contributors or ())
+    recording = [Recording(c) for c in contributors]
+    recorder = PromptAssembler(stores["plain"], contributors=recording)
+    asked = []  # the request each contributor got in an assembly (its room set)
+    for r in requests:
+        recorder.assemble(r)
+        asked.append([rec.asked or r for rec in recording])
+    no_store = [PromptAssembler(None, contributors=[Given(c, c.contribute(a))
+                                                    for c, a in zip(contributors, asks)])
+                for asks in asked]
+
+    def searches(i: int) -> None:
+        for contributor, request in zip(contributors, asked[i]):
+            contributor.contribute(request)
+
+    return {"assemble": lambda i: plain.assemble(requests[i]), "contributors": searches,
+            "no store": lambda i: no_store[i].assemble(requests[i]),
+            "assemble cached": lambda i: cached.assemble(requests[i]),
+            "cached, counts inline": lambda i: inline.assemble(requests[i]),
+            "cached, no count": lambda i: uncounted.assemble(requests[i])}
+
+
+def print_table(turns: Turns) -> None:
+    """p50, p95 and the per-message ratios to both floors."""
+    print(f"{'':<21} {'p50':>9} {'p95':>9} {'/ floor (p10-p90)':>24} "
+          f"{'/ same rows (p10-p90)':>24}")
+    print("-" * 91)
+    for name in ROWS:
+        floor, same = turns.ratio(name, "floor"), turns.ratio(name, "floor, same rows")
+        print(f"{name:<21} {turns.p(name):>7.2f}ms {turns.p(name, 95):>7.2f}ms "
+              f"{floor.median:>6.2f}x ({floor.spread()}) {same.median:>6.2f}x ({same.spread()})")
 
 
 def main() -> None:
+    """Open the stores, time every row in turn, print the table, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
@@ -180,122 +229,43 @@ def main() -> None:
     parser.add_argument("--lexical-only", action="store_true",
                         help="open the store without its vector leg")
     parser.add_argument("--model", help="a sentence-transformers model folder or package: "
-                        "run on a copy of the store re-embedded with it")
+                        "run on a copy of the store embedded with it")
+    parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
-
-    options: dict[str, Any] = {"embedder": False} if args.lexical_only else {}
-    if args.model:
-        from ctxslots.stores.embedders import embedder_from_spec
-        from vector_search import model_store
-
-        options["embedder"] = embedder_from_spec(f"sentence-transformers:{args.model}")
-        path = model_store(args.facts, options["embedder"], args.model)
-    else:
-        path = store_file(args.facts)
-    store = FactStore(path, **options)
-    cached_store = FactStore(path, lexical_cache=True, **options)
-    cached = PromptAssembler(cached_store)
-    inline_store = FactStore(path, lexical_cache=True, access_writes="inline", **options)
-    inline = PromptAssembler(inline_store)
-    uncounted = PromptAssembler(
-        cached_store, contributors=[Uncounted(c) for c in cached.contributors or ()])
-    conn = open_connection(path)
-    assembler = PromptAssembler(store)
-    recording = [Recording(c) for c in assembler.contributors or ()]
-    recorder = PromptAssembler(store, contributors=recording)
-    encoding = get_encoding(DEFAULT_ENCODING)
+    path, stores = open_stores(args)
     queries = generate_queries(args.queries, seed=1)
-    work = [(q, SCOPES[i % 2]) for i, q in enumerate(queries)]
-    requests = [AssemblyRequest(q, scope=s, budget=BUDGET) for q, s in work]
-    cached_store.load_lexical_cache()
-    inline_store.load_lexical_cache()
-    if args.model:  # the hashing store searches by words only and never loads vectors
-        store.load_vector_cache()
-        cached_store.load_vector_cache()
-        inline_store.load_vector_cache()
-    prompts = [assembler.assemble(r) for r in requests]  # also warms caches
+    scopes = [SCOPES[i % 2] for i in range(len(queries))]
+    requests = [AssemblyRequest(q, scope=s, budget=BUDGET) for q, s in zip(queries, scopes)]
+    prompts = [PromptAssembler(stores["plain"]).assemble(r) for r in requests]
+    words = [stores["plain"].query_words(q) for q in queries]
     texts = [p.text for p in prompts]
-    offered = [{SLOTS[sec.name]: sum(1 for d in sec.items if not d.item.profile)
-                for sec in p.sections if sec.name in SLOTS} for p in prompts]
-    for r in requests:
-        cached.assemble(r)
-        inline.assemble(r)
-    sanitized = [to_match(store.query_words(q)) for q, _ in work]  # the store's own query
-
-    def floor(i: int) -> None:
-        match, scope = sanitized[i], work[i][1]
-        if match:
-            conn.execute(FLOOR_SQL, (match, "user", "")).fetchall()
-            conn.execute(FLOOR_SQL, (match, "project", scope)).fetchall()
-            conn.execute(FLOOR_SQL, (match, "agent", scope)).fetchall()
-        len(encoding.encode_ordinary(texts[i]))
-
-    def same_rows(i: int) -> None:
-        match, scope = sanitized[i], work[i][1]
-        if match:
-            for slot, where in (("user", ""), ("project", scope), ("agent", scope)):
-                if offered[i].get(slot):
-                    conn.execute(ROWS_SQL, (match, slot, where, offered[i][slot])).fetchall()
-        len(encoding.encode_ordinary(texts[i]))
-
-    contributors = list(assembler.contributors or ())
-    asked = []  # the request each contributor got in an assembly (its room set)
-    for r in requests:
-        recorder.assemble(r)
-        asked.append([rec.asked or r for rec in recording])
-
-    def searches(i: int) -> None:
-        for contributor, request in zip(contributors, asked[i]):
-            contributor.contribute(request)
-
-    ready = [[Given(c, c.contribute(a)) for c, a in zip(contributors, asks)] for asks in asked]
-    no_store = [PromptAssembler(None, contributors=given) for given in ready]
-    for no_store_assembler, r in zip(no_store, requests):  # warm, as the others are
-        no_store_assembler.assemble(r)
-
-    timings: dict[str, list[float]] = {name: [] for name in ROWS}
-    runs = {"assemble": lambda i: assembler.assemble(requests[i]), "floor": floor,
-            "floor, same rows": same_rows,
-            "contributors": searches, "no store": lambda i: no_store[i].assemble(requests[i]),
-            "assemble cached": lambda i: cached.assemble(requests[i]),
-            "cached, counts inline": lambda i: inline.assemble(requests[i]),
-            "cached, no count": lambda i: uncounted.assemble(requests[i])}
-    names = list(runs)
-    for _ in range(args.repeat):
-        for i in range(len(requests)):
-            for name in names[i % len(names):] + names[: i % len(names)]:  # no run always goes first
-                start = time.perf_counter_ns()
-                runs[name](i)
-                timings[name].append((time.perf_counter_ns() - start) / 1e6)
-    kept = statistics.mean(len(assembler.assemble(r).kept) for r in requests[:20])
-    store.close()
-    cached_store.close()
-    inline_store.close()
-    conn.close()
-
+    offers = [offered(p) for p in prompts]
+    try:
+        turns = in_turn({**assemblies(stores, requests),
+                         **floors(path, words, scopes, texts, offers)},
+                        len(requests), repeat=args.repeat, warm=len(requests))
+    finally:
+        for store in stores.values():
+            store.close()
+    encoding = get_encoding(DEFAULT_ENCODING)
     tokens = statistics.mean(len(encoding.encode_ordinary(t)) for t in texts)
-    empty = sum(1 for m in sanitized if not m)
-    print(f"\nctxslots assemble benchmark: {args.facts:,} facts, {len(queries)} queries "
-          f"({empty} sanitize to nothing), repeat {args.repeat}, budget {BUDGET}, "
-          f"{describe(args)}; "
-          f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
     searched = statistics.mean(sum(1 for sec in p.sections if sec.name in SLOTS
                                    and sec.stopped != NO_ROOM) for p in prompts)
-    print(f"prompts: {tokens:.0f} tokens and {kept:.1f} kept items on average; "
+    print(f"\nctxslots assemble benchmark: {args.facts:,} facts, {len(queries)} messages "
+          f"({sum(1 for w in words if not w)} with no word to search), repeat {args.repeat}, "
+          f"budget {BUDGET}, {describe(args)}; {turns.load}")
+    print(f"prompts: {tokens:.0f} tokens on average, "
+          f"{statistics.mean(sum(o.values()) for o in offers):.0f} facts offered; "
           f"{searched:.2f} memory sections searched a prompt (the others had no room left)\n")
-    f50, f95 = pct(timings["floor"], 50), pct(timings["floor"], 95)
-    r50 = pct(timings["floor, same rows"], 50)
-    print(f"{'':<21} {'p50':>9} {'p95':>9} {'p50 / floor':>12} {'/ same rows':>12}")
-    print("-" * 67)
-    for name in ROWS:
-        p50, p95 = pct(timings[name], 50), pct(timings[name], 95)
-        print(f"{name:<21} {p50:>7.2f}ms {p95:>7.2f}ms {p50 / f50:>11.2f}x {p50 / r50:>11.2f}x")
-    a50, c50 = pct(timings["assemble"], 50), pct(timings["assemble cached"], 50)
-    offers = statistics.mean(sum(o.values()) for o in offered)
-    print(f"\n{offers:.0f} facts offered a prompt on average. goals: assemble p50 within 1.2x "
-          f"of its floor ({a50 / f50:.2f}x; {a50 / r50:.2f}x of the same-rows floor) and under "
-          f"5 ms warm ({a50:.2f} ms; {c50:.2f} ms with lexical_cache=True); floor p95 "
-          f"{f95:.2f} ms")
+    print_table(turns)
+    record = Record("assemble", figures={
+        "facts": args.facts, "load": turns.load.short(),
+        **{f"{name} p50": turns.p(name) for name in ROWS},
+        **{f"{name} / floor": turns.ratio(name, "floor").as_dict() for name in ROWS},
+        **{f"{name} / same rows": turns.ratio(name, "floor, same rows").as_dict()
+           for name in ROWS}})
+    record.add_load(turns.load)
+    record.write(args.json)
 
 
 if __name__ == "__main__":

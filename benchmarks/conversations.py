@@ -31,9 +31,11 @@ in natural language, at the time of the last session plus a day:
 ``--latency N`` instead builds one store of N memories (every memory of the
 file, repeated until there are N) and times ``store.search(question,
 limit=10)`` for every question, words only and, with ``--model``, with the
-model (query embedding included), each against its floor in the same run: the
-raw FTS5 query, plus for the model the query's embedding and a numpy scan of
-all N vectors.
+model (query embedding included), each against its floor question by question
+in turn (``benchmarks/_timing.py``): the raw FTS5 query doing the store's work
+(``benchmarks/_floors.py``: its words, its filter join, the ten rows), plus for
+the model the query's embedding and a numpy scan of all N vectors; the ratio is
+the median of the per-question ratios, with their 10th-90th percentiles.
 
 The floor row is plain FTS5 on the same file, in the same run: the store's own
 index queried with raw SQL (``MATCH`` of the sanitized words, stop words out,
@@ -72,7 +74,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _floors import FtsFloor
+from _timing import in_turn
 from ctxslots import (
     AgentMemoryContributor,
     AssemblyRequest,
@@ -440,10 +445,6 @@ class _Memo:
         return np.array([self.seen[t] for t in texts], dtype=np.float32)
 
 
-def _p(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1000
-
-
 def measure_latency(tmp: Path, conversations: list[Conversation], size: int, model: Any,
                     context: int = 0) -> None:
     """Search p50/p90 at ``size`` memories (every memory of the file, repeated, with
@@ -459,7 +460,6 @@ def measure_latency(tmp: Path, conversations: list[Conversation], size: int, mod
     asked_at = max(c.asked_at for c in conversations)
     print(f"\nsearch latency at {size:,} memories ({len(stored):,} memories repeated), "
           f"{len(questions)} questions, limit=10")
-    rows: list[tuple[str, list[float]]] = []
     for use_model in ([False, True] if model is not None else [False]):
         path = tmp / f"latency-{use_model}.db"
         clock = Clock(asked_at)
@@ -472,35 +472,34 @@ def measure_latency(tmp: Path, conversations: list[Conversation], size: int, mod
             store.wait_for_vectors()
         embedder = model if use_model else embedder_from_spec("hash")
         name = "model" if use_model else "words only"
-        conn = open_connection(path)
         matrix = np.array(builder.embed([t.text for t in memories]), dtype=np.float32) \
             if use_model else None
         with FactStore(path, embedder=embedder, clock=clock) as store:
             if use_model:
                 store.load_vector_cache()
             store.search("warm up", limit=10, track_access=False)
-            floor, timed = [], []
-            for text in questions:
-                start = time.perf_counter()
-                match = to_match(query_tokens(text))
-                if match:
-                    conn.execute(FLOOR_SQL, (match, 10)).fetchall()
+            words = [store.query_words(text) for text in questions]
+            floor = FtsFloor.open(path)
+
+            def floor_search(i: int) -> None:
+                floor.rows(words[i], scope=None, now=asked_at, limit=10)
                 if matrix is not None:
-                    vector = np.asarray(model.embed([text])[0], dtype=np.float32)
+                    vector = np.asarray(model.embed([questions[i]])[0], dtype=np.float32)
                     # einsum, not ``matrix @ vector``: OpenBLAS's threads keep spinning
                     # after a call and slow the model's next embedding (the store's and
                     # the floor's alike, as both run in this process).
                     scores = np.einsum("ij,j->i", matrix, vector)
                     np.argpartition(-scores, 100)[:100]
-                floor.append(time.perf_counter() - start)
-                start = time.perf_counter()
-                store.search(text, limit=10, track_access=False)
-                timed.append(time.perf_counter() - start)
-        conn.close()
+
+            timed = in_turn({"floor": floor_search, "search": lambda i: store.search(
+                questions[i], limit=10, track_access=False)}, len(questions))
+            floor.close()
         what = "FTS5 query" + (" + query embedding + numpy scan" if use_model else "")
-        rows += [(f"floor ({what})", floor), (f"FactStore.search, {name} (defaults)", timed)]
-    for label, values in rows:
-        print(f"  {label:<66} p50 {_p(values, 0.5):7.2f} ms   p90 {_p(values, 0.9):7.2f} ms")
+        print(f"  {timed.load}")
+        for label, side in ((f"floor ({what})", "floor"),
+                            (f"FactStore.search, {name} (defaults)", "search")):
+            print(f"  {label:<66} p50 {timed.p(side):7.2f} ms   p90 {timed.p(side, 90):7.2f} ms")
+        print(f"  {'search / floor, per question':<66} {timed.ratio('search', 'floor')}")
 
 
 def main() -> None:

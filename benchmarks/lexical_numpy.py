@@ -7,9 +7,11 @@ Loads every fact of the store benchmark's file, tokenizes it with the index's ow
 tokenizer (porter unicode61), keeps term postings and row lengths in numpy arrays, and
 scores the same 200 queries with FTS5's BM25 formula (k1 1.2, b 0.75, every column
 weighted 1), scope filter included. The floor is the FTS5 query with the same words and
-the same scope join (top 50). Prints the load time, p50/p95 of both, and the share of
-FTS5's top 10 the in-memory ranking returns (ties among template-generated facts break
-differently). This is the measurement behind the plan for an in-memory lexical leg.
+the same filter join (top 50, ``benchmarks/_floors.py``), the two timed message by message
+in turn. Prints the load time, p50/p95 of both, the per-message ratio (median, p10-p90) and
+the share of FTS5's top 10 the in-memory ranking returns (ties among template-generated
+facts break differently; the context column, which FTS5 weighs 0.5, is left out here).
+This is the measurement behind the plan for an in-memory lexical leg.
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_queries
+from _floors import FtsFloor
+from _stores import corpus_store
+from _timing import in_turn
 from ctxslots import FactStore
-from ctxslots.stores.sanitize import to_match
-from ctxslots.stores.sqlite import open_connection
 from ctxslots.stores.sqlite._schema import FTS_TOKENIZE
-from store_search import SCOPES, store_file
+
+SCOPES = ("repo-alpha", "repo-beta")
 
 K1, B, POOL = 1.2, 0.75, 50
 
@@ -40,9 +44,9 @@ K1, B, POOL = 1.2, 0.75, 50
 class Postings:
     """Every live fact's stems, as per-term arrays of (row, count), with row lengths."""
 
-    def __init__(self, store: FactStore) -> None:
-        conn = open_connection(store.path, migrate=False)
-        self.tokenize = conn.raw.fts5_tokenizer(FTS_TOKENIZE.split()[0], FTS_TOKENIZE.split()[1:])
+    def __init__(self, path: Path) -> None:
+        conn = apsw.Connection(str(path))
+        self.tokenize = conn.fts5_tokenizer(FTS_TOKENIZE.split()[0], FTS_TOKENIZE.split()[1:])
         rows = conn.execute("SELECT id, scope, key, value, tags FROM facts ORDER BY id").fetchall()
         self.ids = np.array([r[0] for r in rows], np.int64)
         self.scope_codes: dict[str, int] = {}
@@ -88,47 +92,39 @@ class Postings:
         return self.ids[top[np.argsort(-scores[top], kind="stable")]]
 
 
-def timed(fn, work) -> list[float]:
-    for args in work[:20]:
-        fn(*args)
-    out = []
-    for args in work:
-        start = time.perf_counter()
-        fn(*args)
-        out.append((time.perf_counter() - start) * 1000)
-    return out
-
-
 def main() -> None:
+    """Load the postings, time both in turn, compare their top tens."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    path, _ = store_file(args.size)
+    path = corpus_store(args.size)
     with FactStore(path) as store:
         start = time.perf_counter()
-        postings = Postings(store)
+        postings = Postings(path)
         load = time.perf_counter() - start
-        conn = open_connection(store.path, migrate=False)
-        work = [(store.query_words(q), SCOPES[i % 2])
-                for i, q in enumerate(generate_queries(200, seed=1))]
+        floor = FtsFloor.open(path)
+        messages = generate_queries(200, seed=1)
+        work = [(store.query_words(q), SCOPES[i % 2]) for i, q in enumerate(messages)]
+        work = [(words, scope) for words, scope in work if words]
+        now = time.time()
 
-        def fts(tokens: list[str], scope: str) -> list[int]:
-            match = to_match(tokens)
-            if not match:
-                return []
-            return [r[0] for r in conn.execute(
-                "SELECT f.id FROM facts_fts JOIN facts AS f ON f.id = facts_fts.rowid "
-                "WHERE facts_fts MATCH ? AND f.scope IN (?, '') ORDER BY facts_fts.rank LIMIT ?",
-                (match, scope, POOL)).fetchall()]
+        def fts(i: int) -> list[int]:
+            words, scope = work[i]
+            return floor.ids(words, scope=scope, now=now, limit=POOL)
 
-        print(f"{args.size:,} facts: postings of {len(postings.postings):,} stems loaded in {load:.1f} s")
-        for name, fn in (("numpy BM25", postings.search), ("FTS5 floor", fts)):
-            ms = timed(fn, work)
-            print(f"{name:>10}: p50 {statistics.median(ms):6.2f} ms   "
-                  f"p95 {statistics.quantiles(ms, n=20)[18]:6.2f} ms")
-        shared = [len(set(fts(*a)[:10]) & set(postings.search(*a)[:10].tolist())) / len(fts(*a)[:10])
-                  for a in work if fts(*a)]
+        print(f"{args.size:,} facts: postings of {len(postings.postings):,} stems loaded in "
+              f"{load:.1f} s")
+        turns = in_turn({"numpy BM25": lambda i: postings.search(*work[i]), "FTS5 floor": fts},
+                        len(work), repeat=args.repeat)
+        print(turns.load)
+        for name in turns.times:
+            print(f"{name:>10}: p50 {turns.p(name):6.2f} ms   p95 {turns.p(name, 95):6.2f} ms")
+        print(f"numpy BM25 / FTS5 floor: {turns.ratio('numpy BM25', 'FTS5 floor')}")
+        shared = [len(set(fts(i)[:10]) & set(postings.search(*work[i])[:10].tolist()))
+                  / len(fts(i)[:10]) for i in range(len(work)) if fts(i)]
         print(f"share of the FTS5 top 10 also in the numpy top 10: {statistics.mean(shared):.3f}")
+        floor.close()
 
 
 if __name__ == "__main__":

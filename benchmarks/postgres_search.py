@@ -1,223 +1,271 @@
-"""PostgresBackend search and writes at 100,000 facts, against the same SQL written by hand.
+"""The PostgreSQL engine's search against the same SQL written by hand, query by query.
 
-    python benchmarks/postgres_search.py                         # private pgserver, 100k facts
-    python benchmarks/postgres_search.py --url postgresql://user@host/db --facts 100000
-    python benchmarks/postgres_search.py --dim 384               # vectors too (slow to build)
+    python benchmarks/postgres_search.py                          # private pgserver, 100k facts
+    python benchmarks/postgres_search.py --sizes 10000 --queries 100
+    python benchmarks/postgres_search.py --url postgresql://user@host/db --sizes 100000
 
-A fresh database is filled with the synthetic corpus (benchmarks/_corpus.py)
-through ``PostgresBackend.insert``, 1,000 facts per transaction (``batch``
-writes/s); then 2,000 more facts are written one per transaction (``one by
-one``). Then, on the same server in the same run, for each query of the
-corpus (scope ``repo-alpha`` and global, live facts, superseded left out,
-pool 50):
+Each size uses database ``ctxslots_corpus_N`` holding the synthetic corpus,
+written through ``FactStore(url)`` (``benchmarks/_stores.py``: built once,
+resumed if interrupted; the private server's data is kept under
+benchmarks/out/pgdata). Generated messages, scope ``repo-alpha`` or
+``repo-beta`` in turn (each with the global facts), live facts, messages
+with no word to search left out. For each message, in turn
+(``benchmarks/_timing.py``):
 
-- ``lexical``: ``backend.drop_common`` then ``backend.lexical`` (BM25), what
-  the facade asks of the engine for the words of one search;
-- floor ``hand SQL``: the same BM25 statement, typed out below, run on a plain
-  psycopg connection with the same words and statistics, nothing around it;
-- ``ts_rank_cd`` and its floor: PostgreSQL's own ranking, the same way;
-- with ``--dim``: ``vector``, ``backend.vector_knn`` (k = 50) against the
-  HNSW query by hand (vectors are random: this times the index, not quality).
+- ``engine``: what a search asks of the engine for its words (opened on its
+  own, ``benchmarks/_engine.py``): the document counts of the sanitized words
+  (the common ones are left out), then ``lexical`` (BM25), pool = the
+  store's candidate pool (100);
+- floor ``hand SQL``: the same BM25 statement typed out below (the query's
+  stems and their document counts, the matches with the filters (owners,
+  scope, expiry, near-duplicates), term
+  frequencies from the tsvector cut to the query's stems, the context's
+  occurrences at half weight through the ``context_search`` join, the same
+  columns, the same pool), on a plain psycopg connection with the words the
+  engine searched and the same statistics;
+- ``search``: ``FactStore(url).search(message, scope=..., limit=10)`` through
+  the public API (words only: ranking, hits, the access-count write);
+- floor ``hand SQL, 10 rows``: the hand statement returning the ten rows the
+  search returns.
 
-The ratio column is backend p50 over floor p50.
+Ratios are the median of per-message ratios with their 10th-90th
+percentiles; ``same ids`` checks (untimed) that each floor returns what its
+side does. ``--writes N`` also times N facts written into a fresh database,
+a transaction of 250 facts and 250 facts one transaction each, in turn.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np
 import psycopg
 
 from _corpus import generate_facts, generate_queries
-from _pg import server
-from ctxslots.stores.backend import FactFilter
-from ctxslots.stores.postgres import PostgresBackend
+from _engine import engine_search, open_engine, search_filter
+from _pg import Server, server
+from _record import Record
+from _stores import OUT, corpus_database, write_facts
+from _timing import Load, Ratio, Turns, in_turn, load_average
+from ctxslots import FactStore, Limits
+from ctxslots.stores.backend import FACT_COLUMNS, Backend
+from ctxslots.stores.owners import DEFAULT_AGENT, DEFAULT_USER
 from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens
 
-NOW = 1_800_000_000.0
-SCOPE = "repo-alpha"
-POOL = 50
+SCOPES = ("repo-alpha", "repo-beta")
+LIMIT = 10
+_COLUMNS = ", ".join(f"f.{c}" for c in FACT_COLUMNS)
 
-#: The lexical leg's BM25 statement, typed out (parameters: words, N, mean length, OR query,
-#: scopes, now, pool).
-HAND_BM25 = """
+#: The engine's BM25 statement, typed out. Parameters: the words joined by spaces, N, the
+#: mean document length, the OR query, the users, agents and scopes seen, now, the rows.
+HAND_BM25 = f"""
 WITH d AS MATERIALIZED (
     SELECT lexeme, (SELECT count(*)::float8 FROM facts
                     WHERE search @@ quote_literal(lexeme)::tsquery) AS n
     FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('ctxslots_english', %s)))
           AS lexeme) s),
 q AS MATERIALIZED (
-    SELECT coalesce(array_agg(lexeme), '{}') AS lexemes,
+    SELECT coalesce(array_agg(lexeme), '{{}}') AS lexemes,
            array_agg(greatest(ln((greatest(%s::float8, n) - n + 0.5) / (n + 0.5)), 1e-6)) AS idf
     FROM d),
 s AS (
-    SELECT f.id, (SELECT sum(q.idf[array_position(q.lexemes, u.lexeme)]
-                             * cardinality(u.positions) * 2.2
-                             / (cardinality(u.positions)
-                                + 1.2 * (0.25 + 0.75 * f.doc_len::float8 / %s::float8)))
-                  FROM unnest(ts_filter(setweight(f.search, 'A', q.lexemes), '{a}')) u) AS bm25
+    SELECT f.id, (SELECT sum(q.idf[array_position(q.lexemes, u.lexeme)] * u.tf * 2.2
+                             / (u.tf + 1.2 * (0.25 + 0.75 * f.doc_len::float8 / %s::float8)))
+                  FROM (SELECT a.lexeme, cardinality(a.positions)
+                               - 0.5 * coalesce(cardinality(c.positions), 0) AS tf
+                        FROM unnest(ts_filter(setweight(f.search, 'A', q.lexemes), '{{a}}')) a
+                        LEFT JOIN unnest(ts_filter(setweight(f.context_search, 'A', q.lexemes),
+                                                   '{{a}}')) c USING (lexeme)) u) AS bm25
     FROM facts f, q
-    WHERE f.search @@ to_tsquery('ctxslots_english', %s) AND f.scope = ANY(%s)
+    WHERE f.search @@ to_tsquery('ctxslots_english', %s) AND f.user_id = ANY(%s)
+      AND f.agent_id = ANY(%s) AND f.scope = ANY(%s)
       AND (f.expires_at IS NULL OR f.expires_at > %s) AND f.superseded_by IS NULL
     ORDER BY bm25 DESC, f.id LIMIT %s)
-SELECT f.*, -s.bm25 FROM s JOIN facts f ON f.id = s.id ORDER BY s.bm25 DESC, s.id
-"""
-
-HAND_RANK_CD = """
-SELECT f.*, -ts_rank_cd(f.search, q) AS _score
-FROM facts f, to_tsquery('ctxslots_english', %s) q
-WHERE f.search @@ q AND f.scope = ANY(%s) AND (f.expires_at IS NULL OR f.expires_at > %s)
-  AND f.superseded_by IS NULL
-ORDER BY _score, f.id LIMIT %s
-"""
-
-HAND_KNN = """
-SELECT v.fact_id, v.embedding <=> %s::vector AS distance FROM fact_vectors v
-JOIN facts f ON f.id = v.fact_id AND f.scope = v.scope
-WHERE v.scope = ANY(%s) AND (f.expires_at IS NULL OR f.expires_at > %s)
-  AND f.superseded_by IS NULL
-ORDER BY v.embedding <=> %s::vector LIMIT %s
+SELECT {_COLUMNS}, -s.bm25 AS _score FROM s JOIN facts f ON f.id = s.id
+ORDER BY s.bm25 DESC, s.id
 """
 
 
-def row(fact: Any, now: float) -> dict[str, Any]:
-    """A backend row for a corpus fact."""
-    return {"slot": fact.slot, "scope": fact.scope or "", "key": fact.key, "value": fact.value,
-            "tags": "\n".join(fact.tags), "source": None, "confidence": 1.0, "score": 0.0,
-            "created_at": now, "updated_at": now, "observed_at": now, "last_accessed": None,
-            "access_count": 0, "expires_at": None, "superseded_by": None}
+@dataclass(frozen=True)
+class Work:
+    """Messages with words to search: scope, the sanitized words, the words searched."""
+
+    queries: list[str]
+    scopes: list[str]
+    tokens: list[list[str]]
+    words: list[list[str]]
+    dropped: int
+
+    @classmethod
+    def of(cls, store: FactStore, messages: list[str]) -> Work:
+        """The messages that leave words to search (the store's own words), scopes in turn."""
+        kept = [(m, store.query_words(m)) for m in messages]
+        usable = [(m, w) for m, w in kept if w]
+        return cls([m for m, _ in usable], [SCOPES[i % 2] for i in range(len(usable))],
+                   [query_tokens(m, DEFAULT_POLICY) for m, _ in usable],
+                   [w for _, w in usable], len(messages) - len(usable))
 
 
-def fill(backend: PostgresBackend, n: int, dim: int | None, batch: int = 1000) -> float:
-    """Write ``n`` facts (and vectors) in transactions of ``batch``; facts per second."""
-    rng = np.random.default_rng(0)
-    facts = generate_facts(n, seed=0)
-    started = time.perf_counter()
-    done = 0
-    while done < n:
-        chunk = [next(facts) for _ in range(min(batch, n - done))]
-        with backend.transaction():
-            ids = [backend.insert(row(f, NOW)) for f in chunk]
-            if dim:
-                rows = [(i, f.scope or "", f.slot) for i, f in zip(ids, chunk, strict=True)]
-                backend.put_vectors(rows, rng.normal(size=(len(chunk), dim)).astype(np.float32))
-        done += len(chunk)
-    return n / (time.perf_counter() - started)
+@dataclass
+class HandSQL:
+    """The floor: the statement above on a plain connection, with the engine's statistics."""
+
+    conn: psycopg.Connection[Any]
+    facts: int
+    mean_length: float
+
+    @classmethod
+    def open(cls, url: str) -> HandSQL:
+        """A plain autocommit connection and the table's N and mean document length."""
+        conn = psycopg.connect(url, autocommit=True)
+        facts, mean = conn.execute(
+            "SELECT count(*), coalesce(avg(doc_len), 0)::float8 FROM facts").fetchone()
+        return cls(conn, int(facts), float(mean))
+
+    def rows(self, words: Sequence[str], scope: str, now: float, limit: int) -> list[Any]:
+        """The best ``limit`` facts for ``words`` in ``scope`` and the global facts."""
+        query = " | ".join(f"'{w}'" for w in words)
+        return self.conn.execute(HAND_BM25, (
+            " ".join(words), self.facts, self.mean_length, query, [DEFAULT_USER, ""],
+            [DEFAULT_AGENT, ""], [scope, ""], now, limit)).fetchall()
 
 
-def one_by_one(backend: PostgresBackend, n: int, dim: int | None) -> float:
-    """Write ``n`` more facts, one transaction each; facts per second."""
-    rng = np.random.default_rng(1)
-    facts = list(generate_facts(n, seed=7))
-    started = time.perf_counter()
-    for f in facts:
-        with backend.transaction():
-            fact_id = backend.insert(row(f, NOW) | {"key": None})
-            if dim:
-                backend.put_vectors([(fact_id, f.scope or "", f.slot)],
-                                    rng.normal(size=(1, dim)).astype(np.float32))
-    return n / (time.perf_counter() - started)
+def sides(store: FactStore, backend: Backend, hand: HandSQL, work: Work
+          ) -> dict[str, Callable[[int], object]]:
+    """The four sides timed in turn."""
+    now = time.time()
+    pool = store.candidate_pool
+    flts = {s: search_filter(s, now=now) for s in SCOPES}
+    return {
+        "engine": lambda i: engine_search(backend, work.tokens[i], flts[work.scopes[i]], pool,
+                                          DEFAULT_POLICY),
+        "hand SQL": lambda i: hand.rows(work.words[i], work.scopes[i], now, pool),
+        "search": lambda i: store.search(work.queries[i], scope=work.scopes[i], limit=LIMIT),
+        "hand SQL, 10 rows": lambda i: hand.rows(work.words[i], work.scopes[i], now, LIMIT),
+    }
 
 
-def timed(calls: list[Callable[[], Any]], repeat: int) -> list[float]:
-    """Milliseconds of each call, after a warm-up pass."""
-    for call in calls:
-        call()
-    out = []
-    for _ in range(repeat):
-        for call in calls:
-            start = time.perf_counter_ns()
-            call()
-            out.append((time.perf_counter_ns() - start) / 1e6)
-    return out
+def same_ids(store: FactStore, backend: Backend, hand: HandSQL, work: Work
+             ) -> tuple[float, float]:
+    """Shares of messages where the engine's candidates and the search's hits are the hand
+    statement's rows (untimed)."""
+    now = time.time()
+    engine = search = 0
+    for i, scope in enumerate(work.scopes):
+        flt = search_filter(scope, now=now)
+        found = [int(c.row["id"]) for c in engine_search(backend, work.tokens[i], flt,
+                                                          store.candidate_pool, DEFAULT_POLICY)]
+        engine += found == [int(r[0]) for r in hand.rows(work.words[i], scope, now,
+                                                          store.candidate_pool)]
+        hits = [h.fact.id for h in store.search(work.queries[i], scope=scope, limit=LIMIT,
+                                                 track_access=False)]
+        search += set(hits) == {int(r[0]) for r in hand.rows(work.words[i], scope, now, LIMIT)}
+    return engine / len(work.scopes), search / len(work.scopes)
 
 
-def p50(values: list[float]) -> float:
-    """The median."""
-    return statistics.median(values)
+@dataclass
+class SizeResult:
+    """What one size measured."""
+
+    facts: int
+    turns: Turns
+    same: tuple[float, float]
+    dropped: int
+
+    def ratios(self) -> dict[str, Ratio]:
+        """Each side over its floor."""
+        return {"engine / hand SQL": self.turns.ratio("engine", "hand SQL"),
+                "search / hand SQL, 10 rows": self.turns.ratio("search", "hand SQL, 10 rows")}
+
+    def figures(self) -> dict[str, Any]:
+        """The figures for a JSON record."""
+        t = self.turns
+        return {"facts": self.facts, "load": t.load.short(), "same_ids_engine": self.same[0],
+                "same_ids_search": self.same[1], "dropped": self.dropped,
+                **{f"{side} p50": t.p(side) for side in t.times},
+                **{name: r.as_dict() for name, r in self.ratios().items()}}
+
+
+def measure(srv: Server, n: int, messages: list[str], repeat: int) -> SizeResult:
+    """Every side on the ``n``-fact database, message by message."""
+    url = corpus_database(srv, n)
+    backend = open_engine(url)
+    hand = HandSQL.open(url)
+    try:
+        with FactStore(url) as store:
+            work = Work.of(store, messages)
+            same = same_ids(store, backend, hand, work)
+            turns = in_turn(sides(store, backend, hand, work), len(work.queries), repeat=repeat)
+    finally:
+        backend.close()
+        hand.conn.close()
+    return SizeResult(hand.facts, turns, same, work.dropped)
+
+
+def print_size(result: SizeResult) -> None:
+    """One size's lines."""
+    t = result.turns
+    print(f"\n{result.facts:,} facts, {len(t.times['engine'])} messages x "
+          f"{len(t.times['engine'][0])} ({result.dropped} left no word to search); {t.load}")
+    print(f"{'':<18} {'p50':>9} {'p95':>9}")
+    for side in t.times:
+        print(f"{side:<18} {t.p(side):>7.2f}ms {t.p(side, 95):>7.2f}ms")
+    for name, ratio in result.ratios().items():
+        print(f"{name}: {ratio}")
+    print(f"same ids as the hand SQL: engine {result.same[0]:.0%} of messages (in order), "
+          f"search {result.same[1]:.0%} (as a set of ten)")
+
+
+def write_rates(srv: Server, n: int, rounds_of: int = 250) -> Turns:
+    """``n`` facts into a fresh database: a batch and one by one, a round of each in turn."""
+    url = srv.fresh("ctxslots_bench_writes")
+    facts = generate_facts(n, seed=7)
+    with FactStore(url, limits=Limits(max_batch=rounds_of)) as store:
+        def batch(_: int) -> None:
+            write_facts(store, facts, rounds_of)
+
+        def one_by_one(_: int) -> None:
+            for _ in range(rounds_of):
+                write_facts(store, facts, 1)
+
+        return in_turn({"batch": batch, "one by one": one_by_one}, n // (2 * rounds_of),
+                       warm=0)
 
 
 def main() -> None:
-    """Build, measure, print the table."""
+    """Measure every size, print the tables, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a PostgreSQL server URL (default: a private pgserver)")
-    parser.add_argument("--facts", type=int, default=100_000)
+    parser.add_argument("--sizes", default="100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--dim", type=int, help="also write and search vectors of this size")
+    parser.add_argument("--writes", type=int, default=0, help="facts for the write rates")
+    parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
-    policy = DEFAULT_POLICY
-    flt = FactFilter(scopes=(SCOPE, ""), live_at=NOW, include_superseded=False)
-    with server(args.url) as fresh:
-        url = fresh("ctxslots_bench_search")
-        backend = PostgresBackend(url)
-        ranked = PostgresBackend(url, lexical_ranking="ts_rank_cd")
-        if args.dim:
-            with backend.transaction():
-                backend.reset_vectors("random", args.dim)
-        batch_rate = fill(backend, args.facts, args.dim)
-        single_rate = one_by_one(backend, 2000, args.dim)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE")
-            total, avg_len = conn.execute(
-                "SELECT count(*), avg(doc_len)::float8 FROM facts").fetchone()
-        words = [query_tokens(q, policy) for q in generate_queries(args.queries)]
-        words = [backend.drop_common(w, share=policy.max_doc_share,
-                                     min_rows=policy.common_min_facts) for w in words]
-        words = [w for w in words if w]
-        rows: list[tuple[str, float, float]] = []
-        with psycopg.connect(url, autocommit=True) as raw:
-            def search(w: list[str], leg: PostgresBackend = backend) -> Any:
-                kept = leg.drop_common(w, share=policy.max_doc_share,
-                                       min_rows=policy.common_min_facts)
-                return leg.lexical(kept, flt, POOL)
-
-            def or_query(w: list[str]) -> str:
-                return " | ".join(f"'{t}'" for t in w)
-
-            mine = timed([lambda w=w: search(w) for w in words], args.repeat)
-            floor = timed([lambda w=w: raw.execute(HAND_BM25, (
-                " ".join(w), total, avg_len, or_query(w), [SCOPE, ""], NOW, POOL)).fetchall()
-                for w in words], args.repeat)
-            rows.append(("lexical (BM25)", p50(mine), p50(floor)))
-            mine = timed([lambda w=w: search(w, ranked) for w in words], args.repeat)
-            floor = timed([lambda w=w: raw.execute(HAND_RANK_CD, (
-                or_query(w), [SCOPE, ""], NOW, POOL)).fetchall() for w in words], args.repeat)
-            rows.append(("lexical (ts_rank_cd)", p50(mine), p50(floor)))
-            if args.dim:
-                rng = np.random.default_rng(5)
-                vectors = [rng.normal(size=args.dim).astype(np.float32) for _ in words]
-                mine = timed([lambda v=v: backend.vector_knn(v, flt, POOL) for v in vectors],
-                             args.repeat)
-                raw.execute("SET hnsw.ef_search = 100")
-                floor = timed([lambda v=v: raw.execute(HAND_KNN, (
-                    str(v.tolist()), [SCOPE, ""], NOW, str(v.tolist()), POOL)).fetchall()
-                    for v in vectors], args.repeat)
-                rows.append(("vector (HNSW)", p50(mine), p50(floor)))
-        backend.close()
-        ranked.close()
-    print(f"{total:,} facts, {len(words)} queries x {args.repeat}, scope {SCOPE} + global, "
-          f"pool {POOL}\n")
-    print("| search | backend p50 ms | hand SQL p50 ms | ratio |")
-    print("| --- | ---: | ---: | ---: |")
-    for name, ours, floor_ms in rows:
-        print(f"| {name} | {ours:.2f} | {floor_ms:.2f} | {ours / floor_ms:.2f}x |")
-    print("\n| writes | facts/s |")
-    print("| --- | ---: |")
-    print(f"| batch (1,000 per transaction{', with vectors' if args.dim else ''}) "
-          f"| {batch_rate:,.0f} |")
-    print(f"| one by one (a transaction each{', with vectors' if args.dim else ''}) "
-          f"| {single_rate:,.0f} |")
+    messages = generate_queries(args.queries, seed=1)
+    record = Record("postgres_search")
+    started = load_average()
+    with server(args.url, None if args.url else OUT / "pgdata") as srv:
+        for n in (int(s) for s in args.sizes.split(",")):
+            result = measure(srv, n, messages, args.repeat)
+            print_size(result)
+            record.figures[str(n)] = result.figures()
+        if args.writes:
+            turns = write_rates(srv, args.writes)
+            rates = {side: 250_000 / turns.p(side) for side in turns.times}
+            print(f"\nwrites, facts/s ({turns.load}): " + ", ".join(
+                f"{side} {rate:,.0f}" for side, rate in rates.items()))
+            record.figures["writes"] = rates
+    record.add_load(Load.around(started))
+    record.write(args.json)
 
 
 if __name__ == "__main__":

@@ -1,289 +1,240 @@
-"""FactStore.search and inserts against raw SQLite doing the same work.
+"""FactStore.search against raw FTS5 doing the same work, query by query in one process.
 
     python benchmarks/store_search.py                    # 10k, 100k, 1M facts
-    python benchmarks/store_search.py --sizes 10000,100000 --queries 200
-    python benchmarks/store_search.py --sizes 100000 --raw-insert 0 --query-shares 1,0.2,0.15,0.1
+    python benchmarks/store_search.py --sizes 10000,100000 --queries 200 --repeat 3
+    python benchmarks/store_search.py --sizes 100000 --query-shares 1,0.2,0.15,0.1
 
-For each size a store file is built once under benchmarks/out/ (reused on the
-next run). Then, in the same run and on the same file:
+Each size uses the shared store of the synthetic corpus (``benchmarks/_stores.py``:
+built once under benchmarks/out/, its build resumed if interrupted). Generated
+user messages, scopes alternating, ``limit=10``; messages with no word left to
+search are left out. For each message, in turn (``benchmarks/_timing.py``):
 
-- ``search``: ``FactStore.search(query, scope=..., limit=10)``: sanitizing,
-  the FTS5 query with slot/scope/expiry filters, ranking with decay and
-  reinforcement, building Hits, and the access-count update.
-- floor ``fts``: the raw FTS5 query alone,
-  ``SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank LIMIT 10``,
-  with the same words the store searches (stop words and words found in more
-  than 10% of the facts left out).
-- floor ``fts+filter``: the same with the scope/expiry join, i.e. the same
-  candidate SQL the store runs, with nothing around it.
-- ``cached``: ``FactStore.search`` with ``lexical_cache=True`` (BM25 from an
-  in-memory copy of the index), timed once loaded; ``load`` is its background
-  load from the first search, and ``during load`` the searches made meanwhile
-  (on FTS5, sharing the interpreter with the loading thread),
-- ``plain fts``: the raw FTS5 query with every sanitized word (stop words out,
-  common words kept): what a store without common-word pruning runs.
+- ``search``: ``FactStore.search(message, scope=..., limit=10)``, the default
+  store (words only): sanitizing, the common-word check, the FTS5 candidates
+  with the filters, reading them, ranking with decay and reinforcement,
+  building hits, and the access-count write.
+- ``cached``: the same with ``lexical_cache=True`` (BM25 from the in-memory
+  copy of the index; loaded before timing, with the searches made while it
+  loads reported apart), whose access counts are written in the background.
+- floor ``fts``: raw FTS5 on its own connection doing the same work
+  (``benchmarks/_floors.py``): the words the store searches, the same filter
+  join, the same order, every column of the same 10 rows.
+- ``fts alone``: FTS5 with the same words and no join, ids only (what the
+  filter join and the row reads add to the floor).
 
-The tail: ``search`` p95 / p50, and what the slowest fifth of the queries
-(by their median time) share against the rest: the facts their kept words
-match (``SELECT count(*) ... MATCH``, what FTS5 must score) and how many words
-they keep.
-
-With ``--query-shares``, ``search`` is also timed on the last size with each
-``QueryPolicy(max_query_share=...)``, query by query in a rotating order.
-
-Inserts: facts per second through ``FactStore.add``/``upsert`` in one
-transaction, against ``executemany`` of raw INSERTs into the same schema.
+Ratios are the median of per-message ratios with their 10th-90th percentiles.
+``same ids``: the share of messages for which the store's ten hits are the
+floor's ten rows, as a set and in order (equal BM25 scores may be ordered
+differently: the store breaks such ties by decay, the floor by id). With
+``--query-shares``, ``search`` is also timed on the last size with each ``QueryPolicy(max_query_share=...)``
+in turn, with what the slowest fifth of the messages share.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import generate_facts, generate_queries
-from ctxslots import FactStore, Limits, QueryPolicy
-from ctxslots.stores.sanitize import sanitize_query, to_match
-from ctxslots.stores.sqlite import open_connection
+from _corpus import generate_queries
+from _floors import FtsFloor
+from _record import Record
+from _stores import corpus_store
+from _timing import Load, Turns, in_turn, load_average
+from ctxslots import FactStore, QueryPolicy
+from ctxslots.stores.sanitize import to_match
 
-OUT = Path(__file__).resolve().parent / "out"
 SCOPES = ("repo-alpha", "repo-beta")
+LIMIT = 10
 
 
-def build(path: Path, n: int, chunk: int = 100_000) -> float:
-    """Fill a new store with n facts; return facts/s of the first one-transaction chunk."""
-    rate = 0.0
-    # One transaction per chunk, so the first chunk's rate is one large write.
-    with FactStore(path, limits=Limits(max_batch=chunk)) as store:
-        facts = generate_facts(n, seed=0)
-        done = 0
-        while done < n:
-            batch = [next(facts) for _ in range(min(chunk, n - done))]
-            start = time.perf_counter()
-            with store.batch():
-                for f in batch:
-                    if f.key:
-                        store.upsert(f.slot, f.key, f.value, scope=f.scope, tags=f.tags)
-                    else:
-                        store.add(f.slot, f.value, scope=f.scope, tags=f.tags)
-            if not rate:
-                rate = len(batch) / (time.perf_counter() - start)
-            done += len(batch)
-    return rate
+@dataclass(frozen=True)
+class Work:
+    """The messages searched, each with its scope and the words the store looks for."""
+
+    queries: list[str]
+    scopes: list[str]
+    words: list[list[str]]
+    dropped: int
+
+    @classmethod
+    def of(cls, store: FactStore, messages: list[str]) -> Work:
+        """The messages that leave words to search, scopes alternating."""
+        kept = [(m, store.query_words(m)) for m in messages]
+        usable = [(m, w) for m, w in kept if w]
+        return cls([m for m, _ in usable], [SCOPES[i % 2] for i in range(len(usable))],
+                   [w for _, w in usable], len(messages) - len(usable))
 
 
-def raw_insert_rate(path: Path, n: int) -> float:
-    """Facts/s of raw executemany INSERTs into the same schema, one transaction."""
-    if path.exists():
-        path.unlink()
-    conn = open_connection(path)
-    rows = [
-        (f.slot, f.scope or "", f.key, f.value, "\n".join(f.tags), 1.0, 1.0)
-        for f in generate_facts(n, seed=0)
-    ]
-    start = time.perf_counter()
-    with conn.write():
-        conn.executemany(
-            "INSERT INTO facts (slot, scope, key, value, tags, created_at, updated_at) "
-            "VALUES (?,?,?,?,?,?,?)",
-            rows,
-        )
-    rate = n / (time.perf_counter() - start)
-    conn.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    return rate
+@dataclass(frozen=True)
+class Loading:
+    """The lexical copy's background load: seconds, and the searches made meanwhile (ms)."""
+
+    seconds: float
+    during: list[float]
+
+    def describe(self) -> str:
+        """``"2.4 s, 228 searches meanwhile at 9.42 ms p50"``."""
+        if not self.during:
+            return f"{self.seconds:.1f} s, no search meanwhile"
+        return (f"{self.seconds:.1f} s, {len(self.during)} searches meanwhile at "
+                f"{statistics.median(self.during):.2f} ms p50")
 
 
-def store_file(n: int) -> tuple[Path, float | None]:
-    """The cached store of n facts, built if missing; with its build insert rate."""
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"store_{n}.db"
-    if path.exists():
-        conn = open_connection(path)
-        count = conn.scalar("SELECT count(*) FROM facts")
-        conn.close()
-        if count == n:
-            return path, None
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{path}{suffix}").unlink(missing_ok=True)
-    return path, build(path, n)
+def load_copy(store: FactStore, work: Work) -> Loading:
+    """Start the lexical copy's load with a first search, searching until it is ready."""
+    started = time.perf_counter()
+    store.search("warm up the in-memory lexical index", scope=SCOPES[0])
+    during: list[float] = []
+    while not store.load_lexical_cache(timeout=0):
+        i = len(during) % len(work.queries)
+        began = time.perf_counter_ns()
+        store.search(work.queries[i], scope=work.scopes[i], limit=LIMIT)
+        during.append((time.perf_counter_ns() - began) / 1e6)
+    return Loading(time.perf_counter() - started, during)
 
 
-def timed(fn, args_list, repeat: int) -> list[float]:
-    """Milliseconds per call, every call of every repeat."""
-    for args in args_list[:20]:  # warm the page cache
-        fn(*args)
-    out = []
-    for _ in range(repeat):
-        for args in args_list:
-            start = time.perf_counter_ns()
-            fn(*args)
-            out.append((time.perf_counter_ns() - start) / 1e6)
-    return out
-
-
-def during_load(values: list[float]) -> str:
-    """p50 and count of the searches made while the lexical copy loaded."""
-    if len(values) < 2:
-        return f"{len(values)} searches"
-    return f"{pct(values, 50):.2f}ms p50 over {len(values)} searches"
-
-
-def pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
-
-
-def bench_size(n: int, queries: list[str], repeat: int) -> dict[str, float]:
-    path, rate = store_file(n)
-    row: dict[str, float] = {"n": n}
-    if rate:
-        row["insert_rate"] = rate
-    work = [(q, SCOPES[i % 2]) for i, q in enumerate(queries)]
+def same_ids(store: FactStore, floor: FtsFloor, work: Work) -> tuple[float, float]:
+    """The shares of messages whose ten hits are the floor's ten rows: in the same order,
+    and as a set (untimed)."""
     now = time.time()
-
-    store = FactStore(path)
-    conn = open_connection(path)
-    # The store's own query (common words left out) and the plain sanitized one.
-    sanitized = [(to_match(store.query_words(q)), s) for q, s in work]
-    plain = [(sanitize_query(q), s) for q, s in work]
-    fts_sql = ("SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? "
-               "ORDER BY rank LIMIT 10")
-    cached = FactStore(path, lexical_cache=True)
-    try:
-        # The first search starts the background load; searches meanwhile use FTS5.
-        start = time.perf_counter()
-        cached.search("warm up the in-memory lexical index", scope=SCOPES[0])
-        during: list[float] = []
-        while not cached.load_lexical_cache(timeout=0):
-            q, s = work[len(during) % len(work)]
-            began = time.perf_counter_ns()
-            cached.search(q, scope=s, limit=10)
-            during.append((time.perf_counter_ns() - began) / 1e6)
-        row["cache_load_s"] = time.perf_counter() - start
-        row["during_load"] = during
-        row["search_cached"] = timed(lambda q, s: cached.search(q, scope=s, limit=10), work,
-                                     repeat)
-    finally:
-        cached.close()
-    try:
-        row["search"] = timed(lambda q, s: store.search(q, scope=s, limit=10), work, repeat)
-        row["tail"] = tail(row["search"], work, store, conn)
-        row["fts"] = timed(lambda m, s: m and conn.execute(fts_sql, (m,)).fetchall(),
-                           sanitized, repeat)
-        row["fts_plain"] = timed(lambda m, s: m and conn.execute(fts_sql, (m,)).fetchall(),
-                                 plain, repeat)
-        row["fts_filter"] = timed(
-            lambda m, s: m and conn.execute(
-                "SELECT f.id, facts_fts.rank FROM facts_fts JOIN facts AS f "
-                "ON f.id = facts_fts.rowid WHERE facts_fts MATCH ? AND f.scope IN (?, '') "
-                "AND (f.expires_at IS NULL OR f.expires_at > ?) ORDER BY facts_fts.rank "
-                "LIMIT 50", (m, s, now)).fetchall(),
-            sanitized, repeat)
-    finally:
-        store.close()
-        conn.close()
-    return row
+    in_order = as_set = 0
+    for query, scope, words in zip(work.queries, work.scopes, work.words, strict=True):
+        hits = [h.fact.id for h in store.search(query, scope=scope, limit=LIMIT,
+                                                 track_access=False)]
+        rows = floor.ids(words, scope=scope, now=now, limit=LIMIT)
+        in_order += hits == rows
+        as_set += set(hits) == set(rows)
+    return in_order / len(work.queries), as_set / len(work.queries)
 
 
-def tail(times: list[float], work: list[tuple[str, str]], store: FactStore, conn) -> str:
-    """What the slowest fifth of the queries share, against the rest."""
-    per_query = [statistics.median(times[i::len(work)]) for i in range(len(work))]
-    facts = []
-    for q, _ in work:
-        match = to_match(store.query_words(q))
-        facts.append(conn.scalar("SELECT count(*) FROM facts_fts WHERE facts_fts MATCH ?",
-                                 (match,)) if match else 0)
-    words = [len(store.query_words(q)) for q, _ in work]
-    order = sorted(range(len(work)), key=lambda i: -per_query[i])
-    slow, rest = order[:len(order) // 5], order[len(order) // 5:]
-
-    def describe(group: list[int]) -> str:
-        return (f"{statistics.median(per_query[i] for i in group):.1f} ms, "
-                f"{statistics.median(facts[i] for i in group):,.0f} facts matched, "
-                f"{statistics.mean(words[i] for i in group):.1f} words")
-
-    return f"slowest fifth {describe(slow)}; the rest {describe(rest)}"
+def sides(store: FactStore, cached: FactStore, floor: FtsFloor, work: Work
+          ) -> dict[str, Callable[[int], object]]:
+    """The four sides timed in turn."""
+    now = time.time()
+    bare = "SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank LIMIT ?"
+    matches = [to_match(words) for words in work.words]
+    return {
+        "search": lambda i: store.search(work.queries[i], scope=work.scopes[i], limit=LIMIT),
+        "cached": lambda i: cached.search(work.queries[i], scope=work.scopes[i], limit=LIMIT),
+        "fts": lambda i: floor.rows(work.words[i], scope=work.scopes[i], now=now, limit=LIMIT),
+        "fts alone": lambda i: floor.conn.execute(bare, (matches[i], LIMIT)).fetchall(),
+    }
 
 
-def share_sweep(n: int, queries: list[str], repeat: int, shares: list[float]) -> None:
-    """search p50 and p95 with each max_query_share, in one run on the same file."""
-    path, _ = store_file(n)
-    work = [(q, SCOPES[i % 2]) for i, q in enumerate(queries)]
+@dataclass
+class SizeResult:
+    """What one size measured."""
+
+    facts: int
+    turns: Turns
+    loading: Loading
+    same: tuple[float, float]
+    dropped: int
+
+    def figures(self) -> dict[str, Any]:
+        """The figures for a JSON record."""
+        t = self.turns
+        return {"facts": self.facts, "load": t.load.short(), "same_ids_in_order": self.same[0],
+                "same_ids_as_set": self.same[1], "dropped": self.dropped, "copy_load_s": self.loading.seconds,
+                **{f"{side} p50": t.p(side) for side in t.times},
+                **{f"{side} p95": t.p(side, 95) for side in t.times},
+                "search / fts": t.ratio("search", "fts").as_dict(),
+                "cached / fts": t.ratio("cached", "fts").as_dict(),
+                "fts / fts alone": t.ratio("fts", "fts alone").as_dict()}
+
+
+def measure(n: int, messages: list[str], repeat: int) -> SizeResult:
+    """Every side on the ``n``-fact store, message by message."""
+    path = corpus_store(n)
+    with FactStore(path) as store, FactStore(path, lexical_cache=True) as cached:
+        floor = FtsFloor.open(path)
+        try:
+            work = Work.of(store, messages)
+            loading = load_copy(cached, work)
+            same = same_ids(store, floor, work)
+            turns = in_turn(sides(store, cached, floor, work), len(work.queries), repeat=repeat)
+        finally:
+            floor.close()
+    return SizeResult(n, turns, loading, same, work.dropped)
+
+
+def print_size(result: SizeResult) -> None:
+    """One size's lines."""
+    t = result.turns
+    print(f"\n{result.facts:,} facts, {len(t.times['search'])} messages x "
+          f"{len(t.times['search'][0])} ({result.dropped} left no word to search); {t.load}")
+    print(f"{'':<11} {'p50':>9} {'p95':>9}   per-message ratio to fts (p10-p90)")
+    for side in t.times:
+        ratio = t.ratio(side, "fts")
+        print(f"{side:<11} {t.p(side):>7.2f}ms {t.p(side, 95):>7.2f}ms   "
+              f"{ratio.median:.2f}x ({ratio.spread()})")
+    print(f"same ten ids as the floor: {result.same[1]:.0%} of messages ({result.same[0]:.0%} "
+          f"in the same order); lexical copy load "
+          f"{result.loading.describe()}")
+
+
+def share_sweep(n: int, messages: list[str], repeat: int, shares: list[float]) -> None:
+    """``search`` with each ``max_query_share`` in turn (no access write), and the tail."""
+    path = corpus_store(n)
     stores = {x: FactStore(path, query_policy=QueryPolicy(max_query_share=x)) for x in shares}
-    times: dict[float, list[float]] = {x: [] for x in shares}
     try:
-        for store in stores.values():
-            for q, scope in work[:20]:
-                store.search(q, scope=scope, track_access=False)
-        for _ in range(repeat):
-            for i, (q, scope) in enumerate(work):
-                for x in shares[i % len(shares):] + shares[:i % len(shares)]:
-                    start = time.perf_counter_ns()
-                    stores[x].search(q, scope=scope, track_access=False)
-                    times[x].append((time.perf_counter_ns() - start) / 1e6)
+        work = Work.of(stores[shares[0]], messages)
+        turns = in_turn({f"{x:g}": (lambda i, s=s: s.search(
+            work.queries[i], scope=work.scopes[i], limit=LIMIT, track_access=False))
+            for x, s in stores.items()}, len(work.queries), repeat=repeat)
+        words = {x: [len(s.query_words(q)) for q in work.queries] for x, s in stores.items()}
     finally:
         for store in stores.values():
             store.close()
-    print(f"\n{n:,} facts, search by max_query_share (track_access=False):")
-    print(f"{'share':>6} | {'p50':>8} {'p95':>8} {'p95 / p50':>10}")
+    print(f"\n{n:,} facts, search by max_query_share (track_access=False); {turns.load}")
+    print(f"{'share':>6} | {'p50':>8} {'p95':>8} {'p95 / p50':>10} | slowest fifth")
     for x in shares:
-        p50, p95 = pct(times[x], 50), pct(times[x], 95)
-        print(f"{x:>6g} | {p50:>6.2f}ms {p95:>6.2f}ms {p95 / p50:>9.2f}x")
+        side = f"{x:g}"
+        p50, p95 = turns.p(side), turns.p(side, 95)
+        print(f"{side:>6} | {p50:>6.2f}ms {p95:>6.2f}ms {p95 / p50:>9.2f}x | "
+              f"{slowest_fifth(turns.per_query(side), words[x])}")
+
+
+def slowest_fifth(per_query: list[float], words: list[int]) -> str:
+    """The median time and mean words kept of the slowest fifth of the messages."""
+    order = sorted(range(len(per_query)), key=lambda i: -per_query[i])
+    slow = order[:max(1, len(order) // 5)]
+    return (f"{statistics.median(per_query[i] for i in slow):.1f} ms, "
+            f"{statistics.mean(words[i] for i in slow):.1f} words kept")
 
 
 def main() -> None:
+    """Measure every size, print the tables, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--raw-insert", type=int, default=100_000,
-                        help="facts for the raw-INSERT floor (0 to skip)")
     parser.add_argument("--query-shares", default="",
                         help="comma-separated max_query_share values to compare on the last size")
+    parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
-    queries = generate_queries(args.queries, seed=1)
-    empty = sum(1 for q in queries if not sanitize_query(q))
-    print(f"ctxslots store benchmark: {args.queries} queries ({empty} sanitize to nothing), "
-          f"repeat {args.repeat}, python {sys.version.split()[0]}, {os.cpu_count()} cpus\n")
-
-    print(f"{'facts':>9} | {'search p50':>10} {'p95':>7} | {'fts p50':>8} {'p95':>7} | "
-          f"{'fts+filter p50':>14} {'p95':>7} | {'ratio vs fts':>12} {'vs fts+filter':>13} | "
-          f"{'plain fts p50':>13} {'p95':>7} | {'cached p50':>10} {'p95':>7} {'load':>6} | during load")
-    print("-" * 164)
-    rates = []
-    tails: list[str] = []
-    for n in (int(s) for s in args.sizes.split(",")):
-        row = bench_size(n, queries, args.repeat)
-        s50, s95 = pct(row["search"], 50), pct(row["search"], 95)
-        f50, f95 = pct(row["fts"], 50), pct(row["fts"], 95)
-        j50, j95 = pct(row["fts_filter"], 50), pct(row["fts_filter"], 95)
-        print(f"{n:>9,} | {s50:>8.2f}ms {s95:>5.2f}ms | {f50:>6.2f}ms {f95:>5.2f}ms | "
-              f"{j50:>12.2f}ms {j95:>5.2f}ms | {s50 / f50:>11.2f}x {s50 / j50:>12.2f}x | "
-              f"{pct(row['fts_plain'], 50):>11.2f}ms {pct(row['fts_plain'], 95):>5.2f}ms | "
-              f"{pct(row['search_cached'], 50):>8.2f}ms {pct(row['search_cached'], 95):>5.2f}ms "
-              f"{row['cache_load_s']:>5.1f}s | {during_load(row['during_load'])}")
-        tails.append(f"{n:>9,}: search p95 / p50 {s95 / s50:.2f}; {row['tail']}")
-        if "insert_rate" in row:
-            rates.append((n, row["insert_rate"]))
-    print("\n" + "\n".join(tails))
+    messages = generate_queries(args.queries, seed=1)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    record = Record("store_search")
+    started = load_average()
+    for n in sizes:
+        result = measure(n, messages, args.repeat)
+        print_size(result)
+        record.figures[str(n)] = result.figures()
     if args.query_shares:
-        share_sweep(n, queries, args.repeat, [float(x) for x in args.query_shares.split(",")])
-
-    if args.raw_insert:
-        raw = raw_insert_rate(OUT / "raw_insert.db", args.raw_insert)
-        print(f"\ninserts, one transaction: raw executemany {raw:,.0f} facts/s")
-        for n, rate in rates:
-            print(f"  FactStore.add/upsert while building {n:,}: {rate:,.0f} facts/s "
-                  f"(ratio {raw / rate:.2f}x slower than raw)")
-        if not rates:
-            print("  (stores were cached; delete benchmarks/out/ to measure FactStore inserts)")
+        share_sweep(sizes[-1], messages, args.repeat,
+                    [float(x) for x in args.query_shares.split(",")])
+    record.add_load(Load.around(started))
+    record.write(args.json)
 
 
 if __name__ == "__main__":

@@ -138,13 +138,15 @@ class LexicalLeg:
             rows = cur.execute(sql, args).fetchall()
         return [LexicalCandidate(row=row, score=float(row.pop("_score"))) for row in rows]
 
-    def document_counts(self, conn: Conn, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+    def document_counts(self, conn: Conn, tokens: Sequence[str], stats: _Stats | None = None
+                        ) -> tuple[int, dict[str, int]]:
         """How many facts there are, and how many hold each token (its most common stem).
 
         Counts are kept until the statistics are read again (after every
         write in a small store; after 20% growth or ten minutes in a large one).
+        ``stats``: the table's statistics when the caller has just read them.
         """
-        stats = self.stats(conn, "facts")
+        stats = self.stats(conn, "facts") if stats is None else stats
         if self._counts_for is not stats or len(self._counts) > _COUNTS_KEPT:
             self._counts, self._counts_for = {}, stats
         counts = self._counts
@@ -160,9 +162,14 @@ class LexicalLeg:
 
     def counts(self, conn: Conn, words: Sequence[str], *, min_rows: int) -> TermCounts | None:
         """Facts holding each word, or ``None`` in a store smaller than ``min_rows``."""
-        if not words or self.stats(conn, "facts").rows < min_rows:
-            return None if words else TermCounts(0, {})
-        rows, docs = self.document_counts(conn, words)
+        if not words:
+            return TermCounts(0, {})
+        stats = self.stats(conn, "facts")
+        if stats.rows < min_rows:
+            return None
+        # The statistics just read, not read again: in a small store each read
+        # is a round trip to the server.
+        rows, docs = self.document_counts(conn, words, stats)
         return None if rows < min_rows else TermCounts(rows, docs)
 
 

@@ -1,0 +1,144 @@
+"""The benchmarks' floors do the work of the search they are compared with: on a small store of
+the benchmark corpus, each floor returns the facts the store returns, in the same order.
+
+A floor that leaves out a join the engine makes (the context's words on PostgreSQL), searches
+other words or reads other rows would time less work than the store; these tests fail then.
+Every fact is written and searched at one moment, so decay orders nothing and the store's order
+is BM25's, as the floor's is. Some facts carry a context, so its weight counts, and some belong
+to another user or agent, so the owners' filter counts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+if str(BENCHMARKS) not in sys.path:  # the benchmark helpers live beside tests/, not in src/
+    sys.path.insert(0, str(BENCHMARKS))
+
+from _corpus import generate_facts, generate_queries
+from _floors import FtsFloor
+from ctxslots import FactStore, Limits
+
+#: Enough facts for the common-word check to drop words (it starts at 2,000 facts).
+FACTS = 2_500
+MESSAGES = 60
+SCOPES = ("repo-alpha", "repo-beta")
+
+
+def fill(store: FactStore, n: int = FACTS) -> None:
+    """The first ``n`` corpus facts, every third with the previous fact's text as its context;
+    every fourth user or agent fact belongs to another user or agent, whom no search here is for."""
+    facts = generate_facts(n, seed=0)
+    previous = "deploy notes"
+    with store.batch():
+        for i, fact in enumerate(facts):
+            options = {"scope": fact.scope, "tags": fact.tags,
+                       "context": previous if i % 3 == 0 else None}
+            if i % 4 == 0 and fact.slot in ("user", "agent"):
+                options[fact.slot] = "someone-else"
+            if fact.key:
+                store.upsert(fact.slot, fact.key, fact.value, **options)
+            else:
+                store.add(fact.slot, fact.value, **options)
+            previous = fact.value
+
+
+def messages(store: FactStore) -> Iterator[tuple[str, str, list[str]]]:
+    """Generated messages that leave words to search, with their scope and the store's words."""
+    for i, message in enumerate(generate_queries(MESSAGES, seed=1)):
+        words = store.query_words(message)
+        if words:
+            yield message, SCOPES[i % 2], words
+
+
+@pytest.fixture(name="sqlite_store")
+def fixture_sqlite_store(db_path: Path, clock) -> Iterator[FactStore]:
+    """A SQLite store of the corpus, written and searched at one moment."""
+    with FactStore(db_path, clock=clock, limits=Limits(max_batch=FACTS)) as store:
+        fill(store)
+        yield store
+
+
+def test_the_fts5_floor_returns_the_hits_of_a_search(sqlite_store, db_path, clock):
+    """The raw FTS5 floor of store_search.py returns the ten hits of FactStore.search, in order."""
+    floor = FtsFloor.open(db_path)
+    checked = 0
+    try:
+        for message, scope, words in messages(sqlite_store):
+            hits = sqlite_store.search(message, scope=scope, limit=10, track_access=False)
+            expected = [h.fact.id for h in hits]
+            assert expected == floor.ids(words, scope=scope, now=clock(), limit=10), message
+            checked += bool(expected)
+    finally:
+        floor.close()
+    assert checked >= MESSAGES // 2
+
+
+def test_the_fts5_floor_returns_the_hits_of_the_lexical_copy(sqlite_store, db_path, clock):
+    """The same floor returns the hits of a store searching its in-memory lexical copy."""
+    floor = FtsFloor.open(db_path)
+    with FactStore(db_path, clock=clock, lexical_cache=True) as cached:
+        cached.load_lexical_cache()
+        try:
+            for message, scope, words in messages(cached):
+                hits = cached.search(message, scope=scope, limit=10, track_access=False)
+                assert [h.fact.id for h in hits] == floor.ids(words, scope=scope, now=clock(),
+                                                              limit=10), message
+        finally:
+            floor.close()
+
+
+def test_the_fts5_floor_of_one_slot_returns_that_slots_hits(sqlite_store, db_path, clock):
+    """With a slot (assemble.py's floor: one query per memory slot), the floor returns the
+    hits of a search of that slot."""
+    floor = FtsFloor.open(db_path)
+    try:
+        for (message, scope, words), slot in zip(messages(sqlite_store),
+                                                 itertools.cycle(("user", "project", "agent"))):
+            hits = sqlite_store.search(message, scope=scope, slots=[slot], limit=10,
+                                       track_access=False)
+            assert [h.fact.id for h in hits] == floor.ids(words, scope=scope, now=clock(),
+                                                          limit=10, slot=slot), message
+    finally:
+        floor.close()
+
+
+@pytest.fixture(name="pg_store")
+def fixture_pg_store(pg_url: str, clock) -> Iterator[FactStore]:
+    """A smaller PostgreSQL store of the corpus (writes cost more there), written and searched
+    at one moment."""
+    with FactStore(pg_url, clock=clock, limits=Limits(max_batch=FACTS)) as store:
+        fill(store, 600)
+        yield store
+
+
+def test_the_hand_sql_is_the_postgres_engines_statement(pg_store, pg_url, clock):
+    """postgres_search.py's hand SQL (the context join included) returns the engine's
+    candidates with the engine's BM25 scores, and the ten hits of FactStore.search."""
+    from _engine import engine_search, open_engine, search_filter
+    from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens
+    from postgres_search import HandSQL
+
+    backend = open_engine(pg_url)
+    hand = HandSQL.open(pg_url)
+    pool = pg_store.candidate_pool
+    try:
+        for message, scope, words in messages(pg_store):
+            flt = search_filter(scope, now=clock())
+            tokens = query_tokens(message, DEFAULT_POLICY)
+            engine = [(int(c.row["id"]), round(c.score, 9))
+                      for c in engine_search(backend, tokens, flt, pool, DEFAULT_POLICY)]
+            rows = hand.rows(words, scope, clock(), pool)
+            assert engine == [(int(r[0]), round(r[-1], 9)) for r in rows], message
+            hits = pg_store.search(message, scope=scope, limit=10, track_access=False)
+            assert [h.fact.id for h in hits] == [int(r[0]) for r in hand.rows(
+                words, scope, clock(), 10)], message
+    finally:
+        backend.close()
+        hand.conn.close()

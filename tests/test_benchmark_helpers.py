@@ -1,0 +1,155 @@
+"""The benchmark harness: sides timed in turn, ratios and their spread, the headline block, the
+corpus stores' resumed builds and the offline guard."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+if str(BENCHMARKS) not in sys.path:  # the benchmark helpers live beside tests/, not in src/
+    sys.path.insert(0, str(BENCHMARKS))
+
+import _stores
+from _sql import raw
+from _timing import Load, Ratio, Turns, in_turn, percentile
+from ctxslots import FactStore
+from headline import BEGIN, END, write_block
+
+
+def test_sides_take_turns_query_by_query_and_each_goes_first_as_often():
+    """Every side runs on a query before any side runs on the next; the first side rotates."""
+    calls: list[tuple[str, int]] = []
+    sides = {name: (lambda i, name=name: calls.append((name, i))) for name in "abc"}
+    turns = in_turn(sides, 6, repeat=2, warm=0)
+    assert [i for _, i in calls] == [i for i in list(range(6)) * 2 for _ in range(3)]
+    firsts = [calls[k][0] for k in range(0, len(calls), 3)]
+    assert {"a": 4, "b": 4, "c": 4} == {name: firsts.count(name) for name in "abc"}
+    assert [[2, 2, 2, 2, 2, 2]] * 3 == [[len(r) for r in turns.times[s]] for s in "abc"]
+
+
+def test_warm_up_calls_are_not_timed():
+    """The warm-up calls run before timing, on the last queries, and are not among the times."""
+    calls: list[int] = []
+    turns = in_turn({"a": calls.append}, 4, warm=2)
+    assert [2, 3, 0, 1, 2, 3] == calls
+    assert 4 == len(turns.calls("a"))
+
+
+def test_the_ratio_is_the_median_of_per_query_ratios_with_its_percentiles():
+    """Each query's median time on one side over its median on the floor; then their median
+    and 10th and 90th percentiles."""
+    times = {"side": [[2.0, 4.0, 3.0], [10.0], [1.0], [8.0], [5.0]],
+             "floor": [[1.0], [5.0], [1.0], [2.0], [1.0]]}
+    turns = Turns(times, Load((0.0,) * 3, (0.0,) * 3))
+    assert [3.0, 2.0, 1.0, 4.0, 5.0] == turns.ratios("side", "floor")
+    assert Ratio(3.0, 1.4, 4.6, 5) == turns.ratio("side", "floor")
+    assert [1.5, 1.0, 0.5, 2.0, 2.5] == turns.ratios("side", ["floor", "floor"])
+
+
+def test_percentiles_interpolate_between_ranks():
+    """The percentile is linear between ranks, as statistics.quantiles' inclusive method."""
+    values = [5.0, 1.0, 3.0, 2.0, 4.0]
+    assert (1.0, 3.0, 5.0, 1.4) == tuple(percentile(values, q) for q in (0, 50, 100, 10))
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 50)
+
+
+def test_the_headline_block_replaces_only_what_is_between_its_markers(tmp_path):
+    """A file with the markers keeps everything around them; one without gets the block after
+    its title."""
+    path = tmp_path / "BENCHMARKS.md"
+    path.write_text("# Benchmarks\n\nIntro.\n\n## Older runs\n\nKept.\n")
+    write_block(path, f"{BEGIN}\nfirst\n{END}")
+    assert f"# Benchmarks\n\n{BEGIN}\nfirst\n{END}\n\nIntro.\n\n## Older runs\n\nKept.\n" \
+        == path.read_text()
+    write_block(path, f"{BEGIN}\nsecond\n{END}")
+    assert f"# Benchmarks\n\n{BEGIN}\nsecond\n{END}\n\nIntro.\n\n## Older runs\n\nKept.\n" \
+        == path.read_text()
+
+
+def test_an_interrupted_corpus_build_resumes_to_the_same_store(tmp_path, monkeypatch):
+    """A build stopped after its first committed chunk goes on from there when asked again and
+    ends with the facts of a build that was never stopped."""
+    monkeypatch.setattr(_stores, "CHUNK", 100)
+    monkeypatch.setattr(_stores, "OUT", tmp_path / "straight")
+    straight = _stores.corpus_store(300)
+    monkeypatch.setattr(_stores, "OUT", tmp_path / "stopped")
+    write = _stores.write_facts
+    calls = []
+
+    def stop_at_the_second_chunk(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        write(*args)
+
+    monkeypatch.setattr(_stores, "write_facts", stop_at_the_second_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        _stores.corpus_store(300)
+    monkeypatch.setattr(_stores, "write_facts", write)
+    resumed = _stores.corpus_store(300)
+
+    def values(path: Path) -> list[tuple[object, ...]]:
+        with FactStore(path) as store:
+            conn = raw(store)
+            try:
+                return conn.execute("SELECT slot, scope, key, value, tags FROM facts "
+                                    "ORDER BY id").fetchall()
+            finally:
+                conn.close()
+
+    assert 2 == len(calls)
+    assert 300 == len(values(resumed))
+    assert values(straight) == values(resumed)
+
+
+def test_the_offline_guard_refuses_other_machines_and_lets_local_ones_through():
+    """After forbid_network, a lookup of another host fails inside the caller; a connection to
+    127.0.0.1 goes through to the closed port."""
+    script = (
+        "import socket\n"
+        "from _offline import NetworkForbidden, forbid_network\n"
+        "forbid_network()\n"
+        "try:\n"
+        "    socket.create_connection(('example.com', 443), timeout=1)\n"
+        "except NetworkForbidden as exc:\n"
+        "    print('refused:', exc)\n"
+        "try:\n"
+        "    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+        "except ConnectionRefusedError:\n"
+        "    print('local: refused by the closed port')\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=BENCHMARKS, capture_output=True,
+                          text=True, check=True)
+    assert ("refused: benchmark processes stay offline: lookup of 'example.com'\n"
+            "local: refused by the closed port\n") == done.stdout
+
+
+def test_a_benchmarks_record_makes_headline_rows(tmp_path):
+    """store_search.py and file_size.py write records (command, date, commit, load, figures)
+    that the headline turns into rows with their ratios."""
+    from _headline_rows import rows_of
+    from _record import Record
+
+    env = {**os.environ, "CTXSLOTS_BENCHMARKS_OUT": str(tmp_path / "out")}
+    runs = {"store_search": ["--sizes", "600", "--queries", "12", "--repeat", "1"],
+            "file_size": ["--facts", "300"]}
+    rows = []
+    for name, options in runs.items():
+        path = tmp_path / f"{name}.json"
+        subprocess.run([sys.executable, str(BENCHMARKS / f"{name}.py"), *options, "--json",
+                        str(path)], env=env, capture_output=True, check=True)
+        record = Record.read(path)
+        assert name == record.benchmark
+        assert f"--json {path}" in record.command
+        assert {"start", "end"} == set(record.load)
+        rows += rows_of(record)
+    assert ["store search, words only, 600 facts",
+            "store search, lexical copy (`lexical_cache=True`), 600 facts"] == [
+        r.figure for r in rows[:2]]
+    assert all(r.ratio.startswith("**") and "of raw FTS5" in r.ratio for r in rows[:2])
+    assert rows[2].measured.endswith(" B/fact")
