@@ -31,7 +31,6 @@ def _load() -> tuple[str, Callable[[list[str]], list[str]]]:
         import Stemmer  # type: ignore[import-not-found,unused-ignore]
 
         fast = Stemmer.Stemmer("english")
-        fast.maxCacheSize = 50_000
         return "PyStemmer", fast.stemWords
     except ImportError:
         import snowballstemmer  # type: ignore[import-untyped,unused-ignore]
