@@ -56,7 +56,13 @@ def stem_words(words: Iterable[str]) -> list[str]:
     """The stem of each word (or run of words) of ``words``, in order; a word the
     split breaks apart gives each of its parts."""
     folded = [part for word in words for part in _WORD.findall(_fold(word))]
-    return _stem_many(folded) if folded else []
+    # A run of digits is its own stem: numbers skip the stemmer, whose cache would
+    # otherwise fill with every number a store holds (ids, times, versions).
+    lettered = [word for word in folded if not word.isdigit()]
+    if len(lettered) == len(folded):
+        return _stem_many(folded) if folded else []
+    stems = iter(_stem_many(lettered) if lettered else [])
+    return [word if word.isdigit() else next(stems) for word in folded]
 
 
 def stem_text(*texts: str | None) -> str:
