@@ -25,6 +25,7 @@ import apsw
 
 from ctxslots.stores.owners import DEFAULT_AGENT, DEFAULT_USER
 from ctxslots.stores.sanitize import to_match
+from ctxslots.stores.stemming import stemmed_query
 
 __all__ = ["FtsFloor", "visible"]
 
@@ -59,7 +60,7 @@ class FtsFloor:
     def rows(self, words: Sequence[str], *, scope: str | None, now: float, limit: int,
              slot: str | None = None) -> list[tuple[Any, ...]]:
         """The best ``limit`` facts matching any of ``words``, every column, best first."""
-        match = to_match(list(words))
+        match = to_match(stemmed_query(words))  # the index holds stems (stores/stemming.py)
         if not match:
             return []
         scopes = visible(scope)

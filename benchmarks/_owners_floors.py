@@ -46,6 +46,7 @@ import apsw
 
 from _people import AGENT
 from ctxslots.stores.sanitize import to_match
+from ctxslots.stores.stemming import stemmed_query
 
 __all__ = ["Op", "PostgresHand", "SqliteHand", "Who"]
 
@@ -105,7 +106,7 @@ class SqliteHand:
 
     def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float,
               depth: int = POOL) -> list[tuple[Any, ...]]:
-        match = to_match(list(words))
+        match = to_match(stemmed_query(words))  # the index holds stems
         if not match:
             return []
         user, no_user, agent, no_agent, scope = owners

@@ -93,6 +93,7 @@ from ctxslots.prompts.escape import bullet
 from ctxslots.stores.embedders import embedder_from_spec
 from ctxslots.stores.sanitize import query_tokens, to_match
 from ctxslots.stores.sqlite import open_connection
+from ctxslots.stores.stemming import stemmed_query
 
 CATEGORIES = (1, 2, 3, 4)
 KS = (5, 10, 20)
@@ -327,7 +328,7 @@ def run_floor(path: Path, conversation: Conversation, ids: dict[int, tuple[str, 
     try:
         for q in conversation.questions:
             start = time.perf_counter()
-            match = to_match(query_tokens(q.text))
+            match = to_match(stemmed_query(query_tokens(q.text)))
             rows = conn.execute(FLOOR_SQL, (match, max(KS))).fetchall() if match else []
             seconds = time.perf_counter() - start
             _record(result, conversation.sample_id, q, [ids[int(r[0])] for r in rows], seconds)

@@ -3,8 +3,8 @@
     python benchmarks/lexical_numpy.py             # 100k facts
     python benchmarks/lexical_numpy.py --size 10000
 
-Loads every fact of the store benchmark's file, tokenizes it with the index's own FTS5
-tokenizer (porter unicode61), keeps term postings and row lengths in numpy arrays, and
+Loads every fact of the store benchmark's file, stems it as the index does
+(``ctxslots.stores.stemming``), keeps term postings and row lengths in numpy arrays, and
 scores the same 200 queries with FTS5's BM25 formula (k1 1.2, b 0.75, every column
 weighted 1), scope filter included. The floor is the FTS5 query with the same words and
 the same filter join (top 50, ``benchmarks/_floors.py``), the two timed message by message
@@ -34,7 +34,7 @@ from _floors import FtsFloor
 from _stores import corpus_store
 from _timing import in_turn
 from ctxslots import FactStore
-from ctxslots.stores.sqlite._schema import FTS_TOKENIZE
+from ctxslots.stores.stemming import stem_words, stemmed_query
 
 SCOPES = ("repo-alpha", "repo-beta")
 
@@ -46,7 +46,6 @@ class Postings:
 
     def __init__(self, path: Path) -> None:
         conn = apsw.Connection(str(path))
-        self.tokenize = conn.fts5_tokenizer(FTS_TOKENIZE.split()[0], FTS_TOKENIZE.split()[1:])
         rows = conn.execute("SELECT id, scope, key, value, tags FROM facts ORDER BY id").fetchall()
         self.ids = np.array([r[0] for r in rows], np.int64)
         self.scope_codes: dict[str, int] = {}
@@ -57,7 +56,7 @@ class Postings:
         for row_no, (_, _, key, value, tags) in enumerate(rows):
             counts: dict[str, int] = {}
             for column in (key, value, tags):
-                for stem in self.stems(column or "", apsw.FTS5_TOKENIZE_DOCUMENT):
+                for stem in stem_words([column or ""]):
                     counts[stem] = counts.get(stem, 0) + 1
             lengths[row_no] = sum(counts.values())
             for stem, count in counts.items():
@@ -68,14 +67,11 @@ class Postings:
                          for stem, (r, c) in building.items()}
         self.norm = K1 * (1 - B + B * lengths / lengths.mean())
 
-    def stems(self, text: str, reason: int) -> list[str]:
-        return [str(t[2]) for t in self.tokenize(text.encode("utf-8"), reason, None)]
-
     def search(self, tokens: list[str], scope: str) -> np.ndarray:
         """Fact ids of the best ``POOL`` rows by BM25, best first."""
         total = len(self.ids)
         scores = np.zeros(total, np.float32)
-        for stem in {s for t in tokens for s in self.stems(t, apsw.FTS5_TOKENIZE_QUERY)}:
+        for stem in stemmed_query(tokens):
             if stem not in self.postings:
                 continue
             rows, counts = self.postings[stem]

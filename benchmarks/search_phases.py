@@ -59,6 +59,7 @@ from ctxslots.stores.owners import DEFAULT_AGENT, DEFAULT_USER
 from ctxslots.stores.periods import query_periods
 from ctxslots.stores.ranking import Candidate, rank_candidates
 from ctxslots.stores.sanitize import query_tokens, to_match
+from ctxslots.stores.stemming import stemmed_query
 
 SCOPES = ("repo-alpha", "repo-beta")
 CANDIDATES = (
@@ -106,7 +107,7 @@ def sides(path: Path, stack: ExitStack, messages: list[str]
 
     def sql(i: int, limit: int) -> object:
         _, scope, words = work[i]
-        return plain.execute(CANDIDATES, (to_match(words), DEFAULT_USER, DEFAULT_AGENT,
+        return plain.execute(CANDIDATES, (to_match(stemmed_query(words)), DEFAULT_USER, DEFAULT_AGENT,
                                           *visible(scope), now, limit)).fetchall()
 
     return {
@@ -123,7 +124,7 @@ def sides(path: Path, stack: ExitStack, messages: list[str]
         "planner: words": lambda i: store.query_words(work[i][0]),
         "sql: candidates, pool": lambda i: sql(i, pool),
         "sql: candidates, 10": lambda i: sql(i, 10),
-        "sql: FTS5 alone, 10": lambda i: plain.execute(ALONE, (to_match(work[i][2]),)
+        "sql: FTS5 alone, 10": lambda i: plain.execute(ALONE, (to_match(stemmed_query(work[i][2])),)
                                                        ).fetchall(),
         "ranking": lambda i: rank_candidates(cands[i], now=now, policy=store.ranking,
                                              limit=10, depth=pool,

@@ -3,12 +3,14 @@
     python benchmarks/stemmers.py                         # 20,000 facts, a private PostgreSQL
     python benchmarks/stemmers.py --facts 100000 --url postgresql://...
     python benchmarks/stemmers.py --agreement conversations-dev.json
+    python benchmarks/stemmers.py --store ../main/src --store src   # the store, before and after
 
-Research for a later schema change: nothing here is used by the store. Today
-SQLite indexes with FTS5's ``porter`` tokenizer and PostgreSQL with the
-``english`` configuration (Snowball English), so "deploys" is "deploi" on one
-and "deploy" on the other and the same query finds different facts. Each way of
-making them agree is measured on the facts of ``benchmarks/_corpus.py``:
+Before migrations ``m013`` (SQLite) and ``m005`` (PostgreSQL), SQLite indexed
+with FTS5's ``porter`` tokenizer and PostgreSQL with the ``english``
+configuration (Snowball English), so "deploys" was "deploi" on one and "deploy"
+on the other and the same query found different facts; the store now stems in
+Python (:mod:`ctxslots.stores.stemming`, the "pre-stemmed" rows, which call it).
+Each way of making them agree is measured on the facts of ``benchmarks/_corpus.py``:
 
 - ``sqlite porter``: today's index (``porter unicode61``), the floor;
 - ``sqlite snowball tokenizer``: FTS5 with a tokenizer written in Python and
@@ -52,6 +54,7 @@ import Stemmer  # type: ignore[import-not-found]
 
 from _corpus import generate_facts, generate_queries
 from ctxslots.stores.sanitize import query_tokens
+from ctxslots.stores.stemming import stem_text, stemmed_query
 
 _WORD = re.compile(r"[^\W_]+")
 #: The PostgreSQL options: label, text search configuration, the column indexed.
@@ -68,14 +71,9 @@ _PUNCTUATION = ("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 _STEMMER = Stemmer.Stemmer("english")
 
 
-def stem_words(text: str) -> list[str]:
-    """The words of ``text`` as unicode61 splits them, lower-cased, Snowball-stemmed."""
-    return _STEMMER.stemWords([w.casefold() for w in _WORD.findall(text)])
-
-
 def stemmed_text(text: str) -> str:
-    """``text`` as the stemmed words an index of plain words would hold."""
-    return " ".join(stem_words(text))
+    """``text`` as the store's index holds it (:func:`ctxslots.stores.stemming.stem_text`)."""
+    return stem_text(text)
 
 
 def _snowball_factory(con: Any, args: list[str]) -> Any:
@@ -111,7 +109,7 @@ def sqlite_option(label: str, tokenizer: str, column: str, values: list[str],
     for words in queries:
         start = time.perf_counter()
         if column == "stems":
-            words = list(dict.fromkeys(_STEMMER.stemWords(words)))
+            words = stemmed_query(words)
         match = " OR ".join(f'"{w}"' for w in words)
         rows = conn.execute("SELECT rowid FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank "
                             "LIMIT 100", (match,)).fetchall() if match else []
@@ -154,7 +152,7 @@ def postgres_options(url: str, values: list[str], queries: list[list[str]]
             for words in queries:
                 start = time.perf_counter()
                 if column == "stems":
-                    words = list(dict.fromkeys(_STEMMER.stemWords(words)))
+                    words = stemmed_query(words)
                 terms = " | ".join(f"'{w}'" for w in words if "'" not in w)
                 rows = conn.execute(
                     f"SELECT id FROM {table} WHERE tsv @@ to_tsquery('{config}', %s) "
@@ -182,7 +180,7 @@ def matching_sets(url: str | None, values: list[str], queries: list[list[str]]
             sets = []
             for words in queries:
                 if column == "stems":
-                    words = list(dict.fromkeys(_STEMMER.stemWords(words)))
+                    words = stemmed_query(words)
                 match = " OR ".join(f'"{w}"' for w in words)
                 sets.append({int(r[0]) for r in conn.execute(
                     "SELECT rowid FROM facts_fts WHERE facts_fts MATCH ?", (match,))}
@@ -198,7 +196,7 @@ def matching_sets(url: str | None, values: list[str], queries: list[list[str]]
                 sets = []
                 for words in queries:
                     if column == "stems":
-                        words = list(dict.fromkeys(_STEMMER.stemWords(words)))
+                        words = stemmed_query(words)
                     terms = " | ".join(f"'{w}'" for w in words if "'" not in w)
                     sets.append({int(r[0]) for r in conn.execute(
                         f"SELECT id FROM facts_{config} WHERE tsv @@ to_tsquery('{config}', %s)",
@@ -245,11 +243,34 @@ def _print(rows: Iterable[tuple[str, float, float, list[set[int]]]],
               f"{p50 / floor[1]:>7.2f}x  {same}")
 
 
+def store_rows(sources: list[str], facts: int, folder: Path,
+               fresh: Any) -> list[tuple[str, float, float, float]]:
+    """``(label, writes/s, search p50 ms, mean hits)`` of the store of each source tree,
+    on SQLite and (when ``fresh`` makes databases) PostgreSQL."""
+    import subprocess
+
+    script = str(Path(__file__).resolve().parent / "_store_timing.py")
+    out = []
+    for n, src in enumerate(sources):
+        places = [("sqlite", str(folder / f"store-{n}.db"))]
+        if fresh is not None:
+            places.append(("postgres", fresh(f"ctxslots_stemmers_store_{n}")))
+        for engine, location in places:
+            done = subprocess.run([sys.executable, script, src, location, str(facts), "200"],
+                                  check=True, capture_output=True, text=True)
+            found = json.loads(done.stdout.strip().splitlines()[-1])
+            out.append((f"store {engine}, {src}", found["rate"], found["p50_ms"],
+                        found["hits"]))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=20000)
     parser.add_argument("--url", help="a PostgreSQL server (default: a private pgserver)")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--store", action="append", default=[], metavar="SRC",
+                        help="also time the store of this src folder (repeatable)")
     parser.add_argument("--agreement", type=Path, metavar="PATH",
                         help="only count words stemmed differently in a conversation file")
     args = parser.parse_args()
@@ -261,25 +282,31 @@ def main() -> None:
     print(f"{len(values):,} facts, {len(queries)} queries; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     rows = []
+    stores: list[tuple[str, float, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, tokenizer, column in (("sqlite porter", "porter unicode61", "value"),
                                          ("sqlite snowball tokenizer", "snowball unicode61",
                                           "value"),
                                          ("sqlite pre-stemmed", "unicode61", "stems")):
             rows.append(sqlite_option(label, tokenizer, column, values, queries, Path(tmp)))
-    url = None
-    if not args.no_postgres:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from _pg import server
+        url = None
+        if not args.no_postgres:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from _pg import server
 
-        with server(args.url) as fresh:
-            url = fresh("ctxslots_stemmers")
-            rows += postgres_options(url, values, queries)
-            sets = matching_sets(url, values, queries)
-    else:
-        sets = matching_sets(None, values, queries)
+            with server(args.url) as fresh:
+                url = fresh("ctxslots_stemmers")
+                rows += postgres_options(url, values, queries)
+                sets = matching_sets(url, values, queries)
+                stores = store_rows(args.store, args.facts, Path(tmp), fresh)
+        else:
+            sets = matching_sets(None, values, queries)
+            stores = store_rows(args.store, args.facts, Path(tmp), None)
     floor = (rows[0][1], rows[0][2])
     _print(rows, sets, floor)
+    for label, rate, p50, hits in stores:
+        print(f"{label:<28} {rate:>10,.0f} {rate / floor[0]:>7.2f}x {p50:>8.2f} ms "
+              f"{p50 / floor[1]:>7.2f}x  (FactStore.search, {hits:.1f} hits)")
     print("load average after: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
 
 

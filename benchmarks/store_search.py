@@ -51,6 +51,7 @@ from _stores import corpus_store
 from _timing import Load, Turns, in_turn, load_average
 from ctxslots import FactStore, QueryPolicy
 from ctxslots.stores.sanitize import to_match
+from ctxslots.stores.stemming import stemmed_query
 
 SCOPES = ("repo-alpha", "repo-beta")
 LIMIT = 10
@@ -121,7 +122,7 @@ def sides(store: FactStore, cached: FactStore, floor: FtsFloor, work: Work
     """The four sides timed in turn."""
     now = time.time()
     bare = "SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank LIMIT ?"
-    matches = [to_match(words) for words in work.words]
+    matches = [to_match(stemmed_query(words)) for words in work.words]
     return {
         "search": lambda i: store.search(work.queries[i], scope=work.scopes[i], limit=LIMIT),
         "cached": lambda i: cached.search(work.queries[i], scope=work.scopes[i], limit=LIMIT),

@@ -145,8 +145,8 @@ def test_missing_vectors_and_broken_fts_are_reported(db_path):
         conn = raw(store)
         with conn.write():
             conn.execute(f"DELETE FROM {TABLE}")
-            conn.execute("INSERT INTO facts_fts(facts_fts, rowid, key, value, tags) "
-                         "VALUES ('delete', 1, NULL, 'A fact that keeps its vector.', '')")
+            conn.execute("INSERT INTO facts_fts(facts_fts, rowid, stems, context_stems) "
+                         "SELECT 'delete', id, stems, context_stems FROM facts WHERE id = 1")
         conn.close()
         report = store.doctor()
         assert not report.fts_in_sync

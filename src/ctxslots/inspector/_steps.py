@@ -191,7 +191,7 @@ def section_step(facts: Facts) -> Step:
 
 
 def _stems(words: WordMatch, chosen: Sequence[str]) -> str:
-    """``deploy (as deploi), shop``: each word, with its stem where the index changes it."""
+    """``billing (as bill), shop``: each word, with its stem where the index changes it."""
     out = []
     for word in chosen:
         stems = [s for s in words.stems.get(word, ()) if s != word]

@@ -296,9 +296,10 @@ class QueryPlan:
     Attributes:
         text: The text as given.
         words: The words the lexical leg looks for (sanitized; stop words and
-            words common to much of the store left out), any of which may match.
-        match: The same words as an FTS5 expression (quoted, OR-joined); ``""``
-            when there are none.
+            words common to much of the store left out), any of which may match;
+            each engine stems them with :mod:`ctxslots.stores.stemming`.
+        match: The same words, unstemmed, as an FTS5 expression (quoted,
+            OR-joined); ``""`` when there are none. No engine reads it.
         vector: The text's embedding for the vector leg, or ``None``.
         periods: ``(start, end)`` Unix seconds of the periods the text names.
     """

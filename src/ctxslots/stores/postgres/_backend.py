@@ -337,14 +337,13 @@ class PostgresBackend:
                                         pool)
 
     def document_counts(self, words: Sequence[str], *, min_rows: int) -> TermCounts | None:
-        """Facts holding each word (stemmed by the ``english`` configuration)."""
+        """Facts holding each word (stemmed as the indexed words are)."""
         with self._session.conn() as conn:
             return self._lexical.counts(conn, words, min_rows=min_rows)
 
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
-        """Each text's lexemes as the ``english`` configuration indexes them."""
-        with self._session.conn() as conn:
-            return index_terms(conn, list(texts))
+        """Each text's terms as the index holds them (its Snowball stems)."""
+        return index_terms(list(texts))
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """The ``k`` nearest facts passing ``flt``: exact for small sets, HNSW otherwise."""

@@ -31,7 +31,8 @@ import attrs
 from psycopg.rows import dict_row
 
 from ..backend import CONTEXT_WEIGHT, FactFilter, LexicalCandidate, QueryPlan, TermCounts
-from ._schema import TS_CONFIG, text_vector
+from ..stemming import stem_text, stemmed_query
+from ._schema import TS_CONFIG
 from ._sql import Conn, fact_columns, filter_clause
 
 __all__ = ["LEXICAL_RANKINGS", "LexicalLeg"]
@@ -62,19 +63,14 @@ class _Stats:
     checked_at: float
 
 
-def index_terms(conn: Conn, texts: list[str]) -> list[list[str]]:
-    """The lexemes each text's tsvector holds (as a fact's text is indexed), each once."""
-    if not texts:
-        return []
-    rows = conn.execute(
-        f"SELECT n, tsvector_to_array({text_vector('t').replace('%', '%%')}) "
-        "FROM unnest(%s::text[]) "
-        "WITH ORDINALITY AS u(t, n) ORDER BY n", (texts,)).fetchall()
-    return [[str(lexeme) for lexeme in row[1]] for row in rows]
+def index_terms(texts: list[str]) -> list[list[str]]:
+    """The terms each text's tsvector holds (its stems, as a fact's text is stored and
+    indexed), each once."""
+    return [stemmed_query([text]) for text in texts]
 
 
 def _or_query(tokens: Sequence[str]) -> str:
-    """``to_tsquery`` text OR-ing ``tokens`` (letters and digits only, from ``query_tokens``)."""
+    """``to_tsquery`` text OR-ing ``tokens`` (letters and digits only, from ``stemmed_query``)."""
     quoted = ("'" + t.replace("\\", " ").replace("'", " ") + "'" for t in tokens)
     return " | ".join(quoted)
 
@@ -117,8 +113,9 @@ class LexicalLeg:
 
     def search(self, conn: Conn, table: str, plan: QueryPlan, flt: FactFilter,
                pool: int) -> list[LexicalCandidate]:
-        """The best ``pool`` matches of any of the plan's words in ``table`` passing ``flt``."""
-        tokens = plan.words
+        """The best ``pool`` matches of any of the plan's words in ``table`` passing ``flt``
+        (the words stemmed as the indexed ones are, :mod:`ctxslots.stores.stemming`)."""
+        tokens = stemmed_query(plan.words)
         if not tokens or pool <= 0:
             return []
         where, params = filter_clause(flt, "f")
@@ -151,13 +148,16 @@ class LexicalLeg:
             self._counts, self._counts_for = {}, stats
         counts = self._counts
         missing = [t for t in dict.fromkeys(tokens) if t not in counts]
+        # Each word's stems, made here; a word the split breaks apart counts its commonest part.
+        stems = [stem_text(t) for t in missing]
         if missing:
             found = conn.execute(
-                f"SELECT t, coalesce((SELECT max((SELECT count(*) FROM facts "
+                f"SELECT u.n, coalesce((SELECT max((SELECT count(*) FROM facts "
                 f"WHERE search @@ quote_literal(l)::tsquery)) "
-                f"FROM unnest(tsvector_to_array(to_tsvector('{TS_CONFIG}', t))) l), 0) "
-                "FROM unnest(%s::text[]) t", (missing,)).fetchall()
-            counts.update({str(t): int(n) for t, n in found})
+                f"FROM unnest(tsvector_to_array(to_tsvector('{TS_CONFIG}', u.t))) l), 0) "
+                "FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) ORDER BY u.n",
+                (stems,)).fetchall()
+            counts.update({word: int(n) for word, (_, n) in zip(missing, found, strict=True)})
         return stats.rows, {t: counts.get(t, 0) for t in tokens}
 
     def counts(self, conn: Conn, words: Sequence[str], *, min_rows: int) -> TermCounts | None:

@@ -24,7 +24,7 @@ from ..backend import (
     HistoryEntry,
     Row,
 )
-from ._schema import NAME_LOCK_CLASS
+from ._schema import NAME_LOCK_CLASS, STEM_COLUMNS, STEMMED, stems_of
 from ._sql import ARCHIVE_COLUMNS, COLUMNS, Conn, filter_clause, id_list, live_clause
 
 __all__ = [
@@ -41,10 +41,13 @@ __all__ = [
 ]
 
 _WRITABLE = frozenset(FACT_COLUMNS) - {"id"}
-_INSERTED = tuple(c for c in FACT_COLUMNS if c != "id")
+#: The columns an insert writes (the id aside), the stems last.
+_INSERTED = (*(c for c in FACT_COLUMNS if c != "id"), *STEM_COLUMNS)
 #: The last id the sequence handed out (0 before the first).
 _LAST_ID = "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM fact_ids"
 _cursor_numbers = itertools.count(1)
+#: A change to any of these columns makes the fact's stems again.
+_STEMMED = frozenset(STEMMED)
 _HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, valid_from, valid_to")
 
 
@@ -167,6 +170,8 @@ def _values(row: Mapping[str, Any]) -> list[Any]:
     values = dict(row)
     if values.get("observed_at") is None:
         values["observed_at"] = values.get("created_at")
+    values.update(zip(STEM_COLUMNS, stems_of(values.get("key"), values["value"],
+                                             values.get("tags") or "", values.get("context"))))
     return [values.get(name) for name in _INSERTED]
 
 
@@ -206,6 +211,13 @@ def update(conn: Conn, fact_id: int, fields: Mapping[str, Any]) -> None:
         raise ValueError(f"not fact columns that can be set: {', '.join(sorted(unknown))}")
     if not fields:
         return
+    if not _STEMMED.isdisjoint(fields):
+        found = conn.execute("SELECT key, value, tags, context FROM facts WHERE id = %s",
+                             (int(fact_id),)).fetchone()
+        if found is not None:
+            texts = {**dict(zip(STEMMED, found)), **fields}
+            fields = {**fields, **dict(zip(STEM_COLUMNS, stems_of(
+                texts["key"], texts["value"], texts["tags"], texts["context"])))}
     names = list(fields)
     assignments = ", ".join(f"{name} = %s" for name in names)
     conn.execute(f"UPDATE facts SET {assignments} WHERE id = %s",
@@ -215,10 +227,11 @@ def update(conn: Conn, fact_id: int, fields: Mapping[str, Any]) -> None:
 def archive(conn: Conn, fact_id: int, archived_at: float, reason: str | None) -> Row | None:
     """Move a live fact to the archive (replacing an archived row of the same id)."""
     inserted = ", ".join(_INSERTED)
+    stems = ", ".join(STEM_COLUMNS)
     assignments = ", ".join(f"{c} = excluded.{c}" for c in (*_INSERTED, "archived_at", "reason")
                             if c not in ("scope", "user_id"))
     return _one(conn, f"""
-        WITH moved AS (DELETE FROM facts WHERE id = %s RETURNING {COLUMNS})
+        WITH moved AS (DELETE FROM facts WHERE id = %s RETURNING {COLUMNS}, {stems})
         INSERT INTO archive (id, {inserted}, archived_at, reason)
         SELECT id, {inserted}, %s, %s FROM moved
         ON CONFLICT (id, scope, user_id) DO UPDATE SET {assignments}

@@ -24,6 +24,7 @@ from psycopg import errors as pgerrors
 
 from ...errors import StoreError
 from ..owners import DEFAULT_AGENT, DEFAULT_USER
+from ..stemming import stem_text
 from ._sql import relation_exists
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "TS_CONFIG",
     "migrate",
     "schema_version",
+    "stems_of",
 ]
 
 #: Advisory lock class of the migration lock (``pg_advisory_xact_lock(class, 0)``).
@@ -41,9 +43,13 @@ LOCK_CLASS = 0x63747873
 #: Advisory lock class of reserved names (fact keys and store settings).
 NAME_LOCK_CLASS = 0x63747874
 
-#: The text search configuration of every tsvector: Snowball English stemming,
-#: stop words kept (as SQLite's porter tokenizer does; queries leave them out).
-TS_CONFIG = "ctxslots_english"
+#: The text search configuration of every tsvector: ``simple`` (lower-cased
+#: words, nothing stemmed or left out), as the indexed columns hold words already
+#: folded and stemmed in Python (``m005``, :mod:`ctxslots.stores.stemming`), the
+#: words SQLite's index holds.
+TS_CONFIG = "simple"
+#: The configuration before ``m005``: Snowball English in PostgreSQL, stop words kept.
+_M001_TS_CONFIG = "ctxslots_english"
 
 #: The index a vector search reads its visible rows through (the vector table is
 #: made when an embedder is bound; see :mod:`._vectors`).
@@ -64,7 +70,7 @@ def _literal(text: str) -> str:
 def text_vector(text: str) -> str:
     """The SQL expression of the tsvector of the SQL text expression ``text``."""
     spaces = " " * len(_PUNCTUATION)
-    return (f"to_tsvector('{TS_CONFIG}'::regconfig, "
+    return (f"to_tsvector('{_M001_TS_CONFIG}'::regconfig, "
             f"translate({text}, {_literal(_PUNCTUATION)}, {_literal(spaces)}))")
 
 
@@ -109,8 +115,8 @@ def m001_initial(conn: psycopg.Connection[Any]) -> None:
     """
     conn.execute(f"""
         CREATE TEXT SEARCH DICTIONARY ctxslots_stem (TEMPLATE = snowball, Language = english);
-        CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = english);
-        ALTER TEXT SEARCH CONFIGURATION {TS_CONFIG}
+        CREATE TEXT SEARCH CONFIGURATION {_M001_TS_CONFIG} (COPY = english);
+        ALTER TEXT SEARCH CONFIGURATION {_M001_TS_CONFIG}
             ALTER MAPPING REPLACE english_stem WITH ctxslots_stem;
         -- Tokens in a document (BM25's length): its tsvector's positions.
         CREATE FUNCTION ctxslots_doc_len(doc tsvector) RETURNS integer
@@ -281,9 +287,62 @@ def m004_owners(conn: psycopg.Connection[Any]) -> None:
         conn.execute(OWNERS_VECTOR_INDEX)
 
 
+def stems_of(key: str | None, value: str, tags: str, context: str | None
+             ) -> tuple[str, str | None]:
+    """The ``stems`` and ``context_stems`` columns of a fact with these texts."""
+    return stem_text(key, value, tags), None if context is None else stem_text(context)
+
+
+#: The fact columns whose words are indexed: a change to any of them changes the stems.
+STEMMED = ("key", "value", "tags", "context")
+#: The stored columns the tsvectors are made from (see :func:`stems_of`).
+STEM_COLUMNS = ("stems", "context_stems")
+#: Rows stemmed per statement while ``m005`` fills the stems.
+_FILL_BATCH = 5000
+
+
+def m005_stems(conn: psycopg.Connection[Any]) -> None:
+    """One stemmer for both engines: the tsvectors are made from stems made in Python.
+
+    ``facts`` and ``archive`` get ``stems`` (the key, value and tags stemmed,
+    see :mod:`ctxslots.stores.stemming`) and ``context_stems``, filled from
+    every row; ``search``, ``context_search`` and ``doc_len`` are made again
+    from them with the ``simple`` configuration (PostgreSQL's parser and
+    Snowball found other words than SQLite: ``café`` never met ``cafe``, and
+    how the parser splits depends on the server's locale), with their indexes.
+    """
+    both = "stems || ' ' || coalesce(context_stems, '')"
+    doc = f"to_tsvector('{TS_CONFIG}'::regconfig, {both})"
+    context = f"to_tsvector('{TS_CONFIG}'::regconfig, coalesce(context_stems, ''))"
+    for table in ("facts", "archive"):
+        # The old tsvectors go first, so filling the stems does not make them again.
+        conn.execute(f"""
+            ALTER TABLE {table} DROP COLUMN doc_len, DROP COLUMN context_search,
+                DROP COLUMN search,
+                ADD COLUMN stems text NOT NULL DEFAULT '', ADD COLUMN context_stems text""")
+        last = -1
+        while rows := conn.execute(
+                f"SELECT id, key, value, tags, context FROM {table} WHERE id > %s "
+                "ORDER BY id LIMIT %s", (last, _FILL_BATCH)).fetchall():
+            stems = [stems_of(key, value, tags, ctx) for _, key, value, tags, ctx in rows]
+            conn.execute(
+                f"UPDATE {table} t SET stems = v.s, context_stems = v.c "
+                "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, s, c) "
+                "WHERE t.id = v.id",
+                ([r[0] for r in rows], [s for s, _ in stems], [c for _, c in stems]))
+            last = int(rows[-1][0])
+        conn.execute(f"""
+            ALTER TABLE {table}
+                ADD COLUMN search tsvector GENERATED ALWAYS AS ({doc}) STORED,
+                ADD COLUMN context_search tsvector GENERATED ALWAYS AS ({context}) STORED,
+                ADD COLUMN doc_len integer GENERATED ALWAYS AS (ctxslots_doc_len({doc})) STORED;
+            CREATE INDEX {table}_search ON {table} USING gin (search);
+        """)
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (
-    m001_initial, m002_value_lookup, m003_context, m004_owners)
+    m001_initial, m002_value_lookup, m003_context, m004_owners, m005_stems)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -34,7 +34,6 @@ from . import _health, _links, _meta, _rows, _values, _vectors
 from ._connect import open_connection
 from ._connection import DEFAULT_BUSY_TIMEOUT_S
 from ._lexical import LexicalLeg
-from ._schema import FTS_TOKENIZE
 from ._terms import index_terms
 from ._vectors import VectorIndex
 from .lexical_cache import trim_fact_log
@@ -302,8 +301,8 @@ class SQLiteBackend:
         return self._lexical.document_counts(self._conn, words, min_rows=min_rows)
 
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
-        """Each text's terms as FTS5's porter tokenizer indexes them."""
-        return index_terms(self._conn, FTS_TOKENIZE.split(), list(texts))
+        """Each text's terms as the index holds them (its Snowball stems)."""
+        return index_terms(list(texts))
 
     def vector_knn(self, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[int, float]]:
         """Exact cosine KNN among the facts passing ``flt``."""

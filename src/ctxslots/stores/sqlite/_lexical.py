@@ -1,6 +1,7 @@
 """The lexical leg of the SQLite engine: BM25 from FTS5, or from an in-memory copy.
 
-The plan's FTS5 expression is matched against ``facts_fts`` (or
+The plan's words, stemmed as the indexed columns are
+(:mod:`ctxslots.stores.stemming`), are matched against ``facts_fts`` (or
 ``archive_fts``), joined to the facts so that the filter applies before the
 ``LIMIT``. A store opened with ``lexical_cache=True`` scores the words from an
 in-memory copy of the index instead (:mod:`.lexical_cache`, the same scores),
@@ -14,10 +15,11 @@ from collections.abc import Sequence
 
 from ...errors import StoreError
 from ..backend import FactFilter, LexicalCandidate, QueryPlan, TermCounts
+from ..sanitize import to_match
+from ..stemming import stemmed_query
 from . import _rows
 from ._connection import Connection
 from ._loader import CacheSlot
-from ._schema import FTS_TOKENIZE
 from ._sql import filter_clause
 from ._terms import TermFrequencies
 from .lexical_cache import LexicalCache, build_lexical_cache
@@ -33,7 +35,7 @@ class LexicalLeg:
 
     def __init__(self, *, use_copy: bool) -> None:
         self.use_copy = use_copy
-        self._terms = TermFrequencies(FTS_TOKENIZE.split())
+        self._terms = TermFrequencies()
         self._slot: CacheSlot[LexicalCache] = CacheSlot(
             "in-memory lexical index", build_lexical_cache, load_vec=False)
         self._lock = threading.Lock()
@@ -41,7 +43,8 @@ class LexicalLeg:
     def search(self, conn: Connection, plan: QueryPlan, flt: FactFilter, pool: int, *,
                archived: bool) -> list[LexicalCandidate]:
         """The best ``pool`` matches of the plan's words among facts passing ``flt``."""
-        if not plan.match:
+        stems = stemmed_query(plan.words)
+        if not stems:
             return []
         if not archived and self.use_copy and flt.scopes is not None and not flt.narrowed \
                 and self._slot.ready(conn) is not None:
@@ -54,7 +57,7 @@ class LexicalLeg:
             ranked = [(int(fid), float(rank)) for fid, rank in conn.execute(
                 f"SELECT f.id, {table}_fts.rank FROM {table}_fts JOIN {table} AS f "
                 f"ON f.id = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {cond} "
-                f"ORDER BY {table}_fts.rank, f.id LIMIT ?", (plan.match, *params, pool)
+                f"ORDER BY {table}_fts.rank, f.id LIMIT ?", (to_match(stems), *params, pool)
             ).fetchall()]
         if not ranked:
             return []

@@ -28,13 +28,14 @@ from ..backend import (
     rows_in,
 )
 from ._connection import Connection
-from ._schema import IMPORTANCE, IMPORTANT_WHERE
+from ._schema import IMPORTANCE, IMPORTANT_WHERE, STEMMED, stems_of
 from ._sql import (
     ARCHIVE_READ,
-    COLUMNS,
+    COPIED,
     COPY,
     INSERTED,
     READ,
+    STEM_COLUMNS,
     WRITABLE,
     filter_clause,
     insert_values,
@@ -49,6 +50,8 @@ __all__ = [
     "touch", "update",
 ]
 
+#: A change to any of these columns makes the fact's stems again.
+STEMMED_SET = frozenset(STEMMED)
 _HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, "
             "valid_from, valid_to")
 #: Items per lookup statement (each binds seven parameters).
@@ -205,6 +208,13 @@ def update(conn: Connection, fact_id: int, fields: Mapping[str, Any]) -> None:
     unknown = set(fields) - WRITABLE
     if unknown:
         raise ValueError(f"not fact columns: {sorted(unknown)}")
+    if fields and not STEMMED_SET.isdisjoint(fields):
+        found = conn.execute("SELECT key, value, tags, context FROM facts WHERE id = ?",
+                             (fact_id,)).fetchall()
+        if found:
+            texts = {**dict(zip(STEMMED, found[0])), **fields}
+            fields = {**fields, **dict(zip(STEM_COLUMNS, stems_of(
+                texts["key"], texts["value"], texts["tags"], texts["context"])))}
     if fields:
         sets = ", ".join(f"{name} = ?" for name in fields)
         conn.execute(f"UPDATE facts SET {sets} WHERE id = ?", (*fields.values(), fact_id))
@@ -223,7 +233,7 @@ def archive(conn: Connection, fact_id: int, archived_at: float, reason: str | No
     """Move a live fact to the archive; the archived row (``None``: no such fact)."""
     if conn.scalar("SELECT 1 FROM facts WHERE id = ?", (fact_id,)) is None:
         return None
-    conn.execute(f"INSERT OR REPLACE INTO archive ({COLUMNS}, archived_at, reason) "
+    conn.execute(f"INSERT OR REPLACE INTO archive ({COPIED}, archived_at, reason) "
                  f"SELECT {COPY}, ?, ? FROM facts WHERE id = ?", (archived_at, reason, fact_id))
     conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
     return get_archived(conn, fact_id)

@@ -16,14 +16,17 @@ from collections.abc import Callable
 from ...errors import StoreError
 from ..backend import CONTEXT_WEIGHT
 from ..owners import DEFAULT_AGENT, DEFAULT_USER
+from ..stemming import stem_text
 from ._connection import Connection
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
 
-#: FTS5 tokenizer for every text index: Porter stemming over unicode61 (case- and
-#: diacritic-insensitive), because inflected forms must meet (BENCHMARKS.md,
-#: "Retrieval quality on the labelled set").
-FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+#: FTS5 tokenizer of every text index: the indexed columns hold words already
+#: folded and stemmed (:mod:`ctxslots.stores.stemming`), so it only splits them,
+#: as PostgreSQL's ``simple`` does (BENCHMARKS.md, "One stemmer for both engines").
+FTS_TOKENIZE = "unicode61 remove_diacritics 0"
+#: The tokenizer of the indexes before ``m013`` (Porter stemming in FTS5).
+_M001_FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 _FACT_COLUMNS = """
     slot TEXT NOT NULL,
@@ -42,15 +45,27 @@ _FACT_COLUMNS = """
 """
 
 
-#: The columns of every FTS5 index, in order (``m011`` added ``context``).
-FTS_COLUMNS = ("key", "value", "tags", "context")
+#: The columns of every FTS5 index, in order: the stems of a fact's key, value
+#: and tags, and those of its context (``m013``; see :func:`stems_of`).
+FTS_COLUMNS = ("stems", "context_stems")
+#: The columns ``m011`` indexed (with Porter stemming; its objects are rebuilt by ``m013``).
+_M011_FTS_COLUMNS = ("key", "value", "tags", "context")
 #: The columns ``m001`` indexed (its objects are rebuilt by ``m011``).
 _M001_FTS_COLUMNS = ("key", "value", "tags")
+#: The fact columns whose words are indexed: a change to any of them changes the stems.
+STEMMED = ("key", "value", "tags", "context")
+
+
+def stems_of(key: str | None, value: str, tags: str, context: str | None
+             ) -> tuple[str, str | None]:
+    """The ``stems`` and ``context_stems`` columns of a fact with these texts."""
+    return stem_text(key, value, tags), None if context is None else stem_text(context)
 
 
 def fts_objects(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> list[tuple[str, str, str]]:
     """``(kind, name, sql)`` of the FTS5 index over ``columns`` of ``table``
     and the triggers that keep it in step."""
+    tokenize = FTS_TOKENIZE if columns == FTS_COLUMNS else _M001_FTS_TOKENIZE
     fts = f"{table}_fts"
     names = ", ".join(columns)
     new = ", ".join(f"new.{c}" for c in columns)
@@ -58,7 +73,7 @@ def fts_objects(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> list[tupl
     return [
         ("table", fts, f"""CREATE VIRTUAL TABLE {fts} USING fts5(
         {names},
-        content='{table}', content_rowid='id', tokenize='{FTS_TOKENIZE}'
+        content='{table}', content_rowid='id', tokenize='{tokenize}'
     )"""),
         ("trigger", f"{table}_ai", f"""CREATE TRIGGER {table}_ai AFTER INSERT ON {table} BEGIN
         INSERT INTO {fts}(rowid, {names})
@@ -78,11 +93,12 @@ def fts_objects(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> list[tupl
     ]
 
 
-def fts_rank(table: str) -> str:
+def fts_rank(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> str:
     """The statement that makes ``rank`` of ``table``'s FTS5 index BM25 with the
     context column at :data:`~ctxslots.stores.backend.CONTEXT_WEIGHT` (a
     setting FTS5 keeps in the file)."""
-    weights = ", ".join("1.0" if c != "context" else repr(CONTEXT_WEIGHT) for c in FTS_COLUMNS)
+    weights = ", ".join(repr(CONTEXT_WEIGHT) if c.startswith("context") else "1.0"
+                        for c in columns)
     fts = f"{table}_fts"
     return f"INSERT INTO {fts}({fts}, rank) VALUES ('rank', 'bm25({weights})')"
 
@@ -399,9 +415,9 @@ def m011_context(conn: Connection) -> None:
     for table in ("facts", "archive"):
         for kind, name, _ in fts_objects(table, _M001_FTS_COLUMNS):
             conn.execute(f"DROP {kind.upper()} IF EXISTS {name}")
-        for _, _, sql in fts_objects(table):
+        for _, _, sql in fts_objects(table, _M011_FTS_COLUMNS):
             conn.execute(sql)
-        conn.execute(fts_rank(table))
+        conn.execute(fts_rank(table, _M011_FTS_COLUMNS))
         conn.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('rebuild')")
     conn.execute(LOG_TRIGGERS[-1][2])
 
@@ -454,11 +470,39 @@ def m012_owners(conn: Connection) -> None:
         conn.execute(fts_secure_delete(table))
 
 
+def m013_stems(conn: Connection) -> None:
+    """One stemmer for both engines: the FTS5 indexes hold stems made in Python.
+
+    ``facts`` and ``archive`` get ``stems`` (the key, value and tags stemmed,
+    see :mod:`ctxslots.stores.stemming`) and ``context_stems``, filled from
+    every row; both FTS5 indexes are made again over them with a tokenizer that
+    only splits (Porter stemming in FTS5 made ``deploys`` ``deploi`` where
+    PostgreSQL's Snowball made it ``deploy``), and refilled.
+    """
+    for table in ("facts", "archive"):
+        for kind, name, _ in fts_objects(table, _M011_FTS_COLUMNS):
+            conn.execute(f"DROP {kind.upper()} IF EXISTS {name}")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN stems TEXT NOT NULL DEFAULT ''; "
+                     f"ALTER TABLE {table} ADD COLUMN context_stems TEXT")
+        last = -1
+        while rows := conn.execute(f"SELECT id, key, value, tags, context FROM {table} "
+                                   "WHERE id > ? ORDER BY id LIMIT 5000", (last,)).fetchall():
+            conn.executemany(f"UPDATE {table} SET stems = ?, context_stems = ? WHERE id = ?",
+                             [(*stems_of(key, value, tags, context), fact_id)
+                              for fact_id, key, value, tags, context in rows])
+            last = int(rows[-1][0])
+        for _, _, sql in fts_objects(table):
+            conn.execute(sql)
+        conn.execute(fts_rank(table))
+        conn.execute(fts_secure_delete(table))
+        conn.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('rebuild')")
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links,
     m006_fact_log, m007_observed_at, m008_vector_table, m009_important,
-    m010_value_lookup, m011_context, m012_owners)
+    m010_value_lookup, m011_context, m012_owners, m013_stems)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

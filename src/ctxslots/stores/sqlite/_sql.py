@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import FACT_COLUMNS, FactFields, FactFilter
+from ._schema import stems_of
 
 __all__ = [
     "ARCHIVE_READ",
     "COLUMNS",
+    "COPIED",
     "COPY",
     "INSERTED",
     "READ",
+    "STEM_COLUMNS",
     "WRITABLE",
     "filter_clause",
     "insert_values",
@@ -26,18 +29,25 @@ _OBSERVED = "coalesce(observed_at, created_at)"
 READ = COLUMNS.replace("observed_at", f"{_OBSERVED} AS observed_at")
 #: The columns of an archived fact, to read.
 ARCHIVE_READ = READ + ", archived_at, reason"
-#: The fact columns to copy into another table (the archive).
-COPY = COLUMNS.replace("observed_at", _OBSERVED)
-#: The columns an insert writes (the id is handed out).
-INSERTED = tuple(c for c in FACT_COLUMNS if c != "id")
+#: The stored columns a fact's words are indexed from (see :func:`._schema.stems_of`).
+STEM_COLUMNS = ("stems", "context_stems")
+#: The fact columns to copy into another table (the archive), their stems included.
+COPY = COLUMNS.replace("observed_at", _OBSERVED) + ", " + ", ".join(STEM_COLUMNS)
+#: The columns :data:`COPY` writes into.
+COPIED = COLUMNS + ", " + ", ".join(STEM_COLUMNS)
 #: The columns an update may set.
-WRITABLE = frozenset(INSERTED)
+WRITABLE = frozenset(c for c in FACT_COLUMNS if c != "id")
+#: The columns an insert writes (the id is handed out), the stems last.
+INSERTED = (*(c for c in FACT_COLUMNS if c != "id"), *STEM_COLUMNS)
 
 
 def insert_values(row: FactFields) -> list[Any]:
-    """``row``'s values in :data:`INSERTED` order (a row may leave out its context)."""
-    return [row.get("context") if c == "context" else row[c]  # type: ignore[literal-required]
-            for c in INSERTED]
+    """``row``'s values in :data:`INSERTED` order (a row may leave out its context),
+    its stems made from them."""
+    context = row.get("context")
+    values = [context if c == "context" else row[c]  # type: ignore[literal-required]
+              for c in INSERTED[:-len(STEM_COLUMNS)]]
+    return [*values, *stems_of(row["key"], row["value"], row["tags"], context)]
 
 
 def marks(count: int) -> str:

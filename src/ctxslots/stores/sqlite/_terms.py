@@ -4,7 +4,7 @@ The query planner leaves out of a query the words found in a large share of
 the store (FTS5 scores every row that matches any OR-ed token, so one word in
 40% of the facts makes a search scan 40% of the table, while its BM25 weight is
 close to nothing). This module reads the document frequency of each word
-(stemmed with the index's own tokenizer) from an ``fts5vocab`` view, one term
+(stemmed as the index's words are, :mod:`ctxslots.stores.stemming`) from an ``fts5vocab`` view, one term
 at a time, and keeps it until the store has grown: reading every term's
 frequency up front costs more than the searches of a one-shot command (see
 BENCHMARKS.md).
@@ -13,12 +13,11 @@ BENCHMARKS.md).
 from __future__ import annotations
 
 import time
-from typing import Any
 
-import apsw
 import attrs
 
 from ..backend import TermCounts
+from ..stemming import stem_words, stemmed_query
 from ._connection import Connection
 
 __all__ = ["TermFrequencies", "index_terms"]
@@ -32,18 +31,12 @@ _MAX_AGE_S = 600.0
 @attrs.define
 class TermFrequencies:
     """Document frequencies of the ``facts`` index, read term by term and read again
-    as the store grows.
+    as the store grows."""
 
-    Attributes:
-        tokenize: The FTS5 tokenizer arguments of the index (for stemming).
-    """
-
-    tokenize: list[str]
     _df: dict[str, int] = attrs.Factory(dict)
     _rows: int = 0
     _top_id: int = -1
     _loaded: float = 0.0
-    _tokenizer: object | None = None
     #: Counts by word as the query has it (before stemming), for repeated words.
     _by_word: dict[str, int] = attrs.Factory(dict)
 
@@ -59,14 +52,10 @@ class TermFrequencies:
         self._rows = int(conn.scalar("SELECT count(*) FROM facts"))
         self._top_id = top
         self._loaded = time.monotonic()
-        if self._tokenizer is None:
-            self._tokenizer = conn.fts5_tokenizer(self.tokenize[0], list(self.tokenize[1:]))
 
     def _frequency(self, conn: Connection, token: str) -> int:
-        assert self._tokenizer is not None
-        stems = self._tokenizer(token.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)  # type: ignore[operator]
-        # A token the tokenizer splits matches rows of any of its parts.
-        return max((self._docs(conn, str(stem[2])) for stem in stems), default=0)
+        # A token the split breaks apart matches rows of any of its parts.
+        return max((self._docs(conn, stem) for stem in stem_words([token])), default=0)
 
     def _docs(self, conn: Connection, term: str) -> int:
         docs = self._df.get(term)
@@ -86,12 +75,7 @@ class TermFrequencies:
         return TermCounts(self._rows, docs)
 
 
-def index_terms(conn: Connection, tokenize: list[str], texts: list[str]) -> list[list[str]]:
-    """The terms the index holds for each text (stemmed by its tokenizer), each once."""
-    tokenizer = conn.raw.fts5_tokenizer(tokenize[0], tokenize[1:])
-    out = []
-    for text in texts:
-        found: list[Any] = list(tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT,
-                                          None))
-        out.append(list(dict.fromkeys(str(token[2]) for token in found)))
-    return out
+def index_terms(texts: list[str]) -> list[list[str]]:
+    """The terms the index holds for each text (its stems, as a fact's text is
+    stored and indexed), each once."""
+    return [stemmed_query([text]) for text in texts]

@@ -2,7 +2,7 @@
 
 FTS5 scores every row that matches any word of an OR-query, so a query with an
 everyday word costs milliseconds per hundred thousand facts. This cache holds,
-for each stem of the index's own tokenizer, the rows that contain it and how
+for each stem of the index (the stored stems), the rows that contain it and how
 often, and scores a query with FTS5's BM25 formula (k1 = 1.2, b = 0.75, every
 column weighted 1) in numpy. The file stays the source of truth: triggers append
 every changed fact id to ``fact_log`` (migration ``m006_fact_log``), and each
@@ -25,20 +25,19 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import apsw
 import attrs
 import numpy as np
 
 from ..backend import CONTEXT_WEIGHT, FactFilter
+from ..stemming import stemmed_query
 from ._connection import Connection
 from ._loader import row_chunks
-from ._schema import FTS_TOKENIZE
 from ._vector_cache import log_bounds
 
 __all__ = ["LexicalCache", "build_lexical_cache", "trim_fact_log"]
 
 #: The columns a copy reads of each fact.
-_COLUMNS = ("id, slot, scope, user_id, agent_id, key, value, tags, context, expires_at, "
+_COLUMNS = ("id, slot, scope, user_id, agent_id, stems, context_stems, expires_at, "
             "superseded_by")
 K1 = 1.2
 B = 0.75
@@ -89,7 +88,6 @@ class LexicalCache:
         rows_loaded: Rows appended since the last full load (live and dead).
     """
 
-    _tokenizer: Any = None
     _postings: dict[str, tuple[array[int], array[float]]] = attrs.Factory(dict)
     _df: dict[str, int] = attrs.Factory(dict)
     _row_of: dict[int, int] = attrs.Factory(dict)
@@ -122,9 +120,6 @@ class LexicalCache:
             between them; when it returns true the reload stops, leaving the
             cache empty.
         """
-        if self._tokenizer is None:
-            self._tokenizer = conn.fts5_tokenizer(FTS_TOKENIZE.split()[0],
-                                                  FTS_TOKENIZE.split()[1:])
         low, high = log_bounds(conn, "fact_log")
         top = int(high or 0)
         behind = low is not None and self._seq < int(low) - 1
@@ -158,7 +153,7 @@ class LexicalCache:
     def _clear(self) -> None:
         fresh = LexicalCache()
         for field in attrs.fields(LexicalCache):
-            if field.name not in ("_tokenizer", "_codes"):
+            if field.name != "_codes":
                 setattr(self, field.name, getattr(fresh, field.name))
 
     @property
@@ -166,27 +161,19 @@ class LexicalCache:
         """Rows of live facts (one per fact the copy holds)."""
         return self._live
 
-    def detach(self) -> None:
-        """Let go of the connection whose tokenizer it used; the next sync binds its own."""
-        self._tokenizer = None
-
     def _code(self, slot: str, scope: str, user_id: str, agent_id: str) -> int:
         return self._codes.setdefault((slot, scope, user_id, agent_id), len(self._codes))
 
-    def _stems(self, text: str, reason: int) -> list[str]:
-        return [str(t[2]) for t in self._tokenizer(text.encode("utf-8"), reason, None)]
-
     def _add_rows(self, rows: Sequence[Any]) -> None:
-        for (fact_id, slot, scope, user_id, agent_id, key, value, tags, context, expires_at,
+        for (fact_id, slot, scope, user_id, agent_id, stems, context_stems, expires_at,
              superseded_by) in rows:
             # FTS5's bm25 weighs a word's occurrences by its column's weight;
             # the length of a fact counts every token once.
             counts: dict[str, float] = {}
             length = 0
-            for column, weight in ((key, 1.0), (value, 1.0), (tags, 1.0),
-                                   (context, CONTEXT_WEIGHT)):
+            for column, weight in ((stems, 1.0), (context_stems, CONTEXT_WEIGHT)):
                 if column:
-                    for stem in self._stems(column, apsw.FTS5_TOKENIZE_DOCUMENT):
+                    for stem in column.split():
                         counts[stem] = counts.get(stem, 0.0) + weight
                         length += 1
             row = self.rows_loaded
@@ -229,7 +216,7 @@ class LexicalCache:
         ascending; the last query's are kept, as an assembly searches every
         memory slot with the same words. Stems are summed in sorted order, so
         scores do not depend on the process's string hashing."""
-        stems = tuple(sorted({s for t in tokens for s in self._stems(t, apsw.FTS5_TOKENIZE_QUERY)}))
+        stems = tuple(sorted(stemmed_query(tokens)))
         memo = self._last
         if memo is not None and memo[0] == stems and memo[1] is self._norm:
             return memo[2], memo[3]
@@ -298,5 +285,4 @@ def build_lexical_cache(conn: Connection, cancelled: Callable[[], bool]) -> Lexi
     """A full copy of the lexical index read through ``conn`` (for a background load)."""
     cache = LexicalCache()
     cache.sync(conn, cancelled=cancelled)
-    cache.detach()
     return cache

@@ -1,0 +1,131 @@
+"""A store written before the one stemmer opens with its words stemmed in Python, on
+each engine: the stems filled for live and archived facts (contexts apart), the
+indexes made again over them, nothing else changed.
+
+The old store is made at the schema just before (SQLite 12, PostgreSQL 4) and filled
+with raw SQL, as the release before wrote it; its index was Porter's on SQLite and
+PostgreSQL's Snowball dictionary on PostgreSQL, which did not fold ``café`` to
+``cafe``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ctxslots import ANY, FactStore
+from ctxslots.stores.stemming import stem_text
+
+NOW = 1_800_000_000.0
+
+#: ``(id, slot, value, context)`` of the live facts.
+FACTS = [
+    (1, "user", "Nate deploys the service every week.", None),
+    (2, "user", "The deployment failed twice.", None),
+    (3, "user", "Met at the café near the office.", None),
+    (4, "user", "A plain note.", "We talked about deploying on Fridays."),
+    (5, "agent", "Communities gather on Sundays.", None),
+]
+ARCHIVED = (6, "user", "Deployed version 1 last year.", None)
+COLUMNS = ("id, slot, scope, key, value, tags, source, confidence, score, created_at, "
+           "updated_at, observed_at, access_count, user_id, agent_id, context")
+
+
+def _row(fact: tuple[Any, ...]) -> tuple[Any, ...]:
+    fact_id, slot, value, context = fact
+    user, agent = ("default", "") if slot == "user" else ("", "default")
+    return (fact_id, slot, "", None, value, "", "seed", 1.0, 0.0, NOW - 100, NOW - 50,
+            NOW - 100, 0, user, agent, context)
+
+
+def _old_sqlite(db: str) -> None:
+    from ctxslots.stores.sqlite import open_connection
+    from ctxslots.stores.sqlite._schema import migrate
+
+    conn = open_connection(db, migrate=False)
+    try:
+        assert migrate(conn, target=12)[-1] == "m012_owners"
+        marks = ", ".join("?" * 16)
+        for fact in FACTS:
+            conn.execute(f"INSERT INTO facts ({COLUMNS}) VALUES ({marks})", _row(fact))
+        conn.execute(f"INSERT INTO archive ({COLUMNS}, archived_at, reason) VALUES "
+                     f"({marks}, ?, ?)", (*_row(ARCHIVED), NOW - 10, "replaced"))
+        conn.execute("UPDATE sqlite_sequence SET seq = 100 WHERE name = 'facts'")
+    finally:
+        conn.close()
+
+
+def _sqlite_stems(db: str) -> list[tuple[Any, ...]]:
+    from ctxslots.stores.sqlite import open_connection
+
+    conn = open_connection(db, migrate=False)
+    try:
+        return [tuple(r) for r in conn.execute(
+            "SELECT id, stems, context_stems FROM facts UNION ALL "
+            "SELECT id, stems, context_stems FROM archive ORDER BY id").fetchall()]
+    finally:
+        conn.close()
+
+
+def _old_postgres(url: str) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from ctxslots.stores.postgres._schema import migrate
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert migrate(conn, url, target=4)[-1] == "m004_owners"
+        marks = ", ".join(["%s"] * 16)
+        with conn.transaction():
+            for fact in FACTS:
+                conn.execute(f"INSERT INTO facts ({COLUMNS}) VALUES ({marks})", _row(fact))
+            conn.execute(f"INSERT INTO archive ({COLUMNS}, archived_at, reason) VALUES "
+                         f"({marks}, %s, %s)", (*_row(ARCHIVED), NOW - 10, "replaced"))
+            conn.execute("SELECT setval('fact_ids', 100)")
+        # The old index did not fold diacritics: "cafe" did not find the café.
+        assert conn.execute("SELECT count(*) FROM facts WHERE search @@ "
+                            "to_tsquery('ctxslots_english', 'cafe')").fetchone()[0] == 0
+
+
+def _postgres_stems(url: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [tuple(r) for r in conn.execute(
+            "SELECT id, stems, context_stems FROM facts UNION ALL "
+            "SELECT id, stems, context_stems FROM archive ORDER BY id").fetchall()]
+
+
+@pytest.fixture(name="old_store", params=["sqlite", "postgresql"])
+def fixture_old_store(request, db_path) -> tuple[str, Callable[[str], list[tuple[Any, ...]]]]:
+    """The location of a store as the release before wrote it, and how to read its
+    stems raw once migrated."""
+    if request.param == "sqlite":
+        _old_sqlite(str(db_path))
+        return str(db_path), _sqlite_stems
+    postgres = request.getfixturevalue("postgres")
+    url = postgres.empty_database()
+    request.addfinalizer(lambda: postgres.drop(url))
+    _old_postgres(url)
+    return url, _postgres_stems
+
+
+def _found(store: FactStore, query: str, **kwargs: Any) -> set[int]:
+    return {h.fact.id for h in store.search(query, user=ANY, agent=ANY, scope=ANY, **kwargs)}
+
+
+def test_an_old_store_is_stemmed_in_python(old_store):
+    location, raw_stems = old_store
+    with FactStore(location, clock=lambda: NOW, embedder=False) as store:
+        assert [f.value for f in store.facts(user=ANY, agent=ANY, scope=ANY)] == \
+            [f[2] for f in FACTS]
+        assert _found(store, "deployment") == {1, 2, 4}
+        assert _found(store, "cafe") == {3}
+        assert _found(store, "community") == {5}
+        assert 6 in _found(store, "deploying", include_archive=True)
+        # A fact written after the migration is found the same way.
+        new = store.add("user", "The café deploys soon.")
+        assert _found(store, "cafes deployed") == {1, 2, 3, 4, new.id}
+    expected = [(f[0], stem_text(None, f[2], ""), None if f[3] is None else stem_text(f[3]))
+                for f in sorted([*FACTS, ARCHIVED])]
+    assert raw_stems(location)[:6] == expected
