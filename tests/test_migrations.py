@@ -6,7 +6,7 @@ import pytest
 
 from ctxslots import FactStore, StoreError
 from ctxslots.stores.sqlite import open_connection
-from ctxslots.stores.sqlite._schema import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
+from ctxslots.stores.sqlite._migrations import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
 
 
 def test_fresh_file_is_current(db_path):

@@ -42,7 +42,7 @@ def _row(fact: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _old_sqlite(db: str) -> None:
     from ctxslots.stores.sqlite import open_connection
-    from ctxslots.stores.sqlite._schema import migrate
+    from ctxslots.stores.sqlite._migrations import migrate
 
     conn = open_connection(db, migrate=False)
     try:

@@ -15,7 +15,7 @@ from ..._files import make_private_dirs
 from ...errors import ReadOnlyStoreError, StoreBusyError, StoreError
 from ._busy import busy_error
 from ._connection import DEFAULT_BUSY_TIMEOUT_S, Connection
-from ._schema import migrate as apply_migrations
+from ._migrations import migrate as apply_migrations
 
 __all__ = ["open_connection"]
 
@@ -144,7 +144,7 @@ def open_connection(
         if load_vec:
             conn.vec_version = _load_sqlite_vec(raw)
         if migrate and conn.read_only:
-            from ._schema import SCHEMA_VERSION, schema_version
+            from ._migrations import SCHEMA_VERSION, schema_version
 
             if schema_version(conn) != SCHEMA_VERSION:
                 raise ReadOnlyStoreError(

@@ -18,7 +18,8 @@ from ...errors import StoreBusyError, StoreError
 from ..backend import Health
 from ._connection import DEFAULT_BUSY_TIMEOUT_S, Connection, sqlite_version
 from ._meta import get_meta, set_meta
-from ._schema import derived_objects, fts_rank, fts_secure_delete, schema_version
+from ._migrations import schema_version
+from ._schema import derived_objects, fts_rank, fts_secure_delete
 from ._vector_cache import META_GENERATION
 
 __all__ = ["check", "checkpoint", "info", "rebuild", "used_bytes"]
