@@ -42,6 +42,40 @@ class Cursor(Protocol):
     def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
 
 
+class _TakingTurns:
+    """A cursor whose every step holds the connection's lock: threads sharing one
+    connection (``asearch`` runs searches in worker threads) take turns instead of
+    meeting inside SQLite, which apsw refuses with ``ThreadingViolationError``, and
+    no thread reads inside another's open write transaction."""
+
+    def __init__(self, cursor: apsw.Cursor, lock: threading.RLock) -> None:
+        self._cursor = cursor
+        self._lock = lock
+
+    def __iter__(self) -> _TakingTurns:
+        return self
+
+    def __next__(self) -> tuple[Any, ...]:
+        with self._lock:
+            row: tuple[Any, ...] = next(self._cursor)
+            return row
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """Every row left."""
+        with self._lock:
+            return list(self._cursor.fetchall())
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        """The next row, or ``None``."""
+        with self._lock:
+            row: tuple[Any, ...] | None = self._cursor.fetchone()
+            return row
+
+    def get_description(self) -> tuple[tuple[str, str], ...]:
+        """The result's column names and declared types."""
+        return tuple(self._cursor.get_description())
+
+
 class Connection:
     """A small wrapper over an ``apsw.Connection``.
 
@@ -74,11 +108,12 @@ class Connection:
         """
         return self._cursor(sql, params)
 
-    def _cursor(self, sql: str, params: Params) -> apsw.Cursor:
+    def _cursor(self, sql: str, params: Params) -> _TakingTurns:
         if self._closed:
             raise self._closed_error()
         try:
-            return self.raw.execute(sql, params)
+            with self._lock:
+                return _TakingTurns(self.raw.execute(sql, params), self._lock)
         except apsw.SQLError as exc:
             if "no such" not in str(exc):
                 raise
@@ -91,7 +126,8 @@ class Connection:
         """Run one statement once per row of parameters."""
         if self._closed:
             raise self._closed_error()
-        self.raw.executemany(sql, rows)
+        with self._lock:
+            self.raw.executemany(sql, rows)
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         """Run a query and return its rows as dictionaries."""
