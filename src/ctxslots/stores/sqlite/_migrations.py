@@ -52,8 +52,10 @@ _M011_FTS_COLUMNS = ("key", "value", "tags", "context")
 #: The columns ``m001`` indexed (its objects are rebuilt by ``m011``).
 _M001_FTS_COLUMNS = ("key", "value", "tags")
 
+
 def _fts_with_triggers(table: str) -> str:
     return "".join(f"{sql};\n" for _, _, sql in fts_objects(table, _M001_FTS_COLUMNS))
+
 
 _M006_LOG_ON_UPDATE = log_on_update("slot, scope, key, value, tags, expires_at, superseded_by")
 
