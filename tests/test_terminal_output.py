@@ -139,8 +139,19 @@ def test_an_import_report_and_its_errors_escape_what_the_file_held(db_path, tmp_
         "\x1b]52;c;cm0=\x07 not json",
         json.dumps({"slot": "agent", "value": "kept \x1b[2J value"}),
     ]) + "\n", encoding="utf-8")
-    for extra in ([], ["--skip-invalid"], ["--skip-invalid", "--json"]):
-        _clean(_run(db_path, "import", str(bad), *extra))
+    refused = _run(db_path, "import", str(bad))
+    assert 1 == refused.exit_code
+    assert "line 2: invalid slot name 'agent\\x1b[2J'" in refused.stderr
+    _clean(refused)
+    skipped = _run(db_path, "import", str(bad), "--skip-invalid")
+    assert 0 == skipped.exit_code, skipped.output
+    assert "2 invalid lines skipped" in skipped.stdout
+    assert "skipped line 3: not JSON" in skipped.stderr
+    _clean(skipped)
+    as_json = _run(db_path, "import", str(bad), "--skip-invalid", "--json")
+    assert 0 == as_json.exit_code, as_json.output
+    assert [2, 3] == [e["line"] for e in json.loads(as_json.stdout)["errors"]]
+    _clean(as_json)
 
 
 def test_a_file_name_with_a_sequence_is_escaped_in_errors(db_path, tmp_path):
