@@ -14,13 +14,17 @@ import pytest
 agents = pytest.importorskip("agents")
 openai = pytest.importorskip("openai")
 
-from _agent_scripts import flush_reply, store_call, tool_calls
+from _agent_scripts import (  # noqa: F401  (fixtures, found by pytest by name)
+    fixture_servers,
+    fixture_store,
+    flush_reply,
+    scripted_flusher,
+    store_call,
+    tool_calls,
+)
 from ctxslots import (
     FactStore,
-    FlushPolicy,
     InvalidArgumentError,
-    MemoryFlusher,
-    OpenAIChatClient,
 )
 from ctxslots.errors import MemoryUnavailableError
 from ctxslots.integrations import Memory, MemoryContext
@@ -30,41 +34,10 @@ from ctxslots.testing import ScriptedChatServer
 agents.set_tracing_disabled(True)
 
 
-@pytest.fixture(name="store")
-def fixture_store(db_path, clock):
-    """A SQLite store with two users' facts."""
-    store = FactStore(db_path, clock=clock)
-    store.upsert("user", "editor", "The user edits code in Helix.", user="alice")
-    store.upsert("user", "editor", "The user edits code in Emacs.", user="bob")
-    yield store
-    store.close()
-
-
-@pytest.fixture(name="servers")
-def fixture_servers():
-    """``servers(agent_script, flush_script)``: scripted servers for the agent's model and
-    the flusher's, closed after the test."""
-    made: list[ScriptedChatServer] = []
-
-    def make(agent_script, flush_script=()):
-        pair = ScriptedChatServer(agent_script), ScriptedChatServer(flush_script)
-        made.extend(pair)
-        return pair
-
-    yield make
-    for server in made:
-        server.close()
-
-
 def _agent(server: ScriptedChatServer, name: str = "assistant", **options) -> agents.Agent:
     client = openai.AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
     model = agents.OpenAIChatCompletionsModel(model="scripted", openai_client=client)
     return agents.Agent(name=name, instructions="Answer briefly.", model=model, **options)
-
-
-def _flusher(store: FactStore, server: ScriptedChatServer, **policy) -> MemoryFlusher:
-    client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=30)
-    return MemoryFlusher(store, client, policy=FlushPolicy(**policy))
 
 
 def _run(agent, text, context):
@@ -137,7 +110,7 @@ def test_the_runs_messages_are_flushed_when_it_ends(store, servers):
                                       "said_before": None})),
          "Lisbon is lovely."],
         [flush_reply(("user", "city", "The user lives in Lisbon."))])
-    memory = Memory(store, flusher=_flusher(store, flush, every_n_turns=1))
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
     context = MemoryContext(user="alice", conversation="chat-1")
     _run(with_memory(_agent(model, name="concierge"), memory), "I moved to Lisbon.", context)
     report = context.flush_report
@@ -153,7 +126,7 @@ def test_the_runs_messages_are_flushed_when_it_ends(store, servers):
 def test_a_flush_not_due_is_logged_and_reported(store, servers, caplog):
     """The default policy waits; the report says why and a log line says so."""
     model, flush = servers(["Hello."])
-    memory = Memory(store, flusher=_flusher(store, flush))
+    memory = Memory(store, flusher=scripted_flusher(store, flush))
     context = MemoryContext(user="alice")
     with caplog.at_level(logging.INFO, logger="ctxslots.integrations"):
         _run(with_memory(_agent(model), memory), "Hi there.", context)
@@ -167,7 +140,7 @@ def test_the_next_run_continues_the_conversation(store, servers):
     """A second run given the first one's items reads on from where the first stopped."""
     model, flush = servers(["Hello.", "Noted."],
                            [flush_reply(("user", "pet", "The user has a cat."))])
-    memory = Memory(store, flusher=_flusher(store, flush, every_n_turns=2))
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=2))
     agent = with_memory(_agent(model), memory)
     first, second = (MemoryContext(user="alice", conversation="c") for _ in range(2))
 
@@ -202,7 +175,7 @@ def test_a_streamed_run_with_a_handoff_keeps_memory(store, servers):
     memory for the same user, and its end flushes the run as that agent."""
     model, flush = servers([tool_calls(("transfer_to_billing", {})), "Your invoice is sent."],
                            [flush_reply(("agent", "invoices", "Invoices go out by mail."))])
-    memory = Memory(store, flusher=_flusher(store, flush, every_n_turns=1))
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
     billing = with_memory(_agent(model, name="billing"), memory)
     front = with_memory(_agent(model, name="front", handoffs=[billing]), memory)
     context = MemoryContext(user="alice")
@@ -222,7 +195,7 @@ def test_a_failing_store_does_not_stop_the_run(db_path, clock, servers, caplog):
     """A closed store: the run answers, without memory, and each failure is logged."""
     store = FactStore(db_path, clock=clock)
     model, flush = servers(["Still here."], [flush_reply()])
-    memory = Memory(store, flusher=_flusher(store, flush, every_n_turns=1))
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
     agent = with_memory(_agent(model), memory)
     store.close()
     context = MemoryContext(user="alice")

@@ -21,42 +21,20 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from _agent_scripts import flush_reply, tool_calls
-from ctxslots import FactStore, FlushPolicy, InvalidArgumentError, MemoryFlusher, OpenAIChatClient
+from _agent_scripts import (  # noqa: F401  (fixtures, found by pytest by name)
+    fixture_servers,
+    fixture_store,
+    flush_reply,
+    scripted_flusher,
+    tool_calls,
+)
+from ctxslots import FactStore, InvalidArgumentError
 from ctxslots.errors import MemoryUnavailableError
 from ctxslots.integrations import Memory, MemoryContext
 from ctxslots.integrations.pydantic_ai import MemoryCapability, memory_toolset, to_messages
 
 MEMORY_TOOLS = ["memory_query", "memory_store", "memory_update", "memory_reinforce",
                 "memory_demote", "memory_forget", "memory_timeline"]
-
-
-@pytest.fixture(name="store")
-def fixture_store(db_path, clock):
-    """A SQLite store with two users' facts."""
-    store = FactStore(db_path, clock=clock)
-    store.upsert("user", "editor", "The user edits code in Helix.", user="alice")
-    store.upsert("user", "editor", "The user edits code in Emacs.", user="bob")
-    yield store
-    store.close()
-
-
-@pytest.fixture(name="servers")
-def fixture_servers():
-    """``servers(agent_script, flush_script)``: scripted servers for the agent's model and
-    the flusher's, closed after the test."""
-    from ctxslots.testing import ScriptedChatServer
-
-    made: list[ScriptedChatServer] = []
-
-    def make(agent_script, flush_script=()):
-        pair = ScriptedChatServer(agent_script), ScriptedChatServer(flush_script)
-        made.extend(pair)
-        return pair
-
-    yield make
-    for server in made:
-        server.close()
 
 
 def _model(server) -> OpenAIChatModel:
@@ -68,11 +46,6 @@ def _agent(model, memory: Memory, name: str = "assistant") -> pydantic_ai.Agent:
     return pydantic_ai.Agent(model, name=name, deps_type=MemoryContext,
                              instructions="Answer briefly.",
                              capabilities=[MemoryCapability(memory)])
-
-
-def _flusher(store: FactStore, server, **policy) -> MemoryFlusher:
-    client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=30)
-    return MemoryFlusher(store, client, policy=FlushPolicy(**policy))
 
 
 def _system(request: dict) -> str:
@@ -140,7 +113,7 @@ def test_the_runs_messages_are_flushed_after_it(store, servers):
     model, flush = servers(
         [tool_calls(("memory_query", {"query": "tea"})), "Lisbon is lovely."],
         [flush_reply(("user", "city", "The user lives in Lisbon."))])
-    memory = Memory(store, flusher=_flusher(store, flush, every_n_turns=1))
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
     deps = MemoryContext(user="alice", conversation="chat-1")
     _agent(_model(model), memory, name="concierge").run_sync("I moved to Lisbon.", deps=deps)
     report = deps.flush_report
@@ -157,7 +130,7 @@ def test_a_flush_not_due_is_logged_and_reported(store, servers, caplog):
     """The default policy waits; the report says why and a log line says so."""
     model, flush = servers(["Hello."])
     deps = MemoryContext(user="alice")
-    agent = _agent(_model(model), Memory(store, flusher=_flusher(store, flush)))
+    agent = _agent(_model(model), Memory(store, flusher=scripted_flusher(store, flush)))
     with caplog.at_level(logging.INFO, logger="ctxslots.integrations"):
         agent.run_sync("Hi there.", deps=deps)
     assert deps.flush_report.status == "not_due"
@@ -171,7 +144,7 @@ def test_the_next_run_continues_the_conversation(store, servers):
     flush reads on from where the first stopped."""
     model, flush = servers(["Hello.", "Noted."],
                            [flush_reply(("user", "pet", "The user has a cat."))])
-    agent = _agent(_model(model), Memory(store, flusher=_flusher(store, flush, every_n_turns=2)))
+    agent = _agent(_model(model), Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=2)))
     first, second = MemoryContext(user="alice"), MemoryContext(user="alice")
 
     async def main():
@@ -209,7 +182,7 @@ def test_a_streamed_run_keeps_memory_and_flushes(store, servers):
     """``run_stream`` over server-sent events: memory in the instructions, the flush after."""
     model, flush = servers(["You use Helix."],
                            [flush_reply(("user", "likes", "The user likes short answers."))])
-    memory = Memory(store, flusher=_flusher(store, flush, every_n_turns=1))
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
     deps = MemoryContext(user="alice")
 
     async def main():
@@ -255,7 +228,7 @@ def test_a_failing_store_does_not_stop_the_run(db_path, clock, servers, caplog):
     """A closed store: the run answers, without memory, and each failure is logged."""
     store = FactStore(db_path, clock=clock)
     model, flush = servers(["Still here."], [flush_reply()])
-    agent = _agent(_model(model), Memory(store, flusher=_flusher(store, flush, every_n_turns=1)))
+    agent = _agent(_model(model), Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1)))
     store.close()
     deps = MemoryContext(user="alice")
     with caplog.at_level(logging.WARNING, logger="ctxslots.integrations"):
