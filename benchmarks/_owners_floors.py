@@ -89,8 +89,44 @@ def _slot_filters(who: Who) -> list[tuple[str, list[Any]]]:
             ("agent", [who.user, "", who.agent, "", who.scope])]
 
 
+class _Requests:
+    """A search and an assembly made of an engine's BM25 read, profile and access write."""
+
+    def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float,
+              depth: int = POOL) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _touch(self, ids: Sequence[int], now: float) -> None:
+        raise NotImplementedError
+
+    def profile(self, who: Who, now: float) -> list[tuple[Any, ...]]:
+        """The user's most important keyed or reinforced facts."""
+        raise NotImplementedError
+
+    def search(self, words: Sequence[str], who: Who, now: float) -> list[int]:
+        """The ids of the best rows; the first ten counted as accessed."""
+        rows = self._bm25(words, [who.user, "", who.agent, "", who.scope], None, now)
+        ids = [int(r[0]) for r in rows]
+        self._touch(ids[:LIMIT], now)
+        return ids
+
+    def assemble(self, words: Sequence[str], who: Who, now: float, shown: int,
+                 relaxed: Sequence[str], reads: Mapping[tuple[str, bool], int]) -> int:
+        """The profile, the rows of each slot in ``reads`` as deep as ``reads[slot, False]``
+        asked (and with the ``relaxed`` words where ``reads[slot, True]`` is), ``shown`` of
+        them counted; how many rows were read."""
+        rows = list(self.profile(who, now))
+        for slot, owners in _slot_filters(who):
+            if (slot, False) in reads:
+                rows += self._bm25(words, owners, slot, now, max(POOL, reads[slot, False]))
+            if (slot, True) in reads:
+                rows += self._bm25(relaxed, owners, slot, now, max(POOL, reads[slot, True]))
+        self._touch([int(r[0]) for r in rows[:shown]], now)
+        return len(rows)
+
+
 @dataclass
-class SqliteHand:
+class SqliteHand(_Requests):
     """Raw SQL on a plain apsw connection to the store's file."""
 
     conn: apsw.Connection
@@ -129,13 +165,6 @@ class SqliteHand:
                 f"UPDATE facts SET access_count = access_count + 1, last_accessed = ? "
                 f"WHERE id IN ({','.join('?' * len(ids))})", (now, *ids))
 
-    def search(self, words: Sequence[str], who: Who, now: float) -> list[int]:
-        """The ids of the best rows; the first ten counted as accessed."""
-        rows = self._bm25(words, [who.user, "", who.agent, "", who.scope], None, now)
-        ids = [int(r[0]) for r in rows]
-        self._touch(ids[:LIMIT], now)
-        return ids
-
     def profile(self, who: Who, now: float) -> list[tuple[Any, ...]]:
         """The user's most important keyed or reinforced facts."""
         return self.conn.execute(
@@ -143,20 +172,6 @@ class SqliteHand:
             f"AND scope = '' AND (expires_at IS NULL OR expires_at > ?) "
             f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT ?",
             (who.user, now, PROFILE)).fetchall()
-
-    def assemble(self, words: Sequence[str], who: Who, now: float, shown: int,
-                 relaxed: Sequence[str], reads: Mapping[tuple[str, bool], int]) -> int:
-        """The profile, the rows of each slot in ``reads`` as deep as ``reads[slot, False]``
-        asked (and with the ``relaxed`` words where ``reads[slot, True]`` is), ``shown`` of
-        them counted; how many rows were read."""
-        rows = list(self.profile(who, now))
-        for slot, owners in _slot_filters(who):
-            if (slot, False) in reads:
-                rows += self._bm25(words, owners, slot, now, max(POOL, reads[slot, False]))
-            if (slot, True) in reads:
-                rows += self._bm25(relaxed, owners, slot, now, max(POOL, reads[slot, True]))
-        self._touch([int(r[0]) for r in rows[:shown]], now)
-        return len(rows)
 
     def write(self, ops: Sequence[Op], who: Who, now: float) -> None:
         """One flush's writes in one transaction."""
@@ -226,7 +241,7 @@ ORDER BY s.bm25 DESC, s.id
 
 
 @dataclass
-class PostgresHand:
+class PostgresHand(_Requests):
     """Raw SQL on a plain psycopg connection, with the table's N and mean length read once."""
 
     conn: Any
@@ -263,13 +278,6 @@ class PostgresHand:
             self.conn.execute("UPDATE facts SET access_count = access_count + 1, "
                               "last_accessed = %s WHERE id = ANY(%s)", (now, list(ids)))
 
-    def search(self, words: Sequence[str], who: Who, now: float) -> list[int]:
-        """The ids of the best rows; the first ten counted as accessed."""
-        rows = self._bm25(words, [who.user, "", who.agent, "", who.scope], None, now)
-        ids = [int(r[0]) for r in rows]
-        self._touch(ids[:LIMIT], now)
-        return ids
-
     def profile(self, who: Who, now: float) -> list[tuple[Any, ...]]:
         """The user's most important keyed or reinforced facts."""
         return self.conn.execute(
@@ -277,20 +285,6 @@ class PostgresHand:
             f"AND slot = 'user' AND scope = '' AND (expires_at IS NULL OR expires_at > %s) "
             f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT %s",
             (who.user, now, PROFILE)).fetchall()
-
-    def assemble(self, words: Sequence[str], who: Who, now: float, shown: int,
-                 relaxed: Sequence[str], reads: Mapping[tuple[str, bool], int]) -> int:
-        """The profile, the rows of each slot in ``reads`` as deep as ``reads[slot, False]``
-        asked (and with the ``relaxed`` words where ``reads[slot, True]`` is), ``shown`` of
-        them counted; how many rows were read."""
-        rows = list(self.profile(who, now))
-        for slot, owners in _slot_filters(who):
-            if (slot, False) in reads:
-                rows += self._bm25(words, owners, slot, now, max(POOL, reads[slot, False]))
-            if (slot, True) in reads:
-                rows += self._bm25(relaxed, owners, slot, now, max(POOL, reads[slot, True]))
-        self._touch([int(r[0]) for r in rows[:shown]], now)
-        return len(rows)
 
     def write(self, ops: Sequence[Op], who: Who, now: float) -> None:
         """One flush's writes in one transaction."""
