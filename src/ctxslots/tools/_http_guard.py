@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["BearerTokenGuard", "HostGuard", "address_of", "guarded", "is_loopback",
+__all__ = ["BEARER", "BearerTokenGuard", "HostGuard", "address_of", "guarded", "is_loopback", "refuse",
            "same_address"]
 
 _Scope = MutableMapping[str, Any]
@@ -82,10 +82,17 @@ def _split_host(value: str, default_port: int) -> tuple[str, int] | None:
     return (name, default_port if port is None else port) if name else None
 
 
-async def _refuse(send: _Send, status: int, message: str) -> None:
+#: The header of a 401 that asks for a bearer token.
+BEARER = ((b"www-authenticate", b"Bearer"),)
+
+
+async def refuse(send: _Send, status: int, message: str,
+                 headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    """Answer ``status`` with ``{"error": message}`` as JSON (and any other ``headers``)."""
     body = json.dumps({"error": message}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        (b"content-type", b"application/json"), *headers,
+        (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -112,7 +119,7 @@ class HostGuard:
         if scope["type"] == "http":
             refused = self.check(scope)
             if refused is not None:
-                await _refuse(send, *refused)
+                await refuse(send, *refused)
                 return
         await self.app(scope, receive, send)
 
@@ -157,11 +164,7 @@ class BearerTokenGuard:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
             if not hmac.compare_digest(given, b"Bearer " + self.token.encode("utf-8")):
-                body = b'{"error": "a bearer token is required"}'
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                    (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
+                await refuse(send, 401, "a bearer token is required", BEARER)
                 return
         await self.app(scope, receive, send)
 

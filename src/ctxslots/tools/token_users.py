@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from ..errors import InvalidArgumentError
+from ._http_guard import BEARER, refuse
 
 __all__ = ["SCOPE_KEY", "TokenUserGuard", "TokenUsers"]
 
@@ -194,11 +195,7 @@ class TokenUserGuard:
             scheme, _, token = given.partition(b" ")
             user = self.users.user_of(token.strip()) if scheme.lower() == b"bearer" else None
             if user is None:
-                body = b'{"error": "a bearer token of a known user is required"}'
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                    (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
+                await refuse(send, 401, "a bearer token of a known user is required", BEARER)
                 return
             scope[SCOPE_KEY] = user
         await self.app(scope, receive, send)
