@@ -7,6 +7,7 @@ import pytest
 from ctxslots import FactStore, StoreError
 from ctxslots.stores.sqlite import open_connection
 from ctxslots.stores.sqlite._migrations import MIGRATIONS, SCHEMA_VERSION, migrate, schema_version
+from ctxslots.stores.stemming import stem_text
 
 
 def test_fresh_file_is_current(db_path):
@@ -30,6 +31,9 @@ def test_file_at_step_n_upgrades(db_path, step):
         "INSERT INTO facts (slot, scope, key, value, tags, created_at, updated_at) "
         "VALUES ('user', '', 'name', 'The user is Ada.', '', 1.0, 1.0)"
     )
+    if "stems" in {row[1] for row in conn.execute("PRAGMA table_info(facts)")}:
+        # Code of that schema wrote the stems with the fact (m013 onwards).
+        conn.execute("UPDATE facts SET stems = ?", (stem_text("name", "The user is Ada.", ""),))
     conn.close()
 
     with FactStore(db_path) as store:

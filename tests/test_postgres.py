@@ -250,17 +250,24 @@ CORPUS = [
     [None] * len(CORPUS),
     ["where did the cat go", None, "the dog and the lake", "mill", None, "sky sky"],
 ], ids=["no-context", "context"])
-def test_bm25_scores_equal_fts5(pg_url, contexts):
+@pytest.mark.parametrize("counts", ["counted", "kept"])
+def test_bm25_scores_equal_fts5(pg_url, contexts, counts, monkeypatch):
     """The PostgreSQL BM25 scores equal SQLite FTS5's bm25() on the same facts and words,
-    a context column weighing CONTEXT_WEIGHT."""
+    a context column weighing CONTEXT_WEIGHT: with the document counts made in the
+    scoring statement (a small table) and with them counted once and kept (a large one)."""
     from ctxslots.stores.backend import CONTEXT_WEIGHT
+    from ctxslots.stores.postgres import _lexical
+
+    if counts == "kept":
+        monkeypatch.setattr(_lexical, "_EXACT_BELOW", 0)
 
     fts = apsw.Connection(":memory:")
-    fts.execute("CREATE VIRTUAL TABLE t USING fts5(key, value, tags, context, "
+    # As a store's index: each fact's owner term in a column of its own, of no weight.
+    fts.execute("CREATE VIRTUAL TABLE t USING fts5(key, value, tags, context, owner, "
                 "tokenize='porter unicode61')")
     for n, (text, context) in enumerate(zip(CORPUS, contexts), start=1):
-        fts.execute("INSERT INTO t (rowid, key, value, tags, context) VALUES (?, NULL, ?, '', ?)",
-                    (n, text, context))
+        fts.execute("INSERT INTO t (rowid, key, value, tags, context, owner) "
+                    "VALUES (?, NULL, ?, '', ?, 'oxx')", (n, text, context))
     backend = PostgresBackend(pg_url)
     try:
         with backend.transaction():
@@ -271,10 +278,11 @@ def test_bm25_scores_equal_fts5(pg_url, contexts):
                                    "superseded_by": None, "context": context,
                                    "user_id": "", "agent_id": ""})
                    for text, context in zip(CORPUS, contexts)]
-        for words in (["cat"], ["dog", "fish"], ["lake", "mill", "cat"], ["the", "sky"]):
+        for words in (["cat"], ["dog", "fish"], ["lake", "mill", "cat"], ["the", "sky"],
+                      ["cat", "dog"]):
             match = " OR ".join(f'"{w}"' for w in words)
             expected = {ids[rowid - 1]: rank for rowid, rank in fts.execute(
-                f"SELECT rowid, bm25(t, 1.0, 1.0, 1.0, {CONTEXT_WEIGHT}) FROM t WHERE t MATCH ?",
+                f"SELECT rowid, bm25(t, 1.0, 1.0, 1.0, {CONTEXT_WEIGHT}, 0.0) FROM t WHERE t MATCH ?",
                 (match,))}
             got = {c.row["id"]: c.score for c in backend.lexical(plan_of(words), FactFilter(), 10)}
             assert expected.keys() == got.keys(), words

@@ -9,10 +9,14 @@ The default ranking is therefore BM25 with FTS5's formula (k1 = 1.2,
 b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5)), at least 1e-6), from
 statistics the backend reads itself:
 
-- ``n``, the facts holding a word: counted through the GIN index at query
-  time, in the same statement that scores (exact, nothing kept on writes);
+- ``n``, the facts holding a word: counted through the GIN index, in the
+  same statement that scores while the table is small (exact); once it is
+  large, counted once and kept with ``N`` (read again when ``N`` is), since
+  counting a common word visits every fact holding it, whoever it belongs to;
 - ``N`` and the mean document length: ``count(*)`` and ``avg(doc_len)`` of
-  the table (``doc_len``, a generated column, counts a fact's tokens), kept
+  the table (``doc_len``, a generated column, counts a fact's tokens; one is
+  added to every length for the owner term SQLite's index holds with each
+  fact, so the lengths and scores are SQLite's), kept
   per process and read again as the table grows (every write while it is
   small, after 20% growth or ten minutes once large).
 
@@ -23,6 +27,7 @@ writers on several hosts never contend for a shared statistics row.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -42,13 +47,17 @@ LEXICAL_RANKINGS = ("bm25", "ts_rank_cd")
 
 _K1 = 1.2
 _B = 0.75
+#: Added to each fact's length: SQLite's FTS5 index counts a fact's owner term
+#: (one word, matched with no weight) in its length, so the same facts score the same.
+_OWNER_TERMS = 1
 #: Below this many facts the statistics are read again after every write.
 _EXACT_BELOW = 20_000
 _GROWTH = 1.2
 _MAX_AGE_S = 600.0
 #: Above _EXACT_BELOW facts, the id sequence is looked at no more often than this.
 _CHECK_EVERY_S = 5.0
-#: Document counts kept for the query planner (the cache starts over past this many words).
+#: Document counts kept for the query planner and for BM25 in a large table (each
+#: cache starts over past this many words).
 _COUNTS_KEPT = 50_000
 
 
@@ -88,6 +97,9 @@ class LexicalLeg:
     _stats: dict[str, _Stats] = attrs.Factory(dict)
     _counts: dict[str, int] = attrs.Factory(dict)
     _counts_for: _Stats | None = None
+    #: By table: the statistics the lexeme counts go with, and the counts by stem.
+    _lexemes: dict[str, tuple[_Stats, dict[str, list[tuple[str, int]]]]] = \
+        attrs.Factory(dict)
 
     def stats(self, conn: Conn, table: str) -> _Stats:
         """``N`` and mean length of ``table``, read again when stale."""
@@ -128,12 +140,41 @@ class LexicalLeg:
             args: list[Any] = [query, *params, pool]
         else:
             stats = self.stats(conn, table)
-            sql = _bm25_sql(table, where, extra)
-            args = [" ".join(tokens), stats.rows, max(stats.avg_len, 1e-9), query, *params,
-                    pool]
+            if stats.rows < _EXACT_BELOW:
+                sql = _bm25_sql(table, where, extra, counted=True)
+                args = [" ".join(tokens), stats.rows]
+            else:
+                lexemes, idf = self._idf(conn, table, stats, tokens)
+                sql = _bm25_sql(table, where, extra, counted=False)
+                args = [lexemes, idf]
+            args += [stats.avg_len + _OWNER_TERMS, query, *params, pool]
         with conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(sql, args).fetchall()
         return [LexicalCandidate(row=row, score=float(row.pop("_score"))) for row in rows]
+
+    def _idf(self, conn: Conn, table: str, stats: _Stats, tokens: Sequence[str]
+             ) -> tuple[list[str], list[float]]:
+        """The lexemes of ``tokens`` and BM25's idf of each, from counts kept with ``stats``."""
+        kept = self._lexemes.get(table)
+        if kept is None or kept[0] is not stats or len(kept[1]) > _COUNTS_KEPT:
+            kept = self._lexemes[table] = (stats, {})
+        known = kept[1]
+        missing = [t for t in dict.fromkeys(tokens) if t not in known]
+        if missing:
+            for token in missing:
+                known[token] = []
+            for token, lexeme, n in conn.execute(
+                    f"SELECT u.t, l, (SELECT count(*) FROM {table} "
+                    f"WHERE search @@ quote_literal(l)::tsquery) "
+                    f"FROM unnest(%s::text[]) AS u(t), "
+                    f"unnest(tsvector_to_array(to_tsvector('{TS_CONFIG}', u.t))) AS l",
+                    (missing,)).fetchall():
+                known[token].append((lexeme, int(n)))
+        counts = dict(pair for t in tokens for pair in known[t])
+        # N was read a moment earlier: never below a count read now.
+        idf = [max(math.log((max(stats.rows, n) - n + 0.5) / (n + 0.5)), 1e-6)
+               for n in counts.values()]
+        return list(counts), idf
 
     def document_counts(self, conn: Conn, tokens: Sequence[str], stats: _Stats | None = None
                         ) -> tuple[int, dict[str, int]]:
@@ -173,18 +214,20 @@ class LexicalLeg:
         return None if rows < min_rows else TermCounts(rows, docs)
 
 
-def _bm25_sql(table: str, where: str, extra: str) -> str:
-    """One statement: the query's stems and their document counts, the matches, the scores.
+def _bm25_sql(table: str, where: str, extra: str, *, counted: bool) -> str:
+    """One statement: the query's stems and their idf, the matches, the scores.
 
     A match's term frequencies come from its tsvector cut down to the query's
     stems in C (``setweight`` marks them, ``ts_filter`` keeps them), so only
     those few entries are unnested; an occurrence in the context (counted
     again in ``context_search``) weighs ``CONTEXT_WEIGHT``, as FTS5's column
-    weight does. Parameters: the tokens joined by spaces,
-    ``N``, the mean length, the OR query, the filter's parameters, the pool size.
+    weight does. ``counted``: the statement counts the facts holding each
+    stem itself (its first parameters: the tokens joined by spaces and ``N``);
+    otherwise its first parameters are the stems and their idf. Then: the mean
+    length, the OR query, the filter's parameters, the pool size.
     """
-    return f"""
-        WITH d AS MATERIALIZED (
+    q = f"""
+        d AS MATERIALIZED (
             SELECT lexeme, (SELECT count(*)::float8 FROM {table}
                             WHERE search @@ quote_literal(lexeme)::tsquery) AS n
             FROM (SELECT DISTINCT unnest(tsvector_to_array(
@@ -196,13 +239,17 @@ def _bm25_sql(table: str, where: str, extra: str) -> str:
                    array_agg(greatest(ln((greatest(%s::float8, n) - n + 0.5) / (n + 0.5)),
                                       1e-6)) AS idf
             FROM d
-        ),
+        )""" if counted else """
+        q AS MATERIALIZED (SELECT %s::text[] AS lexemes, %s::float8[] AS idf)"""
+    return f"""
+        WITH {q},
         s AS (
             SELECT f.id,
                    (SELECT sum(q.idf[array_position(q.lexemes, u.lexeme)]
                                * u.tf * {_K1 + 1}
                                / (u.tf
-                                  + {_K1} * ({1 - _B} + {_B} * f.doc_len::float8 / %s::float8)))
+                                  + {_K1} * ({1 - _B} + {_B} * (f.doc_len + {_OWNER_TERMS})::float8
+                                                  / %s::float8)))
                     FROM (SELECT a.lexeme, cardinality(a.positions)
                                  - {1 - CONTEXT_WEIGHT} * coalesce(cardinality(c.positions), 0)
                                  AS tf

@@ -3,13 +3,16 @@
 The plan's words, stemmed as the indexed columns are
 (:mod:`ctxslots.stores.stemming`), are matched against ``facts_fts`` (or
 ``archive_fts``), joined to the facts so that the filter applies before the
-``LIMIT``. A store opened with ``lexical_cache=True`` scores the words from an
+``LIMIT``. When the facts a search may see are a small share of the store (one
+user's of many), the match asks for their owner terms too (:data:`._schema.OWNER_TERM`),
+so FTS5 scores those facts alone. A store opened with ``lexical_cache=True`` scores the words from an
 in-memory copy of the index instead (:mod:`.lexical_cache`, the same scores),
 once it is loaded.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 
@@ -20,11 +23,23 @@ from ..stemming import stemmed_query
 from . import _rows
 from ._connection import Connection
 from ._loader import CacheSlot
+from ._schema import owner_term
 from ._sql import filter_clause
 from ._terms import TermFrequencies
 from .lexical_cache import LexicalCache, build_lexical_cache
 
 __all__ = ["LexicalLeg"]
+
+#: The indexed columns a query's words are matched in (never the owner term).
+_WORD_COLUMNS = "{stems context_stems}"
+#: A match is narrowed to the owner terms a search may see only in a store of at
+#: least this many facts (below, scoring every match costs little)...
+_OWNERS_MIN_ROWS = 5_000
+#: ...when the facts holding those terms are at most this share of the store
+#: (matching the terms costs more than it saves above about a third)...
+_OWNERS_MAX_SHARE = 0.25
+#: ...and when the filter's owners make at most this many terms.
+_OWNERS_MAX_TERMS = 64
 
 
 class LexicalLeg:
@@ -52,18 +67,33 @@ class LexicalLeg:
         else:
             table = "archive" if archived else "facts"
             cond, params = filter_clause(flt, "f.")
-            # FTS5 scores every matching row either way; the join applies the
+            match = f"{_WORD_COLUMNS} : ({to_match(stems)})"
+            owners = None if archived else self._owner_terms(conn, flt)
+            if owners:
+                match = f"owner_term : ({to_match(owners)}) AND {match}"
+            # FTS5 scores every row the match finds; the join applies the
             # filters before the LIMIT so they never starve the pool.
             ranked = [(int(fid), float(rank)) for fid, rank in conn.execute(
                 f"SELECT f.id, {table}_fts.rank FROM {table}_fts JOIN {table} AS f "
                 f"ON f.id = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {cond} "
-                f"ORDER BY {table}_fts.rank, f.id LIMIT ?", (to_match(stems), *params, pool)
+                f"ORDER BY {table}_fts.rank, f.id LIMIT ?", (match, *params, pool)
             ).fetchall()]
         if not ranked:
             return []
         rows = {int(r["id"]): r for r in _rows.rows_by_ids(conn, [fid for fid, _ in ranked],
                                                              flt, archived)}
         return [LexicalCandidate(rows[fid], score) for fid, score in ranked if fid in rows]
+
+    def _owner_terms(self, conn: Connection, flt: FactFilter) -> list[str] | None:
+        """The owner terms of the facts ``flt`` sees, when matching them narrows the
+        match enough to pay (see :data:`_OWNERS_MAX_SHARE`), else ``None``."""
+        if flt.users is None or flt.agents is None or flt.scopes is None \
+                or len(flt.users) * len(flt.agents) * len(flt.scopes) > _OWNERS_MAX_TERMS:
+            return None
+        terms = [owner_term(*owners)
+                 for owners in itertools.product(flt.users, flt.agents, flt.scopes)]
+        rows, owned = self._terms.rows_of(conn, terms)
+        return terms if rows >= _OWNERS_MIN_ROWS and owned <= rows * _OWNERS_MAX_SHARE else None
 
     def _from_copy(self, conn: Connection, words: Sequence[str], flt: FactFilter, pool: int
                    ) -> list[tuple[int, float]]:

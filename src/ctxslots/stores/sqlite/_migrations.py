@@ -22,6 +22,7 @@ from ._schema import (
     IMPORTANT_WHERE,
     INDEXES,
     LOG_TRIGGERS,
+    OWNER_TERM,
     fts_objects,
     fts_rank,
     fts_secure_delete,
@@ -47,6 +48,8 @@ _FACT_COLUMNS = """
     expires_at REAL
 """
 
+#: The columns ``m013`` indexed (its objects are rebuilt by ``m014``).
+_M013_FTS_COLUMNS = ("stems", "context_stems")
 #: The columns ``m011`` indexed (with Porter stemming; its objects are rebuilt by ``m013``).
 _M011_FTS_COLUMNS = ("key", "value", "tags", "context")
 #: The columns ``m001`` indexed (its objects are rebuilt by ``m011``).
@@ -346,6 +349,24 @@ def m013_stems(conn: Connection) -> None:
                              [(*stems_of(key, value, tags, context), fact_id)
                               for fact_id, key, value, tags, context in rows])
             last = int(rows[-1][0])
+        for _, _, sql in fts_objects(table, _M013_FTS_COLUMNS):
+            conn.execute(sql)
+        conn.execute(fts_rank(table, _M013_FTS_COLUMNS))
+        conn.execute(fts_secure_delete(table))
+        conn.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('rebuild')")
+
+
+def m014_owner_term(conn: Connection) -> None:
+    """An owner term in the FTS5 indexes: a search of one owner's facts matches theirs alone.
+
+    ``facts`` and ``archive`` get ``owner_term``, a generated column holding one
+    word made of the fact's user, agent and scope; both FTS5 indexes are made
+    again with it as a third column of no weight in ``rank``, and refilled.
+    """
+    for table in ("facts", "archive"):
+        for kind, name, _ in fts_objects(table, _M013_FTS_COLUMNS):
+            conn.execute(f"DROP {kind.upper()} IF EXISTS {name}")
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {OWNER_TERM}")
         for _, _, sql in fts_objects(table):
             conn.execute(sql)
         conn.execute(fts_rank(table))
@@ -357,7 +378,7 @@ def m013_stems(conn: Connection) -> None:
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links,
     m006_fact_log, m007_observed_at, m008_vector_table, m009_important,
-    m010_value_lookup, m011_context, m012_owners, m013_stems)
+    m010_value_lookup, m011_context, m012_owners, m013_stems, m014_owner_term)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -11,8 +11,9 @@ from ..backend import CONTEXT_WEIGHT
 from ..stemming import stem_text
 
 __all__ = ["FTS_COLUMNS", "FTS_TOKENIZE", "IMPORTANCE", "IMPORTANT_INDEX", "IMPORTANT_WHERE",
-           "INDEXES", "LOG_TRIGGERS", "STEMMED", "VALUE_INDEXES", "derived_objects", "fts_objects",
-           "fts_rank", "fts_secure_delete", "log_on_update", "stems_of", "vector_objects"]
+           "INDEXES", "LOG_TRIGGERS", "OWNER_TERM", "STEMMED", "VALUE_INDEXES", "derived_objects",
+           "fts_objects", "fts_rank", "fts_secure_delete", "log_on_update", "owner_term",
+           "stems_of", "vector_objects"]
 
 #: FTS5 tokenizer of every text index: the indexed columns hold words already
 #: folded and stemmed (:mod:`ctxslots.stores.stemming`), so it only splits them,
@@ -22,9 +23,19 @@ FTS_TOKENIZE = "unicode61 remove_diacritics 0"
 _M001_FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 
+#: The generated column of ``facts`` and ``archive`` holding one word that says
+#: whose a fact is (``m014``, see :func:`owner_term`): indexed with no weight, it
+#: lets a search of one owner's facts match theirs alone instead of scoring every
+#: owner's matches before the filter drops them (BENCHMARKS.md, "Many users in one store").
+OWNER_TERM = ("owner_term TEXT GENERATED ALWAYS AS "
+              "('o' || hex(user_id) || 'x' || hex(agent_id) || 'x' || hex(scope)) VIRTUAL")
+#: The fact columns :data:`OWNER_TERM` is made of: a change to any of them changes it.
+_OWNER_COLUMNS = ("user_id", "agent_id", "scope")
+
 #: The columns of every FTS5 index, in order: the stems of a fact's key, value
-#: and tags, and those of its context (``m013``; see :func:`stems_of`).
-FTS_COLUMNS = ("stems", "context_stems")
+#: and tags, those of its context (``m013``; see :func:`stems_of`) and its owner
+#: term (``m014``).
+FTS_COLUMNS = ("stems", "context_stems", "owner_term")
 #: The fact columns whose words are indexed: a change to any of them changes the stems.
 STEMMED = ("key", "value", "tags", "context")
 
@@ -35,12 +46,20 @@ def stems_of(key: str | None, value: str, tags: str, context: str | None
     return stem_text(key, value, tags), None if context is None else stem_text(context)
 
 
+def owner_term(user_id: str, agent_id: str, scope: str) -> str:
+    """The word :data:`OWNER_TERM` holds for a fact of these stored owners, as the
+    index keeps it (FTS5 folds the hex digits to lower case)."""
+    return f"o{user_id.encode().hex()}x{agent_id.encode().hex()}x{scope.encode().hex()}"
+
+
 def fts_objects(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> list[tuple[str, str, str]]:
     """``(kind, name, sql)`` of the FTS5 index over ``columns`` of ``table``
     and the triggers that keep it in step."""
-    tokenize = FTS_TOKENIZE if columns == FTS_COLUMNS else _M001_FTS_TOKENIZE
+    tokenize = FTS_TOKENIZE if "stems" in columns else _M001_FTS_TOKENIZE
     fts = f"{table}_fts"
     names = ", ".join(columns)
+    watched = ", ".join(dict.fromkeys(
+        part for c in columns for part in (_OWNER_COLUMNS if c == "owner_term" else (c,))))
     new = ", ".join(f"new.{c}" for c in columns)
     old = ", ".join(f"old.{c}" for c in columns)
     return [
@@ -57,7 +76,7 @@ def fts_objects(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> list[tupl
         VALUES ('delete', old.id, {old});
     END"""),
         # Only indexed columns: access tracking and scores must not rewrite the index.
-        ("trigger", f"{table}_au", f"""CREATE TRIGGER {table}_au AFTER UPDATE OF {names} ON {table} BEGIN
+        ("trigger", f"{table}_au", f"""CREATE TRIGGER {table}_au AFTER UPDATE OF {watched} ON {table} BEGIN
         INSERT INTO {fts}({fts}, rowid, {names})
         VALUES ('delete', old.id, {old});
         INSERT INTO {fts}(rowid, {names})
@@ -68,10 +87,10 @@ def fts_objects(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> list[tupl
 
 def fts_rank(table: str, columns: tuple[str, ...] = FTS_COLUMNS) -> str:
     """The statement that makes ``rank`` of ``table``'s FTS5 index BM25 with the
-    context column at :data:`~ctxslots.stores.backend.CONTEXT_WEIGHT` (a
-    setting FTS5 keeps in the file)."""
-    weights = ", ".join(repr(CONTEXT_WEIGHT) if c.startswith("context") else "1.0"
-                        for c in columns)
+    context column at :data:`~ctxslots.stores.backend.CONTEXT_WEIGHT` and the
+    owner term at nothing (a setting FTS5 keeps in the file)."""
+    weights = ", ".join(repr(CONTEXT_WEIGHT) if c.startswith("context")
+                        else "0.0" if c == "owner_term" else "1.0" for c in columns)
     fts = f"{table}_fts"
     return f"INSERT INTO {fts}({fts}, rank) VALUES ('rank', 'bm25({weights})')"
 

@@ -64,6 +64,14 @@ class TermFrequencies:
             docs = self._df[term] = int(found or 0)
         return docs
 
+    def rows_of(self, conn: Connection, terms: list[str]) -> tuple[int, int]:
+        """How many facts there are, and how many hold any of ``terms`` (index terms
+        as stored, such as owner terms: not stemmed), as of the last growth check
+        (a search's word counts have just made one)."""
+        if self._top_id < 0:
+            self._refresh(conn)
+        return self._rows, sum(self._docs(conn, term) for term in dict.fromkeys(terms))
+
     def counts(self, conn: Connection, words: list[str], *, min_rows: int) -> TermCounts | None:
         """Facts holding each word, or ``None`` in a store smaller than ``min_rows``."""
         self._refresh(conn)

@@ -168,9 +168,9 @@ class LexicalCache:
         for (fact_id, slot, scope, user_id, agent_id, stems, context_stems, expires_at,
              superseded_by) in rows:
             # FTS5's bm25 weighs a word's occurrences by its column's weight;
-            # the length of a fact counts every token once.
+            # the length of a fact counts every token once, its owner term included.
             counts: dict[str, float] = {}
-            length = 0
+            length = 1
             for column, weight in ((stems, 1.0), (context_stems, CONTEXT_WEIGHT)):
                 if column:
                     for stem in column.split():
