@@ -13,7 +13,10 @@ what the store adds for its own bookkeeping left out:
   processing) among those the user sees (their facts and the shared ones of
   the scope and the global scope, live, not hidden by a newer near-duplicate),
   every column, ranked by BM25 (FTS5's on SQLite; on PostgreSQL the engine's
-  BM25 statement typed out); then the first ten counted as accessed in one
+  BM25 statement typed out, ``benchmarks/_pg_hand.py``). As the store does, the
+  SQLite match also asks for the owner terms of whom the user sees where their
+  facts are a small share of a large store, and PostgreSQL reads each word's
+  document count once in a large table; then the first ten counted as accessed in one
   transaction. Not done: ranking by decay and reinforcement (Python), the
   co-recall link and near-duplicate lookups, the statistics checks.
 - **assemble**: the user's profile (their five most important keyed facts);
@@ -38,6 +41,7 @@ what the store adds for its own bookkeeping left out:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +49,11 @@ from typing import Any
 import apsw
 
 from _people import AGENT
+from _pg_hand import HandBM25
 from ctxslots.stores.sanitize import to_match
+from ctxslots.stores.sqlite._lexical import _OWNERS_MAX_SHARE as OWNERS_MAX_SHARE
+from ctxslots.stores.sqlite._lexical import _OWNERS_MIN_ROWS as OWNERS_MIN_ROWS
+from ctxslots.stores.sqlite._schema import owner_term
 from ctxslots.stores.stemming import stemmed_query
 
 __all__ = ["Op", "PostgresHand", "SqliteHand", "Who"]
@@ -130,6 +138,7 @@ class SqliteHand(_Requests):
     """Raw SQL on a plain apsw connection to the store's file."""
 
     conn: apsw.Connection
+    facts: int
 
     @classmethod
     def open(cls, path: str) -> SqliteHand:
@@ -138,13 +147,27 @@ class SqliteHand(_Requests):
         conn.set_busy_timeout(_BUSY_MS)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA secure_delete=ON")
-        return cls(conn)
+        conn.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, facts_fts, 'row')")
+        return cls(conn, int(conn.execute("SELECT count(*) FROM facts").fetchone()[0]))
+
+    def _owner_match(self, owners: list[Any]) -> str:
+        """The match of the owner terms these owners see, where the store would ask for
+        them (their facts a small share of a large store), else nothing."""
+        user, no_user, agent, no_agent, scope = owners
+        terms = [owner_term(*who) for who in itertools.product(
+            (user, no_user), (agent, no_agent), (scope, "") if scope else ("",))]
+        owned = sum(int(n) for (n,) in self.conn.execute(
+            f"SELECT doc FROM temp.vocab WHERE term IN ({','.join('?' * len(terms))})", terms))
+        if self.facts < OWNERS_MIN_ROWS or owned > self.facts * OWNERS_MAX_SHARE:
+            return ""
+        return f"owner_term : ({to_match(terms)}) AND "
 
     def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float,
               depth: int = POOL) -> list[tuple[Any, ...]]:
-        match = to_match(stemmed_query(words))  # the index holds stems
-        if not match:
+        stems = stemmed_query(words)  # the index holds stems
+        if not stems:
             return []
+        match = f"{self._owner_match(owners)}{{stems context_stems}} : ({to_match(stems)})"
         user, no_user, agent, no_agent, scope = owners
         scopes = "f.scope = ''" if not scope else "f.scope IN (?, '')"
         sql = (f"SELECT f.*, facts_fts.rank FROM facts_fts JOIN facts AS f "
@@ -211,42 +234,13 @@ class SqliteHand(_Requests):
         self.conn.close()
 
 
-#: The PostgreSQL engine's BM25 statement, typed out (``stores/postgres/_lexical.py``).
-_PG_BM25 = """
-WITH d AS MATERIALIZED (
-    SELECT lexeme, (SELECT count(*)::float8 FROM facts
-                    WHERE search @@ quote_literal(lexeme)::tsquery) AS n
-    FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('ctxslots_english', %s)))
-          AS lexeme) s),
-q AS MATERIALIZED (
-    SELECT coalesce(array_agg(lexeme), '{{}}') AS lexemes,
-           array_agg(greatest(ln((greatest(%s::float8, n) - n + 0.5) / (n + 0.5)), 1e-6)) AS idf
-    FROM d),
-s AS (
-    SELECT f.id, (SELECT sum(q.idf[array_position(q.lexemes, u.lexeme)] * u.tf * 2.2
-                             / (u.tf + 1.2 * (0.25 + 0.75 * f.doc_len::float8 / %s::float8)))
-                  FROM (SELECT a.lexeme, cardinality(a.positions)
-                               - 0.5 * coalesce(cardinality(c.positions), 0) AS tf
-                        FROM unnest(ts_filter(setweight(f.search, 'A', q.lexemes), '{{a}}')) a
-                        LEFT JOIN unnest(ts_filter(setweight(f.context_search, 'A', q.lexemes),
-                                                   '{{a}}')) c USING (lexeme)) u) AS bm25
-    FROM facts f, q
-    WHERE f.search @@ to_tsquery('ctxslots_english', %s) AND f.user_id = ANY(%s)
-      AND f.agent_id = ANY(%s) {slot} AND f.scope = ANY(%s)
-      AND (f.expires_at IS NULL OR f.expires_at > %s) AND f.superseded_by IS NULL
-    ORDER BY bm25 DESC, f.id LIMIT %s)
-SELECT {columns}, -s.bm25 AS _score FROM s JOIN facts f ON f.id = s.id
-ORDER BY s.bm25 DESC, s.id
-"""
-
-
 @dataclass
 class PostgresHand(_Requests):
-    """Raw SQL on a plain psycopg connection, with the table's N and mean length read once."""
+    """Raw SQL on a plain psycopg connection: the engine's BM25 statement typed out
+    (``benchmarks/_pg_hand.py``), the table's N and mean length read once."""
 
     conn: Any
-    facts: int
-    mean_length: float
+    bm25: HandBM25
 
     @classmethod
     def open(cls, url: str) -> PostgresHand:
@@ -254,22 +248,14 @@ class PostgresHand(_Requests):
         import psycopg
 
         conn = psycopg.connect(url, autocommit=True)
-        facts, mean = conn.execute(
-            "SELECT count(*), coalesce(avg(doc_len), 0)::float8 FROM facts").fetchone()
-        return cls(conn, int(facts), float(mean))
+        return cls(conn, HandBM25.open(conn))
 
     def _bm25(self, words: Sequence[str], owners: list[Any], slot: str | None, now: float,
               depth: int = POOL) -> list[tuple[Any, ...]]:
-        if not words:
-            return []
         user, no_user, agent, no_agent, scope = owners
-        sql = _PG_BM25.format(slot="AND f.slot = %s" if slot else "",
+        return self.bm25.rows(words, [user, no_user], [agent, no_agent],
+                              [scope, ""] if scope else [""], now, depth, slot=slot,
                               columns=", ".join(f"f.{c.strip()}" for c in _COLUMNS.split(",")))
-        query = " | ".join(f"'{w}'" for w in words)
-        params = [" ".join(words), self.facts, self.mean_length, query, [user, no_user],
-                  [agent, no_agent], *([slot] if slot else []),
-                  [scope, ""] if scope else [""], now, depth]
-        return self.conn.execute(sql, params).fetchall()
 
     def _touch(self, ids: Sequence[int], now: float) -> None:
         if not ids:

@@ -52,20 +52,16 @@ from psycopg_pool import ConnectionPool
 from _corpus import generate_queries
 from _engine import common_words, open_engine, plan_of, search_filter
 from _pg import server
+from _pg_hand import statement
 from _stores import OUT, corpus_database
 from _timing import Turns, in_turn
 from ctxslots import FactStore
-from ctxslots.stores.owners import DEFAULT_AGENT, DEFAULT_USER
 from ctxslots.stores.postgres._lexical import LexicalLeg
 from ctxslots.stores.sanitize import query_tokens
-from postgres_search import HAND_BM25, SCOPES, HandSQL
+from postgres_search import SCOPES, HandSQL
 
-NO_CONTEXT = HAND_BM25.replace(
-    "- 0.5 * coalesce(cardinality(c.positions), 0) AS tf", "AS tf").replace(
-    """                        LEFT JOIN unnest(ts_filter(setweight(f.context_search, 'A', q.lexemes),
-                                                   '{a}')) c USING (lexeme)""", "")
 BEFORE, AFTER = "counts, stats read twice (before)", "counts, stats read once (after)"
-assert "context_search" not in NO_CONTEXT, "the hand SQL changed: update NO_CONTEXT"
+assert "context_search" not in statement("f.id", context=False), "the hand SQL changed"
 
 
 def sides(url: str, stack: ExitStack, messages: list[str]
@@ -92,12 +88,10 @@ def sides(url: str, stack: ExitStack, messages: list[str]
         with backend.transaction():
             backend.touch(hits[i], now)
 
-    def hand_sql(i: int, sql: str, limit: int, prepare: bool | None = None) -> object:
+    def hand_sql(i: int, limit: int, *, context: bool = True, prepare: bool | None = None
+                 ) -> object:
         _, scope, words = work[i]
-        query = " | ".join(f"'{w}'" for w in words)
-        return hand.conn.execute(sql, (" ".join(words), hand.facts, hand.mean_length, query,
-                                       [DEFAULT_USER, ""], [DEFAULT_AGENT, ""], [scope, ""],
-                                       now, limit), prepare=prepare).fetchall()
+        return hand.rows(words, scope, now, limit, context=context, prepare=prepare)
 
     counting = stack.enter_context(psycopg.connect(url, autocommit=True))
     leg = LexicalLeg()
@@ -122,10 +116,10 @@ def sides(url: str, stack: ExitStack, messages: list[str]
         "engine: hidden counts": lambda i: backend.hidden_counts(hits[i]),
         "engine: access write": touch,
         "planner: words": lambda i: store.query_words(work[i][0]),
-        "hand SQL": lambda i: hand_sql(i, HAND_BM25, depth),
-        "hand SQL, not prepared": lambda i: hand_sql(i, HAND_BM25, depth, prepare=False),
-        "hand SQL, no context join": lambda i: hand_sql(i, NO_CONTEXT, depth),
-        "hand SQL, 10 rows": lambda i: hand_sql(i, HAND_BM25, 10),
+        "hand SQL": lambda i: hand_sql(i, depth),
+        "hand SQL, not prepared": lambda i: hand_sql(i, depth, prepare=False),
+        "hand SQL, no context join": lambda i: hand_sql(i, depth, context=False),
+        "hand SQL, 10 rows": lambda i: hand_sql(i, 10),
         BEFORE: counts_before,
         AFTER: lambda i: leg.counts(
             counting, tokens[i], min_rows=policy.common_min_facts),

@@ -52,6 +52,7 @@ import psycopg
 from _corpus import generate_facts, generate_queries
 from _engine import engine_search, open_engine, search_filter
 from _pg import Server, server
+from _pg_hand import HandBM25
 from _record import Record
 from _stores import OUT, corpus_database, write_facts
 from _timing import Load, Ratio, Turns, in_turn, load_average
@@ -63,36 +64,6 @@ from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens
 SCOPES = ("repo-alpha", "repo-beta")
 LIMIT = 10
 _COLUMNS = ", ".join(f"f.{c}" for c in FACT_COLUMNS)
-
-#: The engine's BM25 statement, typed out. Parameters: the words joined by spaces, N, the
-#: mean document length, the OR query, the users, agents and scopes seen, now, the rows.
-HAND_BM25 = f"""
-WITH d AS MATERIALIZED (
-    SELECT lexeme, (SELECT count(*)::float8 FROM facts
-                    WHERE search @@ quote_literal(lexeme)::tsquery) AS n
-    FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('ctxslots_english', %s)))
-          AS lexeme) s),
-q AS MATERIALIZED (
-    SELECT coalesce(array_agg(lexeme), '{{}}') AS lexemes,
-           array_agg(greatest(ln((greatest(%s::float8, n) - n + 0.5) / (n + 0.5)), 1e-6)) AS idf
-    FROM d),
-s AS (
-    SELECT f.id, (SELECT sum(q.idf[array_position(q.lexemes, u.lexeme)] * u.tf * 2.2
-                             / (u.tf + 1.2 * (0.25 + 0.75 * f.doc_len::float8 / %s::float8)))
-                  FROM (SELECT a.lexeme, cardinality(a.positions)
-                               - 0.5 * coalesce(cardinality(c.positions), 0) AS tf
-                        FROM unnest(ts_filter(setweight(f.search, 'A', q.lexemes), '{{a}}')) a
-                        LEFT JOIN unnest(ts_filter(setweight(f.context_search, 'A', q.lexemes),
-                                                   '{{a}}')) c USING (lexeme)) u) AS bm25
-    FROM facts f, q
-    WHERE f.search @@ to_tsquery('ctxslots_english', %s) AND f.user_id = ANY(%s)
-      AND f.agent_id = ANY(%s) AND f.scope = ANY(%s)
-      AND (f.expires_at IS NULL OR f.expires_at > %s) AND f.superseded_by IS NULL
-    ORDER BY bm25 DESC, f.id LIMIT %s)
-SELECT {_COLUMNS}, -s.bm25 AS _score FROM s JOIN facts f ON f.id = s.id
-ORDER BY s.bm25 DESC, s.id
-"""
-
 
 @dataclass(frozen=True)
 class Work:
@@ -116,26 +87,24 @@ class Work:
 
 @dataclass
 class HandSQL:
-    """The floor: the statement above on a plain connection, with the engine's statistics."""
+    """The floor: the engine's BM25 statement typed out (``benchmarks/_pg_hand.py``) on a
+    plain connection, with the engine's statistics."""
 
     conn: psycopg.Connection[Any]
-    facts: int
-    mean_length: float
+    bm25: HandBM25
 
     @classmethod
     def open(cls, url: str) -> HandSQL:
         """A plain autocommit connection and the table's N and mean document length."""
         conn = psycopg.connect(url, autocommit=True)
-        facts, mean = conn.execute(
-            "SELECT count(*), coalesce(avg(doc_len), 0)::float8 FROM facts").fetchone()
-        return cls(conn, int(facts), float(mean))
+        return cls(conn, HandBM25.open(conn))
 
-    def rows(self, words: Sequence[str], scope: str, now: float, limit: int) -> list[Any]:
-        """The best ``limit`` facts for ``words`` in ``scope`` and the global facts."""
-        query = " | ".join(f"'{w}'" for w in words)
-        return self.conn.execute(HAND_BM25, (
-            " ".join(words), self.facts, self.mean_length, query, [DEFAULT_USER, ""],
-            [DEFAULT_AGENT, ""], [scope, ""], now, limit)).fetchall()
+    def rows(self, words: Sequence[str], scope: str, now: float, limit: int, *,
+             context: bool = True, prepare: bool | None = None) -> list[Any]:
+        """The best ``limit`` facts for ``words`` in ``scope`` and the global facts
+        (``context=False``: without the context's words, less than the engine does)."""
+        return self.bm25.rows(words, [DEFAULT_USER, ""], [DEFAULT_AGENT, ""], [scope, ""], now,
+                              limit, columns=_COLUMNS, context=context, prepare=prepare)
 
 
 def sides(store: FactStore, backend: Backend, hand: HandSQL, work: Work
@@ -207,7 +176,7 @@ def measure(srv: Server, n: int, messages: list[str], repeat: int) -> SizeResult
     finally:
         backend.close()
         hand.conn.close()
-    return SizeResult(hand.facts, turns, same, work.dropped)
+    return SizeResult(hand.bm25.facts, turns, same, work.dropped)
 
 
 def print_size(result: SizeResult) -> None:

@@ -118,12 +118,21 @@ def fixture_pg_store(pg_url: str, clock) -> Iterator[FactStore]:
         yield store
 
 
-def test_the_hand_sql_is_the_postgres_engines_statement(pg_store, pg_url, clock):
+@pytest.mark.parametrize("counts", ["counted", "kept"])
+def test_the_hand_sql_is_the_postgres_engines_statement(pg_store, pg_url, clock, counts,
+                                                         monkeypatch):
     """postgres_search.py's hand SQL (the context join included) returns the engine's
-    candidates with the engine's BM25 scores, and the ten hits of FactStore.search."""
+    candidates with the engine's BM25 scores, and the ten hits of FactStore.search: with
+    document counts made in the statement (a small table) and kept (a large one)."""
+    import _pg_hand
     from _engine import engine_search, open_engine, search_filter
+    from ctxslots.stores.postgres import _lexical
     from ctxslots.stores.sanitize import DEFAULT_POLICY, query_tokens
     from postgres_search import HandSQL
+
+    if counts == "kept":
+        monkeypatch.setattr(_lexical, "_EXACT_BELOW", 0)
+        monkeypatch.setattr(_pg_hand, "EXACT_BELOW", 0)
 
     backend = open_engine(pg_url)
     hand = HandSQL.open(pg_url)
@@ -142,3 +151,38 @@ def test_the_hand_sql_is_the_postgres_engines_statement(pg_store, pg_url, clock)
     finally:
         backend.close()
         hand.conn.close()
+
+
+def test_the_owners_floor_returns_the_hits_of_a_users_search(tmp_path, clock):
+    """owners_scale.py's SQLite floor, in a store of 60 users where a user's search asks
+    for their owner terms, returns the ten hits of that user's FactStore.search, in order."""
+    from _owners_floors import SqliteHand, Who
+    from _people import AGENT
+
+    path = tmp_path / "owners.db"
+    with FactStore(path, clock=clock, limits=Limits(max_batch=6_000)) as store:
+        with store.batch():
+            for i, fact in enumerate(generate_facts(6_000, seed=2)):
+                scope = SCOPES[i % 2]
+                if i % 20 == 0:
+                    store.add("project", fact.value, scope=scope)
+                elif i % 20 == 1:
+                    store.add("agent", fact.value, agent=AGENT, scope=scope)
+                else:
+                    store.add("user", fact.value, user=f"user{i % 60}")
+        hand = SqliteHand.open(str(path))
+        checked = 0
+        try:
+            for i, (message, scope, words) in enumerate(messages(store)):
+                who = Who(f"user{i % 60}", scope)
+                owners = [who.user, "", who.agent, "", who.scope]
+                assert hand._owner_match(owners), "the floor must narrow as the store does"
+                hits = store.search(message, user=who.user, scope=scope, agent=AGENT, limit=10,
+                                    track_access=False)
+                expected = [h.fact.id for h in hits]
+                assert expected == [int(r[0]) for r in hand._bm25(words, owners, None, clock(),
+                                                                   10)], message
+                checked += bool(expected)
+        finally:
+            hand.close()
+    assert checked >= MESSAGES // 2
