@@ -7,12 +7,14 @@ The statement is the engine's (``stores/postgres/_lexical.py``): the words stemm
 as the index holds them, matched under the ``simple`` configuration, a match's term
 frequencies cut from its tsvector and its context's, BM25 with FTS5's constants.
 As the engine does, a table of at least ``EXACT_BELOW`` facts has each word's
-document count read once and kept (the statement takes the idf), a smaller one
-counts them in the statement.
+document count read once and kept (the statement takes the idf), and its match
+narrowed to the owner terms of whom the search sees where they hold a small
+share of it; a smaller one counts the words in the statement.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,8 +25,11 @@ from ctxslots.stores.stemming import stemmed_query
 
 __all__ = ["EXACT_BELOW", "HandBM25"]
 
-#: From this many facts on, the engine keeps document counts instead of counting per search.
+#: From this many facts on, the engine keeps document counts instead of counting per search,
+#: and narrows a match to the owner terms a search sees when their facts are at most
+#: ``OWNERS_MAX_SHARE`` of the table.
 EXACT_BELOW: int = _lexical._EXACT_BELOW
+OWNERS_MAX_SHARE: float = _lexical._OWNERS_MAX_SHARE
 
 _COUNTED = """
 d AS MATERIALIZED (
@@ -48,7 +53,7 @@ s AS (
                         LEFT JOIN unnest(ts_filter(setweight(f.context_search, 'A', q.lexemes),
                                                    '{{a}}')) c USING (lexeme)) u) AS bm25
     FROM facts f, q
-    WHERE f.search @@ to_tsquery('simple', %s) AND f.user_id = ANY(%s)
+    WHERE f.search @@ {match} AND f.user_id = ANY(%s)
       AND f.agent_id = ANY(%s) {slot}AND f.scope = ANY(%s)
       AND (f.expires_at IS NULL OR f.expires_at > %s) AND f.superseded_by IS NULL
     ORDER BY bm25 DESC, f.id LIMIT %s)
@@ -57,13 +62,21 @@ ORDER BY s.bm25 DESC, s.id
 """
 
 
+#: The owner term of ``o.u``, ``o.a``, ``o.s`` (``stores/postgres/_schema.py``, ``m006``).
+_TERM = "'o' || md5(o.u || chr(1) || o.a || chr(1) || o.s)"
+_OWNED = (f"(to_tsquery('simple', %s) && (SELECT to_tsquery('simple', string_agg({_TERM}, ' | ')) "
+          "FROM unnest(%s::text[], %s::text[], %s::text[]) AS o(u, a, s)))")
+
+
 def statement(columns: str, *, slot: bool = False, kept: bool = False,
-              context: bool = True) -> str:
+              context: bool = True, owned: bool = False) -> str:
     """The statement returning ``columns`` of ``facts f`` and ``_score``; ``slot``: one
     slot's facts; ``kept``: idf passed in; ``context=False``: the context's words not
-    joined (a floor doing less than the engine, to show what the join costs)."""
+    joined (a floor doing less than the engine, to show what the join costs);
+    ``owned``: the match narrowed to owner terms (three arrays after the OR query)."""
     sql = _STATEMENT.format(q=_KEPT if kept else _COUNTED, columns=columns,
-                            slot="AND f.slot = %s " if slot else "")
+                            slot="AND f.slot = %s " if slot else "",
+                            match=_OWNED if owned else "to_tsquery('simple', %s)")
     if not context:
         sql = sql.replace("""LEFT JOIN unnest(ts_filter(setweight(f.context_search, 'A', q.lexemes),
                                                    '{a}')) c USING (lexeme)""", "")
@@ -80,6 +93,7 @@ class HandBM25:
     facts: int
     mean_length: float
     counts: dict[str, int] = field(default_factory=dict)
+    owned: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     @classmethod
     def open(cls, conn: Any) -> HandBM25:
@@ -103,6 +117,22 @@ class HandBM25:
         return lexemes, [max(math.log((max(self.facts, self.counts[s]) - self.counts[s] + 0.5)
                                       / (self.counts[s] + 0.5)), 1e-6) for s in lexemes]
 
+    def owners(self, users: list[str], agents: list[str], scopes: list[str]
+               ) -> list[tuple[str, str, str]] | None:
+        """The owners whose terms the engine's match would ask for (a large table, their
+        facts at most its share), counted once each; else ``None``."""
+        if not self.kept:
+            return None
+        combos = list(itertools.product(users, agents, scopes))
+        missing = [c for c in combos if c not in self.owned]
+        if missing:
+            self.owned.update(((u, a, s), int(n)) for u, a, s, n in self.conn.execute(
+                f"SELECT o.u, o.a, o.s, (SELECT count(*) FROM facts WHERE search @@ "
+                f"to_tsquery('simple', {_TERM})) FROM unnest(%s::text[], %s::text[], "
+                "%s::text[]) AS o(u, a, s)", [list(c) for c in zip(*missing)]).fetchall())
+        share = sum(self.owned[c] for c in combos)
+        return combos if share <= self.facts * OWNERS_MAX_SHARE else None
+
     def params(self, words: Sequence[str]) -> list[Any] | None:
         """The statement's first parameters for ``words`` (up to the OR query), or ``None``
         when no stem is left."""
@@ -122,6 +152,10 @@ class HandBM25:
         head = self.params(words)
         if head is None:
             return []
-        sql = statement(columns, slot=slot is not None, kept=self.kept, context=context)
-        return self.conn.execute(sql, [*head, users, agents, *([slot] if slot else []), scopes,
-                                       now, limit], prepare=prepare).fetchall()
+        owners = self.owners(users, agents, scopes)
+        narrowed = [] if owners is None else [list(c) for c in zip(*owners)]
+        sql = statement(columns, slot=slot is not None, kept=self.kept, context=context,
+                        owned=owners is not None)
+        return self.conn.execute(sql, [*head, *narrowed, users, agents,
+                                       *([slot] if slot else []), scopes, now, limit],
+                                 prepare=prepare).fetchall()

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
+import psycopg
 import pytest
 
 from _sql import engine_of, plan_of, raw
@@ -25,7 +26,8 @@ from ctxslots.stores.stemming import stemmed_query
 
 WORDS = ("deploy", "staging", "invoice", "garden", "python", "kayak", "recipe", "budget",
          "meeting", "travel", "piano", "lisbon", "vaccine", "laptop", "coffee", "marathon")
-USERS = [f"user{n:02d}" for n in range(60)]
+#: Sixty users, two of them with ids far from ASCII words (an owner term is their hex).
+USERS = [f"user{n:02d}" for n in range(58)] + ["Zoë Ångström", "用户" * 100]
 
 
 @pytest.fixture(name="statements")
@@ -94,7 +96,7 @@ def test_the_narrowed_match_finds_what_the_filter_alone_finds(many):
     conn = raw(many)
     try:
         with engine_of(many) as backend:
-            for user in rng.sample(USERS, 8):
+            for user in [*rng.sample(USERS[:-2], 6), *USERS[-2:]]:
                 words = rng.sample(WORDS, 3)
                 flt = FactFilter(scopes=("shop", ""), users=(user, ""), agents=("default", ""))
                 found = [(c.row["id"], c.score)
@@ -132,3 +134,61 @@ def test_owner_words_in_a_query_match_no_owner(many):
     hits = many.search(f"{stranger} team", user="user07", scope="shop")
     assert hits and all(h.fact.user is None for h in hits)
     assert not many.search(stranger, user="user07", scope="shop")
+
+
+def test_owner_terms_are_the_generated_column_folded(many_file):
+    """The owner term the search asks for is the one the index holds for every fact,
+    whatever its owners' characters and length."""
+    with FactStore(many_file, embedder=False) as store:
+        conn = raw(store)
+        try:
+            rows = conn.execute("SELECT DISTINCT user_id, agent_id, scope, owner_term FROM facts"
+                                ).fetchall()
+        finally:
+            conn.close()
+        assert len(rows) == len(USERS) + 1
+        assert all(owner_term(u, a, s) == term.lower() for u, a, s, term in rows)
+        for user in USERS[-2:]:
+            hits = store.search("kayak budget recipe", user=user, slots=["user"])
+            assert hits and {h.fact.user for h in hits} == {user}
+
+
+class _Recording(psycopg.Cursor):  # type: ignore[type-arg]
+    """A cursor noting each statement it runs (``seen``, set on the class by the test)."""
+
+    seen: list[str] = []
+
+    def execute(self, query, params=None, **kwargs):  # type: ignore[no-untyped-def]
+        self.seen.append(str(query))
+        return super().execute(query, params, **kwargs)
+
+
+def test_postgres_narrows_a_users_match_to_their_owner_terms(pg_url, monkeypatch):
+    """On PostgreSQL (``search`` holds each fact's owner term, ``m006``), a large table's
+    match is narrowed to the owner terms a search sees where they are a small share:
+    the candidates and scores are those of the same search not narrowed."""
+    from ctxslots.stores.postgres import _lexical
+
+    monkeypatch.setattr(_lexical, "_EXACT_BELOW", 0)  # this small table counts as large
+    rng = random.Random(11)
+    with FactStore(pg_url, embedder=False) as store, store.batch():
+        for user in USERS[:30]:
+            for _ in range(20):
+                store.add("user", _sentence(rng, user), user=user)
+        for _ in range(40):
+            store.add("project", _sentence(rng, "team"), scope="shop")
+    with psycopg.connect(pg_url, autocommit=True, cursor_factory=_Recording) as conn:
+        for user in [*rng.sample(USERS[:28], 4), *USERS[28:30]]:
+            words = rng.sample(WORDS, 3)
+            flt = FactFilter(scopes=("shop", ""), users=(user, ""), agents=("default", ""))
+            _Recording.seen = []
+            narrowed = [(c.row["id"], c.score) for c in _lexical.LexicalLeg().search(
+                conn, "facts", plan_of(words), flt, 30)]
+            assert any("md5(o.u" in sql and "bm25" in sql for sql in _Recording.seen)
+            with monkeypatch.context() as off:
+                off.setattr(_lexical, "_OWNERS_MAX_SHARE", -1.0)
+                _Recording.seen = []
+                whole = [(c.row["id"], c.score) for c in _lexical.LexicalLeg().search(
+                    conn, "facts", plan_of(words), flt, 30)]
+                assert not any("md5(o.u" in sql and "bm25" in sql for sql in _Recording.seen)
+            assert len(narrowed) == 30 and narrowed == whole

@@ -97,6 +97,10 @@ class PostgresBackend:
         register_vector(conn, self._vector_oid)
         # 0 would mean "wait for ever" to PostgreSQL; here it means "do not wait".
         conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
+        # psycopg prepares a statement run five times; PostgreSQL then plans it once for
+        # any owners, and in a store of many users that plan scanned every fact of the
+        # scopes asked (39 ms against 1 ms; BENCHMARKS.md, "Many users in one store").
+        conn.execute("SET plan_cache_mode = force_custom_plan")
 
     def close(self) -> None:
         """Close the pool (idempotent)."""

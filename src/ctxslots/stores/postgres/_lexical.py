@@ -27,6 +27,7 @@ writers on several hosts never contend for a shared statistics row.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Sequence
@@ -37,7 +38,7 @@ from psycopg.rows import dict_row
 
 from ..backend import CONTEXT_WEIGHT, FactFilter, LexicalCandidate, QueryPlan, TermCounts
 from ..stemming import stem_text, stemmed_query
-from ._schema import TS_CONFIG
+from ._schema import OWNER_TERM, TS_CONFIG
 from ._sql import Conn, fact_columns, filter_clause
 
 __all__ = ["LEXICAL_RANKINGS", "LexicalLeg"]
@@ -56,6 +57,16 @@ _GROWTH = 1.2
 _MAX_AGE_S = 600.0
 #: Above _EXACT_BELOW facts, the id sequence is looked at no more often than this.
 _CHECK_EVERY_S = 5.0
+#: In a large table, a match is narrowed to the owner terms a search may see
+#: (``m006``) when the facts holding them are at most this share of the table
+#: (above, matching the terms costs more than it saves)...
+_OWNERS_MAX_SHARE = 0.25
+#: ...and the filter's owners make at most this many terms.
+_OWNERS_MAX_TERMS = 64
+#: The owner term of ``o.u``, ``o.a``, ``o.s`` (a user, agent and scope), as
+#: :data:`._schema.OWNER_TERM` makes it for a row.
+_OWNER_TERM_OF = OWNER_TERM.replace("user_id", "o.u").replace("agent_id", "o.a").replace(
+    "scope", "o.s")
 #: Document counts kept for the query planner and for BM25 in a large table (each
 #: cache starts over past this many words).
 _COUNTS_KEPT = 50_000
@@ -85,6 +96,17 @@ def _or_query(tokens: Sequence[str]) -> str:
 
 
 @attrs.define
+class _Kept:
+    """Counts of one large table, kept with the statistics they were read with."""
+
+    stats: _Stats
+    #: The lexemes of each query token, and the facts holding each.
+    lexemes: dict[str, list[tuple[str, int]]] = attrs.Factory(dict)
+    #: The facts of each ``(user, agent, scope)``: those holding its owner term.
+    owners: dict[tuple[str, str, str], int] = attrs.Factory(dict)
+
+
+@attrs.define
 class LexicalLeg:
     """Scores word matches in ``facts`` or ``archive``.
 
@@ -97,9 +119,7 @@ class LexicalLeg:
     _stats: dict[str, _Stats] = attrs.Factory(dict)
     _counts: dict[str, int] = attrs.Factory(dict)
     _counts_for: _Stats | None = None
-    #: By table: the statistics the lexeme counts go with, and the counts by stem.
-    _lexemes: dict[str, tuple[_Stats, dict[str, list[tuple[str, int]]]]] = \
-        attrs.Factory(dict)
+    _kept: dict[str, _Kept] = attrs.Factory(dict)
 
     def stats(self, conn: Conn, table: str) -> _Stats:
         """``N`` and mean length of ``table``, read again when stale."""
@@ -140,25 +160,34 @@ class LexicalLeg:
             args: list[Any] = [query, *params, pool]
         else:
             stats = self.stats(conn, table)
+            owners = None
             if stats.rows < _EXACT_BELOW:
-                sql = _bm25_sql(table, where, extra, counted=True)
-                args = [" ".join(tokens), stats.rows]
+                head: list[Any] = [" ".join(tokens), stats.rows]
             else:
-                lexemes, idf = self._idf(conn, table, stats, tokens)
-                sql = _bm25_sql(table, where, extra, counted=False)
-                args = [lexemes, idf]
-            args += [stats.avg_len + _OWNER_TERMS, query, *params, pool]
+                kept = self._kept_for(table, stats)
+                head = list(self._idf(conn, table, kept, tokens))
+                if table == "facts":
+                    owners = self._owners(conn, table, kept, flt)
+            sql = _bm25_sql(table, where, extra, counted=stats.rows < _EXACT_BELOW,
+                            owned=owners is not None)
+            narrowed = [] if owners is None else [list(column) for column in zip(*owners)]
+            args = [*head, stats.avg_len + _OWNER_TERMS, query, *narrowed, *params, pool]
         with conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(sql, args).fetchall()
         return [LexicalCandidate(row=row, score=float(row.pop("_score"))) for row in rows]
 
-    def _idf(self, conn: Conn, table: str, stats: _Stats, tokens: Sequence[str]
+    def _kept_for(self, table: str, stats: _Stats) -> _Kept:
+        """The counts kept for ``table``, started over when its statistics were read again."""
+        kept = self._kept.get(table)
+        if kept is None or kept.stats is not stats \
+                or len(kept.lexemes) + len(kept.owners) > _COUNTS_KEPT:
+            kept = self._kept[table] = _Kept(stats)
+        return kept
+
+    def _idf(self, conn: Conn, table: str, kept: _Kept, tokens: Sequence[str]
              ) -> tuple[list[str], list[float]]:
-        """The lexemes of ``tokens`` and BM25's idf of each, from counts kept with ``stats``."""
-        kept = self._lexemes.get(table)
-        if kept is None or kept[0] is not stats or len(kept[1]) > _COUNTS_KEPT:
-            kept = self._lexemes[table] = (stats, {})
-        known = kept[1]
+        """The lexemes of ``tokens`` and BM25's idf of each, from the counts kept."""
+        stats, known = kept.stats, kept.lexemes
         missing = [t for t in dict.fromkeys(tokens) if t not in known]
         if missing:
             for token in missing:
@@ -175,6 +204,26 @@ class LexicalLeg:
         idf = [max(math.log((max(stats.rows, n) - n + 0.5) / (n + 0.5)), 1e-6)
                for n in counts.values()]
         return list(counts), idf
+
+    def _owners(self, conn: Conn, table: str, kept: _Kept, flt: FactFilter
+                ) -> list[tuple[str, str, str]] | None:
+        """The ``(user, agent, scope)`` of the facts ``flt`` sees, when matching their
+        owner terms narrows the match enough to pay (:data:`_OWNERS_MAX_SHARE`), else ``None``."""
+        if flt.users is None or flt.agents is None or flt.scopes is None \
+                or len(flt.users) * len(flt.agents) * len(flt.scopes) > _OWNERS_MAX_TERMS:
+            return None
+        owners = list(itertools.product(flt.users, flt.agents, flt.scopes))
+        known = kept.owners
+        missing = [o for o in owners if o not in known]
+        if missing:
+            for user, agent, scope, n in conn.execute(
+                    f"SELECT o.u, o.a, o.s, (SELECT count(*) FROM {table} WHERE search @@ "
+                    f"to_tsquery('{TS_CONFIG}', {_OWNER_TERM_OF})) "
+                    "FROM unnest(%s::text[], %s::text[], %s::text[]) AS o(u, a, s)",
+                    [list(column) for column in zip(*missing)]).fetchall():
+                known[user, agent, scope] = int(n)
+        owned = sum(known[o] for o in owners)
+        return owners if owned <= kept.stats.rows * _OWNERS_MAX_SHARE else None
 
     def document_counts(self, conn: Conn, tokens: Sequence[str], stats: _Stats | None = None
                         ) -> tuple[int, dict[str, int]]:
@@ -214,7 +263,7 @@ class LexicalLeg:
         return None if rows < min_rows else TermCounts(rows, docs)
 
 
-def _bm25_sql(table: str, where: str, extra: str, *, counted: bool) -> str:
+def _bm25_sql(table: str, where: str, extra: str, *, counted: bool, owned: bool = False) -> str:
     """One statement: the query's stems and their idf, the matches, the scores.
 
     A match's term frequencies come from its tsvector cut down to the query's
@@ -224,8 +273,14 @@ def _bm25_sql(table: str, where: str, extra: str, *, counted: bool) -> str:
     weight does. ``counted``: the statement counts the facts holding each
     stem itself (its first parameters: the tokens joined by spaces and ``N``);
     otherwise its first parameters are the stems and their idf. Then: the mean
-    length, the OR query, the filter's parameters, the pool size.
+    length, the OR query, (``owned``: the users, agents and scopes whose owner
+    terms the match also asks for, as three arrays), the filter's parameters,
+    the pool size.
     """
+    match = f"to_tsquery('{TS_CONFIG}', %s)"
+    if owned:
+        match = (f"({match} && (SELECT to_tsquery('{TS_CONFIG}', string_agg({_OWNER_TERM_OF}, "
+                 "' | ')) FROM unnest(%s::text[], %s::text[], %s::text[]) AS o(u, a, s)))")
     q = f"""
         d AS MATERIALIZED (
             SELECT lexeme, (SELECT count(*)::float8 FROM {table}
@@ -259,7 +314,7 @@ def _bm25_sql(table: str, where: str, extra: str, *, counted: bool) -> str:
                           USING (lexeme)) u
                    ) AS bm25
             FROM {table} f, q
-            WHERE f.search @@ to_tsquery('{TS_CONFIG}', %s) AND {where}
+            WHERE f.search @@ {match} AND {where}
             ORDER BY bm25 DESC, f.id
             LIMIT %s
         )
