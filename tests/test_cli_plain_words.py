@@ -52,6 +52,11 @@ def test_the_read_only_warning_is_one_plain_line(tmp_path):
     assert "RuntimeWarning" not in lines[0] and ".py:" not in lines[0]
 
 
+#: The CLI in a child that takes Ctrl-C as Python does from a terminal, whatever it inherits.
+_CLI_WITH_CTRL_C = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                    "runpy.run_module('ctxslots', run_name='__main__', alter_sys=True)")
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="named pipes and SIGINT")
 def test_ctrl_c_during_an_import_says_nothing_was_written(tmp_path):
     """SIGINT while an import is reading (thousands of records already read and written in
@@ -61,7 +66,9 @@ def test_ctrl_c_during_an_import_says_nothing_was_written(tmp_path):
         store.add("agent", "A memory from before the import.")
     fifo = tmp_path / "facts.jsonl"
     os.mkfifo(fifo)
-    child = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "import",
+    # A process that inherits SIGINT ignored (as a test runner's worker may have it) never
+    # sees Ctrl-C: the child takes it as Python does from a terminal, then runs the CLI.
+    child = subprocess.Popen([sys.executable, "-c", _CLI_WITH_CTRL_C, "--db", str(db), "import",
                               str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         with fifo.open("w", encoding="utf-8") as pipe:
