@@ -54,7 +54,7 @@ from ctxslots.stores.sanitize import to_match
 from ctxslots.stores.sqlite._lexical import _OWNERS_MAX_SHARE as OWNERS_MAX_SHARE
 from ctxslots.stores.sqlite._lexical import _OWNERS_MIN_ROWS as OWNERS_MIN_ROWS
 from ctxslots.stores.sqlite._schema import owner_term
-from ctxslots.stores.stemming import stemmed_query
+from ctxslots.stores.stemming import stem_text, stemmed_query
 
 __all__ = ["Op", "PostgresHand", "SqliteHand", "Who"]
 
@@ -216,14 +216,18 @@ class SqliteHand(_Requests):
                         "source, confidence, valid_from, valid_to) VALUES (?,?,?,?,?,?,?,?,?,?)",
                         (old[0], old[1], old[2], old[3], old[4], old[5], old[6], old[7],
                          old[10], now))
-                    conn.execute("UPDATE facts SET value = ?, source = 'flush', updated_at = ?, "
-                                 "observed_at = ? WHERE id = ?", (op.value, now, now, old[0]))
+                    # The index holds the stems: they change with the value.
+                    conn.execute("UPDATE facts SET value = ?, stems = ?, source = 'flush', "
+                                 "updated_at = ?, observed_at = ? WHERE id = ?",
+                                 (op.value, stem_text(op.key, op.value, old[5]), now, now,
+                                  old[0]))
                 else:
                     conn.execute(
                         "INSERT INTO facts (slot, scope, key, value, tags, source, confidence, "
                         "score, created_at, updated_at, observed_at, access_count, user_id, "
-                        "agent_id) VALUES ('user', '', ?, ?, '', 'flush', 1.0, 0.0, ?, ?, ?, 0, "
-                        "?, '')", (op.key, op.value, now, now, now, who.user))
+                        "agent_id, stems) VALUES ('user', '', ?, ?, '', 'flush', 1.0, 0.0, ?, ?, "
+                        "?, 0, ?, '', ?)", (op.key, op.value, now, now, now, who.user,
+                                           stem_text(op.key, op.value, "")))
             conn.execute("INSERT OR REPLACE INTO flush_progress (user_id, agent_id, "
                          "conversation, messages_read, fingerprint, updated_at) "
                          "VALUES (?, ?, ?, ?, ?, ?)",
@@ -293,17 +297,21 @@ class PostgresHand(_Requests):
                         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                         (old[0], old[1], old[2], old[3], old[4], old[5], old[6], old[7],
                          old[10], now, who.user))
-                    conn.execute("UPDATE facts SET value = %s, source = 'flush', updated_at = %s, "
-                                 "observed_at = %s WHERE id = %s AND scope = '' AND user_id = %s",
-                                 (op.value, now, now, old[0], who.user))
+                    # The tsvectors are made from the stems: they change with the value.
+                    conn.execute("UPDATE facts SET value = %s, stems = %s, source = 'flush', "
+                                 "updated_at = %s, observed_at = %s WHERE id = %s AND scope = '' "
+                                 "AND user_id = %s",
+                                 (op.value, stem_text(op.key, op.value, old[5]), now, now, old[0],
+                                  who.user))
                 else:
                     conn.execute(
                         "INSERT INTO facts (slot, scope, key, value, tags, source, confidence, "
                         "score, created_at, updated_at, observed_at, access_count, user_id, "
-                        "agent_id) VALUES ('user', '', %s, %s, '', 'flush', 1.0, 0.0, %s, %s, "
-                        "%s, 0, %s, '') ON CONFLICT (scope, user_id, agent_id, slot, key) "
+                        "agent_id, stems) VALUES ('user', '', %s, %s, '', 'flush', 1.0, 0.0, %s, "
+                        "%s, %s, 0, %s, '', %s) ON CONFLICT (scope, user_id, agent_id, slot, key) "
                         "WHERE key IS NOT NULL DO NOTHING",
-                        (op.key, op.value, now, now, now, who.user))
+                        (op.key, op.value, now, now, now, who.user,
+                         stem_text(op.key, op.value, "")))
             conn.execute(
                 "INSERT INTO flush_progress (user_id, agent_id, conversation, messages_read, "
                 "fingerprint, updated_at) VALUES (%s, %s, %s, %s, %s, %s) "

@@ -199,3 +199,29 @@ def test_the_owners_floor_returns_the_hits_of_a_users_search(engine, request, tm
         finally:
             hand.close()
     assert checked >= MESSAGES // 2
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_the_owners_floors_writes_keep_the_index_in_step(engine, request, tmp_path, clock):
+    """owners_scale.py's flush floor writes what the store writes for an upsert: a
+    replaced value and a new fact are found by their new words, the old words find nothing."""
+    from _owners_floors import Op, PostgresHand, SqliteHand, Who
+    from _people import AGENT
+
+    if engine == "sqlite":
+        location, hand_of = str(tmp_path / "floor.db"), SqliteHand.open
+    else:
+        location, hand_of = request.getfixturevalue("pg_url"), PostgresHand.open
+    with FactStore(location, clock=clock) as store:
+        store.upsert("user", "home", "Ada lives in Porto by the river.", user="ada")
+        hand = hand_of(location)
+        try:
+            hand.write([Op("home", "Ada moved to Lisbon last spring."),
+                        Op("pet", "Ada adopted a greyhound called Biscuit.")],
+                       Who("ada", "", AGENT), clock())
+        finally:
+            hand.close()
+        assert [f.value for f in store.facts(user="ada")] == [
+            "Ada moved to Lisbon last spring.", "Ada adopted a greyhound called Biscuit."]
+        assert {h.fact.key for h in store.search("Lisbon greyhound", user="ada")} == {"home", "pet"}
+        assert not store.search("Porto river", user="ada")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import apsw
 import psycopg
@@ -156,7 +157,7 @@ def test_owner_terms_are_the_generated_column_folded(many_file):
 class _Recording(psycopg.Cursor):  # type: ignore[type-arg]
     """A cursor noting each statement it runs (``seen``, set on the class by the test)."""
 
-    seen: list[str] = []
+    seen: ClassVar[list[str]] = []
 
     def execute(self, query, params=None, **kwargs):  # type: ignore[no-untyped-def]
         self.seen.append(str(query))
