@@ -239,9 +239,16 @@ class MemoryContributor:
                 relaxed.append(self._ranked(request, scope, relaxed=True))
             return relaxed[0](limit)
 
+        lines: dict[int, str] = {}
+
         def line(hit: Hit) -> str:
-            said = whens[hit.fact.id] = self._when(hit.fact, now)
-            return hit.fact.value if said is None else f"{hit.fact.value} ({said})"
+            # Filling estimates the lines found at each step: each is made once.
+            made = lines.get(hit.fact.id)
+            if made is None:
+                said = whens[hit.fact.id] = self._when(hit.fact, now)
+                made = lines[hit.fact.id] = \
+                    hit.fact.value if said is None else f"{hit.fact.value} ({said})"
+            return made
 
         wanted = Wanted(room=request.room_left, limit=self.limit, overfetch=self.overfetch,
                         min_share=self.min_share, fill=self.fill, skip=skip, line=line)
