@@ -60,9 +60,11 @@ class FtsFloor:
     def rows(self, words: Sequence[str], *, scope: str | None, now: float, limit: int,
              slot: str | None = None) -> list[tuple[Any, ...]]:
         """The best ``limit`` facts matching any of ``words``, every column, best first."""
-        match = to_match(stemmed_query(words))  # the index holds stems (stores/stemming.py)
-        if not match:
+        stems = stemmed_query(words)  # the index holds stems (stores/stemming.py)
+        if not stems:
             return []
+        # Words in the text columns, as the store matches them (not the owner term).
+        match = f"{{stems context_stems}} : ({to_match(stems)})"
         scopes = visible(scope)
         sql = _SQL.format(scopes=", ".join("?" * len(scopes)),
                           slot="AND f.slot = ? " if slot else "")

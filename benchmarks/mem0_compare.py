@@ -44,7 +44,8 @@ Then, all in turn (``benchmarks/_timing.py``):
    way), the model embedding the question alone, and the MiniLM path's two
    floors on the ctxslots store: raw FTS5 with the store's words and filter
    join reading the pool's rows (``benchmarks/_floors.py``), and a numpy scan
-   of every vector for the pool's best;
+   of every vector for the pool's best, reading their rows (as the store reads
+   its vector candidates');
 4. cold start: a new process opening the store and answering one question
    (model load included), each system in turn, ``--cold`` rounds.
 
@@ -126,18 +127,22 @@ def search_sides(systems: dict[str, Any], known: Known, questions: list[str],
 
 def floor_sides(store: Ctxslots, questions: list[str], stack: ExitStack
                 ) -> dict[str, Callable[[int], object]]:
-    """The MiniLM path's floors: FTS5 doing the lexical leg's work, numpy scanning every vector."""
+    """The MiniLM path's floors: FTS5 doing the lexical leg's work, numpy scanning every vector
+    and reading the rows of its best ``pool``."""
     floor = FtsFloor.open(store.path)
     stack.callback(floor.close)
     words = [store.store.query_words(q) for q in questions]
     pool = store.store.candidate_pool
-    matrix = store.vectors()
+    ids, matrix = store.vectors()
     vectors = [store.known.vector(q) for q in questions]
 
-    def scan(i: int) -> None:
+    def scan(i: int) -> object:
+        # The store reads the rows of the vector leg's candidates too.
         sims = np.einsum("ij,j->i", matrix, vectors[i])
         top = np.argpartition(-sims, min(pool, len(sims)) - 1)[:pool]
-        top[np.argsort(-sims[top])]
+        best = ids[top[np.argsort(-sims[top])]].tolist()
+        return floor.conn.execute(f"SELECT * FROM facts WHERE id IN ({','.join('?' * len(best))})",
+                                  best).fetchall()
 
     return {"floor: fts": lambda i: floor.rows(words[i], scope=None, now=store.now(),
                                                limit=pool),

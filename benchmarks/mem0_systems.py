@@ -131,14 +131,16 @@ class Ctxslots:
         return [h.fact.value for h in self.twin.search(question, limit=LIMIT,
                                                          track_access=False)]
 
-    def vectors(self) -> np.ndarray:
-        """Every stored vector (unit length), for the numpy floor."""
+    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every stored vector (unit length) and its fact's id, for the numpy floor."""
         conn = apsw.Connection(str(self.path))
         try:
-            blobs = [r[0] for r in conn.execute("SELECT embedding FROM vectors")]
+            pairs = conn.execute("SELECT fact_id, embedding FROM vectors").fetchall()
         finally:
             conn.close()
-        return np.frombuffer(b"".join(blobs), np.float32).reshape(len(blobs), -1).copy()
+        ids = np.array([fact_id for fact_id, _ in pairs], np.int64)
+        blobs = b"".join(blob for _, blob in pairs)
+        return ids, np.frombuffer(blobs, np.float32).reshape(len(pairs), -1).copy()
 
     def now(self) -> float:
         """The time searches are made at."""
