@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
+import apsw
 import attrs
 import pytest
 
@@ -23,6 +24,29 @@ def engine_of(store: Any) -> Iterator[Backend]:
         yield backend
     finally:
         backend.close()
+
+
+_Seen = TypeVar("_Seen")
+
+
+@contextlib.contextmanager
+def traced(note: Callable[[str, Any], _Seen]) -> Iterator[list[_Seen]]:
+    """``note(sql, bindings)`` of every statement run, in order, by the apsw connections
+    opened in the block (a store opened before it is not traced)."""
+    seen: list[_Seen] = []
+
+    def trace(_cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        seen.append(note(sql, bindings))
+        return True
+
+    def hook(conn: apsw.Connection) -> None:
+        conn.exec_trace = trace
+
+    apsw.connection_hooks.append(hook)
+    try:
+        yield seen
+    finally:
+        apsw.connection_hooks.remove(hook)
 
 
 def plan_of(words: list[str]) -> QueryPlan:

@@ -14,11 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
-import apsw
 import psycopg
 import pytest
 
-from _sql import engine_of, plan_of, raw
+from _sql import engine_of, plan_of, raw, traced
 from ctxslots import FactStore
 from ctxslots.stores.backend import FactFilter
 from ctxslots.stores.sanitize import to_match
@@ -34,20 +33,8 @@ USERS = [f"user{n:02d}" for n in range(58)] + ["Zoë Ångström", "用户" * 100
 @pytest.fixture(name="statements")
 def fixture_statements() -> Iterator[list[tuple[str, object]]]:
     """Every statement run by connections opened during the test, with its bindings."""
-    seen: list[tuple[str, object]] = []
-
-    def trace(_cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
-        seen.append((sql, bindings))
-        return True
-
-    def hook(conn: apsw.Connection) -> None:
-        conn.exec_trace = trace
-
-    apsw.connection_hooks.append(hook)
-    try:
+    with traced(lambda sql, bindings: (sql, bindings)) as seen:
         yield seen
-    finally:
-        apsw.connection_hooks.remove(hook)
 
 
 def _sentence(rng: random.Random, user: str) -> str:

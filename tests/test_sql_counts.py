@@ -10,29 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import apsw
 import pytest
 
+from _sql import traced
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler
 
 
 @pytest.fixture(name="statements")
 def fixture_statements() -> Iterator[list[str]]:
     """Every statement run by connections opened during the test, in order."""
-    seen: list[str] = []
-
-    def trace(_cursor: apsw.Cursor, sql: str, _bindings: object) -> bool:
-        seen.append(" ".join(sql.split()))
-        return True
-
-    def hook(conn: apsw.Connection) -> None:
-        conn.exec_trace = trace
-
-    apsw.connection_hooks.append(hook)
-    try:
+    with traced(lambda sql, _bindings: " ".join(sql.split())) as seen:
         yield seen
-    finally:
-        apsw.connection_hooks.remove(hook)
 
 
 #: Short names of the statements a search runs, by a part of their text.
