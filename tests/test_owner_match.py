@@ -1,10 +1,11 @@
-"""One owner's search in a store of many: the SQLite match asks for their owner terms.
+"""One owner's search in a store of many: the match asks for their owner terms.
 
 Past a few thousand facts, when the facts a search may see are a small share of
-the store, the FTS5 match is narrowed to the owner terms of the user, agent and
-scope asking (``owner_term``, a word of no weight in ``rank``), so FTS5 scores
-their facts alone. The narrowing must change what a search costs, never what it
-finds: the candidates and their scores are those of the same statement without it.
+the store, the SQLite FTS5 match is narrowed to the owner terms of the user,
+agent and scope asking (``owner_term``, a word of no weight in ``rank``), so FTS5
+scores their facts alone; on PostgreSQL (past 20,000 facts) the GIN match asks
+for them in ``search``. The narrowing must change what a search costs, never what
+it finds: the candidates and their scores are those of the same search without it.
 """
 
 from __future__ import annotations
