@@ -97,10 +97,11 @@ def _or_query(tokens: Sequence[str]) -> str:
 
 @attrs.define
 class _Kept:
-    """Counts of one large table, kept with the statistics they were read with."""
+    """Counts of one table, kept with the statistics they were read with."""
 
     stats: _Stats
-    #: The lexemes of each query token, and the facts holding each.
+    #: The lexemes of each text counted (a query's stem, a word's stems), and the
+    #: facts holding each: the planner's word counts and BM25's idf read the same.
     lexemes: dict[str, list[tuple[str, int]]] = attrs.Factory(dict)
     #: The facts of each ``(user, agent, scope)``: those holding its owner term.
     owners: dict[tuple[str, str, str], int] = attrs.Factory(dict)
@@ -117,8 +118,6 @@ class LexicalLeg:
     ranking: str = attrs.field(default="bm25",
                                validator=attrs.validators.in_(LEXICAL_RANKINGS))
     _stats: dict[str, _Stats] = attrs.Factory(dict)
-    _counts: dict[str, int] = attrs.Factory(dict)
-    _counts_for: _Stats | None = None
     _kept: dict[str, _Kept] = attrs.Factory(dict)
 
     def stats(self, conn: Conn, table: str) -> _Stats:
@@ -184,24 +183,32 @@ class LexicalLeg:
             kept = self._kept[table] = _Kept(stats)
         return kept
 
-    def _idf(self, conn: Conn, table: str, kept: _Kept, tokens: Sequence[str]
-             ) -> tuple[list[str], list[float]]:
-        """The lexemes of ``tokens`` and BM25's idf of each, from the counts kept."""
-        stats, known = kept.stats, kept.lexemes
-        missing = [t for t in dict.fromkeys(tokens) if t not in known]
+    def _lexemes(self, conn: Conn, table: str, kept: _Kept, texts: Sequence[str]
+                 ) -> dict[str, list[tuple[str, int]]]:
+        """The lexemes of each of ``texts`` and the facts of ``table`` holding each, counted
+        once for the statistics ``kept`` goes with."""
+        known = kept.lexemes
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
-            for token in missing:
-                known[token] = []
-            for token, lexeme, n in conn.execute(
+            for text in missing:
+                known[text] = []
+            for text, lexeme, n in conn.execute(
                     f"SELECT u.t, l, (SELECT count(*) FROM {table} "
                     f"WHERE search @@ quote_literal(l)::tsquery) "
                     f"FROM unnest(%s::text[]) AS u(t), "
                     f"unnest(tsvector_to_array(to_tsvector('{TS_CONFIG}', u.t))) AS l",
                     (missing,)).fetchall():
-                known[token].append((lexeme, int(n)))
+                known[text].append((lexeme, int(n)))
+        return known
+
+    def _idf(self, conn: Conn, table: str, kept: _Kept, tokens: Sequence[str]
+             ) -> tuple[list[str], list[float]]:
+        """The lexemes of ``tokens`` and BM25's idf of each, from the counts kept."""
+        known = self._lexemes(conn, table, kept, tokens)
         counts = dict(pair for t in tokens for pair in known[t])
         # N was read a moment earlier: never below a count read now.
-        idf = [max(math.log((max(stats.rows, n) - n + 0.5) / (n + 0.5)), 1e-6)
+        rows = kept.stats.rows
+        idf = [max(math.log((max(rows, n) - n + 0.5) / (n + 0.5)), 1e-6)
                for n in counts.values()]
         return list(counts), idf
 
@@ -234,21 +241,10 @@ class LexicalLeg:
         ``stats``: the table's statistics when the caller has just read them.
         """
         stats = self.stats(conn, "facts") if stats is None else stats
-        if self._counts_for is not stats or len(self._counts) > _COUNTS_KEPT:
-            self._counts, self._counts_for = {}, stats
-        counts = self._counts
-        missing = [t for t in dict.fromkeys(tokens) if t not in counts]
-        # Each word's stems, made here; a word the split breaks apart counts its commonest part.
-        stems = [stem_text(t) for t in missing]
-        if missing:
-            found = conn.execute(
-                f"SELECT u.n, coalesce((SELECT max((SELECT count(*) FROM facts "
-                f"WHERE search @@ quote_literal(l)::tsquery)) "
-                f"FROM unnest(tsvector_to_array(to_tsvector('{TS_CONFIG}', u.t))) l), 0) "
-                "FROM unnest(%s::text[]) WITH ORDINALITY AS u(t, n) ORDER BY u.n",
-                (stems,)).fetchall()
-            counts.update({word: int(n) for word, (_, n) in zip(missing, found, strict=True)})
-        return stats.rows, {t: counts.get(t, 0) for t in tokens}
+        # Each word's stems; a word the split breaks apart counts its commonest part.
+        stems = {t: stem_text(t) for t in tokens}
+        known = self._lexemes(conn, "facts", self._kept_for("facts", stats), list(stems.values()))
+        return stats.rows, {t: max((n for _, n in known[stems[t]]), default=0) for t in tokens}
 
     def counts(self, conn: Conn, words: Sequence[str], *, min_rows: int) -> TermCounts | None:
         """Facts holding each word, or ``None`` in a store smaller than ``min_rows``."""
