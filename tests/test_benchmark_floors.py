@@ -4,7 +4,10 @@ the benchmark corpus, each floor returns the facts the store returns, in the sam
 A floor that leaves out a join the engine makes (the context's words on PostgreSQL), searches
 other words or reads other rows would time less work than the store; these tests fail then.
 Every fact is written and searched at one moment, so decay orders nothing and the store's order
-is BM25's, as the floor's is. Some facts carry a context, so its weight counts, and some belong
+is BM25's, as the floor's is. The floors leave out the lift of facts holding a query word common
+to much of the store (``RankingPolicy.common_word_boost``: one more statement when a message
+has such a word), so the stores here switch it off; the benchmarks time the store with it, the
+floors without. Some facts carry a context, so its weight counts, and some belong
 to another user or agent, so the owners' filter counts.
 """
 
@@ -23,12 +26,14 @@ if str(BENCHMARKS) not in sys.path:  # the benchmark helpers live beside tests/,
 
 from _corpus import generate_facts, generate_queries
 from _floors import FtsFloor
-from ctxslots import FactStore, Limits
+from ctxslots import FactStore, Limits, RankingPolicy
 
 #: Enough facts for the common-word check to drop words (it starts at 2,000 facts).
 FACTS = 2_500
 MESSAGES = 60
 SCOPES = ("repo-alpha", "repo-beta")
+#: The store's ranking without the common-word lift, which the floors do not do.
+PLAIN = RankingPolicy(common_word_boost=1.0)
 
 
 def fill(store: FactStore, n: int = FACTS) -> None:
@@ -60,7 +65,7 @@ def messages(store: FactStore) -> Iterator[tuple[str, str, list[str]]]:
 @pytest.fixture(name="sqlite_store")
 def fixture_sqlite_store(db_path: Path, clock) -> Iterator[FactStore]:
     """A SQLite store of the corpus, written and searched at one moment."""
-    with FactStore(db_path, clock=clock, limits=Limits(max_batch=FACTS)) as store:
+    with FactStore(db_path, clock=clock, limits=Limits(max_batch=FACTS), ranking=PLAIN) as store:
         fill(store)
         yield store
 
@@ -83,7 +88,7 @@ def test_the_fts5_floor_returns_the_hits_of_a_search(sqlite_store, db_path, cloc
 def test_the_fts5_floor_returns_the_hits_of_the_lexical_copy(sqlite_store, db_path, clock):
     """The same floor returns the hits of a store searching its in-memory lexical copy."""
     floor = FtsFloor.open(db_path)
-    with FactStore(db_path, clock=clock, lexical_cache=True) as cached:
+    with FactStore(db_path, clock=clock, lexical_cache=True, ranking=PLAIN) as cached:
         cached.load_lexical_cache()
         try:
             for message, scope, words in messages(cached):
@@ -113,7 +118,7 @@ def test_the_fts5_floor_of_one_slot_returns_that_slots_hits(sqlite_store, db_pat
 def fixture_pg_store(pg_url: str, clock) -> Iterator[FactStore]:
     """A smaller PostgreSQL store of the corpus (writes cost more there), written and searched
     at one moment."""
-    with FactStore(pg_url, clock=clock, limits=Limits(max_batch=FACTS)) as store:
+    with FactStore(pg_url, clock=clock, limits=Limits(max_batch=FACTS), ranking=PLAIN) as store:
         fill(store, 600)
         yield store
 
@@ -170,7 +175,7 @@ def test_the_owners_floor_returns_the_hits_of_a_users_search(engine, request, tm
         location, facts, hand_of = request.getfixturevalue("pg_url"), 1_200, PostgresHand.open
         monkeypatch.setattr(_lexical, "_EXACT_BELOW", 0)
         monkeypatch.setattr(_pg_hand, "EXACT_BELOW", 0)
-    with FactStore(location, clock=clock, limits=Limits(max_batch=facts)) as store:
+    with FactStore(location, clock=clock, limits=Limits(max_batch=facts), ranking=PLAIN) as store:
         with store.batch():
             for i, fact in enumerate(generate_facts(facts, seed=2)):
                 scope = SCOPES[i % 2]
@@ -212,7 +217,7 @@ def test_the_owners_floors_writes_keep_the_index_in_step(engine, request, tmp_pa
         location, hand_of = str(tmp_path / "floor.db"), SqliteHand.open
     else:
         location, hand_of = request.getfixturevalue("pg_url"), PostgresHand.open
-    with FactStore(location, clock=clock) as store:
+    with FactStore(location, clock=clock, ranking=PLAIN) as store:
         store.upsert("user", "home", "Ada lives in Porto by the river.", user="ada")
         hand = hand_of(location)
         try:

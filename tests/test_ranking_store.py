@@ -88,3 +88,57 @@ def test_a_vector_only_hit_with_little_similarity_is_not_returned(db_path: Path)
                    ranking=RankingPolicy(vector_only_min_cosine=0.0)) as store:
         hits = store.search("when do we deploy shop-api?", scope="shop-api", track_access=False)
         assert helix.id in [h.fact.id for h in hits]
+
+
+def _two_people(store: FactStore, fillers: int) -> tuple[int, int]:
+    """Nate's and Joanna's facts where Nate is named in most; returns the ids of two
+    facts that share the query's other word (Joanna's the shorter, so BM25 prefers it)."""
+    with store.batch():
+        for i in range(fillers):
+            name = "Joanna" if i % 3 == 0 else "Nate"
+            store.add("user", f"{name} mentioned topic number {i} once.")
+        joanna = store.add("user", "Joanna adores turtles.")
+        nate = store.add("user", "Nate adores turtles and keeps two of them at home.")
+    return joanna.id, nate.id
+
+
+def test_a_name_common_to_the_store_lifts_the_facts_holding_it(location: str) -> None:
+    """A query naming someone most facts name (so BM25 weighs the name at nothing) ranks
+    their fact first among those matching its other words, on both engines; the trace says
+    so, and ``common_word_boost=1`` switches it off."""
+    with FactStore(location) as store:
+        joanna, nate = _two_people(store, 60)
+        hits = store.search("Does Nate adore turtles?", track_access=False)
+        assert [nate, joanna] == [h.fact.id for h in hits][:2]
+        assert 1.5 == hits[0].trace.extra["common_word"]
+        assert "common_word" not in hits[1].trace.extra
+        # Every other hit names Nate too: each is lifted alike.
+        assert all(h.trace.extra.get("common_word") == 1.5 for h in hits if h.fact.id != joanna)
+    with FactStore(location, ranking=RankingPolicy(common_word_boost=1.0)) as store:
+        hits = store.search("Does Nate adore turtles?", track_access=False)
+        assert [joanna, nate] == [h.fact.id for h in hits][:2]
+        assert all("common_word" not in h.trace.extra for h in hits)
+
+
+def test_a_name_the_lexical_leg_leaves_out_still_lifts(db_path: Path) -> None:
+    """In a store large enough to leave the name out of the match as too common, the
+    facts holding it are still lifted (words only, not with a vector leg fused in); in a
+    store under 50 facts no word is common."""
+    with FactStore(db_path) as store:
+        joanna, nate = _two_people(store, 2_100)
+        assert "nate" not in store.query_words("Does Nate adore turtles?")
+        hits = store.search("Does Nate adore turtles?", track_access=False)
+        assert [nate, joanna] == [h.fact.id for h in hits]
+        assert 1.5 == hits[0].trace.extra["common_word"]
+    fused = RankingPolicy(vector_weight=1.0)
+    with FactStore(db_path.with_name("fused.db"), embedder="hash", ranking=fused) as store:
+        _two_people(store, 2_100)
+        hits = store.search("Does Nate adore turtles?", track_access=False)
+        assert any(h.trace.cosine is not None for h in hits)
+        # A vector leg fused in reads names as meaning: nothing is lifted.
+        assert all("common_word" not in h.trace.extra for h in hits)
+    with FactStore(db_path.with_name("small.db")) as store:
+        joanna, nate = _two_people(store, 40)
+        hits = store.search("Does Nate adore turtles?", track_access=False)
+        assert [joanna, nate] == [h.fact.id for h in hits][:2]
+        assert all("common_word" not in h.trace.extra for h in hits)

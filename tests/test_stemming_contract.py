@@ -151,3 +151,28 @@ def test_stemming_folds_case_and_diacritics_and_splits_as_unicode61():
     assert stem_words(["Cafés", "naïve", "Zürich", "src/api.py"]) == \
         ["cafe", "naiv", "zurich", "src", "api", "py"]
     assert stem_text(None, "") == ""
+
+
+def test_both_engines_agree_on_which_facts_hold_a_word(engines):
+    """``holding`` finds, among given facts, those the lexical leg would match for a word
+    (in the text or the context), the same on both engines, the archive too."""
+    sqlite, postgres = engines
+    for query in QUERIES:
+        words = query_tokens(query)
+        by_engine = []
+        for backend in engines:
+            ids = [int(r["id"]) for r in backend.select(FactFilter())]
+            held = backend.holding(words, ids)
+            matched = {int(c.row["id"]) for c in backend.lexical(plan_of(words), FactFilter(),
+                                                                 100)}
+            assert matched == held, (query, backend)
+            values = {int(r["id"]): r["value"] for r in backend.select(FactFilter())}
+            by_engine.append({values[i] for i in held})
+            assert set() == backend.holding(words, [])
+        assert by_engine[0] == by_engine[1], query
+    for backend in engines:
+        with backend.transaction():
+            fact_id = backend.insert(make_row("Nate deploys on Mondays."))
+            backend.archive(fact_id, archived_at=1.0, reason="test")
+        assert {fact_id} == backend.holding(["deployed"], [fact_id], archived=True)
+        assert set() == backend.holding(["deployed"], [fact_id])

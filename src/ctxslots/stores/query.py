@@ -17,7 +17,11 @@ from .embedders.binding import EmbedderBinding
 from .periods import query_periods
 from .sanitize import QueryPolicy, keep_words, query_tokens, to_match
 
-__all__ = ["QUERY_VECTORS_KEPT", "QueryPlanner"]
+__all__ = ["COMMON_MIN_FACTS", "QUERY_VECTORS_KEPT", "QueryPlanner"]
+
+#: A store of fewer facts has no common words: in a handful of facts every word
+#: is held by a large share of them.
+COMMON_MIN_FACTS = 50
 
 #: Query vectors kept for repeated searches of the same text: a prompt assembly
 #: searches each memory slot with the same message, so a real model embeds it
@@ -43,31 +47,49 @@ class QueryPlanner:
     def words(self, text: str, *, relaxed: bool = False) -> list[str]:
         """The words a search of ``text`` looks for: sanitized, stop words and (unless
         ``relaxed``) words common to much of the store left out."""
+        return self._words(text, relaxed=relaxed, common_share=None)[0]
+
+    def _words(self, text: str, *, relaxed: bool, common_share: float | None
+               ) -> tuple[list[str], list[str]]:
+        """The words a search looks for, and the text's words held by at least
+        ``common_share`` of the store's facts (none when ``None``, or in a store of
+        fewer than :data:`COMMON_MIN_FACTS`)."""
         policy = self.policy
         tokens = query_tokens(text, policy)
-        if not tokens or relaxed or (policy.max_doc_share >= 1.0
-                                     and policy.max_query_share >= 1.0):
-            return tokens
-        counts = self.backend.document_counts(tokens, min_rows=policy.common_min_facts)
+        drops = not relaxed and (policy.max_doc_share < 1.0 or policy.max_query_share < 1.0)
+        if not tokens or not (drops or common_share is not None):
+            return tokens, []
+        least = policy.common_min_facts if common_share is None \
+            else min(policy.common_min_facts, COMMON_MIN_FACTS)
+        counts = self.backend.document_counts(tokens, min_rows=least)
         if counts is None:
-            return tokens
-        return keep_words(tokens, counts.docs, counts.rows, share=policy.max_doc_share,
-                          total_share=policy.max_query_share)
+            return tokens, []
+        common = [] if common_share is None else [
+            t for t in tokens if counts.docs.get(t, 0) >= common_share * counts.rows]
+        if drops and counts.rows >= policy.common_min_facts:
+            tokens = keep_words(tokens, counts.docs, counts.rows, share=policy.max_doc_share,
+                                total_share=policy.max_query_share)
+        return tokens, common
 
     def plan(self, text: str, *, now: float, lexical: bool, vector: bool,
-             periods: bool = True, relaxed: bool = False) -> QueryPlan:
+             periods: bool = True, relaxed: bool = False,
+             common_share: float | None = None) -> QueryPlan:
         """The plan of a search of ``text`` ranked at ``now``.
 
         :param lexical: Whether the lexical leg runs (the words are found).
         :param vector: Whether the vector leg runs (the text is embedded, unless blank).
         :param periods: Whether the periods the text names are found.
         :param relaxed: Keep the words common to much of the store too.
+        :param common_share: Find the text's words held by at least this share
+            of the store's facts (``None``: do not).
         """
-        words = tuple(self.words(text, relaxed=relaxed)) if lexical else ()
+        words, common = self._words(text, relaxed=relaxed, common_share=common_share) \
+            if lexical else ([], [])
         embed = vector and self.embedding.embedder is not None and bool(text.strip())
-        return QueryPlan(text=text, words=words, match=to_match(list(words)),
+        return QueryPlan(text=text, words=tuple(words), match=to_match(words),
                          vector=self.vector(text) if embed else None,
-                         periods=tuple(query_periods(text, now)) if periods else ())
+                         periods=tuple(query_periods(text, now)) if periods else (),
+                         common=tuple(common))
 
     def vector(self, text: str) -> np.ndarray:
         """The embedding of ``text`` (kept for the next few searches of the same text)."""

@@ -25,7 +25,9 @@ Only candidates within ``depth`` of the top of a leg take part in fusion and
 its statistics, so the first hits do not depend on how many were asked for; a
 search asking for more than ``depth`` gets the deeper candidates after them. A
 memory observed in a period the query names ("in July 2023") has its relevance
-multiplied by :attr:`RankingPolicy.period_boost`. A candidate observed at the
+multiplied by :attr:`RankingPolicy.period_boost`; with the lexical leg alone, a
+memory holding a query word common to much of the store (a name) by
+:attr:`RankingPolicy.common_word_boost`. A candidate observed at the
 same moment as other candidates (the facts one flush wrote, the turns of one
 session) gains :attr:`RankingPolicy.episode_weight` times the best of those
 others' relevance: a question about one part of an episode is often answered by
@@ -45,6 +47,8 @@ import attrs
 from ..model import HitTrace
 
 __all__ = [
+    "COMMON_WORD_BOOST",
+    "COMMON_WORD_SHARE",
     "DEFAULT_DECAY_DAYS",
     "MODEL_VECTOR_WEIGHT",
     "Candidate",
@@ -77,6 +81,17 @@ VECTOR_ONLY_MIN_COSINE = 0.2
 
 #: Relevance multiplier for a memory observed in a period the query names.
 PERIOD_BOOST = 2.0
+
+#: Relevance multiplier for a candidate holding a query word common to much of the
+#: store (a name said in most facts): BM25 gives such a word nearly no weight, so a
+#: fact about the person a question names would rank level with one about another
+#: (BENCHMARKS.md, "Extracted facts, the budget filled, dates in the prompt").
+COMMON_WORD_BOOST = 1.5
+
+#: A query word held by at least this share of the store's facts is common: BM25's
+#: idf gives it under 0.9 (a word in one fact of a thousand gets 6.5), and nothing
+#: once over half the facts hold it.
+COMMON_WORD_SHARE = 0.3
 
 #: Share of the best relevance among the other candidates observed at the same
 #: moment (one flush, one session) that a candidate gains: facts said together are
@@ -112,6 +127,8 @@ class Candidate:
         cosine: Cosine similarity in the vector leg, or ``None``.
         observed_at: Unix seconds of when it was said or observed (``None``:
             ``updated_at``); its age and the periods a query names use it.
+        holds_common: It holds one of the query's words that a large share of
+            the store holds (:attr:`RankingPolicy.common_word_share`).
     """
 
     fact_id: int
@@ -124,6 +141,7 @@ class Candidate:
     vector_rank: int | None = None
     cosine: float | None = None
     observed_at: float | None = None
+    holds_common: bool = False
 
     @property
     def time(self) -> float:
@@ -160,6 +178,14 @@ class RankingPolicy:
         period_boost: Relevance multiplier for a memory observed in a period
             the query names (a day, a month, a year; see
             :mod:`ctxslots.stores.periods`); 1 switches it off.
+        common_word_boost: With the lexical leg alone, relevance multiplier for
+            a candidate holding one of the query's words that at least
+            ``common_word_share`` of the store's facts hold (in a store of 50
+            facts or more; see :data:`COMMON_WORD_BOOST`), whether or not the
+            lexical leg matched that word; 1 switches it off. A vector leg reads
+            names as meaning already: fused, the boost gained nothing.
+        common_word_share: The share of the store's facts from which a query
+            word is common (:data:`COMMON_WORD_SHARE`).
         episode_weight: A candidate observed at the same moment as other
             candidates within depth (its episode: the facts one flush wrote)
             gains this share of the best of those others' relevance (after the
@@ -185,6 +211,10 @@ class RankingPolicy:
     vector_only_min_cosine: float = VECTOR_ONLY_MIN_COSINE
     fusion: str = attrs.field(default="adaptive", validator=attrs.validators.in_(FUSIONS))
     period_boost: float = attrs.field(default=PERIOD_BOOST, validator=attrs.validators.ge(0.0))
+    common_word_boost: float = attrs.field(
+        default=COMMON_WORD_BOOST, validator=attrs.validators.ge(0.0))
+    common_word_share: float = attrs.field(
+        default=COMMON_WORD_SHARE, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
     episode_weight: float = attrs.field(
         default=EPISODE_WEIGHT, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)])
     # The cast keeps type checkers from narrowing the field to float by its default.
@@ -375,6 +405,8 @@ def rank_candidates(
         if fused and fusion.too_far(cand):
             continue
         boost = policy.period_boost if periods and _in_period(cand.time, periods) else 1.0
+        if cand.holds_common and not fused:
+            boost *= policy.common_word_boost
         rated.append((cand, fusion.relevance(cand), boost))
     gains = _episode_gains(rated, fusion, policy.episode_weight)
     taus: dict[str, float | None] = {}
@@ -388,7 +420,11 @@ def rank_candidates(
         reinforcement = 1.0 if cand.score == 0.0 else reinforcement_factor(cand.score, weight)
         episode = gains.get(cand.fact_id, 1.0)
         final = relevance * boost * episode * decay * reinforcement * cand.confidence
-        extra = {} if boost == 1.0 else {"period": boost}
+        extra = {}
+        if periods and _in_period(cand.time, periods):
+            extra["period"] = policy.period_boost
+        if cand.holds_common and not fused and policy.common_word_boost != 1.0:
+            extra["common_word"] = policy.common_word_boost
         if episode != 1.0:
             extra["episode"] = episode
         scored.append((not fusion.within(cand), final, cand.fact_id, cand, relevance, decay,

@@ -175,6 +175,11 @@ def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int
         for position, (fid, cosine) in enumerate(nearest, start=1):
             if fid in by_id and not rows[fid][1]:
                 by_id[fid] = attrs.evolve(by_id[fid], vector_rank=position, cosine=cosine)
+    if plan.common and by_id:
+        for archived in (False, True) if request.include_archive else (False,):
+            ids = [fid for fid, (_, moved) in rows.items() if moved == archived]
+            for fid in backend.holding(plan.common, ids, archived=archived):
+                by_id[fid] = attrs.evolve(by_id[fid], holds_common=True)
     return _Gathered(depth, tuple(by_id.values()), rows, exhausted)
 
 
@@ -196,6 +201,8 @@ def start_search(core: StoreCore, request: SearchRequest) -> RankedSearch:
     if vector and core.vector_writer is not None:
         core.vector_writer.wait()  # the vectors this store's own writes are owed
     plan = core.planner.plan(request.query, now=request.now, lexical=lexical, vector=vector,
-                             periods=ranking.period_boost != 1.0, relaxed=request.relaxed)
+                             periods=ranking.period_boost != 1.0, relaxed=request.relaxed,
+                             common_share=None if vector or ranking.common_word_boost == 1.0
+                             else ranking.common_word_share)
     return RankedSearch(core, request, plan)
 

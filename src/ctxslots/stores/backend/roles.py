@@ -259,6 +259,11 @@ class Candidates(Protocol):
         ``None`` when the store holds fewer than ``min_rows`` facts (nothing is
         counted). Counts may be a few minutes or a fifth of the store's growth old."""
 
+    def holding(self, words: Sequence[str], fact_ids: Sequence[int], *,
+                archived: bool = False) -> set[int]:
+        """Which of ``fact_ids`` (of the archive, when ``archived``) hold any of
+        ``words`` in their text or context, stemmed as the index stems them."""
+
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
         """The terms the lexical index holds for each text, as it indexes a fact's text
         (stemmed, case folded), each once: what a query word must share with a fact to

@@ -302,6 +302,10 @@ class QueryPlan:
             OR-joined); ``""`` when there are none. No engine reads it.
         vector: The text's embedding for the vector leg, or ``None``.
         periods: ``(start, end)`` Unix seconds of the periods the text names.
+        common: The text's words held by a large share of the store's facts
+            (a name said in most of them), whether or not ``words`` kept
+            them: BM25 weighs them at nearly nothing, so the ranking lifts the
+            candidates holding one (:attr:`~ctxslots.stores.ranking.RankingPolicy.common_word_boost`).
     """
 
     text: str
@@ -309,6 +313,7 @@ class QueryPlan:
     match: str = ""
     vector: np.ndarray | None = attrs.field(default=None, eq=False)
     periods: tuple[tuple[float, float], ...] = ()
+    common: tuple[str, ...] = ()
 
 
 @attrs.frozen

@@ -345,6 +345,12 @@ class PostgresBackend:
         with self._session.conn() as conn:
             return self._lexical.counts(conn, words, min_rows=min_rows)
 
+    def holding(self, words: Sequence[str], fact_ids: Sequence[int], *,
+                archived: bool = False) -> set[int]:
+        """Which of ``fact_ids`` hold any of ``words`` (their ``search`` tsvector)."""
+        with self._session.conn() as conn:
+            return self._lexical.holding(conn, words, fact_ids, archived=archived)
+
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's terms as the index holds them (its Snowball stems)."""
         return index_terms(list(texts))

@@ -39,7 +39,7 @@ from psycopg.rows import dict_row
 from ..backend import CONTEXT_WEIGHT, FactFilter, LexicalCandidate, QueryPlan, TermCounts
 from ..stemming import stem_text, stemmed_query
 from ._schema import OWNER_TERM, TS_CONFIG
-from ._sql import Conn, fact_columns, filter_clause
+from ._sql import Conn, fact_columns, filter_clause, id_list
 
 __all__ = ["LEXICAL_RANKINGS", "LexicalLeg"]
 
@@ -231,6 +231,19 @@ class LexicalLeg:
                 known[user, agent, scope] = int(n)
         owned = sum(known[o] for o in owners)
         return owners if owned <= kept.stats.rows * _OWNERS_MAX_SHARE else None
+
+    def holding(self, conn: Conn, words: Sequence[str], fact_ids: Sequence[int], *,
+                archived: bool) -> set[int]:
+        """Which of ``fact_ids`` hold a stem of any of ``words`` in their ``search``
+        tsvector (their text's stems and their context's)."""
+        stems = stemmed_query(words)
+        if not stems or not fact_ids:
+            return set()
+        table = "archive" if archived else "facts"
+        return {int(fid) for (fid,) in conn.execute(
+            f"SELECT id FROM {table} WHERE id = ANY(%s) "
+            f"AND search @@ to_tsquery('{TS_CONFIG}', %s)",
+            (id_list(fact_ids), _or_query(stems))).fetchall()}
 
     def document_counts(self, conn: Conn, tokens: Sequence[str], stats: _Stats | None = None
                         ) -> tuple[int, dict[str, int]]:

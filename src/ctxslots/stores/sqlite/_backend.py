@@ -300,6 +300,11 @@ class SQLiteBackend:
         """Facts holding each word, from the index's vocabulary (fts5vocab)."""
         return self._lexical.document_counts(self._conn, words, min_rows=min_rows)
 
+    def holding(self, words: Sequence[str], fact_ids: Sequence[int], *,
+                archived: bool = False) -> set[int]:
+        """Which of ``fact_ids`` hold any of ``words`` (their stored stems)."""
+        return self._lexical.holding(self._conn, words, fact_ids, archived=archived)
+
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's terms as the index holds them (its Snowball stems)."""
         return index_terms(list(texts))

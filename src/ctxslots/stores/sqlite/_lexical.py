@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 
 from ...errors import StoreError
-from ..backend import FactFilter, LexicalCandidate, QueryPlan, TermCounts
+from ..backend import FactFilter, LexicalCandidate, QueryPlan, TermCounts, rows_in
 from ..sanitize import to_match
 from ..stemming import stemmed_query
 from . import _rows
@@ -83,6 +83,24 @@ class LexicalLeg:
         rows = {int(r["id"]): r for r in _rows.rows_by_ids(conn, [fid for fid, _ in ranked],
                                                              flt, archived)}
         return [LexicalCandidate(rows[fid], score) for fid, score in ranked if fid in rows]
+
+    def holding(self, conn: Connection, words: Sequence[str], fact_ids: Sequence[int], *,
+                archived: bool) -> set[int]:
+        """Which of ``fact_ids`` hold a stem of any of ``words`` in their stems or
+        their context's (the words their index entry holds)."""
+        stems = stemmed_query(words)
+        if not stems or not fact_ids:
+            return set()
+        table = "archive" if archived else "facts"
+        spaced = "' ' || coalesce(stems, '') || ' ' || coalesce(context_stems, '') || ' '"
+        held = " OR ".join([f"instr({spaced}, ?)"] * len(stems))
+        padded = [f" {stem} " for stem in stems]
+        out: set[int] = set()
+        for chunk in rows_in(fact_ids):
+            out.update(int(fid) for (fid,) in conn.execute(
+                f"SELECT id FROM {table} NOT INDEXED WHERE id IN ({', '.join('?' * len(chunk))}) "
+                f"AND ({held})", (*chunk, *padded)).fetchall())
+        return out
 
     def _owner_terms(self, conn: Connection, flt: FactFilter) -> list[str] | None:
         """The owner terms of the facts ``flt`` sees, when matching them narrows the
