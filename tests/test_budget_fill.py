@@ -147,3 +147,30 @@ def test_matches_far_below_the_best_fill_the_room_after_the_others(tmp_path: Pat
         assert "the next match scores under 10% of the best one's score" == strict.stop_note
     finally:
         store.close()
+
+
+def test_fill_said_beside_a_clear_match_comes_first(tmp_path: Path) -> None:
+    """Below the cut, the facts said at the moment of a clear match (one flush, one session)
+    come first, by that match's score, even when the store ranks them deepest; the rest keep
+    the store's order."""
+    clock = {"now": 1_700_000_000.0}
+    with FactStore(tmp_path / "e.db", clock=lambda: clock["now"]) as store:
+        with store.batch():
+            for n in range(200):  # other sessions: short, so BM25 ranks them first
+                store.add("user", f"Caroline likes thing {n}.", observed_at=1_600_000_000.0 + n)
+            research = store.add("user", "Caroline researched adoption agencies in May.",
+                                 observed_at=1_650_000_000.0)
+            beside = [store.add("user", f"Caroline spoke at length with a counsellor about the "
+                                        f"long and careful process, part {n}.",
+                                observed_at=1_650_000_000.0) for n in range(3)]
+        request = AssemblyRequest("What did Caroline research?", budget=600)
+        section = UserMemoryContributor(store).contribute(request)
+        assert section is not None
+        ids = [i.fact.id for i in section.items if i.fact is not None]
+        assert [research.id, *sorted(f.id for f in beside)] == \
+            [ids[0], *sorted(ids[1:4])]
+        assert {"below_cut"} == {i.trace.fill for i in section.items[1:]}
+        # Without the episode the three would come after every shorter "likes" fact.
+        plain = store.search("What did Caroline research?", slots=["user"], limit=500,
+                             track_access=False)
+        assert {f.id for f in beside} == {h.fact.id for h in plain[-3:]}

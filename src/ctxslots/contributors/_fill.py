@@ -7,7 +7,11 @@
    extends the last.
 2. Matches scoring under ``min_share`` of the best one's come after the others,
    marked as fill (``HitTrace.fill == "below_cut"``); with fill off they are not
-   offered at all.
+   offered at all. Among them, those said at the same moment as a match (one
+   flush's facts, one session's turns) come first, by that match's score: a fact
+   said beside a clear match is more often what the message is about than one
+   that only shares its commonest words. To find them, the section reads at
+   least :data:`FILL_DEPTH` matches once the cut is reached.
 3. When the matches run out with room left, a relaxed search (every word of the
    message, the words the store leaves out for being common too) adds the facts
    it finds that the first did not (``"relaxed"``), for a store that can search
@@ -27,7 +31,7 @@ import attrs
 
 from ..model import Hit
 
-__all__ = ["BELOW_CUT", "MAX_FETCH", "RELAXED", "Gathered", "Wanted", "gather", "high_estimate",
+__all__ = ["BELOW_CUT", "FILL_DEPTH", "MAX_FETCH", "RELAXED", "Gathered", "Wanted", "gather", "high_estimate",
            "low_estimate", "relaxed_search_of"]
 
 #: Most facts a contributor asks the store for in one search.
@@ -37,6 +41,10 @@ MAX_FETCH = 500
 #: costs the same whatever its limit, a hit a few microseconds more; BENCHMARKS.md,
 #: "SQL statements per search and assembly").
 GUESS_TOKENS_PER_ITEM = 18
+#: Once its matches fall under the cut, a section reads at least this many (when
+#: there are) to order its fill by episode: reading 200 found less of a session's
+#: other facts, 500 hardly more (BENCHMARKS.md, "Fill in the order of episodes").
+FILL_DEPTH = 300
 #: ``HitTrace.fill`` of a match under the section's ``min_share`` of the best.
 BELOW_CUT = "below_cut"
 #: ``HitTrace.fill`` of a fact only the relaxed query found.
@@ -125,6 +133,21 @@ def _as_fill(hits: Sequence[Hit], how: str) -> list[Hit]:
     return [Hit(fact=h.fact, trace=attrs.evolve(h.trace, fill=how)) for h in hits]
 
 
+def _by_episode(matches: Sequence[Hit], weak: Sequence[Hit]) -> list[Hit]:
+    """``weak`` with those said at the moment of a match first, by the best such
+    match's score (the order kept otherwise)."""
+    best: dict[Any, float] = {}
+    for hit in matches:
+        said = hit.fact.said_at
+        if said is not None and hit.trace.final > best.get(said, float("-inf")):
+            best[said] = hit.trace.final
+    if not best:
+        return list(weak)
+    ranked = sorted(enumerate(weak), key=lambda item: (
+        -best.get(item[1].fact.said_at, float("-inf")), item[0]))
+    return [hit for _, hit in ranked]
+
+
 def _offered(hits: list[Hit], room: int, wanted: Wanted) -> Gathered | None:
     """The hits to offer when they fill the room, else ``None``."""
     enough = _filling([wanted.line(h) for h in hits], room)
@@ -149,12 +172,17 @@ def gather(search: Search, wanted: Wanted, *, can_relax: Callable[[], bool]) -> 
         found = search(want, False)
         hits = [h for h in found if h.fact.id not in wanted.skip]
         weak = _first_weak(hits, wanted)
+        if weak is not None and wanted.fill and len(found) == want \
+                and want < min(ceiling, FILL_DEPTH):
+            # Ordering the fill by episode needs the deeper matches too, once.
+            want = min(ceiling, FILL_DEPTH)
+            continue
         if weak is not None:
             if not wanted.fill:
                 usable = hits[:weak]
                 return _offered(usable, room, wanted) or Gathered(usable, (
                     f"the next match scores under {wanted.min_share:.0%} of the best one's score"))
-            hits = hits[:weak] + _as_fill(hits[weak:], BELOW_CUT)
+            hits = hits[:weak] + _as_fill(_by_episode(hits[:weak], hits[weak:]), BELOW_CUT)
         if not limited and (done := _offered(hits, room, wanted)) is not None:
             return done
         if len(found) < want:
