@@ -177,3 +177,33 @@ def test_a_memory_of_the_same_episode_as_a_strong_match_moves_up():
     flat = rank_candidates(crowded, now=NOW, policy=RankingPolicy(), limit=6)
     assert [5, 4, 3, 9, 2, 1] == [c.fact_id for c, _ in flat]
     assert all(not t.extra for _, t in flat)
+
+
+def test_the_common_word_lift_multiplies_relevance_with_words_alone():
+    """A candidate holding a common query word gains ``common_word_boost`` times its
+    relevance when the lexical leg ranks alone, and nothing when a vector leg is fused."""
+    import attrs
+
+    plain = [cand(1, bm25=-3.0, bm25_rank=1), cand(2, bm25=-2.5, bm25_rank=2)]
+    lifted = [plain[0], attrs.evolve(plain[1], holds_common=True)]
+    policy = RankingPolicy()
+    assert [1, 2] == [c.fact_id for c, _ in rank_candidates(plain, now=NOW, policy=policy,
+                                                            limit=2)]
+    ranked = rank_candidates(lifted, now=NOW, policy=policy, limit=2)
+    assert [2, 1] == [c.fact_id for c, _ in ranked]
+    assert ranked[0][1].final == pytest.approx(2.5 * 1.5)
+    assert {"common_word": 1.5} == dict(ranked[0][1].extra)
+    assert "common_word" not in ranked[1][1].extra
+    off = rank_candidates(lifted, now=NOW, policy=RankingPolicy(common_word_boost=1.0), limit=2)
+    assert [1, 2] == [c.fact_id for c, _ in off] and not off[1][1].extra
+    fused = rank_candidates(
+        [attrs.evolve(c, cosine=0.5, vector_rank=n) for n, c in enumerate(lifted, start=1)],
+        now=NOW, policy=RankingPolicy(vector_weight=1.0), limit=2, fused=True)
+    assert all("common_word" not in t.extra for _, t in fused)
+
+
+@pytest.mark.parametrize("bad", [{"common_word_boost": -0.5}, {"common_word_share": 0.0},
+                                 {"common_word_share": 1.5}, {"common_word_share": -0.1}])
+def test_a_common_word_setting_out_of_range_is_refused(bad):
+    with pytest.raises(ValueError):
+        RankingPolicy(**bad)
