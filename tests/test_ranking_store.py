@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxslots import FactStore, RankingPolicy
+from ctxslots import FactStore, QueryPolicy, RankingPolicy
 from ctxslots.stores.embedders import embedder_from_spec
 
 WORDS = ["deploy", "release", "cache", "worker", "queue", "build", "test", "schema", "index", "backup", "restore", "api", "token", "login", "billing", "invoice", "export", "import", "metrics", "alert", "report"]
@@ -137,8 +137,10 @@ def test_a_name_the_lexical_leg_leaves_out_still_lifts(db_path: Path) -> None:
         assert any(h.trace.cosine is not None for h in hits)
         # A vector leg fused in reads names as meaning: nothing is lifted.
         assert all("common_word" not in h.trace.extra for h in hits)
-    with FactStore(db_path.with_name("small.db")) as store:
-        joanna, nate = _two_people(store, 40)
-        hits = store.search("Does Nate adore turtles?", track_access=False)
-        assert [joanna, nate] == [h.fact.id for h in hits][:2]
-        assert all("common_word" not in h.trace.extra for h in hits)
+    for policy in (QueryPolicy(), QueryPolicy(common_min_facts=0)):
+        small = db_path.with_name(f"small-{policy.common_min_facts}.db")
+        with FactStore(small, query_policy=policy) as store:
+            joanna, nate = _two_people(store, 40)
+            hits = store.search("Does Nate adore turtles?", track_access=False)
+            assert [joanna, nate] == [h.fact.id for h in hits][:2]
+            assert all("common_word" not in h.trace.extra for h in hits)

@@ -31,8 +31,8 @@ import attrs
 
 from ..model import Hit
 
-__all__ = ["BELOW_CUT", "FILL_DEPTH", "MAX_FETCH", "RELAXED", "Gathered", "Wanted", "gather", "high_estimate",
-           "low_estimate", "relaxed_search_of"]
+__all__ = ["BELOW_CUT", "FILL_DEPTH", "MAX_FETCH", "RELAXED", "Gathered", "Wanted", "gather",
+           "high_estimate", "low_estimate", "relaxed_search_of"]
 
 #: Most facts a contributor asks the store for in one search.
 MAX_FETCH = 500

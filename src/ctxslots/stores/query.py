@@ -64,7 +64,7 @@ class QueryPlanner:
         counts = self.backend.document_counts(tokens, min_rows=least)
         if counts is None:
             return tokens, []
-        common = [] if common_share is None else [
+        common = [] if common_share is None or counts.rows < COMMON_MIN_FACTS else [
             t for t in tokens if counts.docs.get(t, 0) >= common_share * counts.rows]
         if drops and counts.rows >= policy.common_min_facts:
             tokens = keep_words(tokens, counts.docs, counts.rows, share=policy.max_doc_share,

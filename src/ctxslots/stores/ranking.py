@@ -85,7 +85,7 @@ PERIOD_BOOST = 2.0
 #: Relevance multiplier for a candidate holding a query word common to much of the
 #: store (a name said in most facts): BM25 gives such a word nearly no weight, so a
 #: fact about the person a question names would rank level with one about another
-#: (BENCHMARKS.md, "Extracted facts, the budget filled, dates in the prompt").
+#: (BENCHMARKS.md, "A name the question says: the common-word lift").
 COMMON_WORD_BOOST = 1.5
 
 #: A query word held by at least this share of the store's facts is common: BM25's
