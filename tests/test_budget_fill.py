@@ -174,3 +174,5 @@ def test_fill_said_beside_a_clear_match_comes_first(tmp_path: Path) -> None:
         plain = store.search("What did Caroline research?", slots=["user"], limit=500,
                              track_access=False)
         assert {f.id for f in beside} == {h.fact.id for h in plain[-3:]}
+        rest = [h.fact.id for h in plain[1:-3]]
+        assert len(ids) > 8 and ids[4:] == rest[:len(ids) - 4]

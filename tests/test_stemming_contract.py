@@ -156,7 +156,6 @@ def test_stemming_folds_case_and_diacritics_and_splits_as_unicode61():
 def test_both_engines_agree_on_which_facts_hold_a_word(engines):
     """``holding`` finds, among given facts, those the lexical leg would match for a word
     (in the text or the context), the same on both engines, the archive too."""
-    sqlite, postgres = engines
     for query in QUERIES:
         words = query_tokens(query)
         by_engine = []
