@@ -47,7 +47,8 @@ class Step:
 #: How the offer step says a section came to offer a fill item (``HitTrace.fill``).
 _FILL_TEXT = {
     "below_cut": ", as fill: a match under the section's min_share of the best, offered once "
-                 "the clear matches ran out with room left",
+                 "the clear matches ran out with room left (those said at the moment of a "
+                 "clear match first)",
     "relaxed": ", as fill: found by the relaxed search (every word of the message, the common "
                "ones too) once the matches ran out with room left",
 }
