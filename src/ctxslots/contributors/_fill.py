@@ -23,6 +23,7 @@ that many and shows the overfetched ones as dropped.
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -136,7 +137,7 @@ def _as_fill(hits: Sequence[Hit], how: str) -> list[Hit]:
 def _by_episode(matches: Sequence[Hit], weak: Sequence[Hit]) -> list[Hit]:
     """``weak`` with those said at the moment of a match first, by the best such
     match's score (the order kept otherwise)."""
-    best: dict[Any, float] = {}
+    best: dict[dt.datetime | None, float] = {}
     for hit in matches:
         said = hit.fact.said_at
         if said is not None and hit.trace.final > best.get(said, float("-inf")):

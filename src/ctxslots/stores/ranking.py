@@ -400,14 +400,19 @@ def rank_candidates(
     fusion = _Fusion.of(pool, policy, fused, depth)
     if policy.period_boost == 1.0:
         periods = ()
+    lift = 1.0 if fused else policy.common_word_boost  # a fused search lifts no common word
     rated: list[tuple[Candidate, float, float]] = []
+    # The boosts each candidate got, as its trace shows them.
+    boosts: dict[int, dict[str, float]] = {}
     for cand in pool:
         if fused and fusion.too_far(cand):
             continue
-        boost = policy.period_boost if periods and _in_period(cand.time, periods) else 1.0
-        if cand.holds_common and not fused:
-            boost *= policy.common_word_boost
-        rated.append((cand, fusion.relevance(cand), boost))
+        parts = boosts[cand.fact_id] = {}
+        if periods and _in_period(cand.time, periods):
+            parts["period"] = policy.period_boost
+        if cand.holds_common and lift != 1.0:
+            parts["common_word"] = lift
+        rated.append((cand, fusion.relevance(cand), math.prod(parts.values())))
     gains = _episode_gains(rated, fusion, policy.episode_weight)
     taus: dict[str, float | None] = {}
     weight = policy.reinforcement_weight
@@ -420,11 +425,7 @@ def rank_candidates(
         reinforcement = 1.0 if cand.score == 0.0 else reinforcement_factor(cand.score, weight)
         episode = gains.get(cand.fact_id, 1.0)
         final = relevance * boost * episode * decay * reinforcement * cand.confidence
-        extra = {}
-        if periods and _in_period(cand.time, periods):
-            extra["period"] = policy.period_boost
-        if cand.holds_common and not fused and policy.common_word_boost != 1.0:
-            extra["common_word"] = policy.common_word_boost
+        extra = boosts[cand.fact_id]
         if episode != 1.0:
             extra["episode"] = episode
         scored.append((not fusion.within(cand), final, cand.fact_id, cand, relevance, decay,

@@ -24,7 +24,7 @@ from . import _rows
 from ._connection import Connection
 from ._loader import CacheSlot
 from ._schema import owner_term
-from ._sql import filter_clause
+from ._sql import filter_clause, marks
 from ._terms import TermFrequencies
 from .lexical_cache import LexicalCache, build_lexical_cache
 
@@ -98,7 +98,7 @@ class LexicalLeg:
         out: set[int] = set()
         for chunk in rows_in(fact_ids):
             out.update(int(fid) for (fid,) in conn.execute(
-                f"SELECT id FROM {table} NOT INDEXED WHERE id IN ({', '.join('?' * len(chunk))}) "
+                f"SELECT id FROM {table} NOT INDEXED WHERE id IN ({marks(len(chunk))}) "
                 f"AND ({held})", (*chunk, *padded)).fetchall())
         return out
 
