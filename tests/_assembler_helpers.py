@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ctxslots import FactStore, Limits
@@ -33,11 +33,15 @@ HOSTILE_VALUES: tuple[str, ...] = (
 
 
 def make_store(path: Path, facts: Iterable[tuple[str, ...] | tuple[str, str | None, str]] = (),
-               now: float = FIXED_NOW, limits: Limits | None = None) -> FactStore:
+               now: float = FIXED_NOW, limits: Limits | None = None,
+               days_ago: Sequence[int] = ()) -> FactStore:
     """A store on a real file with a fixed clock, holding ``(slot, scope, value)`` facts
-    (a fourth element names the user of a user fact)."""
+    (a fourth element names the user of a user fact); the nth fact was said
+    ``days_ago[n]`` days before ``now`` (now when the sequence is shorter)."""
     store = FactStore(path, clock=lambda: now, **({"limits": limits} if limits else {}))
     with store.batch():
-        for slot, scope, value, *user in facts:
-            store.add(slot, value, scope=scope, user=user[0] if user else None)
+        for n, (slot, scope, value, *user) in enumerate(facts):
+            said = now - 86400 * days_ago[n] if n < len(days_ago) else None
+            store.add(slot, value, scope=scope, user=user[0] if user else None,
+                      observed_at=said)
     return store

@@ -70,6 +70,30 @@ def _check(prompt, request):
         assert flags == sorted(flags, reverse=True)
     for report in prompt.sections:
         assert (report.status == "kept") == any(d.kept for d in report.items)
+    # 4. a memory section shows its undated lines first, then each date once, as a
+    #    heading over the kept lines said that day
+    for report in prompt.sections:
+        if report.status != "kept" or not report.name.endswith("_memory"):
+            continue
+        start = prompt.text.index(f"## {bullet(report.title)}\n")
+        block = prompt.text[start:].split("\n\n## ", 1)[0].splitlines()[1:]
+        heading: str | None = None
+        headings: list[str] = []
+        shown: list[tuple[str | None, str]] = []
+        for line in block:
+            if line.startswith("- "):
+                shown.append((heading, line))
+            elif line.endswith(":"):
+                heading = line[:-1]
+                headings.append(heading)
+        kept = [d.item for d in report.items if d.kept]
+        assert sorted({w for w in (i.when for i in kept) if w}) == sorted(headings)
+        if headings:
+            event("dates grouped")
+        for item in kept:
+            line = f"- {bullet(item.text).splitlines()[0]}"
+            assert any(h == item.when and shown_line.startswith(line)
+                       for h, shown_line in shown), (item, shown)
     for reason in {d.reason for d in prompt.dropped}:
         event(f"dropped: {reason.value}")
 
@@ -78,15 +102,17 @@ def _check(prompt, request):
 @given(facts=facts, message=sentences,
        budget=st.one_of(st.integers(4, 80), st.integers(80, 700)),
        margin_pct=st.integers(0, 30), reserve_pct=st.integers(0, 30), extra=statics,
-       scope=st.sampled_from([None, "shop"]), limit=st.integers(1, 6))
+       scope=st.sampled_from([None, "shop"]), limit=st.integers(1, 6),
+       days_ago=st.lists(st.sampled_from([0, 0, 3, 40, 400]), max_size=30))
 def test_fitting_rule_holds(facts, message, budget, margin_pct, reserve_pct, extra, scope,
-                            limit):
-    """Text fits the budget, sticky first, kept items form a prefix, same input gives same bytes."""
+                            limit, days_ago):
+    """Text fits the budget, sticky first, kept items form a prefix, each date shows once
+    over its lines, same input gives same bytes."""
     margin, reserve = budget * margin_pct // 100, budget * reserve_pct // 100
     request = AssemblyRequest(message, scope=scope, user=scope, budget=budget,
                               safety_margin=margin, answer_reserve=reserve)
     with tempfile.TemporaryDirectory() as folder:
-        store = make_store(Path(folder) / "p.db", facts)
+        store = make_store(Path(folder) / "p.db", facts, days_ago=days_ago)
         try:
             contributors = [UserMemoryContributor(store, limit=limit),
                             ProjectMemoryContributor(store, limit=limit),

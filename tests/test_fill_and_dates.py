@@ -13,9 +13,11 @@ from ctxslots import (
     DropReason,
     FactStore,
     InvalidRequestError,
+    Item,
     ProjectMemoryContributor,
     PromptAssembler,
     QueryPolicy,
+    Section,
     UserMemoryContributor,
     count_tokens,
 )
@@ -35,9 +37,11 @@ def fixture_said(tmp_path: Path):
 
 
 def test_a_bullet_carries_its_date(said: FactStore) -> None:
-    """A memory said on another day ends its bullet with that day; one said today does not,
-    and the budget counts the date."""
-    prompt = PromptAssembler(said).assemble(AssemblyRequest("Max the dog", budget=300))
+    """Ungrouped, a memory said on another day ends its bullet with that day; one said
+    today does not, and the budget counts the date."""
+    ungrouped = UserMemoryContributor(said, group_dates=False)
+    prompt = PromptAssembler(said, contributors=[ungrouped]).assemble(
+        AssemblyRequest("Max the dog", budget=300))
     lines = prompt.text.splitlines()
     assert "- The user adopted a dog named Max. (8 May 2023)" in lines
     assert "- The user walks Max every morning." in lines
@@ -46,6 +50,91 @@ def test_a_bullet_carries_its_date(said: FactStore) -> None:
     dated = kept["The user adopted a dog named Max."]
     assert "8 May 2023" == dated.item.when
     assert count_tokens("- The user adopted a dog named Max. (8 May 2023)\n") == dated.tokens
+
+
+JUNE = datetime(2023, 6, 2, 9, 0, tzinfo=UTC).timestamp()
+
+
+@pytest.fixture(name="days")
+def fixture_days(tmp_path: Path):
+    """A store whose user said two things about Max in May, one in June and one today."""
+    store = FactStore(tmp_path / "days.db", clock=lambda: NOW)
+    with store.batch():
+        store.add("user", "Max the dog is a beagle.", observed_at=MAY)
+        store.add("user", "Max the dog chewed the sofa.", observed_at=JUNE)
+        store.add("user", "The user adopted a dog named Max.", observed_at=MAY)
+        store.add("user", "The user walks Max every morning.", observed_at=NOW - 3600)
+    yield store
+    store.close()
+
+
+def test_memories_said_on_one_day_share_its_heading(days: FactStore) -> None:
+    """By default a day's memories stand under one heading of that day, the groups in
+    the order of their best memory and the memories in rank order within each; the
+    undated ones come first; the budget counts each heading once, exactly."""
+    prompt = PromptAssembler(days).assemble(AssemblyRequest("Max the dog", budget=300))
+    ranked = [d.item.text for d in prompt.section("user_memory").items]
+    assert ["Max the dog is a beagle.", "Max the dog chewed the sofa."] == ranked[:2]
+    assert prompt.text == ("## What you know about the user\n"
+                           "- The user walks Max every morning.\n"
+                           "8 May 2023:\n"
+                           "- Max the dog is a beagle.\n"
+                           "- The user adopted a dog named Max.\n"
+                           "2 June 2023:\n"
+                           "- Max the dog chewed the sofa.\n")
+    assert count_tokens(prompt.text) == prompt.total_tokens
+    report = prompt.section("user_memory")
+    assert prompt.total_tokens == report.tokens
+    lines = sum(d.tokens for d in report.items if d.kept)
+    headings = count_tokens("8 May 2023:\n") + count_tokens("2 June 2023:\n")
+    assert report.tokens == report.header_tokens + lines + headings
+    assert count_tokens("- Max the dog is a beagle.\n") == report.items[0].tokens
+    # each memory keeps its own date in the dumps
+    items = json.loads(prompt.dump("json"))["sections"][0]["items"]
+    assert {"Max the dog is a beagle.": "8 May 2023", "Max the dog chewed the sofa.": "2 June 2023",
+            "The user adopted a dog named Max.": "8 May 2023",
+            "The user walks Max every morning.": None} == {i["text"]: i["when"] for i in items}
+
+
+def test_a_heading_is_paid_by_the_first_line_under_it(days: FactStore) -> None:
+    """With room for the header, one heading and one line, the next line of another day
+    does not fit: what it needs counts its heading too, and the dump says so."""
+    header = count_tokens("## What you know about the user\n")
+    first = count_tokens("8 May 2023:\n") + count_tokens("- Max the dog is a beagle.\n")
+    contributor = UserMemoryContributor(days, profile_size=0)
+    assembler = PromptAssembler(days, contributors=[contributor])
+    prompt = assembler.assemble(AssemblyRequest("Max the dog", budget=header + first + 8))
+    assert prompt.text == "## What you know about the user\n8 May 2023:\n- Max the dog is a beagle.\n"
+    second = prompt.section("user_memory").items[1]
+    needs = count_tokens("2 June 2023:\n") + count_tokens("- Max the dog chewed the sofa.\n")
+    assert (DropReason.BUDGET, f"needs {needs} tokens, 8 left") == (second.reason, second.detail)
+
+
+def test_grouping_is_a_setting_and_a_section_field(days: FactStore) -> None:
+    """``group_dates=False`` puts each date on its line; any section can group its items
+    by ``when`` with a template of its own; a bad value is refused."""
+    ungrouped = PromptAssembler(days, contributors=[UserMemoryContributor(
+        days, group_dates=False)]).assemble(AssemblyRequest("Max the dog", budget=300)).text
+    assert "- Max the dog is a beagle. (8 May 2023)\n" in ungrouped
+    assert "8 May 2023:" not in ungrouped
+    with pytest.raises(InvalidRequestError, match="group_dates must be True or False"):
+        UserMemoryContributor(days, group_dates="yes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError, match="group_template must be str"):
+        Section(title="Notes", group_template=3)  # type: ignore[arg-type]
+
+    class Notes:
+        name, priority, sticky = "notes", 10, False
+
+        def contribute(self, request: AssemblyRequest) -> Section:
+            return Section(title="Notes", group_template="note_day.md.j2", items=(
+                Item("Standup moved.", when="Monday"), Item("Fix the build."),
+                Item("Release cut.", when="Tuesday"), Item("Retro held.", when="Monday")))
+
+    assembler = PromptAssembler(days, contributors=[Notes()],
+                                templates={"note_day.md.j2": "### {{ when }}\n"})
+    text = assembler.assemble(AssemblyRequest("anything", budget=300)).text
+    assert text == ("## Notes\n- Fix the build.\n### Monday\n- Standup moved.\n- Retro held.\n"
+                    "### Tuesday\n- Release cut.\n")
 
 
 def test_the_dumps_show_the_date_the_prompt_shows(said: FactStore) -> None:
@@ -66,10 +155,11 @@ def test_the_date_style_is_a_setting(said: FactStore) -> None:
         assembler = PromptAssembler(said, contributors=[contributor])
         return assembler.assemble(AssemblyRequest("Max the dog", budget=300, **request)).text
 
-    assert "- The user adopted a dog named Max. (6 months ago)\n" in text("age")
-    assert "- The user adopted a dog named Max.\n" in text(None)
+    assert "\n6 months ago:\n- The user adopted a dog named Max.\n" in text("age")
+    assert text(None) == ("## What you know about the user\n- The user adopted a dog named "
+                          "Max.\n- The user walks Max every morning.\n")
     earlier = datetime(2023, 5, 20, tzinfo=UTC).timestamp()
-    assert "- The user adopted a dog named Max. (11 days ago)\n" in text("age", now=earlier)
+    assert "\n11 days ago:\n- The user adopted a dog named Max.\n" in text("age", now=earlier)
     with pytest.raises(InvalidRequestError, match="dates must be 'date' or 'age' or None"):
         UserMemoryContributor(said, dates="weekday")
 

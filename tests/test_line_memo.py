@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxslots import AssemblyRequest, PromptAssembler, Section
-from ctxslots.assembler._line_memo import LineMemo, reads_only_item_text
+from ctxslots.assembler._line_memo import LineMemo, reads_only_item_text, reads_only_when
 from ctxslots.model import Item
 from ctxslots.prompts import make_environment
 
@@ -55,6 +55,28 @@ def test_a_qualifying_line_is_rendered_once_per_text():
     memo.line("rank.j2", "a", render("1. a\n"))
     memo.line("rank.j2", "a", render("2. a\n"))
     assert ["- a\n", "1. a\n", "2. a\n"] == calls
+
+
+def test_a_group_heading_is_rendered_once_per_time_when_it_reads_only_that():
+    """The built-in group heading reads only ``when`` and is rendered once per value; one
+    that reads the section renders every time; an item line of the same template and
+    text is not taken for a heading."""
+    env = make_environment(templates={"titled.j2": "{{ section.title }}, {{ when }}:\n"})
+    assert reads_only_when(env, "group_header.md.j2")
+    assert not reads_only_when(env, "titled.j2")
+    assert not reads_only_when(env, "item.md.j2")
+    memo = LineMemo(env)
+    calls = []
+
+    def render(line):
+        return lambda: calls.append(line) or line
+
+    assert "8 May:\n" == memo.heading("group_header.md.j2", "8 May", render("8 May:\n"))
+    assert "8 May:\n" == memo.heading("group_header.md.j2", "8 May", render("other\n"))
+    assert "- 8 May\n" == memo.line("group_header.md.j2", "8 May", render("- 8 May\n"))
+    memo.heading("titled.j2", "8 May", render("A, 8 May:\n"))
+    memo.heading("titled.j2", "8 May", render("B, 8 May:\n"))
+    assert ["8 May:\n", "- 8 May\n", "A, 8 May:\n", "B, 8 May:\n"] == calls
 
 
 def test_prompts_are_the_same_with_remembered_lines():

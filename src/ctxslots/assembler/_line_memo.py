@@ -35,20 +35,29 @@ MAX_LINES = 50_000
 LINE_FIELDS = frozenset({"text", "when"})
 
 
-def reads_only_item_text(env: jinja2.Environment, name: str) -> bool:
-    """Whether template ``name`` reads nothing but ``item.text`` and ``item.when``
-    (see the module's notes)."""
+def _pure_tree(env: jinja2.Environment, name: str) -> nodes.Template | None:
+    """Template ``name`` parsed, when it includes, imports, extends and calls nothing
+    and uses only pure filters; else ``None``."""
     if env.loader is None:
-        return False
+        return None
     try:
         source, _, _ = env.loader.get_source(env, name)
         tree = env.parse(source)
     except jinja2.TemplateError:
-        return False
+        return None
     if any(True for _ in tree.find_all((nodes.Include, nodes.Import, nodes.FromImport,
                                         nodes.Extends, nodes.Call))):
-        return False
+        return None
     if any(f.name not in PURE_FILTERS for f in tree.find_all(nodes.Filter)):
+        return None
+    return tree
+
+
+def reads_only_item_text(env: jinja2.Environment, name: str) -> bool:
+    """Whether template ``name`` reads nothing but ``item.text`` and ``item.when``
+    (see the module's notes)."""
+    tree = _pure_tree(env, name)
+    if tree is None:
         return False
     texts = {id(g.node) for g in tree.find_all(nodes.Getattr)
              if g.attr in LINE_FIELDS and isinstance(g.node, nodes.Name)
@@ -56,31 +65,49 @@ def reads_only_item_text(env: jinja2.Environment, name: str) -> bool:
     return all(id(n) in texts for n in tree.find_all(nodes.Name))
 
 
+def reads_only_when(env: jinja2.Environment, name: str) -> bool:
+    """Whether group heading template ``name`` reads nothing but ``when``, through
+    pure filters (its heading is then a function of ``when`` alone)."""
+    tree = _pure_tree(env, name)
+    return tree is not None and all(n.name == "when" for n in tree.find_all(nodes.Name))
+
+
 class LineMemo:
     """The lines of one environment's item templates that read only ``item.text``
-    and ``item.when``."""
+    and ``item.when``, and the headings of its group templates that read only
+    ``when``."""
 
     def __init__(self, env: jinja2.Environment) -> None:
         self._env = weakref.ref(env)
-        self._qualifies: dict[str, bool] = {}
-        self._lines: dict[str, dict[Hashable, str]] = {}
+        self._qualifies: dict[tuple[str, Callable[..., bool]], bool] = {}
+        self._lines: dict[tuple[str, Callable[..., bool]], dict[Hashable, str]] = {}
 
     def line(self, name: str, text: Hashable, render: Callable[[], str]) -> str:
         """The line of ``text`` (the item's text, or its text and ``when`` as a
         tuple) through template ``name``: remembered, or ``render()``."""
-        qualifies = self._qualifies.get(name)
+        return self._remembered(name, text, render, reads_only_item_text)
+
+    def heading(self, name: str, when: str, render: Callable[[], str]) -> str:
+        """The group heading of ``when`` through template ``name``: remembered
+        when the template reads nothing else, or ``render()``."""
+        return self._remembered(name, when, render, reads_only_when)
+
+    def _remembered(self, name: str, key: Hashable, render: Callable[[], str],
+                    qualifier: Callable[[jinja2.Environment, str], bool]) -> str:
+        which = (name, qualifier)
+        qualifies = self._qualifies.get(which)
         if qualifies is None:
             env = self._env()
-            qualifies = self._qualifies[name] = env is not None and reads_only_item_text(env, name)
+            qualifies = self._qualifies[which] = env is not None and qualifier(env, name)
         if not qualifies:
             return render()
-        lines = self._lines.setdefault(name, {})
-        found = lines.get(text)
+        lines = self._lines.setdefault(which, {})
+        found = lines.get(key)
         if found is None:
             found = render()
             if len(lines) >= MAX_LINES:
                 lines.clear()
-            lines[text] = found
+            lines[key] = found
         return found
 
 

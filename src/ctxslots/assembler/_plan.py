@@ -11,7 +11,7 @@ import jinja2
 from ..model import DEFAULT_PRIORITY, DropReason, Item, ItemDecision, Section, SectionReport
 from ..request import AssemblyRequest
 from ..tokens import TokenCounterProtocol
-from ._lines import render_header, render_item
+from ._lines import render_group, render_header, render_item
 from ._run import Outcome
 from .fit import Prepared
 
@@ -126,8 +126,20 @@ class Preparer:
         lines: list[str] = []
         tokens: list[int] = []
         pre: list[tuple[DropReason, str | None] | None] = []
+        grouped = section.group_template is not None
+        groups: list[str | None] = []
+        headings: dict[str, str] = {}
+        group_tokens: dict[str, int] = {}
         for rank, item in enumerate(section.items, start=1):
-            line = render_item(env, section, item, rank)
+            if grouped and item.when is not None:
+                heading = headings.get(item.when)
+                if heading is None:
+                    heading = headings[item.when] = render_group(env, section, item.when)
+                    group_tokens[heading] = counter.count(heading)
+                groups.append(heading)
+            else:
+                groups.append(None)
+            line = render_item(env, section, item, rank, dated=not grouped)
             lines.append(line)
             tokens.append(counter.count(line))
             if item.dropped is not None:
@@ -142,7 +154,7 @@ class Preparer:
                 first_seen[k] = section.name
             pre.append(None)
         return Prepared(section, header, counter.count(header) if header else 0, lines, tokens,
-                        pre)
+                        pre, groups=groups if grouped else None, group_tokens=group_tokens)
 
 
 def prepare(
@@ -179,7 +191,7 @@ def _report(prep: Prepared) -> SectionReport:
     elif prep.kept:
         status, reason = "kept", None
         tokens = (prep.separator_tokens + prep.header_tokens
-                  + sum(prep.line_tokens[i] for i in kept))
+                  + sum(prep.line_tokens[i] for i in kept) + prep.kept_group_tokens())
     else:
         status, reason, tokens = "dropped", prep.cut, 0
     return SectionReport(

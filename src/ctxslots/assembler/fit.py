@@ -12,7 +12,10 @@ The rule, exactly:
    ``fill`` is set); every other item is a *match*.
 4. Walking that order, each section costs its header (plus the separator
    before it when a section was placed earlier) and each match its rendered
-   line. Matches are kept while they fit. At the first header or match that
+   line, plus, in a section that groups its items by time
+   (:attr:`Section.group_template <ctxslots.model.Section.group_template>`),
+   its group's heading when it is the first of its group kept. Matches are
+   kept while they fit. At the first header or match that
    does not fit, filling stops: that item, the rest of its section and every
    later section are dropped (``budget``; ``header_does_not_fit`` when the
    header itself did not fit). A section whose items are all dropped leaves no
@@ -58,6 +61,9 @@ class Prepared:
         cut: Why the other eligible items were dropped.
         notes: Per eligible item not kept, a human-readable note.
         separator_tokens: Tokens of the separator before it, when placed after another.
+        groups: Per item, the heading of the group it is shown under (its
+            section's group template rendered for its ``when``), or ``None``.
+        group_tokens: Tokens of each group heading.
         error: The contributor's error, for a section that could not be made.
         no_room: Its contributor was asked when the sections before it had left
             no room (it offers nothing then: dropped for the budget).
@@ -73,6 +79,8 @@ class Prepared:
     cut: DropReason | None = None
     notes: dict[int, str] = attrs.Factory(dict)
     separator_tokens: int = 0
+    groups: list[str | None] | None = None
+    group_tokens: dict[str, int] = attrs.Factory(dict)
     error: str | None = None
     no_room: bool = False
 
@@ -84,6 +92,31 @@ class Prepared:
     def kept_items(self) -> list[Item]:
         """The items kept in the prompt, in rank order."""
         return [self.section.items[i] for i in self.eligible[: self.kept]]
+
+    def kept_group_tokens(self) -> int:
+        """Tokens of the group headings the kept items show under."""
+        groups = self.groups
+        if groups is None:
+            return 0
+        headings = {groups[i] for i in self.eligible[: self.kept]}
+        return sum(self.group_tokens[h] for h in headings if h is not None)
+
+    def cost(self, index: int, opened: set[str]) -> int:
+        """Tokens item ``index`` adds to a section whose kept items show the
+        group headings ``opened``: its line, and its heading when not yet shown."""
+        cost = self.line_tokens[index]
+        groups = self.groups
+        if groups is not None:
+            heading = groups[index]
+            if heading is not None and heading not in opened:
+                cost += self.group_tokens[heading]
+        return cost
+
+    def open(self, index: int, opened: set[str]) -> None:
+        """Note that item ``index`` is kept: its group heading is shown."""
+        heading = None if self.groups is None else self.groups[index]
+        if heading is not None:
+            opened.add(heading)
 
 
 def _drop_rest(prep: Prepared, reason: DropReason, from_index: int, first_note: str,
@@ -119,7 +152,8 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int, *,
     stopped = False
     placed = False
     starts = []
-    for prep in prepared:
+    opened: list[set[str]] = [set() for _ in prepared]
+    for prep, shown in zip(prepared, opened, strict=True):
         eligible = prep.eligible
         prep.kept, prep.cut, prep.notes, prep.separator_tokens = 0, None, {}, 0
         start = _fill_start(prep)
@@ -143,7 +177,7 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int, *,
             continue
         used = head
         for n, index in enumerate(eligible[:start]):
-            cost = prep.line_tokens[index]
+            cost = prep.cost(index, shown)
             if used + cost > remaining:
                 _drop_rest(prep, DropReason.BUDGET, n,
                            f"needs {cost} tokens, {remaining - used} left",
@@ -152,6 +186,7 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int, *,
                 break
             used += cost
             prep.kept += 1
+            prep.open(index, shown)
         if prep.kept:
             prep.separator_tokens = sep
             remaining -= used
@@ -164,15 +199,16 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int, *,
                 _drop_rest(prep, DropReason.BUDGET, start, "the matches placed took the room",
                            "the matches placed took the room")
         return 0
-    _place_fill(prepared, starts, remaining, separator_tokens, placed)
+    _place_fill(prepared, starts, opened, remaining, separator_tokens, placed)
     return remaining
 
 
-def _place_fill(prepared: Sequence[Prepared], starts: Sequence[int], remaining: int,
-                separator_tokens: int, placed: bool) -> None:
+def _place_fill(prepared: Sequence[Prepared], starts: Sequence[int],
+                opened: Sequence[set[str]], remaining: int, separator_tokens: int,
+                placed: bool) -> None:
     """Step 5: the fill of each section, in order, with what the matches left."""
     full = False
-    for prep, start in zip(prepared, starts, strict=True):
+    for prep, start, shown in zip(prepared, starts, opened, strict=True):
         eligible = prep.eligible
         if start == len(eligible):
             continue
@@ -186,7 +222,7 @@ def _place_fill(prepared: Sequence[Prepared], starts: Sequence[int], remaining: 
             head = prep.header_tokens + prep.separator_tokens
         used = head
         for n, index in enumerate(eligible[start:]):
-            cost = prep.line_tokens[index]
+            cost = prep.cost(index, shown)
             if used + cost > remaining:
                 _drop_rest(prep, DropReason.BUDGET, start + n,
                            f"needs {cost} tokens, {remaining - used} left",
@@ -195,6 +231,7 @@ def _place_fill(prepared: Sequence[Prepared], starts: Sequence[int], remaining: 
                 break
             used += cost
             prep.kept += 1
+            prep.open(index, shown)
         if prep.kept > start:
             remaining -= used
             placed = True
@@ -202,9 +239,27 @@ def _place_fill(prepared: Sequence[Prepared], starts: Sequence[int], remaining: 
             prep.separator_tokens = 0
 
 
+def _kept_lines(prep: Prepared) -> list[str]:
+    """The kept items' lines of a section, in rank order, or under their group
+    headings: the ungrouped first, then each group in the order of its best item."""
+    kept = prep.eligible[: prep.kept]
+    groups = prep.groups
+    if groups is None:
+        return [prep.lines[i] for i in kept]
+    by_heading: dict[str | None, list[str]] = {None: []}
+    for i in kept:
+        heading = groups[i]
+        lines = by_heading.get(heading)
+        if lines is None:  # a group's first line: its heading goes before it
+            lines = by_heading[heading] = [] if heading is None else [heading]
+        lines.append(prep.lines[i])
+    return [line for lines in by_heading.values() for line in lines]
+
+
 def parts(prepared: Sequence[Prepared], separator: str) -> list[str]:
     """The pieces of the prompt text, in order: each section with kept items,
-    header then lines, with the separator between sections."""
+    header then lines (under their group headings where the section groups them),
+    with the separator between sections."""
     out: list[str] = []
     for prep in prepared:
         if not prep.kept:
@@ -212,7 +267,7 @@ def parts(prepared: Sequence[Prepared], separator: str) -> list[str]:
         if out:
             out.append(separator)
         out.append(prep.header)
-        out.extend(prep.lines[i] for i in prep.eligible[: prep.kept])
+        out.extend(_kept_lines(prep))
     return out
 
 

@@ -17,9 +17,13 @@ the dump shows which facts were found but left out by it. Facts under
 has no more matches, the section says so (:attr:`~ctxslots.model.Section.stop_note`),
 so the dump always tells why the section holds no more.
 
-Each memory's line says when it was said, unless that is today (``dates``:
-a calendar date by default, or an age in words; :attr:`Item.when
-<ctxslots.model.Item.when>`), and the budget counts it.
+Each memory says when it was said, unless that is today (``dates``: a
+calendar date by default, or an age in words; :attr:`Item.when
+<ctxslots.model.Item.when>`), and the budget counts it. By default the
+memories said on one day are shown under one heading of that day
+(``group_dates``; :attr:`Section.group_template
+<ctxslots.model.Section.group_template>`), so a date costs its tokens once a
+section rather than once a line.
 
 The sticky user section also offers a short *profile*: the user's most
 important facts (reinforced, often shown, confident, keyed), first, whether or
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
     from ..request import AssemblyRequest
 
 __all__ = [
+    "GROUP_TEMPLATE",
     "MAX_FETCH",
     "AgentMemoryContributor",
     "MemoryContributor",
@@ -62,6 +67,8 @@ _MAX_LIMIT = 500
 #: the clear matches go first (BENCHMARKS.md, "Extracted facts, the budget filled,
 #: dates in the prompt").
 MIN_SHARE = 0.1
+#: The template of the heading over the memories said at one time, when grouped.
+GROUP_TEMPLATE = "group_header.md.j2"
 #: The stop note of a section whose room the sections before it took.
 NO_ROOM = "not searched: the sections placed before it left no room"
 
@@ -159,9 +166,12 @@ class MemoryContributor:
             ``min_share``, then with what a relaxed search finds (marked in
             their traces, ``HitTrace.fill``). ``False``: matches under
             ``min_share`` are not offered and no relaxed search is made.
-        dates: How a memory's line says when it was said, unless that is
-            today: ``"date"`` (a calendar date, "8 May 2023"), ``"age"`` ("3
-            months ago") or ``None`` (not at all).
+        dates: How a memory says when it was said, unless that is today:
+            ``"date"`` (a calendar date, "8 May 2023"), ``"age"`` ("3 months
+            ago") or ``None`` (not at all).
+        group_dates: Show the memories said at one time under one heading of
+            it (:data:`GROUP_TEMPLATE`), the groups in the order of their best
+            memory; ``False``: each memory's line says its own date.
         intro: An optional line under the heading.
         profile_size: Most profile facts offered first (0: no profile).
         profile_share: Most of the request's available tokens the profile may
@@ -183,6 +193,7 @@ class MemoryContributor:
     min_share: float = attrs.field(default=MIN_SHARE, kw_only=True, validator=_check_share)
     fill: bool = attrs.field(default=True, kw_only=True, validator=_check_flag)
     dates: str | None = attrs.field(default="date", kw_only=True, validator=_check_dates)
+    group_dates: bool = attrs.field(default=True, kw_only=True, validator=_check_flag)
     intro: str | None = attrs.field(default=None, kw_only=True)
     profile_size: int = attrs.field(default=0, kw_only=True, validator=_check_range(0, 50))
     profile_share: float = attrs.field(default=0.2, kw_only=True, validator=_check_share)
@@ -222,7 +233,10 @@ class MemoryContributor:
                               else self._when(hit.fact, now)))
         return Section(title=self.title, intro=self.intro, items=tuple(items), name=self.name,
                        priority=self.priority, sticky=self.sticky, stop_note=gathered.note,
-                       fills=self.limit is None)
+                       fills=self.limit is None, group_template=self._group_template())
+
+    def _group_template(self) -> str | None:
+        return GROUP_TEMPLATE if self.dates is not None and self.group_dates else None
 
     def _gather(self, request: AssemblyRequest, scope: str | None, skip: frozenset[int],
                 now: float | None, whens: dict[int, str | None]) -> Gathered:
@@ -246,6 +260,9 @@ class MemoryContributor:
             made = lines.get(hit.fact.id)
             if made is None:
                 said = whens[hit.fact.id] = self._when(hit.fact, now)
+                # Grouped, the date shows in its group's heading instead; estimated
+                # with the line, it stands for that heading's share (still on the
+                # low side), so a section asks no more of the store than ungrouped.
                 made = lines[hit.fact.id] = \
                     hit.fact.value if said is None else f"{hit.fact.value} ({said})"
             return made

@@ -149,6 +149,13 @@ class Section:
         intro: An optional line under the heading.
         header_template: Template that renders the heading (and intro).
         item_template: Template that renders one item.
+        group_template: Template that renders the heading of the items said at
+            one time (the same :attr:`Item.when`), or ``None`` (the default).
+            With it, each item with a ``when`` is shown under its time's
+            heading, rendered without it, so a date the lines share costs its
+            tokens once: the items with no ``when`` come first under no heading,
+            then each time's group in the order of its best item, and items
+            keep their rank order within a group.
         stop_note: Why the contributor offered no more items (for instance
             "no more facts match the message"); shown in the dump, never in
             the prompt.
@@ -165,6 +172,7 @@ class Section:
     intro: str | None = attrs.field(default=None, validator=_is(str, optional=True))
     header_template: str = attrs.field(default="section_header.md.j2", validator=_is(str))
     item_template: str = attrs.field(default="item.md.j2", validator=_is(str))
+    group_template: str | None = attrs.field(default=None, validator=_is(str, optional=True))
     stop_note: str | None = attrs.field(default=None, validator=_is(str, optional=True))
     fills: bool = attrs.field(default=False, validator=_is(bool))
 
