@@ -91,7 +91,8 @@ class Item:
             facts, shown whatever the message), not found by the search.
         when: When the entry was said, as the prompt shows it ("8 May 2023",
             "3 months ago"), or ``None`` to show no time; the built-in item
-            template puts it after the text, and the budget counts it.
+            template puts it after the text, or, in a section with a
+            ``group_template``, its group's heading says it; the budget counts it.
     """
 
     text: str
