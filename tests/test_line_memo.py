@@ -40,15 +40,21 @@ def test_the_builtin_item_template_reads_only_the_text():
         assert not reads_only_item_text(env, name), name
 
 
-def test_a_qualifying_line_is_rendered_once_per_text():
-    """LineMemo renders a text's line once for a qualifying template, every time otherwise."""
-    env = make_environment(templates={"rank.j2": "{{ rank }}. {{ item.text }}\n"})
-    memo = LineMemo(env)
+def _recorder():
+    """``(calls, render)``: ``render(line)`` makes a renderer that notes ``line`` in
+    ``calls`` and returns it."""
     calls = []
 
     def render(line):
         return lambda: calls.append(line) or line
+    return calls, render
 
+
+def test_a_qualifying_line_is_rendered_once_per_text():
+    """LineMemo renders a text's line once for a qualifying template, every time otherwise."""
+    env = make_environment(templates={"rank.j2": "{{ rank }}. {{ item.text }}\n"})
+    memo = LineMemo(env)
+    calls, render = _recorder()
     assert "- a\n" == memo.line("item.md.j2", "a", render("- a\n"))
     assert "- a\n" == memo.line("item.md.j2", "a", render("- other\n"))
     assert ["- a\n"] == calls
@@ -66,11 +72,7 @@ def test_a_group_heading_is_rendered_once_per_time_when_it_reads_only_that():
     assert not reads_only_when(env, "titled.j2")
     assert not reads_only_when(env, "item.md.j2")
     memo = LineMemo(env)
-    calls = []
-
-    def render(line):
-        return lambda: calls.append(line) or line
-
+    calls, render = _recorder()
     assert "8 May:\n" == memo.heading("group_header.md.j2", "8 May", render("8 May:\n"))
     assert "8 May:\n" == memo.heading("group_header.md.j2", "8 May", render("other\n"))
     assert "- 8 May\n" == memo.line("group_header.md.j2", "8 May", render("- 8 May\n"))
