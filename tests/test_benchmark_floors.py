@@ -5,8 +5,8 @@ A floor that leaves out a join the engine makes (the context's words on PostgreS
 other words or reads other rows would time less work than the store; these tests fail then.
 Every fact is written and searched at one moment, so decay orders nothing and the store's order
 is BM25's, as the floor's is. The floors leave out the lift of facts holding a query word common
-to much of the store (``RankingPolicy.common_word_boost``: one more statement when a message
-has such a word), so the stores here switch it off; the benchmarks time the store with it, the
+to much of the store (``RankingPolicy.common_word_boost`` and ``common_subject_boost``: one more
+statement when a message has such a word), so the stores here switch it off; the benchmarks time the store with it, the
 floors without. Some facts carry a context, so its weight counts, and some belong
 to another user or agent, so the owners' filter counts.
 """
@@ -33,7 +33,7 @@ FACTS = 2_500
 MESSAGES = 60
 SCOPES = ("repo-alpha", "repo-beta")
 #: The store's ranking without the common-word lift, which the floors do not do.
-PLAIN = RankingPolicy(common_word_boost=1.0)
+PLAIN = RankingPolicy(common_word_boost=1.0, common_subject_boost=1.0)
 
 
 def fill(store: FactStore, n: int = FACTS) -> None:

@@ -202,7 +202,29 @@ def test_the_common_word_lift_multiplies_relevance_with_words_alone():
     assert all("common_word" not in t.extra for _, t in fused)
 
 
-@pytest.mark.parametrize("bad", [{"common_word_boost": -0.5}, {"common_word_share": 0.0},
+def test_the_subject_lift_multiplies_again_with_words_alone():
+    """A candidate whose first word is the common query word gains
+    ``common_subject_boost`` on top of ``common_word_boost``, with words alone only."""
+    import attrs
+
+    holds = attrs.evolve(cand(1, bm25=-3.0, bm25_rank=1), holds_common=True)
+    leads = attrs.evolve(cand(2, bm25=-2.0, bm25_rank=2), holds_common=True, leads_common=True)
+    ranked = rank_candidates([holds, leads], now=NOW, policy=RankingPolicy(), limit=2)
+    assert [2, 1] == [c.fact_id for c, _ in ranked]
+    assert ranked[0][1].final == pytest.approx(2.0 * 1.5 * 2.0)
+    assert {"common_word": 1.5, "common_subject": 2.0} == dict(ranked[0][1].extra)
+    off = rank_candidates([holds, leads], now=NOW,
+                          policy=RankingPolicy(common_subject_boost=1.0), limit=2)
+    assert [1, 2] == [c.fact_id for c, _ in off]
+    assert all("common_subject" not in t.extra for _, t in off)
+    fused = rank_candidates(
+        [attrs.evolve(c, cosine=0.5, vector_rank=n) for n, c in enumerate((holds, leads), 1)],
+        now=NOW, policy=RankingPolicy(vector_weight=1.0), limit=2, fused=True)
+    assert all("common_subject" not in t.extra for _, t in fused)
+
+
+@pytest.mark.parametrize("bad", [{"common_word_boost": -0.5}, {"common_subject_boost": -1.0},
+                                 {"common_word_share": 0.0},
                                  {"common_word_share": 1.5}, {"common_word_share": -0.1}])
 def test_a_common_word_setting_out_of_range_is_refused(bad):
     with pytest.raises(ValueError):

@@ -114,10 +114,33 @@ def test_a_name_common_to_the_store_lifts_the_facts_holding_it(location: str) ->
         assert "common_word" not in hits[1].trace.extra
         # Every other hit names Nate too: each is lifted alike.
         assert all(h.trace.extra.get("common_word") == 1.5 for h in hits if h.fact.id != joanna)
-    with FactStore(location, ranking=RankingPolicy(common_word_boost=1.0)) as store:
+    off = RankingPolicy(common_word_boost=1.0, common_subject_boost=1.0)
+    with FactStore(location, ranking=off) as store:
         hits = store.search("Does Nate adore turtles?", track_access=False)
         assert [joanna, nate] == [h.fact.id for h in hits][:2]
         assert all("common_word" not in h.trace.extra for h in hits)
+
+
+def test_a_fact_whose_subject_the_question_names_comes_first(location: str) -> None:
+    """Of two facts holding the name and the other word, the one the name opens (its
+    subject) is lifted again, on both engines, though BM25 prefers the shorter one that
+    only mentions the name; the trace says so, and ``common_subject_boost=1`` switches it
+    off."""
+    with FactStore(location) as store:
+        _two_people(store, 60)
+        mention = store.add("user", "Joanna adores turtles like Nate.").id
+        subject = store.add("user", "Nate's sister says he adores turtles and feeds them kale.").id
+        hits = store.search("Does Nate adore turtles?", track_access=False)
+        ranked = [h.fact.id for h in hits]
+        assert ranked.index(subject) < ranked.index(mention)
+        traced = {h.fact.id: h.trace.extra for h in hits}
+        assert (1.5, 2.0) == (traced[subject]["common_word"], traced[subject]["common_subject"])
+        assert 1.5 == traced[mention]["common_word"] and "common_subject" not in traced[mention]
+        assert hits[ranked.index(mention)].trace.bm25 < hits[ranked.index(subject)].trace.bm25
+    with FactStore(location, ranking=RankingPolicy(common_subject_boost=1.0)) as store:
+        ranked = [h.fact.id for h in store.search("Does Nate adore turtles?",
+                                                  track_access=False)]
+        assert ranked.index(mention) < ranked.index(subject)
 
 
 def test_a_name_the_lexical_leg_leaves_out_still_lifts(db_path: Path) -> None:

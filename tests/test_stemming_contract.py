@@ -19,7 +19,7 @@ from _backend_contract import make_row
 from _sql import plan_of
 from ctxslots.stores.backend import FactFilter
 from ctxslots.stores.sanitize import query_tokens
-from ctxslots.stores.stemming import stem_text, stem_words
+from ctxslots.stores.stemming import first_stem, stem_text, stem_words
 
 #: Facts with inflected forms (the deploy family is the case of the report that
 #: found 1 of 6 on SQLite and 4 on PostgreSQL).
@@ -151,6 +151,16 @@ def test_stemming_folds_case_and_diacritics_and_splits_as_unicode61():
     assert stem_words(["Cafés", "naïve", "Zürich", "src/api.py"]) == \
         ["cafe", "naiv", "zurich", "src", "api", "py"]
     assert stem_text(None, "") == ""
+
+
+def test_the_first_stem_is_the_subject_word():
+    """``first_stem``: the stem of a text's first word, as a search compares it with the
+    query's common words; ``None`` for a text with no word."""
+    assert "nate" == first_stem("Nate's sister says he adores turtles.")
+    assert "carolin" == first_stem("Caroline: Hey Mel!") == stem_words(["Caroline"])[0]
+    assert "cafe" == first_stem("  -- Cafés open late")
+    assert "2023" == first_stem("2023 was the year")
+    assert first_stem("... !") is None and first_stem("") is None
 
 
 def test_both_engines_agree_on_which_facts_hold_a_word(engines):

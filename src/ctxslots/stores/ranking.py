@@ -27,7 +27,8 @@ search asking for more than ``depth`` gets the deeper candidates after them. A
 memory observed in a period the query names ("in July 2023") has its relevance
 multiplied by :attr:`RankingPolicy.period_boost`; with the lexical leg alone, a
 memory holding a query word common to much of the store (a name) by
-:attr:`RankingPolicy.common_word_boost`. A candidate observed at the
+:attr:`RankingPolicy.common_word_boost`, and one whose first word is that word
+(its subject) by :attr:`RankingPolicy.common_subject_boost` too. A candidate observed at the
 same moment as other candidates (the facts one flush wrote, the turns of one
 session) gains :attr:`RankingPolicy.episode_weight` times the best of those
 others' relevance: a question about one part of an episode is often answered by
@@ -88,6 +89,12 @@ PERIOD_BOOST = 2.0
 #: (BENCHMARKS.md, "A name the question says: the common-word lift").
 COMMON_WORD_BOOST = 1.5
 
+#: A further relevance multiplier for a candidate whose first word is such a common
+#: query word: its subject is the person the question names ("Nate likes..."), or a
+#: turn's speaker, where the others only mention them (BENCHMARKS.md, "The subject a
+#: question names").
+COMMON_SUBJECT_BOOST = 2.0
+
 #: A query word held by at least this share of the store's facts is common: BM25's
 #: idf gives it under 0.9 (a word in one fact of a thousand gets 6.5), and nothing
 #: once over half the facts hold it.
@@ -129,6 +136,7 @@ class Candidate:
             ``updated_at``); its age and the periods a query names use it.
         holds_common: It holds one of the query's words that a large share of
             the store holds (:attr:`RankingPolicy.common_word_share`).
+        leads_common: Its value's first word is one of those words.
     """
 
     fact_id: int
@@ -142,6 +150,7 @@ class Candidate:
     cosine: float | None = None
     observed_at: float | None = None
     holds_common: bool = False
+    leads_common: bool = False
 
     @property
     def time(self) -> float:
@@ -186,6 +195,9 @@ class RankingPolicy:
             names as meaning already: fused, the boost gained nothing.
         common_word_share: The share of the store's facts from which a query
             word is common (:data:`COMMON_WORD_SHARE`).
+        common_subject_boost: With the lexical leg alone, a further relevance
+            multiplier for a candidate whose value's first word is such a common
+            query word (its subject; :data:`COMMON_SUBJECT_BOOST`); 1 switches it off.
         episode_weight: A candidate observed at the same moment as other
             candidates within depth (its episode: the facts one flush wrote)
             gains this share of the best of those others' relevance (after the
@@ -215,6 +227,8 @@ class RankingPolicy:
         default=COMMON_WORD_BOOST, validator=attrs.validators.ge(0.0))
     common_word_share: float = attrs.field(
         default=COMMON_WORD_SHARE, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
+    common_subject_boost: float = attrs.field(
+        default=COMMON_SUBJECT_BOOST, validator=attrs.validators.ge(0.0))
     episode_weight: float = attrs.field(
         default=EPISODE_WEIGHT, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)])
     # The cast keeps type checkers from narrowing the field to float by its default.
@@ -400,7 +414,9 @@ def rank_candidates(
     fusion = _Fusion.of(pool, policy, fused, depth)
     if policy.period_boost == 1.0:
         periods = ()
-    lift = 1.0 if fused else policy.common_word_boost  # a fused search lifts no common word
+    # A fused search lifts no common word.
+    lift, subject = (1.0, 1.0) if fused else (policy.common_word_boost,
+                                              policy.common_subject_boost)
     rated: list[tuple[Candidate, float, float]] = []
     # The boosts each candidate got, as its trace shows them.
     boosts: dict[int, dict[str, float]] = {}
@@ -412,6 +428,8 @@ def rank_candidates(
             parts["period"] = policy.period_boost
         if cand.holds_common and lift != 1.0:
             parts["common_word"] = lift
+        if cand.leads_common and subject != 1.0:
+            parts["common_subject"] = subject
         rated.append((cand, fusion.relevance(cand), math.prod(parts.values())))
     gains = _episode_gains(rated, fusion, policy.episode_weight)
     taus: dict[str, float | None] = {}

@@ -20,6 +20,7 @@ from .explain import Located, locate
 from .links import pull_linked
 from .ranking import Candidate, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank
+from .stemming import first_stem
 
 __all__ = ["MAX_LIMIT", "RankedSearch", "SearchRequest", "check_limit", "start_search"]
 
@@ -176,10 +177,12 @@ def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int
             if fid in by_id and not rows[fid][1]:
                 by_id[fid] = attrs.evolve(by_id[fid], vector_rank=position, cosine=cosine)
     if plan.common and by_id:
+        common = set(plan.common)
         for archived in (False, True) if request.include_archive else (False,):
             ids = [fid for fid, (_, moved) in rows.items() if moved == archived]
             for fid in backend.holding(plan.common, ids, archived=archived):
-                by_id[fid] = attrs.evolve(by_id[fid], holds_common=True)
+                by_id[fid] = attrs.evolve(by_id[fid], holds_common=True,
+                                          leads_common=first_stem(rows[fid][0]["value"]) in common)
     return _Gathered(depth, tuple(by_id.values()), rows, exhausted)
 
 
@@ -202,7 +205,8 @@ def start_search(core: StoreCore, request: SearchRequest) -> RankedSearch:
         core.vector_writer.wait()  # the vectors this store's own writes are owed
     plan = core.planner.plan(request.query, now=request.now, lexical=lexical, vector=vector,
                              periods=ranking.period_boost != 1.0, relaxed=request.relaxed,
-                             common_share=None if vector or ranking.common_word_boost == 1.0
+                             common_share=None if vector or ranking.common_word_boost
+                             == ranking.common_subject_boost == 1.0
                              else ranking.common_word_share)
     return RankedSearch(core, request, plan)
 

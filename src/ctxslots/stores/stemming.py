@@ -21,7 +21,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable
 
-__all__ = ["STEMMER", "stem_text", "stem_words", "stemmed_query"]
+__all__ = ["STEMMER", "first_stem", "stem_text", "stem_words", "stemmed_query"]
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -74,3 +74,10 @@ def stem_text(*texts: str | None) -> str:
 def stemmed_query(words: Iterable[str]) -> list[str]:
     """The distinct stems of a query's ``words``, in the order first found."""
     return list(dict.fromkeys(stem_words(words)))
+
+
+def first_stem(text: str) -> str | None:
+    """The stem of ``text``'s first word (``None`` when it has no word): the subject
+    of most sentences a memory holds ("Nate likes...", a turn's "Caroline: ...")."""
+    word = _WORD.search(text)
+    return stem_words([word.group()])[0] if word is not None else None
