@@ -203,10 +203,11 @@ def start_search(core: StoreCore, request: SearchRequest) -> RankedSearch:
         and bool(request.query.strip())
     if vector and core.vector_writer is not None:
         core.vector_writer.wait()  # the vectors this store's own writes are owed
+    # The common words are looked for only where a lift uses them (words alone).
+    lifts = not vector and (ranking.common_word_boost != 1.0
+                            or ranking.common_subject_boost != 1.0)
     plan = core.planner.plan(request.query, now=request.now, lexical=lexical, vector=vector,
                              periods=ranking.period_boost != 1.0, relaxed=request.relaxed,
-                             common_share=None if vector or ranking.common_word_boost
-                             == ranking.common_subject_boost == 1.0
-                             else ranking.common_word_share)
+                             common_share=ranking.common_word_share if lifts else None)
     return RankedSearch(core, request, plan)
 
