@@ -24,16 +24,31 @@ from ctxslots import (
 from ctxslots.contributors.memory import NO_ROOM
 
 
-@pytest.fixture(name="crowded")
-def fixture_crowded(tmp_path: Path):
-    """User memories that can fill any budget, project and agent notes on the same words."""
+def _crowded(path: Path, *, dated: bool) -> FactStore:
+    """User memories that can fill any budget, project and agent notes on the same words
+    (said on a few days before now when ``dated``, so the sections group them by day)."""
     facts = [("user", None, (f"The user deploys the shop service on day {n} and checks the "
               "dashboards right after.")) for n in range(300)]
     facts += [("project", "shop", (f"The shop service deploy {n} runs the database migrations "
                "first.")) for n in range(300)]
     facts += [("agent", "shop", f"Lesson {n}: the shop deploy fails when the cache is cold.")
               for n in range(50)]
-    store = make_store(tmp_path / "crowded.db", facts)
+    return make_store(path, facts, days_ago=[n % 7 * 3 for n in range(len(facts))]
+                      if dated else ())
+
+
+@pytest.fixture(name="crowded")
+def fixture_crowded(tmp_path: Path):
+    """The crowded store, said now."""
+    store = _crowded(tmp_path / "crowded.db", dated=False)
+    yield store
+    store.close()
+
+
+@pytest.fixture(name="crowded_either", params=[False, True], ids=["said now", "dated"])
+def fixture_crowded_either(tmp_path: Path, request: pytest.FixtureRequest):
+    """The crowded store, said now or on several days."""
+    store = _crowded(tmp_path / "crowded.db", dated=request.param)
     yield store
     store.close()
 
@@ -71,8 +86,10 @@ def test_a_slot_after_a_full_budget_is_not_searched_and_the_dump_says_why(
 
 
 @pytest.mark.parametrize("budget", [120, 400, 1000, 3000])
-def test_rooms_never_change_the_prompt(crowded: FactStore, budget: int) -> None:
-    """The same prompt as when every contributor is asked for the whole budget (aassemble)."""
+def test_rooms_never_change_the_prompt(crowded_either: FactStore, budget: int) -> None:
+    """The same prompt as when every contributor is asked for the whole budget (aassemble),
+    with lines grouped by day too."""
+    crowded = crowded_either
     assembler = PromptAssembler(crowded)
     for message in ("how do we deploy the shop service?", "what fails when the cache is cold",
                     "database migrations", "hello"):
