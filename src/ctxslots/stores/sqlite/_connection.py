@@ -136,7 +136,8 @@ class Connection:
             names = [d[0] for d in cursor.get_description()]
         except apsw.ExecutionCompleteError:
             return []
-        return [dict(zip(names, row)) for row in cursor]
+        # One fetch under the lock, not a lock and a Python step per row.
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
 
     def scalar(self, sql: str, params: Params = ()) -> Any:
         """Run a query and return the first column of its first row, or ``None``."""
