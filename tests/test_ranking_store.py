@@ -143,6 +143,23 @@ def test_a_fact_whose_subject_the_question_names_comes_first(location: str) -> N
         assert ranked.index(mention) < ranked.index(subject)
 
 
+def test_a_subject_whose_stem_differs_from_the_word_is_lifted_too(location: str) -> None:
+    """"Caroline" stems to "carolin": the subject is found by its stem, on both engines."""
+    with FactStore(location) as store:
+        with store.batch():
+            for i in range(60):
+                name = "Melanie" if i % 3 == 0 else "Caroline"
+                store.add("user", f"{name} mentioned topic number {i} once.")
+        mention = store.add("user", "Melanie paints like Caroline.").id
+        subject = store.add("user", "Caroline's sister says she paints sunsets on weekends.").id
+        hits = store.search("Does Caroline paint?", track_access=False)
+        traced = {h.fact.id: h.trace.extra for h in hits}
+        assert 2.0 == traced[subject]["common_subject"]
+        assert "common_subject" not in traced[mention]
+        ranked = [h.fact.id for h in hits]
+        assert ranked.index(subject) < ranked.index(mention)
+
+
 def test_a_name_the_lexical_leg_leaves_out_still_lifts(db_path: Path) -> None:
     """In a store large enough to leave the name out of the match as too common, the
     facts holding it are still lifted (words only, not with a vector leg fused in); in a

@@ -20,7 +20,7 @@ from .explain import Located, locate
 from .links import pull_linked
 from .ranking import Candidate, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank
-from .stemming import first_stem
+from .stemming import first_stem, stemmed_query
 
 __all__ = ["MAX_LIMIT", "RankedSearch", "SearchRequest", "check_limit", "start_search"]
 
@@ -177,7 +177,7 @@ def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int
             if fid in by_id and not rows[fid][1]:
                 by_id[fid] = attrs.evolve(by_id[fid], vector_rank=position, cosine=cosine)
     if plan.common and by_id:
-        common = set(plan.common)
+        common = set(stemmed_query(plan.common))  # the plan keeps the words, unstemmed
         for archived in (False, True) if request.include_archive else (False,):
             ids = [fid for fid, (_, moved) in rows.items() if moved == archived]
             for fid in backend.holding(plan.common, ids, archived=archived):
