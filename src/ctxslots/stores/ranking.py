@@ -39,7 +39,7 @@ by fact id, so the same store and query always give the same order.
 from __future__ import annotations
 
 import math
-import statistics
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import cast
 
@@ -272,8 +272,11 @@ class _Leg:
         if len(values) < 2 or high == low:
             # No spread to judge by: a lone candidate (or a tie) counts once.
             return cls(low, high, weight)
-        spread = (high - statistics.fmean(values)) / statistics.pstdev(values)
-        return cls(low, high, weight * spread)
+        # Float sums: ``statistics.pstdev`` works in exact fractions, many times slower
+        # for the same figure to the last few bits.
+        mean = math.fsum(values) / len(values)
+        deviation = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
+        return cls(low, high, weight * (high - mean) / deviation)
 
     def norm(self, value: float) -> float:
         """``value`` on the leg's 0..1 scale (outside it for candidates beyond depth)."""
@@ -303,12 +306,13 @@ class _Fusion:
         return cls(policy, fused, depth, _Leg.of(bm25, policy.lexical_weight),
                    _Leg.of(cosines, policy.vector_weight or 0.0), max(bm25, default=0.0))
 
-    def relevance(self, c: Candidate) -> float:
+    def relevance(self, c: Candidate, inside: bool) -> float:
         """The candidate's relevance, from the legs that found it within depth
-        (from every leg that found it, for a candidate beyond depth)."""
+        (from every leg that found it, for a candidate beyond depth); ``inside``
+        is :meth:`within`'s answer for it."""
         if not self.fused and c.vector_rank is None:  # the lexical leg alone found it
             return -c.bm25 if c.bm25 is not None else 0.0
-        deep = not self.within(c)
+        deep = not inside
         lexical = c.bm25 is not None and (deep or _within(c.bm25_rank, self.depth))
         vector = (c.cosine is not None and bool(self.policy.vector_weight)
                   and (deep or _within(c.vector_rank, self.depth)))
@@ -354,6 +358,11 @@ def left_out(c: Candidate, policy: RankingPolicy, *, fused: bool) -> str | None:
     return None
 
 
+#: The order of scored candidates: those within depth first, then by final score
+#: (stored negated), then by fact id.
+_ORDER = operator.itemgetter(0, 1, 2)
+
+
 def _within(rank: int | None, depth: int | None) -> bool:
     return rank is not None and (depth is None or rank <= depth)
 
@@ -362,7 +371,7 @@ def _in_period(when: float, periods: Sequence[tuple[float, float]]) -> bool:
     return any(start <= when < end for start, end in periods)
 
 
-def _episode_gains(rated: Sequence[tuple[Candidate, float, float]], fusion: _Fusion,
+def _episode_gains(rated: Sequence[tuple[Candidate, float, float, bool, object]],
                    weight: float) -> dict[int, float]:
     """Fact id -> the factor by which its episode lifts a candidate's relevance
     (after the period boost): ``1 + weight * best_other / own`` for candidates
@@ -371,8 +380,8 @@ def _episode_gains(rated: Sequence[tuple[Candidate, float, float]], fusion: _Fus
     if not weight:
         return {}
     episodes: dict[float, list[tuple[int, float]]] = {}
-    for cand, relevance, boost in rated:
-        if fusion.within(cand):
+    for cand, relevance, boost, inside, _ in rated:
+        if inside:
             episodes.setdefault(cand.time, []).append((cand.fact_id, relevance * boost))
     most = EPISODE_MAX_SHARE * sum(len(m) for m in episodes.values())
     gains: dict[int, float] = {}
@@ -417,42 +426,46 @@ def rank_candidates(
     # A fused search lifts no common word.
     lift, subject = (1.0, 1.0) if fused else (policy.common_word_boost,
                                               policy.common_subject_boost)
-    rated: list[tuple[Candidate, float, float]] = []
-    # The boosts each candidate got, as its trace shows them.
-    boosts: dict[int, dict[str, float]] = {}
+    # Each candidate with its relevance, its boosts' product, whether a leg found it
+    # within depth, and the boosts it got as its trace shows them (``None``: none).
+    rated: list[tuple[Candidate, float, float, bool, dict[str, float] | None]] = []
     for cand in pool:
         if fused and fusion.too_far(cand):
             continue
-        parts = boosts[cand.fact_id] = {}
+        parts: dict[str, float] | None = None
         if periods and _in_period(cand.time, periods):
-            parts["period"] = policy.period_boost
+            parts = {"period": policy.period_boost}
         if cand.holds_common and lift != 1.0:
+            parts = parts or {}
             parts["common_word"] = lift
         if cand.leads_common and subject != 1.0:
+            parts = parts or {}
             parts["common_subject"] = subject
-        rated.append((cand, fusion.relevance(cand), math.prod(parts.values())))
-    gains = _episode_gains(rated, fusion, policy.episode_weight)
+        inside = fusion.within(cand)
+        rated.append((cand, fusion.relevance(cand, inside),
+                      math.prod(parts.values()) if parts else 1.0, inside, parts))
+    gains = _episode_gains(rated, policy.episode_weight)
     taus: dict[str, float | None] = {}
     weight = policy.reinforcement_weight
-    scored: list[tuple[bool, float, int, Candidate, float, float, float, float, dict[str, float]]] = []
-    for cand, relevance, boost in rated:
+    # Sorted by the first three: found beyond depth, minus the final score, fact id.
+    scored: list[tuple[bool, float, int, Candidate, float, float, float, float,
+                       dict[str, float] | None]] = []
+    for cand, relevance, boost, inside, parts in rated:
         age = max(0.0, now - cand.time)
         tau = taus[cand.slot] if cand.slot in taus else \
             taus.setdefault(cand.slot, policy.tau_days(cand.slot))
-        decay = decay_factor(age, tau)
+        decay = 1.0 if tau is None else decay_factor(age, tau)
         reinforcement = 1.0 if cand.score == 0.0 else reinforcement_factor(cand.score, weight)
         episode = gains.get(cand.fact_id, 1.0)
         final = relevance * boost * episode * decay * reinforcement * cand.confidence
-        extra = boosts[cand.fact_id]
         if episode != 1.0:
-            extra["episode"] = episode
-        scored.append((not fusion.within(cand), final, cand.fact_id, cand, relevance, decay,
-                       reinforcement, age, extra))
-    scored.sort(key=lambda item: (item[0], -item[1], item[2]))
+            parts = {**parts, "episode": episode} if parts else {"episode": episode}
+        scored.append((not inside, -final, cand.fact_id, cand, relevance, decay,
+                       reinforcement, age, parts))
+    scored.sort(key=_ORDER)
     out: list[tuple[Candidate, HitTrace]] = []
-    for position, (_, final, _, cand, relevance, decay, reinforcement, age, extra) in enumerate(
-        scored[:limit], start=1
-    ):
+    for position, (_, minus_final, _, cand, relevance, decay, reinforcement, age, extra) \
+            in enumerate(scored[:limit], start=1):
         trace = HitTrace(
             bm25_rank=cand.bm25_rank,
             bm25=cand.bm25,
@@ -463,9 +476,9 @@ def rank_candidates(
             age_days=age / _DAY,
             reinforcement=reinforcement,
             confidence=cand.confidence,
-            final=final,
+            final=-minus_final,
             rank=position,
-            extra=extra,
+            extra=extra or {},
             ranked_at=now,
         )
         out.append((cand, trace))

@@ -78,13 +78,6 @@ class _Gathered:
     exhausted: bool
 
 
-def _candidate(row: FactRow, *, bm25_rank: int | None = None, bm25: float | None = None
-               ) -> Candidate:
-    return Candidate(fact_id=int(row["id"]), slot=row["slot"], updated_at=row["updated_at"],
-                     score=row["score"], confidence=row["confidence"],
-                     observed_at=row["observed_at"], bm25_rank=bm25_rank, bm25=bm25)
-
-
 @attrs.define
 class RankedSearch:
     """The ranked hits of one search, as long a list as asked for (see the module docstring).
@@ -155,7 +148,9 @@ class RankedSearch:
 def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int) -> _Gathered:
     backend, flt = core.backend, request.flt
     rows: dict[int, tuple[FactRow, bool]] = {}
-    by_id: dict[int, Candidate] = {}
+    # What each leg said of a fact: its 1-based rank and its score.
+    lexical: dict[int, tuple[int, float]] = {}
+    vector: dict[int, tuple[int, float]] = {}
     exhausted = True
     if plan.words:
         for archived in (False, True) if request.include_archive else (False,):
@@ -163,7 +158,7 @@ def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int
             exhausted = exhausted and len(leg) < depth
             for position, cand in enumerate(leg, start=1):
                 fid = int(cand.row["id"])
-                by_id[fid] = _candidate(cand.row, bm25_rank=position, bm25=cand.score)
+                lexical[fid] = (position, cand.score)
                 rows[fid] = (cand.row, archived)
     if plan.vector is not None and np.any(plan.vector):
         nearest = backend.vector_knn(plan.vector, flt, depth)
@@ -172,18 +167,27 @@ def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int
         missing = [fid for fid, _ in nearest if fid not in rows]
         for row in backend.rows_by_ids(missing, flt):
             rows[int(row["id"])] = (row, False)
-            by_id[int(row["id"])] = _candidate(row)
         for position, (fid, cosine) in enumerate(nearest, start=1):
-            if fid in by_id and not rows[fid][1]:
-                by_id[fid] = attrs.evolve(by_id[fid], vector_rank=position, cosine=cosine)
-    if plan.common and by_id:
+            if fid in rows and not rows[fid][1]:
+                vector[fid] = (position, cosine)
+    # Fact id -> whether its value opens with a common word, for those holding one.
+    leads: dict[int, bool] = {}
+    if plan.common and rows:
         common = set(stemmed_query(plan.common))  # the plan keeps the words, unstemmed
         for archived in (False, True) if request.include_archive else (False,):
             ids = [fid for fid, (_, moved) in rows.items() if moved == archived]
             for fid in backend.holding(plan.common, ids, archived=archived):
-                by_id[fid] = attrs.evolve(by_id[fid], holds_common=True,
-                                          leads_common=first_stem(rows[fid][0]["value"]) in common)
-    return _Gathered(depth, tuple(by_id.values()), rows, exhausted)
+                leads[fid] = first_stem(rows[fid][0]["value"]) in common
+    candidates = []
+    for fid, (row, _) in rows.items():
+        words, near = lexical.get(fid), vector.get(fid)
+        candidates.append(Candidate(
+            fact_id=fid, slot=row["slot"], updated_at=row["updated_at"], score=row["score"],
+            confidence=row["confidence"], observed_at=row["observed_at"],
+            bm25_rank=words[0] if words else None, bm25=words[1] if words else None,
+            vector_rank=near[0] if near else None, cosine=near[1] if near else None,
+            holds_common=fid in leads, leads_common=leads.get(fid, False)))
+    return _Gathered(depth, tuple(candidates), rows, exhausted)
 
 
 def _count_hidden(core: StoreCore, hits: list[Hit]) -> list[Hit]:

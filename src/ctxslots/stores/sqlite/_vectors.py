@@ -221,7 +221,7 @@ class VectorIndex:
         while True:
             nearest = copy.knn(vector, flt, want)
             ids = [f for f, _ in nearest]
-            passing = {int(r["id"]) for r in _rows.rows_by_ids(conn, ids, flt, False)}
+            passing = _rows.ids_passing(conn, ids, flt)
             kept = [(f, c) for f, c in nearest if f in passing]
             if len(kept) >= k or len(nearest) < want:
                 return kept[:k]
