@@ -38,10 +38,10 @@ __all__ = ["BELOW_CUT", "FILL_DEPTH", "MAX_FETCH", "RELAXED", "Gathered", "Wante
 #: Most facts a contributor asks the store for in one search.
 MAX_FETCH = 500
 #: Tokens one memory's line is guessed to cost at least, to size the first search:
-#: low, so that one search nearly always finds enough to fill the room (a search
-#: costs the same whatever its limit, a hit a few microseconds more; BENCHMARKS.md,
-#: "SQL statements per search and assembly").
-GUESS_TOKENS_PER_ITEM = 18
+#: low, so that one search nearly always finds enough to fill the room (a second
+#: search ranks and reads every candidate again; a hit costs a few microseconds
+#: more; BENCHMARKS.md, "A first search that fills the room").
+GUESS_TOKENS_PER_ITEM = 14
 #: Once its matches fall under the cut, a section reads at least this many (when
 #: there are) to order its fill by episode: reading 200 found less of a session's
 #: other facts, 500 hardly more (BENCHMARKS.md, "Fill in the order of episodes").
