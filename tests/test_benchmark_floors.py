@@ -6,9 +6,9 @@ other words or reads other rows would time less work than the store; these tests
 Every fact is written and searched at one moment, so decay orders nothing and the store's order
 is BM25's, as the floor's is. The floors leave out the lift of facts holding a query word common
 to much of the store (``RankingPolicy.common_word_boost`` and ``common_subject_boost``: one more
-statement when a message has such a word), so the stores here switch it off; the benchmarks time the store with it, the
-floors without. Some facts carry a context, so its weight counts, and some belong
-to another user or agent, so the owners' filter counts.
+statement when a message has such a word), so the stores here switch it off; the benchmarks
+time the store with it, the floors without. Some facts carry a context, so its weight counts,
+and some belong to another user or agent, so the owners' filter counts.
 """
 
 from __future__ import annotations

@@ -371,18 +371,18 @@ def _in_period(when: float, periods: Sequence[tuple[float, float]]) -> bool:
     return any(start <= when < end for start, end in periods)
 
 
-def _episode_gains(rated: Sequence[tuple[Candidate, float, float, bool, object]],
-                   weight: float) -> dict[int, float]:
+def _episode_gains(boosted: Iterable[tuple[Candidate, float]], weight: float
+                   ) -> dict[int, float]:
     """Fact id -> the factor by which its episode lifts a candidate's relevance
-    (after the period boost): ``1 + weight * best_other / own`` for candidates
-    within depth observed at the same moment as another one within depth, in an
-    episode holding at most :data:`EPISODE_MAX_SHARE` of them."""
+    (after the period boost): ``1 + weight * best_other / own`` for the ``boosted``
+    candidates (those within depth, with that relevance) observed at the same moment
+    as another of them, in an episode holding at most :data:`EPISODE_MAX_SHARE` of
+    them."""
     if not weight:
         return {}
     episodes: dict[float, list[tuple[int, float]]] = {}
-    for cand, relevance, boost, inside, _ in rated:
-        if inside:
-            episodes.setdefault(cand.time, []).append((cand.fact_id, relevance * boost))
+    for cand, value in boosted:
+        episodes.setdefault(cand.time, []).append((cand.fact_id, value))
     most = EPISODE_MAX_SHARE * sum(len(m) for m in episodes.values())
     gains: dict[int, float] = {}
     for members in episodes.values():
@@ -444,7 +444,9 @@ def rank_candidates(
         inside = fusion.within(cand)
         rated.append((cand, fusion.relevance(cand, inside),
                       math.prod(parts.values()) if parts else 1.0, inside, parts))
-    gains = _episode_gains(rated, policy.episode_weight)
+    gains = _episode_gains(((cand, relevance * boost)
+                            for cand, relevance, boost, inside, _ in rated if inside),
+                           policy.episode_weight)
     taus: dict[str, float | None] = {}
     weight = policy.reinforcement_weight
     # Sorted by the first three: found beyond depth, minus the final score, fact id.

@@ -80,4 +80,5 @@ def first_stem(text: str) -> str | None:
     """The stem of ``text``'s first word (``None`` when it has no word): the subject
     of most sentences a memory holds ("Nate likes...", a turn's "Caroline: ...")."""
     word = _WORD.search(text)
-    return stem_words([word.group()])[0] if word is not None else None
+    stems = stem_words([word.group()]) if word is not None else []
+    return stems[0] if stems else None

@@ -341,27 +341,31 @@ def important(conn: Connection, flt: FactFilter, limit: int) -> list[FactRow]:
 def rows_by_ids(conn: Connection, fact_ids: Sequence[int], flt: FactFilter, archived: bool
                 ) -> list[FactRow]:
     """The facts with these ids that pass ``flt``."""
-    cond, params = filter_clause(flt)
     table, read = ("archive", ARCHIVE_READ) if archived else ("facts", READ)
     out: list[FactRow] = []
-    for chunk in rows_in(fact_ids):
-        # NOT INDEXED: one rowid lookup per id, the filter checked on the row; the
-        # planner would otherwise seek (slot, scope, rowid) in an index first.
-        out += _rows(conn, f"SELECT {read} FROM {table} NOT INDEXED WHERE id IN "
-                     f"({marks(len(chunk))}) AND {cond}", (*chunk, *params))
+    for sql, params in _by_ids(read, table, fact_ids, flt):
+        out += _rows(conn, sql, params)
     return out
 
 
 def ids_passing(conn: Connection, fact_ids: Sequence[int], flt: FactFilter) -> set[int]:
     """Which of these facts (not archived) pass ``flt``: :func:`rows_by_ids` reading the
     ids alone."""
+    return {int(fid) for sql, params in _by_ids("id", "facts", fact_ids, flt)
+            for (fid,) in conn.execute(sql, params).fetchall()}
+
+
+def _by_ids(columns: str, table: str, fact_ids: Sequence[int], flt: FactFilter
+            ) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """The statements reading ``columns`` of the rows of ``table`` with these ids that
+    pass ``flt``, a chunk of ids each, with their parameters."""
     cond, params = filter_clause(flt)
-    out: set[int] = set()
     for chunk in rows_in(fact_ids):
-        out.update(int(fid) for (fid,) in conn.execute(
-            f"SELECT id FROM facts NOT INDEXED WHERE id IN ({marks(len(chunk))}) AND {cond}",
-            (*chunk, *params)).fetchall())
-    return out
+        # NOT INDEXED: one rowid lookup per id, the filter checked on the row; the
+        # planner would otherwise seek (slot, scope, rowid) in an index first.
+        sql = f"SELECT {columns} FROM {table} NOT INDEXED WHERE id IN ({marks(len(chunk))}) " \
+              f"AND {cond}"
+        yield sql, (*chunk, *params)
 
 
 def neighbours(conn: Connection, row: FactRow, flt: FactFilter, before: int, after: int
