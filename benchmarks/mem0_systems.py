@@ -86,10 +86,12 @@ class KnownEmbedder:
 
 class Ctxslots:
     """ctxslots' FactStore with the model (or words only), and a twin store whose embedder
-    knows the questions' vectors (opened on the same file once loaded)."""
+    knows the questions' vectors (opened on the same file once loaded); with ``reuse`` the
+    folder may hold the store a run before built."""
 
-    def __init__(self, folder: Path, model: str | None, known: Known) -> None:
-        folder.mkdir(parents=True)
+    def __init__(self, folder: Path, model: str | None, known: Known, *,
+                 reuse: bool = False) -> None:
+        folder.mkdir(parents=True, exist_ok=reuse)
         self.folder = folder
         self.path = folder / "memory.db"
         self.known = known
@@ -114,6 +116,10 @@ class Ctxslots:
             with self.store.batch():
                 for text in texts[start:start + LOAD_BATCH]:
                     self.store.add("agent", text)
+        self.ready()
+
+    def ready(self) -> None:
+        """Wait for the vectors; load the copies in memory and open the twin store."""
         self.store.wait_for_vectors()
         if self.embeds:
             self.store.load_vector_cache()
