@@ -33,6 +33,40 @@ def test_upsert_replaces_by_key_and_keeps_history(store, clock):
     assert 1 == store.stats()["facts"]
 
 
+def test_a_write_returns_the_fact_as_a_read_finds_it(store, clock):
+    """What add, upsert and update return (built from what they wrote, not read back) is
+    the fact a read returns: new, replaced, the same value again, new tags, an edit."""
+
+    def as_read(fact):
+        assert store.get(fact.id) == fact
+        return fact
+
+    first = as_read(store.upsert("user", "editor", "The user edits code in Helix.",
+                                 tags=["tools"], context="Which editor do you use?",
+                                 user="ada"))
+    as_read(store.upsert("agent", "style", "Answer in short bullet points.", agent="helper",
+                         scope="atlas"))
+    note = as_read(store.add("project", "Deploys go out on Tuesdays.", scope="atlas",
+                             source="notes", confidence=0.7, observed_at=clock() - 86_400))
+    clock.advance(seconds=3_600)
+    replaced = as_read(store.upsert("user", "editor", "The user edits code in Neovim.",
+                                    user="ada"))
+    as_read(store.upsert("user", "editor", "The user edits code in Neovim.",
+                         tags=["tools", "vim"], confidence=0.5, user="ada"))
+    as_read(store.upsert("user", "editor", "The user edits code in Neovim.",
+                         expires_at=clock() + 30 * 86_400, user="ada"))
+    clock.advance(seconds=3_600)
+    edited = as_read(store.update(note.id, value="Deploys go out on Wednesdays.",
+                                  tags=["release"]))
+
+    assert first.id == replaced.id and edited.value == "Deploys go out on Wednesdays."
+    # The stems were made from the new texts: the new values are found, the old are not.
+    assert [first.id] == [h.fact.id for h in store.search("neovim", user="ada")]
+    assert [] == store.search("helix", user="ada")
+    assert [note.id] == [h.fact.id for h in store.search("wednesdays", scope="atlas")]
+    assert [] == store.search("tuesdays", scope="atlas")
+
+
 def test_same_value_again_adds_no_history(store):
     """Writing an unchanged value refreshes it without a history entry."""
     fact = store.upsert("user", "name", "The user is Ada.")

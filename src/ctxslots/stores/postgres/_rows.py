@@ -212,8 +212,10 @@ def update(conn: Conn, fact_id: int, fields: Mapping[str, Any]) -> None:
     if not fields:
         return
     if not _STEMMED.isdisjoint(fields):
-        found = conn.execute("SELECT key, value, tags, context FROM facts WHERE id = %s",
-                             (int(fact_id),)).fetchone()
+        # Fields holding every text the stems are made of need no read.
+        found = tuple(fields[c] for c in STEMMED) if _STEMMED <= fields.keys() else \
+            conn.execute("SELECT key, value, tags, context FROM facts WHERE id = %s",
+                         (int(fact_id),)).fetchone()
         if found is not None:
             texts = {**dict(zip(STEMMED, found)), **fields}
             fields = {**fields, **dict(zip(STEM_COLUMNS, stems_of(

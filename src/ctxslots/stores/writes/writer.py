@@ -218,7 +218,8 @@ class Writer:
             "context": row["context"]}
         fact_id = self.backend.insert(full)
         self.queue_vector(fact_id, full)
-        return self.fetch(fact_id)
+        # What was written is what a read would return: no statement to read it back.
+        return Fact.from_row({**full, "id": fact_id})
 
     def rewrite(self, prev: Row, row: dict[str, Any], now: float) -> Fact:
         """Replace a stored fact's fields, keeping the old value in history."""
@@ -230,8 +231,10 @@ class Writer:
                 value=prev["value"], tags=prev["tags"], source=prev["source"],
                 confidence=float(prev["confidence"]), valid_from=float(prev["updated_at"]),
                 valid_to=now)])
-        fields = {"value": row["value"], "tags": row["tags"], "source": row["source"],
-                  "confidence": row["confidence"], "updated_at": now,
+        # The key (unchanged) goes with the other texts the stems are made of, so the
+        # engine need not read them back to stem them.
+        fields = {"key": prev["key"], "value": row["value"], "tags": row["tags"],
+                  "source": row["source"], "confidence": row["confidence"], "updated_at": now,
                   "expires_at": row["expires_at"], "context": row.get("context"),
                   "observed_at": row.get("observed_at", prev["observed_at"])}
         if changed:  # a new value is no longer the near-duplicate it was marked as
@@ -240,7 +243,7 @@ class Writer:
         if changed:
             self.vectors.replaced(int(prev["id"]))
             self.queue_vector(int(prev["id"]), prev | {"value": row["value"]})
-        return self.fetch(int(prev["id"]))
+        return Fact.from_row({**prev, **fields})
 
     def adjust_score(self, fact_id: int, delta: float, partners: Iterable[int],
                      visible: FactFilter | None = None) -> Fact:
@@ -274,13 +277,6 @@ class Writer:
             if self._pending:
                 self._pending.pop(fact_id, None)
         return Fact.from_row(row, archived=True)
-
-    def fetch(self, fact_id: int) -> Fact:
-        """The fact as stored now."""
-        row = self.backend.get(fact_id)
-        if row is None:
-            raise FactNotFoundError(fact_id)
-        return Fact.from_row(row)
 
     def touch(self, fact_ids: list[int], now: float) -> int:
         """Count an access of each fact: queued for the background writer when
