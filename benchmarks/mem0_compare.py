@@ -64,6 +64,7 @@ import argparse
 import importlib.metadata
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,12 +106,12 @@ def mem0_version() -> str | None:
     return importlib.metadata.version("mem0ai")
 
 
-def _folder(n: int, keep: Path | None, stack: ExitStack) -> tuple[Path, bool]:
+def _folder(n: int, model: str, keep: Path | None, stack: ExitStack) -> tuple[Path, bool]:
     """Where one size's systems live, and whether a run before built them there: a temporary
-    folder, or ``keep/n`` (a build that did not finish is started again)."""
+    folder, or ``keep/N-MODEL`` (a build that did not finish is started again)."""
     if keep is None:
         return Path(stack.enter_context(tempfile.TemporaryDirectory())), False
-    folder = keep / str(n)
+    folder = keep / f"{n}-{re.sub(r'[^A-Za-z0-9.]+', '-', model)}"
     if (folder / BUILT).is_file():
         return folder, True
     shutil.rmtree(folder, ignore_errors=True)
@@ -237,7 +238,7 @@ def measure(n: int, args: argparse.Namespace, version: str | None, model: Any) -
     known = Known(model, questions)
     writes_n = min(args.writes, n)
     with ExitStack() as stack:
-        folder, built = _folder(n, args.keep, stack)
+        folder, built = _folder(n, args.model, args.keep, stack)
         systems: dict[str, Any] = {
             "ctxslots": Ctxslots(folder / "minilm", args.model, known, reuse=built),
             "ctxslots, words only": Ctxslots(folder / "words", None, known, reuse=built),
@@ -288,9 +289,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads for every system")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     parser.add_argument("--keep", type=Path, metavar="DIR",
-                        help="build each size's stores in DIR/SIZE and keep them; a later run "
-                             "with the same DIR searches them without building again (no "
-                             "write figures then; ctxslots alone)")
+                        help="build each size's stores in DIR/SIZE-MODEL and keep them; a "
+                             "later run with the same DIR and model searches them without "
+                             "building again (no write figures then; ctxslots alone)")
     args = parser.parse_args()
     import torch
 

@@ -212,12 +212,12 @@ def update(conn: Conn, fact_id: int, fields: Mapping[str, Any]) -> None:
     if not fields:
         return
     if not _STEMMED.isdisjoint(fields):
-        # Fields holding every text the stems are made of need no read.
-        found = tuple(fields[c] for c in STEMMED) if _STEMMED <= fields.keys() else \
-            conn.execute("SELECT key, value, tags, context FROM facts WHERE id = %s",
-                         (int(fact_id),)).fetchone()
-        if found is not None:
-            texts = {**dict(zip(STEMMED, found)), **fields}
+        texts: Mapping[str, Any] | None = fields
+        if not _STEMMED <= fields.keys():  # the texts not given are read to stem the fact
+            found = conn.execute("SELECT key, value, tags, context FROM facts WHERE id = %s",
+                                 (int(fact_id),)).fetchone()
+            texts = {**dict(zip(STEMMED, found)), **fields} if found is not None else None
+        if texts is not None:
             fields = {**fields, **dict(zip(STEM_COLUMNS, stems_of(
                 texts["key"], texts["value"], texts["tags"], texts["context"])))}
     names = list(fields)

@@ -209,12 +209,12 @@ def update(conn: Connection, fact_id: int, fields: Mapping[str, Any]) -> None:
     if unknown:
         raise ValueError(f"not fact columns: {sorted(unknown)}")
     if fields and not STEMMED_SET.isdisjoint(fields):
-        # Fields holding every text the stems are made of need no read.
-        found = [tuple(fields[c] for c in STEMMED)] if STEMMED_SET <= fields.keys() else \
-            conn.execute("SELECT key, value, tags, context FROM facts WHERE id = ?",
-                         (fact_id,)).fetchall()
-        if found:
-            texts = {**dict(zip(STEMMED, found[0])), **fields}
+        texts: Mapping[str, Any] | None = fields
+        if not STEMMED_SET <= fields.keys():  # the texts not given are read to stem the fact
+            found = conn.execute("SELECT key, value, tags, context FROM facts WHERE id = ?",
+                                 (fact_id,)).fetchall()
+            texts = {**dict(zip(STEMMED, found[0])), **fields} if found else None
+        if texts is not None:
             fields = {**fields, **dict(zip(STEM_COLUMNS, stems_of(
                 texts["key"], texts["value"], texts["tags"], texts["context"])))}
     if fields:
