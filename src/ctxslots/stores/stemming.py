@@ -19,11 +19,17 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-__all__ = ["STEMMER", "first_stem", "stem_text", "stem_words", "stemmed_query"]
+__all__ = ["STEMMED", "STEMMER", "STEM_COLUMNS", "first_stem", "stem_text", "stem_words",
+           "stemmed_query", "stems_of", "with_stems"]
 
 _WORD = re.compile(r"[^\W_]+")
+#: The fact columns whose words are indexed: a change to any of them changes the stems.
+STEMMED = ("key", "value", "tags", "context")
+#: The stored columns both engines index, made from :data:`STEMMED` by :func:`stems_of`.
+STEM_COLUMNS = ("stems", "context_stems")
 
 
 def _load() -> tuple[str, Callable[[list[str]], list[str]]]:
@@ -82,3 +88,27 @@ def first_stem(text: str) -> str | None:
     word = _WORD.search(text)
     stems = stem_words([word.group()]) if word is not None else []
     return stems[0] if stems else None
+
+
+def stems_of(key: str | None, value: str, tags: str, context: str | None
+             ) -> tuple[str, str | None]:
+    """The ``stems`` and ``context_stems`` columns of a fact with these texts."""
+    return stem_text(key, value, tags), None if context is None else stem_text(context)
+
+
+def with_stems(fields: Mapping[str, Any], stored: Callable[[], Sequence[Any] | None]
+               ) -> Mapping[str, Any]:
+    """An update's ``fields`` with the stems they change: made from the fields' texts,
+    the ones they leave out taken from ``stored()`` (the row's :data:`STEMMED`
+    columns, ``None`` when it has no row: the fields are then returned as they are).
+    Fields that change no text of :data:`STEMMED` are returned as they are."""
+    if not fields.keys() & STEMMED:
+        return fields
+    texts: Mapping[str, Any] = fields
+    if not fields.keys() >= set(STEMMED):
+        found = stored()
+        if found is None:
+            return fields
+        texts = {**dict(zip(STEMMED, found, strict=True)), **fields}
+    return {**fields, **dict(zip(STEM_COLUMNS, stems_of(
+        texts["key"], texts["value"], texts["tags"], texts["context"]), strict=True))}

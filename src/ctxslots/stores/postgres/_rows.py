@@ -24,7 +24,8 @@ from ..backend import (
     HistoryEntry,
     Row,
 )
-from ._schema import NAME_LOCK_CLASS, STEM_COLUMNS, STEMMED, stems_of
+from ..stemming import with_stems
+from ._schema import NAME_LOCK_CLASS, STEM_COLUMNS, stems_of
 from ._sql import ARCHIVE_COLUMNS, COLUMNS, Conn, filter_clause, id_list, live_clause
 
 __all__ = [
@@ -46,8 +47,6 @@ _INSERTED = (*(c for c in FACT_COLUMNS if c != "id"), *STEM_COLUMNS)
 #: The last id the sequence handed out (0 before the first).
 _LAST_ID = "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM fact_ids"
 _cursor_numbers = itertools.count(1)
-#: A change to any of these columns makes the fact's stems again.
-_STEMMED = frozenset(STEMMED)
 _HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, valid_from, valid_to")
 
 
@@ -211,15 +210,8 @@ def update(conn: Conn, fact_id: int, fields: Mapping[str, Any]) -> None:
         raise ValueError(f"not fact columns that can be set: {', '.join(sorted(unknown))}")
     if not fields:
         return
-    if not _STEMMED.isdisjoint(fields):
-        texts: Mapping[str, Any] | None = fields
-        if not _STEMMED <= fields.keys():  # the texts not given are read to stem the fact
-            found = conn.execute("SELECT key, value, tags, context FROM facts WHERE id = %s",
-                                 (int(fact_id),)).fetchone()
-            texts = {**dict(zip(STEMMED, found)), **fields} if found is not None else None
-        if texts is not None:
-            fields = {**fields, **dict(zip(STEM_COLUMNS, stems_of(
-                texts["key"], texts["value"], texts["tags"], texts["context"])))}
+    fields = with_stems(fields, lambda: conn.execute(
+        "SELECT key, value, tags, context FROM facts WHERE id = %s", (int(fact_id),)).fetchone())
     names = list(fields)
     assignments = ", ".join(f"{name} = %s" for name in names)
     conn.execute(f"UPDATE facts SET {assignments} WHERE id = %s",

@@ -24,7 +24,7 @@ from psycopg import errors as pgerrors
 
 from ...errors import StoreError
 from ..owners import DEFAULT_AGENT, DEFAULT_USER
-from ..stemming import stem_text
+from ..stemming import STEM_COLUMNS, STEMMED, stems_of
 from ._sql import relation_exists
 
 __all__ = [
@@ -33,6 +33,8 @@ __all__ = [
     "NAME_LOCK_CLASS",
     "OWNER_TERM",
     "SCHEMA_VERSION",
+    "STEMMED",
+    "STEM_COLUMNS",
     "TS_CONFIG",
     "migrate",
     "schema_version",
@@ -288,16 +290,6 @@ def m004_owners(conn: psycopg.Connection[Any]) -> None:
         conn.execute(OWNERS_VECTOR_INDEX)
 
 
-def stems_of(key: str | None, value: str, tags: str, context: str | None
-             ) -> tuple[str, str | None]:
-    """The ``stems`` and ``context_stems`` columns of a fact with these texts."""
-    return stem_text(key, value, tags), None if context is None else stem_text(context)
-
-
-#: The fact columns whose words are indexed: a change to any of them changes the stems.
-STEMMED = ("key", "value", "tags", "context")
-#: The stored columns the tsvectors are made from (see :func:`stems_of`).
-STEM_COLUMNS = ("stems", "context_stems")
 #: Rows stemmed per statement while ``m005`` fills the stems.
 _FILL_BATCH = 5000
 

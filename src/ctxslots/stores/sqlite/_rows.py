@@ -27,15 +27,15 @@ from ..backend import (
     HistoryEntry,
     rows_in,
 )
+from ..stemming import with_stems
 from ._connection import Connection
-from ._schema import IMPORTANCE, IMPORTANT_WHERE, STEMMED, stems_of
+from ._schema import IMPORTANCE, IMPORTANT_WHERE
 from ._sql import (
     ARCHIVE_READ,
     COPIED,
     COPY,
     INSERTED,
     READ,
-    STEM_COLUMNS,
     WRITABLE,
     filter_clause,
     insert_values,
@@ -50,8 +50,6 @@ __all__ = [
     "superseded_links", "taken_ids", "touch", "update",
 ]
 
-#: A change to any of these columns makes the fact's stems again.
-STEMMED_SET = frozenset(STEMMED)
 _HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, "
             "valid_from, valid_to")
 #: Items per lookup statement (each binds seven parameters).
@@ -208,15 +206,8 @@ def update(conn: Connection, fact_id: int, fields: Mapping[str, Any]) -> None:
     unknown = set(fields) - WRITABLE
     if unknown:
         raise ValueError(f"not fact columns: {sorted(unknown)}")
-    if fields and not STEMMED_SET.isdisjoint(fields):
-        texts: Mapping[str, Any] | None = fields
-        if not STEMMED_SET <= fields.keys():  # the texts not given are read to stem the fact
-            found = conn.execute("SELECT key, value, tags, context FROM facts WHERE id = ?",
-                                 (fact_id,)).fetchall()
-            texts = {**dict(zip(STEMMED, found[0])), **fields} if found else None
-        if texts is not None:
-            fields = {**fields, **dict(zip(STEM_COLUMNS, stems_of(
-                texts["key"], texts["value"], texts["tags"], texts["context"])))}
+    fields = with_stems(fields, lambda: conn.execute(
+        "SELECT key, value, tags, context FROM facts WHERE id = ?", (fact_id,)).fetchone())
     if fields:
         sets = ", ".join(f"{name} = ?" for name in fields)
         conn.execute(f"UPDATE facts SET {sets} WHERE id = ?", (*fields.values(), fact_id))

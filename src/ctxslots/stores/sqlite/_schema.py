@@ -8,7 +8,7 @@ derived from the facts from these definitions.
 from __future__ import annotations
 
 from ..backend import CONTEXT_WEIGHT
-from ..stemming import stem_text
+from ..stemming import STEMMED, stems_of
 
 __all__ = ["FTS_COLUMNS", "FTS_TOKENIZE", "IMPORTANCE", "IMPORTANT_INDEX", "IMPORTANT_WHERE",
            "INDEXES", "LOG_TRIGGERS", "OWNER_TERM", "STEMMED", "VALUE_INDEXES", "derived_objects",
@@ -36,16 +36,6 @@ _OWNER_COLUMNS = ("user_id", "agent_id", "scope")
 #: and tags, those of its context (``m013``; see :func:`stems_of`) and its owner
 #: term (``m014``).
 FTS_COLUMNS = ("stems", "context_stems", "owner_term")
-#: The fact columns whose words are indexed: a change to any of them changes the stems.
-STEMMED = ("key", "value", "tags", "context")
-
-
-def stems_of(key: str | None, value: str, tags: str, context: str | None
-             ) -> tuple[str, str | None]:
-    """The ``stems`` and ``context_stems`` columns of a fact with these texts."""
-    return stem_text(key, value, tags), None if context is None else stem_text(context)
-
-
 def owner_term(user_id: str, agent_id: str, scope: str) -> str:
     """The word :data:`OWNER_TERM` holds for a fact of these stored owners, as the
     index keeps it (FTS5 folds the hex digits to lower case)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backend import FACT_COLUMNS, FactFields, FactFilter
-from ._schema import stems_of
+from ..stemming import STEM_COLUMNS, stems_of
 
 __all__ = [
     "ARCHIVE_READ",
@@ -29,8 +29,6 @@ _OBSERVED = "coalesce(observed_at, created_at)"
 READ = COLUMNS.replace("observed_at", f"{_OBSERVED} AS observed_at")
 #: The columns of an archived fact, to read.
 ARCHIVE_READ = READ + ", archived_at, reason"
-#: The stored columns a fact's words are indexed from (see :func:`._schema.stems_of`).
-STEM_COLUMNS = ("stems", "context_stems")
 #: The fact columns to copy into another table (the archive), their stems included.
 COPY = COLUMNS.replace("observed_at", _OBSERVED) + ", " + ", ".join(STEM_COLUMNS)
 #: The columns :data:`COPY` writes into.
