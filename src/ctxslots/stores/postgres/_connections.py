@@ -1,5 +1,10 @@
 """Borrowing connections, and coming back promptly after the server was away.
 
+A connection taken from the pool is asked whether it still answers only when the
+server has sent it something while it sat idle: a server that stops or restarts, or
+ends the session, says so on each connection before closing it, while a healthy idle
+connection receives nothing. So the usual borrow costs no round trip.
+
 A pool left to itself reconnects with a backoff that doubles up to minutes, so
 calls kept failing long after a restarted server answered again, each waiting
 the whole pool timeout and then advising a larger pool. Here a connection found
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -54,6 +60,24 @@ def connection_lost(exc: BaseException, conn: psycopg.Connection[Any] | None = N
         return False
     state = exc.sqlstate
     return state is None or state.startswith("08") or state in _LOST_STATES
+
+
+def _quiet(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn`` is idle, open, and the server has sent it nothing since its last
+    reply (nothing to read on its socket): then it answers as well as a ping would say."""
+    if conn.closed or conn.broken \
+            or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    try:
+        fd = conn.fileno()
+    except psycopg.Error:
+        return False
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)  # errors and hang-ups are always reported
+    readable, _, failed = select.select([fd], [], [fd], 0)
+    return not readable and not failed
 
 
 @attrs.define
@@ -131,6 +155,8 @@ class Connections:
                 conn = pool.getconn(timeout=max(0.0, self.timeout - _FIRST_WAIT))
             except PoolTimeout as exc:
                 raise self._timed_out(exc) from None
+        if _quiet(conn):
+            return conn
         try:
             ConnectionPool.check_connection(conn)
         except psycopg.Error:
