@@ -33,6 +33,39 @@ def test_upsert_replaces_by_key_and_keeps_history(store, clock):
     assert 1 == store.stats()["facts"]
 
 
+def test_a_key_read_in_a_batch_sees_what_the_batch_changed(store, clock):
+    """Inside one batch, reading a key right after its fact changed (by id, by the same
+    key, in a nested batch that failed, forgotten, or expired by the clock) gives what a
+    read after the batch would: a read never answers from before a change."""
+    def city() -> str | None:
+        found = store.get_by_key("user", "city", user="ada")
+        return None if found is None else found.value
+
+    kept = store.upsert("user", "city", "Ada lives in Lyon.", user="ada",
+                        expires_at=clock() + 3600)
+    with store.batch():
+        assert city() == "Ada lives in Lyon."
+        store.update(kept.id, value="Ada lives in Nice.")
+        assert city() == "Ada lives in Nice."
+        store.upsert("user", "city", "Ada lives in Rome.", user="ada",
+                     expires_at=clock() + 3600)
+        assert city() == "Ada lives in Rome."
+        with pytest.raises(RuntimeError), store.batch():
+            assert city() == "Ada lives in Rome."
+            store.upsert("user", "city", "Ada lives in Oslo.", user="ada",
+                         expires_at=clock() + 3600)
+            assert city() == "Ada lives in Oslo."
+            raise RuntimeError("the flush failed")
+        assert city() == "Ada lives in Rome."
+        clock.advance(seconds=7200)
+        assert city() is None
+        assert store.upsert("user", "city", "Ada lives in Bern.", user="ada").id == kept.id
+        assert city() == "Ada lives in Bern."
+        store.forget(kept.id)
+        assert city() is None
+    assert city() is None
+
+
 def test_a_write_returns_the_fact_as_a_read_finds_it(store, clock):
     """What add, upsert and update return (built from what they wrote, not read back) is
     the fact a read returns: new, replaced, the same value again, new tags, an edit."""

@@ -170,3 +170,26 @@ def test_every_call_on_a_closed_store_is_a_store_closed_error(location, call):
         CALLS[call](store, fact.id)
     with FactStore(location) as again:
         assert ["Written before close."] == [f.value for f in again.facts()]
+
+
+def test_a_key_a_failed_nested_batch_read_is_reserved_again(short_wait, pg_url):
+    """On PostgreSQL a batch reserves each key it reads once, and a nested batch that
+    fails gives back what it reserved (its savepoint is rolled back): the key read again
+    is reserved again, so another writer of that new key waits for the batch."""
+    with FactStore(pg_url) as store, FactStore(pg_url) as other:
+        with store.batch():
+            with pytest.raises(RuntimeError), store.batch():
+                assert store.get_by_key("user", "city", user="ada") is None
+                raise RuntimeError("the flush failed")
+            assert store.get_by_key("user", "city", user="ada") is None
+            with pytest.raises(StoreBusyError):
+                other.upsert("user", "city", "Ada lives in Nice.", user="ada")
+            # Reserved in a nested batch that lands: held until the outer batch ends.
+            with store.batch():
+                assert store.get_by_key("user", "town", user="ada") is None
+            with pytest.raises(StoreBusyError):
+                other.upsert("user", "town", "Ada grew up in Arles.", user="ada")
+            store.upsert("user", "city", "Ada lives in Lyon.", user="ada")
+            store.upsert("user", "town", "Ada grew up in Sète.", user="ada")
+        assert other.get_by_key("user", "city", user="ada").value == "Ada lives in Lyon."
+        assert other.get_by_key("user", "town", user="ada").value == "Ada grew up in Sète."

@@ -139,7 +139,7 @@ class PostgresBackend:
         """A store-wide setting (reserved until the transaction ends, inside one)."""
         with self._session.conn() as conn:
             if self._session.writing:
-                _rows.reserve_name(conn, "meta", name)
+                self._session.reserve(conn, "meta", name)
             return _meta.get_meta(conn, name)
 
     def set_meta(self, name: str, value: str) -> None:
@@ -162,9 +162,23 @@ class PostgresBackend:
     def get_by_key(self, slot: str, scope: str, key: str, *, user_id: str, agent_id: str,
                    live_at: float | None = None) -> Row | None:
         """The fact with this slot, owners and key (the key reserved, inside a transaction)."""
-        with self._session.conn() as conn:
-            return _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, live_at,
-                                    lock=self._session.writing)
+        session, name = self._session, ("key", slot, scope, user_id, agent_id, key)
+        if session.writing:
+            # A flush reads a key, then writes it: the write's own read is the same row.
+            row = session.recall_read(name)
+            if row is not None:
+                return row if live_at is None or _rows.live_at(row, live_at) else None
+        with session.conn() as conn:
+            writing = session.writing
+            if writing:
+                # A separate statement: the SELECT after it takes a snapshot that sees
+                # what the writer we waited for committed.
+                session.reserve(conn, *name)
+            row = _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, live_at,
+                                   lock=writing)
+            if writing and row is not None:  # the one row with this key, live or not
+                session.remember_read(name, row)
+            return row
 
     def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
                   agent_id: str, archived: bool = False, live_at: float | None = None

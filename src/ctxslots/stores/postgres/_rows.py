@@ -86,16 +86,19 @@ def get_archived(conn: Conn, fact_id: int) -> Row | None:
 
 def get_by_key(conn: Conn, slot: str, scope: str, user_id: str, agent_id: str, key: str,
                live_at: float | None, *, lock: bool) -> Row | None:
-    """The fact with this slot, owners and key; with ``lock`` the key is reserved first."""
-    if lock:
-        # A separate statement: the SELECT after it takes a snapshot that sees
-        # what the writer we waited for committed.
-        reserve_name(conn, "key", slot, scope, user_id, agent_id, key)
+    """The fact with this slot, owners and key; with ``lock`` its row is locked (the
+    caller reserved the key first, see :func:`reserve_name`)."""
     live, params = live_clause(live_at)
     return _one(conn, f"SELECT {COLUMNS} FROM facts f WHERE scope = %s AND user_id = %s "
                       f"AND agent_id = %s AND slot = %s AND key = %s AND {live}"
                       f"{' FOR UPDATE' if lock else ''}",
                 (scope, user_id, agent_id, slot, key, *params))
+
+
+def live_at(row: Row, moment: float) -> bool:
+    """Whether ``row`` is live at ``moment`` (what :func:`live_clause` asks in SQL)."""
+    expires = row["expires_at"]
+    return expires is None or float(expires) > moment
 
 
 def find_same(conn: Conn, slot: str, scope: str, user_id: str, agent_id: str, key: str | None,

@@ -12,17 +12,24 @@ import attrs
 import psycopg
 
 from ...errors import StoreClosedError, StoreError
+from ..backend import FactRow
 from ._connections import Connections
 from ._errors import store_error
+from ._rows import reserve_name
 
 __all__ = ["Session"]
 
 
 class _Held(threading.local):
-    """The connection this thread holds for a transaction or a snapshot."""
+    """The connection this thread holds for a transaction or a snapshot, and the names
+    its transaction holds advisory locks on (each with the depth of the savepoint that
+    took it: a savepoint rolled back releases what it took)."""
 
     conn: psycopg.Connection[Any] | None = None
     writing: int = 0
+    reserved: dict[tuple[str, ...], int] | None = None
+    #: The row of the name last read under lock, until the next statement.
+    last_read: tuple[tuple[str, ...], FactRow] | None = None
 
 
 @attrs.define
@@ -45,6 +52,40 @@ class Session:
         """Whether this thread is inside a :meth:`transaction` block (its reads lock)."""
         return self._held.writing > 0
 
+    def reserve(self, conn: psycopg.Connection[Any], kind: str, *parts: str) -> None:
+        """Hold the transaction's advisory lock on a name (a fact key, a setting), taken
+        once a transaction: a flush reads a key and then writes it, and both reserve it."""
+        held, name = self._held, (kind, *parts)
+        if held.reserved is None:
+            held.reserved = {}
+        if name not in held.reserved:
+            reserve_name(conn, kind, *parts)
+            held.reserved[name] = held.writing
+
+    def remember_read(self, name: tuple[str, ...], row: FactRow) -> None:
+        """Keep the row just read under lock by the reserved ``name``: until this
+        transaction runs another statement or leaves a savepoint, nothing can change it
+        (the reservation and the row lock keep other writers out)."""
+        self._held.last_read = (name, row.copy())
+
+    def recall_read(self, name: tuple[str, ...]) -> FactRow | None:
+        """The row :meth:`remember_read` kept for ``name``, if nothing ran since."""
+        last = self._held.last_read
+        return last[1].copy() if last is not None and last[0] == name else None
+
+    def _leave_savepoint(self, rolled_back: bool) -> None:
+        """What the savepoint just left took: released with it, or now its parent's."""
+        held = self._held
+        held.last_read = None
+        if not held.reserved:
+            return
+        taken = [name for name, depth in held.reserved.items() if depth > held.writing]
+        for name in taken:
+            if rolled_back:
+                del held.reserved[name]
+            else:
+                held.reserved[name] = held.writing
+
     def open_pool(self) -> Connections:
         """The pool, or :class:`StoreClosedError` once closed."""
         if self.pool is None:
@@ -58,6 +99,7 @@ class Session:
         try:
             held = self._held.conn
             if held is not None:
+                self._held.last_read = None  # a statement that may change it
                 yield held
                 return
             with self.open_pool().borrow() as conn:
@@ -90,21 +132,24 @@ class Session:
             try:
                 with held.conn.transaction():
                     held.writing += 1
+                    rolled_back = True  # until the block ends without an exception
                     try:
                         yield
+                        rolled_back = False
                     finally:
                         held.writing -= 1
+                        self._leave_savepoint(rolled_back)
             except psycopg.Error as exc:
                 raise store_error(exc, self.location) from exc
             return
         try:
             with self.open_pool().borrow() as conn:
-                held.conn, held.writing = conn, 1
+                held.conn, held.writing, held.reserved = conn, 1, {}
                 try:
                     with conn.transaction():
                         yield
                 finally:
-                    held.conn, held.writing = None, 0
+                    held.conn, held.writing, held.reserved, held.last_read = None, 0, None, None
         except psycopg.Error as exc:
             raise store_error(exc, self.location) from exc
 
