@@ -35,6 +35,7 @@ def _traced_borrow(connections: Connections, conn: psycopg.Connection, trace: Pa
 
 def test_an_idle_connection_the_server_said_nothing_to_is_lent_without_a_round_trip(
         pg_url, tmp_path):
+    """Lent again after a query, a healthy connection sends and reads nothing on the way."""
     connections = _pool(pg_url)
     try:
         with connections.borrow() as conn:
@@ -55,6 +56,8 @@ def test_an_idle_connection_the_server_said_nothing_to_is_lent_without_a_round_t
 
 
 def test_a_connection_whose_session_the_server_ended_is_replaced(pg_url, tmp_path):
+    """The server ended the pooled connection's session while it sat idle: the borrow reads
+    why, and lends a connection to a new server process instead."""
     connections = _pool(pg_url)
     try:
         with connections.borrow() as conn:
