@@ -163,13 +163,13 @@ class PostgresBackend:
                    live_at: float | None = None) -> Row | None:
         """The fact with this slot, owners and key (the key reserved, inside a transaction)."""
         session, name = self._session, ("key", slot, scope, user_id, agent_id, key)
-        if session.writing:
+        writing = session.writing
+        if writing:
             # A flush reads a key, then writes it: the write's own read is the same row.
             row = session.recall_read(name)
             if row is not None:
-                return row if live_at is None or _rows.live_at(row, live_at) else None
+                return row if live_at is None or _rows.is_live(row, live_at) else None
         with session.conn() as conn:
-            writing = session.writing
             if writing:
                 # A separate statement: the SELECT after it takes a snapshot that sees
                 # what the writer we waited for committed.

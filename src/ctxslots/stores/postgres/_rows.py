@@ -24,8 +24,8 @@ from ..backend import (
     HistoryEntry,
     Row,
 )
-from ..stemming import with_stems
-from ._schema import NAME_LOCK_CLASS, STEM_COLUMNS, stems_of
+from ..stemming import STEM_COLUMNS, stems_of, with_stems
+from ._schema import NAME_LOCK_CLASS
 from ._sql import ARCHIVE_COLUMNS, COLUMNS, Conn, filter_clause, id_list, live_clause
 
 __all__ = [
@@ -95,7 +95,7 @@ def get_by_key(conn: Conn, slot: str, scope: str, user_id: str, agent_id: str, k
                 (scope, user_id, agent_id, slot, key, *params))
 
 
-def live_at(row: Row, moment: float) -> bool:
+def is_live(row: Row, moment: float) -> bool:
     """Whether ``row`` is live at ``moment`` (what :func:`live_clause` asks in SQL)."""
     expires = row["expires_at"]
     return expires is None or float(expires) > moment

@@ -24,7 +24,7 @@ from psycopg import errors as pgerrors
 
 from ...errors import StoreError
 from ..owners import DEFAULT_AGENT, DEFAULT_USER
-from ..stemming import STEM_COLUMNS, STEMMED, stems_of
+from ..stemming import stems_of
 from ._sql import relation_exists
 
 __all__ = [
@@ -33,12 +33,9 @@ __all__ = [
     "NAME_LOCK_CLASS",
     "OWNER_TERM",
     "SCHEMA_VERSION",
-    "STEMMED",
-    "STEM_COLUMNS",
     "TS_CONFIG",
     "migrate",
     "schema_version",
-    "stems_of",
 ]
 
 #: Advisory lock class of the migration lock (``pg_advisory_xact_lock(class, 0)``).

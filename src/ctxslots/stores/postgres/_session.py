@@ -56,8 +56,7 @@ class Session:
         """Hold the transaction's advisory lock on a name (a fact key, a setting), taken
         once a transaction: a flush reads a key and then writes it, and both reserve it."""
         held, name = self._held, (kind, *parts)
-        if held.reserved is None:
-            held.reserved = {}
+        assert held.reserved is not None, "reserve() runs inside a transaction()"
         if name not in held.reserved:
             reserve_name(conn, kind, *parts)
             held.reserved[name] = held.writing

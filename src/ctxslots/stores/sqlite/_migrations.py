@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ...errors import StoreError
 from ..owners import DEFAULT_AGENT, DEFAULT_USER
+from ..stemming import stems_of
 from ._connection import Connection
 from ._schema import (
     IMPORTANCE,
@@ -27,7 +28,6 @@ from ._schema import (
     fts_rank,
     fts_secure_delete,
     log_on_update,
-    stems_of,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]

@@ -8,12 +8,11 @@ derived from the facts from these definitions.
 from __future__ import annotations
 
 from ..backend import CONTEXT_WEIGHT
-from ..stemming import STEMMED, stems_of
 
 __all__ = ["FTS_COLUMNS", "FTS_TOKENIZE", "IMPORTANCE", "IMPORTANT_INDEX", "IMPORTANT_WHERE",
-           "INDEXES", "LOG_TRIGGERS", "OWNER_TERM", "STEMMED", "VALUE_INDEXES", "derived_objects",
+           "INDEXES", "LOG_TRIGGERS", "OWNER_TERM", "VALUE_INDEXES", "derived_objects",
            "fts_objects", "fts_rank", "fts_secure_delete", "log_on_update", "owner_term",
-           "stems_of", "vector_objects"]
+           "vector_objects"]
 
 #: FTS5 tokenizer of every text index: the indexed columns hold words already
 #: folded and stemmed (:mod:`ctxslots.stores.stemming`), so it only splits them,
@@ -33,7 +32,7 @@ OWNER_TERM = ("owner_term TEXT GENERATED ALWAYS AS "
 _OWNER_COLUMNS = ("user_id", "agent_id", "scope")
 
 #: The columns of every FTS5 index, in order: the stems of a fact's key, value
-#: and tags, those of its context (``m013``; see :func:`stems_of`) and its owner
+#: and tags, those of its context (``m013``; see :func:`~ctxslots.stores.stemming.stems_of`) and its owner
 #: term (``m014``).
 FTS_COLUMNS = ("stems", "context_stems", "owner_term")
 def owner_term(user_id: str, agent_id: str, scope: str) -> str:
