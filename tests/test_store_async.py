@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 from ctxslots import FactStore, InvalidFactError
@@ -84,3 +85,41 @@ def test_searches_with_a_model_leave_the_loop_free(location):
     assert all(len(r) == 1 for r in results)
     assert (0, 4) == (emb.on_loop, emb.off_loop)
     assert emb.loop_ran.is_set()
+
+
+def test_threads_sharing_one_store_take_turns(location):
+    """Searches, lists and writes from several threads at once on one store: none meets another
+    inside the driver (SQLite's apsw refuses a connection busy in another thread) and every
+    search finds what it should. Threads switch every microsecond, so that one is often
+    stopped between two steps of a statement while another runs its own."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    interval = sys.getswitchinterval()
+    with FactStore(location) as store, contextlib.ExitStack() as restore:
+        restore.callback(sys.setswitchinterval, interval)
+        for i in range(40):
+            store.add("agent", f"Service number {i} deploys from the release branch.", scope="ops")
+        store.upsert("user", "editor", "The user edits code in Helix.", user="alice")
+        start = threading.Barrier(4)
+
+        def search(_: int) -> int:
+            start.wait(60)
+            found = 0
+            for _ in range(300):
+                hits = store.search("release branch deploys", scope="ops", limit=5)
+                found += len(hits) == 5
+                found += len(store.facts(slots=["agent"], scope="ops")) == 40
+            return found
+
+        def write(_: int) -> int:
+            start.wait(60)
+            for n in range(300):
+                store.upsert("user", "editor", f"The user edits code in Helix {n}.", user="alice")
+            return 600
+
+        sys.setswitchinterval(1e-6)
+        with ThreadPoolExecutor(4) as pool:
+            done = list(pool.map(lambda job: job(0), [search, search, search, write]))
+        assert [600, 600, 600, 600] == done
+        assert "The user edits code in Helix 299." == store.facts(slots=["user"], user="alice")[0].value

@@ -73,7 +73,8 @@ class _TakingTurns:
 
     def get_description(self) -> tuple[tuple[str, str], ...]:
         """The result's column names and declared types."""
-        return tuple(self._cursor.get_description())
+        with self._lock:
+            return tuple(self._cursor.get_description())
 
 
 class Connection:
@@ -131,13 +132,16 @@ class Connection:
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         """Run a query and return its rows as dictionaries."""
-        cursor = self._cursor(sql, params)
-        try:
-            names = [d[0] for d in cursor.get_description()]
-        except apsw.ExecutionCompleteError:
-            return []
-        # One fetch under the lock, not a lock and a Python step per row.
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        # The statement, its column names and its rows in one turn of the lock:
+        # one step outside it meets another thread's statement inside SQLite.
+        with self._lock:
+            cursor = self._cursor(sql, params)
+            try:
+                names = [d[0] for d in cursor.get_description()]
+            except apsw.ExecutionCompleteError:
+                return []
+            fetched = cursor.fetchall()
+        return [dict(zip(names, row)) for row in fetched]
 
     def scalar(self, sql: str, params: Params = ()) -> Any:
         """Run a query and return the first column of its first row, or ``None``."""
