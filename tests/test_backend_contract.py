@@ -65,6 +65,32 @@ def test_a_failing_nested_block_rolls_back_only_itself(backend):
     assert [kept] == [r["id"] for r in backend.select(FactFilter())]
 
 
+def test_nested_blocks_keep_what_ended_well_and_undo_what_failed(backend):
+    """Blocks side by side and inside each other: one that fails is undone with every block
+    inside it (those that ended well too), the blocks before it stay, and the transaction
+    writes on after it, after a statement the engine refused (a taken key) as well."""
+    with backend.transaction():
+        first = backend.insert(make_row("First.", key="a"))
+        with pytest.raises(RuntimeError), backend.transaction():
+            backend.insert(make_row("Undone, before its inner block."))
+            with backend.transaction():
+                backend.insert(make_row("Inner, undone with its parent."))
+            backend.insert(make_row("Undone, after it."))
+            raise RuntimeError("second")
+        with pytest.raises(DuplicateKeyError), backend.transaction():
+            backend.insert(make_row("Before the taken key, undone."))
+            backend.insert(make_row("Taken key.", key="a"))
+        with backend.transaction():
+            with backend.transaction():
+                third = backend.insert(make_row("Third."))
+            with pytest.raises(RuntimeError), backend.transaction():
+                backend.update(first, {"value": "Changed, then undone."})
+                raise RuntimeError("fourth")
+        last = backend.insert(make_row("Last."))
+    rows = {r["id"]: r["value"] for r in backend.select(FactFilter())}
+    assert {first: "First.", third: "Third.", last: "Last."} == rows
+
+
 def test_a_snapshot_does_not_see_later_commits(opener):
     """Reads inside snapshot() see one moment, whatever another writer commits meanwhile."""
     reader, writer = opener(), opener()

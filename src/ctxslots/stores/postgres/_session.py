@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import psycopg
+from psycopg import sql
 
 from ...errors import StoreClosedError, StoreError
 from ..backend import FactRow
@@ -18,6 +19,9 @@ from ._errors import store_error
 from ._rows import reserve_name
 
 __all__ = ["Session"]
+
+#: The savepoint names of the first nested depths, composed once.
+_SAVEPOINT_NAMES = tuple(sql.Identifier(f"ctxslots_{depth}") for depth in range(8))
 
 
 class _Held(threading.local):
@@ -30,6 +34,8 @@ class _Held(threading.local):
     reserved: dict[tuple[str, ...], int] | None = None
     #: The row of the name last read under lock, until the next statement.
     last_read: tuple[tuple[str, ...], FactRow] | None = None
+    #: The depths whose last block ended and left its savepoint to be released.
+    kept: frozenset[int] = frozenset()
 
 
 @attrs.define
@@ -129,7 +135,7 @@ class Session:
             if not held.writing:
                 raise StoreError("cannot write inside a snapshot() block", path=self.location)
             try:
-                with held.conn.transaction():
+                with self._savepoint(held.conn, held.writing):
                     held.writing += 1
                     rolled_back = True  # until the block ends without an exception
                     try:
@@ -149,8 +155,39 @@ class Session:
                         yield
                 finally:
                     held.conn, held.writing, held.reserved, held.last_read = None, 0, None, None
+                    held.kept = frozenset()
         except psycopg.Error as exc:
             raise store_error(exc, self.location) from exc
+
+    @contextlib.contextmanager
+    def _savepoint(self, conn: psycopg.Connection[Any], depth: int) -> Iterator[None]:
+        """A nested block at ``depth``: a savepoint, rolled back to when the block raises.
+
+        A block that ends leaves its savepoint in place, and the next block at its depth
+        releases it in the statement that takes its own (``RELEASE; SAVEPOINT``): one
+        round trip a block instead of two, and never more than one savepoint left over
+        a depth. Releasing a savepoint releases every one taken after it, so the depths
+        below are clear again. Each depth has one name, which always means the
+        savepoint of the block open at that depth.
+        """
+        held = self._held
+        name = _SAVEPOINT_NAMES[depth] if depth < len(_SAVEPOINT_NAMES) \
+            else sql.Identifier(f"ctxslots_{depth}")
+        if depth in held.kept:
+            conn.execute(sql.SQL("RELEASE SAVEPOINT {0}; SAVEPOINT {0}").format(name))
+        else:
+            conn.execute(sql.SQL("SAVEPOINT {}").format(name))
+        # Whatever was left below this depth went with the release (or was never there).
+        held.kept = frozenset(kept for kept in held.kept if kept < depth)
+        try:
+            yield
+        except BaseException:
+            if not conn.broken:  # a lost connection took the transaction with it
+                conn.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(name))
+            held.kept = frozenset(kept for kept in held.kept if kept < depth)
+            raise
+        finally:
+            held.kept |= {depth}
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:

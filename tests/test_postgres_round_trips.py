@@ -1,5 +1,6 @@
-"""Borrowing a pooled PostgreSQL connection: an idle connection the server said nothing to
-is lent without a round trip, and one whose session the server ended is replaced."""
+"""Round trips the PostgreSQL engine leaves out: an idle pooled connection the server said
+nothing to is lent without one (and one whose session the server ended is replaced), and a
+nested block that ends well keeps its savepoint instead of releasing it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ psycopg = pytest.importorskip("psycopg")
 pytest.importorskip("psycopg_pool")
 
 from ctxslots.stores.postgres._connections import Connections
+from ctxslots.stores.postgres._session import Session
 
 
 def _pool(url: str) -> Connections:
@@ -74,3 +76,35 @@ def test_a_connection_whose_session_the_server_ended_is_replaced(pg_url, tmp_pat
         assert not same and pid != old
     finally:
         connections.close()
+
+
+def test_a_nested_block_costs_one_round_trip(pg_url, tmp_path):
+    """Inside a transaction, a nested block that ends leaves its savepoint, and the next block
+    at its depth releases it in the message that takes its own: one message a block, not a
+    SAVEPOINT and a RELEASE. A block that raises is rolled back to its savepoint."""
+    session = Session("test", _pool(pg_url))
+    trace = tmp_path / "nested"
+    try:
+        with session.transaction(), session.conn() as conn:
+            conn.execute("CREATE TEMP TABLE t (n int) ON COMMIT DROP")
+            with trace.open("w") as out:
+                conn.pgconn.trace(out.fileno())
+                for n in range(3):
+                    with session.transaction():
+                        conn.execute("INSERT INTO t VALUES (%s)", (n,))
+                with pytest.raises(RuntimeError), session.transaction():
+                    conn.execute("INSERT INTO t VALUES (99)")
+                    raise RuntimeError("undone")
+                with session.transaction(), session.transaction():
+                    conn.execute("INSERT INTO t VALUES (3)")
+                conn.pgconn.untrace()
+            assert [(n,) for n in range(4)] == conn.execute("SELECT n FROM t ORDER BY n").fetchall()
+    finally:
+        session.close()
+    # What each frontend message said about savepoints, in order (libpq's trace format).
+    said = [line.split("\t")[-1].strip(' "').replace('"', "")
+            for line in trace.read_text().splitlines()
+            if "\tF\t" in line and "SAVEPOINT" in line]
+    again = "RELEASE SAVEPOINT ctxslots_1; SAVEPOINT ctxslots_1"
+    assert ["SAVEPOINT ctxslots_1", again, again, again, "ROLLBACK TO SAVEPOINT ctxslots_1",
+            again, "SAVEPOINT ctxslots_2"] == said
