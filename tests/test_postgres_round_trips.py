@@ -1,6 +1,7 @@
 """Round trips the PostgreSQL engine leaves out: an idle pooled connection the server said
 nothing to is lent without one (and one whose session the server ended is replaced), and a
-nested block that ends well keeps its savepoint instead of releasing it."""
+nested block leaves its savepoint for the next block to release in the message that takes
+its own."""
 
 from __future__ import annotations
 

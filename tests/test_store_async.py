@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from ctxslots import FactStore, InvalidFactError
 
@@ -92,9 +94,6 @@ def test_threads_sharing_one_store_take_turns(location):
     inside the driver (SQLite's apsw refuses a connection busy in another thread) and every
     search finds what it should. Threads switch every microsecond, so that one is often
     stopped between two steps of a statement while another runs its own."""
-    import sys
-    from concurrent.futures import ThreadPoolExecutor
-
     interval = sys.getswitchinterval()
     with FactStore(location) as store, contextlib.ExitStack() as restore:
         restore.callback(sys.setswitchinterval, interval)
@@ -103,7 +102,7 @@ def test_threads_sharing_one_store_take_turns(location):
         store.upsert("user", "editor", "The user edits code in Helix.", user="alice")
         start = threading.Barrier(4)
 
-        def search(_: int) -> int:
+        def search() -> int:
             start.wait(60)
             found = 0
             for _ in range(300):
@@ -112,7 +111,7 @@ def test_threads_sharing_one_store_take_turns(location):
                 found += len(store.facts(slots=["agent"], scope="ops")) == 40
             return found
 
-        def write(_: int) -> int:
+        def write() -> int:
             start.wait(60)
             for n in range(300):
                 store.upsert("user", "editor", f"The user edits code in Helix {n}.", user="alice")
@@ -120,6 +119,6 @@ def test_threads_sharing_one_store_take_turns(location):
 
         sys.setswitchinterval(1e-6)
         with ThreadPoolExecutor(4) as pool:
-            done = list(pool.map(lambda job: job(0), [search, search, search, write]))
+            done = [job.result() for job in [pool.submit(j) for j in (search, search, search, write)]]
         assert [600, 600, 600, 600] == done
         assert "The user edits code in Helix 299." == store.facts(slots=["user"], user="alice")[0].value
