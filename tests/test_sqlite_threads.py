@@ -55,3 +55,27 @@ def test_a_thread_between_its_statement_and_its_columns_keeps_the_connection(tmp
         conn.close()
     assert [{"one": 1}] == mine
     assert [[{"held": 7}]] == other
+
+
+def test_a_result_read_in_part_leaves_no_read_open_for_a_writer(tmp_path):
+    """A caller reads one row of a larger result and leaves the rest; meanwhile another
+    connection (the access writer's, another process) commits. A write on the first
+    connection must still begin: a statement left open would hold its read transaction on
+    the older snapshot, and SQLite would refuse the write at once (``SQLITE_BUSY_SNAPSHOT``)."""
+    path = tmp_path / "store.db"
+    conn, other = open_connection(path), open_connection(path)
+    try:
+        with conn.write():
+            conn.execute("CREATE TABLE t (n INTEGER)")
+            conn.executemany("INSERT INTO t VALUES (?)", [(n,) for n in range(5)])
+        result = iter(conn.execute("SELECT n FROM t ORDER BY n"))
+        assert (0,) == next(result)
+        with other.write():
+            other.execute("INSERT INTO t VALUES (5)")
+        with conn.write():
+            conn.execute("INSERT INTO t VALUES (6)")
+        assert [(1,), (2,), (3,), (4,)] == list(result)  # the rest, as the statement saw it
+        assert list(range(7)) == [n for (n,) in conn.execute("SELECT n FROM t ORDER BY n")]
+    finally:
+        conn.close()
+        other.close()

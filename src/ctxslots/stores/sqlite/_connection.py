@@ -43,10 +43,8 @@ class Cursor(Protocol):
 
 
 class _TakingTurns:
-    """A cursor whose every step holds the connection's lock: threads sharing one
-    connection (``asearch`` runs searches in worker threads) take turns instead of
-    meeting inside SQLite, which apsw refuses with ``ThreadingViolationError``, and
-    no thread reads inside another's open write transaction."""
+    """A cursor whose every step holds the connection's lock, for a connection one thread
+    reads a large result from in steps (:attr:`Connection.streams`)."""
 
     def __init__(self, cursor: apsw.Cursor, lock: threading.RLock) -> None:
         self._cursor = cursor
@@ -71,10 +69,39 @@ class _TakingTurns:
             row: tuple[Any, ...] | None = self._cursor.fetchone()
             return row
 
-    def get_description(self) -> tuple[tuple[str, str], ...]:
-        """The result's column names and declared types."""
-        with self._lock:
-            return tuple(self._cursor.get_description())
+
+class _Fetched:
+    """A statement's whole result, read in the same turn of the connection's lock as the
+    statement ran.
+
+    Threads share a store's connection (the assembler runs its contributors in worker
+    threads). A statement read in steps, the lock let go between them, would keep a read
+    transaction open on the connection while another thread begins a write on it: that
+    write then fails at once (SQLite's ``SQLITE_BUSY_SNAPSHOT`` when another connection,
+    such as the access writer's, committed meanwhile), or the reader's later rows come
+    from inside the other thread's transaction. Reading every row at once closes the
+    statement before the lock is let go.
+    """
+
+    def __init__(self, cursor: apsw.Cursor) -> None:
+        try:
+            #: The result's column names and declared types; ``None`` without a result.
+            self.description: tuple[tuple[str, str], ...] | None = tuple(
+                cursor.get_description())
+        except apsw.ExecutionCompleteError:
+            self.description = None
+        self._rows = iter(cursor.fetchall())
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return self._rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """Every row left."""
+        return list(self._rows)
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        """The next row, or ``None``."""
+        return next(self._rows, None)
 
 
 class Connection:
@@ -94,6 +121,9 @@ class Connection:
         self.read_only = False
         #: Seconds a write waits for another connection's lock.
         self.busy_timeout = DEFAULT_BUSY_TIMEOUT_S
+        #: Whether statements hand their rows over in steps (for one thread reading a
+        #: large result) rather than all at once (see :class:`_Fetched`).
+        self.streams = False
         self._depth = 0
         self._lock = threading.RLock()
         self._closed = False
@@ -107,14 +137,15 @@ class Connection:
         :raises StoreError: A table or column the statement names is gone (a
             damaged store: ``doctor`` says what, ``reindex`` rebuilds what it can).
         """
-        return self._cursor(sql, params)
+        return self._cursor(sql, params, at_once=not self.streams)
 
-    def _cursor(self, sql: str, params: Params) -> _TakingTurns:
+    def _cursor(self, sql: str, params: Params, *, at_once: bool) -> _TakingTurns | _Fetched:
         if self._closed:
             raise self._closed_error()
         try:
             with self._lock:
-                return _TakingTurns(self.raw.execute(sql, params), self._lock)
+                cursor = self.raw.execute(sql, params)
+                return _Fetched(cursor) if at_once else _TakingTurns(cursor, self._lock)
         except apsw.SQLError as exc:
             if "no such" not in str(exc):
                 raise
@@ -132,16 +163,12 @@ class Connection:
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         """Run a query and return its rows as dictionaries."""
-        # The statement, its column names and its rows in one turn of the lock:
-        # one step outside it meets another thread's statement inside SQLite.
-        with self._lock:
-            cursor = self._cursor(sql, params)
-            try:
-                names = [d[0] for d in cursor.get_description()]
-            except apsw.ExecutionCompleteError:
-                return []
-            fetched = cursor.fetchall()
-        return [dict(zip(names, row)) for row in fetched]
+        cursor = self._cursor(sql, params, at_once=True)
+        assert isinstance(cursor, _Fetched)
+        if cursor.description is None:
+            return []
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
 
     def scalar(self, sql: str, params: Params = ()) -> Any:
         """Run a query and return the first column of its first row, or ``None``."""

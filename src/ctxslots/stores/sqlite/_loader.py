@@ -65,6 +65,7 @@ class BackgroundLoader(Generic[T]):
     def _run(self, path: str, build: Build[T], load_vec: bool) -> None:
         try:
             conn = open_connection(path, load_vec=load_vec, migrate=False)
+            conn.streams = True  # this thread alone reads it, a large result in chunks
             try:
                 conn.execute("BEGIN")
                 result = build(conn, self._cancel.is_set)
