@@ -83,13 +83,15 @@ class _Fetched:
     statement before the lock is let go.
     """
 
-    def __init__(self, cursor: apsw.Cursor) -> None:
-        try:
-            #: The result's column names and declared types; ``None`` without a result.
-            self.description: tuple[tuple[str, str], ...] | None = tuple(
-                cursor.get_description())
-        except apsw.ExecutionCompleteError:
-            self.description = None
+    def __init__(self, cursor: apsw.Cursor, *, describe: bool = False) -> None:
+        #: The result's column names and declared types (when asked to ``describe`` it);
+        #: ``None`` without a result.
+        self.description: tuple[tuple[str, str], ...] | None = None
+        if describe:
+            try:
+                self.description = tuple(cursor.get_description())
+            except apsw.ExecutionCompleteError:
+                pass
         self._rows = iter(cursor.fetchall())
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
@@ -137,15 +139,18 @@ class Connection:
         :raises StoreError: A table or column the statement names is gone (a
             damaged store: ``doctor`` says what, ``reindex`` rebuilds what it can).
         """
-        return self._cursor(sql, params, at_once=not self.streams)
+        return self._cursor(sql, params, at_once=not self.streams, describe=False)
 
-    def _cursor(self, sql: str, params: Params, *, at_once: bool) -> _TakingTurns | _Fetched:
+    def _cursor(self, sql: str, params: Params, *, at_once: bool, describe: bool
+                ) -> _TakingTurns | _Fetched:
         if self._closed:
             raise self._closed_error()
         try:
             with self._lock:
                 cursor = self.raw.execute(sql, params)
-                return _Fetched(cursor) if at_once else _TakingTurns(cursor, self._lock)
+                if at_once:
+                    return _Fetched(cursor, describe=describe)
+                return _TakingTurns(cursor, self._lock)
         except apsw.SQLError as exc:
             if "no such" not in str(exc):
                 raise
@@ -163,7 +168,7 @@ class Connection:
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         """Run a query and return its rows as dictionaries."""
-        cursor = self._cursor(sql, params, at_once=True)
+        cursor = self._cursor(sql, params, at_once=True, describe=True)
         assert isinstance(cursor, _Fetched)
         if cursor.description is None:
             return []
