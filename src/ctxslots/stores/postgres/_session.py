@@ -20,9 +20,6 @@ from ._rows import reserve_name
 
 __all__ = ["Session"]
 
-#: The savepoint names of the first nested depths, composed once.
-_SAVEPOINT_NAMES = tuple(sql.Identifier(f"ctxslots_{depth}") for depth in range(8))
-
 
 class _Held(threading.local):
     """The connection this thread holds for a transaction or a snapshot, and the names
@@ -166,28 +163,26 @@ class Session:
         A block that ends leaves its savepoint in place, and the next block at its depth
         releases it in the statement that takes its own (``RELEASE; SAVEPOINT``): one
         round trip a block instead of two, and never more than one savepoint left over
-        a depth. Releasing a savepoint releases every one taken after it, so the depths
-        below are clear again. Each depth has one name, which always means the
-        savepoint of the block open at that depth.
+        a depth. Releasing a savepoint releases every one taken after it, so a block that
+        ends forgets what its own blocks left. Each depth has one name, which always means
+        the savepoint of the block open at that depth.
         """
         held = self._held
-        name = _SAVEPOINT_NAMES[depth] if depth < len(_SAVEPOINT_NAMES) \
-            else sql.Identifier(f"ctxslots_{depth}")
+        name = sql.Identifier(f"ctxslots_{depth}")
         if depth in held.kept:
             conn.execute(sql.SQL("RELEASE SAVEPOINT {0}; SAVEPOINT {0}").format(name))
         else:
             conn.execute(sql.SQL("SAVEPOINT {}").format(name))
-        # Whatever was left below this depth went with the release (or was never there).
-        held.kept = frozenset(kept for kept in held.kept if kept < depth)
         try:
             yield
         except BaseException:
             if not conn.broken:  # a lost connection took the transaction with it
                 conn.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(name))
-            held.kept = frozenset(kept for kept in held.kept if kept < depth)
             raise
         finally:
-            held.kept |= {depth}
+            # Its savepoint is left, and whatever its blocks left below it goes with that
+            # savepoint's release (or went with the rollback).
+            held.kept = frozenset(kept for kept in held.kept if kept < depth) | {depth}
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
