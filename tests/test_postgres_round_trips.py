@@ -109,3 +109,40 @@ def test_a_nested_block_costs_one_round_trip(pg_url, tmp_path):
     again = "RELEASE SAVEPOINT ctxslots_1; SAVEPOINT ctxslots_1"
     assert ["SAVEPOINT ctxslots_1", again, again, again, "ROLLBACK TO SAVEPOINT ctxslots_1",
             again, "SAVEPOINT ctxslots_2"] == said
+
+
+def _force_custom(conn: psycopg.Connection) -> None:
+    conn.execute("SET plan_cache_mode = force_custom_plan")
+
+
+def test_a_write_transaction_keeps_plans_in_the_message_that_begins_it(pg_url, tmp_path):
+    """A write transaction opens with one message that lets its statements keep their
+    plans; outside it the connection plans each statement again, as configured. A
+    transaction that raises is rolled back and leaves the connection ready for the next."""
+    session = Session("test", Connections(pg_url, max_size=1, timeout=10.0,
+                                          configure=_force_custom))
+    trace = tmp_path / "begin"
+    try:
+        with session.conn() as lent:
+            assert ("force_custom_plan",) == lent.execute("SHOW plan_cache_mode").fetchone()
+        with trace.open("w") as out:
+            lent.pgconn.trace(out.fileno())  # one connection in the pool: lent again below
+            try:
+                with session.transaction(), session.conn() as conn:
+                    assert conn is lent
+                    modes = conn.execute("SHOW plan_cache_mode").fetchall()
+            finally:
+                lent.pgconn.untrace()
+        assert [("auto",)] == modes
+        sent = [line.split("\t")[-1].strip(' "') for line in trace.read_text().splitlines()
+                if "\tF\t" in line and "\tQuery\t" in line]
+        assert ["BEGIN; SET LOCAL plan_cache_mode = auto", "SHOW plan_cache_mode", "COMMIT"] == sent
+        with pytest.raises(RuntimeError), session.transaction(), session.conn() as conn:
+            conn.execute("CREATE TABLE undone (n int)")
+            raise RuntimeError("undone")
+        with session.conn() as conn:
+            assert psycopg.pq.TransactionStatus.IDLE == conn.pgconn.transaction_status
+            assert ("force_custom_plan",) == conn.execute("SHOW plan_cache_mode").fetchone()
+            assert (None,) == conn.execute("SELECT to_regclass('undone')").fetchone()
+    finally:
+        session.close()

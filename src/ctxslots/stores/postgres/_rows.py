@@ -25,6 +25,7 @@ from ..backend import (
     Row,
 )
 from ..stemming import STEM_COLUMNS, stems_of, with_stems
+from ._libpq import statement
 from ._schema import NAME_LOCK_CLASS
 from ._sql import ARCHIVE_COLUMNS, COLUMNS, Conn, filter_clause, id_list, live_clause
 
@@ -68,8 +69,8 @@ def _one(conn: Conn, sql: str, params: Sequence[Any]) -> FactRow | None:
 
 def reserve_name(conn: Conn, kind: str, *parts: str) -> None:
     """Hold a transaction-scoped advisory lock on a name (a fact key, a setting)."""
-    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                 (NAME_LOCK_CLASS, "\x1f".join((kind, *parts))))
+    statement(conn, "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+              (str(NAME_LOCK_CLASS), "\x1f".join((kind, *parts))))
 
 
 def get(conn: Conn, fact_id: int, live_at: float | None, *, lock: bool) -> Row | None:
@@ -265,17 +266,22 @@ def id_is_free(conn: Conn, fact_id: int) -> bool:
     return not found[0]
 
 
+#: A history row carries its fact's user, the key a split by user goes by.
+_ADD_HISTORY = (f"INSERT INTO fact_history ({_HISTORY}, user_id) VALUES ({', '.join(['%s'] * 10)}, "
+                "coalesce((SELECT user_id FROM facts WHERE id = %s LIMIT 1), ''))")
+
+
 def add_history(conn: Conn, entries: Sequence[HistoryEntry]) -> None:
     """Record earlier values."""
-    if not entries:
-        return
-    with conn.cursor() as cur:
-        cur.executemany(
-            # A history row carries its fact's user, the key a split by user goes by.
-            f"INSERT INTO fact_history ({_HISTORY}, user_id) VALUES ({', '.join(['%s'] * 10)}, "
-            "coalesce((SELECT user_id FROM facts WHERE id = %s LIMIT 1), ''))",
-            [(e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
-              e.valid_from, e.valid_to, e.fact_id) for e in entries])
+    rows = [(e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
+             e.valid_from, e.valid_to, e.fact_id) for e in entries]
+    if len(rows) == 1:
+        # One row (an upsert's): psycopg's executemany would open a pipeline for it,
+        # three waits on the server instead of one.
+        conn.execute(_ADD_HISTORY, rows[0])
+    elif rows:
+        with conn.cursor() as cur:
+            cur.executemany(_ADD_HISTORY, rows)
 
 
 def _entry(row: Sequence[Any]) -> HistoryEntry:

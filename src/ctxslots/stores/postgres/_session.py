@@ -10,15 +10,37 @@ from typing import Any
 
 import attrs
 import psycopg
-from psycopg import sql
 
 from ...errors import StoreClosedError, StoreError
 from ..backend import FactRow
 from ._connections import Connections
 from ._errors import store_error
+from ._libpq import command
 from ._rows import reserve_name
 
 __all__ = ["Session"]
+
+#: What opens a write transaction, in one message. A store's connections plan every
+#: statement for its own parameters (``plan_cache_mode = force_custom_plan``, set by the
+#: backend): a plan made once for any user reads every fact of the scopes asked. A write
+#: transaction's statements find their rows by id, key or owners and value through unique
+#: or narrow indexes, where a plan made once serves any parameters; planning each of them
+#: again took about a fifth of a flush (BENCHMARKS.md, "Plans kept for writes").
+_BEGIN_WRITE = b"BEGIN; SET LOCAL plan_cache_mode = auto"
+
+
+@contextlib.contextmanager
+def _writing(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A write transaction on an autocommit connection: committed when the block ends,
+    rolled back when it raises (unless the connection is lost, which ends it)."""
+    conn.execute(_BEGIN_WRITE)
+    try:
+        yield
+    except BaseException:
+        if not conn.broken:
+            conn.rollback()  # which also forgets statements prepared inside it
+        raise
+    conn.commit()
 
 
 class _Held(threading.local):
@@ -148,7 +170,7 @@ class Session:
             with self.open_pool().borrow() as conn:
                 held.conn, held.writing, held.reserved = conn, 1, {}
                 try:
-                    with conn.transaction():
+                    with _writing(conn):
                         yield
                 finally:
                     held.conn, held.writing, held.reserved, held.last_read = None, 0, None, None
@@ -168,16 +190,16 @@ class Session:
         the savepoint of the block open at that depth.
         """
         held = self._held
-        name = sql.Identifier(f"ctxslots_{depth}")
+        name = f'"ctxslots_{depth}"'
         if depth in held.kept:
-            conn.execute(sql.SQL("RELEASE SAVEPOINT {0}; SAVEPOINT {0}").format(name))
+            command(conn, f"RELEASE SAVEPOINT {name}; SAVEPOINT {name}")
         else:
-            conn.execute(sql.SQL("SAVEPOINT {}").format(name))
+            command(conn, f"SAVEPOINT {name}")
         try:
             yield
         except BaseException:
             if not conn.broken:  # a lost connection took the transaction with it
-                conn.execute(sql.SQL("ROLLBACK TO SAVEPOINT {}").format(name))
+                command(conn, f"ROLLBACK TO SAVEPOINT {name}")
             raise
         finally:
             # Its savepoint is left, and whatever its blocks left below it goes with that

@@ -1,0 +1,37 @@
+"""Statements sent straight through libpq, for the few a write runs around each row.
+
+A statement through a psycopg cursor cost 75-115 µs on this project's machines, of
+which the round trip itself is about 30 µs; the rest is the cursor's own work (its
+result bookkeeping, the query's conversion, the decision to prepare). A savepoint and a
+key's advisory lock take no rows back and are never worth preparing, so they skip it
+(BENCHMARKS.md, "Plans kept for writes"). Their errors are psycopg's, as if a cursor
+had run them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import psycopg
+from psycopg import pq
+
+from ._sql import Conn
+
+__all__ = ["command", "statement"]
+
+
+def command(conn: Conn, text: str) -> None:
+    """Run ``text`` (one or more statements without parameters or rows)."""
+    _check(conn, conn.pgconn.exec_(text.encode(conn.info.encoding)))
+
+
+def statement(conn: Conn, text: str, params: Sequence[str]) -> None:
+    """Run one statement with text parameters (``$1``, ``$2``...) and drop its rows."""
+    encoding = conn.info.encoding
+    _check(conn, conn.pgconn.exec_params(text.encode(encoding),
+                                         [p.encode(encoding) for p in params]))
+
+
+def _check(conn: Conn, result: pq.abc.PGresult) -> None:
+    if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+        raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
