@@ -118,9 +118,11 @@ SCORE_LIMIT = 25.0
 FUSIONS = ("adaptive", "rrf", "score")
 
 
-@attrs.frozen
+# Not frozen: a search makes one per candidate (a hundred or more), and a frozen class's
+# __init__ took three times as long (BENCHMARKS.md, "Ranking a hundred candidates").
+@attrs.define
 class Candidate:
-    """What the retrieval legs found about one fact.
+    """What the retrieval legs found about one fact (read, never changed, by ranking).
 
     Attributes:
         fact_id: The fact's id.
@@ -371,18 +373,18 @@ def _in_period(when: float, periods: Sequence[tuple[float, float]]) -> bool:
     return any(start <= when < end for start, end in periods)
 
 
-def _episode_gains(boosted: Iterable[tuple[Candidate, float]], weight: float
+def _episode_gains(boosted: Iterable[tuple[int, float, float]], weight: float
                    ) -> dict[int, float]:
     """Fact id -> the factor by which its episode lifts a candidate's relevance
     (after the period boost): ``1 + weight * best_other / own`` for the ``boosted``
-    candidates (those within depth, with that relevance) observed at the same moment
-    as another of them, in an episode holding at most :data:`EPISODE_MAX_SHARE` of
-    them."""
+    candidates (those within depth: fact id, when observed, that relevance) observed at
+    the same moment as another of them, in an episode holding at most
+    :data:`EPISODE_MAX_SHARE` of them."""
     if not weight:
         return {}
     episodes: dict[float, list[tuple[int, float]]] = {}
-    for cand, value in boosted:
-        episodes.setdefault(cand.time, []).append((cand.fact_id, value))
+    for fact_id, when, value in boosted:
+        episodes.setdefault(when, []).append((fact_id, value))
     most = EPISODE_MAX_SHARE * sum(len(m) for m in episodes.values())
     gains: dict[int, float] = {}
     for members in episodes.values():
@@ -426,14 +428,17 @@ def rank_candidates(
     # A fused search lifts no common word.
     lift, subject = (1.0, 1.0) if fused else (policy.common_word_boost,
                                               policy.common_subject_boost)
-    # Each candidate with its relevance, its boosts' product, whether a leg found it
-    # within depth, and the boosts it got as its trace shows them (``None``: none).
-    rated: list[tuple[Candidate, float, float, bool, dict[str, float] | None]] = []
+    relevance_of = fusion.relevance
+    # Each candidate with when it was observed, its relevance, its boosts' product,
+    # whether a leg found it within depth, and the boosts it got as its trace shows
+    # them (``None``: none).
+    rated: list[tuple[Candidate, float, float, float, bool, dict[str, float] | None]] = []
     for cand in pool:
         if fused and fusion.too_far(cand):
             continue
+        when = cand.updated_at if cand.observed_at is None else cand.observed_at
         parts: dict[str, float] | None = None
-        if periods and _in_period(cand.time, periods):
+        if periods and _in_period(when, periods):
             parts = {"period": policy.period_boost}
         if cand.holds_common and lift != 1.0:
             parts = parts or {}
@@ -441,24 +446,26 @@ def rank_candidates(
         if cand.leads_common and subject != 1.0:
             parts = parts or {}
             parts["common_subject"] = subject
-        inside = fusion.within(cand)
-        rated.append((cand, fusion.relevance(cand, inside),
+        lexical_rank, vector_rank = cand.bm25_rank, cand.vector_rank
+        inside = (lexical_rank is not None and (depth is None or lexical_rank <= depth)) \
+            or (vector_rank is not None and (depth is None or vector_rank <= depth))
+        rated.append((cand, when, relevance_of(cand, inside),
                       math.prod(parts.values()) if parts else 1.0, inside, parts))
-    gains = _episode_gains(((cand, relevance * boost)
-                            for cand, relevance, boost, inside, _ in rated if inside),
+    gains = _episode_gains(((cand.fact_id, when, relevance * boost)
+                            for cand, when, relevance, boost, inside, _ in rated if inside),
                            policy.episode_weight)
     taus: dict[str, float | None] = {}
     weight = policy.reinforcement_weight
     # Sorted by the first three: found beyond depth, minus the final score, fact id.
     scored: list[tuple[bool, float, int, Candidate, float, float, float, float,
                        dict[str, float] | None]] = []
-    for cand, relevance, boost, inside, parts in rated:
-        age = max(0.0, now - cand.time)
-        tau = taus[cand.slot] if cand.slot in taus else \
-            taus.setdefault(cand.slot, policy.tau_days(cand.slot))
+    for cand, when, relevance, boost, inside, parts in rated:
+        age = max(0.0, now - when)
+        slot = cand.slot
+        tau = taus[slot] if slot in taus else taus.setdefault(slot, policy.tau_days(slot))
         decay = 1.0 if tau is None else decay_factor(age, tau)
         reinforcement = 1.0 if cand.score == 0.0 else reinforcement_factor(cand.score, weight)
-        episode = gains.get(cand.fact_id, 1.0)
+        episode = gains.get(cand.fact_id, 1.0) if gains else 1.0
         final = relevance * boost * episode * decay * reinforcement * cand.confidence
         if episode != 1.0:
             parts = {**parts, "episode": episode} if parts else {"episode": episode}
