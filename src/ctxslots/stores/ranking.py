@@ -119,7 +119,7 @@ FUSIONS = ("adaptive", "rrf", "score")
 
 
 # Not frozen: a search makes one per candidate (a hundred or more), and a frozen class's
-# __init__ took three times as long (BENCHMARKS.md, "Ranking a hundred candidates").
+# __init__ took more than twice as long (BENCHMARKS.md, "Ranking a hundred candidates").
 @attrs.define
 class Candidate:
     """What the retrieval legs found about one fact (read, never changed, by ranking).

@@ -1,11 +1,11 @@
 """Statements sent straight through libpq, for the few a write runs around each row.
 
-A statement through a psycopg cursor cost 75-115 µs on this project's machines, of
-which the round trip itself is about 30 µs; the rest is the cursor's own work (its
-result bookkeeping, the query's conversion, the decision to prepare). A savepoint and a
-key's advisory lock take no rows back and are never worth preparing, so they skip it
-(BENCHMARKS.md, "Plans kept for writes"). Their errors are psycopg's, as if a cursor
-had run them.
+A statement through a psycopg cursor also pays for the cursor's own work (its result
+bookkeeping, the query's conversion, the decision to prepare): in a quiet loop a savepoint
+took 75-115 µs that way and about 30 µs straight through libpq. A savepoint and a key's
+advisory lock take no rows back and are never worth preparing, so they skip the cursor
+(BENCHMARKS.md, "Plans kept for writes"). Their errors are psycopg's, as if a cursor had
+run them.
 """
 
 from __future__ import annotations
