@@ -262,9 +262,7 @@ class PostgresHand(_Requests):
                               columns=", ".join(f"f.{c.strip()}" for c in _COLUMNS.split(",")))
 
     def _touch(self, ids: Sequence[int], now: float) -> None:
-        if not ids:
-            return
-        with self.conn.transaction():
+        if ids:  # one statement, committed on its own, as the store counts them
             self.conn.execute("UPDATE facts SET access_count = access_count + 1, "
                               "last_accessed = %s WHERE id = ANY(%s)", (now, list(ids)))
 

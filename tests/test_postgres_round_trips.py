@@ -1,7 +1,8 @@
 """Round trips the PostgreSQL engine leaves out: an idle pooled connection the server said
-nothing to is lent without one (and one whose session the server ended is replaced), and a
+nothing to is lent without one (and one whose session the server ended is replaced), a
 nested block leaves its savepoint for the next block to release in the message that takes
-its own."""
+its own, a write transaction sets its plan mode in the message that begins it, and a
+search's access count is one statement."""
 
 from __future__ import annotations
 
@@ -146,3 +147,50 @@ def test_a_write_transaction_keeps_plans_in_the_message_that_begins_it(pg_url, t
             assert (None,) == conn.execute("SELECT to_regclass('undone')").fetchone()
     finally:
         session.close()
+
+
+def test_a_search_counts_its_hits_in_one_statement(pg_url, tmp_path, monkeypatch):
+    """Outside a batch, the access count of a search's hits is one statement that commits
+    on its own: no BEGIN and COMMIT around it. Inside a batch it joins the batch."""
+    from ctxslots import FactStore
+    from ctxslots.stores.postgres import PostgresBackend
+
+    traced: list[psycopg.Connection] = []
+    configure = PostgresBackend._configure
+
+    def tracing(self: PostgresBackend, conn: psycopg.Connection) -> None:
+        configure(self, conn)
+        traced.append(conn)
+
+    monkeypatch.setattr(PostgresBackend, "_configure", tracing)
+
+    def sent_while(action) -> list[str]:
+        path = tmp_path / f"trace-{len(list(tmp_path.iterdir()))}"
+        with path.open("w") as out:
+            for conn in traced:
+                conn.pgconn.trace(out.fileno())
+            try:
+                action()
+            finally:
+                for conn in traced:
+                    if not conn.closed:
+                        conn.pgconn.untrace()
+        return [line.split("\t")[-1].strip(' "') for line in path.read_text().splitlines()
+                if "\tF\t" in line and ("\tQuery\t" in line or "\tParse\t" in line)]
+
+    with FactStore(pg_url) as store:
+        fact = store.add("agent", "The deploy runs on Fridays.")
+        sent = sent_while(lambda: store.search("deploy"))
+        counts = [s for s in sent if "access_count" in s]
+        assert 1 == len(counts) and counts[0].startswith("UPDATE facts")
+        assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT"))]
+        assert 1 == store.get(fact.id).access_count
+
+        def in_batch() -> None:
+            with store.batch():
+                store.search("deploy")
+                store.add("agent", "The release train leaves on Mondays.")
+
+        sent = sent_while(in_batch)
+        assert 1 == sum(s.startswith("BEGIN") for s in sent)
+        assert 2 == store.get(fact.id).access_count

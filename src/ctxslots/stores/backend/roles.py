@@ -162,7 +162,8 @@ class FactRows(Protocol):
         """Add ``delta`` to a live fact's score; whether it existed."""
 
     def touch(self, fact_ids: Sequence[int], now: float) -> int:
-        """``access_count + 1`` and ``last_accessed = now``; how many changed."""
+        """``access_count + 1`` and ``last_accessed = now``; how many changed. Outside a
+        :meth:`transaction`, a write of its own (all or nothing)."""
 
     def id_is_free(self, fact_id: int) -> bool:
         """Whether no live, archived or historical fact ever had this id."""

@@ -233,7 +233,8 @@ class PostgresBackend:
             return _rows.adjust_score(conn, fact_id, delta, live_at)
 
     def touch(self, fact_ids: Sequence[int], now: float) -> int:
-        """Count an access of each fact; how many changed."""
+        """Count an access of each fact; how many changed. One statement: outside a
+        transaction it commits on its own, one round trip instead of three."""
         with self._session.conn() as conn:
             return _rows.touch(conn, fact_ids, now)
 

@@ -196,8 +196,11 @@ class SQLiteBackend:
         return _rows.adjust_score(self._conn, fact_id, delta, live_at)
 
     def touch(self, fact_ids: Sequence[int], now: float) -> int:
-        """Count an access of each fact."""
-        return _rows.touch(self._conn, fact_ids, now)
+        """Count an access of each fact (in a transaction of its own when none is open)."""
+        if self._conn.in_transaction:
+            return _rows.touch(self._conn, fact_ids, now)
+        with self.transaction():
+            return _rows.touch(self._conn, fact_ids, now)
 
     def id_is_free(self, fact_id: int) -> bool:
         """Whether no fact ever had this id (live, archived, in history or handed out)."""

@@ -296,7 +296,9 @@ class Writer:
             self.access.put(fact_ids, now)
             return len(fact_ids)
         try:
-            with self.backend.transaction():
+            if not self.backend.in_transaction:
+                return self.backend.touch(fact_ids, now)  # a write of its own
+            with self.backend.transaction():  # a failed count leaves the batch usable
                 return self.backend.touch(fact_ids, now)
         except ReadOnlyStoreError as exc:
             self._read_only = True
