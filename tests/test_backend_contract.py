@@ -332,6 +332,21 @@ def test_links_strengthen_and_merge(backend):
         list(backend.all_links())
 
 
+def test_a_search_reads_its_hits_links_and_hidden_counts_together(backend):
+    """links_and_hidden answers what links_among and hidden_counts answer, in one call;
+    with no minimum strength it reads no link, and no ids read nothing."""
+    a, b, c, d = (add(backend, f"Fact {n}.") for n in range(4))
+    with backend.transaction():
+        backend.merge_links([(a, b, 3.0, NOW), (b, c, 5.0, NOW), (c, d, 1.0, NOW)])
+        backend.set_superseded([(d, b)])
+    for ids, strength in (([b], 3.0), ([a, c], 1.0), ([a, b, c, d], 6.0), ([d], 1.0)):
+        assert (backend.links_among(ids, strength), backend.hidden_counts(ids)) == \
+            backend.links_and_hidden(ids, strength)
+    assert ([(a, b, 3.0), (b, c, 5.0)], {b: 1}) == backend.links_and_hidden([b], 3.0)
+    assert ([], {b: 1}) == backend.links_and_hidden([b, c], None)
+    assert ([], {}) == backend.links_and_hidden([], 1.0)
+
+
 def test_flush_progress_round_trips(backend):
     """write_progress replaces a conversation's progress, kept per user and agent; an
     unknown one is None; erase_progress drops one user's or agent's."""

@@ -47,6 +47,19 @@ def test_a_strong_link_pulls_the_neighbour_in_and_says_so(store):
     assert hits[0].trace.linked_from is None
 
 
+def test_a_pulled_neighbour_says_what_it_hides(store, clock):
+    """A fact a link pulls in was not among the hits whose near-duplicates were counted
+    with the links: its own count is read after, and shown in its trace."""
+    older = store.add("project", "the VPN profile lives in the ops vault under netops")
+    clock.advance(seconds=5)
+    a, b = _pair(store)
+    assert {(s.fact_id, s.by) for s in store.consolidate().superseded} == {(older.id, b.id)}
+    _search_and_reinforce(store, 3, query="staging deploys VPN profile", target=a.id)
+    hits = store.search("staging deploys")               # matches a only
+    assert [(h.fact.id, h.trace.linked_from, h.trace.hides) for h in hits] == \
+        [(a.id, None, 0), (b.id, a.id, 1)]
+
+
 def test_weak_links_and_a_disabled_policy_pull_nothing(db_path, clock):
     with FactStore(db_path, clock=clock) as store:
         a, b = _pair(store)

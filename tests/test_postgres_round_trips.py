@@ -151,7 +151,8 @@ def test_a_write_transaction_keeps_plans_in_the_message_that_begins_it(pg_url, t
 
 def test_a_search_counts_its_hits_in_one_statement(pg_url, tmp_path, monkeypatch):
     """Outside a batch, the access count of a search's hits is one statement that commits
-    on its own: no BEGIN and COMMIT around it. Inside a batch it joins the batch."""
+    on its own: no BEGIN and COMMIT around it. Inside a batch it joins the batch. The
+    hits' links and near-duplicate counts are read in one statement."""
     from ctxslots import FactStore
     from ctxslots.stores.postgres import PostgresBackend
 
@@ -184,6 +185,9 @@ def test_a_search_counts_its_hits_in_one_statement(pg_url, tmp_path, monkeypatch
         counts = [s for s in sent if "access_count" in s]
         assert 1 == len(counts) and counts[0].startswith("UPDATE facts")
         assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT"))]
+        # The hits' links and what they hide: one statement asks both.
+        around = [s for s in sent if "fact_links" in s or "superseded_by = ANY" in s]
+        assert 1 == len(around) and "fact_links" in around[0] and "superseded_by" in around[0]
         assert 1 == store.get(fact.id).access_count
 
         def in_batch() -> None:

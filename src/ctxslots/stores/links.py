@@ -56,16 +56,18 @@ def strengthen(backend: Backend, fact_id: int, partners: Iterable[int], now: flo
 
 
 def pull_linked(
-    backend: Backend, policy: RankingPolicy, hits: list[Hit], flt: FactFilter, limit: int,
-    now: float,
+    backend: Backend, policy: RankingPolicy, hits: list[Hit], links: Iterable[tuple[int, int, float]],
+    flt: FactFilter, limit: int, now: float,
 ) -> list[Hit]:
-    """Add the strongly linked neighbours of ``hits`` that pass ``flt``, then re-rank to ``limit``."""
+    """Add the strongly linked neighbours of ``hits`` that pass ``flt``, then re-rank to
+    ``limit``; ``links`` are the live hits' links at least ``policy.link_min_strength``
+    (:meth:`~ctxslots.stores.backend.Backend.links_among`)."""
     live = [h for h in hits if not h.fact.archived]
     if policy.link_min_strength is None or not live:
         return hits
     source = {h.fact.id: h for h in live}
     best: dict[int, tuple[Hit, float]] = {}
-    for a, b, strength in backend.links_among(list(source), policy.link_min_strength):
+    for a, b, strength in links:
         for here, there in ((a, b), (b, a)):
             if here in source and there not in source:
                 hit = source[here]

@@ -122,8 +122,13 @@ class RankedSearch:
         if adjust:
             hits = apply_boost_and_rerank(request.query, hits, request.boost,
                                           request.rerank)[:limit]
-        hits = pull_linked(core.backend, core.ranking, hits, request.flt, limit, request.now)
-        hits = _count_hidden(core, hits)
+        # One read for both: the links that may pull facts in, and what each hit hides.
+        live = [h.fact.id for h in hits if not h.fact.archived]
+        links, hidden = core.backend.links_and_hidden(live, core.ranking.link_min_strength) \
+            if live else ([], {})
+        hits = pull_linked(core.backend, core.ranking, hits, links, request.flt, limit,
+                           request.now)
+        hits = _count_hidden(core, hits, set(live), hidden)
         core.recent.add(h.fact.id for h in hits if not h.fact.archived)
         return hits
 
@@ -190,9 +195,13 @@ def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int
     return _Gathered(depth, tuple(candidates), rows, exhausted)
 
 
-def _count_hidden(core: StoreCore, hits: list[Hit]) -> list[Hit]:
-    ids = [h.fact.id for h in hits if not h.fact.archived]
-    counts = core.backend.hidden_counts(ids) if ids else {}
+def _count_hidden(core: StoreCore, hits: list[Hit], asked: set[int], known: dict[int, int]
+                  ) -> list[Hit]:
+    """``hits`` with the number of facts each hides in its trace; ``known`` holds the counts
+    of the ``asked`` ids (none for a fact that hides nothing), and the rest (facts links
+    pulled in) are read now."""
+    late = [h.fact.id for h in hits if not h.fact.archived and h.fact.id not in asked]
+    counts = {**known, **core.backend.hidden_counts(late)} if late else known
     if not counts:
         return hits
     return [attrs.evolve(h, trace=attrs.evolve(h.trace, hides=int(counts[h.fact.id])))

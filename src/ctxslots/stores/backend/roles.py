@@ -227,6 +227,11 @@ class Links(Protocol):
                     ) -> list[tuple[int, int, float]]:
         """``(a, b, strength)`` of links at least ``min_strength`` touching these facts."""
 
+    def links_and_hidden(self, fact_ids: Sequence[int], min_strength: float | None
+                         ) -> tuple[list[tuple[int, int, float]], dict[int, int]]:
+        """What a search asks about its hits, read together: :meth:`links_among` (none
+        when ``min_strength`` is ``None``) and :meth:`hidden_counts`."""
+
     def all_links(self) -> Iterator[tuple[int, int, float, float]]:
         """Every link ``(a, b, strength, updated_at)``, by ``a, b`` (export)."""
 

@@ -323,6 +323,12 @@ class PostgresBackend:
         with self._session.conn() as conn:
             return _links.links_among(conn, fact_ids, min_strength)
 
+    def links_and_hidden(self, fact_ids: Sequence[int], min_strength: float | None
+                         ) -> tuple[list[tuple[int, int, float]], dict[int, int]]:
+        """A search's links among its hits and their hidden counts, in one round trip."""
+        with self._session.conn() as conn:
+            return _links.links_and_hidden(conn, fact_ids, min_strength)
+
     def all_links(self) -> Iterator[tuple[int, int, float, float]]:
         """Every link, by ``a, b``."""
         with self._session.conn() as conn:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ._sql import Conn, id_list
 
-__all__ = ["all_links", "links_among", "links_of", "merge_links", "strengthen_links"]
+__all__ = ["all_links", "links_among", "links_and_hidden", "links_of", "merge_links",
+           "strengthen_links"]
 
 def _of_a(column: str) -> str:
     """A link's scope or user: its first fact's, live or archived ('' when neither exists)."""
@@ -72,6 +74,25 @@ def links_among(conn: Conn, fact_ids: Sequence[int], min_strength: float
                          "AND (a = ANY(%s) OR b = ANY(%s)) ORDER BY a, b",
                          (float(min_strength), ids, ids)).fetchall()
     return [(int(a), int(b), float(s)) for a, b, s in found]
+
+
+def links_and_hidden(conn: Conn, fact_ids: Sequence[int], min_strength: float | None
+                     ) -> tuple[list[tuple[int, int, float]], dict[int, int]]:
+    """:func:`links_among` (none when ``min_strength`` is ``None``) and how many live facts
+    each of these facts hides, in one statement: a search asks both of its hits."""
+    ids = id_list(fact_ids)
+    if not ids:
+        return [], {}
+    sql = ("SELECT true, superseded_by, 0, count(*)::float8 FROM facts "
+           "WHERE superseded_by = ANY(%s) GROUP BY superseded_by")
+    params: list[Any] = [ids]
+    if min_strength is not None:
+        sql += (" UNION ALL SELECT false, a, b, strength FROM fact_links WHERE strength >= %s "
+                "AND (a = ANY(%s) OR b = ANY(%s)) ORDER BY 1, 2, 3")
+        params += [float(min_strength), ids, ids]
+    found = conn.execute(sql, params).fetchall()
+    links = [(int(a), int(b), float(n)) for hidden, a, b, n in found if not hidden]
+    return links, {int(a): int(n) for hidden, a, _, n in found if hidden}
 
 
 def all_links(conn: Conn) -> Iterator[tuple[int, int, float, float]]:

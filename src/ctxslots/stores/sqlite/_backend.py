@@ -273,6 +273,12 @@ class SQLiteBackend:
         """Strong links touching these facts."""
         return _links.links_among(self._conn, fact_ids, min_strength)
 
+    def links_and_hidden(self, fact_ids: Sequence[int], min_strength: float | None
+                         ) -> tuple[list[tuple[int, int, float]], dict[int, int]]:
+        """A search's links among its hits and their hidden counts (two cheap reads here)."""
+        links = [] if min_strength is None else self.links_among(fact_ids, min_strength)
+        return links, self.hidden_counts(fact_ids)
+
     def all_links(self) -> Iterator[tuple[int, int, float, float]]:
         """Every link."""
         return _links.all_links(self._conn)
