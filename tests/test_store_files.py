@@ -92,6 +92,50 @@ def test_a_read_only_store_answers_searches_and_refuses_writes(tmp_path, access_
         assert 1 == len(store.facts())
 
 
+#: Two batches of counts refused one after the other, as when a search queues its counts
+#: before the background writer has met the first refusal.
+REFUSED_TWICE = """
+import sys, warnings
+from ctxslots import ReadOnlyStoreError
+from ctxslots.stores.engines import open_backend
+from ctxslots.stores.writes.access_writer import AccessWriter
+warnings.simplefilter("always")
+writer = AccessWriter(lambda: open_backend(sys.argv[1], create=False, vector_cache=False))
+backend = open_backend(sys.argv[1], create=False, vector_cache=False)
+for _ in range(2):
+    try:
+        writer._write(backend, [([1], 0.0)])
+    except ReadOnlyStoreError:
+        print("refused")
+writer.close()
+backend.close()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
+def test_counts_refused_twice_in_the_background_are_said_once(tmp_path):
+    """The background writer warns of a read-only store once, however many of the batches
+    queued before it knew are refused."""
+    preexec = ordinary_child()
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    path = folder / "memory.db"
+    with FactStore(path) as store:
+        store.add("agent", "The VPN needs a fresh token.")
+    os.chmod(path, 0o444)
+    os.chmod(folder, 0o555)
+    try:
+        done = subprocess.run([sys.executable, "-c", REFUSED_TWICE, str(path)],
+                              preexec_fn=preexec, capture_output=True, text=True, timeout=120,
+                              check=False)
+    finally:
+        os.chmod(folder, 0o755)
+        os.chmod(path, 0o644)
+    assert 0 == done.returncode, done.stderr
+    assert ["refused", "refused"] == done.stdout.splitlines()
+    assert 1 == done.stderr.count("accesses are not counted")
+
+
 @pytest.mark.parametrize("drop", [
     "DROP TABLE facts_fts", "DROP TRIGGER facts_ai", "DROP TRIGGER facts_log_au",
     "DROP INDEX facts_owner_key", "DROP TABLE archive_fts"])

@@ -87,9 +87,11 @@ class AccessWriter(BackgroundWriter):
                 for fact_ids, now in taken:
                     backend.touch(fact_ids, now)
         except ReadOnlyStoreError as exc:
-            self.read_only = True
-            message = f"{exc}: searches answer, but accesses are not counted"
-            warnings.warn(message, RuntimeWarning, stacklevel=1)
+            # Counts queued before the first refusal was seen are refused too: said once.
+            if not self.read_only:
+                self.read_only = True
+                message = f"{exc}: searches answer, but accesses are not counted"
+                warnings.warn(message, RuntimeWarning, stacklevel=1)
             raise
         except Exception as exc:  # noqa: BLE001 - a busy or failing store loses these counts
             self._failed(exc)
