@@ -56,8 +56,8 @@ def strengthen(backend: Backend, fact_id: int, partners: Iterable[int], now: flo
 
 
 def pull_linked(
-    backend: Backend, policy: RankingPolicy, hits: list[Hit], links: Iterable[tuple[int, int, float]],
-    flt: FactFilter, limit: int, now: float,
+    backend: Backend, policy: RankingPolicy, hits: list[Hit],
+    links: Iterable[tuple[int, int, float]], flt: FactFilter, limit: int, now: float,
 ) -> list[Hit]:
     """Add the strongly linked neighbours of ``hits`` that pass ``flt``, then re-rank to
     ``limit``; ``links`` are the live hits' links at least ``policy.link_min_strength``

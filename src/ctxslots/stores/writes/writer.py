@@ -280,9 +280,9 @@ class Writer:
 
     def touch(self, fact_ids: list[int], now: float) -> int:
         """Count an access of each fact: queued for the background writer when
-        there is one (returns how many were queued), else in its own short
-        transaction (returns how many live facts were counted). Inside a batch,
-        counts join the batch's transaction.
+        there is one (returns how many were queued), else as a write of its own
+        (returns how many live facts were counted). Inside a batch, counts join the
+        batch's transaction.
 
         A read-only store counts nothing: the first time it says so with one
         :class:`RuntimeWarning`, and returns 0 from then on.
