@@ -19,6 +19,7 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     make_row,
     unit,
 )
+from _sql import plan_of
 from ctxslots.errors import DuplicateKeyError, StoreError
 from ctxslots.stores.backend import FACT_COLUMNS, Backend, FactFilter, HistoryEntry, VectorRow
 
@@ -212,6 +213,25 @@ def test_update_sets_only_the_given_columns(backend):
     got = backend.get(fact_id)
     assert ("New value.", NOW + 5, "a", "k") == (got["value"], got["updated_at"], got["tags"],
                                                  got["key"])
+
+
+def test_update_records_the_value_it_replaces(backend):
+    """update with history keeps the earlier value as add_history would, in the same write;
+    searches see the new value and not the old one."""
+    fact_id = add(backend, "The deploy runs on Fridays.", key="deploy")
+    earlier = HistoryEntry(fact_id, "agent", "", "deploy", "The deploy runs on Fridays.", "",
+                           None, 1.0, NOW, NOW + 5)
+    with backend.transaction():
+        backend.update(fact_id, {"value": "The deploy runs on Mondays.", "updated_at": NOW + 5},
+                       history=earlier)
+    assert [earlier] == backend.history(fact_id)
+    assert "The deploy runs on Mondays." == backend.get(fact_id)["value"]
+    found = backend.lexical(plan_of(["mondays"]), FactFilter(), 5)
+    assert [fact_id] == [c.row["id"] for c in found]
+    assert [] == backend.lexical(plan_of(["fridays"]), FactFilter(), 5)
+    with backend.transaction():  # nothing to set: the history is still recorded
+        backend.update(fact_id, {}, history=earlier)
+    assert [earlier, earlier] == backend.history(fact_id)
 
 
 def test_history_is_kept_oldest_first(backend):

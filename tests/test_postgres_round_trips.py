@@ -149,39 +149,49 @@ def test_a_write_transaction_keeps_plans_in_the_message_that_begins_it(pg_url, t
         session.close()
 
 
-def test_a_search_counts_its_hits_in_one_statement(pg_url, tmp_path, monkeypatch):
-    """Outside a batch, the access count of a search's hits is one statement that commits
-    on its own: no BEGIN and COMMIT around it. Inside a batch it joins the batch. The
-    hits' links and near-duplicate counts are read in one statement."""
-    from ctxslots import FactStore
-    from ctxslots.stores.postgres import PostgresBackend
+class _Traced:
+    """The statements a FactStore on PostgreSQL sends: each connection its pool opens is
+    noted, and :meth:`sent_while` traces them all through libpq for one action."""
 
-    traced: list[psycopg.Connection] = []
-    configure = PostgresBackend._configure
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+        from ctxslots.stores.postgres import PostgresBackend
 
-    def tracing(self: PostgresBackend, conn: psycopg.Connection) -> None:
-        configure(self, conn)
-        traced.append(conn)
+        self.conns: list[psycopg.Connection] = []
+        self.folder = folder
+        configure = PostgresBackend._configure
 
-    monkeypatch.setattr(PostgresBackend, "_configure", tracing)
+        def noting(backend: PostgresBackend, conn: psycopg.Connection) -> None:
+            configure(backend, conn)
+            self.conns.append(conn)
 
-    def sent_while(action) -> list[str]:
-        path = tmp_path / f"trace-{len(list(tmp_path.iterdir()))}"
+        monkeypatch.setattr(PostgresBackend, "_configure", noting)
+
+    def sent_while(self, action) -> list[str]:
+        """The text of each statement sent while ``action`` ran (simple or extended)."""
+        path = self.folder / f"trace-{len(list(self.folder.iterdir()))}"
         with path.open("w") as out:
-            for conn in traced:
+            for conn in self.conns:
                 conn.pgconn.trace(out.fileno())
             try:
                 action()
             finally:
-                for conn in traced:
+                for conn in self.conns:
                     if not conn.closed:
                         conn.pgconn.untrace()
         return [line.split("\t")[-1].strip(' "') for line in path.read_text().splitlines()
                 if "\tF\t" in line and ("\tQuery\t" in line or "\tParse\t" in line)]
 
+
+def test_a_search_counts_its_hits_in_one_statement(pg_url, tmp_path, monkeypatch):
+    """Outside a batch, the access count of a search's hits is one statement that commits
+    on its own: no BEGIN and COMMIT around it. Inside a batch it joins the batch. The
+    hits' links and near-duplicate counts are read in one statement."""
+    from ctxslots import FactStore
+
+    traced = _Traced(monkeypatch, tmp_path)
     with FactStore(pg_url) as store:
         fact = store.add("agent", "The deploy runs on Fridays.")
-        sent = sent_while(lambda: store.search("deploy"))
+        sent = traced.sent_while(lambda: store.search("deploy"))
         counts = [s for s in sent if "access_count" in s]
         assert 1 == len(counts) and counts[0].startswith("UPDATE facts")
         assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT"))]
@@ -195,6 +205,24 @@ def test_a_search_counts_its_hits_in_one_statement(pg_url, tmp_path, monkeypatch
                 store.search("deploy")
                 store.add("agent", "The release train leaves on Mondays.")
 
-        sent = sent_while(in_batch)
+        sent = traced.sent_while(in_batch)
         assert 1 == sum(s.startswith("BEGIN") for s in sent)
         assert 2 == store.get(fact.id).access_count
+
+
+def test_a_replaced_value_is_recorded_in_the_statement_that_replaces_it(
+        pg_url, tmp_path, monkeypatch):
+    """An upsert that replaces a value writes its history row and the new value in one
+    statement; the history holds the old value."""
+    from ctxslots import FactStore
+
+    traced = _Traced(monkeypatch, tmp_path)
+    with FactStore(pg_url) as store:
+        store.upsert("user", "city", "Ada lives in Nice.", user="ada")
+        sent = traced.sent_while(
+            lambda: store.upsert("user", "city", "Ada lives in Lyon.", user="ada"))
+        history = [s for s in sent if "fact_history" in s]
+        assert 1 == len(history) and "UPDATE facts" in history[0]
+        fact = store.get_by_key("user", "city", user="ada")
+        assert "Ada lives in Lyon." == fact.value
+        assert ["Ada lives in Nice."] == [v.value for v in store.history(fact.id)]

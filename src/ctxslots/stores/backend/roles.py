@@ -148,8 +148,10 @@ class FactRows(Protocol):
         """Insert a fact straight into the archive (import), with
         ``archived_at`` and ``reason`` in ``row``."""
 
-    def update(self, fact_id: int, fields: Mapping[str, Any]) -> None:
-        """Set some columns of a live fact."""
+    def update(self, fact_id: int, fields: Mapping[str, Any], *,
+               history: HistoryEntry | None = None) -> None:
+        """Set some columns of a live fact; with ``history``, record that earlier value
+        in the same write (as :meth:`add_history` would)."""
 
     def add_history(self, entries: Sequence[HistoryEntry]) -> None:
         """Record earlier values."""

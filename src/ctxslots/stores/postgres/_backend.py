@@ -209,10 +209,11 @@ class PostgresBackend:
         with self._session.conn() as conn:
             _rows.insert_archived(conn, row, fact_id)
 
-    def update(self, fact_id: int, fields: Mapping[str, Any]) -> None:
-        """Set some columns of a live fact."""
+    def update(self, fact_id: int, fields: Mapping[str, Any], *,
+               history: HistoryEntry | None = None) -> None:
+        """Set some columns of a live fact; with ``history``, in the statement that records it."""
         with self._session.conn() as conn:
-            _rows.update(conn, fact_id, fields)
+            _rows.update(conn, fact_id, fields, history)
 
     def add_history(self, entries: Sequence[HistoryEntry]) -> None:
         """Record earlier values."""

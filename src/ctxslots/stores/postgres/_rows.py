@@ -207,19 +207,27 @@ def insert_archived(conn: Conn, row: Row, fact_id: int) -> None:
                  f"VALUES ({marks})", values)
 
 
-def update(conn: Conn, fact_id: int, fields: Mapping[str, Any]) -> None:
-    """Set some columns of a live fact."""
+def update(conn: Conn, fact_id: int, fields: Mapping[str, Any],
+           history: HistoryEntry | None = None) -> None:
+    """Set some columns of a live fact; with ``history``, record that earlier value in the
+    same statement (one round trip for a replaced value, not two)."""
     unknown = set(fields) - _WRITABLE
     if unknown:
         raise ValueError(f"not fact columns that can be set: {', '.join(sorted(unknown))}")
     if not fields:
+        add_history(conn, [history] if history is not None else [])
         return
     fields = with_stems(fields, lambda: conn.execute(
         "SELECT key, value, tags, context FROM facts WHERE id = %s", (int(fact_id),)).fetchone())
     names = list(fields)
     assignments = ", ".join(f"{name} = %s" for name in names)
-    conn.execute(f"UPDATE facts SET {assignments} WHERE id = %s",
-                 [fields[n] for n in names] + [int(fact_id)])
+    sql = f"UPDATE facts SET {assignments} WHERE id = %s"
+    params = [fields[n] for n in names] + [int(fact_id)]
+    if history is not None:
+        # The insert sees the row as it was before the update: one snapshot, one statement.
+        sql = f"WITH recorded AS ({_ADD_HISTORY}) {sql}"
+        params = [*_history_values(history), *params]
+    conn.execute(sql, params)
 
 
 def archive(conn: Conn, fact_id: int, archived_at: float, reason: str | None) -> Row | None:
@@ -271,10 +279,14 @@ _ADD_HISTORY = (f"INSERT INTO fact_history ({_HISTORY}, user_id) VALUES ({', '.j
                 "coalesce((SELECT user_id FROM facts WHERE id = %s LIMIT 1), ''))")
 
 
+def _history_values(e: HistoryEntry) -> tuple[Any, ...]:
+    return (e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
+            e.valid_from, e.valid_to, e.fact_id)
+
+
 def add_history(conn: Conn, entries: Sequence[HistoryEntry]) -> None:
     """Record earlier values."""
-    rows = [(e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
-             e.valid_from, e.valid_to, e.fact_id) for e in entries]
+    rows = [_history_values(e) for e in entries]
     if len(rows) == 1:
         # One row (an upsert's): psycopg's executemany would open a pipeline for it,
         # three waits on the server instead of one.

@@ -175,8 +175,11 @@ class SQLiteBackend:
         """Insert straight into the archive and keep its id from being handed out."""
         _rows.insert_archived(self._conn, row, fact_id)
 
-    def update(self, fact_id: int, fields: Mapping[str, Any]) -> None:
-        """Set some columns of a fact."""
+    def update(self, fact_id: int, fields: Mapping[str, Any], *,
+               history: HistoryEntry | None = None) -> None:
+        """Set some columns of a fact, recording ``history`` first when given."""
+        if history is not None:
+            _rows.add_history(self._conn, [history])
         _rows.update(self._conn, fact_id, fields)
 
     def add_history(self, entries: Sequence[HistoryEntry]) -> None:

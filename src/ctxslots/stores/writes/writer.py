@@ -225,12 +225,11 @@ class Writer:
         """Replace a stored fact's fields, keeping the old value in history."""
         self.count_write()
         changed = prev["value"] != row["value"]
-        if changed or prev["tags"] != row["tags"]:
-            self.backend.add_history([HistoryEntry(
-                fact_id=int(prev["id"]), slot=prev["slot"], scope=prev["scope"], key=prev["key"],
-                value=prev["value"], tags=prev["tags"], source=prev["source"],
-                confidence=float(prev["confidence"]), valid_from=float(prev["updated_at"]),
-                valid_to=now)])
+        history = HistoryEntry(
+            fact_id=int(prev["id"]), slot=prev["slot"], scope=prev["scope"], key=prev["key"],
+            value=prev["value"], tags=prev["tags"], source=prev["source"],
+            confidence=float(prev["confidence"]), valid_from=float(prev["updated_at"]),
+            valid_to=now) if changed or prev["tags"] != row["tags"] else None
         # The key (unchanged) goes with the other texts the stems are made of, so the
         # engine need not read them back to stem them.
         fields = {"key": prev["key"], "value": row["value"], "tags": row["tags"],
@@ -239,7 +238,7 @@ class Writer:
                   "observed_at": row.get("observed_at", prev["observed_at"])}
         if changed:  # a new value is no longer the near-duplicate it was marked as
             fields["superseded_by"] = None
-        self.backend.update(int(prev["id"]), fields)
+        self.backend.update(int(prev["id"]), fields, history=history)
         if changed:
             self.vectors.replaced(int(prev["id"]))
             self.queue_vector(int(prev["id"]), prev | {"value": row["value"]})
