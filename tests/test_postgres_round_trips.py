@@ -226,3 +226,24 @@ def test_a_replaced_value_is_recorded_in_the_statement_that_replaces_it(
         fact = store.get_by_key("user", "city", user="ada")
         assert "Ada lives in Lyon." == fact.value
         assert ["Ada lives in Nice."] == [v.value for v in store.history(fact.id)]
+
+
+def test_a_flush_reads_each_key_once_whether_or_not_it_is_stored(pg_url, tmp_path, monkeypatch):
+    """Inside a batch, a key read and then written is read once, stored or not (the
+    reservation keeps other writers of the key out): the write's own read is the same."""
+    from ctxslots import FactStore
+
+    traced = _Traced(monkeypatch, tmp_path)
+    with FactStore(pg_url) as store:
+        store.upsert("user", "city", "Ada lives in Nice.", user="ada")
+
+        def flush() -> None:
+            with store.batch():
+                for key, value in (("city", "Ada lives in Lyon."), ("town", "Ada grew up in Arles.")):
+                    store.get_by_key("user", key, user="ada")
+                    store.upsert("user", key, value, user="ada")
+
+        sent = traced.sent_while(flush)
+        reads = [s for s in sent if s.startswith("SELECT id,") and "key = $" in s]
+        assert 2 == len(reads)
+        assert "Ada grew up in Arles." == store.get_by_key("user", "town", user="ada").value

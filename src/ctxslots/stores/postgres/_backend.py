@@ -163,22 +163,23 @@ class PostgresBackend:
                    live_at: float | None = None) -> Row | None:
         """The fact with this slot, owners and key (the key reserved, inside a transaction)."""
         session, name = self._session, ("key", slot, scope, user_id, agent_id, key)
-        writing = session.writing
-        if writing:
-            # A flush reads a key, then writes it: the write's own read is the same row.
-            row = session.recall_read(name)
-            if row is not None:
-                return row if live_at is None or _rows.is_live(row, live_at) else None
-        with session.conn() as conn:
-            if writing:
+        if not session.writing:
+            with session.conn() as conn:
+                return _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, live_at,
+                                        lock=False)
+        # A flush reads a key, then writes it: the write's own read is the same row, or
+        # the same absence of one.
+        known, row = session.recall_read(name)
+        if not known:
+            with session.conn() as conn:
                 # A separate statement: the SELECT after it takes a snapshot that sees
                 # what the writer we waited for committed.
                 session.reserve(conn, *name)
-            row = _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, live_at,
-                                   lock=writing)
-            if writing and row is not None:  # the one row with this key, live or not
-                session.remember_read(name, row)
-            return row
+                # The one row with this key, live or not: whether it is live is asked below.
+                row = _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, None,
+                                       lock=True)
+            session.remember_read(name, row)
+        return row if row is None or live_at is None or _rows.is_live(row, live_at) else None
 
     def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
                   agent_id: str, archived: bool = False, live_at: float | None = None

@@ -51,8 +51,9 @@ class _Held(threading.local):
     conn: psycopg.Connection[Any] | None = None
     writing: int = 0
     reserved: dict[tuple[str, ...], int] | None = None
-    #: The row of the name last read under lock, until the next statement.
-    last_read: tuple[tuple[str, ...], FactRow] | None = None
+    #: The row (or ``None``: no row) of the name last read under lock, until the next
+    #: statement.
+    last_read: tuple[tuple[str, ...], FactRow | None] | None = None
     #: The depths whose last block ended and left its savepoint to be released.
     kept: frozenset[int] = frozenset()
 
@@ -86,16 +87,19 @@ class Session:
             reserve_name(conn, kind, *parts)
             held.reserved[name] = held.writing
 
-    def remember_read(self, name: tuple[str, ...], row: FactRow) -> None:
-        """Keep the row just read under lock by the reserved ``name``: until this
-        transaction runs another statement or leaves a savepoint, nothing can change it
-        (the reservation and the row lock keep other writers out)."""
-        self._held.last_read = (name, row.copy())
+    def remember_read(self, name: tuple[str, ...], row: FactRow | None) -> None:
+        """Keep the row just read under lock by the reserved ``name`` (``None``: there is
+        none): until this transaction runs another statement or leaves a savepoint, nothing
+        can change it (the reservation and the row lock keep other writers out)."""
+        self._held.last_read = (name, None if row is None else row.copy())
 
-    def recall_read(self, name: tuple[str, ...]) -> FactRow | None:
-        """The row :meth:`remember_read` kept for ``name``, if nothing ran since."""
+    def recall_read(self, name: tuple[str, ...]) -> tuple[bool, FactRow | None]:
+        """Whether :meth:`remember_read` kept a read of ``name`` that nothing ran since,
+        and the row it kept (``None``: there is none)."""
         last = self._held.last_read
-        return last[1].copy() if last is not None and last[0] == name else None
+        if last is None or last[0] != name:
+            return False, None
+        return True, None if last[1] is None else last[1].copy()
 
     def _leave_savepoint(self, rolled_back: bool) -> None:
         """What the savepoint just left took: released with it, or now its parent's."""
