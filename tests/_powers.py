@@ -13,11 +13,12 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 
-__all__ = ["ordinary_child"]
+__all__ = ["ordinary_child", "run_on_read_only_file"]
 
 _PR_CAPBSET_DROP = 24
 _EINVAL = 22
@@ -71,3 +72,18 @@ def ordinary_child() -> Callable[[], None] | None:
         pytest.skip("root's children keep their power to write here "
                     f"(exit {done.returncode}: {done.stderr.strip()[:200]})")
     return drop
+
+
+def run_on_read_only_file(path: Path, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGS`` as a child that permissions hold for (see :func:`ordinary_child`,
+    which skips where they cannot) while ``path`` and its folder are read-only; their modes
+    come back after, whatever happened."""
+    preexec = ordinary_child()
+    os.chmod(path, 0o444)
+    os.chmod(path.parent, 0o555)
+    try:
+        return subprocess.run([sys.executable, *args], preexec_fn=preexec, capture_output=True,
+                              text=True, timeout=120, check=False)
+    finally:
+        os.chmod(path.parent, 0o755)
+        os.chmod(path, 0o644)

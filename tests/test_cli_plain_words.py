@@ -13,7 +13,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from _powers import ordinary_child
+from _powers import ordinary_child, run_on_read_only_file
 from ctxslots import FactStore, FlushPolicy, MemoryFlusher, OpenAIChatClient
 from ctxslots.cli import cli
 from ctxslots.testing import ScriptedChatServer
@@ -29,21 +29,12 @@ def _run(db, *args):
 def test_the_read_only_warning_is_one_plain_line(tmp_path):
     """Searching a store its user may not write: one 'warning: ...' line on stderr, without
     'facts.py:71: RuntimeWarning' and the source line Python adds."""
-    preexec = ordinary_child()
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    db = folder / "memory.db"
+    ordinary_child()  # skips, with the reason, where permissions cannot hold
+    db = tmp_path / "ro" / "memory.db"
+    db.parent.mkdir()
     with FactStore(db) as store:
         store.add("agent", "The VPN needs a fresh token.")
-    os.chmod(db, 0o444)
-    os.chmod(folder, 0o555)
-    try:
-        done = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(db), "search",
-                               "vpn token"], preexec_fn=preexec, capture_output=True, text=True,
-                              timeout=120, check=False)
-    finally:
-        os.chmod(folder, 0o755)
-        os.chmod(db, 0o644)
+    done = run_on_read_only_file(db, ["-m", "ctxslots", "--db", str(db), "search", "vpn token"])
     assert 0 == done.returncode, done.stderr
     assert "The VPN needs a fresh token." in done.stdout
     lines = done.stderr.splitlines()

@@ -3,14 +3,12 @@ opened read-only; and `stats` on each engine."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import pytest
 from click.testing import CliRunner
 
-from _powers import ordinary_child
+from _powers import ordinary_child, run_on_read_only_file
 from _sql import raw
 from ctxslots import FactStore, RankingPolicy
 from ctxslots.cli import cli
@@ -83,21 +81,13 @@ with FactStore(sys.argv[1], create=False) as store:
 def test_doctor_on_a_read_only_file_finds_the_full_text_index_in_sync(tmp_path):
     """A file its user may not write is checked by what can be read: a sound index is in sync,
     with no problem reported (the check that writes is not run)."""
-    preexec = ordinary_child()  # skips, with the reason, where permissions cannot hold
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    path = folder / "memory.db"
+    ordinary_child()  # skips, with the reason, where permissions cannot hold
+    path = tmp_path / "read-only" / "memory.db"
+    path.parent.mkdir()
     with FactStore(path) as store:
         store.add("agent", "The VPN needs a fresh token.")
         store.forget(store.add("agent", "An archived note.").id)
-    os.chmod(path, 0o444)
-    os.chmod(folder, 0o555)
-    try:
-        done = subprocess.run([sys.executable, "-c", DOCTOR, str(path)], preexec_fn=preexec,
-                              capture_output=True, text=True, timeout=120, check=False)
-    finally:
-        os.chmod(folder, 0o755)
-        os.chmod(path, 0o644)
+    done = run_on_read_only_file(path, ["-c", DOCTOR, str(path)])
     assert 0 == done.returncode, done.stderr
     assert ["True", "()"] == done.stdout.splitlines()
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from _powers import ordinary_child
+from _powers import ordinary_child, run_on_read_only_file
 from _sql import raw
 from ctxslots import FactStore, StoreError
 from ctxslots.cli import cli
@@ -67,21 +66,12 @@ def test_a_read_only_store_answers_searches_and_refuses_writes(tmp_path, access_
     The child runs as this user with every capability dropped (root's too), so the file's
     mode bits hold for it and it runs the same Python as the tests, wherever that lives.
     """
-    preexec = ordinary_child()  # skips, with the reason, where permissions cannot hold
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    path = folder / "memory.db"
+    ordinary_child()  # skips, with the reason, where permissions cannot hold
+    path = tmp_path / "read-only" / "memory.db"
+    path.parent.mkdir()
     with FactStore(path) as store:
         fact = store.add("agent", "The VPN needs a fresh token.")
-    os.chmod(path, 0o444)
-    os.chmod(folder, 0o555)
-    try:
-        done = subprocess.run([sys.executable, "-c", CHILD, str(path), access_writes],
-                              preexec_fn=preexec, capture_output=True, text=True, timeout=120,
-                              check=False)
-    finally:
-        os.chmod(folder, 0o755)
-        os.chmod(path, 0o644)
+    done = run_on_read_only_file(path, ["-c", CHILD, str(path), access_writes])
     assert 0 == done.returncode, done.stderr
     lines = done.stdout.splitlines()
     assert ["['The VPN needs a fresh token.']"] * 2 == lines[:2]
@@ -116,21 +106,12 @@ backend.close()
 def test_counts_refused_twice_in_the_background_are_said_once(tmp_path):
     """The background writer warns of a read-only store once, however many of the batches
     queued before it knew are refused."""
-    preexec = ordinary_child()
-    folder = tmp_path / "read-only"
-    folder.mkdir()
-    path = folder / "memory.db"
+    ordinary_child()  # skips, with the reason, where permissions cannot hold
+    path = tmp_path / "read-only" / "memory.db"
+    path.parent.mkdir()
     with FactStore(path) as store:
         store.add("agent", "The VPN needs a fresh token.")
-    os.chmod(path, 0o444)
-    os.chmod(folder, 0o555)
-    try:
-        done = subprocess.run([sys.executable, "-c", REFUSED_TWICE, str(path)],
-                              preexec_fn=preexec, capture_output=True, text=True, timeout=120,
-                              check=False)
-    finally:
-        os.chmod(folder, 0o755)
-        os.chmod(path, 0o644)
+    done = run_on_read_only_file(path, ["-c", REFUSED_TWICE, str(path)])
     assert 0 == done.returncode, done.stderr
     assert ["refused", "refused"] == done.stdout.splitlines()
     assert 1 == done.stderr.count("accesses are not counted")
