@@ -300,7 +300,7 @@ class PostgresBackend:
     def hidden_counts(self, fact_ids: Sequence[int]) -> dict[int, int]:
         """How many live facts each of these facts hides."""
         with self._session.conn() as conn:
-            return _rows.hidden_counts(conn, fact_ids)
+            return _links.links_and_hidden(conn, fact_ids, None)[1]
 
     # -- links and flush progress ----------------------------------------------------
 

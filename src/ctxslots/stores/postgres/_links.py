@@ -64,35 +64,37 @@ def links_of(conn: Conn, fact_id: int) -> dict[int, float]:
     return {int(other): float(strength) for other, strength in found}
 
 
+#: The links at least a strength (``%s``) touching some facts (``%s`` twice).
+_AMONG = ("SELECT a, b, strength FROM fact_links WHERE strength >= %s "
+          "AND (a = ANY(%s) OR b = ANY(%s))")
+
+
 def links_among(conn: Conn, fact_ids: Sequence[int], min_strength: float
                 ) -> list[tuple[int, int, float]]:
     """``(a, b, strength)`` of links at least ``min_strength`` touching these facts."""
-    ids = id_list(fact_ids)
-    if not ids:
-        return []
-    found = conn.execute("SELECT a, b, strength FROM fact_links WHERE strength >= %s "
-                         "AND (a = ANY(%s) OR b = ANY(%s)) ORDER BY a, b",
-                         (float(min_strength), ids, ids)).fetchall()
-    return [(int(a), int(b), float(s)) for a, b, s in found]
+    return links_and_hidden(conn, fact_ids, min_strength, hidden=False)[0]
 
 
-def links_and_hidden(conn: Conn, fact_ids: Sequence[int], min_strength: float | None
-                     ) -> tuple[list[tuple[int, int, float]], dict[int, int]]:
-    """:func:`links_among` (none when ``min_strength`` is ``None``) and how many live facts
-    each of these facts hides, in one statement: a search asks both of its hits."""
+def links_and_hidden(conn: Conn, fact_ids: Sequence[int], min_strength: float | None, *,
+                     hidden: bool = True) -> tuple[list[tuple[int, int, float]], dict[int, int]]:
+    """:func:`links_among` (none when ``min_strength`` is ``None``) and, with ``hidden``, how
+    many live facts each of these facts hides, in one statement: a search asks both of its
+    hits."""
     ids = id_list(fact_ids)
-    if not ids:
-        return [], {}
-    sql = ("SELECT true, superseded_by, 0, count(*)::float8 FROM facts "
-           "WHERE superseded_by = ANY(%s) GROUP BY superseded_by")
-    params: list[Any] = [ids]
-    if min_strength is not None:
-        sql += (" UNION ALL SELECT false, a, b, strength FROM fact_links WHERE strength >= %s "
-                "AND (a = ANY(%s) OR b = ANY(%s)) ORDER BY 1, 2, 3")
+    parts: list[str] = []
+    params: list[Any] = []
+    if ids and min_strength is not None:
+        parts.append(f"SELECT false, a, b, strength FROM ({_AMONG}) l")
         params += [float(min_strength), ids, ids]
-    found = conn.execute(sql, params).fetchall()
-    links = [(int(a), int(b), float(n)) for hidden, a, b, n in found if not hidden]
-    return links, {int(a): int(n) for hidden, a, _, n in found if hidden}
+    if ids and hidden:
+        parts.append("SELECT true, superseded_by, 0, count(*)::float8 FROM facts "
+                     "WHERE superseded_by = ANY(%s) GROUP BY superseded_by")
+        params.append(ids)
+    if not parts:
+        return [], {}
+    found = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 1, 2, 3", params).fetchall()
+    links = [(int(a), int(b), float(n)) for is_count, a, b, n in found if not is_count]
+    return links, {int(a): int(n) for is_count, a, _, n in found if is_count}
 
 
 def all_links(conn: Conn) -> Iterator[tuple[int, int, float, float]]:

@@ -413,16 +413,6 @@ def hand_over_superseded(conn: Conn, old: int, new: int) -> None:
                  (int(new), int(old)))
 
 
-def hidden_counts(conn: Conn, fact_ids: Sequence[int]) -> dict[int, int]:
-    """How many live facts each of these facts hides."""
-    ids = id_list(fact_ids)
-    if not ids:
-        return {}
-    found = conn.execute("SELECT superseded_by, count(*) FROM facts WHERE superseded_by = ANY(%s) "
-                         "GROUP BY superseded_by", (ids,)).fetchall()
-    return {int(by): int(n) for by, n in found}
-
-
 # -- erasure ----------------------------------------------------------------------
 
 #: The column that holds each kind of owner.

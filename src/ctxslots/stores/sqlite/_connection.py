@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import apsw
@@ -139,18 +139,17 @@ class Connection:
         :raises StoreError: A table or column the statement names is gone (a
             damaged store: ``doctor`` says what, ``reindex`` rebuilds what it can).
         """
-        return self._cursor(sql, params, at_once=not self.streams, describe=False)
+        if self.streams:
+            return self._run(sql, params, lambda cursor: _TakingTurns(cursor, self._lock))
+        return self._run(sql, params, _Fetched)
 
-    def _cursor(self, sql: str, params: Params, *, at_once: bool, describe: bool
-                ) -> _TakingTurns | _Fetched:
+    def _run(self, sql: str, params: Params, result: Callable[[apsw.Cursor], T]) -> T:
+        """Run ``sql`` and make its ``result`` from the cursor, in one turn of the lock."""
         if self._closed:
             raise self._closed_error()
         try:
             with self._lock:
-                cursor = self.raw.execute(sql, params)
-                if at_once:
-                    return _Fetched(cursor, describe=describe)
-                return _TakingTurns(cursor, self._lock)
+                return result(self.raw.execute(sql, params))
         except apsw.SQLError as exc:
             if "no such" not in str(exc):
                 raise
@@ -168,8 +167,7 @@ class Connection:
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         """Run a query and return its rows as dictionaries."""
-        cursor = self._cursor(sql, params, at_once=True, describe=True)
-        assert isinstance(cursor, _Fetched)
+        cursor = self._run(sql, params, lambda raw: _Fetched(raw, describe=True))
         if cursor.description is None:
             return []
         names = [d[0] for d in cursor.description]
