@@ -15,16 +15,17 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Sequence
+from typing import cast
 
 from ...errors import StoreError
-from ..backend import FactFilter, LexicalCandidate, QueryPlan, TermCounts, rows_in
+from ..backend import FactFilter, FactRow, LexicalCandidate, QueryPlan, TermCounts, rows_in
 from ..sanitize import to_match
 from ..stemming import stemmed_query
 from . import _rows
 from ._connection import Connection
 from ._loader import CacheSlot
 from ._schema import owner_term
-from ._sql import filter_clause, marks
+from ._sql import ARCHIVE_READ, READ, filter_clause, marks
 from ._terms import TermFrequencies
 from .lexical_cache import LexicalCache, build_lexical_cache
 
@@ -72,12 +73,18 @@ class LexicalLeg:
             if owners:
                 match = f"owner_term : ({to_match(owners)}) AND {match}"
             # FTS5 scores every row the match finds; the join applies the
-            # filters before the LIMIT so they never starve the pool.
-            ranked = [(int(fid), float(rank)) for fid, rank in conn.execute(
-                f"SELECT f.id, {table}_fts.rank FROM {table}_fts JOIN {table} AS f "
-                f"ON f.id = {table}_fts.rowid WHERE {table}_fts MATCH ? AND {cond} "
-                f"ORDER BY {table}_fts.rank, f.id LIMIT ?", (match, *params, pool)
-            ).fetchall()]
+            # filters before the LIMIT so they never starve the pool. Only the best
+            # ``pool`` are then read whole, in the same statement.
+            found = conn.rows(
+                f"SELECT {ARCHIVE_READ if archived else READ}, top.bm25 AS bm25 FROM "
+                f"(SELECT f.id AS fact_id, {table}_fts.rank AS bm25 FROM {table}_fts "
+                f"JOIN {table} AS f ON f.id = {table}_fts.rowid "
+                f"WHERE {table}_fts MATCH ? AND {cond} "
+                f"ORDER BY {table}_fts.rank, f.id LIMIT ?) AS top "
+                f"CROSS JOIN {table} ON {table}.id = top.fact_id "
+                f"ORDER BY top.bm25, top.fact_id", (match, *params, pool))
+            return [LexicalCandidate(cast(FactRow, row), float(row.pop("bm25")))
+                    for row in found]
         if not ranked:
             return []
         rows = {int(r["id"]): r for r in _rows.rows_by_ids(conn, [fid for fid, _ in ranked],
