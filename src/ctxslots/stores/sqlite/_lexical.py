@@ -65,31 +65,29 @@ class LexicalLeg:
         if not archived and self.use_copy and flt.scopes is not None and not flt.narrowed \
                 and self._slot.ready(conn) is not None:
             ranked = self._from_copy(conn, plan.words, flt, pool)
-        else:
-            table = "archive" if archived else "facts"
-            cond, params = filter_clause(flt, "f.")
-            match = f"{_WORD_COLUMNS} : ({to_match(stems)})"
-            owners = None if archived else self._owner_terms(conn, flt)
-            if owners:
-                match = f"owner_term : ({to_match(owners)}) AND {match}"
-            # FTS5 scores every row the match finds; the join applies the
-            # filters before the LIMIT so they never starve the pool. Only the best
-            # ``pool`` are then read whole, in the same statement.
-            found = conn.rows(
-                f"SELECT {ARCHIVE_READ if archived else READ}, top.bm25 AS bm25 FROM "
-                f"(SELECT f.id AS fact_id, {table}_fts.rank AS bm25 FROM {table}_fts "
-                f"JOIN {table} AS f ON f.id = {table}_fts.rowid "
-                f"WHERE {table}_fts MATCH ? AND {cond} "
-                f"ORDER BY {table}_fts.rank, f.id LIMIT ?) AS top "
-                f"CROSS JOIN {table} ON {table}.id = top.fact_id "
-                f"ORDER BY top.bm25, top.fact_id", (match, *params, pool))
-            return [LexicalCandidate(cast(FactRow, row), float(row.pop("bm25")))
-                    for row in found]
-        if not ranked:
-            return []
-        rows = {int(r["id"]): r for r in _rows.rows_by_ids(conn, [fid for fid, _ in ranked],
-                                                             flt, archived)}
-        return [LexicalCandidate(rows[fid], score) for fid, score in ranked if fid in rows]
+            if not ranked:
+                return []
+            rows = {int(r["id"]): r for r in _rows.rows_by_ids(
+                conn, [fid for fid, _ in ranked], flt, archived)}
+            return [LexicalCandidate(rows[fid], score) for fid, score in ranked if fid in rows]
+        table = "archive" if archived else "facts"
+        cond, params = filter_clause(flt, "f.")
+        match = f"{_WORD_COLUMNS} : ({to_match(stems)})"
+        owners = None if archived else self._owner_terms(conn, flt)
+        if owners:
+            match = f"owner_term : ({to_match(owners)}) AND {match}"
+        # FTS5 scores every row the match finds; the join applies the filters before
+        # the LIMIT so they never starve the pool. The subquery sorts ids and scores
+        # alone, and only the best ``pool`` rows are then read whole.
+        found = conn.rows(
+            f"SELECT {ARCHIVE_READ if archived else READ}, top.bm25 AS bm25 FROM "
+            f"(SELECT f.id AS fact_id, {table}_fts.rank AS bm25 FROM {table}_fts "
+            f"JOIN {table} AS f ON f.id = {table}_fts.rowid "
+            f"WHERE {table}_fts MATCH ? AND {cond} "
+            f"ORDER BY {table}_fts.rank, f.id LIMIT ?) AS top "
+            f"CROSS JOIN {table} ON {table}.id = top.fact_id "
+            f"ORDER BY top.bm25, top.fact_id", (match, *params, pool))
+        return [LexicalCandidate(cast(FactRow, row), float(row.pop("bm25"))) for row in found]
 
     def holding(self, conn: Connection, words: Sequence[str], fact_ids: Sequence[int], *,
                 archived: bool) -> set[int]:
