@@ -1,11 +1,12 @@
 """Round trips the PostgreSQL engine leaves out: an idle pooled connection the server said
 nothing to is lent without one (and one whose session the server ended is replaced), a
 nested block leaves its savepoint for the next block to release in the message that takes
-its own, a write transaction sets its plan mode in the message that begins it, and a
-search's access count is one statement."""
+its own, a write transaction sets its plan mode in the message that begins it, and so
+does a search, whose reads and access count share one transaction."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -168,6 +169,14 @@ class _Traced:
 
     def sent_while(self, action) -> list[str]:
         """The text of each statement sent while ``action`` ran (simple or extended)."""
+        return [text for _, text in self._messages(action, ("Query", "Parse"))]
+
+    def parsed_while(self, action) -> list[tuple[str, str]]:
+        """Each statement parsed while ``action`` ran (extended protocol): its name
+        (``""`` for an unnamed statement, planned for its parameters) and its text."""
+        return self._messages(action, ("Parse",))
+
+    def _messages(self, action, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
         path = self.folder / f"trace-{len(list(self.folder.iterdir()))}"
         with path.open("w") as out:
             for conn in self.conns:
@@ -178,23 +187,45 @@ class _Traced:
                 for conn in self.conns:
                     if not conn.closed:
                         conn.pgconn.untrace()
-        return [line.split("\t")[-1].strip(' "') for line in path.read_text().splitlines()
-                if "\tF\t" in line and ("\tQuery\t" in line or "\tParse\t" in line)]
+        # A record starts with its timestamp and direction; a statement's own line breaks
+        # continue it on the next lines.
+        records: list[str] = []
+        for line in path.read_text().splitlines():
+            if "\tF\t" in line or "\tB\t" in line or not records:
+                records.append(line)
+            else:
+                records[-1] += " " + line
+        out: list[tuple[str, str]] = []
+        for record in records:
+            fields = record.split("\t")
+            if len(fields) < 4 or fields[1] != "F" or fields[3] not in kinds:
+                continue
+            body = "\t".join(fields[4:]).strip()
+            if fields[3] == "Parse":  # "name" "text" parameter types...
+                found = re.match(r'"([^"]*)" "(.*)" \d', body, re.DOTALL)
+                assert found, body
+                out.append((found[1], " ".join(found[2].split())))
+            else:
+                out.append(("", " ".join(body.strip(' "').split())))
+        return out
 
 
-def test_a_search_counts_its_hits_in_one_statement(pg_url, tmp_path, monkeypatch):
-    """Outside a batch, the access count of a search's hits is one statement that commits
-    on its own: no BEGIN and COMMIT around it. Inside a batch it joins the batch. The
-    hits' links and near-duplicate counts are read in one statement."""
+def test_a_search_runs_in_one_transaction_that_keeps_its_plans(pg_url, tmp_path, monkeypatch):
+    """Outside a batch, a search's statements run in one transaction whose first message
+    lets them keep their plans: the match, one statement for the hits' links and
+    near-duplicate counts, one for their access count, then COMMIT. Inside a batch it
+    joins the batch."""
     from ctxslots import FactStore
 
     traced = _Traced(monkeypatch, tmp_path)
     with FactStore(pg_url) as store:
         fact = store.add("agent", "The deploy runs on Fridays.")
         sent = traced.sent_while(lambda: store.search("deploy"))
-        counts = [s for s in sent if "access_count" in s]
-        assert 1 == len(counts) and counts[0].startswith("UPDATE facts")
-        assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT"))]
+        assert "BEGIN; SET LOCAL plan_cache_mode = auto" == sent[0]
+        assert "COMMIT" == sent[-1]
+        assert not [s for s in sent[1:-1] if s.startswith(("BEGIN", "COMMIT", "SAVEPOINT"))]
+        counts = [s for s in sent if s.startswith("UPDATE facts") and "access_count" in s]
+        assert 1 == len(counts) and counts[0] == sent[-2]
         # The hits' links and what they hide: one statement asks both.
         around = [s for s in sent if "fact_links" in s or "superseded_by = ANY" in s]
         assert 1 == len(around) and "fact_links" in around[0] and "superseded_by" in around[0]
@@ -208,6 +239,57 @@ def test_a_search_counts_its_hits_in_one_statement(pg_url, tmp_path, monkeypatch
         sent = traced.sent_while(in_batch)
         assert 1 == sum(s.startswith("BEGIN") for s in sent)
         assert 2 == store.get(fact.id).access_count
+
+
+def test_a_search_that_raises_leaves_its_connection_idle(pg_url, tmp_path, monkeypatch):
+    """A search whose boost fails inside its transaction rolls it back: the error is the
+    store's, no access is counted, and the connections go on planning reads for their
+    own parameters, idle, with nothing held."""
+    from ctxslots import FactStore
+    from ctxslots.errors import InvalidFactError
+
+    traced = _Traced(monkeypatch, tmp_path)
+    with FactStore(pg_url) as store:
+        fact = store.add("agent", "The deploy runs on Fridays.")
+        with pytest.raises(InvalidFactError, match="boost"):
+            store.search("deploy", boost=lambda _fact: -1.0)
+        assert 0 == store.get(fact.id).access_count
+        for conn in traced.conns:
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            assert "force_custom_plan" == conn.execute("SHOW plan_cache_mode").fetchone()[0]
+        assert [fact.id] == [h.fact.id for h in store.search("deploy")]
+        assert 1 == store.get(fact.id).access_count
+
+
+def test_a_search_keeps_the_plan_of_an_owners_match_alone(pg_url, tmp_path, monkeypatch):
+    """Run often, a search's BM25 statement is prepared, and keeps its plan, when it
+    matches the owner terms of a small share of the store and filters by owners alone;
+    filtered by the time a memory was said as well, it is planned for its parameters
+    each time."""
+    from ctxslots import FactStore
+    from ctxslots.stores.postgres import _lexical
+
+    monkeypatch.setattr(_lexical, "_EXACT_BELOW", 0)  # this small table counts as large
+    traced = _Traced(monkeypatch, tmp_path)
+    with FactStore(pg_url, embedder=False) as store:
+        with store.batch():
+            for user in [f"user{n}" for n in range(10)]:
+                for n in range(10):
+                    store.add("user", f"{user} deploys staging build {n}.", user=user)
+
+        def searches(**filters) -> None:
+            for _ in range(8):
+                assert store.search("staging deploys", user="user3", **filters)
+
+        def bm25_names(parsed: list[tuple[str, str]]) -> list[str]:
+            bm25 = [(name, text) for name, text in parsed if "q AS MATERIALIZED" in text]
+            assert all("md5(o.u" in text for _, text in bm25)  # the owner terms matched
+            return [name for name, _ in bm25]
+
+        owners_alone = bm25_names(traced.parsed_while(searches))
+        assert owners_alone and any(name for name in owners_alone)
+        said = bm25_names(traced.parsed_while(lambda: searches(said_after=0.0)))
+        assert 8 == len(said) and not any(said)
 
 
 def test_a_replaced_value_is_recorded_in_the_statement_that_replaces_it(

@@ -286,14 +286,17 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             non-finite factor.
         """
         check_limit(limit)
-        ranked = self.search_ranked(query, slots=slots, scope=scope, user=user, agent=agent,
-                                    include_archive=include_archive, boost=boost,
-                                    include_superseded=include_superseded, now=now, tags=tags,
-                                    source=source, said_after=said_after,
-                                    said_before=said_before, relaxed=relaxed)
-        hits = ranked.hits(limit)
-        if track_access:
-            hits = self._core.writer.track_access(hits, self.clock())
+        # Its reads and its access count in one go (on PostgreSQL, one transaction that
+        # keeps their plans).
+        with self._core.backend.reading():
+            ranked = self.search_ranked(
+                query, slots=slots, scope=scope, user=user, agent=agent,
+                include_archive=include_archive, boost=boost,
+                include_superseded=include_superseded, now=now, tags=tags, source=source,
+                said_after=said_after, said_before=said_before, relaxed=relaxed)
+            hits = ranked.hits(limit)
+            if track_access:
+                hits = self._core.writer.track_access(hits, self.clock())
         return hits
 
     def search_ranked(self, query: str, *, slots: Sequence[str] | None = None,

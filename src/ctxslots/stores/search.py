@@ -108,6 +108,10 @@ class RankedSearch:
         limit = check_limit(limit)
         if not self.runs:
             return []
+        with self.core.backend.reading():
+            return self._hits(limit)
+
+    def _hits(self, limit: int) -> list[Hit]:
         gathered = self._gather(max(self.core.candidate_pool, limit))
         request, core = self.request, self.core
         adjust = request.boost is not None or request.rerank is not None

@@ -71,6 +71,11 @@ class Lifecycle(Protocol):
     def snapshot(self) -> contextlib.AbstractContextManager[None]:
         """Reads inside see one consistent moment of the store (export)."""
 
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """One search's reads and its access count, run so that their statements keep
+        their plans where the engine plans them anew otherwise (PostgreSQL: one
+        transaction); inside a transaction or a snapshot, nothing more."""
+
     @property
     def in_transaction(self) -> bool:
         """Whether a :meth:`transaction` block is open."""

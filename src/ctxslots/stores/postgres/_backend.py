@@ -120,6 +120,10 @@ class PostgresBackend:
         """Reads inside see one moment of the store (a repeatable-read, read-only transaction)."""
         return self._session.snapshot()
 
+    def reading(self) -> AbstractContextManager[None]:
+        """One search's statements in one transaction that keeps their plans."""
+        return self._session.reading()
+
     @property
     def in_transaction(self) -> bool:
         """Whether this thread has a :meth:`transaction` block open."""

@@ -152,6 +152,7 @@ class LexicalLeg:
         where, params = filter_clause(flt, "f")
         query = _or_query(tokens)
         extra = ", f.archived_at, f.reason" if table == "archive" else ""
+        owners = None
         if self.ranking == "ts_rank_cd":
             sql = (f"SELECT {fact_columns('f')}{extra}, -ts_rank_cd(f.search, q) AS _score "
                    f"FROM {table} f, to_tsquery('{TS_CONFIG}', %s) q "
@@ -159,7 +160,6 @@ class LexicalLeg:
             args: list[Any] = [query, *params, pool]
         else:
             stats = self.stats(conn, table)
-            owners = None
             if stats.rows < _EXACT_BELOW:
                 head: list[Any] = [" ".join(tokens), stats.rows]
             else:
@@ -171,8 +171,13 @@ class LexicalLeg:
                             owned=owners is not None)
             narrowed = [] if owners is None else [list(column) for column in zip(*owners)]
             args = [*head, stats.avg_len + _OWNER_TERMS, query, *narrowed, *params, pool]
+        # Inside a search's transaction (Session.reading) a statement run often keeps its
+        # plan. Only a match of owner terms and words, filtered by owners alone, may: the
+        # full-text index is then the best way in for any owners. Any other is planned for
+        # its parameters (a user holding most of a store, a time range).
+        keep = owners is not None and not flt.narrowed
         with conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(sql, args).fetchall()
+            rows = cur.execute(sql, args, prepare=None if keep else False).fetchall()
         return [LexicalCandidate(row=row, score=float(row.pop("_score"))) for row in rows]
 
     def _kept_for(self, table: str, stats: _Stats) -> _Kept:

@@ -20,20 +20,24 @@ from ._rows import reserve_name
 
 __all__ = ["Session"]
 
-#: What opens a write transaction, in one message. A store's connections plan every
-#: statement for its own parameters (``plan_cache_mode = force_custom_plan``, set by the
-#: backend): a plan made once for any user reads every fact of the scopes asked. A write
-#: transaction's statements find their rows by id, key or owners and value through unique
-#: or narrow indexes, where a plan made once serves any parameters; planning each of them
-#: again took about a fifth of a flush (BENCHMARKS.md, "Plans kept for writes").
-_BEGIN_WRITE = b"BEGIN; SET LOCAL plan_cache_mode = auto"
+#: What opens a write transaction, or a search's, in one message. A store's connections
+#: plan every statement for its own parameters (``plan_cache_mode = force_custom_plan``,
+#: set by the backend): a plan made once for any user read every fact of the scopes asked
+#: in the profile's statement. A write transaction's statements find their rows by id, key
+#: or owners and value through unique or narrow indexes, and a search's by its words and
+#: owner terms in the full-text index or by id, where a plan made once serves any
+#: parameters: planning them again took about a fifth of a flush, and half a millisecond
+#: or more of a search's statements (BENCHMARKS.md, "Plans kept for writes" and "Plans
+#: kept for searches").
+_KEEP_PLANS = b"BEGIN; SET LOCAL plan_cache_mode = auto"
 
 
 @contextlib.contextmanager
-def _writing(conn: psycopg.Connection[Any]) -> Iterator[None]:
-    """A write transaction on an autocommit connection: committed when the block ends,
-    rolled back when it raises (unless the connection is lost, which ends it)."""
-    conn.execute(_BEGIN_WRITE)
+def _kept_plans(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A transaction on an autocommit connection whose statements keep their plans:
+    committed when the block ends, rolled back when it raises (unless the connection is
+    lost, which ends it)."""
+    conn.execute(_KEEP_PLANS)
     try:
         yield
     except BaseException:
@@ -174,7 +178,7 @@ class Session:
             with self.open_pool().borrow() as conn:
                 held.conn, held.writing, held.reserved = conn, 1, {}
                 try:
-                    with _writing(conn):
+                    with _kept_plans(conn):
                         yield
                 finally:
                     held.conn, held.writing, held.reserved, held.last_read = None, 0, None, None
@@ -209,6 +213,27 @@ class Session:
             # Its savepoint is left, and whatever its blocks left below it goes with that
             # savepoint's release (or went with the rollback).
             held.kept = frozenset(kept for kept in held.kept if kept < depth) | {depth}
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """One search's reads and access count in one transaction whose statements keep
+        their plans (:data:`_KEEP_PLANS`), on a connection this thread holds until it
+        ends; inside a transaction or a snapshot this thread holds, that one. The vector
+        leg's statements are never prepared, so they are planned for their parameters."""
+        held = self._held
+        if held.conn is not None:
+            yield
+            return
+        try:
+            with self.open_pool().borrow() as conn:
+                held.conn, held.writing = conn, 0
+                try:
+                    with _kept_plans(conn):
+                        yield
+                finally:
+                    held.conn, held.last_read = None, None
+        except psycopg.Error as exc:
+            raise store_error(exc, self.location) from exc
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:

@@ -163,7 +163,7 @@ def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[i
     visible = conn.execute(
         f"SELECT count(*) FROM (SELECT 1 FROM fact_vectors v "
         f"WHERE {' AND '.join(on_vector) or 'TRUE'} LIMIT %s) c",
-        (*vector_params, EXACT_SCAN_ROWS + 1)).fetchone()[0]
+        (*vector_params, EXACT_SCAN_ROWS + 1), prepare=False).fetchone()[0]
     small = visible <= EXACT_SCAN_ROWS
     rows: list[Any] = []
     if not small:
@@ -173,11 +173,11 @@ def knn(conn: Conn, vector: np.ndarray, flt: FactFilter, k: int) -> list[tuple[i
         with _in_transaction(conn):
             conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(100, 2 * k))}")
             rows = conn.execute(base + "ORDER BY v.embedding <=> %b LIMIT %s",
-                                (query, *params, query, k)).fetchall()
+                                (query, *params, query, k), prepare=False).fetchall()
     if small or len(rows) < k:
         # "+ 0" keeps the planner off the HNSW index: an exact scan of the filtered rows.
         rows = conn.execute(base + "ORDER BY (v.embedding <=> %b) + 0, v.fact_id LIMIT %s",
-                            (query, *params, query, k)).fetchall()
+                            (query, *params, query, k), prepare=False).fetchall()
     # A vector with no direction measures NaN (sorted last): left out.
     found = [(int(fid), 1.0 - float(dist)) for fid, dist in rows if math.isfinite(dist)]
     found.sort(key=lambda item: (-item[1], item[0]))

@@ -115,6 +115,10 @@ class SQLiteBackend:
         finally:
             self._conn.execute("COMMIT")
 
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing to do: SQLite prepares each statement once and keeps it."""
+        return contextlib.nullcontext()
+
     @property
     def in_transaction(self) -> bool:
         """Whether a write transaction is open."""
