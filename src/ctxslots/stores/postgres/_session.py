@@ -47,6 +47,14 @@ def _kept_plans(conn: psycopg.Connection[Any]) -> Iterator[None]:
     conn.commit()
 
 
+@contextlib.contextmanager
+def _one_moment(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A repeatable-read, read-only transaction: every read inside sees one moment."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
+
+
 class _Held(threading.local):
     """The connection this thread holds for a transaction or a snapshot, and the names
     its transaction holds advisory locks on (each with the depth of the savepoint that
@@ -214,12 +222,23 @@ class Session:
             # savepoint's release (or went with the rollback).
             held.kept = frozenset(kept for kept in held.kept if kept < depth) | {depth}
 
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[None]:
+    def reading(self) -> contextlib.AbstractContextManager[None]:
         """One search's reads and access count in one transaction whose statements keep
         their plans (:data:`_KEEP_PLANS`), on a connection this thread holds until it
         ends; inside a transaction or a snapshot this thread holds, that one. The vector
         leg's statements are never prepared, so they are planned for their parameters."""
+        return self._holding(_kept_plans)
+
+    def snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """Reads inside see one moment of the store (a repeatable-read, read-only transaction)."""
+        return self._holding(_one_moment)
+
+    @contextlib.contextmanager
+    def _holding(self, opened: Callable[[psycopg.Connection[Any]],
+                                        contextlib.AbstractContextManager[None]]
+                 ) -> Iterator[None]:
+        """A transaction ``opened`` on a connection this thread holds for the block, where
+        no write block may start; inside one this thread holds already, that one."""
         held = self._held
         if held.conn is not None:
             yield
@@ -228,28 +247,9 @@ class Session:
             with self.open_pool().borrow() as conn:
                 held.conn, held.writing = conn, 0
                 try:
-                    with _kept_plans(conn):
+                    with opened(conn):
                         yield
                 finally:
                     held.conn, held.last_read = None, None
-        except psycopg.Error as exc:
-            raise store_error(exc, self.location) from exc
-
-    @contextlib.contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """Reads inside see one moment of the store (a repeatable-read, read-only transaction)."""
-        held = self._held
-        if held.conn is not None:
-            yield
-            return
-        try:
-            with self.open_pool().borrow() as conn:
-                held.conn, held.writing = conn, 0
-                try:
-                    with conn.transaction():
-                        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                        yield
-                finally:
-                    held.conn = None
         except psycopg.Error as exc:
             raise store_error(exc, self.location) from exc
