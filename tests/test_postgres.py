@@ -316,3 +316,36 @@ def test_reading_an_empty_database_creates_nothing(postgres):
         store.add("agent", "Deploys run on Friday.")
     with FactStore(url, create=False) as store:
         assert ["Deploys run on Friday."] == [h.fact.value for h in store.search("deploys")]
+
+
+def test_a_read_only_database_answers_searches_and_refuses_writes(pg_url):
+    """On a database whose sessions may only read (a replica, a read-only default), a
+    search still answers and says once, as a RuntimeWarning, that it counts no access; a
+    write is refused with ReadOnlyStoreError, and nothing is written."""
+    from psycopg import sql
+
+    from ctxslots import FactStore, ReadOnlyStoreError
+
+    with FactStore(pg_url) as store:
+        fact = store.add("agent", "The deploy runs on Fridays.")
+    database = sql.Identifier(psycopg.conninfo.conninfo_to_dict(pg_url)["dbname"])
+
+    def read_only(on: bool) -> None:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SET default_transaction_read_only = off")
+            admin.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_read_only = {}")
+                          .format(database, sql.SQL("on" if on else "off")))
+
+    read_only(True)
+    try:
+        with pytest.warns(RuntimeWarning, match="read-only") as said, FactStore(pg_url) as store:
+            for _ in range(3):
+                assert [fact.id] == [h.fact.id for h in store.search("deploy")]
+            with pytest.raises(ReadOnlyStoreError, match="read-only"):
+                store.add("agent", "The release train leaves on Mondays.")
+        assert 1 == sum("read-only" in str(w.message) for w in said)
+    finally:
+        read_only(False)
+    with FactStore(pg_url) as store:
+        assert 0 == store.get(fact.id).access_count
+        assert [fact.id] == [f.id for f in store.facts(slots=["agent"])]

@@ -6,7 +6,7 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg_pool import PoolTimeout
 
-from ...errors import StoreBusyError, StoreError
+from ...errors import ReadOnlyStoreError, StoreBusyError, StoreError
 
 __all__ = ["store_error"]
 
@@ -32,8 +32,9 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
     elif isinstance(exc, pgerrors.InsufficientPrivilege):
         what = f"the role of {where} lacks a privilege the store needs: {detail}"
     elif isinstance(exc, pgerrors.ReadOnlySqlTransaction):
-        what = (f"{where} is read-only (a replica, or a snapshot block): write through the "
-                f"primary ({detail})")
+        return ReadOnlyStoreError(
+            f"{where} is read-only (a replica, or a snapshot block): write through the "
+            f"primary ({detail})", path=where)
     elif isinstance(exc, psycopg.OperationalError):
         what = f"lost the connection to {where}: check the server and try again ({detail})"
     else:
