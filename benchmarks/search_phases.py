@@ -10,8 +10,8 @@ store, no lexical copy) is timed on its own next to the whole and the floor:
 - ``search`` and ``search, no access write`` (``track_access=False``);
 - ``engine: common words``: the engine's document counts of the sanitized
   words, the common ones left out (what ``query_words`` asks of it);
-- ``engine: candidates + rows``: its ``lexical`` with the store's pool: the
-  FTS5 statement with the filter join for the pool's ids, then reading those rows;
+- ``engine: candidates + rows``: its ``lexical`` with the store's pool: one
+  statement, FTS5 with the filter join picking the pool's ids, and those rows read;
 - ``engine: rows``: ``rows_by_ids`` of the pool's ids alone;
 - ``engine: links``, ``engine: hidden counts``: the two look-ups a search
   makes over its ten hits (``links_among`` at the default strength,
