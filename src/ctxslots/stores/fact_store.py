@@ -286,14 +286,16 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             non-finite factor.
         """
         check_limit(limit)
+        # Planned first: the plan may wait for the background vector writer, which needs a
+        # connection of the pool, so no connection is held for the search until then.
+        ranked = self.search_ranked(query, slots=slots, scope=scope, user=user, agent=agent,
+                                    include_archive=include_archive, boost=boost,
+                                    include_superseded=include_superseded, now=now, tags=tags,
+                                    source=source, said_after=said_after,
+                                    said_before=said_before, relaxed=relaxed)
         # Its reads and its access count in one go (on PostgreSQL, one transaction that
         # keeps their plans).
         with self._core.backend.reading():
-            ranked = self.search_ranked(
-                query, slots=slots, scope=scope, user=user, agent=agent,
-                include_archive=include_archive, boost=boost,
-                include_superseded=include_superseded, now=now, tags=tags, source=source,
-                said_after=said_after, said_before=said_before, relaxed=relaxed)
             hits = ranked.hits(limit)
             if track_access:
                 hits = self._core.writer.track_access(hits, self.clock())
