@@ -236,6 +236,9 @@ def test_a_search_runs_in_one_transaction_that_keeps_its_plans(pg_url, tmp_path,
         assert 1 == len(around) and "fact_links" in around[0] and "superseded_by" in around[0]
         assert 1 == store.get(fact.id).access_count
 
+        # A message with nothing to look for reads nothing.
+        assert [] == traced.sent_while(lambda: store.search("the of and"))
+
         def in_batch() -> None:
             with store.batch():
                 store.search("deploy")

@@ -293,6 +293,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
                                     include_superseded=include_superseded, now=now, tags=tags,
                                     source=source, said_after=said_after,
                                     said_before=said_before, relaxed=relaxed)
+        if not ranked.runs:  # no word and no vector to look for: nothing to read
+            return []
         # Its reads and its access count in one go (on PostgreSQL, one transaction that
         # keeps their plans).
         with self._core.backend.reading():
