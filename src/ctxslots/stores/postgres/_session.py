@@ -182,17 +182,8 @@ class Session:
             except psycopg.Error as exc:
                 raise store_error(exc, self.location) from exc
             return
-        try:
-            with self.open_pool().borrow() as conn:
-                held.conn, held.writing, held.reserved = conn, 1, {}
-                try:
-                    with _kept_plans(conn):
-                        yield
-                finally:
-                    held.conn, held.writing, held.reserved, held.last_read = None, 0, None, None
-                    held.kept = frozenset()
-        except psycopg.Error as exc:
-            raise store_error(exc, self.location) from exc
+        with self._holding(_kept_plans, writing=True):
+            yield
 
     @contextlib.contextmanager
     def _savepoint(self, conn: psycopg.Connection[Any], depth: int) -> Iterator[None]:
@@ -235,21 +226,24 @@ class Session:
 
     @contextlib.contextmanager
     def _holding(self, opened: Callable[[psycopg.Connection[Any]],
-                                        contextlib.AbstractContextManager[None]]
-                 ) -> Iterator[None]:
-        """A transaction ``opened`` on a connection this thread holds for the block, where
-        no write block may start; inside one this thread holds already, that one."""
+                                        contextlib.AbstractContextManager[None]], *,
+                 writing: bool = False) -> Iterator[None]:
+        """A transaction ``opened`` on a connection this thread holds for the block: a
+        write transaction when ``writing``, else one where no write block may start;
+        inside one this thread holds already, that one."""
         held = self._held
         if held.conn is not None:
             yield
             return
         try:
             with self.open_pool().borrow() as conn:
-                held.conn, held.writing = conn, 0
+                held.conn, held.writing = conn, int(writing)
+                held.reserved = {} if writing else None
                 try:
                     with opened(conn):
                         yield
                 finally:
-                    held.conn, held.last_read = None, None
+                    held.conn, held.writing, held.reserved, held.last_read = None, 0, None, None
+                    held.kept = frozenset()
         except psycopg.Error as exc:
             raise store_error(exc, self.location) from exc
