@@ -92,7 +92,7 @@ class Target:
 def _flush(store: FactStore, target: Target, ops: list[Op]) -> None:
     """What ``MemoryFlusher`` does to apply a flush (``_apply``), for these operations."""
     user, conversation = target.user.user_id, f"conversation-{target.user.user_id}"
-    with store.batch():
+    with store.batch(savepoints=False):
         store.flush_progress(conversation, user=user, agent=AGENT)
         for op in ops:
             store.get_by_key("user", op.key, user=user)

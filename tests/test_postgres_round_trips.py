@@ -6,6 +6,7 @@ does a search, whose reads and access count share one transaction."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 pytest.importorskip("psycopg_pool")
 
+from ctxslots import StoreError
 from ctxslots.stores.postgres._connections import Connections
 from ctxslots.stores.postgres._session import Session
 
@@ -111,6 +113,76 @@ def test_a_nested_block_costs_one_round_trip(pg_url, tmp_path):
     again = "RELEASE SAVEPOINT ctxslots_1; SAVEPOINT ctxslots_1"
     assert ["SAVEPOINT ctxslots_1", again, again, again, "ROLLBACK TO SAVEPOINT ctxslots_1",
             again, "SAVEPOINT ctxslots_2"] == said
+
+
+def test_a_transaction_without_savepoints_takes_none_inside(pg_url, tmp_path):
+    """Blocks inside a transaction with ``savepoints=False`` send no savepoint; nested in
+    a transaction, such a block takes one for itself, and rolls back to it when one of
+    its blocks fails, though the failure was caught."""
+    session = Session("test", _pool(pg_url))
+    trace = tmp_path / "unsaved"
+    try:
+        with session.transaction(), session.conn() as conn:
+            conn.execute("CREATE TEMP TABLE t (n int) ON COMMIT DROP")
+        with trace.open("w") as out:
+            conn.pgconn.trace(out.fileno())  # the pool's one connection, lent again below
+            try:
+                with session.transaction(savepoints=False), session.conn() as conn:
+                    conn.execute("CREATE TEMP TABLE u (n int) ON COMMIT DROP")
+                    for n in range(3):
+                        with session.transaction(), session.conn() as inner:
+                            inner.execute("INSERT INTO u VALUES (%s)", (n,))
+                    kept = conn.execute("SELECT count(*) FROM u").fetchone()
+                with session.transaction(), session.conn() as conn:
+                    conn.execute("CREATE TEMP TABLE v (n int) ON COMMIT DROP")
+                    conn.execute("INSERT INTO v VALUES (1)")
+                    with pytest.raises(StoreError, match="nothing in the batch"):
+                        with session.transaction(savepoints=False):
+                            with session.transaction(), session.conn() as inner:
+                                inner.execute("INSERT INTO v VALUES (2)")
+                            with pytest.raises(RuntimeError), session.transaction():
+                                raise RuntimeError("caught")
+                    left = conn.execute("SELECT n FROM v").fetchall()
+            finally:
+                conn.pgconn.untrace()
+    finally:
+        session.close()
+    assert (3,) == kept and [(1,)] == left
+    said = [line.split("\t")[-1].strip(' "').replace('"', "")
+            for line in trace.read_text().splitlines()
+            if "\tF\t" in line and "SAVEPOINT" in line]
+    assert ["SAVEPOINT ctxslots_1", "ROLLBACK TO SAVEPOINT ctxslots_1"] == said
+
+
+def test_a_flush_takes_no_savepoints(pg_url, tmp_path, monkeypatch):
+    """A flush fails whole on any error, so its writes take no savepoint: its messages
+    are a begin, the progress read, each key's reservation, read and write, the
+    progress write and the commit."""
+    from ctxslots import FactStore, MemoryFlusher, OpenAIChatClient
+    from ctxslots.testing import ScriptedChatServer, ScriptedReply
+
+    operations = [{"op": "upsert", "slot": "user", "key": key, "value": value,
+                   "confidence": 0.9, "tags": []}
+                  for key, value in (("city", "Ada lives in Lyon."),
+                                     ("town", "Ada grew up in Arles."))]
+    traced = _Traced(monkeypatch, tmp_path)
+    server = ScriptedChatServer([ScriptedReply(json.dumps({"operations": operations}))])
+    try:
+        with FactStore(pg_url) as store:
+            store.upsert("user", "city", "Ada lives in Nice.", user="ada")
+            flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted",
+                                                            max_retries=0, timeout=5))
+            reports = []
+            sent = traced.sent_while(lambda: reports.append(flusher.flush(
+                [{"role": "user", "content": "I moved to Lyon; I grew up in Arles."}],
+                conversation="c1", user="ada", force=True)))
+            assert "applied" == reports[0].status
+            assert {"Ada lives in Lyon.", "Ada grew up in Arles."} == {
+                f.value for f in store.facts(user="ada")}
+    finally:
+        server.close()
+    assert sent and not [s for s in sent if "SAVEPOINT" in s]
+    assert 2 == len([s for s in sent if "pg_advisory_xact_lock" in s])
 
 
 def _force_custom(conn: psycopg.Connection) -> None:

@@ -446,7 +446,7 @@ class MemoryFlusher:
                                              "forgotten": []}
         notes: list[str] = []
         try:
-            with self._lock, self.store.batch():
+            with self._lock, self.store.batch(savepoints=False):
                 if self._progress(base.conversation, base.user, base.agent) != progress:
                     raise _Failed(f"another flush of {base.conversation!r} finished first; "
                                   "flush again to read what it left")

@@ -191,7 +191,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         self.close()
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[FactStore]:
+    def batch(self, *, savepoints: bool = True) -> Iterator[FactStore]:
         """Group writes in one transaction: all of them land, or none.
 
         ::
@@ -199,8 +199,17 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             with store.batch():
                 store.upsert("user", "name", "The user is called Ada.")
                 store.add("agent", "The CI cache is cold on Mondays.")
+
+        Each write inside takes a savepoint, so a write that raises is undone alone
+        and the batch goes on if the caller catches the error. With
+        ``savepoints=False`` the writes take none, nor do batches nested in it (each
+        saves a round trip on PostgreSQL): for a batch that fails whole on any error,
+        as :class:`~ctxslots.MemoryFlusher`'s does. A write that raises then fails the
+        batch: nothing of it is written, a write started after the failure raises at
+        once, and the batch raises :class:`~ctxslots.errors.StoreError` at its end
+        even if the error was caught.
         """
-        with self._core.writer.writing():
+        with self._core.writer.writing(savepoints=savepoints):
             yield self
 
     @property

@@ -60,12 +60,16 @@ class Lifecycle(Protocol):
     def close(self) -> None:
         """Release connections and background work (idempotent)."""
 
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
+    def transaction(self, *, savepoints: bool = True) -> contextlib.AbstractContextManager[None]:
         """One write transaction: all writes inside land together or not at all.
 
         Nested calls join the outer transaction (a failing inner block rolls
         back to where it started). Waits for other writers up to the engine's
-        timeout.
+        timeout. With ``savepoints=False`` the blocks nested in this one take no
+        savepoint: the first that raises fails this whole block, which rolls back
+        (to where it started) and raises :class:`~ctxslots.errors.StoreError` at
+        its end (with :func:`~.types.failed_batch_message`) even if the error was
+        caught; a block started after the failure raises that error at once.
         """
 
     def snapshot(self) -> contextlib.AbstractContextManager[None]:

@@ -40,6 +40,7 @@ __all__ = [
     "ValueRange",
     "VectorRow",
     "VectorState",
+    "failed_batch_message",
     "rows_in",
     "visible_scopes",
     "visible_to",
@@ -475,6 +476,14 @@ def visible_scopes(scope: str) -> tuple[str, ...]:
 def visible_to(owner: str) -> tuple[str, ...]:
     """The stored owner values a request for ``owner`` sees: its own, and ``""`` (none)."""
     return tuple(dict.fromkeys([owner, ""]))
+
+
+def failed_batch_message(failure: BaseException | None) -> str:
+    """What a write transaction whose blocks take no savepoints says once one of
+    them failed: nothing of it is written."""
+    what = f"{type(failure).__name__}: {failure}" if failure is not None else "an error"
+    return (f"a write inside this batch failed ({what}), so nothing in the batch is written; "
+            "run the batch again without the failing write")
 
 
 def rows_in(values: Iterable[int], size: int = 500) -> Iterator[list[int]]:

@@ -112,9 +112,10 @@ class PostgresBackend:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """One write transaction; nested blocks are savepoints."""
-        return self._session.transaction()
+    def transaction(self, *, savepoints: bool = True) -> AbstractContextManager[None]:
+        """One write transaction; nested blocks are savepoints (none inside a block
+        that says ``savepoints=False``)."""
+        return self._session.transaction(savepoints=savepoints)
 
     def snapshot(self) -> AbstractContextManager[None]:
         """Reads inside see one moment of the store (a repeatable-read, read-only transaction)."""

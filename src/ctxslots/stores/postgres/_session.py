@@ -12,7 +12,7 @@ import attrs
 import psycopg
 
 from ...errors import StoreClosedError, StoreError
-from ..backend import FactRow
+from ..backend import FactRow, failed_batch_message
 from ._connections import Connections
 from ._errors import store_error
 from ._libpq import command
@@ -68,6 +68,10 @@ class _Held(threading.local):
     last_read: tuple[tuple[str, ...], FactRow | None] | None = None
     #: The depths whose last block ended and left its savepoint to be released.
     kept: frozenset[int] = frozenset()
+    #: The depth of the open block whose blocks take no savepoints, if any.
+    unsaved_from: int | None = None
+    #: The first error a block inside that one raised (the whole block then fails).
+    failure: BaseException | None = None
 
 
 @attrs.define
@@ -139,6 +143,8 @@ class Session:
         try:
             held = self._held.conn
             if held is not None:
+                if self._held.failure is not None:  # the server refuses all but a rollback
+                    raise self._failed_error()
                 self._held.last_read = None  # a statement that may change it
                 yield held
                 return
@@ -163,27 +169,74 @@ class Session:
             pool.close()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One write transaction; nested blocks are savepoints."""
+    def transaction(self, *, savepoints: bool = True) -> Iterator[None]:
+        """One write transaction; nested blocks are savepoints, except inside a block
+        with ``savepoints=False`` (see :meth:`Lifecycle.transaction
+        <ctxslots.stores.backend.Lifecycle.transaction>`)."""
         held = self._held
-        if held.conn is not None:
-            if not held.writing:
-                raise StoreError("cannot write inside a snapshot() block", path=self.location)
-            try:
-                with self._savepoint(held.conn, held.writing):
-                    held.writing += 1
-                    rolled_back = True  # until the block ends without an exception
-                    try:
-                        yield
-                        rolled_back = False
-                    finally:
-                        held.writing -= 1
-                        self._leave_savepoint(rolled_back)
-            except psycopg.Error as exc:
-                raise store_error(exc, self.location) from exc
+        if held.conn is None:
+            with self._holding(_kept_plans, writing=True), self._unsaved(savepoints):
+                yield
             return
-        with self._holding(_kept_plans, writing=True):
+        if not held.writing:
+            raise StoreError("cannot write inside a snapshot() block", path=self.location)
+        if held.unsaved_from is not None:
+            with self._unsaved_block():
+                yield
+            return
+        try:
+            with self._savepoint(held.conn, held.writing):
+                held.writing += 1
+                rolled_back = True  # until the block ends without an exception
+                try:
+                    with self._unsaved(savepoints):
+                        yield
+                    rolled_back = False
+                finally:
+                    held.writing -= 1
+                    self._leave_savepoint(rolled_back)
+        except psycopg.Error as exc:
+            raise store_error(exc, self.location) from exc
+
+    @contextlib.contextmanager
+    def _unsaved(self, savepoints: bool) -> Iterator[None]:
+        """The block just opened at this depth: with ``savepoints=False`` its blocks take
+        none, and it fails at its end once one of them failed."""
+        held = self._held
+        if savepoints:
             yield
+            return
+        held.unsaved_from, held.failure = held.writing, None
+        try:
+            yield
+            if held.failure is not None:
+                raise self._failed_error()
+        finally:
+            held.unsaved_from, held.failure = None, None
+
+    @contextlib.contextmanager
+    def _unsaved_block(self) -> Iterator[None]:
+        """A block inside one that takes no savepoints: its first failure fails that one."""
+        held = self._held
+        if held.failure is not None:
+            raise self._failed_error()
+        held.writing += 1
+        try:
+            yield
+        except BaseException as exc:
+            if held.failure is None:
+                held.failure = exc
+            raise
+        finally:
+            held.writing -= 1
+            # Nothing to undo alone: what it took stays until the failing block's end.
+            self._leave_savepoint(rolled_back=False)
+
+    def _failed_error(self) -> StoreError:
+        """The error of a block that takes no savepoints once one of its blocks failed."""
+        error = StoreError(failed_batch_message(self._held.failure), path=self.location)
+        error.__cause__ = self._held.failure
+        return error
 
     @contextlib.contextmanager
     def _savepoint(self, conn: psycopg.Connection[Any], depth: int) -> Iterator[None]:

@@ -88,11 +88,12 @@ class SQLiteBackend:
         self.close()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """``BEGIN IMMEDIATE`` (savepoints when nested); the change log is trimmed at commit."""
+    def transaction(self, *, savepoints: bool = True) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` (savepoints when nested, unless a block around says
+        ``savepoints=False``); the change log is trimmed at commit."""
         outer = not self._conn.in_transaction
         try:
-            with self._conn.write():
+            with self._conn.write(savepoints=savepoints):
                 yield
                 if outer:
                     trim_fact_log(self._conn)

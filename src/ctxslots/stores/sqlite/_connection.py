@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 import apsw
 
 from ...errors import StoreClosedError, StoreError
+from ..backend import failed_batch_message
 from ._busy import busy_error
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_S", "Connection", "Params", "sqlite_version"]
@@ -127,6 +128,10 @@ class Connection:
         #: large result) rather than all at once (see :class:`_Fetched`).
         self.streams = False
         self._depth = 0
+        #: The depth of the open block whose blocks take no savepoints, if any.
+        self._unsaved_from: int | None = None
+        #: The first error a block inside that one raised (the whole block then fails).
+        self._failure: BaseException | None = None
         self._lock = threading.RLock()
         self._closed = False
 
@@ -191,29 +196,49 @@ class Connection:
         return self._depth > 0
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, *, savepoints: bool = True) -> Iterator[Connection]:
         """Run the block in one write transaction; nested blocks use savepoints.
+
+        With ``savepoints=False`` the blocks nested in this one take none: one that
+        raises cannot be undone alone, so it fails this block, which rolls back (to
+        where it started) and raises at its end even if the error was caught; a
+        block started after the failure raises at once.
 
         :raises StoreBusyError: Another connection held the write lock past the
             busy timeout (nothing was written).
         :raises StoreClosedError: The connection was closed.
+        :raises StoreError: A block nested in one with ``savepoints=False`` failed.
         """
         with self._lock:
             if self._closed:
                 raise self._closed_error()
             depth = self._depth
+            flat = self._unsaved_from is not None  # a block of a block that takes no savepoints
+            if flat and self._failure is not None:
+                raise self._failed_error()
             if depth == 0:
                 try:
                     self.raw.execute("BEGIN IMMEDIATE")
                 except apsw.BusyError as exc:
                     raise busy_error(self.path, self.busy_timeout) from exc
-            else:
+            elif not flat:
                 self.raw.execute(f"SAVEPOINT sp{depth}")
+            starts = not flat and not savepoints
+            if starts:
+                self._unsaved_from = depth
             self._depth += 1
             try:
                 yield self
-            except BaseException:
+                if starts and self._failure is not None:
+                    raise self._failed_error()
+            except BaseException as exc:
                 self._depth -= 1
+                if flat:
+                    if self._failure is None:
+                        self._failure = exc
+                    raise
+                if starts:
+                    self._unsaved_from, self._failure = None, None
                 if depth == 0:
                     self.raw.execute("ROLLBACK")
                 else:
@@ -221,10 +246,20 @@ class Connection:
                 raise
             else:
                 self._depth -= 1
+                if flat:
+                    return
+                if starts:
+                    self._unsaved_from = None
                 if depth == 0:
                     self.raw.execute("COMMIT")
                 else:
                     self.raw.execute(f"RELEASE sp{depth}")
+
+    def _failed_error(self) -> StoreError:
+        """The error of a block that takes no savepoints once one of its blocks failed."""
+        error = StoreError(failed_batch_message(self._failure), path=self.path)
+        error.__cause__ = self._failure
+        return error
 
     @property
     def closed(self) -> bool:

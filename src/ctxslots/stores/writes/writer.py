@@ -65,14 +65,15 @@ class Writer:
     _read_only: bool = False
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[None]:
-        """A write transaction; the vectors of what it wrote are stored before it commits."""
+    def writing(self, *, savepoints: bool = True) -> Iterator[None]:
+        """A write transaction; the vectors of what it wrote are stored before it commits.
+        ``savepoints`` as in :meth:`~ctxslots.stores.backend.Lifecycle.transaction`."""
         outer = self._pending is None
         if outer:
             self._pending = {}
             self._written = 0
         try:
-            with self.backend.transaction():
+            with self.backend.transaction(savepoints=savepoints):
                 yield
                 if outer and self._pending:
                     self.vectors.before_commit(self._pending)
