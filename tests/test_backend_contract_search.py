@@ -21,6 +21,7 @@ from _backend_contract import (  # noqa: F401  (fixtures, found by pytest by nam
     unit,
 )
 from _sql import plan_of
+from ctxslots.errors import DuplicateKeyError
 from ctxslots.stores.backend import FactFilter, Health, HistoryEntry, VectorRow, VectorState
 
 # -- the lexical leg ---------------------------------------------------------------
@@ -224,7 +225,8 @@ def test_a_fresh_store_is_healthy_and_rebuilds(backend):
 
 
 def test_concurrent_upserts_keep_one_fact_per_key_and_every_value(opener):
-    """Four writers upserting the same keys at once: one fact per key, no value lost."""
+    """Four writers upserting the same keys at once: one fact per key, no value lost (a
+    key another writer stored after it was read as free is read again and replaced)."""
     keys = [f"k{n}" for n in range(4)]
     writers = [opener() for _ in range(4)]
     errors: list[BaseException] = []
@@ -239,8 +241,12 @@ def test_concurrent_upserts_keep_one_fact_per_key_and_every_value(opener):
                 with backend.transaction():
                     old = backend.get_by_key("user", "", key, user_id="", agent_id="")
                     if old is None:
-                        backend.insert(make_row(value, slot="user", key=key))
-                    else:
+                        try:
+                            backend.insert(make_row(value, slot="user", key=key))
+                            continue
+                        except DuplicateKeyError:  # stored by another writer since it was read
+                            old = backend.get_by_key("user", "", key, user_id="", agent_id="")
+                    if old is not None:
                         backend.add_history([HistoryEntry(
                             old["id"], "user", "", key, old["value"], "", None, 1.0,
                             old["updated_at"], NOW)])

@@ -7,6 +7,8 @@ import io
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -172,24 +174,86 @@ def test_every_call_on_a_closed_store_is_a_store_closed_error(location, call):
         assert ["Written before close."] == [f.value for f in again.facts()]
 
 
-def test_a_key_a_failed_nested_batch_read_is_reserved_again(short_wait, pg_url):
-    """On PostgreSQL a batch reserves each key it reads once, and a nested batch that
-    fails gives back what it reserved (its savepoint is rolled back): the key read again
-    is reserved again, so another writer of that new key waits for the batch."""
+def test_a_key_stored_by_another_writer_after_a_batch_read_it_is_replaced(short_wait, pg_url):
+    """On PostgreSQL a key with no row is not locked by reading it: another writer may
+    store it before the batch does. The batch's upsert then finds it taken, reads it
+    again and replaces its value, which history keeps; nothing is lost and the batch,
+    with or without savepoints, lands."""
     with FactStore(pg_url) as store, FactStore(pg_url) as other:
+        for savepoints, key in ((True, "city"), (False, "town")):
+            with store.batch(savepoints=savepoints):
+                assert store.get_by_key("user", key, user="ada") is None
+                other.upsert("user", key, f"Ada's {key} is Nice.", user="ada")  # no wait
+                fact = store.upsert("user", key, f"Ada's {key} is Lyon.", user="ada")
+            assert f"Ada's {key} is Lyon." == other.get_by_key("user", key, user="ada").value
+            assert [f"Ada's {key} is Nice."] == [h.value for h in other.history(fact.id)]
+
+
+def test_a_key_read_in_a_batch_keeps_other_writers_of_its_row_waiting(short_wait, pg_url):
+    """A key with a row is locked by the batch that read it: another writer of the key
+    waits for the batch (here past its busy timeout); a nested batch that fails gives
+    the lock back with its savepoint."""
+    with FactStore(pg_url) as store, FactStore(pg_url) as other:
+        store.upsert("user", "city", "Ada lives in Nice.", user="ada")
+        store.upsert("user", "town", "Ada grew up in Arles.", user="ada")
         with store.batch():
             with pytest.raises(RuntimeError), store.batch():
-                assert store.get_by_key("user", "city", user="ada") is None
+                assert store.get_by_key("user", "town", user="ada") is not None
                 raise RuntimeError("the flush failed")
-            assert store.get_by_key("user", "city", user="ada") is None
+            other.upsert("user", "town", "Ada grew up in Sète.", user="ada")
+            assert store.get_by_key("user", "city", user="ada") is not None
             with pytest.raises(StoreBusyError):
-                other.upsert("user", "city", "Ada lives in Nice.", user="ada")
-            # Reserved in a nested batch that lands: held until the outer batch ends.
-            with store.batch():
-                assert store.get_by_key("user", "town", user="ada") is None
-            with pytest.raises(StoreBusyError):
-                other.upsert("user", "town", "Ada grew up in Arles.", user="ada")
+                other.upsert("user", "city", "Ada lives in Paris.", user="ada")
             store.upsert("user", "city", "Ada lives in Lyon.", user="ada")
-            store.upsert("user", "town", "Ada grew up in Sète.", user="ada")
-        assert other.get_by_key("user", "city", user="ada").value == "Ada lives in Lyon."
-        assert other.get_by_key("user", "town", user="ada").value == "Ada grew up in Sète."
+        assert "Ada lives in Lyon." == other.get_by_key("user", "city", user="ada").value
+        assert "Ada grew up in Sète." == other.get_by_key("user", "town", user="ada").value
+
+
+def test_an_upsert_waits_for_another_writer_storing_its_key_and_replaces_it(pg_url):
+    """Two writers store a new key at once: the second one's insert waits until the first
+    commits, then reads the key again and replaces the value; history keeps the first."""
+    import psycopg
+
+    with FactStore(pg_url) as store, FactStore(pg_url) as other, \
+            psycopg.connect(pg_url, autocommit=True) as watch:
+        first_wrote, second_waits, stop = threading.Event(), threading.Event(), threading.Event()
+        errors: list[BaseException] = []
+
+        def first() -> None:
+            try:
+                with other.batch():
+                    other.upsert("user", "city", "Ada lives in Nice.", user="ada")
+                    first_wrote.set()
+                    assert second_waits.wait(60)
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+                first_wrote.set()
+
+        thread = threading.Thread(target=first)
+        with store.batch(savepoints=False):
+            assert store.get_by_key("user", "city", user="ada") is None
+            thread.start()
+            assert first_wrote.wait(60)
+
+            def unblock_when_waiting() -> None:
+                # The event: this store's insert waits on the first writer's transaction.
+                while not stop.is_set():
+                    if watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted "
+                                     "AND locktype = 'transactionid'").fetchone()[0]:
+                        second_waits.set()
+                        return
+                    time.sleep(0.01)
+
+            watcher = threading.Thread(target=unblock_when_waiting, daemon=True)
+            watcher.start()
+            try:
+                fact = store.upsert("user", "city", "Ada lives in Lyon.", user="ada")
+            finally:
+                stop.set()
+                second_waits.set()  # never leave the first writer waiting
+            watcher.join(60)
+        thread.join(60)
+        assert [] == errors
+        assert not watcher.is_alive()
+        assert "Ada lives in Lyon." == other.get_by_key("user", "city", user="ada").value
+        assert ["Ada lives in Nice."] == [h.value for h in other.history(fact.id)]

@@ -91,8 +91,10 @@ class DuplicateKeyError(StoreError):
     """A storage engine was asked to insert a keyed fact whose slot, scope and key are taken.
 
     Nothing was written and the open transaction stays usable. The facade
-    never meets it: it reads the key with the engine's ``get_by_key`` inside
-    the same transaction before writing, which reserves the key.
+    reads the key with the engine's ``get_by_key`` inside the same transaction
+    before writing; where an engine does not lock a key with no row
+    (PostgreSQL), another writer may store it in between, and the facade then
+    reads it again and replaces its value.
 
     Attributes:
         slot: The slot of the key.

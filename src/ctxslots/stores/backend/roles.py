@@ -119,10 +119,14 @@ class FactRows(Protocol):
                    live_at: float | None = None) -> FactRow | None:
         """The fact with this slot, owners and key.
 
-        Inside :meth:`transaction` the key is reserved for this transaction
-        until it ends, whether or not a fact holds it: another writer's
-        ``get_by_key`` of the same key waits. Reading the key this way before
-        :meth:`insert` or :meth:`update` makes an upsert race-free."""
+        Inside :meth:`transaction` the row found is locked until the
+        transaction ends: another writer's ``get_by_key`` of the same key
+        waits. A key with no row may be left unlocked (PostgreSQL; a SQLite
+        transaction holds the whole file), so another writer can store it
+        before this transaction's :meth:`insert`, which then raises
+        :class:`~ctxslots.errors.DuplicateKeyError` and leaves the transaction
+        usable. Reading the key this way before :meth:`insert` or
+        :meth:`update`, and again after that error, makes an upsert race-free."""
 
     def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
                   agent_id: str, archived: bool = False, live_at: float | None = None

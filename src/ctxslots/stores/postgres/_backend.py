@@ -166,7 +166,11 @@ class PostgresBackend:
 
     def get_by_key(self, slot: str, scope: str, key: str, *, user_id: str, agent_id: str,
                    live_at: float | None = None) -> Row | None:
-        """The fact with this slot, owners and key (the key reserved, inside a transaction)."""
+        """The fact with this slot, owners and key (its row locked, inside a transaction).
+
+        The absence of a row is not locked: another writer may store the key before this
+        transaction does, and :meth:`insert` then finds it taken (the writer reads it
+        again and replaces its value)."""
         session, name = self._session, ("key", slot, scope, user_id, agent_id, key)
         if not session.writing:
             with session.conn() as conn:
@@ -177,9 +181,6 @@ class PostgresBackend:
         known, row = session.recall_read(name)
         if not known:
             with session.conn() as conn:
-                # A separate statement: the SELECT after it takes a snapshot that sees
-                # what the writer we waited for committed.
-                session.reserve(conn, *name)
                 # The one row with this key, live or not: whether it is live is asked below.
                 row = _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, None,
                                        lock=True)

@@ -68,7 +68,7 @@ def _one(conn: Conn, sql: str, params: Sequence[Any]) -> FactRow | None:
 
 
 def reserve_name(conn: Conn, kind: str, *parts: str) -> None:
-    """Hold a transaction-scoped advisory lock on a name (a fact key, a setting)."""
+    """Hold a transaction-scoped advisory lock on a name (a store setting)."""
     statement(conn, "SELECT pg_advisory_xact_lock($1, hashtext($2))",
               (str(NAME_LOCK_CLASS), "\x1f".join((kind, *parts))))
 
@@ -87,8 +87,7 @@ def get_archived(conn: Conn, fact_id: int) -> Row | None:
 
 def get_by_key(conn: Conn, slot: str, scope: str, user_id: str, agent_id: str, key: str,
                live_at: float | None, *, lock: bool) -> Row | None:
-    """The fact with this slot, owners and key; with ``lock`` its row is locked (the
-    caller reserved the key first, see :func:`reserve_name`)."""
+    """The fact with this slot, owners and key; with ``lock`` its row is locked."""
     live, params = live_clause(live_at)
     return _one(conn, f"SELECT {COLUMNS} FROM facts f WHERE scope = %s AND user_id = %s "
                       f"AND agent_id = %s AND slot = %s AND key = %s AND {live}"

@@ -40,7 +40,7 @@ __all__ = [
 
 #: Advisory lock class of the migration lock (``pg_advisory_xact_lock(class, 0)``).
 LOCK_CLASS = 0x63747873
-#: Advisory lock class of reserved names (fact keys and store settings).
+#: Advisory lock class of reserved names (store settings).
 NAME_LOCK_CLASS = 0x63747874
 
 #: The text search configuration of every tsvector: ``simple`` (lower-cased

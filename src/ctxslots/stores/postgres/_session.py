@@ -95,8 +95,8 @@ class Session:
         return self._held.writing > 0
 
     def reserve(self, conn: psycopg.Connection[Any], kind: str, *parts: str) -> None:
-        """Hold the transaction's advisory lock on a name (a fact key, a setting), taken
-        once a transaction: a flush reads a key and then writes it, and both reserve it."""
+        """Hold the transaction's advisory lock on a name (a store setting), taken once a
+        transaction: a setting read and then written is reserved once."""
         held, name = self._held, (kind, *parts)
         assert held.reserved is not None, "reserve() runs inside a transaction()"
         if name not in held.reserved:
@@ -104,9 +104,10 @@ class Session:
             held.reserved[name] = held.writing
 
     def remember_read(self, name: tuple[str, ...], row: FactRow | None) -> None:
-        """Keep the row just read under lock by the reserved ``name`` (``None``: there is
-        none): until this transaction runs another statement or leaves a savepoint, nothing
-        can change it (the reservation and the row lock keep other writers out)."""
+        """Keep the row just read under lock by ``name`` (``None``: there is none) until
+        this transaction runs another statement or leaves a savepoint. The row lock keeps
+        other writers of a row out; an absence may be filled by another writer meanwhile,
+        which the insert that trusts it finds (the key is taken) and reports."""
         self._held.last_read = (name, None if row is None else row.copy())
 
     def recall_read(self, name: tuple[str, ...]) -> tuple[bool, FactRow | None]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from ...errors import FactNotFoundError, InvalidFactError, ReadOnlyStoreError
+from ...errors import DuplicateKeyError, FactNotFoundError, InvalidFactError, ReadOnlyStoreError
 from ...model import Fact, Hit, from_timestamp
 from ..backend import Backend, FactFields, FactFilter, FactRow, HistoryEntry, Row, VectorRow
 from ..links import strengthen
@@ -25,6 +25,10 @@ __all__ = ["Writer", "check_id"]
 logger = logging.getLogger("ctxslots.secrets")
 
 _MAX_ID = 2**63 - 1
+#: How many times an upsert inserts a key it read as free before giving up: another writer
+#: has to store the key, and yet another remove it, between each read and insert.
+_KEY_TAKEN_RETRIES = 3
+
 
 def check_id(fact_id: object) -> int:
     """Return ``fact_id`` if it is a 64-bit integer (not a bool); raise InvalidFactError otherwise."""
@@ -160,8 +164,20 @@ class Writer:
         with self.writing():
             old = self.backend.get_by_key(row["slot"], row["scope"], key,
                                           user_id=row["user_id"], agent_id=row["agent_id"])
-            if old is None:
-                return self.insert(row, key, now)
+            for _ in range(_KEY_TAKEN_RETRIES):
+                if old is not None:
+                    break
+                try:
+                    return self.insert(row, key, now)
+                except DuplicateKeyError:
+                    # Another writer stored the key after it was read (an engine that does
+                    # not lock a key with no row): its value is replaced, and kept in history.
+                    self._written -= 1  # the insert wrote nothing
+                    old = self.backend.get_by_key(row["slot"], row["scope"], key,
+                                                  user_id=row["user_id"],
+                                                  agent_id=row["agent_id"])
+            if old is None:  # stored and removed again by others, each time it was read
+                raise DuplicateKeyError(row["slot"], row["scope"], key, path=self.backend.location)
             if row["context"] is None and old["value"] == row["value"]:
                 row["context"] = old.get("context")
             return self.rewrite(old, row, now)
