@@ -233,6 +233,19 @@ def test_every_unique_key_includes_the_scope(pg_url):
     assert all(r[2] for r in found), found
 
 
+def test_the_full_text_indexes_merge_new_entries_often(pg_url):
+    """Both full-text indexes keep a small pending list (searches read all of it)."""
+    from ctxslots.stores.postgres._schema import PENDING_LIST_KB
+
+    PostgresBackend(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        options = dict(conn.execute(
+            "SELECT relname, reloptions FROM pg_class WHERE relname = ANY(%s)",
+            (["facts_search", "archive_search"],)).fetchall())
+    assert {"facts_search", "archive_search"} == set(options)
+    assert all(f"gin_pending_list_limit={PENDING_LIST_KB}" in (o or []) for o in options.values())
+
+
 # -- BM25 against FTS5 ---------------------------------------------------------------
 
 
