@@ -403,6 +403,29 @@ def test_a_search_keeps_the_plan_of_an_owners_match_alone(pg_url, tmp_path, monk
         assert 8 == len(said) and not any(said)
 
 
+def test_a_fact_read_by_owners_and_key_or_value_is_planned_for_them(
+        pg_url, tmp_path, monkeypatch):
+    """Inside a write transaction, where statements keep their plans, a read of one fact by
+    its owners and key (an upsert's) or value (an add's) is never prepared: a plan kept for
+    any owners walks the owners' index through every fact of theirs."""
+    from ctxslots import FactStore
+
+    traced = _Traced(monkeypatch, tmp_path)
+    with FactStore(pg_url) as store:
+        def writes() -> None:
+            with store.batch():
+                for n in range(8):  # psycopg prepares a statement on its sixth run
+                    store.upsert("user", f"k{n}", f"Ada likes colour {n}.", user="ada")
+                    store.add("user", f"Ada once saw bird {n}.", user="ada")
+
+        parsed = traced.parsed_while(writes)
+    by_key = [name for name, text in parsed if "key = $" in text and text.startswith("SELECT")]
+    by_value = [name for name, text in parsed if "md5(value) = md5($" in text]
+    assert 8 == len(by_key) and 8 == len(by_value)
+    assert {""} == set(by_key) | set(by_value)
+    assert any(name for name, _ in parsed)  # other statements of the batch are prepared
+
+
 def test_a_replaced_value_is_recorded_in_the_statement_that_replaces_it(
         pg_url, tmp_path, monkeypatch):
     """An upsert that replaces a value writes its history row and the new value in one
