@@ -267,6 +267,14 @@ def header() -> None:
     print("| --- | --- |" + " ---: |" * (len(SIDES) + 5))
 
 
+def clear_notes(store: FactStore, user_id: str) -> None:
+    """Erase the facts earlier runs' flushes added for this user (their keys start with
+    ``note.``), so that each flush's two new keys are new again, as in the solo store."""
+    for fact in store.facts(user=user_id):
+        if fact.key is not None and fact.key.startswith("note."):
+            store.delete(fact.id)
+
+
 def targets_of(people: People, layout: Layout, count: int, questions: int, location: str,
                solo_location: Callable[[int], str], hand: Any, stack: ExitStack) -> list[Target]:
     """The timed users spread over the store, each with a fresh solo store, and the floors."""
@@ -276,6 +284,7 @@ def targets_of(people: People, layout: Layout, count: int, questions: int, locat
     out = []
     for k in range(count):
         user = people.user(int((k + 0.5) * layout.users / count), layout)
+        clear_notes(store, user.user_id)
         where = solo_location(k)
         solo_store(where, people, user, layout)
         solo = stack.enter_context(FactStore(where))
