@@ -52,7 +52,7 @@ _HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, valid_f
 #: Whether a read of one fact by its owners and key (or value) may be prepared: no, it is
 #: planned for its parameters each time. A plan kept for any owners walks the owners'
 #: index through every fact of theirs (14 ms for a user of 4,000 facts); planned for them
-#: it takes the key's unique index or the value index (0.05-0.2 ms).
+#: it takes the key's unique index or the value index (0.05-0.3 ms).
 _PREPARE_OWNER_LOOKUP = False
 
 

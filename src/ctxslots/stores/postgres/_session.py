@@ -144,7 +144,9 @@ class Session:
         try:
             held = self._held.conn
             if held is not None:
-                if self._held.failure is not None:  # the server refuses all but a rollback
+                # After a failed statement the server refuses all but a rollback; after
+                # any failure nothing more of the block is run.
+                if self._held.failure is not None:
                     raise self._failed_error()
                 self._held.last_read = None  # a statement that may change it
                 yield held
