@@ -13,7 +13,9 @@ dev set's observations, and keyed profile facts). ``OUT`` keeps the stores: the
 SQLite file ``owners-N.db`` and, unless a server is named by ``--url`` or
 ``$CTXSLOTS_BENCH_POSTGRES_URL``, the data folder of a private PostgreSQL
 (``pgserver``) started for the run; a loaded store is reused by the next run
-with the same sizes (``benchmarks/_owners_stores.py``).
+with the same sizes (``benchmarks/_owners_stores.py``). Each run starts by vacuuming a
+reused PostgreSQL store and erasing the timed users' notes that earlier runs' flushes
+wrote, so that each flush's two new keys are new in the large store as in the solo one.
 
 For ``--timed-users`` users spread over the store, each with a **solo** store of
 its own (that user's facts and their workspace's, nothing else), four sides are
