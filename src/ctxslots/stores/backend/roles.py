@@ -68,7 +68,7 @@ class Lifecycle(Protocol):
         timeout. With ``savepoints=False`` the blocks nested in this one take no
         savepoint: the first that raises fails this whole block, which rolls back
         (to where it started) and raises :class:`~ctxslots.errors.StoreError` at
-        its end (with :func:`~.types.failed_batch_message`) even if the error was
+        its end (with :func:`~.types.failed_batch_error`) even if the error was
         caught; a block started after the failure raises that error at once.
         """
 

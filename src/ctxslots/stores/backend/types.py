@@ -13,7 +13,7 @@ from typing import Any, NamedTuple, NotRequired, TypedDict
 import attrs
 import numpy as np
 
-from ...errors import DuplicateKeyError
+from ...errors import DuplicateKeyError, StoreError
 
 __all__ = [
     "CONTEXT_WEIGHT",
@@ -40,7 +40,7 @@ __all__ = [
     "ValueRange",
     "VectorRow",
     "VectorState",
-    "failed_batch_message",
+    "failed_batch_error",
     "rows_in",
     "visible_scopes",
     "visible_to",
@@ -478,12 +478,14 @@ def visible_to(owner: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys([owner, ""]))
 
 
-def failed_batch_message(failure: BaseException | None) -> str:
-    """What a write transaction whose blocks take no savepoints says once one of
-    them failed: nothing of it is written."""
+def failed_batch_error(failure: BaseException | None, where: str) -> StoreError:
+    """The error a write transaction whose blocks take no savepoints raises once one of
+    them failed (``failure``, kept as its cause): nothing of it is written."""
     what = f"{type(failure).__name__}: {failure}" if failure is not None else "an error"
-    return (f"a write inside this batch failed ({what}), so nothing in the batch is written; "
-            "run the batch again without the failing write")
+    error = StoreError(f"a write inside this batch failed ({what}), so nothing in the batch "
+                       "is written; run the batch again without the failing write", path=where)
+    error.__cause__ = failure
+    return error
 
 
 def rows_in(values: Iterable[int], size: int = 500) -> Iterator[list[int]]:

@@ -12,7 +12,7 @@ import attrs
 import psycopg
 
 from ...errors import StoreClosedError, StoreError
-from ..backend import FactRow, failed_batch_message
+from ..backend import FactRow, failed_batch_error
 from ._connections import Connections
 from ._errors import store_error
 from ._libpq import command
@@ -68,8 +68,8 @@ class _Held(threading.local):
     last_read: tuple[tuple[str, ...], FactRow | None] | None = None
     #: The depths whose last block ended and left its savepoint to be released.
     kept: frozenset[int] = frozenset()
-    #: The depth of the open block whose blocks take no savepoints, if any.
-    unsaved_from: int | None = None
+    #: Whether a block open on the connection says its blocks take no savepoints.
+    unsaved: bool = False
     #: The first error a block inside that one raised (the whole block then fails).
     failure: BaseException | None = None
 
@@ -147,7 +147,7 @@ class Session:
                 # After a failed statement the server refuses all but a rollback; after
                 # any failure nothing more of the block is run.
                 if self._held.failure is not None:
-                    raise self._failed_error()
+                    raise failed_batch_error(self._held.failure, self.location)
                 self._held.last_read = None  # a statement that may change it
                 yield held
                 return
@@ -183,7 +183,7 @@ class Session:
             return
         if not held.writing:
             raise StoreError("cannot write inside a snapshot() block", path=self.location)
-        if held.unsaved_from is not None:
+        if held.unsaved:
             with self._unsaved_block():
                 yield
             return
@@ -209,20 +209,20 @@ class Session:
         if savepoints:
             yield
             return
-        held.unsaved_from, held.failure = held.writing, None
+        held.unsaved, held.failure = True, None
         try:
             yield
             if held.failure is not None:
-                raise self._failed_error()
+                raise failed_batch_error(held.failure, self.location)
         finally:
-            held.unsaved_from, held.failure = None, None
+            held.unsaved, held.failure = False, None
 
     @contextlib.contextmanager
     def _unsaved_block(self) -> Iterator[None]:
         """A block inside one that takes no savepoints: its first failure fails that one."""
         held = self._held
         if held.failure is not None:
-            raise self._failed_error()
+            raise failed_batch_error(held.failure, self.location)
         held.writing += 1
         try:
             yield
@@ -234,12 +234,6 @@ class Session:
             held.writing -= 1
             # Nothing to undo alone: what it took stays until the failing block's end.
             self._leave_savepoint(rolled_back=False)
-
-    def _failed_error(self) -> StoreError:
-        """The error of a block that takes no savepoints once one of its blocks failed."""
-        error = StoreError(failed_batch_message(self._held.failure), path=self.location)
-        error.__cause__ = self._held.failure
-        return error
 
     @contextlib.contextmanager
     def _savepoint(self, conn: psycopg.Connection[Any], depth: int) -> Iterator[None]:

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 import apsw
 
 from ...errors import StoreClosedError, StoreError
-from ..backend import failed_batch_message
+from ..backend import failed_batch_error
 from ._busy import busy_error
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_S", "Connection", "Params", "sqlite_version"]
@@ -128,8 +128,8 @@ class Connection:
         #: large result) rather than all at once (see :class:`_Fetched`).
         self.streams = False
         self._depth = 0
-        #: The depth of the open block whose blocks take no savepoints, if any.
-        self._unsaved_from: int | None = None
+        #: Whether an open block says its blocks take no savepoints.
+        self._unsaved = False
         #: The first error a block inside that one raised (the whole block then fails).
         self._failure: BaseException | None = None
         self._lock = threading.RLock()
@@ -213,9 +213,9 @@ class Connection:
             if self._closed:
                 raise self._closed_error()
             depth = self._depth
-            flat = self._unsaved_from is not None  # a block of a block that takes no savepoints
+            flat = self._unsaved  # a block of a block that takes no savepoints
             if flat and self._failure is not None:
-                raise self._failed_error()
+                raise failed_batch_error(self._failure, self.path)
             if depth == 0:
                 try:
                     self.raw.execute("BEGIN IMMEDIATE")
@@ -225,12 +225,12 @@ class Connection:
                 self.raw.execute(f"SAVEPOINT sp{depth}")
             starts = not flat and not savepoints
             if starts:
-                self._unsaved_from = depth
+                self._unsaved = True
             self._depth += 1
             try:
                 yield self
                 if starts and self._failure is not None:
-                    raise self._failed_error()
+                    raise failed_batch_error(self._failure, self.path)
             except BaseException as exc:
                 self._depth -= 1
                 if flat:
@@ -238,7 +238,7 @@ class Connection:
                         self._failure = exc
                     raise
                 if starts:
-                    self._unsaved_from, self._failure = None, None
+                    self._unsaved, self._failure = False, None
                 if depth == 0:
                     self.raw.execute("ROLLBACK")
                 else:
@@ -249,17 +249,11 @@ class Connection:
                 if flat:
                     return
                 if starts:
-                    self._unsaved_from = None
+                    self._unsaved = False
                 if depth == 0:
                     self.raw.execute("COMMIT")
                 else:
                     self.raw.execute(f"RELEASE sp{depth}")
-
-    def _failed_error(self) -> StoreError:
-        """The error of a block that takes no savepoints once one of its blocks failed."""
-        error = StoreError(failed_batch_message(self._failure), path=self.path)
-        error.__cause__ = self._failure
-        return error
 
     @property
     def closed(self) -> bool:
