@@ -404,27 +404,39 @@ def test_a_search_keeps_the_plan_of_an_owners_match_alone(pg_url, tmp_path, monk
         assert 8 == len(said) and not any(said)
 
 
-def test_a_fact_read_by_owners_and_key_or_value_is_planned_for_them(
+def test_a_fact_read_by_owners_and_key_or_value_names_empty_owners_as_literals(
         pg_url, tmp_path, monkeypatch):
     """Inside a write transaction, where statements keep their plans, a read of one fact by
-    its owners and key (an upsert's) or value (an add's) is never prepared: a plan kept for
-    any owners walks the owners' index through every fact of theirs."""
+    its owners and key (an upsert's) or value (an add's) is prepared when run often, with
+    the owners a fact leaves empty written as literals (so that the plan kept knows how
+    common they are) and the others, quotes and all, sent as parameters."""
     from ctxslots import FactStore
 
     traced = _Traced(monkeypatch, tmp_path)
     with FactStore(pg_url) as store:
-        def writes() -> None:
+        def writes(**owners: str) -> None:
             with store.batch():
                 for n in range(8):  # psycopg prepares a statement on its sixth run
-                    store.upsert("user", f"k{n}", f"Ada likes colour {n}.", user="ada")
-                    store.add("user", f"Ada once saw bird {n}.", user="ada")
+                    store.upsert("user" if "user" in owners else "agent", f"k{n}",
+                                 f"Ada likes colour {n}.", **owners)
+                    store.add("user" if "user" in owners else "agent",
+                              f"Ada once saw bird {n}.", **owners)
 
-        parsed = traced.parsed_while(writes)
-    by_key = [name for name, text in parsed if "key = $" in text and text.startswith("SELECT")]
-    by_value = [name for name, text in parsed if "md5(value) = md5($" in text]
-    assert 8 == len(by_key) and 8 == len(by_value)
-    assert {""} == set(by_key) | set(by_value)
-    assert any(name for name, _ in parsed)  # other statements of the batch are prepared
+        users = traced.parsed_while(lambda: writes(user="o'hara"))
+        agents = traced.parsed_while(lambda: writes(agent="o'hara", scope="atlas"))
+        assert 16 == len(store.facts(slots=["user"], user="o'hara"))
+        assert 16 == len(store.facts(slots=["agent"], agent="o'hara", scope="atlas"))
+
+    for parsed, literals, named in ((users, ("scope = ''", "agent_id = ''"), ("user_id = $",)),
+                                    (agents, ("user_id = ''",), ("scope = $", "agent_id = $"))):
+        by_key = [(name, text) for name, text in parsed
+                  if "key = $" in text and text.startswith("SELECT")]
+        by_value = [(name, text) for name, text in parsed if "md5(value) = md5($" in text]
+        for reads in (by_key, by_value):
+            assert 6 == len(reads)  # parsed five times, then prepared once
+            assert [""] * 5 == [name for name, _ in reads[:5]] and reads[5][0]
+            assert all(part in text for _, text in reads for part in literals + named)
+            assert "o'hara" not in " ".join(text for _, text in reads)
 
 
 def test_a_replaced_value_is_recorded_in_the_statement_that_replaces_it(
