@@ -1,8 +1,8 @@
 """Round trips the PostgreSQL engine leaves out: an idle pooled connection the server said
 nothing to is lent without one (and one whose session the server ended is replaced), a
 nested block leaves its savepoint for the next block to release in the message that takes
-its own, a write transaction sets its plan mode in the message that begins it, and so
-does a search, whose reads and access count share one transaction."""
+its own, a write transaction opens in one message, and a search sends no transaction
+around its statements, whose plans it keeps where they serve any parameters."""
 
 from __future__ import annotations
 
@@ -187,38 +187,65 @@ def test_a_flush_takes_no_savepoints(pg_url, tmp_path, monkeypatch):
     assert 2 == len([s for s in sent if s.startswith("SELECT id,") and "key = $" in s])
 
 
-def _force_custom(conn: psycopg.Connection) -> None:
-    conn.execute("SET plan_cache_mode = force_custom_plan")
+def _parsed(trace: Path) -> list[tuple[str, str]]:
+    """Each statement a libpq trace shows parsed (its name, ``""`` when unnamed, and its
+    text) or sent as a simple query (``("Query", text)``), in order."""
+    out = []
+    for line in trace.read_text().splitlines():
+        fields = line.split("\t")
+        if len(fields) > 4 and fields[1] == "F" and fields[3] == "Parse":
+            found = re.match(r'"([^"]*)" "(.*)" \d', "\t".join(fields[4:]).strip())
+            assert found, line
+            out.append((found[1], found[2]))
+        elif len(fields) > 4 and fields[1] == "F" and fields[3] == "Query":
+            out.append(("Query", "\t".join(fields[4:]).strip(' "')))
+    return out
 
 
-def test_a_write_transaction_keeps_plans_in_the_message_that_begins_it(pg_url, tmp_path):
-    """A write transaction opens with one message that lets its statements keep their
-    plans; outside it the connection plans each statement again, as configured. A
-    transaction that raises is rolled back and leaves the connection ready for the next."""
+def test_only_a_write_transaction_prepares_statements_run_often(pg_url, tmp_path):
+    """A write transaction opens with one message and prepares a statement on its sixth
+    run; outside one, a statement run as often is planned for its parameters each time
+    unless it asks to be prepared. A transaction that raises is rolled back and leaves the
+    connection as it was."""
+    from ctxslots.stores.postgres._session import READ_PREPARE_THRESHOLD, plan_settings
+
     session = Session("test", Connections(pg_url, max_size=1, timeout=10.0,
-                                          configure=_force_custom))
-    trace = tmp_path / "begin"
+                                          configure=plan_settings))
+    trace = tmp_path / "plans"
+
+    def run(sql: str, *, prepare: bool | None = None) -> None:
+        with session.conn() as conn:
+            for n in range(8):
+                assert (n,) == conn.execute(sql, (n,), prepare=prepare).fetchone()
+
     try:
         with session.conn() as lent:
-            assert ("force_custom_plan",) == lent.execute("SHOW plan_cache_mode").fetchone()
+            assert ("auto",) == lent.execute("SHOW plan_cache_mode").fetchone()
         with trace.open("w") as out:
-            lent.pgconn.trace(out.fileno())  # one connection in the pool: lent again below
+            lent.pgconn.trace(out.fileno())  # one connection in the pool: lent each time
             try:
-                with session.transaction(), session.conn() as conn:
-                    assert conn is lent
-                    modes = conn.execute("SHOW plan_cache_mode").fetchall()
+                run("SELECT %s::int AS outside")
+                run("SELECT %s::int AS asked", prepare=True)
+                with session.transaction():
+                    run("SELECT %s::int AS inside")
             finally:
                 lent.pgconn.untrace()
-        assert [("auto",)] == modes
-        sent = [line.split("\t")[-1].strip(' "') for line in trace.read_text().splitlines()
-                if "\tF\t" in line and "\tQuery\t" in line]
-        assert ["BEGIN; SET LOCAL plan_cache_mode = auto", "SHOW plan_cache_mode", "COMMIT"] == sent
+        parsed = _parsed(trace)
+        names = {text.split(" AS ")[-1]: [] for _, text in parsed if " AS " in text}
+        for name, text in parsed:
+            if " AS " in text:
+                names[text.split(" AS ")[-1]].append(name)
+        assert [""] * 8 == names["outside"]
+        assert 1 == len(names["asked"]) and names["asked"][0]  # prepared at once, then run
+        assert [""] * 5 == names["inside"][:5] and 6 == len(names["inside"]) \
+            and names["inside"][5]
+        assert [("Query", "BEGIN"), ("Query", "COMMIT")] == [p for p in parsed if p[0] == "Query"]
         with pytest.raises(RuntimeError), session.transaction(), session.conn() as conn:
             conn.execute("CREATE TABLE undone (n int)")
             raise RuntimeError("undone")
         with session.conn() as conn:
             assert psycopg.pq.TransactionStatus.IDLE == conn.pgconn.transaction_status
-            assert ("force_custom_plan",) == conn.execute("SHOW plan_cache_mode").fetchone()
+            assert READ_PREPARE_THRESHOLD == conn.prepare_threshold
             assert (None,) == conn.execute("SELECT to_regclass('undone')").fetchone()
     finally:
         session.close()
@@ -243,14 +270,14 @@ class _Traced:
 
     def sent_while(self, action) -> list[str]:
         """The text of each statement sent while ``action`` ran (simple or extended)."""
-        return [text for _, text in self._messages(action, ("Query", "Parse"))]
+        return [text for _, text in self.messages_while(action, ("Query", "Parse"))]
 
     def parsed_while(self, action) -> list[tuple[str, str]]:
         """Each statement parsed while ``action`` ran (extended protocol): its name
         (``""`` for an unnamed statement, planned for its parameters) and its text."""
-        return self._messages(action, ("Parse",))
+        return self.messages_while(action, ("Parse",))
 
-    def _messages(self, action, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+    def messages_while(self, action, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
         path = self.folder / f"trace-{len(list(self.folder.iterdir()))}"
         with path.open("w") as out:
             for conn in self.conns:
@@ -284,31 +311,36 @@ class _Traced:
         return out
 
 
-def test_a_search_runs_in_one_transaction_that_keeps_its_plans(pg_url, tmp_path, monkeypatch):
-    """Outside a batch, a search's statements run in one transaction whose first message
-    lets them keep their plans: the match, one statement for the hits' links and
-    near-duplicate counts, one for their access count, then COMMIT. Inside a batch it
-    joins the batch."""
+def test_a_search_sends_three_statements_and_keeps_their_plans(pg_url, tmp_path, monkeypatch):
+    """Outside a batch, a search sends no transaction around its statements: the match,
+    one statement for the hits' links and near-duplicate counts, and one for their access
+    count, which commits on its own. Run often, the last two keep their plans. Inside a
+    batch it joins the batch."""
     from ctxslots import FactStore
 
     traced = _Traced(monkeypatch, tmp_path)
     with FactStore(pg_url) as store:
         fact = store.add("agent", "The deploy runs on Fridays.")
-        sent = traced.sent_while(lambda: store.search("deploy"))
-        # Planning may read the table's statistics first; the rest is one transaction.
-        begin = sent.index("BEGIN; SET LOCAL plan_cache_mode = auto")
-        assert "COMMIT" == sent[-1]
-        before, inside = sent[:begin], sent[begin + 1:-1]
-        assert not [s for s in before if "q AS MATERIALIZED" in s or "fact_links" in s
-                    or s.startswith(("UPDATE", "BEGIN"))]
-        assert not [s for s in inside if s.startswith(("BEGIN", "COMMIT", "SAVEPOINT"))]
-        assert any("q AS MATERIALIZED" in s for s in inside)  # the match
-        counts = [s for s in sent if s.startswith("UPDATE facts") and "access_count" in s]
-        assert 1 == len(counts) and counts[0] == inside[-1]
+        first = traced.messages_while(lambda: store.search("deploy"), ("Query", "Parse"))
+        sent = [text for _, text in first]
+        assert not [s for s in sent if s.startswith(("BEGIN", "COMMIT", "SAVEPOINT"))]
+        match = [n for n, s in enumerate(sent) if "q AS MATERIALIZED" in s]
+        around = [n for n, s in enumerate(sent) if "fact_links" in s]
+        counts = [n for n, s in enumerate(sent) if s.startswith("UPDATE facts")
+                  and "access_count" in s]
+        # Planning may read the table's statistics first; then the three, in order.
+        assert 1 == len(match) == len(around) == len(counts)
+        assert match[0] < around[0] < counts[0] == len(sent) - 1
         # The hits' links and what they hide: one statement asks both.
-        around = [s for s in inside if "fact_links" in s or "superseded_by = ANY" in s]
-        assert 1 == len(around) and "fact_links" in around[0] and "superseded_by" in around[0]
+        assert "superseded_by = ANY" in sent[around[0]]
         assert 1 == store.get(fact.id).access_count
+        # Those two are prepared on their first run, and never parsed again.
+        assert first[around[0]][0] and first[counts[0]][0]
+        again = traced.parsed_while(lambda: [store.search("deploy") for _ in range(5)])
+        assert 5 == len([text for _, text in again if "q AS MATERIALIZED" in text])
+        assert not [text for _, text in again
+                    if "fact_links" in text or text.startswith("UPDATE facts")]
+        assert 6 == store.get(fact.id).access_count
 
         # A message with nothing to look for reads nothing.
         assert [] == traced.sent_while(lambda: store.search("the of and"))
@@ -320,7 +352,7 @@ def test_a_search_runs_in_one_transaction_that_keeps_its_plans(pg_url, tmp_path,
 
         sent = traced.sent_while(in_batch)
         assert 1 == sum(s.startswith("BEGIN") for s in sent)
-        assert 2 == store.get(fact.id).access_count
+        assert 7 == store.get(fact.id).access_count
 
 
 def test_a_search_plans_before_it_holds_a_connection(pg_url, monkeypatch):
@@ -359,6 +391,7 @@ def test_a_search_that_raises_leaves_its_connection_idle(pg_url, tmp_path, monke
     own parameters, idle, with nothing held."""
     from ctxslots import FactStore
     from ctxslots.errors import InvalidFactError
+    from ctxslots.stores.postgres._session import READ_PREPARE_THRESHOLD
 
     traced = _Traced(monkeypatch, tmp_path)
     with FactStore(pg_url) as store:
@@ -368,7 +401,7 @@ def test_a_search_that_raises_leaves_its_connection_idle(pg_url, tmp_path, monke
         assert 0 == store.get(fact.id).access_count
         for conn in traced.conns:
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            assert "force_custom_plan" == conn.execute("SHOW plan_cache_mode").fetchone()[0]
+            assert READ_PREPARE_THRESHOLD == conn.prepare_threshold
         assert [fact.id] == [h.fact.id for h in store.search("deploy")]
         assert 1 == store.get(fact.id).access_count
 

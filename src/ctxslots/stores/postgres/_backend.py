@@ -34,7 +34,7 @@ from ._connect import connect_error, prepare_database
 from ._connections import Connections
 from ._errors import store_error
 from ._lexical import LEXICAL_RANKINGS, LexicalLeg, index_terms
-from ._session import Session
+from ._session import Session, plan_settings
 from ._url import safe_location
 from ._vector_io import register_vector
 
@@ -97,10 +97,11 @@ class PostgresBackend:
         register_vector(conn, self._vector_oid)
         # 0 would mean "wait for ever" to PostgreSQL; here it means "do not wait".
         conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
-        # psycopg prepares a statement run five times; PostgreSQL then plans it once for
-        # any owners, and in a store of many users that plan scanned every fact of the
-        # scopes asked (39 ms against 1 ms; BENCHMARKS.md, "Many users in one store").
-        conn.execute("SET plan_cache_mode = force_custom_plan")
+        # PostgreSQL plans a prepared statement once for any parameters when that looks no
+        # dearer; in a store of many users such a plan scanned every fact of the scopes
+        # asked (39 ms against 1 ms; BENCHMARKS.md, "Many users in one store"). So only
+        # statements that ask are prepared outside a write transaction.
+        plan_settings(conn)
 
     def close(self) -> None:
         """Close the pool (idempotent)."""
@@ -122,7 +123,7 @@ class PostgresBackend:
         return self._session.snapshot()
 
     def reading(self) -> AbstractContextManager[None]:
-        """One search's statements in one transaction that keeps their plans."""
+        """One search's statements on one connection, each committed on its own."""
         return self._session.reading()
 
     @property

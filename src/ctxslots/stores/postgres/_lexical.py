@@ -171,13 +171,12 @@ class LexicalLeg:
                             owned=owners is not None)
             narrowed = [] if owners is None else [list(column) for column in zip(*owners)]
             args = [*head, stats.avg_len + _OWNER_TERMS, query, *narrowed, *params, pool]
-        # Inside a search's transaction (Session.reading) a statement run often keeps its
-        # plan. Only a match of owner terms and words, filtered by owners alone, may: the
-        # full-text index is then the best way in for any owners. Any other is planned for
-        # its parameters (a user holding most of a store, a time range).
+        # Only a match of owner terms and words, filtered by owners alone, keeps its plan:
+        # the full-text index is then the best way in for any owners. Any other is planned
+        # for its parameters (a user holding most of a store, a time range).
         keep = owners is not None and not flt.narrowed
         with conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(sql, args, prepare=None if keep else False).fetchall()
+            rows = cur.execute(sql, args, prepare=keep).fetchall()
         return [LexicalCandidate(row=row, score=float(row.pop("_score"))) for row in rows]
 
     def _kept_for(self, table: str, stats: _Stats) -> _Kept:

@@ -92,7 +92,9 @@ def links_and_hidden(conn: Conn, fact_ids: Sequence[int], min_strength: float | 
         params.append(ids)
     if not parts:
         return [], {}
-    found = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 1, 2, 3", params).fetchall()
+    # By ids alone: a plan kept serves any (a search's statement).
+    found = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 1, 2, 3", params,
+                         prepare=True).fetchall()
     links = [(int(a), int(b), float(n)) for is_count, a, b, n in found if not is_count]
     return links, {int(a): int(n) for is_count, a, _, n in found if is_count}
 

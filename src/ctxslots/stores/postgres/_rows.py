@@ -285,7 +285,7 @@ def touch(conn: Conn, fact_ids: Sequence[int], now: float) -> int:
     cursor = conn.execute(
         "UPDATE facts f SET access_count = f.access_count + 1, last_accessed = %s "
         "FROM (SELECT id, scope FROM facts WHERE id = ANY(%s) ORDER BY id FOR UPDATE) l "
-        "WHERE f.id = l.id AND f.scope = l.scope", (float(now), ids))
+        "WHERE f.id = l.id AND f.scope = l.scope", (float(now), ids), prepare=True)
     return int(cursor.rowcount)
 
 
@@ -365,7 +365,9 @@ def important(conn: Conn, flt: FactFilter, limit: int) -> list[Row]:
     sql = (f"SELECT {COLUMNS} FROM facts f WHERE {where} AND (key IS NOT NULL OR score > 0) "
            "ORDER BY score DESC, access_count DESC, confidence DESC, (key IS NULL), "
            "updated_at DESC, id LIMIT %s")
-    return fact_rows(conn, sql, (*params, int(limit)))
+    # Never prepared, even run often inside a write transaction: a plan kept for any
+    # owners read every fact of the scopes asked.
+    return fact_rows(conn, sql, (*params, int(limit)), prepare=False)
 
 
 def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter, archived: bool = False
@@ -386,12 +388,14 @@ def neighbours(conn: Conn, row: Row, flt: FactFilter, before: int, after: int
     where, params = filter_clause(flt)
     at = row.get("observed_at")
     anchor = (float(row["created_at"] if at is None else at), int(row["id"]))
+    # Planned for their owners each time, as the profile's read (see important()).
     earlier = fact_rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
                          "(observed_at, id) < (%s, %s) ORDER BY observed_at DESC, id DESC "
-                         "LIMIT %s", (*params, *anchor, max(0, before))) if before > 0 else []
+                         "LIMIT %s", (*params, *anchor, max(0, before)),
+                        prepare=False) if before > 0 else []
     later = fact_rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
                        "(observed_at, id) > (%s, %s) ORDER BY observed_at, id LIMIT %s",
-                 (*params, *anchor, max(0, after))) if after > 0 else []
+                      (*params, *anchor, max(0, after)), prepare=False) if after > 0 else []
     return list(earlier), list(later)
 
 

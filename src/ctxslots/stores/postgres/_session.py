@@ -18,33 +18,52 @@ from ._errors import store_error
 from ._libpq import command
 from ._rows import reserve_name
 
-__all__ = ["Session"]
+__all__ = ["READ_PREPARE_THRESHOLD", "WRITE_PREPARE_THRESHOLD", "Session", "plan_settings"]
 
-#: What opens a write transaction, or a search's, in one message. A store's connections
-#: plan every statement for its own parameters (``plan_cache_mode = force_custom_plan``,
-#: set by the backend): a plan made once for any user read every fact of the scopes asked
-#: in the profile's statement. A write transaction's statements find their rows by id, key
-#: or owners and value through unique or narrow indexes, and a search's by its words and
-#: owner terms in the full-text index or by id, where a plan made once serves any
-#: parameters: planning them again took about a fifth of a flush, and half a millisecond
-#: or more of a search's statements (BENCHMARKS.md, "Plans kept for writes" and "Plans
-#: kept for searches").
-_KEEP_PLANS = b"BEGIN; SET LOCAL plan_cache_mode = auto"
+#: psycopg prepares a statement once it ran this many times on a connection, inside a write
+#: transaction: its statements find their rows by id, key or owners and value through
+#: unique or narrow indexes, where a plan kept serves any parameters (planning them again
+#: took about a fifth of a flush; BENCHMARKS.md, "Plans kept for writes").
+WRITE_PREPARE_THRESHOLD = 5
+#: Outside one, a statement is prepared only when it asks to be (``prepare=True``: a
+#: search's match by owner terms and its statements by id); any other is planned for its
+#: own parameters each time, as an unnamed statement is. A plan made once for any user
+#: read every fact of the scopes asked in the profile's statement ("Many users in one
+#: store"). psycopg has no setting for "only when asked" (``None`` refuses even that), so
+#: the count is one no connection reaches.
+READ_PREPARE_THRESHOLD = 2**62
+
+
+def plan_settings(conn: psycopg.Connection[Any]) -> None:
+    """Set up a new connection's plans: PostgreSQL's own choice (``plan_cache_mode =
+    auto``) for what is prepared, and nothing prepared outside a write transaction unless
+    it asks (:data:`READ_PREPARE_THRESHOLD`)."""
+    conn.execute("SET plan_cache_mode = auto")
+    conn.prepare_threshold = READ_PREPARE_THRESHOLD
 
 
 @contextlib.contextmanager
 def _kept_plans(conn: psycopg.Connection[Any]) -> Iterator[None]:
-    """A transaction on an autocommit connection whose statements keep their plans:
-    committed when the block ends, rolled back when it raises (unless the connection is
-    lost, which ends it)."""
-    conn.execute(_KEEP_PLANS)
+    """A transaction on an autocommit connection whose statements run often keep their
+    plans: committed when the block ends, rolled back when it raises (unless the
+    connection is lost, which ends it)."""
+    conn.execute(b"BEGIN")
+    conn.prepare_threshold = WRITE_PREPARE_THRESHOLD
     try:
         yield
     except BaseException:
         if not conn.broken:
             conn.rollback()  # which also forgets statements prepared inside it
         raise
+    finally:
+        conn.prepare_threshold = READ_PREPARE_THRESHOLD
     conn.commit()
+
+
+@contextlib.contextmanager
+def _no_transaction(_conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """Statements on the held connection, each committed on its own."""
+    yield
 
 
 @contextlib.contextmanager
@@ -264,11 +283,11 @@ class Session:
             held.kept = frozenset(kept for kept in held.kept if kept < depth) | {depth}
 
     def reading(self) -> contextlib.AbstractContextManager[None]:
-        """One search's reads and access count in one transaction whose statements keep
-        their plans (:data:`_KEEP_PLANS`), on a connection this thread holds until it
-        ends; inside a transaction or a snapshot this thread holds, that one. The vector
-        leg's statements are never prepared, so they are planned for their parameters."""
-        return self._holding(_kept_plans)
+        """One search's reads and access count on a connection this thread holds until it
+        ends, with no transaction: each statement commits on its own, and those that ask
+        to be prepared keep their plans (:data:`READ_PREPARE_THRESHOLD`). Inside a
+        transaction or a snapshot this thread holds, that one."""
+        return self._holding(_no_transaction)
 
     def snapshot(self) -> contextlib.AbstractContextManager[None]:
         """Reads inside see one moment of the store (a repeatable-read, read-only transaction)."""
