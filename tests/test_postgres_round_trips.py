@@ -472,6 +472,30 @@ def test_a_fact_read_by_owners_and_key_or_value_names_empty_owners_as_literals(
             assert "o'hara" not in " ".join(text for _, text in reads)
 
 
+def test_the_profile_read_is_planned_for_its_owners_even_inside_a_batch(
+        pg_url, tmp_path, monkeypatch):
+    """The profile's read (``important``) and the timeline's are never prepared: a plan
+    kept for any owners read every fact of the scopes asked. Inside a batch, where a
+    statement run often is prepared, they are planned for their owners each time."""
+    from ctxslots import FactStore
+
+    traced = _Traced(monkeypatch, tmp_path)
+    with FactStore(pg_url) as store:
+        fact = store.upsert("user", "city", "Ada lives in Nice.", user="ada")
+
+        def reads() -> None:
+            with store.batch():
+                for _ in range(8):  # psycopg prepares a statement on its sixth run
+                    assert [fact.id] == [f.id for f in store.important("user", user="ada")]
+                    assert [fact.id] == [f.id for f in store.timeline(fact.id, user="ada")]
+
+        parsed = traced.parsed_while(reads)
+    profile = [name for name, text in parsed if "ORDER BY score DESC" in text]
+    timeline = [name for name, text in parsed if "(observed_at, id)" in text]
+    assert 8 == len(profile) and {""} == set(profile)
+    assert 16 == len(timeline) and {""} == set(timeline)
+
+
 def test_a_replaced_value_is_recorded_in_the_statement_that_replaces_it(
         pg_url, tmp_path, monkeypatch):
     """An upsert that replaces a value writes its history row and the new value in one
