@@ -64,9 +64,10 @@ def links_of(conn: Conn, fact_id: int) -> dict[int, float]:
     return {int(other): float(strength) for other, strength in found}
 
 
-#: The links at least a strength (``%s``) touching some facts (``%s`` twice).
-_AMONG = ("SELECT a, b, strength FROM fact_links WHERE strength >= %s "
-          "AND (a = ANY(%s) OR b = ANY(%s))")
+#: The links at least a strength touching some facts (named parameters: the facts' ids
+#: are sent once however often the statement names them).
+_AMONG = ("SELECT a, b, strength FROM fact_links WHERE strength >= %(strength)s "
+          "AND (a = ANY(%(ids)s) OR b = ANY(%(ids)s))")
 
 
 def links_among(conn: Conn, fact_ids: Sequence[int], min_strength: float
@@ -82,14 +83,13 @@ def links_and_hidden(conn: Conn, fact_ids: Sequence[int], min_strength: float | 
     hits."""
     ids = id_list(fact_ids)
     parts: list[str] = []
-    params: list[Any] = []
+    params: dict[str, Any] = {"ids": ids}
     if ids and min_strength is not None:
         parts.append(f"SELECT false, a, b, strength FROM ({_AMONG}) l")
-        params += [float(min_strength), ids, ids]
+        params["strength"] = float(min_strength)
     if ids and hidden:
         parts.append("SELECT true, superseded_by, 0, count(*)::float8 FROM facts "
-                     "WHERE superseded_by = ANY(%s) GROUP BY superseded_by")
-        params.append(ids)
+                     "WHERE superseded_by = ANY(%(ids)s) GROUP BY superseded_by")
     if not parts:
         return [], {}
     # By ids alone: a plan kept serves any (a search's statement).
