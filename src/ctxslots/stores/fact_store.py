@@ -304,8 +304,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
                                     said_before=said_before, relaxed=relaxed)
         if not ranked.runs:  # no word and no vector to look for: nothing to read
             return []
-        # Its reads and its access count in one go (on PostgreSQL, one transaction that
-        # keeps their plans).
+        # Its reads and its access count in one go (on PostgreSQL, on one connection,
+        # whose statements that ask keep their plans).
         with self._core.backend.reading():
             hits = ranked.hits(limit)
             if track_access:

@@ -77,8 +77,9 @@ class Lifecycle(Protocol):
 
     def reading(self) -> contextlib.AbstractContextManager[None]:
         """One search's reads and its access count, run so that their statements keep
-        their plans where the engine plans them anew otherwise (PostgreSQL: one
-        transaction); inside a transaction or a snapshot, nothing more."""
+        their plans where the engine plans them anew otherwise (PostgreSQL: on one
+        connection held for the search); inside a transaction or a snapshot, nothing
+        more."""
 
     @property
     def in_transaction(self) -> bool:
