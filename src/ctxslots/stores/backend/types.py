@@ -7,7 +7,7 @@ newline between tags, and the global scope is the empty string ``""``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, NotRequired, TypedDict
 
 import attrs
@@ -33,6 +33,7 @@ __all__ = [
     "GroupCount",
     "Health",
     "HistoryEntry",
+    "KeptRead",
     "LexicalCandidate",
     "QueryPlan",
     "Row",
@@ -41,6 +42,7 @@ __all__ = [
     "VectorRow",
     "VectorState",
     "failed_batch_error",
+    "is_live",
     "rows_in",
     "visible_scopes",
     "visible_to",
@@ -476,6 +478,43 @@ def visible_scopes(scope: str) -> tuple[str, ...]:
 def visible_to(owner: str) -> tuple[str, ...]:
     """The stored owner values a request for ``owner`` sees: its own, and ``""`` (none)."""
     return tuple(dict.fromkeys([owner, ""]))
+
+
+@attrs.define
+class KeptRead:
+    """The row (or its absence) a write transaction last read by one name under lock, kept
+    until its engine forgets it at the transaction's next statement: a flush reads a key
+    and then writes it, and the write's own read is the same row.
+
+    The engine calls :meth:`forget` before every statement, at the start of a transaction
+    and where a savepoint rolls back; a row lock (or SQLite's write lock) keeps other
+    writers of a stored row out meanwhile.
+    """
+
+    _kept: tuple[tuple[str, ...], FactRow | None] | None = None
+
+    def forget(self) -> None:
+        """Forget what was kept."""
+        self._kept = None
+
+    def read(self, name: tuple[str, ...], read: Callable[[], FactRow | None],
+             live_at: float | None) -> FactRow | None:
+        """The row of ``name`` that ``read`` (one statement) returns, live or not, read once
+        while nothing else runs; ``None`` when there is none or it is not live at
+        ``live_at``. Each call returns a copy its caller may change."""
+        kept = self._kept
+        if kept is not None and kept[0] == name:
+            row = None if kept[1] is None else kept[1].copy()
+        else:
+            row = read()
+            self._kept = (name, None if row is None else row.copy())
+        return row if row is None or live_at is None or is_live(row, live_at) else None
+
+
+def is_live(row: Mapping[str, Any], moment: float) -> bool:
+    """Whether ``row`` is live at ``moment``: it has no expiry, or expires after it."""
+    expires = row["expires_at"]
+    return expires is None or float(expires) > moment
 
 
 def failed_batch_error(failure: BaseException | None, where: str) -> StoreError:

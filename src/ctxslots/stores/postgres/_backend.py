@@ -177,16 +177,15 @@ class PostgresBackend:
             with session.conn() as conn:
                 return _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, live_at,
                                         lock=False)
+
         # A flush reads a key, then writes it: the write's own read is the same row, or
         # the same absence of one.
-        known, row = session.recall_read(name)
-        if not known:
+        def read() -> Row | None:  # the one row with this key, live or not
             with session.conn() as conn:
-                # The one row with this key, live or not: whether it is live is asked below.
-                row = _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, None,
-                                       lock=True)
-            session.remember_read(name, row)
-        return row if row is None or live_at is None or _rows.is_live(row, live_at) else None
+                return _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, None,
+                                        lock=True)
+
+        return session.kept_read.read(name, read, live_at)
 
     def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
                   agent_id: str, archived: bool = False, live_at: float | None = None

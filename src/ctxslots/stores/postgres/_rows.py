@@ -120,12 +120,6 @@ def get_by_key(conn: Conn, slot: str, scope: str, user_id: str, agent_id: str, k
                 (*owner_params, slot, key, *params))
 
 
-def is_live(row: Row, moment: float) -> bool:
-    """Whether ``row`` is live at ``moment`` (what :func:`live_clause` asks in SQL)."""
-    expires = row["expires_at"]
-    return expires is None or float(expires) > moment
-
-
 def find_same(conn: Conn, slot: str, scope: str, user_id: str, agent_id: str, key: str | None,
               value: str, *, archived: bool, live_at: float | None) -> int | None:
     """The lowest id with exactly this slot, owners, key and value (by the value index)."""

@@ -12,7 +12,7 @@ import attrs
 import psycopg
 
 from ...errors import StoreClosedError, StoreError
-from ..backend import FactRow, failed_batch_error
+from ..backend import KeptRead, failed_batch_error
 from ._connections import Connections
 from ._errors import store_error
 from ._libpq import command
@@ -82,15 +82,17 @@ class _Held(threading.local):
     conn: psycopg.Connection[Any] | None = None
     writing: int = 0
     reserved: dict[tuple[str, ...], int] | None = None
-    #: The row (or ``None``: no row) of the name last read under lock, until the next
-    #: statement.
-    last_read: tuple[tuple[str, ...], FactRow | None] | None = None
     #: The depths whose last block ended and left its savepoint to be released.
     kept: frozenset[int] = frozenset()
     #: Whether a block open on the connection says its blocks take no savepoints.
     unsaved: bool = False
     #: The first error a block inside that one raised (the whole block then fails).
     failure: BaseException | None = None
+
+    def __init__(self) -> None:
+        #: The row (or absence) of the name last read under lock, until the next statement
+        #: or a savepoint left.
+        self.kept_read = KeptRead()
 
 
 @attrs.define
@@ -122,25 +124,18 @@ class Session:
             reserve_name(conn, kind, *parts)
             held.reserved[name] = held.writing
 
-    def remember_read(self, name: tuple[str, ...], row: FactRow | None) -> None:
-        """Keep the row just read under lock by ``name`` (``None``: there is none) until
-        this transaction runs another statement or leaves a savepoint. The row lock keeps
-        other writers of a row out; an absence may be filled by another writer meanwhile,
-        which the insert that trusts it finds (the key is taken) and reports."""
-        self._held.last_read = (name, None if row is None else row.copy())
-
-    def recall_read(self, name: tuple[str, ...]) -> tuple[bool, FactRow | None]:
-        """Whether :meth:`remember_read` kept a read of ``name`` that nothing ran since,
-        and the row it kept (``None``: there is none)."""
-        last = self._held.last_read
-        if last is None or last[0] != name:
-            return False, None
-        return True, None if last[1] is None else last[1].copy()
+    @property
+    def kept_read(self) -> KeptRead:
+        """This thread's last read under lock, kept until this transaction runs another
+        statement or leaves a savepoint. The row lock keeps other writers of a row out;
+        an absence may be filled by another writer meanwhile, which the insert that
+        trusts it finds (the key is taken) and reports."""
+        return self._held.kept_read
 
     def _leave_savepoint(self, rolled_back: bool) -> None:
         """What the savepoint just left took: released with it, or now its parent's."""
         held = self._held
-        held.last_read = None
+        held.kept_read.forget()
         if not held.reserved:
             return
         taken = [name for name, depth in held.reserved.items() if depth > held.writing]
@@ -167,7 +162,7 @@ class Session:
                 # any failure nothing more of the block is run.
                 if self._held.failure is not None:
                     raise failed_batch_error(self._held.failure, self.location)
-                self._held.last_read = None  # a statement that may change it
+                self._held.kept_read.forget()  # a statement that may change it
                 yield held
                 return
             with self.open_pool().borrow() as conn:
@@ -312,7 +307,8 @@ class Session:
                     with opened(conn):
                         yield
                 finally:
-                    held.conn, held.writing, held.reserved, held.last_read = None, 0, None, None
+                    held.conn, held.writing, held.reserved = None, 0, None
+                    held.kept_read.forget()
                     held.kept = frozenset()
         except psycopg.Error as exc:
             raise store_error(exc, self.location) from exc

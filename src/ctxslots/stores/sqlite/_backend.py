@@ -158,14 +158,10 @@ class SQLiteBackend:
         if not conn.in_transaction:
             return _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, live_at)
         # A flush reads a key, then writes it: the write's own read is the same row, or
-        # the same absence of one.
-        name = (slot, scope, user_id, agent_id, key)
-        known, row = conn.recall_read(name)
-        if not known:
-            # The one row with this key, live or not: whether it is live is asked below.
-            row = _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, None)
-            conn.remember_read(name, row)
-        return row if row is None or live_at is None or _rows.is_live(row, live_at) else None
+        # the same absence of one (the one row with this key, live or not).
+        return conn.kept_read.read(
+            ("key", slot, scope, user_id, agent_id, key),
+            lambda: _rows.get_by_key(conn, slot, scope, user_id, agent_id, key, None), live_at)
 
     def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
                   agent_id: str, archived: bool = False, live_at: float | None = None

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 import apsw
 
 from ...errors import StoreClosedError, StoreError
-from ..backend import FactRow, failed_batch_error
+from ..backend import KeptRead, failed_batch_error
 from ._busy import busy_error
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT_S", "Connection", "Params", "sqlite_version"]
@@ -134,9 +134,10 @@ class Connection:
         self._failure: BaseException | None = None
         self._lock = threading.RLock()
         self._closed = False
-        #: Inside a write transaction: the row (or ``None``: no row) last read by one
-        #: name, until the next statement.
-        self._last_read: tuple[tuple[str, ...], FactRow | None] | None = None
+        #: Inside a write transaction: the row (or absence) last read by one name, until
+        #: the next statement, a rollback or the next transaction. The transaction holds
+        #: the write lock, so only its own statements can change it.
+        self.kept_read = KeptRead()
 
     def _closed_error(self) -> StoreClosedError:
         return StoreClosedError(f"the store at {self.path} is closed", path=self.path)
@@ -157,7 +158,7 @@ class Connection:
             raise self._closed_error()
         try:
             with self._lock:
-                self._last_read = None  # a statement that may change it
+                self.kept_read.forget()  # a statement that may change it
                 return result(self.raw.execute(sql, params))
         except apsw.SQLError as exc:
             if "no such" not in str(exc):
@@ -172,23 +173,8 @@ class Connection:
         if self._closed:
             raise self._closed_error()
         with self._lock:
-            self._last_read = None
+            self.kept_read.forget()
             self.raw.executemany(sql, rows)
-
-    def remember_read(self, name: tuple[str, ...], row: FactRow | None) -> None:
-        """Inside a write transaction, keep the row just read by ``name`` (``None``: there
-        is none) until the next statement: the transaction holds the write lock, so only
-        its own statements can change it."""
-        if self._depth:
-            self._last_read = (name, None if row is None else row.copy())
-
-    def recall_read(self, name: tuple[str, ...]) -> tuple[bool, FactRow | None]:
-        """Whether :meth:`remember_read` kept a read of ``name`` that nothing ran since,
-        and the row it kept (``None``: there is none)."""
-        last = self._last_read
-        if not self._depth or last is None or last[0] != name:
-            return False, None
-        return True, None if last[1] is None else last[1].copy()
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         """Run a query and return its rows as dictionaries."""
@@ -237,7 +223,7 @@ class Connection:
             if flat and self._failure is not None:
                 raise failed_batch_error(self._failure, self.path)
             if depth == 0:
-                self._last_read = None  # read in another transaction
+                self.kept_read.forget()  # read in another transaction
                 try:
                     self.raw.execute("BEGIN IMMEDIATE")
                 except apsw.BusyError as exc:
@@ -260,7 +246,7 @@ class Connection:
                     raise
                 if starts:
                     self._unsaved, self._failure = False, None
-                self._last_read = None  # what the rollback undid may have changed it
+                self.kept_read.forget()  # what the rollback undid may have changed it
                 if depth == 0:
                     self.raw.execute("ROLLBACK")
                 else:

@@ -46,7 +46,7 @@ __all__ = [
     "add_history", "adjust_score", "all_history", "archive", "counts", "find_existing",
     "find_same", "get", "get_archived", "get_by_key", "group_counts", "hand_over_superseded",
     "hidden_counts", "history", "id_is_free", "ids_passing", "important", "insert",
-    "insert_archived", "is_live", "neighbours", "rows_by_ids", "select", "set_superseded",
+    "insert_archived", "neighbours", "rows_by_ids", "select", "set_superseded",
     "superseded_links", "taken_ids", "touch", "update",
 ]
 
@@ -94,12 +94,6 @@ def get_by_key(conn: Connection, slot: str, scope: str, user_id: str, agent_id: 
     return _one(conn, f"SELECT {READ} FROM facts WHERE slot = ? AND scope = ? AND user_id = ? "
                 f"AND agent_id = ? AND key = ? AND {cond}",
                 (slot, scope, user_id, agent_id, key, *params))
-
-
-def is_live(row: Mapping[str, Any], moment: float) -> bool:
-    """Whether ``row`` is live at ``moment`` (what ``FactFilter(live_at=moment)`` asks in SQL)."""
-    expires = row["expires_at"]
-    return expires is None or float(expires) > moment
 
 
 def find_same(conn: Connection, slot: str, scope: str, user_id: str, agent_id: str,
