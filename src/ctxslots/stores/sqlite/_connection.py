@@ -168,6 +168,12 @@ class Connection:
         except apsw.BusyError as exc:
             raise busy_error(self.path, self.busy_timeout) from exc
 
+    def changed(self, sql: str, params: Params = ()) -> int:
+        """Run one statement that changes rows; how many rows it changed (not counting
+        what its triggers changed). Cheaper than reading them back with ``RETURNING``,
+        which makes SQLite keep every changed row until the statement ends."""
+        return self._run(sql, params, lambda cursor: (cursor.fetchall(), self.raw.changes())[1])
+
     def executemany(self, sql: str, rows: Sequence[Params]) -> None:
         """Run one statement once per row of parameters."""
         if self._closed:
