@@ -31,11 +31,13 @@ __all__ = ["FtsFloor", "visible"]
 
 _BUSY_TIMEOUT_MS = 30_000
 
+# ``LIMIT +?`` as the store writes it: a plain ``LIMIT ?`` under an ``ORDER BY`` makes
+# SQLite plan the statement again on each run.
 _SQL = (
     "SELECT f.*, facts_fts.rank FROM facts_fts JOIN facts AS f ON f.id = facts_fts.rowid "
     "WHERE facts_fts MATCH ? AND f.user_id IN (?, '') AND f.agent_id IN (?, '') {slot}"
     "AND f.scope IN ({scopes}) AND f.superseded_by IS NULL "
-    "AND (f.expires_at IS NULL OR f.expires_at > ?) ORDER BY facts_fts.rank, f.id LIMIT ?"
+    "AND (f.expires_at IS NULL OR f.expires_at > ?) ORDER BY facts_fts.rank, f.id LIMIT +?"
 )
 
 

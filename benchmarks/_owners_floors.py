@@ -37,6 +37,9 @@ what the store adds for its own bookkeeping left out:
   the engine's own triggers (SQLite) or generated column (PostgreSQL). Not
   done: the store's advisory lock per key (PostgreSQL), savepoints, and the
   re-reads of each written row.
+
+On SQLite the floors write a row limit as ``LIMIT +?``, as the store does: with a
+plain ``LIMIT ?`` under an ``ORDER BY``, SQLite plans the statement again on each run.
 """
 
 from __future__ import annotations
@@ -175,7 +178,7 @@ class SqliteHand(_Requests):
                f"AND f.user_id IN (?, ?) AND f.agent_id IN (?, ?) "
                f"{'AND f.slot = ? ' if slot else ''}AND {scopes} "
                f"AND f.superseded_by IS NULL AND (f.expires_at IS NULL OR f.expires_at > ?) "
-               f"ORDER BY facts_fts.rank, f.id LIMIT ?")
+               f"ORDER BY facts_fts.rank, f.id LIMIT +?")
         params = [match, user, no_user, agent, no_agent, *([slot] if slot else []),
                   *([scope] if scope else []), now, depth]
         return self.conn.execute(sql, params).fetchall()
@@ -193,7 +196,7 @@ class SqliteHand(_Requests):
         return self.conn.execute(
             f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND agent_id = '' AND slot = 'user' "
             f"AND scope = '' AND (expires_at IS NULL OR expires_at > ?) "
-            f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT ?",
+            f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT +?",
             (who.user, now, PROFILE)).fetchall()
 
     def write(self, ops: Sequence[Op], who: Who, now: float) -> None:

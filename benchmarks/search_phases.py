@@ -62,11 +62,13 @@ from ctxslots.stores.sanitize import query_tokens, to_match
 from ctxslots.stores.stemming import stemmed_query
 
 SCOPES = ("repo-alpha", "repo-beta")
+# ``LIMIT +?`` as the store writes it (SQLite plans a plain ``LIMIT ?`` under an
+# ``ORDER BY`` again on each run).
 CANDIDATES = (
     "SELECT f.id, facts_fts.rank FROM facts_fts JOIN facts AS f ON f.id = facts_fts.rowid "
     "WHERE facts_fts MATCH ? AND f.user_id IN (?, '') AND f.agent_id IN (?, '') "
     "AND f.scope IN (?, ?) AND f.superseded_by IS NULL "
-    "AND (f.expires_at IS NULL OR f.expires_at > ?) ORDER BY facts_fts.rank, f.id LIMIT ?")
+    "AND (f.expires_at IS NULL OR f.expires_at > ?) ORDER BY facts_fts.rank, f.id LIMIT +?")
 
 ALONE = "SELECT rowid, rank FROM facts_fts WHERE facts_fts MATCH ? ORDER BY rank LIMIT 10"
 

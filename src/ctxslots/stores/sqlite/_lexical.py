@@ -25,7 +25,7 @@ from . import _rows
 from ._connection import Connection
 from ._loader import CacheSlot
 from ._schema import owner_term
-from ._sql import ARCHIVE_READ, READ, filter_clause, marks
+from ._sql import ARCHIVE_READ, LIMIT, READ, filter_clause, marks
 from ._terms import TermFrequencies
 from .lexical_cache import LexicalCache, build_lexical_cache
 
@@ -84,7 +84,7 @@ class LexicalLeg:
             f"(SELECT f.id AS fact_id, {table}_fts.rank AS bm25 FROM {table}_fts "
             f"JOIN {table} AS f ON f.id = {table}_fts.rowid "
             f"WHERE {table}_fts MATCH ? AND {cond} "
-            f"ORDER BY {table}_fts.rank, f.id LIMIT ?) AS top "
+            f"ORDER BY {table}_fts.rank, f.id {LIMIT}) AS top "
             f"CROSS JOIN {table} ON {table}.id = top.fact_id "
             f"ORDER BY top.bm25, top.fact_id", (match, *params, pool))
         return [LexicalCandidate(cast(FactRow, row), float(row.pop("bm25"))) for row in found]

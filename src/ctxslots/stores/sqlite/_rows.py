@@ -35,6 +35,7 @@ from ._sql import (
     COPIED,
     COPY,
     INSERTED,
+    LIMIT,
     READ,
     WRITABLE,
     filter_clause,
@@ -315,7 +316,7 @@ def important(conn: Connection, flt: FactFilter, limit: int) -> list[FactRow]:
     if not arms or arms > _MOST_ARMS:
         cond, params = filter_clause(flt)
         return _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND {IMPORTANT_WHERE} "
-                     f"ORDER BY {IMPORTANCE} LIMIT ?", (*params, limit))
+                     f"ORDER BY {IMPORTANCE} {LIMIT}", (*params, limit))
     selects: list[str] = []
     params = []
     for users, agents, slots, scopes in itertools.product(
@@ -323,12 +324,12 @@ def important(conn: Connection, flt: FactFilter, limit: int) -> list[FactRow]:
         cond, arm = filter_clause(attrs.evolve(
             flt, users=users, agents=agents, slots=slots, scopes=scopes))
         selects.append(f"SELECT * FROM (SELECT {READ} FROM facts WHERE {cond} AND "
-                       f"{IMPORTANT_WHERE} ORDER BY {IMPORTANCE} LIMIT ?)")
+                       f"{IMPORTANT_WHERE} ORDER BY {IMPORTANCE} {LIMIT})")
         params += [*arm, limit]
     if len(selects) == 1:
         return _rows(conn, selects[0], params)
     return _rows(conn, f"SELECT * FROM ({' UNION ALL '.join(selects)}) "
-                 f"ORDER BY {IMPORTANCE} LIMIT ?", (*params, limit))
+                 f"ORDER BY {IMPORTANCE} {LIMIT}", (*params, limit))
 
 
 def rows_by_ids(conn: Connection, fact_ids: Sequence[int], flt: FactFilter, archived: bool
@@ -367,9 +368,9 @@ def neighbours(conn: Connection, row: FactRow, flt: FactFilter, before: int, aft
     cond, params = filter_clause(flt)
     at = (row["observed_at"], row["id"])
     earlier = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND (observed_at, id) < (?, ?) "
-                    "ORDER BY observed_at DESC, id DESC LIMIT ?", (*params, *at, before))
+                    f"ORDER BY observed_at DESC, id DESC {LIMIT}", (*params, *at, before))
     later = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND (observed_at, id) > (?, ?) "
-                  "ORDER BY observed_at, id LIMIT ?", (*params, *at, after))
+                  f"ORDER BY observed_at, id {LIMIT}", (*params, *at, after))
     return earlier, later
 
 

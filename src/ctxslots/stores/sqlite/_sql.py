@@ -13,6 +13,7 @@ __all__ = [
     "COPIED",
     "COPY",
     "INSERTED",
+    "LIMIT",
     "READ",
     "STEM_COLUMNS",
     "WRITABLE",
@@ -37,6 +38,12 @@ COPIED = COLUMNS + ", " + ", ".join(STEM_COLUMNS)
 WRITABLE = frozenset(c for c in FACT_COLUMNS if c != "id")
 #: The columns an insert writes (the id is handed out), the stems last.
 INSERTED = (*(c for c in FACT_COLUMNS if c != "id"), *STEM_COLUMNS)
+
+
+#: A row limit given as a parameter. The unary plus keeps the bound value from SQLite's
+#: planner: a statement whose plan read a bound value (as a plain ``LIMIT ?`` under an
+#: ``ORDER BY`` does) is planned again each time its parameters are bound, every run.
+LIMIT = "LIMIT +?"
 
 
 def insert_values(row: FactFields) -> list[Any]:

@@ -34,7 +34,7 @@ from ._connection import Connection
 from ._loader import CacheSlot
 from ._meta import get_meta, set_meta
 from ._schema import vector_objects
-from ._sql import READ, filter_clause, marks
+from ._sql import LIMIT, READ, filter_clause, marks
 from ._vector_cache import META_GENERATION, TABLE, VectorCache, log_bounds, vector_cache_builder
 
 __all__ = ["VectorIndex", "delete", "drop_unusable", "put", "reset", "state", "vectors_of",
@@ -179,7 +179,7 @@ def _exact_knn(conn: Connection, vector: np.ndarray, flt: FactFilter, k: int
         found = conn.execute(
             f"SELECT v.fact_id, vec_distance_cosine(v.embedding, ?) AS d FROM {TABLE} AS v "
             f"JOIN facts AS f ON f.id = v.fact_id WHERE {owners} AND {cond} "
-            "ORDER BY d NULLS LAST, v.fact_id LIMIT ?",
+            f"ORDER BY d NULLS LAST, v.fact_id {LIMIT}",
             (query, *owner_params, *params, want)).fetchall()
         kept = [(int(fid), 1.0 - float(d)) for fid, d in found
                 if d is not None and _MIN_DISTANCE <= d <= _MAX_DISTANCE]
