@@ -30,6 +30,16 @@ _Seen = TypeVar("_Seen")
 
 
 @contextlib.contextmanager
+def connection_hook(hook: Callable[[apsw.Connection], None]) -> Iterator[None]:
+    """``hook(conn)`` run on each apsw connection opened in the block."""
+    apsw.connection_hooks.append(hook)
+    try:
+        yield
+    finally:
+        apsw.connection_hooks.remove(hook)
+
+
+@contextlib.contextmanager
 def traced(note: Callable[[str, Any], _Seen]) -> Iterator[list[_Seen]]:
     """``note(sql, bindings)`` of every statement run, in order, by the apsw connections
     opened in the block (a store opened before it is not traced)."""
@@ -42,11 +52,8 @@ def traced(note: Callable[[str, Any], _Seen]) -> Iterator[list[_Seen]]:
     def hook(conn: apsw.Connection) -> None:
         conn.exec_trace = trace
 
-    apsw.connection_hooks.append(hook)
-    try:
+    with connection_hook(hook):
         yield seen
-    finally:
-        apsw.connection_hooks.remove(hook)
 
 
 def plan_of(words: list[str]) -> QueryPlan:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import apsw
 import pytest
 
+from _sql import connection_hook
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler, RankingPolicy
 
 
@@ -33,11 +34,8 @@ def planning() -> Iterator[list[int]]:
     def hook(conn: apsw.Connection) -> None:
         conn.authorizer = authorizer
 
-    apsw.connection_hooks.append(hook)
-    try:
+    with connection_hook(hook):
         yield asked
-    finally:
-        apsw.connection_hooks.remove(hook)
 
 
 def _fill(store: FactStore) -> None:
