@@ -57,7 +57,8 @@ _FUSED = RankingPolicy(vector_weight=1.0)  # the hashing embedder's vectors sear
 def test_a_search_profile_timeline_and_assembly_run_again_are_not_planned_again(
         tmp_path, options):
     """Each read, run a second time with the same or new values, plans nothing: its
-    plan was kept. With the default embedder, its vector leg too, from memory or by SQL."""
+    plan was kept. With the hashing embedder's vectors searched, the vector leg too,
+    from the in-memory copy or by SQL."""
     path = tmp_path / "plans.db"
     with FactStore(path, **options) as store:
         _fill(store)
