@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
+import struct
 import threading
 
 import numpy as np
@@ -183,3 +185,35 @@ def test_embedder_sync_and_async_share_the_parsing_and_pool_connections():
     assert (5, 3) == sync.shape
     ports = [port for _, port in server.peers]
     assert 6 == len(ports) and 2 == len(set(ports))     # 3 batches each way, 1 connection each
+
+
+def _reset_after_one_answer(url: str) -> bytes:
+    """Send one request on a raw socket, read its answer, then reset the connection
+    while the server waits for the next request (as a killed client does)."""
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    body = json.dumps({"model": "scripted", "messages": []}).encode()
+    with socket.create_connection((host, int(port))) as conn:
+        conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        # SO_LINGER with a zero timeout: close() sends a reset instead of a FIN.
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    return answer
+
+
+def test_a_client_that_resets_its_connection_is_counted_not_printed(capfd):
+    """The scripted server answers, the client resets while the server reads its next
+    request: the server counts it as gone and prints no traceback."""
+    with ScriptedChatServer(['{"operations": []}']) as server:
+        answer = _reset_after_one_answer(server.base_url)
+        assert answer.startswith(b"HTTP/1.1 200")
+        assert server.wait_gone(1)
+        assert 1 == server.gone
+        assert 1 == server.answered
+    assert "Traceback" not in capfd.readouterr().err

@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -20,6 +21,23 @@ __all__ = ["ScriptedChatServer", "ScriptedReply"]
 
 
 # -- scripted chat-completions server ------------------------------------------
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A threading HTTP server that counts a client resetting or breaking its
+    connection instead of printing a traceback (``socketserver`` prints one for any
+    error of a request's thread)."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 on_gone: Callable[[], None]) -> None:
+        super().__init__(address, handler)
+        self._on_gone = on_gone
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            self._on_gone()
+            return
+        super().handle_error(request, client_address)
 
 
 @attrs.frozen
@@ -102,6 +120,9 @@ class ScriptedChatServer:
             port for many requests means one reused connection.
         answered: How many answers the server has finished sending (or failed to
             send to a client that went away); :meth:`wait_answered` waits for it.
+        gone: How many clients reset or broke their connection while the server
+            read from it (a killed process, a client that gave up waiting): they are
+            counted, and nothing is printed for them; :meth:`wait_gone` waits for it.
     """
 
     def __init__(self, script: Iterable[str | ScriptedReply]) -> None:
@@ -111,8 +132,9 @@ class ScriptedChatServer:
         self.request_headers: list[dict[str, str]] = []
         self.peers: list[tuple[str, int]] = []
         self.answered = 0
+        self.gone = 0
         self._answers = threading.Condition(self._lock)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler(), self._client_gone)
         self._server.daemon_threads = True
         # A short poll interval keeps close() (shutdown) fast.
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
@@ -141,6 +163,17 @@ class ScriptedChatServer:
         seconds (a bound for a broken test, not a measurement)."""
         with self._answers:
             return self._answers.wait_for(lambda: self.answered >= count, timeout)
+
+    def wait_gone(self, count: int, timeout: float = 60.0) -> bool:
+        """Wait until ``count`` clients have gone away mid-connection (see ``gone``);
+        whether they had within ``timeout`` seconds (a bound for a broken test)."""
+        with self._answers:
+            return self._answers.wait_for(lambda: self.gone >= count, timeout)
+
+    def _client_gone(self) -> None:
+        with self._answers:
+            self.gone += 1
+            self._answers.notify_all()
 
     def _answer_sent(self) -> None:
         with self._answers:
