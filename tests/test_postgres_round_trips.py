@@ -472,28 +472,53 @@ def test_a_fact_read_by_owners_and_key_or_value_names_empty_owners_as_literals(
             assert "o'hara" not in " ".join(text for _, text in reads)
 
 
-def test_the_profile_read_is_planned_for_its_owners_even_inside_a_batch(
+def test_the_profile_read_keeps_a_plan_that_reads_only_its_owners_rows(
         pg_url, tmp_path, monkeypatch):
-    """The profile's read (``important``) and the timeline's are never prepared: a plan
-    kept for any owners read every fact of the scopes asked. Inside a batch, where a
-    statement run often is prepared, they are planned for their owners each time."""
+    """The profile's read (``important``) names each combination of owners, slot and
+    scope in full, so the plan it keeps reads the owners' index for exactly those rows:
+    it is prepared on its first run, in a batch or not. The timeline's reads, which
+    filter by lists of owners, are never prepared: a plan kept for any owners would read
+    every fact of the scopes asked."""
     from ctxslots import FactStore
 
     traced = _Traced(monkeypatch, tmp_path)
     with FactStore(pg_url) as store:
         fact = store.upsert("user", "city", "Ada lives in Nice.", user="ada")
+        with store.batch():  # a table large enough that PostgreSQL walks its indexes
+            for n in range(3000):
+                store.upsert("user", f"note-{n}", f"User {n % 60} noted item {n}.",
+                             user=f"user-{n % 60}")
+                if n % 10 == 0:
+                    store.upsert("project", f"rule-{n}", f"Rule {n} of the team.",
+                                 scope=f"team-{n % 20}")
 
         def reads() -> None:
+            for _ in range(3):
+                assert [fact.id] == [f.id for f in store.important(
+                    "user", user="ada", agent="bot", scope="shop")]
             with store.batch():
                 for _ in range(8):  # psycopg prepares a statement on its sixth run
-                    assert [fact.id] == [f.id for f in store.important("user", user="ada")]
+                    assert [fact.id] == [f.id for f in store.important(
+                        "user", user="ada", agent="bot", scope="shop")]
                     assert [fact.id] == [f.id for f in store.timeline(fact.id, user="ada")]
 
         parsed = traced.parsed_while(reads)
-    profile = [name for name, text in parsed if "ORDER BY score DESC" in text]
+    profile = [(name, text) for name, text in parsed if "ORDER BY score DESC" in text]
     timeline = [name for name, text in parsed if "(observed_at, id)" in text]
-    assert 8 == len(profile) and {""} == set(profile)
+    assert 1 <= len(profile) <= 2 and all(name for name, _ in profile)  # one per connection
     assert 16 == len(timeline) and {""} == set(timeline)
+    # The plan PostgreSQL keeps for any values: each combination is one walk of the
+    # owners' index on its whole key, and nothing else reads the table.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE facts")
+        plan = "\n".join(row[0] for row in conn.execute(
+            "EXPLAIN (GENERIC_PLAN) " + profile[0][1]).fetchall())
+    walks = re.findall(r"Index Scan on facts_owners.*\n\s*Index Cond: (.*)", plan)
+    assert 8 == len(walks), plan  # user or none, agent or none, the scope or global
+    for cond in walks:
+        for column in ("user_id", "agent_id", "slot", "scope"):
+            assert f"({column} = $" in cond, plan
+    assert "Seq Scan" not in plan
 
 
 def test_a_replaced_value_is_recorded_in_the_statement_that_replaces_it(

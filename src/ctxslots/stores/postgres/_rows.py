@@ -10,6 +10,7 @@ import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
+import attrs
 from psycopg.rows import dict_row
 
 from ...errors import DuplicateKeyError
@@ -349,19 +350,40 @@ def select(conn: Conn, flt: FactFilter, order: str, archived: bool) -> Iterator[
         yield from cur
 
 
+#: Above this many combinations of owners, slot and scope, :func:`important` filters by
+#: each list and is planned for its values on every run.
+_MOST_OWNER_KEYS = 64
+#: One combination of owners, slot and scope: the whole key of the ``facts_owners`` index.
+_OWNER_KEY = "(f.user_id = %s AND f.agent_id = %s AND f.slot = %s AND f.scope = %s)"
+_IMPORTANCE = ("score DESC, access_count DESC, confidence DESC, (key IS NULL), "
+               "updated_at DESC, id")
+
+
 def important(conn: Conn, flt: FactFilter, limit: int) -> list[Row]:
     """Keyed or reinforced facts passing ``flt``, most important first.
 
     No index serves the order: one holding ``access_count`` would make every
     access an update of every index (no HOT update), the GIN index included.
+    Each combination of the owners, slot and scope asked is written out in full,
+    so that any plan, the one kept for the statement too, reads the owners' index
+    for exactly those rows; filtered by each list instead, a plan kept for any
+    owners read every fact of the scopes asked.
     """
-    where, params = filter_clause(flt)
-    sql = (f"SELECT {COLUMNS} FROM facts f WHERE {where} AND (key IS NOT NULL OR score > 0) "
-           "ORDER BY score DESC, access_count DESC, confidence DESC, (key IS NULL), "
-           "updated_at DESC, id LIMIT %s")
-    # Never prepared, even run often inside a write transaction: a plan kept for any
-    # owners read every fact of the scopes asked.
-    return fact_rows(conn, sql, (*params, int(limit)), prepare=False)
+    users, agents, slots, scopes = flt.users, flt.agents, flt.slots, flt.scopes
+    keys = [] if users is None or agents is None or slots is None or scopes is None \
+        else list(itertools.product(users, agents, slots, scopes))
+    if not keys or len(keys) > _MOST_OWNER_KEYS:
+        where, params = filter_clause(flt)
+        # Planned for its values on every run (see above).
+        return fact_rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
+                         f"(key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT %s",
+                         (*params, int(limit)), prepare=False)
+    rest, params = filter_clause(attrs.evolve(flt, users=None, agents=None, slots=None,
+                                              scopes=None))
+    owned = " OR ".join([_OWNER_KEY] * len(keys))
+    return fact_rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE ({owned}) AND {rest} AND "
+                     f"(key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT %s",
+                     (*itertools.chain.from_iterable(keys), *params, int(limit)), prepare=True)
 
 
 def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter, archived: bool = False
