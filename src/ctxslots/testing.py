@@ -161,14 +161,16 @@ class ScriptedChatServer:
     def wait_answered(self, count: int, timeout: float = 60.0) -> bool:
         """Wait until ``count`` answers have been sent; whether they were within ``timeout``
         seconds (a bound for a broken test, not a measurement)."""
-        with self._answers:
-            return self._answers.wait_for(lambda: self.answered >= count, timeout)
+        return self._wait_for(lambda: self.answered >= count, timeout)
 
     def wait_gone(self, count: int, timeout: float = 60.0) -> bool:
         """Wait until ``count`` clients have gone away mid-connection (see ``gone``);
         whether they had within ``timeout`` seconds (a bound for a broken test)."""
+        return self._wait_for(lambda: self.gone >= count, timeout)
+
+    def _wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
         with self._answers:
-            return self._answers.wait_for(lambda: self.gone >= count, timeout)
+            return self._answers.wait_for(done, timeout)
 
     def _client_gone(self) -> None:
         with self._answers:

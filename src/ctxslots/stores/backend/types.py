@@ -7,6 +7,7 @@ newline between tags, and the global scope is the empty string ``""``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, NotRequired, TypedDict
 
@@ -21,6 +22,7 @@ __all__ = [
     "MAX_COUNT",
     "META_EMBEDDER_DIMENSION",
     "META_EMBEDDER_MODEL",
+    "MOST_OWNER_KEYS",
     "READABLE_RANGES",
     "BadValue",
     "CacheStatus",
@@ -43,6 +45,7 @@ __all__ = [
     "VectorState",
     "failed_batch_error",
     "is_live",
+    "owner_keys",
     "rows_in",
     "visible_scopes",
     "visible_to",
@@ -478,6 +481,22 @@ def visible_scopes(scope: str) -> tuple[str, ...]:
 def visible_to(owner: str) -> tuple[str, ...]:
     """The stored owner values a request for ``owner`` sees: its own, and ``""`` (none)."""
     return tuple(dict.fromkeys([owner, ""]))
+
+
+#: Most combinations of owners, slot and scope a read names one by one (:func:`owner_keys`);
+#: above it, the read filters by each list instead, and its statement stays short.
+MOST_OWNER_KEYS = 64
+
+
+def owner_keys(flt: FactFilter) -> list[tuple[str, str, str, str]]:
+    """Each ``(user, agent, slot, scope)`` ``flt`` asks for, in its lists' order; empty
+    when a list is left open (``None``), holds nothing, or the combinations number more
+    than :data:`MOST_OWNER_KEYS`."""
+    users, agents, slots, scopes = flt.users, flt.agents, flt.slots, flt.scopes
+    if users is None or agents is None or slots is None or scopes is None \
+            or len(users) * len(agents) * len(slots) * len(scopes) > MOST_OWNER_KEYS:
+        return []
+    return list(itertools.product(users, agents, slots, scopes))
 
 
 @attrs.define

@@ -24,6 +24,7 @@ from ..backend import (
     GroupCount,
     HistoryEntry,
     Row,
+    owner_keys,
 )
 from ..stemming import STEM_COLUMNS, stems_of, with_stems
 from ._libpq import statement
@@ -350,9 +351,6 @@ def select(conn: Conn, flt: FactFilter, order: str, archived: bool) -> Iterator[
         yield from cur
 
 
-#: Above this many combinations of owners, slot and scope, :func:`important` filters by
-#: each list and is planned for its values on every run.
-_MOST_OWNER_KEYS = 64
 #: One combination of owners, slot and scope: the whole key of the ``facts_owners`` index.
 _OWNER_KEY = "(f.user_id = %s AND f.agent_id = %s AND f.slot = %s AND f.scope = %s)"
 _IMPORTANCE = ("score DESC, access_count DESC, confidence DESC, (key IS NULL), "
@@ -369,10 +367,8 @@ def important(conn: Conn, flt: FactFilter, limit: int) -> list[Row]:
     for exactly those rows; filtered by each list instead, a plan kept for any
     owners read every fact of the scopes asked.
     """
-    users, agents, slots, scopes = flt.users, flt.agents, flt.slots, flt.scopes
-    keys = [] if users is None or agents is None or slots is None or scopes is None \
-        else list(itertools.product(users, agents, slots, scopes))
-    if not keys or len(keys) > _MOST_OWNER_KEYS:
+    keys = owner_keys(flt)
+    if not keys:  # an owner list left open, or too many combinations to name one by one
         where, params = filter_clause(flt)
         # Planned for its values on every run (see above).
         return fact_rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
@@ -404,7 +400,8 @@ def neighbours(conn: Conn, row: Row, flt: FactFilter, before: int, after: int
     where, params = filter_clause(flt)
     at = row.get("observed_at")
     anchor = (float(row["created_at"] if at is None else at), int(row["id"]))
-    # Planned for their owners each time, as the profile's read (see important()).
+    # Planned for their owners each time: filtered by lists of owners, a plan kept for
+    # any owners would read every fact of the scopes asked (see important()).
     earlier = fact_rows(conn, f"SELECT {COLUMNS} FROM facts f WHERE {where} AND "
                          "(observed_at, id) < (%s, %s) ORDER BY observed_at DESC, id DESC "
                          "LIMIT %s", (*params, *anchor, max(0, before)),

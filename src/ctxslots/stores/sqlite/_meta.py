@@ -28,13 +28,12 @@ def write_progress(conn: Connection, conversation: str, messages_read: int, fing
 def erase_progress(conn: Connection, kind: str, owner: str) -> int:
     """Remove the progress of every conversation of this user or agent."""
     column = {"user": "user_id", "agent": "agent_id"}[kind]
-    return len(conn.execute(f"DELETE FROM flush_progress WHERE {column} = ? RETURNING 1",
-                            (owner,)).fetchall())
+    return conn.changed(f"DELETE FROM flush_progress WHERE {column} = ?", (owner,))
 
 
 def erase_all_progress(conn: Connection) -> int:
     """Remove the progress of every conversation; how many there were."""
-    return len(conn.execute("DELETE FROM flush_progress RETURNING 1").fetchall())
+    return conn.changed("DELETE FROM flush_progress")
 
 
 def get_meta(conn: Connection, name: str) -> str | None:

@@ -9,7 +9,6 @@ constant time.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -25,6 +24,7 @@ from ..backend import (
     FactRow,
     GroupCount,
     HistoryEntry,
+    owner_keys,
     rows_in,
 )
 from ..stemming import with_stems
@@ -236,9 +236,8 @@ def archive(conn: Connection, fact_id: int, archived_at: float, reason: str | No
 def adjust_score(conn: Connection, fact_id: int, delta: float, live_at: float) -> bool:
     """Add to a live fact's score; whether it existed."""
     cond, params = filter_clause(FactFilter(live_at=live_at))
-    return bool(conn.execute(
-        f"UPDATE facts SET score = score + ? WHERE id = ? AND {cond} RETURNING id",
-        (float(delta), fact_id, *params)).fetchall())
+    return bool(conn.changed(f"UPDATE facts SET score = score + ? WHERE id = ? AND {cond}",
+                             (float(delta), fact_id, *params)))
 
 
 def touch(conn: Connection, fact_ids: Sequence[int], now: float) -> int:
@@ -296,11 +295,6 @@ def select(conn: Connection, flt: FactFilter, order: str, archived: bool) -> Ite
     yield from _rows(conn, f"SELECT {read} FROM {table} WHERE {cond} ORDER BY {by}", params)
 
 
-#: Above this many owner combinations, :func:`important` reads them in one sorted
-#: query instead of one index walk each (SQLite allows 500 arms in a compound).
-_MOST_ARMS = 64
-
-
 def important(conn: Connection, flt: FactFilter, limit: int) -> list[FactRow]:
     """Keyed or reinforced facts passing ``flt``, most important first (index walks).
 
@@ -309,20 +303,16 @@ def important(conn: Connection, flt: FactFilter, limit: int) -> list[FactRow]:
     slot and scope is its own arm walking the index for at most ``limit``
     entries, and only those are sorted.
     """
-    lists = (flt.users, flt.agents, flt.slots, flt.scopes)
-    arms = 1
-    for values in lists:
-        arms *= len(values) if values is not None else _MOST_ARMS + 1
-    if not arms or arms > _MOST_ARMS:
+    keys = owner_keys(flt)
+    if not keys:  # an owner list left open, or too many combinations to walk one by one
         cond, params = filter_clause(flt)
         return _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND {IMPORTANT_WHERE} "
                      f"ORDER BY {IMPORTANCE} {LIMIT}", (*params, limit))
     selects: list[str] = []
     params = []
-    for users, agents, slots, scopes in itertools.product(
-            *([(v,) for v in values or ()] for values in lists)):
+    for user, agent, slot, scope in keys:
         cond, arm = filter_clause(attrs.evolve(
-            flt, users=users, agents=agents, slots=slots, scopes=scopes))
+            flt, users=(user,), agents=(agent,), slots=(slot,), scopes=(scope,)))
         selects.append(f"SELECT * FROM (SELECT {READ} FROM facts WHERE {cond} AND "
                        f"{IMPORTANT_WHERE} ORDER BY {IMPORTANCE} {LIMIT})")
         params += [*arm, limit]
@@ -419,7 +409,7 @@ def owned_ids(conn: Connection, kind: str, owner: str) -> list[int]:
 
 
 def _deleted(conn: Connection, sql: str, params: Sequence[Any]) -> int:
-    return len(conn.execute(sql + " RETURNING 1", params).fetchall())
+    return conn.changed(sql, params)
 
 
 def erase_facts(conn: Connection, fact_ids: Sequence[int]) -> Erased:

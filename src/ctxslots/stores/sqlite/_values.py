@@ -55,9 +55,8 @@ def repair_values(conn: Connection, now: float) -> int:
             continue
         cond, params = _outside(rule)
         fallback = now if rule.fallback == "now" else rule.fallback
-        changed += len(conn.execute(
-            f"UPDATE {rule.table} SET {rule.column} = ? WHERE {cond} RETURNING 1",
-            (fallback, *params)).fetchall())
+        changed += conn.changed(f"UPDATE {rule.table} SET {rule.column} = ? WHERE {cond}",
+                                (fallback, *params))
     return changed
 
 
@@ -84,7 +83,6 @@ def repair_times(conn: Connection) -> int:
     tables = _tables(conn)
     for rule in TIME_ORDERS:
         if rule.table in tables:
-            changed += len(conn.execute(
-                f"UPDATE {rule.table} SET {rule.later} = {rule.earlier} "
-                f"WHERE {rule.later} < {rule.earlier} RETURNING 1").fetchall())
+            changed += conn.changed(f"UPDATE {rule.table} SET {rule.later} = {rule.earlier} "
+                                    f"WHERE {rule.later} < {rule.earlier}")
     return changed

@@ -132,15 +132,15 @@ def delete(conn: Connection, fact_ids: Sequence[int]) -> int:
         return 0
     removed = 0
     for chunk in rows_in(fact_ids):
-        removed += len(conn.execute(f"DELETE FROM {TABLE} WHERE fact_id IN "
-                                    f"({marks(len(chunk))}) RETURNING 1", chunk).fetchall())
+        removed += conn.changed(f"DELETE FROM {TABLE} WHERE fact_id IN ({marks(len(chunk))})",
+                                chunk)
     _log(conn, fact_ids, "del")
     return removed
 
 
 def erase_all(conn: Connection) -> int:
     """Remove every vector and the log of their changes; how many there were."""
-    removed = len(conn.execute(f"DELETE FROM {TABLE} RETURNING 1").fetchall())
+    removed = conn.changed(f"DELETE FROM {TABLE}")
     conn.execute("DELETE FROM vector_log")
     # with the log gone, a new generation is what tells other copies to reload
     set_meta(conn, META_GENERATION, str(int(get_meta(conn, META_GENERATION) or 0) + 1))
