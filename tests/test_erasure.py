@@ -25,7 +25,7 @@ def _linked_pair(store: FactStore, **owners: Any) -> tuple[int, int]:
     a = store.add("agent", "Staging deploys need the VPN turned on first.", **owners)
     b = store.add("agent", "The VPN profile for staging deploys lives in the vault.", **owners)
     assert {h.fact.id for h in store.search("staging deploys VPN", **owners)} == {a.id, b.id}
-    store.reinforce(a.id)
+    store.reinforce(a.id, **owners)
     assert store.links(a.id) == {b.id: 1.0}
     return a.id, b.id
 
@@ -300,3 +300,60 @@ def test_cli_erasure_with_bad_arguments_is_one_line(db_path, argv):
     assert result.exit_code in (1, 2) and "Traceback" not in result.output
     with FactStore(db_path) as store:
         assert len(store.facts()) == 1
+
+
+def test_deleting_a_survivor_shows_the_near_duplicates_it_hid_again(store):
+    old = store.add("user", "The user prefers dark mode in every editor.")
+    new = store.add("user", "The user prefers dark mode in every editor!")
+    assert [s.fact_id for s in store.consolidate().superseded] == [old.id]
+    assert [h.fact.id for h in store.search("dark mode editor")] == [new.id]
+    report = store.delete(new.id)
+    assert report.unhidden == 1
+    assert report.summary().endswith("; 1 hidden near-duplicate shown again")
+    assert store.get(old.id).superseded_by is None
+    assert [h.fact.id for h in store.search("dark mode editor")] == [old.id]
+    assert store.doctor().problems == ()
+
+
+def test_doctor_finds_facts_hidden_by_a_missing_fact_and_reindex_shows_them(store, engine):
+    """A store an older release erased a survivor of: its near-duplicate stays hidden by
+    an id that exists nowhere; doctor names it and reindex shows it again."""
+    kept = store.add("user", "The user prefers dark mode in every editor.")
+    backend = engine(store)
+    with backend.transaction():
+        backend.set_superseded([(kept.id, 999_999)])
+    assert store.search("dark mode editor") == []
+    problems = store.doctor().problems
+    assert any("hidden by a near-duplicate that no longer exists" in p and str(kept.id) in p
+               for p in problems)
+    store.reindex()
+    assert store.get(kept.id).superseded_by is None
+    assert [h.fact.id for h in store.search("dark mode editor")] == [kept.id]
+    assert store.doctor().problems == ()
+
+
+def test_an_erasure_inside_a_batch_empties_the_log_once_the_batch_commits(db_path, clock):
+    """Inside ``store.batch()`` the log cannot be emptied (the transaction is open); once
+    the batch commits, no byte of the erased text is in the file or its log."""
+    marker = secrets.token_hex(8)
+    with FactStore(db_path, clock=clock, embedder=False) as store:
+        store.upsert("user", "kept", "Kept facts stay readable.")
+        _write_marked(store, marker, user="alice")
+        with store.batch():
+            report = store.erase(user="alice")
+            store.add("user", "Written in the same batch.")
+        assert (report.facts, report.archived, report.history) == (1, 1, 1)
+        left = {name for name, data in _files(db_path).items()
+                if marker.encode() in data or marker.encode("utf-16-le") in data}
+        assert left == set()
+        assert len(store.facts()) == 2
+
+
+def test_a_batch_that_fails_after_an_erasure_keeps_the_facts(db_path, clock):
+    with FactStore(db_path, clock=clock, embedder=False) as store:
+        fact = store.add("user", "Alice's allergy is on file.", user="alice")
+        with pytest.raises(RuntimeError, match="stop"), store.batch():
+            store.erase(user="alice")
+            raise RuntimeError("stop")
+        assert store.get(fact.id).value == "Alice's allergy is on file."
+        assert store.erase(user="alice").facts == 1

@@ -84,3 +84,38 @@ def test_a_malformed_owner_is_refused_before_the_model_is_called(store, flusher_
 def test_a_scoped_slot_must_belong_to_a_workspace(store, flusher_for):
     with pytest.raises(InvalidArgumentError, match="user facts do not belong to a workspace"):
         flusher_for([], scoped_slots={"project", "user"})
+
+
+def test_a_users_flush_prunes_only_what_it_wrote_to(store, clock, flusher_for):
+    """Bob is over the user cap; Alice's flush archives none of his facts (his own next
+    flush, or a prune of the whole store, does), and her report names none of them."""
+    from ctxslots.stores import PrunePolicy
+
+    bob = [store.add("user", f"Bob note number {i}.", user="bob").id for i in range(6)]
+    alice = [store.add("user", f"Alice note number {i}.", user="alice").id for i in range(5)]
+    clock.advance(days=30)                                # no longer protected as new
+    policy = PrunePolicy(slot_caps={"user": 5}, headroom=0.0)
+    _, flusher = flusher_for([_reply(_upsert("user", "city", "Alice lives in Lisbon.")),
+                              _reply(_upsert("user", "city", "Bob lives in Porto."))],
+                             prune=policy)
+    report = flusher.flush(TALK, conversation="a", user="alice", force=True)
+    assert report.status == "applied"
+    assert [f.id for f in store.facts(user="bob", slots=["user"])] == bob
+    assert len(report.pruned) == 1 and report.pruned[0] in alice
+    report = flusher.flush(TALK, conversation="b", user="bob", force=True)
+    assert len(report.pruned) == 2 and set(report.pruned) <= set(bob)
+    assert len(store.facts(user="alice", slots=["user"])) == 5
+
+
+def test_prune_of_some_facts_checks_only_their_slots_and_owners(store, clock):
+    from ctxslots.stores import PrunePolicy
+
+    bob = [store.add("user", f"Bob note number {i}.", user="bob").id for i in range(3)]
+    alice = store.add("user", "Alice note.", user="alice")
+    clock.advance(days=30)
+    policy = PrunePolicy(slot_caps={"user": 2}, headroom=0.0)
+    assert store.prune(policy, fact_ids=[alice.id], dry_run=True).moved == ()
+    assert store.prune(policy, fact_ids=[], dry_run=True).moved == ()
+    assert [m.fact.id for m in store.prune(policy, fact_ids=[bob[0]]).moved] == [bob[0]]
+    with pytest.raises(InvalidFactError, match="fact id must be an integer"):
+        store.prune(policy, fact_ids=["one"])

@@ -94,3 +94,52 @@ def test_reinforce_in_a_fresh_store_object_links_nothing(db_path, clock):
     with FactStore(db_path, clock=clock) as store:
         store.reinforce(a.id)
         assert store.links(a.id) == {}
+
+
+def test_one_users_reinforcement_links_only_what_their_own_searches_returned(store):
+    """Alice's search returns her fact with a shared one; Bob, who sees only the shared
+    fact, reinforces it: no link reaches Alice's fact, and Alice's own reinforcement
+    still links what she saw."""
+    mine = store.add("user", "Alice keeps the staging deploy VPN token in her vault.",
+                     user="alice")
+    shared = store.add("project", "Staging deploys need the VPN turned on first.")
+    seen = {h.fact.id for h in store.search("staging deploy VPN", user="alice")}
+    assert seen == {mine.id, shared.id}
+    assert [h.fact.id for h in store.search("staging deploy VPN", user="bob")] == [shared.id]
+    for _ in range(3):
+        store.reinforce(shared.id, user="bob")
+    assert store.links(mine.id) == {}
+    store.reinforce(shared.id, user="alice")
+    assert store.links(mine.id) == {shared.id: 1.0}
+
+
+def test_a_reinforcement_names_its_owners_as_the_search_did(store):
+    """With no owners named, a reinforcement refers to the searches made with none (the
+    store's default user and agent), not to another agent's."""
+    a, b = _pair(store)
+    assert len(store.search("staging deploys VPN", agent="deployer")) == 2
+    store.reinforce(a.id)
+    assert store.links(a.id) == {}
+    store.reinforce(a.id, agent="deployer")
+    assert store.links(a.id) == {b.id: 1.0}
+
+
+def test_after_an_erasure_no_reinforcement_links_to_a_removed_fact(store):
+    gone = store.add("user", "Alice keeps the staging deploy VPN token in her vault.",
+                     user="alice")
+    shared = store.add("project", "Staging deploys need the VPN turned on first.")
+    assert len(store.search("staging deploy VPN", user="alice")) == 2
+    store.erase(user="alice")
+    store.reinforce(shared.id, user="alice")
+    assert store.links(shared.id) == {} and store.links(gone.id) == {}
+
+
+def test_a_link_to_a_fact_another_store_erased_is_not_written(store):
+    """Another process erased a fact this store's recent results still name: the
+    reinforcement strengthens nothing towards it."""
+    a, b = _pair(store)
+    assert len(store.search("staging deploys VPN")) == 2
+    with FactStore(store.path, clock=store.clock) as other:
+        other.delete(b.id)
+    store.reinforce(a.id)
+    assert store.links(a.id) == {} and store.links(b.id) == {}

@@ -127,9 +127,10 @@ class MemoryFlusher:
             supersedes an older near-duplicate of the same slot and scope (see
             :meth:`~ctxslots.FactStore.consolidate`); ``None``, or a store
             without an embedder: no consolidation here.
-        prune: Caps checked after each flush that wrote facts; over a cap, the
-            least useful facts move to the archive (see
-            :class:`~ctxslots.stores.upkeep.prune.PrunePolicy`). ``None``: never prune here.
+        prune: Caps checked after each flush that wrote facts, for the slots and
+            owners it wrote to; over a cap, the least useful facts move to the
+            archive (see :class:`~ctxslots.stores.upkeep.prune.PrunePolicy`).
+            ``None``: never prune here.
         max_flush_tokens: Most tokens of message text one flush sends (counted
             with the policy's encoding): the oldest unread messages that fit go,
             the rest wait for the next flush (``report.remaining``); a single
@@ -495,7 +496,8 @@ class MemoryFlusher:
                     f"consolidation after the flush failed: {type(exc).__name__}: {exc}"))
         if self.prune is not None:
             try:
-                pruned = self.store.prune(self.prune)
+                # Only what this flush wrote to: another user's facts are not its to prune.
+                pruned = self.store.prune(self.prune, fact_ids=written)
                 report = attrs.evolve(report, pruned=tuple(m.fact.id for m in pruned.moved))
             except Exception as exc:  # noqa: BLE001 - the facts are committed; report, never raise
                 report = attrs.evolve(report, warnings=(*report.warnings,

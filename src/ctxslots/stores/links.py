@@ -9,13 +9,16 @@ not match the query; its trace names the hit that pulled it
 ``RankingPolicy.link_weight``.
 
 The results a reinforcement refers to are the last searches of this
-``FactStore`` object (kept in memory), so links grow inside one agent process,
-as when an agent searches and reinforces through the memory tools.
+``FactStore`` object (kept in memory) made for the same user and agent, so links
+grow inside one agent process, as when an agent searches and reinforces through
+the memory tools, and one user's reinforcements never link facts another user's
+searches returned. An erasure forgets them all.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 
 import attrs
@@ -24,28 +27,51 @@ from ..model import Fact, Hit, HitTrace
 from .backend import Backend, FactFilter, Row
 from .ranking import RankingPolicy, decay_factor, reinforcement_factor
 
-__all__ = ["RecentResults", "pull_linked", "strengthen"]
+__all__ = ["OwnerKey", "RecentResults", "pull_linked", "strengthen"]
 
-#: How many recent search results a reinforcement can refer to.
+#: How many recent search results of one user and agent a reinforcement can refer to.
 RECENT_RESULTS = 20
+#: Most users and agents whose recent results are kept (the least recently searched
+#: are forgotten first), so a store serving many users keeps a bounded memory.
+RECENT_OWNERS = 256
+
+#: Whose searches a recent result belongs to: the stored users and agents it saw.
+OwnerKey = tuple[tuple[str, ...] | None, tuple[str, ...] | None]
 
 
 @attrs.define
 class RecentResults:
-    """The fact ids of the last searches' results, newest last."""
+    """The fact ids of the last searches' results of each user and agent, newest last."""
 
-    results: deque[tuple[int, ...]] = attrs.Factory(lambda: deque(maxlen=RECENT_RESULTS))
+    _by_owner: OrderedDict[OwnerKey, deque[tuple[int, ...]]] = attrs.Factory(OrderedDict)
+    # Searches and reinforcements may run on several threads of one store.
+    _lock: threading.Lock = attrs.Factory(threading.Lock)
 
-    def add(self, ids: Iterable[int]) -> None:
-        """Remember one search's returned ids (results of fewer than two are not kept)."""
+    def add(self, owner: OwnerKey, ids: Iterable[int]) -> None:
+        """Remember one search's returned ids for ``owner`` (results of fewer than two
+        are not kept)."""
         kept = tuple(dict.fromkeys(ids))
-        if len(kept) > 1:
-            self.results.append(kept)
+        if len(kept) < 2:
+            return
+        with self._lock:
+            results = self._by_owner.pop(owner, None)
+            if results is None:
+                results = deque(maxlen=RECENT_RESULTS)
+            results.append(kept)
+            self._by_owner[owner] = results
+            while len(self._by_owner) > RECENT_OWNERS:
+                self._by_owner.popitem(last=False)
 
-    def partners(self, fact_id: int) -> set[int]:
-        """Every fact returned together with ``fact_id`` in a remembered result."""
-        return {other for result in self.results if fact_id in result
-                for other in result if other != fact_id}
+    def partners(self, owner: OwnerKey, fact_id: int) -> set[int]:
+        """Every fact returned together with ``fact_id`` in a result ``owner`` saw."""
+        with self._lock:
+            return {other for result in self._by_owner.get(owner, ()) if fact_id in result
+                    for other in result if other != fact_id}
+
+    def clear(self) -> None:
+        """Forget every result (after an erasure: none may name a removed fact)."""
+        with self._lock:
+            self._by_owner.clear()
 
 
 def strengthen(backend: Backend, fact_id: int, partners: Iterable[int], now: float) -> int:

@@ -133,7 +133,8 @@ class RankedSearch:
         hits = pull_linked(core.backend, core.ranking, hits, links, request.flt, limit,
                            request.now)
         hits = _count_hidden(core, hits, set(live), hidden)
-        core.recent.add(h.fact.id for h in hits if not h.fact.archived)
+        seen_by = (request.flt.users, request.flt.agents)
+        core.recent.add(seen_by, (h.fact.id for h in hits if not h.fact.archived))
         return hits
 
     def locate(self, fact_id: int, depth: int = MAX_LIMIT) -> Located:

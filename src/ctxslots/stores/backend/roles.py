@@ -366,8 +366,9 @@ class Erasure(Protocol):
         progress record (inside a transaction); the store stays bound to its embedder."""
 
     def scrub(self) -> None:
-        """After an erasure (outside a transaction): leave no trace of the removed
-        text in the engine's files (on SQLite: its free pages and write-ahead log)."""
+        """After an erasure: leave no trace of the removed text in the engine's files
+        (on SQLite: its free pages and write-ahead log); inside a transaction, once the
+        outermost one commits."""
 
 
 class Upkeep(Protocol):

@@ -402,6 +402,7 @@ class Erased:
         vectors: Vectors.
         links: Co-recall links.
         progress: Flush progress records.
+        unhidden: Facts that a removed fact hid as near-duplicates, shown again.
     """
 
     facts: int = 0
@@ -410,6 +411,7 @@ class Erased:
     vectors: int = 0
     links: int = 0
     progress: int = 0
+    unhidden: int = 0
 
     def __add__(self, other: Erased) -> Erased:
         return Erased(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other),

@@ -19,9 +19,14 @@ def _of_a(column: str) -> str:
 
 _OWNERS_OF_A = f"{_of_a('scope')}, {_of_a('user_id')}"
 
+#: Whether the fact whose id is ``{0}`` exists, live or archived.
+_EXISTS = ("(EXISTS (SELECT 1 FROM facts WHERE id = {0}) "
+           "OR EXISTS (SELECT 1 FROM archive WHERE id = {0}))")
+
 
 def strengthen_links(conn: Conn, pairs: Sequence[tuple[int, int]], now: float) -> None:
-    """Add one to each ``(a, b)`` link per time it is named, creating it."""
+    """Add one to each ``(a, b)`` link per time it is named, creating it; a pair naming
+    a fact that no longer exists (live or archived) is left out."""
     counted = Counter((int(a), int(b)) for a, b in pairs)
     if not counted:
         return
@@ -30,6 +35,7 @@ def strengthen_links(conn: Conn, pairs: Sequence[tuple[int, int]], now: float) -
         f"INSERT INTO fact_links (scope, user_id, a, b, strength, updated_at) "
         f"SELECT {_OWNERS_OF_A}, p.a, p.b, p.n, %s "
         "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS p(a, b, n) "
+        f"WHERE {_EXISTS.format('p.a')} AND {_EXISTS.format('p.b')} "
         "ON CONFLICT (scope, user_id, a, b) DO UPDATE SET "
         "strength = fact_links.strength + excluded.strength, updated_at = excluded.updated_at",
         (float(now), [a for a, _ in keys], [b for _, b in keys],

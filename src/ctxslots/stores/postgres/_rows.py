@@ -469,26 +469,30 @@ def owned_ids(conn: Conn, kind: str, owner: str) -> list[int]:
     return [int(r[0]) for r in found]
 
 
-def _deleted(conn: Conn, sql: str, params: Sequence[Any]) -> int:
+def _changed(conn: Conn, sql: str, params: Sequence[Any]) -> int:
     return len(conn.execute(sql + " RETURNING 1", params).fetchall())
 
 
 def erase_facts(conn: Conn, fact_ids: Sequence[int]) -> Erased:
-    """Remove these facts, live or archived, with their history and links."""
+    """Remove these facts, live or archived, with their history and links; the facts
+    they hid as near-duplicates are shown again (no survivor is left to stand for them)."""
     ids = id_list(fact_ids)
     if not ids:
         return Erased()
     return Erased(
-        facts=_deleted(conn, "DELETE FROM facts WHERE id = ANY(%s)", (ids,)),
-        archived=_deleted(conn, "DELETE FROM archive WHERE id = ANY(%s)", (ids,)),
-        history=_deleted(conn, "DELETE FROM fact_history WHERE fact_id = ANY(%s)", (ids,)),
-        links=_deleted(conn, "DELETE FROM fact_links WHERE a = ANY(%s) OR b = ANY(%s)",
-                       (ids, ids)))
+        facts=_changed(conn, "DELETE FROM facts WHERE id = ANY(%s)", (ids,)),
+        archived=_changed(conn, "DELETE FROM archive WHERE id = ANY(%s)", (ids,)),
+        history=_changed(conn, "DELETE FROM fact_history WHERE fact_id = ANY(%s)", (ids,)),
+        links=_changed(conn, "DELETE FROM fact_links WHERE a = ANY(%s) OR b = ANY(%s)",
+                       (ids, ids)),
+        unhidden=sum(_changed(conn, f"UPDATE {table} SET superseded_by = NULL "
+                                    "WHERE superseded_by = ANY(%s)", (ids,))
+                     for table in ("facts", "archive")))
 
 
 def erase_all(conn: Conn) -> Erased:
     """Remove every fact, archived fact, history entry and link."""
-    return Erased(facts=_deleted(conn, "DELETE FROM facts", ()),
-                  archived=_deleted(conn, "DELETE FROM archive", ()),
-                  history=_deleted(conn, "DELETE FROM fact_history", ()),
-                  links=_deleted(conn, "DELETE FROM fact_links", ()))
+    return Erased(facts=_changed(conn, "DELETE FROM facts", ()),
+                  archived=_changed(conn, "DELETE FROM archive", ()),
+                  history=_changed(conn, "DELETE FROM fact_history", ()),
+                  links=_changed(conn, "DELETE FROM fact_links", ()))

@@ -72,6 +72,8 @@ class SQLiteBackend:
         self._conn = open_connection(self.path, create=create, busy_timeout=busy_timeout)
         self._lexical = LexicalLeg(use_copy=lexical_cache)
         self._vectors = VectorIndex(use_copy=vector_cache)
+        # An erasure inside a transaction owes the log its emptying once that commits.
+        self._scrub_owed = False
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -90,19 +92,28 @@ class SQLiteBackend:
     @contextlib.contextmanager
     def transaction(self, *, savepoints: bool = True) -> Iterator[None]:
         """``BEGIN IMMEDIATE`` (savepoints when nested, unless a block around says
-        ``savepoints=False``); the change log is trimmed at commit."""
+        ``savepoints=False``); the change log is trimmed at commit, and the write-ahead
+        log emptied after it when an erasure ran inside (see :meth:`scrub`)."""
         outer = not self._conn.in_transaction
+        committed = False
         try:
             with self._conn.write(savepoints=savepoints):
                 yield
                 if outer:
                     trim_fact_log(self._conn)
+            committed = outer
         except apsw.FullError as exc:
             raise StoreError(f"the disk holding {self.path} is full; nothing was written",
                              path=self.path) from exc
         except apsw.ReadOnlyError as exc:
             raise ReadOnlyStoreError(f"{self.path} is read-only; nothing was written",
                                      path=self.path) from exc
+        finally:
+            owed = outer and self._scrub_owed
+            if outer:
+                self._scrub_owed = False
+        if owed and committed:
+            _health.checkpoint(self._conn)
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -408,7 +419,11 @@ class SQLiteBackend:
 
     def scrub(self) -> None:
         """Write the log back into the file and empty it: erased rows were zeroed in the
-        file (``secure_delete``, and FTS5's own), and the log held their earlier pages."""
+        file (``secure_delete``, and FTS5's own), and the log held their earlier pages.
+        Inside a transaction, done once the outermost one commits."""
+        if self._conn.in_transaction:
+            self._scrub_owed = True
+            return
         _health.checkpoint(self._conn)
 
     # -- health --------------------------------------------------------------------

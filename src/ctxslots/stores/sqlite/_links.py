@@ -10,11 +10,17 @@ from ._sql import marks
 
 __all__ = ["all_links", "links_among", "links_of", "merge_links", "strengthen_links"]
 
+#: Whether the fact whose id is the parameter ``{}`` exists, live or archived.
+_EXISTS = ("(EXISTS (SELECT 1 FROM facts WHERE id = {0}) "
+           "OR EXISTS (SELECT 1 FROM archive WHERE id = {0}))")
+
 
 def strengthen_links(conn: Connection, pairs: Sequence[tuple[int, int]], now: float) -> None:
-    """Add one to each link, creating it at 1."""
+    """Add one to each link between two facts that exist (live or archived), creating it
+    at 1; a pair naming a fact erased meanwhile is left out."""
     conn.executemany(
-        "INSERT INTO fact_links (a, b, strength, updated_at) VALUES (?, ?, 1, ?) "
+        "INSERT INTO fact_links (a, b, strength, updated_at) SELECT ?1, ?2, 1, ?3 "
+        f"WHERE {_EXISTS.format('?1')} AND {_EXISTS.format('?2')} "
         "ON CONFLICT (a, b) DO UPDATE SET strength = strength + 1, "
         "updated_at = excluded.updated_at", [(a, b, now) for a, b in pairs])
 

@@ -413,7 +413,8 @@ def _deleted(conn: Connection, sql: str, params: Sequence[Any]) -> int:
 
 
 def erase_facts(conn: Connection, fact_ids: Sequence[int]) -> Erased:
-    """Remove these facts, live or archived, with their history, vectors and links."""
+    """Remove these facts, live or archived, with their history and links; the facts
+    they hid as near-duplicates are shown again (no survivor is left to stand for them)."""
     erased = Erased()
     for chunk in rows_in(list(dict.fromkeys(fact_ids)), 400):
         ids = marks(len(chunk))
@@ -422,7 +423,10 @@ def erase_facts(conn: Connection, fact_ids: Sequence[int]) -> Erased:
             archived=_deleted(conn, f"DELETE FROM archive WHERE id IN ({ids})", chunk),
             history=_deleted(conn, f"DELETE FROM fact_history WHERE fact_id IN ({ids})", chunk),
             links=_deleted(conn, f"DELETE FROM fact_links WHERE a IN ({ids}) OR b IN ({ids})",
-                           (*chunk, *chunk)))
+                           (*chunk, *chunk)),
+            unhidden=sum(conn.changed(f"UPDATE {table} SET superseded_by = NULL "
+                                      f"WHERE superseded_by IN ({ids})", chunk)
+                         for table in ("facts", "archive")))
     return erased
 
 

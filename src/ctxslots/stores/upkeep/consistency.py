@@ -5,12 +5,14 @@ Every import now refuses them, but a store written before, or by hand, can hold:
 - facts hidden by a loop of ``superseded_by`` (a fact naming itself, or two
   naming each other): search hides a superseded fact in favour of the fact that
   supersedes it, so no search or assembly returns any fact of the loop;
+- facts hidden by a fact that no longer exists (a store whose survivor was
+  erased before erasure showed its near-duplicates again): nothing stands for them;
 - times out of order (:data:`~ctxslots.stores.backend.TIME_ORDERS`): a fact
   updated before it was created, an earlier value replaced before it was written.
 
-A repair shows the facts of a loop again (their ``superseded_by`` cleared; a later
-``consolidate`` marks true near-duplicates anew) and sets each later time to the
-earlier one.
+A repair shows the facts of a loop, and those hidden by a missing fact, again (their
+``superseded_by`` cleared; a later ``consolidate`` marks true near-duplicates anew)
+and sets each later time to the earlier one.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Iterable
 
 from ..backend import Backend, MisorderedTimes
 
-__all__ = ["SHOWN", "consistency_problems", "loops", "repair_consistency"]
+__all__ = ["SHOWN", "consistency_problems", "loops", "orphans", "repair_consistency"]
 
 #: Most rows a problem line names.
 SHOWN = 5
@@ -52,6 +54,26 @@ def _all_links(backend: Backend) -> tuple[list[tuple[int, int]], set[int]]:
     return [*backend.superseded_links(), *archived], {fact for fact, _ in archived}
 
 
+def orphans(backend: Backend, links: list[tuple[int, int]]) -> list[int]:
+    """The facts among ``links`` hidden by a fact that exists nowhere (live, archived
+    or in history)."""
+    survivors = list(dict.fromkeys(by for _, by in links))
+    if not survivors:
+        return []
+    known = backend.taken_ids(survivors)
+    return [fact for fact, by in links if by not in known]
+
+
+def _orphan_problem(found: list[int]) -> list[str]:
+    if not found:
+        return []
+    shown = ", ".join(str(f) for f in found[:SHOWN])
+    more = f" and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
+    return [(f"{len(found)} fact{'s' if len(found) != 1 else ''} hidden by a near-duplicate that "
+             f"no longer exists, which no search or assembly returns: {shown}{more}; run "
+             "`ctxslots reindex` to show them again")]
+
+
 def _loop_problem(found: list[list[int]]) -> list[str]:
     if not found:
         return []
@@ -77,16 +99,19 @@ def _time_problem(bad: list[MisorderedTimes]) -> list[str]:
 
 def consistency_problems(backend: Backend) -> list[str]:
     """One line per kind of contradiction found, naming the first rows; empty when none."""
-    return (_loop_problem(loops(_all_links(backend)[0]))
+    links = _all_links(backend)[0]
+    return (_loop_problem(loops(links)) + _orphan_problem(orphans(backend, links))
             + _time_problem(backend.misordered_times(limit=_LOOKED_AT)))
 
 
 def repair_consistency(backend: Backend) -> int:
-    """Clear the ``superseded_by`` of every fact in a loop and set every later time that
-    comes before its earlier one (inside the caller's transaction); how many rows changed."""
+    """Clear the ``superseded_by`` of every fact in a loop or hidden by a missing fact, and
+    set every later time that comes before its earlier one (inside the caller's
+    transaction); how many rows changed."""
     links, archived = _all_links(backend)
-    looped = [fact for loop in loops(links) for fact in loop]
+    shown = list(dict.fromkeys([*(fact for loop in loops(links) for fact in loop),
+                                *orphans(backend, links)]))
     for in_archive in (False, True):
-        backend.set_superseded([(f, None) for f in looped if (f in archived) == in_archive],
+        backend.set_superseded([(f, None) for f in shown if (f in archived) == in_archive],
                                archived=in_archive)
-    return len(looped) + backend.repair_times()
+    return len(shown) + backend.repair_times()

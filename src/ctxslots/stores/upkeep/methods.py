@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ..backend import FactFilter
 from ..core import StoreCore
+from ..writes.writer import check_id
 from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
 from .doctor import DoctorReport, doctor, reindex
-from .prune import PrunePolicy, PruneReport, prune
+from .prune import PrunePolicy, PruneReport, group_of, prune
 
 __all__ = ["UpkeepMethods"]
 
@@ -53,15 +55,28 @@ class UpkeepMethods:
         return consolidate(self._core, threshold=threshold, fact_ids=fact_ids, dry_run=dry_run)
 
 
-    def prune(self, policy: PrunePolicy | None = None, *, dry_run: bool = False) -> PruneReport:
+    def prune(self, policy: PrunePolicy | None = None, *, dry_run: bool = False,
+              fact_ids: Iterable[int] | None = None) -> PruneReport:
         """Move facts over the policy's caps to the archive (never deleting them).
 
-        Over a slot's cap (counted per scope), the unprotected facts with the
-        lowest retention go first; see :mod:`ctxslots.stores.upkeep.prune` for the rule.
+        Over a slot's cap (counted per scope, user and agent), the unprotected facts
+        with the lowest retention go first; see :mod:`ctxslots.stores.upkeep.prune`
+        for the rule.
 
         :param policy: Caps and protections (default: :class:`PrunePolicy`).
         :param dry_run: Only report what would move.
+        :param fact_ids: Only prune the slots and owners these facts belong to (what
+            a flush wrote to: one user's writes never archive another's facts), the
+            size cap too; ids of facts no longer live are ignored (``None``: every
+            slot and owner).
+        :raises InvalidFactError: An id is not an integer.
         """
-        self._core.settle_access()
-        return prune(self._core, PrunePolicy() if policy is None else policy, dry_run=dry_run)
+        core = self._core
+        groups = None
+        if fact_ids is not None:
+            ids = list(dict.fromkeys(check_id(i) for i in fact_ids))
+            groups = frozenset(group_of(r) for r in core.backend.rows_by_ids(ids, FactFilter()))
+        core.settle_access()
+        return prune(core, PrunePolicy() if policy is None else policy, dry_run=dry_run,
+                     groups=groups)
 

@@ -29,7 +29,8 @@ from ...model import Fact
 from ..backend import FactFilter, Row
 from ..core import StoreCore
 
-__all__ = ["CapStatus", "PrunePolicy", "PruneReport", "PrunedFact", "plan_prune", "prune"]
+__all__ = ["CapStatus", "Group", "PrunePolicy", "PruneReport", "PrunedFact", "group_of",
+           "plan_prune", "prune"]
 
 _DAY = 86400.0
 
@@ -218,12 +219,25 @@ def _candidates(
     return free, len(rows) - len(free)
 
 
-def plan_prune(core: StoreCore, policy: PrunePolicy, now: float | None = None) -> PruneReport:
-    """Decide what :func:`prune` would move, without writing anything."""
+#: A slot and its owners, as stored: ``(slot, scope, user_id, agent_id)``.
+Group = tuple[str, str, str, str]
+
+
+def group_of(row: Row) -> Group:
+    """The slot and owners ``row`` belongs to."""
+    return (row["slot"], row["scope"], row["user_id"], row["agent_id"])
+
+
+def plan_prune(core: StoreCore, policy: PrunePolicy, now: float | None = None, *,
+               groups: frozenset[Group] | None = None) -> PruneReport:
+    """Decide what :func:`prune` would move, without writing anything; with ``groups``,
+    only among the facts of those slots and owners."""
     now = core.clock() if now is None else now
     moved: dict[int, PrunedFact] = {}
     over: list[CapStatus] = []
     for group in core.backend.group_counts(live_at=now):
+        if groups is not None and group[:4] not in groups:
+            continue
         n = group.facts - group.expired
         cap = policy.cap(group.slot)
         if cap is None or n <= cap:
@@ -248,7 +262,8 @@ def plan_prune(core: StoreCore, policy: PrunePolicy, now: float | None = None) -
     over_size = policy.max_bytes is not None and size > policy.max_bytes
     if over_size:
         free, _ = _candidates(core, now, policy, FactFilter(live_at=now))
-        free = [item for item in free if item[1]["id"] not in moved]
+        free = [item for item in free if item[1]["id"] not in moved
+                and (groups is None or group_of(item[1]) in groups)]
         reason = f"pruned: store over its size cap of {policy.max_bytes} bytes"
         for value, fact_row in free[: math.ceil(len(free) * policy.size_share)]:
             moved[fact_row["id"]] = PrunedFact(Fact.from_row(fact_row), value, reason)
@@ -256,8 +271,10 @@ def plan_prune(core: StoreCore, policy: PrunePolicy, now: float | None = None) -
     return PruneReport(tuple(ordered), tuple(over), size, over_size, dry_run=True)
 
 
-def prune(core: StoreCore, policy: PrunePolicy, *, dry_run: bool = False) -> PruneReport:
-    """Move facts over the policy's caps to the archive; return what moved.
+def prune(core: StoreCore, policy: PrunePolicy, *, dry_run: bool = False,
+          groups: frozenset[Group] | None = None) -> PruneReport:
+    """Move facts over the policy's caps to the archive (with ``groups``, only facts of
+    those slots and owners); return what moved.
 
     The plan is made and its first ``core.limits.max_batch`` moves are done in
     one write transaction, so another process cannot change those facts in
@@ -266,11 +283,11 @@ def prune(core: StoreCore, policy: PrunePolicy, *, dry_run: bool = False) -> Pru
     fully archived, never lost.
     """
     if dry_run:
-        return plan_prune(core, policy)
+        return plan_prune(core, policy, groups=groups)
     step = max(1, core.limits.max_batch)
     done: list[PrunedFact] = []
     with core.writer.writing():
-        plan = plan_prune(core, policy)
+        plan = plan_prune(core, policy, groups=groups)
         done.extend(_move(core, plan.moved[:step]))
     for start in range(step, len(plan.moved), step):
         with core.writer.writing():

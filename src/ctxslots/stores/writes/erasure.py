@@ -7,7 +7,8 @@ drops the flush progress of its conversations. On SQLite no byte of the erased
 text stays in the file: rows are overwritten with zeros as they are deleted
 (SQLite's ``secure_delete`` and FTS5's ``secure-delete``), and the write-ahead
 log, which still holds the pages they were written in, is copied back and
-emptied. On PostgreSQL the rows are gone from every table.
+emptied (inside :meth:`~ctxslots.FactStore.batch`, once the batch commits). On
+PostgreSQL the rows are gone from every table.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class ErasureReport:
         vectors: Vectors removed.
         links: Co-recall links removed.
         progress: Flush progress records removed.
+        unhidden: Facts a removed fact hid as near-duplicates, shown again: with
+            their survivor gone, nothing else stands for them.
     """
 
     erased: str
@@ -46,6 +49,7 @@ class ErasureReport:
     vectors: int = 0
     links: int = 0
     progress: int = 0
+    unhidden: int = 0
 
     @classmethod
     def of(cls, erased: str, counts: Erased) -> ErasureReport:
@@ -63,8 +67,10 @@ class ErasureReport:
                  (self.history, "history entry", "history entries"),
                  (self.vectors, "vector", "vectors"), (self.links, "link", "links"),
                  (self.progress, "flush record", "flush records")]
+        shown = f"; {self.unhidden} hidden near-duplicate{'s' if self.unhidden != 1 else ''} " \
+            "shown again" if self.unhidden else ""
         return f"erased {self.erased}: " + ", ".join(
-            f"{n} {one if n == 1 else many}" for n, one, many in parts)
+            f"{n} {one if n == 1 else many}" for n, one, many in parts) + shown
 
 
 class ErasureMethods:
@@ -75,6 +81,8 @@ class ErasureMethods:
     def delete(self, fact_id: int, *, user: str | None = None, agent: str | None = None,
                scope: str | None = None) -> ErasureReport:
         """Erase one fact, live or archived, with its history, vector, links and context.
+        The near-duplicates it hid (:meth:`~ctxslots.FactStore.consolidate`) are shown
+        again.
 
         :param user: With ``agent`` and ``scope``: only a fact these owners see.
         :raises FactNotFoundError: No live or archived fact has this id (that they see).
@@ -127,6 +135,7 @@ class ErasureMethods:
         return ErasureReport.of("everything", erased)
 
     def _scrub(self) -> None:
-        # Inside a batch the log is emptied by the next erasure made outside one.
-        if not self._core.backend.in_transaction:
-            self._core.backend.scrub()
+        # No recent result may name a removed fact: a reinforcement would link to it.
+        self._core.recent.clear()
+        # Inside a batch the engine empties the log once the batch commits.
+        self._core.backend.scrub()

@@ -115,17 +115,20 @@ class WriteMethods:
                   agent: str | None = None, scope: str | None = None) -> Fact:
         """Add ``amount`` (default 3) to a fact's reinforcement score.
 
-        The facts this store's recent searches returned together with it get a
-        stronger co-recall link to it (see :mod:`ctxslots.stores.links`).
+        The facts this store's recent searches for the same user and agent
+        returned together with it get a stronger co-recall link to it (see
+        :mod:`ctxslots.stores.links`).
 
         :param user: With ``agent`` and ``scope``: only a fact these owners see.
         :raises FactNotFoundError: No live fact has this id (that they see).
         :raises InvalidFactError: ``amount`` is not a number from 0 to 1,000.
         """
-        step = self._core.limits.score_step(amount)
-        partners = self._core.recent.partners(check_id(fact_id))
-        return self._core.writer.adjust_score(
-            fact_id, step, partners, self._core.owner_check(Owners(user, agent, scope)))
+        core = self._core
+        step = core.limits.score_step(amount)
+        users, agents, _ = core.sees(Owners(user, agent, scope))
+        partners = core.recent.partners((users, agents), check_id(fact_id))
+        return core.writer.adjust_score(fact_id, step, partners,
+                                        core.owner_check(Owners(user, agent, scope)))
 
     def demote(self, fact_id: int, amount: float = 1.0, *, user: str | None = None,
                agent: str | None = None, scope: str | None = None) -> Fact:
