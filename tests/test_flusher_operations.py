@@ -97,8 +97,8 @@ def test_anything_else_is_a_format_error(reply, message):
     [
         (Upsert("secrets", "x", "A value.", 1.0), "unknown slot 'secrets'"),
         (Forget("secrets", "x", "gone"), "unknown slot 'secrets'"),
-        (Upsert("user", "line\nbreak", "A value.", 1.0), "without control characters"),
-        (Upsert("user", "tab\there", "A value.", 1.0), "without control characters"),
+        (Upsert("user", "line\nbreak", "A value.", 1.0), "one line without control characters"),
+        (Upsert("user", "tab\there", "A value.", 1.0), "one line without control characters"),
         (Upsert("user", "  ", "A value.", 1.0), "key must be a non-empty string"),
         (Upsert("user", "k" * 201, "A value.", 1.0), "at most 200 characters"),
         (Upsert("user", "editor", "x" * 5000, 1.0), "over the limit of 4096"),

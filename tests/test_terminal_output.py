@@ -27,10 +27,13 @@ SEQUENCES = {
     "c1-csi": "\x9b2J\x9b31m",
     "carriage-return": "safe text\rspoofed",
     "bell-and-delete": "\x07\x7f\x08",
+    "bidi-override": "\u202eevif no syolped\u202c \u2066nuR\u2069",
 }
 
-# Everything a terminal may act on: C0 but newline and tab, DEL and C1.
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Everything a terminal may act on: C0 but newline and tab, DEL and C1, and the
+# bidirectional controls that show a line in another order than it is stored.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                     "\u2066-\u2069]")
 
 
 def _run(db: Path, *args: str, stdin: str | None = None):
@@ -170,6 +173,27 @@ def test_terminal_safe_keeps_text_newlines_and_tabs():
 
     assert "Zoë\tKaffee\nnext" == terminal_safe("Zoë\tKaffee\nnext")
     assert "\\u001b[2J \\u009b \\u007f \\u000d" == terminal_safe("\x1b[2J \x9b \x7f \r")
+    assert "\\u202eab\\u202c \\u2067c\\u2069 \u200bzero-width" == \
+        terminal_safe("\u202eab\u202c \u2067c\u2069 \u200bzero-width")
+
+
+def test_a_line_break_the_model_wrote_cannot_forge_a_line_of_the_flush_summary(db_path,
+                                                                                tmp_path):
+    """A rejected key holding a line break and a made-up "added" line: the summary shows
+    the break as an escape, so no line of it claims a write that did not happen."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    forged = "    added user admin: The user is an administrator."
+    op = {"op": "upsert", "slot": "user", "key": f"x\n{forged}\nq", "value": "v",
+          "confidence": 0.9, "tags": []}
+    with ScriptedChatServer([json.dumps({"operations": [op]})]) as server:
+        result = _run(db_path, "flush", str(chat), "--base-url", server.base_url,
+                      "--model", "m")
+    assert result.exit_code == 0, result.output
+    assert forged not in result.stdout.splitlines()
+    assert f"x\\n{forged}\\nq" in result.stdout
+    assert "one line without control characters" in result.stdout
+    assert _run(db_path, "list").stdout.strip().startswith("no facts")
 
 
 def test_only_the_output_module_prints():

@@ -71,6 +71,13 @@ def test_store_with_a_key_replaces(tools, store):
     assert [h.value for h in store.history(1)] == ["The user edits code in Helix."]
 
 
+def test_a_timeline_of_one_memory_says_so(tmp_path):
+    with FactStore(tmp_path / "one.db", embedder=False) as store:
+        alone = store.add("agent", "A lesson with nothing said around it.")
+        assert MemoryTools(store).dispatch("memory_timeline", {"id": alone.id}) \
+            .splitlines()[0] == f"1 memory around [id:{alone.id}], oldest first:"
+
+
 def test_update_reinforce_demote_forget_timeline(engine, tools, store, clock):
     for n in range(4):
         tools.memory_store("agent", f"Lesson {n}: rerun flaky test {n} once.")

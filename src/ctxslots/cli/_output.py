@@ -3,9 +3,10 @@
 A stored value holds whatever a model, an import file or an MCP client put there,
 terminal control sequences included: OSC 52 writes the clipboard, OSC 8 makes a link
 that shows one address and opens another, ``ESC [2J`` clears the screen, and U+009B is
-the same CSI in one character. :func:`terminal_safe` writes every control character
-except newline and tab (C0, DEL and C1) as its ``\\uXXXX`` escape, so the terminal
-shows it and obeys nothing. That is also JSON's own escape (``json.dumps`` already
+the same CSI in one character; a bidirectional control (U+202E and its kin) shows a
+line in another order than it is stored. :func:`terminal_safe` writes every control
+character except newline and tab (C0, DEL and C1), and every bidirectional control, as
+its ``\\uXXXX`` escape, so the terminal shows it and obeys nothing. That is also JSON's own escape (``json.dumps`` already
 escapes C0; C1 and DEL it leaves raw), so JSON output stays valid and reads back as
 the same values.
 
@@ -26,7 +27,10 @@ import click
 __all__ = ["SafeWriter", "echo", "echo_json", "terminal_safe"]
 
 # Newline and tab stay: they move the cursor as any text does and drive nothing else.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The bidirectional controls go too: they make a terminal show text in another order
+# than it is stored (a "Trojan Source" line).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                      "\u2066-\u2069]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -34,7 +38,8 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` with every control character but newline and tab written as ``\\uXXXX``."""
+    """``text`` with every control character but newline and tab, and every
+    bidirectional control, written as ``\\uXXXX``."""
     return _CONTROL.sub(_escape, text)
 
 

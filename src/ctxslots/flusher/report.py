@@ -223,7 +223,8 @@ class FlushReport:
         return out
 
     def summary(self) -> str:
-        """A few human-readable lines: the outcome, each change and rejection."""
+        """A few human-readable lines: the outcome, each change and rejection (a line
+        break inside one of them shown as ``\\n``)."""
         if self.status == "not_due":
             span = f"{self.remaining} unread message{'s' if self.remaining != 1 else ''}"
         elif self.last >= self.first:
@@ -258,4 +259,6 @@ class FlushReport:
             used = self.tokens_used
             lines.append(f"{self.attempts} model call(s)"
                          + (f", {used} tokens" if used is not None else ""))
-        return "\n".join(lines)
+        # A key, value or reason the model wrote may hold a line break: shown as an escape,
+        # it cannot pass for a line of the report (an "added" line nothing backs).
+        return "\n".join(line.replace("\r", "\\r").replace("\n", "\\n") for line in lines)

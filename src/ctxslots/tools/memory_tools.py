@@ -369,7 +369,8 @@ class MemoryTools:
         self._visible(id)
         facts = [f for f in self.store.timeline(id, before=before, after=after,
                                                 **self._owners()) if f.slot in self.slots]
-        lines = [f"{len(facts)} memories around [id:{id}], oldest first:"]
+        noun = "memory" if len(facts) == 1 else "memories"
+        lines = [f"{len(facts)} {noun} around [id:{id}], oldest first:"]
         lines += [("-> " if f.id == id else "   ") + self._line(f) for f in facts]
         return "\n".join(lines)
 

@@ -42,6 +42,17 @@ _KEY = re.compile(KEY_PATTERN)
 
 _SLOT = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_text(text: str, limit: int, what: str, field: str, *, plain: bool) -> None:
+    """Refuse ``text`` over ``limit`` characters, or holding a control character (unless
+    ``plain``, the caller's own check), saying which of the two it is."""
+    if len(text) > limit:
+        raise InvalidFactError(f"{what} must be at most {limit} characters, not {len(text)}",
+                               field=field, value=text)
+    if not plain:
+        raise InvalidFactError(f"{what} must be one line without control characters "
+                               "(no newline or tab)", field=field, value=text)
 # A lone surrogate (say, from an argv byte that is not UTF-8) is not text SQLite can store.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -163,13 +174,8 @@ class Limits:
             raise InvalidFactError(
                 "scope must be None or a non-empty string", field="scope", value=scope
             )
-        if len(scope) > self.max_scope_chars or _CONTROL.search(scope):
-            raise InvalidFactError(
-                f"scope must be at most {self.max_scope_chars} characters without control "
-                "characters",
-                field="scope",
-                value=scope,
-            )
+        _check_text(scope, self.max_scope_chars, "scope", "scope",
+                    plain=not _CONTROL.search(scope))
         return _unicode(scope, "scope")
 
     def owners_of(self, slot: str) -> SlotOwners:
@@ -181,10 +187,7 @@ class Limits:
         :attr:`max_scope_chars` characters, without control characters."""
         if not isinstance(value, str) or not value.strip():
             raise InvalidFactError(f"{kind} must be a non-empty string", field=kind, value=value)
-        if len(value) > self.max_scope_chars or _CONTROL.search(value):
-            raise InvalidFactError(
-                f"{kind} must be at most {self.max_scope_chars} characters without control "
-                "characters", field=kind, value=value)
+        _check_text(value, self.max_scope_chars, kind, kind, plain=not _CONTROL.search(value))
         return _unicode(value, kind)
 
     def write_owners(self, slot: str, *, user: object, agent: object, scope: object,
@@ -212,13 +215,7 @@ class Limits:
         """Validate a fact key: non-empty, single line, bounded length."""
         if not isinstance(key, str) or not key.strip():
             raise InvalidFactError("key must be a non-empty string", field="key", value=key)
-        if len(key) > self.max_key_chars or not _KEY.fullmatch(key):
-            raise InvalidFactError(
-                f"key must be at most {self.max_key_chars} characters without control "
-                "characters",
-                field="key",
-                value=key,
-            )
+        _check_text(key, self.max_key_chars, "key", "key", plain=bool(_KEY.fullmatch(key)))
         return _unicode(key, "key")
 
     def value(self, value: object) -> str:
@@ -299,13 +296,8 @@ class Limits:
         for tag in tags:
             if not isinstance(tag, str) or not tag.strip():
                 raise InvalidFactError("each tag must be a non-empty string", field="tags", value=tag)
-            if len(tag) > self.max_tag_chars or _CONTROL.search(tag):
-                raise InvalidFactError(
-                    f"tag {_short(tag)!r} must be at most {self.max_tag_chars} characters "
-                    "without control characters",
-                    field="tags",
-                    value=tag,
-                )
+            _check_text(tag, self.max_tag_chars, f"tag {_short(tag)!r}", "tags",
+                        plain=not _CONTROL.search(tag))
             _unicode(tag, "tags")
             out[tag] = None
         if len(out) > self.max_tags:
