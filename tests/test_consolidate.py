@@ -131,3 +131,11 @@ def test_cli_consolidate_and_search_superseded(db_path, clock):
     assert f"[id:{a.id}]" in shown.output and "superseded by" in shown.output
     bad = runner.invoke(cli, ["--db", str(db_path), "consolidate", "--threshold", "1.5"])
     assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize("fact_ids", ["12", [1.9], [" 1"], ["x"], 7],
+                         ids=["string", "float", "text-id", "word", "int"])
+def test_consolidate_refuses_malformed_fact_ids(store, fact_ids):
+    store.add("user", DARK)
+    with pytest.raises(InvalidFactError, match="fact"):
+        store.consolidate(fact_ids=fact_ids)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import math
 
 import pytest
@@ -399,3 +400,18 @@ def test_touch_counts_only_the_given_live_facts(store, clock):
     assert 0 == store.get(b.id).access_count
     with pytest.raises(InvalidFactError):
         store.touch(["1"])
+
+
+@pytest.mark.parametrize("reason", [b"spam", 42, "x" * 1001, "\ud800"],
+                         ids=["bytes", "int", "too-long", "surrogate"])
+def test_a_malformed_forget_reason_is_refused_and_the_fact_stays_live(store, reason, tmp_path):
+    """A reason stored as anything but text broke every later export."""
+    fact = store.add("agent", "A lesson to keep.")
+    with pytest.raises(InvalidFactError, match="reason"):
+        store.forget(fact.id, reason=reason)
+    assert store.get(fact.id).archived is False
+    store.forget(fact.id, reason="r" * 1000)
+    out = io.StringIO()
+    assert store.export_jsonl(out) == 1
+    with FactStore(tmp_path / "back.db", embedder=False) as back:
+        assert back.import_jsonl(io.StringIO(out.getvalue())).archived == 1

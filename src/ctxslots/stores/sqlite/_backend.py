@@ -97,17 +97,11 @@ class SQLiteBackend:
         outer = not self._conn.in_transaction
         committed = False
         try:
-            with self._conn.write(savepoints=savepoints):
+            with self._write_errors(), self._conn.write(savepoints=savepoints):
                 yield
                 if outer:
                     trim_fact_log(self._conn)
             committed = outer
-        except apsw.FullError as exc:
-            raise StoreError(f"the disk holding {self.path} is full; nothing was written",
-                             path=self.path) from exc
-        except apsw.ReadOnlyError as exc:
-            raise ReadOnlyStoreError(f"{self.path} is read-only; nothing was written",
-                                     path=self.path) from exc
         finally:
             owed = outer and self._scrub_owed
             if outer:
@@ -126,6 +120,18 @@ class SQLiteBackend:
             yield
         finally:
             self._conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _write_errors(self) -> Iterator[None]:
+        """A full disk or a read-only file, as the store's own errors."""
+        try:
+            yield
+        except apsw.FullError as exc:
+            raise StoreError(f"the disk holding {self.path} is full; nothing was written",
+                             path=self.path) from exc
+        except apsw.ReadOnlyError as exc:
+            raise ReadOnlyStoreError(f"{self.path} is read-only; nothing was written",
+                                     path=self.path) from exc
 
     def reading(self) -> contextlib.AbstractContextManager[None]:
         """Nothing to do: SQLite prepares each statement once and keeps it."""
@@ -434,7 +440,8 @@ class SQLiteBackend:
 
     def rebuild(self) -> None:
         """Rebuild the FTS5 indexes and every trigger and index from the facts."""
-        _health.rebuild(self._conn)
+        with self._write_errors():
+            _health.rebuild(self._conn)
 
     def bad_values(self, *, limit: int) -> list[BadValue]:
         """Stored numbers no read can use (see :mod:`._values`)."""

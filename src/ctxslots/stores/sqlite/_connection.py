@@ -253,6 +253,10 @@ class Connection:
                 if starts:
                     self._unsaved, self._failure = False, None
                 self.kept_read.forget()  # what the rollback undid may have changed it
+                if not self.raw.in_transaction:
+                    # SQLite rolled the whole transaction back itself (a full disk, an
+                    # interrupt): there is nothing left to undo, and the error stands.
+                    raise
                 if depth == 0:
                     self.raw.execute("ROLLBACK")
                 else:

@@ -23,6 +23,7 @@ import numpy as np
 from ...errors import InvalidFactError, StoreError
 from ..backend import FactFilter, Row
 from ..core import StoreCore
+from ..writes.writer import check_id
 
 __all__ = ["DEFAULT_THRESHOLD", "ConsolidationReport", "Superseded", "consolidate"]
 
@@ -79,6 +80,14 @@ def _group(row: Row) -> tuple[str, str, str, str]:
     return row["slot"], row["scope"], row["user_id"], row["agent_id"]
 
 
+def _ids(fact_ids: object) -> Iterable[object]:
+    """``fact_ids`` as the ids it holds: a string is one malformed id, not its characters."""
+    if isinstance(fact_ids, (str, bytes)) or not isinstance(fact_ids, Iterable):
+        raise InvalidFactError(f"fact_ids must be a list of fact ids, not {fact_ids!r}",
+                               field="fact_ids", value=fact_ids)
+    return fact_ids
+
+
 def _groups(core: StoreCore, flt: FactFilter, fact_ids: Sequence[int] | None
             ) -> dict[tuple[str, str, str, str], list[Row]]:
     """The live, unsuperseded facts by slot and owners, oldest value first; with
@@ -130,13 +139,14 @@ def consolidate(
         (after a flush: the facts it wrote); ``None`` checks every live fact.
     :raises StoreError: The store has no usable vector index (no embedder, or
         one other than the embedder that built it: run ``reindex``).
-    :raises InvalidFactError: ``threshold`` is not between 0 and 1.
+    :raises InvalidFactError: ``threshold`` is not between 0 and 1, or ``fact_ids`` is
+        not a list of integer ids.
     """
     threshold = _check_threshold(threshold)
     if not core.vector_leg_ready:
         raise StoreError("consolidation compares vectors; this store has no embedder, or its "
                          "vectors were built by another one: run `ctxslots reindex`")
-    wanted = None if fact_ids is None else sorted({int(i) for i in fact_ids})
+    wanted = None if fact_ids is None else sorted({check_id(i) for i in _ids(fact_ids)})
     found: list[Superseded] = []
     checked = 0
     backend = core.backend

@@ -50,6 +50,7 @@ class UpkeepMethods:
         :param fact_ids: Only check these facts against older ones (``None``: all).
         :param dry_run: Only report what would be marked.
         :raises StoreError: The store has no usable vector index.
+        :raises InvalidFactError: ``threshold`` or ``fact_ids`` is malformed.
         """
         self._core.wait_for_vectors()
         return consolidate(self._core, threshold=threshold, fact_ids=fact_ids, dry_run=dry_run)

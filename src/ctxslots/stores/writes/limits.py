@@ -335,6 +335,16 @@ class Limits:
             )
         return _unicode(source, "source")
 
+    def reason(self, reason: object) -> str | None:
+        """Validate why a fact was forgotten (free text, at most 1,000 characters, as an
+        import takes it back)."""
+        if reason is None:
+            return None
+        if not isinstance(reason, str) or len(reason) > 1000:
+            raise InvalidFactError("reason must be None or a string of at most 1000 characters",
+                                   field="reason", value=reason)
+        return _unicode(reason, "reason")
+
     def score_step(self, amount: object) -> float:
         """Validate how much one reinforce or demote moves a score: a finite
         number from 0 to :data:`MAX_SCORE_STEP`."""

@@ -105,8 +105,10 @@ class WriteMethods:
                agent: str | None = None, scope: str | None = None) -> Fact:
         """Move a fact to the archive, where ``search(include_archive=True)`` finds it.
 
+        :param reason: Why, kept with the archived fact (at most 1,000 characters).
         :param user: With ``agent`` and ``scope``: only a fact these owners see.
         :raises FactNotFoundError: No live fact has this id (that they see).
+        :raises InvalidFactError: ``reason`` is not text of at most 1,000 characters.
         """
         return self._core.writer.forget(
             fact_id, reason=reason, visible=self._core.owner_check(Owners(user, agent, scope)))

@@ -283,6 +283,7 @@ class Writer:
                visible: FactFilter | None = None) -> Fact:
         """Move a fact to the archive. With ``visible``, a fact it does not see is not found."""
         fact_id = check_id(fact_id)
+        reason = self.limits.reason(reason)
         with self.writing():
             self.count_write()
             if visible is not None:

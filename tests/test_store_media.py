@@ -1,0 +1,68 @@
+"""A store on a disk that fills up or a file system mounted read-only: the store's own
+one-line errors, and nothing lost. Root ignores permissions, so these run as root in a
+private mount namespace (``unshare -m``) and skip where that cannot be made."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxslots import FactStore
+
+CLI = [sys.executable, "-m", "ctxslots"]
+
+
+def _in_namespace(setup: str, folder: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by sh in a private mount namespace after ``setup`` mounted ``$1``
+    (``folder``; the command line follows it); skipped where no such mount can be made."""
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or unshare is None:
+        pytest.skip("needs root and unshare(1) to mount a private file system")
+    done = subprocess.run([unshare, "-m", "sh", "-c", f"{setup} || exit 97\n{script}", "sh",
+                           str(folder), *CLI], capture_output=True, text=True, timeout=600,
+                          check=False)
+    if done.returncode == 97 or "unshare:" in done.stderr:
+        pytest.skip(f"no private mount here: {done.stderr.strip()[:200]}")
+    return done
+
+
+def test_reindex_of_a_store_on_a_read_only_mount_is_one_line(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with FactStore(folder / "s.db", embedder=False) as store:
+        store.add("agent", "A lesson that stays.")
+    done = _in_namespace('mount --bind "$1" "$1" && mount -o remount,bind,ro "$1"', folder,
+                         'db="$1/s.db"; shift; "$@" --db "$db" reindex')
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"Error: {folder / 's.db'} is read-only; nothing was written"]
+    with FactStore(folder / "s.db", embedder=False) as store:
+        assert [f.value for f in store.facts(slots=["agent"])] == ["A lesson that stays."]
+
+
+def test_an_import_that_fills_the_disk_says_so_and_writes_nothing(tmp_path):
+    big = tmp_path / "big.jsonl"
+    with big.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"format": "ctxslots-facts", "version": 1}) + "\n")
+        for i in range(3000):
+            out.write(json.dumps({"slot": "agent", "value": f"lesson {i} " + "lorem ipsum " * 40})
+                      + "\n")
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    script = (f'db="$1/s.db"; shift\n'
+              '"$@" --db "$db" remember user "The user likes tea." --key drink >/dev/null || exit 98\n'
+              f'"$@" --db "$db" import "{big}"; echo "rc=$?"\n'
+              '"$@" --db "$db" list')
+    done = _in_namespace('mount -t tmpfs -o size=600k tmpfs "$1"', folder, script)
+    lines = done.stderr.splitlines()
+    assert lines == [f"Error: the disk holding {folder / 's.db'} is full; nothing was written"], \
+        done.stderr
+    out = done.stdout.splitlines()
+    assert out[0] == "rc=1"
+    assert out[1:] == ["[id:1] user drink: The user likes tea. (today)", "page 1 of 1 (1 fact)"]
