@@ -235,6 +235,20 @@ def test_bad_assembler_arguments_are_refused(kwargs):
         PromptAssembler(None, **kwargs)
 
 
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"scope": "x" * 201}, "scope must be at most 200 characters"),
+    ({"user": "\ud800"}, "user is not valid Unicode"),
+    ({"agent": "a\x00b"}, "agent must be one line"),
+], ids=["long-scope", "surrogate-user", "control-agent"])
+def test_owners_the_store_refuses_are_a_bad_request_not_an_empty_prompt(store, kwargs, says):
+    """Every memory section would fail on them and the prompt come back empty: the
+    request is refused before any contributor runs, and nothing is counted."""
+    fact = store.add("user", "The user drinks green tea.")
+    with pytest.raises(InvalidRequestError, match=says):
+        PromptAssembler(store).assemble(AssemblyRequest("tea", **kwargs))
+    assert store.get(fact.id).access_count == 0
+
+
 def test_bad_store_and_request_are_refused():
     """A store without search() and a request that is not an AssemblyRequest are refused."""
     with pytest.raises(InvalidRequestError, match="store"):

@@ -216,3 +216,32 @@ def test_stats_on_a_postgresql_store_names_the_server_and_pgvector(pg_url):
     assert "sqlite" not in result.output.lower()
     password = urlsplit(pg_url).password
     assert not password or password not in result.output
+
+
+@pytest.mark.parametrize("db", ["", "   "], ids=["empty", "blank"])
+def test_an_empty_db_is_refused_rather_than_the_default_store(tmp_path, monkeypatch, db):
+    """``--db "$STORE"`` with the variable unset wrote to the user's own default store."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    result = _run("--db", db, "remember", "user", "Written nowhere.")
+    assert result.exit_code == 2
+    assert "--db is empty" in result.output
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_conversation_that_is_not_utf8_fails_alone_and_the_others_still_run(tmp_path):
+    from ctxslots.testing import ScriptedChatServer, ScriptedReply
+
+    bad, good = tmp_path / "bad.jsonl", tmp_path / "good.jsonl"
+    bad.write_bytes(b'\xff\xfe{"role": "user", "content": "hi"}\n')
+    good.write_text('{"role": "user", "content": "I drink green tea."}\n', encoding="utf-8")
+    reply = ScriptedReply('{"operations": [{"op": "upsert", "slot": "user", "key": "drink", '
+                          '"value": "The user drinks green tea.", "confidence": 0.9, "tags": []}]}')
+    db = tmp_path / "m.db"
+    with ScriptedChatServer([reply]) as server:
+        result = _run("--db", str(db), "flush", str(bad), str(good), "--base-url",
+                      server.base_url, "--model", "m")
+    assert result.exit_code == 1
+    assert f"{bad}: Error: {bad}: not UTF-8 text; nothing was sent to the model" in result.output
+    assert "Error: 1 of 2 conversations failed" in result.output
+    with FactStore(db) as store:
+        assert store.get_by_key("user", "drink").value == "The user drinks green tea."

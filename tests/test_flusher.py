@@ -7,12 +7,13 @@ and that nothing known before was lost.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
 
 from _sql import engine_of
-from ctxslots import FlushError, MemoryFlusher, OpenAIChatClient
+from ctxslots import FlushError, InvalidArgumentError, MemoryFlusher, OpenAIChatClient
 from ctxslots.stores.backend import FactFilter
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
@@ -369,3 +370,26 @@ def test_empty_operations_advance_the_progress(chat, seeded):
 
     assert ("applied", 3) == (report.status, flusher.messages_read("c1"))
     assert SEEDED == live(seeded)
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("temperature", float("nan")), ("temperature", -5), ("temperature", "hot"),
+    ("consolidate", 2.0), ("consolidate", float("nan")), ("consolidate", -1),
+    ("policy", 5), ("prune", "caps"), ("max_known_facts", -1), ("context_before", -1),
+    ("max_known_facts", True),
+])
+def test_a_malformed_option_is_one_clear_error(store, option, value):
+    client = OpenAIChatClient("http://127.0.0.1:9/v1", "m")
+    with pytest.raises(InvalidArgumentError, match=option):
+        MemoryFlusher(store, client, **{option: value})
+
+
+@pytest.mark.parametrize("written_at", [0, "2020-01-01", dt.date(2020, 1, 1),
+                                        dt.datetime(1, 1, 1)],
+                         ids=["int", "text", "date", "year-one"])
+def test_a_malformed_written_at_is_refused_before_the_model_is_asked(chat, written_at):
+    server, flusher = chat([reply(upsert("user", "drink", "The user drinks tea."))])
+    with pytest.raises(InvalidArgumentError, match="written_at"):
+        flusher.flush([{"role": "user", "content": "I drink tea."}], conversation="c",
+                      force=True, written_at=written_at)
+    assert server.requests == []

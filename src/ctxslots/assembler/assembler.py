@@ -12,11 +12,12 @@ import jinja2
 import pluggy
 
 from ..contributors.base import Contributor, SearchableStore, check_contributor
-from ..errors import BudgetExceededError, InvalidRequestError
+from ..errors import BudgetExceededError, InvalidFactError, InvalidRequestError
 from ..model import AssembledPrompt, Section
 from ..plugins import collect, make_plugin_manager, reranker_from_plugins
 from ..prompts import Templates, make_environment
 from ..request import AssemblyRequest
+from ..stores.writes.limits import Limits
 from ..tokens import (
     DEFAULT_ENCODING,
     TokenCounter,
@@ -174,12 +175,13 @@ class PromptAssembler:
             prompt (memory contributors count those facts as accessed); ``False``
             for a trial that no model sees (the inspector's prompt lab, ``ctxslots why``).
 
-        :raises InvalidRequestError: ``request`` is not an :class:`AssemblyRequest`.
+        :raises InvalidRequestError: ``request`` is not an :class:`AssemblyRequest`, or
+            names a scope, user or agent the store refuses.
         :raises BudgetExceededError: The sticky sections alone do not fit; its
             ``prompt`` holds the result with them cut to fit and nothing else.
         :raises TemplateError: A template is missing or fails to render.
         """
-        _check_request(request)
+        _check_request(request, self.store)
         contributors = self._contributors()
         extras = extra_sections(request)
         placer = Placer(Preparer(self.environment, self.counter), request.available,
@@ -210,7 +212,7 @@ class PromptAssembler:
         (:attr:`AssemblyRequest.room` is ``None``): a memory slot offers what
         could fill the whole budget.
         """
-        _check_request(request)
+        _check_request(request, self.store)
         outcomes = await asyncio.gather(*(call_async(c, request) for c in self._contributors()))
         sections = collect_sections(list(outcomes), request)
         return await asyncio.to_thread(
@@ -267,9 +269,21 @@ class PromptAssembler:
                     logger.warning("record_shown of %r failed", prep.section.name, exc_info=True)
 
 
-def _check_request(request: Any) -> None:
+def _check_request(request: Any, store: Any) -> None:
+    """``request`` is an :class:`AssemblyRequest` whose owners the store takes: one it
+    refuses would make every memory section fail, and the prompt come back empty."""
     if not isinstance(request, AssemblyRequest):
         raise InvalidRequestError(
             f"request must be an AssemblyRequest, not {type(request).__name__}",
             field="request", value=request,
         )
+    limits = getattr(store, "limits", None)
+    if not isinstance(limits, Limits):
+        return
+    try:
+        limits.scope(request.scope)
+        for kind in ("user", "agent"):
+            if getattr(request, kind) is not None:
+                limits.owner(getattr(request, kind), kind)
+    except InvalidFactError as exc:
+        raise InvalidRequestError(str(exc), field=exc.field, value=exc.value) from exc

@@ -202,6 +202,10 @@ def cli(
     free_slots: bool,
 ) -> None:
     """Memory slots for LLM agents: store facts, search them, assemble prompts."""
+    if db is not None and not db.strip():
+        # An unset shell variable (--db "$STORE") would otherwise write to the default store.
+        raise click.UsageError("--db is empty: name a SQLite file or a postgresql:// URL, "
+                               "or leave --db out for the default store")
     _show_warnings()
     ctx.obj = CliContext(db=db, embedder=embedder, embed_base_url=embed_base_url,
                          free_slots=free_slots)

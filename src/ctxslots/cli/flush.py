@@ -32,8 +32,17 @@ RAW_OUTPUT_SHOWN = 4000
 def read_conversation(path: Path) -> list[Message]:
     """Read OpenAI-style ``{"role", "content"}`` lines (an ``"id"`` is kept); blank lines skipped.
 
-    :raises click.ClickException: A line is not a JSON object with a string ``role``.
+    :raises click.ClickException: A line is not a JSON object with a string ``role``,
+        or the file is not UTF-8 text.
     """
+    try:
+        return _read_messages(path)
+    except UnicodeDecodeError:
+        raise click.ClickException(f"{path}: not UTF-8 text; nothing was sent to the model"
+                                   ) from None
+
+
+def _read_messages(path: Path) -> list[Message]:
     messages = []
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):

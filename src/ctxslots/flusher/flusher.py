@@ -118,7 +118,7 @@ class MemoryFlusher:
         templates: Template overrides (a mapping of name to source, or a
             directory), tried before the built-in ``prompts/`` folder.
         max_known_facts: Most known facts shown to the model.
-        temperature: Sampling temperature of the model call.
+        temperature: Sampling temperature of the model call (0 to 2).
         send_schema: Send the reply schema as ``response_format``.
         on_operation: Called with ``(index, operation)`` inside the write
             transaction before each operation is applied (progress display);
@@ -143,7 +143,9 @@ class MemoryFlusher:
 
     :raises InvalidFactError: A slot name is malformed (or unknown to a store
         with strict slots), or ``slots`` is empty.
-    :raises ValueError: ``max_known_facts`` is negative.
+    :raises InvalidArgumentError: An option has the wrong type or is out of range
+        (``max_known_facts`` or ``context_before`` negative, ``temperature`` outside
+        0 to 2, ``consolidate`` outside (0, 1], ``policy`` or ``prune`` not a policy).
     """
 
     store: FactStore
@@ -154,20 +156,19 @@ class MemoryFlusher:
     scoped_slots: frozenset[str] = attrs.field(default=frozenset({"project"}), converter=frozenset)
     template: str = "extract.jinja2"
     templates: Templates | None = None
-    max_known_facts: int = attrs.field(
-        default=50, validator=[attrs.validators.instance_of(int), attrs.validators.ge(0)])
+    max_known_facts: int = 50
     temperature: float = 0.0
     send_schema: bool = True
     on_operation: OperationCallback | None = None
     consolidate: float | None = DEFAULT_THRESHOLD
     prune: PrunePolicy | None = attrs.field(factory=PrunePolicy)
     max_flush_tokens: int | None = attrs.field(default=DEFAULT_MAX_FLUSH_TOKENS)
-    context_before: int = attrs.field(
-        default=0, validator=[attrs.validators.instance_of(int), attrs.validators.ge(0)])
+    context_before: int = 0
     _env: jinja2.Environment = attrs.field(init=False, repr=False)
     _lock: threading.RLock = attrs.field(init=False, repr=False, factory=threading.RLock)
 
     def __attrs_post_init__(self) -> None:
+        self._check_options()
         cap = self.max_flush_tokens
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise InvalidArgumentError(f"max_flush_tokens must be a positive integer or None, "
@@ -183,6 +184,29 @@ class MemoryFlusher:
                 raise InvalidArgumentError(
                     f"{slot} facts do not belong to a workspace: leave {slot} out of "
                     "scoped_slots", field="scoped_slots", value=sorted(self.scoped_slots))
+
+    def _check_options(self) -> None:
+        """Each option of the wrong type or out of range, as one clear error."""
+        for name in ("max_known_facts", "context_before"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgumentError(f"{name} must be an integer >= 0, not {value!r}",
+                                           field=name, value=value)
+        heat = self.temperature
+        if isinstance(heat, bool) or not isinstance(heat, (int, float)) or not 0 <= heat <= 2:
+            raise InvalidArgumentError(f"temperature must be a number from 0 to 2, not {heat!r}",
+                                       field="temperature", value=heat)
+        near = self.consolidate
+        if near is not None and (isinstance(near, bool) or not isinstance(near, (int, float))
+                                 or not 0 < near <= 1):
+            raise InvalidArgumentError(f"consolidate must be a cosine in (0, 1] or None, not "
+                                       f"{near!r}", field="consolidate", value=near)
+        for name, kind in (("policy", FlushPolicy), ("prune", PrunePolicy)):
+            value = getattr(self, name)
+            if not isinstance(value, kind) and not (name == "prune" and value is None):
+                raise InvalidArgumentError(
+                    f"{name} must be a {kind.__name__}{' or None' if name == 'prune' else ''}, "
+                    f"not {type(value).__name__}", field=name, value=value)
 
     # -- progress ----------------------------------------------------------
 
@@ -248,16 +272,17 @@ class MemoryFlusher:
             become (``None``: the store's default agent).
         :param force: Flush even when the policy says it is not due yet (session
             end, before compaction).
-        :param written_at: When the messages were written (default: now), so the
-            model can turn relative dates into calendar dates; also the observed
-            time of the facts the flush writes (``Fact.observed_at``), so a
-            replayed conversation keeps its real dates.
+        :param written_at: When the messages were written (a datetime from 1970 on;
+            default: now), so the model can turn relative dates into calendar
+            dates; also the observed time of the facts the flush writes
+            (``Fact.observed_at``), so a replayed conversation keeps its real dates.
         :return: The report; invalid operations are in ``report.rejected``.
         :raises FlushError: The model call failed, its reply could not be read
             after one retry, or applying failed. The store is unchanged and
             ``error.report`` holds the raw outputs.
-        :raises InvalidFactError: ``messages``, ``conversation`` (both
-            InvalidArgumentError), ``scope``, ``user`` or ``agent`` is malformed.
+        :raises InvalidFactError: ``messages``, ``conversation``, ``written_at`` (these
+            three InvalidArgumentError), ``scope``, ``user`` or ``agent`` is malformed;
+            nothing is sent to the model.
         """
         prepared = self._prepare(messages, conversation, Owners(user, agent, scope), force,
                                  written_at)
@@ -313,6 +338,16 @@ class MemoryFlusher:
         msgs = check_messages(messages)
         conv = check_conversation(conversation)
         limits = self.store.limits
+        if written_at is not None:
+            if not isinstance(written_at, dt.datetime):
+                raise InvalidArgumentError(f"written_at must be a datetime or None, not "
+                                           f"{type(written_at).__name__}", field="written_at",
+                                           value=written_at)
+            try:
+                limits.moment(written_at, "written_at")
+            except InvalidFactError as exc:
+                raise InvalidArgumentError(str(exc), field="written_at", value=written_at
+                                           ) from None
         scope = limits.scope(owners.scope) or None
         user, agent = (None if owners.user is None else limits.owner(owners.user, "user"),
                        None if owners.agent is None else limits.owner(owners.agent, "agent"))
