@@ -11,7 +11,8 @@ It runs on its own plain ``apsw`` connection: no wrapper, no ranking, no
 objects, no access write.
 
     floor = FtsFloor.open(path)
-    rows = floor.rows(store.query_words(query), scope="repo-alpha", now=time.time(), limit=10)
+    rows = floor.rows(store.query_words(query), scope="repo-alpha", now=time.time(), limit=10,
+                      relaxed=store.query_words(query, relaxed=True))
 """
 
 from __future__ import annotations
@@ -60,8 +61,17 @@ class FtsFloor:
         return cls(conn)
 
     def rows(self, words: Sequence[str], *, scope: str | None, now: float, limit: int,
-             slot: str | None = None) -> list[tuple[Any, ...]]:
-        """The best ``limit`` facts matching any of ``words``, every column, best first."""
+             slot: str | None = None, relaxed: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+        """The best ``limit`` facts matching any of ``words``, every column, best first;
+        when none match, those matching ``relaxed`` (the query's words with the common
+        ones kept, as ``FactStore.search`` looks for them then)."""
+        found = self._rows(words, scope=scope, now=now, limit=limit, slot=slot)
+        if found or not relaxed or list(relaxed) == list(words):
+            return found
+        return self._rows(relaxed, scope=scope, now=now, limit=limit, slot=slot)
+
+    def _rows(self, words: Sequence[str], *, scope: str | None, now: float, limit: int,
+              slot: str | None) -> list[tuple[Any, ...]]:
         stems = stemmed_query(words)  # the index holds stems (stores/stemming.py)
         if not stems:
             return []
@@ -75,10 +85,10 @@ class FtsFloor:
         return self.conn.execute(sql, params).fetchall()
 
     def ids(self, words: Sequence[str], *, scope: str | None, now: float, limit: int,
-            slot: str | None = None) -> list[int]:
+            slot: str | None = None, relaxed: Sequence[str] = ()) -> list[int]:
         """The ids of :meth:`rows`, best first."""
         return [int(row[0]) for row in self.rows(words, scope=scope, now=now, limit=limit,
-                                                 slot=slot)]
+                                                 slot=slot, relaxed=relaxed)]
 
     def close(self) -> None:
         """Close the connection."""

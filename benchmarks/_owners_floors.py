@@ -1,9 +1,9 @@
 """The floors of the owners benchmark: one user's search, assembly and flush in hand-written SQL.
 
-    hand = SqliteHand.open(path)            # or PostgresHand.open(url)
-    hand.search(words, who, now)          # what store.search(..., user=, scope=, agent=) reads
+    hand = SqliteHand.open(path)             # or PostgresHand.open(url)
+    hand.search(words, who, now, relaxed)    # what store.search(..., user=, scope=, agent=) reads
     hand.assemble(words, who, now, shown, relaxed, reads)  # one assembly's reads, write
-    hand.write(ops, who, now)             # the writes of one flush, in one transaction
+    hand.write(ops, who, now)                # the writes of one flush, in one transaction
 
 Each does what the store does for the same request, as its statements show
 (an apsw exec trace on SQLite, ``log_statement = 'all'`` on PostgreSQL), with
@@ -114,9 +114,14 @@ class _Requests:
         """The user's most important keyed or reinforced facts."""
         raise NotImplementedError
 
-    def search(self, words: Sequence[str], who: Who, now: float) -> list[int]:
-        """The ids of the best rows; the first ten counted as accessed."""
-        rows = self._bm25(words, [who.user, "", who.agent, "", who.scope], None, now)
+    def search(self, words: Sequence[str], who: Who, now: float,
+               relaxed: Sequence[str] = ()) -> list[int]:
+        """The ids of the best rows (for ``relaxed`` when none match ``words``, as the
+        store's search looks for the common words then); the first ten counted as accessed."""
+        owners = [who.user, "", who.agent, "", who.scope]
+        rows = self._bm25(words, owners, None, now)
+        if not rows and relaxed and list(relaxed) != list(words):
+            rows = self._bm25(relaxed, owners, None, now)
         ids = [int(r[0]) for r in rows]
         self._touch(ids[:LIMIT], now)
         return ids

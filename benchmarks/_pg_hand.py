@@ -145,10 +145,22 @@ class HandBM25:
 
     def rows(self, words: Sequence[str], users: list[str], agents: list[str],
              scopes: list[str], now: float, limit: int, *, slot: str | None = None,
-             columns: str = "f.id", context: bool = True, prepare: bool | None = None
-             ) -> list[Any]:
+             columns: str = "f.id", context: bool = True, prepare: bool | None = None,
+             relaxed: Sequence[str] = ()) -> list[Any]:
         """The best ``limit`` facts for ``words`` among those of these owners (and ``slot``);
-        ``prepare``: psycopg's (``None``: prepared once used often)."""
+        when none match, those for ``relaxed`` (the words with the common ones kept, as
+        ``FactStore.search`` looks for them then); ``prepare``: psycopg's (``None``:
+        prepared once used often)."""
+        found = self._rows(words, users, agents, scopes, now, limit, slot=slot,
+                           columns=columns, context=context, prepare=prepare)
+        if found or not relaxed or list(relaxed) == list(words):
+            return found
+        return self._rows(relaxed, users, agents, scopes, now, limit, slot=slot,
+                          columns=columns, context=context, prepare=prepare)
+
+    def _rows(self, words: Sequence[str], users: list[str], agents: list[str],
+              scopes: list[str], now: float, limit: int, *, slot: str | None,
+              columns: str, context: bool, prepare: bool | None) -> list[Any]:
         head = self.params(words)
         if head is None:
             return []

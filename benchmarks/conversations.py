@@ -480,10 +480,11 @@ def measure_latency(tmp: Path, conversations: list[Conversation], size: int, mod
                 store.load_vector_cache()
             store.search("warm up", limit=10, track_access=False)
             words = [store.query_words(text) for text in questions]
+            relaxed = [store.query_words(text, relaxed=True) for text in questions]
             floor = FtsFloor.open(path)
 
             def floor_search(i: int) -> None:
-                floor.rows(words[i], scope=None, now=asked_at, limit=10)
+                floor.rows(words[i], scope=None, now=asked_at, limit=10, relaxed=relaxed[i])
                 if matrix is not None:
                     vector = np.asarray(model.embed([questions[i]])[0], dtype=np.float32)
                     # einsum, not ``matrix @ vector``: OpenBLAS's threads keep spinning

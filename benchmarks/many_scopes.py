@@ -67,10 +67,12 @@ def sides(path: Path, store: FactStore, queries: list[str], embedder: str, stack
     floor = FtsFloor.open(path)
     stack.callback(floor.close)
     words = [store.query_words(q) for q in queries]
+    relaxed = [store.query_words(q, relaxed=True) for q in queries]
     now = time.time()
     out: dict[str, Callable[[int], object]] = {
         "search": lambda i: store.search(queries[i], scope="target", track_access=False),
-        "fts": lambda i: floor.rows(words[i], scope="target", now=now, limit=10)}
+        "fts": lambda i: floor.rows(words[i], scope="target", now=now, limit=10,
+                                    relaxed=relaxed[i])}
     if embedder != "none":
         # The vector leg alone, asked of the engine (see benchmarks/_engine.py).
         backend = open_engine(path, vector_cache=False)

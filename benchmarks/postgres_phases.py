@@ -79,6 +79,8 @@ def sides(url: str, stack: ExitStack, messages: list[str]
     work = [(m, SCOPES[i % 2], store.query_words(m)) for i, m in enumerate(messages)]
     work = [w for w in work if w[2]]
     tokens = [query_tokens(m, policy) for m, _, _ in work]
+    # A search whose words find nothing looks for the common ones too; so does its floor.
+    relaxed = [store.query_words(m, relaxed=True) for m, _, _ in work]
     flts = {s: search_filter(s, now=now) for s in SCOPES}
     hits = [[h.fact.id for h in store.search(m, scope=s, track_access=False)]
             for m, s, _ in work]
@@ -91,7 +93,8 @@ def sides(url: str, stack: ExitStack, messages: list[str]
     def hand_sql(i: int, limit: int, *, context: bool = True, prepare: bool | None = None
                  ) -> object:
         _, scope, words = work[i]
-        return hand.rows(words, scope, now, limit, context=context, prepare=prepare)
+        return hand.rows(words, scope, now, limit, context=context, prepare=prepare,
+                         relaxed=relaxed[i])
 
     counting = stack.enter_context(psycopg.connect(url, autocommit=True))
     leg = LexicalLeg()

@@ -74,6 +74,9 @@ class Work:
     tokens: list[list[str]]
     words: list[list[str]]
     dropped: int
+    #: The words with the common ones kept, which a search whose words find nothing
+    #: looks for instead (its hand SQL too).
+    relaxed: list[list[str]]
 
     @classmethod
     def of(cls, store: FactStore, messages: list[str]) -> Work:
@@ -82,7 +85,8 @@ class Work:
         usable = [(m, w) for m, w in kept if w]
         return cls([m for m, _ in usable], [SCOPES[i % 2] for i in range(len(usable))],
                    [query_tokens(m, DEFAULT_POLICY) for m, _ in usable],
-                   [w for _, w in usable], len(messages) - len(usable))
+                   [w for _, w in usable], len(messages) - len(usable),
+                   [store.query_words(m, relaxed=True) for m, _ in usable])
 
 
 @dataclass
@@ -100,11 +104,14 @@ class HandSQL:
         return cls(conn, HandBM25.open(conn))
 
     def rows(self, words: Sequence[str], scope: str, now: float, limit: int, *,
-             context: bool = True, prepare: bool | None = None) -> list[Any]:
+             context: bool = True, prepare: bool | None = None,
+             relaxed: Sequence[str] = ()) -> list[Any]:
         """The best ``limit`` facts for ``words`` in ``scope`` and the global facts
-        (``context=False``: without the context's words, less than the engine does)."""
+        (``context=False``: without the context's words, less than the engine does);
+        for ``relaxed`` when none match (see ``HandBM25.rows``)."""
         return self.bm25.rows(words, [DEFAULT_USER, ""], [DEFAULT_AGENT, ""], [scope, ""], now,
-                              limit, columns=_COLUMNS, context=context, prepare=prepare)
+                              limit, columns=_COLUMNS, context=context, prepare=prepare,
+                              relaxed=relaxed)
 
 
 def sides(store: FactStore, backend: Backend, hand: HandSQL, work: Work
@@ -118,7 +125,8 @@ def sides(store: FactStore, backend: Backend, hand: HandSQL, work: Work
                                           DEFAULT_POLICY),
         "hand SQL": lambda i: hand.rows(work.words[i], work.scopes[i], now, pool),
         "search": lambda i: store.search(work.queries[i], scope=work.scopes[i], limit=LIMIT),
-        "hand SQL, 10 rows": lambda i: hand.rows(work.words[i], work.scopes[i], now, LIMIT),
+        "hand SQL, 10 rows": lambda i: hand.rows(work.words[i], work.scopes[i], now, LIMIT,
+                                                 relaxed=work.relaxed[i]),
     }
 
 
@@ -136,7 +144,8 @@ def same_ids(store: FactStore, backend: Backend, hand: HandSQL, work: Work
                                                           store.candidate_pool)]
         hits = [h.fact.id for h in store.search(work.queries[i], scope=scope, limit=LIMIT,
                                                  track_access=False)]
-        search += set(hits) == {int(r[0]) for r in hand.rows(work.words[i], scope, now, LIMIT)}
+        search += set(hits) == {int(r[0]) for r in hand.rows(work.words[i], scope, now, LIMIT,
+                                                             relaxed=work.relaxed[i])}
     return engine / len(work.scopes), search / len(work.scopes)
 
 

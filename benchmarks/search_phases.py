@@ -95,6 +95,8 @@ def sides(path: Path, stack: ExitStack, messages: list[str]
     work = [(m, SCOPES[i % 2], store.query_words(m)) for i, m in enumerate(messages)]
     work = [w for w in work if w[2]]
     tokens = [query_tokens(m, policy) for m, _, _ in work]
+    # A search whose words find nothing looks for the common ones too; so does the floor.
+    relaxed = [store.query_words(m, relaxed=True) for m, _, _ in work]
     flts = {s: search_filter(s, now=now) for s in SCOPES}
     found = [backend.lexical(plan_of(w), flts[s], pool) for _, s, w in work]
     ids = [[int(c.row["id"]) for c in leg] for leg in found]
@@ -131,7 +133,8 @@ def sides(path: Path, stack: ExitStack, messages: list[str]
         "ranking": lambda i: rank_candidates(cands[i], now=now, policy=store.ranking,
                                              limit=10, depth=pool,
                                              periods=query_periods(work[i][0], now)),
-        "fts": lambda i: floor.rows(work[i][2], scope=work[i][1], now=now, limit=10),
+        "fts": lambda i: floor.rows(work[i][2], scope=work[i][1], now=now, limit=10,
+                                    relaxed=relaxed[i]),
     }, len(work)
 
 

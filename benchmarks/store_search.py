@@ -65,6 +65,9 @@ class Work:
     scopes: list[str]
     words: list[list[str]]
     dropped: int
+    #: The words with the common ones kept, which a search whose words find nothing
+    #: looks for instead (the floor too).
+    relaxed: list[list[str]]
 
     @classmethod
     def of(cls, store: FactStore, messages: list[str]) -> Work:
@@ -72,7 +75,8 @@ class Work:
         kept = [(m, store.query_words(m)) for m in messages]
         usable = [(m, w) for m, w in kept if w]
         return cls([m for m, _ in usable], [SCOPES[i % 2] for i in range(len(usable))],
-                   [w for _, w in usable], len(messages) - len(usable))
+                   [w for _, w in usable], len(messages) - len(usable),
+                   [store.query_words(m, relaxed=True) for m, _ in usable])
 
 
 @dataclass(frozen=True)
@@ -103,18 +107,21 @@ def load_copy(store: FactStore, work: Work) -> Loading:
     return Loading(time.perf_counter() - started, during)
 
 
-def same_ids(store: FactStore, floor: FtsFloor, work: Work) -> tuple[float, float]:
+def same_ids(store: FactStore, floor: FtsFloor, work: Work) -> tuple[float, float, int]:
     """The shares of messages whose ten hits are the floor's ten rows: in the same order,
-    and as a set (untimed)."""
+    and as a set; and how many messages found nothing with their words and looked for
+    the common ones too (untimed)."""
     now = time.time()
-    in_order = as_set = 0
-    for query, scope, words in zip(work.queries, work.scopes, work.words, strict=True):
-        hits = [h.fact.id for h in store.search(query, scope=scope, limit=LIMIT,
-                                                 track_access=False)]
-        rows = floor.ids(words, scope=scope, now=now, limit=LIMIT)
+    in_order = as_set = relaxed_too = 0
+    for query, scope, words, relaxed in zip(work.queries, work.scopes, work.words,
+                                            work.relaxed, strict=True):
+        found = store.search(query, scope=scope, limit=LIMIT, track_access=False)
+        hits = [h.fact.id for h in found]
+        rows = floor.ids(words, scope=scope, now=now, limit=LIMIT, relaxed=relaxed)
         in_order += hits == rows
         as_set += set(hits) == set(rows)
-    return in_order / len(work.queries), as_set / len(work.queries)
+        relaxed_too += bool(found) and found[0].trace.fill == "relaxed"
+    return in_order / len(work.queries), as_set / len(work.queries), relaxed_too
 
 
 def sides(store: FactStore, cached: FactStore, floor: FtsFloor, work: Work
@@ -126,7 +133,8 @@ def sides(store: FactStore, cached: FactStore, floor: FtsFloor, work: Work
     return {
         "search": lambda i: store.search(work.queries[i], scope=work.scopes[i], limit=LIMIT),
         "cached": lambda i: cached.search(work.queries[i], scope=work.scopes[i], limit=LIMIT),
-        "fts": lambda i: floor.rows(work.words[i], scope=work.scopes[i], now=now, limit=LIMIT),
+        "fts": lambda i: floor.rows(work.words[i], scope=work.scopes[i], now=now, limit=LIMIT,
+                                    relaxed=work.relaxed[i]),
         "fts alone": lambda i: floor.conn.execute(bare, (matches[i], LIMIT)).fetchall(),
     }
 
@@ -138,14 +146,15 @@ class SizeResult:
     facts: int
     turns: Turns
     loading: Loading
-    same: tuple[float, float]
+    same: tuple[float, float, int]
     dropped: int
 
     def figures(self) -> dict[str, Any]:
         """The figures for a JSON record."""
         t = self.turns
         return {"facts": self.facts, "load": t.load.short(), "same_ids_in_order": self.same[0],
-                "same_ids_as_set": self.same[1], "dropped": self.dropped, "copy_load_s": self.loading.seconds,
+                "same_ids_as_set": self.same[1], "relaxed_too": self.same[2],
+                "dropped": self.dropped, "copy_load_s": self.loading.seconds,
                 **{f"{side} p50": t.p(side) for side in t.times},
                 **{f"{side} p95": t.p(side, 95) for side in t.times},
                 "search / fts": t.ratio("search", "fts").as_dict(),
@@ -179,8 +188,8 @@ def print_size(result: SizeResult) -> None:
         print(f"{side:<11} {t.p(side):>7.2f}ms {t.p(side, 95):>7.2f}ms   "
               f"{ratio.median:.2f}x ({ratio.spread()})")
     print(f"same ten ids as the floor: {result.same[1]:.0%} of messages ({result.same[0]:.0%} "
-          f"in the same order); lexical copy load "
-          f"{result.loading.describe()}")
+          f"in the same order); {result.same[2]} found nothing with their words and looked "
+          f"for the common ones too; lexical copy load {result.loading.describe()}")
 
 
 def share_sweep(n: int, messages: list[str], repeat: int, shares: list[float]) -> None:

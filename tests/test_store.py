@@ -415,3 +415,25 @@ def test_a_malformed_forget_reason_is_refused_and_the_fact_stays_live(store, rea
     assert store.export_jsonl(out) == 1
     with FactStore(tmp_path / "back.db", embedder=False) as back:
         assert back.import_jsonl(io.StringIO(out.getvalue())).archived == 1
+
+
+def test_words_common_among_other_owners_facts_still_find_a_users_own(location, clock):
+    """Alice holds many facts with "turtle": the word is left out as common, and Bob's
+    "turtle sanctuary" would look for "sanctuary" alone and find nothing. With nothing
+    found, the search looks for the common words too, and says so in the trace."""
+    from ctxslots import QueryPolicy
+
+    policy = QueryPolicy(common_min_facts=20, max_doc_share=0.5)
+    with FactStore(location, clock=clock, query_policy=policy, embedder=False) as store:
+        with store.batch():
+            for n in range(30):
+                store.add("user", f"Alice fed turtle number {n} today.", user="alice")
+        mine = store.add("user", "Bob keeps a turtle named Shelly.", user="bob")
+        assert store.query_words("turtle sanctuary") == ["sanctuary"]
+        hits = store.search("turtle sanctuary", user="bob")
+        assert [h.fact.id for h in hits] == [mine.id]
+        assert hits[0].trace.fill == "relaxed"
+        # Words that find something keep the search as it was.
+        found = store.search("Shelly turtle", user="bob")
+        assert [h.fact.id for h in found] == [mine.id] and found[0].trace.fill is None
+        assert store.search("sanctuary", user="bob") == []

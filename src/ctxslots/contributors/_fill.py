@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from ..model import Hit
+from ..model import RELAXED_FILL, Hit
 
 __all__ = ["BELOW_CUT", "FILL_DEPTH", "MAX_FETCH", "RELAXED", "Gathered", "Wanted", "gather",
            "high_estimate", "low_estimate", "relaxed_search_of"]
@@ -49,7 +49,7 @@ FILL_DEPTH = 300
 #: ``HitTrace.fill`` of a match under the section's ``min_share`` of the best.
 BELOW_CUT = "below_cut"
 #: ``HitTrace.fill`` of a fact only the relaxed query found.
-RELAXED = "relaxed"
+RELAXED = RELAXED_FILL
 
 #: ``search(limit, relaxed) -> hits``: the store searched with the section's
 #: message, slot, scope and time.

@@ -9,7 +9,16 @@ defined in :mod:`ctxslots.request` and importable from here.
 from __future__ import annotations
 
 from ..request import AssemblyRequest, ContextBlock
-from .facts import MESSAGE_ROLES, Fact, Hit, HitTrace, Message, from_timestamp, to_timestamp
+from .facts import (
+    MESSAGE_ROLES,
+    RELAXED_FILL,
+    Fact,
+    Hit,
+    HitTrace,
+    Message,
+    from_timestamp,
+    to_timestamp,
+)
 from .prompt import (
     DEFAULT_PRIORITY,
     AssembledPrompt,
@@ -23,6 +32,7 @@ from .prompt import (
 __all__ = [
     "DEFAULT_PRIORITY",
     "MESSAGE_ROLES",
+    "RELAXED_FILL",
     "AssembledPrompt",
     "AssemblyRequest",
     "ContextBlock",

@@ -11,8 +11,11 @@ from typing import Any
 
 import attrs
 
-__all__ = ["MESSAGE_ROLES", "Fact", "Hit", "HitTrace", "Message", "from_timestamp",
-           "to_timestamp"]
+__all__ = ["MESSAGE_ROLES", "RELAXED_FILL", "Fact", "Hit", "HitTrace", "Message",
+           "from_timestamp", "to_timestamp"]
+
+#: ``HitTrace.fill`` of a hit only the relaxed query (the common words kept) found.
+RELAXED_FILL = "relaxed"
 
 
 _UTC = dt.timezone.utc
@@ -175,7 +178,9 @@ class HitTrace:
             ``"below_cut"`` (a match of the same search scoring under the
             section's ``min_share`` of the best) or ``"relaxed"`` (found only
             by the relaxed query, which keeps the words a search leaves out
-            for being common to much of the store).
+            for being common to much of the store); ``"relaxed"`` too on a hit
+            of :meth:`~ctxslots.FactStore.search` when the query's other words
+            found nothing.
     """
 
     bm25_rank: int | None

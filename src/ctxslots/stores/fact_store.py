@@ -23,7 +23,7 @@ import platformdirs
 
 from .._secrets import safe_url
 from ..errors import InvalidArgumentError, StoreError
-from ..model import Hit
+from ..model import RELAXED_FILL, Hit
 from .async_face import AsyncMethods
 from .backend import CacheStatus
 from .core import StoreCore, StoreOptions, open_core
@@ -290,18 +290,32 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             common to much of the store (``QueryPolicy.max_doc_share`` and
             ``max_query_share``): weaker matches, slower on a large store; the
             memory sections use it to fill a prompt once the matches run out.
+            A search whose other words find nothing looks for them anyway, and
+            says so in each hit's ``trace.fill`` (``"relaxed"``).
         :raises InvalidFactError: ``query``, ``slots``, an owner, ``limit``, ``now``
             or a filter is malformed, or ``boost`` returned a negative or
             non-finite factor.
         """
         check_limit(limit)
+        options: dict[str, Any] = {
+            "slots": slots, "scope": scope, "user": user, "agent": agent,
+            "include_archive": include_archive, "boost": boost,
+            "include_superseded": include_superseded, "now": now, "tags": tags,
+            "source": source, "said_after": said_after, "said_before": said_before}
+        hits = self._search(self.search_ranked(query, relaxed=relaxed, **options), limit,
+                            track_access)
+        if hits or relaxed or self.query_words(query) == self.query_words(query, relaxed=True):
+            return hits
+        # The words left once the common ones went out found nothing: the common ones
+        # are all the query has to go on (a word common among other owners' facts too).
+        hits = self._search(self.search_ranked(query, relaxed=True, **options), limit,
+                            track_access)
+        return [attrs.evolve(h, trace=attrs.evolve(h.trace, fill=RELAXED_FILL)) for h in hits]
+
+    def _search(self, ranked: RankedSearch, limit: int, track_access: bool) -> list[Hit]:
+        """The first ``limit`` hits of a planned search, counted as accessed if asked."""
         # Planned first: the plan may wait for the background vector writer, which needs a
         # connection of the pool, so no connection is held for the search until then.
-        ranked = self.search_ranked(query, slots=slots, scope=scope, user=user, agent=agent,
-                                    include_archive=include_archive, boost=boost,
-                                    include_superseded=include_superseded, now=now, tags=tags,
-                                    source=source, said_after=said_after,
-                                    said_before=said_before, relaxed=relaxed)
         if not ranked.runs:  # no word and no vector to look for: nothing to read
             return []
         # Its reads and its access count in one go (on PostgreSQL, on one connection,
