@@ -437,3 +437,35 @@ def test_words_common_among_other_owners_facts_still_find_a_users_own(location, 
         found = store.search("Shelly turtle", user="bob")
         assert [h.fact.id for h in found] == [mine.id] and found[0].trace.fill is None
         assert store.search("sanctuary", user="bob") == []
+
+
+@pytest.mark.parametrize("conversation", [["c"], 2**70, "\ud800", "", "a\nb", "x" * 201],
+                         ids=["list", "huge-int", "surrogate", "empty", "newline", "long"])
+def test_flush_progress_of_a_malformed_conversation_is_a_clear_error(store, conversation):
+    from ctxslots import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="conversation must be"):
+        store.flush_progress(conversation)
+    with pytest.raises(InvalidArgumentError, match="conversation must be"), store.batch():
+        store.record_flush_progress(conversation, 1, "f")
+
+
+@pytest.mark.parametrize(("read", "fingerprint", "says"), [
+    (2**70, "f", "messages_read"), (-1, "f", "messages_read"), (True, "f", "messages_read"),
+    (1, 5, "fingerprint"), (1, "é", "fingerprint")])
+def test_recorded_flush_progress_is_checked_and_nothing_is_written(store, read, fingerprint,
+                                                                   says):
+    from ctxslots import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=says), store.batch():
+        store.record_flush_progress("chat", read, fingerprint)
+    assert store.flush_progress("chat") is None
+
+
+@pytest.mark.parametrize("directory", ["a\x00b", "\ud800", 5], ids=["nul", "surrogate", "int"])
+def test_a_markdown_export_to_a_malformed_directory_is_a_clear_error(store, directory):
+    from ctxslots import InvalidArgumentError
+
+    store.add("agent", "A lesson to export.")
+    with pytest.raises(InvalidArgumentError, match="directory"):
+        store.export_markdown(directory)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import InvalidArgumentError
 from ..model import MESSAGE_ROLES, Message
 from ..stores import FactStore
+from ..stores.writes.limits import check_conversation
 
 __all__ = [
     "Progress",
@@ -28,8 +28,6 @@ __all__ = [
 
 #: ``(messages_read, fingerprint)`` of one conversation.
 Progress = tuple[int, str]
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
@@ -60,18 +58,6 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
     return out
 
 
-def check_conversation(conversation: object) -> str:
-    """A conversation id: non-empty, at most 200 characters, no control characters.
-
-    :raises InvalidArgumentError: It is not (field ``"conversation"``).
-    """
-    if not isinstance(conversation, str) or not conversation.strip() \
-            or len(conversation) > 200 or _CONTROL.search(conversation):
-        raise InvalidArgumentError(
-            "conversation must be a non-empty string of at most 200 characters without "
-            "control characters", field="conversation", value=conversation,
-        )
-    return conversation
 
 
 def fingerprint(messages: Sequence[Message]) -> str:

@@ -39,7 +39,7 @@ from .search import RankedSearch, SearchRequest, check_limit, start_search
 from .transfer.methods import TransferMethods
 from .upkeep.methods import UpkeepMethods
 from .writes.erasure import ErasureMethods
-from .writes.limits import Limits
+from .writes.limits import Limits, check_conversation
 from .writes.methods import WriteMethods
 
 __all__ = ["FactStore", "default_db_path"]
@@ -400,22 +400,38 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
                        agent: str | None = None) -> tuple[int, str] | None:
         """``(messages_read, fingerprint)`` recorded for a user's and agent's
         conversation, or ``None``. Kept for :class:`~ctxslots.MemoryFlusher`.
+
+        :raises InvalidFactError: ``conversation`` (InvalidArgumentError), ``user`` or
+            ``agent`` is malformed.
         """
         user_id, agent_id = self._talkers(user, agent)
-        return self._core.backend.read_progress(conversation, user_id=user_id, agent_id=agent_id)
+        return self._core.backend.read_progress(check_conversation(conversation), user_id=user_id,
+                                                agent_id=agent_id)
 
     def record_flush_progress(self, conversation: str, messages_read: int, fingerprint: str,
                               *, user: str | None = None, agent: str | None = None) -> None:
         """Record how far a conversation was read, inside the current :meth:`batch`.
 
         :raises StoreError: Called outside a :meth:`batch`.
+        :raises InvalidFactError: An argument is malformed (``conversation``,
+            ``messages_read`` or ``fingerprint``: InvalidArgumentError).
         """
         if not self._core.backend.in_transaction:
             raise StoreError("flush progress is recorded inside store.batch(), with the facts",
                              path=str(self.path))
         user_id, agent_id = self._talkers(user, agent)
-        self._core.backend.write_progress(conversation, messages_read, fingerprint, self.clock(),
-                                          user_id=user_id, agent_id=agent_id)
+        if isinstance(messages_read, bool) or not isinstance(messages_read, int) \
+                or not 0 <= messages_read < 2**63:
+            raise InvalidArgumentError(f"messages_read must be an integer >= 0, not "
+                                       f"{messages_read!r}", field="messages_read",
+                                       value=messages_read)
+        if not isinstance(fingerprint, str) or not fingerprint.isascii() \
+                or len(fingerprint) > 200:
+            raise InvalidArgumentError("fingerprint must be ASCII text of at most 200 "
+                                       "characters", field="fingerprint", value=fingerprint)
+        self._core.backend.write_progress(check_conversation(conversation), messages_read,
+                                          fingerprint, self.clock(), user_id=user_id,
+                                          agent_id=agent_id)
 
     def _talkers(self, user: str | None, agent: str | None) -> tuple[str, str]:
         writer, limits = self._core.writer, self._core.limits

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import attrs
 
+from ...errors import InvalidArgumentError
 from ..backend import FactFilter
 from ..core import StoreCore
 from ..owners import ANY, Owners
@@ -86,15 +87,33 @@ def export_markdown(
     :param user: Whose memory: that user's facts and the facts of no user
         (``None``: the store's default user). JSONL exports every user's.
     :param agent: As ``user``, for agents.
-    :raises InvalidFactError: A slot or an owner is malformed.
+    :raises InvalidFactError: A slot or an owner is malformed, or ``directory`` is not
+        a path (a NUL character, text that is not Unicode: InvalidArgumentError).
     :raises OSError: A symbolic link stands in the way, or writing failed.
     """
+    if directory is not None:
+        _check_directory(directory)
     files = render_markdown(core, slots=slots, scope=scope, user=user, agent=agent)
     if directory is None:
         return "\n".join(files.values())
     flt = export_filter(core, slots, scope)
     return write_directory(Path(directory), files, slots=flt.slots,
                            scope=None if flt.scopes is None else flt.scopes[0])
+
+
+def _check_directory(directory: object) -> None:
+    """``directory`` names a folder the system can take."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise InvalidArgumentError(f"directory must be a path, not {type(directory).__name__}",
+                                   field="directory", value=directory)
+    try:
+        usable = b"\x00" not in os.fsencode(directory)
+    except UnicodeError:
+        usable = False
+    if not usable:
+        raise InvalidArgumentError(f"directory {os.fspath(directory)!r} is not a path the "
+                                   "system can take (a NUL character, or text that is not "
+                                   "Unicode)", field="directory", value=directory)
 
 
 def import_markdown(

@@ -14,13 +14,13 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from ..._secrets import redact
-from ...errors import InvalidFactError
+from ...errors import InvalidArgumentError, InvalidFactError
 from ...model import to_timestamp
 from ..backend import MAX_TIME
 from ..owners import BUILTIN_SLOT_OWNERS, SlotOwners
 
 __all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_SCORE_STEP", "MAX_TIMESTAMP", "SECRET_POLICIES",
-           "Limits"]
+           "Limits", "check_conversation"]
 
 #: The last Unix second :class:`datetime.datetime` can represent (9999-12-31T23:59:59Z).
 MAX_TIMESTAMP = MAX_TIME
@@ -42,6 +42,21 @@ _KEY = re.compile(KEY_PATTERN)
 
 _SLOT = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_conversation(conversation: object) -> str:
+    """A conversation id: non-empty Unicode text, at most 200 characters, no control
+    characters.
+
+    :raises InvalidArgumentError: It is not (field ``"conversation"``).
+    """
+    if not isinstance(conversation, str) or not conversation.strip() \
+            or len(conversation) > 200 or _CONTROL.search(conversation) \
+            or _SURROGATE.search(conversation):
+        raise InvalidArgumentError(
+            "conversation must be a non-empty string of at most 200 characters without "
+            "control characters", field="conversation", value=conversation)
+    return conversation
 
 
 def _check_text(text: str, limit: int, what: str, field: str, *, plain: bool) -> None:
