@@ -107,20 +107,23 @@ def load_copy(store: FactStore, work: Work) -> Loading:
     return Loading(time.perf_counter() - started, during)
 
 
-def same_ids(store: FactStore, floor: FtsFloor, work: Work) -> tuple[float, float, int]:
+def same_ids(store: FactStore, floor: FtsFloor, work: Work
+             ) -> tuple[float, float, list[int]]:
     """The shares of messages whose ten hits are the floor's ten rows: in the same order,
-    and as a set; and how many messages found nothing with their words and looked for
+    and as a set; and the messages that found nothing with their words and looked for
     the common ones too (untimed)."""
     now = time.time()
-    in_order = as_set = relaxed_too = 0
-    for query, scope, words, relaxed in zip(work.queries, work.scopes, work.words,
-                                            work.relaxed, strict=True):
+    in_order = as_set = 0
+    relaxed_too: list[int] = []
+    for i, (query, scope, words, relaxed) in enumerate(zip(
+            work.queries, work.scopes, work.words, work.relaxed, strict=True)):
         found = store.search(query, scope=scope, limit=LIMIT, track_access=False)
         hits = [h.fact.id for h in found]
         rows = floor.ids(words, scope=scope, now=now, limit=LIMIT, relaxed=relaxed)
         in_order += hits == rows
         as_set += set(hits) == set(rows)
-        relaxed_too += bool(found) and found[0].trace.fill == "relaxed"
+        if found and found[0].trace.fill == "relaxed":
+            relaxed_too.append(i)
     return in_order / len(work.queries), as_set / len(work.queries), relaxed_too
 
 
@@ -146,14 +149,14 @@ class SizeResult:
     facts: int
     turns: Turns
     loading: Loading
-    same: tuple[float, float, int]
+    same: tuple[float, float, list[int]]
     dropped: int
 
     def figures(self) -> dict[str, Any]:
         """The figures for a JSON record."""
         t = self.turns
         return {"facts": self.facts, "load": t.load.short(), "same_ids_in_order": self.same[0],
-                "same_ids_as_set": self.same[1], "relaxed_too": self.same[2],
+                "same_ids_as_set": self.same[1], "relaxed_too": len(self.same[2]),
                 "dropped": self.dropped, "copy_load_s": self.loading.seconds,
                 **{f"{side} p50": t.p(side) for side in t.times},
                 **{f"{side} p95": t.p(side, 95) for side in t.times},
@@ -187,9 +190,13 @@ def print_size(result: SizeResult) -> None:
         ratio = t.ratio(side, "fts")
         print(f"{side:<11} {t.p(side):>7.2f}ms {t.p(side, 95):>7.2f}ms   "
               f"{ratio.median:.2f}x ({ratio.spread()})")
+    fell_back = result.same[2]
+    searches = t.per_query("search")
+    cost = (f" (their search {statistics.median(searches[i] for i in fell_back):.2f} ms p50)"
+            if fell_back else "")
     print(f"same ten ids as the floor: {result.same[1]:.0%} of messages ({result.same[0]:.0%} "
-          f"in the same order); {result.same[2]} found nothing with their words and looked "
-          f"for the common ones too; lexical copy load {result.loading.describe()}")
+          f"in the same order); {len(fell_back)} found nothing with their words and looked "
+          f"for the common ones too{cost}; lexical copy load {result.loading.describe()}")
 
 
 def share_sweep(n: int, messages: list[str], repeat: int, shares: list[float]) -> None:
