@@ -245,3 +245,13 @@ def test_a_conversation_that_is_not_utf8_fails_alone_and_the_others_still_run(tm
     assert "Error: 1 of 2 conversations failed" in result.output
     with FactStore(db) as store:
         assert store.get_by_key("user", "drink").value == "The user drinks green tea."
+
+
+def test_a_one_line_error_keeps_the_spaces_of_a_quoted_value(tmp_path):
+    """Only line breaks are folded: the value is shown as the file gave it."""
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text('{"format": "ctxslots-facts", "version": 1}\n'
+                     '{"slot": "agent", "value": "x", "created_at": "  2020-01-01"}\n',
+                     encoding="utf-8")
+    line = _one_error_line(_run("--db", str(tmp_path / "m.db"), "import", str(facts)))
+    assert line.endswith("not '  2020-01-01'"), line

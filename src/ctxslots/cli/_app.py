@@ -8,6 +8,7 @@ command module depends on another.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -112,8 +113,14 @@ def _show_warnings() -> None:
         logger.addHandler(_EchoHandler(logging.WARNING))
 
 
+#: A line break and the blanks around it.
+_BREAKS = re.compile(r"[ \t]*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+[ \t]*")
+
+
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    # Line breaks go, with the indentation around them; spaces inside a line stay, so a
+    # quoted value ('  2020-01-01') is shown as it was given.
+    return _BREAKS.sub(" ", text).strip()
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str,
