@@ -192,6 +192,8 @@ def test_bad_input_is_refused_and_writes_nothing(store):
         ours.put(("user", "a"), "k", {"content": "x"}, ttl=5)
     with pytest.raises(InvalidFactError):
         ours.put(("user", "a"), "", {"content": "x"})
+    with pytest.raises(InvalidArgumentError, match="reads as a fact's id"):
+        ours.put(("user", "a"), "#1", {"content": "x"})
     ours.put(("user", "a"), "k", {"n": 1})
     with pytest.raises(InvalidArgumentError, match=r"unsupported filter operator '\$in'"):
         ours.search(("user", "a"), filter={"n": {"$in": [1]}})

@@ -122,3 +122,28 @@ def test_threads_sharing_one_store_take_turns(location):
             done = [job.result() for job in [pool.submit(j) for j in (search, search, search, write)]]
         assert [600, 600, 600, 600] == done
         assert "The user edits code in Helix 299." == store.facts(slots=["user"], user="alice")[0].value
+
+
+def test_aforget_takes_the_owners_forget_takes(tmp_path):
+    """aforget(..., user=) forgets only a fact that user sees, as forget does."""
+    import inspect
+
+    from ctxslots import FactNotFoundError
+
+    assert list(inspect.signature(FactStore.aforget).parameters) == \
+        list(inspect.signature(FactStore.forget).parameters)
+
+    async def run() -> None:
+        with FactStore(tmp_path / "a.db", embedder=False) as store:
+            alice = await store.aadd("user", "Alice's PIN is 4321.", user="alice")
+            try:
+                await store.aforget(alice.id, user="bob")
+            except FactNotFoundError:
+                pass
+            else:
+                raise AssertionError("bob forgot alice's fact")
+            assert store.get(alice.id).archived is False
+            gone = await store.aforget(alice.id, reason="asked", user="alice")
+            assert gone.archived
+
+    asyncio.run(run())

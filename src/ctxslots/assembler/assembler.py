@@ -14,7 +14,7 @@ import pluggy
 from ..contributors.base import Contributor, SearchableStore, check_contributor
 from ..errors import BudgetExceededError, InvalidFactError, InvalidRequestError
 from ..model import AssembledPrompt, Section
-from ..plugins import collect, make_plugin_manager, reranker_from_plugins
+from ..plugins import collect, make_plugin_manager, reranker_from_plugins, slot_owners
 from ..prompts import Templates, make_environment
 from ..request import AssemblyRequest
 from ..stores.writes.limits import Limits
@@ -137,6 +137,7 @@ class PromptAssembler:
             if rerank is not None:
                 setattr(self.store, "rerank", rerank)  # noqa: B010 - a public attribute
         pm = self.plugin_manager
+        _check_slot_owners(pm, self.store)
         self.environment = make_environment(
             templates=self.templates, loader=self.loader,
             prepare=lambda env: pm.hook.prepare_jinja2_environment(env=env))
@@ -267,6 +268,26 @@ class PromptAssembler:
                     record(prep.kept_items())
                 except Exception:  # the prompt is built; a failed note must not lose it
                     logger.warning("record_shown of %r failed", prep.section.name, exc_info=True)
+
+
+def _check_slot_owners(pm: pluggy.PluginManager, store: Any) -> None:
+    """Each slot the plugins register holds, in the store read, the owners they declare:
+    a user slot the store kept as a workspace's would show one user's facts to another."""
+    limits = getattr(store, "limits", None)
+    if not isinstance(limits, Limits):
+        return
+    for name, declared in slot_owners(pm).items():
+        try:
+            limits.slot(name)
+        except InvalidFactError:
+            continue  # a slot the store refuses: its section fails and says so
+        kept = limits.owners_of(name)
+        if kept != declared:
+            raise InvalidRequestError(
+                f"slot {name!r} is registered with owners {declared.describe()!r}, but the "
+                f"store keeps its facts with owners {kept.describe()!r}: open the store with "
+                "Limits(slot_owners=ctxslots.plugins.slot_owners(plugin_manager))",
+                field="store", value=name)
 
 
 def _check_request(request: Any, store: Any) -> None:

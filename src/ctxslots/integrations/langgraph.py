@@ -22,8 +22,8 @@ optional (left out: global facts):
 facts written by ctxslots (its tools, the flusher) read as ``{"content": ...}``; any
 other value is stored as canonical JSON, with the text of its indexed fields (the
 ``index`` of the put, else every string in it) as the fact's search context. A free
-memory (no key) reads with the key ``#ID``. ``search`` with a ``query`` ranks by
-ctxslots' hybrid search; ``filter`` matches the value's fields as LangGraph's own
+memory (no key) reads with the key ``#ID`` (so a put refuses such a key). ``search``
+with a ``query`` ranks by ctxslots' hybrid search; ``filter`` matches the value's fields as LangGraph's own
 stores do (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``). TTLs are not
 supported (``supports_ttl`` is false). Needs the ``langgraph`` extra.
 """
@@ -88,6 +88,11 @@ def _encode(value: Mapping[str, Any]) -> str:
     if set(value) == {"content"} and isinstance(value["content"], str):
         return value["content"]
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _is_id(key: str) -> bool:
+    """Whether ``key`` names a fact by id (``#12``), as a free memory reads."""
+    return key.startswith("#") and key[1:].isdigit()
 
 
 def _decode(text: str) -> dict[str, Any]:
@@ -240,7 +245,7 @@ class CtxslotsStore(BaseStore):
                     created_at=fact.created_at, updated_at=fact.updated_at)
 
     def _fact(self, place: _Place, key: str) -> Any:
-        if key.startswith("#") and key[1:].isdigit():
+        if _is_id(key):
             fact = self.store.get(int(key[1:]), **place.owners())
             return fact if fact is not None and self._owned(place, fact) else None
         return self.store.get_by_key(place.slot, key, **place.owners())
@@ -269,6 +274,10 @@ class CtxslotsStore(BaseStore):
                                        value=op.value)
         if op.ttl is not None:
             raise NotImplementedError("TTL is not supported by CtxslotsStore; set ttl=None")
+        if _is_id(op.key):
+            raise InvalidArgumentError(f"the key {op.key!r} reads as a fact's id (#ID names a "
+                                       "free memory): choose a key that is not '#' and digits",
+                                       field="key", value=op.key)
         text = _encode(op.value)
         self.store.upsert(place.slot, op.key, text, **place.owners(),
                           context=_search_context(op.value, op.index))

@@ -46,8 +46,10 @@ class AsyncMethods:
         fact: Fact = await asyncio.to_thread(functools.partial(self.update, fact_id, **options))
         return fact
 
-    async def aforget(self, fact_id: int, *, reason: str | None = None) -> Fact:
-        """:meth:`forget` in a worker thread."""
-        fact: Fact = await asyncio.to_thread(functools.partial(self.forget, fact_id,
-                                                               reason=reason))
+    async def aforget(self, fact_id: int, *, reason: str | None = None,
+                      user: str | None = None, agent: str | None = None,
+                      scope: str | None = None) -> Fact:
+        """:meth:`forget` in a worker thread (its owners too: only a fact they see)."""
+        fact: Fact = await asyncio.to_thread(functools.partial(
+            self.forget, fact_id, reason=reason, user=user, agent=agent, scope=scope))
         return fact
