@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import jinja2
 import pytest
@@ -211,7 +212,8 @@ def test_only_kept_memory_counts_as_accessed(store):
 
 
 @pytest.mark.parametrize("kwargs", [
-    {"message": 3}, {"scope": ""}, {"scope": 7}, {"budget": 0}, {"budget": "100"},
+    {"message": 3}, {"message": "deploy \udcff"}, {"scope": ""}, {"scope": 7}, {"budget": 0},
+    {"budget": "100"},
     {"budget": True}, {"safety_margin": -1}, {"answer_reserve": 1.5},
     {"budget": 100, "safety_margin": 60, "answer_reserve": 40},
     {"extra": "text"}, {"extra": [("only title",)]}, {"extra": [("", "text")]},
@@ -349,3 +351,15 @@ def test_exact_count_drops_the_last_item_when_pieces_undercount():
     assert prepared[0].kept < 6
     assert DropReason.BUDGET == prepared[0].cut
     assert prepared[0].notes[prepared[0].kept].startswith("removed after the exact count")
+
+
+@pytest.mark.parametrize(("source", "says"), [
+    ("{{ 1 // 0 }}", "item.md.j2' failed: ZeroDivisionError"),
+    ("{{ item.text + 1 }}", "item.md.j2' failed: TypeError"),
+    ("{% include 'nope.j2' %}", "template 'nope.j2' not found (included by 'item.md.j2')"),
+], ids=["division", "type", "missing-include"])
+def test_a_template_that_fails_in_any_way_is_a_template_error(source, says):
+    assembler = PromptAssembler(None, templates={"item.md.j2": source},
+                                contributors=[StaticContributor("s", "S", ["a line"])])
+    with pytest.raises(TemplateError, match=re.escape(says)):
+        assembler.assemble(AssemblyRequest("hello"))

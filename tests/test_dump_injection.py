@@ -16,7 +16,8 @@ from ctxslots.prompts.escape import _escape, bullet, fence_for, md_cell
 from injection_catalogue import INJECTION_VALUES as HOSTILE_VALUES
 
 FORBIDDEN = ("<|im_start|>", "<|im_end|>", "</system>", "<system>", "[INST]", "[/INST]",
-             "<<SYS>>", "```", "~~~", "<script")
+             "<<SYS>>", "```", "~~~", "<script", "<\uff5cUser\uff5c>", "\uff5c>",
+             "[TOOL_CALLS]", "[/TOOL_RESULTS]", "[SYSTEM_PROMPT]")
 
 
 def _assert_one_safe_line(text):

@@ -469,3 +469,17 @@ def test_a_markdown_export_to_a_malformed_directory_is_a_clear_error(store, dire
     store.add("agent", "A lesson to export.")
     with pytest.raises(InvalidArgumentError, match="directory"):
         store.export_markdown(directory)
+
+
+def test_a_write_that_waited_for_the_lock_keeps_the_facts_times_in_order(location):
+    """Threads upserting one key read the clock, then wait for the lock: the one written
+    last may hold the earlier moment. Its write counts from the replaced value's time,
+    so no history entry ends before it began and doctor stays clean."""
+    moments = iter([1_800_000_100.0, 1_800_000_050.0, 1_800_000_200.0])
+    with FactStore(location, embedder=False, clock=lambda: next(moments)) as store:
+        store.upsert("user", "city", "The user lives in Porto.")
+        fact = store.upsert("user", "city", "The user lives in Lisbon.")   # an earlier moment
+        entry = store.history(fact.id)[0]   # written at updated_at, replaced at expires_at
+        assert entry.updated_at <= entry.expires_at
+        assert fact.updated_at.timestamp() == 1_800_000_100.0
+        assert store.doctor().problems == ()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +20,9 @@ __all__ = ["AssemblyRequest", "ContextBlock"]
 
 #: Default token budget of a request (and of ``ctxslots assemble``).
 DEFAULT_BUDGET = 2000
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -58,6 +62,10 @@ def _check_text(name: str, value: object, *, blank_ok: bool) -> str:
         )
     if not blank_ok and not value.strip():
         raise InvalidRequestError(f"{name} must not be blank", field=name, value=value)
+    if _SURROGATE.search(value):
+        # As bytes that were not UTF-8 become: no dump or model request could encode it.
+        raise InvalidRequestError(f"{name} is not valid Unicode text (it holds a lone "
+                                  "surrogate)", field=name, value=value)
     return value
 
 

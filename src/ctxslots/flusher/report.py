@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,15 @@ from ..tokens import DEFAULT_ENCODING, count_tokens
 from .operations import Operation
 
 __all__ = ["Change", "FlushPolicy", "FlushReport", "Rejection"]
+
+#: What a summary line shows escaped: every character that breaks a line (as
+#: ``str.splitlines`` sees them) and every other control character but the tab.
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    return {"\n": "\\n", "\r": "\\r"}.get(char) or f"\\u{ord(char):04x}"
 
 #: :attr:`FlushReport.status` values.
 STATUSES = ("applied", "nothing_new", "not_due", "failed")
@@ -224,7 +234,8 @@ class FlushReport:
 
     def summary(self) -> str:
         """A few human-readable lines: the outcome, each change and rejection (a line
-        break inside one of them shown as ``\\n``)."""
+        break or control character inside one of them shown as ``\\n``, ``\\r`` or
+        ``\\uXXXX``)."""
         if self.status == "not_due":
             span = f"{self.remaining} unread message{'s' if self.remaining != 1 else ''}"
         elif self.last >= self.first:
@@ -259,6 +270,7 @@ class FlushReport:
             used = self.tokens_used
             lines.append(f"{self.attempts} model call(s)"
                          + (f", {used} tokens" if used is not None else ""))
-        # A key, value or reason the model wrote may hold a line break: shown as an escape,
-        # it cannot pass for a line of the report (an "added" line nothing backs).
-        return "\n".join(line.replace("\r", "\\r").replace("\n", "\\n") for line in lines)
+        # A key, value or reason the model wrote may hold a line break or a control
+        # character: shown as an escape, it cannot pass for a line of the report (an
+        # "added" line nothing backs) nor drive a terminal.
+        return "\n".join(_UNSAFE.sub(_escaped, line) for line in lines)

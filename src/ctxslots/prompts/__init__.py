@@ -106,11 +106,17 @@ def default_environment() -> jinja2.Environment:
 def render_template(env: jinja2.Environment, name: str, **context: Any) -> str:
     """Render template ``name`` with ``context``.
 
-    :raises TemplateError: The template is missing or fails to render.
+    :raises TemplateError: The template, or one it includes, is missing, or it fails to
+        render (whatever it raised: a division by zero in an expression too).
     """
     try:
         return env.get_template(name).render(**context)
     except jinja2.TemplateNotFound as exc:
-        raise TemplateError(f"template {name!r} not found", template=name) from exc
-    except jinja2.TemplateError as exc:
-        raise TemplateError(f"template {name!r} failed: {exc}", template=name) from exc
+        missing = exc.name if isinstance(exc.name, str) else name
+        where = "" if missing == name else f" (included by {name!r})"
+        raise TemplateError(f"template {missing!r} not found{where}", template=name) from exc
+    except TemplateError:
+        raise
+    except Exception as exc:  # any failure of a user's template is that template's error
+        raise TemplateError(f"template {name!r} failed: {type(exc).__name__}: {exc}",
+                            template=name) from exc

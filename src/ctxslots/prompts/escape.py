@@ -14,9 +14,11 @@ characters comes out as one line of plain text that reads the same:
 - a leading ``#``, ``>``, ``-``, ``*``, ``+``, ``=``, ``|``, ``_``, ``:`` or
   ``1.`` is backslash-escaped, so the value cannot become a heading, a quote, a
   rule or a nested list;
-- ``<`` before a letter, ``/``, ``!``, ``?`` or ``|`` becomes ``‹`` and ``|>``
-  becomes ``|›``, so no tag or special token (``<|im_start|>``, ``</system>``)
-  survives; ``[INST]``-style markers get their brackets replaced the same way.
+- ``<`` before a letter, ``/``, ``!``, ``?``, ``|`` or ``｜`` becomes ``‹`` and
+  ``|>`` (``｜>``) becomes ``|›`` (``｜›``), so no tag or special token
+  (``<|im_start|>``, ``</system>``, ``<｜User｜>``) survives; ``[INST]``-style
+  markers, and every upper-case one such as ``[TOOL_CALLS]``, get full-width
+  brackets.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ NEWLINE_MARK = " ⏎ "
 _FORMAT_CATEGORIES = frozenset({"Cf", "Cs"})
 _FENCE = re.compile(r"(`{3,}|~{3,})")
 _LEADING = re.compile(r"^(?:[#>\-*+=|_:]|\d+[.)])")
-_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?|])")
-_SPECIAL_CLOSE = re.compile(r"\|>")
-_INST = re.compile(r"\[(/?(?:INST|SYS|SYSTEM|USER|ASSISTANT))\]", re.IGNORECASE)
+# The full-width bar too: DeepSeek's special tokens are written <｜User｜>.
+_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?|\uff5c])")
+_SPECIAL_CLOSE = re.compile(r"([|\uff5c])>")
+# [INST], [/INST], [SYS] in any case, and every upper-case marker such as Mistral's
+# [TOOL_CALLS], [/TOOL_RESULTS] or [SYSTEM_PROMPT].
+_INST = re.compile(r"\[(/?(?:(?i:INST|SYS|SYSTEM|USER|ASSISTANT)|[A-Z][A-Z0-9_]*))\]")
 _SPACES = re.compile(r"[ \t]+")
 # Plain ASCII that needs nothing but the leading-marker check: no control
 # character, no fence, tag or bracket character, no double or edge spaces.
@@ -80,7 +85,7 @@ def _escape(text: str) -> str:
         return ""
     text = _FENCE.sub(lambda m: "".join("\\" + ch for ch in m.group()), text)
     text = _TAG_OPEN.sub("‹", text)
-    text = _SPECIAL_CLOSE.sub("|›", text)
+    text = _SPECIAL_CLOSE.sub(r"\1›", text)
     text = _INST.sub(r"［\1］", text)
     if _LEADING.match(text):
         text = "\\" + text

@@ -22,10 +22,18 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
                 f"nothing of it was written: run it again ({detail})")
     elif isinstance(exc, pgerrors.LockNotAvailable):
         return StoreBusyError(
-            f"{where} is busy: another writer (a long batch or an import) held a lock this "
-            f"write needs past the lock timeout, and nothing was written; run this again once "
-            f"that writer is done (or set CTXSLOTS_BUSY_TIMEOUT to wait longer) ({detail})",
-            path=where)
+            f"{where} is busy: another session (a long batch, an import, a LOCK) held a "
+            f"lock this call needs past the lock timeout, and nothing was written; run it "
+            f"again once that is done (or set CTXSLOTS_BUSY_TIMEOUT to wait longer) "
+            f"({detail})", path=where)
+    elif isinstance(exc, pgerrors.QueryCanceled):
+        # Before OperationalError, which it is: the connection is fine, the server's
+        # statement_timeout (of the role, the database or the URL's options) ran out.
+        return StoreBusyError(
+            f"{where} cancelled a statement, and nothing was written: most "
+            f"often the server's statement_timeout (set on the role, the database or the "
+            f"URL's options) ran out while the statement waited or worked; raise it for "
+            f"the store's role, or run this again ({detail})", path=where)
     elif isinstance(exc, pgerrors.UndefinedTable):
         what = (f"the ctxslots tables are missing at {where}: open the store again to create "
                 f"them, or check the URL's database and search_path ({detail})")

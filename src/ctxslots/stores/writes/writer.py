@@ -241,6 +241,10 @@ class Writer:
     def rewrite(self, prev: Row, row: dict[str, Any], now: float) -> Fact:
         """Replace a stored fact's fields, keeping the old value in history."""
         self.count_write()
+        # A writer that read the clock, then waited for the lock while another replaced
+        # the value, is not earlier than that value: its history entry would end before
+        # it began.
+        now = max(now, float(prev["updated_at"]))
         changed = prev["value"] != row["value"]
         history = HistoryEntry(
             fact_id=int(prev["id"]), slot=prev["slot"], scope=prev["scope"], key=prev["key"],
