@@ -483,3 +483,11 @@ def test_a_write_that_waited_for_the_lock_keeps_the_facts_times_in_order(locatio
         assert entry.updated_at <= entry.expires_at
         assert fact.updated_at.timestamp() == 1_800_000_100.0
         assert store.doctor().problems == ()
+
+
+def test_history_named_for_owners_shows_only_what_they_see(store):
+    fact = store.upsert("user", "pin", "Alice's PIN is 1111.", user="alice")
+    store.upsert("user", "pin", "Alice's PIN is 2222.", user="alice")
+    assert [f.value for f in store.history(fact.id, user="alice")] == ["Alice's PIN is 1111."]
+    assert store.history(fact.id, user="bob") == []
+    assert len(store.history(fact.id)) == 1            # no owners named: any fact, as get

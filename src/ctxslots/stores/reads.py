@@ -98,14 +98,22 @@ class ReadMethods:
                                               default_user=writer.default_user,
                                               default_agent=writer.default_agent)
 
-    def history(self, fact_id: int) -> list[Fact]:
+    def history(self, fact_id: int, *, user: str | None = None, agent: str | None = None,
+                scope: str | None = None) -> list[Fact]:
         """Earlier values of a keyed fact, oldest first, as facts with the same id.
 
         Each returned fact's ``updated_at`` is when that value was written.
+
+        :param user: With ``agent`` and ``scope``: only the history of a fact these
+            owners see (none of another's).
         """
         fact_id = check_id(fact_id)
-        backend = self._core.backend
+        core = self._core
+        visible = core.owner_check(Owners(user, agent, scope))
+        backend = core.backend
         now = backend.get(fact_id) or backend.get_archived(fact_id)
+        if visible is not None and (now is None or not visible.owns(now)):
+            return []
         owners = {"user_id": "", "agent_id": ""} if now is None else {
             "user_id": now["user_id"], "agent_id": now["agent_id"]}
         return [Fact.from_row({**owners,
