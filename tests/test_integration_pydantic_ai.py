@@ -308,3 +308,26 @@ def test_without_pydantic_ai_the_import_says_which_extra():
                          check=True).stdout
     assert out.strip() == ("IntegrationUnavailableError ctxslots.integrations.pydantic_ai "
                            "needs the 'pydantic-ai' extra: pip install 'ctxslots[pydantic-ai]'")
+
+
+def test_a_run_that_names_no_user_gets_no_memory_when_one_is_required(store, servers, caplog):
+    """deps naming the user under another field (or none): with require_user, no default
+    user's memory is shown, no tool writes it, no flush runs; strict raises instead."""
+    store.upsert("user", "pin", "The default user's PIN is 0000.")
+    model, flush = servers([tool_calls(_store_call("user", "The user likes jazz.")), "Ok."],
+                           [flush_reply()])
+    memory = Memory(store, require_user=True,
+                    flusher=scripted_flusher(store, flush, every_n_turns=1))
+    deps = MemoryContext()
+    with caplog.at_level(logging.WARNING, logger="ctxslots.integrations"):
+        assert "Ok." == _agent(_model(model), memory).run_sync("My PIN?", deps=deps).output
+    assert "0000" not in _system(model.requests[0])
+    assert "names no user" in json.dumps(model.requests[1]["messages"])
+    assert [f.value for f in store.facts()] == ["The default user's PIN is 0000."]
+    assert deps.flush_report is None and flush.requests == []
+    assert any("names no user" in r.getMessage() for r in caplog.records)
+    strict, _ = servers(["Never sent."])
+    with pytest.raises(MemoryUnavailableError, match="names no user"):
+        _agent(_model(strict), Memory(store, require_user=True, strict=True)).run_sync(
+            "My PIN?", deps=MemoryContext())
+    assert strict.requests == []

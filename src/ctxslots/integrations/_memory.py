@@ -156,6 +156,12 @@ class Memory:
         allow_delete: Offer the ``memory_delete`` tool (erases a fact for good).
         strict: Raise memory failures into the run instead of logging them.
         force_flush: Flush at the end of every run, whatever the policy says.
+        require_user: A run whose context names no user gets no memory (no context,
+            tool calls answer an error, no flush), as a failure: logged, or raised
+            with ``strict``. For a service of many users, where a run that forgot to
+            name its user (a ``user_id`` field, LangGraph's ``context=``) would read
+            and write the store's default user's memory. Off: such a run is the
+            default user's, as a single-user store wants.
     """
 
     store: FactStore = attrs.field(validator=_check_store)
@@ -170,6 +176,7 @@ class Memory:
     allow_delete: bool = attrs.field(default=False, kw_only=True)
     strict: bool = attrs.field(default=False, kw_only=True)
     force_flush: bool = attrs.field(default=False, kw_only=True)
+    require_user: bool = attrs.field(default=False, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.assembler is None:
@@ -180,6 +187,14 @@ class Memory:
 
     # -- the context ---------------------------------------------------------
 
+    def _unnamed(self, who: RunIdentity) -> bool:
+        """Whether this run may not have memory: it names no user and one is required."""
+        return self.require_user and who.user is None
+
+    def _no_user(self, step: str, fallback: Any) -> Any:
+        return self.handle_failure(step, "the run's context names no user, and require_user "
+                                         "is set", fallback)
+
     def _request(self, message: str, who: RunIdentity) -> AssemblyRequest:
         return AssemblyRequest(message, user=who.user, agent=who.agent, scope=who.scope,
                                budget=self.budget)
@@ -189,6 +204,8 @@ class Memory:
         fails (logged; :class:`~ctxslots.errors.MemoryUnavailableError` with ``strict``).
         A section whose contributor failed is left out and logged the same way."""
         assert self.assembler is not None  # set in __attrs_post_init__
+        if self._unnamed(who):
+            return str(self._no_user("assembling the context", ""))
         try:
             prompt = self.assembler.assemble(self._request(message, who))
         except BudgetExceededError as exc:  # the sticky sections, cut to fit: still memory
@@ -200,6 +217,8 @@ class Memory:
     async def acontext(self, message: str, who: RunIdentity) -> str:
         """:meth:`context` for async frameworks (the store is read in worker threads)."""
         assert self.assembler is not None  # set in __attrs_post_init__
+        if self._unnamed(who):
+            return str(self._no_user("assembling the context", ""))
         try:
             prompt = await self.assembler.aassemble(self._request(message, who))
         except BudgetExceededError as exc:
@@ -229,6 +248,9 @@ class Memory:
     def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None,
                  who: RunIdentity) -> str:
         """Run one tool call for this run's owners; always text (``Error: ...`` on failure)."""
+        if self._unnamed(who):
+            self._no_user("calling a memory tool", None)
+            return "Error: memory is unavailable (the run names no user)"
         try:
             tools = self.tools(who)
         except Exception as exc:  # noqa: BLE001 - a tool call always gets an answer
@@ -251,6 +273,9 @@ class Memory:
             ``strict``). A failed flush's report is returned when the flusher made one.
         """
         if self.flusher is None or not messages:
+            return None
+        if self._unnamed(who):
+            self._no_user("flushing the conversation", None)
             return None
         try:
             conversation = who.conversation[:_MAX_CONVERSATION]
