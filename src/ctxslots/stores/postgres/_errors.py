@@ -14,26 +14,15 @@ __all__ = ["store_error"]
 def store_error(exc: psycopg.Error, where: str) -> StoreError:
     """The :class:`StoreError` for an error met while using the store at ``where``."""
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    busy = _busy(exc, where)
+    if busy is not None:
+        return StoreBusyError(f"{busy} ({detail})", path=where)
     if isinstance(exc, PoolTimeout):
         what = (f"every connection to {where} stayed busy: give the store a larger pool "
                 f"(pool_size) or shorten long transactions ({detail})")
     elif isinstance(exc, (pgerrors.DeadlockDetected, pgerrors.SerializationFailure)):
         what = (f"a transaction at {where} conflicted with another writer and was rolled back, "
                 f"nothing of it was written: run it again ({detail})")
-    elif isinstance(exc, pgerrors.LockNotAvailable):
-        return StoreBusyError(
-            f"{where} is busy: another session (a long batch, an import, a LOCK) held a "
-            f"lock this call needs past the lock timeout, and nothing was written; run it "
-            f"again once that is done (or set CTXSLOTS_BUSY_TIMEOUT to wait longer) "
-            f"({detail})", path=where)
-    elif isinstance(exc, pgerrors.QueryCanceled):
-        # Before OperationalError, which it is: the connection is fine, the server's
-        # statement_timeout (of the role, the database or the URL's options) ran out.
-        return StoreBusyError(
-            f"{where} cancelled a statement, and nothing was written: most "
-            f"often the server's statement_timeout (set on the role, the database or the "
-            f"URL's options) ran out while the statement waited or worked; raise it for "
-            f"the store's role, or run this again ({detail})", path=where)
     elif isinstance(exc, pgerrors.UndefinedTable):
         what = (f"the ctxslots tables are missing at {where}: open the store again to create "
                 f"them, or check the URL's database and search_path ({detail})")
@@ -48,3 +37,19 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
     else:
         what = f"PostgreSQL error at {where}: {detail}"
     return StoreError(what, path=where)
+
+
+def _busy(exc: psycopg.Error, where: str) -> str | None:
+    """What kept a call from running, when the server made it wait too long."""
+    if isinstance(exc, pgerrors.LockNotAvailable):
+        return (f"{where} is busy: another session (a long batch, an import, a LOCK) held a "
+                "lock this call needs past the lock timeout, and nothing was written; run it "
+                "again once that is done (or set CTXSLOTS_BUSY_TIMEOUT to wait longer)")
+    if isinstance(exc, pgerrors.QueryCanceled):
+        # Checked before OperationalError, which it is: the connection is fine, the
+        # server's statement_timeout (of the role, the database or the URL) ran out.
+        return (f"{where} cancelled a statement, and nothing was written: most often the "
+                "server's statement_timeout (set on the role, the database or the URL's "
+                "options) ran out while the statement waited or worked; raise it for the "
+                "store's role, or run this again")
+    return None
