@@ -11,6 +11,7 @@ import pytest
 from _assembler_helpers import make_store
 from ctxslots import (
     AssemblyRequest,
+    BudgetExceededError,
     DropReason,
     FactStore,
     InvalidRequestError,
@@ -178,3 +179,27 @@ def test_a_memory_section_offers_what_fills_its_room_and_a_little_more(
     assert small.stop_note is not None and "more than the 100 tokens left hold" in small.stop_note
     assert NO_ROOM == contributor.contribute(AssemblyRequest("shop service deploy", scope="shop",
                                                              room=0)).stop_note
+
+
+@pytest.mark.parametrize("holds_a_fact", [False, True], ids=["empty", "holding"])
+def test_a_sticky_memory_section_without_room_overflows_only_if_it_had_something(
+        tmp_path, holds_a_fact):
+    """A sticky section placed first fills the budget; the user section (sticky too) gets no
+    room. With no fact to show it is simply absent; with one, the prompt overflows."""
+    facts = [("user", None, "The user deploys on Fridays.")] if holds_a_fact else []
+    store = make_store(tmp_path / "s.db", facts)
+    rules = StaticContributor("alpha", "deploy", ["deploy deploy deploy deploy",
+                                                  "deploy deploy deploy\n# deploy deploy deploy"],
+                              priority=88, sticky=True)
+    assembler = PromptAssembler(store, contributors=[UserMemoryContributor(store, limit=1), rules])
+    request = AssemblyRequest("deploy", budget=21)
+    try:
+        if holds_a_fact:
+            with pytest.raises(BudgetExceededError, match="user_memory"):
+                assembler.assemble(request)
+        else:
+            prompt = assembler.assemble(request)
+            assert not prompt.sticky_overflow
+            assert "user_memory" not in {s.name for s in prompt.sections if s.status != "empty"}
+    finally:
+        store.close()

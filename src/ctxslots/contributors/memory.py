@@ -201,11 +201,15 @@ class MemoryContributor:
     def contribute(self, request: AssemblyRequest) -> Section | None:
         """Search the slot with ``request.message``; ``None`` when nothing matches
         and there is no profile to show."""
+        scope = request.scope if self.scoped else None
         if request.room_left <= 0:
+            # A sticky section left without room makes the prompt overflow, so it first
+            # makes sure it had something to show (one hit, or its profile).
+            if self.sticky and not self._has_any(request, scope):
+                return None
             return Section(title=self.title, intro=self.intro, items=(), name=self.name,
                            priority=self.priority, sticky=self.sticky, stop_note=NO_ROOM,
                            fills=self.limit is None)
-        scope = request.scope if self.scoped else None
         profile = self._profile(request, scope)
         now = self._now(request)
         whens: dict[int, str | None] = {}
@@ -234,6 +238,11 @@ class MemoryContributor:
         return Section(title=self.title, intro=self.intro, items=tuple(items), name=self.name,
                        priority=self.priority, sticky=self.sticky, stop_note=gathered.note,
                        fills=self.limit is None, group_template=self._group_template())
+
+    def _has_any(self, request: AssemblyRequest, scope: str | None) -> bool:
+        """Whether the section would offer anything: a profile fact or one match."""
+        return bool(self._profile(request, scope)) or bool(
+            self._ranked(request, scope, relaxed=False)(1))
 
     def _group_template(self) -> str | None:
         return GROUP_TEMPLATE if self.dates is not None and self.group_dates else None
