@@ -99,6 +99,10 @@ class PromptAssembler:
             ``rerank_hits`` implementations rerank the store's searches when the
             store has no reranker of its own (``FactStore.rerank`` is set).
         environment: The jinja2 environment of every template.
+
+    :raises InvalidRequestError: An argument is malformed, or a slot the plugins
+        register is kept by the store with other owners than they declare (open the
+        store with ``Limits(slot_owners=ctxslots.plugins.slot_owners(...))``).
     """
 
     store: SearchableStore | None = attrs.field(validator=_check_store)
