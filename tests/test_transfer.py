@@ -539,3 +539,22 @@ def test_any_bullet_with_a_context_reads_back_as_written(facts):
     assert [(k, v, t, c) for k, v, t, c in facts] == [
         (b.key, b.value, list(b.tags), b.context) for b in parsed.bullets]
     assert 0 == parsed.ignored_lines
+
+
+def test_a_mark_naming_a_record_the_file_lacks_is_dropped_and_reported(store):
+    """A superseded_by pointing at no record of the file cannot hide the fact behind
+    anything: it is imported shown, and the report says how many were."""
+    lines = [json.dumps({"format": "ctxslots-facts", "version": 1}),
+             json.dumps({"id": 5, "slot": "agent", "value": "Rerun flaky tests once.",
+                         "superseded_by": 99}),
+             json.dumps({"id": 6, "slot": "agent", "value": "Rerun flaky tests twice.",
+                         "superseded_by": 7}),
+             json.dumps({"id": 7, "slot": "agent", "value": "Rerun flaky tests, never more."})]
+    report = store.import_jsonl(io.StringIO("\n".join(lines) + "\n"))
+    assert report.unhidden == 1
+    assert report.summary().endswith(
+        "; 1 fact imported shown (the near-duplicate that hid it is not in the file)")
+    by_value = {f.value: f for f in store.facts()}
+    assert by_value["Rerun flaky tests once."].superseded_by is None
+    assert by_value["Rerun flaky tests twice."].superseded_by == \
+        by_value["Rerun flaky tests, never more."].id

@@ -215,8 +215,10 @@ class ImportWriter:
             :attr:`repair_loops`).
         """
         backend = self.core.backend
-        targets = self._without_loops([self._ids.get(target)
-                                       for _, _, target, _ in self._supersede])
+        resolved = [self._ids.get(target) for _, _, target, _ in self._supersede]
+        # A mark naming a record the file does not hold is dropped: the fact is shown.
+        unhidden = sum(1 for to in resolved if to is None)
+        targets = self._without_loops(resolved)
         for archived in (False, True):
             pairs = [(fact_id, to) for (was_archived, fact_id, _, _), to
                      in zip(self._supersede, targets) if was_archived == archived]
@@ -235,7 +237,7 @@ class ImportWriter:
                             history_entries=counts["history_entries"],
                             skipped_duplicates=counts["skipped_duplicates"],
                             renumbered=counts["renumbered"], redacted=counts["redacted"],
-                            repaired=tuple(self._repaired))
+                            unhidden=unhidden, repaired=tuple(self._repaired))
 
 
 def run_import(core: StoreCore, records: Iterable[ParsedFact | ImportIssue], *,

@@ -50,6 +50,8 @@ class ImportReport:
         redacted: Facts written with a credential-shaped string in their value
             (or an earlier value) replaced by ``[redacted KIND]`` (the store's
             :attr:`~ctxslots.stores.Limits.secrets` policy).
+        unhidden: Facts whose ``superseded_by`` names a record the file does not
+            hold: imported without the mark, so searches show them.
         errors: Lines skipped as invalid (only with ``skip_invalid=True``).
         repaired: Lines imported without a field that made them invalid (only
             with ``skip_invalid=True``): facts whose ``superseded_by`` formed a
@@ -63,6 +65,7 @@ class ImportReport:
     renumbered: int = 0
     ignored_lines: int = 0
     redacted: int = 0
+    unhidden: int = 0
     errors: tuple[ImportIssue, ...] = ()
     repaired: tuple[ImportIssue, ...] = ()
 
@@ -78,6 +81,10 @@ class ImportReport:
         if self.redacted:
             text += (f"; {_count(self.redacted, 'fact')} written with secrets redacted "
                      "(memory is no place for them)")
+        if self.unhidden:
+            it = "it" if self.unhidden == 1 else "them"
+            text += (f"; {_count(self.unhidden, 'fact')} imported shown (the near-duplicate "
+                     f"that hid {it} is not in the file)")
         if self.errors:
             text += f"; {_count(len(self.errors), 'invalid line')} skipped"
         if self.repaired:
