@@ -302,9 +302,9 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             "include_archive": include_archive, "boost": boost,
             "include_superseded": include_superseded, "now": now, "tags": tags,
             "source": source, "said_after": said_after, "said_before": said_before}
-        hits = self._search(self.search_ranked(query, relaxed=relaxed, **options), limit,
-                            track_access)
-        if hits or relaxed or self.query_words(query) == self.query_words(query, relaxed=True):
+        ranked = self.search_ranked(query, relaxed=relaxed, **options)
+        hits = self._search(ranked, limit, track_access)
+        if hits or relaxed or list(ranked.plan.words) == self.query_words(query, relaxed=True):
             return hits
         # The words left once the common ones went out found nothing: the common ones
         # are all the query has to go on (a word common among other owners' facts too).

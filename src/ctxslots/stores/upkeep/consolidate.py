@@ -23,7 +23,7 @@ import numpy as np
 from ...errors import InvalidFactError, StoreError
 from ..backend import FactFilter, Row
 from ..core import StoreCore
-from ..writes.writer import check_id
+from ..writes.writer import check_ids
 
 __all__ = ["DEFAULT_THRESHOLD", "ConsolidationReport", "Superseded", "consolidate"]
 
@@ -78,14 +78,6 @@ def _check_threshold(threshold: object) -> float:
 
 def _group(row: Row) -> tuple[str, str, str, str]:
     return row["slot"], row["scope"], row["user_id"], row["agent_id"]
-
-
-def _ids(fact_ids: object) -> Iterable[object]:
-    """``fact_ids`` as the ids it holds: a string is one malformed id, not its characters."""
-    if isinstance(fact_ids, (str, bytes)) or not isinstance(fact_ids, Iterable):
-        raise InvalidFactError(f"fact_ids must be a list of fact ids, not {fact_ids!r}",
-                               field="fact_ids", value=fact_ids)
-    return fact_ids
 
 
 def _groups(core: StoreCore, flt: FactFilter, fact_ids: Sequence[int] | None
@@ -146,7 +138,7 @@ def consolidate(
     if not core.vector_leg_ready:
         raise StoreError("consolidation compares vectors; this store has no embedder, or its "
                          "vectors were built by another one: run `ctxslots reindex`")
-    wanted = None if fact_ids is None else sorted({check_id(i) for i in _ids(fact_ids)})
+    wanted = None if fact_ids is None else sorted(check_ids(fact_ids))
     found: list[Superseded] = []
     checked = 0
     backend = core.backend

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 
 from ..backend import FactFilter
 from ..core import StoreCore
-from ..writes.writer import check_id
+from ..writes.writer import check_ids
 from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
 from .doctor import DoctorReport, doctor, reindex
 from .prune import PrunePolicy, PruneReport, group_of, prune
@@ -75,8 +75,8 @@ class UpkeepMethods:
         core = self._core
         groups = None
         if fact_ids is not None:
-            ids = list(dict.fromkeys(check_id(i) for i in fact_ids))
-            groups = frozenset(group_of(r) for r in core.backend.rows_by_ids(ids, FactFilter()))
+            groups = frozenset(group_of(r) for r in core.backend.rows_by_ids(
+                check_ids(fact_ids), FactFilter()))
         core.settle_access()
         return prune(core, PrunePolicy() if policy is None else policy, dry_run=dry_run,
                      groups=groups)

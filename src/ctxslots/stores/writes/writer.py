@@ -19,7 +19,7 @@ from .access_writer import AccessWriter
 from .limits import Limits
 from .vectors import Pending, VectorSink
 
-__all__ = ["Writer", "check_id"]
+__all__ = ["Writer", "check_id", "check_ids"]
 
 #: Where a redacted secret is reported (the CLI shows its warnings).
 logger = logging.getLogger("ctxslots.secrets")
@@ -38,6 +38,18 @@ def check_id(fact_id: object) -> int:
         raise InvalidFactError(f"fact id {fact_id} is out of range (at most {_MAX_ID})",
                                field="id", value=fact_id)
     return fact_id
+
+
+def check_ids(fact_ids: object) -> list[int]:
+    """The ids of ``fact_ids`` (any iterable of them), each checked, each once.
+
+    :raises InvalidFactError: ``fact_ids`` is no collection of ids (a string is one
+        malformed value, not its characters), or an id is not an integer.
+    """
+    if isinstance(fact_ids, (str, bytes)) or not isinstance(fact_ids, Iterable):
+        raise InvalidFactError(f"fact_ids must be a list of fact ids, not {fact_ids!r}",
+                               field="fact_ids", value=fact_ids)
+    return list(dict.fromkeys(check_id(i) for i in fact_ids))
 
 
 @attrs.define
