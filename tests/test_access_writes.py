@@ -228,3 +228,64 @@ def test_a_writer_that_cannot_write_warns_once_and_loses_only_counts(tmp_path):
     assert 0 == writer.pending and writer.failure is not None
     writer.close(30)
     assert not Path(missing).exists()
+
+
+def test_counts_together_writes_once_when_the_block_ends(location):
+    """Inside the block a touch gathers; the counts land when it ends, each fact once,
+    a nested block joining the outer one."""
+    with FactStore(location, access_writes="inline") as store:
+        ids = [store.add("agent", f"Release note {n}: the cache warms at nine.").id
+               for n in range(3)]
+        with store.counts_together():
+            assert 2 == store.touch(ids[:2])
+            with store.counts_together():
+                assert 2 == store.touch(ids[1:])
+            assert [0, 0, 0] == [_count(location, i) for i in ids]
+        assert [1, 1, 1] == [_count(location, i) for i in ids]
+
+
+def test_counts_together_writes_its_counts_when_the_block_raises(location):
+    """The facts were shown all the same: the block's error goes on, the counts land."""
+    with FactStore(location, access_writes="inline") as store:
+        fact = store.add("agent", "The staging database restarts on Sundays.")
+        with pytest.raises(KeyError, match="boom"), store.counts_together():
+            store.touch([fact.id])
+            raise KeyError("boom")
+        assert 1 == _count(location, fact.id)
+
+
+def test_counts_together_gathers_only_its_own_threads_counts(location):
+    """Another thread's touch during the block is written at once, not held by the block."""
+    with FactStore(location, access_writes="inline") as store:
+        mine = store.add("agent", "The nightly job rebuilds the search index.").id
+        theirs = store.add("agent", "The weekly job rotates the logs.").id
+        with store.counts_together():
+            store.touch([mine])
+            other = threading.Thread(target=store.touch, args=([theirs],))
+            other.start()
+            other.join(60)
+            assert not other.is_alive()
+            assert (0, 1) == (_count(location, mine), _count(location, theirs))
+        assert (1, 1) == (_count(location, mine), _count(location, theirs))
+
+
+def test_counts_together_queues_one_entry_for_the_background_writer(location):
+    """With counts written in the background, the block's counts still land, once each."""
+    with FactStore(location, access_writes="background") as store:
+        fact = store.add("agent", "The canary deploy waits for ten minutes.")
+        with store.counts_together():
+            store.touch([fact.id])
+            store.touch([fact.id])
+        assert store.wait_for_writes(30)
+        assert 1 == _count(location, fact.id)
+
+
+def test_counts_together_refuses_a_malformed_id_and_counts_the_rest(location):
+    """A malformed id raises at its touch, as outside the block; what was gathered lands."""
+    with FactStore(location, access_writes="inline") as store:
+        fact = store.add("agent", "The billing export runs at midnight.")
+        with store.counts_together():
+            store.touch([fact.id])
+            with pytest.raises(InvalidFactError, match="fact id must be an integer"):
+                store.touch(["7"])  # type: ignore[list-item]
+        assert 1 == _count(location, fact.id)

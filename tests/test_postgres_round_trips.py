@@ -561,3 +561,27 @@ def test_a_flush_reads_each_key_once_whether_or_not_it_is_stored(pg_url, tmp_pat
         reads = [s for s in sent if s.startswith("SELECT id,") and "key = $" in s]
         assert 2 == len(reads)
         assert "Ada grew up in Arles." == store.get_by_key("user", "town", user="ada").value
+
+
+def test_an_assembly_counts_every_sections_facts_in_one_statement(pg_url, tmp_path, monkeypatch):
+    """Three sections show facts; their access counts are one statement (one commit), not
+    one each."""
+    from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+
+    traced = _Traced(monkeypatch, tmp_path)
+    with FactStore(pg_url, access_writes="inline") as store:
+        ids = [store.upsert("user", "editor", "The user deploys from Helix.").id,
+               store.add("project", "Deploys of shop-api run on Fridays.", scope="shop").id,
+               store.add("agent", "The last deploy of shop-api took nine minutes.",
+                         scope="shop").id]
+        assembler = PromptAssembler(store)
+        request = AssemblyRequest("deploy shop-api", scope="shop", budget=800)
+        messages = traced.messages_while(lambda: assembler.assemble(request), ("Parse", "Bind"))
+        # The statement is parsed once under a name; each run of it binds that name.
+        names = [name for name, text in messages
+                 if text.startswith("UPDATE facts") and "access_count" in text]
+        assert 1 == len(names) and names[0]
+        runs = [text for name, text in messages if not name and text.startswith(f'{names[0]}"')]
+        assert 1 == len(runs)
+        assert "{" + ",".join(map(str, sorted(ids))) + "}" in runs[0]
+        assert [1, 1, 1] == [store.get(i).access_count for i in ids]

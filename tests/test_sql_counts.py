@@ -75,3 +75,21 @@ def test_a_contributor_that_needs_more_extends_its_search(db_path, clock, statem
         # More lines than the first guess of max(10, room / 18) fit the room.
         assert len([d for d in agent.items if d.kept]) > 30
         assert 3 == _matches(statements)
+
+
+def test_an_assembly_counts_every_sections_facts_in_one_write(db_path, clock, statements):
+    """Three sections show facts; their access counts are one transaction, not one each."""
+    with FactStore(db_path, clock=clock, embedder=False, access_writes="inline") as store:
+        user = store.upsert("user", "editor", "The user deploys from Helix.")
+        project = store.add("project", "Deploys of shop-api run on Fridays.", scope="shop")
+        agent = store.add("agent", "The last deploy of shop-api took nine minutes.",
+                          scope="shop")
+        assembler = PromptAssembler(store)
+        request = AssemblyRequest("deploy shop-api", scope="shop", budget=800)
+        assembler.assemble(request, record_shown=False)
+        statements.clear()
+        prompt = assembler.assemble(request)
+        shown = {d.item.fact.id for d in prompt.kept if d.item.fact}
+        assert {user.id, project.id, agent.id} <= shown
+        assert 1 == sum(1 for s in statements if "UPDATE facts SET access_count" in s)
+        assert [1, 1, 1] == [store.get(i).access_count for i in (user.id, project.id, agent.id)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -264,14 +265,21 @@ class PromptAssembler:
 
     def _record_shown(self, prepared: Sequence[Prepared]) -> None:
         by_name = {c.name: c for c in self._contributors()}
-        for prep in prepared:
-            contributor = by_name.get(prep.section.name)
-            record = getattr(contributor, "record_shown", None)
-            if prep.kept and callable(record):
-                try:
-                    record(prep.kept_items())
-                except Exception:  # the prompt is built; a failed note must not lose it
-                    logger.warning("record_shown of %r failed", prep.section.name, exc_info=True)
+        # The sections searching this store count their facts in one write, not one each.
+        together = getattr(self.store, "counts_together", None)
+        try:
+            with together() if callable(together) else contextlib.nullcontext():
+                for prep in prepared:
+                    contributor = by_name.get(prep.section.name)
+                    record = getattr(contributor, "record_shown", None)
+                    if prep.kept and callable(record):
+                        try:
+                            record(prep.kept_items())
+                        except Exception:  # the prompt is built; a failed note must not lose it
+                            logger.warning("record_shown of %r failed", prep.section.name,
+                                           exc_info=True)
+        except Exception:
+            logger.warning("the access counts of the facts shown were not written", exc_info=True)
 
 
 def _check_slot_owners(pm: pluggy.PluginManager, store: Any) -> None:

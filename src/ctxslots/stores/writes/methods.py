@@ -10,7 +10,8 @@ they do not see is not found (the agent tools and the MCP server always name the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ...model import Fact
@@ -157,3 +158,24 @@ class WriteMethods:
         """
         ids = list(dict.fromkeys(check_id(i) for i in fact_ids))
         return self._core.writer.touch(ids, self._core.clock()) if ids else 0
+
+    @contextlib.contextmanager
+    def counts_together(self) -> Iterator[None]:
+        """Count what :meth:`touch` is given inside as one write, at the end.
+
+        ::
+
+            with store.counts_together():
+                store.touch(shown_by_one_section)
+                store.touch(shown_by_another)    # one transaction for both
+
+        Each ``touch`` inside (on this thread; searches' own counts too) returns how
+        many distinct ids it gathered; the counts are written when the block ends,
+        in one transaction (or one entry for the background writer of
+        ``access_writes``), even when the block raises. Nested blocks join the
+        outermost. The prompt assembler counts its sections' facts this way.
+
+        :raises StoreError: The write at the end failed (the block itself went well).
+        """
+        with self._core.writer.counts_together():
+            yield

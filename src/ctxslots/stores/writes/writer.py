@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
 
-from ...errors import DuplicateKeyError, FactNotFoundError, InvalidFactError, ReadOnlyStoreError
+from ...errors import (
+    DuplicateKeyError,
+    FactNotFoundError,
+    InvalidFactError,
+    ReadOnlyStoreError,
+    StoreError,
+)
 from ...model import Fact, Hit, from_timestamp
 from ..backend import Backend, FactFields, FactFilter, FactRow, HistoryEntry, Row, VectorRow
 from ..links import strengthen
@@ -23,6 +30,7 @@ __all__ = ["Writer", "check_id", "check_ids"]
 
 #: Where a redacted secret is reported (the CLI shows its warnings).
 logger = logging.getLogger("ctxslots.secrets")
+_log = logging.getLogger(__name__)
 
 _MAX_ID = 2**63 - 1
 #: How many times an upsert inserts a key it read as free before giving up: another writer
@@ -79,6 +87,8 @@ class Writer:
     _pending: Pending | None = None
     _written: int = 0
     _read_only: bool = False
+    # Per thread: the ids ``counts_together`` gathers (absent or None: none is open).
+    _gathering: threading.local = attrs.Factory(threading.local)
 
     @contextlib.contextmanager
     def writing(self, *, savepoints: bool = True) -> Iterator[None]:
@@ -322,6 +332,10 @@ class Writer:
         """
         if self._read_only:
             return 0
+        gathered: dict[int, None] | None = getattr(self._gathering, "ids", None)
+        if gathered is not None:
+            gathered.update(dict.fromkeys(fact_ids))
+            return len(fact_ids)
         if self.access is not None and not self.backend.in_transaction:
             if self.access.read_only:
                 self._read_only = True
@@ -338,6 +352,30 @@ class Writer:
             warnings.warn(f"{exc}: searches answer, but accesses are not counted",
                           RuntimeWarning, stacklevel=4)
             return 0
+
+    @contextlib.contextmanager
+    def counts_together(self) -> Iterator[None]:
+        """Gather the ids ``touch`` counts on this thread inside, and count them once at
+        the end (nested: the outermost writes)."""
+        if getattr(self._gathering, "ids", None) is not None:
+            yield
+            return
+        gathered: dict[int, None] = {}
+        self._gathering.ids = gathered
+        try:
+            yield
+        except BaseException:
+            self._gathering.ids = None
+            if gathered:  # the facts were shown all the same; the first error is the one told
+                try:
+                    self.touch(list(gathered), self.clock())
+                except StoreError:
+                    _log.warning("access counts of %d facts were not written", len(gathered),
+                                 exc_info=True)
+            raise
+        self._gathering.ids = None
+        if gathered:
+            self.touch(list(gathered), self.clock())
 
     def track_access(self, hits: list[Hit], now: float) -> list[Hit]:
         """Count the live hits as shown to a model, and show it in the returned facts."""
