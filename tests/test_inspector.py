@@ -246,3 +246,31 @@ def test_a_name_given_with_allow_host_is_accepted(tmp_path):
         assert 200 == client.get(address, headers=ours).status_code
         theirs = {"host": f"other.test:{port}"}
         assert 403 == client.get(address, headers=theirs).status_code
+
+
+def test_a_page_on_another_port_of_this_host_cannot_change_anything(tmp_path):
+    """Cookies ignore ports, so a page served on another port of 127.0.0.1 would send the
+    inspector's cookie: a change naming that page's origin, or that a browser says another
+    page sent (Sec-Fetch-Site), gets 403; the inspector's own origin and a typed address pass."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        fact = store.add("project", "Deploy on Fridays.").id
+    with serving(db) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        port = urllib.parse.urlsplit(base).port
+        assert 200 == client.get(address).status_code  # the cookie
+        refused = {
+            "origin on another port": {"origin": f"http://127.0.0.1:{port + 1}"},
+            "origin without a port": {"origin": "http://127.0.0.1"},
+            "another page of this site": {"origin": base, "sec-fetch-site": "same-site"},
+            "another site": {"sec-fetch-site": "cross-site"},
+        }
+        got = {name: client.post(f"{base}/fact/{fact}/delete", headers=headers).status_code
+               for name, headers in refused.items()}
+        assert dict.fromkeys(refused, 403) == got
+        assert 200 == client.get(base + "/", headers={"sec-fetch-site": "cross-site"}).status_code
+        own = client.post(f"{base}/fact/{fact}/reinforce",
+                          headers={"origin": base, "sec-fetch-site": "same-origin"})
+        assert 303 == own.status_code
+    with FactStore(db) as store:
+        assert 3 == store.get(fact).score

@@ -4,8 +4,10 @@ to keep them: docs/images holds the ones docs/inspector.md shows)."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
+import threading
 import urllib.parse
 from pathlib import Path
 
@@ -169,3 +171,51 @@ def test_the_static_dump_reads_at_400_px(tmp_path, browser):
     assert browser.evaluate("document.documentElement.scrollWidth") <= 400
     profile_cells(browser)
     shoot(browser, tmp_path, "dump", 400)
+
+
+def test_a_page_on_another_port_cannot_edit_or_delete_through_the_cookie(tmp_path, browser):
+    """The person opened the inspector (its cookie is set); a page served on another port of
+    127.0.0.1 then submits a delete and an edit form at it. Chromium sends the cookie along
+    (cookies ignore ports); the inspector refuses both and the facts are untouched."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        kept = store.add("project", "Deploys run on Fridays.", scope="shop-api")
+        edited = store.upsert("user", "drink", "The user prefers tea.", user="ada")
+    with serving(db) as address:
+        base = address.split("/?", 1)[0]
+        page = (f"<!doctype html><body><iframe name=a></iframe><iframe name=b></iframe>"
+                f"<form id=f1 target=a method=post action='{base}/fact/{kept.id}/delete'>"
+                f"<input name=confirm value=yes></form>"
+                f"<form id=f2 target=b method=post action='{base}/fact/{edited.id}/edit'>"
+                f"<input name=value value='Changed by another page.'></form><script>"
+                f"window.loaded = 0; for (const f of document.querySelectorAll('iframe'))"
+                f" f.onload = () => window.loaded++;"
+                f"f1.submit(); f2.submit();</script></body>").encode()
+
+        class Page(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/html")
+                self.send_header("content-length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            browser.open(address, 1280)
+            browser.open(f"http://127.0.0.1:{server.server_address[1]}/", 1280)
+            answered = threading.Event()
+            while not answered.wait(0.05):  # both answers loaded in their frames
+                if browser.evaluate("window.loaded") == 2:
+                    answered.set()
+        finally:
+            server.shutdown()
+            server.server_close()
+    with FactStore(db) as store:
+        assert store.get(kept.id) is not None
+        assert "The user prefers tea." == store.get(edited.id).value

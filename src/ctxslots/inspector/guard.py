@@ -5,7 +5,10 @@ a page elsewhere cannot reach the inspector through a name it points at 127.0.0.
 both answer 403 here. The token comes in the address ``ctxslots ui`` prints
 (``?token=...``, as a notebook server's does); a request that carries it gets a cookie
 holding it (``HttpOnly``, ``SameSite=Strict``: another site's page cannot send it), so
-the links and forms of the pages need not repeat it.
+the links and forms of the pages need not repeat it. Cookies ignore ports, so a page
+served on another port of this host would send it too: here ``Origin`` must also name
+this server's port, and a change (any method but GET and HEAD) whose ``Sec-Fetch-Site``
+says another page sent it is refused.
 """
 
 from __future__ import annotations
@@ -57,6 +60,21 @@ def _given(scope: _Scope, name: str) -> tuple[str, bool]:
     return ("" if morsel is None else morsel.value), False
 
 
+#: What ``Sec-Fetch-Site`` says of a request the inspector's own pages (or the address
+#: bar) made; any other value is a page elsewhere, another port of this host included.
+_OWN_FETCH = (b"same-origin", b"none")
+
+
+def _from_another_page(scope: _Scope) -> bool:
+    """Whether a request that changes something says a browser sent it from a page
+    other than the inspector's (a second check besides ``Origin``)."""
+    if scope.get("method", "GET") in ("GET", "HEAD"):
+        return False
+    headers = {k.lower(): v for k, v in scope.get("headers") or ()}
+    site = headers.get(b"sec-fetch-site")
+    return site is not None and site.strip().lower() not in _OWN_FETCH
+
+
 @attrs.frozen
 class TokenGuard:
     """ASGI middleware: 403 unless the request names this server (Host, Origin) and
@@ -77,9 +95,12 @@ class TokenGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refused = HostGuard(self.app, list(self.names)).check(scope)
+        refused = HostGuard(self.app, list(self.names), same_port=True).check(scope)
         if refused is not None:
             await _refuse(send, refused[1])
+            return
+        if _from_another_page(scope):
+            await _refuse(send, "a change must come from the inspector's own pages")
             return
         port = int((scope.get("server") or ("", 0))[1] or 0)
         given, in_address = _given(scope, cookie_name(port))

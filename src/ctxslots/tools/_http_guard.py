@@ -113,6 +113,11 @@ class HostGuard:
 
     app: _ASGIApp
     names: frozenset[str] = attrs.field(converter=_names)
+    #: Whether ``Origin`` must also name the server's port. A page on another port of
+    #: this host is another site, but a browser sends it this one's cookies (cookies
+    #: ignore ports): a server that trusts a cookie says so. The MCP server, whose
+    #: clients carry a bearer token, accepts a web client on another port of this host.
+    same_port: bool = False
 
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
         """Pass a request that names this server (and every non-HTTP event) on."""
@@ -132,19 +137,21 @@ class HostGuard:
         if host is None or host[1] != port or not self._ours(host[0], local):
             return 421, "the Host header names another server"
         origin = headers.get(b"origin")
-        if origin is not None and not self._our_origin(origin.decode("latin-1"), local):
+        if origin is not None and not self._our_origin(origin.decode("latin-1"), local, port):
             return 403, "the Origin header names another site"
         return None
 
     def _ours(self, name: str, local: IPAddress | None) -> bool:
         return name in self.names or (local is not None and same_address(name, local))
 
-    def _our_origin(self, origin: str, local: IPAddress | None) -> bool:
+    def _our_origin(self, origin: str, local: IPAddress | None, port: int) -> bool:
         scheme, _, netloc = origin.strip().partition("://")
-        if scheme.lower() not in ("http", "https"):
+        scheme = scheme.lower()
+        if scheme not in ("http", "https"):
             return False  # "null" (a sandboxed page, a file) or anything else
-        found = _split_host(netloc, 0)
-        return found is not None and self._ours(found[0], local)
+        found = _split_host(netloc, 443 if scheme == "https" else 80)
+        return (found is not None and self._ours(found[0], local)
+                and (not self.same_port or found[1] == port))
 
 
 @attrs.frozen
