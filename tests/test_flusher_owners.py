@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ctxslots import InvalidArgumentError, InvalidFactError, MemoryFlusher, OpenAIChatClient
+from ctxslots import ANY, InvalidArgumentError, InvalidFactError, MemoryFlusher, OpenAIChatClient
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 TALK = [{"role": "user", "content": "I moved to Lisbon and the shop now deploys on Mondays."}]
@@ -75,10 +75,12 @@ def test_read_positions_are_kept_per_user(store, flusher_for):
 
 def test_a_malformed_owner_is_refused_before_the_model_is_called(store, flusher_for):
     server, flusher = flusher_for([_reply()])
-    for owners in ({"user": ""}, {"agent": 7}, {"user": "a\nb"}):
+    for owners in ({"user": ""}, {"agent": 7}, {"user": "a\nb"}, {"user": ANY},
+                   {"agent": ANY}, {"scope": ANY}):
         with pytest.raises(InvalidFactError):
             flusher.flush(TALK, conversation="c1", force=True, **owners)
     assert server.requests == []
+    assert [] == store.facts(user=ANY, agent=ANY, scope=ANY)
 
 
 def test_a_scoped_slot_must_belong_to_a_workspace(store, flusher_for):

@@ -491,3 +491,30 @@ def test_history_named_for_owners_shows_only_what_they_see(store):
     assert [f.value for f in store.history(fact.id, user="alice")] == ["Alice's PIN is 1111."]
     assert store.history(fact.id, user="bob") == []
     assert len(store.history(fact.id)) == 1            # no owners named: any fact, as get
+
+
+def test_any_selects_owners_to_read_but_never_names_one_to_write_or_assemble_for(store):
+    """ANY lists and exports every owner; a write, an import, a prompt or a tool set for
+    ANY is refused in one line (stored, it was a user named "*"), and nothing is written."""
+    from ctxslots import ANY, AssemblyRequest, MemoryTools, PromptAssembler
+
+    store.upsert("user", "city", "Alice lives in Paris.", user="alice")
+    store.upsert("user", "city", "Bob lives in Rome.", user="bob")
+    store.add("project", "Deploys run on Fridays.", scope="shop")
+    writes = {
+        "upsert": lambda: store.upsert("user", "city", "Everyone lives here.", user=ANY),
+        "add": lambda: store.add("project", "Deploys stop.", scope=ANY),
+        "agent": lambda: store.add("agent", "Retry twice.", agent=ANY),
+        "import": lambda: store.import_jsonl(io.StringIO(""), user=ANY),
+        "assemble": lambda: PromptAssembler(store).assemble(AssemblyRequest("paris", user=ANY)),
+        "tools": lambda: MemoryTools(store, scope=ANY),
+    }
+    for name, write in writes.items():
+        with pytest.raises(ValueError, match=r"=ANY selects every \w+ in a listing") as raised:
+            write()
+        assert "\n" not in str(raised.value), name
+    everyone = store.facts(user=ANY, agent=ANY, scope=ANY)
+    assert 3 == len(everyone) and "*" not in {f.user for f in everyone}
+    out = io.StringIO()
+    assert 3 == store.export_jsonl(out, user=ANY, scope=ANY)
+    assert 2 == len(store.search("lives", user=ANY))

@@ -17,7 +17,7 @@ from ..._secrets import redact
 from ...errors import InvalidArgumentError, InvalidFactError
 from ...model import to_timestamp
 from ..backend import MAX_TIME
-from ..owners import BUILTIN_SLOT_OWNERS, SlotOwners
+from ..owners import ANY, BUILTIN_SLOT_OWNERS, SlotOwners
 
 __all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_SCORE_STEP", "MAX_TIMESTAMP", "SECRET_POLICIES",
            "Limits", "check_conversation"]
@@ -111,6 +111,15 @@ def _short(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _not_any(value: object, kind: str) -> None:
+    """Refuse :data:`~ctxslots.ANY` where one owner is needed: stored, it would be a
+    user (or agent, or scope) named ``*``; asked, every owner's facts at once."""
+    if value is ANY:
+        raise InvalidFactError(
+            f"{kind}=ANY selects every {kind} in a listing, an export or a search; this "
+            f"needs one {kind}", field=kind, value=value)
+
+
 @attrs.frozen
 class Limits:
     """Size limits and slot rules for what a store accepts.
@@ -182,9 +191,14 @@ class Limits:
         return slot
 
     def scope(self, scope: object) -> str:
-        """Validate a scope; return its stored form (``""`` for global)."""
+        """Validate a scope; return its stored form (``""`` for global).
+
+        :raises InvalidFactError: ``scope`` is malformed, or is :data:`~ctxslots.ANY`
+            (which reads call for themselves: a write or a prompt needs one scope).
+        """
         if scope is None:
             return ""
+        _not_any(scope, "scope")
         if not isinstance(scope, str) or not scope.strip():
             raise InvalidFactError(
                 "scope must be None or a non-empty string", field="scope", value=scope
@@ -199,7 +213,9 @@ class Limits:
 
     def owner(self, value: object, kind: str) -> str:
         """Validate a user or agent id: a non-empty string within
-        :attr:`max_scope_chars` characters, without control characters."""
+        :attr:`max_scope_chars` characters, without control characters, and not
+        :data:`~ctxslots.ANY` (which reads call for themselves)."""
+        _not_any(value, kind)
         if not isinstance(value, str) or not value.strip():
             raise InvalidFactError(f"{kind} must be a non-empty string", field=kind, value=value)
         _check_text(value, self.max_scope_chars, kind, kind, plain=not _CONTROL.search(value))
