@@ -278,3 +278,64 @@ def test_configured_slots_are_the_only_writable_ones(chat, store, tmp_path, cloc
     assert "unknown slot 'agent' (known: user, team)" == report.rejected[0].reason
     assert "- team: facts about the user's team." in prompt_of(server.requests[0])
     assert ["user", "project"] == list(MemoryFlusher(store, _Fixed("{}"), slots=["user", "project"]).slots)
+
+
+def _waits_on_a_lock(location: str) -> bool:
+    """Whether some session of the PostgreSQL database waits for an advisory lock."""
+    import psycopg
+
+    with psycopg.connect(location, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                           "AND NOT granted").fetchone()
+        return bool(row and row[0])
+
+
+def test_two_flushers_of_one_conversation_on_two_stores_apply_once(location):
+    """Two processes' flushers (two stores on one file or database) flush one conversation
+    at once: the one that commits second fails and changes nothing, on both engines. On
+    PostgreSQL no progress row exists to lock yet: the second waits for the first all
+    the same, then reads what it wrote."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(index: int, op: object) -> None:
+        entered.set()
+        assert release.wait(120), "the test never let the first flush go on"
+
+    with ScriptedChatServer([reply(upsert("from.a", "Written by the first flush.")),
+                             reply(upsert("from.b", "Written by the second flush."))]) as server, \
+            FactStore(location) as first_store, FactStore(location) as second_store:
+        def client() -> OpenAIChatClient:
+            return OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=60)
+
+        first = MemoryFlusher(first_store, client(), on_operation=hold)
+        second = MemoryFlusher(second_store, client())
+        outcome: dict[str, object] = {}
+
+        def run(name: str, flusher: MemoryFlusher) -> None:
+            try:
+                outcome[name] = flusher.flush(MESSAGES, conversation="c", force=True).status
+            except FlushError as exc:
+                outcome[name] = str(exc)
+
+        one = threading.Thread(target=run, args=("first", first))
+        one.start()
+        assert entered.wait(120)  # inside its transaction, its operation not yet written
+        two = threading.Thread(target=run, args=("second", second))
+        two.start()
+        assert server.wait_answered(2)
+        if not location.startswith("postgresql"):
+            release.set()  # SQLite's write lock holds the second until the first commits
+        while not release.is_set():  # the second waits for the conversation, or is done
+            two.join(0.05)
+            if not two.is_alive() or _waits_on_a_lock(location):
+                release.set()
+        one.join(120)
+        two.join(120)
+        assert not one.is_alive() and not two.is_alive()
+    assert "applied" == outcome["first"]
+    assert "finished first" in str(outcome["second"])
+    with FactStore(location) as store:
+        assert ["from.a"] == [f.key for f in store.facts()]
+        assert 2 == MemoryFlusher(store, client()).messages_read("c")

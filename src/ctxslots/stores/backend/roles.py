@@ -257,7 +257,9 @@ class FlushProgress(Protocol):
 
     def read_progress(self, conversation: str, *, user_id: str, agent_id: str
                       ) -> tuple[int, str] | None:
-        """``(messages_read, fingerprint)`` of a conversation, or ``None``."""
+        """``(messages_read, fingerprint)`` of a conversation, or ``None``. Inside a
+        write transaction no other one may write this conversation's progress until
+        it ends (SQLite's write lock holds every writer; PostgreSQL reserves the name)."""
 
     def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
                        now: float, *, user_id: str, agent_id: str) -> None:

@@ -344,8 +344,12 @@ class PostgresBackend:
 
     def read_progress(self, conversation: str, *, user_id: str, agent_id: str
                       ) -> tuple[int, str] | None:
-        """``(messages_read, fingerprint)`` of a conversation."""
+        """``(messages_read, fingerprint)`` of a conversation (reserved until the
+        transaction ends, inside one: a second flush of it waits, then reads what the
+        first wrote, though no row existed to lock)."""
         with self._session.conn() as conn:
+            if self._session.writing:
+                self._session.reserve(conn, "progress", user_id, agent_id, conversation)
             return _meta.read_progress(conn, conversation, user_id, agent_id)
 
     def write_progress(self, conversation: str, messages_read: int, fingerprint: str,
