@@ -158,7 +158,8 @@ def test_a_transaction_without_savepoints_takes_none_inside(pg_url, tmp_path):
 def test_a_flush_takes_no_savepoints(pg_url, tmp_path, monkeypatch):
     """A flush fails whole on any error, so its writes take no savepoint, and a key is
     read without a reservation (its row, if any, is locked by the read): its messages
-    are a begin, the progress read, each key's read and write, the progress write and
+    are a begin, the conversation's reservation (one advisory lock: a second flush of
+    it waits) and progress read, each key's read and write, the progress write and
     the commit."""
     from ctxslots import FactStore, MemoryFlusher, OpenAIChatClient
     from ctxslots.testing import ScriptedChatServer, ScriptedReply
@@ -183,7 +184,11 @@ def test_a_flush_takes_no_savepoints(pg_url, tmp_path, monkeypatch):
                 f.value for f in store.facts(user="ada")}
     finally:
         server.close()
-    assert sent and not [s for s in sent if "SAVEPOINT" in s or "pg_advisory" in s]
+    assert sent and not [s for s in sent if "SAVEPOINT" in s]
+    begin = sent.index("BEGIN")
+    locks = [n for n, s in enumerate(sent) if "pg_advisory" in s]
+    progress = [n for n, s in enumerate(sent) if n > begin and s.startswith("SELECT messages_read")]
+    assert 1 == len(locks) and 1 == len(progress) and begin < locks[0] < progress[0]
     assert 2 == len([s for s in sent if s.startswith("SELECT id,") and "key = $" in s])
 
 
