@@ -19,7 +19,8 @@ what the store adds for its own bookkeeping left out:
   document count once in a large table; then the first ten counted as accessed in one
   transaction. Not done: ranking by decay and reinforcement (Python), the
   co-recall link and near-duplicate lookups, the statistics checks.
-- **assemble**: the user's profile (their five most important keyed facts);
+- **assemble**: the user's profile (their five most important keyed facts not hidden
+  by a newer near-duplicate);
   for each slot whose section searched (one the budget left no room for does
   not), the same BM25 read with the filter of that slot (user facts: no scope;
   project facts: the scope; agent facts: the agent and the scope), as many rows
@@ -201,6 +202,7 @@ class SqliteHand(_Requests):
         return self.conn.execute(
             f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND agent_id = '' AND slot = 'user' "
             f"AND scope = '' AND (expires_at IS NULL OR expires_at > ?) "
+            f"AND superseded_by IS NULL "
             f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT +?",
             (who.user, now, PROFILE)).fetchall()
 
@@ -279,6 +281,7 @@ class PostgresHand(_Requests):
         return self.conn.execute(
             f"SELECT {_COLUMNS} FROM facts WHERE user_id = %s AND agent_id = '' "
             f"AND slot = 'user' AND scope = '' AND (expires_at IS NULL OR expires_at > %s) "
+            f"AND superseded_by IS NULL "
             f"AND (key IS NOT NULL OR score > 0) ORDER BY {_IMPORTANCE} LIMIT %s",
             (who.user, now, PROFILE)).fetchall()
 

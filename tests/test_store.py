@@ -518,3 +518,17 @@ def test_any_selects_owners_to_read_but_never_names_one_to_write_or_assemble_for
     out = io.StringIO()
     assert 3 == store.export_jsonl(out, user=ANY, scope=ANY)
     assert 2 == len(store.search("lives", user=ANY))
+
+
+def test_the_profile_leaves_out_a_fact_hidden_by_a_newer_near_duplicate(store):
+    """A flush that rewords a keyed fact hides the old wording from searches; the sticky
+    profile (``important``) and so the prompt's user section leave it out too."""
+    from ctxslots import AssemblyRequest, PromptAssembler
+
+    old = store.upsert("user", "editor", "The user edits code in Neovim")
+    new = store.upsert("user", "editor.name", "The user edits code in Neovim.")
+    report = store.consolidate(fact_ids=[new.id])
+    assert [(old.id, new.id)] == [(s.fact_id, s.by) for s in report.superseded]
+    assert [new.id] == [f.id for f in store.important("user")]
+    prompt = PromptAssembler(store).assemble(AssemblyRequest("which editor?"))
+    assert 1 == prompt.text.count("Neovim")

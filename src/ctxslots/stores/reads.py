@@ -177,7 +177,8 @@ class ReadMethods:
 
         A fact counts when it is keyed or reinforced (score above 0); the order
         is reinforcement score, access count and confidence (highest first),
-        keyed facts before free memories, most recently updated, then id. The
+        keyed facts before free memories, most recently updated, then id. A fact
+        hidden by a newer near-duplicate is left out, as searches leave it out. The
         user section's profile shows them. Reading them is not an access.
 
         :param now: The moment to read at (a datetime or Unix seconds; default: the
@@ -188,6 +189,7 @@ class ReadMethods:
         core = self._core
         moment = None if now is None else core.limits.moment(now, "now")
         flt = core.filter([slot], Owners(user, agent, scope), now=moment,
+                          include_superseded=False,
                           narrow=None if moment is None else Narrowing(until=moment))
         rows = core.backend.important(flt, check_limit(limit))
         return [Fact.from_row(r) for r in rows]
