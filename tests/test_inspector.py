@@ -274,3 +274,22 @@ def test_a_page_on_another_port_of_this_host_cannot_change_anything(tmp_path):
         assert 303 == own.status_code
     with FactStore(db) as store:
         assert 3 == store.get(fact).score
+
+
+def test_an_id_no_fact_can_have_is_a_404_not_a_server_error(tmp_path):
+    """An id past 64 bits, on a page or an action, answers 404 naming what an id is."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        fact = store.add("project", "Deploy on Fridays.").id
+    with serving(db) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        assert 200 == client.get(address).status_code
+        huge = "9" * 23
+        for answer in (client.get(f"{base}/fact/{huge}"),
+                       client.post(f"{base}/fact/{huge}/forget", headers={"origin": base}),
+                       client.get(f"{base}/fact/-{huge}")):
+            assert 404 == answer.status_code
+            assert "fits in 64 bits" in answer.text
+        assert 404 == client.get(f"{base}/fact/-5").status_code
+    with FactStore(db) as store:
+        assert store.get(fact) is not None

@@ -123,6 +123,8 @@ def test_every_page_reads_at_400_px_and_shows_markup_as_text(tmp_path, browser):
     db = str(tmp_path / "m.db")
     with FactStore(db) as store:
         ids = demo_facts(store)
+        # One unbroken word, as a pasted token or hash is: shown in the neighbours' lists.
+        long_id = store.add("agent", "Build hash " + "f3a9" * 700 + ".", scope="shop-api").id
     with serving(db) as address:
         base = address.split("/?", 1)[0]
         browser.open(address, 400)  # the token, then the cookie
@@ -130,7 +132,8 @@ def test_every_page_reads_at_400_px_and_shows_markup_as_text(tmp_path, browser):
         why = "/why?" + urllib.parse.urlencode({"message": MESSAGE, **OWNERS,
                                                  "fact": ids["english"]})
         for name, path in [("memory", "/"), ("fact", f"/fact/{ids['hostile']}"),
-                           ("lab", lab), ("why", why), ("health", "/health")]:
+                           ("long", f"/fact/{long_id}"), ("lab", lab), ("why", why),
+                           ("health", "/health")]:
             browser.open(base + path, 400)
             assert 400 == browser.evaluate("innerWidth")
             assert browser.evaluate("document.documentElement.scrollWidth") <= 400, name

@@ -22,6 +22,9 @@ from .why import explain
 
 __all__ = ["Pages"]
 
+#: The largest fact id (a signed 64-bit integer).
+_MAX_ID = 2**63 - 1
+
 #: Most facts a memory page lists: a page stays quick to read and to render; the
 #: filters narrow it.
 _SHOWN = 300
@@ -135,22 +138,20 @@ class Pages:
 
     async def fact(self, request: Request) -> Response:
         """``/fact/ID``: one fact, its history, links, accesses, vector and neighbours."""
-        try:
-            fact_id = int(request.path_params["fact_id"])
-        except ValueError:
+        fact_id = _fact_id(request)
+        if fact_id is None:
             return self.render("error.html.j2", page="memory", status=404,
-                               message="a fact id is a whole number")
+                               message=_NO_ID)
         return self._fact_page(fact_id, done=request.query_params.get("done"))
 
     async def change(self, request: Request) -> Response:
         """``POST /fact/ID/ACTION``: edit, forget, delete, reinforce or demote, through the
         store's own methods; a refusal shows the store's error, the values kept."""
         action = request.path_params["action"]
-        try:
-            fact_id = int(request.path_params["fact_id"])
-        except ValueError:
+        fact_id = _fact_id(request)
+        if fact_id is None:
             return self.render("error.html.j2", page="memory", status=404,
-                               message="a fact id is a whole number")
+                               message=_NO_ID)
         form = await _form(request)
         store = self.store
         try:
@@ -244,3 +245,14 @@ class Pages:
         return self.render("health.html.j2", page="health", report=self.store.doctor(),
                            stats=stats, location=stats.get("path"))
 
+
+_NO_ID = "a fact id is a whole number that fits in 64 bits"
+
+
+def _fact_id(request: Request) -> int | None:
+    """The fact id in the address, or ``None`` when it is no id a fact can have."""
+    try:
+        fact_id = int(request.path_params["fact_id"])
+    except ValueError:
+        return None
+    return fact_id if -_MAX_ID - 1 <= fact_id <= _MAX_ID else None
