@@ -81,6 +81,10 @@ def test_empty_operations_is_valid():
         (json.dumps({"operations": [{**UPSERT, "key": None}]}), "key is null"),
         (json.dumps({"operations": [{**UPSERT, "value": {"text": "x"}}]}), "value is object"),
         ("not json {at all", "not valid JSON"),
+        ('{"operations": [], "operations": [' + json.dumps(UPSERT) + "]}",
+         "names 'operations' twice"),
+        (('{"operations": [{"op": "upsert", "slot": "user", "key": "city", "value": "Paris.", '
+          '"value": "Lisbon.", "confidence": 0.9, "tags": []}]}'), "names 'value' twice"),
     ],
 )
 def test_anything_else_is_a_format_error(reply, message):

@@ -196,7 +196,11 @@ def _load_object(raw: str) -> dict[str, Any]:
             'object {"operations": [...]}', raw=raw,
         )
     try:
-        obj, end = json.JSONDecoder().raw_decode(text, start)
+        obj, end = json.JSONDecoder(object_pairs_hook=_unique_keys).raw_decode(text, start)
+    except _DuplicateKey as exc:
+        raise ReplyFormatError(
+            f"the reply names {exc.args[0]!r} twice in one object, which is ambiguous; "
+            "send each field once", raw=raw) from None
     except json.JSONDecodeError as exc:
         raise ReplyFormatError(
             f"the reply is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -214,6 +218,21 @@ def _load_object(raw: str) -> dict[str, Any]:
             raw=raw,
         )
     return obj  # type: ignore[no-any-return]
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object of the reply names one field twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's fields; :class:`_DuplicateKey` when one is named twice (the
+    decoder would keep the last one silently)."""
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(key)
+        obj[key] = value
+    return obj
 
 
 def _cut_off(text: str, exc: json.JSONDecodeError) -> bool:
