@@ -406,3 +406,21 @@ def test_a_summary_shows_every_line_break_and_control_the_model_wrote_escaped(ch
     assert not any(line.lstrip().startswith(forged) for line in lines)
     assert "\\u000b" in report.summary() and "\\u2028" in report.summary()
     assert "\x1b" not in report.summary()
+
+
+def test_a_restated_value_keeps_its_expiry_and_a_new_one_holds(chat, seeded, clock):
+    """The app wrote a fact that lapses in three days; a flush that restates it with another
+    confidence keeps that expiry (a reply cannot name one); a new value has none."""
+    week = seeded.upsert("user", "where", "The user is in Berlin this week.", confidence=0.9,
+                         expires_at=clock() + 3 * 86400)
+    trip = seeded.upsert("user", "trip", "The user flies out on Monday.",
+                         expires_at=clock() + 3 * 86400)
+    _, flusher = chat([ScriptedReply(reply(
+        upsert("user", "where", "The user is in Berlin this week.", confidence=0.8),
+        upsert("user", "trip", "The user flies out on Tuesday.")))])
+
+    report = flush(flusher)
+
+    assert {"where", "trip"} == {c.fact.key for c in report.updated}
+    assert week.expires_at == seeded.get(week.id).expires_at
+    assert seeded.get(trip.id).expires_at is None

@@ -579,9 +579,12 @@ class MemoryFlusher:
         if old is not None and (old.value, old.tags, old.confidence) == \
                 (value, tags, op.confidence):
             return Change(kind="unchanged", index=index, fact=old, redacted=secrets)
+        # A restated value keeps its expiry (a reply cannot name one); a new value is a
+        # new statement, which holds until something replaces it.
+        expires = old.expires_at if old is not None and old.value == value else None
         fact = self.store.upsert(op.slot, op.key, op.value, **where, tags=tags,
                                  confidence=op.confidence, source=source,
-                                 observed_at=observed_at,
+                                 observed_at=observed_at, expires_at=expires,
                                  context=self._context_of(index, op, base, msgs, notes))
         if old is None:
             return Change(kind="added", index=index, fact=fact, redacted=secrets)
