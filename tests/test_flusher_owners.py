@@ -121,3 +121,52 @@ def test_prune_of_some_facts_checks_only_their_slots_and_owners(store, clock):
     assert [m.fact.id for m in store.prune(policy, fact_ids=[bob[0]]).moved] == [bob[0]]
     with pytest.raises(InvalidFactError, match="fact id must be an integer"):
         store.prune(policy, fact_ids=["one"])
+
+
+def test_a_fact_the_model_was_shown_is_the_one_its_slot_and_key_change(store, flusher_for):
+    """A flush in workspace shop shows a global project fact and the helper's lesson kept
+    for shop (as the agent tools write it). The model changes one and forgets the other
+    by slot and key, as the prompt tells it: those facts change, no second copy is
+    written under the flush's own owners, and the next prompt holds no contradiction."""
+    from ctxslots import AssemblyRequest, PromptAssembler
+
+    day = store.upsert("project", "deploy.day", "Deploys run every Friday.")
+    lesson = store.upsert("agent", "billing.tests", "The billing tests are flaky; rerun once.",
+                          agent="helper", scope="shop")
+    ci = store.upsert("agent", "ci.cache", "The CI cache is cold on Mondays.", agent="helper",
+                      scope="shop")
+    server, flusher = flusher_for([_reply(
+        _upsert("project", "deploy.day", "Deploys run every Thursday."),
+        _upsert("agent", "billing.tests", "The billing tests are fixed; no rerun needed."),
+        {"op": "forget", "slot": "agent", "key": "ci.cache", "reason": "The cache is warm."})])
+    talk = [{"role": "user", "content": "We deploy on Thursdays now, the billing tests are "
+                                        "fixed and the CI cache stays warm."}]
+    report = flusher.flush(talk, conversation="c1", scope="shop", user="alice",
+                           agent="helper", force=True)
+    shown = server.requests[0]["messages"][0]["content"]
+    assert "Deploys run every Friday." in shown and "rerun once" in shown
+    assert {day.id, lesson.id} == {c.fact.id for c in report.updated}
+    assert [ci.id] == [c.fact.id for c in report.forgotten]
+    assert "Deploys run every Thursday." == store.get(day.id).value
+    assert store.get(day.id).scope is None
+    assert ("helper", "shop") == (store.get(lesson.id).agent, store.get(lesson.id).scope)
+    assert store.get(ci.id) is None
+    everything = store.facts(user=ANY, agent=ANY, scope=ANY)
+    assert 2 == len(everything)
+    prompt = PromptAssembler(store).assemble(AssemblyRequest(
+        "when do we deploy, and do the billing tests need a rerun?", scope="shop",
+        user="alice", agent="helper")).text
+    assert "Friday" not in prompt and "rerun once" not in prompt
+    assert "Thursday" in prompt and "no rerun needed" in prompt
+
+
+def test_the_flushs_own_fact_wins_over_a_shared_one_with_the_same_key(store, flusher_for):
+    """Where the workspace and the global scope both hold project/deploy.day, the flush
+    changes the workspace's own, and the global one stays."""
+    shared = store.upsert("project", "deploy.day", "Deploys run every Friday.")
+    own = store.upsert("project", "deploy.day", "The shop deploys every Friday.", scope="shop")
+    _, flusher = flusher_for([_reply(
+        _upsert("project", "deploy.day", "The shop deploys every Thursday."))])
+    report = flusher.flush(TALK, conversation="c1", scope="shop", force=True)
+    assert [own.id] == [c.fact.id for c in report.updated]
+    assert "Deploys run every Friday." == store.get(shared.id).value

@@ -51,6 +51,9 @@ from .report import Change, FlushPolicy, FlushReport, Rejection
 
 __all__ = ["DEFAULT_MAX_FLUSH_TOKENS", "DEFAULT_SLOTS", "RETRY_PROMPT", "MemoryFlusher"]
 
+#: The owners of each keyed fact a flush showed the model, by slot and key.
+_Shown = dict[tuple[str, str], OwnerArgs]
+
 #: The built-in slots and what each holds, as the extraction prompt explains them.
 DEFAULT_SLOTS: Mapping[str, str] = {
     "user": "who the user is: name, role, preferences, habits, tools, constraints.",
@@ -288,9 +291,9 @@ class MemoryFlusher:
                                  written_at)
         if isinstance(prepared, FlushReport):
             return prepared
-        prompt, base, progress, msgs = prepared
+        prompt, base, progress, msgs, shown = prepared
         ops, base = self._ask(prompt, base)
-        return self._apply(ops, base, progress, msgs, written_at=written_at)
+        return self._apply(ops, base, progress, msgs, shown, written_at=written_at)
 
     async def aflush(
         self,
@@ -317,11 +320,11 @@ class MemoryFlusher:
                                            Owners(user, agent, scope), force, written_at)
         if isinstance(prepared, FlushReport):
             return prepared
-        prompt, base, progress, msgs = prepared
+        prompt, base, progress, msgs, shown = prepared
         ops, base = await self._aask(prompt, base)
         cancelled = threading.Event()
-        applying = asyncio.ensure_future(
-            asyncio.to_thread(self._apply, ops, base, progress, msgs, cancelled, written_at))
+        applying = asyncio.ensure_future(asyncio.to_thread(
+            self._apply, ops, base, progress, msgs, shown, cancelled, written_at))
         try:
             return await asyncio.shield(applying)
         except asyncio.CancelledError:
@@ -332,9 +335,11 @@ class MemoryFlusher:
 
     def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], conversation: str,
                  owners: Owners, force: bool, written_at: dt.datetime | None
-                 ) -> FlushReport | tuple[str, FlushReport, Progress | None, list[Message]]:
+                 ) -> FlushReport | tuple[str, FlushReport, Progress | None, list[Message],
+                                          _Shown]:
         """Check the input and read what a flush needs: a report when there is nothing
-        to ask, else the prompt, the report so far, the read position and the messages."""
+        to ask, else the prompt, the report so far, the read position, the messages and
+        the owners of each keyed fact the model is shown."""
         msgs = check_messages(messages)
         conv = check_conversation(conversation)
         limits = self.store.limits
@@ -380,7 +385,12 @@ class MemoryFlusher:
             self.store.clock(), tz=dt.timezone.utc)
         prompt = render_template(self._env, self.template,
                                  **self._context(list(batch.messages), start, known, scope, when))
-        return prompt, base, progress, msgs[:end]
+        shown: _Shown = {}
+        for fact in known:  # the best-ranked first, as the model reads them
+            if fact.key is not None:
+                shown.setdefault((fact.slot, fact.key), OwnerArgs(
+                    scope=fact.scope, user=fact.user, agent=fact.agent))
+        return prompt, base, progress, msgs[:end], shown
 
     def _source(self, flush_id: str, conv: str, msgs: list[Message], start: int) -> str:
         if start >= len(msgs):
@@ -472,7 +482,7 @@ class MemoryFlusher:
         return valid, rejected
 
     def _apply(self, ops: Sequence[Operation], base: FlushReport,
-               progress: Progress | None, msgs: list[Message],
+               progress: Progress | None, msgs: list[Message], shown: _Shown,
                cancelled: threading.Event | None = None,
                written_at: dt.datetime | None = None) -> FlushReport:
         """Apply the valid operations and the new read position in one transaction
@@ -489,7 +499,8 @@ class MemoryFlusher:
                 for index, op in valid:
                     if self.on_operation is not None:
                         self.on_operation(index, op)
-                    change = self._apply_one(index, op, base, written_at, msgs, notes)
+                    change = self._apply_one(index, op, base, written_at, msgs, notes,
+                                             shown)
                     if isinstance(change, Change):
                         changes[change.kind].append(change)
                     else:
@@ -562,11 +573,20 @@ class MemoryFlusher:
 
     def _apply_one(self, index: int, op: Operation, base: FlushReport,
                    observed_at: dt.datetime | None, msgs: list[Message],
-                   notes: list[str]) -> Change | str:
-        """Apply one operation; return the change, or why it could not be applied."""
+                   notes: list[str], shown: _Shown) -> Change | str:
+        """Apply one operation; return the change, or why it could not be applied.
+
+        The slot and key name the fact of the flush's own owners; where they hold none,
+        the fact the model was shown under that slot and key (a workspace's agent
+        lesson, a global project fact), which the prompt tells it to change so."""
         where = self._owners_for(op.slot, base)
         source = base.source or ""
         old = self.store.get_by_key(op.slot, op.key, **where)
+        seen = shown.get((op.slot, op.key))
+        if old is None and seen is not None and seen != where:
+            old = self.store.get_by_key(op.slot, op.key, **seen)
+            if old is not None:
+                where = seen
         if isinstance(op, Forget):
             if old is None:
                 return f"no live fact {op.slot}/{op.key} to forget"
