@@ -424,3 +424,23 @@ def test_a_restated_value_keeps_its_expiry_and_a_new_one_holds(chat, seeded, clo
     assert {"where", "trip"} == {c.fact.key for c in report.updated}
     assert week.expires_at == seeded.get(week.id).expires_at
     assert seeded.get(trip.id).expires_at is None
+
+
+def test_operations_past_the_stores_batch_limit_are_rejected_and_the_rest_applied(location):
+    """A reply with more operations than one transaction may write: the first ones apply,
+    the rest are rejected saying why, and the conversation is read (a retry would fail the
+    same way for good)."""
+    from ctxslots import FactStore, Limits
+
+    ops = [upsert("user", f"fact.{n}", f"The user noted fact number {n}.") for n in range(5)]
+    with ScriptedChatServer([ScriptedReply(reply(*ops))]) as server, \
+            FactStore(location, limits=Limits(max_batch=3)) as store:
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=30)
+        flusher = MemoryFlusher(store, client)
+        report = flusher.flush(CONVERSATION, conversation="c1", force=True)
+        assert "applied" == report.status
+        assert ["fact.0", "fact.1", "fact.2"] == [c.fact.key for c in report.added]
+        assert [3, 4] == [r.index for r in report.rejected]
+        assert all("at most 3 operations" in r.reason for r in report.rejected)
+        assert 3 == len(store.facts())
+        assert len(CONVERSATION) == flusher.messages_read("c1")

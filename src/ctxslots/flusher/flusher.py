@@ -474,6 +474,12 @@ class MemoryFlusher:
             if reason is None and target in targets:
                 reason = (f"operations[{targets[target]}] already targets {op.slot}/{op.key}; "
                           "one operation per slot and key")
+            cap = self.store.limits.max_batch
+            if reason is None and len(valid) >= cap:
+                # One transaction writes at most that many; past it the whole flush would
+                # fail on every try, and the conversation never be read further.
+                reason = (f"a flush applies at most {cap} operations (the store's "
+                          "Limits.max_batch); this one was not applied")
             if reason is not None:
                 rejected.append(Rejection(index=index, operation=op, reason=reason))
                 continue
