@@ -363,3 +363,34 @@ def test_a_template_that_fails_in_any_way_is_a_template_error(source, says):
                                 contributors=[StaticContributor("s", "S", ["a line"])])
     with pytest.raises(TemplateError, match=re.escape(says)):
         assembler.assemble(AssemblyRequest("hello"))
+
+
+def test_a_match_is_never_the_duplicate_of_fill_that_may_be_dropped(store):
+    """The user section offers a weak fact only as fill; the project section matches the
+    same text. Fitting places every match before any fill, so the match keeps the text and
+    the fill copy is the duplicate: at no budget is the text lost to a fill item that fell
+    to the budget while a duplicate of it was never placed."""
+    store.add("user", "The user deploys shop api deploys shop api deploys on Friday.")
+    store.add("user", "Deploy shop api " + "notes about nothing in particular " * 6,
+              confidence=0.2)
+    store.add("user", "Deploys of shop-api run every Friday after the freeze.", confidence=0.05)
+    store.add("project", "Deploys of shop-api run every Friday after the freeze.",
+              scope="shop-api")
+    assembler = PromptAssembler(store)
+    text = "Deploys of shop-api run every Friday after the freeze."
+    moved = 0
+    for budget in range(30, 120, 2):
+        prompt = assembler.assemble(AssemblyRequest(
+            "when does shop api deploy on friday", scope="shop-api", budget=budget),
+            record_shown=False)
+        twins = [(s.name, d) for s in prompt.sections for d in s.items if d.item.text == text]
+        duplicates = [(name, d) for name, d in twins if d.reason is DropReason.DUPLICATE]
+        offered = [(name, d) for name, d in twins if d.reason is not DropReason.DUPLICATE]
+        assert len(offered) == 1, budget  # one copy competes, the other is the duplicate
+        name, first = offered[0]
+        if name == "project_memory":
+            assert [("user_memory", "offered by project_memory as a match")] == [
+                (n, d.detail) for n, d in duplicates]
+            moved += 1
+        assert first.kept == (text in prompt.text), budget
+    assert moved  # the case arose

@@ -108,14 +108,26 @@ def _text_key(text: str) -> str:
 
 
 @attrs.define
+class _Offer:
+    """The first item that offered a key: its section's name; for fill (offered only to
+    fill room), its index and, once built, its section."""
+
+    section: str
+    fill_index: int | None = None
+    prepared: Prepared | None = None
+
+
+@attrs.define
 class Preparer:
     """Renders and counts sections one at a time, in placement order, marking an
     item whose key, or whose text (case and spacing aside), an earlier item
-    offered as ``duplicate``."""
+    offered as ``duplicate``. A match is never the duplicate of an earlier
+    section's fill: fitting places every match before any fill, so the fill item
+    is the one marked, and the text keeps its place among the matches."""
 
     env: jinja2.Environment
     counter: TokenCounterProtocol
-    _first_seen: dict[str, str] = attrs.Factory(dict)
+    _first_seen: dict[str, _Offer] = attrs.Factory(dict)
 
     def add(self, section: Section, error: str | None) -> Prepared:
         """The section rendered into pieces (the next in placement order)."""
@@ -130,6 +142,7 @@ class Preparer:
         groups: list[str | None] = []
         headings: dict[str, str] = {}
         group_tokens: dict[str, int] = {}
+        fills: list[_Offer] = []
         for rank, item in enumerate(section.items, start=1):
             if grouped and item.when is not None:
                 heading = headings.get(item.when)
@@ -146,15 +159,27 @@ class Preparer:
                 pre.append((item.dropped, item.detail))
                 continue
             keys = [k for k in (item.key, "text:" + _text_key(item.text)) if k]
+            is_fill = item.trace is not None and item.trace.fill is not None
             earlier = next((first_seen[k] for k in keys if k in first_seen), None)
             if earlier is not None:
-                pre.append((DropReason.DUPLICATE, f"already offered by {earlier}"))
-                continue
+                if is_fill or earlier.fill_index is None or earlier.prepared is None:
+                    pre.append((DropReason.DUPLICATE, f"already offered by {earlier.section}"))
+                    continue
+                # An earlier section offered this text only as fill: the match keeps it.
+                earlier.prepared.pre[earlier.fill_index] = (
+                    DropReason.DUPLICATE, f"offered by {section.name} as a match")
+            offer = _Offer(section.name, len(pre) if is_fill else None)
+            if is_fill:
+                fills.append(offer)
             for k in keys:
-                first_seen[k] = section.name
+                first_seen[k] = offer
             pre.append(None)
-        return Prepared(section, header, counter.count(header) if header else 0, lines, tokens,
-                        pre, groups=groups if grouped else None, group_tokens=group_tokens)
+        prepared = Prepared(section, header, counter.count(header) if header else 0, lines,
+                            tokens, pre, groups=groups if grouped else None,
+                            group_tokens=group_tokens)
+        for offer in fills:
+            offer.prepared = prepared
+        return prepared
 
 
 def prepare(
