@@ -195,6 +195,37 @@ def test_a_section_with_no_room_was_not_searched(tmp_path):
     assert "was not searched" in answer.summary
 
 
+def test_a_section_after_a_match_that_did_not_fit_names_where_filling_stopped(tmp_path):
+    """The sticky user section's only match does not fit, which stops filling: the project
+    section was not searched because of that item, not because the sections before it
+    used the room (they used none)."""
+    with FactStore(tmp_path / "r.db", clock=lambda: FIXED_NOW) as store:
+        store.add("user", "The user keeps the deploy checklist in a very long document about "
+                  "every single step of the release process and its many exceptions.")
+        fact = store.add("project", "Deploy on Friday.", scope="s").id
+        answer = why(store, fact, "deploy", scope="s", budget=30)
+    assert "not_searched" == answer.outcome
+    section = next(s for s in answer.steps if s.name == "section")
+    assert "user_memory" == section.data["stopped_in"]
+    assert "filling stopped in user_memory" in answer.summary
+    assert "where item 1 did not fit (budget: needs" in answer.summary
+
+
+def test_a_fact_said_after_the_requests_moment_says_so(tmp_path):
+    """A request replayed at a moment reads only what was said by then: a fact said later
+    is not visible, and the answer says when it was said, not that no word matched."""
+    with FactStore(tmp_path / "t.db", clock=lambda: FIXED_NOW) as store:
+        fact = store.add("agent", "Deploys of shop api moved to Monday.", scope="s",
+                         observed_at=FIXED_NOW - 86400).id
+        assembler = PromptAssembler(store)
+        answer = explain(assembler, AssemblyRequest("when do shop api deploys run", scope="s",
+                                                     now=FIXED_NOW - 10 * 86400), fact)
+    assert "not_visible" == answer.outcome
+    owners = next(s for s in answer.steps if s.name == "owners")
+    assert "fails" == owners.status and "after the request's moment" in owners.text
+    assert owners.data["said_at"] > owners.data["now"]
+
+
 def test_a_reranker_move_is_named(tmp_path):
     """A reranker that moved the fact leaves its mark in the rank step."""
     def backwards(query, hits):

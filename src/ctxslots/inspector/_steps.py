@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -114,6 +115,20 @@ class Facts:
             used += section["tokens"]
         return used, max(0, self.request.available - used)
 
+    def filling_stopped(self) -> tuple[str, int, str] | None:
+        """Where filling stopped before the fact's section: the section, the rank of the
+        match (or header) that did not fit, and why; ``None`` if it did not stop there."""
+        name = None if self.section is None else self.section["name"]
+        for section in self._data["sections"]:
+            if section["name"] == name:
+                return None
+            for item in section["items"]:
+                reason, detail = item["reason"], item["detail"] or ""
+                if _fill_of(item) is None and (reason == "header_does_not_fit" or (
+                        reason == "budget" and detail.startswith("needs "))):
+                    return section["name"], int(item["rank"]), f"{reason}: {detail}"
+        return None
+
     def answer(self, kind: Callable[..., _T], outcome: str, steps: list[Step]) -> _T:
         """The explanation of kind ``kind`` with its one-sentence summary."""
         return kind(fact=self.fact, request=self.request, outcome=outcome,
@@ -150,6 +165,14 @@ def owner_step(facts: Facts) -> Step:
         return Step("owners", title, "fails",
                     f"fact {fact.superseded_by}, a newer near-duplicate, hides it (consolidate)",
                     {"superseded_by": fact.superseded_by})
+    said = fact.observed_at or fact.created_at  # what a replay's cut reads
+    if request.now is not None and said is not None and said.timestamp() > request.now:
+        moment = dt.datetime.fromtimestamp(request.now, dt.timezone.utc)
+        return Step("owners", title, "fails",
+                    f"it was said on {said:%Y-%m-%d %H:%M} UTC, after the request's moment "
+                    f"({moment:%Y-%m-%d %H:%M} UTC): a request read at a moment sees only "
+                    "what was said by then", {"said_at": said.isoformat(),
+                                              "now": moment.isoformat()})
     user = request.user or store.user
     agent = request.agent or store.agent
     scope = facts.search_scope
@@ -182,6 +205,13 @@ def section_step(facts: Facts) -> Step:
             "room": room, "available": facts.request.available}
     stopped = None if facts.section is None else facts.section["stopped"]
     if stopped == NO_ROOM:
+        stop = facts.filling_stopped()
+        if stop is not None:
+            data["stopped_in"] = stop[0]
+            return Step("section", "its section was searched", "fails",
+                        f"its section {c.name} was not searched: filling stopped in {stop[0]}, "
+                        f"placed before it, where item {stop[1]} did not fit ({stop[2]}), and "
+                        f"nothing placed after that is kept", data)
         return Step("section", "its section was searched", "fails",
                     f"its section {c.name} was not searched: the sections placed before it used "
                     f"{used} of the {facts.request.available} tokens available", data)
