@@ -289,3 +289,38 @@ def test_counts_together_refuses_a_malformed_id_and_counts_the_rest(location):
             with pytest.raises(InvalidFactError, match="fact id must be an integer"):
                 store.touch(["7"])  # type: ignore[list-item]
         assert 1 == _count(location, fact.id)
+
+
+def test_a_read_while_another_process_holds_the_write_lock_owes_its_count(db_path):
+    """An import or a batch of another process holds the file's write lock: a search
+    answers after a short wait for it instead of failing after the busy timeout, warns
+    once, and its count (each fact owed once) is written with the next count once the
+    lock is free."""
+    with FactStore(db_path, access_writes="inline") as store:
+        fact = store.add("agent", "The deploy key rotates every ninety days.")
+        with _write_lock(store), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            hits = store.search("deploy key rotates")
+            store.search("deploy key rotates")
+            assert [fact.id] == [h.fact.id for h in hits]
+            assert 0 == hits[0].fact.access_count  # owed, not counted
+        busy = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert 1 == len(busy) and "written with a later count" in str(busy[0].message)
+        assert 0 == _count(str(db_path), fact.id)
+        other = store.add("agent", "The weekly job rotates the logs.")
+        store.touch([other.id])  # the lock is free: the owed count lands with this one
+        assert (1, 1) == (_count(str(db_path), fact.id), _count(str(db_path), other.id))
+        store.touch([other.id])
+    with FactStore(db_path) as store:
+        assert (1, 2) == (store.get(fact.id).access_count, store.get(other.id).access_count)
+
+
+def test_counts_still_owed_are_written_when_the_store_closes(db_path):
+    """A count owed while another process held the lock lands when the store closes."""
+    store = FactStore(db_path, access_writes="inline")
+    fact = store.add("agent", "The staging database restarts on Sundays.")
+    with _write_lock(store), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store.search("staging database restarts")
+    store.close()
+    assert 1 == _count(str(db_path), fact.id)

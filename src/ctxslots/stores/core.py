@@ -197,6 +197,7 @@ class StoreCore:
     def close(self) -> None:
         """Write what the background writers queued, then close the engine (idempotent)."""
         self._closed = True
+        self.writer.write_owed_counts()
         if self.access_writer is not None:
             self.access_writer.close()
         if self.vector_writer is not None:

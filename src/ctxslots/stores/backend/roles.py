@@ -177,9 +177,11 @@ class FactRows(Protocol):
     def adjust_score(self, fact_id: int, delta: float, *, live_at: float) -> bool:
         """Add ``delta`` to a live fact's score; whether it existed."""
 
-    def touch(self, fact_ids: Sequence[int], now: float) -> int:
+    def touch(self, fact_ids: Sequence[int], now: float, *, wait: float | None = None) -> int:
         """``access_count + 1`` and ``last_accessed = now``; how many changed. Outside a
-        :meth:`transaction`, a write of its own (all or nothing)."""
+        :meth:`transaction`, a write of its own (all or nothing), which waits at most
+        ``wait`` seconds (when given) for a lock another connection holds on the
+        whole store before it raises :class:`~ctxslots.errors.StoreBusyError`."""
 
     def id_is_free(self, fact_id: int) -> bool:
         """Whether no live, archived or historical fact ever had this id."""

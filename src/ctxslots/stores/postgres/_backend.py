@@ -240,9 +240,11 @@ class PostgresBackend:
         with self._session.conn() as conn:
             return _rows.adjust_score(conn, fact_id, delta, live_at)
 
-    def touch(self, fact_ids: Sequence[int], now: float) -> int:
+    def touch(self, fact_ids: Sequence[int], now: float, *, wait: float | None = None) -> int:
         """Count an access of each fact; how many changed. One statement: outside a
-        transaction it commits on its own, one round trip instead of three."""
+        transaction it commits on its own, one round trip instead of three. ``wait`` is
+        not needed here: no lock is held on the whole store, and a row waits only for a
+        transaction that rewrites it."""
         with self._session.conn() as conn:
             return _rows.touch(conn, fact_ids, now)
 

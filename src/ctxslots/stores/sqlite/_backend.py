@@ -90,14 +90,16 @@ class SQLiteBackend:
         self.close()
 
     @contextlib.contextmanager
-    def transaction(self, *, savepoints: bool = True) -> Iterator[None]:
+    def transaction(self, *, savepoints: bool = True, wait: float | None = None
+                    ) -> Iterator[None]:
         """``BEGIN IMMEDIATE`` (savepoints when nested, unless a block around says
-        ``savepoints=False``); the change log is trimmed at commit, and the write-ahead
+        ``savepoints=False``; waiting ``wait`` seconds for the lock instead of the busy
+        timeout, when given); the change log is trimmed at commit, and the write-ahead
         log emptied after it when an erasure ran inside (see :meth:`scrub`)."""
         outer = not self._conn.in_transaction
         committed = False
         try:
-            with self._write_errors(), self._conn.write(savepoints=savepoints):
+            with self._write_errors(), self._conn.write(savepoints=savepoints, wait=wait):
                 yield
                 if outer:
                     trim_fact_log(self._conn)
@@ -227,11 +229,12 @@ class SQLiteBackend:
         """Add to a live fact's score."""
         return _rows.adjust_score(self._conn, fact_id, delta, live_at)
 
-    def touch(self, fact_ids: Sequence[int], now: float) -> int:
-        """Count an access of each fact (in a transaction of its own when none is open)."""
+    def touch(self, fact_ids: Sequence[int], now: float, *, wait: float | None = None) -> int:
+        """Count an access of each fact (in a transaction of its own when none is open,
+        waiting ``wait`` seconds for the write lock when given)."""
         if self._conn.in_transaction:
             return _rows.touch(self._conn, fact_ids, now)
-        with self.transaction():
+        with self.transaction(wait=wait):
             return _rows.touch(self._conn, fact_ids, now)
 
     def id_is_free(self, fact_id: int) -> bool:

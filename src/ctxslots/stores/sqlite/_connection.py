@@ -208,13 +208,16 @@ class Connection:
         return self._depth > 0
 
     @contextlib.contextmanager
-    def write(self, *, savepoints: bool = True) -> Iterator[Connection]:
+    def write(self, *, savepoints: bool = True, wait: float | None = None
+              ) -> Iterator[Connection]:
         """Run the block in one write transaction; nested blocks use savepoints.
 
         With ``savepoints=False`` the blocks nested in this one take none: one that
         raises cannot be undone alone, so it fails this block, which rolls back (to
         where it started) and raises at its end even if the error was caught; a
-        block started after the failure raises at once.
+        block started after the failure raises at once. ``wait``: seconds to wait
+        for another connection's write lock instead of the busy timeout (a write
+        that may be put off, as an access count, waits less).
 
         :raises StoreBusyError: Another connection held the write lock past the
             busy timeout (nothing was written).
@@ -230,10 +233,16 @@ class Connection:
                 raise failed_batch_error(self._failure, self.path)
             if depth == 0:
                 self.kept_read.forget()  # read in another transaction
+                waited = self.busy_timeout if wait is None else wait
+                if wait is not None:
+                    self.raw.set_busy_timeout(int(wait * 1000))
                 try:
                     self.raw.execute("BEGIN IMMEDIATE")
                 except apsw.BusyError as exc:
-                    raise busy_error(self.path, self.busy_timeout) from exc
+                    raise busy_error(self.path, waited) from exc
+                finally:
+                    if wait is not None:
+                        self.raw.set_busy_timeout(int(self.busy_timeout * 1000))
             elif not flat:
                 self.raw.execute(f"SAVEPOINT sp{depth}")
             starts = not flat and not savepoints

@@ -16,6 +16,7 @@ from ...errors import (
     FactNotFoundError,
     InvalidFactError,
     ReadOnlyStoreError,
+    StoreBusyError,
     StoreError,
 )
 from ...model import Fact, Hit, from_timestamp
@@ -33,6 +34,11 @@ logger = logging.getLogger("ctxslots.secrets")
 _log = logging.getLogger(__name__)
 
 _MAX_ID = 2**63 - 1
+#: Seconds an access count waits for another process's write lock before it is owed to
+#: the next count: a read must not wait out a long import or batch for its count.
+COUNT_WAIT_S = 0.25
+#: Most accesses owed at once (the oldest are dropped past it).
+MAX_OWED_COUNTS = 10_000
 #: How many times an upsert inserts a key it read as free before giving up: another writer
 #: has to store the key, and yet another remove it, between each read and insert.
 _KEY_TAKEN_RETRIES = 3
@@ -89,6 +95,9 @@ class Writer:
     _read_only: bool = False
     # Per thread: the ids ``counts_together`` gathers (absent or None: none is open).
     _gathering: threading.local = attrs.Factory(threading.local)
+    # Accesses not yet counted because another process held the write lock.
+    _owed: dict[int, None] = attrs.Factory(dict)
+    _warned_busy: bool = False
 
     @contextlib.contextmanager
     def writing(self, *, savepoints: bool = True) -> Iterator[None]:
@@ -344,7 +353,7 @@ class Writer:
             return len(fact_ids)
         try:
             if not self.backend.in_transaction:
-                return self.backend.touch(fact_ids, now)  # a write of its own
+                return self._touch_or_owe(fact_ids, now)  # a write of its own
             with self.backend.transaction():  # a failed count leaves the batch usable
                 return self.backend.touch(fact_ids, now)
         except ReadOnlyStoreError as exc:
@@ -352,6 +361,33 @@ class Writer:
             warnings.warn(f"{exc}: searches answer, but accesses are not counted",
                           RuntimeWarning, stacklevel=4)
             return 0
+
+    def _touch_or_owe(self, fact_ids: list[int], now: float) -> int:
+        """Count these accesses, with those owed; while another process holds the
+        store's write lock past :data:`COUNT_WAIT_S`, owe them all instead (0 counted)."""
+        owed = self._owed
+        ids = list(dict.fromkeys([*fact_ids, *owed])) if owed else fact_ids
+        try:
+            counted = self.backend.touch(ids, now, wait=COUNT_WAIT_S)
+        except StoreBusyError as exc:
+            owed.update(dict.fromkeys(fact_ids))
+            while len(owed) > MAX_OWED_COUNTS:  # the oldest go first
+                del owed[next(iter(owed))]
+            if not self._warned_busy:
+                self._warned_busy = True
+                warnings.warn(f"{exc}; the reads answer, and their access counts are "
+                              "written with a later count", RuntimeWarning, stacklevel=5)
+            return 0
+        owed.clear()
+        return counted
+
+    def write_owed_counts(self) -> None:
+        """Count the accesses owed while the store was busy (on closing: those still
+        owed when the lock stays held are dropped; counts are not worth a wait)."""
+        if self._owed and not self._read_only and not self.backend.in_transaction:
+            with contextlib.suppress(StoreError):
+                self._touch_or_owe([], self.clock())
+            self._owed.clear()
 
     @contextlib.contextmanager
     def counts_together(self) -> Iterator[None]:
