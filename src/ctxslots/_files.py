@@ -65,6 +65,20 @@ def refuse_link(dir_fd: int, name: str) -> None:
         raise _link_error(_path_of(dir_fd, name))
 
 
+def _refuse_special(dir_fd: int, name: str) -> None:
+    """Raise ``OSError`` when ``name`` exists and is no regular file (a pipe, a device,
+    a directory): replacing it would put a file where it was, and its reader gets
+    nothing."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EEXIST, "not a regular file (a pipe, a device or a directory), "
+                      "and it is not replaced; write to standard output and redirect it",
+                      _path_of(dir_fd, name))
+
+
 def make_private_dirs(path: str | os.PathLike[str]) -> None:
     """Create the directory ``path`` and any missing parent, each ``0700`` whatever the
     umask (directories that exist are left as they are)."""
@@ -186,6 +200,7 @@ def replace_file(dir_fd: int, name: str, write: Callable[[TextIO], T]) -> T:
 
 def _replace_file(dir_fd: int, name: str, write: Callable[[TextIO], T]) -> T:
     refuse_link(dir_fd, name)
+    _refuse_special(dir_fd, name)
     if _O_TMPFILE:
         try:
             fd = os.open(".", _O_TMPFILE | os.O_WRONLY, PRIVATE_FILE, dir_fd=dir_fd)

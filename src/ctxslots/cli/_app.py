@@ -7,8 +7,11 @@ command module depends on another.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import re
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -176,6 +179,24 @@ class _Group(click.Group):
             if _error_line(exc.message) == exc.message:
                 raise
             raise click.ClickException(_error_line(exc.message)) from exc  # exit status 1
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise  # click's own handling: the reader went away, exit quietly
+            _silence_stdout_if_broken()
+            where = f": {exc.filename}" if exc.filename else " (the output)"
+            raise click.ClickException(_error_line(f"cannot write{where}: "
+                                                   f"{exc.strerror or exc}")) from exc
+
+
+def _silence_stdout_if_broken() -> None:
+    """Send standard output to the null device when it can no longer be written (a full
+    disk), so the interpreter's last flush on exit adds no second error."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
 
 
 @click.group(cls=_Group)

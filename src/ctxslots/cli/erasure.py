@@ -24,7 +24,7 @@ def _confirm(question: str, yes: bool) -> None:
         return
     try:
         agreed = click.confirm(terminal_safe(question), default=False, err=True)
-    except click.Abort:
+    except (click.Abort, RuntimeError, OSError):  # no answer: stdin closed or unreadable
         agreed = False
     if not agreed:
         raise click.ClickException("nothing erased")

@@ -6,6 +6,7 @@ JSONL keeps every field, the archive and the history; Markdown is for people
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -73,8 +74,11 @@ def export(
             count = write_private(
                 output, lambda fp: store.export_jsonl(_counted(fp, bar), **options))
         except OSError as exc:
-            raise click.ClickException(f"cannot write {exc.filename or output}: "
-                                       f"{exc.strerror or exc}") from exc
+            if exc.errno == errno.EPIPE:
+                raise  # the reader went away: click exits quietly
+            raise click.ClickException(
+                f"cannot write {exc.filename or output or 'the standard output'}: "
+                f"{exc.strerror or exc}") from exc
     echo(f"exported {_count(count, 'fact')} to {output}", err=True)
 
 
@@ -85,8 +89,11 @@ def _counted(fp: TextIO, bar: Progress) -> TextIO:
 def _export_markdown(store: FactStore, output: Path | None, options: dict[str, Any]) -> None:
     if output is None or output.suffix.lower() in (".md", ".markdown"):
         text = str(store.export_markdown(**options))
-        if output is None:
-            echo(text, nl=False)
+        if output is None and sys.stdout.isatty():
+            echo(text, nl=False)  # shown: control characters escaped
+        elif output is None:  # a file or a pipe: the text as it reads back
+            sys.stdout.write(text)
+            sys.stdout.flush()
         else:
             write_private(output, lambda fp: fp.write(text))
             echo(f"wrote {output}", err=True)

@@ -1,0 +1,102 @@
+"""The ctxslots command where its streams misbehave: stdin closed, stdout full, an output
+that is a pipe, and a Markdown export piped to a file. Each is a real process."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctxslots import FactStore
+from ctxslots.cli import cli
+
+
+def _ctxslots(*args: str, **options) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctxslots", *args], capture_output=True,
+                          text=True, timeout=300, check=False, **options)
+
+
+def _close_stdin() -> None:
+    os.close(0)  # as cron, systemd or `<&-` start a command
+
+
+@pytest.mark.parametrize("command", [["delete", "1"], ["erase", "--user", "bob"], ["reset"]])
+def test_with_stdin_closed_a_confirmation_is_a_no_in_one_line(db_path, command):
+    """No answer can be read: nothing is erased, and one line says so (not a traceback)."""
+    with FactStore(db_path) as store:
+        store.upsert("user", "pet", "Bob keeps a turtle.", user="bob")
+    done = _ctxslots("--db", str(db_path), *command, stdin=None, preexec_fn=_close_stdin)
+    assert 1 == done.returncode
+    assert ["Error: nothing erased"] == done.stderr.splitlines()[-1:], done.stderr
+    assert "Traceback" not in done.stderr
+    with FactStore(db_path) as store:
+        assert 1 == len(store.facts(user="bob"))
+
+
+def _full_device() -> Path:
+    full = Path("/dev/full")
+    if not full.exists() or not stat.S_ISCHR(full.stat().st_mode):
+        pytest.skip("no /dev/full here to make standard output fail")
+    return full
+
+
+@pytest.mark.parametrize("command", [["list"], ["search", "turtle"], ["get", "1"], ["stats"],
+                                     ["assemble", "turtle"], ["export"]])
+def test_standard_output_that_cannot_be_written_is_one_line(db_path, command):
+    """With stdout on a full disk every command prints one error line on stderr and exits 1."""
+    full = _full_device()
+    with FactStore(db_path) as store:
+        store.upsert("user", "pet", "The user keeps a turtle.")
+    with full.open("w") as out:
+        done = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(db_path),
+                               *command], stdout=out, stderr=subprocess.PIPE, text=True,
+                              timeout=300, check=False)
+    assert 1 == done.returncode
+    assert 1 == len(done.stderr.splitlines()), done.stderr
+    assert done.stderr.startswith("Error: cannot write") and "No space left" in done.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX only")
+def test_an_export_onto_a_pipe_or_device_is_refused_and_leaves_it(db_path, tmp_path):
+    """-o naming a pipe: replacing it with a file would leave its reader nothing; the export
+    is refused in one line and the pipe stays a pipe."""
+    with FactStore(db_path) as store:
+        store.upsert("user", "pet", "The user keeps a turtle.")
+    pipe = tmp_path / "facts.jsonl"
+    os.mkfifo(pipe)
+    for fmt in ("jsonl", "markdown"):
+        target = pipe if fmt == "jsonl" else pipe.with_suffix(".md")
+        if fmt == "markdown":
+            os.mkfifo(target)
+        done = _ctxslots("--db", str(db_path), "export", "--format", fmt, "-o", str(target))
+        assert 1 == done.returncode
+        said = (f"Error: cannot write {target}: not a regular file (a pipe, a device or a "
+                "directory), and it is not replaced; write to standard output and redirect it")
+        assert [said] == done.stderr.splitlines()
+        assert stat.S_ISFIFO(target.stat().st_mode)
+
+
+def test_a_markdown_export_piped_to_a_file_reads_back_to_the_same_values(db_path, tmp_path):
+    """Redirected (no terminal), the Markdown export is the text itself, control and bidi
+    characters included, so importing the file gives back the same values."""
+    values = ["The user's prompt starts with \x1b[31m in red.",
+              "The file name reads gpj.\u202etxt backwards."]
+    with FactStore(db_path) as store:
+        for n, value in enumerate(values):
+            store.upsert("user", f"note.{n}", value)
+    printed = CliRunner().invoke(cli, ["--db", str(db_path), "export", "--format", "markdown"],
+                                 catch_exceptions=False)
+    assert 0 == printed.exit_code
+    exported = tmp_path / "user.md"
+    exported.write_text(printed.stdout, encoding="utf-8")
+    again = tmp_path / "again.db"
+    loaded = CliRunner().invoke(cli, ["--db", str(again), "import", str(exported)],
+                                catch_exceptions=False)
+    assert 0 == loaded.exit_code, loaded.output
+    with FactStore(again) as store:
+        assert sorted(values) == sorted(f.value for f in store.facts())
