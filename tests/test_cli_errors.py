@@ -68,3 +68,19 @@ def test_a_failed_flush_with_json_prints_the_report_and_one_error_line(db_path, 
     assert 1 == result.exit_code
     assert '"status": "failed"' in result.stdout
     assert 1 == len(result.stderr.splitlines()) and result.stderr.startswith("Error: ")
+
+
+def test_a_library_warning_with_an_error_is_one_line_naming_the_error(db_path, capsys):
+    """A warning the library logs with its exception (a count that could not be written)
+    shows on the command line as what went wrong, on one line: no traceback folded in."""
+    import logging
+
+    assert 0 == _invoke(db_path, "remember", "user", "Tea.").exit_code  # adds the handler
+    capsys.readouterr()
+    try:
+        raise ValueError("the disk\nwent away")
+    except ValueError:
+        logging.getLogger("ctxslots.assembler").warning("the counts were not written",
+                                                        exc_info=True)
+    shown = capsys.readouterr().err.splitlines()
+    assert ["warning: the counts were not written: ValueError: the disk went away"] == shown

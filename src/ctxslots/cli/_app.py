@@ -106,8 +106,12 @@ class _EchoHandler(logging.Handler):
     ``warning: ...`` line on stderr, wherever stderr points at the time."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        echo(f"{record.levelname.lower()}: {_one_line(scrub(self.format(record)))}",
-             err=True)
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            # What went wrong, not where: a traceback folded into one line reads as noise.
+            error = record.exc_info[1]
+            text = f"{text}: {type(error).__name__}: {error}"
+        echo(f"{record.levelname.lower()}: {_one_line(scrub(text))}", err=True)
 
 
 def _show_warnings() -> None:
