@@ -24,7 +24,7 @@ from ctxslots import FactStore
 from ctxslots.tools import TOOL_SPECS, MemoryTools
 from ctxslots.tools.mcp_server import make_server
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-for-the-tests"
 
 
 @pytest.fixture(name="http_server")

@@ -139,3 +139,32 @@ def test_per_user_tokens_go_with_http_alone(tmp_path):
                                "mcp", *extra], capture_output=True, text=True, timeout=120,
                               env=env, check=False)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def _refused_at_start(tmp_path, *args: str, env: dict[str, str] | None = None):
+    return subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                           "mcp", "--transport", "http", "--port", "0", *args],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("token", ["a", " ", "short-token", "a token with spaces ok"])
+def test_a_shared_token_easy_to_guess_is_refused_at_start(tmp_path, token):
+    """As per-user tokens, the shared --token needs 16 characters without spaces; a short
+    one is refused in one line before the server listens, and is never printed."""
+    proc = _refused_at_start(tmp_path, "--token", token)
+    assert 1 == proc.returncode
+    assert 1 == len(proc.stderr.splitlines()), proc.stderr
+    assert "the token must be at least 16 characters" in proc.stderr
+    assert "Serving MCP" not in proc.stderr
+
+
+def test_a_token_user_the_store_refuses_is_refused_at_start(tmp_path):
+    """A user of the token file the store would refuse (300 characters) stops the server at
+    start in one line, instead of failing every call made with that token."""
+    env = {"CTXSLOTS_MCP_TOKENS": f"{'a' * 300}={ALICE}"}
+    proc = _refused_at_start(tmp_path, env=env)
+    assert 1 == proc.returncode
+    assert 1 == len(proc.stderr.splitlines()), proc.stderr
+    assert "user" in proc.stderr and "Serving MCP" not in proc.stderr
+    assert ALICE not in proc.stderr

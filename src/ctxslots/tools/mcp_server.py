@@ -25,7 +25,7 @@ from .. import __version__
 from ..errors import InvalidArgumentError, MCPUnavailableError
 from ._http_guard import BearerTokenGuard, HostGuard, guarded, is_loopback
 from .memory_tools import MemoryTools
-from .token_users import SCOPE_KEY, TokenUserGuard, TokenUsers
+from .token_users import SCOPE_KEY, TokenUserGuard, TokenUsers, check_token
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -134,16 +134,23 @@ async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int =
     :mod:`._http_guard`). The address served, with the port the system chose when
     ``port`` is 0, is written to stderr once listening.
 
-    :param token: When given, every request must carry ``Authorization: Bearer <token>``.
+    :param token: When given, every request must carry ``Authorization: Bearer <token>``
+        (at least 16 characters, no space: a short one is guessed).
     :param allow_hosts: Other names clients reach the server by (a DNS name, a proxy).
     :param users: One token per user instead of one shared ``token``: each request must
         carry one of them, and its tool calls run as that token's user.
     :raises InvalidArgumentError: The address bound is not a loopback one and there is no
-        ``token`` or ``users``, or both are given (a ``ValueError``).
+        ``token`` or ``users``, or both are given, or ``token`` is short (a ``ValueError``).
+    :raises InvalidFactError: A user of ``users`` is one the store refuses (too long...).
     """
     if token and users is not None:
         raise InvalidArgumentError("give one shared token or a token per user, not both",
                                    field="token", value=None)
+    if token is not None:
+        check_token(token)
+    if users is not None:
+        for name in users.users:  # each is a user the store takes, before any request
+            tools.store.limits.owner(name, "user")
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 

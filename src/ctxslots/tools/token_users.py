@@ -24,7 +24,7 @@ import attrs
 from ..errors import InvalidArgumentError
 from ._http_guard import BEARER, refuse
 
-__all__ = ["SCOPE_KEY", "TokenUserGuard", "TokenUsers"]
+__all__ = ["SCOPE_KEY", "TokenUserGuard", "TokenUsers", "check_token"]
 
 #: Where :class:`TokenUserGuard` puts the user of a request, in its ASGI scope.
 SCOPE_KEY = "ctxslots.user"
@@ -38,6 +38,18 @@ _Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
+
+
+def check_token(token: str) -> str:
+    """``token`` if it is a bearer token hard to guess (at least :data:`MIN_TOKEN_CHARS`
+    characters, no space or control character), else :class:`InvalidArgumentError`."""
+    if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS or _CONTROL.search(token):
+        raise InvalidArgumentError(
+            f"the token must be at least {MIN_TOKEN_CHARS} characters without spaces or "
+            "control characters (a short one is guessed; "
+            "python -c 'import secrets; print(secrets.token_urlsafe())' makes one)",
+            field="token", value=None)
+    return token
 
 
 def _check_pairs(pairs: Mapping[str, str]) -> dict[str, str]:
