@@ -148,3 +148,16 @@ def test_a_dropped_facts_table_is_said_plainly(db_path):
     result = CliRunner().invoke(cli, ["--db", str(db_path), "reindex"])
     assert 0 != result.exit_code and "Traceback" not in result.output
     assert 1 == len(result.output.strip().splitlines())
+
+
+@pytest.mark.parametrize("ending", ["-wal", "-shm", "-journal"])
+def test_a_store_named_as_another_stores_log_is_refused(tmp_path, ending):
+    """SQLite deletes or rewrites memory.db-wal when it opens memory.db: a store of that name
+    would lose its facts the next time its neighbour opens. It is refused, nothing made."""
+    beside = tmp_path / f"memory.db{ending}"
+    with pytest.raises(StoreError, match=r"named as the .* file of the store .*memory\.db"):
+        FactStore(beside)
+    assert not beside.exists()
+    result = CliRunner().invoke(cli, ["--db", str(beside), "remember", "user", "Tea."])
+    assert 1 == result.exit_code and 1 == len(result.output.splitlines()), result.output
+    assert not beside.exists()

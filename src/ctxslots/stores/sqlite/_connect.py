@@ -78,6 +78,11 @@ def _refuse_foreign(raw: apsw.Connection, path: str) -> None:
                          path=path)
 
 
+#: The endings of the files SQLite keeps beside a database (its write-ahead log, that
+#: log's index, a rollback journal): a store named so would be taken for one of them.
+_LOG_ENDINGS = ("-wal", "-shm", "-journal")
+
+
 def open_connection(
     path: str | os.PathLike[str],
     *,
@@ -108,6 +113,12 @@ def open_connection(
         raise StoreError(f"{path_text.split('://')[0]}://... is a server URL, not a SQLite file "
                          "(open it with FactStore)", path=None)
     if path_text != ":memory:":
+        log = next((end for end in _LOG_ENDINGS if path_text.endswith(end)), None)
+        if log is not None:
+            raise StoreError(
+                f"{path_text} is named as the {log} file of the store "
+                f"{path_text[:-len(log)]}, which SQLite deletes or rewrites when it opens "
+                "that store: name the store otherwise", path=path_text)
         if not create and not os.path.exists(path_text):
             raise StoreError(
                 f"no store at {path_text}: write a fact first (`ctxslots --db {path_text} "
