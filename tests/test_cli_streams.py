@@ -100,3 +100,24 @@ def test_a_markdown_export_piped_to_a_file_reads_back_to_the_same_values(db_path
     assert 0 == loaded.exit_code, loaded.output
     with FactStore(again) as store:
         assert sorted(values) == sorted(f.value for f in store.facts())
+
+
+@pytest.mark.parametrize("from_stdin", [False, True], ids=["file", "stdin"])
+def test_an_import_names_the_line_of_a_byte_that_is_not_utf8(db_path, tmp_path, from_stdin):
+    """Line 5000 of 5001 holds a byte that is not UTF-8: from a file or from standard input,
+    one line names line 5000, and nothing is imported."""
+    path = tmp_path / "bad.jsonl"
+    lines = [b'{"format": "ctxslots-facts", "version": 1}\n']
+    lines += [b'{"slot": "user", "value": "Fact number %d."}\n' % n for n in range(2, 5000)]
+    lines += [b'{"slot": "user", "value": "bad \xff byte"}\n', b'{"slot": "user", "value": "x"}\n']
+    path.write_bytes(b"".join(lines))
+    if from_stdin:
+        with path.open("rb") as fp:
+            done = _ctxslots("--db", str(db_path), "import", "-", stdin=fp)
+    else:
+        done = _ctxslots("--db", str(db_path), "import", str(path))
+    assert 1 == done.returncode
+    assert 1 == len(done.stderr.splitlines()), done.stderr
+    assert "line 5000: not UTF-8 text" in done.stderr
+    with FactStore(db_path) as store:
+        assert 0 == store.stats()["facts"]

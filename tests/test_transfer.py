@@ -306,6 +306,27 @@ def test_text_that_is_not_utf8_names_its_line(store, tmp_path):
     assert 0 == store.stats()["facts"]
 
 
+def test_a_byte_that_is_not_utf8_on_line_5000_is_named_on_line_5000(store, tmp_path):
+    """Read as the command line reads (a bad byte kept as a lone surrogate), the error names
+    the very line, far into the file; nothing is written."""
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(HEADER.encode() + GOOD.encode() * 4998
+                     + b'{"slot": "user", "value": "bad \xff byte"}\n' + GOOD.encode())
+    with path.open(encoding="utf-8", errors="surrogateescape") as fp, \
+            pytest.raises(InvalidImportError, match="line 5000: not UTF-8 text"):
+        store.import_jsonl(fp)
+    assert 0 == store.stats()["facts"]
+
+
+def test_a_record_naming_a_field_twice_is_refused(store):
+    """{"value": "x", "value": "y"} means x to some readers and y to others: refused, naming
+    the field and the line, as any malformed record."""
+    text = HEADER + GOOD + '{"slot": "user", "value": "Tea.", "value": "Coffee."}\n'
+    with pytest.raises(InvalidImportError, match="line 3: the record names 'value' twice"):
+        store.import_jsonl(io.StringIO(text))
+    assert 0 == store.stats()["facts"]
+
+
 def test_skip_invalid_imports_the_rest(store):
     """skip_invalid imports the valid lines and reports each bad one with its line."""
     text = (HEADER + GOOD + "{oops\n" + '{"slot": "user", "value": ""}\n'

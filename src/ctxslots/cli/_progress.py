@@ -135,7 +135,7 @@ class CountingReader:
 
     def __iter__(self) -> Iterator[str]:
         for line in self.fp:
-            self.progress.advance(len(line.encode("utf-8")))
+            self.progress.advance(len(line.encode("utf-8", "surrogateescape")))
             yield line
         if self.then:
             self.progress.relabel(self.then, unit="")
@@ -144,7 +144,7 @@ class CountingReader:
         """Read like the file itself, counting what was read (at the end of the file, the
         line moves on to ``then``, as when iterating)."""
         text = self.fp.read(size)
-        self.progress.advance(len(text.encode("utf-8")))
+        self.progress.advance(len(text.encode("utf-8", "surrogateescape")))
         if self.then and size != 0 and (not text or size < 0):
             self.progress.relabel(self.then, unit="")
         return text

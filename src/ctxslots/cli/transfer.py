@@ -7,6 +7,7 @@ JSONL keeps every field, the archive and the history; Markdown is for people
 from __future__ import annotations
 
 import errno
+import io
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -183,12 +184,14 @@ def _import_jsonl(store: FactStore, file: Path, options: dict[str, Any],
     # the bar follows the bytes read, the note the records written, then the commit.
     then = "linking and committing"
     progress = _counted_records(bar)
+    # A byte that is not UTF-8 is kept as a lone surrogate, so the import names its line.
     if str(file) == "-":
         bar.relabel("importing standard input", unit="bytes")
-        reader = cast(TextIO, CountingReader(sys.stdin, bar, then))
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+        reader = cast(TextIO, CountingReader(stdin, bar, then))
         return store.import_jsonl(reader, progress=progress, **options)
     try:
-        with file.open(encoding="utf-8") as fp:
+        with file.open(encoding="utf-8", errors="surrogateescape") as fp:
             bar.relabel(f"importing {file.name}", total=file.stat().st_size, unit="bytes")
             return store.import_jsonl(cast(TextIO, CountingReader(fp, bar, then)),
                                       progress=progress, **options)

@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from .._json_fields import DECODER, DuplicateFieldError
 from ..errors import InvalidFactError, ReplyFormatError
 from ..stores import KEY_PATTERN as STORE_KEY_PATTERN
 from ..stores import Limits
@@ -196,8 +197,8 @@ def _load_object(raw: str) -> dict[str, Any]:
             'object {"operations": [...]}', raw=raw,
         )
     try:
-        obj, end = json.JSONDecoder(object_pairs_hook=_unique_keys).raw_decode(text, start)
-    except _DuplicateKey as exc:
+        obj, end = DECODER.raw_decode(text, start)
+    except DuplicateFieldError as exc:
         raise ReplyFormatError(
             f"the reply names {exc.args[0]!r} twice in one object, which is ambiguous; "
             "send each field once", raw=raw) from None
@@ -218,21 +219,6 @@ def _load_object(raw: str) -> dict[str, Any]:
             raw=raw,
         )
     return obj  # type: ignore[no-any-return]
-
-
-class _DuplicateKey(ValueError):
-    """A JSON object of the reply names one field twice."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's fields; :class:`_DuplicateKey` when one is named twice (the
-    decoder would keep the last one silently)."""
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise _DuplicateKey(key)
-        obj[key] = value
-    return obj
 
 
 def _cut_off(text: str, exc: json.JSONDecodeError) -> bool:

@@ -7,9 +7,11 @@ so an import of a million facts never holds them all.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import TextIO
 
+from ..._json_fields import DECODER, DuplicateFieldError
 from ...errors import InvalidFactError
 from ..core import StoreCore
 from .id_map import IdMap
@@ -31,6 +33,8 @@ def check_on_duplicate(on_duplicate: str) -> None:
 
 #: Characters read from the file at a time.
 _CHUNK = 1 << 16
+#: A lone surrogate: where a byte that is not UTF-8 was read with ``surrogateescape``.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _too_long(number: int, longest: int) -> InvalidImportError:
@@ -65,15 +69,23 @@ def _raw_lines(fp: TextIO, longest: int) -> Iterator[str]:
 
 
 def _lines(fp: TextIO, longest: int) -> Iterator[tuple[int, str]]:
-    """Numbered lines of ``fp``; text that is not UTF-8 fails naming its line."""
+    """Numbered lines of ``fp``; text that is not UTF-8 fails naming its line (read with
+    ``errors="surrogateescape"``, as the command line reads, a bad byte is a lone
+    surrogate in its line; read strictly, the decoder fails on a chunk, and the line
+    named is the first one of that chunk)."""
     number = 0
     try:
         for number, line in enumerate(_raw_lines(fp, longest), start=1):
+            if _SURROGATE.search(line):
+                raise InvalidImportError(ImportIssue(
+                    number, "not UTF-8 text (a byte that is not UTF-8, or a lone surrogate)",
+                    "encoding"))
             # A byte-order mark (some Windows editors write one) is no part of the header.
             yield number, line.removeprefix("\ufeff") if number == 1 else line
     except UnicodeDecodeError as exc:
-        raise InvalidImportError(ImportIssue(number + 1, f"not UTF-8 text ({exc.reason})",
-                                             "encoding")) from None
+        raise InvalidImportError(ImportIssue(
+            number + 1, f"not UTF-8 text ({exc.reason}), on this line or one of the next "
+            f"{_CHUNK:,} characters", "encoding")) from None
 
 
 def read_jsonl(core: StoreCore, fp: TextIO, owners: ImportOwners
@@ -91,7 +103,7 @@ def read_jsonl(core: StoreCore, fp: TextIO, owners: ImportOwners
             continue
         fact: ParsedFact | None = None
         try:
-            data = json.loads(line)
+            data = DECODER.decode(line)
             if not seen_header:
                 check_header(data)
                 seen_header = True
@@ -109,6 +121,9 @@ def read_jsonl(core: StoreCore, fp: TextIO, owners: ImportOwners
             issue = ImportIssue(number, str(exc), exc.field, exc.value)
         except json.JSONDecodeError as exc:
             issue = ImportIssue(number, f"not JSON: {exc.msg} (column {exc.colno})", "json", line)
+        except DuplicateFieldError as exc:
+            issue = ImportIssue(number, f"the record names {exc.args[0]!r} twice; name each "
+                                "field once", "json", line)
         except (ValueError, RecursionError) as exc:  # an integer of thousands of digits, deep nesting
             issue = ImportIssue(number, f"not JSON this store can read: {exc}", "json", line)
         else:
