@@ -125,3 +125,32 @@ def test_remember_with_a_context_is_found_through_it_and_a_bad_one_says_so(db_pa
     refused = run(db_path, "remember", "user", "Another.", "--context", "x" * 5000, ok=False)
     assert "context is 5000 bytes, over the limit of 4096" in refused.output
     assert 1 == len(refused.output.strip().splitlines())
+
+
+@pytest.mark.parametrize("command", [["get"], ["forget"], ["reinforce"], ["demote"],
+                                     ["delete", "--yes"]])
+def test_a_command_by_id_with_owners_finds_only_a_fact_they_see(db_path, command):
+    """With --user (and --agent, --scope) a command reaching a fact by id acts only on a fact
+    those owners see, as the library's owner check does: Bob's id answers 'no fact with id'
+    for Alice and nothing changes; for Bob it works."""
+    with FactStore(db_path) as store:
+        bobs = store.upsert("user", "pet", "Bob keeps a turtle.", user="bob").id
+    refused = CliRunner().invoke(cli, ["--db", str(db_path), *command[:1], str(bobs),
+                                       "--user", "alice", *command[1:]])
+    assert 1 == refused.exit_code and 1 == len(refused.output.splitlines()), refused.output
+    assert f"no fact with id {bobs}" in refused.output
+    with FactStore(db_path) as store:
+        fact = store.get(bobs)
+        assert fact is not None and (0, 0) == (fact.score, fact.access_count)
+    allowed = CliRunner().invoke(cli, ["--db", str(db_path), *command[:1], str(bobs),
+                                       "--user", "bob", *command[1:]])
+    assert 0 == allowed.exit_code, allowed.output
+
+
+def test_delete_takes_an_id_as_the_other_commands_do(db_path):
+    """delete 0 is a usage error (exit 2) naming what an id is, as get 0 is."""
+    run(db_path, "remember", "user", "Tea.")
+    outcomes = [CliRunner().invoke(cli, ["--db", str(db_path), *args])
+                for args in (["get", "0"], ["delete", "0", "--yes"])]
+    assert [2, 2] == [r.exit_code for r in outcomes]
+    assert all("it must be a whole number from 1 to" in r.output for r in outcomes)

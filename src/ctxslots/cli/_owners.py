@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["READ_AS", "WRITE_AS", "owner_options"]
+__all__ = ["READ_AS", "WRITE_AS", "owner_check_options", "owner_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,3 +29,14 @@ READ_AS = ("Whose memory: this user's facts and the shared ones (default: the st
 #: The help of the two options on commands that write a fact.
 WRITE_AS = ("The user a user fact belongs to (default: the store's default user).",
             "The agent an agent fact belongs to (default: the store's default agent).")
+
+
+def owner_check_options(command: F) -> F:
+    """Give a command reaching a fact by id ``--user``, ``--agent`` and ``--scope``: only a
+    fact these owners see is found (passed as ``user``, ``agent``, ``scope``)."""
+    command = click.option("--scope", help="Only a fact this workspace sees (its own or a "
+                           "global one; default: any).")(command)
+    command = click.option("--agent", help="Only a fact this agent sees (its own or one of "
+                           "no agent; default: any).")(command)
+    return click.option("--user", help="Only a fact this user sees (theirs or one of no "
+                        "user; default: any owner's).")(command)

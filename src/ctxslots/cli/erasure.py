@@ -12,6 +12,8 @@ from ..stores import ErasureReport, FactStore
 from ._app import CliContext, pass_cli_context
 from ._format import fact_line
 from ._output import echo, terminal_safe
+from ._owners import owner_check_options
+from ._params import ID
 
 __all__ = ["register"]
 
@@ -35,18 +37,20 @@ def _done(report: ErasureReport) -> None:
 
 
 @click.command()
-@click.argument("fact_id", metavar="ID", type=int)
+@click.argument("fact_id", metavar="ID", type=ID)
+@owner_check_options
 @_YES
 @pass_cli_context
-def delete(app: CliContext, fact_id: int, yes: bool) -> None:
+def delete(app: CliContext, fact_id: int, user: str | None, agent: str | None,
+           scope: str | None, yes: bool) -> None:
     """Erase the fact with this ID (live or archived) with its history, vector and
     links. Unlike forget, nothing is kept."""
     with app.open_store() as store:
-        fact = store.get(fact_id, include_archive=True)
+        fact = store.get(fact_id, include_archive=True, user=user, agent=agent, scope=scope)
         if fact is None:
             raise click.ClickException(f"no fact with id {fact_id}")
         _confirm(f"erase {fact_line(fact)}?", yes)
-        _done(store.delete(fact_id))
+        _done(store.delete(fact_id, user=user, agent=agent, scope=scope))
 
 
 @click.command()

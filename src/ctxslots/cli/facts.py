@@ -14,7 +14,7 @@ from ..stores.owners import OwnerArgs
 from ._app import CliContext, pass_cli_context
 from ._format import count, fact_line, hit_line, whose
 from ._output import echo, echo_json
-from ._owners import READ_AS, WRITE_AS, owner_options
+from ._owners import READ_AS, WRITE_AS, owner_check_options, owner_options
 from ._params import ID, WholeNumber
 
 __all__ = ["register"]
@@ -95,13 +95,15 @@ def search(
             echo(hit_line(hit, best))
 
 
-def _by_id(action: Callable[[FactStore, int], Fact], help_text: str) -> Callable[..., None]:
+def _by_id(action: Callable[..., Fact], help_text: str) -> Callable[..., None]:
     @click.argument("fact_id", metavar="ID", type=ID)
     @click.option("--json", "as_json", is_flag=True, help="Print the fact as JSON.")
+    @owner_check_options
     @pass_cli_context
-    def command(app: CliContext, fact_id: int, as_json: bool) -> None:
+    def command(app: CliContext, fact_id: int, as_json: bool, user: str | None,
+                agent: str | None, scope: str | None) -> None:
         with app.open_store() as store:
-            fact = action(store, fact_id)
+            fact = action(store, fact_id, user=user, agent=agent, scope=scope)
         if as_json:
             echo_json(fact.to_dict(), indent=None)
         else:
@@ -111,19 +113,19 @@ def _by_id(action: Callable[[FactStore, int], Fact], help_text: str) -> Callable
     return command
 
 
-def _get(store: FactStore, fact_id: int) -> Fact:
-    fact = store.get(fact_id, include_archive=True)
+def _get(store: FactStore, fact_id: int, **owners: str | None) -> Fact:
+    fact = store.get(fact_id, include_archive=True, **owners)
     if fact is None:
         raise click.ClickException(f"no fact with id {fact_id}")
     return fact
 
 
 get = click.command("get")(_by_id(_get, "Show the fact with this ID (archived ones too)."))
-forget = click.command("forget")(_by_id(lambda s, i: s.forget(i, reason="cli"),
+forget = click.command("forget")(_by_id(lambda s, i, **o: s.forget(i, reason="cli", **o),
                                         "Move the fact with this ID to the archive."))
-reinforce = click.command("reinforce")(_by_id(lambda s, i: s.reinforce(i),
+reinforce = click.command("reinforce")(_by_id(lambda s, i, **o: s.reinforce(i, **o),
                                               "Add 3 to the fact's reinforcement score."))
-demote = click.command("demote")(_by_id(lambda s, i: s.demote(i),
+demote = click.command("demote")(_by_id(lambda s, i, **o: s.demote(i, **o),
                                         "Take 1 from the fact's reinforcement score."))
 
 
