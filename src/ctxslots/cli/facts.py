@@ -113,8 +113,9 @@ def _by_id(action: Callable[..., Fact], help_text: str) -> Callable[..., None]:
     return command
 
 
-def _get(store: FactStore, fact_id: int, **owners: str | None) -> Fact:
-    fact = store.get(fact_id, include_archive=True, **owners)
+def _get(store: FactStore, fact_id: int, *, user: str | None, agent: str | None,
+         scope: str | None) -> Fact:
+    fact = store.get(fact_id, include_archive=True, user=user, agent=agent, scope=scope)
     if fact is None:
         raise click.ClickException(f"no fact with id {fact_id}")
     return fact
