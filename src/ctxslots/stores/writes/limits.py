@@ -413,7 +413,8 @@ class Limits:
             raise InvalidFactError(f"{field} is not a representable time", field=field,
                                    value=value) from exc
         if stamp is None or not math.isfinite(stamp) or not 0.0 <= stamp <= MAX_TIMESTAMP:
+            shown = value.isoformat() if isinstance(value, dt.datetime) else repr(value)
             raise InvalidFactError(
-                f"{field} must be a time between 1970 and the year 9999, not {value!r}",
+                f"{field} must be a time between 1970 and the year 9999, not {shown}",
                 field=field, value=value)
         return stamp
