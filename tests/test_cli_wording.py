@@ -68,6 +68,8 @@ def test_list_shows_newest_first_a_page_at_a_time(db_path, clock):
     assert (7, 7, [7]) == (data["total"], data["pages"], [f["id"] for f in data["facts"]])
     past = _invoke("--db", str(db_path), "list", "--page", "9")
     assert 1 == past.exit_code and "Error: page 9 is past the last page (1)" in past.output
+    past_json = _invoke("--db", str(db_path), "list", "--page", "9", "--json")
+    assert (1, past.output) == (past_json.exit_code, past_json.output)  # the same failure
 
 
 def test_list_of_an_empty_store_says_so(db_path):

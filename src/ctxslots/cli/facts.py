@@ -195,6 +195,8 @@ def list_(app: CliContext, slots: Sequence[str], scope: str | None, user: str | 
                reverse=True)
     pages = max(1, -(-len(facts) // limit))
     shown = facts[(page - 1) * limit: page * limit]
+    if facts and not shown:  # the same failure as text or as JSON
+        raise click.ClickException(f"page {page} is past the last page ({pages})")
     if as_json:
         echo_json({"total": len(facts), "page": page, "pages": pages,
                    "facts": [f.to_dict() for f in shown]})
@@ -202,8 +204,6 @@ def list_(app: CliContext, slots: Sequence[str], scope: str | None, user: str | 
     if not facts:
         echo("no facts stored" + (f" in scope {scope!r}" if scope else ""))
         return
-    if not shown:
-        raise click.ClickException(f"page {page} is past the last page ({pages})")
     for fact in shown:
         echo(f"{fact_line(fact)} ({_age(fact, now)})")
     more = f"; next: --page {page + 1}" if page < pages else ""
