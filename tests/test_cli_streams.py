@@ -81,19 +81,22 @@ def test_an_export_onto_a_pipe_or_device_is_refused_and_leaves_it(db_path, tmp_p
         assert stat.S_ISFIFO(target.stat().st_mode)
 
 
-def test_a_markdown_export_piped_to_a_file_reads_back_to_the_same_values(db_path, tmp_path):
-    """Redirected (no terminal), the Markdown export is the text itself, control and bidi
-    characters included, so importing the file gives back the same values."""
+def test_a_markdown_export_to_a_file_reads_back_to_the_same_values(db_path, tmp_path):
+    """Standard output is for reading (control and bidi characters escaped, as every
+    command prints); -o FILE holds the text itself, and importing it gives back the same
+    values."""
     values = ["The user's prompt starts with \x1b[31m in red.",
               "The file name reads gpj.\u202etxt backwards."]
     with FactStore(db_path) as store:
         for n, value in enumerate(values):
             store.upsert("user", f"note.{n}", value)
-    printed = CliRunner().invoke(cli, ["--db", str(db_path), "export", "--format", "markdown"],
-                                 catch_exceptions=False)
-    assert 0 == printed.exit_code
     exported = tmp_path / "user.md"
-    exported.write_text(printed.stdout, encoding="utf-8")
+    written = CliRunner().invoke(cli, ["--db", str(db_path), "export", "--format", "markdown",
+                                       "-o", str(exported)], catch_exceptions=False)
+    assert 0 == written.exit_code, written.output
+    printed = CliRunner().invoke(cli, ["--db", str(db_path), "export", "--format", "markdown"],
+                                 catch_exceptions=False).stdout
+    assert "\x1b" not in printed and "\u202e" not in printed
     again = tmp_path / "again.db"
     loaded = CliRunner().invoke(cli, ["--db", str(again), "import", str(exported)],
                                 catch_exceptions=False)

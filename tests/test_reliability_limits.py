@@ -14,7 +14,6 @@ from _sql import stored_rows
 from ctxslots import (
     FactNotFoundError,
     FactStore,
-    FlushError,
     InvalidFactError,
     Limits,
     MemoryFlusher,
@@ -197,17 +196,19 @@ def test_single_writes_are_not_a_batch(small_batches):
     assert 7 == len(small_batches.facts())
 
 
-def test_a_flush_over_the_batch_limit_fails_whole(small_batches):
-    """A flush whose operations exceed max_batch fails with FlushError and writes nothing."""
-    before = snapshot(small_batches)
+def test_a_flush_over_the_batch_limit_applies_what_fits_and_rejects_the_rest(small_batches):
+    """A flush whose operations exceed max_batch applies the first max_batch in its one
+    transaction and rejects the rest saying why (failing whole, it failed on every try)."""
     ops = [{"op": "upsert", "slot": "agent", "key": f"lesson.{i}", "value": f"Lesson {i}.",
             "confidence": 1.0, "tags": []} for i in range(6)]
     with ScriptedChatServer([json.dumps({"operations": ops})]) as server:
         flusher = MemoryFlusher(small_batches, OpenAIChatClient(server.base_url, "scripted",
                                                                 max_retries=0))
-        with pytest.raises(FlushError, match="at most 5"):
-            flusher.flush([{"role": "user", "content": "six lessons"}], force=True)
-    assert before == snapshot(small_batches)
+        report = flusher.flush([{"role": "user", "content": "six lessons"}], force=True)
+    assert 5 == len(report.added)
+    assert ["a flush applies at most 5 operations"] == [
+        r.reason.split(" (")[0] for r in report.rejected]
+    assert {f"lesson.{i}" for i in range(5)} <= {f.key for f in small_batches.facts()}
 
 
 # -- the same limits through the CLI and the tools ----------------------------

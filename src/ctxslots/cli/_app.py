@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import re
-import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +22,7 @@ import pluggy
 from .._secrets import scrub
 from ..errors import CtxslotsError
 from ..stores import FactStore, Limits, default_db_path
-from ._output import echo, terminal_safe
+from ._output import echo, silence_stdout_if_broken, terminal_safe
 
 __all__ = ["CliContext", "cli", "pass_cli_context"]
 
@@ -186,21 +184,10 @@ class _Group(click.Group):
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 raise  # click's own handling: the reader went away, exit quietly
-            _silence_stdout_if_broken()
+            silence_stdout_if_broken()
             where = f": {exc.filename}" if exc.filename else " (the output)"
             raise click.ClickException(_error_line(f"cannot write{where}: "
                                                    f"{exc.strerror or exc}")) from exc
-
-
-def _silence_stdout_if_broken() -> None:
-    """Send standard output to the null device when it can no longer be written (a full
-    disk), so the interpreter's last flush on exit adds no second error."""
-    try:
-        sys.stdout.flush()
-    except OSError:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
 
 
 @click.group(cls=_Group)

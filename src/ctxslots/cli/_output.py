@@ -18,13 +18,15 @@ that no other module of the command calls ``click.echo``); error lines pass
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from typing import IO, Any
 
 import attrs
 import click
 
-__all__ = ["SafeWriter", "echo", "echo_json", "terminal_safe"]
+__all__ = ["SafeWriter", "echo", "echo_json", "silence_stdout_if_broken", "terminal_safe"]
 
 # Newline and tab stay: they move the cursor as any text does and drive nothing else.
 # The bidirectional controls go too: they make a terminal show text in another order
@@ -73,3 +75,14 @@ class SafeWriter:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+def silence_stdout_if_broken() -> None:
+    """Send standard output to the null device when it can no longer be written (a full
+    disk), so the interpreter's last flush on exit adds no second error."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)

@@ -90,11 +90,8 @@ def _counted(fp: TextIO, bar: Progress) -> TextIO:
 def _export_markdown(store: FactStore, output: Path | None, options: dict[str, Any]) -> None:
     if output is None or output.suffix.lower() in (".md", ".markdown"):
         text = str(store.export_markdown(**options))
-        if output is None and sys.stdout.isatty():
-            echo(text, nl=False)  # shown: control characters escaped
-        elif output is None:  # a file or a pipe: the text as it reads back
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        if output is None:
+            echo(text, nl=False)  # for reading: control characters escaped; -o keeps them
         else:
             write_private(output, lambda fp: fp.write(text))
             echo(f"wrote {output}", err=True)
