@@ -128,6 +128,8 @@ class Connection:
         #: large result) rather than all at once (see :class:`_Fetched`).
         self.streams = False
         self._depth = 0
+        #: The thread whose write block is open (the lock keeps every other one out).
+        self._writer: int | None = None
         #: Whether an open block says its blocks take no savepoints.
         self._unsaved = False
         #: The first error a block inside that one raised (the whole block then fails).
@@ -204,8 +206,10 @@ class Connection:
 
     @property
     def in_transaction(self) -> bool:
-        """Whether a :meth:`write` block is open on this connection."""
-        return self._depth > 0
+        """Whether this thread is inside a :meth:`write` block (another thread's block
+        holds the connection until it ends: a write of this thread waits for it, and is
+        no part of it)."""
+        return self._depth > 0 and self._writer == threading.get_ident()
 
     @contextlib.contextmanager
     def write(self, *, savepoints: bool = True, wait: float | None = None
@@ -249,6 +253,7 @@ class Connection:
             if starts:
                 self._unsaved = True
             self._depth += 1
+            self._writer = threading.get_ident()
             try:
                 yield self
                 if starts and self._failure is not None:

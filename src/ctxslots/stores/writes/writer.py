@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -39,6 +40,9 @@ _MAX_ID = 2**63 - 1
 COUNT_WAIT_S = 0.25
 #: Most accesses owed at once (the oldest are dropped past it).
 MAX_OWED_COUNTS = 10_000
+#: Seconds after a count found the store busy during which counts try once without
+#: waiting: readers on several threads would otherwise each wait in turn.
+BUSY_BACKOFF_S = 1.0
 #: How many times an upsert inserts a key it read as free before giving up: another writer
 #: has to store the key, and yet another remove it, between each read and insert.
 _KEY_TAKEN_RETRIES = 3
@@ -95,8 +99,11 @@ class Writer:
     _read_only: bool = False
     # Per thread: the ids ``counts_together`` gathers (absent or None: none is open).
     _gathering: threading.local = attrs.Factory(threading.local)
-    # Accesses not yet counted because another process held the write lock.
+    # Accesses not yet counted because another process held the write lock, and the
+    # moment until which a count does not wait for it (both under _owed_lock).
     _owed: dict[int, None] = attrs.Factory(dict)
+    _busy_until: float = 0.0
+    _owed_lock: threading.Lock = attrs.Factory(threading.Lock)
     _warned_busy: bool = False
 
     @contextlib.contextmanager
@@ -364,21 +371,28 @@ class Writer:
 
     def _touch_or_owe(self, fact_ids: list[int], now: float) -> int:
         """Count these accesses, with those owed; while another process holds the
-        store's write lock past :data:`COUNT_WAIT_S`, owe them all instead (0 counted)."""
-        owed = self._owed
-        ids = list(dict.fromkeys([*fact_ids, *owed])) if owed else fact_ids
+        store's write lock past :data:`COUNT_WAIT_S`, owe them all instead (0 counted).
+        For :data:`BUSY_BACKOFF_S` after that, a count tries once without waiting, so
+        threads reading at once do not queue behind each other's waits."""
+        with self._owed_lock:
+            owed, self._owed = self._owed, {}
+            wait = 0.0 if time.monotonic() < self._busy_until else COUNT_WAIT_S
+        ids = list(dict.fromkeys([*owed, *fact_ids]))
         try:
-            counted = self.backend.touch(ids, now, wait=COUNT_WAIT_S)
+            counted = self.backend.touch(ids, now, wait=wait)
         except StoreBusyError as exc:
-            owed.update(dict.fromkeys(fact_ids))
-            while len(owed) > MAX_OWED_COUNTS:  # the oldest go first
-                del owed[next(iter(owed))]
-            if not self._warned_busy:
-                self._warned_busy = True
+            with self._owed_lock:
+                kept = dict.fromkeys(ids)  # the oldest first
+                kept.update(self._owed)  # what other threads owed meanwhile
+                while len(kept) > MAX_OWED_COUNTS:  # the oldest go first
+                    del kept[next(iter(kept))]
+                self._owed = kept
+                self._busy_until = time.monotonic() + BUSY_BACKOFF_S
+                warn, self._warned_busy = not self._warned_busy, True
+            if warn:
                 warnings.warn(f"{exc}; the reads answer, and their access counts are "
                               "written with a later count", RuntimeWarning, stacklevel=5)
             return 0
-        owed.clear()
         return counted
 
     def write_owed_counts(self) -> None:
@@ -387,7 +401,8 @@ class Writer:
         if self._owed and not self._read_only and not self.backend.in_transaction:
             with contextlib.suppress(StoreError):
                 self._touch_or_owe([], self.clock())
-            self._owed.clear()
+            with self._owed_lock:
+                self._owed.clear()
 
     @contextlib.contextmanager
     def counts_together(self) -> Iterator[None]:
