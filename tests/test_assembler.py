@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 
+import attrs
 import jinja2
 import pytest
 
@@ -15,6 +16,8 @@ from ctxslots import (
     BudgetExceededError,
     ContextBlock,
     DropReason,
+    FactStore,
+    HitTrace,
     InvalidRequestError,
     Item,
     PromptAssembler,
@@ -394,3 +397,38 @@ def test_a_match_is_never_the_duplicate_of_fill_that_may_be_dropped(store):
             moved += 1
         assert first.kept == (text in prompt.text), budget
     assert moved  # the case arose
+
+
+def test_a_fill_taken_over_by_a_match_passes_on_every_key_it_held():
+    """Section one offers fact 7 as fill; section two matches the same text (no key) and
+    takes it over; section three matches fact 7 by its key. The text is in the prompt once:
+    the third finds the match through the fill's key, not the fill again."""
+    text = "Deploys of shop-api run every Friday after the freeze."
+    fill = HitTrace(bm25_rank=None, bm25=None, relevance=0.1, decay=1.0, age_days=0.0,
+                    reinforcement=1.0, confidence=1.0, final=0.1, rank=1, fill="below_cut")
+
+    @attrs.define
+    class Fixed:
+        name: str
+        priority: int
+        items: tuple[Item, ...]
+        sticky: bool = False
+
+        def contribute(self, request: AssemblyRequest) -> Section:
+            return Section(title=self.name, name=self.name, priority=self.priority,
+                           items=self.items)
+
+    contributors = [
+        Fixed("memory_like", 90, (Item(text="Something else that matched.", key="fact:1"),
+                                  Item(text=text, key="fact:7", trace=fill))),
+        Fixed("notes", 80, (Item(text=text),)),
+        Fixed("pinned", 70, (Item(text=text, key="fact:7"),)),
+    ]
+    with FactStore(":memory:") as store:
+        prompt = PromptAssembler(store, contributors=contributors).assemble(
+            AssemblyRequest("deploy", budget=2000), record_shown=False)
+    assert 1 == prompt.text.count(text)
+    decisions = {s.name: s.items[-1] for s in prompt.sections}
+    assert decisions["notes"].kept
+    assert "offered by notes as a match" == decisions["memory_like"].detail
+    assert "already offered by notes" == decisions["pinned"].detail

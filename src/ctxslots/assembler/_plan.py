@@ -113,8 +113,14 @@ class _Offer:
     fill room), its index and, once built, its section."""
 
     section: str
+    keys: list[str]
     fill_index: int | None = None
     prepared: Prepared | None = None
+
+    @property
+    def is_fill(self) -> bool:
+        """Whether it is an earlier section's fill, which a match may take over."""
+        return self.fill_index is not None and self.prepared is not None
 
 
 @attrs.define
@@ -160,15 +166,18 @@ class Preparer:
                 continue
             keys = [k for k in (item.key, "text:" + _text_key(item.text)) if k]
             is_fill = item.trace is not None and item.trace.fill is not None
-            earlier = next((first_seen[k] for k in keys if k in first_seen), None)
-            if earlier is not None:
-                if is_fill or earlier.fill_index is None or earlier.prepared is None:
-                    pre.append((DropReason.DUPLICATE, f"already offered by {earlier.section}"))
-                    continue
-                # An earlier section offered this text only as fill: the match keeps it.
-                earlier.prepared.pre[earlier.fill_index] = (
+            earlier = list({id(o): o for o in (first_seen.get(k) for k in keys) if o}.values())
+            if earlier and (is_fill or not all(o.is_fill for o in earlier)):
+                first = next((o for o in earlier if not o.is_fill), earlier[0])
+                pre.append((DropReason.DUPLICATE, f"already offered by {first.section}"))
+                continue
+            offer = _Offer(section.name, keys, len(pre) if is_fill else None)
+            for taken in earlier:  # only earlier sections' fill: this match takes it over
+                assert taken.prepared is not None and taken.fill_index is not None
+                taken.prepared.pre[taken.fill_index] = (
                     DropReason.DUPLICATE, f"offered by {section.name} as a match")
-            offer = _Offer(section.name, len(pre) if is_fill else None)
+                for k in taken.keys:
+                    first_seen[k] = offer
             if is_fill:
                 fills.append(offer)
             for k in keys:
