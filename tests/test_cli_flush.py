@@ -99,3 +99,15 @@ def test_malformed_line_is_one_clear_error(db_path, tmp_path):
 
     assert 1 == result.exit_code
     assert f"{path}:2" in result.stderr
+
+
+def test_a_message_naming_a_field_twice_is_one_clear_error(db_path, tmp_path):
+    """{"content": "a", "content": "b"} reads as either message: refused naming the line."""
+    path = tmp_path / "twice.jsonl"
+    path.write_text('{"role": "user", "content": "I use Vim.", "content": "I use Emacs."}\n',
+                    encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "flush", str(path), "--base-url",
+                                      "http://127.0.0.1:9/v1", "--model", "m"])
+    assert 1 == result.exit_code
+    assert [f"Error: {path}:1: the message names 'content' twice"] == \
+        result.stderr.splitlines()

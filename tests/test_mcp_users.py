@@ -124,6 +124,7 @@ def test_a_malformed_token_file_names_the_line_never_a_token(tmp_path, text, mes
     (f"alice={ALICE},bob={ALICE}", "share a token"),
     ('{"alice": 3}', "map user names to tokens"),
     ("{not json", "not a valid JSON object"),
+    (f'{{"alice": "{ALICE}", "alice": "{ALICE}-other"}}', "names user 'alice' twice"),
 ])
 def test_a_malformed_token_variable_is_refused(text, message):
     with pytest.raises(InvalidArgumentError, match=message):

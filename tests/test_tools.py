@@ -159,6 +159,9 @@ def test_ids_the_tools_may_not_touch_read_as_unknown(store, clock, target):
     ("memory_query", {"query": "bad \ud800"}, "Error: 'query' is not valid Unicode text"),
     ("memory_query", '{"query": "' + "x" * 70_000 + '"}', "Error: the arguments are too long"),
     ("memory_drop_tables", {}, "Error: unknown tool 'memory_drop_tables'"),
+    ("memory_store", '{"slot": "user", "value": "Vim.", "value": "Emacs."}',
+     "Error: the arguments name 'value' twice"),
+    ("memory_forget", '{"id": 999, "id": 1}', "Error: the arguments name 'id' twice"),
 ])
 def test_bad_calls_answer_an_error_and_write_nothing(tools, store, name, arguments, message):
     store.add("user", "The user is Ada.")

@@ -12,6 +12,7 @@ from typing import Any, cast
 import attrs
 import click
 
+from .._json_fields import DECODER, DuplicateFieldError
 from .._secrets import scrub, split_credentials
 from ..errors import FlushError
 from ..model import MESSAGE_ROLES, Message
@@ -49,7 +50,10 @@ def _read_messages(path: Path) -> list[Message]:
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
+                data = DECODER.decode(line)
+            except DuplicateFieldError as exc:
+                raise click.ClickException(f"{path}:{number}: the message names "
+                                           f"{exc.args[0]!r} twice") from None
             except json.JSONDecodeError as exc:
                 raise click.ClickException(f"{path}:{number}: not JSON: {exc.msg}") from exc
             except (ValueError, RecursionError):  # a number of over 4,300 digits; deep nesting

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from .._json_fields import DECODER, DuplicateFieldError
 from ..errors import ArgumentError
 
 __all__ = ["ArgumentError", "Param", "ToolSpec", "parse_arguments"]
@@ -220,7 +221,10 @@ def parse_arguments(spec: ToolSpec, arguments: str | Mapping[str, Any] | None,
             raise ArgumentError(f"the arguments are too long ({len(arguments)} characters; "
                                 f"at most {MAX_ARGUMENTS_CHARS})")
         try:
-            data = json.loads(arguments)
+            data = DECODER.decode(arguments)
+        except DuplicateFieldError as exc:
+            raise ArgumentError(f"the arguments name {exc.args[0]!r} twice; name each "
+                                "argument once") from None
         except json.JSONDecodeError as exc:
             raise ArgumentError(f"the arguments are not valid JSON ({exc.msg} at "
                                 f"position {exc.pos})") from None

@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from .._json_fields import DECODER, DuplicateFieldError
 from ..errors import InvalidArgumentError
 from ._http_guard import BEARER, refuse
 
@@ -126,7 +127,10 @@ class TokenUsers:
         """
         if text.lstrip().startswith("{"):
             try:
-                data = json.loads(text)
+                data = DECODER.decode(text)
+            except DuplicateFieldError as exc:
+                raise InvalidArgumentError(f"${name} names user {exc.args[0]!r} twice",
+                                           field="tokens", value=name) from None
             except json.JSONDecodeError:
                 raise InvalidArgumentError(f"${name} is not a valid JSON object",
                                            field="tokens", value=name) from None
