@@ -124,3 +124,10 @@ def test_an_import_names_the_line_of_a_byte_that_is_not_utf8(db_path, tmp_path, 
     assert "line 5000: not UTF-8 text" in done.stderr
     with FactStore(db_path) as store:
         assert 0 == store.stats()["facts"]
+
+
+def test_an_import_from_a_closed_standard_input_is_one_line(db_path):
+    """import - with stdin closed (as cron starts a command) says so in one line."""
+    done = _ctxslots("--db", str(db_path), "import", "-", stdin=None, preexec_fn=_close_stdin)
+    assert 1 == done.returncode
+    assert ["Error: standard input is closed: nothing to import"] == done.stderr.splitlines()

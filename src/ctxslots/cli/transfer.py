@@ -183,6 +183,8 @@ def _import_jsonl(store: FactStore, file: Path, options: dict[str, Any],
     progress = _counted_records(bar)
     # A byte that is not UTF-8 is kept as a lone surrogate, so the import names its line.
     if str(file) == "-":
+        if sys.stdin is None or sys.stdin.closed:
+            raise click.ClickException("standard input is closed: nothing to import")
         bar.relabel("importing standard input", unit="bytes")
         stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
         reader = cast(TextIO, CountingReader(stdin, bar, then))
