@@ -293,3 +293,29 @@ def test_an_id_no_fact_can_have_is_a_404_not_a_server_error(tmp_path):
         assert 404 == client.get(f"{base}/fact/-5").status_code
     with FactStore(db) as store:
         assert store.get(fact) is not None
+
+
+def test_every_fact_is_reached_a_page_at_a_time(tmp_path):
+    """650 facts: the memory page shows 300 at a time, newest first; older and newer links
+    keep the filters; the last page holds the first fact; a page past the end is a 404."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store, store.batch():
+        ids = [store.add("agent", f"Lesson number {n} about deploys.").id for n in range(650)]
+    with serving(db) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        assert 200 == client.get(address).status_code
+
+        def listed(page: httpx.Response) -> list[int]:
+            return [int(n) for n in re.findall(r'<tr class="fact" data-id="(\d+)"', page.text)]
+
+        first = client.get(f"{base}/?slot=agent")
+        assert "650 facts, 1 to 300 shown (page 1 of 3)" in html.unescape(first.text)
+        assert sorted(ids, reverse=True)[:300] == listed(first)
+        older = re.search(r'<a href="([^"]+)" id="older">', first.text)
+        assert older is not None and "slot=agent" in html.unescape(older[1])
+        last = client.get(f"{base}/{html.unescape(older[1])}".replace("page=2", "page=3"))
+        assert sorted(ids, reverse=True)[600:] == listed(last) and ids[0] in listed(last)
+        assert 'id="newer"' in last.text and 'id="older"' not in last.text
+        for bad in ("4", "0", "x"):
+            assert 404 == client.get(f"{base}/?page={bad}").status_code
+        assert 200 == client.get(f"{base}/timeline?page=3").status_code

@@ -99,19 +99,40 @@ class Pages:
         params = request.query_params
         facts, error, matched = self._listed(params)
         facts.sort(key=lambda x: x.id, reverse=True)
-        return self.render("memory.html.j2", page="memory", facts=facts[:_SHOWN],
-                           matched=matched, shown=_SHOWN, error=error,
-                           f={n: params.get(n, "") for n in _FIELDS},
-                           done=params.get("done"), status=400 if error else 200)
+        return self._list_page("memory", params, facts, matched, error,
+                               done=params.get("done"))
 
     async def timeline(self, request: Request) -> Response:
         """``/timeline``: the same facts, by when they were said, newest first."""
         params = request.query_params
         facts, error, matched = self._listed(params)
         facts.sort(key=lambda x: (x.observed_at or x.created_at, x.id), reverse=True)
-        return self.render("memory.html.j2", page="timeline", facts=facts[:_SHOWN],
-                           matched=matched, shown=_SHOWN, error=error,
-                           f={n: params.get(n, "") for n in _FIELDS}, done=None,
+        return self._list_page("timeline", params, facts, matched, error, done=None)
+
+    def _list_page(self, page: str, params: Mapping[str, str], facts: list[Any],
+                   matched: int, error: str | None, done: str | None) -> Response:
+        """One page of ``_SHOWN`` facts (``?page=N``, from 1), with links to the others
+        carrying the filters."""
+        pages = max(1, -(-matched // _SHOWN))
+        try:
+            number = int(params.get("page") or 1)
+        except ValueError:
+            number = 0
+        if not 1 <= number <= pages:
+            return self.render("error.html.j2", page=page, status=404,
+                               message=f"no page {params.get('page')!r}: the pages are 1 to "
+                                       f"{pages}")
+        kept = {n: params[n] for n in _FIELDS if params.get(n)}
+
+        def link(to: int) -> str:
+            return "?" + urllib.parse.urlencode({**kept, "page": to})
+
+        start = (number - 1) * _SHOWN
+        return self.render("memory.html.j2", page=page, facts=facts[start:start + _SHOWN],
+                           matched=matched, shown=_SHOWN, first=start + 1, number=number,
+                           pages=pages, newer=link(number - 1) if number > 1 else None,
+                           older=link(number + 1) if number < pages else None, error=error,
+                           f={n: params.get(n, "") for n in _FIELDS}, done=done,
                            status=400 if error else 200)
 
     # One fact ------------------------------------------------------------------------
