@@ -324,3 +324,22 @@ def test_counts_still_owed_are_written_when_the_store_closes(db_path):
         store.search("staging database restarts")
     store.close()
     assert 1 == _count(str(db_path), fact.id)
+
+
+def test_on_postgresql_a_count_skips_a_row_another_transaction_is_rewriting(pg_url,
+                                                                           monkeypatch):
+    """Another process's open transaction rewrote one of a search's hits: the search does
+    not wait for that row's lock (nor can deadlock with it); the other hit is counted and
+    the locked one goes uncounted for that read."""
+    import psycopg
+
+    monkeypatch.setenv("CTXSLOTS_BUSY_TIMEOUT", "5")  # a count that waited would fail
+    with FactStore(pg_url, access_writes="inline") as store:
+        busy = store.add("agent", "The deploy key rotates every ninety days.")
+        free = store.add("agent", "The deploy key lives in the vault.")
+        with psycopg.connect(pg_url) as other:
+            other.execute("UPDATE facts SET value = value WHERE id = %s", (busy.id,))
+            hits = store.search("deploy key")
+            assert {busy.id, free.id} == {h.fact.id for h in hits}
+            other.rollback()
+        assert (0, 1) == (store.get(busy.id).access_count, store.get(free.id).access_count)

@@ -179,9 +179,11 @@ class FactRows(Protocol):
 
     def touch(self, fact_ids: Sequence[int], now: float, *, wait: float | None = None) -> int:
         """``access_count + 1`` and ``last_accessed = now``; how many changed. Outside a
-        :meth:`transaction`, a write of its own (all or nothing), which waits at most
-        ``wait`` seconds (when given) for a lock another connection holds on the
-        whole store before it raises :class:`~ctxslots.errors.StoreBusyError`."""
+        :meth:`transaction`, a write of its own (all or nothing). With ``wait`` (a
+        count that may be put off): an engine that locks the whole store for a writer
+        waits at most that many seconds, then raises
+        :class:`~ctxslots.errors.StoreBusyError`; one that locks rows skips the rows
+        another transaction holds, uncounted."""
 
     def id_is_free(self, fact_id: int) -> bool:
         """Whether no live, archived or historical fact ever had this id."""

@@ -242,11 +242,12 @@ class PostgresBackend:
 
     def touch(self, fact_ids: Sequence[int], now: float, *, wait: float | None = None) -> int:
         """Count an access of each fact; how many changed. One statement: outside a
-        transaction it commits on its own, one round trip instead of three. ``wait`` is
-        not needed here: no lock is held on the whole store, and a row waits only for a
-        transaction that rewrites it."""
+        transaction it commits on its own, one round trip instead of three. With ``wait``
+        (a count that may be put off) a row another transaction is rewriting is not
+        waited for: that one access goes uncounted (no lock is held on the whole store,
+        so there is nothing to owe and retry as on SQLite)."""
         with self._session.conn() as conn:
-            return _rows.touch(conn, fact_ids, now)
+            return _rows.touch(conn, fact_ids, now, skip_locked=wait is not None)
 
     def id_is_free(self, fact_id: int) -> bool:
         """Whether no fact ever had this id."""

@@ -272,15 +272,18 @@ def adjust_score(conn: Conn, fact_id: int, delta: float, live_at: float) -> bool
     return found is not None
 
 
-def touch(conn: Conn, fact_ids: Sequence[int], now: float) -> int:
-    """Count an access of each fact; how many changed."""
+def touch(conn: Conn, fact_ids: Sequence[int], now: float, *, skip_locked: bool = False) -> int:
+    """Count an access of each fact; how many changed. With ``skip_locked``, a row another
+    transaction holds is left uncounted instead of waited for."""
     ids = id_list(fact_ids)
     if not ids:
         return 0
-    # Rows locked in id order, so two concurrent touches never deadlock.
+    # Rows locked in id order, so two concurrent touches never deadlock; skipping the
+    # locked ones, a touch never waits for, nor deadlocks with, a writer's transaction.
+    lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
     cursor = conn.execute(
         "UPDATE facts f SET access_count = f.access_count + 1, last_accessed = %s "
-        "FROM (SELECT id, scope FROM facts WHERE id = ANY(%s) ORDER BY id FOR UPDATE) l "
+        f"FROM (SELECT id, scope FROM facts WHERE id = ANY(%s) ORDER BY id {lock}) l "
         "WHERE f.id = l.id AND f.scope = l.scope", (float(now), ids), prepare=True)
     return int(cursor.rowcount)
 
