@@ -10,6 +10,7 @@ import sys
 import urllib.parse
 
 import anyio
+import attrs
 import httpx
 import pytest
 from click.testing import CliRunner
@@ -39,32 +40,53 @@ def fixture_served(location):
         yield client, base_of(address), ids, location
 
 
-def test_no_token_a_foreign_origin_or_host_gets_403(tmp_path):
-    """Without the token, with a wrong one, from another site's page (Origin) or through a
-    name another site controls (Host, DNS rebinding), every page and action is refused."""
+@attrs.frozen
+class _OneFact:
+    """A served store holding one project fact, and a client that has no cookie yet."""
+
+    db: str
+    fact: int
+    address: str
+    base: str
+    port: int
+    client: httpx.Client
+
+
+@pytest.fixture(name="one_fact")
+def fixture_one_fact(tmp_path):
+    """The inspector of a store holding one project fact, and a fresh client."""
     db = str(tmp_path / "m.db")
     with FactStore(db) as store:
         fact = store.add("project", "Deploy on Fridays.").id
     with serving(db) as address, httpx.Client(timeout=60) as client:
         base = base_of(address)
-        port = urllib.parse.urlsplit(base).port
-        for path in ("/", f"/fact/{fact}", "/lab?message=deploy", "/health", "/timeline"):
-            assert 403 == client.get(base + path).status_code, path
-            assert 403 == client.get(base + path + ("&" if "?" in path else "?")
-                                     + "token=wrong-token-0123456789").status_code
-        assert 403 == client.post(f"{base}/fact/{fact}/delete").status_code
-        good = client.get(address)
-        assert 200 == good.status_code
-        assert "HttpOnly" in good.headers["set-cookie"]
-        assert "SameSite=Strict" in good.headers["set-cookie"]
-        assert 200 == client.get(base + "/health").status_code  # the cookie now
-        evil = client.post(f"{base}/fact/{fact}/delete", headers={"origin": "http://evil.test"})
-        assert 403 == evil.status_code and "Origin" in evil.text
-        rebound = client.get(address, headers={"host": f"evil.test:{port}"})
-        assert 403 == rebound.status_code and "Host" in rebound.text
-        assert 403 == client.get(address, headers={"origin": "null"}).status_code
-        same = client.post(f"{base}/fact/{fact}/reinforce", headers={"origin": base})
-        assert 303 == same.status_code
+        yield _OneFact(db, fact, address, base, int(urllib.parse.urlsplit(base).port or 0),
+                       client)
+
+
+def test_no_token_a_foreign_origin_or_host_gets_403(one_fact):
+    """Without the token, with a wrong one, from another site's page (Origin) or through a
+    name another site controls (Host, DNS rebinding), every page and action is refused."""
+    db, fact, address, base, port = (one_fact.db, one_fact.fact, one_fact.address,
+                                     one_fact.base, one_fact.port)
+    client = one_fact.client
+    for path in ("/", f"/fact/{fact}", "/lab?message=deploy", "/health", "/timeline"):
+        assert 403 == client.get(base + path).status_code, path
+        assert 403 == client.get(base + path + ("&" if "?" in path else "?")
+                                 + "token=wrong-token-0123456789").status_code
+    assert 403 == client.post(f"{base}/fact/{fact}/delete").status_code
+    good = client.get(address)
+    assert 200 == good.status_code
+    assert "HttpOnly" in good.headers["set-cookie"]
+    assert "SameSite=Strict" in good.headers["set-cookie"]
+    assert 200 == client.get(base + "/health").status_code  # the cookie now
+    evil = client.post(f"{base}/fact/{fact}/delete", headers={"origin": "http://evil.test"})
+    assert 403 == evil.status_code and "Origin" in evil.text
+    rebound = client.get(address, headers={"host": f"evil.test:{port}"})
+    assert 403 == rebound.status_code and "Host" in rebound.text
+    assert 403 == client.get(address, headers={"origin": "null"}).status_code
+    same = client.post(f"{base}/fact/{fact}/reinforce", headers={"origin": base})
+    assert 303 == same.status_code
     with FactStore(db) as store:
         assert store.get(fact) is not None and 3 == store.get(fact).score
 
@@ -248,51 +270,42 @@ def test_a_name_given_with_allow_host_is_accepted(tmp_path):
         assert 403 == client.get(address, headers=theirs).status_code
 
 
-def test_a_page_on_another_port_of_this_host_cannot_change_anything(tmp_path):
+def test_a_page_on_another_port_of_this_host_cannot_change_anything(one_fact):
     """Cookies ignore ports, so a page served on another port of 127.0.0.1 would send the
     inspector's cookie: a change naming that page's origin, or that a browser says another
     page sent (Sec-Fetch-Site), gets 403; the inspector's own origin and a typed address pass."""
-    db = str(tmp_path / "m.db")
-    with FactStore(db) as store:
-        fact = store.add("project", "Deploy on Fridays.").id
-    with serving(db) as address, httpx.Client(timeout=60) as client:
-        base = base_of(address)
-        port = urllib.parse.urlsplit(base).port
-        assert 200 == client.get(address).status_code  # the cookie
-        refused = {
-            "origin on another port": {"origin": f"http://127.0.0.1:{port + 1}"},
-            "origin without a port": {"origin": "http://127.0.0.1"},
-            "another page of this site": {"origin": base, "sec-fetch-site": "same-site"},
-            "another site": {"sec-fetch-site": "cross-site"},
-        }
-        got = {name: client.post(f"{base}/fact/{fact}/delete", headers=headers).status_code
-               for name, headers in refused.items()}
-        assert dict.fromkeys(refused, 403) == got
-        assert 200 == client.get(base + "/", headers={"sec-fetch-site": "cross-site"}).status_code
-        own = client.post(f"{base}/fact/{fact}/reinforce",
-                          headers={"origin": base, "sec-fetch-site": "same-origin"})
-        assert 303 == own.status_code
-    with FactStore(db) as store:
+    client, base, port, fact = one_fact.client, one_fact.base, one_fact.port, one_fact.fact
+    assert 200 == client.get(one_fact.address).status_code  # the cookie
+    refused = {
+        "origin on another port": {"origin": f"http://127.0.0.1:{port + 1}"},
+        "origin without a port": {"origin": "http://127.0.0.1"},
+        "another page of this site": {"origin": base, "sec-fetch-site": "same-site"},
+        "another site": {"sec-fetch-site": "cross-site"},
+    }
+    got = {name: client.post(f"{base}/fact/{fact}/delete", headers=headers).status_code
+           for name, headers in refused.items()}
+    assert dict.fromkeys(refused, 403) == got
+    assert 200 == client.get(base + "/", headers={"sec-fetch-site": "cross-site"}).status_code
+    own = client.post(f"{base}/fact/{fact}/reinforce",
+                      headers={"origin": base, "sec-fetch-site": "same-origin"})
+    assert 303 == own.status_code
+    with FactStore(one_fact.db) as store:
         assert 3 == store.get(fact).score
 
 
-def test_an_id_no_fact_can_have_is_a_404_not_a_server_error(tmp_path):
+def test_an_id_no_fact_can_have_is_a_404_not_a_server_error(one_fact):
     """An id past 64 bits, on a page or an action, answers 404 naming what an id is."""
-    db = str(tmp_path / "m.db")
-    with FactStore(db) as store:
-        fact = store.add("project", "Deploy on Fridays.").id
-    with serving(db) as address, httpx.Client(timeout=60) as client:
-        base = base_of(address)
-        assert 200 == client.get(address).status_code
-        huge = "9" * 23
-        for answer in (client.get(f"{base}/fact/{huge}"),
-                       client.post(f"{base}/fact/{huge}/forget", headers={"origin": base}),
-                       client.get(f"{base}/fact/-{huge}")):
-            assert 404 == answer.status_code
-            assert "fits in 64 bits" in answer.text
-        assert 404 == client.get(f"{base}/fact/-5").status_code
-    with FactStore(db) as store:
-        assert store.get(fact) is not None
+    client, base = one_fact.client, one_fact.base
+    assert 200 == client.get(one_fact.address).status_code
+    huge = "9" * 23
+    for answer in (client.get(f"{base}/fact/{huge}"),
+                   client.post(f"{base}/fact/{huge}/forget", headers={"origin": base}),
+                   client.get(f"{base}/fact/-{huge}")):
+        assert 404 == answer.status_code
+        assert "fits in 64 bits" in answer.text
+    assert 404 == client.get(f"{base}/fact/-5").status_code
+    with FactStore(one_fact.db) as store:
+        assert store.get(one_fact.fact) is not None
 
 
 def test_every_fact_is_reached_a_page_at_a_time(tmp_path):
