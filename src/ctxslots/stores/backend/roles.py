@@ -83,7 +83,8 @@ class Lifecycle(Protocol):
 
     @property
     def in_transaction(self) -> bool:
-        """Whether a :meth:`transaction` block is open."""
+        """Whether this thread is inside a :meth:`transaction` block (another thread's
+        block is no part of this thread's writes)."""
 
     def info(self) -> dict[str, Any]:
         """Engine facts for ``stats``: ``engine``, ``location``, ``schema_version``,

@@ -141,7 +141,7 @@ class SQLiteBackend:
 
     @property
     def in_transaction(self) -> bool:
-        """Whether a write transaction is open."""
+        """Whether this thread has a write transaction open."""
         return self._conn.in_transaction
 
     def info(self) -> dict[str, Any]:
