@@ -85,7 +85,9 @@ class AccessWriter(BackgroundWriter):
         try:
             with backend.transaction():
                 for fact_ids, now in taken:
-                    backend.touch(fact_ids, now)
+                    # A count may be put off: on PostgreSQL a row a writer holds is
+                    # skipped, not waited for (nor deadlocked with).
+                    backend.touch(fact_ids, now, wait=0.0)
         except ReadOnlyStoreError as exc:
             # Counts queued before the first refusal was seen are refused too: said once.
             if not self.read_only:
