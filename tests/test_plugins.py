@@ -338,3 +338,63 @@ def test_unknown_llm_client_names_the_registered_ones(tmp_path):
                                       str(conversation)])
     assert 1 == result.exit_code
     assert "Error: unknown LLM client 'nope'; registered: openai\n" == result.output
+
+
+def _broken_plugin(folder: Path) -> Path:
+    """A distribution on ``folder`` whose ``ctxslots`` entry point fails to import."""
+    info = folder / "ctxslots_broken-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-broken\n"
+                                   "Version: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[ctxslots]\nbroken = ctxslots_broken_mod\n",
+                                           encoding="utf-8")
+    (folder / "ctxslots_broken_mod.py").write_text(
+        'raise RuntimeError("the plugin needs a package that is not installed")\n',
+        encoding="utf-8")
+    return folder
+
+
+def test_a_plugin_that_fails_to_import_is_a_plugin_error_naming_it(tmp_path, monkeypatch):
+    """An installed plugin whose module raises on import: load_plugins raises PluginError
+    naming the plugin, and every command prints that one line (no traceback); with
+    CTXSLOTS_LOAD_PLUGINS leaving it out, the commands work."""
+    folder = _broken_plugin(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delenv("CTXSLOTS_LOAD_PLUGINS")  # the tests' default loads none
+    importlib.invalidate_caches()
+    with pytest.raises(PluginError, match=r"plugin broken \(ctxslots_broken_mod\) failed to "
+                       r"load: RuntimeError: the plugin needs a package") as raised:
+        load_plugins(make_plugin_manager())
+    assert "broken" == raised.value.plugin
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT / "src")])}
+    env.pop("CTXSLOTS_LOAD_PLUGINS", None)
+    db = str(tmp_path / "m.db")
+    for command in (["plugins"], ["search", "anything"]):
+        done = subprocess.run([sys.executable, "-m", "ctxslots", "--db", db, *command],
+                              capture_output=True, text=True, timeout=300, env=env, check=False)
+        assert 1 == done.returncode
+        assert 1 == len(done.stderr.splitlines()), done.stderr
+        assert "Error: plugin broken (ctxslots_broken_mod) failed to load" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "ctxslots", "--db", db, "plugins"],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**env, "CTXSLOTS_LOAD_PLUGINS": ""})
+    assert 0 == done.returncode, done.stderr
+
+
+def test_a_registration_hook_that_raises_or_returns_is_a_plugin_error_naming_it(store):
+    """A register_contributors hook that raises, or returns its contributors instead of
+    registering them, stops the assembler with a PluginError naming the plugin."""
+    class Raises:
+        @hookimpl
+        def register_contributors(self, register, store):
+            raise ZeroDivisionError("division by zero")
+
+    class Returns:
+        @hookimpl
+        def register_contributors(self, register, store):
+            return [StaticContributor("rules", "Rules", ["Be brief."])]
+
+    for plugin, said in ((Raises(), "failed: ZeroDivisionError"), (Returns(), "returned a value")):
+        with pytest.raises(PluginError, match=said) as raised:
+            PromptAssembler(store, plugins=[plugin])
+        assert raised.value.plugin and raised.value.plugin in str(raised.value)

@@ -87,3 +87,40 @@ def test_reranker_may_not_add_facts(location, clock, facts):
 def test_no_plugin_no_reranker():
     """Without rerank_hits implementations there is no reranker."""
     assert reranker_from_plugins(make_plugin_manager([], builtins=False)) is None
+
+
+def test_a_reranker_that_fails_is_left_out_naming_its_plugin(db_path, clock, caplog):
+    """A rerank_hits hook that raises, returns no list, or repeats a hit is left out with a
+    warning naming its plugin; the search answers with the others' order, every hit once."""
+    class Reverse:
+        @hookimpl
+        def rerank_hits(self, query, hits):
+            return list(reversed(hits))
+
+    class Raises:
+        @hookimpl
+        def rerank_hits(self, query, hits):
+            raise ZeroDivisionError("division by zero")
+
+    class Repeats:
+        @hookimpl
+        def rerank_hits(self, query, hits):
+            return [hits[0]] * len(hits)
+
+    class Text:
+        @hookimpl
+        def rerank_hits(self, query, hits):
+            return "no hits"
+
+    plugins = [Reverse(), Raises(), Repeats(), Text()]
+    pm = make_plugin_manager(plugins, builtins=False)
+    with FactStore(db_path, clock=clock, rerank=reranker_from_plugins(pm)) as store:
+        [store.add("project", f"Deploy step {i} of the rollout.") for i in range(3)]
+        plain = [h.fact.id for h in FactStore(db_path, clock=clock).search("deploy rollout")]
+        with caplog.at_level("WARNING", logger="ctxslots.plugins"):
+            got = [h.fact.id for h in store.search("deploy rollout")]
+    assert list(reversed(plain)) == got
+    failed = [r.getMessage() for r in caplog.records if "rerank_hits of plugin" in r.getMessage()]
+    assert 3 == len(failed)
+    for plugin in plugins[1:]:
+        assert any(pm.get_name(plugin) in message for message in failed)

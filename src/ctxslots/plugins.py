@@ -110,7 +110,14 @@ def load_plugins(pm: pluggy.PluginManager) -> list[str]:
         if pm.get_plugin(ep.name) is not None:
             loaded.append(ep.name)
             continue
-        _register(pm, ep.load(), ep.name)
+        try:
+            module = ep.load()
+        except Exception as exc:
+            raise PluginError(
+                f"plugin {ep.name} ({ep.value}) failed to load: {type(exc).__name__}: {exc} "
+                "(CTXSLOTS_LOAD_PLUGINS lists the plugins to load; an empty value loads none)",
+                plugin=ep.name) from exc
+        _register(pm, module, ep.name)
         loaded.append(ep.name)
     _check_pending(pm)
     return loaded
@@ -138,20 +145,41 @@ def call_each(pm: pluggy.PluginManager, hook_name: str, *, chain: str | None = N
 def reranker_from_plugins(pm: pluggy.PluginManager) -> Callable[[str, list[Any]], list[Any]] | None:
     """One reranker chaining every ``rerank_hits`` implementation of a plugin manager.
 
-    Each implementation sees the previous one's output (:func:`call_each` with
-    ``chain="hits"``); ``None`` when no plugin implements the hook.
+    Each implementation sees the previous one's output; one that raises, returns no
+    list of hits or repeats a hit is left out with a warning naming its plugin.
+    ``None`` when no plugin implements the hook.
     """
     if not pm.hook.rerank_hits.get_hookimpls():
         return None
 
     def rerank(query: str, hits: list[Any]) -> list[Any]:
-        for _plugin, results in call_each(pm, "rerank_hits", chain="hits", query=query,
-                                          hits=hits):
-            if results:
-                hits = list(results[0])
+        for impl in pm.hook.rerank_hits.get_hookimpls():
+            try:  # a reranker that fails is left out, named; the others and the hits stay
+                results = _caller_for(pm, "rerank_hits", impl)(query=query, hits=hits)
+                if results:
+                    hits = _reranked(impl.plugin_name, hits, results[0])
+            except Exception:
+                logger.warning("rerank_hits of plugin %s failed; the hits keep the order "
+                               "before it", impl.plugin_name, exc_info=True)
         return hits
 
     return rerank
+
+
+def _reranked(plugin: str, hits: list[Any], result: Any) -> list[Any]:
+    """A reranker's result as a list of the hits it was given, each once.
+
+    :raises PluginError: It is no sequence, or names a hit twice.
+    """
+    if isinstance(result, (str, bytes)) or not isinstance(result, Iterable):
+        raise PluginError(f"rerank_hits of plugin {plugin} returned "
+                          f"{type(result).__name__}, not a list of hits", plugin=plugin)
+    reranked = list(result)
+    ids = [id(h) for h in reranked]
+    if len(set(ids)) != len(ids):
+        raise PluginError(f"rerank_hits of plugin {plugin} returned a hit twice; a "
+                          "reranker may reorder or drop hits, not repeat them", plugin=plugin)
+    return reranked
 
 
 def _caller_for(pm: pluggy.PluginManager, hook_name: str, impl: Any) -> Any:
@@ -195,7 +223,17 @@ def collect(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> dict[str
     # Registration order (trylast built-ins first), so a later duplicate is the one named.
     for impl in getattr(pm.hook, hook_name).get_hookimpls():
         current[0] = impl.plugin_name
-        _caller_for(pm, hook_name, impl)(register=register_fn, **kwargs)
+        try:
+            returned = _caller_for(pm, hook_name, impl)(register=register_fn, **kwargs)
+        except PluginError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"{hook_name} of plugin {impl.plugin_name} failed: "
+                              f"{type(exc).__name__}: {exc}", plugin=impl.plugin_name) from exc
+        if any(r is not None for r in returned or ()):
+            raise PluginError(f"{hook_name} of plugin {impl.plugin_name} returned a value; "
+                              "it registers each object by calling register(...) and returns "
+                              "nothing", plugin=impl.plugin_name)
     return found
 
 
