@@ -570,3 +570,37 @@ def test_st_real_model() -> None:
     assert np.float32 == vectors.dtype
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
     assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2]) + 0.2
+
+
+def test_a_store_of_an_embeddings_server_opens_and_searches_by_words_while_it_is_down(
+        server: ScriptedServer, tmp_path: Path) -> None:
+    """Built with a server's embedder, the store reopens while the server is down (the
+    dimension is the one it recorded: nothing is asked), searches by words with a warning,
+    and keeps every fact written meanwhile; a new store opens by words, warning once."""
+    import warnings
+
+    from ctxslots import FactStore
+
+    db = tmp_path / "m.db"
+    with FactStore(db, embedder=client(server)) as store:
+        cat = store.add("user", "The user's cat is called Luna.")
+        assert store.wait_for_vectors(60)
+    down = server.base_url
+    server.close()  # nothing answers on that port now
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with FactStore(db, embedder=OpenAIEmbedder("test-model", down, max_retries=0,
+                                                   retry_backoff=0.0)) as store:
+            assert [cat.id] == [h.fact.id for h in store.search("Luna the cat")]
+            dog = store.add("user", "The user's dog is called Rex.")
+            assert [dog.id] == [h.fact.id for h in store.search("dog Rex")]
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert any("this search used words only" in m for m in said), said
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with FactStore(tmp_path / "new.db", embedder=OpenAIEmbedder(
+                "test-model", down, max_retries=0, retry_backoff=0.0)) as fresh:
+            fresh.add("user", "The user drinks tea.")
+            assert 1 == len(fresh.search("tea"))
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert any("cannot be used now" in m and "searches use words only" in m for m in said)

@@ -9,9 +9,12 @@ ranking reads the periods the text names from it.
 
 from __future__ import annotations
 
+import warnings
+
 import attrs
 import numpy as np
 
+from ..errors import EmbedderError
 from .backend import Backend, QueryPlan
 from .embedders.binding import EmbedderBinding
 from .periods import query_periods
@@ -87,9 +90,21 @@ class QueryPlanner:
             if lexical else ([], [])
         embed = vector and self.embedding.embedder is not None and bool(text.strip())
         return QueryPlan(text=text, words=tuple(words), match=to_match(words),
-                         vector=self.vector(text) if embed else None,
+                         vector=self._vector_or_words(text, lexical) if embed else None,
                          periods=tuple(query_periods(text, now)) if periods else (),
                          common=tuple(common))
+
+    def _vector_or_words(self, text: str, lexical: bool) -> np.ndarray | None:
+        """The text's embedding; ``None`` (a search by words alone, said in a warning)
+        when the embedder fails and the words can still be searched."""
+        try:
+            return self.vector(text)
+        except EmbedderError as exc:
+            if not lexical:
+                raise
+            warnings.warn(f"{exc}: this search used words only", RuntimeWarning,
+                          stacklevel=2)
+            return None
 
     def vector(self, text: str) -> np.ndarray:
         """The embedding of ``text`` (kept for the next few searches of the same text)."""

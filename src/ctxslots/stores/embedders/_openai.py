@@ -93,6 +93,11 @@ class OpenAIEmbedder:
         return split_credentials(self.base_url)[0].rstrip("/") + "/embeddings"
 
     @property
+    def known_dimension(self) -> int | None:
+        """The vector length if known without a request (given or learned), else ``None``."""
+        return self._dimension
+
+    @property
     def dimension(self) -> int:
         """The vector length: as given, as learned, or probed once from the server."""
         if self._dimension is None:

@@ -22,10 +22,11 @@ from typing import Literal
 
 import attrs
 
-from ...errors import CtxslotsError
+from ...errors import CtxslotsError, EmbedderError
 from ..backend import META_EMBEDDER_DIMENSION, META_EMBEDDER_MODEL, Backend
 from ._base import Embedder
 from ._hashing import HashingEmbedder
+from ._openai import OpenAIEmbedder
 from .specs import EMBEDDER_ENV, EmbedderFactory, embedder_from_spec
 
 __all__ = ["META_SPEC", "EmbedderBinding", "EmbedderChoice", "EmbedderSetting",
@@ -173,14 +174,48 @@ def bind_embedder(setting: EmbedderSetting, backend: Backend, *, searched: bool
     :param searched: Whether searches read vectors (a vector weight above 0):
         only then is a mismatch, or an embedder that cannot be made, worth a warning.
     :raises EmbedderSpecError: A spec given is malformed or names an unknown kind.
-    :raises EmbedderError: An embedder given cannot be loaded.
+    :raises EmbedderError: An embedder given cannot be loaded. An embeddings server that
+        does not answer is no error: the store opens by words, with a warning.
     """
     binding = _resolve(setting, backend)
+    if binding.embedder is not None:
+        embedder = binding.embedder = _with_recorded_dimension(binding.embedder, backend)
+        try:
+            binding = _bind(binding, backend, searched)
+        except EmbedderError as exc:
+            if not isinstance(embedder, OpenAIEmbedder):
+                raise  # a model that cannot be loaded here is the caller's to fix
+            # A server that does not answer now: the store opens by words.
+            binding = EmbedderBinding(None, None, missing=(
+                f"the embedder {binding.spec or spec_of(embedder)} cannot be used "
+                f"now ({exc}): searches use words only and new facts get no vector; open "
+                "the store again once it answers (`reindex` then embeds those facts)"))
+    if binding.embedder is None and binding.missing is not None and searched:
+        warnings.warn(binding.missing, RuntimeWarning, stacklevel=5)
+    return binding
+
+
+def _with_recorded_dimension(embedder: Embedder, backend: Backend) -> Embedder:
+    """An embeddings client that has yet to learn its vector length, told the length
+    the store records for its model: opening the store then asks the server nothing."""
+    if not isinstance(embedder, OpenAIEmbedder) or embedder.known_dimension is not None:
+        return embedder
+    recorded = backend.get_meta(META_EMBEDDER_DIMENSION)
+    if backend.get_meta(META_EMBEDDER_MODEL) != embedder.model_id or not recorded:
+        return embedder
+    try:
+        return attrs.evolve(embedder, dimension=int(recorded))
+    except ValueError:
+        return embedder
+
+
+def _bind(binding: EmbedderBinding, backend: Backend, searched: bool) -> EmbedderBinding:
+    """Bind the store to ``binding``'s embedder (reading its dimension may ask a server).
+
+    :raises EmbedderError: The embedder cannot tell its dimension.
+    """
     embedder = binding.embedder
-    if embedder is None:
-        if binding.missing is not None and searched:
-            warnings.warn(binding.missing, RuntimeWarning, stacklevel=5)
-        return binding
+    assert embedder is not None
     model = backend.get_meta(META_EMBEDDER_MODEL)
     if model is None:
         with backend.transaction():  # several processes opening a new store bind it once
@@ -198,5 +233,5 @@ def bind_embedder(setting: EmbedderSetting, backend: Backend, *, searched: bool
         warnings.warn(
             f"this store's vectors were built by {model}, not by {embedder.model_id}: "
             "searches use words only and new facts get no vector until `reindex` rebuilds "
-            "them with this embedder", RuntimeWarning, stacklevel=5)
+            "them with this embedder", RuntimeWarning, stacklevel=6)
     return binding
