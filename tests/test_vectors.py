@@ -363,3 +363,27 @@ def test_the_vector_copy_loads_in_the_background(db_path):
     assert store.cache_status().vector_loading  # the first search started it
     store.close()
     assert not store.cache_status().vector_loading
+
+
+def test_a_vector_another_process_wrote_with_the_old_embedder_is_skipped(tmp_path):
+    """Process B switches the store to a 48-dimension embedder and rebuilds its vectors;
+    process A, still bound to the 32-dimension one, writes a fact and its old-size vector.
+    B's searches skip that vector (they raised before), find the fact by its words, and
+    doctor counts the vector as one no search can use."""
+    import warnings
+
+    db = tmp_path / "s.db"
+    ranking = FUSED
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the switch warns, as documented
+        a = FactStore(db, embedder="hash:32", ranking=ranking, vector_writes="inline")
+        b = FactStore(db, embedder="hash:48", ranking=ranking, vector_writes="inline")
+    try:
+        a.add("user", "The user owns a golden retriever named Max.")
+        b.reindex(full=True)
+        bike = a.add("user", "The user rides a blue bicycle to work.")
+        assert [bike.id] == [h.fact.id for h in b.search("bicycle to work")]
+        assert any("another dimension" in p for p in b.doctor().problems)
+    finally:
+        a.close()
+        b.close()

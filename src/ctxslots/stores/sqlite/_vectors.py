@@ -171,16 +171,17 @@ def _exact_knn(conn: Connection, vector: np.ndarray, flt: FactFilter, k: int
     owners, owner_params = filter_clause(FactFilter(users=flt.users, agents=flt.agents,
                                                     slots=flt.slots, scopes=flt.scopes), "v.")
     query = np.asarray(vector, np.float32).tobytes()
-    # A vector with no direction measures NULL (sorted last); one of another length
-    # written by hand may measure -inf (sorted first): both are left out, and the
-    # list is read further while they took some of its places.
+    # A vector with no direction measures NULL (sorted last): left out, and the list is
+    # read further while such vectors took some of its places. A vector of another
+    # length (written by a process still bound to the embedder before a switch) is not
+    # measured at all: sqlite-vec refuses to compare it.
     want = k
     while True:
         found = conn.execute(
             f"SELECT v.fact_id, vec_distance_cosine(v.embedding, ?) AS d FROM {TABLE} AS v "
             f"JOIN facts AS f ON f.id = v.fact_id WHERE {owners} AND {cond} "
-            f"ORDER BY d NULLS LAST, v.fact_id {LIMIT}",
-            (query, *owner_params, *params, want)).fetchall()
+            f"AND length(v.embedding) = ? ORDER BY d NULLS LAST, v.fact_id {LIMIT}",
+            (query, *owner_params, *params, len(query), want)).fetchall()
         kept = [(int(fid), 1.0 - float(d)) for fid, d in found
                 if d is not None and _MIN_DISTANCE <= d <= _MAX_DISTANCE]
         if len(kept) >= k or len(found) < want:
