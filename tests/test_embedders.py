@@ -604,3 +604,20 @@ def test_a_store_of_an_embeddings_server_opens_and_searches_by_words_while_it_is
             assert 1 == len(fresh.search("tea"))
     said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert any("cannot be used now" in m and "searches use words only" in m for m in said)
+
+
+def test_a_full_reindex_whose_embedder_fails_at_once_drops_no_vector(
+        server: ScriptedServer, tmp_path: Path) -> None:
+    """reindex(full=True) with a server answering 500: it fails before dropping anything,
+    and every vector the store had is still there for searches by meaning."""
+    from ctxslots import FactStore
+
+    embedder = client(server, max_retries=0)
+    with FactStore(tmp_path / "m.db", embedder=embedder, vector_writes="inline") as store:
+        for n in range(5):
+            store.add("agent", f"Lesson number {n} about deploys.")
+        assert () == store.doctor().problems
+        server.script.extend([status(500)] * 3)
+        with pytest.raises(EmbedderError):
+            store.reindex(full=True)
+        assert () == store.doctor().problems  # no fact lost its vector

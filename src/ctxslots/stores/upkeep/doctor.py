@@ -157,9 +157,10 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
     repaired: vectors no search can use and those of no fact are removed, and
     the facts without a vector (those, and any whose vector was never written)
     are embedded. With vectors another embedder built, or ``full``, every fact
-    is embedded again. Vectors are written in batches, each in its own
-    transaction, so other processes keep working meanwhile and an interrupted
-    run can simply be run again. Returns the number of facts embedded.
+    is embedded again, once the embedder has answered one text (one that fails then
+    fails the reindex before any vector is dropped). Vectors are written in batches,
+    each in its own transaction, so other processes keep working meanwhile and an
+    interrupted run can simply be run again. Returns the number of facts embedded.
 
     :param progress: Called as ``progress(done, total)`` after each batch.
     :param full: Embed every fact again, even with vectors the embedder built.
@@ -173,6 +174,8 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
     keep = core.embedder is not None and bool(core.ranking.vector_weight)
     if core.embedder is not None:
         if full or not keep or not core.vector_leg_ready:
+            if keep:  # an embedder that fails now fails before any vector is dropped
+                core.embed(["reindex"])
             core.embedding.reset_vectors(backend)
         else:
             with backend.transaction():
