@@ -330,3 +330,31 @@ def test_cli_why_prints_the_answer_and_json(demo):
     result = runner.invoke(cli, ["--db", path, "why", "999", "deploy"])
     assert 1 == result.exit_code
     assert ["Error: no fact with id 999"] == result.output.splitlines()
+
+
+def test_a_fact_a_plugin_section_offered_its_own_way_is_explained_as_offered(tmp_path):
+    """No memory section reads slot notes, but a plugin's contributor searches it itself and
+    keeps the fact: the answer is that it is in the prompt, in that section."""
+    from ctxslots import Item, Limits, Section, UserMemoryContributor
+
+    class Notes:
+        name, priority, sticky = "notes", 75, False
+
+        def __init__(self, store: FactStore) -> None:
+            self.store = store
+
+        def contribute(self, request: AssemblyRequest) -> Section | None:
+            hits = self.store.search(request.message, slots=["notes"], limit=5,
+                                     track_access=False)
+            return Section(title="Notes", items=[
+                Item(h.fact.value, key=f"fact:{h.fact.id}", fact=h.fact, trace=h.trace)
+                for h in hits]) if hits else None
+
+    limits = Limits(slots=("user", "project", "agent", "notes"))
+    with FactStore(tmp_path / "n.db", limits=limits, clock=lambda: FIXED_NOW) as store:
+        fact = store.add("notes", "The vault code rotates every Friday.").id
+        assembler = PromptAssembler(store, contributors=[UserMemoryContributor(store),
+                                                         Notes(store)])
+        answer = explain(assembler, AssemblyRequest("vault code"), fact)
+    assert "kept" == answer.outcome
+    assert "notes keeps it at rank 1" in answer.summary

@@ -136,7 +136,15 @@ def explain(assembler: Any, request: AssemblyRequest, fact_id: int, *,
     section = section_step(facts)
     steps.append(section)
     if facts.contributor is None:
-        return facts.answer(Explanation, "no_section", steps)
+        if facts.decision is None or facts.section is None:
+            return facts.answer(Explanation, "no_section", steps)
+        # No memory section reads its slot, but a plugin's section offered it its own way.
+        steps[-1] = Step("section", "a section offered it", "ok",
+                         f"section {facts.section['name']} offered it at rank "
+                         f"{facts.decision['rank']} (it reads slot {fact.slot!r} its own way)",
+                         {"section": facts.section["name"], "slot": fact.slot})
+        outcome = "kept" if facts.decision["decision"] == "kept" else "dropped"
+        return facts.answer(Explanation, outcome, steps)
     if section.status == "fails":
         return facts.answer(Explanation, "not_searched", steps)
     found, searched = located_steps(facts)
