@@ -432,3 +432,26 @@ def test_a_fill_taken_over_by_a_match_passes_on_every_key_it_held():
     assert decisions["notes"].kept
     assert "offered by notes as a match" == decisions["memory_like"].detail
     assert "already offered by notes" == decisions["pinned"].detail
+
+
+def test_a_section_whose_own_template_fails_is_an_error_section_and_the_rest_stay(store):
+    """A plugin's section names an item template that does not exist: that section is an
+    error section naming the template, and the memory sections are assembled as before."""
+
+    @attrs.define
+    class Tickets:
+        name: str = "tickets"
+        priority: int = 85
+        sticky: bool = False
+
+        def contribute(self, request: AssemblyRequest) -> Section:
+            return Section(title="Tickets", items=[Item("SHOP-12: deploy fails")],
+                           item_template="tickets_item.md.j2")
+
+    plain = PromptAssembler(store).assemble(AssemblyRequest("deploys of shop", scope="shop"))
+    prompt = PromptAssembler(store, contributors=[*PromptAssembler(store).contributors,
+                                                  Tickets()]).assemble(
+        AssemblyRequest("deploys of shop", scope="shop"))
+    tickets = prompt.section("tickets")
+    assert "error" == tickets.status and "tickets_item.md.j2" in (tickets.error or "")
+    assert plain.text == prompt.text

@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 import jinja2
 
+from ..errors import TemplateError
 from ..model import DEFAULT_PRIORITY, DropReason, Item, ItemDecision, Section, SectionReport
 from ..request import AssemblyRequest
 from ..tokens import TokenCounterProtocol
@@ -136,31 +137,23 @@ class Preparer:
     _first_seen: dict[str, _Offer] = attrs.Factory(dict)
 
     def add(self, section: Section, error: str | None) -> Prepared:
-        """The section rendered into pieces (the next in placement order)."""
+        """The section rendered into pieces (the next in placement order). A section
+        that names templates of its own (a plugin's) and fails to render with them is an
+        error section, as a contributor that raises is; the others stay. A failure of
+        the assembler's own templates is the caller's: :class:`TemplateError`."""
         if error is not None:
             return Prepared(section, "", 0, [], [], [], error=error)
-        env, counter, first_seen = self.env, self.counter, self._first_seen
-        header = render_header(env, section)
-        lines: list[str] = []
-        tokens: list[int] = []
+        try:
+            header, lines, groups, group_tokens = self._render(section)
+        except TemplateError as exc:
+            if not _own_templates(section):
+                raise
+            return Prepared(section, "", 0, [], [], [], error=str(exc))
+        counter, first_seen = self.counter, self._first_seen
+        tokens = [counter.count(line) for line in lines]
         pre: list[tuple[DropReason, str | None] | None] = []
-        grouped = section.group_template is not None
-        groups: list[str | None] = []
-        headings: dict[str, str] = {}
-        group_tokens: dict[str, int] = {}
         fills: list[_Offer] = []
-        for rank, item in enumerate(section.items, start=1):
-            if grouped and item.when is not None:
-                heading = headings.get(item.when)
-                if heading is None:
-                    heading = headings[item.when] = render_group(env, section, item.when)
-                    group_tokens[heading] = counter.count(heading)
-                groups.append(heading)
-            else:
-                groups.append(None)
-            line = render_item(env, section, item, rank, dated=not grouped)
-            lines.append(line)
-            tokens.append(counter.count(line))
+        for item in section.items:
             if item.dropped is not None:
                 pre.append((item.dropped, item.detail))
                 continue
@@ -184,11 +177,47 @@ class Preparer:
                 first_seen[k] = offer
             pre.append(None)
         prepared = Prepared(section, header, counter.count(header) if header else 0, lines,
-                            tokens, pre, groups=groups if grouped else None,
-                            group_tokens=group_tokens)
+                            tokens, pre, groups=groups, group_tokens=group_tokens)
         for offer in fills:
             offer.prepared = prepared
         return prepared
+
+    def _render(self, section: Section
+                ) -> tuple[str, list[str], list[str | None] | None, dict[str, int]]:
+        """The section's header, one line per item, and (grouped by time) each item's
+        group heading with each heading's tokens.
+
+        :raises TemplateError: A template is missing or fails.
+        """
+        env, counter = self.env, self.counter
+        header = render_header(env, section)
+        grouped = section.group_template is not None
+        lines: list[str] = []
+        groups: list[str | None] = []
+        headings: dict[str, str] = {}
+        group_tokens: dict[str, int] = {}
+        for rank, item in enumerate(section.items, start=1):
+            if grouped and item.when is not None:
+                heading = headings.get(item.when)
+                if heading is None:
+                    heading = headings[item.when] = render_group(env, section, item.when)
+                    group_tokens[heading] = counter.count(heading)
+                groups.append(heading)
+            else:
+                groups.append(None)
+            lines.append(render_item(env, section, item, rank, dated=not grouped))
+        return header, lines, groups if grouped else None, group_tokens
+
+#: The section templates the package ships (the assembler's, which ``templates=`` may
+#: override): a failure of one of them is the caller's, not a section's.
+_SHIPPED_TEMPLATES = frozenset({"section_header.md.j2", "item.md.j2", "group_header.md.j2"})
+
+
+def _own_templates(section: Section) -> bool:
+    """Whether ``section`` renders with a template of its own (a plugin's)."""
+    return any(name is not None and name not in _SHIPPED_TEMPLATES
+               for name in (section.header_template, section.item_template,
+                            section.group_template))
 
 
 def prepare(
