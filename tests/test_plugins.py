@@ -398,3 +398,16 @@ def test_a_registration_hook_that_raises_or_returns_is_a_plugin_error_naming_it(
         with pytest.raises(PluginError, match=said) as raised:
             PromptAssembler(store, plugins=[plugin])
         assert raised.value.plugin and raised.value.plugin in str(raised.value)
+
+
+def test_an_object_registered_under_another_name_than_its_own_is_refused(store):
+    """register("b_tickets", contributor_named_tickets) would pass the duplicate check and
+    clash at assembly; it is a PluginError naming the plugin and both names."""
+    class Alias:
+        @hookimpl
+        def register_contributors(self, register, store):
+            register("b_tickets", StaticContributor("tickets", "Tickets", ["SHOP-1"]))
+
+    with pytest.raises(PluginError, match="registered 'tickets' as 'b_tickets'") as raised:
+        PromptAssembler(store, plugins=[Alias()])
+    assert raised.value.plugin

@@ -208,6 +208,10 @@ def collect(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> dict[str
             name = getattr(obj, "name", None)
         elif len(args) == 2:
             name, obj = args
+            own = getattr(obj, "name", name)
+            if isinstance(own, str) and own != name:  # a contributor goes by its own name
+                raise PluginError(f"plugin {plugin} registered {own!r} as {name!r}; register "
+                                  "it under its own name (register(obj))", plugin=plugin)
         else:
             raise PluginError(f"register() takes 1 or 2 arguments, got {len(args)}", plugin=plugin)
         if not isinstance(name, str) or not name:
