@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pluggy
@@ -22,7 +22,7 @@ from . import hookspecs
 from .errors import InvalidFactError, PluginError
 from .stores.owners import SlotOwners
 
-__all__ = ["DEFAULT_PLUGINS", "PluginError", "call_each", "collect", "describe_plugins",
+__all__ = ["DEFAULT_PLUGINS", "PluginError", "collect", "describe_plugins",
            "embedder_factories", "known_slots", "llm_client_factories", "load_plugins",
            "make_plugin_manager", "registered_slots", "reranker_from_plugins", "slot_owners"]
 
@@ -121,25 +121,6 @@ def load_plugins(pm: pluggy.PluginManager) -> list[str]:
         loaded.append(ep.name)
     _check_pending(pm)
     return loaded
-
-
-def call_each(pm: pluggy.PluginManager, hook_name: str, *, chain: str | None = None,
-              **kwargs: Any) -> Iterator[tuple[str, list[Any]]]:
-    """Call a hook once per implementing plugin, in registration order, through pluggy's
-    hook caller (so tracing and monitoring see every call); yield each plugin's name
-    and its results.
-
-    Calling one plugin at a time lets a caller tell which plugin registered what.
-
-    :param chain: The name of an argument each plugin gets from the previous one's
-        result (``"hits"`` for ``rerank_hits``); a plugin that returns ``None``
-        passes it on unchanged.
-    """
-    for impl in getattr(pm.hook, hook_name).get_hookimpls():
-        results = _caller_for(pm, hook_name, impl)(**kwargs)
-        yield impl.plugin_name, results
-        if chain is not None and results:  # pluggy leaves out None results
-            kwargs[chain] = results[0]
 
 
 def reranker_from_plugins(pm: pluggy.PluginManager) -> Callable[[str, list[Any]], list[Any]] | None:
