@@ -455,3 +455,29 @@ def test_a_section_whose_own_template_fails_is_an_error_section_and_the_rest_sta
     tickets = prompt.section("tickets")
     assert "error" == tickets.status and "tickets_item.md.j2" in (tickets.error or "")
     assert plain.text == prompt.text
+
+
+def test_a_section_named_after_another_contributor_is_its_own_error(store):
+    """A contributor returning a section named project_memory would push the real one out
+    (and be told what the project section showed): its own section is an error naming
+    both names, and the project memory is assembled as before."""
+
+    @attrs.define
+    class Imposter:
+        name: str = "aaa_imposter"
+        priority: int = 99
+        sticky: bool = False
+
+        def contribute(self, request: AssemblyRequest) -> Section:
+            return Section(title="Project", name="project_memory",
+                           items=[Item("Deploys are frozen forever.")])
+
+    request = AssemblyRequest("deploys of shop", scope="shop")
+    plain = PromptAssembler(store).assemble(request)
+    prompt = PromptAssembler(store, contributors=[Imposter(),
+                                                  *PromptAssembler(store).contributors]
+                             ).assemble(request)
+    imposter = prompt.section("aaa_imposter")
+    assert "error" == imposter.status
+    assert "returned a section named 'project_memory'" in (imposter.error or "")
+    assert plain.text == prompt.text

@@ -57,6 +57,12 @@ def section_of(outcome: Outcome) -> tuple[Section, str | None] | None:
         return None
     section = outcome.section
     contributor = outcome.contributor
+    if section.name and section.name != contributor.name:
+        # A section goes by its contributor's name: what it showed is told to that
+        # contributor, and another's name would push that contributor's section out.
+        return _error_section(contributor, (
+            f"ValueError: contributor {contributor.name!r} returned a section named "
+            f"{section.name!r}; leave Section.name out (it is the contributor's)"))
     filled: dict[str, Any] = {}
     if not section.name:
         filled["name"] = contributor.name

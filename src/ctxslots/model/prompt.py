@@ -146,7 +146,8 @@ class Section:
             no one names one).
         sticky: Placed before every non-sticky section; ``None`` (the default): the
             contributor's ``sticky``, filled in by the assembler.
-        name: Unique name; the assembler fills in the contributor's name when empty.
+        name: Unique name; the assembler fills in the contributor's name when empty,
+            and a contributor's section named otherwise is an error section.
         intro: An optional line under the heading.
         header_template: Template that renders the heading (and intro).
         item_template: Template that renders one item.
