@@ -481,3 +481,23 @@ def test_a_section_named_after_another_contributor_is_its_own_error(store):
     assert "error" == imposter.status
     assert "returned a section named 'project_memory'" in (imposter.error or "")
     assert plain.text == prompt.text
+
+
+def test_a_contributor_with_an_async_record_shown_is_refused_up_front(store):
+    """record_shown is called after the prompt is built, in the assembling thread: an async
+    one would never be awaited, so the assembler refuses it when it is given."""
+
+    @attrs.define
+    class Counting:
+        name: str = "counting"
+        priority: int = 10
+        sticky: bool = False
+
+        def contribute(self, request: AssemblyRequest) -> None:
+            return None
+
+        async def record_shown(self, items: list[Item]) -> None:
+            return None
+
+    with pytest.raises(InvalidRequestError, match="'counting' has an async record_shown"):
+        PromptAssembler(store, contributors=[Counting()])

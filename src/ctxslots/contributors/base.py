@@ -16,6 +16,7 @@ left out and the dump shows the error.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
@@ -99,7 +100,8 @@ def check_contributor(obj: Any, *, field: str = "contributors") -> Contributor:
     """Return ``obj`` if it has the shape of a contributor.
 
     :raises InvalidRequestError: ``name``, ``priority``, ``sticky`` or
-        ``contribute`` is missing or of the wrong type.
+        ``contribute`` is missing or of the wrong type, or ``record_shown`` is a
+        coroutine function (it would never be awaited).
     """
     name = getattr(obj, "name", None)
     if not isinstance(name, str) or not name.strip():
@@ -115,6 +117,10 @@ def check_contributor(obj: Any, *, field: str = "contributors") -> Contributor:
     if not callable(getattr(obj, "contribute", None)):
         raise InvalidRequestError(f"contributor {name!r} has no contribute(request) method",
                                   field=field, value=obj)
+    if inspect.iscoroutinefunction(getattr(obj, "record_shown", None)):
+        # It is called once the prompt is built, in the assembling thread: never awaited.
+        raise InvalidRequestError(f"contributor {name!r} has an async record_shown; make it "
+                                  "a plain function", field=field, value=obj)
     return cast(Contributor, obj)
 
 
