@@ -131,6 +131,10 @@ class HeldTools(MemoryTools):
 def test_tool_calls_run_off_the_event_loop(store):
     """A tool call held in its worker thread leaves the loop free: a tool listing asked
     meanwhile is answered before the call ends (on the loop, the held call would block it)."""
+    # The events are the class's: a run of the other engine in this process set them.
+    HeldTools.started.clear()
+    HeldTools.release.clear()
+    HeldTools.threads.clear()
     tools = HeldTools(store, scope="shop")
     order: list[str] = []
 
