@@ -10,6 +10,7 @@ import jinja2
 
 from ..errors import TemplateError
 from ..model import DEFAULT_PRIORITY, DropReason, Item, ItemDecision, Section, SectionReport
+from ..prompts import SHIPPED_TEMPLATES
 from ..request import AssemblyRequest
 from ..tokens import TokenCounterProtocol
 from ._lines import render_group, render_header, render_item
@@ -214,14 +215,11 @@ class Preparer:
             lines.append(render_item(env, section, item, rank, dated=not grouped))
         return header, lines, groups if grouped else None, group_tokens
 
-#: The section templates the package ships (the assembler's, which ``templates=`` may
-#: override): a failure of one of them is the caller's, not a section's.
-_SHIPPED_TEMPLATES = frozenset({"section_header.md.j2", "item.md.j2", "group_header.md.j2"})
-
-
 def _own_templates(section: Section) -> bool:
-    """Whether ``section`` renders with a template of its own (a plugin's)."""
-    return any(name is not None and name not in _SHIPPED_TEMPLATES
+    """Whether ``section`` renders with a template of its own (a plugin's), not one the
+    package ships (the assembler's, which ``templates=`` may override): a failure of
+    those is the caller's, not a section's."""
+    return any(name is not None and name not in SHIPPED_TEMPLATES
                for name in (section.header_template, section.item_template,
                             section.group_template))
 

@@ -16,6 +16,7 @@ the other.
 from __future__ import annotations
 
 import functools
+import importlib.resources
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,6 +27,7 @@ from ..errors import InvalidRequestError, TemplateError
 from .escape import bullet, fence_for, md_cell
 
 __all__ = [
+    "SHIPPED_TEMPLATES",
     "Templates",
     "bullet",
     "default_environment",
@@ -37,6 +39,11 @@ __all__ = [
 
 #: What ``templates=`` accepts: template sources by name, or a directory.
 Templates = Mapping[str, str] | str | os.PathLike[str]
+
+#: The names of the templates this package ships (the last loader of every environment).
+SHIPPED_TEMPLATES = frozenset(
+    entry.name for entry in importlib.resources.files(__package__).iterdir()
+    if entry.name.endswith((".j2", ".jinja2")))
 
 
 def _user_loader(templates: Templates | None, loader: jinja2.BaseLoader | None) -> list[Any]:

@@ -7,13 +7,13 @@ so an import of a million facts never holds them all.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import TextIO
 
 from ..._json_fields import DECODER, DuplicateFieldError
 from ...errors import InvalidFactError
 from ..core import StoreCore
+from ..writes.limits import LONE_SURROGATE
 from .id_map import IdMap
 from .jsonl_records import ImportOwners, ParsedFact, check_header, parse_record
 from .report import ImportIssue, InvalidImportError
@@ -33,8 +33,6 @@ def check_on_duplicate(on_duplicate: str) -> None:
 
 #: Characters read from the file at a time.
 _CHUNK = 1 << 16
-#: A lone surrogate: where a byte that is not UTF-8 was read with ``surrogateescape``.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _too_long(number: int, longest: int) -> InvalidImportError:
@@ -76,7 +74,7 @@ def _lines(fp: TextIO, longest: int) -> Iterator[tuple[int, str]]:
     number = 0
     try:
         for number, line in enumerate(_raw_lines(fp, longest), start=1):
-            if _SURROGATE.search(line):
+            if LONE_SURROGATE.search(line):
                 raise InvalidImportError(ImportIssue(
                     number, "not UTF-8 text (a byte that is not UTF-8, or a lone surrogate)",
                     "encoding"))

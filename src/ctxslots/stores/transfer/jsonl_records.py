@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from ...errors import InvalidFactError
 from ..backend import MAX_COUNT
-from ..writes.limits import MAX_TIMESTAMP, Limits
+from ..writes.limits import LONE_SURROGATE, MAX_TIMESTAMP, Limits
 
 __all__ = [
     "FORMAT",
@@ -208,7 +207,6 @@ class ParsedFact:
 
 #: The largest id or count SQLite stores (a signed 64-bit integer).
 _MAX_INT = 2**63 - 1
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _bad(field: str, message: str, value: Any) -> InvalidFactError:
@@ -231,7 +229,7 @@ def _label(record: Mapping[str, Any], field: str) -> str | None:
     value = record.get(field)
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > 1000 or _SURROGATE.search(value):
+    if not isinstance(value, str) or len(value) > 1000 or LONE_SURROGATE.search(value):
         raise _bad(field, f"{field} must be null or text of at most 1000 characters", value)
     return value
 

@@ -19,8 +19,8 @@ from ...model import to_timestamp
 from ..backend import MAX_TIME
 from ..owners import ANY, BUILTIN_SLOT_OWNERS, SlotOwners
 
-__all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "MAX_SCORE_STEP", "MAX_TIMESTAMP", "SECRET_POLICIES",
-           "Limits", "check_conversation"]
+__all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "LONE_SURROGATE", "MAX_SCORE_STEP", "MAX_TIMESTAMP",
+           "SECRET_POLICIES", "Limits", "check_conversation"]
 
 #: The last Unix second :class:`datetime.datetime` can represent (9999-12-31T23:59:59Z).
 MAX_TIMESTAMP = MAX_TIME
@@ -52,7 +52,7 @@ def check_conversation(conversation: object) -> str:
     """
     if not isinstance(conversation, str) or not conversation.strip() \
             or len(conversation) > 200 or _CONTROL.search(conversation) \
-            or _SURROGATE.search(conversation):
+            or LONE_SURROGATE.search(conversation):
         raise InvalidArgumentError(
             "conversation must be a non-empty string of at most 200 characters without "
             "control characters", field="conversation", value=conversation)
@@ -68,12 +68,13 @@ def _check_text(text: str, limit: int, what: str, field: str, *, plain: bool) ->
     if not plain:
         raise InvalidFactError(f"{what} must be one line without control characters "
                                "(no newline or tab)", field=field, value=text)
-# A lone surrogate (say, from an argv byte that is not UTF-8) is not text SQLite can store.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A lone surrogate (say, from an argv byte that is not UTF-8, or a file read with
+#: ``surrogateescape``): no text SQLite can store.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _unicode(text: str, field: str) -> str:
-    if _SURROGATE.search(text):
+    if LONE_SURROGATE.search(text):
         raise InvalidFactError(
             f"{field} is not valid Unicode text (it holds a lone surrogate, as bytes that were "
             "not UTF-8 become)", field=field, value=text)
