@@ -113,6 +113,8 @@ def test_vectors_bind_to_an_embedder(backend):
     assert VectorState("model-x", 3, 1, 1, 0) == backend.vector_state()
     np.testing.assert_allclose(unit(1, 2, 3), backend.vectors_of([a, b])[a], rtol=1e-6)
     assert [b] == [r["id"] for r in backend.without_vectors(limit=10)]
+    assert [b] == [r["id"] for r in backend.without_vectors(limit=10, after=a)]
+    assert [] == backend.without_vectors(limit=10, after=b)
     with backend.transaction():
         backend.put_vectors([VectorRow(b, "", "agent"), VectorRow(999, "", "agent")],
                             np.array([unit(0, 1, 0), unit(1, 0, 0)]))

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,6 +35,7 @@ from ctxslots.stores.embedders import (
     default_embedder,
     embedder_from_spec,
 )
+from ctxslots.stores.embedders.partial import PLAIN_TEXT, embed_what_it_takes
 
 # ---------------------------------------------------------------- hashing
 
@@ -198,6 +200,17 @@ def status(code: int, body: str = '{"error": {"message": "nope"}}', **headers: s
     return lambda payload: Reply(status=code, body=body.encode(), headers=headers)
 
 
+def refusing(word: str, *, code: int = 400) -> Behaviour:
+    """Answer ``code`` to a request any of whose texts holds ``word``, else as ``good()``."""
+
+    def behave(payload: dict[str, Any]) -> Reply:
+        if any(word in text for text in payload["input"]):
+            return Reply(status=code, body=b'{"error": {"message": "input too long for the model"}}')
+        return good()(payload)
+
+    return behave
+
+
 def raw(body: bytes) -> Behaviour:
     """Answer 200 with the given body."""
     return lambda payload: Reply(body=body)
@@ -213,6 +226,7 @@ class ScriptedServer:
 
     def __init__(self) -> None:
         self.script: list[Behaviour] = []
+        self.default: Behaviour = good()
         self.requests: list[tuple[dict[str, Any], dict[str, str]]] = []
         self.release = threading.Event()
         owner = self
@@ -227,7 +241,7 @@ class ScriptedServer:
                 elif owner.script:
                     reply = owner.script.pop(0)(payload)
                 else:
-                    reply = good()(payload)
+                    reply = owner.default(payload)
                 if reply.delay:
                     owner.release.wait(reply.delay)
                 try:
@@ -621,3 +635,127 @@ def test_a_full_reindex_whose_embedder_fails_at_once_drops_no_vector(
         with pytest.raises(EmbedderError):
             store.reindex(full=True)
         assert () == store.doctor().problems  # no fact lost its vector
+
+
+def _refused_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if "the embedder refused the value" in str(w.message)]
+
+
+def test_a_batch_with_one_refused_text_embeds_the_others_in_few_requests(
+        server: ScriptedServer) -> None:
+    """One text of eight refused (HTTP 400): the batch is halved until it stands alone,
+    the seven others get their vectors, and the refusal carries the server's answer."""
+    server.default = refusing("POISON")
+    texts = [f"text number {n}" for n in range(8)]
+    texts[5] = "POISON " * 3
+    made = embed_what_it_takes(client(server).embed, texts)
+    assert [0, 1, 2, 3, 4, 6, 7] == made.kept
+    np.testing.assert_allclose(expected([texts[i] for i in made.kept]), made.vectors, rtol=1e-6)
+    assert [5] == list(made.refused)
+    assert made.refused[5].refused_input and 400 == made.refused[5].status
+    # The batch of 8, its halves of 4, the refused half's halves of 2, then 1 and 1.
+    assert 7 == len(server.requests)
+
+
+def test_an_embedder_that_refuses_every_text_fails_as_before(server: ScriptedServer) -> None:
+    """A 400 for every text, a plain one too, is not one text's fault (a wrong model
+    name): it raises, for a batch and for one text."""
+    server.default = status(400, '{"error": {"message": "unknown model"}}')
+    for texts in (["one", "two", "three"], ["one"]):
+        with pytest.raises(EmbedderError, match="unknown model") as info:
+            embed_what_it_takes(client(server).embed, texts)
+        assert info.value.refused_input
+    assert PLAIN_TEXT in server.requests[-1][0]["input"]
+
+
+def test_texts_all_refused_by_a_working_embedder_are_refused_not_raised(
+        server: ScriptedServer) -> None:
+    """Every text given refused while a plain text is embedded: they are the refused ones."""
+    server.default = refusing("POISON")
+    made = embed_what_it_takes(client(server).embed, ["POISON a", "POISON b"])
+    assert ([], (0, 4), [0, 1]) == (made.kept, made.vectors.shape, sorted(made.refused))
+
+
+def test_a_server_error_while_halving_is_raised(server: ScriptedServer) -> None:
+    """A failure that is not a refusal of the input (a 500 after the first 400) raises."""
+    server.script = [status(400), status(500)]
+    with pytest.raises(EmbedderError, match="HTTP 500") as info:
+        embed_what_it_takes(client(server, max_retries=0).embed, ["one", "two"])
+    assert not info.value.refused_input
+
+
+def test_nan_vectors_are_a_refusal_of_the_input(server: ScriptedServer) -> None:
+    """A reply with NaN says the text cannot be embedded, as a 400 does."""
+    server.script = [raw(b'{"data": [{"index": 0, "embedding": [NaN, 1.0, 0.0, 0.0]}]}')]
+    with pytest.raises(EmbedderError, match="NaN") as info:
+        client(server).embed(["x"])
+    assert info.value.refused_input
+
+
+def test_the_background_writer_keeps_going_past_a_refused_value(
+        server: ScriptedServer, tmp_path: Path) -> None:
+    """A value the server refuses: its fact is kept and found by its words, the facts of
+    the same batch and after it get their vectors, a warning names it, doctor counts it."""
+    from ctxslots import FactStore
+
+    server.default = refusing("POISON")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with FactStore(tmp_path / "m.db", embedder=client(server),
+                       vector_writes="background") as store:
+            with store.batch():  # one transaction: the three are queued as one batch
+                facts = [store.add("user", value) for value in (
+                    "The user's cat is called Luna.", "POISON value the model cannot take",
+                    "The user drinks green tea.")]
+            assert store.wait_for_vectors(60)
+            later = store.add("user", "The user lives in Lisbon.")
+            assert store.wait_for_vectors(60)
+            report = store.doctor()
+            assert report.vectors is not None and 1 == report.vectors.missing
+            assert 3 == report.vectors.vectors
+            assert facts[1].id == store.search("POISON value")[0].fact.id
+            assert later.id == store.search("Lisbon")[0].fact.id
+    said = _refused_warnings(caught)
+    assert 1 == len(said) and f"id {facts[1].id}:" in said[0] and "input too long" in said[0]
+
+
+def test_reindex_skips_a_refused_value_and_finishes(server: ScriptedServer, tmp_path: Path) -> None:
+    """reindex(full=True) embeds every fact it can, leaves the refused one, says so, and a
+    second reindex tries only that one again and ends."""
+    from ctxslots import FactStore
+
+    with FactStore(tmp_path / "m.db", embedder=client(server), vector_writes="inline") as store:
+        ids = [store.add("agent", f"Lesson number {n} about deploys.").id for n in range(5)]
+        poison = store.add("agent", "POISON lesson").id
+        server.default = refusing("POISON")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert 5 == store.reindex(full=True)
+            assert 0 == store.reindex()
+        said = _refused_warnings(caught)
+        assert 2 == len(said) and all(f"id {poison}:" in m for m in said)
+        report = store.doctor()
+        assert report.vectors is not None and (5, 1) == (report.vectors.vectors,
+                                                         report.vectors.missing)
+        hits = store.search("Lesson about deploys")
+        assert set(ids) <= {h.fact.id for h in hits}
+        assert all(h.trace.cosine is not None for h in hits if h.fact.id in ids)
+
+
+def test_an_inline_write_keeps_a_refused_value_without_a_vector(
+        server: ScriptedServer, tmp_path: Path) -> None:
+    """Written inline, a refused value still commits (with a warning): the write is not lost
+    for the sake of its vector."""
+    from ctxslots import FactStore
+
+    server.default = refusing("POISON")
+    with FactStore(tmp_path / "m.db", embedder=client(server), vector_writes="inline") as store:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with store.batch():
+                kept = [store.add("user", "POISON value"), store.add("user", "The user likes jazz.")]
+        assert 1 == len(_refused_warnings(caught))
+        assert [f.id for f in kept] == [f.id for f in store.facts()]
+        report = store.doctor()
+        assert report.vectors is not None and (1, 1) == (report.vectors.vectors,
+                                                         report.vectors.missing)

@@ -315,6 +315,10 @@ class EmbedderError(CtxslotsError):
         model_id: The embedder's model id, when known.
         status: The HTTP status code, when there was one.
         body: The raw response body, when there was one.
+        refused_input: Whether the embedder answered that it cannot embed what it
+            was sent (HTTP 400, 413 or 422, or a vector of NaN): the same texts fail
+            again, other texts may not. The store then embeds the others and keeps
+            the refused ones without a vector (found by their words).
     """
 
     def __init__(
@@ -324,11 +328,13 @@ class EmbedderError(CtxslotsError):
         model_id: str | None = None,
         status: int | None = None,
         body: str | None = None,
+        refused_input: bool = False,
     ) -> None:
         super().__init__(message)
         self.model_id = model_id
         self.status = status
         self.body = body
+        self.refused_input = refused_input
 
 
 class EmbedderSpecError(EmbedderError, ValueError):

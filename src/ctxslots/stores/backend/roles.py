@@ -328,8 +328,9 @@ class Vectors(Protocol):
     def vectors_of(self, fact_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored vectors of these facts (float32)."""
 
-    def without_vectors(self, *, limit: int) -> list[FactRow]:
-        """Up to ``limit`` live facts that have no vector, by id."""
+    def without_vectors(self, *, limit: int, after: int = 0) -> list[FactRow]:
+        """Up to ``limit`` live facts that have no vector, by id, from the first id
+        above ``after``."""
 
     def drop_unusable_vectors(self) -> int:
         """Remove the vectors no search can use (:attr:`VectorState.unusable`) and those

@@ -26,7 +26,11 @@ from ..._secrets import safe_url, scrub
 from ...errors import EmbedderError
 from ._base import EmbedderSpecError, Vectors, as_texts, normalize_rows
 
-__all__ = ["OpenAIEmbedder"]
+__all__ = ["REFUSED_INPUT_STATUSES", "OpenAIEmbedder"]
+
+#: Replies that say the texts sent cannot be embedded (too long, malformed), not that
+#: the server is down or misconfigured: the batch is split and the others embedded.
+REFUSED_INPUT_STATUSES = frozenset({400, 413, 422})
 
 
 @attrs.define
@@ -37,7 +41,8 @@ class OpenAIEmbedder:
     by their ``index`` and checked: one vector per text, all of one length,
     equal to ``dimension`` when given, else to the length of the first reply
     (then enforced). Rows are L2-normalised. HTTP 429 and 5xx are retried
-    ``max_retries`` times. Every failure raises :class:`EmbedderError`, and
+    ``max_retries`` times; a 400, 413 or 422 reply, or a vector of NaN, says the
+    texts themselves cannot be embedded (``EmbedderError.refused_input``). Every failure raises :class:`EmbedderError`, and
     ``embed`` returns nothing partial. Nothing touches the network until
     ``embed`` or ``dimension`` is used; reading ``dimension`` before it is known
     embeds the text ``"dimension probe"`` once. Requests share pooled connections
@@ -157,7 +162,8 @@ class OpenAIEmbedder:
     def _retry_or_raise(self, exc: HTTPJSONError, failures: int) -> float:
         """Seconds to wait before another try after a 429 or 5xx; else the error to raise."""
         if exc.status not in RETRY_STATUSES or failures >= self.max_retries:
-            raise self._fail(str(exc), status=exc.status, body=exc.body) from exc
+            raise self._fail(str(exc), status=exc.status, body=exc.body,
+                             refused_input=exc.status in REFUSED_INPUT_STATUSES) from exc
         delay = retry_delay(exc, failures, self.retry_backoff, 10.0)
         log_retry(f"embedding with {self.model_id}", self.url, exc, failures + 1,
                   self.max_retries + 1, delay)
@@ -212,6 +218,6 @@ class OpenAIEmbedder:
         except (TypeError, ValueError) as exc:
             raise self._fail(f"embeddings must be lists of numbers: {exc}") from exc
         if not np.isfinite(matrix).all():
-            raise self._fail("embeddings contain NaN or infinite values")
+            raise self._fail("embeddings contain NaN or infinite values", refused_input=True)
         self._dimension = length
         return normalize_rows(matrix)

@@ -423,10 +423,10 @@ class PostgresBackend:
         with self._session.conn() as conn:
             return _vectors.vectors_of(conn, fact_ids)
 
-    def without_vectors(self, *, limit: int) -> list[Row]:
-        """Up to ``limit`` facts without a vector, by id."""
+    def without_vectors(self, *, limit: int, after: int = 0) -> list[Row]:
+        """Up to ``limit`` facts without a vector, by id, above ``after``."""
         with self._session.conn() as conn:
-            return _vectors.without_vectors(conn, limit)
+            return _vectors.without_vectors(conn, limit, after)
 
     def drop_unusable_vectors(self) -> int:
         """Remove the vectors no search can use and those of no fact."""

@@ -236,12 +236,12 @@ def index_statements(conn: Conn) -> dict[str, str]:
     return wanted
 
 
-def without_vectors(conn: Conn, limit: int) -> list[Row]:
-    """Up to ``limit`` facts without a vector, by id."""
+def without_vectors(conn: Conn, limit: int, after: int = 0) -> list[Row]:
+    """Up to ``limit`` facts without a vector, by id, above ``after``."""
     if limit <= 0:
         return []
-    gap = ("WHERE NOT EXISTS (SELECT 1 FROM fact_vectors v WHERE v.fact_id = facts.id)"
+    gap = (" AND NOT EXISTS (SELECT 1 FROM fact_vectors v WHERE v.fact_id = facts.id)"
            if table_exists(conn) else "")
     with conn.cursor(row_factory=dict_row) as cur:
-        return list(cur.execute(f"SELECT {COLUMNS} FROM facts {gap} ORDER BY id LIMIT %s",
-                                (limit,)).fetchall())
+        return list(cur.execute(f"SELECT {COLUMNS} FROM facts WHERE id > %s{gap} "
+                                "ORDER BY id LIMIT %s", (after, limit)).fetchall())

@@ -380,9 +380,9 @@ class SQLiteBackend:
         """Stored vectors by fact id."""
         return _vectors.vectors_of(self._conn, fact_ids)
 
-    def without_vectors(self, *, limit: int) -> list[FactRow]:
-        """Live facts lacking a vector, by id."""
-        return _vectors.without_vectors(self._conn, limit)
+    def without_vectors(self, *, limit: int, after: int = 0) -> list[FactRow]:
+        """Live facts lacking a vector, by id, above ``after``."""
+        return _vectors.without_vectors(self._conn, limit, after)
 
     def drop_unusable_vectors(self) -> int:
         """Remove the vectors no search can use and those of no fact, and log it."""

@@ -157,11 +157,11 @@ def vectors_of(conn: Connection, fact_ids: Sequence[int]) -> dict[int, np.ndarra
     return out
 
 
-def without_vectors(conn: Connection, limit: int) -> list[FactRow]:
-    """Live facts lacking a vector, by id."""
+def without_vectors(conn: Connection, limit: int, after: int = 0) -> list[FactRow]:
+    """Live facts lacking a vector, by id, above ``after``."""
     return cast(list[FactRow], conn.rows(
-        f"SELECT {READ} FROM facts WHERE id NOT IN (SELECT fact_id FROM {TABLE}) "
-        "ORDER BY id LIMIT ?", (limit,)))
+        f"SELECT {READ} FROM facts WHERE id > ? AND id NOT IN (SELECT fact_id FROM {TABLE}) "
+        "ORDER BY id LIMIT ?", (after, limit)))
 
 
 def _exact_knn(conn: Connection, vector: np.ndarray, flt: FactFilter, k: int

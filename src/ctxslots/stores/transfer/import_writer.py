@@ -21,6 +21,7 @@ import numpy as np
 
 from ..backend import MAX_COUNT, FactKey, FactRow, HistoryEntry, VectorRow, rows_in
 from ..core import StoreCore
+from ..embedders.partial import embed_what_it_takes, warn_refused
 from ..upkeep.consistency import loops
 from .id_map import IdMap
 from .jsonl_records import ParsedFact
@@ -183,8 +184,9 @@ class ImportWriter:
             core.backend.put_vectors([_filed(i, f) for i, f in carried],
                                       np.stack([f.vector[1] for _, f in carried if f.vector]))
         if rest:
-            core.backend.put_vectors([_filed(i, f) for i, f in rest],
-                                      core.embed([f.row["value"] for _, f in rest]))
+            made = embed_what_it_takes(core.embed, [f.row["value"] for _, f in rest])
+            core.backend.put_vectors([_filed(*rest[i]) for i in made.kept], made.vectors)
+            warn_refused({rest[i][0]: exc for i, exc in made.refused.items()})
 
     def _without_loops(self, targets: list[int | None]) -> list[int | None]:
         """``targets`` (each record's ``superseded_by``, resolved) with the loops broken.

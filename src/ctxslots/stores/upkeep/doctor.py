@@ -11,8 +11,10 @@ from typing import Any
 
 import attrs
 
+from ...errors import EmbedderError
 from ..backend import BadValue, VectorRow
 from ..core import StoreCore
+from ..embedders.partial import embed_what_it_takes, warn_refused
 from .consistency import consistency_problems, repair_consistency
 
 __all__ = ["DoctorReport", "IndexState", "doctor", "reindex"]
@@ -158,7 +160,9 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
     the facts without a vector (those, and any whose vector was never written)
     are embedded. With vectors another embedder built, or ``full``, every fact
     is embedded again, once the embedder has answered one text (one that fails then
-    fails the reindex before any vector is dropped). Vectors are written in batches,
+    fails the reindex before any vector is dropped). A value the embedder refuses
+    (:attr:`~ctxslots.errors.EmbedderError.refused_input`) is left without a vector,
+    with a warning naming it, and the rest go on. Vectors are written in batches,
     each in its own transaction, so other processes keep working meanwhile and an
     interrupted run can simply be run again. Returns the number of facts embedded.
 
@@ -187,15 +191,21 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
         if progress:
             progress(total, total)
         return 0
-    done = 0
+    done = seen = after = 0
+    refused: dict[int, EmbedderError] = {}
     while True:
-        rows = backend.without_vectors(limit=batch_size)
+        rows = backend.without_vectors(limit=batch_size, after=after)
         if not rows:
             break
-        vectors = core.embed([r["value"] for r in rows])
+        after = int(rows[-1]["id"])
+        made = embed_what_it_takes(core.embed, [r["value"] for r in rows])
         with backend.transaction():
-            backend.put_vectors([VectorRow.of(r["id"], r) for r in rows], vectors)
-        done += len(rows)
+            backend.put_vectors([VectorRow.of(rows[i]["id"], rows[i]) for i in made.kept],
+                                made.vectors)
+        refused.update((int(rows[i]["id"]), exc) for i, exc in made.refused.items())
+        done += len(made.kept)
+        seen += len(rows)
         if progress:
-            progress(min(done, total), total)
+            progress(min(seen, total), total)
+    warn_refused(refused)
     return done

@@ -12,7 +12,9 @@ vector leg, so it never misses a vector its own writes are owed; a process
 that dies first leaves facts without vectors, which ``doctor`` reports and
 ``reindex`` repairs (embedding only them).
 
-A batch that fails (the embedder's server is down) stops the thread and drops
+A text the embedder refuses (``EmbedderError.refused_input``) is left without a
+vector, with a warning, and the rest of its batch is written. A batch that fails
+otherwise (the embedder's server is down) stops the thread and drops
 what was queued: the writer keeps the ids it dropped (:attr:`VectorWriter.dropped`),
 so the store's ``wait_for_vectors`` answers false until they have vectors.
 """
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..backend import Backend, FactFilter, VectorRow
+from ..embedders.partial import embed_what_it_takes, warn_refused
 from .background import BackgroundWriter
 
 __all__ = ["VectorWriter"]
@@ -95,11 +98,13 @@ class VectorWriter(BackgroundWriter):
         if not rows:
             self._batch = []
             return
-        vectors = self._embed([r["value"] for r in rows])
+        made = embed_what_it_takes(self._embed, [r["value"] for r in rows])
         with backend.transaction():
             # A value changed since it was read is queued again by that write.
             current = {int(r["id"]): r["value"] for r in backend.rows_by_ids(ids, FactFilter())}
-            keep = [i for i, r in enumerate(rows) if current.get(int(r["id"])) == r["value"]]
-            backend.put_vectors([VectorRow.of(rows[i]["id"], rows[i]) for i in keep],
-                                vectors[keep] if keep else vectors[:0])
+            keep = [n for n, i in enumerate(made.kept)
+                    if current.get(int(rows[i]["id"])) == rows[i]["value"]]
+            backend.put_vectors([VectorRow.of(rows[made.kept[n]]["id"], rows[made.kept[n]])
+                                 for n in keep], made.vectors[keep])
         self._batch = []
+        warn_refused({int(rows[i]["id"]): exc for i, exc in made.refused.items()})

@@ -6,6 +6,7 @@ import attrs
 
 from ..backend import Backend, VectorRow
 from ..embedders.binding import EmbedderBinding
+from ..embedders.partial import embed_what_it_takes, warn_refused
 from .vector_writer import VectorWriter
 
 __all__ = ["Pending", "VectorSink"]
@@ -38,13 +39,16 @@ class VectorSink:
         return self.embedding.usable and self.vector_weight > 0
 
     def before_commit(self, pending: Pending) -> None:
-        """Embed the values written in a transaction and store their vectors (inline)."""
+        """Embed the values written in a transaction and store their vectors (inline);
+        a value the embedder refuses is kept without one, with a warning."""
         if not self.keeps or not pending or self.background is not None:
             return
         assert self.embedding.embedder is not None
         rows = list(pending.values())
-        vectors = self.embedding.embedder.embed([value for _, value in rows])
-        self.backend.put_vectors([where for where, _ in rows], vectors)
+        made = embed_what_it_takes(self.embedding.embedder.embed, [value for _, value in rows])
+        self.backend.put_vectors([rows[i][0] for i in made.kept], made.vectors)
+        ids = list(pending)
+        warn_refused({ids[i]: exc for i, exc in made.refused.items()})
 
     def replaced(self, fact_id: int) -> None:
         """A fact's value changed (inside the transaction). Written in the background,
