@@ -193,3 +193,67 @@ def test_the_tools_refuse_numbers_out_of_range(store, tool, arguments):
     answer = MemoryTools(store).dispatch(tool, arguments)
     assert answer.startswith("Error: ")
     assert [] == stored_rows(store)
+
+
+# -- text another program wrote that is not UTF-8 (SQLite) ------------------------
+
+
+def _write_bytes(db: Path, fact_id: int, column: str, data: bytes, table: str = "facts") -> None:
+    """Store ``data`` as the text of ``column``, as another program (or damage) can."""
+    import apsw
+
+    conn = apsw.Connection(str(db))
+    try:
+        where = "fact_id" if table == "fact_history" else "id"
+        conn.execute(f"UPDATE {table} SET {column} = CAST(? AS TEXT) WHERE {where} = ?",
+                     (data, fact_id))
+    finally:
+        conn.close()
+
+
+def test_text_that_is_not_utf8_is_a_clear_error_and_reindex_makes_it_readable(tmp_path: Path):
+    """Every read meeting the bytes raises StoreError naming doctor and reindex (no
+    UnicodeDecodeError); doctor names the fact and column; reindex puts U+FFFD for the
+    bytes, after which the fact reads, is found by its words and doctor is clean."""
+    from ctxslots import StoreError
+
+    db = tmp_path / "bytes.db"
+    with FactStore(db) as store:
+        tea = store.add("user", "The user likes green tea.")
+        city = store.upsert("user", "city", "Lisbon")
+        store.update(tea.id, value="The user likes green tea a lot.")
+    _write_bytes(db, tea.id, "value", b"The user likes g\xffreen tea.")
+    _write_bytes(db, city.id, "key", b"c\xffity")
+    _write_bytes(db, tea.id, "value", b"\xfe old", table="fact_history")
+    with FactStore(db) as store:
+        for read in (lambda: store.get(tea.id), lambda: store.facts(),
+                     lambda: store.search("green tea"), lambda: store.history(tea.id)):
+            with pytest.raises(StoreError, match="not UTF-8.*`ctxslots doctor` says where"):
+                read()
+        problem = "\n".join(store.doctor().problems)
+        assert f"fact {tea.id} value is not UTF-8: b'The user likes g\\xffreen tea.'" in problem
+        assert f"fact {city.id} key is not UTF-8" in problem
+        assert f"history of fact {tea.id} value is not UTF-8" in problem
+        store.reindex()
+        assert store.doctor().ok
+        assert "The user likes g\ufffdreen tea." == store.get(tea.id).value
+        assert "c\ufffdity" == store.get(city.id).key
+        assert "\ufffd old" == store.history(tea.id)[0].value
+        assert [tea.id] == [h.fact.id for h in store.search("green tea")]
+
+
+def test_the_cli_says_one_line_for_text_that_is_not_utf8(tmp_path: Path):
+    """`get`, `list`, `search` and `export` print one line naming the repair, exit 1."""
+    db = tmp_path / "bytes.db"
+    with FactStore(db) as store:
+        fact = store.add("user", "The user likes green tea.")
+    _write_bytes(db, fact.id, "value", b"The user likes g\xffreen tea.")
+    for args in (["get", str(fact.id)], ["list"], ["search", "tea"], ["export"]):
+        result = CliRunner().invoke(cli, ["--db", str(db), *args])
+        lines = result.output.strip().splitlines()
+        assert 1 == result.exit_code and 1 == len(lines), (args, result.output)
+        assert "not UTF-8" in lines[0] and "`ctxslots reindex`" in lines[0]
+    assert 1 == CliRunner().invoke(cli, ["--db", str(db), "doctor"]).exit_code
+    assert 0 == CliRunner().invoke(cli, ["--db", str(db), "reindex"]).exit_code
+    result = CliRunner().invoke(cli, ["--db", str(db), "get", str(fact.id)])
+    assert 0 == result.exit_code and "g\ufffdreen" in result.output

@@ -176,7 +176,8 @@ class MisorderedTimes:
 
 @attrs.frozen
 class BadValue:
-    """A stored number outside its :class:`ValueRange` (a read of it would fail).
+    """A stored number outside its :class:`ValueRange`, or a stored text that is not
+    UTF-8 (its bytes as ``value``): a read of it would fail.
 
     Attributes:
         table: Where it is stored.
@@ -191,9 +192,14 @@ class BadValue:
     value: Any
 
     def describe(self) -> str:
-        """``fact 12 created_at = 1e+300`` (``archived fact``, ``history of fact``)."""
+        """``fact 12 created_at = 1e+300`` (``archived fact``, ``history of fact``);
+        ``fact 12 value is not UTF-8: b'The user g\\xffreen'`` for stored bytes."""
         where = {"facts": "fact", "archive": "archived fact",
                  "fact_history": "history of fact"}.get(self.table, self.table)
+        if isinstance(self.value, bytes):
+            cut = repr(self.value[:40]) + ("..." if len(self.value) > 40 else "")
+            row = f"{where} {self.fact_id}" if self.fact_id else where
+            return f"{row} {self.column} is not UTF-8: {cut}"
         return f"{where} {self.fact_id} {self.column} = {self.value!r}"
 
 

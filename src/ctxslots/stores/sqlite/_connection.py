@@ -43,30 +43,46 @@ class Cursor(Protocol):
     def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
 
 
+def _not_utf8(path: str, exc: UnicodeDecodeError) -> StoreError:
+    return StoreError(f"{path} holds text that is not UTF-8 (byte {exc.object[exc.start]:#04x}: "
+                      "written by another program, or damage): `ctxslots doctor` says where, "
+                      "`ctxslots reindex` makes it readable", path=path)
+
+
+@contextlib.contextmanager
+def _readable(path: str) -> Iterator[None]:
+    """Stored text that does not decode raises :class:`StoreError`, saying what repairs it."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc) from exc
+
+
 class _TakingTurns:
     """A cursor whose every step holds the connection's lock, for a connection one thread
     reads a large result from in steps (:attr:`Connection.streams`)."""
 
-    def __init__(self, cursor: apsw.Cursor, lock: threading.RLock) -> None:
+    def __init__(self, cursor: apsw.Cursor, lock: threading.RLock, path: str) -> None:
         self._cursor = cursor
         self._lock = lock
+        self._path = path
 
     def __iter__(self) -> _TakingTurns:
         return self
 
     def __next__(self) -> tuple[Any, ...]:
-        with self._lock:
+        with self._lock, _readable(self._path):
             row: tuple[Any, ...] = next(self._cursor)
             return row
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         """Every row left."""
-        with self._lock:
+        with self._lock, _readable(self._path):
             return list(self._cursor.fetchall())
 
     def fetchone(self) -> tuple[Any, ...] | None:
         """The next row, or ``None``."""
-        with self._lock:
+        with self._lock, _readable(self._path):
             row: tuple[Any, ...] | None = self._cursor.fetchone()
             return row
 
@@ -151,7 +167,8 @@ class Connection:
             damaged store: ``doctor`` says what, ``reindex`` rebuilds what it can).
         """
         if self.streams:
-            return self._run(sql, params, lambda cursor: _TakingTurns(cursor, self._lock))
+            return self._run(sql, params,
+                             lambda cursor: _TakingTurns(cursor, self._lock, self.path))
         return self._run(sql, params, _Fetched)
 
     def _run(self, sql: str, params: Params, result: Callable[[apsw.Cursor], T]) -> T:
@@ -169,6 +186,8 @@ class Connection:
                              path=self.path) from exc
         except apsw.BusyError as exc:
             raise busy_error(self.path, self.busy_timeout) from exc
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(self.path, exc) from exc
 
     def changed(self, sql: str, params: Params = ()) -> int:
         """Run one statement that changes rows; how many rows it changed (not counting
