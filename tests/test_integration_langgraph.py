@@ -10,6 +10,7 @@ import json
 import logging
 import subprocess
 import sys
+import uuid
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -85,6 +86,16 @@ def test_get_put_delete_match_langgraphs_own_store(store):
                                                               mine.value)
     assert 4 == ours.get(("user", "alice"), "pet").value["age"]
     assert store.get_by_key("user", "pet", user="bob") is None
+
+
+def test_a_content_that_looks_like_json_or_is_empty_reads_back_as_put(store):
+    """``{"content": '{"theme": "dark"}'}`` and ``{"content": ""}`` read back as they
+    were put, as in LangGraph's own store."""
+    for target in (InMemoryStore(), CtxslotsStore(store)):
+        for key, value in (("json", {"content": '{"theme": "dark"}'}), ("empty", {"content": ""}),
+                           ("brace", {"content": "{not json"})):
+            target.put(("user", "alice"), key, value)
+            assert value == target.get(("user", "alice"), key).value, (type(target), key)
 
 
 @pytest.mark.parametrize("prefix", [("user", "alice"), ("user",), ("agent",), ("project",), ()])
@@ -357,6 +368,31 @@ def test_the_nodes_run_under_invoke_too(db_path, clock):
         facts.close()
 
 
+def test_the_sync_invoke_flushes_from_inside_a_running_event_loop(db_path, clock):
+    """``invoke`` called where a loop already runs (a notebook cell, an async handler
+    calling sync code): the flush node still flushes, nothing is raised."""
+    facts = FactStore(db_path, clock=clock)
+    server = ScriptedChatServer(["Noted."])
+    flush = ScriptedChatServer([flush_reply(("user", "city", "The user lives in Lisbon."))])
+    flusher = MemoryFlusher(facts, OpenAIChatClient(flush.base_url, "scripted", max_retries=0),
+                            policy=FlushPolicy(every_n_turns=1))
+    try:
+        graph = _graph(Memory(facts, flusher=flusher, strict=True), server,
+                       CtxslotsStore(facts))
+
+        async def cell():
+            return graph.invoke({"messages": [("user", "I live in Lisbon.")]},
+                                _config("alice"))
+
+        asyncio.run(cell())
+        assert "The user lives in Lisbon." == facts.get_by_key("user", "city",
+                                                              user="alice").value
+    finally:
+        server.close()
+        flush.close()
+        facts.close()
+
+
 def test_a_failing_store_does_not_stop_the_graph(db_path, clock, caplog):
     """A closed store: the context node gives "" (logged) and the graph answers."""
     facts = FactStore(db_path, clock=clock)
@@ -394,6 +430,10 @@ def test_identity_comes_from_the_configurable():
     assert ("alice", "helper", "shop", "t1") == (who.user, who.agent, who.scope,
                                                  who.conversation)
     assert "bob" == identity_from_config({"configurable": {"user": "bob"}}).user
+    assert "7" == identity_from_config({"configurable": {"thread_id": 7}}).conversation
+    thread = uuid.uuid4()
+    assert str(thread) == identity_from_config(
+        {"configurable": {"thread_id": thread}}).conversation
     assert identity_from_config(None).user is None
     with pytest.raises(InvalidArgumentError, match="the run's user must be a string"):
         identity_from_config({"configurable": {"user_id": 7}})

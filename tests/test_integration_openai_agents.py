@@ -172,7 +172,7 @@ def test_identity_keeps_two_users_apart(store, servers):
 
 def test_a_streamed_run_with_a_handoff_keeps_memory(store, servers):
     """A streamed run whose first agent hands off: the second agent's instructions carry
-    memory for the same user, and its end flushes the run as that agent."""
+    memory for the same user, and its end flushes the run as the run's first agent."""
     model, flush = servers([tool_calls(("transfer_to_billing", {})), "Your invoice is sent."],
                            [flush_reply(("agent", "invoices", "Invoices go out by mail."))])
     memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
@@ -187,8 +187,41 @@ def test_a_streamed_run_with_a_handoff_keeps_memory(store, servers):
     assert ["Your invoice is sent."] == asyncio.run(stream())
     assert all(r.get("stream") is True for r in model.requests)
     assert "Helix" in _system(model.requests[1])
-    assert ("applied", "billing") == (context.flush_report.status, context.flush_report.agent)
-    assert store.get_by_key("agent", "invoices", agent="billing") is not None
+    assert ("applied", "front") == (context.flush_report.status, context.flush_report.agent)
+    assert store.get_by_key("agent", "invoices", agent="front") is not None
+
+
+def test_runs_that_end_with_different_agents_keep_one_progress(store, servers):
+    """A conversation continued over three runs, the first and last handed off to
+    billing: each flush reads only the messages new since the last one."""
+    model, flush = servers(
+        [tool_calls(("transfer_to_billing", {})), "Billing here.", "Noted.",
+         tool_calls(("transfer_to_billing", {})), "Billing again."],
+        [flush_reply(), flush_reply(), flush_reply()])
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
+    billing = with_memory(_agent(model, name="billing"), memory)
+    front = with_memory(_agent(model, name="front", handoffs=[billing]), memory)
+
+
+    async def main() -> list:
+        history: list = []
+        reports = []
+        for message in ("I moved to Lisbon; a billing question.", "I like tea.",
+                        "Another billing question."):
+            context = MemoryContext(user="alice", conversation="chat-1")
+            result = await agents.Runner.run(
+                front, history + [{"role": "user", "content": message}], context=context)
+            history = result.to_input_list()
+            reports.append(context.flush_report)
+        return reports
+
+    reports = asyncio.run(main())
+    assert [r.agent for r in reports] == ["front"] * 3
+    assert not any(r.restarted for r in reports)
+    sent = [r["messages"][-1]["content"] for r in flush.requests]
+    assert "I moved to Lisbon" in sent[0]
+    assert "I moved to Lisbon" not in sent[1] and "I like tea." in sent[1]
+    assert "I like tea." not in sent[2] and "Another billing question." in sent[2]
 
 
 def test_a_failing_store_does_not_stop_the_run(db_path, clock, servers, caplog):
@@ -244,6 +277,9 @@ def test_bad_input_is_refused_with_a_clear_error(store):
         with_memory(taken, memory)
     with pytest.raises(InvalidArgumentError, match="store must be a FactStore"):
         Memory("memory.db")
+    with ScriptedChatServer([]) as server, pytest.raises(
+            InvalidArgumentError, match=r"flusher's scoped_slots \['project'\] differ"):
+        Memory(store, flusher=scripted_flusher(store, server), scoped_slots={"project", "agent"})
 
 
 def test_a_malformed_identity_runs_without_memory(store, servers, caplog):

@@ -241,6 +241,22 @@ def test_a_failing_store_does_not_stop_the_run(db_path, clock, servers, caplog):
     assert deps.flush_report is None
 
 
+def test_a_context_used_again_never_keeps_an_earlier_runs_report(db_path, clock, servers):
+    """One MemoryContext for two runs: the second run's flush fails before reporting
+    (the store closed), so its report is None, not the first run's."""
+    store = FactStore(db_path, clock=clock)
+    model, flush = servers(["Noted.", "Noted again."],
+                           [flush_reply(("user", "city", "The user lives in Lisbon."))])
+    agent = _agent(_model(model), Memory(store, flusher=scripted_flusher(store, flush,
+                                                                         every_n_turns=1)))
+    deps = MemoryContext(user="alice", conversation="chat-1")
+    agent.run_sync("I moved to Lisbon.", deps=deps)
+    assert deps.flush_report is not None and "applied" == deps.flush_report.status
+    store.close()
+    agent.run_sync("I moved to Porto.", deps=deps)
+    assert deps.flush_report is None
+
+
 def test_a_failing_store_stops_a_strict_run(db_path, clock, servers):
     """With strict memory the failure is raised into the run, before the model is asked."""
     store = FactStore(db_path, clock=clock)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
-from collections.abc import Awaitable
 from typing import Any
 
 import attrs
 
+from .._sync import run_to_completion
 from ..contributors.base import Contributor
 from ..model import Section
 from ..request import AssemblyRequest
@@ -54,26 +53,12 @@ def _failed(contributor: Contributor, exc: Exception) -> Outcome:
     return Outcome(contributor, error=_error_text(exc))
 
 
-async def _await(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
-
-
-def _run_awaitable(awaitable: Awaitable[Any]) -> Any:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_await(awaitable))
-    # Called from inside an event loop's thread: run it on a loop of its own.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, _await(awaitable)).result()
-
-
 def call_sync(contributor: Contributor, request: AssemblyRequest) -> Outcome:
     """Call ``contributor.contribute(request)``; an async one is run to completion."""
     try:
         result = contributor.contribute(request)
         if inspect.isawaitable(result):
-            result = _run_awaitable(result)
+            result = run_to_completion(result)
     except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
         return _failed(contributor, exc)
     return _checked(contributor, result)

@@ -104,8 +104,10 @@ def identity_of(source: object, *, agent: str | None = None,
                        conversation=named_conversation or conversation or "default")
 
 
-def record_report(source: object, report: FlushReport) -> None:
-    """Hand the flush report to a :class:`MemoryContext` (other contexts are left alone)."""
+def record_report(source: object, report: FlushReport | None) -> None:
+    """Hand the run's flush report to a :class:`MemoryContext` (other contexts are left
+    alone); ``None`` when the flush failed before reporting, so a context used for
+    several runs never keeps an earlier run's report."""
     if isinstance(source, MemoryContext):
         source.flush_report = report
 
@@ -152,7 +154,8 @@ class Memory:
         budget: Tokens the assembled context may use.
         slots: The slots the tools may read and write.
         scoped_slots: The slots whose facts the tools write in the run's scope (the
-            others are global), as :class:`~ctxslots.MemoryTools` takes them.
+            others are global), as :class:`~ctxslots.MemoryTools` takes them; the
+            flusher's must be the same (it decides where the flush writes).
         allow_delete: Offer the ``memory_delete`` tool (erases a fact for good).
         strict: Raise memory failures into the run instead of logging them.
         force_flush: Flush at the end of every run, whatever the policy says.
@@ -184,6 +187,13 @@ class Memory:
         # A budget that no request can hold is a mistake of the program: said now.
         AssemblyRequest("", budget=self.budget)
         MemoryTools(self.store, slots=self.slots, scoped_slots=self.scoped_slots)
+        if self.flusher is not None and self.flusher.scoped_slots != self.scoped_slots:
+            # Else the tools keep a slot's facts in the workspace and the flush global.
+            raise InvalidArgumentError(
+                f"Memory(scoped_slots={sorted(self.scoped_slots)}) and its flusher's "
+                f"scoped_slots {sorted(self.flusher.scoped_slots)} differ: give the "
+                "MemoryFlusher the same scoped_slots", field="scoped_slots",
+                value=sorted(self.scoped_slots))
 
     # -- the context ---------------------------------------------------------
 

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from .._sync import run_to_completion
 from ..errors import IntegrationUnavailableError, InvalidArgumentError
 from ..model import Message
 from ..stores import FactStore
@@ -85,8 +87,11 @@ class _Place:
 
 
 def _encode(value: Mapping[str, Any]) -> str:
-    if set(value) == {"content"} and isinstance(value["content"], str):
-        return value["content"]
+    content = value.get("content")
+    # A content that would read back as JSON (or not at all: empty) is stored as JSON.
+    if set(value) == {"content"} and isinstance(content, str) and content \
+            and not content.startswith("{"):
+        return content
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -347,7 +352,7 @@ class CtxslotsStore(BaseStore):
 def identity_from_config(config: RunnableConfig | Mapping[str, Any] | None) -> RunIdentity:
     """Whose memory a graph run uses, from its ``configurable``: ``user_id`` (or
     ``user``), ``agent_id`` (or ``agent``), ``scope`` and ``thread_id`` (the
-    conversation); missing ones are ``None``.
+    conversation; an integer or UUID one as its text); missing ones are ``None``.
 
     :raises InvalidArgumentError: One of them is neither a string nor ``None``.
     """
@@ -359,6 +364,8 @@ def identity_from_config(config: RunnableConfig | Mapping[str, Any] | None) -> R
               "agent": configurable.get("agent_id", configurable.get("agent")),
               "scope": configurable.get("scope")}
     thread = configurable.get("thread_id")
+    if isinstance(thread, int | uuid.UUID) and not isinstance(thread, bool):
+        thread = str(thread)  # LangGraph's checkpointers take these as thread ids too
     return identity_of(fields, conversation=thread if isinstance(thread, str) else None)
 
 
@@ -461,6 +468,6 @@ def flush_node(memory: Memory, *, messages_key: str = "messages"
         return {}
 
     def flush_memory(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return asyncio.run(aflush_memory(state, config))
+        return run_to_completion(aflush_memory(state, config))
 
     return RunnableLambda(flush_memory, afunc=aflush_memory, name="flush_memory")

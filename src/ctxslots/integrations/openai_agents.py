@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import IntegrationUnavailableError, InvalidArgumentError
 from ..model import Message
@@ -31,6 +31,7 @@ from ._memory import Memory, RunIdentity, identity_of, record_report
 
 try:
     from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper
+    from agents.handoffs import Handoff
     from agents.items import ModelResponse
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise IntegrationUnavailableError("ctxslots.integrations.openai_agents",
@@ -201,16 +202,42 @@ class _Transcript:
         self.output: list[object] = []
 
 
+class _RunStart:
+    """The agent a run started with, and the names of the handoff tools its agents had."""
+
+    __slots__ = ("agent", "handoffs")
+
+    def __init__(self, agent: object) -> None:
+        self.agent = agent
+        self.handoffs: set[str] = set()
+
+
+def _run_start(usage: object, agent: object) -> _RunStart:
+    """The run's record (made with ``agent`` as its first agent when new)."""
+    runs = MemoryHooks._started
+    key = id(usage)
+    entry = runs.get(key)
+    if entry is None or entry[0]() is not usage:
+        entry = (weakref.ref(usage, lambda _ref: runs.pop(key, None)), _RunStart(agent))
+        runs[key] = entry
+    return entry[1]
+
+
 class MemoryHooks(AgentHooks[Any]):
     """Agent hooks that flush the run's conversation when the agent gives its final
-    output (through the flusher's policy).
+    output (through the flusher's policy), as the run's first agent: after a handoff
+    the conversation's progress stays the one agent's, whichever agent finished.
 
     The conversation is what the model saw on its last call and what it answered;
-    the memory tools' calls are left out. The report goes to a
+    the memory tools' calls and the handoffs are left out. The report goes to a
     :class:`~ctxslots.integrations.MemoryContext` run context (``flush_report``);
     a flush that is not due is logged at INFO on ``ctxslots.integrations``.
     Every other hook is passed on to ``inner`` (the agent's own hooks).
     """
+
+    #: Each run's first agent and handoff tools, by run (its usage object, shared by every
+    #: agent of the run), for every hooks object: with handoffs another agent's hooks end it.
+    _started: ClassVar[dict[int, tuple[weakref.ref[object], _RunStart]]] = {}
 
     def __init__(self, memory: Memory, inner: AgentHooks[Any] | None = None) -> None:
         self.memory = memory
@@ -236,7 +263,10 @@ class MemoryHooks(AgentHooks[Any]):
 
     async def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
                            system_prompt: str | None, input_items: list[Any]) -> None:
-        """Keep what the model is shown."""
+        """Keep what the model is shown, and the agent the run started with."""
+        run = _run_start(context.usage, agent)
+        run.handoffs.update(h.tool_name if isinstance(h, Handoff) else Handoff.default_tool_name(h)
+                            for h in getattr(agent, "handoffs", None) or ())
         transcript = self._transcript(context)
         transcript.input, transcript.output = list(input_items), []
         if self.inner is not None:
@@ -253,15 +283,17 @@ class MemoryHooks(AgentHooks[Any]):
         """Flush the run's conversation, then call the inner hook."""
         entry = self._runs.pop(id(context.usage), None)
         transcript = entry[1] if entry is not None else _Transcript()
-        messages = to_messages([*transcript.input, *transcript.output], skip_tools=self._skip)
+        run = _run_start(context.usage, agent)
+        # Handoffs are plumbing, and the SDK moves their items in the next run's history.
+        messages = to_messages([*transcript.input, *transcript.output],
+                               skip_tools=self._skip | run.handoffs)
+        record_report(context.context, None)
         try:
-            who = _who(context, agent)
+            who = _who(context, run.agent)
         except InvalidArgumentError as exc:
             self.memory.handle_failure("reading the run's identity", exc, None)
         else:
-            report = await self.memory.aflush(messages, who)
-            if report is not None:
-                record_report(context.context, report)
+            record_report(context.context, await self.memory.aflush(messages, who))
         if self.inner is not None:
             await self.inner.on_end(context, agent, output)
 
@@ -293,7 +325,8 @@ def with_memory(agent: Agent[Any], memory: Memory) -> Agent[Any]:
     context, the memory tools after its own, and (with a flusher) hooks that flush
     the run when this agent gives the final output.
 
-    For handoffs, give each agent that may finish a run its memory the same way.
+    For handoffs, give each agent that may finish a run its memory the same way; the
+    flush runs as the agent the run started with.
 
     :raises InvalidArgumentError: ``agent`` is not an ``Agent``, ``memory`` not a
         :class:`~ctxslots.integrations.Memory`, or the agent already has a tool

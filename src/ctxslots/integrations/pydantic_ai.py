@@ -184,6 +184,7 @@ class MemoryCapability(AbstractCapability[Any]):
             return result
         skip = frozenset(e["function"]["name"] for e in
                          openai_tools(self.memory.slots, delete=self.memory.allow_delete))
+        record_report(ctx.deps, None)
         try:
             who = _who(ctx)
         except InvalidArgumentError as exc:
@@ -191,6 +192,5 @@ class MemoryCapability(AbstractCapability[Any]):
             return result
         report = await self.memory.aflush(to_messages(result.all_messages(), skip_tools=skip),
                                           who)
-        if report is not None:
-            record_report(ctx.deps, report)
+        record_report(ctx.deps, report)
         return result
