@@ -205,10 +205,13 @@ class FactRows(Protocol):
         above 0), most important first: score, access count and confidence
         (highest first), keyed before unkeyed, latest ``updated_at``, then id."""
 
-    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
-                    ) -> list[FactRow]:
+    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False,
+                    held: bool = False) -> list[FactRow]:
         """The facts (or archived facts) with these ids that pass ``flt``, in no
-        particular order."""
+        particular order. ``held`` (inside a transaction): none of them can be deleted
+        by another connection until it ends, and one another connection deleted but did
+        not commit yet is waited for, then left out (so what is written about them
+        meanwhile, such as a vector, is never left behind by an erase)."""
 
     def neighbours(self, row: FactRow, flt: FactFilter, *, before: int, after: int
                    ) -> tuple[list[FactRow], list[FactRow]]:

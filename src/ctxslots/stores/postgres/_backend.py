@@ -273,11 +273,12 @@ class PostgresBackend:
         with self._session.conn() as conn:
             return _rows.important(conn, flt, limit)
 
-    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
-                    ) -> list[Row]:
-        """The facts (or archived facts) with these ids that pass ``flt``."""
+    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False,
+                    held: bool = False) -> list[Row]:
+        """The facts (or archived facts) with these ids that pass ``flt`` (``held``:
+        locked ``FOR KEY SHARE`` until the transaction ends)."""
         with self._session.conn() as conn:
-            return _rows.rows_by_ids(conn, fact_ids, flt, archived)
+            return _rows.rows_by_ids(conn, fact_ids, flt, archived, held=held)
 
     def neighbours(self, row: Row, flt: FactFilter, *, before: int, after: int
                    ) -> tuple[list[Row], list[Row]]:

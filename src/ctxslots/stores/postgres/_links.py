@@ -19,10 +19,6 @@ def _of_a(column: str) -> str:
 
 _OWNERS_OF_A = f"{_of_a('scope')}, {_of_a('user_id')}"
 
-#: Whether the fact whose id is ``{0}`` exists, live or archived.
-_EXISTS = ("(EXISTS (SELECT 1 FROM facts WHERE id = {0}) "
-           "OR EXISTS (SELECT 1 FROM archive WHERE id = {0}))")
-
 
 def strengthen_links(conn: Conn, pairs: Sequence[tuple[int, int]], now: float) -> None:
     """Add one to each ``(a, b)`` link per time it is named, creating it; a pair naming
@@ -31,14 +27,21 @@ def strengthen_links(conn: Conn, pairs: Sequence[tuple[int, int]], now: float) -
     if not counted:
         return
     keys = sorted(counted)
+    named = sorted({i for pair in keys for i in pair})
+    # The facts are held (FOR KEY SHARE, in id order) for the transaction: an erase of one
+    # waits for this link, or this link for the erase and then leaves it out, so an erase
+    # never leaves a link to a fact it removed.
     conn.execute(
+        "WITH held AS (SELECT id FROM facts WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE), "
+        "held_archived AS (SELECT id FROM archive WHERE id = ANY(%s) ORDER BY id "
+        "FOR KEY SHARE), there AS (SELECT id FROM held UNION SELECT id FROM held_archived) "
         f"INSERT INTO fact_links (scope, user_id, a, b, strength, updated_at) "
         f"SELECT {_OWNERS_OF_A}, p.a, p.b, p.n, %s "
         "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS p(a, b, n) "
-        f"WHERE {_EXISTS.format('p.a')} AND {_EXISTS.format('p.b')} "
+        "WHERE p.a IN (SELECT id FROM there) AND p.b IN (SELECT id FROM there) "
         "ON CONFLICT (scope, user_id, a, b) DO UPDATE SET "
         "strength = fact_links.strength + excluded.strength, updated_at = excluded.updated_at",
-        (float(now), [a for a, _ in keys], [b for _, b in keys],
+        (named, named, float(now), [a for a, _ in keys], [b for _, b in keys],
          [float(counted[k]) for k in keys]))
 
 

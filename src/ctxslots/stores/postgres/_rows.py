@@ -385,16 +385,18 @@ def important(conn: Conn, flt: FactFilter, limit: int) -> list[Row]:
                      (*itertools.chain.from_iterable(keys), *params, int(limit)), prepare=True)
 
 
-def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter, archived: bool = False
-                ) -> list[Row]:
-    """The facts (or archived facts) with these ids that pass ``flt``."""
+def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter, archived: bool = False,
+                *, held: bool = False) -> list[Row]:
+    """The facts (or archived facts) with these ids that pass ``flt``; ``held``: locked
+    against deletion until the transaction ends (in id order, as other holders lock)."""
     ids = id_list(fact_ids)
     if not ids:
         return []
     where, params = filter_clause(flt)
     table, columns = ("archive", ARCHIVE_COLUMNS) if archived else ("facts", COLUMNS)
-    return fact_rows(conn, f"SELECT {columns} FROM {table} f WHERE id = ANY(%s) AND {where}",
-                     (ids, *params))
+    hold = " ORDER BY id FOR KEY SHARE OF f" if held else ""
+    return fact_rows(conn, f"SELECT {columns} FROM {table} f WHERE id = ANY(%s) AND {where}"
+                           f"{hold}", (ids, *params))
 
 
 def neighbours(conn: Conn, row: Row, flt: FactFilter, before: int, after: int

@@ -258,9 +258,10 @@ class SQLiteBackend:
         """Keyed or reinforced facts passing ``flt``, most important first (an index walk)."""
         return _rows.important(self._conn, flt, limit)
 
-    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False
-                    ) -> list[FactRow]:
-        """The facts with these ids that pass ``flt``."""
+    def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False,
+                    held: bool = False) -> list[FactRow]:
+        """The facts with these ids that pass ``flt`` (``held``: the write transaction
+        already keeps every other connection from deleting them)."""
         return _rows.rows_by_ids(self._conn, fact_ids, flt, archived)
 
     def neighbours(self, row: FactRow, flt: FactFilter, *, before: int, after: int

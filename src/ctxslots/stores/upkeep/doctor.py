@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from ...errors import EmbedderError
-from ..backend import BadValue, VectorRow
+from ..backend import BadValue, FactFilter, VectorRow
 from ..core import StoreCore
 from ..embedders.partial import embed_what_it_takes, warn_refused
 from .consistency import consistency_problems, repair_consistency
@@ -201,8 +201,12 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
         after = int(rows[-1]["id"])
         made = embed_what_it_takes(core.embed, [r["value"] for r in rows])
         with backend.transaction():
-            backend.put_vectors([VectorRow.of(rows[i]["id"], rows[i]) for i in made.kept],
-                                made.vectors)
+            # Only the facts still there, held till the vectors are in (see VectorWriter).
+            there = {int(r["id"]) for r in backend.rows_by_ids(
+                [int(rows[i]["id"]) for i in made.kept], FactFilter(), held=True)}
+            still = [n for n, i in enumerate(made.kept) if int(rows[i]["id"]) in there]
+            backend.put_vectors([VectorRow.of(rows[made.kept[n]]["id"], rows[made.kept[n]])
+                                 for n in still], made.vectors[still])
         refused.update((int(rows[i]["id"]), exc) for i, exc in made.refused.items())
         done += len(made.kept)
         seen += len(rows)

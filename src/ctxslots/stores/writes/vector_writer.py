@@ -101,7 +101,10 @@ class VectorWriter(BackgroundWriter):
         made = embed_what_it_takes(self._embed, [r["value"] for r in rows])
         with backend.transaction():
             # A value changed since it was read is queued again by that write.
-            current = {int(r["id"]): r["value"] for r in backend.rows_by_ids(ids, FactFilter())}
+            # Held: an erase (or delete) of one of them waits for this write, or this
+            # write for it, then leaves the fact out: no vector outlives its fact.
+            current = {int(r["id"]): r["value"]
+                       for r in backend.rows_by_ids(ids, FactFilter(), held=True)}
             keep = [n for n, i in enumerate(made.kept)
                     if current.get(int(rows[i]["id"])) == rows[i]["value"]]
             backend.put_vectors([VectorRow.of(rows[made.kept[n]]["id"], rows[made.kept[n]])

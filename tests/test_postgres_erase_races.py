@@ -1,0 +1,91 @@
+"""PostgreSQL: an erase that runs while another process writes about the same facts (a
+vector the background writer embeds, a co-recall link a reinforce adds) leaves nothing
+of them behind. Each test holds the erase's transaction open at the moment of the race,
+waits for the other writer to wait on it (seen in ``pg_locks``) or to finish, then
+commits the erase."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from _sql import engine_of
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.stores.embedders import HashingEmbedder
+
+psycopg = pytest.importorskip("psycopg")
+
+FUSED = RankingPolicy(vector_weight=1.0)
+
+
+class GatedEmbedder:
+    """The hashing embedder, holding the background writer's batches until ``gate`` opens."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dimension=64)
+        self.model_id, self.dimension = self.inner.model_id, self.inner.dimension
+        self.gate = threading.Event()
+        self.held = threading.Event()
+
+    def embed(self, texts):
+        if threading.current_thread().name == "ctxslots-vectors":
+            self.held.set()
+            assert self.gate.wait(60)
+        return self.inner.embed(texts)
+
+
+def _commit_when_waited_on(pg_url: str, store: FactStore, fact_ids: list[int],
+                           start: Callable[[], None], done: Callable[[], bool]) -> None:
+    """Erase ``fact_ids`` in a transaction left open until the other writer (``start``ed
+    inside it) waits on a lock or is ``done``; then commit."""
+    with psycopg.connect(pg_url, autocommit=True) as watch, engine_of(store) as eraser:
+        with eraser.transaction():
+            eraser.erase_facts(fact_ids)
+            start()
+            while not done():
+                if watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+                    break
+                time.sleep(0.01)
+
+
+def _count(pg_url: str, sql: str, params: tuple) -> int:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        return int(conn.execute(sql, params).fetchone()[0])
+
+
+def test_a_vector_written_in_the_background_does_not_outlive_an_erase(pg_url):
+    """The writer read the fact and embedded it; the erase deletes the fact; the writer's
+    vector then waits for the erase and is left out: no vector of an erased fact."""
+    embedder = GatedEmbedder()
+    with FactStore(pg_url, embedder=embedder, ranking=FUSED, vector_writes="background") as store:
+        fact = store.add("user", "The user's locker code is 4711.", user="mallory")
+        assert embedder.held.wait(60)  # the writer has read the fact and is embedding it
+        _commit_when_waited_on(pg_url, store, [fact.id], embedder.gate.set,
+                               lambda: store.wait_for_vectors(0.05))
+        assert store.wait_for_vectors(60)
+        assert 0 == _count(pg_url, "SELECT count(*) FROM fact_vectors WHERE fact_id = %s",
+                           (fact.id,))
+        assert 0 == store.doctor().vectors.orphans
+
+
+def test_a_link_added_by_a_reinforce_does_not_outlive_an_erase(pg_url):
+    """A shared fact and the user's fact were found together; the erase deletes the
+    user's fact while the agent reinforces the shared one: the co-recall link to the
+    erased fact waits for the erase and is left out."""
+    with FactStore(pg_url) as store:
+        shared = store.add("project", "Deploys of the shop go out on Fridays.", scope="shop")
+        own = store.add("user", "Mallory deploys the shop on Fridays.", user="mallory")
+        found = {h.fact.id for h in store.search("shop deploys Fridays", user="mallory",
+                                                 scope="shop")}
+        assert {shared.id, own.id} <= found
+        worker = threading.Thread(target=store.reinforce, args=(shared.id,),
+                                  kwargs={"user": "mallory", "scope": "shop"})
+        _commit_when_waited_on(pg_url, store, [own.id], worker.start,
+                               lambda: not worker.is_alive())
+        worker.join(60)
+        assert not worker.is_alive()
+        assert 0 == _count(pg_url, "SELECT count(*) FROM fact_links WHERE a = %s OR b = %s",
+                           (own.id, own.id))
