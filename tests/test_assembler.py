@@ -203,6 +203,26 @@ def test_extra_context_blocks_become_sections(store):
     assert "## Open file\n- src/deploy.py\n- line two\n" in prompt.text
 
 
+def test_an_extra_block_is_numbered_past_a_contributor_named_like_one(store):
+    """A plugin contributor named ``context-1``: the request's extra block becomes
+    ``context-2`` and reaches the prompt, both sync and async."""
+    plugin = StaticContributor("context-1", "Plugin notes", ["Notes of the plugin."])
+    request = AssemblyRequest("deploys of shop", scope="shop",
+                              extra=[("Open ticket", "TICKET-1: deploy fails")])
+    for prompt in (_assemble_with(store, request, plugin),
+                   asyncio.run(PromptAssembler(store, plugins=[_Register([plugin])],
+                                               load_entry_points=False).aassemble(request))):
+        names = [s.name for s in prompt.sections]
+        assert "context-1" in names and "context-2" in names
+        assert "TICKET-1: deploy fails" in prompt.text and "Notes of the plugin." in prompt.text
+        assert all(s.status != "error" for s in prompt.sections)
+
+
+def _assemble_with(store, request, plugin):
+    return PromptAssembler(store, plugins=[_Register([plugin])],
+                           load_entry_points=False).assemble(request)
+
+
 def test_only_kept_memory_counts_as_accessed(store):
     """Facts that reached the prompt get one access each; facts found but dropped get none."""
     prompt = _assemble(store, budget=70)

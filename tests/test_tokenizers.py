@@ -96,6 +96,26 @@ class Words:
         return len(text.split())
 
 
+class WordsAndTemplate:
+    """Words plus the 3 tokens a chat template adds to any text, the empty one too."""
+
+    def count(self, text: str) -> int:
+        return len(text.split()) + 3
+
+
+def test_a_counter_that_counts_an_empty_prompt_over_the_budget_is_a_clear_error(tmp_path):
+    """The empty prompt counts 3 against 2 available: InvalidRequestError naming the budget
+    (not a StopIteration); with room for the 3, the prompt fits by the counter's count."""
+    store = make_store(tmp_path / "w.db", FACTS)
+    assembler = PromptAssembler(store, counter=WordsAndTemplate())
+    with pytest.raises(InvalidRequestError, match="counts 3 tokens for an empty prompt, "
+                                                  "more than the 2"):
+        assembler.assemble(AssemblyRequest("deploy shop freeze", scope="shop", budget=2))
+    prompt = assembler.assemble(AssemblyRequest("deploy shop freeze", scope="shop", budget=40))
+    store.close()
+    assert len(prompt.text.split()) + 3 == prompt.total_tokens <= 40
+
+
 def test_any_object_with_count_is_a_counter(tmp_path):
     """A plain object with count(text) fits the prompt by its own counts and names itself."""
     store = make_store(tmp_path / "w.db", FACTS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -74,11 +74,20 @@ def section_of(outcome: Outcome) -> tuple[Section, str | None] | None:
     return (attrs.evolve(section, **filled) if filled else section), None
 
 
-def extra_sections(request: AssemblyRequest) -> list[Section]:
-    """The request's extra context blocks as sections ``context-1``, ``context-2``..."""
-    return [Section(title=block.title, name=f"context-{n}", priority=block.priority,
-                    sticky=block.sticky, items=tuple(Item(text=line) for line in block.lines))
-            for n, block in enumerate(request.extra, start=1)]
+def extra_sections(request: AssemblyRequest, taken: Iterable[str] = ()) -> list[Section]:
+    """The request's extra context blocks as sections ``context-1``, ``context-2``...,
+    each numbered past the names in ``taken`` (the contributors')."""
+    used = set(taken)
+    sections = []
+    n = 0
+    for block in request.extra:
+        n += 1
+        while f"context-{n}" in used:
+            n += 1
+        sections.append(Section(title=block.title, name=f"context-{n}", priority=block.priority,
+                                sticky=block.sticky,
+                                items=tuple(Item(text=line) for line in block.lines)))
+    return sections
 
 
 def order_sections(
@@ -108,7 +117,8 @@ def collect_sections(
     makes the later section an error.
     """
     found = [entry for entry in map(section_of, outcomes) if entry is not None]
-    return order_sections([*found, *((s, None) for s in extra_sections(request))])
+    extras = extra_sections(request, (section.name for section, _ in found))
+    return order_sections([*found, *((s, None) for s in extras)])
 
 
 def _text_key(text: str) -> str:

@@ -189,7 +189,7 @@ class PromptAssembler:
         """
         _check_request(request, self.store)
         contributors = self._contributors()
-        extras = extra_sections(request)
+        extras = extra_sections(request, (c.name for c in contributors))
         placer = Placer(Preparer(self.environment, self.counter), request.available,
                         self.counter.count(SECTION_SEPARATOR))
         sources: list[tuple[tuple[bool, int, str], int]] = [

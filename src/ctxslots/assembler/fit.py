@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from ..errors import InvalidRequestError
 from ..model import DropReason, Item, Section
 
 __all__ = ["Prepared", "fit", "join", "parts", "verify"]
@@ -279,11 +280,19 @@ def join(prepared: Sequence[Prepared], separator: str) -> str:
 def verify(prepared: Sequence[Prepared], available: int, separator: str,
            count: Callable[[Sequence[str]], int]) -> tuple[str, int]:
     """Count the joined pieces exactly (``count(pieces)``), and drop last kept
-    items until the count fits (step 5)."""
+    items until the count fits (step 5).
+
+    :raises InvalidRequestError: Even the empty prompt counts more than ``available``.
+    """
     pieces = parts(prepared, separator)
     total = count(pieces)
     while total > available:
-        last = next(p for p in reversed(prepared) if p.kept)
+        last = next((p for p in reversed(prepared) if p.kept), None)
+        if last is None:  # a counter that counts tokens for no text (a template's, say)
+            raise InvalidRequestError(
+                f"the token counter counts {total} tokens for an empty prompt, more than "
+                f"the {available} the request makes available: raise the budget",
+                field="budget", value=available)
         last.kept -= 1
         last.cut = DropReason.BUDGET
         last.notes[last.eligible[last.kept]] = (
