@@ -108,6 +108,59 @@ def test_the_profile_is_bounded_by_count_and_share_and_never_repeats(tmp_path: P
         store.close()
 
 
+@pytest.mark.parametrize("values", [
+    ["Ο χρήστης ζει στην Αθήνα", "Ο χρήστης πίνει καφέ κάθε πρωί", "Ο σκύλος του χρήστη λέγεται Μαξ",
+     "Η χρήστρια δουλεύει στην Πάτρα", "Ο χρήστης παίζει κιθάρα", "Ο χρήστης τρέχει κάθε Κυριακή"],
+    ["ユーザーは東京都渋谷区に住んでいる", "ユーザーの好きな言語はルビーです", "ユーザーは毎朝コーヒーを飲む",
+     "ユーザーは猫を二匹飼っている", "ユーザーは週末に山に登る", "ユーザーは寿司が好きです"],
+    ["🦩🦜🦚🪿🦤🐦‍⬛🪽🦩🦜🦚🪿🦤", "🫎🫏🪼🪸🪻🫚🫛🪭🪮🫎🫏🪼", "🧑🏽‍🚀👩🏿‍🔬🧑🏻‍🍳👨🏼‍🎤🧑🏽‍🚀",
+     "🍣🍜🍙🍘🍥🥟🥠🥡🍣🍜", "🎸🎹🎺🎻🪕🥁🪘🎷", "🏔️⛰️🌋🗻🏕️🏖️🏜️🏝️"],
+    ["ተጠቃሚው በአዲስ አበባ ይኖራል", "ተጠቃሚው ቡና ይወዳል በየቀኑ", "ተጠቃሚው ድመት አለው",
+     "ተጠቃሚው ሙዚቃ ይወዳል", "ተጠቃሚው በእግር ይሄዳል", "ተጠቃሚው መጽሐፍ ያነባል"],
+], ids=["greek", "japanese", "emoji", "amharic"])
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_the_profile_keeps_to_its_share_in_any_script(tmp_path: Path, values: list[str],
+                                                      encoding: str) -> None:
+    """Keyed user facts in scripts and emoji a tokenizer spends many tokens on: the
+    profile's lines, counted by the real tokenizer, stay within its 20% share of the
+    available tokens (its estimate is on the high side for them too)."""
+    store = make_store(tmp_path / "p.db")
+    try:
+        for n, value in enumerate(values):
+            store.upsert("user", f"k{n}", value)
+        prompt = PromptAssembler(store, counter=encoding).assemble(
+            AssemblyRequest("hello", budget=300))
+        section = prompt.section("user_memory")
+        assert section is not None
+        lines = [d.item.text for d in section.items if d.kept and d.item.profile]
+        assert lines
+        assert sum(count_tokens(f"- {line}\n", encoding) for line in lines) <= 0.2 * 300
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("padding", [" " * 300, "\u200b" * 300])
+def test_values_the_prompt_shows_shorter_still_fill_the_budget(tmp_path: Path,
+                                                                padding: str) -> None:
+    """Values holding runs of spaces or zero-width characters (shown collapsed): the
+    section is sized by the lines as shown, so 120 matches fill a 1,000-token budget
+    instead of stopping at a fifth of it, and the async assembly gives the same text."""
+    import asyncio
+
+    store = make_store(tmp_path / "pad.db", [
+        ("project", None, f"deploy note {n}:{padding}ok") for n in range(120)])
+    try:
+        request = AssemblyRequest("deploy note", budget=1000)
+        assembler = PromptAssembler(store)
+        prompt = assembler.assemble(request, record_shown=False)
+        assert prompt.total_tokens <= 1000
+        section = prompt.section("project_memory")
+        assert section is not None and 120 == sum(d.kept for d in section.items)
+        assert prompt.text == asyncio.run(assembler.aassemble(request)).text
+    finally:
+        store.close()
+
+
 def test_a_sticky_section_that_fills_is_cut_by_the_budget_without_overflowing(tmp_path: Path) -> None:
     """Hundreds of matching user memories fill a small budget; only an empty fit is an overflow."""
     store = make_store(tmp_path / "u.db", [("user", None, (f"The user went hiking on trail {n} "

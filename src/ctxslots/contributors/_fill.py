@@ -66,8 +66,12 @@ def low_estimate(text: str) -> int:
 
 
 def high_estimate(text: str) -> int:
-    """Tokens of a rendered line, rather over than under (so a bound holds)."""
-    return len(text) // 4 + 4
+    """Tokens of a rendered line, rather over than under (so a bound holds): a quarter
+    of a token a character, and a token for each byte past the first of a character
+    outside ASCII (byte-level tokenizers spend up to one a byte on scripts and emoji
+    they saw little of)."""
+    wide = len(text.encode("utf-8", "surrogatepass")) - len(text)
+    return len(text) // 4 + wide + 4
 
 
 def _filling(lines: Sequence[str], room: int) -> int | None:

@@ -45,6 +45,7 @@ import attrs
 from ..errors import InvalidRequestError
 from ..model import DropReason, Fact, Hit, Item, Section
 from ..prompts.ages import DATE_STYLES, when_said
+from ..prompts.escape import bullet
 from ._fill import MAX_FETCH, Gathered, Wanted, gather, high_estimate, relaxed_search_of
 from .base import RankingStore, SearchableStore
 
@@ -269,11 +270,14 @@ class MemoryContributor:
             made = lines.get(hit.fact.id)
             if made is None:
                 said = whens[hit.fact.id] = self._when(hit.fact, now)
+                value = hit.fact.value
+                if "  " in value or "\t" in value or not value.isascii():
+                    # Estimated as shown: runs of spaces as one, format characters gone.
+                    value = bullet(value)
                 # Grouped, the date shows in its group's heading instead; estimated
                 # with the line, it stands for that heading's share (still on the
                 # low side), so a section asks no more of the store than ungrouped.
-                made = lines[hit.fact.id] = \
-                    hit.fact.value if said is None else f"{hit.fact.value} ({said})"
+                made = lines[hit.fact.id] = value if said is None else f"{value} ({said})"
             return made
 
         wanted = Wanted(room=request.room_left, limit=self.limit, overfetch=self.overfetch,
