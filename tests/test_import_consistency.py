@@ -184,12 +184,14 @@ def test_importing_dev_zero_ends_in_one_line_and_writes_nothing(db_path, tmp_pat
 
 
 def test_a_renumbered_record_does_not_take_the_id_a_later_record_keeps(store):
-    """The store holds id 1; the file's 1 is renumbered (to 2, the next free id) and its 2
-    must then be renumbered too, not collide (it failed with a raw UNIQUE constraint error)."""
+    """The store holds id 1; the file's 1 is renumbered, after the file's 2 kept its id
+    (it once took 2, the next free id, and the file's 2 failed with a raw UNIQUE
+    constraint error)."""
     here = store.add("agent", "Here before the import.")
     text = jsonl(fact(here.id, "Ring one about the deploy.", superseded_by=here.id + 1),
                  fact(here.id + 1, "Ring two about the deploy."))
     report = store.import_jsonl(io.StringIO(text))
-    assert 2 == report.added and 2 == report.renumbered
+    assert 2 == report.added and 1 == report.renumbered
+    assert "Ring two about the deploy." == store.get(here.id + 1).value
     assert ["Ring two about the deploy."] == [h.fact.value for h in store.search("ring deploy")]
     assert store.doctor().ok

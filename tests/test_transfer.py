@@ -220,6 +220,23 @@ def test_taken_ids_are_renumbered_and_links_follow(rich, tmp_path, clock):
         assert busy.doctor().ok
 
 
+def test_only_the_ids_that_are_taken_are_renumbered(store, clock):
+    """Ids 1, 2, 3 and 50 into a store holding fact 1: only the first record gets a new
+    id; 2, 3 and 50 keep theirs, and a superseded_by naming the renumbered one follows it."""
+    assert 1 == store.add("agent", "A fact already here.").id
+    header = {"format": "ctxslots-facts", "version": 1}
+    records = [header, {"id": 1, "slot": "agent", "value": "Apple one."},
+               {"id": 2, "slot": "agent", "value": "Banana two.", "superseded_by": 1},
+               {"id": 3, "slot": "agent", "value": "Cherry three."},
+               {"id": 50, "slot": "agent", "value": "Date fifty."}]
+    report = store.import_jsonl(_jsonl(records))
+    assert (4, 1) == (report.added, report.renumbered)
+    assert ["Banana two.", "Cherry three.", "Date fifty."] == [
+        store.get(i).value for i in (2, 3, 50)]
+    apple = store.get(2).superseded_by
+    assert apple not in (1, 2, 3, 50) and "Apple one." == store.get(apple).value
+
+
 def test_an_archived_id_is_never_handed_out_again(store, tmp_path, clock):
     """An imported archived fact's id is reserved: later facts never reuse it."""
     header = {"format": "ctxslots-facts", "version": 1}

@@ -32,6 +32,11 @@ __all__ = ["BATCH", "MAX_KEPT_ID", "ImportWriter", "Progress", "run_import"]
 #: Records read, checked and written together.
 BATCH = 1000
 
+#: Records that need a new id wait, up to this many, until the end of the import: by
+#: then every free id the file names is taken by its own record, so a new id (the
+#: store's next) never takes one a later record names (which would renumber it too).
+LATER = 10 * BATCH
+
 #: Ids from a file are kept only below this bound, so a hostile id cannot use
 #: up the id space (SQLite and PostgreSQL ids stop at 2**63 - 1).
 MAX_KEPT_ID = MAX_COUNT
@@ -73,12 +78,15 @@ class ImportWriter:
     _supersede: list[tuple[bool, int, int, int]] = attrs.field(factory=list, init=False)
     _repaired: list[ImportIssue] = attrs.field(factory=list, init=False)
     _links: list[tuple[int, int, float, float]] = attrs.field(factory=list, init=False)
+    _later: list[ParsedFact] = attrs.field(factory=list, init=False)
     _counts: dict[str, int] = attrs.field(init=False, factory=lambda: dict.fromkeys(
         ("added", "archived", "history_entries", "skipped_duplicates", "renumbered",
          "redacted", "handled"), 0))
 
-    def write(self, facts: Sequence[ParsedFact]) -> None:
-        """Write one batch: skip (or fail on) duplicates, keep free ids, add history and vectors."""
+    def write(self, facts: Sequence[ParsedFact], *, renumber: bool = False) -> None:
+        """Write one batch: skip (or fail on) duplicates, keep free ids, add history and
+        vectors. A record whose id is taken (or that has none) waits in :attr:`_later`
+        (see :data:`LATER`) unless ``renumber``: then it gets the store's next id."""
         if not facts:
             return
         backend = self.core.backend
@@ -95,6 +103,9 @@ class ImportWriter:
                 self._duplicate(fact, existing)
                 continue
             keep = fact.id is not None and 0 < fact.id < MAX_KEPT_ID and fact.id not in taken
+            if not keep and not renumber:
+                self._later.append(fact)
+                continue
             new_id = self._insert(fact, keep)
             # A record renumbered earlier in this batch may have got the id a later one names.
             taken.add(new_id)
@@ -104,9 +115,18 @@ class ImportWriter:
                 vectors.append((new_id, fact))
         backend.add_history(history)
         self._vectors(vectors)
-        self._counts["handled"] += len(facts)
-        if self.progress is not None:
-            self.progress(self._counts["handled"])
+        if not renumber:
+            self._counts["handled"] += len(facts)
+            if self.progress is not None:
+                self.progress(self._counts["handled"])
+        if len(self._later) >= LATER:
+            self._write_later()
+
+    def _write_later(self) -> None:
+        """Write the records that wait for a new id, a batch at a time."""
+        later, self._later = self._later, []
+        for chunk in rows_in(range(len(later)), BATCH):
+            self.write([later[i] for i in chunk], renumber=True)
 
     def _stored_twins(self, facts: Sequence[ParsedFact]) -> list[int | None]:
         """The stored fact each record duplicates, asked of the engine a batch at a time."""
@@ -216,6 +236,7 @@ class ImportWriter:
         :raises InvalidImportError: ``superseded_by`` forms a loop (unless
             :attr:`repair_loops`).
         """
+        self._write_later()
         backend = self.core.backend
         resolved = [self._ids.get(target) for _, _, target, _ in self._supersede]
         # A mark naming a record the file does not hold is dropped: the fact is shown.
