@@ -59,6 +59,28 @@ def test_each_users_flush_writes_their_own_facts(store, flusher_for):
     assert "Alice lives in Berlin." in prompt and "Bob lives in Porto." not in prompt
 
 
+def test_a_shared_fact_keeps_none_of_the_users_words_and_erasure_leaves_none(
+        store, flusher_for):
+    """A flush for alice writes her fact with its context and conversation, and a
+    workspace fact with neither (a fact others share keeps nothing of what she said);
+    erasing alice then leaves no word of hers and no name of her conversation."""
+    server, flusher = flusher_for([_reply(
+        {**_upsert("user", "city", "Alice lives in Lisbon."), "messages": [1]},
+        {**_upsert("project", "deploy.day", "The shop deploys on Mondays."), "messages": [1]})])
+    report = flusher.flush(TALK, conversation="chat-of-alice", scope="shop", user="alice",
+                           force=True)
+    assert report.status == "applied"
+    own = store.get_by_key("user", "city", user="alice")
+    assert "I moved to Lisbon" in own.context and "conv:chat-of-alice" in own.source
+    shared = store.get_by_key("project", "deploy.day", scope="shop")
+    assert shared.context is None
+    assert shared.source.startswith(f"flush:{report.flush_id} ") and "chat-of-alice" not in \
+        shared.source
+    store.erase(user="alice")
+    left = [(f.value, f.context, f.source) for f in store.facts(user=ANY, scope=ANY)]
+    assert left == [("The shop deploys on Mondays.", None, shared.source)]
+
+
 def test_read_positions_are_kept_per_user(store, flusher_for):
     _, flusher = flusher_for([_reply(_upsert("user", "city", "Alice lives in Lisbon.")),
                               _reply(_upsert("user", "city", "Bob lives in Lisbon."))])

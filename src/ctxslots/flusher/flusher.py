@@ -586,13 +586,19 @@ class MemoryFlusher:
         the fact the model was shown under that slot and key (a workspace's agent
         lesson, a global project fact), which the prompt tells it to change so."""
         where = self._owners_for(op.slot, base)
-        source = base.source or ""
         old = self.store.get_by_key(op.slot, op.key, **where)
         seen = shown.get((op.slot, op.key))
         if old is None and seen is not None and seen != where:
             old = self.store.get_by_key(op.slot, op.key, **seen)
             if old is not None:
                 where = seen
+        # A fact of no user (the workspace's, an agent's) keeps none of the user's words:
+        # no context from the conversation, no conversation name in its source. Erasing
+        # the user then leaves nothing of theirs in the facts others share.
+        own = base.user is None or where.get("user") is not None
+        source = base.source or ""
+        if not own:
+            source = source.replace(f" conv:{base.conversation} ", " ", 1)
         if isinstance(op, Forget):
             if old is None:
                 return f"no live fact {op.slot}/{op.key} to forget"
@@ -611,7 +617,8 @@ class MemoryFlusher:
         fact = self.store.upsert(op.slot, op.key, op.value, **where, tags=tags,
                                  confidence=op.confidence, source=source,
                                  observed_at=observed_at, expires_at=expires,
-                                 context=self._context_of(index, op, base, msgs, notes))
+                                 context=self._context_of(index, op, base, msgs, notes)
+                                 if own else None)
         if old is None:
             return Change(kind="added", index=index, fact=fact, redacted=secrets)
         return Change(kind="updated", index=index, fact=fact, previous=old.value,
