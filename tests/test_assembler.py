@@ -376,6 +376,54 @@ def test_exact_count_drops_the_last_item_when_pieces_undercount():
     assert prepared[0].notes[prepared[0].kept].startswith("removed after the exact count")
 
 
+def _trace(fill=None, rank=1):
+    return HitTrace(bm25_rank=rank, bm25=-1.0, relevance=1.0, decay=1.0, age_days=0.0,
+                    reinforcement=1.0, confidence=1.0, final=1.0, rank=rank, fill=fill)
+
+
+class _Quarter:
+    """Characters over four, rounded down: the joined text counts more than its pieces."""
+
+    def count(self, text):
+        return len(text) // 4
+
+
+def test_the_exact_count_drops_fill_before_a_later_sections_match():
+    """Where the joined text counts over, the item placed last goes first: an earlier
+    section's fill (placed after every match) before a later section's match, at every
+    budget."""
+
+    class High:
+        name, priority, sticky = "a_high", 90, False
+
+        def contribute(self, request):
+            return Section(title="High", items=[
+                Item("alpha match one", trace=_trace()),
+                Item("alpha fill one x", trace=_trace("below_cut", 2)),
+                Item("alpha fill two xy", trace=_trace("below_cut", 3))])
+
+    class Low:
+        name, priority, sticky = "b_low", 80, False
+
+        def contribute(self, request):
+            return Section(title="Low", items=[Item("beta match one", trace=_trace()),
+                                               Item("beta match two z", trace=_trace(rank=2))])
+
+    assembler = PromptAssembler(None, contributors=[High(), Low()], counter=_Quarter())
+    trimmed = 0
+    for budget in range(1, 60):
+        prompt = assembler.assemble(AssemblyRequest("x", budget=budget))
+        assert _Quarter().count(prompt.text) == prompt.total_tokens <= budget
+        fill_kept = any(d.kept and d.item.trace.fill for d in prompt.section("a_high").items)
+        low = prompt.section("b_low")
+        lost = [d for d in (low.items if low else ()) if not d.kept
+                and "exact count" in (d.detail or "")]
+        trimmed += bool([d for s in prompt.sections for d in s.items
+                         if "exact count" in (d.detail or "")])
+        assert not (fill_kept and lost), budget
+    assert trimmed  # the exact count did trim at some budgets
+
+
 @pytest.mark.parametrize(("source", "says"), [
     ("{{ 1 // 0 }}", "item.md.j2' failed: ZeroDivisionError"),
     ("{{ item.text + 1 }}", "item.md.j2' failed: TypeError"),

@@ -32,7 +32,8 @@ The rule, exactly:
    exactly (a :class:`~ctxslots.tokens.TokenCounter` adds up the pieces' counts
    where its encoding must split between them, and counts the rest joined);
    while that count exceeds the budget (pieces can tokenize differently once
-   joined), the last kept item is dropped and the text is counted again.
+   joined), the item placed last is dropped (the last kept fill, else the last
+   kept match) and the text is counted again.
 """
 
 from __future__ import annotations
@@ -277,6 +278,15 @@ def join(prepared: Sequence[Prepared], separator: str) -> str:
     return "".join(parts(prepared, separator))
 
 
+def _last_placed(prepared: Sequence[Prepared]) -> Prepared | None:
+    """The section of the item placed last (the first to go when the exact count is
+    over): the last kept fill (step 5's walk), else the last kept match (step 4's)."""
+    for prep in reversed(prepared):
+        if prep.kept > _fill_start(prep):
+            return prep
+    return next((p for p in reversed(prepared) if p.kept), None)
+
+
 def verify(prepared: Sequence[Prepared], available: int, separator: str,
            count: Callable[[Sequence[str]], int]) -> tuple[str, int]:
     """Count the joined pieces exactly (``count(pieces)``), and drop last kept
@@ -287,7 +297,7 @@ def verify(prepared: Sequence[Prepared], available: int, separator: str,
     pieces = parts(prepared, separator)
     total = count(pieces)
     while total > available:
-        last = next((p for p in reversed(prepared) if p.kept), None)
+        last = _last_placed(prepared)
         if last is None:  # a counter that counts tokens for no text (a template's, say)
             raise InvalidRequestError(
                 f"the token counter counts {total} tokens for an empty prompt, more than "
