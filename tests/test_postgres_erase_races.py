@@ -89,3 +89,24 @@ def test_a_link_added_by_a_reinforce_does_not_outlive_an_erase(pg_url):
         assert not worker.is_alive()
         assert 0 == _count(pg_url, "SELECT count(*) FROM fact_links WHERE a = %s OR b = %s",
                            (own.id, own.id))
+
+
+def test_reindex_with_nothing_to_repair_never_waits_for_a_writer(pg_url):
+    """Another process holds a write open (row locks, the table's write lock): a reindex
+    with nothing to rebuild runs through without waiting on it (rebuilding every table's
+    indexes waited there, and deadlocked with writers touching two tables)."""
+    with FactStore(pg_url) as store, FactStore(pg_url) as other:
+        store.add("agent", "A lesson about deploys.")
+        waited: list[int] = []
+        worker = threading.Thread(target=store.reindex)
+        with psycopg.connect(pg_url, autocommit=True) as watch, other.batch():
+            other.add("agent", "A lesson written meanwhile.")
+            worker.start()
+            while worker.is_alive():
+                if watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+                    waited.append(1)
+                    break
+                time.sleep(0.01)
+        worker.join(60)
+        assert [] == waited and not worker.is_alive()
+        assert store.doctor().ok

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _sql import raw
+from _sql import engine_of, raw
 from ctxslots import FactStore, RankingPolicy
 from ctxslots.stores.backend import FactFilter
 from ctxslots.stores.embedders import HashingEmbedder
@@ -119,6 +119,21 @@ def test_legs_can_be_switched_off(db_path):
         assert 1 == store.reindex()  # the words-only store kept no vectors
         hit = store.search("serializers latency")[0]
         assert hit.trace.bm25_rank is None and hit.trace.vector_rank == 1
+
+
+def test_a_reindex_by_a_process_that_reads_no_vectors_keeps_them(location):
+    """An app searches with the hash embedder's vectors (weight 1); ``ctxslots reindex``
+    opens the store with the default weight (0 for hash): its reindex keeps every vector,
+    and embeds one a fact lacks, instead of dropping them all."""
+    with FactStore(location, embedder="hash", ranking=FUSED) as app:
+        ids = [app.add("agent", f"Deploy note {n} about the queue.").id for n in range(20)]
+    with FactStore(location, embedder="hash") as cli:
+        with engine_of(cli) as backend, backend.transaction():
+            backend.delete_vectors(ids[:1])
+        assert 1 == cli.reindex()
+    with FactStore(location, embedder="hash", ranking=FUSED) as app:
+        state = app.doctor().vectors
+        assert state is not None and (20, 0) == (state.vectors, state.missing)
 
 
 def test_switching_embedders_is_detected_and_reindex_repairs_it(db_path):

@@ -480,7 +480,7 @@ class PostgresBackend:
             return _health.check(conn)
 
     def rebuild(self) -> None:
-        """Recreate missing indexes and reindex every table."""
+        """Recreate missing indexes and rebuild the invalid ones."""
         with self._session.conn() as conn:
             _health.rebuild(conn)
 

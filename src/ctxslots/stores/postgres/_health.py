@@ -90,10 +90,15 @@ def check(conn: Conn) -> Health:
 
 
 def rebuild(conn: Conn) -> None:
-    """Recreate missing lexical and vector indexes and rebuild every index of the
-    store's tables."""
-    for statement in [*_LEXICAL_INDEXES.values(), *index_statements(conn).values()]:
-        conn.execute(statement)
-    for table in TABLES:
-        if relation_exists(conn, table):
-            conn.execute(f"REINDEX TABLE {table}")
+    """Recreate missing lexical and vector indexes and rebuild the invalid ones.
+
+    A valid index is left alone: PostgreSQL keeps it in step with its table, and
+    rebuilding every table's indexes takes locks that deadlock with the writers of
+    other processes (each ``REINDEX TABLE`` blocks writes while it runs).
+    """
+    # Only the missing: CREATE INDEX IF NOT EXISTS takes the table's lock before it looks.
+    for name, statement in [*_LEXICAL_INDEXES.items(), *index_statements(conn).items()]:
+        if not relation_exists(conn, name):
+            conn.execute(statement)
+    for name in _invalid_indexes(conn):
+        conn.execute(f"REINDEX INDEX {name}")

@@ -156,8 +156,9 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
     to it, and the facts of a ``superseded_by`` loop are shown again
     (:mod:`.consistency`).
 
-    Vectors: when the stored ones are the embedder's own, only what is wrong is
-    repaired: vectors no search can use and those of no fact are removed, and
+    Vectors (kept when searches read them, or when the store holds vectors the
+    embedder built, which another process may read): when the stored ones are the
+    embedder's own, only what is wrong is repaired: vectors no search can use and those of no fact are removed, and
     the facts without a vector (those, and any whose vector was never written)
     are embedded. With vectors another embedder built, or ``full``, every fact
     is embedded again, once the embedder has answered one text (one that fails then
@@ -176,7 +177,10 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
     with backend.transaction():
         backend.repair_values(core.clock())
         repair_consistency(backend)
-    keep = core.embedder is not None and bool(core.ranking.vector_weight)
+    # Vectors this embedder built are kept even when this process's searches read none:
+    # another process (an app opened with a vector weight) may read them.
+    keep = core.embedder is not None and (bool(core.ranking.vector_weight) or (
+        core.vector_leg_ready and backend.vector_state().vectors > 0))
     if core.embedder is not None:
         if full or not keep or not core.vector_leg_ready:
             if keep:  # an embedder that fails now fails before any vector is dropped
