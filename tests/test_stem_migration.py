@@ -10,6 +10,7 @@ PostgreSQL's Snowball dictionary on PostgreSQL, which did not fold ``café`` to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -129,3 +130,59 @@ def test_an_old_store_is_stemmed_in_python(old_store):
     expected = [(f[0], stem_text(None, f[2], ""), None if f[3] is None else stem_text(f[3]))
                 for f in sorted([*FACTS, ARCHIVED])]
     assert raw_stems(location)[:6] == expected
+
+
+#: ``(id, value)`` of facts in scripts written without spaces, or with vowel signs.
+SCRIPTS = [(11, "ユーザーは東京都渋谷区に住んでいる"), (12, "用户喜欢在医院附近散步"),
+           (13, "사용자는 서울에 산다"), (14, "उपयोगकर्ता किताब पढ़ती है"),
+           (15, "ガスの料金は高い")]
+
+
+def _as_before_the_script_stems(location: str) -> None:
+    """Each fact's stems as the release before made them (a run of Han, kana or Hangul
+    one word, Indic vowel signs and kana voicing marks dropped), the schema put back."""
+    import unicodedata
+
+    def old(text: str) -> str:
+        decomposed = unicodedata.normalize("NFKD", text.casefold())
+        folded = "".join(c for c in decomposed if not unicodedata.combining(c))
+        return " ".join(re.findall(r"[^\W_]+", folded))
+
+    if location.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            for fact_id, value in conn.execute("SELECT id, value FROM facts").fetchall():
+                conn.execute("UPDATE facts SET stems = %s WHERE id = %s", (old(value), fact_id))
+            conn.execute("DELETE FROM schema_migrations WHERE version = 8")
+        return
+    from ctxslots.stores.sqlite import open_connection
+
+    conn = open_connection(location, migrate=False)
+    try:
+        with conn.write():
+            for fact_id, value in conn.execute("SELECT id, value FROM facts").fetchall():
+                conn.execute("UPDATE facts SET stems = ? WHERE id = ?", (old(value), fact_id))
+        conn.execute("PRAGMA user_version = 14")
+    finally:
+        conn.close()
+
+
+def test_words_of_every_script_are_found_and_an_old_store_is_stemmed_again(old_store):
+    """Han, kana and Hangul runs are found by a word inside them (東京, 医院, 서울 of
+    서울에), a Hindi word by itself (its vowel signs are part of it), and a kana voicing
+    mark is kept (ガス is not カス); a store written before is stemmed again on opening."""
+    location, _ = old_store
+    with FactStore(location, clock=lambda: NOW, embedder=False) as store:
+        for _, value in SCRIPTS:
+            store.add("user", value)
+    _as_before_the_script_stems(location)
+    with FactStore(location, clock=lambda: NOW, embedder=False) as store:
+        for query, wanted in (("東京", 0), ("医院", 1), ("서울", 2), ("किताब", 3),
+                              ("猫", None), ("ガス", 4)):
+            found = [h.fact.value for h in store.search(query, user=ANY, agent=ANY, scope=ANY)]
+            if wanted is None:
+                assert [] == found
+            else:
+                assert SCRIPTS[wanted][1] == found[0], (query, found)
+    assert stem_text("ガス") != stem_text("カス")

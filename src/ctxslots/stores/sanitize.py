@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import attrs
 
 from ._stopwords import ENGLISH_STOP_WORDS
+from .stemming import CJK, WORD
 
 __all__ = ["MAX_QUERY_SHARE", "QueryPolicy", "keep_words", "query_tokens", "sanitize_query",
            "to_match"]
@@ -24,9 +25,10 @@ __all__ = ["MAX_QUERY_SHARE", "QueryPolicy", "keep_words", "query_tokens", "sani
 MAX_QUERY_SHARE = 0.15
 
 _URL = re.compile(r"(?:\b[a-z][a-z0-9+.\-]*://|\bwww\.)\S*", re.IGNORECASE)
-# Letters and digits only, as FTS5's unicode61 tokenizer sees tokens: hyphens,
-# underscores, dots, slashes, quotes and every operator character split tokens.
-_TOKEN = re.compile(r"[^\W_]+")
+# Letters and digits only (with the vowel signs of scripts that write them as marks),
+# as the stemmer splits words: hyphens, underscores, dots, slashes, quotes and every
+# operator character split tokens.
+_TOKEN = WORD
 
 
 @attrs.frozen
@@ -34,7 +36,8 @@ class QueryPolicy:
     """How free text becomes a lexical query.
 
     Attributes:
-        min_token_length: Tokens shorter than this (in characters) are dropped.
+        min_token_length: Tokens shorter than this (in characters) are dropped,
+            but for a character of Han, kana or Hangul (one is a word there).
         stop_words: Lower-case words left out of the query; an empty set keeps
             every word.
         max_tokens: At most this many distinct tokens are kept (the first ones),
@@ -95,7 +98,8 @@ def query_tokens(text: str, policy: QueryPolicy = DEFAULT_POLICY) -> list[str]:
     seen: dict[str, None] = {}
     for match in _TOKEN.finditer(text):
         token = match.group().casefold()
-        if len(token) < policy.min_token_length or token in policy.stop_words:
+        if (len(token) < policy.min_token_length and not CJK.search(token)) \
+                or token in policy.stop_words:
             continue
         seen.setdefault(token, None)
         if len(seen) >= policy.max_tokens:

@@ -9,10 +9,15 @@ tokenizers or server locale each engine has (BENCHMARKS.md, "One stemmer for
 both engines").
 
 Words are split as FTS5's ``unicode61`` splits them (runs of letters and
-digits), case folded, their diacritics removed (``café`` and ``cafe`` meet),
-and stemmed by Snowball English (the algorithm of PostgreSQL's ``english``
-dictionary): PyStemmer when installed, ``snowballstemmer``'s pure-Python
-stemmer otherwise (the same algorithm and stems, slower).
+digits, with the vowel signs of Indic and Southeast Asian scripts inside them),
+case folded, their diacritics removed (``café`` and ``cafe`` meet; a kana voicing
+mark is not a diacritic), and stemmed by Snowball English (the algorithm of
+PostgreSQL's ``english`` dictionary): PyStemmer when installed,
+``snowballstemmer``'s pure-Python stemmer otherwise (the same algorithm and stems,
+slower). A run of Han, kana or Hangul characters, which no space splits into
+words, is indexed as its characters and their overlapping pairs, and a query asks
+for its pairs and its Han characters (much as Lucene's CJK bigrams do), so
+``東京`` finds ``東京都渋谷区に住む``.
 """
 
 from __future__ import annotations
@@ -22,10 +27,37 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["STEMMED", "STEMMER", "STEM_COLUMNS", "first_stem", "stem_text", "stem_words",
-           "stemmed_query", "stems_of", "with_stems"]
+__all__ = [
+    "CJK",
+    "STEMMED",
+    "STEMMER",
+    "STEM_COLUMNS",
+    "WORD",
+    "first_stem",
+    "stem_text",
+    "stem_words",
+    "stemmed_query",
+    "stems_of",
+    "with_stems",
+]
 
-_WORD = re.compile(r"[^\W_]+")
+#: Blocks of scripts whose combining marks are letters of the word (Indic vowel signs
+#: and viramas, Thai, Tibetan, Myanmar and Khmer signs), not diacritics to drop.
+_LETTER_MARK_BLOCKS = ((0x0900, 0x0DFF), (0x0E00, 0x0EFF), (0x0F00, 0x0FFF),
+                       (0x1000, 0x109F), (0x1780, 0x17FF))
+#: Kana voicing marks: ``ガ`` (gas) is not ``カ``.
+_KANA_MARKS = (0x3099, 0x309A)
+_LETTER_MARKS = "".join(
+    chr(c) for low, high in _LETTER_MARK_BLOCKS for c in range(low, high + 1)
+    if unicodedata.category(chr(c)).startswith("M"))
+#: A word: letters and digits, with the marks of :data:`_LETTER_MARKS` inside it.
+WORD = re.compile(f"[^\\W_](?:[^\\W_]|[{_LETTER_MARKS}])*")
+#: Characters of scripts written without spaces between words (Han, kana) and of
+#: Hangul, whose words take suffixes: a run of them is indexed as its characters and
+#: their overlapping pairs, and a query looks for its pairs (its character, alone).
+CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+                  "\uac00-\ud7a3\U00020000-\U0002fa1f]+")
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
 #: The fact columns whose words are indexed: a change to any of them changes the stems.
 STEMMED = ("key", "value", "tags", "context")
 #: The stored columns both engines index, made from :data:`STEMMED` by :func:`stems_of`.
@@ -49,19 +81,50 @@ def _load() -> tuple[str, Callable[[list[str]], list[str]]]:
 STEMMER, _stem_many = _load()
 
 
+def _keeps(mark: str) -> bool:
+    return mark in _LETTER_MARKS or ord(mark) in _KANA_MARKS
+
+
 def _fold(word: str) -> str:
-    """``word`` case folded, without combining marks (``Naïve`` -> ``naive``)."""
+    """``word`` case folded, without the combining marks that are diacritics
+    (``Naïve`` -> ``naive``; an Indic vowel sign or a kana voicing mark stays), composed."""
     word = word.casefold()
     if word.isascii():
         return word
     decomposed = unicodedata.normalize("NFKD", word)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
+    kept = "".join(c for c in decomposed if not unicodedata.combining(c) or _keeps(c))
+    return unicodedata.normalize("NFC", kept)
 
 
-def stem_words(words: Iterable[str]) -> list[str]:
+def _pieces(word: str, query: bool) -> list[str]:
+    """``word``, or for a run of :data:`CJK` characters in it, those characters and
+    their overlapping pairs (a query: the pairs and the Han characters, or the one
+    character)."""
+    if word.isascii() or not CJK.search(word):
+        return [word]
+    out: list[str] = []
+    at = 0
+    for run in CJK.finditer(word):
+        if run.start() > at:
+            out.append(word[at:run.start()])
+        chars = run.group()
+        pairs = [chars[i:i + 2] for i in range(len(chars) - 1)]
+        if not query or not pairs:
+            out += [*chars, *pairs]
+        else:  # a Han character is a word by itself; a kana or Hangul one seldom is
+            out += [*pairs, *(c for c in chars if _HAN.match(c))]
+        at = run.end()
+    if at < len(word):
+        out.append(word[at:])
+    return out
+
+
+def stem_words(words: Iterable[str], *, query: bool = False) -> list[str]:
     """The stem of each word (or run of words) of ``words``, in order; a word the
-    split breaks apart gives each of its parts."""
-    folded = [part for word in words for part in _WORD.findall(_fold(word))]
+    split breaks apart gives each of its parts, and a run of Han, kana or Hangul its
+    characters and their pairs (``query``: the pairs, see :func:`_pieces`)."""
+    folded = [piece for word in words for part in WORD.findall(_fold(word))
+              for piece in _pieces(part, query)]
     # A run of digits is its own stem: numbers skip the stemmer, whose cache would
     # otherwise fill with every number a store holds (ids, times, versions).
     lettered = [word for word in folded if not word.isdigit()]
@@ -79,13 +142,13 @@ def stem_text(*texts: str | None) -> str:
 
 def stemmed_query(words: Iterable[str]) -> list[str]:
     """The distinct stems of a query's ``words``, in the order first found."""
-    return list(dict.fromkeys(stem_words(words)))
+    return list(dict.fromkeys(stem_words(words, query=True)))
 
 
 def first_stem(text: str) -> str | None:
     """The stem of ``text``'s first word (``None`` when it has no word): the subject
     of most sentences a memory holds ("Nate likes...", a turn's "Caroline: ...")."""
-    word = _WORD.search(text)
+    word = WORD.search(text)
     stems = stem_words([word.group()]) if word is not None else []
     return stems[0] if stems else None
 

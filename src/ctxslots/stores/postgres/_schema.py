@@ -369,10 +369,32 @@ def m007_pending_list(conn: psycopg.Connection[Any]) -> None:
         conn.execute(f"ALTER INDEX {table}_search SET (gin_pending_list_limit = {PENDING_LIST_KB})")
 
 
+def m008_script_stems(conn: psycopg.Connection[Any]) -> None:
+    """Stems made again for text outside ASCII: Han, kana and Hangul runs indexed as
+    their characters and pairs, Indic vowel signs and kana voicing marks kept (see
+    :mod:`ctxslots.stores.stemming`); ``search`` and the rest follow as generated
+    columns. Only rows holding a character outside printable ASCII can change."""
+    for table in ("facts", "archive"):
+        last = -1
+        while rows := conn.execute(
+                f"SELECT id, key, value, tags, context, stems, context_stems FROM {table} "
+                "WHERE id > %s AND (coalesce(key, '') || value || tags || coalesce(context, '')) "
+                "~ '[^ -~]' ORDER BY id LIMIT %s", (last, _FILL_BATCH)).fetchall():
+            changed = [(r[0], *made) for r in rows
+                       if (made := stems_of(r[1], r[2], r[3], r[4])) != (r[5], r[6])]
+            if changed:
+                conn.execute(
+                    f"UPDATE {table} t SET stems = v.s, context_stems = v.c "
+                    "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, s, c) "
+                    "WHERE t.id = v.id",
+                    ([c[0] for c in changed], [c[1] for c in changed], [c[2] for c in changed]))
+            last = int(rows[-1][0])
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (
     m001_initial, m002_value_lookup, m003_context, m004_owners, m005_stems, m006_owner_term,
-    m007_pending_list)
+    m007_pending_list, m008_script_stems)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -374,11 +374,30 @@ def m014_owner_term(conn: Connection) -> None:
         conn.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('rebuild')")
 
 
+def m015_script_stems(conn: Connection) -> None:
+    """Stems made again for text outside ASCII: Han, kana and Hangul runs indexed as
+    their characters and pairs, Indic vowel signs and kana voicing marks kept (see
+    :mod:`ctxslots.stores.stemming`). Only rows holding a character outside printable
+    ASCII can change; the index follows each update through its triggers."""
+    for table in ("facts", "archive"):
+        last = -1
+        while rows := conn.execute(
+                f"SELECT id, key, value, tags, context, stems, context_stems FROM {table} "
+                "WHERE id > ? AND (coalesce(key, '') || value || tags || coalesce(context, '')) "
+                "GLOB '*[^ -~]*' ORDER BY id LIMIT 5000", (last,)).fetchall():
+            changed = [(*made, fact_id) for fact_id, key, value, tags, context, *stored in rows
+                       if (made := stems_of(key, value, tags, context)) != tuple(stored)]
+            conn.executemany(f"UPDATE {table} SET stems = ?, context_stems = ? WHERE id = ?",
+                             changed)
+            last = int(rows[-1][0])
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links,
     m006_fact_log, m007_observed_at, m008_vector_table, m009_important,
-    m010_value_lookup, m011_context, m012_owners, m013_stems, m014_owner_term)
+    m010_value_lookup, m011_context, m012_owners, m013_stems, m014_owner_term,
+    m015_script_stems)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)
