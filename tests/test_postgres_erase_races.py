@@ -110,3 +110,33 @@ def test_reindex_with_nothing_to_repair_never_waits_for_a_writer(pg_url):
         worker.join(60)
         assert [] == waited and not worker.is_alive()
         assert store.doctor().ok
+
+
+def test_a_reinforce_and_an_erase_of_its_partner_never_deadlock(pg_url):
+    """A batch holds fact X (demoted), an erase of its user waits on X having deleted Y,
+    then the batch reinforces X (a link to Y): the link leaves Y out at once, the batch
+    commits and the erase finishes, neither failing."""
+    with FactStore(pg_url, embedder=False) as agent, FactStore(pg_url, embedder=False) as admin:
+        y = agent.add("user", "The user drinks coffee at nine.", user="u").id
+        x = agent.add("user", "The user drinks coffee at noon.", user="u").id
+        assert {x, y} <= {h.fact.id for h in agent.search("coffee", user="u")}
+        outcome: list[object] = []
+
+        def erase() -> None:
+            try:
+                outcome.append(admin.erase(user="u").facts)
+            except Exception as exc:  # noqa: BLE001 - the test asserts there is none
+                outcome.append(exc)
+
+        eraser = threading.Thread(target=erase)
+        with psycopg.connect(pg_url, autocommit=True) as watch, agent.batch():
+            agent.demote(x, 0.5, user="u")
+            eraser.start()
+            while not watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted"
+                                    ).fetchone()[0]:
+                assert eraser.is_alive()
+                time.sleep(0.01)
+            agent.reinforce(x, user="u")
+        eraser.join(60)
+        assert [2] == outcome
+        assert 0 == _count(pg_url, "SELECT count(*) FROM fact_links", ())

@@ -209,9 +209,9 @@ class FactRows(Protocol):
                     held: bool = False) -> list[FactRow]:
         """The facts (or archived facts) with these ids that pass ``flt``, in no
         particular order. ``held`` (inside a transaction): none of them can be deleted
-        by another connection until it ends, and one another connection deleted but did
-        not commit yet is waited for, then left out (so what is written about them
-        meanwhile, such as a vector, is never left behind by an erase)."""
+        by another connection until it ends, and one another connection is deleting is
+        left out (so what is written about them meanwhile, such as a vector, is never
+        left behind by an erase)."""
 
     def neighbours(self, row: FactRow, flt: FactFilter, *, before: int, after: int
                    ) -> tuple[list[FactRow], list[FactRow]]:

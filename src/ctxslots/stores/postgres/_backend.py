@@ -276,7 +276,7 @@ class PostgresBackend:
     def rows_by_ids(self, fact_ids: Sequence[int], flt: FactFilter, *, archived: bool = False,
                     held: bool = False) -> list[Row]:
         """The facts (or archived facts) with these ids that pass ``flt`` (``held``:
-        locked ``FOR KEY SHARE`` until the transaction ends)."""
+        locked ``FOR KEY SHARE`` until the transaction ends, skipping those being deleted)."""
         with self._session.conn() as conn:
             return _rows.rows_by_ids(conn, fact_ids, flt, archived, held=held)
 

@@ -28,13 +28,14 @@ def strengthen_links(conn: Conn, pairs: Sequence[tuple[int, int]], now: float) -
         return
     keys = sorted(counted)
     named = sorted({i for pair in keys for i in pair})
-    # The facts are held (FOR KEY SHARE, in id order) for the transaction: an erase of one
-    # waits for this link, or this link for the erase and then leaves it out, so an erase
-    # never leaves a link to a fact it removed.
+    # The facts are held (FOR KEY SHARE) for the transaction, and one an erase is deleting
+    # is skipped (SKIP LOCKED): an erase of one waits for this link, or this link leaves
+    # it out at once, so an erase never leaves a link to a fact it removed, and neither
+    # waits for the other while holding what the other wants.
     conn.execute(
-        "WITH held AS (SELECT id FROM facts WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE), "
-        "held_archived AS (SELECT id FROM archive WHERE id = ANY(%s) ORDER BY id "
-        "FOR KEY SHARE), there AS (SELECT id FROM held UNION SELECT id FROM held_archived) "
+        "WITH held AS (SELECT id FROM facts WHERE id = ANY(%s) FOR KEY SHARE SKIP LOCKED), "
+        "held_archived AS (SELECT id FROM archive WHERE id = ANY(%s) "
+        "FOR KEY SHARE SKIP LOCKED), there AS (SELECT id FROM held UNION SELECT id FROM held_archived) "
         f"INSERT INTO fact_links (scope, user_id, a, b, strength, updated_at) "
         f"SELECT {_OWNERS_OF_A}, p.a, p.b, p.n, %s "
         "FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS p(a, b, n) "

@@ -388,13 +388,14 @@ def important(conn: Conn, flt: FactFilter, limit: int) -> list[Row]:
 def rows_by_ids(conn: Conn, fact_ids: Sequence[int], flt: FactFilter, archived: bool = False,
                 *, held: bool = False) -> list[Row]:
     """The facts (or archived facts) with these ids that pass ``flt``; ``held``: locked
-    against deletion until the transaction ends (in id order, as other holders lock)."""
+    against deletion until the transaction ends, leaving out one that another
+    transaction is deleting (``SKIP LOCKED``: no wait, so no deadlock with it)."""
     ids = id_list(fact_ids)
     if not ids:
         return []
     where, params = filter_clause(flt)
     table, columns = ("archive", ARCHIVE_COLUMNS) if archived else ("facts", COLUMNS)
-    hold = " ORDER BY id FOR KEY SHARE OF f" if held else ""
+    hold = " FOR KEY SHARE OF f SKIP LOCKED" if held else ""
     return fact_rows(conn, f"SELECT {columns} FROM {table} f WHERE id = ANY(%s) AND {where}"
                            f"{hold}", (ids, *params))
 
