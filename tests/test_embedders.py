@@ -653,19 +653,35 @@ def test_a_batch_with_one_refused_text_embeds_the_others_in_few_requests(
     np.testing.assert_allclose(expected([texts[i] for i in made.kept]), made.vectors, rtol=1e-6)
     assert [5] == list(made.refused)
     assert made.refused[5].refused_input and 400 == made.refused[5].status
-    # The batch of 8, its halves of 4, the refused half's halves of 2, then 1 and 1.
-    assert 7 == len(server.requests)
+    # The batch of 8, the plain text, its halves of 4, the refused half's halves of 2,
+    # then 1 and 1.
+    assert 8 == len(server.requests)
 
 
 def test_an_embedder_that_refuses_every_text_fails_as_before(server: ScriptedServer) -> None:
     """A 400 for every text, a plain one too, is not one text's fault (a wrong model
-    name): it raises, for a batch and for one text."""
+    name): it raises after two requests, for a batch of 256 and for one text."""
     server.default = status(400, '{"error": {"message": "unknown model"}}')
-    for texts in (["one", "two", "three"], ["one"]):
+    for texts in ([f"text {n}" for n in range(256)], ["one"]):
+        server.requests.clear()
         with pytest.raises(EmbedderError, match="unknown model") as info:
             embed_what_it_takes(client(server).embed, texts)
         assert info.value.refused_input
-    assert PLAIN_TEXT in server.requests[-1][0]["input"]
+        assert [PLAIN_TEXT] == server.requests[-1][0]["input"] and 2 == len(server.requests)
+
+
+def test_a_refused_text_among_many_costs_its_chunk_alone(server: ScriptedServer) -> None:
+    """One refused text in 256: the other chunks of 64 are sent once more each, the
+    refused one's halved; no text of a chunk that went through is sent again."""
+    server.default = refusing("POISON")
+    texts = [f"text number {n}" for n in range(256)]
+    texts[200] = "POISON"
+    made = embed_what_it_takes(client(server).embed, texts)
+    assert [200] == list(made.refused) and 255 == len(made.kept)
+    sent = sum(len(payload["input"]) for payload, _ in server.requests)
+    # The 256 (in 4 requests of 64), the plain text, then the 4 chunks (192 through, the
+    # refused one halved: 32 + 32, 16 + 16, ... down to the two of 1).
+    assert sent == 256 + 1 + 256 + sum(64 >> k for k in range(1, 7)) * 2
 
 
 def test_texts_all_refused_by_a_working_embedder_are_refused_not_raised(
@@ -740,6 +756,23 @@ def test_reindex_skips_a_refused_value_and_finishes(server: ScriptedServer, tmp_
         hits = store.search("Lesson about deploys")
         assert set(ids) <= {h.fact.id for h in hits}
         assert all(h.trace.cosine is not None for h in hits if h.fact.id in ids)
+
+
+def test_a_value_replaced_by_one_the_embedder_refuses_loses_its_old_vector(
+        server: ScriptedServer, tmp_path: Path) -> None:
+    """Written inline, a fact updated to a refused value keeps no vector of its old value
+    (which a search by meaning would still find): doctor counts it without one."""
+    from ctxslots import FactStore
+
+    server.default = refusing("POISON")
+    with FactStore(tmp_path / "m.db", embedder=client(server), vector_writes="inline") as store:
+        fact = store.add("user", "The user likes jazz.")
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            store.update(fact.id, value="POISON now")
+        report = store.doctor()
+        assert report.vectors is not None and (0, 1) == (report.vectors.vectors,
+                                                         report.vectors.missing)
 
 
 def test_an_inline_write_keeps_a_refused_value_without_a_vector(

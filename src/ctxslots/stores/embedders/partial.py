@@ -6,7 +6,8 @@ batch's, a background batch, a ``reindex`` or an import would fail on that one
 text every time they met it. :func:`embed_what_it_takes` halves a batch the
 embedder refused for its input (:attr:`~ctxslots.errors.EmbedderError.refused_input`)
 until each refused text stands alone, and embeds the rest: a few requests for each
-refused text, none more when nothing is refused. Any other failure (the server down,
+refused text, none more when nothing is refused, one more when the embedder refuses
+everything. Any other failure (the server down,
 a wrong dimension) is not one text's and raises as before.
 """
 
@@ -21,11 +22,14 @@ import numpy as np
 from ...errors import EmbedderError
 from ._base import Vectors
 
-__all__ = ["PLAIN_TEXT", "PartialVectors", "embed_what_it_takes", "warn_refused"]
+__all__ = ["CHUNK", "PLAIN_TEXT", "PartialVectors", "embed_what_it_takes", "warn_refused"]
 
-#: What is sent when an embedder refused every text it was given: refused too, the
-#: embedder refuses everything (a wrong model name), and the first refusal is raised.
+#: What is sent when an embedder refused a batch: refused too, the embedder refuses
+#: everything (a wrong model name), and the refusal is raised.
 PLAIN_TEXT = "plain text"
+#: Texts sent at once after a refusal: the HTTP embedder's own batch, so a request that
+#: went through is never sent again for another text's refusal.
+CHUNK = 64
 
 
 @attrs.frozen
@@ -47,49 +51,62 @@ def embed_what_it_takes(embed: Callable[[list[str]], Vectors], texts: Sequence[s
                         ) -> PartialVectors:
     """Embed ``texts``, leaving out each text the embedder refuses on its own.
 
+    On a refusal, :data:`PLAIN_TEXT` is embedded first (refused too, the embedder
+    refuses everything and the refusal is raised at once); then the texts are embedded
+    :data:`CHUNK` at a time, and a refused chunk halved until each refused text stands
+    alone.
+
     :raises EmbedderError: A failure that is not a refusal of the input, or a refusal
-        of every text given and of :data:`PLAIN_TEXT` as well (the embedder refuses
-        everything: a wrong model name, not one text).
+        of :data:`PLAIN_TEXT` as well (a wrong model name, not one text).
     """
     items = list(texts)
-    kept: list[int] = []
-    chunks: list[Vectors] = []
-    refused: dict[int, EmbedderError] = {}
     try:
-        whole = embed(items)
+        return PartialVectors(list(range(len(items))), embed(items), {})
     except EmbedderError as exc:
         if not exc.refused_input:
             raise
-        if len(items) == 1:
-            refused[0] = exc
-        else:
-            _halves(embed, items, 0, kept, chunks, refused)
-        if not kept:
-            try:  # an embedder that refuses every text, a plain one too, is misconfigured
-                plain = embed([PLAIN_TEXT])
-            except EmbedderError:
-                raise exc from None
-            return PartialVectors([], plain[:0], refused)
-        return PartialVectors(kept, np.ascontiguousarray(np.concatenate(chunks)), refused)
-    return PartialVectors(list(range(len(items))), whole, {})
+        refusal = exc
+    try:  # an embedder that refuses a plain text too is misconfigured
+        plain = embed([PLAIN_TEXT])
+    except EmbedderError as failed:
+        raise (refusal if failed.refused_input else failed) from None
+    if len(items) == 1:
+        return PartialVectors([], plain[:0], {0: refusal})
+    kept: list[int] = []
+    chunks: list[Vectors] = [plain[:0]]
+    refused: dict[int, EmbedderError] = {}
+    if len(items) <= CHUNK:  # just refused together: halved at once
+        _halve(embed, items, 0, kept, chunks, refused, refusal)
+    else:
+        for start in range(0, len(items), CHUNK):
+            _embed_or_halve(embed, items[start:start + CHUNK], start, kept, chunks, refused)
+    return PartialVectors(kept, np.ascontiguousarray(np.concatenate(chunks)), refused)
 
 
-def _halves(embed: Callable[[list[str]], Vectors], texts: list[str], offset: int,
-            kept: list[int], chunks: list[Vectors], refused: dict[int, EmbedderError]) -> None:
+def _embed_or_halve(embed: Callable[[list[str]], Vectors], texts: list[str], offset: int,
+                    kept: list[int], chunks: list[Vectors],
+                    refused: dict[int, EmbedderError]) -> None:
+    try:
+        vectors = embed(texts)
+    except EmbedderError as exc:
+        if not exc.refused_input:
+            raise
+        _halve(embed, texts, offset, kept, chunks, refused, exc)
+        return
+    kept.extend(range(offset, offset + len(texts)))
+    chunks.append(vectors)
+
+
+def _halve(embed: Callable[[list[str]], Vectors], texts: list[str], offset: int,
+           kept: list[int], chunks: list[Vectors], refused: dict[int, EmbedderError],
+           exc: EmbedderError) -> None:
+    """``texts``, refused together (``exc``): each half embedded or halved again."""
+    if len(texts) == 1:
+        refused[offset] = exc
+        return
     middle = len(texts) // 2
-    for start, part in ((0, texts[:middle]), (middle, texts[middle:])):
-        try:
-            vectors = embed(part)
-        except EmbedderError as exc:
-            if not exc.refused_input:
-                raise
-            if len(part) == 1:
-                refused[offset + start] = exc
-            else:
-                _halves(embed, part, offset + start, kept, chunks, refused)
-            continue
-        kept.extend(range(offset + start, offset + start + len(part)))
-        chunks.append(vectors)
+    _embed_or_halve(embed, texts[:middle], offset, kept, chunks, refused)
+    _embed_or_halve(embed, texts[middle:], offset + middle, kept, chunks, refused)
 
 
 def warn_refused(refused: dict[int, EmbedderError], *, stacklevel: int = 2) -> None:

@@ -48,7 +48,10 @@ class VectorSink:
         made = embed_what_it_takes(self.embedding.embedder.embed, [value for _, value in rows])
         self.backend.put_vectors([rows[i][0] for i in made.kept], made.vectors)
         ids = list(pending)
-        warn_refused({ids[i]: exc for i, exc in made.refused.items()})
+        refused = {ids[i]: exc for i, exc in made.refused.items()}
+        if refused:  # a replaced value's old vector would say what it no longer does
+            self.backend.delete_vectors(list(refused))
+        warn_refused(refused)
 
     def replaced(self, fact_id: int) -> None:
         """A fact's value changed (inside the transaction). Written in the background,
