@@ -237,6 +237,18 @@ def test_only_the_ids_that_are_taken_are_renumbered(store, clock):
     assert apple not in (1, 2, 3, 50) and "Apple one." == store.get(apple).value
 
 
+def test_the_first_of_two_records_of_one_key_is_kept_when_its_id_is_taken(store):
+    """The first record's id is taken, the second's (the same key) free: the first is
+    still the one kept and the second skipped as its duplicate, as without the clash."""
+    assert 1 == store.add("agent", "A fact already here.").id
+    header = {"format": "ctxslots-facts", "version": 1}
+    report = store.import_jsonl(_jsonl([
+        header, {"id": 1, "slot": "user", "key": "city", "value": "Lisbon"},
+        {"id": 50, "slot": "user", "key": "city", "value": "Porto"}]))
+    assert (1, 1, 1) == (report.added, report.skipped_duplicates, report.renumbered)
+    assert "Lisbon" == store.get_by_key("user", "city").value
+
+
 def test_an_archived_id_is_never_handed_out_again(store, tmp_path, clock):
     """An imported archived fact's id is reserved: later facts never reuse it."""
     header = {"format": "ctxslots-facts", "version": 1}

@@ -79,14 +79,16 @@ class ImportWriter:
     _repaired: list[ImportIssue] = attrs.field(factory=list, init=False)
     _links: list[tuple[int, int, float, float]] = attrs.field(factory=list, init=False)
     _later: list[ParsedFact] = attrs.field(factory=list, init=False)
+    _later_idents: set[tuple[Any, ...]] = attrs.field(factory=set, init=False)
     _counts: dict[str, int] = attrs.field(init=False, factory=lambda: dict.fromkeys(
         ("added", "archived", "history_entries", "skipped_duplicates", "renumbered",
          "redacted", "handled"), 0))
 
     def write(self, facts: Sequence[ParsedFact], *, renumber: bool = False) -> None:
         """Write one batch: skip (or fail on) duplicates, keep free ids, add history and
-        vectors. A record whose id is taken (or that has none) waits in :attr:`_later`
-        (see :data:`LATER`) unless ``renumber``: then it gets the store's next id."""
+        vectors. A record whose id is taken (or that has none), and a later one the same
+        as it, waits in :attr:`_later` (see :data:`LATER`) unless ``renumber``: then it
+        gets the store's next id."""
         if not facts:
             return
         backend = self.core.backend
@@ -103,8 +105,10 @@ class ImportWriter:
                 self._duplicate(fact, existing)
                 continue
             keep = fact.id is not None and 0 < fact.id < MAX_KEPT_ID and fact.id not in taken
-            if not keep and not renumber:
+            # A record the same as one waiting waits too: the first of them stays first.
+            if not renumber and (not keep or ident in self._later_idents):
                 self._later.append(fact)
+                self._later_idents.add(ident)
                 continue
             new_id = self._insert(fact, keep)
             # A record renumbered earlier in this batch may have got the id a later one names.
@@ -125,6 +129,7 @@ class ImportWriter:
     def _write_later(self) -> None:
         """Write the records that wait for a new id, a batch at a time."""
         later, self._later = self._later, []
+        self._later_idents.clear()
         for chunk in rows_in(range(len(later)), BATCH):
             self.write([later[i] for i in chunk], renumber=True)
 
