@@ -104,3 +104,16 @@ def test_hostile_values_are_escaped_in_the_html_dump(hostile_prompt):
     assert 1 == page.count("<script")
     assert "<img" not in page and "</system>" not in page and "<|im_start|>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_length_estimate_drops_what_the_filter_drops():
+    """The cheap text a memory line's tokens are estimated from: runs of spaces one, and
+    every format character of this Python's Unicode gone, as the filter shows them."""
+    import unicodedata
+
+    from ctxslots.prompts.escape import shown_length_text
+
+    formats = "".join(chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
+    assert "ab" == shown_length_text(f"a{formats}b")
+    assert "deploy note 1: ok" == shown_length_text("deploy note 1:" + " " * 300 + "ok")
+    assert len(bullet("café  \u200bau\tlait")) == len(shown_length_text("café  \u200bau\tlait"))

@@ -45,7 +45,7 @@ import attrs
 from ..errors import InvalidRequestError
 from ..model import DropReason, Fact, Hit, Item, Section
 from ..prompts.ages import DATE_STYLES, when_said
-from ..prompts.escape import bullet
+from ..prompts.escape import shown_length_text
 from ._fill import MAX_FETCH, Gathered, Wanted, gather, high_estimate, relaxed_search_of
 from .base import RankingStore, SearchableStore
 
@@ -270,10 +270,7 @@ class MemoryContributor:
             made = lines.get(hit.fact.id)
             if made is None:
                 said = whens[hit.fact.id] = self._when(hit.fact, now)
-                value = hit.fact.value
-                if "  " in value or "\t" in value or not value.isascii():
-                    # Estimated as shown: runs of spaces as one, format characters gone.
-                    value = bullet(value)
+                value = shown_length_text(hit.fact.value)
                 # Grouped, the date shows in its group's heading instead; estimated
                 # with the line, it stands for that heading's share (still on the
                 # low side), so a section asks no more of the store than ungrouped.
