@@ -117,7 +117,7 @@ def collect_sections(
     makes the later section an error.
     """
     found = [entry for entry in map(section_of, outcomes) if entry is not None]
-    extras = extra_sections(request, (section.name for section, _ in found))
+    extras = extra_sections(request, (o.contributor.name for o in outcomes))
     return order_sections([*found, *((s, None) for s in extras)])
 
 
