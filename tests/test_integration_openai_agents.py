@@ -191,6 +191,21 @@ def test_a_streamed_run_with_a_handoff_keeps_memory(store, servers):
     assert store.get_by_key("agent", "invoices", agent="front") is not None
 
 
+def test_a_handoff_from_an_agent_without_memory_is_left_out_of_the_flush(store, servers):
+    """The first agent has no memory, its handoff reaches one that has: the flush runs as
+    that agent and reads no handoff call or reply."""
+    model, flush = servers([tool_calls(("transfer_to_billing", {})), "Billing here."],
+                           [flush_reply()])
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
+    billing = with_memory(_agent(model, name="billing"), memory)
+    front = _agent(model, name="front", handoffs=[billing])
+    context = MemoryContext(user="alice")
+    _run(front, "A billing question.", context)
+    assert ("applied", "billing") == (context.flush_report.status, context.flush_report.agent)
+    sent = flush.requests[0]["messages"][-1]["content"]
+    assert "A billing question." in sent and "transfer_to_billing" not in sent
+
+
 def test_runs_that_end_with_different_agents_keep_one_progress(store, servers):
     """A conversation continued over three runs, the first and last handed off to
     billing: each flush reads only the messages new since the last one."""

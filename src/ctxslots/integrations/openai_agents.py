@@ -284,9 +284,12 @@ class MemoryHooks(AgentHooks[Any]):
         entry = self._runs.pop(id(context.usage), None)
         transcript = entry[1] if entry is not None else _Transcript()
         run = _run_start(context.usage, agent)
-        # Handoffs are plumbing, and the SDK moves their items in the next run's history.
+        # Handoffs are plumbing, and the SDK moves their items in the next run's history:
+        # the ones the run's agents offered, and the one that handed the run to this agent
+        # (its first agent may have no memory hooks to say so).
+        handoffs = run.handoffs | {Handoff.default_tool_name(agent)}
         messages = to_messages([*transcript.input, *transcript.output],
-                               skip_tools=self._skip | run.handoffs)
+                               skip_tools=self._skip | handoffs)
         record_report(context.context, None)
         try:
             who = _who(context, run.agent)
