@@ -257,3 +257,19 @@ def test_the_cli_says_one_line_for_text_that_is_not_utf8(tmp_path: Path):
     assert 0 == CliRunner().invoke(cli, ["--db", str(db), "reindex"]).exit_code
     result = CliRunner().invoke(cli, ["--db", str(db), "get", str(fact.id)])
     assert 0 == result.exit_code and "g\ufffdreen" in result.output
+
+
+def test_two_keys_that_read_alike_once_repaired_are_both_kept(tmp_path: Path):
+    """Keys ``drink\\xff`` and ``drink\\xfe`` of one owner both read ``drink\\ufffd``:
+    reindex keeps the first so and adds the second's id to it, and both facts read."""
+    db = tmp_path / "keys.db"
+    with FactStore(db) as store:
+        first = store.upsert("user", "drink1", "coffee black")
+        second = store.upsert("user", "drink2", "coffee white")
+    _write_bytes(db, first.id, "key", b"drink\xff")
+    _write_bytes(db, second.id, "key", b"drink\xfe")
+    with FactStore(db) as store:
+        store.reindex()
+        assert store.doctor().ok
+        assert ["drink\ufffd", f"drink\ufffd #{second.id}"] == [
+            store.get(first.id).key, store.get(second.id).key]

@@ -11,6 +11,9 @@ read can decode.
 
 from __future__ import annotations
 
+import apsw
+
+from ...errors import StoreError
 from ..backend import READABLE_RANGES, TIME_ORDERS, BadValue, MisorderedTimes, ValueRange
 from ._connection import Connection
 
@@ -117,12 +120,30 @@ def _fact_id(conn: Connection, table: str, rowid: int) -> int:
 
 def repair_texts(conn: Connection) -> int:
     """Rewrite every stored text that is not UTF-8 with its undecodable bytes as U+FFFD;
-    how many texts were rewritten (each row holding the same bytes in that column is)."""
+    how many texts were rewritten (each row holding the same bytes in that column is).
+
+    Where the readable text is another row's (two keys that differ only in their
+    undecodable bytes), the row's id is added to it: `` #12``.
+
+    :raises StoreError: Such a clash in a table without rowids (the flush progress).
+    """
     changed = 0
-    for table, column, value in dict.fromkeys(
-            (table, column, value) for table, _, column, value in _undecodable(conn, None)):
-        changed += conn.changed(f"UPDATE {table} SET {column} = ? WHERE CAST({column} AS BLOB) = ?",
-                                (value.decode("utf-8", "replace"), value))
+    found = _undecodable(conn, None)
+    for table, column, value in dict.fromkeys((t, c, v) for t, _, c, v in found):
+        readable = value.decode("utf-8", "replace")
+        try:
+            changed += conn.changed(
+                f"UPDATE {table} SET {column} = ? WHERE CAST({column} AS BLOB) = ?",
+                (readable, value))
+        except apsw.ConstraintError:
+            rows = [r for t, r, c, v in found if (t, c, v) == (table, column, value)]
+            if not all(rows):
+                raise StoreError(f"{conn.path}: {table}.{column} holds text that is not UTF-8 "
+                                 "and whose readable form another row has; delete one of "
+                                 "them by hand", path=conn.path) from None
+            for rowid in rows:
+                changed += conn.changed(f"UPDATE {table} SET {column} = ? WHERE rowid = ?",
+                                        (f"{readable} #{rowid}", rowid))
     return changed
 
 
