@@ -174,6 +174,53 @@ def test_every_call_on_a_closed_store_is_a_store_closed_error(location, call):
         assert ["Written before close."] == [f.value for f in again.facts()]
 
 
+def _close_under_threads(db_path, round_: int) -> tuple[list[BaseException], list[int]]:
+    """Four threads writing, searching and batching on a store until it closes under
+    them: the errors other than StoreClosedError, and the ids of the writes that returned."""
+    store = FactStore(db_path)
+    errors: list[BaseException] = []
+    written: list[int] = []
+    going = [threading.Event() for _ in range(4)]
+
+    def work(n: int) -> None:
+        try:
+            while True:
+                if n == 3:
+                    with store.batch():
+                        written.extend(store.add("agent", f"Batch {round_} {i}.").id
+                                       for i in range(3))
+                else:
+                    written.append(store.add("agent", f"Note {round_} {n}.").id)
+                    store.search("note batch")
+                going[n].set()
+        except StoreClosedError:
+            going[n].set()
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+            going[n].set()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for event in going:
+        assert event.wait(60)
+    store.close()
+    for thread in threads:
+        thread.join(60)
+    return errors, written
+
+
+def test_closing_a_store_while_other_threads_use_it_fails_them_with_store_closed_only(db_path):
+    """Threads writing, reading and batching while the store closes under them: each gets
+    StoreClosedError or finishes, never a driver's error; every write that returned is
+    in the file (the close waits for a statement or batch in flight)."""
+    for round_ in range(5):
+        errors, written = _close_under_threads(db_path, round_)
+        assert [] == errors
+        with FactStore(db_path) as again:
+            assert set(written) <= {f.id for f in again.facts()}
+
+
 def test_a_key_stored_by_another_writer_after_a_batch_read_it_is_replaced(short_wait, pg_url):
     """On PostgreSQL a key with no row is not locked by reading it: another writer may
     store it before the batch does. The batch's upsert then finds it taken, reads it

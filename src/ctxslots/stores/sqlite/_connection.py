@@ -51,11 +51,14 @@ def _not_utf8(path: str, exc: UnicodeDecodeError) -> StoreError:
 
 @contextlib.contextmanager
 def _readable(path: str) -> Iterator[None]:
-    """Stored text that does not decode raises :class:`StoreError`, saying what repairs it."""
+    """Stored text that does not decode raises :class:`StoreError`, saying what repairs
+    it; a result read on after the store closed, :class:`StoreClosedError`."""
     try:
         yield
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, exc) from exc
+    except (apsw.ConnectionClosedError, apsw.CursorClosedError) as exc:
+        raise StoreClosedError(f"the store at {path} is closed", path=path) from exc
 
 
 class _TakingTurns:
@@ -173,10 +176,10 @@ class Connection:
 
     def _run(self, sql: str, params: Params, result: Callable[[apsw.Cursor], T]) -> T:
         """Run ``sql`` and make its ``result`` from the cursor, in one turn of the lock."""
-        if self._closed:
-            raise self._closed_error()
         try:
             with self._lock:
+                if self._closed:
+                    raise self._closed_error()
                 self.kept_read.forget()  # a statement that may change it
                 return result(self.raw.execute(sql, params))
         except apsw.SQLError as exc:
@@ -197,9 +200,9 @@ class Connection:
 
     def executemany(self, sql: str, rows: Sequence[Params]) -> None:
         """Run one statement once per row of parameters."""
-        if self._closed:
-            raise self._closed_error()
         with self._lock:
+            if self._closed:
+                raise self._closed_error()
             self.kept_read.forget()
             self.raw.executemany(sql, rows)
 
@@ -312,6 +315,9 @@ class Connection:
         return self._closed
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
-        self._closed = True
-        self.raw.close()
+        """Close the connection (idempotent), once the statement or write block another
+        thread runs on it ends: closing under it would fail that thread with an error
+        of the driver's instead of :class:`~ctxslots.errors.StoreClosedError`."""
+        with self._lock:
+            self._closed = True
+            self.raw.close()
