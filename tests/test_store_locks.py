@@ -221,6 +221,34 @@ def test_closing_a_store_while_other_threads_use_it_fails_them_with_store_closed
             assert set(written) <= {f.id for f in again.facts()}
 
 
+def test_a_batch_the_store_closes_under_fails_with_store_closed_and_keeps_nothing(pg_url):
+    """PostgreSQL: a thread inside ``batch()`` when another closes the store: its next
+    write raises StoreClosedError, and nothing of the batch is committed."""
+    store = FactStore(pg_url)
+    half, closed = threading.Event(), threading.Event()
+    raised: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with store.batch():
+                store.add("agent", "Written before the close.", scope="x")
+                half.set()
+                assert closed.wait(60)
+                store.add("agent", "Written after the close.", scope="x")
+        except BaseException as exc:  # reported by the test
+            raised.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    assert half.wait(60)
+    store.close()
+    closed.set()
+    thread.join(60)
+    assert [StoreClosedError] == [type(e) for e in raised]
+    with FactStore(pg_url) as again:
+        assert [] == again.facts(scope="x")
+
+
 def test_a_key_stored_by_another_writer_after_a_batch_read_it_is_replaced(short_wait, pg_url):
     """On PostgreSQL a key with no row is not locked by reading it: another writer may
     store it before the batch does. The batch's upsert then finds it taken, reads it

@@ -145,11 +145,13 @@ class Session:
             else:
                 held.reserved[name] = held.writing
 
+    def _closed_error(self) -> StoreClosedError:
+        return StoreClosedError(f"the store at {self.location} is closed", path=self.location)
+
     def open_pool(self) -> Connections:
         """The pool, or :class:`StoreClosedError` once closed."""
         if self.pool is None:
-            raise StoreClosedError(f"the store at {self.location} is closed",
-                                   path=self.location)
+            raise self._closed_error()
         return self.pool
 
     @contextlib.contextmanager
@@ -158,6 +160,8 @@ class Session:
         try:
             held = self._held.conn
             if held is not None:
+                if self.pool is None:  # closed under the block: none of it commits
+                    raise self._closed_error()
                 # After a failed statement the server refuses all but a rollback; after
                 # any failure nothing more of the block is run.
                 if self._held.failure is not None:
@@ -168,6 +172,8 @@ class Session:
             with self.open_pool().borrow() as conn:
                 yield conn
         except psycopg.Error as exc:
+            if self.pool is None:  # the pool closed while the call waited or ran
+                raise self._closed_error() from exc
             raise store_error(exc, self.location) from exc
 
     def iterate(self, produce: Callable[..., Iterator[Any]], *args: Any) -> Iterator[Any]:
