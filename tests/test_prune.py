@@ -162,3 +162,39 @@ def test_a_store_over_its_size_cap_keeps_working(store, clock):
     again = store.add("agent", "Another weather note, written after pruning.")
     assert store.get(again.id) is not None and len(store.facts()) == 31 - 15 + 1
     assert all(store.get(i, include_archive=True) is not None for i in ids)
+
+
+def test_a_fact_protected_between_two_transactions_of_a_large_prune_stays(db_path, clock):
+    """A prune of more facts than a transaction moves (max_batch 1): a fact the plan
+    chose is reinforced to the protected score by another store after the first
+    transaction commits; the next transaction leaves it live."""
+    from _sql import connection_hook
+    from ctxslots import Limits
+
+    begun: list[str] = []
+    armed: list[int] = []
+
+    def trace(_cursor, sql, _bindings):
+        if armed and sql.startswith("BEGIN IMMEDIATE"):
+            begun.append(sql)
+            if len(begun) == 2:  # the prune's first transaction has committed
+                other.reinforce(armed[0])
+        return True
+
+    def hook(conn):
+        conn.exec_trace = trace
+
+    with FactStore(db_path, clock=clock, access_writes="inline") as other:
+        with connection_hook(hook):
+            store = FactStore(db_path, clock=clock, limits=Limits(max_batch=1),
+                              access_writes="inline")
+        with store:
+            _fill(store, clock, 6)
+            clock.advance(days=40)
+            policy = PrunePolicy(slot_caps={"agent": 3}, headroom=0.0)
+            planned = [m.fact.id for m in store.prune(policy, dry_run=True).moved]
+            assert 3 == len(planned)
+            armed.append(planned[1])
+            report = store.prune(policy)
+            assert [planned[0], planned[2]] == [m.fact.id for m in report.moved]
+            assert store.get(planned[1]) is not None

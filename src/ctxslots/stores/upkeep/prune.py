@@ -279,8 +279,8 @@ def prune(core: StoreCore, policy: PrunePolicy, *, dry_run: bool = False,
     The plan is made and its first ``core.limits.max_batch`` moves are done in
     one write transaction, so another process cannot change those facts in
     between; larger prunes continue in further transactions of that size
-    (skipping facts that left meanwhile). Each fact is either still live or
-    fully archived, never lost.
+    (skipping facts that left meanwhile or became protected). Each fact is either
+    still live or fully archived, never lost.
     """
     if dry_run:
         return plan_prune(core, policy, groups=groups)
@@ -291,13 +291,23 @@ def prune(core: StoreCore, policy: PrunePolicy, *, dry_run: bool = False,
         done.extend(_move(core, plan.moved[:step]))
     for start in range(step, len(plan.moved), step):
         with core.writer.writing():
-            done.extend(_move(core, plan.moved[start:start + step]))
+            done.extend(_move(core, plan.moved[start:start + step], policy))
     return attrs.evolve(plan, moved=tuple(done), dry_run=False)
 
 
-def _move(core: StoreCore, chunk: tuple[PrunedFact, ...]) -> list[PrunedFact]:
+def _move(core: StoreCore, chunk: tuple[PrunedFact, ...],
+          policy: PrunePolicy | None = None) -> list[PrunedFact]:
+    """Archive the facts of ``chunk``; with ``policy`` (a later transaction than the
+    plan's), those that became protected since (reinforced, read often) stay."""
     moved = []
+    now = core.clock()
+    current = None if policy is None else {int(r["id"]): r for r in core.backend.rows_by_ids(
+        [item.fact.id for item in chunk], FactFilter())}
     for item in chunk:
+        if current is not None and policy is not None:
+            row = current.get(item.fact.id)
+            if row is None or _protected(row, now, policy):
+                continue
         try:
             core.writer.forget(item.fact.id, reason=item.reason)
         except FactNotFoundError:
