@@ -168,6 +168,24 @@ def test_an_erased_fact_leaves_the_searches_of_a_store_with_its_copies_loaded(db
         assert kept.id not in {h.fact.id for h in reader.search("sync", limit=50)}
 
 
+def test_the_vector_copy_of_a_long_lived_store_lets_go_of_erased_users(db_path, clock):
+    """A long-lived store's in-memory vector copy holds a block per user: once each user
+    is erased, their blocks go (it held every erased user's rows, dead, for good)."""
+    from ctxslots import RankingPolicy
+
+    fused = {"embedder": "hash", "ranking": RankingPolicy(vector_weight=1.0)}
+    with FactStore(db_path, clock=clock, **fused) as reader, \
+            FactStore(db_path, clock=clock, **fused) as writer:
+        for n in range(30):
+            writer.add("user", f"User {n} drinks coffee in Lisbon.", user=f"u{n}")
+        assert reader.load_vector_cache()
+        assert 30 == reader.cache_status().vector_rows
+        for n in range(30):
+            writer.erase(user=f"u{n}")
+        assert [] == reader.search("coffee Lisbon", user="u1")
+        assert 0 == reader.cache_status().vector_rows
+
+
 # -- nothing of the erased text is left ----------------------------------------
 
 

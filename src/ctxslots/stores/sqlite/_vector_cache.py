@@ -48,7 +48,7 @@ class _Block:
     dead: int = 0
 
     @classmethod
-    def empty(cls, dim: int, capacity: int = 1024) -> _Block:
+    def empty(cls, dim: int, capacity: int) -> _Block:
         return cls(dim, np.zeros(capacity, np.int64), np.zeros((capacity, dim), np.float32),
                    np.zeros(capacity, bool))
 
@@ -169,8 +169,8 @@ class VectorCache:
                               []).append(row)
         for key, group in groups.items():
             block = self._blocks.get(key)
-            if block is None:
-                block = self._blocks[key] = _Block.empty(self.dimension)
+            if block is None:  # sized to its rows (a block per user: most stay small)
+                block = self._blocks[key] = _Block.empty(self.dimension, len(group))
             ids = np.array([int(r[0]) for r in group], np.int64)
             mat = _searchable(np.frombuffer(b"".join(r[5] for r in group), np.float32).reshape(
                 -1, self.dimension))
@@ -185,8 +185,10 @@ class VectorCache:
             block.dead += 1
 
     def _compact(self) -> None:
-        for key, block in self._blocks.items():
-            if block.dead > COMPACT_MIN_DEAD and block.dead > block.n - block.dead:
+        for key, block in list(self._blocks.items()):
+            if block.dead and block.dead == block.n:  # every row gone (an erased user's)
+                del self._blocks[key]
+            elif block.dead > COMPACT_MIN_DEAD and block.dead > block.n - block.dead:
                 for pos, fid in enumerate(block.compact().tolist()):
                     self._where[fid] = (key, pos)
 
