@@ -332,3 +332,31 @@ def test_an_upsert_waits_for_another_writer_storing_its_key_and_replaces_it(pg_u
         assert not watcher.is_alive()
         assert "Ada lives in Lyon." == other.get_by_key("user", "city", user="ada").value
         assert ["Ada lives in Nice."] == [h.value for h in other.history(fact.id)]
+
+
+def test_the_write_ahead_log_is_cut_back_once_a_long_reader_leaves(db_path, monkeypatch):
+    """A reader held open while facts are written lets the write-ahead log grow; once it
+    leaves, the next checkpoint empties the log and it is cut back to its limit (SQLite
+    kept a grown log's size for good)."""
+    import apsw
+
+    from ctxslots.stores.sqlite import _connect
+
+    monkeypatch.setattr(_connect, "WAL_SIZE_LIMIT", 64 * 1024)
+    wal = Path(f"{db_path}-wal")
+    with FactStore(db_path, access_writes="inline") as store:
+        store.add("agent", "The first fact.")
+        reader = apsw.Connection(str(db_path))
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM facts").fetchall()
+        for n in range(300):
+            store.add("agent", f"Fact number {n} written while a reader holds the log.")
+        grown = wal.stat().st_size
+        reader.execute("COMMIT")
+        reader.close()
+        for n in range(300):  # past the next automatic checkpoint and the write after it
+            store.add("agent", f"Fact number {n} written after the reader left.")
+            if wal.stat().st_size <= 1024 * 1024:
+                break
+        assert grown > 4 * 1024 * 1024
+        assert wal.stat().st_size <= 1024 * 1024

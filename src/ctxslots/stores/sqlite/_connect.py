@@ -81,6 +81,10 @@ def _refuse_foreign(raw: apsw.Connection, path: str) -> None:
 #: The endings of the files SQLite keeps beside a database (its write-ahead log, that
 #: log's index, a rollback journal): a store named so would be taken for one of them.
 _LOG_ENDINGS = ("-wal", "-shm", "-journal")
+#: Bytes the write-ahead log is cut back to once a checkpoint empties it: a reader that
+#: stays open lets it grow (every write is appended), and SQLite keeps a grown log's
+#: size for good otherwise (1.6 GB beside a 6 MB file in a long run).
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 def open_connection(
@@ -151,6 +155,7 @@ def open_connection(
             raw.execute("PRAGMA synchronous=NORMAL")
             # Deleted rows are overwritten with zeros, so erased text leaves the file.
             raw.execute("PRAGMA secure_delete=ON")
+            raw.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         raw.execute("PRAGMA foreign_keys=ON")
         if load_vec:
             conn.vec_version = _load_sqlite_vec(raw)
