@@ -137,6 +137,20 @@ def test_filters_select_by_owner_scope_slot_tag_and_text(served):
     assert 400 == bad.status_code and 'id="error"' in bad.text
 
 
+def test_the_text_filter_folds_case_and_accents_as_search_does(tmp_path):
+    """``q=istanbul`` finds İstanbul and ``q=munchen`` München, as a search would."""
+    location = str(tmp_path / "m.db")
+    with FactStore(location) as store:
+        trip = store.add("user", "Ada flies from İstanbul to München.").id
+        store.add("user", "Ada stays home.")
+    with serving(location) as address, httpx.Client(timeout=60) as client:
+        assert 200 == client.get(address).status_code
+        for needle in ("istanbul", "MUNCHEN", "İstanbul"):
+            page = client.get(base_of(address) + "/", params={"q": needle})
+            assert [trip] == [int(i) for i in re.findall(
+                r'<tr class="fact" data-id="(\d+)"', page.text)], needle
+
+
 def test_edit_forget_reinforce_demote_delete_with_the_library_checks(served):
     """Each action goes through the store: a malformed value is refused with the store's
     error, the typed values kept and the fact unchanged; the others change it."""

@@ -18,6 +18,7 @@ from ..prompts.dump import html_helpers
 from ..request import AssemblyRequest
 from ..stores import FactStore
 from ..stores.owners import ANY
+from ..stores.stemming import fold
 from .why import explain
 
 __all__ = ["Pages"]
@@ -88,10 +89,10 @@ class Pages:
                 tags=() if f["tag"] is None else [f["tag"]])
         except CtxslotsError as exc:
             return [], str(exc), 0
-        if f["q"] is not None:
-            needle = f["q"].casefold()
-            facts = [x for x in facts if needle in " ".join(
-                filter(None, (x.value, x.key, x.context))).casefold()]
+        if f["q"] is not None:  # folded as search folds words: istanbul finds İstanbul
+            needle = fold(f["q"])
+            facts = [x for x in facts if needle in fold(" ".join(
+                filter(None, (x.value, x.key, x.context))))]
         return facts, None, len(facts)
 
     async def memory(self, request: Request) -> Response:

@@ -34,6 +34,7 @@ __all__ = [
     "STEM_COLUMNS",
     "WORD",
     "first_stem",
+    "fold",
     "stem_text",
     "stem_words",
     "stemmed_query",
@@ -94,6 +95,12 @@ def _fold(word: str) -> str:
     decomposed = unicodedata.normalize("NFKD", word)
     kept = "".join(c for c in decomposed if not unicodedata.combining(c) or _keeps(c))
     return unicodedata.normalize("NFC", kept)
+
+
+def fold(text: str) -> str:
+    """``text`` as the words of an index compare: case folded, diacritics removed
+    (``İstanbul`` and ``München`` read ``istanbul`` and ``munchen``)."""
+    return _fold(text)
 
 
 def _pieces(word: str, query: bool) -> list[str]:
