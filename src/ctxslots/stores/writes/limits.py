@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 import attrs
@@ -79,6 +80,16 @@ def _unicode(text: str, field: str) -> str:
             f"{field} is not valid Unicode text (it holds a lone surrogate, as bytes that were "
             "not UTF-8 become)", field=field, value=text)
     return text
+
+
+def _name(text: str, field: str) -> str:
+    """A key, owner or scope as stored: valid Unicode, composed (NFC), so ``José`` typed
+    decomposed names the same user, and not made of invisible characters alone."""
+    named = unicodedata.normalize("NFC", _unicode(text, field))
+    if not "".join(c for c in named if unicodedata.category(c) != "Cf").strip():
+        raise InvalidFactError(f"{field} must hold a visible character", field=field,
+                               value=text)
+    return named
 
 
 
@@ -206,7 +217,7 @@ class Limits:
             )
         _check_text(scope, self.max_scope_chars, "scope", "scope",
                     plain=not _CONTROL.search(scope))
-        return _unicode(scope, "scope")
+        return _name(scope, "scope")
 
     def owners_of(self, slot: str) -> SlotOwners:
         """Whose facts ``slot`` holds (a workspace's, for a slot that declares nothing)."""
@@ -220,7 +231,7 @@ class Limits:
         if not isinstance(value, str) or not value.strip():
             raise InvalidFactError(f"{kind} must be a non-empty string", field=kind, value=value)
         _check_text(value, self.max_scope_chars, kind, kind, plain=not _CONTROL.search(value))
-        return _unicode(value, kind)
+        return _name(value, kind)
 
     def write_owners(self, slot: str, *, user: object, agent: object, scope: object,
                      default_user: str, default_agent: str) -> tuple[str, str, str]:
@@ -248,7 +259,7 @@ class Limits:
         if not isinstance(key, str) or not key.strip():
             raise InvalidFactError("key must be a non-empty string", field="key", value=key)
         _check_text(key, self.max_key_chars, "key", "key", plain=bool(_KEY.fullmatch(key)))
-        return _unicode(key, "key")
+        return _name(key, "key")
 
     def value(self, value: object) -> str:
         """Validate a value: non-blank text within :attr:`max_value_bytes`; return it
