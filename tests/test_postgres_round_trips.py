@@ -590,3 +590,32 @@ def test_an_assembly_counts_every_sections_facts_in_one_statement(pg_url, tmp_pa
         assert 1 == len(runs)
         assert "{" + ",".join(map(str, sorted(ids))) + "}" in runs[0]
         assert [1, 1, 1] == [store.get(i).access_count for i in ids]
+
+
+def test_a_large_import_has_the_planner_count_the_tables_again(pg_url):
+    """An import of 1,000 facts or more ends with ANALYZE, so the next one is planned for
+    the table it wrote (planned from the counts before, a second import of 10,000 facts
+    took 10 s instead of 0.6 s); a small one leaves that to autovacuum."""
+    import io
+    import json
+
+    import psycopg
+
+    from ctxslots import FactStore
+
+    def analyzed() -> bool:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            return conn.execute("SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables "
+                                "WHERE relname = 'facts'").fetchone()[0]
+
+    def records(n: int, name: str) -> io.StringIO:
+        lines = [json.dumps({"format": "ctxslots-facts", "version": 1})] + [
+            json.dumps({"slot": "agent", "value": f"{name} lesson {i} about deploys."})
+            for i in range(n)]
+        return io.StringIO("\n".join(lines) + "\n")
+
+    with FactStore(pg_url, embedder=False) as store:
+        assert 10 == store.import_jsonl(records(10, "Small")).added
+        assert not analyzed()
+        assert 1000 == store.import_jsonl(records(1000, "Large")).added
+        assert analyzed()

@@ -400,6 +400,10 @@ class Upkeep(Protocol):
         """Rebuild every derived object (lexical index, triggers, indexes, the vector
         table and its indexes when missing) from the facts."""
 
+    def refresh_statistics(self) -> None:
+        """Let the engine's planner count the tables again, after a bulk write (outside
+        a transaction): plans made from counts taken before it can read far too much."""
+
     def misordered_times(self, *, limit: int) -> list[MisorderedTimes]:
         """Up to ``limit`` stored rows whose times break a :data:`TIME_ORDERS` rule."""
 

@@ -484,6 +484,11 @@ class PostgresBackend:
         with self._session.conn() as conn:
             _health.rebuild(conn)
 
+    def refresh_statistics(self) -> None:
+        """``ANALYZE`` the facts and the archive (autovacuum does it only later)."""
+        with self._session.conn() as conn:
+            conn.execute("ANALYZE facts, archive, fact_history")
+
     def bad_values(self, *, limit: int) -> list[BadValue]:
         """Stored numbers no read can use (NaN and infinities included)."""
         with self._session.conn() as conn:

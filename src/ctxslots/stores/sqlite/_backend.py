@@ -447,6 +447,9 @@ class SQLiteBackend:
         with self._write_errors():
             _health.rebuild(self._conn)
 
+    def refresh_statistics(self) -> None:
+        """Nothing to do: the queries of this engine do not depend on table counts."""
+
     def bad_values(self, *, limit: int) -> list[BadValue]:
         """Stored numbers no read can use (see :mod:`._values`)."""
         return _values.bad_values(self._conn, limit)

@@ -32,6 +32,11 @@ __all__ = ["BATCH", "MAX_KEPT_ID", "ImportWriter", "Progress", "run_import"]
 #: Records read, checked and written together.
 BATCH = 1000
 
+#: Facts an import writes past which the engine counts its tables again: on PostgreSQL
+#: the next import planned from the counts before it scanned the table once a record
+#: (a second import of 10,000 facts took 10 s instead of 0.6 s; BENCHMARKS.md).
+RECOUNT_AFTER = 1000
+
 #: Records that need a new id wait, up to this many, until the end of the import: by
 #: then every free id the file names is taken by its own record, so a new id (the
 #: store's next) never takes one a later record names (which would renumber it too).
@@ -302,6 +307,8 @@ def run_import(core: StoreCore, records: Iterable[ParsedFact | ImportIssue], *,
             raise InvalidImportError(errors[0], errors)
         writer.write(batch)
         report = writer.finish()
+    if report.added + report.archived >= RECOUNT_AFTER:
+        core.backend.refresh_statistics()
     return attrs.evolve(report, ignored_lines=ignored(), errors=tuple(errors))
 
 
