@@ -83,9 +83,9 @@ def _unicode(text: str, field: str) -> str:
 
 
 def _name(text: str, field: str) -> str:
-    """A key, owner or scope as stored: valid Unicode, composed (NFC), so ``José`` typed
-    decomposed names the same user, and not made of invisible characters alone."""
-    named = unicodedata.normalize("NFC", _unicode(text, field))
+    """A key, owner or scope as stored: valid Unicode, and not made of invisible
+    characters alone."""
+    named = _unicode(text, field)
     if not "".join(c for c in named if unicodedata.category(c) != "Cf").strip():
         raise InvalidFactError(f"{field} must hold a visible character", field=field,
                                value=text)
