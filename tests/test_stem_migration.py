@@ -186,3 +186,38 @@ def test_words_of_every_script_are_found_and_an_old_store_is_stemmed_again(old_s
             else:
                 assert SCRIPTS[wanted][1] == found[0], (query, found)
     assert stem_text("ガス") != stem_text("カス")
+
+
+def test_a_long_japanese_question_is_a_search_like_any_other(location):
+    """4,000 kana and Han characters give thousands of pairs: the question's stems are
+    capped, so it is a search (SQLite refused a query that deep), not an error."""
+    import random
+
+    pick = random.Random(1)
+    kana = [chr(c) for c in range(0x3042, 0x3094)]
+    with FactStore(location, clock=lambda: NOW, embedder=False) as store:
+        with store.batch():
+            for n in range(60):
+                store.add("user", f"ユーザーの{n}番目のメモはここにあります。それは私の話です")
+        question = "".join(pick.choice(kana) if pick.random() < 0.5 else chr(0x4E00 + i)
+                           for i in range(4000))
+        assert isinstance(store.search(question, user=ANY, limit=5), list)
+
+
+def test_the_sqlite_index_and_its_in_memory_copy_agree_on_hindi(db_path):
+    """Hindi words are stemmed without the marks inside them, so FTS5 (which splits at a
+    mark) and the in-memory copy find the same facts for the same word."""
+    facts = ["मैं खुश हूँ", "दिल्ली में बारिश हो रही है", "किताब पढ़ना अच्छा लगता है",
+             "कुत्ता बाहर है", "मीरा को मिठाई पसंद है"]
+    with FactStore(db_path, clock=lambda: NOW, embedder=False) as store:
+        for value in facts:
+            store.add("user", value)
+    found = {}
+    for cached in (False, True):
+        with FactStore(db_path, clock=lambda: NOW, embedder=False, lexical_cache=cached) as store:
+            if cached:
+                assert store.load_lexical_cache()
+            found[cached] = {query: sorted(h.fact.value for h in store.search(query, user=ANY))
+                             for query in ("में", "किताब", "कुत्ता", "मीरा")}
+    assert found[False] == found[True]
+    assert ["किताब पढ़ना अच्छा लगता है"] == found[False]["किताब"]

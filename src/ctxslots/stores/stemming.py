@@ -29,6 +29,7 @@ from typing import Any
 
 __all__ = [
     "CJK",
+    "MAX_QUERY_STEMS",
     "STEMMED",
     "STEMMER",
     "STEM_COLUMNS",
@@ -39,6 +40,7 @@ __all__ = [
     "stem_words",
     "stemmed_query",
     "stems_of",
+    "token_count",
     "with_stems",
 ]
 
@@ -51,6 +53,7 @@ _KANA_MARKS = (0x3099, 0x309A)
 _LETTER_MARKS = "".join(
     chr(c) for low, high in _LETTER_MARK_BLOCKS for c in range(low, high + 1)
     if unicodedata.category(chr(c)).startswith("M"))
+_MARKS = re.compile(f"[{_LETTER_MARKS}\u3099\u309a]")
 #: A word: letters and digits, with the marks of :data:`_LETTER_MARKS` inside it.
 WORD = re.compile(f"[^\\W_](?:[^\\W_]|[{_LETTER_MARKS}])*")
 #: Characters of scripts written without spaces between words (Han, kana) and of
@@ -97,6 +100,13 @@ def _fold(word: str) -> str:
     return unicodedata.normalize("NFC", kept)
 
 
+def _unmarked(word: str) -> str:
+    """``word`` without the marks it kept to stay one word (Indic vowel signs, a kana
+    voicing mark NFC could not compose): FTS5's ``unicode61`` would split the stems there,
+    PostgreSQL's parser not, so a stem holds none."""
+    return word if word.isascii() else _MARKS.sub("", word)
+
+
 def fold(text: str) -> str:
     """``text`` as the words of an index compare: case folded, diacritics removed
     (``İstanbul`` and ``München`` read ``istanbul`` and ``munchen``)."""
@@ -131,7 +141,7 @@ def stem_words(words: Iterable[str], *, query: bool = False) -> list[str]:
     split breaks apart gives each of its parts, and a run of Han, kana or Hangul its
     characters and their pairs (``query``: the pairs, see :func:`_pieces`)."""
     folded = [piece for word in words for part in WORD.findall(_fold(word))
-              for piece in _pieces(part, query)]
+              for piece in _pieces(_unmarked(part), query)]
     # A run of digits is its own stem: numbers skip the stemmer, whose cache would
     # otherwise fill with every number a store holds (ids, times, versions).
     lettered = [word for word in folded if not word.isdigit()]
@@ -141,15 +151,31 @@ def stem_words(words: Iterable[str], *, query: bool = False) -> list[str]:
     return [word if word.isdigit() else next(stems) for word in folded]
 
 
+def token_count(token: str, counts: Iterable[int]) -> int:
+    """The facts a query token is counted as found in, from the counts of its stems
+    (:func:`stemmed_query` of it): a word the split breaks apart (``deploy-day``) its
+    commonest part's, a run of Han, kana or Hangul (a phrase) its rarest piece's."""
+    found = list(counts)
+    if not found:
+        return 0
+    return min(found) if CJK.search(token) else max(found)
+
+
 def stem_text(*texts: str | None) -> str:
     """The stems of the words of ``texts`` (``None`` for none), joined by spaces:
     the text an engine indexes in place of the fact's own."""
     return " ".join(stem_words(t for t in texts if t))
 
 
+#: Most stems a query looks for: a long run of Han or kana gives a stem a character,
+#: and a search of thousands is too deep a query for SQLite and slow on PostgreSQL.
+MAX_QUERY_STEMS = 64
+
+
 def stemmed_query(words: Iterable[str]) -> list[str]:
-    """The distinct stems of a query's ``words``, in the order first found."""
-    return list(dict.fromkeys(stem_words(words, query=True)))
+    """The distinct stems of a query's ``words``, in the order first found (at most
+    :data:`MAX_QUERY_STEMS`)."""
+    return list(dict.fromkeys(stem_words(words, query=True)))[:MAX_QUERY_STEMS]
 
 
 def first_stem(text: str) -> str | None:

@@ -37,7 +37,7 @@ import attrs
 from psycopg.rows import dict_row
 
 from ..backend import CONTEXT_WEIGHT, FactFilter, LexicalCandidate, QueryPlan, TermCounts
-from ..stemming import stem_text, stemmed_query
+from ..stemming import stemmed_query, token_count
 from ._schema import OWNER_TERM, TS_CONFIG
 from ._sql import Conn, fact_columns, filter_clause, id_list
 
@@ -258,10 +258,10 @@ class LexicalLeg:
         ``stats``: the table's statistics when the caller has just read them.
         """
         stats = self.stats(conn, "facts") if stats is None else stats
-        # Each word's stems; a word the split breaks apart counts its commonest part.
-        stems = {t: stem_text(t) for t in tokens}
+        # Each word's stems as a query looks for them (see token_count).
+        stems = {t: " ".join(stemmed_query([t])) for t in tokens}
         known = self._lexemes(conn, "facts", self._kept_for("facts", stats), list(stems.values()))
-        return stats.rows, {t: max((n for _, n in known[stems[t]]), default=0) for t in tokens}
+        return stats.rows, {t: token_count(t, (n for _, n in known[stems[t]])) for t in tokens}
 
     def counts(self, conn: Conn, words: Sequence[str], *, min_rows: int) -> TermCounts | None:
         """Facts holding each word, or ``None`` in a store smaller than ``min_rows``."""

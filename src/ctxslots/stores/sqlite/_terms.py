@@ -17,7 +17,7 @@ import time
 import attrs
 
 from ..backend import TermCounts
-from ..stemming import stem_words, stemmed_query
+from ..stemming import stemmed_query, token_count
 from ._connection import Connection
 
 __all__ = ["TermFrequencies", "index_terms"]
@@ -54,8 +54,7 @@ class TermFrequencies:
         self._loaded = time.monotonic()
 
     def _frequency(self, conn: Connection, token: str) -> int:
-        # A token the split breaks apart matches rows of any of its parts.
-        return max((self._docs(conn, stem) for stem in stem_words([token])), default=0)
+        return token_count(token, (self._docs(conn, stem) for stem in stemmed_query([token])))
 
     def _docs(self, conn: Connection, term: str) -> int:
         docs = self._df.get(term)
