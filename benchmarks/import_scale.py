@@ -3,6 +3,7 @@
     python benchmarks/import_scale.py DATA_DIR                          # 10k, 100k, 1M JSONL
     python benchmarks/import_scale.py DATA_DIR --sizes 10000 100000 --format markdown
     python benchmarks/import_scale.py DATA_DIR --db postgresql://...    # a PostgreSQL database
+    python benchmarks/import_scale.py DATA_DIR --again                  # and a second import
 
 ``DATA_DIR`` receives the generated import files (``memories-N.jsonl`` or
 ``agent-N.md``: free memories, no keys, from the deterministic corpus of
@@ -163,6 +164,9 @@ def main() -> None:
                         help="times the engine floor and the import each run, in turn")
     parser.add_argument("--db", help="a postgresql:// URL of an empty database (emptied "
                                      "between runs); default: SQLite files in DATA_DIR")
+    parser.add_argument("--again", action="store_true",
+                        help="import the same file a second time (every fact a duplicate), "
+                             "in a fresh process, and report its seconds")
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -186,6 +190,13 @@ def main() -> None:
               f"{run['seconds'] / n * 1e6:.0f} | {n / run['seconds']:,.0f} | "
               f"{run['rss']:.0f} ({run['rss_before']:.0f}) | {parse['seconds']:.1f} | "
               f"{engine['seconds']:.1f} | {ratio.median:.1f}x ({ratio.spread()}) |")
+    if args.again:
+        print("\nThe same file imported again, every fact a duplicate:\n")
+        print("| memories | skipped | import again s | us/fact |")
+        print("| ---: | ---: | ---: | ---: |")
+        for n, run, *_ in rows:
+            print(f"| {n:,} | {run['again_skipped']:,} | {run['again']:.1f} | "
+                  f"{run['again'] / n * 1e6:.0f} |")
 
 
 def in_rounds(args: argparse.Namespace, n: int, file: Path
@@ -196,7 +207,11 @@ def in_rounds(args: argparse.Namespace, n: int, file: Path
     imports: list[dict[str, float]] = []
     for r in range(args.rounds):
         for mode in ("engine", "import")[::1 if r % 2 == 0 else -1]:
-            found = measure(mode, file, _fresh_db(args.data, f"{mode}-{n}.db", args.db))
+            db = _fresh_db(args.data, f"{mode}-{n}.db", args.db)
+            found = measure(mode, file, db)
+            if mode == "import" and args.again:
+                again = measure("import", file, db)
+                found["again"], found["again_skipped"] = again["seconds"], again["skipped"]
             (engines if mode == "engine" else imports).append(found)
             if args.db:
                 _empty(args.db)

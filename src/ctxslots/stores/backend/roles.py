@@ -401,8 +401,9 @@ class Upkeep(Protocol):
         table and its indexes when missing) from the facts."""
 
     def refresh_statistics(self) -> None:
-        """Let the engine's planner count the tables again, after a bulk write (outside
-        a transaction): plans made from counts taken before it can read far too much."""
+        """Let the engine's planner count the tables again, during or after a bulk write
+        (inside a transaction, its own rows are counted): plans made from counts taken
+        before it can read far too much."""
 
     def misordered_times(self, *, limit: int) -> list[MisorderedTimes]:
         """Up to ``limit`` stored rows whose times break a :data:`TIME_ORDERS` rule."""

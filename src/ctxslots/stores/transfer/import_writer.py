@@ -32,15 +32,17 @@ __all__ = ["BATCH", "MAX_KEPT_ID", "ImportWriter", "Progress", "run_import"]
 #: Records read, checked and written together.
 BATCH = 1000
 
-#: Facts an import writes past which the engine counts its tables again: on PostgreSQL
-#: the next import planned from the counts before it scanned the table once a record
-#: (a second import of 10,000 facts took 10 s instead of 0.6 s; BENCHMARKS.md).
+#: Facts an import writes past which the engine counts its tables again (and again each
+#: time it has written as many more as it had): on PostgreSQL an import planned its
+#: duplicate checks from the counts before it, scanning the table once a record (an
+#: import of 40,000 facts took 400 s, the same file again 206 s; BENCHMARKS.md).
 RECOUNT_AFTER = 1000
 
-#: Records that need a new id wait, up to this many, until the end of the import: by
+#: Records that need a new id wait, up to this many (a batch: an import holds no more
+#: than two in memory, whatever the file's size), until the end of the import: by
 #: then every free id the file names is taken by its own record, so a new id (the
 #: store's next) never takes one a later record names (which would renumber it too).
-LATER = 10 * BATCH
+LATER = BATCH
 
 #: Ids from a file are kept only below this bound, so a hostile id cannot use
 #: up the id space (SQLite and PostgreSQL ids stop at 2**63 - 1).
@@ -85,6 +87,7 @@ class ImportWriter:
     _links: list[tuple[int, int, float, float]] = attrs.field(factory=list, init=False)
     _later: list[ParsedFact] = attrs.field(factory=list, init=False)
     _later_idents: set[tuple[Any, ...]] = attrs.field(factory=set, init=False)
+    _recount_at: int = attrs.field(default=RECOUNT_AFTER, init=False)
     _counts: dict[str, int] = attrs.field(init=False, factory=lambda: dict.fromkeys(
         ("added", "archived", "history_entries", "skipped_duplicates", "renumbered",
          "redacted", "handled"), 0))
@@ -124,6 +127,10 @@ class ImportWriter:
                 vectors.append((new_id, fact))
         backend.add_history(history)
         self._vectors(vectors)
+        written = self._counts["added"] + self._counts["archived"]
+        if written >= self._recount_at:  # the planner counts what this import wrote so far
+            backend.refresh_statistics()
+            self._recount_at = 2 * written
         if not renumber:
             self._counts["handled"] += len(facts)
             if self.progress is not None:
