@@ -15,6 +15,7 @@ import pytest
 from _sql import engine_of
 from ctxslots import FactStore, RankingPolicy
 from ctxslots.stores.embedders import HashingEmbedder
+from ctxslots.stores.writes.vector_writer import RETRIES
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -22,18 +23,21 @@ FUSED = RankingPolicy(vector_weight=1.0)
 
 
 class GatedEmbedder:
-    """The hashing embedder, holding the background writer's batches until ``gate`` opens."""
+    """The hashing embedder, holding the background writer's batches until ``gate`` opens
+    (``batches``: the size of each it embedded)."""
 
     def __init__(self) -> None:
         self.inner = HashingEmbedder(dimension=64)
         self.model_id, self.dimension = self.inner.model_id, self.inner.dimension
         self.gate = threading.Event()
         self.held = threading.Event()
+        self.batches: list[int] = []
 
     def embed(self, texts):
         if threading.current_thread().name == "ctxslots-vectors":
             self.held.set()
             assert self.gate.wait(60)
+            self.batches.append(len(texts))
         return self.inner.embed(texts)
 
 
@@ -63,8 +67,9 @@ def test_a_vector_written_in_the_background_does_not_outlive_an_erase(pg_url):
     with FactStore(pg_url, embedder=embedder, ranking=FUSED, vector_writes="background") as store:
         fact = store.add("user", "The user's locker code is 4711.", user="mallory")
         assert embedder.held.wait(60)  # the writer has read the fact and is embedding it
+        # Done once the writer stopped trying (the fact it kept finding held was left).
         _commit_when_waited_on(pg_url, store, [fact.id], embedder.gate.set,
-                               lambda: store.wait_for_vectors(0.05))
+                               lambda: embedder.batches.count(1) > RETRIES)
         assert store.wait_for_vectors(60)
         assert 0 == _count(pg_url, "SELECT count(*) FROM fact_vectors WHERE fact_id = %s",
                            (fact.id,))
@@ -140,3 +145,40 @@ def test_a_reinforce_and_an_erase_of_its_partner_never_deadlock(pg_url):
         eraser.join(60)
         assert [2] == outcome
         assert 0 == _count(pg_url, "SELECT count(*) FROM fact_links", ())
+
+
+class CountingGate(GatedEmbedder):
+    """The gated embedder, counting the background writer's batches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+        self.called = threading.Condition()
+
+    def embed(self, texts):
+        if threading.current_thread().name == "ctxslots-vectors":
+            with self.called:
+                self.calls += 1
+                self.called.notify_all()
+        return super().embed(texts)
+
+
+def test_a_fact_held_by_another_write_gets_its_vector_once_that_write_ends(pg_url):
+    """The writer's batch meets its fact held by another store's upsert of it (FOR
+    UPDATE): the fact is left out, queued again, and gets its vector once the upsert's
+    transaction has ended; doctor finds none missing."""
+    embedder = CountingGate()
+    with FactStore(pg_url, embedder=embedder, ranking=FUSED, vector_writes="background") as store, \
+            FactStore(pg_url, embedder=HashingEmbedder(dimension=64), ranking=FUSED,
+                      vector_writes="inline") as other:
+        fact = store.upsert("user", "editor", "The user edits code in Helix.")
+        assert embedder.held.wait(60)
+        with other.batch():
+            other.upsert("user", "editor", "The user edits code in Helix.")  # holds the row
+            embedder.gate.set()
+            with embedder.called:  # the writer left it out and is trying again
+                assert embedder.called.wait_for(lambda: embedder.calls >= 2, 60)
+        assert store.wait_for_vectors(60)
+        assert 1 == _count(pg_url, "SELECT count(*) FROM fact_vectors WHERE fact_id = %s",
+                           (fact.id,))
+        assert 0 == store.doctor().vectors.missing

@@ -6,6 +6,7 @@ are derived from it, so :func:`reindex` can always rebuild them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -196,7 +197,7 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
         if progress:
             progress(total, total)
         return 0
-    done = seen = after = 0
+    done = seen = after = held_elsewhere = 0
     refused: dict[int, EmbedderError] = {}
     while True:
         rows = backend.without_vectors(limit=batch_size, after=after)
@@ -212,9 +213,14 @@ def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: in
             backend.put_vectors([VectorRow.of(rows[made.kept[n]]["id"], rows[made.kept[n]])
                                  for n in still], made.vectors[still])
         refused.update((int(rows[i]["id"]), exc) for i, exc in made.refused.items())
-        done += len(made.kept)
+        held_elsewhere += len(made.kept) - len(still)
+        done += len(still)
         seen += len(rows)
         if progress:
             progress(min(seen, total), total)
     warn_refused(refused)
+    if held_elsewhere:
+        warnings.warn(f"{held_elsewhere} fact{'s were' if held_elsewhere != 1 else ' was'} "
+                      "being written by another process and kept no vector: run `ctxslots "
+                      "reindex` again to embed them", RuntimeWarning, stacklevel=2)
     return done

@@ -21,6 +21,7 @@ so the store's ``wait_for_vectors`` answers false until they have vectors.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -33,6 +34,11 @@ __all__ = ["VectorWriter"]
 
 #: Most facts embedded in one batch.
 MAX_BATCH = 64
+#: Times a fact another transaction held when its vector was written is queued again,
+#: after a wait that doubles from :data:`RETRY_WAIT_S` (up to a second): such a hold is an
+#: upsert of the same fact, over in milliseconds.
+RETRIES = 5
+RETRY_WAIT_S = 0.1
 
 
 class VectorWriter(BackgroundWriter):
@@ -51,6 +57,7 @@ class VectorWriter(BackgroundWriter):
         self._queue: dict[int, None] = {}
         self._batch: list[int] = []
         self._dropped: set[int] = set()
+        self._tries: dict[int, int] = {}
         self.failure: BaseException | None = None
 
     def put(self, fact_ids: Iterable[int]) -> None:
@@ -82,6 +89,27 @@ class VectorWriter(BackgroundWriter):
         with self._cond:
             self._dropped -= fact_ids
 
+    def _again(self, skipped: list[int]) -> int:
+        """Queue again the facts a batch left out because another transaction held them
+        (a deleted one is found gone then), each up to :data:`RETRIES` times; past
+        that it counts as dropped (``doctor`` counts it, ``reindex`` embeds it). The
+        most tries of a fact queued again (0: none was)."""
+        most = 0
+        with self._cond:
+            for fact_id in skipped:
+                tries = self._tries.get(fact_id, 0) + 1
+                if tries > RETRIES:
+                    self._tries.pop(fact_id, None)
+                    self._dropped.add(fact_id)
+                else:
+                    self._tries[fact_id] = tries
+                    self._queue[fact_id] = None
+                    most = max(most, tries)
+            for fact_id in set(self._tries) - set(skipped):
+                if fact_id not in self._queue:
+                    del self._tries[fact_id]
+        return most
+
     def _failed(self, exc: Exception) -> None:
         with self._cond:
             self.failure = exc
@@ -101,8 +129,8 @@ class VectorWriter(BackgroundWriter):
         made = embed_what_it_takes(self._embed, [r["value"] for r in rows])
         with backend.transaction():
             # A value changed since it was read is queued again by that write.
-            # Held: an erase (or delete) of one of them waits for this write, or this
-            # write for it, then leaves the fact out: no vector outlives its fact.
+            # Held: a fact another transaction is deleting is left out (no vector
+            # outlives its fact), and so is one another holds for an update meanwhile.
             current = {int(r["id"]): r["value"]
                        for r in backend.rows_by_ids(ids, FactFilter(), held=True)}
             keep = [n for n, i in enumerate(made.kept)
@@ -110,4 +138,8 @@ class VectorWriter(BackgroundWriter):
             backend.put_vectors([VectorRow.of(rows[made.kept[n]]["id"], rows[made.kept[n]])
                                  for n in keep], made.vectors[keep])
         self._batch = []
+        tries = self._again([int(rows[i]["id"]) for i in made.kept
+                             if int(rows[i]["id"]) not in current])
+        if tries:  # let the transaction holding them end first
+            time.sleep(min(RETRY_WAIT_S * 2 ** (tries - 1), 1.0))
         warn_refused({int(rows[i]["id"]): exc for i, exc in made.refused.items()})
