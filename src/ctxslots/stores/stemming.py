@@ -9,8 +9,8 @@ tokenizers or server locale each engine has (BENCHMARKS.md, "One stemmer for
 both engines").
 
 Words are split as FTS5's ``unicode61`` splits them (runs of letters and
-digits, with the vowel signs of Indic and Southeast Asian scripts inside them),
-case folded, their diacritics removed (``café`` and ``cafe`` meet; a kana voicing
+digits; the vowel signs of Indic and Southeast Asian scripts keep a word whole, and
+are then left out of its stem, where ``unicode61`` would split it), case folded, their diacritics removed (``café`` and ``cafe`` meet; a kana voicing
 mark is not a diacritic), and stemmed by Snowball English (the algorithm of
 PostgreSQL's ``english`` dictionary): PyStemmer when installed,
 ``snowballstemmer``'s pure-Python stemmer otherwise (the same algorithm and stems,
@@ -58,7 +58,8 @@ _MARKS = re.compile(f"[{_LETTER_MARKS}\u3099\u309a]")
 WORD = re.compile(f"[^\\W_](?:[^\\W_]|[{_LETTER_MARKS}])*")
 #: Characters of scripts written without spaces between words (Han, kana) and of
 #: Hangul, whose words take suffixes: a run of them is indexed as its characters and
-#: their overlapping pairs, and a query looks for its pairs (its character, alone).
+#: their overlapping pairs, and a query looks for its pairs and its Han characters
+#: (a run of one character, for that character).
 CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
                   "\uac00-\ud7a3\U00020000-\U0002fa1f]+")
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
@@ -139,7 +140,8 @@ def _pieces(word: str, query: bool) -> list[str]:
 def stem_words(words: Iterable[str], *, query: bool = False) -> list[str]:
     """The stem of each word (or run of words) of ``words``, in order; a word the
     split breaks apart gives each of its parts, and a run of Han, kana or Hangul its
-    characters and their pairs (``query``: the pairs, see :func:`_pieces`)."""
+    characters and their pairs (``query``: its pairs and Han characters, see
+    :func:`_pieces`)."""
     folded = [piece for word in words for part in WORD.findall(_fold(word))
               for piece in _pieces(_unmarked(part), query)]
     # A run of digits is its own stem: numbers skip the stemmer, whose cache would
