@@ -360,3 +360,14 @@ def test_the_write_ahead_log_is_cut_back_once_a_long_reader_leaves(db_path, monk
                 break
         assert grown > 4 * 1024 * 1024
         assert wal.stat().st_size <= 1024 * 1024
+
+
+def test_closing_a_store_inside_its_own_batch_keeps_nothing_of_it(location):
+    """``close()`` inside a batch of the same thread: leaving the batch raises
+    StoreClosedError on both engines, and none of its writes is in the store."""
+    store = FactStore(location)
+    with pytest.raises(StoreClosedError), store.batch():
+        store.add("agent", "Written in the batch.", scope="x")
+        store.close()
+    with FactStore(location) as again:
+        assert [] == again.facts(scope="x")

@@ -312,6 +312,8 @@ class Session:
                 try:
                     with opened(conn):
                         yield
+                        if self.pool is None:  # closed inside the block: none of it commits
+                            raise self._closed_error()
                 finally:
                     held.conn, held.writing, held.reserved = None, 0, None
                     held.kept_read.forget()

@@ -282,6 +282,10 @@ class Connection:
                     raise failed_batch_error(self._failure, self.path)
             except BaseException as exc:
                 self._depth -= 1
+                if self._closed:  # closed inside the block: its transaction went with it
+                    if isinstance(exc, StoreClosedError):
+                        raise
+                    raise self._closed_error() from exc
                 if flat:
                     if self._failure is None:
                         self._failure = exc
@@ -300,6 +304,8 @@ class Connection:
                 raise
             else:
                 self._depth -= 1
+                if self._closed:  # closed inside the block: nothing of it was kept
+                    raise self._closed_error()
                 if flat:
                     return
                 if starts:
