@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..errors import IntegrationUnavailableError, InvalidArgumentError
 from ..model import Message
@@ -212,15 +212,24 @@ class _RunStart:
         self.handoffs: set[str] = set()
 
 
+_Record = TypeVar("_Record")
+
+
+def _of_run(records: dict[int, tuple[weakref.ref[object], _Record]], usage: object,
+            make: Callable[[], _Record]) -> _Record:
+    """The record of the run whose usage object is ``usage`` (shared by every context and
+    agent of a run), made when new and dropped once the run is gone."""
+    key = id(usage)
+    entry = records.get(key)
+    if entry is None or entry[0]() is not usage:
+        entry = (weakref.ref(usage, lambda _ref: records.pop(key, None)), make())
+        records[key] = entry
+    return entry[1]
+
+
 def _run_start(usage: object, agent: object) -> _RunStart:
     """The run's record (made with ``agent`` as its first agent when new)."""
-    runs = MemoryHooks._started
-    key = id(usage)
-    entry = runs.get(key)
-    if entry is None or entry[0]() is not usage:
-        entry = (weakref.ref(usage, lambda _ref: runs.pop(key, None)), _RunStart(agent))
-        runs[key] = entry
-    return entry[1]
+    return _of_run(MemoryHooks._started, usage, lambda: _RunStart(agent))
 
 
 class MemoryHooks(AgentHooks[Any]):
@@ -247,19 +256,7 @@ class MemoryHooks(AgentHooks[Any]):
                                openai_tools(memory.slots, delete=memory.allow_delete))
 
     def _transcript(self, context: RunContextWrapper[Any]) -> _Transcript:
-        # One record per run: the run's usage object is shared by every context of a run.
-        usage = context.usage
-        key = id(usage)
-        entry = self._runs.get(key)
-        if entry is None or entry[0]() is not usage:
-            runs = self._runs
-
-            def forget(_ref: weakref.ref[object]) -> None:  # the run is gone: drop its record
-                runs.pop(key, None)
-
-            entry = (weakref.ref(usage, forget), _Transcript())
-            runs[key] = entry
-        return entry[1]
+        return _of_run(self._runs, context.usage, _Transcript)
 
     async def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
                            system_prompt: str | None, input_items: list[Any]) -> None:

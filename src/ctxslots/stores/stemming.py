@@ -48,12 +48,12 @@ __all__ = [
 #: and viramas, Thai, Tibetan, Myanmar and Khmer signs), not diacritics to drop.
 _LETTER_MARK_BLOCKS = ((0x0900, 0x0DFF), (0x0E00, 0x0EFF), (0x0F00, 0x0FFF),
                        (0x1000, 0x109F), (0x1780, 0x17FF))
-#: Kana voicing marks: ``ガ`` (gas) is not ``カ``.
-_KANA_MARKS = (0x3099, 0x309A)
 _LETTER_MARKS = "".join(
     chr(c) for low, high in _LETTER_MARK_BLOCKS for c in range(low, high + 1)
     if unicodedata.category(chr(c)).startswith("M"))
-_MARKS = re.compile(f"[{_LETTER_MARKS}\u3099\u309a]")
+#: The marks the fold keeps: those, and the kana voicing marks (``ガ``, gas, is not ``カ``).
+_KEPT_MARKS = frozenset(_LETTER_MARKS + "\u3099\u309a")
+_MARKS = re.compile(f"[{''.join(sorted(_KEPT_MARKS))}]")
 #: A word: letters and digits, with the marks of :data:`_LETTER_MARKS` inside it.
 WORD = re.compile(f"[^\\W_](?:[^\\W_]|[{_LETTER_MARKS}])*")
 #: Characters of scripts written without spaces between words (Han, kana) and of
@@ -86,18 +86,15 @@ def _load() -> tuple[str, Callable[[list[str]], list[str]]]:
 STEMMER, _stem_many = _load()
 
 
-def _keeps(mark: str) -> bool:
-    return mark in _LETTER_MARKS or ord(mark) in _KANA_MARKS
-
-
-def _fold(word: str) -> str:
-    """``word`` case folded, without the combining marks that are diacritics
-    (``Naïve`` -> ``naive``; an Indic vowel sign or a kana voicing mark stays), composed."""
-    word = word.casefold()
-    if word.isascii():
-        return word
-    decomposed = unicodedata.normalize("NFKD", word)
-    kept = "".join(c for c in decomposed if not unicodedata.combining(c) or _keeps(c))
+def fold(text: str) -> str:
+    """``text`` as the words of an index compare: case folded, without the combining marks
+    that are diacritics (``İstanbul``, ``München`` and ``Naïve`` read ``istanbul``,
+    ``munchen`` and ``naive``; an Indic vowel sign or a kana voicing mark stays), composed."""
+    text = text.casefold()
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFKD", text)
+    kept = "".join(c for c in decomposed if not unicodedata.combining(c) or c in _KEPT_MARKS)
     return unicodedata.normalize("NFC", kept)
 
 
@@ -106,12 +103,6 @@ def _unmarked(word: str) -> str:
     voicing mark NFC could not compose): FTS5's ``unicode61`` would split the stems there,
     PostgreSQL's parser not, so a stem holds none."""
     return word if word.isascii() else _MARKS.sub("", word)
-
-
-def fold(text: str) -> str:
-    """``text`` as the words of an index compare: case folded, diacritics removed
-    (``İstanbul`` and ``München`` read ``istanbul`` and ``munchen``)."""
-    return _fold(text)
 
 
 def _pieces(word: str, query: bool) -> list[str]:
@@ -142,7 +133,7 @@ def stem_words(words: Iterable[str], *, query: bool = False) -> list[str]:
     split breaks apart gives each of its parts, and a run of Han, kana or Hangul its
     characters and their pairs (``query``: its pairs and Han characters, see
     :func:`_pieces`)."""
-    folded = [piece for word in words for part in WORD.findall(_fold(word))
+    folded = [piece for word in words for part in WORD.findall(fold(word))
               for piece in _pieces(_unmarked(part), query)]
     # A run of digits is its own stem: numbers skip the stemmer, whose cache would
     # otherwise fill with every number a store holds (ids, times, versions).

@@ -49,45 +49,45 @@ def _not_utf8(path: str, exc: UnicodeDecodeError) -> StoreError:
                       "`ctxslots reindex` makes it readable", path=path)
 
 
-@contextlib.contextmanager
-def _readable(path: str) -> Iterator[None]:
-    """Stored text that does not decode raises :class:`StoreError`, saying what repairs
-    it; a result read on after the store closed, :class:`StoreClosedError`."""
-    try:
-        yield
-    except UnicodeDecodeError as exc:
-        raise _not_utf8(path, exc) from exc
-    except (apsw.ConnectionClosedError, apsw.CursorClosedError) as exc:
-        raise StoreClosedError(f"the store at {path} is closed", path=path) from exc
+def _closed(path: str) -> StoreClosedError:
+    return StoreClosedError(f"the store at {path} is closed", path=path)
 
 
 class _TakingTurns:
     """A cursor whose every step holds the connection's lock, for a connection one thread
-    reads a large result from in steps (:attr:`Connection.streams`)."""
+    reads a large result from in steps (:attr:`Connection.streams`). Stored text that does
+    not decode raises :class:`StoreError` saying what repairs it, and a result read on
+    after the store closed :class:`StoreClosedError`."""
 
     def __init__(self, cursor: apsw.Cursor, lock: threading.RLock, path: str) -> None:
         self._cursor = cursor
         self._lock = lock
         self._path = path
 
+    def _step(self, take: Callable[[], T]) -> T:
+        try:
+            with self._lock:
+                return take()
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(self._path, exc) from exc
+        except (apsw.ConnectionClosedError, apsw.CursorClosedError) as exc:
+            raise _closed(self._path) from exc
+
     def __iter__(self) -> _TakingTurns:
         return self
 
     def __next__(self) -> tuple[Any, ...]:
-        with self._lock, _readable(self._path):
-            row: tuple[Any, ...] = next(self._cursor)
-            return row
+        row: tuple[Any, ...] = self._step(self._cursor.__next__)
+        return row
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         """Every row left."""
-        with self._lock, _readable(self._path):
-            return list(self._cursor.fetchall())
+        return self._step(lambda: list(self._cursor.fetchall()))
 
     def fetchone(self) -> tuple[Any, ...] | None:
         """The next row, or ``None``."""
-        with self._lock, _readable(self._path):
-            row: tuple[Any, ...] | None = self._cursor.fetchone()
-            return row
+        row: tuple[Any, ...] | None = self._step(self._cursor.fetchone)
+        return row
 
 
 class _Fetched:
@@ -161,7 +161,7 @@ class Connection:
         self.kept_read = KeptRead()
 
     def _closed_error(self) -> StoreClosedError:
-        return StoreClosedError(f"the store at {self.path} is closed", path=self.path)
+        return _closed(self.path)
 
     def execute(self, sql: str, params: Params = ()) -> Cursor:
         """Run one statement (or a script without parameters).
