@@ -194,9 +194,9 @@ def cold_in_turn(systems: dict[str, Any], threads: int, rounds: int) -> Turns:
 
 def report(n: int, writes: Turns | None, searches: Turns, cold: Turns | None,
            sizes: dict[str, int], batch_note: str) -> dict[str, Any]:
-    """Print one size's tables; its figures (no writes when the stores were kept from a run
-    before)."""
-    written = f"writes {writes.load.short()}" if writes else "stores kept from a run before"
+    """Print one size's tables; its figures (no write figures when the stores were kept from
+    a run before or ``--writes 0`` timed none)."""
+    written = f"writes {writes.load.short()}" if writes else "no writes timed"
     print(f"\n{n:,} facts{batch_note}; {written}, searches "
           f"{searches.load.short()} (load average, 1 min)")
     figures: dict[str, Any] = {"load": searches.load.short()}
@@ -253,7 +253,7 @@ def measure(n: int, args: argparse.Namespace, version: str | None, model: Any) -
             for system in systems.values():
                 system.ready()
         else:
-            writes = write_in_turn(systems, texts[:writes_n], ROUND)
+            writes = write_in_turn(systems, texts[:writes_n], ROUND) if writes_n else None
             for system in systems.values():
                 system.load(texts[writes_n:], batched=batched)
             if args.keep:
