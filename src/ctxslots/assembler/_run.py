@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
 import logging
+import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -53,8 +57,45 @@ def _failed(contributor: Contributor, exc: Exception) -> Outcome:
     return Outcome(contributor, error=_error_text(exc))
 
 
-def call_sync(contributor: Contributor, request: AssemblyRequest) -> Outcome:
-    """Call ``contributor.contribute(request)``; an async one is run to completion."""
+def _timed_out(contributor: Contributor, timeout: float) -> Outcome:
+    name = getattr(contributor, "name", contributor)
+    logger.warning("contributor %r gave no section within %g s", name, timeout)
+    return Outcome(contributor, error=f"TimeoutError: no section within {timeout:g} s")
+
+
+def call_sync(contributor: Contributor, request: AssemblyRequest,
+              timeout: float | None = None) -> Outcome:
+    """Call ``contributor.contribute(request)``; an async one is run to completion.
+
+    With a ``timeout``, the call runs on a thread of its own, and a contributor that
+    has not answered in time is reported as an error: its thread is left to finish
+    (a thread cannot be stopped), and what it returns then is not used.
+    """
+    if timeout is None:
+        return _call(contributor, request)
+    answered = threading.Event()
+    outcome: list[Outcome] = []
+
+    def done(result: Outcome) -> None:
+        outcome.append(result)
+        answered.set()
+
+    _on_thread(contributor, request, done)
+    if answered.wait(timeout):
+        return outcome[0]
+    return _timed_out(contributor, timeout)
+
+
+def _on_thread(contributor: Contributor, request: AssemblyRequest,
+               done: Callable[[Outcome], None]) -> None:
+    """Call the contributor on a daemon thread of its own and hand its outcome to ``done``.
+    Not a pool's thread: one that hangs would hold the pool (and ``asyncio.run``'s exit)."""
+    context = contextvars.copy_context()
+    threading.Thread(target=lambda: done(context.run(_call, contributor, request)),
+                     daemon=True, name="ctxslots-contributor").start()
+
+
+def _call(contributor: Contributor, request: AssemblyRequest) -> Outcome:
     try:
         result = contributor.contribute(request)
         if inspect.isawaitable(result):
@@ -64,8 +105,36 @@ def call_sync(contributor: Contributor, request: AssemblyRequest) -> Outcome:
     return _checked(contributor, result)
 
 
-async def call_async(contributor: Contributor, request: AssemblyRequest) -> Outcome:
-    """Await an async contributor, or run a plain one in a worker thread."""
+async def call_async(contributor: Contributor, request: AssemblyRequest,
+                     timeout: float | None = None) -> Outcome:
+    """Await an async contributor, or run a plain one in a worker thread; one that has not
+    answered within ``timeout`` seconds is cancelled (a plain one, on a thread of its own
+    then, is left to finish) and reported as an error."""
+    if timeout is None:
+        return await _call_async(contributor, request)
+    if inspect.iscoroutinefunction(contributor.contribute):
+        waited: Awaitable[Outcome] = _call_async(contributor, request)
+    else:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Outcome] = loop.create_future()
+
+        def settle(outcome: Outcome) -> None:
+            if not answer.done():  # not given up on meanwhile
+                answer.set_result(outcome)
+
+        def done(outcome: Outcome) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(settle, outcome)
+
+        _on_thread(contributor, request, done)
+        waited = answer
+    try:
+        return await asyncio.wait_for(waited, timeout)
+    except TimeoutError:  # the contributor's own errors are outcomes, never raised here
+        return _timed_out(contributor, timeout)
+
+
+async def _call_async(contributor: Contributor, request: AssemblyRequest) -> Outcome:
     try:
         if inspect.iscoroutinefunction(contributor.contribute):
             result = await contributor.contribute(request)

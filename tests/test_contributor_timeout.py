@@ -1,0 +1,139 @@
+"""A contributor that does not answer in time is reported, and the turn goes on without it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from ctxslots import AssemblyRequest, InvalidRequestError, PromptAssembler, StaticContributor
+
+#: How long the tests let a hung contributor hold a turn: the turn must end after it.
+TIMEOUT_S = 0.2
+#: Ample time for a contributor that answers at once, however busy the machine.
+AMPLE_S = 120.0
+
+caller = contextvars.ContextVar("caller", default="nobody")
+
+
+class Hung:
+    """A plain contributor that waits until the test lets it go."""
+
+    name = "hung"
+    priority = 60
+    sticky = False
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def contribute(self, request: AssemblyRequest) -> None:
+        self.started.set()
+        self.release.wait()
+
+
+class AsyncHung:
+    """An async contributor that never answers (until it is cancelled)."""
+
+    name = "async_hung"
+    priority = 65
+    sticky = True
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    async def contribute(self, request: AssemblyRequest) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+
+class Caller:
+    """Shows the context variable the caller set."""
+
+    name = "caller"
+    priority = 50
+    sticky = False
+
+    def contribute(self, request: AssemblyRequest) -> object:
+        from ctxslots import Item, Section
+
+        return Section(title="Caller", items=(Item(text=f"asked by {caller.get()}"),))
+
+
+@pytest.fixture(name="hung")
+def fixture_hung() -> Iterator[Hung]:
+    hung = Hung()
+    yield hung
+    hung.release.set()
+
+
+def _errors(prompt: object) -> dict[str, str | None]:
+    return {s.name: s.error for s in prompt.sections}  # type: ignore[attr-defined]
+
+
+def test_a_hung_contributor_is_left_out_and_named_in_the_dump(hung):
+    static = StaticContributor("notes", "Notes", ["Deploys run on Fridays."])
+    assembler = PromptAssembler(None, contributors=[hung, static], contributor_timeout=TIMEOUT_S)
+    prompt = assembler.assemble(AssemblyRequest("when do we deploy?"))
+    assert prompt.text == "## Notes\n- Deploys run on Fridays.\n"
+    assert hung.started.is_set()
+    assert _errors(prompt) == {"hung": "TimeoutError: no section within 0.2 s", "notes": None}
+    dumped = json.loads(prompt.dump("json"))
+    section = next(s for s in dumped["sections"] if s["name"] == "hung")
+    assert section["error"] == "TimeoutError: no section within 0.2 s"
+
+
+def test_aassemble_cancels_an_async_one_and_leaves_a_plain_one_behind(hung):
+    stuck = AsyncHung()
+    static = StaticContributor("notes", "Notes", ["Deploys run on Fridays."])
+    assembler = PromptAssembler(None, contributors=[hung, stuck, static],
+                                contributor_timeout=TIMEOUT_S)
+    result: list[object] = []
+    # asyncio.run waits for its executor's threads when it ends: a hung plain contributor
+    # must not be on one. The thread is joined with a bound only so that such a regression
+    # fails instead of hanging the suite.
+    runner = threading.Thread(
+        target=lambda: result.append(asyncio.run(assembler.aassemble(
+            AssemblyRequest("when do we deploy?")))), daemon=True)
+    runner.start()
+    runner.join(AMPLE_S)
+    assert not runner.is_alive(), "asyncio.run did not return while a contributor hung"
+    (prompt,) = result
+    assert prompt.text == "## Notes\n- Deploys run on Fridays.\n"  # type: ignore[attr-defined]
+    assert stuck.cancelled
+    assert _errors(prompt) == {"async_hung": "TimeoutError: no section within 0.2 s",
+                               "hung": "TimeoutError: no section within 0.2 s", "notes": None}
+
+
+def test_contributors_that_answer_give_the_same_prompt_with_a_timeout(store):
+    store.upsert("user", "name", "Dana")
+    store.upsert("project", "deploy", "Deploys of shop-api run every Friday.", scope="shop-api")
+    store.add("agent", "Run the billing tests twice: they are flaky.", scope="shop-api")
+    request = AssemblyRequest("When do we deploy, and the billing tests?", scope="shop-api")
+    plain = PromptAssembler(store).assemble(request, record_shown=False)
+    timed = PromptAssembler(store, contributor_timeout=AMPLE_S)
+    assert timed.assemble(request, record_shown=False).text == plain.text
+    assert asyncio.run(timed.aassemble(request)).text == plain.text
+    assert "Deploys of shop-api run every Friday." in plain.text
+
+
+def test_a_timed_contributor_sees_the_callers_context_variables():
+    token = caller.set("the agent loop")
+    try:
+        assembler = PromptAssembler(None, contributors=[Caller()], contributor_timeout=AMPLE_S)
+        assert "asked by the agent loop" in assembler.assemble(AssemblyRequest("hi")).text
+    finally:
+        caller.reset(token)
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "2", [1]])
+def test_a_timeout_that_is_not_a_positive_number_is_refused(bad):
+    with pytest.raises(InvalidRequestError, match="contributor_timeout must be a positive"):
+        PromptAssembler(None, contributor_timeout=bad)
