@@ -17,8 +17,10 @@ statistics the backend reads itself:
   the table (``doc_len``, a generated column, counts a fact's tokens; one is
   added to every length for the owner term SQLite's index holds with each
   fact, so the lengths and scores are SQLite's), kept
-  per process and read again as the table grows (every write while it is
-  small, after 20% growth or ten minutes once large).
+  per process and read again when they may have changed: while the table is
+  small, after any new fact (``fact_ids`` moved) or any statement that removed
+  facts or changed their words (``fact_text_changes`` moved, ``m009``), by
+  whichever process; once large, after 20% growth or ten minutes.
 
 Nothing is updated on a write beyond the fact's own row and index entries, so
 writers on several hosts never contend for a shared statistics row.
@@ -79,6 +81,8 @@ class _Stats:
     rows: int
     avg_len: float
     top_id: int
+    #: ``fact_text_changes`` when they were read.
+    changes: int
     read_at: float
     checked_at: float
 
@@ -127,18 +131,21 @@ class LexicalLeg:
         large = known is not None and known.rows >= _EXACT_BELOW
         if known is not None and large and now - known.checked_at < _CHECK_EVERY_S:
             return known
-        top = int(conn.execute(
-            "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fact_ids").fetchone()[0])
-        # The id sequence moves with new facts, not with facts moving to the
-        # archive: a small archive is counted again on each of its (rare) searches.
-        same = known is not None and known.top_id == top and (table == "facts" or large)
+        top, changes = (int(v) for v in conn.execute(
+            "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fact_ids), "
+            "(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fact_text_changes)"
+        ).fetchone())
+        # The sequences move with the facts table's changes, not the archive's: a small
+        # archive is counted again on each of its (rare) searches.
+        same = known is not None and known.top_id == top and known.changes == changes \
+            and (table == "facts" or large)
         if known is not None and (same or (
                 large and top <= known.top_id * _GROWTH and now - known.read_at < _MAX_AGE_S)):
             known.checked_at = now
             return known
         rows, avg_len = conn.execute(
             f"SELECT count(*), coalesce(avg(doc_len), 0)::float8 FROM {table}").fetchone()
-        fresh = _Stats(int(rows), float(avg_len), top, now, now)
+        fresh = _Stats(int(rows), float(avg_len), top, changes, now, now)
         self._stats[table] = fresh
         return fresh
 

@@ -391,10 +391,25 @@ def m008_script_stems(conn: psycopg.Connection[Any]) -> None:
             last = int(rows[-1][0])
 
 
+def m009_text_changes(conn: psycopg.Connection[Any]) -> None:
+    """A sequence, ``fact_text_changes``, that moves with every statement removing facts or
+    changing their words (a delete, a move to the archive, a new value): with ``fact_ids``,
+    which moves with every new fact, it tells a process its BM25 statistics are stale,
+    whichever process wrote. A sequence, not a row, so writers never wait for each other."""
+    conn.execute("""
+        CREATE SEQUENCE fact_text_changes AS bigint;
+        CREATE FUNCTION ctxslots_text_changed() RETURNS trigger LANGUAGE plpgsql AS
+            'BEGIN PERFORM nextval(''fact_text_changes''); RETURN NULL; END';
+        CREATE TRIGGER facts_text_changed
+            AFTER DELETE OR TRUNCATE OR UPDATE OF stems, context_stems ON facts
+            FOR EACH STATEMENT EXECUTE FUNCTION ctxslots_text_changed();
+    """)
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (
     m001_initial, m002_value_lookup, m003_context, m004_owners, m005_stems, m006_owner_term,
-    m007_pending_list, m008_script_stems)
+    m007_pending_list, m008_script_stems, m009_text_changes)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

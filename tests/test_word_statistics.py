@@ -1,0 +1,50 @@
+"""BM25's statistics follow every change of the facts, whoever makes it: after facts are
+removed or their words change, a store scores as one opened afresh on the same data."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxslots import FactStore
+
+FACTS = [
+    ("bob", "zebra notes from the okapi trip to the zoo"),
+    ("bob", "okapi okapi stripes and more okapi talk"),
+    ("bob", "the okapi was seen near the river bank"),
+    ("ann", "okapi okapi"),
+    ("ann", "okapi seen"),
+    ("ann", "zebra notes"),
+]
+
+
+def _scores(store: FactStore, user: str) -> list[tuple[str, float]]:
+    return [(h.fact.value, h.trace.bm25) for h in
+            store.search("okapi zebra notes", user=user, limit=10, track_access=False)]
+
+
+def _fresh(location: str, clock) -> list[tuple[str, float]]:
+    with FactStore(location, clock=clock) as fresh:
+        return _scores(fresh, "ann")
+
+
+@pytest.mark.parametrize("change", ["erase", "forget", "delete", "new value", "another store"])
+def test_scores_after_a_change_equal_a_fresh_stores(store, location, clock, change, tmp_path):
+    ids = {value: store.add("user", value, user=user).id for user, value in FACTS}
+    before = _scores(store, "ann")  # the statistics of six facts, read and kept
+    assert before == _fresh(location, clock)
+    if change == "erase":
+        store.erase(user="bob")
+    elif change == "forget":
+        for user, value in FACTS[:3]:
+            store.forget(ids[value], reason="moved", user=user)
+    elif change == "delete":
+        store.delete(ids[FACTS[1][1]], user="bob")
+    elif change == "new value":
+        store.update(ids[FACTS[1][1]], value="a short one", user="bob")
+    else:
+        # Another store (another process's connection) removes them.
+        with FactStore(location, clock=clock) as other:
+            other.erase(user="bob")
+    after = _scores(store, "ann")
+    assert after == _fresh(location, clock)
+    assert after != before
