@@ -134,7 +134,10 @@ class FactRows(Protocol):
                   agent_id: str, archived: bool = False, live_at: float | None = None
                   ) -> int | None:
         """The lowest id of a fact (or archived fact) with exactly this slot,
-        owners, key and value, or ``None``."""
+        owners, key and value, or ``None``. Inside a transaction, reading a live
+        one holds that value until the transaction ends: another writer's
+        ``find_same`` of it waits, so a read followed by :meth:`insert` never
+        stores a memory twice."""
 
     def find_existing(self, items: Sequence[FactKey], *, archived: bool = False
                       ) -> list[int | None]:

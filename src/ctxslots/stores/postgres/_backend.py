@@ -190,8 +190,15 @@ class PostgresBackend:
     def find_same(self, slot: str, scope: str, key: str | None, value: str, *, user_id: str,
                   agent_id: str, archived: bool = False, live_at: float | None = None
                   ) -> int | None:
-        """The lowest id of a fact with exactly this slot, owners, key and value."""
+        """The lowest id of a fact with exactly this slot, owners, key and value.
+
+        Inside a write transaction, a live fact's value is held until it ends: no
+        unique index covers a memory without a key, so two transactions adding the
+        same one would each find none and both insert it."""
         with self._session.conn() as conn:
+            if self._session.writing and not archived:
+                self._session.reserve(conn, "same value", slot, scope, user_id, agent_id,
+                                      key or "", value)
             return _rows.find_same(conn, slot, scope, user_id, agent_id, key, value,
                                    archived=archived, live_at=live_at)
 
