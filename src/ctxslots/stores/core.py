@@ -205,6 +205,16 @@ class StoreCore:
         self.backend.close()
 
 
+def checked_clock(clock: Callable[[], float], limits: Limits) -> Callable[[], float]:
+    """``clock`` with each reading checked as a time a store can keep (Unix seconds from
+    1970 up to the year 9999: a clock in milliseconds, NaN or before 1970 raises
+    :class:`~ctxslots.errors.InvalidFactError` naming ``clock``) and rounded to whole
+    microseconds, as every time given to a store is."""
+    def now() -> float:
+        return limits.moment(clock(), "clock")
+    return now
+
+
 def _background_access(location: str, options: StoreOptions) -> bool:
     if location == ":memory:" or options.access_writes == "inline":
         return False
@@ -225,6 +235,7 @@ def open_core(location: str, options: StoreOptions) -> StoreCore:
     :raises InvalidFactError: The default user or agent is malformed (nothing is opened).
     """
     lim = options.limits
+    clock = checked_clock(options.clock, lim)
     user = DEFAULT_USER if options.user is None else lim.owner(options.user, "user")
     agent = DEFAULT_AGENT if options.agent is None else lim.owner(options.agent, "agent")
     backend = open_backend(location, create=options.create, lexical_cache=options.lexical_cache,
@@ -251,11 +262,11 @@ def open_core(location: str, options: StoreOptions) -> StoreCore:
         access_writer = AccessWriter(
             lambda: open_backend(location, create=False, vector_cache=False))
     vectors = VectorSink(backend, binding, ranking.vector_weight or 0.0, vector_writer)
-    writer = Writer(backend, lim, options.clock, vectors, access=access_writer,
+    writer = Writer(backend, lim, clock, vectors, access=access_writer,
                     default_user=user, default_agent=agent)
     planner = QueryPlanner(backend, options.query_policy, binding)
     return StoreCore(location=location, backend=backend, limits=options.limits,
                      ranking=ranking, query_policy=options.query_policy,
-                     candidate_pool=options.candidate_pool, clock=options.clock,
+                     candidate_pool=options.candidate_pool, clock=clock,
                      embedding=binding, writer=writer, planner=planner,
                      vector_writer=vector_writer, access_writer=access_writer)

@@ -90,7 +90,10 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         candidate_pool: How many candidates each retrieval leg contributes, and
             how deep fusion looks (1 to 10,000): the first hits never depend on
             ``limit``.
-        clock: Returns the current time in Unix seconds (tests pass their own).
+        clock: Returns the current time in Unix seconds (tests pass their own). Each
+            reading is kept in whole microseconds, as every time given to the store
+            is; one outside 1970 to 9999 (a clock in milliseconds, NaN) raises
+            ``InvalidFactError`` before anything is written.
         embedder: What turns text into vectors for the vector leg: an object
             with ``model_id``, ``dimension`` and ``embed(texts)``, a spec string
             (``"hash"``, ``"sentence-transformers:PATH"``, ``"openai:MODEL"``),
@@ -323,7 +326,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         with self._core.backend.reading():
             hits = ranked.hits(limit)
             if track_access:
-                hits = self._core.writer.track_access(hits, self.clock())
+                hits = self._core.writer.track_access(hits, self._core.clock())
         return hits
 
     def search_ranked(self, query: str, *, slots: Sequence[str] | None = None,
@@ -348,7 +351,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             raise InvalidArgumentError("query must be a string", field="query", value=query)
         core = self._core
         core.check_open()
-        moment = self.clock() if now is None else core.limits.moment(now, "now")
+        moment = core.clock() if now is None else core.limits.moment(now, "now")
         # A moment given is a replay: what was said after it is not known yet.
         narrow = Narrowing(tags, source, said_after, said_before,
                            until=None if now is None else moment)
@@ -430,7 +433,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             raise InvalidArgumentError("fingerprint must be ASCII text of at most 200 "
                                        "characters", field="fingerprint", value=fingerprint)
         self._core.backend.write_progress(check_conversation(conversation), messages_read,
-                                          fingerprint, self.clock(), user_id=user_id,
+                                          fingerprint, self._core.clock(), user_id=user_id,
                                           agent_id=agent_id)
 
     def _talkers(self, user: str | None, agent: str | None) -> tuple[str, str]:

@@ -415,7 +415,9 @@ class Limits:
 
     def moment(self, value: object, field: str) -> float:
         """Validate a point in time: a datetime or Unix seconds, from 1970 up to
-        the year 9999 (what :class:`datetime.datetime` can hold)."""
+        the year 9999 (what :class:`datetime.datetime` can hold), in whole
+        microseconds: a fact's time read back as a datetime (which holds no finer)
+        and given again names the very moment stored."""
         if isinstance(value, bool) or not isinstance(value, (dt.datetime, int, float)):
             raise InvalidFactError(f"{field} must be a datetime or Unix seconds, not "
                                    f"{type(value).__name__}", field=field, value=value)
@@ -429,4 +431,4 @@ class Limits:
             raise InvalidFactError(
                 f"{field} must be a time between 1970 and the year 9999, not {shown}",
                 field=field, value=value)
-        return stamp
+        return round(stamp, 6)
