@@ -229,8 +229,10 @@ def _label(record: Mapping[str, Any], field: str) -> str | None:
     value = record.get(field)
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > 1000 or LONE_SURROGATE.search(value):
-        raise _bad(field, f"{field} must be null or text of at most 1000 characters", value)
+    if not isinstance(value, str) or len(value) > 1000 or LONE_SURROGATE.search(value) \
+            or "\x00" in value:
+        raise _bad(field, f"{field} must be null or text of at most 1000 characters, "
+                   "without NUL", value)
     return value
 
 

@@ -82,11 +82,25 @@ def _unicode(text: str, field: str) -> str:
     return text
 
 
+def _visible(text: str) -> bool:
+    """Whether ``text`` holds a character that is neither white space nor a format
+    character (zero-width space, joiners, direction marks...)."""
+    return bool("".join(c for c in text if unicodedata.category(c) != "Cf").strip())
+
+
+def _no_nul(text: str, field: str) -> str:
+    # PostgreSQL's text holds no NUL: refused on both engines, so a store moves between them.
+    if "\x00" in text:
+        raise InvalidFactError(f"{field} must not contain NUL characters", field=field,
+                               value=text)
+    return text
+
+
 def _name(text: str, field: str) -> str:
     """A key, owner or scope as stored: valid Unicode, and not made of invisible
     characters alone."""
     named = _unicode(text, field)
-    if not "".join(c for c in named if unicodedata.category(c) != "Cf").strip():
+    if not _visible(named):
         raise InvalidFactError(f"{field} must hold a visible character", field=field,
                                value=text)
     return named
@@ -291,9 +305,11 @@ class Limits:
     def _checked_value(self, value: object) -> str:
         if not isinstance(value, str) or not value.strip():
             raise InvalidFactError("value must be a non-empty string", field="value", value=value)
-        if "\x00" in value:
-            raise InvalidFactError("value must not contain NUL characters", field="value", value=value)
+        _no_nul(value, "value")
         _unicode(value, "value")
+        if not _visible(value):
+            raise InvalidFactError("value must hold a visible character", field="value",
+                                   value=value)
         size = len(value.encode("utf-8", "surrogatepass"))
         if size > self.max_value_bytes:
             raise InvalidFactError(
@@ -318,10 +334,7 @@ class Limits:
                                    value=context)
         if not context.strip():
             return None, ()
-        if "\x00" in context:
-            raise InvalidFactError("context must not contain NUL characters", field="context",
-                                   value=context)
-        _unicode(context, "context")
+        _unicode(_no_nul(context, "context"), "context")
         size = len(context.encode("utf-8", "surrogatepass"))
         if size > self.max_context_bytes:
             raise InvalidFactError(
@@ -376,7 +389,7 @@ class Limits:
             raise InvalidFactError(
                 "source must be a string of at most 1000 characters", field="source", value=source
             )
-        return _unicode(source, "source")
+        return _unicode(_no_nul(source, "source"), "source")
 
     def reason(self, reason: object) -> str | None:
         """Validate why a fact was forgotten (free text, at most 1,000 characters, as an
@@ -386,7 +399,7 @@ class Limits:
         if not isinstance(reason, str) or len(reason) > 1000:
             raise InvalidFactError("reason must be None or a string of at most 1000 characters",
                                    field="reason", value=reason)
-        return _unicode(reason, "reason")
+        return _unicode(_no_nul(reason, "reason"), "reason")
 
     def score_step(self, amount: object) -> float:
         """Validate how much one reinforce or demote moves a score: a finite
