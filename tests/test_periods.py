@@ -47,3 +47,15 @@ def test_capitalised_may_inside_a_sentence_is_the_month() -> None:
     """"in May" is the month; an impossible day falls back to its month and year."""
     assert date(2023, 5, 1).isoformat() == days("what did we do in May")[-1][0]
     assert [("2023-02-01", "2023-04-01")] == days("on 31 February 2023")
+
+
+def test_december_at_the_last_year_a_datetime_holds_ends_with_it(store) -> None:
+    """A month named in December 9999 ends where datetimes do; a search then finds it."""
+    now = datetime(9999, 12, 15, tzinfo=UTC)
+    periods = query_periods("what happened in December?", now.timestamp())
+    december = datetime(9999, 12, 1, tzinfo=UTC).timestamp()
+    assert any(start == december and end > december for start, end in periods)
+    store.add("agent", "the party happened in December",
+              observed_at=datetime(9999, 12, 1, tzinfo=UTC))
+    hits = store.search("what happened in December?", now=now, track_access=False)
+    assert [h.fact.value for h in hits] == ["the party happened in December"]

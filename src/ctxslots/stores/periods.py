@@ -53,6 +53,8 @@ def _timestamp(year: int, month: int, day: int = 1) -> float:
 
 
 def _month_end(year: int, month: int) -> float:
+    if (year, month) == (dt.MAXYEAR, 12):  # the next month is past what a datetime holds
+        return _timestamp(year, month, 31) + _DAY
     return _timestamp(year + month // 12, month % 12 + 1)
 
 
