@@ -291,9 +291,9 @@ class MemoryFlusher:
                                  written_at)
         if isinstance(prepared, FlushReport):
             return prepared
-        prompt, base, progress, msgs, shown = prepared
+        prompt, base, progress, msgs, shown, when = prepared
         ops, base = self._ask(prompt, base)
-        return self._apply(ops, base, progress, msgs, shown, written_at=written_at)
+        return self._apply(ops, base, progress, msgs, shown, written_at=when)
 
     async def aflush(
         self,
@@ -320,11 +320,11 @@ class MemoryFlusher:
                                            Owners(user, agent, scope), force, written_at)
         if isinstance(prepared, FlushReport):
             return prepared
-        prompt, base, progress, msgs, shown = prepared
+        prompt, base, progress, msgs, shown, when = prepared
         ops, base = await self._aask(prompt, base)
         cancelled = threading.Event()
         applying = asyncio.ensure_future(asyncio.to_thread(
-            self._apply, ops, base, progress, msgs, shown, cancelled, written_at))
+            self._apply, ops, base, progress, msgs, shown, cancelled, when))
         try:
             return await asyncio.shield(applying)
         except asyncio.CancelledError:
@@ -336,10 +336,12 @@ class MemoryFlusher:
     def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], conversation: str,
                  owners: Owners, force: bool, written_at: dt.datetime | None
                  ) -> FlushReport | tuple[str, FlushReport, Progress | None, list[Message],
-                                          _Shown]:
+                                          _Shown, dt.datetime]:
         """Check the input and read what a flush needs: a report when there is nothing
-        to ask, else the prompt, the report so far, the read position, the messages and
-        the owners of each keyed fact the model is shown."""
+        to ask, else the prompt, the report so far, the read position, the messages, the
+        owners of each keyed fact the model is shown, and the moment the facts are said
+        at (``written_at``, else the clock's now: one moment for every fact of the
+        flush, which makes them one episode)."""
         msgs = check_messages(messages)
         conv = check_conversation(conversation)
         limits = self.store.limits
@@ -390,7 +392,7 @@ class MemoryFlusher:
             if fact.key is not None:
                 shown.setdefault((fact.slot, fact.key), OwnerArgs(
                     scope=fact.scope, user=fact.user, agent=fact.agent))
-        return prompt, base, progress, msgs[:end], shown
+        return prompt, base, progress, msgs[:end], shown, when
 
     def _source(self, flush_id: str, conv: str, msgs: list[Message], start: int) -> str:
         if start >= len(msgs):
