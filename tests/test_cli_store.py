@@ -32,6 +32,17 @@ def test_remember_search_get(db_path):
     assert "Deploys run on Friday." in run(db_path, "get", str(fact["id"])).output
 
 
+def test_get_shows_an_expired_fact_and_says_so(db_path):
+    """An expired fact is still in the store (stats counts it): get shows it, marked."""
+    with FactStore(db_path, clock=lambda: 1_000_000_000.0) as store:
+        fact = store.add("agent", "The staging password rotates today.",
+                         expires_at=1_000_000_060.0)
+    out = run(db_path, "get", str(fact.id)).output
+    assert "The staging password rotates today. (expired)" in out
+    assert json.loads(run(db_path, "get", str(fact.id), "--json").output)["id"] == fact.id
+    assert "(expired)" not in run(db_path, "remember", "agent", "Fresh one.").output
+
+
 def test_scope_and_slot_options(db_path):
     """search honours --scope and repeated --slot."""
     run(db_path, "remember", "project", "Deploys run on Friday.", "--scope", "a")

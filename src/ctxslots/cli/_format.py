@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from .._readable import multiplier, share
 from ..model import Fact, Hit
 from ..prompts.ages import days_in_words
@@ -23,11 +25,15 @@ def whose(slot: str, user: str | None, agent: str | None, scope: str | None) -> 
     return slot + (f"[{owner}]" if owner else "") + (f"@{scope}" if scope else "")
 
 
-def fact_line(fact: Fact) -> str:
-    """One line for a fact: id, slot[owner]@scope, key, value and its state."""
+def fact_line(fact: Fact, now: float | None = None) -> str:
+    """One line for a fact: id, slot[owner]@scope, key, value and its state (expired at
+    ``now``, default the time of the call, archived, superseded)."""
     where = whose(fact.slot, fact.user, fact.agent, fact.scope)
     key = f" {fact.key}:" if fact.key else ""
     flags = " (archived)" if fact.archived else ""
+    if fact.expires_at is not None and not fact.archived \
+            and fact.expires_at.timestamp() <= (time.time() if now is None else now):
+        flags += " (expired)"
     if fact.superseded_by is not None:
         flags += f" (superseded by {fact.superseded_by})"
     return f"[id:{fact.id}] {where}{key} {fact.value}{flags}"

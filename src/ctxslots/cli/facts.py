@@ -115,13 +115,15 @@ def _by_id(action: Callable[..., Fact], help_text: str) -> Callable[..., None]:
 
 def _get(store: FactStore, fact_id: int, *, user: str | None, agent: str | None,
          scope: str | None) -> Fact:
-    fact = store.get(fact_id, include_archive=True, user=user, agent=agent, scope=scope)
+    fact = store.get(fact_id, include_archive=True, include_expired=True, user=user,
+                     agent=agent, scope=scope)
     if fact is None:
         raise click.ClickException(f"no fact with id {fact_id}")
     return fact
 
 
-get = click.command("get")(_by_id(_get, "Show the fact with this ID (archived ones too)."))
+get = click.command("get")(_by_id(
+    _get, "Show the fact with this ID (expired and archived ones too, said so)."))
 forget = click.command("forget")(_by_id(lambda s, i, **o: s.forget(i, reason="cli", **o),
                                         "Move the fact with this ID to the archive."))
 reinforce = click.command("reinforce")(_by_id(lambda s, i, **o: s.reinforce(i, **o),
