@@ -792,3 +792,37 @@ def test_an_inline_write_keeps_a_refused_value_without_a_vector(
         report = store.doctor()
         assert report.vectors is not None and (1, 1) == (report.vectors.vectors,
                                                          report.vectors.missing)
+
+
+_LOAD = """
+import sys
+{absent}
+from ctxslots.stores.embedders import embedder_from_spec
+try:
+    embedder_from_spec({spec!r}).embed(["a"])
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("case", ["broken", "absent"])
+def test_a_broken_sentence_transformers_is_not_called_absent(tmp_path, case):
+    """An installed sentence-transformers that fails to import (a version too old for its
+    hub library) says why; only a missing one is said to be not installed."""
+    package = tmp_path / "site" / "sentence_transformers"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "raise ImportError(\"cannot import name 'cached_download' from 'huggingface_hub'\")\n")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    absent = "sys.modules['sentence_transformers'] = None" if case == "absent" else ""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD.format(absent=absent, spec=f"sentence-transformers:{model}")],
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")}, capture_output=True,
+        text=True, check=True)
+    if case == "broken":
+        assert "sentence-transformers cannot be imported (cannot import name 'cached_download'" \
+            in done.stdout
+    else:
+        assert "EmbedderError sentence-transformers is not installed" in done.stdout

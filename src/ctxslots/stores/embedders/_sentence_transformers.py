@@ -121,9 +121,13 @@ class SentenceTransformersEmbedder:
             try:
                 from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found,unused-ignore]
             except ImportError as exc:
+                # Installed but broken (a version too old for its dependencies) is not absent.
+                missing = isinstance(exc, ModuleNotFoundError) and (
+                    exc.name or "").split(".")[0] == "sentence_transformers"
                 raise EmbedderError(
-                    f"sentence-transformers is not installed: {INSTALL_HINT}", model_id=self.model_id
-                ) from exc
+                    f"sentence-transformers is not installed: {INSTALL_HINT}" if missing else
+                    f"sentence-transformers cannot be imported ({exc}): {INSTALL_HINT}",
+                    model_id=self.model_id) from exc
             kwargs: dict[str, Any] = {"device": self.device}
             if "local_files_only" in inspect.signature(SentenceTransformer).parameters:
                 kwargs["local_files_only"] = True
