@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import FactNotFoundError, InvalidArgumentError
 from ..model import Hit
 from .backend import FactFilter, QueryPlan
+from .backend.unit_vectors import COSINE_DIGITS, settled_cosines
 from .core import StoreCore
 from .ranking import Candidate, left_out
 from .sanitize import query_tokens
@@ -147,7 +148,7 @@ def _cosine(core: StoreCore, fact_id: int, vector: np.ndarray) -> float | None:
     if stored is None:
         return None
     norms = float(np.linalg.norm(stored) * np.linalg.norm(vector))
-    return None if norms == 0 else float(np.dot(stored, vector) / norms)
+    return None if norms == 0 else round(float(np.dot(stored, vector) / norms), COSINE_DIGITS)
 
 
 def locate(core: StoreCore, plan: QueryPlan, flt: FactFilter, hits: Callable[[int], list[Hit]],
@@ -162,7 +163,8 @@ def locate(core: StoreCore, plan: QueryPlan, flt: FactFilter, hits: Callable[[in
             found.update(words_rank=position, bm25=cand.score)
             break
     if vector is not None:
-        nearest: Sequence[tuple[int, float]] = backend.vector_knn(vector, flt, depth)
+        nearest: Sequence[tuple[int, float]] = settled_cosines(
+            backend.vector_knn(vector, flt, depth))
         for position, (fid, cosine) in enumerate(nearest, 1):
             if fid == fact_id:
                 found.update(vector_rank=position, cosine=cosine)

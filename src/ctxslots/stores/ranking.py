@@ -39,7 +39,6 @@ by fact id, so the same store and query always give the same order.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import cast
 
@@ -360,9 +359,9 @@ def left_out(c: Candidate, policy: RankingPolicy, *, fused: bool) -> str | None:
     return None
 
 
-#: The order of scored candidates: those within depth first, then by final score
-#: (stored negated), then by fact id.
-_ORDER = operator.itemgetter(0, 1, 2)
+#: Steps between no score and the largest final in which finals are told apart: finer
+#: differences are float rounding, and such finals tie (broken by fact id).
+_TIE_STEPS = 1e12
 
 
 def _within(rank: int | None, depth: int | None) -> bool:
@@ -471,7 +470,12 @@ def rank_candidates(
             parts = {**parts, "episode": episode} if parts else {"episode": episode}
         scored.append((not inside, -final, cand.fact_id, cand, relevance, decay,
                        reinforcement, age, parts))
-    scored.sort(key=_ORDER)
+    # Finals equal but for float rounding (a sum of two legs, an engine's last digits)
+    # are ties, broken by id like any other: compared in steps of a trillionth of the
+    # largest.
+    largest = max((abs(entry[1]) for entry in scored), default=0.0)
+    scale = _TIE_STEPS / largest if largest > 0.0 else 0.0
+    scored.sort(key=lambda entry: (entry[0], round(entry[1] * scale), entry[2]))
     out: list[tuple[Candidate, HitTrace]] = []
     for position, (_, minus_final, _, cand, relevance, decay, reinforcement, age, extra) \
             in enumerate(scored[:limit], start=1):

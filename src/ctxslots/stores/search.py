@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..model import Fact, Hit
 from .backend import FactFilter, FactRow, QueryPlan
+from .backend.unit_vectors import settled_cosines
 from .core import StoreCore
 from .explain import Located, locate
 from .links import pull_linked
@@ -171,7 +172,7 @@ def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int
                 lexical[fid] = (position, cand.score)
                 rows[fid] = (cand.row, archived)
     if plan.vector is not None and np.any(plan.vector):
-        nearest = backend.vector_knn(plan.vector, flt, depth)
+        nearest = settled_cosines(backend.vector_knn(plan.vector, flt, depth))
         exhausted = exhausted and len(nearest) < depth
         nearest = [(fid, cos) for fid, cos in nearest if cos > core.ranking.min_cosine]
         missing = [fid for fid, _ in nearest if fid not in rows]

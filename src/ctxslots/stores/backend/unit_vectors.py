@@ -11,14 +11,20 @@ skips it, and ``doctor`` counts it among the vectors no search can use.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["UNIT_TOLERANCE", "unit_rows"]
+__all__ = ["COSINE_DIGITS", "UNIT_TOLERANCE", "settled_cosines", "unit_rows"]
 
 #: How far from 1 a stored vector's length may be and still count as unit length
 #: (float32 rounding leaves a few millionths).
 UNIT_TOLERANCE = 1e-3
+#: Decimals a vector leg's cosines are kept to: float32 holds about seven, and the
+#: engines (sqlite-vec, pgvector, the in-memory copy) differ in the last of them, so
+#: equal vectors would rank by rounding noise, differently on each engine.
+COSINE_DIGITS = 6
 
 
 def unit_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
@@ -35,3 +41,11 @@ def unit_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0.0] = 1.0
     return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+
+
+def settled_cosines(nearest: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """A vector leg's ``(fact_id, cosine)`` with each cosine to :data:`COSINE_DIGITS`
+    decimals, best first, and by id among equals: the same on every engine."""
+    settled = [(fid, round(float(cosine), COSINE_DIGITS)) for fid, cosine in nearest]
+    settled.sort(key=lambda pair: (-pair[1], pair[0]))
+    return settled

@@ -1,0 +1,49 @@
+"""The same facts and question rank the same on SQLite and PostgreSQL with both legs on:
+cosines that differ in an engine's last float32 digits, and fused scores equal but for
+rounding, no longer decide the order (ties go by fact id)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxslots import FactStore, RankingPolicy
+
+FUSED = RankingPolicy(vector_weight=1.0)
+NOW = 1_800_000_000.0
+
+CASES = {
+    # Three facts match the word equally, and two of them have cosines equal in exact
+    # arithmetic (0.5): float noise stretched to the leg's whole scale ranked them.
+    "equal cosines": ([("agent", "hotel bravo charlie lima", {}),
+                       ("agent", "india echo charlie golf", {}),
+                       ("agent", "lima golf foxtrot", {}),
+                       ("agent", "delta charlie bravo kilo", {}),
+                       ("agent", "delta kilo", {}),
+                       ("agent", "alpha hotel", {})], "charlie"),
+    # Each of two hits is best on one leg: their fused scores are equal but for rounding.
+    "fused tie": ([("agent", "cold C++ deployment server retry monday.",
+                    {"agent": "Bot", "scope": "w%", "tags": ["t_"], "context": "port"}),
+                   ("user", "NEAR retry  ", {"context": "東京 !"}),
+                   ("project", "Cafe it's deployment Straße helix C++  ",
+                    {"scope": "w%", "tags": ["e", "t%"], "source": "a_b"}),
+                   ("agent", "friday the friday the it's under_score.",
+                    {"tags": ["tag one", "t%", "t_"]})], "monday under_score 東京 *."),
+}
+
+
+def _ranked(location: str, facts, question: str) -> list[tuple[str, float]]:
+    with FactStore(location, clock=lambda: NOW, ranking=FUSED) as store:
+        for slot, value, options in facts:
+            store.add(slot, value, **options)
+        return [(h.fact.value, h.trace.final) for h in
+                store.search(question, include_archive=True, track_access=False)]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_both_engines_rank_alike(case, tmp_path, pg_url):
+    facts, question = CASES[case]
+    on_sqlite = _ranked(str(tmp_path / "memory.db"), facts, question)
+    on_postgres = _ranked(pg_url, facts, question)
+    assert [v for v, _ in on_sqlite] == [v for v, _ in on_postgres]
+    assert [f for _, f in on_sqlite] == pytest.approx([f for _, f in on_postgres], rel=1e-6)
+    assert len(on_sqlite) >= 2
