@@ -8,9 +8,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from _damage import damage_the_facts_table
 from _powers import ordinary_child, run_on_read_only_file
 from _sql import raw
-from ctxslots import FactStore, RankingPolicy
+from ctxslots import FactStore, RankingPolicy, StoreDamagedError
 from ctxslots.cli import cli
 from ctxslots.stores.embedders import HashingEmbedder
 
@@ -109,3 +110,28 @@ def test_a_dropped_hnsw_index_is_reported_and_rebuilt(pg_url):
         assert store.doctor().ok
         with psycopg.connect(pg_url) as conn:
             assert conn.execute("SELECT to_regclass('fact_vectors_hnsw')").fetchone()[0]
+
+
+def test_a_damaged_facts_page_is_a_store_damaged_error_and_the_doctor_reports_it(tmp_path):
+    """A facts page overwritten on disk: reads raise StoreDamagedError naming the file and
+    the repair, the doctor reports the damage instead of raising, and the CLI says one line."""
+    path = str(tmp_path / "memory.db")
+    with FactStore(path) as store:
+        for n in range(5):
+            store.add("project", f"Fact number {n}.")
+    damage_the_facts_table(path)
+    with FactStore(path) as store:
+        for read in (lambda: store.get(1), lambda: store.facts(), lambda: store.stats()):
+            with pytest.raises(StoreDamagedError) as info:
+                read()
+            assert str(info.value).startswith(f"{path} is damaged (")
+            assert f"`sqlite3 {path} .recover`" in str(info.value)
+        report = store.doctor()
+    assert not report.ok and report.integrity != "ok"
+    assert any("the facts could not all be read" in p for p in report.problems)
+    for command in (["doctor"], ["list"], ["get", "1"]):
+        result = CliRunner().invoke(cli, ["--db", path, *command], catch_exceptions=False)
+        assert 1 == result.exit_code, command
+        assert "Traceback" not in result.output and "apsw" not in result.output, command
+    lines = CliRunner().invoke(cli, ["--db", path, "list"]).output.splitlines()
+    assert 1 == len(lines) and lines[0].startswith(f"Error: {path} is damaged")

@@ -33,6 +33,7 @@ from .errors import (
     ReadOnlyStoreError,
     StoreBusyError,
     StoreClosedError,
+    StoreDamagedError,
     StoreError,
     TemplateError,
 )
@@ -119,6 +120,7 @@ __all__ = [
     "StaticContributor",
     "StoreBusyError",
     "StoreClosedError",
+    "StoreDamagedError",
     "StoreError",
     "TemplateError",
     "TokenCounter",

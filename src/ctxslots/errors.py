@@ -35,6 +35,7 @@ __all__ = [
     "ReplyFormatError",
     "StoreBusyError",
     "StoreClosedError",
+    "StoreDamagedError",
     "StoreError",
     "TemplateError",
 ]
@@ -85,6 +86,16 @@ class StoreBusyError(StoreError):
 
 class StoreClosedError(StoreError):
     """The store was closed; nothing can be read or written through it any more."""
+
+
+class StoreDamagedError(StoreError):
+    """A page of the store's file is damaged: its bytes are not what SQLite wrote (a disk
+    fault, a copy made mid-write, another program's writes).
+
+    Nothing more of that page can be read or written. ``ctxslots doctor`` reports what it
+    can still check; restore the file from a backup, or copy what is readable into a new
+    file (``sqlite3 FILE .recover``) and open that.
+    """
 
 
 class DuplicateKeyError(StoreError):

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 import apsw
 
-from ...errors import StoreClosedError, StoreError
+from ...errors import StoreClosedError, StoreDamagedError, StoreError
 from ..backend import KeptRead, failed_batch_error
 from ._busy import busy_error
 
@@ -49,6 +49,17 @@ def _not_utf8(path: str, exc: UnicodeDecodeError) -> StoreError:
                       "`ctxslots reindex` makes it readable", path=path)
 
 
+def damaged_error(path: str, exc: apsw.Error) -> StoreDamagedError:
+    """The error of a read or write that met a damaged page of the file at ``path``."""
+    return StoreDamagedError(f"{path} is damaged ({exc}): restore it from a backup, or copy "
+                             f"what is readable into a new file with `sqlite3 {path} .recover` "
+                             "and open that (`ctxslots doctor` lists the damage)", path=path)
+
+
+#: Driver errors that mean the file's bytes are damaged, not that a statement is wrong.
+_DAMAGE = (apsw.CorruptError, apsw.NotADBError)
+
+
 def _closed(path: str) -> StoreClosedError:
     return StoreClosedError(f"the store at {path} is closed", path=path)
 
@@ -72,6 +83,8 @@ class _TakingTurns:
             raise _not_utf8(self._path, exc) from exc
         except (apsw.ConnectionClosedError, apsw.CursorClosedError) as exc:
             raise _closed(self._path) from exc
+        except _DAMAGE as exc:
+            raise damaged_error(self._path, exc) from exc
 
     def __iter__(self) -> _TakingTurns:
         return self
@@ -167,7 +180,8 @@ class Connection:
         """Run one statement (or a script without parameters).
 
         :raises StoreError: A table or column the statement names is gone (a
-            damaged store: ``doctor`` says what, ``reindex`` rebuilds what it can).
+            damaged store: ``doctor`` says what, ``reindex`` rebuilds what it can), or
+            a page of the file is damaged (restore a backup, or recover what is readable).
         """
         if self.streams:
             return self._run(sql, params,
@@ -191,6 +205,8 @@ class Connection:
             raise busy_error(self.path, self.busy_timeout) from exc
         except UnicodeDecodeError as exc:
             raise _not_utf8(self.path, exc) from exc
+        except _DAMAGE as exc:
+            raise damaged_error(self.path, exc) from exc
 
     def changed(self, sql: str, params: Params = ()) -> int:
         """Run one statement that changes rows; how many rows it changed (not counting
@@ -204,7 +220,10 @@ class Connection:
             if self._closed:
                 raise self._closed_error()
             self.kept_read.forget()
-            self.raw.executemany(sql, rows)
+            try:
+                self.raw.executemany(sql, rows)
+            except _DAMAGE as exc:
+                raise damaged_error(self.path, exc) from exc
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         """Run a query and return its rows as dictionaries."""

@@ -61,7 +61,9 @@ def check(conn: Connection) -> Health:
     except (apsw.Error, StoreError) as exc:
         integrity = f"integrity check could not run: {exc}"
     if integrity != "ok":
-        problems.append(f"integrity check failed: {integrity}")
+        problems.append(f"integrity check failed: {integrity}\n(restore the file from a "
+                        "backup, or copy what is readable into a new file with "
+                        f"`sqlite3 {conn.path} .recover`)")
     names = _existing(conn)
     gone = [t for t in _SOURCE_TABLES if t not in names]
     if "facts" in gone:

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from ...errors import EmbedderError
+from ...errors import EmbedderError, StoreDamagedError
 from ..backend import BadValue, FactFilter, VectorRow
 from ..core import StoreCore
 from ..embedders.partial import embed_what_it_takes, warn_refused
@@ -125,18 +125,27 @@ def _value_problems(bad: list[BadValue]) -> list[str]:
 
 
 def doctor(core: StoreCore) -> DoctorReport:
-    """Check the store's integrity, its full-text index, its stored values and its vectors."""
+    """Check the store's integrity, its full-text index, its stored values and its vectors.
+
+    A damaged page of the file is reported as a problem, not raised: the checks that
+    need the rows it holds are skipped.
+    """
     health = core.backend.check()
     problems = list(health.problems)
-    if health.facts_readable:
-        problems += _value_problems(core.backend.bad_values(limit=_LOOKED_AT))
-        problems += consistency_problems(core.backend)
+    readable = health.facts_readable
+    if readable:
+        try:
+            problems += _value_problems(core.backend.bad_values(limit=_LOOKED_AT))
+            problems += consistency_problems(core.backend)
+        except StoreDamagedError as exc:  # reported: the rest of the checks need the rows
+            problems.append(f"the facts could not all be read: {exc}")
+            readable = False
     state = None
     if core.embedding.missing is not None:  # opened without the embedder its vectors need
         problems.append(core.embedding.missing)
     # A store whose searches read no vectors keeps none: nothing to check.
     embedder = core.embedder
-    if embedder is not None and core.ranking.vector_weight and health.facts_readable:
+    if embedder is not None and core.ranking.vector_weight and readable:
         vs = core.backend.vector_state()
         state = IndexState(
             model_id=vs.model_id, dimension=vs.dimension,
