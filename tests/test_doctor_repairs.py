@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import apsw
 import pytest
 from click.testing import CliRunner
 
@@ -135,3 +136,25 @@ def test_a_damaged_facts_page_is_a_store_damaged_error_and_the_doctor_reports_it
         assert "Traceback" not in result.output and "apsw" not in result.output, command
     lines = CliRunner().invoke(cli, ["--db", path, "list"]).output.splitlines()
     assert 1 == len(lines) and lines[0].startswith(f"Error: {path} is damaged")
+
+
+def test_doctor_does_not_wait_for_a_write_lock_another_connection_holds(tmp_path,
+                                                                         monkeypatch):
+    """While another connection holds the write lock, the FTS5 check (a write) is not run
+    and not waited for: the doctor compares the index's rows instead and says the full
+    check could not run."""
+    path = str(tmp_path / "memory.db")
+    monkeypatch.setenv("CTXSLOTS_BUSY_TIMEOUT", "2")  # what a check that waited would wait
+    with FactStore(path) as store:
+        store.add("agent", "The VPN needs a fresh token.")
+        holder = apsw.Connection(path)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            report = store.doctor()
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert report.fts_in_sync and not report.ok
+        assert ["the full-text index's own check could not run"] == [
+            p.split(":")[0] for p in report.problems]
+        assert store.doctor().ok

@@ -16,6 +16,7 @@ import apsw
 
 from ...errors import StoreBusyError, StoreError
 from ..backend import Health
+from ._busy import lock_holder
 from ._connection import DEFAULT_BUSY_TIMEOUT_S, Connection, sqlite_version
 from ._meta import get_meta, set_meta
 from ._migrations import schema_version
@@ -79,29 +80,42 @@ def check(conn: Connection) -> Health:
                         "`ctxslots reindex` to rebuild them")
     # The lexical index is its FTS5 tables and the triggers that keep them in step.
     in_sync = not any(kind == "trigger" or name in _FTS_TABLES for kind, name in missing)
-    if in_sync and not _fts_in_sync(conn):
-        in_sync = False
-        problems.append("the full-text index is out of sync with the facts: "
-                        "run `ctxslots reindex`")
+    if in_sync:
+        in_sync, busy = _fts_in_sync(conn)
+        if not in_sync:
+            problems.append("the full-text index is out of sync with the facts: "
+                            "run `ctxslots reindex`")
+        elif busy:
+            who = lock_holder(conn.path) or "another connection"
+            problems.append(f"the full-text index's own check could not run: {who} holds "
+                            "the write lock it needs (the index holds one entry per fact, "
+                            "as it should); run the doctor again once that writer is done")
     return Health(integrity, in_sync, tuple(problems))
 
 
-def _fts_in_sync(conn: Connection) -> bool:
-    """FTS5's own integrity check: every word of every fact where the index says.
+def _fts_in_sync(conn: Connection) -> tuple[bool, bool]:
+    """FTS5's own integrity check: every word of every fact where the index says; and
+    whether another connection's write lock kept it from running.
 
-    The check is an ``INSERT`` command, which a file opened read-only refuses (and a
-    writer holding the lock delays past the busy timeout); such a file is checked by
-    what can be read: the index holds one entry per fact and the archive, no more.
+    The check is an ``INSERT`` command, which a file opened read-only refuses and which
+    needs the write lock: it does not wait for one another connection holds (a health
+    check must not hang on a long batch). Such a file is checked by what can be read:
+    the index holds one entry per fact and the archive, no more.
     """
+    busy = False
     if not conn.read_only:
         try:
-            for table in _FTS_TABLES:
-                conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-            return True
-        except (apsw.ReadOnlyError, StoreBusyError):
+            with conn.write(wait=0):
+                for table in _FTS_TABLES:
+                    conn.execute(
+                        f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
+            return True, False
+        except StoreBusyError:
+            busy = True
+        except apsw.ReadOnlyError:
             pass
         except (apsw.Error, StoreError):
-            return False
+            return False, False
     try:
         for table in ("facts", "archive"):
             strays = conn.scalar(
@@ -109,10 +123,10 @@ def _fts_in_sync(conn: Connection) -> bool:
                 f"(SELECT id FROM {table}_fts_docsize)) + (SELECT count(*) FROM "
                 f"{table}_fts_docsize WHERE id NOT IN (SELECT id FROM {table}))")
             if strays:
-                return False
+                return False, busy
     except (apsw.Error, StoreError):
-        return False
-    return True
+        return False, busy
+    return True, busy
 
 
 def rebuild(conn: Connection) -> None:
