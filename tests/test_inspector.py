@@ -3,6 +3,7 @@ spoken to by httpx (the browser's own tests are in test_inspector_browser.py).""
 
 from __future__ import annotations
 
+import concurrent.futures
 import html
 import re
 import subprocess
@@ -10,12 +11,14 @@ import sys
 import urllib.parse
 
 import anyio
+import apsw
 import attrs
 import httpx
 import pytest
 from click.testing import CliRunner
 
 from _assembler_helpers import HOSTILE_VALUES
+from _damage import damage_the_facts_table
 from _inspector import HOSTILE, TOKEN, demo_facts, serving
 from ctxslots import AssemblyRequest, FactStore, InvalidArgumentError, PromptAssembler
 from ctxslots.cli import cli
@@ -240,7 +243,7 @@ def test_health_shows_the_doctor_report(served):
     client, base, _, _ = served
     page = client.get(base + "/health")
     assert 200 == page.status_code and 'data-ok="1"' in page.text
-    assert re.search(r"<p>\d+ live, 0 expired", page.text)
+    assert re.search(r'<p id="counts">\d+ live, 0 expired', page.text)
 
 
 def test_it_never_binds_beyond_loopback_without_host_and_token(tmp_path):
@@ -346,3 +349,56 @@ def test_every_fact_is_reached_a_page_at_a_time(tmp_path):
         for bad in ("4", "0", "x"):
             assert 404 == client.get(f"{base}/?page={bad}").status_code
         assert 200 == client.get(f"{base}/timeline?page=3").status_code
+
+
+def test_a_damaged_store_gets_a_503_page_and_the_doctor_reports_it(tmp_path):
+    """A facts page overwritten on disk: each page that reads a fact answers 503 with the
+    store's error naming the repair, the health page shows the doctor's report of it, and
+    the server keeps serving."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        for n in range(5):
+            store.add("project", f"Fact number {n}.")
+    damage_the_facts_table(db)
+    with serving(db) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        for path in ("/", "/timeline", "/fact/1", "/why?fact=1&message=fact"):
+            page = client.get(base + path if path != "/" else address)
+            assert 503 == page.status_code, path
+            error = html.unescape(re.search(r'id="error">([^<]*)<', page.text)[1])
+            assert f"{db} is damaged" in error and ".recover" in error, path
+        for action in ("edit", "reinforce", "forget"):
+            page = client.post(f"{base}/fact/1/{action}", data={"value": "x", "amount": "1"})
+            assert 503 == page.status_code and "is damaged" in page.text, action
+        health = client.get(base + "/health")
+        assert 503 == health.status_code and 'data-ok="0"' in health.text
+        assert "integrity check failed" in health.text
+        assert "The facts could not be counted" in health.text
+
+
+def test_health_does_not_wait_for_a_write_lock_another_process_holds(tmp_path, monkeypatch):
+    """Another connection holds the write lock: the health page answers that its full-text
+    check could not run, naming the holder, instead of waiting for the lock and saying all
+    is well; the other pages answer meanwhile."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        store.add("project", "Deploy on Fridays.")
+    monkeypatch.setenv("CTXSLOTS_BUSY_TIMEOUT", "2")  # what a check that waited would wait
+    with serving(db) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        assert 200 == client.get(address).status_code
+        holder = apsw.Connection(db)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                health = pool.submit(client.get, base + "/health")
+                assert 200 == client.get(base + "/fact/1").status_code
+                page = health.result()
+            assert 'data-ok="0"' in page.text
+            said = html.unescape(page.text)
+            assert "the full-text index's own check could not run" in said
+            assert "holds the write lock" in said
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert 'data-ok="1"' in client.get(base + "/health").text

@@ -110,6 +110,35 @@ def test_a_stopped_server_fails_calls_at_once_and_the_first_call_after_works(ser
         assert [kept.id] == [h.fact.id for h in store.search("deploys")]
 
 
+def test_the_inspector_answers_503_while_the_server_is_down(server):
+    """``ctxslots ui`` over a server that stops: every page and change answers 503 with the
+    store's error (not a bare 500), and once the server is back the pages answer again."""
+    httpx = pytest.importorskip("httpx")
+    from _inspector import serving
+
+    url = server.database()
+    with FactStore(url) as store:
+        fact = store.add("agent", "Deploys happen on Fridays.").id
+    with serving(url) as address, httpx.Client(timeout=120) as client:
+        base = address.split("/?", 1)[0]
+        assert 200 == client.get(address).status_code
+        server.stop()
+        try:
+            for path in ("/", f"/fact/{fact}", "/health", "/timeline",
+                         f"/why?fact={fact}&message=deploys"):
+                page = client.get(base + path)
+                assert 503 == page.status_code, path
+                assert "does not answer" in page.text and 'id="error"' in page.text, path
+            for action in ("reinforce", "edit", "forget"):
+                page = client.post(f"{base}/fact/{fact}/{action}",
+                                   data={"amount": "1", "value": "Deploys on Mondays."})
+                assert 503 == page.status_code and "does not answer" in page.text, action
+        finally:
+            server.start()
+        assert 200 == client.get(f"{base}/fact/{fact}").status_code
+        assert 200 == client.get(base + "/health").status_code
+
+
 def test_a_restart_during_a_transaction_fails_it_and_the_next_works(server):
     """The server stopping under an open write transaction: nothing of it is kept, and
     the next transaction once it is back commits."""

@@ -9,10 +9,17 @@ from typing import Any
 
 import attrs
 import jinja2
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from ..errors import BudgetExceededError, CtxslotsError, FactNotFoundError
+from ..errors import (
+    BudgetExceededError,
+    CtxslotsError,
+    FactNotFoundError,
+    ReadOnlyStoreError,
+    StoreError,
+)
 from ..model import AssembledPrompt
 from ..prompts.dump import html_helpers
 from ..request import AssemblyRequest
@@ -49,6 +56,12 @@ def _number(text: str | None, default: float, kind: type = float) -> Any:
         return kind(text)
     except ValueError:
         return text
+
+
+def _unavailable(exc: CtxslotsError) -> bool:
+    """Whether ``exc`` says the store cannot be used now (down, damaged, busy, closed),
+    which the app answers with its 503 page, rather than that this request was refused."""
+    return isinstance(exc, StoreError) and not isinstance(exc, ReadOnlyStoreError)
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -88,6 +101,8 @@ class Pages:
                 agent=ANY if f["agent"] is None else f["agent"],
                 tags=() if f["tag"] is None else [f["tag"]])
         except CtxslotsError as exc:
+            if _unavailable(exc):
+                raise
             return [], str(exc), 0
         if f["q"] is not None:  # folded as search folds words: istanbul finds İstanbul
             needle = fold(f["q"])
@@ -198,7 +213,8 @@ class Pages:
                 return self.render("error.html.j2", page="memory", status=404,
                                    message=f"no action {action!r}")
         except CtxslotsError as exc:
-            status = 404 if isinstance(exc, FactNotFoundError) else 400
+            status = 404 if isinstance(exc, FactNotFoundError) else \
+                503 if _unavailable(exc) else 400
             if store.get(fact_id, include_archive=True, include_expired=True) is None:
                 return self.render("error.html.j2", page="memory", status=status,
                                    message=str(exc))
@@ -232,6 +248,8 @@ class Pages:
             try:
                 data = self._assemble(self._request(params)).to_dict()
             except CtxslotsError as exc:
+                if _unavailable(exc):
+                    raise
                 error = str(exc)
 
         def why_url(fact_id: int) -> str:
@@ -255,6 +273,8 @@ class Pages:
             try:
                 answer = explain(self.assembler, self._request(params), fact_id)
             except CtxslotsError as exc:
+                if _unavailable(exc):
+                    raise
                 error = str(exc)
         return self.render("why.html.j2", page="lab", f=fields, answer=answer, error=error,
                            status=400 if error else 200)
@@ -262,10 +282,31 @@ class Pages:
     # Health ----------------------------------------------------------------------------
 
     async def health(self, request: Request) -> Response:
-        """``/health``: the doctor's report, with the repairs it proposes, and the counts."""
-        stats = self.store.stats()
-        return self.render("health.html.j2", page="health", report=self.store.doctor(),
-                           stats=stats, location=stats.get("path"))
+        """``/health``: the doctor's report, with the repairs it proposes, and the counts.
+
+        The doctor reads the whole store, so it runs in a worker thread: the other pages
+        answer meanwhile."""
+        report, stats, error = await run_in_threadpool(self._checked)
+        return self.render("health.html.j2", page="health", report=report, stats=stats,
+                           stats_error=error, location=stats and stats.get("path"),
+                           status=200 if error is None else 503)
+
+    def _checked(self) -> tuple[Any, dict[str, Any] | None, str | None]:
+        """The doctor's report, then the counts, or why they could not be read (a
+        damaged store the doctor reports on may not be countable)."""
+        report = self.store.doctor()
+        try:
+            return report, self.store.stats(), None
+        except StoreError as exc:
+            if not _unavailable(exc):
+                raise
+            return report, None, str(exc)
+
+    def unavailable(self, request: Request, exc: Exception) -> Response:
+        """Any page whose store cannot be used now (a server that does not answer, a
+        damaged file, a lock held too long): the store's own error, with a 503."""
+        return self.render("error.html.j2", page="memory", status=503,
+                           heading="The store cannot be used now", message=str(exc))
 
 
 _NO_ID = "a fact id is a whole number that fits in 64 bits"

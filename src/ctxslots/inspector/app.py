@@ -3,10 +3,12 @@ the timeline and the store's health, served on this machine (``ctxslots ui``).
 
 It needs Starlette and uvicorn (the ``ui`` extra; the ``mcp`` extra brings them too).
 Every page is rendered by jinja2 with escaping on, from templates in the package (no
-asset from elsewhere). Every handler runs on the server's one event-loop thread, so the
-store is used from one thread only; a trial prompt counts no fact as accessed. Writes
-go through :class:`~ctxslots.FactStore`'s own methods, so they are checked as any
-caller's are: a refused one shows the store's error beside the form, values kept.
+asset from elsewhere). Handlers run on the server's one event-loop thread, but for the
+health page's doctor, which reads the whole store in a worker thread (a store is safe to
+share between threads); a trial prompt counts no fact as accessed. Writes go through
+:class:`~ctxslots.FactStore`'s own methods, so they are checked as any caller's are: a
+refused one shows the store's error beside the form, values kept. A store that cannot
+be used now (a server that does not answer, a damaged file) gets its error on a 503 page.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import jinja2
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, StoreError
 from ..stores import FactStore
 from ..tools.mcp_server import is_loopback
 from .guard import TokenGuard
@@ -78,7 +80,9 @@ def create_app(store: FactStore, *, token: str, allow_hosts: tuple[str, ...] = (
         Route("/why", pages.why),
         Route("/health", pages.health),
     ]
-    return TokenGuard(Starlette(routes=routes), token, allow_hosts)
+    handlers = {StoreError: pages.unavailable}
+    return TokenGuard(Starlette(routes=routes, exception_handlers=handlers), token,
+                      allow_hosts)
 
 
 def _unspecified(host: str) -> bool:
