@@ -7,6 +7,7 @@ set the way DevTools' device mode sets them: ``Emulation.setDeviceMetricsOverrid
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import shutil
@@ -27,8 +28,12 @@ class Browser:
         self._from_chrome, from_chrome_w = os.pipe()
 
         def child_fds() -> None:  # Chromium reads commands on fd 3 and answers on fd 4
-            os.dup2(to_chrome_r, 3)
-            os.dup2(from_chrome_w, 4)
+            # Copied above 4 first: a pipe end may itself be fd 3 or 4, and dup2 of an fd
+            # onto itself would leave it closed on exec.
+            read_end = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10)
+            write_end = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
+            os.dup2(read_end, 3)
+            os.dup2(write_end, 4)
 
         self._proc = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",

@@ -175,7 +175,7 @@ def test_edit_forget_reinforce_demote_delete_with_the_library_checks(served):
     with FactStore(location) as store:
         assert store.get(fact).value.startswith("Deploys of shop-api")
     done = client.post(edit, data={"value": "Deploys of shop-api run on Mondays.",
-                                   "tags": "release, weekly", "confidence": "0.8",
+                                   "tags": "release\r\nweekly", "confidence": "0.8",
                                    "context": "said in the retro"}, follow_redirects=True)
     assert 200 == done.status_code and "Done: saved" in done.text
     assert 'id="value">Deploys of shop-api run on Mondays.<' in done.text
@@ -349,6 +349,22 @@ def test_every_fact_is_reached_a_page_at_a_time(tmp_path):
         for bad in ("4", "0", "x"):
             assert 404 == client.get(f"{base}/?page={bad}").status_code
         assert 200 == client.get(f"{base}/timeline?page=3").status_code
+
+
+def test_the_tag_filter_finds_a_tag_as_stored(location):
+    """A tag holding a comma, or beginning with a space, is found by the tag filter as the
+    store keeps it, and the edit form lists the tags one per line."""
+    with FactStore(location) as store:
+        comma = store.add("project", "The release checklist.", tags=["release,2024", "ops"]).id
+        spaced = store.add("project", "A tag with a space first.", tags=[" lead"]).id
+    with serving(location) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        assert 200 == client.get(address).status_code
+        for tag, expected in [("release,2024", [comma]), (" lead", [spaced]), ("lead", [])]:
+            page = client.get(base + "/", params={"tag": tag})
+            assert expected == [int(i) for i in re.findall(r'data-id="(\d+)"', page.text)], tag
+        form = client.get(f"{base}/fact/{comma}").text
+        assert '<textarea name="tags" rows="2">\nrelease,2024\nops</textarea>' in form
 
 
 def test_a_damaged_store_gets_a_503_page_and_the_doctor_reports_it(tmp_path):

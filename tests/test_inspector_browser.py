@@ -222,3 +222,37 @@ def test_a_page_on_another_port_cannot_edit_or_delete_through_the_cookie(tmp_pat
     with FactStore(db) as store:
         assert store.get(kept.id) is not None
         assert "The user prefers tea." == store.get(edited.id).value
+
+
+def test_save_with_nothing_changed_writes_nothing_whatever_the_fact_holds(tmp_path, browser):
+    """Chromium sends the untouched edit form of facts with line breaks (LF and CR LF), a
+    context beginning with a line break, tags with a comma or spaces at either end and an
+    odd confidence: nothing is written, no history entry; a real edit's CR LF is stored LF."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        facts = [store.add("project", "Deploy steps:\n1. build\n2. ship",
+                           context="said in\nthe standup", tags=["release,2024", "ops"]),
+                 store.add("project", "a\r\nb\rc", tags=[" lead", "trail "]),
+                 store.add("project", "x", context="\nbegins with a line break",
+                           confidence=0.123456789)]
+    with serving(db) as address:
+        base = address.split("/?", 1)[0]
+        browser.open(address, 1280)
+        for fact in facts:
+            browser.open(f"{base}/fact/{fact.id}", 1280)
+            browser.follow("document.querySelector('#edit').requestSubmit()")
+            assert "Done: nothing changed." == browser.evaluate(
+                "document.getElementById('done').textContent")
+        browser.open(f"{base}/fact/{facts[0].id}", 1280)
+        browser.follow(fill("#edit", value="Deploy steps:\n1. test\n2. ship",
+                            tags="release,2024\n ops"))
+        assert "Done: saved." == browser.evaluate("document.getElementById('done').textContent")
+    with FactStore(db) as store:
+        for fact in facts[1:]:
+            assert fact == store.get(fact.id)
+            assert [] == store.history(fact.id)
+        edited = store.get(facts[0].id)
+        assert ("Deploy steps:\n1. test\n2. ship", ("release,2024", " ops")) == (
+            edited.value, edited.tags)
+        assert "said in\nthe standup" == edited.context
+        assert [facts[0].value] == [h.value for h in store.history(facts[0].id)]

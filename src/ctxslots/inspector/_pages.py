@@ -64,6 +64,19 @@ def _unavailable(exc: CtxslotsError) -> bool:
     return isinstance(exc, StoreError) and not isinstance(exc, ReadOnlyStoreError)
 
 
+def _lines(text: str) -> str:
+    """Text a browser sent from a textarea, its line ends as the page showed them: a
+    browser sends each as CR LF, and an HTML parser reads a stored CR as LF."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _tags(text: str) -> list[str]:
+    """The tags of the form's one-per-line field: a tag holds no line break (nor any other
+    control character), and may hold a comma or spaces at either end, as the store keeps
+    them; blank lines are no tag."""
+    return [line for line in _lines(text).split("\n") if line.strip()]
+
+
 async def _form(request: Request) -> dict[str, str]:
     """A POSTed form (urlencoded), each field's first value."""
     body = (await request.body()).decode("utf-8", "replace")
@@ -93,6 +106,8 @@ class Pages:
     def _listed(self, params: Mapping[str, str]) -> tuple[list[Any], str | None, int]:
         """Facts the filters select, newest first; an error message; how many matched."""
         f = {name: _value(params, name) for name in _FIELDS}
+        if f["tag"] is not None:  # as stored: a tag may begin or end with a space
+            f["tag"] = params["tag"]
         try:
             facts = self.store.facts(
                 slots=None if f["slot"] is None else [f["slot"]],
@@ -193,10 +208,11 @@ class Pages:
         store = self.store
         try:
             if action == "edit":
-                tags = [t.strip() for t in form.get("tags", "").split(",") if t.strip()]
-                store.update(fact_id, value=form.get("value"), tags=tags,
-                             confidence=_number(_value(form, "confidence"), 1.0),
-                             context=form.get("context", ""))
+                changes = self._edits(fact_id, form)
+                if not changes:
+                    return RedirectResponse(f"/fact/{fact_id}?done=nothing+changed",
+                                            status_code=303)
+                store.update(fact_id, **changes)
             elif action == "forget":
                 store.forget(fact_id, reason=_value(form, "reason"))
             elif action == "delete":
@@ -221,6 +237,28 @@ class Pages:
             return self._fact_page(fact_id, status=status, error=str(exc), form=form)
         done = {"edit": "saved", "forget": "forgotten"}.get(action, action + "d")
         return RedirectResponse(f"/fact/{fact_id}?done={done}", status_code=303)
+
+    def _edits(self, fact_id: int, form: Mapping[str, str]) -> dict[str, Any]:
+        """The fields of the edit form that differ from the stored fact, as
+        :meth:`~ctxslots.FactStore.update` takes them: a form sent untouched changes
+        nothing, whatever line ends or tags the fact holds."""
+        fact = self.store.get(fact_id)  # a live fact, as update changes
+        if fact is None:
+            raise FactNotFoundError(fact_id)
+        changes: dict[str, Any] = {}
+        value = form.get("value")
+        if value is not None and _lines(value) != _lines(fact.value):
+            changes["value"] = _lines(value)
+        context = form.get("context")
+        if context is not None and _lines(context) != _lines(fact.context or ""):
+            changes["context"] = _lines(context)
+        tags = form.get("tags")
+        if tags is not None and _tags(tags) != list(fact.tags):
+            changes["tags"] = _tags(tags)
+        confidence = _number(_value(form, "confidence"), 1.0)
+        if confidence != fact.confidence:
+            changes["confidence"] = confidence
+        return changes
 
     # The prompt lab and why ------------------------------------------------------------
 
