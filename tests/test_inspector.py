@@ -8,6 +8,7 @@ import html
 import re
 import subprocess
 import sys
+import time
 import urllib.parse
 
 import anyio
@@ -365,6 +366,24 @@ def test_the_tag_filter_finds_a_tag_as_stored(location):
             assert expected == [int(i) for i in re.findall(r'data-id="(\d+)"', page.text)], tag
         form = client.get(f"{base}/fact/{comma}").text
         assert '<textarea name="tags" rows="2">\nrelease,2024\nops</textarea>' in form
+
+
+def test_the_health_page_counts_live_facts_apart_from_expired_ones(tmp_path):
+    """One live fact and one that has expired: the health page says 1 live, 1 expired."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        store.add("project", "Still true.")
+    # Written by a clock an hour behind, to expire half an hour ago.
+    with FactStore(db, clock=lambda: time.time() - 3600) as store:
+        gone = store.add("project", "No longer true.", expires_at=time.time() - 1800).id
+    with serving(db) as address, httpx.Client(timeout=60) as client:
+        page = client.get(address.replace("/?", "/health?"))
+        assert '<p id="counts">1 live, 1 expired, 0 forgotten' in page.text
+        assert '<td data-label="live">1</td><td data-label="expired">1</td>' in page.text
+        listed = client.get(base_of(address) + "/", params={"expired": "1"}).text
+        assert str(gone) in re.findall(r'data-id="(\d+)"', listed)
+        assert str(gone) not in re.findall(r'data-id="(\d+)"',
+                                           client.get(base_of(address) + "/").text)
 
 
 def test_a_damaged_store_gets_a_503_page_and_the_doctor_reports_it(tmp_path):

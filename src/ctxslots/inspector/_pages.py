@@ -37,8 +37,9 @@ _MAX_ID = 2**63 - 1
 #: filters narrow it.
 _SHOWN = 300
 
-#: Owner and filter fields a memory page and the prompt lab carry from page to page.
-_FIELDS = ("user", "agent", "scope", "slot", "tag", "q")
+#: Owner and filter fields a memory page and the prompt lab carry from page to page
+#: (``expired``: any value lists expired facts too).
+_FIELDS = ("user", "agent", "scope", "slot", "tag", "q", "expired")
 
 
 def _value(params: Mapping[str, str], name: str) -> str | None:
@@ -114,7 +115,8 @@ class Pages:
                 scope=ANY if f["scope"] is None else f["scope"],
                 user=ANY if f["user"] is None else f["user"],
                 agent=ANY if f["agent"] is None else f["agent"],
-                tags=() if f["tag"] is None else [f["tag"]])
+                tags=() if f["tag"] is None else [f["tag"]],
+                include_expired=f["expired"] is not None)
         except CtxslotsError as exc:
             if _unavailable(exc):
                 raise
