@@ -85,6 +85,8 @@ def _unicode(text: str, field: str) -> str:
 def _visible(text: str) -> bool:
     """Whether ``text`` holds a character that is neither white space nor a format
     character (zero-width space, joiners, direction marks...)."""
+    if text.isascii():  # no format character in ASCII
+        return bool(text.strip())
     return bool("".join(c for c in text if unicodedata.category(c) != "Cf").strip())
 
 
