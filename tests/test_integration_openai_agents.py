@@ -269,7 +269,7 @@ def test_a_failing_store_stops_a_strict_run(db_path, clock, servers):
 
 
 def test_a_failing_tool_answers_the_model(db_path, clock, servers):
-    """A tool call on a closed store answers the store's error to the model; the run goes on."""
+    """A tool call on a closed store answers an error to the model; the run goes on."""
     store = FactStore(db_path, clock=clock)
     model, _ = servers([tool_calls(store_call("user", "The user likes jazz.")), "Sorry."])
     tools = memory_tools(Memory(store))
@@ -277,7 +277,7 @@ def test_a_failing_tool_answers_the_model(db_path, clock, servers):
     store.close()
     assert "Sorry." == _run(agent, "I like jazz.", MemoryContext(user="alice")).final_output
     answer = model.requests[1]["messages"][-1]["content"]
-    assert answer.startswith("Error: the store at ") and "is closed" in answer
+    assert "Error: the memory store is unavailable; try again later" == answer
 
 
 def test_bad_input_is_refused_with_a_clear_error(store):

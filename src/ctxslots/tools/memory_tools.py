@@ -9,15 +9,19 @@ so the agent can pass the id back to reinforce, demote, update or forget it.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from ..errors import (
-    CtxslotsError,
     FactNotFoundError,
     InvalidArgumentError,
+    InvalidFactError,
+    ReadOnlyStoreError,
+    StoreBusyError,
+    StoreError,
 )
 from ..model import Fact
 from ..prompts.escape import bullet
@@ -26,8 +30,21 @@ from ..stores.owners import OwnerArgs
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments
 
-__all__ = ["DEFAULT_SLOTS", "DELETE_SPEC", "TOOL_SPECS", "MemoryTools", "anthropic_tools",
-           "openai_tools", "responses_tools", "tool_specs"]
+__all__ = ["BUSY_ANSWER", "DEFAULT_SLOTS", "DELETE_SPEC", "READ_ONLY_ANSWER", "TOOL_SPECS",
+           "UNAVAILABLE_ANSWER", "MemoryTools", "anthropic_tools", "openai_tools",
+           "responses_tools", "tool_specs"]
+
+_log = logging.getLogger(__name__)
+
+# What a tool call answers when the store fails. The store's own message names its file
+# or server, and a busy one the process holding its lock: fine for the log, not for a
+# model or a remote MCP client.
+#: The answer when another writer holds the store's write lock too long.
+BUSY_ANSWER = "Error: the memory store is busy; try again"
+#: The answer when the store may be read but not written.
+READ_ONLY_ANSWER = "Error: the memory store is read-only; nothing was written"
+#: The answer when the store is closed, unreachable or failing.
+UNAVAILABLE_ANSWER = "Error: the memory store is unavailable; try again later"
 
 _ID = Param("id", "integer", "The memory's id, the N shown as [id:N].", required=True,
             minimum=1, maximum=2**63 - 1)
@@ -238,9 +255,12 @@ class MemoryTools:
         :param arguments: The arguments as a JSON text (OpenAI) or a mapping
             (Anthropic); ``None`` or ``""`` for none.
         :return: The result, or ``Error: ...`` naming what was wrong (an unknown
-            tool, invalid JSON, a missing, unknown or ill-typed argument, an
-            unknown id, a failing store). Nothing is written when the answer is
-            an error.
+            tool, invalid JSON, a missing, unknown or ill-typed argument, a value
+            the store refuses, an unknown id). A failing store is answered with a
+            fixed text (:data:`BUSY_ANSWER`, :data:`READ_ONLY_ANSWER`,
+            :data:`UNAVAILABLE_ANSWER`) that names no file, server or process; its
+            own message goes to the ``ctxslots.tools.memory_tools`` log. Nothing
+            is written when the answer is an error.
         """
         spec = _SPECS.get(name) if isinstance(name, str) else None
         if spec is None or spec not in self.specs:
@@ -250,14 +270,22 @@ class MemoryTools:
             args = parse_arguments(spec, arguments, self.slots)
             method: Callable[..., str] = getattr(self, name)
             return method(**args)
-        except ArgumentError as exc:
+        except (ArgumentError, InvalidFactError) as exc:  # the caller's own input
             return f"Error: {exc}"
         except FactNotFoundError as exc:
             return f"Error: no memory with id {exc.fact_id}"
-        except CtxslotsError as exc:
-            return f"Error: {exc}"
+        except StoreBusyError as exc:
+            _log.warning("%s failed: %s", name, exc)
+            return BUSY_ANSWER
+        except ReadOnlyStoreError as exc:
+            _log.warning("%s failed: %s", name, exc)
+            return READ_ONLY_ANSWER
+        except StoreError:
+            _log.exception("%s failed", name)
+            return UNAVAILABLE_ANSWER
         except Exception as exc:  # noqa: BLE001 - a tool call must always get an answer
-            return f"Error: the memory tool failed ({type(exc).__name__}: {exc})"
+            _log.exception("%s failed", name)
+            return f"Error: the memory tool failed ({type(exc).__name__})"
 
     # -- the tools ---------------------------------------------------------
 
