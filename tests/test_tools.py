@@ -303,7 +303,7 @@ def test_memory_store_writes_a_context_that_is_searched_never_shown(tools, store
                                context="Which editor do you use?")
     assert keyed.startswith("Stored [id:2]") and "Which editor" not in keyed
     assert tools.memory_store("user", "The user edits in Helix.", key="editor",
-                              context="What do you write code in?").startswith("Kept [id:2]")
+                              context="What do you write code in?").startswith("Updated [id:2]")
     assert "What do you write code in?" == store.get(2).context
 
 

@@ -17,6 +17,7 @@ from .transfer.report import ImportIssue, ImportReport, InvalidImportError
 from .upkeep.prune import PrunedFact, PrunePolicy, PruneReport
 from .writes.erasure import ErasureReport
 from .writes.limits import BUILTIN_SLOTS, KEY_PATTERN, Limits
+from .writes.writer import Written
 
 __all__ = [
     "ANY",
@@ -37,6 +38,7 @@ __all__ = [
     "QueryPolicy",
     "RankingPolicy",
     "SlotOwners",
+    "Written",
     "default_db_path",
     "query_tokens",
     "sanitize_query",

@@ -123,6 +123,10 @@ DELETE_SPEC = ToolSpec(
 
 _SPECS = {spec.name: spec for spec in (*TOOL_SPECS, DELETE_SPEC)}
 
+#: What memory_store answers for what its write did (a free memory found already
+#: stored answers "Already stored").
+_VERBS = {"inserted": "Stored", "replaced": "Replaced", "updated": "Updated", "kept": "Kept"}
+
 #: The slots a tool set may use unless told otherwise.
 DEFAULT_SLOTS: tuple[str, ...] = ("user", "project", "agent")
 
@@ -315,6 +319,11 @@ class MemoryTools:
 
         ``context`` is stored as the fact's context (see :meth:`FactStore.add`):
         searched, never shown. A fact already stored without a key keeps its own.
+        With a key, ``tags`` replace the stored fact's tags; left out (``None``),
+        they stay. The answer says what the write itself did, decided in its own
+        transaction: ``Stored`` (a new fact), ``Replaced`` (a new value),
+        ``Updated`` (the same value, other tags or context), ``Kept`` (nothing
+        changed), ``Already stored`` (an identical free memory).
 
         :raises ArgumentError: An argument does not fit the tool's definition.
         :raises InvalidFactError: The store refuses the fact or its context; nothing
@@ -325,18 +334,11 @@ class MemoryTools:
         note = self._redaction_note(value)
         if context is not None:
             note += self._redaction_note(context, "context")
-        owners = self._owners(slot)
-        if key is not None:
-            before = self.store.get_by_key(slot, key, **owners)
-            fact = self.store.upsert(slot, key, value, tags=tags or (), source=self.source,
-                                     context=context, **owners)
-            verb = "Replaced" if before is not None and before.value != fact.value else \
-                "Kept" if before is not None else "Stored"
-        else:
-            before = self.store.find_memory(slot, value, **owners)
-            fact = self.store.add(slot, value, tags=tags or (), source=self.source,
-                                  context=context, **owners)
-            verb = "Already stored" if before is not None else "Stored"
+        written = self.store.write(slot, value, key=key, tags=tags, source=self.source,
+                                   context=context, **self._owners(slot))
+        verb = _VERBS[written.change] if key is not None or written.change == "inserted" \
+            else "Already stored"
+        fact = written.fact
         return f"{verb} {self._line(fact)}{note}"
 
     def memory_update(self, id: int, value: str | None = None,

@@ -17,7 +17,7 @@ from typing import Any
 from ...model import Fact
 from ..core import StoreCore
 from ..owners import Owners
-from .writer import check_id
+from .writer import Written, check_id
 
 __all__ = ["WriteMethods"]
 
@@ -28,9 +28,10 @@ class WriteMethods:
     _core: StoreCore
 
     def upsert(self, slot: str, key: str, value: str, *, scope: str | None = None,
-               user: str | None = None, agent: str | None = None, tags: Iterable[str] = (),
-               confidence: float = 1.0, source: str | None = None, expires_at: Any = None,
-               observed_at: Any = None, context: str | None = None) -> Fact:
+               user: str | None = None, agent: str | None = None,
+               tags: Iterable[str] | None = (), confidence: float = 1.0,
+               source: str | None = None, expires_at: Any = None, observed_at: Any = None,
+               context: str | None = None) -> Fact:
         """Write a keyed fact; a fact with the same slot, owners and key is replaced.
 
         The replaced value is kept in history (see :meth:`history`). Writing the
@@ -40,6 +41,8 @@ class WriteMethods:
         :param scope: The workspace (slots ``project``, ``agent``; ``None``: global).
         :param user: The user (slot ``user``; ``None``: the store's default user).
         :param agent: The agent (slot ``agent``; ``None``: the store's default agent).
+        :param tags: The fact's tags, replacing the stored ones; ``None`` keeps those
+            of a fact already stored under the key (a new fact gets none).
         :param observed_at: When the fact was said or observed (a datetime or
             Unix seconds; default: now). Decay and ages count from it.
         :param context: Words that make the fact findable without being part of
@@ -51,7 +54,7 @@ class WriteMethods:
         return self._core.writer.upsert(slot, key, value, owners=Owners(user, agent, scope),
                                         tags=tags, confidence=confidence, source=source,
                                         expires_at=expires_at, observed_at=observed_at,
-                                        context=context)
+                                        context=context).fact
 
     def add(self, slot: str, value: str, *, scope: str | None = None, user: str | None = None,
             agent: str | None = None, tags: Iterable[str] = (), confidence: float = 1.0,
@@ -80,7 +83,35 @@ class WriteMethods:
         return self._core.writer.add(slot, value, owners=Owners(user, agent, scope), tags=tags,
                                      confidence=confidence, source=source,
                                      expires_at=expires_at, observed_at=observed_at,
-                                     context=context)
+                                     context=context).fact
+
+    def write(self, slot: str, value: str, *, key: str | None = None,
+              scope: str | None = None, user: str | None = None, agent: str | None = None,
+              tags: Iterable[str] | None = None, confidence: float = 1.0,
+              source: str | None = None, expires_at: Any = None, observed_at: Any = None,
+              context: str | None = None) -> Written:
+        """Write a fact as :meth:`upsert` (with ``key``) or :meth:`add` (without) does, and
+        tell what the write did, decided inside its own transaction: another writer
+        storing the same key or memory at once is never missed.
+
+        ``written.change`` is ``"inserted"`` (a new fact), ``"replaced"`` (a keyed fact
+        got a new value), ``"updated"`` (the same value, other tags or context) or
+        ``"kept"`` (nothing it holds changed; for a free memory, the identical one
+        already stored, returned as it is). ``tags=None`` keeps a keyed fact's stored
+        tags (a new fact gets none). The other arguments are :meth:`upsert`'s.
+
+        :raises InvalidFactError: A field is malformed or over its limit, or an owner is
+            named that the slot does not have; nothing is written.
+        """
+        owners = Owners(user, agent, scope)
+        writer = self._core.writer
+        if key is not None:
+            return writer.upsert(slot, key, value, owners=owners, tags=tags,
+                                 confidence=confidence, source=source, expires_at=expires_at,
+                                 observed_at=observed_at, context=context)
+        return writer.add(slot, value, owners=owners, tags=() if tags is None else tags,
+                          confidence=confidence, source=source, expires_at=expires_at,
+                          observed_at=observed_at, context=context)
 
     def update(self, fact_id: int, *, value: str | None = None,
                tags: Iterable[str] | None = None, confidence: float | None = None,

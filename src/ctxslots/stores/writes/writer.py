@@ -28,7 +28,7 @@ from .access_writer import AccessWriter
 from .limits import Limits
 from .vectors import Pending, VectorSink
 
-__all__ = ["Writer", "check_id", "check_ids"]
+__all__ = ["CHANGES", "Writer", "Written", "check_id", "check_ids"]
 
 #: Where a redacted secret is reported (the CLI shows its warnings).
 logger = logging.getLogger("ctxslots.secrets")
@@ -46,6 +46,24 @@ BUSY_BACKOFF_S = 1.0
 #: How many times an upsert inserts a key it read as free before giving up: another writer
 #: has to store the key, and yet another remove it, between each read and insert.
 _KEY_TAKEN_RETRIES = 3
+
+
+#: What a keyed or free write did: wrote a new fact; gave a stored one a new value;
+#: changed only its tags or context; or left what it holds as it was.
+CHANGES = ("inserted", "replaced", "updated", "kept")
+
+
+@attrs.frozen
+class Written:
+    """A fact as written, and what the write did to the store.
+
+    Attributes:
+        fact: The fact as it stands after the write.
+        change: One of :data:`CHANGES`.
+    """
+
+    fact: Fact
+    change: str = attrs.field(validator=attrs.validators.in_(CHANGES))
 
 
 def check_id(fact_id: object) -> int:
@@ -185,18 +203,20 @@ class Writer:
     def _observed(self, observed_at: Any, now: float) -> float:
         return now if observed_at is None else self.limits.moment(observed_at, "observed_at")
 
-    def upsert(self, slot: str, key: str, value: str, *, owners: Owners, tags: Iterable[str],
-               confidence: float, source: str | None, expires_at: Any, observed_at: Any,
-               context: Any = None) -> Fact:
+    def upsert(self, slot: str, key: str, value: str, *, owners: Owners,
+               tags: Iterable[str] | None, confidence: float, source: str | None,
+               expires_at: Any, observed_at: Any, context: Any = None) -> Written:
         """Insert a keyed fact, or replace the value of the one with the same key
-        (the same slot and owners).
+        (the same slot and owners); what it did is decided inside the write's own
+        transaction, so a writer racing for the same key is never missed.
 
-        Without a ``context``, a replaced fact keeps its context while its value
-        stays the same, and loses it with a new value.
+        ``tags=None`` keeps a replaced fact's tags (a new fact gets none). Without a
+        ``context``, a replaced fact keeps its context while its value stays the
+        same, and loses it with a new value.
         """
         now = self.clock()
-        row = self.validated(slot, value, owners, tags, confidence, source, expires_at, context,
-                             now)
+        row = self.validated(slot, value, owners, () if tags is None else tags, confidence,
+                             source, expires_at, context, now)
         key = self.limits.key(key)
         row["observed_at"] = self._observed(observed_at, now)
         with self.writing():
@@ -206,7 +226,7 @@ class Writer:
                 if old is not None:
                     break
                 try:
-                    return self.insert(row, key, now)
+                    return Written(self.insert(row, key, now), "inserted")
                 except DuplicateKeyError:
                     # Another writer stored the key after it was read (an engine that does
                     # not lock a key with no row): its value is replaced, and kept in history.
@@ -218,13 +238,18 @@ class Writer:
                 raise DuplicateKeyError(row["slot"], row["scope"], key, path=self.backend.location)
             if row["context"] is None and old["value"] == row["value"]:
                 row["context"] = old.get("context")
-            return self.rewrite(old, row, now)
+            if tags is None:
+                row["tags"] = old["tags"]
+            change = ("replaced" if old["value"] != row["value"]
+                      else "updated" if (old["tags"] or "", old.get("context"))
+                      != (row["tags"] or "", row["context"]) else "kept")
+            return Written(self.rewrite(old, row, now), change)
 
     def add(self, slot: str, value: str, *, owners: Owners, tags: Iterable[str],
             confidence: float, source: str | None, expires_at: Any, observed_at: Any,
-            context: Any = None) -> Fact:
+            context: Any = None) -> Written:
         """Insert a free memory; an identical live one of the same slot and owners is
-        returned instead."""
+        returned instead (``"kept"``)."""
         now = self.clock()
         row = self.validated(slot, value, owners, tags, confidence, source, expires_at, context,
                              now)
@@ -236,8 +261,8 @@ class Writer:
             if same is not None:
                 existing = self.backend.get(same)
                 assert existing is not None
-                return Fact.from_row(existing)
-            return self.insert(row, None, now)
+                return Written(Fact.from_row(existing), "kept")
+            return Written(self.insert(row, None, now), "inserted")
 
     def update(self, fact_id: int, *, value: str | None, tags: Iterable[str] | None,
                confidence: float | None, source: str | None, context: Any = None,
