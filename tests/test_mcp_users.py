@@ -169,3 +169,33 @@ def test_a_token_user_the_store_refuses_is_refused_at_start(tmp_path):
     assert 1 == len(proc.stderr.splitlines()), proc.stderr
     assert "user" in proc.stderr and "Serving MCP" not in proc.stderr
     assert ALICE not in proc.stderr
+
+
+async def _slot_description(url: str, token: str) -> str:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        listed = await session.list_tools()
+    store = next(t for t in listed.tools if t.name == "memory_store")
+    return str(store.input_schema["properties"]["slot"]["description"])
+
+
+def test_agent_facts_are_the_agents_and_every_token_user_is_told_so(team_server):
+    """As documented, the agent slot is one set of lessons: what Bob's client stores there
+    Alice's client reads and updates, and the slot's description tells the model that
+    every user it serves sees it."""
+    _db, url = team_server
+    assert "agent: lessons for yourself, visible to every user you serve" in \
+        anyio.run(_slot_description, url, ALICE)
+    stored = anyio.run(_calls, url, BOB, [
+        ("memory_store", {"slot": "agent", "value": "Answer build questions with the make target."})])
+    lesson = _id(stored[0])
+    alice = anyio.run(_calls, url, ALICE, [
+        ("memory_query", {"query": "build questions make target", "slot": "agent"}),
+        ("memory_update", {"id": lesson, "value": "Answer build questions with just."})])
+    assert f"[id:{lesson}] (agent, today) Answer build questions with the make target." in alice[0]
+    assert alice[1].startswith(f"Updated [id:{lesson}]")
+    again = anyio.run(_calls, url, BOB, [("memory_query", {"query": "build questions"})])
+    assert "with just." in again[0]

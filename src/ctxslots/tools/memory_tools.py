@@ -49,6 +49,9 @@ UNAVAILABLE_ANSWER = "Error: the memory store is unavailable; try again later"
 _ID = Param("id", "integer", "The memory's id, the N shown as [id:N].", required=True,
             minimum=1, maximum=2**63 - 1)
 _VALUE = "One self-contained fact in a full sentence; it is read later without this conversation."
+#: What the model is told of the agent slot: its facts are the agent's, not a user's.
+AGENT_SLOT_NOTE = ("lessons for yourself, visible to every user you serve (never a user's "
+                   "private details).")
 #: A calendar date or an ISO 8601 moment, as the query tool's time bounds take them.
 _DATE = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?"
 _DATE_RULE = "a date such as 2026-03-01 or a moment such as 2026-03-01T09:30Z"
@@ -76,7 +79,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
              "Save a new fact to long-term memory. With a key, a fact already stored under the "
              "same slot and key is replaced (the old value is kept in its history).",
              (Param("slot", "string", "user: about the user; project: about this workspace; "
-                    "agent: lessons for yourself.", required=True, slot_enum=True),
+                    f"agent: {AGENT_SLOT_NOTE}", required=True, slot_enum=True),
               Param("value", "string", _VALUE, required=True, max_length=4096),
               Param("key", "string", "A short stable name such as editor or deploy.day, to "
                     "replace the fact later.", max_length=200, pattern=KEY_PATTERN,
@@ -185,7 +188,9 @@ class MemoryTools:
     ``user``, an agent fact to ``agent``, a fact of ``scoped_slots`` to
     ``scope``; reads see those owners' facts and the shared ones. A fact of
     another user, agent or scope, or of a slot not in ``slots``, is answered
-    exactly like an unknown id.
+    exactly like an unknown id. An agent fact belongs to the agent, not to a user:
+    tool sets of the same agent for other users read, change and forget it too
+    (the slot's description tells the model so).
 
     ::
 
