@@ -25,6 +25,7 @@ from ctxslots.plugins import known_slots, make_plugin_manager, slot_owners
 from ctxslots.stores import KEY_PATTERN
 from ctxslots.testing import ScriptedChatServer
 from ctxslots.tools import openai_tools
+from ctxslots.tools._spec import whole
 
 
 def _cli(db_path, *args, env=None):
@@ -153,9 +154,11 @@ def test_one_key_rule_for_the_cli_the_tools_and_the_flusher(db_path, tmp_path):
 
 
 def test_the_schemas_carry_the_key_pattern():
-    """The tools' schema and the flusher's reply schema hold the store's key pattern."""
+    """The tools' schema (matching whole strings) and the flusher's reply schema hold the
+    store's key pattern."""
     store_tool = next(t for t in openai_tools() if t["function"]["name"] == "memory_store")
-    assert KEY_PATTERN == store_tool["function"]["parameters"]["properties"]["key"]["pattern"]
+    assert whole(KEY_PATTERN) == store_tool["function"]["parameters"]["properties"]["key"][
+        "pattern"]
     upsert = operations_schema()["properties"]["operations"]["items"]["anyOf"][0]
     assert KEY_PATTERN == upsert["properties"]["key"]["pattern"]
 

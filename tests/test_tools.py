@@ -129,7 +129,7 @@ def test_ids_the_tools_may_not_touch_read_as_unknown(store, clock, target):
     ("memory_query", {"query": "x", "limit": 0}, "Error: 'limit' must be at least 1, not 0"),
     ("memory_query", {"query": "x", "limit": 51}, "Error: 'limit' must be at most 50, not 51"),
     ("memory_query", {"query": "x", "limit": True}, "Error: 'limit' must be an integer, not a boolean"),
-    ("memory_query", {"query": "x", "limit": 2.0}, "Error: 'limit' must be an integer, not a number"),
+    ("memory_query", {"query": "x", "limit": 2.5}, "Error: 'limit' must be an integer, not a number"),
     ("memory_query", {"query": "x", "slot": "secrets"}, 'Error: unknown slot "secrets" (known: user, project, agent)'),
     ("memory_query", {"query": "x", "scope": "blog"}, "Error: unknown argument(s) 'scope'"),
     ("memory_store", {"slot": "user"}, "Error: missing required argument 'value'"),

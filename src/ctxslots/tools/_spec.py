@@ -16,12 +16,21 @@ import attrs
 from .._json_fields import DECODER, DuplicateFieldError
 from ..errors import ArgumentError
 
-__all__ = ["ArgumentError", "Param", "ToolSpec", "parse_arguments"]
+__all__ = ["ArgumentError", "Param", "ToolSpec", "parse_arguments", "whole"]
 
 KINDS = ("string", "integer", "string_list")
 
 #: The longest arguments text :func:`parse_arguments` decodes (characters).
 MAX_ARGUMENTS_CHARS = 65_536
+
+
+def whole(pattern: str) -> str:
+    """``pattern`` made to match a whole string, as a JSON Schema ``pattern`` (which may
+    match anywhere in it): anchored at both ends, a leading ``^`` or trailing ``$`` of
+    its own dropped. The ``(?!\n)`` keeps Python's ``$``, which also matches before a
+    final line break, to the end of the string, as ECMA-262's ``$`` is."""
+    body = pattern.removeprefix("^").removesuffix("$")
+    return f"^(?:{body})$(?!\\n)"
 
 
 @attrs.frozen
@@ -37,8 +46,13 @@ class Param:
         maximum: Largest integer accepted.
         max_length: Longest string (characters) or list (items).
         slot_enum: The value must be one of the tool set's slots.
-        pattern: A regular expression a string must match (also in the schema).
+        pattern: A regular expression a string must match, as JSON Schema reads one
+            (found anywhere in the string: see :func:`whole`); also in the schema.
         pattern_rule: The pattern in words, for the error and the strict schema.
+        item_max_length: Longest item of a list of strings (characters).
+        item_pattern: A regular expression each item of a list must match, as
+            ``pattern``.
+        item_rule: ``item_pattern`` in words.
     """
 
     name: str
@@ -51,6 +65,9 @@ class Param:
     slot_enum: bool = False
     pattern: str | None = None
     pattern_rule: str = "text matching its pattern"
+    item_max_length: int | None = None
+    item_pattern: str | None = None
+    item_rule: str = "text matching its pattern"
 
     def schema(self, slots: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
         """This argument's JSON Schema.
@@ -84,7 +101,15 @@ class Param:
                 else:
                     out["maxLength"] = self.max_length
         else:
-            out = {"type": "array", "items": {"type": "string"}}
+            items: dict[str, Any] = {"type": "string"}
+            if strict and (self.item_pattern is not None or self.item_max_length is not None):
+                description = f"{description} Each {self._item_words()}."
+            else:
+                if self.item_pattern is not None:
+                    items["pattern"] = self.item_pattern
+                if self.item_max_length is not None:
+                    items["maxLength"] = self.item_max_length
+            out = {"type": "array", "items": items}
             if self.max_length is not None:
                 out["maxItems"] = self.max_length
         if strict and not self.required:
@@ -95,9 +120,20 @@ class Param:
         out["description"] = description
         return out
 
+    def _item_words(self) -> str:
+        rule = self.item_rule if self.item_pattern is not None else "text"
+        most = (f"at most {self.item_max_length} characters, "
+                if self.item_max_length is not None else "")
+        return f"{most}{rule}"
+
     def check(self, value: Any, slots: Sequence[str]) -> Any:
-        """Return ``value`` if it fits; raise :class:`ArgumentError` naming the argument."""
+        """Return ``value`` if it fits; raise :class:`ArgumentError` naming the argument.
+
+        A whole number written as a float (``3.0``) is an integer, as JSON Schema has it.
+        """
         if self.kind == "integer":
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ArgumentError(f"'{self.name}' must be an integer, not {_shown(value)}")
             if self.minimum is not None and value < self.minimum:
@@ -112,7 +148,7 @@ class Param:
             if self.slot_enum and value not in slots:
                 raise ArgumentError(f"unknown {self.name} {json.dumps(value, ensure_ascii=False)} "
                                     f"(known: {', '.join(slots)})")
-            if self.pattern is not None and not re.fullmatch(self.pattern, value):
+            if self.pattern is not None and not re.search(self.pattern, value):
                 raise ArgumentError(f"'{self.name}' must be {self.pattern_rule}, not "
                                     f"{json.dumps(value, ensure_ascii=False)}")
             if self.max_length is not None and len(value) > self.max_length:
@@ -123,6 +159,10 @@ class Param:
             raise ArgumentError(f"'{self.name}' must be a list of strings, not {_shown(value)}")
         for item in value:
             _check_unicode(self.name, item)
+            if (self.item_pattern is not None and not re.search(self.item_pattern, item)) \
+                    or (self.item_max_length is not None and len(item) > self.item_max_length):
+                raise ArgumentError(f"each of '{self.name}' must be {self._item_words()}; not "
+                                    f"{json.dumps(item, ensure_ascii=False)[:80]}")
         if self.max_length is not None and len(value) > self.max_length:
             raise ArgumentError(f"'{self.name}' must have at most {self.max_length} items, "
                                 f"not {len(value)}")

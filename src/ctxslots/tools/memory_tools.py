@@ -25,10 +25,10 @@ from ..errors import (
 )
 from ..model import Fact
 from ..prompts.escape import bullet
-from ..stores import KEY_PATTERN, FactStore
+from ..stores import KEY_PATTERN, FactStore, Limits
 from ..stores.owners import OwnerArgs
 from ._age import age_in_words
-from ._spec import ArgumentError, Param, ToolSpec, parse_arguments
+from ._spec import ArgumentError, Param, ToolSpec, parse_arguments, whole
 
 __all__ = ["BUSY_ANSWER", "DEFAULT_SLOTS", "DELETE_SPEC", "READ_ONLY_ANSWER", "TOOL_SPECS",
            "UNAVAILABLE_ANSWER", "MemoryTools", "anthropic_tools", "openai_tools",
@@ -49,11 +49,17 @@ UNAVAILABLE_ANSWER = "Error: the memory store is unavailable; try again later"
 _ID = Param("id", "integer", "The memory's id, the N shown as [id:N].", required=True,
             minimum=1, maximum=2**63 - 1)
 _VALUE = "One self-contained fact in a full sentence; it is read later without this conversation."
+#: One line of text, not only spaces: a key or a tag, as the store takes them.
+_ONE_LINE = whole(KEY_PATTERN)
+_ONE_LINE_RULE = "one line of text, not only spaces"
+#: Tags as the store takes them (its default limits).
+_TAGS: dict[str, Any] = {"item_max_length": Limits().max_tag_chars, "item_pattern": _ONE_LINE,
+                         "item_rule": _ONE_LINE_RULE}
 #: What the model is told of the agent slot: its facts are the agent's, not a user's.
 AGENT_SLOT_NOTE = ("lessons for yourself, visible to every user you serve (never a user's "
                    "private details).")
 #: A calendar date or an ISO 8601 moment, as the query tool's time bounds take them.
-_DATE = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?"
+_DATE = whole(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?")
 _DATE_RULE = "a date such as 2026-03-01 or a moment such as 2026-03-01T09:30Z"
 
 #: The definition of every tool, in the order they are listed.
@@ -67,7 +73,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
               Param("limit", "integer", "Most results to return (default 10).",
                     minimum=1, maximum=50),
               Param("tags", "string_list", "Only facts carrying every one of these labels.",
-                    max_length=32),
+                    max_length=32, **_TAGS),
               Param("source", "string", "Only facts with this source, such as tool.",
                     max_length=200),
               Param("said_after", "string", "Only facts said on or after this date (UTC).",
@@ -82,9 +88,9 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
                     f"agent: {AGENT_SLOT_NOTE}", required=True, slot_enum=True),
               Param("value", "string", _VALUE, required=True, max_length=4096),
               Param("key", "string", "A short stable name such as editor or deploy.day, to "
-                    "replace the fact later.", max_length=200, pattern=KEY_PATTERN,
-                    pattern_rule="one line of text, not only spaces"),
-              Param("tags", "string_list", "A few short labels.", max_length=32),
+                    "replace the fact later.", max_length=200, pattern=_ONE_LINE,
+                    pattern_rule=_ONE_LINE_RULE),
+              Param("tags", "string_list", "A few short labels.", max_length=32, **_TAGS),
               Param("context", "string", "The words the fact was drawn from, such as the "
                     "user's message: searched so that questions worded like the conversation "
                     "find the fact, never shown with it.", max_length=4096)),
@@ -94,7 +100,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
              "history.",
              (_ID, Param("value", "string", _VALUE, max_length=4096),
               Param("tags", "string_list", "The new labels (replacing the old ones).",
-                    max_length=32)),
+                    max_length=32, **_TAGS)),
              title="Update a fact", idempotent=True),
     ToolSpec("memory_reinforce",
              "Mark a fact as useful: it ranks higher in later searches.", (_ID,),

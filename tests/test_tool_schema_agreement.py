@@ -1,0 +1,73 @@
+"""The schema a model sees is the rule the dispatcher applies: arguments valid by a tool's
+JSON Schema are accepted, the others refused, as judged by the jsonschema package."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxslots import FactStore
+from ctxslots.tools import MemoryTools, tool_specs
+
+jsonschema = pytest.importorskip("jsonschema")
+
+CASES = [
+    ("memory_query", {"query": "tea", "limit": 3.0}),
+    ("memory_query", {"query": "tea", "limit": 3.5}),
+    ("memory_query", {"query": "tea", "limit": 51.0}),
+    ("memory_timeline", {"id": 1, "before": 2.0, "after": 0.0}),
+    ("memory_reinforce", {"id": 1.0}),
+    ("memory_demote", {"id": 1.5}),
+    ("memory_query", {"query": "tea", "said_after": "2026-03-01"}),
+    ("memory_query", {"query": "tea", "said_after": "2026-03-01T09:30Z"}),
+    ("memory_query", {"query": "tea", "said_before": "2026-03-01 09:30:00.5+02:00"}),
+    ("memory_query", {"query": "tea", "said_after": "on 2026-03-01 please"}),
+    ("memory_query", {"query": "tea", "said_after": "2026-03-01 please"}),
+    ("memory_query", {"query": "tea", "said_before": "2026-03-01\n"}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "tags": ["drinks", "a short label"]}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "tags": ["t" * 64]}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "tags": ["t" * 65]}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "tags": [""]}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "tags": ["   "]}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "tags": ["a\tb"]}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "tags": ["line\n"]}),
+    ("memory_query", {"query": "tea", "tags": ["t" * 65]}),
+    ("memory_update", {"id": 1, "tags": ["ok", "no\nway"]}),
+    ("memory_update", {"id": 1.0, "tags": ["ok"]}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "key": "drink"}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "key": "drink\n"}),
+    ("memory_store", {"slot": "user", "value": "Tea.", "key": "   "}),
+    ("memory_forget", {"id": 1, "reason": "r" * 500}),
+    ("memory_forget", {"id": 1, "reason": "r" * 501}),
+]
+
+
+def _valid(name: str, args: dict) -> bool:
+    spec = next(s for s in tool_specs() if s.name == name)
+    return jsonschema.Draft202012Validator(spec.input_schema(("user", "project", "agent"))) \
+        .is_valid(args)
+
+
+@pytest.mark.parametrize(("name", "args"), CASES)
+def test_the_dispatcher_accepts_what_the_schema_allows(tmp_path, name, args):
+    """For each call, valid by the JSON Schema exactly when the dispatcher runs it (given as
+    a mapping and as JSON text)."""
+    answers = []
+    for form, arguments in enumerate((args, json.dumps(args))):
+        with FactStore(tmp_path / f"{form}.db", embedder=False) as store:
+            store.add("user", "Alice likes tea.")
+            answers.append(MemoryTools(store).dispatch(name, arguments))
+    assert [_valid(name, args)] * 2 == [not a.startswith("Error:") for a in answers], answers
+
+
+def test_a_whole_number_written_as_a_float_is_that_integer(tmp_path):
+    """limit 3.0 is limit 3, and id 1.0 is id 1."""
+    with FactStore(tmp_path / "m.db", embedder=False) as store:
+        for n in range(5):
+            store.add("agent", f"Lesson {n} about tea.")
+        tools = MemoryTools(store)
+        assert "3 memories, best first:" == tools.dispatch(
+            "memory_query", '{"query": "tea lesson", "limit": 3.0}').splitlines()[0]
+        assert "Reinforced [id:1] (score now 3)." == tools.dispatch("memory_reinforce",
+                                                                    '{"id": 1.0}')
