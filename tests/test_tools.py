@@ -329,3 +329,18 @@ def test_a_secret_in_the_context_is_redacted_and_the_answer_says_so(tools, store
                              context=f"The OpenAI key is {secret}.")
     assert "\nNote: the context held API key; it was stored as [redacted] instead." in out
     assert secret not in store.get(1).context
+
+
+def test_none_for_an_optional_number_is_its_default_from_python(tools, store):
+    """Called from Python, None for limit, before or after means the tool's default, as
+    null does in a call; a whole-number float is that integer."""
+    ids = [store.add("agent", f"Lesson {n} about tea.").id for n in range(12)]
+    assert "10 memories, best first:" == tools.memory_query("tea lesson", limit=None) \
+        .splitlines()[0]
+    assert tools.memory_query("tea lesson", limit=None) == tools.memory_query("tea lesson")
+    middle = ids[5]
+    assert f"7 memories around [id:{middle}], oldest first:" == tools.memory_timeline(
+        middle, before=None, after=None).splitlines()[0]
+    assert "3 memories, best first:" == tools.memory_query("tea lesson", limit=3.0) \
+        .splitlines()[0]
+    assert tools.memory_reinforce(float(middle)).startswith(f"Reinforced [id:{middle}]")

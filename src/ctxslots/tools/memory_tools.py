@@ -304,15 +304,16 @@ class MemoryTools:
 
     # -- the tools ---------------------------------------------------------
 
-    def memory_query(self, query: str, slot: str | None = None, limit: int = 10,
+    def memory_query(self, query: str, slot: str | None = None, limit: int | None = 10,
                      tags: list[str] | None = None, source: str | None = None,
                      said_after: str | None = None, said_before: str | None = None) -> str:
-        """Search memory; one line per fact, best first.
+        """Search memory; one line per fact, best first (``limit=None``: 10).
 
         :raises ArgumentError: An argument does not fit the tool's definition.
         """
-        self._check("memory_query", query=query, slot=slot, limit=limit, tags=tags,
-                    source=source, said_after=said_after, said_before=said_before)
+        limit = self._check("memory_query", query=query, slot=slot, limit=limit, tags=tags,
+                            source=source, said_after=said_after,
+                            said_before=said_before).get("limit", 10)
         slots = [slot] if slot is not None else list(self.slots)
         hits = self.store.search(query, slots=slots, limit=limit, tags=tags or (),
                                  source=source, said_after=_moment("said_after", said_after),
@@ -360,7 +361,7 @@ class MemoryTools:
         :raises FactNotFoundError: The tools may not touch this id.
         :raises InvalidFactError: The store refuses the change; nothing is written.
         """
-        self._check("memory_update", id=id, value=value, tags=tags)
+        id = self._check("memory_update", id=id, value=value, tags=tags)["id"]
         if value is None and tags is None:
             raise ArgumentError("give 'value', 'tags' or both to change")
         self._visible(id)
@@ -373,7 +374,7 @@ class MemoryTools:
 
         :raises FactNotFoundError: The tools may not touch this id.
         """
-        self._check("memory_reinforce", id=id)
+        id = self._check("memory_reinforce", id=id)["id"]
         self._visible(id)
         fact = self.store.reinforce(id)
         return f"Reinforced [id:{fact.id}] (score now {fact.score:g})."
@@ -383,7 +384,7 @@ class MemoryTools:
 
         :raises FactNotFoundError: The tools may not touch this id.
         """
-        self._check("memory_demote", id=id)
+        id = self._check("memory_demote", id=id)["id"]
         self._visible(id)
         fact = self.store.demote(id)
         return f"Demoted [id:{fact.id}] (score now {fact.score:g})."
@@ -393,20 +394,21 @@ class MemoryTools:
 
         :raises FactNotFoundError: The tools may not touch this id.
         """
-        self._check("memory_forget", id=id, reason=reason)
+        id = self._check("memory_forget", id=id, reason=reason)["id"]
         self._visible(id)
         fact = self.store.forget(id, reason=reason or f"forgotten through {self.source}")
         return f"Forgot [id:{fact.id}]: {bullet(fact.value)[:200]}"
 
-    def memory_timeline(self, id: int, before: int = 3, after: int = 3) -> str:
+    def memory_timeline(self, id: int, before: int | None = 3, after: int | None = 3) -> str:
         """The facts written around one fact, oldest first.
 
         Facts of slots the tools may not use are left out, so fewer than
-        ``before`` + ``after`` may be shown.
+        ``before`` + ``after`` may be shown. ``None`` for either is 3.
 
         :raises FactNotFoundError: The tools may not touch this id.
         """
-        self._check("memory_timeline", id=id, before=before, after=after)
+        args = self._check("memory_timeline", id=id, before=before, after=after)
+        id, before, after = args["id"], args.get("before", 3), args.get("after", 3)
         self._visible(id)
         facts = [f for f in self.store.timeline(id, before=before, after=after,
                                                 **self._owners()) if f.slot in self.slots]
@@ -421,7 +423,7 @@ class MemoryTools:
 
         :raises FactNotFoundError: The tools may not touch this id.
         """
-        self._check("memory_delete", id=id)
+        id = self._check("memory_delete", id=id)["id"]
         if not self.allow_delete:
             raise ArgumentError("memory_delete is not offered by this tool set")
         self._visible(id)
@@ -441,9 +443,11 @@ class MemoryTools:
                 "agent": self.agent if has.agent else None,
                 "scope": self.scope if slot in self.scoped_slots else None}
 
-    def _check(self, name: str, **args: Any) -> None:
-        """Check a direct call against the same definition the dispatcher uses."""
-        parse_arguments(_SPECS[name], args, self.slots)
+    def _check(self, name: str, **args: Any) -> dict[str, Any]:
+        """Check a direct call against the same definition the dispatcher uses; the
+        arguments as it takes them (``None``, not given, left out: the tool's default
+        applies; ``3.0`` as ``3``)."""
+        return parse_arguments(_SPECS[name], args, self.slots)
 
     def _redaction_note(self, value: str, field: str = "value") -> str:
         """What the answer says when the store's secret policy redacts part of ``value``
