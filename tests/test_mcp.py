@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -136,3 +138,57 @@ def test_mcp_command_refuses_a_bad_scope(tmp_path):
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "mcp", "--scope", ""])
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and "scope" in result.output
+
+
+UNREADABLE = [
+    (('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"memory_store",'
+      '"arguments":{"slot":"user","value":"\\ud800"}}}'), -32700),
+    ('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":' + "[" * 5000 + "]" * 5000 + "}",
+     -32700),
+    ('{"jsonrpc":"2.0","id":9,"method":', -32700),
+    ('{"id":9,"hello":"there"}', -32600),
+]
+
+
+def test_a_frame_the_stdio_server_cannot_read_gets_an_error_answer(tmp_path):
+    """A line that is no JSON-RPC message (a lone surrogate escape, nesting 5,000 deep,
+    cut-off JSON, an object of another kind) is answered with a JSON-RPC error (id null),
+    as over HTTP, and the server goes on answering; each answer read with the SDK's own
+    message types."""
+    from mcp_types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
+
+    server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                               "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, encoding="utf-8")
+    assert server.stdin is not None and server.stdout is not None
+
+    def answers_until(last_id: int) -> list:
+        """The messages the server writes, up to the answer to request ``last_id``."""
+        read = [jsonrpc_message_adapter.validate_json(server.stdout.readline())]
+        while getattr(read[-1], "id", None) != last_id:
+            read.append(jsonrpc_message_adapter.validate_json(server.stdout.readline()))
+        return read
+
+    try:
+        server.stdin.write(json.dumps({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "0"}}}) + "\n")
+        server.stdin.flush()
+        assert isinstance(answers_until(0)[-1], JSONRPCResponse)
+        # The unreadable lines, then a call: its answer comes after theirs, if any.
+        lines = ['{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                 *(line for line, _ in UNREADABLE),
+                 json.dumps({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {
+                     "name": "memory_query", "arguments": {"query": "alive"}}})]
+        server.stdin.write("".join(line + "\n" for line in lines))
+        server.stdin.flush()
+        *answers, alive = answers_until(10)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        server.stdout.close()
+    assert [(None, code) for _, code in UNREADABLE] == [
+        (a.id, a.error.code) for a in answers if isinstance(a, JSONRPCError)]
+    assert isinstance(alive, JSONRPCResponse) and 10 == alive.id
+    assert "No memories match 'alive'." == alive.result["content"][0]["text"]

@@ -115,12 +115,41 @@ def make_server(tools: MemoryTools, *, per_user: bool = False) -> Server[Any]:
 
 
 async def serve_stdio(tools: MemoryTools) -> None:
-    """Serve ``tools`` over this process's stdin and stdout until the client hangs up."""
+    """Serve ``tools`` over this process's stdin and stdout until the client hangs up.
+
+    A line that is not a JSON-RPC message (invalid JSON, a lone surrogate escape,
+    nesting too deep for the parser) is answered with a JSON-RPC error whose ``id`` is
+    ``null``: ``-32700`` (parse error) or ``-32600`` (invalid request), as the HTTP
+    transport answers; the SDK's stdio reader alone passes it on unanswered.
+    """
+    types, _ = require_sdk()
     server = make_server(tools)
+    import anyio
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+    from pydantic import ValidationError
+
+    def refusal(exc: Exception) -> Any:
+        parse = not isinstance(exc, ValidationError) or any(
+            e.get("type") == "json_invalid" for e in exc.errors())
+        error = (types.ErrorData(code=types.PARSE_ERROR, message="Parse error") if parse
+                 else types.ErrorData(code=types.INVALID_REQUEST, message="Invalid Request"))
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
 
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def answer_unreadable_lines() -> None:
+            async with send:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(refusal(item))
+                    else:
+                        await send.send(item)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(answer_unreadable_lines)
+            await server.run(receive, write_stream, server.create_initialization_options())
 
 
 async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int = 8765,
