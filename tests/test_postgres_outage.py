@@ -261,3 +261,21 @@ def test_a_busy_pool_with_the_server_up_still_says_so(pg_url):
             other.join()
         assert 1 == len(errors) and "stayed busy" in errors[0] and "larger pool" in errors[0]
         assert backend.counts()["facts"] == 0  # the connection back: calls work
+
+
+def test_a_connection_lost_under_a_write_lock_says_so(pg_url):
+    """A connection dropped before a write's advisory lock (adding a free memory) fails
+    with the lost-connection error a cursor's statement gives, and the next write works."""
+    import psycopg
+
+    with FactStore(pg_url) as store:
+        with pytest.raises(StoreError, match="lost the connection"):
+            with store.batch():
+                store.add("agent", "Kept in the first half.")
+                with psycopg.connect(pg_url, autocommit=True) as other:
+                    other.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                  "WHERE datname = current_database() "
+                                  "AND pid <> pg_backend_pid()")
+                store.add("user", "Reserved after the connection was gone.")
+        store.add("user", "Written once a connection is back.")
+        assert ["Written once a connection is back."] == [f.value for f in store.facts()]

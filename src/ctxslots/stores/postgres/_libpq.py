@@ -34,4 +34,10 @@ def statement(conn: Conn, text: str, params: Sequence[str]) -> None:
 
 def _check(conn: Conn, result: pq.abc.PGresult) -> None:
     if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
-        raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
+        error = psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
+        if conn.pgconn.status == pq.ConnStatus.BAD and \
+                not isinstance(error, psycopg.OperationalError):
+            # A connection lost with no error from the server carries no SQLSTATE, which
+            # libpq's result turns into a bare DatabaseError; a cursor says OperationalError.
+            raise psycopg.OperationalError(str(error)) from error
+        raise error
