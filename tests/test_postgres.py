@@ -362,3 +362,30 @@ def test_a_read_only_database_answers_searches_and_refuses_writes(pg_url):
     with FactStore(pg_url) as store:
         assert 0 == store.get(fact.id).access_count
         assert [fact.id] == [f.id for f in store.facts(slots=["agent"])]
+
+
+def test_a_role_granted_what_the_docs_list_searches_and_writes(postgres, pg_url, role):
+    """Once the owner made the schema, a role with only DML on the tables and USAGE and
+    SELECT on ``fact_ids`` (docs/postgres.md) searches, writes, forgets, updates and
+    deletes: what moves or reads the statistics' other sequence runs with the owner's
+    rights."""
+    from psycopg import sql
+
+    from ctxslots import FactStore
+
+    with FactStore(pg_url) as store:
+        ids = [store.add("user", f"The user owns cat number {n}.").id for n in range(4)]
+    name = role()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+                             "public TO {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("GRANT USAGE, SELECT ON SEQUENCE fact_ids TO {}").format(
+            sql.Identifier(name)))
+    with FactStore(with_user(pg_url, name)) as app:
+        assert len(app.search("cat", track_access=False)) == 4
+        app.add("user", "The user owns a dog.")
+        app.forget(ids[0])
+        app.update(ids[1], value="The user owns a parrot.")
+        app.delete(ids[2])
+        assert [h.fact.value for h in app.search("parrot", track_access=False)] == [
+            "The user owns a parrot."]

@@ -154,7 +154,11 @@ def _as_before_the_script_stems(location: str) -> None:
         with psycopg.connect(location, autocommit=True) as conn:
             for fact_id, value in conn.execute("SELECT id, value FROM facts").fetchall():
                 conn.execute("UPDATE facts SET stems = %s WHERE id = %s", (old(value), fact_id))
-            conn.execute("DELETE FROM schema_migrations WHERE version = 8")
+            # A store of schema 7: what m008 and later added is taken away again.
+            conn.execute("DROP TRIGGER facts_text_changed ON facts; "
+                         "DROP FUNCTION ctxslots_text_changed(), ctxslots_text_changes(); "
+                         "DROP SEQUENCE fact_text_changes")
+            conn.execute("DELETE FROM schema_migrations WHERE version >= 8")
         return
     from ctxslots.stores.sqlite import open_connection
 

@@ -48,3 +48,20 @@ def test_scores_after_a_change_equal_a_fresh_stores(store, location, clock, chan
     after = _scores(store, "ann")
     assert after == _fresh(location, clock)
     assert after != before
+
+
+def test_scores_after_an_import_keeping_ids_equal_a_fresh_stores(store, location, clock):
+    """Facts imported with their own ids (below the id sequence) count at once."""
+    import io
+
+    for user, value in FACTS:
+        store.add("user", value, user=user)
+    exported = io.StringIO()
+    store.export_jsonl(exported, user="bob")
+    store.erase(user="bob")
+    before = _scores(store, "ann")  # the statistics without bob's facts, read and kept
+    with FactStore(location, clock=clock) as other:
+        other.import_jsonl(io.StringIO(exported.getvalue()))
+    after = _scores(store, "ann")
+    assert after == _fresh(location, clock)
+    assert after != before

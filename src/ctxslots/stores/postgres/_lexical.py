@@ -18,9 +18,9 @@ statistics the backend reads itself:
   added to every length for the owner term SQLite's index holds with each
   fact, so the lengths and scores are SQLite's), kept
   per process and read again when they may have changed: while the table is
-  small, after any new fact (``fact_ids`` moved) or any statement that removed
-  facts or changed their words (``fact_text_changes`` moved, ``m009``), by
-  whichever process; once large, after 20% growth or ten minutes.
+  small, after any statement that added or removed facts or changed their words
+  (``fact_ids`` or ``fact_text_changes`` moved, ``m009``), by whichever process;
+  once large, after 20% growth or ten minutes.
 
 Nothing is updated on a write beyond the fact's own row and index entries, so
 writers on several hosts never contend for a shared statistics row.
@@ -133,7 +133,7 @@ class LexicalLeg:
             return known
         top, changes = (int(v) for v in conn.execute(
             "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fact_ids), "
-            "(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fact_text_changes)"
+            "ctxslots_text_changes()"
         ).fetchone())
         # The sequences move with the facts table's changes, not the archive's: a small
         # archive is counted again on each of its (rare) searches.

@@ -392,16 +392,23 @@ def m008_script_stems(conn: psycopg.Connection[Any]) -> None:
 
 
 def m009_text_changes(conn: psycopg.Connection[Any]) -> None:
-    """A sequence, ``fact_text_changes``, that moves with every statement removing facts or
-    changing their words (a delete, a move to the archive, a new value): with ``fact_ids``,
-    which moves with every new fact, it tells a process its BM25 statistics are stale,
-    whichever process wrote. A sequence, not a row, so writers never wait for each other."""
+    """A sequence, ``fact_text_changes``, that moves with every statement adding or
+    removing facts or changing their words (an insert, a delete, a move to the archive, a
+    new value): it tells a process its BM25 statistics are stale, whichever process wrote
+    (an import keeping its ids does not move ``fact_ids``). A sequence, not a row, so
+    writers never wait for each other. The trigger moves it and
+    ``ctxslots_text_changes()`` reads it with the rights of the store's owner, so a role
+    granted only the tables and ``fact_ids`` works as before."""
     conn.execute("""
         CREATE SEQUENCE fact_text_changes AS bigint;
-        CREATE FUNCTION ctxslots_text_changed() RETURNS trigger LANGUAGE plpgsql AS
+        CREATE FUNCTION ctxslots_text_changed() RETURNS trigger LANGUAGE plpgsql
+            SECURITY DEFINER SET search_path FROM CURRENT AS
             'BEGIN PERFORM nextval(''fact_text_changes''); RETURN NULL; END';
+        CREATE FUNCTION ctxslots_text_changes() RETURNS bigint LANGUAGE sql STABLE
+            SECURITY DEFINER SET search_path FROM CURRENT AS
+            'SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fact_text_changes';
         CREATE TRIGGER facts_text_changed
-            AFTER DELETE OR TRUNCATE OR UPDATE OF stems, context_stems ON facts
+            AFTER INSERT OR DELETE OR TRUNCATE OR UPDATE OF stems, context_stems ON facts
             FOR EACH STATEMENT EXECUTE FUNCTION ctxslots_text_changed();
     """)
 
