@@ -1,6 +1,6 @@
 """PostgreSQL: two writers adding the same memory at once store it once. No unique index
-covers a memory without a key, so the first writer's transaction holds its value: the
-second waits (seen in ``pg_locks``), then finds it."""
+covers a memory without a key, so the first writer's transaction holds its slot and owners:
+the second waits (seen in ``pg_locks``), then finds it."""
 
 from __future__ import annotations
 
@@ -34,12 +34,28 @@ def test_a_memory_added_by_two_writers_at_once_is_stored_once(pg_url):
         assert [f.id for f in first.facts(slots=["project"], scope="shop")] == [mine]
 
 
-def test_different_memories_do_not_wait_for_each_other(pg_url):
+def test_memories_of_other_owners_do_not_wait(pg_url):
     with FactStore(pg_url) as first, FactStore(pg_url) as second:
         with first.batch():
             mine = first.add("project", VALUE, scope="shop").id
-            # Another value, and the same value of another scope, are written at once.
-            theirs = [second.add("project", "Deploys need a second reviewer.", scope="shop").id,
-                      second.add("project", VALUE, scope="billing").id]
+            # The same value of another scope, and of another slot, are written at once.
+            theirs = [second.add("project", VALUE, scope="billing").id,
+                      second.add("agent", VALUE, scope="shop").id]
         assert len({mine, *theirs}) == 3
-        assert len(first.facts(slots=["project"], scope=ANY)) == 3
+        assert len(first.facts(slots=["project", "agent"], scope=ANY)) == 3
+
+
+def test_a_batch_of_many_memories_holds_one_reservation(pg_url):
+    """Ten thousand memories of one user in one batch, beside another such batch: the
+    server's lock table holds a reservation a slot and owners, not one a memory."""
+    def load(store: FactStore, user: str) -> None:
+        with store.batch():
+            for n in range(10_000):
+                store.add("user", f"Note {n} of {user}.", user=user)
+
+    with FactStore(pg_url) as first, FactStore(pg_url) as second:
+        other = threading.Thread(target=load, args=(second, "bob"))
+        other.start()
+        load(first, "ann")
+        other.join()
+        assert len(first.facts(slots=["user"], user=ANY)) == 20_000

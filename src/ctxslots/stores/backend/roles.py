@@ -135,8 +135,9 @@ class FactRows(Protocol):
                   ) -> int | None:
         """The lowest id of a fact (or archived fact) with exactly this slot,
         owners, key and value, or ``None``. Inside a transaction, reading a live
-        one holds that value until the transaction ends: another writer's
-        ``find_same`` of it waits, so a read followed by :meth:`insert` never
+        free memory (no key) holds its slot and owners until the transaction
+        ends where the engine does not lock the whole store: another writer's
+        ``find_same`` for them waits, so a read followed by :meth:`insert` never
         stores a memory twice."""
 
     def find_existing(self, items: Sequence[FactKey], *, archived: bool = False

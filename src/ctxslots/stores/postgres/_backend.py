@@ -192,13 +192,14 @@ class PostgresBackend:
                   ) -> int | None:
         """The lowest id of a fact with exactly this slot, owners, key and value.
 
-        Inside a write transaction, a live fact's value is held until it ends: no
-        unique index covers a memory without a key, so two transactions adding the
-        same one would each find none and both insert it."""
+        Inside a write transaction, a free memory's slot and owners are reserved until it
+        ends: no unique index covers a memory without a key, so two transactions adding
+        the same one would each find none and both insert it. One reservation a slot and
+        owners, not one a value: a batch of thousands of memories would fill the server's
+        lock table, and take a round trip more each."""
         with self._session.conn() as conn:
-            if self._session.writing and not archived:
-                self._session.reserve(conn, "same value", slot, scope, user_id, agent_id,
-                                      key or "", value)
+            if key is None and not archived and self._session.writing:
+                self._session.reserve(conn, "memory", slot, scope, user_id, agent_id)
             return _rows.find_same(conn, slot, scope, user_id, agent_id, key, value,
                                    archived=archived, live_at=live_at)
 
