@@ -45,12 +45,14 @@ class AsyncHung:
 
     def __init__(self) -> None:
         self.cancelled = False
+        self.stopped = threading.Event()
 
     async def contribute(self, request: AssemblyRequest) -> None:
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             self.cancelled = True
+            self.stopped.set()
             raise
 
 
@@ -133,7 +135,46 @@ def test_a_timed_contributor_sees_the_callers_context_variables():
         caller.reset(token)
 
 
-@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "2", [1]])
+def test_assemble_cancels_an_async_one_on_its_thread():
+    stuck = AsyncHung()
+    assembler = PromptAssembler(None, contributors=[stuck], contributor_timeout=TIMEOUT_S)
+    prompt = assembler.assemble(AssemblyRequest("hi"))
+    assert _errors(prompt) == {"async_hung": "TimeoutError: no section within 0.2 s"}
+    assert stuck.stopped.wait(AMPLE_S), "the coroutine went on running on its thread"
+
+
+def test_a_plain_contributors_awaitable_is_awaited_on_the_callers_loop():
+    """A plain contribute() may hand back a coroutine that waits on the caller's loop (a
+    shared client, a queue): with a timeout it is still awaited there, as without one."""
+    from ctxslots import Item, Section
+
+    async def turn(timeout: float | None) -> str:
+        loop = asyncio.get_running_loop()
+
+        class Shared:
+            name = "shared"
+            priority = 50
+            sticky = False
+
+            def contribute(self, request: AssemblyRequest) -> object:
+                return self.answer()
+
+            async def answer(self) -> Section:
+                ready = loop.create_future()
+                loop.call_soon_threadsafe(ready.set_result, "from the app's loop")
+                where = "on" if asyncio.get_running_loop() is loop else "off"
+                return Section(title="Shared", items=(Item(text=f"{await ready}, {where} it"),))
+
+        assembler = PromptAssembler(None, contributors=[Shared()], contributor_timeout=timeout)
+        prompt = await assembler.aassemble(AssemblyRequest("hi"))
+        assert _errors(prompt) == {"shared": None}
+        return prompt.text
+
+    assert asyncio.run(turn(None)) == asyncio.run(turn(AMPLE_S)) == \
+        "## Shared\n- from the app's loop, on it\n"
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "2", [1], 1e10])
 def test_a_timeout_that_is_not_a_positive_number_is_refused(bad):
     with pytest.raises(InvalidRequestError, match="contributor_timeout must be a positive"):
         PromptAssembler(None, contributor_timeout=bad)

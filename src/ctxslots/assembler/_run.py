@@ -68,80 +68,99 @@ def call_sync(contributor: Contributor, request: AssemblyRequest,
     """Call ``contributor.contribute(request)``; an async one is run to completion.
 
     With a ``timeout``, the call runs on a thread of its own, and a contributor that
-    has not answered in time is reported as an error: its thread is left to finish
-    (a thread cannot be stopped), and what it returns then is not used.
+    has not answered in time is reported as an error: an async one is cancelled there; a
+    plain one's thread is left to finish (a thread cannot be stopped), and what it
+    returns then is not used.
     """
     if timeout is None:
         return _call(contributor, request)
     answered = threading.Event()
     outcome: list[Outcome] = []
 
-    def done(result: Outcome) -> None:
-        outcome.append(result)
+    def run() -> None:
+        outcome.append(_call(contributor, request, timeout))
         answered.set()
 
-    _on_thread(contributor, request, done)
+    _start(run)
     if answered.wait(timeout):
         return outcome[0]
     return _timed_out(contributor, timeout)
 
 
-def _on_thread(contributor: Contributor, request: AssemblyRequest,
-               done: Callable[[Outcome], None]) -> None:
-    """Call the contributor on a daemon thread of its own and hand its outcome to ``done``.
-    Not a pool's thread: one that hangs would hold the pool (and ``asyncio.run``'s exit)."""
+def _start(work: Callable[[], None]) -> None:
+    """Run ``work`` on a daemon thread of its own, in the caller's context. Not a pool's
+    thread: one that hangs would hold the pool (and ``asyncio.run``'s exit)."""
     context = contextvars.copy_context()
-    threading.Thread(target=lambda: done(context.run(_call, contributor, request)),
-                     daemon=True, name="ctxslots-contributor").start()
+    threading.Thread(target=lambda: context.run(work), daemon=True,
+                     name="ctxslots-contributor").start()
 
 
-def _call(contributor: Contributor, request: AssemblyRequest) -> Outcome:
+def _call(contributor: Contributor, request: AssemblyRequest,
+          timeout: float | None = None) -> Outcome:
     try:
         result = contributor.contribute(request)
         if inspect.isawaitable(result):
-            result = run_to_completion(result)
+            result = run_to_completion(_within(result, timeout))
     except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
         return _failed(contributor, exc)
     return _checked(contributor, result)
 
 
+async def _within(awaitable: Awaitable[Any], timeout: float | None) -> Any:
+    return await asyncio.wait_for(awaitable, timeout)
+
+
 async def call_async(contributor: Contributor, request: AssemblyRequest,
                      timeout: float | None = None) -> Outcome:
-    """Await an async contributor, or run a plain one in a worker thread; one that has not
-    answered within ``timeout`` seconds is cancelled (a plain one, on a thread of its own
-    then, is left to finish) and reported as an error."""
+    """Await an async contributor, or run a plain one in a worker thread (what it returns
+    awaited here); one that has not answered within ``timeout`` seconds is cancelled (a
+    plain one, on a thread of its own then, is left to finish) and reported as an
+    error."""
     if timeout is None:
-        return await _call_async(contributor, request)
-    if inspect.iscoroutinefunction(contributor.contribute):
-        waited: Awaitable[Outcome] = _call_async(contributor, request)
-    else:
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Outcome] = loop.create_future()
-
-        def settle(outcome: Outcome) -> None:
-            if not answer.done():  # not given up on meanwhile
-                answer.set_result(outcome)
-
-        def done(outcome: Outcome) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(settle, outcome)
-
-        _on_thread(contributor, request, done)
-        waited = answer
+        return await _call_async(contributor, request, asyncio.to_thread)
     try:
-        return await asyncio.wait_for(waited, timeout)
+        return await asyncio.wait_for(_call_async(contributor, request, _on_own_thread),
+                                      timeout)
     except TimeoutError:  # the contributor's own errors are outcomes, never raised here
         return _timed_out(contributor, timeout)
 
 
-async def _call_async(contributor: Contributor, request: AssemblyRequest) -> Outcome:
+async def _call_async(contributor: Contributor, request: AssemblyRequest,
+                      on_thread: Callable[..., Awaitable[Any]]) -> Outcome:
     try:
         if inspect.iscoroutinefunction(contributor.contribute):
             result = await contributor.contribute(request)
         else:
-            result = await asyncio.to_thread(contributor.contribute, request)
+            result = await on_thread(contributor.contribute, request)
             if inspect.isawaitable(result):
                 result = await result
     except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
         return _failed(contributor, exc)
     return _checked(contributor, result)
+
+
+async def _on_own_thread(function: Callable[[AssemblyRequest], Any],
+                         request: AssemblyRequest) -> Any:
+    """``function(request)`` on a thread of its own (see :func:`_start`), awaited."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: Exception | None) -> None:
+        if answer.done():  # given up on meanwhile
+            return
+        if error is None:
+            answer.set_result(value)
+        else:
+            answer.set_exception(error)
+
+    def run() -> None:
+        value, error = None, None
+        try:
+            value = function(request)
+        except Exception as exc:  # noqa: BLE001 - handed to the awaiting task
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, value, error)
+
+    _start(run)
+    return await answer

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -63,9 +64,10 @@ def _check_timeout(_instance: Any, _attribute: Any, timeout: Any) -> None:
     if timeout is None:
         return
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or not math.isfinite(timeout) or timeout <= 0:
-        raise InvalidRequestError("contributor_timeout must be a positive number of seconds "
-                                  "or None", field="contributor_timeout", value=timeout)
+            or not math.isfinite(timeout) or not 0 < timeout <= threading.TIMEOUT_MAX:
+        raise InvalidRequestError(
+            "contributor_timeout must be a positive number of seconds (at most "
+            f"{threading.TIMEOUT_MAX:.0f}) or None", field="contributor_timeout", value=timeout)
 
 
 def _plugins(value: Any) -> tuple[Any, ...]:
