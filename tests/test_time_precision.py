@@ -43,3 +43,16 @@ def test_a_clock_giving_no_keepable_time_is_refused_and_writes_nothing(location,
             store.search("written", track_access=False)
         readings[0] = 1_800_000_000.0
         assert store.facts(slots=["agent"], scope=ANY) == []
+
+
+def test_an_imported_time_finer_than_a_microsecond_is_kept_to_the_microsecond(store):
+    import io
+    import json
+
+    lines = [{"format": "ctxslots-facts", "version": 1},
+             {"slot": "agent", "value": "mike noted it", "observed_at": 1_800_000_000.1234567,
+              "created_at": 1_800_000_000.1234567, "updated_at": 1_800_000_000.1234567}]
+    store.import_jsonl(io.StringIO("\n".join(json.dumps(r) for r in lines)))
+    (fact,) = store.facts(slots=["agent"])
+    assert fact.observed_at.timestamp() == 1_800_000_000.123457
+    assert fact.id in [f.id for f in store.facts(said_after=fact.observed_at)]
