@@ -1,6 +1,5 @@
 """Text a store takes is text both engines can keep: no NUL in a source or a reason (as in
-a value), and no value of invisible characters alone (as for a key). Refused with the
-field's name, on either engine, and nothing is written."""
+a value). Refused with the field's name, on either engine, and nothing is written."""
 
 from __future__ import annotations
 
@@ -30,15 +29,6 @@ def test_a_reason_with_nul_is_refused_and_the_fact_stays(store):
     with pytest.raises(InvalidFactError, match="reason must not contain NUL"):
         store.forget(fact.id, reason="moved\x00")
     assert store.get(fact.id).value == "Deploys run on Fridays."
-
-
-@pytest.mark.parametrize("value", ["\u200b", "\u200b \u200d\n", "\u2066\u2069"])
-def test_a_value_of_invisible_characters_is_refused(store, value):
-    with pytest.raises(InvalidFactError, match="value must hold a visible character"):
-        store.add("agent", value)
-    with pytest.raises(InvalidFactError, match="value must hold a visible character"):
-        store.upsert("user", "name", value)
-    assert store.facts(slots=["agent", "user"], scope=ANY) == []
 
 
 def test_an_import_with_a_nul_source_names_its_line_and_writes_nothing(store):

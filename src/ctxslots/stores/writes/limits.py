@@ -85,8 +85,6 @@ def _unicode(text: str, field: str) -> str:
 def _visible(text: str) -> bool:
     """Whether ``text`` holds a character that is neither white space nor a format
     character (zero-width space, joiners, direction marks...)."""
-    if text.isascii():  # no format character in ASCII
-        return bool(text.strip())
     return bool("".join(c for c in text if unicodedata.category(c) != "Cf").strip())
 
 
@@ -309,9 +307,6 @@ class Limits:
             raise InvalidFactError("value must be a non-empty string", field="value", value=value)
         _no_nul(value, "value")
         _unicode(value, "value")
-        if not _visible(value):
-            raise InvalidFactError("value must hold a visible character", field="value",
-                                   value=value)
         size = len(value.encode("utf-8", "surrogatepass"))
         if size > self.max_value_bytes:
             raise InvalidFactError(
