@@ -144,3 +144,17 @@ def test_write_tells_what_it_did(store):
                store.write("agent", "Cache the wheels.").change]
     assert ["inserted", "replaced", "updated", "kept", "inserted", "kept"] == changes
     assert ("pref",) == store.get_by_key("user", "drink").tags
+
+
+def test_a_new_source_confidence_or_expiry_is_an_update(store, clock):
+    """The same value with another source, confidence or expiry changed the fact: updated;
+    only a new time of observation is kept."""
+    store.write("user", "Tea.", key="drink", source="cli", confidence=0.4)
+    changes = [store.write("user", "Tea.", key="drink", source="tool", confidence=0.4).change,
+               store.write("user", "Tea.", key="drink", source="tool").change,
+               store.write("user", "Tea.", key="drink", source="tool",
+                           expires_at=clock.now + 86400).change,
+               store.write("user", "Tea.", key="drink", source="tool",
+                           expires_at=clock.now + 86400,
+                           observed_at=clock.now - 3600).change]
+    assert ["updated", "updated", "updated", "kept"] == changes

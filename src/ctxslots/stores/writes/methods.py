@@ -95,8 +95,9 @@ class WriteMethods:
         storing the same key or memory at once is never missed.
 
         ``written.change`` is ``"inserted"`` (a new fact), ``"replaced"`` (a keyed fact
-        got a new value), ``"updated"`` (the same value, other tags or context) or
-        ``"kept"`` (nothing it holds changed; for a free memory, the identical one
+        got a new value), ``"updated"`` (the same value, other tags, context, source,
+        confidence or expiry) or ``"kept"`` (nothing it holds changed, though its time
+        of observation may have; for a free memory, the identical one
         already stored, returned as it is). ``tags=None`` keeps a keyed fact's stored
         tags (a new fact gets none). The other arguments are :meth:`upsert`'s.
 

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -49,8 +49,15 @@ _KEY_TAKEN_RETRIES = 3
 
 
 #: What a keyed or free write did: wrote a new fact; gave a stored one a new value;
-#: changed only its tags or context; or left what it holds as it was.
+#: changed only other fields it holds (tags, context, source, confidence, expiry); or left
+#: what it holds as it was (a new observation of the same fact, its time moved, is kept).
 CHANGES = ("inserted", "replaced", "updated", "kept")
+
+
+def _held(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The fields besides the value whose change makes a write ``"updated"``."""
+    return (row.get("tags") or "", row.get("context"), row.get("source"),
+            float(row["confidence"]), row.get("expires_at"))
 
 
 @attrs.frozen
@@ -241,8 +248,7 @@ class Writer:
             if tags is None:
                 row["tags"] = old["tags"]
             change = ("replaced" if old["value"] != row["value"]
-                      else "updated" if (old["tags"] or "", old.get("context"))
-                      != (row["tags"] or "", row["context"]) else "kept")
+                      else "updated" if _held(old) != _held(row) else "kept")
             return Written(self.rewrite(old, row, now), change)
 
     def add(self, slot: str, value: str, *, owners: Owners, tags: Iterable[str],
