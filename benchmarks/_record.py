@@ -59,7 +59,7 @@ class Record:
 
     benchmark: str
     command: str = field(default_factory=command_line)
-    date: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc)
+    date: str = field(default_factory=lambda: dt.datetime.now(dt.UTC)
                       .isoformat(timespec="seconds"))
     commit: str = field(default_factory=commit)
     load: dict[str, list[float]] = field(default_factory=dict)

@@ -234,7 +234,7 @@ class Mem0:
 
         vectors = self.memory.embedding_model.embed_batch(texts, "add")
         ids = [str(uuid.uuid4()) for _ in texts]
-        when = dt.datetime.now(dt.timezone.utc).isoformat()
+        when = dt.datetime.now(dt.UTC).isoformat()
         payloads = [{"user_id": NAMESPACE, "role": "user", "data": text,
                      "hash": hashlib.md5(text.encode()).hexdigest(), "created_at": when,
                      "updated_at": when, "text_lemmatized": lemmatize_for_bm25(text)}

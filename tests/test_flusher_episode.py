@@ -53,7 +53,7 @@ def test_a_flushs_facts_are_said_at_one_moment(location, mode):
 
 
 def test_written_at_still_names_the_moment(store, location):
-    written = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.timezone.utc)
+    written = dt.datetime(2026, 1, 5, 12, 0, tzinfo=dt.UTC)
     with ScriptedChatServer([_reply()]) as server:
         flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m", max_retries=0))
         report = flusher.flush([{"role": "user", "content": "plan the offsite"}],

@@ -68,7 +68,7 @@ def test_flush_command_names_the_line_and_the_role(db_path, tmp_path):
 def test_an_expiry_not_in_the_future_is_refused(store, clock, when, write):
     """expires_at=0, a past moment or the present: InvalidFactError on expires_at, nothing stored."""
     value = {"zero": 0, "an hour ago": clock.now - 3600, "now": clock.now,
-             "a datetime in the past": dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)}[when]
+             "a datetime in the past": dt.datetime(2020, 1, 1, tzinfo=dt.UTC)}[when]
     with pytest.raises(InvalidFactError, match="expires_at must be in the future") as info:
         if write == "add":
             store.add("agent", "A lesson.", expires_at=value)

@@ -12,7 +12,7 @@ from ctxslots import FactStore, InvalidFactError, MemoryFlusher, OpenAIChatClien
 from ctxslots.testing import ScriptedChatServer
 
 DAY = 86400.0
-SAID = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.timezone.utc)
+SAID = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 
 
 def test_add_and_upsert_keep_the_observed_time(store, clock):
@@ -94,7 +94,7 @@ def test_an_assembly_ranks_from_its_request_now(location, clock):
         assembler = PromptAssembler(store)
         then = clock.now - 9 * DAY
         for when, age in ((None, 10.0), (then, 1.0),
-                          (dt.datetime.fromtimestamp(then, tz=dt.timezone.utc), 1.0)):
+                          (dt.datetime.fromtimestamp(then, tz=dt.UTC), 1.0)):
             prompt = assembler.assemble(AssemblyRequest("deploy freeze", now=when))
             traces = [d.item.trace for s in prompt.sections for d in s.items
                       if d.item.trace is not None and "freeze" in d.item.text]

@@ -14,7 +14,7 @@ from ctxslots import AssemblyRequest, FactStore, MemoryTools, PromptAssembler
 from ctxslots.cli import cli
 
 DAY = 86400.0
-SAID = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.timezone.utc)
+SAID = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 
 
 def test_the_tools_show_the_age_of_when_it_was_said(store, clock):
@@ -76,7 +76,7 @@ def test_search_at_a_moment_leaves_out_what_was_said_later(location, clock):
         then = clock.now - 5 * DAY
         assert {before.id, at.id} == {h.fact.id for h in store.search("deploy freeze", now=then)}
         assert {before.id} == {h.fact.id for h in store.search(
-            "deploy freeze", now=dt.datetime.fromtimestamp(then - 1, tz=dt.timezone.utc))}
+            "deploy freeze", now=dt.datetime.fromtimestamp(then - 1, tz=dt.UTC))}
         # Combined with a narrower cut of the caller's own, the narrower one holds.
         assert {before.id} == {h.fact.id for h in store.search(
             "deploy freeze", now=clock.now, said_before=then)}

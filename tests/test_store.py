@@ -538,5 +538,5 @@ def test_a_moment_out_of_range_is_named_as_a_date_not_python_code(store):
     """A said_before in year 1 is refused naming the date as people write it."""
     with pytest.raises(InvalidFactError, match=r"said_before must be a time between 1970 and "
                        r"the year 9999, not 0001-01-01T00:00:00\+00:00") as refused:
-        store.search("deploy", said_before=dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc))
+        store.search("deploy", said_before=dt.datetime(1, 1, 1, tzinfo=dt.UTC))
     assert "datetime.datetime" not in str(refused.value)

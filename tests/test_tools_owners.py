@@ -51,9 +51,9 @@ def test_another_users_fact_is_an_unknown_id(store, two, tool):
 def test_the_query_tool_filters_by_tags_source_and_time(store, clock):
     tools = MemoryTools(store, user="alice")
     early = store.add("user", "Alice moved to Lisbon.", user="alice", tags=["home"],
-                      observed_at=dt.datetime(2026, 1, 10, tzinfo=dt.timezone.utc))
+                      observed_at=dt.datetime(2026, 1, 10, tzinfo=dt.UTC))
     late = store.add("user", "Alice moved to Porto.", user="alice", tags=["home", "recent"],
-                     observed_at=dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc), source="chat")
+                     observed_at=dt.datetime(2026, 6, 1, tzinfo=dt.UTC), source="chat")
     both = tools.dispatch("memory_query", {"query": "where did Alice move"})
     assert f"[id:{early.id}]" in both and f"[id:{late.id}]" in both
     for args, kept in (({"tags": ["recent"]}, late), ({"source": "chat"}, late),

@@ -42,7 +42,7 @@ def _to_seconds(value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, dt.datetime):
-        when = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        when = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
         seconds = when.timestamp()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)

@@ -93,7 +93,7 @@ def _slot_meanings(slots: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
 
 def _date_line(when: dt.datetime) -> str:
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
+        when = when.replace(tzinfo=dt.UTC)
     return f"{when:%Y-%m-%d} ({when:%A})"
 
 
@@ -384,7 +384,7 @@ class MemoryFlusher:
             remaining=len(msgs) - end, source=self._source(flush_id, conv, msgs[:end], start),
             warnings=(*base.warnings, *([batch.warning] if batch.warning else [])))
         when = written_at if written_at is not None else dt.datetime.fromtimestamp(
-            self.store.clock(), tz=dt.timezone.utc)
+            self.store.clock(), tz=dt.UTC)
         prompt = render_template(self._env, self.template,
                                  **self._context(list(batch.messages), start, known, scope, when))
         shown: _Shown = {}

@@ -167,7 +167,7 @@ def owner_step(facts: Facts) -> Step:
                     {"superseded_by": fact.superseded_by})
     said = fact.observed_at or fact.created_at  # what a replay's cut reads
     if request.now is not None and said is not None and said.timestamp() > request.now:
-        moment = dt.datetime.fromtimestamp(request.now, dt.timezone.utc)
+        moment = dt.datetime.fromtimestamp(request.now, dt.UTC)
         return Step("owners", title, "fails",
                     f"it was said on {said:%Y-%m-%d %H:%M} UTC, after the request's moment "
                     f"({moment:%Y-%m-%d %H:%M} UTC): a request read at a moment sees only "

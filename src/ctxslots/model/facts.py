@@ -18,7 +18,7 @@ __all__ = ["MESSAGE_ROLES", "RELAXED_FILL", "Fact", "Hit", "HitTrace", "Message"
 RELAXED_FILL = "relaxed"
 
 
-_UTC = dt.timezone.utc
+_UTC = dt.UTC
 _FROM_SECONDS = dt.datetime.fromtimestamp
 
 
@@ -33,7 +33,7 @@ def to_timestamp(value: dt.datetime | float | None) -> float | None:
         return None
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
+            value = value.replace(tzinfo=dt.UTC)
         return value.timestamp()
     return float(value)
 

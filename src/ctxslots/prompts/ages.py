@@ -50,7 +50,7 @@ def days_in_words(days: float) -> str:
 
 def calendar_date(when: float) -> str:
     """The UTC calendar day of ``when`` (Unix seconds), as "8 May 2023"."""
-    day = dt.datetime.fromtimestamp(when, dt.timezone.utc)
+    day = dt.datetime.fromtimestamp(when, dt.UTC)
     return f"{day.day} {day:%B} {day.year}"
 
 

@@ -483,4 +483,4 @@ def _moment(name: str, text: str | None) -> dt.datetime | None:
         moment = dt.datetime.fromisoformat(text)
     except ValueError:
         raise ArgumentError(f"'{name}' must be {_DATE_RULE}, not {text!r}") from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.timezone.utc)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)

@@ -49,7 +49,7 @@ _LINK_FIELDS = frozenset({"to", "strength", "updated_at"})
 
 def header(exported_at: float) -> dict[str, Any]:
     """The first line of an export."""
-    stamp = dt.datetime.fromtimestamp(exported_at, tz=dt.timezone.utc).isoformat()
+    stamp = dt.datetime.fromtimestamp(exported_at, tz=dt.UTC).isoformat()
     return {"format": FORMAT, "version": VERSION, "exported_at": stamp}
 
 
@@ -249,7 +249,7 @@ def _timestamp(data: Mapping[str, Any], field: str, *, default: Any = None) -> f
             raise _bad(field, f"{field} must be Unix seconds or an ISO 8601 time, not {value!r}",
                        value) from None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
+            when = when.replace(tzinfo=dt.UTC)
         number: float | None = when.timestamp()
     else:
         number = _finite(value)

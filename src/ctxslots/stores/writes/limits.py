@@ -416,7 +416,7 @@ class Limits:
             return None
         stamp = self.moment(expires_at, "expires_at")
         if now is not None and stamp <= now:
-            when = dt.datetime.fromtimestamp(stamp, dt.timezone.utc).isoformat(timespec="seconds")
+            when = dt.datetime.fromtimestamp(stamp, dt.UTC).isoformat(timespec="seconds")
             raise InvalidFactError(
                 f"expires_at must be in the future, not {when}: a fact stored expired is never "
                 "seen (leave expires_at out for a fact that does not expire)",
