@@ -4,9 +4,6 @@ each a CtxslotsError that says what happened, with nothing written."""
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,59 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import ctxslots
+from _lock_holders import SQLiteHolder, holder_of
 from _sql import stored_rows
 from ctxslots import CtxslotsError, FactStore, StoreBusyError, StoreClosedError, StoreError
 from ctxslots.cli import cli
 from ctxslots.stores.engines import BUSY_TIMEOUT_ENV
-
-HOLDER = """
-import sys, apsw
-conn = apsw.Connection(sys.argv[1])
-conn.execute("BEGIN IMMEDIATE")
-print("held", flush=True)
-sys.stdin.readline()
-conn.execute("ROLLBACK")
-"""
-
-
-class SQLiteHolder:
-    """Another process holding the write lock of a SQLite store until released."""
-
-    def __init__(self, path: Path) -> None:
-        src = str(Path(ctxslots.__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-        self.child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], env=env,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.child.stdout is not None and self.child.stdin is not None
-        assert "held" == self.child.stdout.readline().strip()
-
-    def release(self) -> None:
-        assert self.child.stdin is not None
-        self.child.stdin.write("\n")
-        self.child.stdin.close()
-        assert 0 == self.child.wait(60)
-
-
-class PostgresHolder:
-    """Another session holding a lock on the facts table that every write needs."""
-
-    def __init__(self, url: str) -> None:
-        import psycopg
-
-        self.conn = psycopg.connect(url)
-        self.conn.execute("BEGIN")
-        self.conn.execute("LOCK TABLE facts IN SHARE MODE")
-
-    def release(self) -> None:
-        self.conn.execute("ROLLBACK")
-        self.conn.close()
-
-
-def _holder(store: FactStore) -> SQLiteHolder | PostgresHolder:
-    if store.engine == "sqlite":
-        return SQLiteHolder(Path(str(store.path)))
-    return PostgresHolder(str(store.path))
 
 
 @pytest.fixture(name="short_wait")
@@ -80,7 +29,7 @@ def test_a_write_past_the_busy_timeout_is_a_store_busy_error(short_wait, store):
     written, and the same write succeeds once the other writer is done."""
     store.add("agent", "Written before the lock.")
     before = stored_rows(store)
-    holder = _holder(store)
+    holder = holder_of(store)
     try:
         with pytest.raises(StoreBusyError) as caught:
             store.add("agent", "Waits for the lock.")
@@ -117,7 +66,7 @@ def test_the_cli_says_busy_in_one_line(short_wait, location):
     """`ctxslots remember` while another writer holds the lock: one line, exit 1, no traceback."""
     with FactStore(location) as store:
         store.add("agent", "Written before the lock.")
-        holder = _holder(store)
+        holder = holder_of(store)
     try:
         result = CliRunner().invoke(cli, ["--db", location, "remember", "agent", "Waits."])
     finally:

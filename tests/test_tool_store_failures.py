@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-import ctxslots
+from _lock_holders import SQLiteHolder, holder_of
 from ctxslots import FactStore
 from ctxslots.stores.engines import BUSY_TIMEOUT_ENV
 from ctxslots.tools import MemoryTools
@@ -21,57 +21,6 @@ from ctxslots.tools.memory_tools import BUSY_ANSWER, UNAVAILABLE_ANSWER
 
 #: On the lock holder's command line: an answer must never show it.
 SECRET = "SUPERSECRET-admin-token-0123456789"
-
-HOLDER = """
-import sys, apsw
-conn = apsw.Connection(sys.argv[1])
-conn.execute("BEGIN IMMEDIATE")
-print("held", flush=True)
-sys.stdin.readline()
-conn.execute("ROLLBACK")
-"""
-
-
-class SQLiteHolder:
-    """Another process holding a SQLite store's write lock, a secret on its command line."""
-
-    def __init__(self, path: Path) -> None:
-        src = str(Path(ctxslots.__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-        self.child = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), "--token", SECRET],
-                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      text=True)
-        assert self.child.stdout is not None
-        assert "held" == self.child.stdout.readline().strip()
-
-    def release(self) -> None:
-        assert self.child.stdin is not None and self.child.stdout is not None
-        self.child.stdin.write("\n")
-        self.child.stdin.close()
-        assert 0 == self.child.wait(60)
-        self.child.stdout.close()
-
-
-class PostgresHolder:
-    """Another session holding a lock on the facts table that every write needs."""
-
-    def __init__(self, url: str) -> None:
-        import psycopg
-
-        self.conn = psycopg.connect(url)
-        self.conn.execute("BEGIN")
-        self.conn.execute("LOCK TABLE facts IN SHARE MODE")
-
-    def release(self) -> None:
-        self.conn.execute("ROLLBACK")
-        self.conn.close()
-
-
-def _holder(store: FactStore) -> SQLiteHolder | PostgresHolder:
-    if store.engine == "sqlite":
-        return SQLiteHolder(Path(str(store.path)))
-    return PostgresHolder(str(store.path))
-
 
 def _leaks(answer: str, store_path: str, pid: int | None = None) -> list[str]:
     """What of the store's whereabouts ``answer`` shows."""
@@ -90,7 +39,7 @@ def test_a_busy_store_answers_a_fixed_text_and_logs_the_holder(short_wait, store
     """A write while another writer holds the lock answers 'busy' without the store's
     location or the holder's process; the log has the store's own message."""
     tools = MemoryTools(store, user="alice", scope="shop")
-    holder = _holder(store)
+    holder = holder_of(store, "--token", SECRET)
     try:
         with caplog.at_level(logging.WARNING, logger="ctxslots.tools"):
             answer = tools.dispatch("memory_store", {"slot": "user", "value": "Alice likes tea."})
@@ -148,7 +97,7 @@ def test_a_team_server_tells_a_remote_user_only_that_the_store_is_busy(tmp_path)
     pytest.importorskip("mcp")
     db = tmp_path / "private-team-memory.db"
     FactStore(db).close()
-    holder = SQLiteHolder(db)
+    holder = SQLiteHolder(db, "--token", SECRET)
     server = subprocess.Popen(
         [sys.executable, "-m", "ctxslots", "--db", str(db), "mcp", "--transport", "http",
          "--port", "0", "--scope", "shop"], stderr=subprocess.PIPE, text=True,
