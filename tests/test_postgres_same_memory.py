@@ -59,3 +59,19 @@ def test_a_batch_of_many_memories_holds_one_reservation(pg_url):
         load(first, "ann")
         other.join()
         assert len(first.facts(slots=["user"], user=ANY)) == 20_000
+
+
+def test_a_transaction_past_the_servers_lock_table_says_so(pg_url):
+    """Run out of shared memory for locks (a transaction holding more than the server's
+    lock table), the error says the server ran out, not that the connection was lost."""
+    from ctxslots import StoreError
+    from ctxslots.stores.postgres._errors import store_error
+
+    with psycopg.connect(pg_url) as conn:
+        with pytest.raises(psycopg.errors.OutOfMemory) as caught:
+            with conn.transaction():
+                for n in range(1_000_000):
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (n,))
+        error = store_error(caught.value, "the store")
+    assert isinstance(error, StoreError)
+    assert "ran out of a resource" in str(error) and "lost the connection" not in str(error)

@@ -32,6 +32,11 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
         return ReadOnlyStoreError(
             f"{where} is read-only (a replica, or a snapshot block): write through the "
             f"primary ({detail})", path=where)
+    elif (exc.sqlstate or "").startswith("53"):  # class 53, insufficient resources
+        # Checked before OperationalError, which they are: the server answered, it ran out.
+        what = (f"{where} ran out of a resource (shared memory for locks, disk, "
+                f"connections), and nothing of the transaction was written: make it "
+                f"smaller, or raise the server's limit ({detail})")
     elif isinstance(exc, psycopg.OperationalError):
         what = f"lost the connection to {where}: check the server and try again ({detail})"
     else:
