@@ -273,3 +273,30 @@ def test_two_keys_that_read_alike_once_repaired_are_both_kept(tmp_path: Path):
         assert store.doctor().ok
         assert ["drink\ufffd", f"drink\ufffd #{second.id}"] == [
             store.get(first.id).key, store.get(second.id).key]
+
+
+def test_a_nul_kept_by_an_older_store_is_named_and_repaired(tmp_path: Path):
+    """A source or reason holding a NUL (taken before they were checked) cannot move to
+    PostgreSQL nor be imported: doctor names it, reindex puts U+FFFD in its place, and the
+    store's export imports again."""
+    import io
+
+    db = tmp_path / "nul.db"
+    with FactStore(db) as store:
+        tea = store.add("user", "The user likes green tea.", source="chat")
+        gone = store.add("agent", "The deploy ran on Friday.")
+        store.forget(gone.id, reason="moved")
+    _write_bytes(db, tea.id, "source", b"chat\x00log")
+    _write_bytes(db, gone.id, "reason", b"moved\x00", table="archive")
+    with FactStore(db) as store:
+        problem = "\n".join(store.doctor().problems)
+        assert f"fact {tea.id} source holds a NUL: b'chat\\x00log'" in problem
+        assert f"archived fact {gone.id} reason holds a NUL" in problem
+        store.reindex()
+        assert store.doctor().ok
+        assert "chat\ufffdlog" == store.get(tea.id).source
+        exported = io.StringIO()
+        store.export_jsonl(exported)
+    with FactStore(tmp_path / "again.db") as again:
+        again.import_jsonl(io.StringIO(exported.getvalue()))
+        assert "chat\ufffdlog" == again.get(tea.id).source

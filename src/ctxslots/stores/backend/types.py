@@ -199,7 +199,8 @@ class BadValue:
         if isinstance(self.value, bytes):
             cut = repr(self.value[:40]) + ("..." if len(self.value) > 40 else "")
             row = f"{where} {self.fact_id}" if self.fact_id else where
-            return f"{row} {self.column} is not UTF-8: {cut}"
+            what = "holds a NUL" if b"\x00" in self.value else "is not UTF-8"
+            return f"{row} {self.column} {what}: {cut}"
         return f"{where} {self.fact_id} {self.column} = {self.value!r}"
 
 

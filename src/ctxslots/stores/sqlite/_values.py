@@ -74,7 +74,8 @@ def _text_columns(conn: Connection) -> list[tuple[str, bool, list[str]]]:
 
 def _undecodable(conn: Connection, limit: int | None) -> list[tuple[str, int, str, bytes]]:
     """``(table, rowid, column, bytes)`` of stored text that is not UTF-8 (written by
-    another program, or damage), up to ``limit``; read as bytes, which always decode. A
+    another program, or damage) or holds a NUL (written before sources and reasons were
+    checked: no PostgreSQL store, nor an import, takes it), up to ``limit``; read as bytes, which always decode. A
     table without rowids (the flush progress, read at once: a row per conversation) gives
     0 for the row."""
     found: list[tuple[str, int, str, bytes]] = []
@@ -88,7 +89,7 @@ def _undecodable(conn: Connection, limit: int | None) -> list[tuple[str, int, st
                 (0, *row) for row in conn.execute(f"SELECT {blobs} FROM {table}").fetchall()]
             for rowid, *values in rows:
                 for column, value in zip(columns, values):
-                    if isinstance(value, bytes) and not _is_utf8(value):
+                    if isinstance(value, bytes) and (b"\x00" in value or not _is_utf8(value)):
                         found.append((table, int(rowid), column, value))
             if not has_rowid or len(rows) < _TEXT_CHUNK:
                 break
@@ -119,7 +120,8 @@ def _fact_id(conn: Connection, table: str, rowid: int) -> int:
 
 
 def repair_texts(conn: Connection) -> int:
-    """Rewrite every stored text that is not UTF-8 with its undecodable bytes as U+FFFD;
+    """Rewrite every stored text that is not UTF-8 or holds a NUL with its undecodable
+    bytes and NULs as U+FFFD;
     how many texts were rewritten (each row holding the same bytes in that column is).
 
     Where the readable text is another row's (two keys that differ only in their
@@ -130,7 +132,7 @@ def repair_texts(conn: Connection) -> int:
     changed = 0
     found = _undecodable(conn, None)
     for table, column, value in dict.fromkeys((t, c, v) for t, _, c, v in found):
-        readable = value.decode("utf-8", "replace")
+        readable = value.decode("utf-8", "replace").replace("\x00", "\ufffd")
         try:
             changed += conn.changed(
                 f"UPDATE {table} SET {column} = ? WHERE CAST({column} AS BLOB) = ?",

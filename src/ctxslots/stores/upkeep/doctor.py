@@ -119,9 +119,10 @@ def _value_problems(bad: list[BadValue]) -> list[str]:
         more = f" and {'at least ' if len(bad) == _LOOKED_AT else ''}" \
                f"{len(bad) - SHOWN_BAD_VALUES} more"
     return [(f"stored values no read can use (a time outside 1970 to 9999, a count or score "
-             f"out of range, text that is not UTF-8): {shown}{more}; run `ctxslots reindex` "
-             "to reset them (times to now, expiry and last access cleared, scores and counts "
-             "to 0, confidence to 1, the bytes of a text that are not UTF-8 to U+FFFD)")]
+             f"out of range, text that is not UTF-8 or holds a NUL): {shown}{more}; run "
+             "`ctxslots reindex` to reset them (times to now, expiry and last access cleared, "
+             "scores and counts to 0, confidence to 1, the bytes of a text that are not "
+             "UTF-8 and its NULs to U+FFFD)")]
 
 
 def doctor(core: StoreCore) -> DoctorReport:
