@@ -334,7 +334,7 @@ class MemoryTools:
         With a key, ``tags`` replace the stored fact's tags; left out (``None``),
         they stay. The answer says what the write itself did, decided in its own
         transaction: ``Stored`` (a new fact), ``Replaced`` (a new value),
-        ``Updated`` (the same value, other tags or context), ``Kept`` (nothing
+        ``Updated`` (the same value, other tags, context or source), ``Kept`` (nothing
         changed), ``Already stored`` (an identical free memory).
 
         :raises ArgumentError: An argument does not fit the tool's definition.
