@@ -22,8 +22,8 @@ __all__ = ["COSINE_DIGITS", "UNIT_TOLERANCE", "settled_cosines", "unit_rows"]
 #: (float32 rounding leaves a few millionths).
 UNIT_TOLERANCE = 1e-3
 #: Decimals a vector leg's cosines are kept to: float32 holds about seven, and the
-#: engines (sqlite-vec, pgvector, the in-memory copy) differ in the last of them, so
-#: equal vectors would rank by rounding noise, differently on each engine.
+#: engines' vector searches (SQLite's, pgvector's) differ in the last of them, so equal
+#: similarities would rank by rounding noise, differently on each engine.
 COSINE_DIGITS = 6
 
 
