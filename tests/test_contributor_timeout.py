@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import logging
 import threading
 from collections.abc import Iterator
 
@@ -135,12 +136,19 @@ def test_a_timed_contributor_sees_the_callers_context_variables():
         caller.reset(token)
 
 
-def test_assemble_cancels_an_async_one_on_its_thread():
+def test_assemble_cancels_an_async_one_on_its_thread(caplog):
     stuck = AsyncHung()
     assembler = PromptAssembler(None, contributors=[stuck], contributor_timeout=TIMEOUT_S)
-    prompt = assembler.assemble(AssemblyRequest("hi"))
-    assert _errors(prompt) == {"async_hung": "TimeoutError: no section within 0.2 s"}
-    assert stuck.stopped.wait(AMPLE_S), "the coroutine went on running on its thread"
+    with caplog.at_level(logging.WARNING, logger="ctxslots.assembler"):
+        prompt = assembler.assemble(AssemblyRequest("hi"))
+        assert _errors(prompt) == {"async_hung": "TimeoutError: no section within 0.2 s"}
+        assert stuck.stopped.wait(AMPLE_S), "the coroutine went on running on its thread"
+        for thread in threading.enumerate():
+            if thread.name == "ctxslots-contributor":
+                thread.join(AMPLE_S)
+    # Said once, by the caller: the thread's own end of it is no second failure.
+    assert [r.getMessage() for r in caplog.records] == [
+        "contributor 'async_hung' gave no section within 0.2 s"]
 
 
 def test_a_plain_contributors_awaitable_is_awaited_on_the_callers_loop():

@@ -95,19 +95,35 @@ def _start(work: Callable[[], None]) -> None:
                      name="ctxslots-contributor").start()
 
 
+class _Late(Exception):
+    """An awaitable given ``timeout`` seconds on a contributor's own thread ran out of them
+    (the caller, waiting as long, has reported it already)."""
+
+
 def _call(contributor: Contributor, request: AssemblyRequest,
           timeout: float | None = None) -> Outcome:
     try:
         result = contributor.contribute(request)
         if inspect.isawaitable(result):
             result = run_to_completion(_within(result, timeout))
+    except _Late:
+        assert timeout is not None
+        return Outcome(contributor, error=f"TimeoutError: no section within {timeout:g} s")
     except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
         return _failed(contributor, exc)
     return _checked(contributor, result)
 
 
 async def _within(awaitable: Awaitable[Any], timeout: float | None) -> Any:
-    return await asyncio.wait_for(awaitable, timeout)
+    """``awaitable``'s result; cancelled after ``timeout`` seconds (then :class:`_Late`; a
+    TimeoutError of the contributor's own passes as it is)."""
+    try:
+        async with asyncio.timeout(timeout) as limit:
+            return await awaitable
+    except TimeoutError:
+        if limit.expired():
+            raise _Late from None
+        raise
 
 
 async def call_async(contributor: Contributor, request: AssemblyRequest,
