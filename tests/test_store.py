@@ -452,7 +452,8 @@ def test_flush_progress_of_a_malformed_conversation_is_a_clear_error(store, conv
 
 @pytest.mark.parametrize(("read", "fingerprint", "says"), [
     (2**70, "f", "messages_read"), (-1, "f", "messages_read"), (True, "f", "messages_read"),
-    (1, 5, "fingerprint"), (1, "é", "fingerprint")])
+    (1, 5, "fingerprint"), (1, "é", "fingerprint"), (1, "abc\x00def", "fingerprint"),
+    (1, "a\nb", "fingerprint")])
 def test_recorded_flush_progress_is_checked_and_nothing_is_written(store, read, fingerprint,
                                                                    says):
     from ctxslots import InvalidArgumentError

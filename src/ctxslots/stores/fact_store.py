@@ -429,9 +429,10 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
                                        f"{messages_read!r}", field="messages_read",
                                        value=messages_read)
         if not isinstance(fingerprint, str) or not fingerprint.isascii() \
-                or len(fingerprint) > 200:
-            raise InvalidArgumentError("fingerprint must be ASCII text of at most 200 "
-                                       "characters", field="fingerprint", value=fingerprint)
+                or not fingerprint.isprintable() or len(fingerprint) > 200:
+            raise InvalidArgumentError("fingerprint must be printable ASCII text of at most "
+                                       "200 characters", field="fingerprint",
+                                       value=fingerprint)
         self._core.backend.write_progress(check_conversation(conversation), messages_read,
                                           fingerprint, self._core.clock(), user_id=user_id,
                                           agent_id=agent_id)
