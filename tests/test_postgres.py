@@ -389,3 +389,28 @@ def test_a_role_granted_what_the_docs_list_searches_and_writes(postgres, pg_url,
         app.delete(ids[2])
         assert [h.fact.value for h in app.search("parrot", track_access=False)] == [
             "The user owns a parrot."]
+
+
+def test_the_statistics_counter_cannot_be_stood_in_for(pg_url, role):
+    """A role's temporary sequence of the same name does not take the store's counter's
+    place (the trigger names it by its schema), and the trigger's function is the
+    trigger's alone."""
+    from psycopg import sql
+
+    from ctxslots import FactStore
+
+    with FactStore(pg_url) as store:
+        fact = store.add("user", "The user owns a cat.")
+    name = role()
+    with psycopg.connect(pg_url, autocommit=True) as owner:
+        owner.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
+                              "public TO {}").format(sql.Identifier(name)))
+        before = owner.execute("SELECT last_value FROM fact_text_changes").fetchone()[0]
+    with psycopg.connect(with_user(pg_url, name), autocommit=True) as app:
+        app.execute("CREATE TEMP SEQUENCE fact_text_changes")
+        app.execute("DELETE FROM facts WHERE id = %s", (fact.id,))
+        assert app.execute("SELECT last_value FROM pg_temp.fact_text_changes").fetchone()[0] == 1
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("SELECT ctxslots_text_changed()")
+    with psycopg.connect(pg_url, autocommit=True) as owner:
+        assert owner.execute("SELECT last_value FROM fact_text_changes").fetchone()[0] > before

@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg import sql
 
 from ...errors import StoreError
 from ..owners import DEFAULT_AGENT, DEFAULT_USER
@@ -398,19 +399,26 @@ def m009_text_changes(conn: psycopg.Connection[Any]) -> None:
     (an import keeping its ids does not move ``fact_ids``). A sequence, not a row, so
     writers never wait for each other. The trigger moves it and
     ``ctxslots_text_changes()`` reads it with the rights of the store's owner, so a role
-    granted only the tables and ``fact_ids`` works as before."""
-    conn.execute("""
-        CREATE SEQUENCE fact_text_changes AS bigint;
-        CREATE FUNCTION ctxslots_text_changed() RETURNS trigger LANGUAGE plpgsql
-            SECURITY DEFINER SET search_path FROM CURRENT AS
-            'BEGIN PERFORM nextval(''fact_text_changes''); RETURN NULL; END';
-        CREATE FUNCTION ctxslots_text_changes() RETURNS bigint LANGUAGE sql STABLE
-            SECURITY DEFINER SET search_path FROM CURRENT AS
-            'SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM fact_text_changes';
+    granted only the tables and ``fact_ids`` works as before; both name the sequence by
+    its schema and search only that schema (then ``pg_temp``), so no temporary object of
+    the caller's stands in for it, and only the trigger runs the first."""
+    schema = str(conn.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
+    where = sql.Identifier(schema)
+    counter = sql.Literal(f"{sql.Identifier(schema).as_string(conn)}.fact_text_changes")
+    conn.execute(sql.SQL("""
+        CREATE SEQUENCE {where}.fact_text_changes AS bigint;
+        CREATE FUNCTION {where}.ctxslots_text_changed() RETURNS trigger LANGUAGE plpgsql
+            SECURITY DEFINER SET search_path = {where}, pg_temp AS $$
+            BEGIN PERFORM pg_catalog.nextval({counter}); RETURN NULL; END $$;
+        REVOKE EXECUTE ON FUNCTION {where}.ctxslots_text_changed() FROM PUBLIC;
+        CREATE FUNCTION {where}.ctxslots_text_changes() RETURNS bigint LANGUAGE sql STABLE
+            SECURITY DEFINER SET search_path = {where}, pg_temp AS $$
+            SELECT CASE WHEN is_called THEN last_value ELSE 0 END
+            FROM {where}.fact_text_changes $$;
         CREATE TRIGGER facts_text_changed
             AFTER INSERT OR DELETE OR TRUNCATE OR UPDATE OF stems, context_stems ON facts
-            FOR EACH STATEMENT EXECUTE FUNCTION ctxslots_text_changed();
-    """)
+            FOR EACH STATEMENT EXECUTE FUNCTION {where}.ctxslots_text_changed();
+    """).format(where=where, counter=counter))
 
 
 #: Every migration, in the order applied. Append only; never reorder or edit.
