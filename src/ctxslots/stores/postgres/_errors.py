@@ -21,8 +21,8 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
         what = (f"every connection to {where} stayed busy: give the store a larger pool "
                 f"(pool_size) or shorten long transactions ({detail})")
     elif isinstance(exc, (pgerrors.DeadlockDetected, pgerrors.SerializationFailure)):
-        what = (f"a transaction at {where} conflicted with another writer and was rolled back, "
-                f"nothing of it was written: run it again ({detail})")
+        what = (f"a transaction at {where} conflicted with another writer and was rolled back "
+                f"(inside a batch, the write that met it): run it again ({detail})")
     elif isinstance(exc, pgerrors.UndefinedTable):
         what = (f"the ctxslots tables are missing at {where}: open the store again to create "
                 f"them, or check the URL's database and search_path ({detail})")
@@ -35,8 +35,8 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
     elif (exc.sqlstate or "").startswith("53"):  # class 53, insufficient resources
         # Checked before OperationalError, which they are: the server answered, it ran out.
         what = (f"{where} ran out of a resource (shared memory for locks, disk, "
-                f"connections), and nothing of the transaction was written: make it "
-                f"smaller, or raise the server's limit ({detail})")
+                f"connections), and the transaction was rolled back (inside a batch, the "
+                f"write that met it): make it smaller, or raise the server's limit ({detail})")
     elif isinstance(exc, psycopg.OperationalError):
         what = f"lost the connection to {where}: check the server and try again ({detail})"
     else:
