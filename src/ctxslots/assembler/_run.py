@@ -57,10 +57,14 @@ def _failed(contributor: Contributor, exc: Exception) -> Outcome:
     return Outcome(contributor, error=_error_text(exc))
 
 
+def _late(contributor: Contributor, timeout: float) -> Outcome:
+    return Outcome(contributor, error=f"TimeoutError: no section within {timeout:g} s")
+
+
 def _timed_out(contributor: Contributor, timeout: float) -> Outcome:
     name = getattr(contributor, "name", contributor)
     logger.warning("contributor %r gave no section within %g s", name, timeout)
-    return Outcome(contributor, error=f"TimeoutError: no section within {timeout:g} s")
+    return _late(contributor, timeout)
 
 
 def call_sync(contributor: Contributor, request: AssemblyRequest,
@@ -108,7 +112,7 @@ def _call(contributor: Contributor, request: AssemblyRequest,
             result = run_to_completion(_within(result, timeout))
     except _Late:
         assert timeout is not None
-        return Outcome(contributor, error=f"TimeoutError: no section within {timeout:g} s")
+        return _late(contributor, timeout)
     except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
         return _failed(contributor, exc)
     return _checked(contributor, result)

@@ -404,7 +404,7 @@ def m009_text_changes(conn: psycopg.Connection[Any]) -> None:
     the caller's stands in for it, and only the trigger runs the first."""
     schema = str(conn.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
     where = sql.Identifier(schema)
-    counter = sql.Literal(f"{sql.Identifier(schema).as_string(conn)}.fact_text_changes")
+    counter = sql.Literal(f"{where.as_string(conn)}.fact_text_changes")
     conn.execute(sql.SQL("""
         CREATE SEQUENCE {where}.fact_text_changes AS bigint;
         CREATE FUNCTION {where}.ctxslots_text_changed() RETURNS trigger LANGUAGE plpgsql

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...errors import InvalidFactError
 from ..backend import MAX_COUNT
-from ..writes.limits import LONE_SURROGATE, MAX_TIMESTAMP, Limits
+from ..writes.limits import LONE_SURROGATE, MAX_TIMESTAMP, TIME_DIGITS, Limits
 
 __all__ = [
     "FORMAT",
@@ -260,7 +260,7 @@ def _timestamp(data: Mapping[str, Any], field: str, *, default: Any = None) -> f
     if number is None or not 0.0 <= number <= MAX_TIMESTAMP:
         raise _bad(field, f"{field} must be a time between 1970 and the year 9999, not {value!r}",
                    value)
-    return round(number, 6)  # whole microseconds, as every time a store is given
+    return round(number, TIME_DIGITS)  # as every time a store is given
 
 
 def _required_timestamp(data: Mapping[str, Any], field: str, default: float | None) -> float:

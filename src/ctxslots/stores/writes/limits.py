@@ -21,7 +21,7 @@ from ..backend import MAX_TIME
 from ..owners import ANY, BUILTIN_SLOT_OWNERS, SlotOwners
 
 __all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "LONE_SURROGATE", "MAX_SCORE_STEP", "MAX_TIMESTAMP",
-           "SECRET_POLICIES", "Limits", "check_conversation"]
+           "SECRET_POLICIES", "TIME_DIGITS", "Limits", "check_conversation"]
 
 #: The last Unix second :class:`datetime.datetime` can represent (9999-12-31T23:59:59Z).
 MAX_TIMESTAMP = MAX_TIME
@@ -69,6 +69,9 @@ def _check_text(text: str, limit: int, what: str, field: str, *, plain: bool) ->
     if not plain:
         raise InvalidFactError(f"{what} must be one line without control characters "
                                "(no newline or tab)", field=field, value=text)
+#: Decimals a stored time keeps: whole microseconds, all a datetime holds, so a time read
+#: back as a datetime and given again names the moment stored.
+TIME_DIGITS = 6
 #: A lone surrogate (say, from an argv byte that is not UTF-8, or a file read with
 #: ``surrogateescape``): no text SQLite can store.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -80,12 +83,6 @@ def _unicode(text: str, field: str) -> str:
             f"{field} is not valid Unicode text (it holds a lone surrogate, as bytes that were "
             "not UTF-8 become)", field=field, value=text)
     return text
-
-
-def _visible(text: str) -> bool:
-    """Whether ``text`` holds a character that is neither white space nor a format
-    character (zero-width space, joiners, direction marks...)."""
-    return bool("".join(c for c in text if unicodedata.category(c) != "Cf").strip())
 
 
 def _no_nul(text: str, field: str) -> str:
@@ -100,7 +97,7 @@ def _name(text: str, field: str) -> str:
     """A key, owner or scope as stored: valid Unicode, and not made of invisible
     characters alone."""
     named = _unicode(text, field)
-    if not _visible(named):
+    if not "".join(c for c in named if unicodedata.category(c) != "Cf").strip():
         raise InvalidFactError(f"{field} must hold a visible character", field=field,
                                value=text)
     return named
@@ -441,4 +438,4 @@ class Limits:
             raise InvalidFactError(
                 f"{field} must be a time between 1970 and the year 9999, not {shown}",
                 field=field, value=value)
-        return round(stamp, 6)
+        return round(stamp, TIME_DIGITS)
