@@ -57,14 +57,10 @@ def _failed(contributor: Contributor, exc: Exception) -> Outcome:
     return Outcome(contributor, error=_error_text(exc))
 
 
-def _late(contributor: Contributor, timeout: float) -> Outcome:
-    return Outcome(contributor, error=f"TimeoutError: no section within {timeout:g} s")
-
-
 def _timed_out(contributor: Contributor, timeout: float) -> Outcome:
     name = getattr(contributor, "name", contributor)
     logger.warning("contributor %r gave no section within %g s", name, timeout)
-    return _late(contributor, timeout)
+    return Outcome(contributor, error=f"TimeoutError: no section within {timeout:g} s")
 
 
 def call_sync(contributor: Contributor, request: AssemblyRequest,
@@ -82,11 +78,12 @@ def call_sync(contributor: Contributor, request: AssemblyRequest,
     outcome: list[Outcome] = []
 
     def run() -> None:
-        outcome.append(_call(contributor, request, timeout))
+        with contextlib.suppress(_Late):  # reported below, once, whichever ran out first
+            outcome.append(_call(contributor, request, timeout))
         answered.set()
 
     _start(run)
-    if answered.wait(timeout):
+    if answered.wait(timeout) and outcome:
         return outcome[0]
     return _timed_out(contributor, timeout)
 
@@ -101,7 +98,7 @@ def _start(work: Callable[[], None]) -> None:
 
 class _Late(Exception):
     """An awaitable given ``timeout`` seconds on a contributor's own thread ran out of them
-    (the caller, waiting as long, has reported it already)."""
+    (the caller, waiting as long, reports it)."""
 
 
 def _call(contributor: Contributor, request: AssemblyRequest,
@@ -111,8 +108,7 @@ def _call(contributor: Contributor, request: AssemblyRequest,
         if inspect.isawaitable(result):
             result = run_to_completion(_within(result, timeout))
     except _Late:
-        assert timeout is not None
-        return _late(contributor, timeout)
+        raise
     except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
         return _failed(contributor, exc)
     return _checked(contributor, result)
