@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import ctxslots
@@ -62,3 +63,17 @@ def holder_of(store: FactStore, *arguments: str) -> SQLiteHolder | PostgresHolde
     if store.engine == "sqlite":
         return SQLiteHolder(Path(str(store.path)), *arguments)
     return PostgresHolder(str(store.path))
+
+
+def inside_a_sqlite_write(threads: list[threading.Thread]) -> bool:
+    """Whether one of ``threads`` is inside a SQLite connection's write block, as a write
+    waiting for another process's lock is."""
+    frames = sys._current_frames()
+    for thread in threads:
+        frame = frames.get(thread.ident or 0)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == "write" and code.co_filename.endswith("_connection.py"):
+                return True
+            frame = frame.f_back
+    return False

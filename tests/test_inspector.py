@@ -8,6 +8,7 @@ import html
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -21,10 +22,11 @@ from click.testing import CliRunner
 from _assembler_helpers import HOSTILE_VALUES
 from _damage import damage_the_facts_table
 from _inspector import HOSTILE, TOKEN, demo_facts, serving
+from _lock_holders import SQLiteHolder, inside_a_sqlite_write
 from ctxslots import AssemblyRequest, FactStore, InvalidArgumentError, PromptAssembler
 from ctxslots.cli import cli
 from ctxslots.inspector import explain
-from ctxslots.inspector.app import create_app, serve
+from ctxslots.inspector.app import bind, create_app, serve
 
 MESSAGE = "How do I deploy shop-api on Friday and rerun the flaky billing tests?"
 
@@ -437,3 +439,43 @@ def test_health_does_not_wait_for_a_write_lock_another_process_holds(tmp_path, m
             holder.execute("ROLLBACK")
             holder.close()
         assert 'data-ok="1"' in client.get(base + "/health").text
+
+
+def test_a_change_waiting_for_another_process_keeps_no_page_waiting(tmp_path):
+    """A reinforce waits for the write lock another process holds: the fact's page and the
+    memory page answer meanwhile, and the reinforce lands once the lock is let go."""
+    import uvicorn
+
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        fact = store.add("project", "Deploy on Fridays.")
+        sock = bind("127.0.0.1", 0)
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        server = uvicorn.Server(uvicorn.Config(create_app(store, token=TOKEN),
+                                               log_level="warning", lifespan="off"))
+        serving_thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+        serving_thread.start()
+        try:
+            while not server.started and serving_thread.is_alive():
+                time.sleep(0.01)
+            with httpx.Client(timeout=120) as client, \
+                    concurrent.futures.ThreadPoolExecutor(1) as pool:
+                assert 200 == client.get(f"{base}/?token={TOKEN}").status_code
+                holder = SQLiteHolder(db)
+                try:
+                    change = pool.submit(client.post, f"{base}/fact/{fact.id}/reinforce",
+                                         data={"amount": "2"})
+                    while not change.done() and not inside_a_sqlite_write(
+                            [t for t in threading.enumerate() if t is not threading.current_thread()]):
+                        time.sleep(0.001)
+                    page = client.get(f"{base}/fact/{fact.id}")
+                    assert 200 == page.status_code and "Deploy on Fridays." in page.text
+                    assert 200 == client.get(f"{base}/").status_code
+                    assert not change.done()  # still waiting for the lock
+                finally:
+                    holder.release()
+                assert 303 == change.result().status_code
+            assert 2.0 == store.get(fact.id).score
+        finally:
+            server.should_exit = True
+            serving_thread.join(60)

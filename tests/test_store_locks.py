@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from _lock_holders import SQLiteHolder, holder_of
+from _lock_holders import SQLiteHolder, holder_of, inside_a_sqlite_write
 from _sql import stored_rows
 from ctxslots import CtxslotsError, FactStore, StoreBusyError, StoreClosedError, StoreError
 from ctxslots.cli import cli
@@ -75,6 +75,31 @@ def test_the_cli_says_busy_in_one_line(short_wait, location):
     assert "Traceback" not in result.output
     (line,) = result.output.strip().splitlines()
     assert "is busy" in line and "nothing was written" in line
+
+
+def test_a_write_waiting_for_another_process_lets_the_other_threads_read(db_path):
+    """While one thread's write waits for the lock another process holds, the store's
+    other threads search, list and read (they do not wait with it); the write lands once
+    the lock is let go."""
+    with FactStore(db_path) as store:
+        kept = store.add("project", "Deploy on Fridays after the freeze.")
+        holder = SQLiteHolder(db_path)
+        written: list[int] = []
+        waiting = threading.Thread(
+            target=lambda: written.append(store.add("project", "Waits for the lock.").id))
+        try:
+            waiting.start()
+            while waiting.is_alive() and not inside_a_sqlite_write([waiting]):
+                time.sleep(0.001)
+            assert [kept.id] == [h.fact.id for h in store.search("deploy", track_access=False)]
+            assert [kept.id] == [f.id for f in store.facts()]
+            assert kept == store.get(kept.id)
+            assert waiting.is_alive() and not written  # still waiting for the lock
+        finally:
+            holder.release()
+            waiting.join(60)
+        assert 1 == len(written)
+        assert {kept.id, *written} == {f.id for f in store.facts()}
 
 
 @pytest.mark.parametrize("text", ["soon", "-1", "1e9", "nan"])

@@ -1,5 +1,8 @@
 """The inspector's pages: each handler reads the request, asks the store or the assembler,
-and renders one template (see :mod:`.app`)."""
+and renders one template (see :mod:`.app`). Every handler that asks the store runs in a
+worker thread (Starlette runs a plain function there): a page waiting for the store, a
+write waiting for another process's lock or the doctor reading the whole store, keeps no
+other page waiting."""
 
 from __future__ import annotations
 
@@ -127,7 +130,7 @@ class Pages:
                 filter(None, (x.value, x.key, x.context))))]
         return facts, None, len(facts)
 
-    async def memory(self, request: Request) -> Response:
+    def memory(self, request: Request) -> Response:
         """``/``: the facts the filters select (owners, scope, slot, tag, text)."""
         params = request.query_params
         facts, error, matched = self._listed(params)
@@ -135,7 +138,7 @@ class Pages:
         return self._list_page("memory", params, facts, matched, error,
                                done=params.get("done"))
 
-    async def timeline(self, request: Request) -> Response:
+    def timeline(self, request: Request) -> Response:
         """``/timeline``: the same facts, by when they were said, newest first."""
         params = request.query_params
         facts, error, matched = self._listed(params)
@@ -190,7 +193,7 @@ class Pages:
                            vector=store.vector_status(fact_id).describe(), error=error,
                            form=form or {}, done=done)
 
-    async def fact(self, request: Request) -> Response:
+    def fact(self, request: Request) -> Response:
         """``/fact/ID``: one fact, its history, links, accesses, vector and neighbours."""
         fact_id = _fact_id(request)
         if fact_id is None:
@@ -201,12 +204,15 @@ class Pages:
     async def change(self, request: Request) -> Response:
         """``POST /fact/ID/ACTION``: edit, forget, delete, reinforce or demote, through the
         store's own methods; a refusal shows the store's error, the values kept."""
+        form = await _form(request)
+        return await run_in_threadpool(self._change, request, form)
+
+    def _change(self, request: Request, form: dict[str, str]) -> Response:
         action = request.path_params["action"]
         fact_id = _fact_id(request)
         if fact_id is None:
             return self.render("error.html.j2", page="memory", status=404,
                                message=_NO_ID)
-        form = await _form(request)
         store = self.store
         try:
             if action == "edit":
@@ -276,7 +282,7 @@ class Pages:
             prompt = exc.prompt
         return prompt
 
-    async def lab(self, request: Request) -> Response:
+    def lab(self, request: Request) -> Response:
         """``/lab``: a message, owners and a budget; the prompt with every item kept or
         dropped and why, each found fact linked to its explanation."""
         params = dict(request.query_params)
@@ -299,7 +305,7 @@ class Pages:
         return self.render("lab.html.j2", page="lab", f=fields, d=data, error=error,
                            why_url=why_url, status=400 if error else 200, **html_helpers())
 
-    async def why(self, request: Request) -> Response:
+    def why(self, request: Request) -> Response:
         """``/why``: why fact ``fact`` is, or is not, in the prompt for ``message``."""
         params = dict(request.query_params)
         fields = {n: params.get(n, "") for n in ("message", "user", "agent", "scope",
@@ -321,12 +327,9 @@ class Pages:
 
     # Health ----------------------------------------------------------------------------
 
-    async def health(self, request: Request) -> Response:
-        """``/health``: the doctor's report, with the repairs it proposes, and the counts.
-
-        The doctor reads the whole store, so it runs in a worker thread: the other pages
-        answer meanwhile."""
-        report, stats, error = await run_in_threadpool(self._checked)
+    def health(self, request: Request) -> Response:
+        """``/health``: the doctor's report, with the repairs it proposes, and the counts."""
+        report, stats, error = self._checked()
         return self.render("health.html.j2", page="health", report=report, stats=stats,
                            stats_error=error, location=stats and stats.get("path"),
                            status=200 if error is None else 503)

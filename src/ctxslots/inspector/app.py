@@ -3,9 +3,9 @@ the timeline and the store's health, served on this machine (``ctxslots ui``).
 
 It needs Starlette and uvicorn (the ``ui`` extra; the ``mcp`` extra brings them too).
 Every page is rendered by jinja2 with escaping on, from templates in the package (no
-asset from elsewhere). Handlers run on the server's one event-loop thread, but for the
-health page's doctor, which reads the whole store in a worker thread (a store is safe to
-share between threads); a trial prompt counts no fact as accessed. Writes go through
+asset from elsewhere). Handlers ask the store in worker threads (a store is safe to
+share between threads), so a page waiting for it keeps no other page waiting; a trial
+prompt counts no fact as accessed. Writes go through
 :class:`~ctxslots.FactStore`'s own methods, so they are checked as any caller's are: a
 refused one shows the store's error beside the form, values kept. A store that cannot
 be used now (a server that does not answer, a damaged file) gets its error on a 503 page.

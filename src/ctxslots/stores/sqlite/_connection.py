@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +27,11 @@ T = TypeVar("T")
 
 #: How long a connection waits for another process's lock before failing.
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+#: Seconds between the first two tries for a write lock another connection holds; the
+#: pause doubles up to :data:`_LAST_TRY_S`, as SQLite's own busy handler backs off.
+_FIRST_TRY_S = 0.001
+_LAST_TRY_S = 0.1
 
 
 def sqlite_version() -> str:
@@ -277,17 +283,8 @@ class Connection:
             if flat and self._failure is not None:
                 raise failed_batch_error(self._failure, self.path)
             if depth == 0:
+                self._begin(self.busy_timeout if wait is None else wait)
                 self.kept_read.forget()  # read in another transaction
-                waited = self.busy_timeout if wait is None else wait
-                if wait is not None:
-                    self.raw.set_busy_timeout(int(wait * 1000))
-                try:
-                    self.raw.execute("BEGIN IMMEDIATE")
-                except apsw.BusyError as exc:
-                    raise busy_error(self.path, waited) from exc
-                finally:
-                    if wait is not None:
-                        self.raw.set_busy_timeout(int(self.busy_timeout * 1000))
             elif not flat:
                 self.raw.execute(f"SAVEPOINT sp{depth}")
             starts = not flat and not savepoints
@@ -333,6 +330,33 @@ class Connection:
                     self.raw.execute("COMMIT")
                 else:
                     self.raw.execute(f"RELEASE sp{depth}")
+
+    def _begin(self, wait: float) -> None:
+        """Start a write transaction, waiting up to ``wait`` seconds for another
+        connection's write lock. Called holding :attr:`_lock`, which it lets go between
+        tries: SQLite's own busy handler would wait inside the call, and every other
+        thread of this process, reads included, would wait with it."""
+        deadline = time.monotonic() + wait
+        delay = _FIRST_TRY_S
+        while True:
+            self.raw.set_busy_timeout(0)
+            try:
+                self.raw.execute("BEGIN IMMEDIATE")
+                return
+            except apsw.BusyError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise busy_error(self.path, wait) from exc
+            finally:
+                self.raw.set_busy_timeout(int(self.busy_timeout * 1000))
+            self._lock.release()
+            try:
+                time.sleep(min(delay, left))
+            finally:
+                self._lock.acquire()
+            delay = min(2 * delay, _LAST_TRY_S)
+            if self._closed:
+                raise self._closed_error()
 
     @property
     def closed(self) -> bool:
