@@ -59,3 +59,47 @@ def test_written_at_still_names_the_moment(store, location):
         report = flusher.flush([{"role": "user", "content": "plan the offsite"}],
                                conversation="c", force=True, written_at=written)
     assert {c.fact.observed_at for c in report.added} == {written}
+
+
+def _one(op: dict[str, object]) -> ScriptedReply:
+    return ScriptedReply(json.dumps({"operations": [op]}))
+
+
+def test_an_older_conversation_replayed_later_leaves_what_was_said_since(location):
+    """Conversations flushed out of order (an import of old chats after newer ones): the
+    older one's upsert and forget of a key said later are refused with the date it was
+    said, and the newer value stands; a key said before is still replaced."""
+    march = dt.datetime(2026, 3, 10, 9, 0, tzinfo=dt.UTC)
+    january = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.UTC)
+    city = {"op": "upsert", "slot": "user", "key": "home.city", "confidence": 0.9,
+            "tags": []}
+    replies = [_one({**city, "value": "The user lives in Berlin."}),
+               _one({**city, "value": "The user lives in Paris."}),
+               _one({"op": "forget", "slot": "user", "key": "home.city",
+                     "reason": "moved away"}),
+               _one({"op": "upsert", "slot": "user", "key": "pet", "value": "A cat.",
+                     "confidence": 0.9, "tags": []})]
+    with FactStore(location) as store, ScriptedChatServer(replies) as server:
+        pet = store.upsert("user", "pet", "A dog.", observed_at=dt.datetime(
+            2025, 12, 1, tzinfo=dt.UTC))
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m", max_retries=0))
+
+        def flush(conversation: str, when: dt.datetime) -> object:
+            return flusher.flush([{"role": "user", "content": f"chat {conversation}"}],
+                                 conversation=conversation, force=True, written_at=when)
+
+        newer = flush("march", march)
+        for conversation in ("jan-a", "jan-b"):
+            older = flush(conversation, january)
+            assert older.status == "applied" and not older.added and not older.updated
+            assert not older.forgotten
+            (refused,) = older.rejected
+            assert "said 2026-03-10 09:00:00 UTC, after these messages; it stands" in \
+                refused.reason
+        fact = store.get_by_key("user", "home.city")
+        assert fact is not None and fact.id == newer.added[0].fact.id
+        assert fact.value == "The user lives in Berlin." and fact.observed_at == march
+        assert [] == store.history(fact.id)
+        replaced = flush("jan-c", january)
+        assert [c.fact.value for c in replaced.updated] == ["A cat."]
+        assert store.get(pet.id).value == "A cat."

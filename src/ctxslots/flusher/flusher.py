@@ -91,6 +91,17 @@ def _slot_meanings(slots: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
     return {name: DEFAULT_SLOTS.get(name, f"facts of the {name} slot.") for name in slots}
 
 
+def _said_later(fact: Fact | None, moment: dt.datetime | None) -> str | None:
+    """When ``fact`` was said, where that is after ``moment`` (a flush of older messages,
+    replayed after newer ones, must not replace what was said since), else ``None``."""
+    said = None if fact is None else fact.said_at
+    if said is None or moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return f"{said:%Y-%m-%d %H:%M:%S} UTC" if said > moment else None
+
+
 def _date_line(when: dt.datetime) -> str:
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
@@ -278,7 +289,8 @@ class MemoryFlusher:
         :param written_at: When the messages were written (a datetime from 1970 on;
             default: now), so the model can turn relative dates into calendar
             dates; also the observed time of the facts the flush writes
-            (``Fact.observed_at``), so a replayed conversation keeps its real dates.
+            (``Fact.observed_at``), so a replayed conversation keeps its real dates;
+            a fact said after it is left as it is (see ``report.rejected``).
         :return: The report; invalid operations are in ``report.rejected``.
         :raises FlushError: The model call failed, its reply could not be read
             after one retry, or applying failed. The store is unchanged and
@@ -601,9 +613,12 @@ class MemoryFlusher:
         source = base.source or ""
         if not own:
             source = source.replace(f" conv:{base.conversation} ", " ", 1)
+        later = _said_later(old, observed_at)
         if isinstance(op, Forget):
             if old is None:
                 return f"no live fact {op.slot}/{op.key} to forget"
+            if later is not None:
+                return f"{op.slot}/{op.key} was said {later}, after these messages; it stands"
             reason = f"{source}: {op.reason}" if op.reason.strip() else source
             gone = self.store.forget(old.id, reason=reason[:1000])
             return Change(kind="forgotten", index=index, fact=gone, previous=old.value)
@@ -613,6 +628,9 @@ class MemoryFlusher:
         if old is not None and (old.value, old.tags, old.confidence) == \
                 (value, tags, op.confidence):
             return Change(kind="unchanged", index=index, fact=old, redacted=secrets)
+        if later is not None:
+            return (f"{op.slot}/{op.key} holds a value said {later}, after these messages; "
+                    "it stands")
         # A restated value keeps its expiry (a reply cannot name one); a new value is a
         # new statement, which holds until something replaces it.
         expires = old.expires_at if old is not None and old.value == value else None
