@@ -75,3 +75,17 @@ def test_a_transaction_past_the_servers_lock_table_says_so(pg_url):
         error = store_error(caught.value, "the store")
     assert isinstance(error, StoreError)
     assert "ran out of a resource" in str(error) and "lost the connection" not in str(error)
+
+
+def test_a_full_server_disk_is_a_store_full_error():
+    """PostgreSQL's disk_full (53100) is the StoreFullError a search's access count lets
+    pass with a warning, as SQLite's full disk is; other resources stay StoreErrors."""
+    from ctxslots import StoreFullError
+    from ctxslots.stores.postgres._errors import store_error
+
+    full = store_error(psycopg.errors.DiskFull("could not extend file"), "the store")
+    assert isinstance(full, StoreFullError)
+    assert str(full).startswith("the disk of the store is full, and the transaction was "
+                                "rolled back")
+    other = store_error(psycopg.errors.OutOfMemory("out of shared memory"), "the store")
+    assert not isinstance(other, StoreFullError)

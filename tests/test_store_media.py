@@ -66,3 +66,44 @@ def test_an_import_that_fills_the_disk_says_so_and_writes_nothing(tmp_path):
     out = done.stdout.splitlines()
     assert out[0] == "rc=1"
     assert out[1:] == ["[id:1] user drink: The user likes tea. (today)", "page 1 of 1 (1 fact)"]
+
+
+_FILL = """
+import sys
+from ctxslots import FactStore, StoreError
+with FactStore(sys.argv[1], embedder=False) as store:
+    try:
+        for i in range(100_000):
+            store.add("agent", f"lesson {i} about deploys " + "pad " * 800)
+    except StoreError as exc:
+        print(f"full {type(exc).__name__}: {exc}")
+"""
+
+_READ = """
+import sys, warnings
+from ctxslots import AssemblyRequest, FactStore, MemoryTools, PromptAssembler
+with FactStore(sys.argv[1], embedder=False) as store, warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    print("hits", len(store.search("deploys", limit=5)))
+    print("prompt", "lesson" in PromptAssembler(store).assemble(AssemblyRequest("deploys")).text)
+    print("tool", MemoryTools(store).dispatch("memory_query", {"query": "deploys"}).splitlines()[0])
+    print("warned", sorted({str(w.message).split(";")[0] for w in said}))
+"""
+
+
+def test_searches_answer_on_a_full_disk(tmp_path):
+    """The disk fills up: a search, an assembly and the query tool still answer (their
+    access counts wait, with one warning), and the CLI's search exits 0."""
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    script = (f'db="$1/s.db"; shift\n'
+              f'"{sys.executable}" -c \'{_FILL}\' "$db" || exit 98\n'
+              '"$@" --db "$db" search deploys --limit 2; echo "rc=$?"\n'
+              f'"{sys.executable}" -c \'{_READ}\' "$db"')
+    done = _in_namespace('mount -t tmpfs -o size=2m tmpfs "$1"', folder, script)
+    out = done.stdout.splitlines()
+    db = folder / "s.db"
+    assert out[0] == f"full StoreFullError: the disk holding {db} is full; nothing was written", done.stderr
+    assert "rc=0" in out and "hits 5" in out and "prompt True" in out, done.stdout + done.stderr
+    assert "tool 10 memories, best first:" in out, done.stdout
+    assert f"warned ['the disk holding {db} is full']" in out, done.stdout

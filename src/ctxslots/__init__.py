@@ -35,6 +35,7 @@ from .errors import (
     StoreClosedError,
     StoreDamagedError,
     StoreError,
+    StoreFullError,
     TemplateError,
 )
 from .flusher import FlushPolicy, FlushReport, MemoryFlusher, OpenAIChatClient
@@ -122,6 +123,7 @@ __all__ = [
     "StoreClosedError",
     "StoreDamagedError",
     "StoreError",
+    "StoreFullError",
     "TemplateError",
     "TokenCounter",
     "TokenCounterProtocol",

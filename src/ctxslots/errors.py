@@ -84,6 +84,15 @@ class StoreBusyError(StoreError):
         self.holder = holder
 
 
+class StoreFullError(StoreError):
+    """The disk holding the store is full (on PostgreSQL: the server's disk), so the
+    write could not be made.
+
+    Nothing was written. Searches still answer; the accesses they count are written
+    once there is room again.
+    """
+
+
 class StoreClosedError(StoreError):
     """The store was closed; nothing can be read or written through it any more."""
 

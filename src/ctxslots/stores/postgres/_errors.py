@@ -6,7 +6,7 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg_pool import PoolTimeout
 
-from ...errors import ReadOnlyStoreError, StoreBusyError, StoreError
+from ...errors import ReadOnlyStoreError, StoreBusyError, StoreError, StoreFullError
 
 __all__ = ["store_error"]
 
@@ -32,6 +32,10 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
         return ReadOnlyStoreError(
             f"{where} is read-only (a replica, or a snapshot block): write through the "
             f"primary ({detail})", path=where)
+    elif isinstance(exc, pgerrors.DiskFull):
+        return StoreFullError(
+            f"the disk of {where} is full, and the transaction was rolled back (inside a "
+            f"batch, the write that met it): make room on the server ({detail})", path=where)
     elif (exc.sqlstate or "").startswith("53"):  # class 53, insufficient resources
         # Checked before OperationalError, which they are: the server answered, it ran out.
         what = (f"{where} ran out of a resource (shared memory for locks, disk, "

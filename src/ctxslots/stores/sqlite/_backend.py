@@ -11,7 +11,7 @@ import apsw
 import attrs
 import numpy as np
 
-from ...errors import ReadOnlyStoreError, StoreError
+from ...errors import ReadOnlyStoreError, StoreFullError
 from ..backend import (
     BadValue,
     CacheStatus,
@@ -129,8 +129,8 @@ class SQLiteBackend:
         try:
             yield
         except apsw.FullError as exc:
-            raise StoreError(f"the disk holding {self.path} is full; nothing was written",
-                             path=self.path) from exc
+            raise StoreFullError(f"the disk holding {self.path} is full; nothing was written",
+                                 path=self.path) from exc
         except apsw.ReadOnlyError as exc:
             raise ReadOnlyStoreError(f"{self.path} is read-only; nothing was written",
                                      path=self.path) from exc

@@ -19,6 +19,7 @@ from ...errors import (
     ReadOnlyStoreError,
     StoreBusyError,
     StoreError,
+    StoreFullError,
 )
 from ...model import Fact, Hit, from_timestamp
 from ..backend import Backend, FactFields, FactFilter, FactRow, HistoryEntry, Row, VectorRow
@@ -402,7 +403,8 @@ class Writer:
 
     def _touch_or_owe(self, fact_ids: list[int], now: float) -> int:
         """Count these accesses, with those owed; while another process holds the
-        store's write lock past :data:`COUNT_WAIT_S`, owe them all instead (0 counted).
+        store's write lock past :data:`COUNT_WAIT_S`, or the disk is full, owe them all
+        instead (0 counted): a read answers all the same.
         For :data:`BUSY_BACKOFF_S` after that, a count tries once without waiting, so
         threads reading at once do not queue behind each other's waits."""
         with self._owed_lock:
@@ -411,7 +413,7 @@ class Writer:
         ids = list(dict.fromkeys([*owed, *fact_ids]))
         try:
             counted = self.backend.touch(ids, now, wait=wait)
-        except StoreBusyError as exc:
+        except (StoreBusyError, StoreFullError) as exc:
             with self._owed_lock:
                 kept = dict.fromkeys(ids)  # the oldest first
                 kept.update(self._owed)  # what other threads owed meanwhile
