@@ -80,6 +80,29 @@ def test_assemble_errors_are_one_line(db_path):
         assert 1 == len([l for l in result.output.splitlines() if l.startswith("Error")])
 
 
+def test_a_sticky_overflow_still_writes_its_dump(db_path, tmp_path):
+    """The sticky sections alone overflow the budget: the command fails in one line
+    (exit 1), but with --dump the dump of what was tried is written first, to stdout or
+    to the -o file, marked as a sticky overflow."""
+    _fill(db_path)
+    result = CliRunner().invoke(
+        cli, ["--db", str(db_path), "assemble", "terminal", "--budget", "5", "--dump", "json"])
+    assert 1 == result.exit_code
+    (said,) = result.stderr.splitlines()
+    assert said.startswith("Error: the sticky sections (user_memory) do not fit into 5 tokens")
+    data = json.loads(result.stdout)
+    assert data["sticky_overflow"] is True and data["budget"] == 5
+    user = next(s for s in data["sections"] if s["name"] == "user_memory")
+    assert "The user reads answers in a terminal." in json.dumps(user)
+    target = tmp_path / "overflow.html"
+    result = CliRunner().invoke(
+        cli, ["--db", str(db_path), "assemble", "terminal", "--budget", "5", "--dump", "html",
+              "-o", str(target)])
+    assert 1 == result.exit_code and "" == result.stdout
+    assert "do not fit into 5 tokens" in result.stderr
+    assert "The user reads answers in a terminal." in target.read_text(encoding="utf-8")
+
+
 def test_demo_shows_an_assembled_prompt_and_its_dump(tmp_path):
     """ctxslots demo prints the assembled prompt and its markdown dump, and writes the HTML dump."""
     result = CliRunner().invoke(cli, ["demo", "--db-dir", str(tmp_path)], catch_exceptions=False)

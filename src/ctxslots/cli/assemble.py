@@ -41,8 +41,12 @@ def assemble(
     budget: int, tokenizer: str | None,
     safety_margin: int, answer_reserve: int, dump_format: str | None, output: Path | None,
 ) -> None:
-    """Assemble the context for MESSAGE and print it (with --dump, print the dump instead)."""
+    """Assemble the context for MESSAGE and print it (with --dump, print the dump instead).
+
+    When the sticky sections alone do not fit the budget, the command fails (exit 1), but
+    with --dump it first writes the dump of what was tried, marked as a sticky overflow."""
     from ..assembler import PromptAssembler
+    from ..errors import BudgetExceededError
     from ..request import AssemblyRequest
     from ..tokens import counter_from_spec
 
@@ -54,7 +58,13 @@ def assemble(
     with app.open_store() as store:
         assembler = PromptAssembler(store, plugin_manager=app.plugin_manager(),
                                     counter=counter)
-        prompt = assembler.assemble(request)
+        overflow: BudgetExceededError | None = None
+        try:
+            prompt = assembler.assemble(request)
+        except BudgetExceededError as exc:
+            if dump_format is None:
+                raise
+            overflow, prompt = exc, exc.prompt
         dumped = assembler.dump(prompt, dump_format) if dump_format else None
     if dumped is not None and output is not None:
         try:
@@ -62,6 +72,10 @@ def assemble(
         except OSError as exc:
             raise click.ClickException(f"cannot write {exc.filename or output}: "
                                        f"{exc.strerror or exc}") from exc
+    if overflow is not None:
+        if output is None:
+            echo(dumped or "", nl=False)
+        raise overflow
     echo(prompt.text if dumped is None or output is not None else dumped, nl=False)
 
 
