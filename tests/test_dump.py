@@ -23,7 +23,7 @@ TOP_KEYS = ["schema_version", "budget", "safety_margin", "answer_reserve", "avai
             "flagged",
             "sections", "text"]
 SECTION_KEYS = ["name", "title", "priority", "sticky", "status", "reason", "error",
-                "header_tokens", "tokens", "stopped", "items"]
+                "header_tokens", "group_tokens", "tokens", "stopped", "items"]
 ITEM_KEYS = ["rank", "decision", "reason", "detail", "tokens", "text", "when", "key", "profile",
              "fact", "trace", "relevance_share", "warning"]
 TRACE_KEYS = {"rank", "bm25", "bm25_rank", "vector_rank", "cosine", "decay", "age_days",

@@ -88,6 +88,12 @@ def test_memories_said_on_one_day_share_its_heading(days: FactStore) -> None:
     lines = sum(d.tokens for d in report.items if d.kept)
     headings = count_tokens("8 May 2023:\n") + count_tokens("2 June 2023:\n")
     assert report.tokens == report.header_tokens + lines + headings
+    assert headings == report.group_tokens  # the dumps say it, so their figures add up
+    dumped = json.loads(prompt.dump("json"))["sections"][0]
+    assert dumped["tokens"] == dumped["header_tokens"] + dumped["group_tokens"] + sum(
+        i["tokens"] for i in dumped["items"] if i["decision"] == "kept")
+    assert f"date headings {headings})" in prompt.dump("markdown")
+    assert f"date headings {headings})" in prompt.dump("html")
     assert count_tokens("- Max the dog is a beagle.\n") == report.items[0].tokens
     # each memory keeps its own date in the dumps
     items = json.loads(prompt.dump("json"))["sections"][0]["items"]

@@ -263,19 +263,20 @@ def _report(prep: Prepared) -> SectionReport:
             decisions.append(ItemDecision(item, index + 1, False, prep.cut,
                                           prep.line_tokens[index], prep.notes.get(index)))
     reason: DropReason | None = None
+    grouped = 0
     if not eligible:
         status, reason, tokens = ("dropped" if prep.cut else "empty"), prep.cut, 0
     elif prep.kept:
-        status, reason = "kept", None
+        status, reason, grouped = "kept", None, prep.kept_group_tokens()
         tokens = (prep.separator_tokens + prep.header_tokens
-                  + sum(prep.line_tokens[i] for i in kept) + prep.kept_group_tokens())
+                  + sum(prep.line_tokens[i] for i in kept) + grouped)
     else:
         status, reason, tokens = "dropped", prep.cut, 0
     return SectionReport(
         name=section.name, title=section.title, priority=_priority(section),
         sticky=bool(section.sticky), status=status, reason=reason,
         header_tokens=prep.header_tokens + prep.separator_tokens, tokens=tokens,
-        items=tuple(decisions), stopped=_stopped(decisions, section.stop_note),
+        group_tokens=grouped, items=tuple(decisions), stopped=_stopped(decisions, section.stop_note),
     )
 
 

@@ -214,6 +214,9 @@ class SectionReport:
         reason: Why a dropped or failed section is not in the prompt.
         error: The contributor's error, as ``"Type: message"``.
         header_tokens: What its heading costs, with the blank line before it.
+        group_tokens: What the headings of the times its kept items were said (a
+            section grouped by date) cost; ``tokens`` is ``header_tokens``, this and
+            its kept items' tokens (0 unless kept).
         tokens: What it adds to the prompt (0 unless kept).
         items: One decision per item, in rank order.
         stopped: Why the section holds no more items: the reason and note of
@@ -231,6 +234,7 @@ class SectionReport:
     header_tokens: int = 0
     tokens: int = 0
     items: tuple[ItemDecision, ...] = ()
+    group_tokens: int = 0
     stopped: str | None = None
 
 
@@ -296,6 +300,7 @@ def _section(report: SectionReport) -> dict[str, Any]:
         "reason": None if report.reason is None else report.reason.value,
         "error": report.error,
         "header_tokens": report.header_tokens,
+        "group_tokens": report.group_tokens,
         "tokens": report.tokens,
         "stopped": report.stopped,
         "items": [_item(d) for d in report.items],
