@@ -85,6 +85,21 @@ def test_each_token_reaches_its_own_users_memory(team_server):
         assert store.get(_id(bob[3])).user == "bob"
 
 
+def test_a_token_users_reinforcement_links_what_their_query_returned(team_server):
+    """Searching and reinforcing through the server as a token's user grows the co-recall
+    link between the facts that query returned together."""
+    db, url = team_server
+    answers = anyio.run(_calls, url, ALICE, [
+        ("memory_store", {"slot": "user", "value": "The deploy runs on Friday."}),
+        ("memory_store", {"slot": "user", "value": "The deploy needs a green build."}),
+        ("memory_query", {"query": "deploy"})])
+    first, second = _id(answers[0]), _id(answers[1])
+    assert f"[id:{first}]" in answers[2] and f"[id:{second}]" in answers[2]
+    anyio.run(_calls, url, ALICE, [("memory_reinforce", {"id": first})])
+    with FactStore(db) as store:
+        assert {second: 1.0} == store.links(first)
+
+
 def test_an_unknown_or_missing_token_is_refused(team_server):
     _db, url = team_server
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

@@ -64,6 +64,22 @@ def test_the_query_tool_filters_by_tags_source_and_time(store, clock):
         assert f"[id:{kept.id}]" in answer and f"[id:{other.id}]" not in answer, args
 
 
+@pytest.mark.parametrize("owners", [{"user": "alice"}, {"agent": "helper"},
+                                    {"user": "alice", "agent": "helper", "scope": "shop"}])
+def test_reinforcing_through_the_tools_links_what_their_query_returned(store, owners):
+    """A tool set bound to a named user or agent reinforces as its own owners, so the
+    fact it reinforces is linked to the others its last query returned."""
+    tools = MemoryTools(store, **owners)
+    first = _id(tools.dispatch("memory_store", {"slot": "user",
+                                                "value": "The deploy runs on Friday."}))
+    second = _id(tools.dispatch("memory_store", {"slot": "user",
+                                                 "value": "The deploy needs a green build."}))
+    answer = tools.dispatch("memory_query", {"query": "deploy"})
+    assert f"[id:{first}]" in answer and f"[id:{second}]" in answer
+    assert tools.dispatch("memory_reinforce", {"id": first}).startswith(f"Reinforced [id:{first}]")
+    assert {second: 1.0} == store.links(first)
+
+
 @pytest.mark.parametrize("args", [{"said_after": "last week"}, {"said_after": "2026-13-01"},
                                   {"said_after": "2026-05-01", "said_before": "2026-04-01"},
                                   {"tags": "home"}])

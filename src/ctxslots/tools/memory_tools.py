@@ -366,7 +366,7 @@ class MemoryTools:
             raise ArgumentError("give 'value', 'tags' or both to change")
         self._visible(id)
         note = "" if value is None else self._redaction_note(value)
-        fact = self.store.update(id, value=value, tags=tags)
+        fact = self.store.update(id, value=value, tags=tags, **self._owners())
         return f"Updated {self._line(fact)}{note}"
 
     def memory_reinforce(self, id: int) -> str:
@@ -376,7 +376,7 @@ class MemoryTools:
         """
         id = self._check("memory_reinforce", id=id)["id"]
         self._visible(id)
-        fact = self.store.reinforce(id)
+        fact = self.store.reinforce(id, **self._owners())
         return f"Reinforced [id:{fact.id}] (score now {fact.score:g})."
 
     def memory_demote(self, id: int) -> str:
@@ -386,7 +386,7 @@ class MemoryTools:
         """
         id = self._check("memory_demote", id=id)["id"]
         self._visible(id)
-        fact = self.store.demote(id)
+        fact = self.store.demote(id, **self._owners())
         return f"Demoted [id:{fact.id}] (score now {fact.score:g})."
 
     def memory_forget(self, id: int, reason: str | None = None) -> str:
@@ -396,7 +396,8 @@ class MemoryTools:
         """
         id = self._check("memory_forget", id=id, reason=reason)["id"]
         self._visible(id)
-        fact = self.store.forget(id, reason=reason or f"forgotten through {self.source}")
+        fact = self.store.forget(id, reason=reason or f"forgotten through {self.source}",
+                                 **self._owners())
         return f"Forgot [id:{fact.id}]: {bullet(fact.value)[:200]}"
 
     def memory_timeline(self, id: int, before: int | None = 3, after: int | None = 3) -> str:
@@ -427,7 +428,7 @@ class MemoryTools:
         if not self.allow_delete:
             raise ArgumentError("memory_delete is not offered by this tool set")
         self._visible(id)
-        self.store.delete(id)
+        self.store.delete(id, **self._owners())
         return f"Erased [id:{id}] and its history for good."
 
     # -- helpers -----------------------------------------------------------
