@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from ctxslots import FactStore
 from ctxslots.tools import TOOL_SPECS, MemoryTools
+from ctxslots.tools._http_guard import bearer_token
 from ctxslots.tools.mcp_server import make_server
 
 TOKEN = "s3cret-token-for-the-tests"
@@ -92,6 +93,30 @@ def test_http_refuses_requests_without_the_token(http_server):
     missing = httpx2.post(url, json=body, headers=headers)
     wrong = httpx2.post(url, json=body, headers={**headers, "Authorization": "Bearer nope"})
     assert (401, 401) == (missing.status_code, wrong.status_code)
+
+
+def test_http_reads_the_bearer_scheme_in_any_case_and_skips_extra_spaces(http_server):
+    """The shared token is read from the Authorization header as per-user tokens are: the
+    scheme in any case, the spaces before the token ignored; another scheme is refused."""
+    _db, url = http_server
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "tests", "version": "1"}}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    statuses = {auth: httpx2.post(url, json=body, headers={**headers, "Authorization": auth}
+                                  ).status_code
+                for auth in (f"bearer {TOKEN}", f"BEARER {TOKEN}", f"Bearer  {TOKEN}",
+                             f"Basic {TOKEN}", f"Bearer{TOKEN}", f"Bearer {TOKEN}x")}
+    assert {f"bearer {TOKEN}": 200, f"BEARER {TOKEN}": 200, f"Bearer  {TOKEN}": 200,
+            f"Basic {TOKEN}": 401, f"Bearer{TOKEN}": 401, f"Bearer {TOKEN}x": 401} == statuses
+
+
+@pytest.mark.parametrize(("header", "expected"), [
+    (b"Bearer abc", b"abc"), (b"bearer abc", b"abc"), (b" Bearer \tabc  ", b"abc"),
+    (b"Basic abc", None), (b"Bearer", None), (b"Bearer   ", None), (b"", None)])
+def test_both_guards_read_the_authorization_header_alike(header, expected):
+    """One reading of the Authorization header serves the shared and the per-user token."""
+    assert expected == bearer_token({"headers": [(b"authorization", header)]})
 
 
 def test_http_refuses_a_foreign_host_header(http_server):

@@ -23,8 +23,8 @@ from typing import Any
 
 import attrs
 
-__all__ = ["BEARER", "BearerTokenGuard", "HostGuard", "address_of", "guarded", "is_loopback", "refuse",
-           "same_address"]
+__all__ = ["BEARER", "BearerTokenGuard", "HostGuard", "address_of", "bearer_token", "guarded",
+           "is_loopback", "refuse", "same_address"]
 
 _Scope = MutableMapping[str, Any]
 _Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -84,6 +84,17 @@ def _split_host(value: str, default_port: int) -> tuple[str, int] | None:
 
 #: The header of a 401 that asks for a bearer token.
 BEARER = ((b"www-authenticate", b"Bearer"),)
+
+
+def bearer_token(scope: _Scope) -> bytes | None:
+    """The token of a request's ``Authorization: Bearer <token>`` header, or ``None``
+    without one. The scheme is read in any case (RFC 7235) and the token without the
+    spaces around it, so every guard takes the same headers."""
+    given: bytes = dict(scope.get("headers") or ()).get(b"authorization", b"")
+    parts = given.split(None, 1)
+    if len(parts) != 2 or parts[0].lower() != b"bearer":
+        return None
+    return parts[1].strip()
 
 
 async def refuse(send: _Send, status: int, message: str,
@@ -156,7 +167,8 @@ class HostGuard:
 
 @attrs.frozen
 class BearerTokenGuard:
-    """ASGI middleware answering 401 to any HTTP request without ``Authorization: Bearer <token>``.
+    """ASGI middleware answering 401 to any HTTP request without ``Authorization: Bearer <token>``
+    (read by :func:`bearer_token`).
 
     Attributes:
         app: The application it guards.
@@ -169,8 +181,8 @@ class BearerTokenGuard:
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
         """Pass an authorized request (and every non-HTTP event) on; refuse the others."""
         if scope["type"] == "http":
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, b"Bearer " + self.token.encode("utf-8")):
+            given = bearer_token(scope)
+            if given is None or not hmac.compare_digest(given, self.token.encode("utf-8")):
                 await refuse(send, 401, "a bearer token is required", BEARER)
                 return
         await self.app(scope, receive, send)

@@ -23,7 +23,7 @@ import attrs
 
 from .._json_fields import DECODER, DuplicateFieldError
 from ..errors import InvalidArgumentError
-from ._http_guard import BEARER, refuse
+from ._http_guard import BEARER, bearer_token, refuse
 
 __all__ = ["SCOPE_KEY", "TokenUserGuard", "TokenUsers", "check_token"]
 
@@ -207,9 +207,8 @@ class TokenUserGuard:
         """Pass a request with a known token on, naming its user; refuse the others."""
         if scope["type"] == "http":
             scope.pop(SCOPE_KEY, None)  # never taken from the outside
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            scheme, _, token = given.partition(b" ")
-            user = self.users.user_of(token.strip()) if scheme.lower() == b"bearer" else None
+            token = bearer_token(scope)
+            user = None if token is None else self.users.user_of(token)
             if user is None:
                 await refuse(send, 401, "a bearer token of a known user is required", BEARER)
                 return
