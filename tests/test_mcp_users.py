@@ -3,6 +3,7 @@ official SDK's client over streamable HTTP."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -122,6 +123,45 @@ def test_a_token_file_others_can_read_is_refused_in_one_line(tmp_path):
     assert ALICE not in proc.stderr and not (tmp_path / "m.db").exists()
 
 
+def test_a_token_file_with_a_byte_order_mark_names_the_users_as_written(tmp_path):
+    """A token file saved with a byte-order mark (as Notepad writes UTF-8) maps the first
+    line's token to 'alice', not to an invisible '\\ufeffalice'."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\r\nbob {BOB}\r\n", encoding="utf-8-sig")
+    tokens.chmod(0o600)
+    assert {ALICE: "alice", BOB: "bob"} == TokenUsers.from_file(tokens).by_token
+
+
+@pytest.mark.parametrize(("user", "token", "message"), [
+    ("\u200balice", ALICE, r"line 2: .*invisible characters \(it holds U\+200B\), not '\\u200balice'"),
+    ("ali\ufeffce", ALICE, r"line 2: .*\(it holds U\+FEFF\)"),
+    ("alice\u00ad", ALICE, r"line 2: .*\(it holds U\+00AD\)"),
+    ("al\x7fice", ALICE, r"line 2: .*\(it holds U\+007F\)"),
+    ("alice", f"\u2060{ALICE}", r"line 2: the token of user 'alice' must be .* invisible"),
+])
+def test_a_user_or_token_with_an_invisible_character_is_refused(user, token, message):
+    """A user name or token holding a format, control or separator character is refused,
+    naming the line and the user, never the token."""
+    with pytest.raises(InvalidArgumentError, match=message) as caught:
+        TokenUsers.parse_lines(f"bob {BOB}\n{user} {token}\n", "tokens")
+    assert ALICE not in str(caught.value) and len(str(caught.value).splitlines()) == 1
+    with pytest.raises(InvalidArgumentError, match=message.removeprefix("line 2: ")):
+        TokenUsers.parse_variable(json.dumps({user: token}), "CTXSLOTS_MCP_TOKENS")
+
+
+def test_a_token_file_with_an_invisible_user_is_refused_in_one_line(tmp_path):
+    """The server refuses to start on such a file, in one line naming the file and line."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"bob {BOB}\n\u200balice {ALICE}\n")
+    tokens.chmod(0o600)
+    proc = _refused_at_start(tmp_path, "--tokens", str(tokens))
+    assert 1 == proc.returncode
+    expected = (f"Error: {tokens} line 2: a user name must be non-empty, without spaces "
+                "around it or control or invisible characters (it holds U+200B), not "
+                "'\\u200balice'")
+    assert [expected] == proc.stderr.splitlines()
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("alice", "line 1: write USER TOKEN"),
     (f"alice {ALICE}\nbob {ALICE}", "line 2: this token is already given to 'alice'"),
@@ -164,10 +204,11 @@ def _refused_at_start(tmp_path, *args: str, env: dict[str, str] | None = None):
                           env={**os.environ, **(env or {})})
 
 
-@pytest.mark.parametrize("token", ["a", " ", "short-token", "a token with spaces ok"])
+@pytest.mark.parametrize("token", ["a", " ", "short-token", "a token with spaces ok",
+                                   "\ufeffa-long-enough-token-0123"])
 def test_a_shared_token_easy_to_guess_is_refused_at_start(tmp_path, token):
-    """As per-user tokens, the shared --token needs 16 characters without spaces; a short
-    one is refused in one line before the server listens, and is never printed."""
+    """As per-user tokens, the shared --token needs 16 characters without spaces or invisible
+    characters; another is refused in one line before the server listens, never printed."""
     proc = _refused_at_start(tmp_path, "--token", token)
     assert 1 == proc.returncode
     assert 1 == len(proc.stderr.splitlines()), proc.stderr

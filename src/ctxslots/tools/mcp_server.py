@@ -164,7 +164,8 @@ async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int =
     ``port`` is 0, is written to stderr once listening.
 
     :param token: When given, every request must carry ``Authorization: Bearer <token>``
-        (at least 16 characters, no space: a short one is guessed).
+        (at least 16 characters, no space, control or invisible character: a short one
+        is guessed).
     :param allow_hosts: Other names clients reach the server by (a DNS name, a proxy).
     :param users: One token per user instead of one shared ``token``: each request must
         carry one of them, and its tool calls run as that token's user.

@@ -1,8 +1,10 @@
 """One MCP server for a team: each bearer token names the user whose memory it reaches.
 
 The map comes from a file only its owner can read, one ``USER TOKEN`` pair per
-line (blank lines and ``#`` comments skipped), or from an environment variable
-holding ``USER=TOKEN`` pairs separated by spaces, commas or line breaks. A
+line (UTF-8, a byte-order mark skipped; blank lines and ``#`` comments skipped), or
+from an environment variable holding ``USER=TOKEN`` pairs separated by spaces,
+commas or line breaks. A user name or token holding a control or invisible
+character (a zero-width space, a byte-order mark) is refused. A
 request is matched against every token in constant time; the user it maps to
 is put on the request for the tool call to read, so a client reaches its own
 user facts and the shared workspace, never another user's.
@@ -15,6 +17,7 @@ import json
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -38,31 +41,51 @@ _Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 _Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
-_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+def _hidden(text: str, *, inner_spaces: bool = False) -> str | None:
+    """The first character of ``text`` a reader cannot see or type for sure, as ``U+XXXX``:
+    a control or format character (a byte-order mark, a zero-width space), a separator
+    (a space, unless ``inner_spaces`` allows plain ones), or a private or unassigned one;
+    ``None`` when there is none."""
+    for char in text:
+        kind = unicodedata.category(char)
+        if kind[0] in "CZ" and not (inner_spaces and char == " "):
+            return f"U+{ord(char):04X}"
+    return None
 
 
 def check_token(token: str) -> str:
     """``token`` if it is a bearer token hard to guess (at least :data:`MIN_TOKEN_CHARS`
-    characters, no space or control character), else :class:`InvalidArgumentError`."""
-    if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS or _CONTROL.search(token):
+    characters, no space, control or invisible character), else
+    :class:`InvalidArgumentError`."""
+    if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS or _hidden(token):
         raise InvalidArgumentError(
-            f"the token must be at least {MIN_TOKEN_CHARS} characters without spaces or "
-            "control characters (a short one is guessed; "
+            f"the token must be at least {MIN_TOKEN_CHARS} characters without spaces, "
+            "control or invisible characters (a short one is guessed; "
             "python -c 'import secrets; print(secrets.token_urlsafe())' makes one)",
             field="token", value=None)
     return token
 
 
+def _pair_problem(user: str, token: str) -> str | None:
+    """What is wrong with giving ``token`` to ``user`` (naming the user, never the token),
+    or ``None``."""
+    if len(token) < MIN_TOKEN_CHARS or _hidden(token):
+        return (f"the token of user {user!r} must be at least {MIN_TOKEN_CHARS} characters "
+                "without spaces, control or invisible characters")
+    hidden = _hidden(user, inner_spaces=True)
+    if not user or user != user.strip() or hidden:
+        return ("a user name must be non-empty, without spaces around it or control or "
+                f"invisible characters{f' (it holds {hidden})' if hidden else ''}, "
+                f"not {user!r}")
+    return None
+
+
 def _check_pairs(pairs: Mapping[str, str]) -> dict[str, str]:
     tokens: dict[str, str] = {}
     for token, user in pairs.items():
-        if len(token) < MIN_TOKEN_CHARS or _CONTROL.search(token):
-            raise InvalidArgumentError(
-                f"the token of user {user!r} must be at least {MIN_TOKEN_CHARS} characters "
-                "without spaces or control characters", field="tokens", value=user)
-        if not user or _CONTROL.search(user.strip(" ")) or user != user.strip():
-            raise InvalidArgumentError(f"a user name must be non-empty, without control "
-                                       f"characters, not {user!r}", field="tokens", value=user)
+        problem = _pair_problem(user, token)
+        if problem is not None:
+            raise InvalidArgumentError(problem, field="tokens", value=user)
         tokens[token] = user
     if not tokens:
         raise InvalidArgumentError("the token map names no user", field="tokens", value=None)
@@ -99,7 +122,8 @@ class TokenUsers:
         """``USER TOKEN`` per line (blank lines and ``#`` comments skipped).
 
         :raises InvalidArgumentError: A line is not two words, a token is taken twice
-            or too short, or there is no pair; the message names the line, never a token.
+            or too short, a user or token holds a control or invisible character, or
+            there is no pair; the message names the line, never a token.
         """
         pairs: dict[str, str] = {}
         for number, line in enumerate(text.splitlines(), start=1):
@@ -110,6 +134,10 @@ class TokenUsers:
                 raise InvalidArgumentError(f"{where} line {number}: write USER TOKEN",
                                            field="tokens", value=number)
             user, token = words
+            problem = _pair_problem(user, token)
+            if problem is not None:
+                raise InvalidArgumentError(f"{where} line {number}: {problem}",
+                                           field="tokens", value=number)
             if token in pairs:
                 raise InvalidArgumentError(f"{where} line {number}: this token is already "
                                            f"given to {pairs[token]!r}", field="tokens",
@@ -123,7 +151,8 @@ class TokenUsers:
         ``{"USER": "TOKEN"}`` too).
 
         :raises InvalidArgumentError: A pair is malformed, a token is taken twice or
-            too short, or there is none.
+            too short, a user or token holds a control or invisible character, or there
+            is none.
         """
         if text.lstrip().startswith("{"):
             try:
@@ -169,7 +198,8 @@ class TokenUsers:
             raise InvalidArgumentError(f"cannot read the token file {where}: "
                                        f"{exc.strerror or exc}", field="tokens",
                                        value=str(where)) from None
-        with os.fdopen(fd, encoding="utf-8") as fp:
+        # utf-8-sig: a byte-order mark (as Notepad saves) is not part of the first user.
+        with os.fdopen(fd, encoding="utf-8-sig") as fp:
             info = os.fstat(fp.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise InvalidArgumentError(f"the token file {where} is not a regular file",
