@@ -216,6 +216,26 @@ def test_a_shared_token_easy_to_guess_is_refused_at_start(tmp_path, token):
     assert "Serving MCP" not in proc.stderr
 
 
+@pytest.mark.parametrize(("name", "value"), [
+    ("CTXSLOTS_MCP_TOKEN", ""), ("CTXSLOTS_MCP_TOKENS", ""), ("CTXSLOTS_MCP_TOKENS", " "),
+    ("CTXSLOTS_MCP_TOKENS_FILE", "")])
+def test_a_token_variable_set_but_empty_is_refused_at_start(tmp_path, name, value):
+    """A token variable that is set but empty (an unset ${TOKEN} in a unit file) stops the
+    server in one line naming the variable, instead of serving without a token."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXSLOTS_MCP_")}
+    proc = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                             "mcp", "--transport", "http", "--port", "0"],
+                            stderr=subprocess.PIPE, text=True, env={**env, name: value})
+    with proc:
+        first = proc.stderr.readline()
+        if first.startswith("Serving"):
+            proc.terminate()
+        rest = proc.stderr.read()
+    assert first.startswith(f"Error: ${name} is set but empty: "), first
+    assert (2, "") == (proc.returncode, rest)
+    assert not (tmp_path / "m.db").exists()
+
+
 def test_a_token_user_the_store_refuses_is_refused_at_start(tmp_path):
     """A user of the token file the store would refuse (300 characters) stops the server at
     start in one line, instead of failing every call made with that token."""

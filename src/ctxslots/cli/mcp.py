@@ -61,6 +61,8 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
     # Before opening the store, so a missing SDK creates no file; its error
     # (MCPUnavailableError) is a CtxslotsError, printed as one line.
     require_sdk()
+    if transport == "http":
+        _refuse_empty_variables(token, tokens_file)
     users = _token_users(tokens_file, transport, token, user)
     if transport == "http" and not is_loopback(host) and not token and users is None:
         raise click.UsageError(f"serving on {host} (not loopback) needs --token or --tokens")
@@ -77,6 +79,25 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
                 raise CtxslotsError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
         else:
             anyio.run(serve_stdio, tools)
+
+
+#: The variables that give the HTTP server its tokens, and what each holds.
+_TOKEN_VARIABLES = (("CTXSLOTS_MCP_TOKEN", "a token"),
+                    ("CTXSLOTS_MCP_TOKENS_FILE", "the token file"),
+                    ("CTXSLOTS_MCP_TOKENS", "USER=TOKEN pairs"))
+
+
+def _refuse_empty_variables(token: str | None, tokens_file: Path | None) -> None:
+    """Refuse a token variable that is set but empty (as an unset ``${TOKEN}`` expands in
+    a unit file) where no option given on the command line replaces it: click reads an
+    empty variable as no token at all, which would serve without one."""
+    given = {"CTXSLOTS_MCP_TOKEN": token is not None,
+             "CTXSLOTS_MCP_TOKENS_FILE": tokens_file is not None,
+             "CTXSLOTS_MCP_TOKENS": tokens_file is not None}
+    for name, holds in _TOKEN_VARIABLES:
+        value = os.environ.get(name)
+        if value is not None and not value.strip() and not given[name]:
+            raise click.UsageError(f"${name} is set but empty: set it to {holds} or unset it")
 
 
 def _token_users(tokens_file: Path | None, transport: str, token: str | None,
