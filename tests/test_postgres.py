@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -364,31 +365,47 @@ def test_a_read_only_database_answers_searches_and_refuses_writes(pg_url):
         assert [fact.id] == [f.id for f in store.facts(slots=["agent"])]
 
 
-def test_a_role_granted_what_the_docs_list_searches_and_writes(postgres, pg_url, role):
-    """Once the owner made the schema, a role with only DML on the tables and USAGE and
-    SELECT on ``fact_ids`` (docs/postgres.md) searches, writes, forgets, updates and
-    deletes: what moves or reads the statistics' other sequence runs with the owner's
-    rights."""
-    from psycopg import sql
+def _documented_grants() -> list[str]:
+    """The statements docs/postgres.md gives a role that only uses the store."""
+    text = (Path(__file__).parents[1] / "docs" / "postgres.md").read_text(encoding="utf-8")
+    block = text.split("needs only\nthese grants", 1)[1].split("```sql\n", 1)[1]
+    return [line for line in block.split("```", 1)[0].splitlines() if line.strip()]
 
-    from ctxslots import FactStore
+
+def test_a_role_granted_what_the_docs_list_searches_and_writes(postgres, pg_url, role,
+                                                                tmp_path):
+    """Once the owner made the schema, a role granted exactly what docs/postgres.md lists
+    searches, assembles, writes, forgets, updates, deletes and imports a file keeping its
+    ids: what moves or reads the statistics' other sequence runs with the owner's rights."""
+    from ctxslots import AssemblyRequest, FactStore, PromptAssembler
 
     with FactStore(pg_url) as store:
         ids = [store.add("user", f"The user owns cat number {n}.").id for n in range(4)]
     name = role()
+    grants = _documented_grants()
+    assert len(grants) == 2 and all(g.startswith("GRANT ") for g in grants)
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "
-                             "public TO {}").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("GRANT USAGE, SELECT ON SEQUENCE fact_ids TO {}").format(
-            sql.Identifier(name)))
+        for grant in grants:
+            conn.execute(grant.replace("ctxslots_app", f'"{name}"'))
+    moved = tmp_path / "moved.jsonl"
+    with FactStore(str(tmp_path / "other.db")) as other:
+        for n in range(30):  # ids past the store's sequence, which the import moves on
+            other.add("agent", f"Lesson number {n} about deploys.")
+        with moved.open("w", encoding="utf-8") as out:
+            other.export_jsonl(out)
     with FactStore(with_user(pg_url, name)) as app:
         assert len(app.search("cat", track_access=False)) == 4
+        prompt = PromptAssembler(app).assemble(AssemblyRequest("which cat"), record_shown=True)
+        assert "The user owns cat number" in prompt.text
         app.add("user", "The user owns a dog.")
         app.forget(ids[0])
         app.update(ids[1], value="The user owns a parrot.")
         app.delete(ids[2])
         assert [h.fact.value for h in app.search("parrot", track_access=False)] == [
             "The user owns a parrot."]
+        with moved.open(encoding="utf-8") as given:
+            assert app.import_jsonl(given).added == 30
+        assert app.add("agent", "A lesson written after the import.").id > 30
 
 
 def test_the_statistics_counter_cannot_be_stood_in_for(pg_url, role):
