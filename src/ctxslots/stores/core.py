@@ -66,6 +66,7 @@ class StoreOptions:
     access_writes: str = attrs.field(default="auto", validator=_check_mode)
     user: str | None = None
     agent: str | None = None
+    pool_size: int | None = None
 
 
 @attrs.define
@@ -239,7 +240,7 @@ def open_core(location: str, options: StoreOptions) -> StoreCore:
     user = DEFAULT_USER if options.user is None else lim.owner(options.user, "user")
     agent = DEFAULT_AGENT if options.agent is None else lim.owner(options.agent, "agent")
     backend = open_backend(location, create=options.create, lexical_cache=options.lexical_cache,
-                           vector_cache=options.vector_cache)
+                           vector_cache=options.vector_cache, pool=options.pool_size)
     try:
         binding = bind_embedder(options.embedder, backend, searched=bool(
             MODEL_VECTOR_WEIGHT if options.ranking.vector_weight is None

@@ -10,16 +10,24 @@ import math
 import os
 import re
 
-from ..errors import StoreError
+from ..errors import InvalidArgumentError, StoreError
 from .backend import Backend
 
-__all__ = ["BUSY_TIMEOUT_ENV", "DEFAULT_BUSY_TIMEOUT", "busy_timeout", "check_location",
-           "is_url", "open_backend"]
+__all__ = ["BUSY_TIMEOUT_ENV", "DEFAULT_BUSY_TIMEOUT", "DEFAULT_POOL_SIZE", "MAX_POOL_SIZE",
+           "POOL_SIZE_ENV", "busy_timeout", "check_location", "is_url", "open_backend",
+           "pool_size"]
 
 #: The variable that sets how long a write waits for another writer's lock, in seconds.
 BUSY_TIMEOUT_ENV = "CTXSLOTS_BUSY_TIMEOUT"
 #: How long a write waits for another writer's lock when the variable is not set.
 DEFAULT_BUSY_TIMEOUT = 30.0
+#: The variable that sets how many connections a PostgreSQL store's pool opens at most.
+POOL_SIZE_ENV = "CTXSLOTS_POOL_SIZE"
+#: Connections a PostgreSQL store's pool opens at most, unless told otherwise: plenty
+#: for an agent process (docs/postgres.md, "Pool sizing").
+DEFAULT_POOL_SIZE = 4
+#: The most a pool may be given: past a server's connection limit in any set-up.
+MAX_POOL_SIZE = 1000
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # A scheme (two characters or more, so a Windows drive letter is a path) and a slash.
@@ -71,12 +79,37 @@ def busy_timeout() -> float:
     return seconds
 
 
+def pool_size(given: int | None = None) -> int:
+    """Connections a PostgreSQL store's pool opens at most: ``given``, else
+    ``$CTXSLOTS_POOL_SIZE``, else :data:`DEFAULT_POOL_SIZE`.
+
+    :raises InvalidArgumentError: ``given`` is not a whole number from 1 to 1,000.
+    :raises StoreError: The variable is not such a number.
+    """
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or \
+                not 1 <= given <= MAX_POOL_SIZE:
+            raise InvalidArgumentError(f"pool_size must be a whole number from 1 to "
+                                       f"{MAX_POOL_SIZE}, not {given!r}", field="pool_size",
+                                       value=given)
+        return given
+    text = os.environ.get(POOL_SIZE_ENV, "").strip()
+    if not text:
+        return DEFAULT_POOL_SIZE
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_POOL_SIZE:
+        raise StoreError(f"{POOL_SIZE_ENV} must be a whole number from 1 to {MAX_POOL_SIZE}, "
+                         f"not {text[:40]!r}", path=None)
+    return int(text)
+
+
 def open_backend(location: str, *, create: bool = True, lexical_cache: bool = False,
-                 vector_cache: bool = True) -> Backend:
+                 vector_cache: bool = True, pool: int | None = None) -> Backend:
     """Open the engine ``location`` names.
 
     A write waits :func:`busy_timeout` seconds for another writer's lock, then
-    fails with :class:`~ctxslots.errors.StoreBusyError`.
+    fails with :class:`~ctxslots.errors.StoreBusyError`. ``pool``: the most
+    connections a PostgreSQL store opens (see :func:`pool_size`; a SQLite store
+    has one connection).
 
     :raises StoreError: The store cannot be opened (missing with ``create``
         false, unreachable, not a store, or a schema this version cannot read), or
@@ -84,13 +117,16 @@ def open_backend(location: str, *, create: bool = True, lexical_cache: bool = Fa
     """
     check_location(location)
     wait = busy_timeout()
+    if pool is not None:
+        pool_size(pool)  # a malformed one is refused whatever the engine
     if is_url(location):
         # The PostgreSQL engine is optional (ctxslots[postgres]): its driver is
         # imported only when a URL asks for it.
         from .postgres import PostgresBackend
 
         # The database must exist; its schema is created on first use.
-        backend: Backend = PostgresBackend(location, create=create, lock_timeout=wait)
+        backend: Backend = PostgresBackend(location, create=create, lock_timeout=wait,
+                                           pool_size=pool_size(pool))
         return backend
     from .sqlite import SQLiteBackend
 

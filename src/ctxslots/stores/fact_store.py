@@ -142,6 +142,10 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             store). See :mod:`ctxslots.stores.owners`. After construction: the
             name.
         agent: The store's default agent, as ``user``.
+        pool_size: PostgreSQL only: the most connections the store's pool opens
+            (``None``: ``$CTXSLOTS_POOL_SIZE``, else 4; a web service answering on N
+            threads wants about N, see docs/postgres.md). A SQLite store has one
+            connection and ignores it.
     """
 
     path: str | os.PathLike[str] | None = attrs.field(default=None, repr=_printable)
@@ -159,6 +163,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
     access_writes: str = "auto"
     user: str | None = None
     agent: str | None = None
+    pool_size: int | None = None
     _core: StoreCore = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -168,7 +173,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             candidate_pool=self.candidate_pool, clock=self.clock, embedder=self.embedder,
             vector_cache=self.vector_cache, lexical_cache=self.lexical_cache, create=self.create,
             vector_writes=self.vector_writes, access_writes=self.access_writes,
-            user=self.user, agent=self.agent)
+            user=self.user, agent=self.agent, pool_size=self.pool_size)
         self._core = open_core(self.path, options)
         self.ranking = self._core.ranking
         self.user, self.agent = self._core.writer.default_user, self._core.writer.default_agent

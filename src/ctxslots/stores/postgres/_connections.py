@@ -30,15 +30,17 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ...errors import StoreError
 from ._connect import connect_error, open_pool
+from ._errors import LARGER_POOL
 from ._url import safe_location
 
 __all__ = ["Connections", "connection_lost"]
 
 # The pool logs each failed reconnection attempt and each broken connection it
-# drops as a warning; with no logging configured Python prints them to stderr
-# (hundreds of lines while every call succeeds). What matters reaches the caller
-# as a StoreError; an application that configures logging still gets them.
-logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+# drops as a warning, and psycopg a pipeline it could not close on a lost
+# connection; with no logging configured Python prints them to stderr (hundreds of
+# lines while every call succeeds). What matters reaches the caller as a
+# StoreError; an application that configures logging still gets them.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 #: SQLSTATEs of a server that went away (class 08: connection exception;
 #: 57P01-57P03: shut down by an administrator, crashed, cannot connect now).
@@ -183,8 +185,7 @@ class Connections:
         except StoreError as away:
             return away
         return StoreError(f"every connection to {self.location} stayed busy for "
-                          f"{self.timeout:g} s: give the store a larger pool (pool_size) or "
-                          f"shorten long transactions ({exc})", path=self.location)
+                          f"{self.timeout:g} s: {LARGER_POOL} ({exc})", path=self.location)
 
     def _away(self, exc: psycopg.Error) -> StoreError:
         """The error of a server that does not take a connection now."""

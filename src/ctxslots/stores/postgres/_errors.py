@@ -8,7 +8,11 @@ from psycopg_pool import PoolTimeout
 
 from ...errors import ReadOnlyStoreError, StoreBusyError, StoreError, StoreFullError
 
-__all__ = ["store_error"]
+__all__ = ["LARGER_POOL", "store_error"]
+
+#: What to do when every connection of a store's pool stayed busy.
+LARGER_POOL = ("give the store a larger pool (FactStore(pool_size=N), or $CTXSLOTS_POOL_SIZE) "
+               "or shorten long transactions")
 
 
 def store_error(exc: psycopg.Error, where: str) -> StoreError:
@@ -18,8 +22,7 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
     if busy is not None:
         return StoreBusyError(f"{busy} ({detail})", path=where)
     if isinstance(exc, PoolTimeout):
-        what = (f"every connection to {where} stayed busy: give the store a larger pool "
-                f"(pool_size) or shorten long transactions ({detail})")
+        what = f"every connection to {where} stayed busy: {LARGER_POOL} ({detail})"
     elif isinstance(exc, (pgerrors.DeadlockDetected, pgerrors.SerializationFailure)):
         what = (f"a transaction at {where} conflicted with another writer and was rolled back "
                 f"(inside a batch, the write that met it): run it again ({detail})")
