@@ -95,4 +95,7 @@ def prepare_jinja2_environment(env: Any) -> None:
     """Adjust the jinja2 environment used for every template (filters, globals).
 
     :param env: The ``jinja2.Environment`` (``StrictUndefined``, no autoescape).
+
+    An implementation that raises is a :class:`~ctxslots.plugins.PluginError` naming
+    its plugin.
     """

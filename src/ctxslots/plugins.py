@@ -24,7 +24,8 @@ from .stores.owners import SlotOwners
 
 __all__ = ["DEFAULT_PLUGINS", "PluginError", "collect", "describe_plugins",
            "embedder_factories", "known_slots", "llm_client_factories", "load_plugins",
-           "make_plugin_manager", "registered_slots", "reranker_from_plugins", "slot_owners"]
+           "make_plugin_manager", "prepare_environment", "registered_slots",
+           "reranker_from_plugins", "slot_owners"]
 
 logger = logging.getLogger("ctxslots.plugins")
 
@@ -163,6 +164,21 @@ def _reranked(plugin: str, hits: list[Any], result: Any) -> list[Any]:
     return reranked
 
 
+def prepare_environment(pm: pluggy.PluginManager, env: Any) -> None:
+    """Call every ``prepare_jinja2_environment`` implementation with ``env``, one plugin
+    at a time, in pluggy's order (the last registered first).
+
+    :raises PluginError: An implementation raised; names its plugin.
+    """
+    for impl in reversed(pm.hook.prepare_jinja2_environment.get_hookimpls()):
+        try:
+            _caller_for(pm, "prepare_jinja2_environment", impl)(env=env)
+        except Exception as exc:
+            raise PluginError(f"prepare_jinja2_environment of plugin {impl.plugin_name} "
+                              f"failed: {type(exc).__name__}: {exc}",
+                              plugin=impl.plugin_name) from exc
+
+
 def _caller_for(pm: pluggy.PluginManager, hook_name: str, impl: Any) -> Any:
     """pluggy's hook caller for ``hook_name`` restricted to the plugin of ``impl``."""
     others = [p for p in pm.get_plugins() if p is not impl.plugin]
@@ -177,7 +193,8 @@ def collect(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> dict[str
     hook's other arguments (``store=`` for ``register_contributors``); each
     implementation gets those it names.
 
-    :raises PluginError: A name is empty, not a string, or registered twice.
+    :raises PluginError: A name is empty, not a string, or registered twice; a
+        plugin's implementation raised or returned a value.
     """
     found: dict[str, tuple[Any, str]] = {}
     current = [""]
@@ -208,18 +225,28 @@ def collect(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> dict[str
     # Registration order (trylast built-ins first), so a later duplicate is the one named.
     for impl in getattr(pm.hook, hook_name).get_hookimpls():
         current[0] = impl.plugin_name
-        try:
-            returned = _caller_for(pm, hook_name, impl)(register=register_fn, **kwargs)
-        except PluginError:
-            raise
-        except Exception as exc:
-            raise PluginError(f"{hook_name} of plugin {impl.plugin_name} failed: "
-                              f"{type(exc).__name__}: {exc}", plugin=impl.plugin_name) from exc
-        if any(r is not None for r in returned or ()):
-            raise PluginError(f"{hook_name} of plugin {impl.plugin_name} returned a value; "
-                              "it registers each object by calling register(...) and returns "
-                              "nothing", plugin=impl.plugin_name)
+        _call_registration(pm, hook_name, impl, register=register_fn, **kwargs)
     return found
+
+
+def _call_registration(pm: pluggy.PluginManager, hook_name: str, impl: Any,
+                       **kwargs: Any) -> None:
+    """Call one plugin's ``register_*`` hook implementation.
+
+    :raises PluginError: It raised, or returned a value instead of calling
+        ``register`` (which would otherwise be ignored); names the plugin.
+    """
+    try:
+        returned = _caller_for(pm, hook_name, impl)(**kwargs)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"{hook_name} of plugin {impl.plugin_name} failed: "
+                          f"{type(exc).__name__}: {exc}", plugin=impl.plugin_name) from exc
+    if any(r is not None for r in returned or ()):
+        raise PluginError(f"{hook_name} of plugin {impl.plugin_name} returned a value; "
+                          "it registers each object by calling register(...) and returns "
+                          "nothing", plugin=impl.plugin_name)
 
 
 def embedder_factories(pm: pluggy.PluginManager) -> dict[str, Callable[[str], Any]]:
@@ -261,7 +288,8 @@ def registered_slots(pm: pluggy.PluginManager) -> dict[str, tuple[str, SlotOwner
     ``register_slots``, built-ins first, then plugins' slots by name.
 
     :raises PluginError: A slot name is malformed or registered twice, or its
-        owners are not owner kinds.
+        owners are not owner kinds; a plugin's ``register_slots`` raised or returned
+        a value.
     """
     found: dict[str, tuple[str, SlotOwners, str]] = {}
     current = [""]
@@ -284,7 +312,7 @@ def registered_slots(pm: pluggy.PluginManager) -> dict[str, tuple[str, SlotOwner
 
     for impl in pm.hook.register_slots.get_hookimpls():
         current[0] = impl.plugin_name
-        _caller_for(pm, "register_slots", impl)(register=register)
+        _call_registration(pm, "register_slots", impl, register=register)
     builtin = DEFAULT_PLUGINS[0]
     ordered = sorted(found.items(), key=lambda item: (
         item[1][2] != builtin, "" if item[1][2] == builtin else item[0]))

@@ -17,7 +17,13 @@ import pluggy
 from ..contributors.base import Contributor, SearchableStore, check_contributor
 from ..errors import BudgetExceededError, InvalidFactError, InvalidRequestError
 from ..model import AssembledPrompt, Section
-from ..plugins import collect, make_plugin_manager, reranker_from_plugins, slot_owners
+from ..plugins import (
+    collect,
+    make_plugin_manager,
+    prepare_environment,
+    reranker_from_plugins,
+    slot_owners,
+)
 from ..prompts import Templates, make_environment
 from ..request import AssemblyRequest
 from ..stores.writes.limits import Limits
@@ -167,7 +173,7 @@ class PromptAssembler:
         _check_slot_owners(pm, self.store)
         self.environment = make_environment(
             templates=self.templates, loader=self.loader,
-            prepare=lambda env: pm.hook.prepare_jinja2_environment(env=env))
+            prepare=lambda env: prepare_environment(pm, env))
         if self.contributors is None:
             found = collect(self.plugin_manager, "register_contributors", store=self.store)
             self.contributors = tuple(

@@ -1,0 +1,119 @@
+"""A plugin that fails is named: its hooks that raise or return what they should not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import ctxslots
+from ctxslots import (
+    FactStore,
+    PromptAssembler,
+    hookimpl,
+)
+from ctxslots.plugins import PluginError, make_plugin_manager, slot_owners
+
+#: Where the ctxslots this test imported lives, for a child process to import the same.
+SRC = Path(ctxslots.__file__).resolve().parents[1]
+
+
+def _installed(folder: Path, source: str) -> dict[str, str]:
+    """The environment of a child process in which ``source`` is the module of the
+    installed plugin ``bad`` (an entry point of a distribution on ``folder``), the only
+    plugin loaded."""
+    info = folder / "ctxslots_bad-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-bad\nVersion: 1.0\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text("[ctxslots]\nbad = ctxslots_bad_mod\n",
+                                           encoding="utf-8")
+    (folder / "ctxslots_bad_mod.py").write_text(
+        "from ctxslots import Item, Section, hookimpl\n" + textwrap.dedent(source),
+        encoding="utf-8")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(SRC)]),
+            "CTXSLOTS_LOAD_PLUGINS": "bad"}
+
+
+def _store(folder: Path) -> str:
+    """A store of one fact in ``folder``, for the command to open."""
+    path = folder / "m.db"
+    with FactStore(path) as store:
+        store.add("project", "The shop deploys on Friday.")
+    return str(path)
+
+
+def _ctxslots(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctxslots", *args], capture_output=True,
+                          text=True, timeout=300, env=env, check=False)
+
+
+SLOTS_RAISE = """
+@hookimpl
+def register_slots(register):
+    raise RuntimeError("the slots config is missing")
+"""
+
+JINJA_RAISE = """
+@hookimpl
+def prepare_jinja2_environment(env):
+    raise RuntimeError("the filters cannot be set up")
+"""
+
+@pytest.mark.parametrize(("source", "said"), [
+    (SLOTS_RAISE, ("Error: register_slots of plugin bad failed: RuntimeError: the slots "
+                   "config is missing")),
+    (JINJA_RAISE, ("Error: prepare_jinja2_environment of plugin bad failed: RuntimeError: "
+                   "the filters cannot be set up")),
+], ids=["register_slots", "prepare_jinja2_environment"])
+def test_a_failing_plugin_hook_is_one_error_line_naming_the_plugin(tmp_path, source, said):
+    """An installed plugin whose register_slots or prepare_jinja2_environment raises:
+    ``ctxslots assemble`` prints one line naming the plugin, no traceback, and exits 1."""
+    env = _installed(tmp_path / "site", source)
+    done = _ctxslots(env, "--db", _store(tmp_path), "assemble", "how do I deploy?")
+    assert (1, [said]) == (done.returncode, done.stderr.splitlines())
+
+
+def test_a_register_slots_hook_that_raises_or_returns_is_a_plugin_error_naming_it():
+    """A register_slots hook that raises, or returns its slots instead of registering
+    them (which was ignored), is a PluginError naming the plugin."""
+    class Raises:
+        @hookimpl
+        def register_slots(self, register):
+            raise RuntimeError("the slots config is missing")
+
+    class Returns:
+        @hookimpl
+        def register_slots(self, register):
+            return [("diary", "What the user wrote in their diary.", "user")]
+
+    for plugin, said in ((Raises(), ("register_slots of plugin .* failed: RuntimeError: the "
+                                     "slots config is missing")),
+                         (Returns(), "register_slots of plugin .* returned a value")):
+        with pytest.raises(PluginError, match=said) as raised:
+            slot_owners(make_plugin_manager([plugin]))
+        assert raised.value.plugin and raised.value.plugin in str(raised.value)
+
+
+def test_a_prepare_jinja2_environment_hook_that_raises_is_a_plugin_error_naming_it():
+    """An implementation that raises stops the assembler with a PluginError naming its
+    plugin; another plugin's implementation is still called when none raises."""
+    class Raises:
+        @hookimpl
+        def prepare_jinja2_environment(self, env):
+            raise RuntimeError("the filters cannot be set up")
+
+    class Shouts:
+        @hookimpl
+        def prepare_jinja2_environment(self, env):
+            env.filters["shout"] = str.upper
+
+    with pytest.raises(PluginError, match="prepare_jinja2_environment of plugin .* failed: "
+                       "RuntimeError: the filters cannot be set up") as raised:
+        PromptAssembler(None, plugins=[Shouts(), Raises()])
+    assert raised.value.plugin and raised.value.plugin in str(raised.value)
+    assert "LOUD" == PromptAssembler(None, plugins=[Shouts()]).environment.filters["shout"]("loud")
