@@ -1,4 +1,5 @@
-"""A plugin that fails is named: its hooks that raise or return what they should not."""
+"""A plugin that fails is named: its hooks that raise or return what they should not, and
+its contributors of the wrong shape."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import ctxslots
 from ctxslots import (
     FactStore,
     PromptAssembler,
+    StaticContributor,
     hookimpl,
 )
+from ctxslots.errors import InvalidRequestError
 from ctxslots.plugins import PluginError, make_plugin_manager, slot_owners
 
 #: Where the ctxslots this test imported lives, for a child process to import the same.
@@ -64,15 +67,34 @@ def prepare_jinja2_environment(env):
     raise RuntimeError("the filters cannot be set up")
 """
 
+PRIORITY_STR = """
+class Glossary:
+    name = "glossary"
+    priority = "high"
+    sticky = False
+
+    def contribute(self, request):
+        return None
+
+
+@hookimpl
+def register_contributors(register):
+    register(Glossary())
+"""
+
+
 @pytest.mark.parametrize(("source", "said"), [
     (SLOTS_RAISE, ("Error: register_slots of plugin bad failed: RuntimeError: the slots "
                    "config is missing")),
     (JINJA_RAISE, ("Error: prepare_jinja2_environment of plugin bad failed: RuntimeError: "
                    "the filters cannot be set up")),
-], ids=["register_slots", "prepare_jinja2_environment"])
+    (PRIORITY_STR, ("Error: plugin bad registered a bad contributor: contributor 'glossary' "
+                    "needs an integer priority from -1000000 to 1000000, not 'high'")),
+], ids=["register_slots", "prepare_jinja2_environment", "priority"])
 def test_a_failing_plugin_hook_is_one_error_line_naming_the_plugin(tmp_path, source, said):
-    """An installed plugin whose register_slots or prepare_jinja2_environment raises:
-    ``ctxslots assemble`` prints one line naming the plugin, no traceback, and exits 1."""
+    """An installed plugin whose register_slots or prepare_jinja2_environment raises, or
+    whose contributor has a priority that is no integer: ``ctxslots assemble`` prints
+    one line naming the plugin, no traceback, and exits 1."""
     env = _installed(tmp_path / "site", source)
     done = _ctxslots(env, "--db", _store(tmp_path), "assemble", "how do I deploy?")
     assert (1, [said]) == (done.returncode, done.stderr.splitlines())
@@ -117,3 +139,52 @@ def test_a_prepare_jinja2_environment_hook_that_raises_is_a_plugin_error_naming_
         PromptAssembler(None, plugins=[Shouts(), Raises()])
     assert raised.value.plugin and raised.value.plugin in str(raised.value)
     assert "LOUD" == PromptAssembler(None, plugins=[Shouts()]).environment.filters["shout"]("loud")
+
+
+class _Shaped:
+    """A contributor with the given attributes."""
+
+    def __init__(self, **attributes: object) -> None:
+        self.name = "glossary"
+        self.priority = 50
+        self.sticky = False
+        self.contribute = lambda request: None
+        self.__dict__.update(attributes)
+
+
+@pytest.mark.parametrize(("attributes", "said"), [
+    ({"priority": "high"}, "needs an integer priority from -1000000 to 1000000, not 'high'"),
+    ({"priority": 95.5}, "needs an integer priority from -1000000 to 1000000, not 95.5"),
+    ({"priority": 10**40}, "needs an integer priority from -1000000 to 1000000, not 1000"),
+    ({"priority": -10**6 - 1}, "needs an integer priority from -1000000 to 1000000, not -1000001"),
+    ({"sticky": "yes"}, "needs sticky = True or False"),
+    ({"contribute": None}, r"has no contribute\(request\) method"),
+])
+def test_a_plugin_contributor_of_the_wrong_shape_is_a_plugin_error_naming_the_plugin(
+        attributes, said):
+    """A registered contributor with a bad priority (not an int, or outside ±10**6, the
+    range MemoryContributor keeps to), sticky or contribute is a PluginError naming the
+    plugin and the contributor; given in contributors=, an InvalidRequestError."""
+    contributor = _Shaped(**attributes)
+
+    class Glossary:
+        @hookimpl
+        def register_contributors(self, register):
+            register(contributor)
+
+    plugin = Glossary()
+    with pytest.raises(PluginError, match=f"registered a bad contributor: contributor "
+                       f"'glossary' {said}") as raised:
+        PromptAssembler(None, plugins=[plugin])
+    assert raised.value.plugin and f"plugin {raised.value.plugin} " in str(raised.value)
+    with pytest.raises(InvalidRequestError, match=said):
+        PromptAssembler(None, contributors=[contributor])
+
+
+def test_any_contributor_keeps_to_the_priority_range():
+    """Priorities of ±10**6 are taken; one past them is refused, as MemoryContributor does."""
+    for priority in (10**6, -10**6):
+        assert priority == StaticContributor("rules", "Rules", ["Be brief."],
+                                             priority=priority).priority
+    with pytest.raises(InvalidRequestError, match="from -1000000 to 1000000, not 1000001"):
+        StaticContributor("rules", "Rules", ["Be brief."], priority=10**6 + 1)

@@ -15,7 +15,7 @@ import jinja2
 import pluggy
 
 from ..contributors.base import Contributor, SearchableStore, check_contributor
-from ..errors import BudgetExceededError, InvalidFactError, InvalidRequestError
+from ..errors import BudgetExceededError, InvalidFactError, InvalidRequestError, PluginError
 from ..model import AssembledPrompt, Section
 from ..plugins import (
     collect,
@@ -84,6 +84,18 @@ def _contributors(value: Any) -> tuple[Contributor, ...] | None:
     return None if value is None else _as_tuple(value, "contributors")
 
 
+def _plugin_contributor(obj: Any, plugin: str) -> Contributor:
+    """A contributor a plugin registered, checked.
+
+    :raises PluginError: It is not shaped like a contributor; names the plugin.
+    """
+    try:
+        return check_contributor(obj)
+    except InvalidRequestError as exc:
+        raise PluginError(f"plugin {plugin} registered a bad contributor: {exc}",
+                          plugin=plugin) from exc
+
+
 @attrs.define
 class PromptAssembler:
     """Builds the context of one turn from every contributor, within a token budget.
@@ -130,6 +142,9 @@ class PromptAssembler:
     :raises InvalidRequestError: An argument is malformed, or a slot the plugins
         register is kept by the store with other owners than they declare (open the
         store with ``Limits(slot_owners=ctxslots.plugins.slot_owners(...))``).
+    :raises PluginError: A plugin's hook failed, or a plugin registered a contributor
+        without a name, an integer ``priority`` from -10**6 to 10**6, a boolean
+        ``sticky`` or a ``contribute`` method; names the plugin.
     """
 
     store: SearchableStore | None = attrs.field(validator=_check_store)
@@ -177,7 +192,7 @@ class PromptAssembler:
         if self.contributors is None:
             found = collect(self.plugin_manager, "register_contributors", store=self.store)
             self.contributors = tuple(
-                check_contributor(obj) for _, (obj, _plugin) in sorted(found.items())
+                _plugin_contributor(obj, plugin) for _, (obj, plugin) in sorted(found.items())
             )
         else:
             names: set[str] = set()

@@ -3,7 +3,8 @@
 A contributor is any object with:
 
 - ``name``: unique among the registered contributors;
-- ``priority``: an ``int``, higher is kept longer when the budget is short;
+- ``priority``: an ``int`` from -1,000,000 to 1,000,000 (:data:`MAX_PRIORITY`),
+  higher is kept longer when the budget is short;
 - ``sticky``: ``True`` to be placed before every non-sticky section;
 - ``contribute(request) -> Section | None``: a plain or ``async`` method that
   returns this turn's section, or ``None`` to offer nothing.
@@ -28,8 +29,11 @@ from ..model import Hit, Item, Section
 if TYPE_CHECKING:
     from ..request import AssemblyRequest
 
-__all__ = ["Contributor", "RankedHits", "RankingStore", "SearchableStore", "StaticContributor",
-           "check_contributor"]
+__all__ = ["MAX_PRIORITY", "Contributor", "RankedHits", "RankingStore", "SearchableStore",
+           "StaticContributor", "check_contributor"]
+
+#: The largest priority a contributor may have (and the negated smallest).
+MAX_PRIORITY = 10**6
 
 
 @runtime_checkable
@@ -100,7 +104,8 @@ def check_contributor(obj: Any, *, field: str = "contributors") -> Contributor:
     """Return ``obj`` if it has the shape of a contributor.
 
     :raises InvalidRequestError: ``name``, ``priority``, ``sticky`` or
-        ``contribute`` is missing or of the wrong type, or ``record_shown`` is a
+        ``contribute`` is missing or of the wrong type, ``priority`` is out of
+        :data:`MAX_PRIORITY`'s range, or ``record_shown`` is a
         coroutine function (it would never be awaited).
     """
     name = getattr(obj, "name", None)
@@ -108,8 +113,10 @@ def check_contributor(obj: Any, *, field: str = "contributors") -> Contributor:
         raise InvalidRequestError(f"contributor {obj!r} needs a non-empty string name",
                                   field=field, value=obj)
     priority = getattr(obj, "priority", None)
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise InvalidRequestError(f"contributor {name!r} needs an integer priority, not {priority!r}",
+    if (isinstance(priority, bool) or not isinstance(priority, int)
+            or not -MAX_PRIORITY <= priority <= MAX_PRIORITY):
+        raise InvalidRequestError(f"contributor {name!r} needs an integer priority from "
+                                  f"{-MAX_PRIORITY} to {MAX_PRIORITY}, not {priority!r}",
                                   field=field, value=obj)
     if not isinstance(getattr(obj, "sticky", None), bool):
         raise InvalidRequestError(f"contributor {name!r} needs sticky = True or False",

@@ -47,7 +47,7 @@ from ..model import DropReason, Fact, Hit, Item, Section
 from ..prompts.ages import DATE_STYLES, when_said
 from ..prompts.escape import shown_length_text
 from ._fill import MAX_FETCH, Gathered, Wanted, gather, high_estimate, relaxed_search_of
-from .base import RankingStore, SearchableStore
+from .base import MAX_PRIORITY, RankingStore, SearchableStore
 
 if TYPE_CHECKING:
     from ..request import AssemblyRequest
@@ -97,6 +97,9 @@ def _check_range(low: int, high: int, *, optional: bool = False) -> Any:
                 field=attribute.name, value=value,
             )
     return check
+
+
+_check_priority = _check_range(-MAX_PRIORITY, MAX_PRIORITY)
 
 
 def _check_share(_instance: Any, attribute: Any, value: Any) -> None:
@@ -183,7 +186,7 @@ class MemoryContributor:
     slot: str = attrs.field(kw_only=True, validator=_check_slot)
     name: str = attrs.field(kw_only=True)
     title: str = attrs.field(kw_only=True)
-    priority: int = attrs.field(kw_only=True, validator=_check_range(-10**6, 10**6))
+    priority: int = attrs.field(kw_only=True, validator=_check_priority)
     sticky: bool = attrs.field(default=False, kw_only=True,
                                validator=attrs.validators.instance_of(bool))
     scoped: bool = attrs.field(default=True, kw_only=True)
@@ -355,7 +358,7 @@ class UserMemoryContributor(MemoryContributor):
     slot: str = attrs.field(default="user", kw_only=True, validator=_check_slot)
     name: str = attrs.field(default="user_memory", kw_only=True)
     title: str = attrs.field(default="What you know about the user", kw_only=True)
-    priority: int = attrs.field(default=88, kw_only=True, validator=_check_range(-10**6, 10**6))
+    priority: int = attrs.field(default=88, kw_only=True, validator=_check_priority)
     sticky: bool = attrs.field(default=True, kw_only=True,
                                validator=attrs.validators.instance_of(bool))
     # A user fact has no scope, except one an older release stored with one: it shows
@@ -371,7 +374,7 @@ class ProjectMemoryContributor(MemoryContributor):
     slot: str = attrs.field(default="project", kw_only=True, validator=_check_slot)
     name: str = attrs.field(default="project_memory", kw_only=True)
     title: str = attrs.field(default="What you know about this project", kw_only=True)
-    priority: int = attrs.field(default=80, kw_only=True, validator=_check_range(-10**6, 10**6))
+    priority: int = attrs.field(default=80, kw_only=True, validator=_check_priority)
 
 
 @attrs.define
@@ -381,4 +384,4 @@ class AgentMemoryContributor(MemoryContributor):
     slot: str = attrs.field(default="agent", kw_only=True, validator=_check_slot)
     name: str = attrs.field(default="agent_memory", kw_only=True)
     title: str = attrs.field(default="Lessons you learned earlier", kw_only=True)
-    priority: int = attrs.field(default=70, kw_only=True, validator=_check_range(-10**6, 10**6))
+    priority: int = attrs.field(default=70, kw_only=True, validator=_check_priority)
