@@ -1,8 +1,10 @@
-"""A plugin that fails is named: its hooks that raise or return what they should not, and
-its contributors of the wrong shape."""
+"""A plugin that fails is named: its hooks that raise or return what they should not, its
+contributors of the wrong shape, and its sections that cannot be made."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -13,8 +15,11 @@ import pytest
 
 import ctxslots
 from ctxslots import (
+    AssemblyRequest,
     FactStore,
+    Item,
     PromptAssembler,
+    Section,
     StaticContributor,
     hookimpl,
 )
@@ -188,3 +193,92 @@ def test_any_contributor_keeps_to_the_priority_range():
                                              priority=priority).priority
     with pytest.raises(InvalidRequestError, match="from -1000000 to 1000000, not 1000001"):
         StaticContributor("rules", "Rules", ["Be brief."], priority=10**6 + 1)
+
+
+class _Failing:
+    """Contributors whose sections cannot be made, each its own way."""
+
+    sticky = False
+    priority = 50
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def contribute(self, request: AssemblyRequest) -> object:
+        if self.name == "raises":
+            raise RuntimeError("the service is down")
+        if self.name == "wrong_type":
+            return "a glossary"
+        if self.name == "wrong_name":
+            return Section(title="Impostor", name="someone_else", items=[Item("x")])
+        return Section(title="Glossary", item_template="broken.md.j2", items=[Item("SLA")])
+
+
+FAILING = ("raises", "wrong_type", "wrong_name", "broken_template")
+
+
+@pytest.mark.parametrize("run", ["assemble", "aassemble"])
+def test_every_failed_section_is_one_warning_naming_its_contributor(caplog, run):
+    """A contributor that raises, returns no Section, returns another's section or whose
+    template fails: one warning each, naming it and the error its dump section shows."""
+    assembler = PromptAssembler(None, contributors=[_Failing(n) for n in FAILING],
+                                templates={"broken.md.j2": "{{ no_such_variable }}"})
+    request = AssemblyRequest("hello", budget=2000)
+    with caplog.at_level(logging.WARNING, logger="ctxslots.assembler"):
+        if run == "assemble":
+            prompt = assembler.assemble(request)
+        else:
+            prompt = asyncio.run(assembler.aassemble(request))
+
+    errors = {s.name: s.error for s in prompt.sections}
+    assert set(FAILING) == {n for n, e in errors.items() if e}
+    warned = sorted(r.getMessage() + (f": {type(r.exc_info[1]).__name__}: {r.exc_info[1]}"
+                                      if r.exc_info else "") for r in caplog.records)
+    assert sorted(f"contributor {n!r} failed: {errors[n]}" for n in FAILING) == warned
+
+
+WRONG_SECTIONS = """
+class WrongType:
+    name = "wrong_type"
+    priority = 50
+    sticky = False
+
+    def contribute(self, request):
+        return "a glossary"
+
+
+class BrokenTemplate:
+    name = "broken_template"
+    priority = 50
+    sticky = False
+
+    def contribute(self, request):
+        return Section(title="Glossary", item_template="broken.md.j2", items=[Item("SLA")])
+
+
+@hookimpl
+def register_contributors(register):
+    register(WrongType())
+    register(BrokenTemplate())
+
+
+@hookimpl
+def prepare_jinja2_environment(env):
+    import jinja2
+    env.loader = jinja2.ChoiceLoader(
+        [env.loader, jinja2.DictLoader({"broken.md.j2": "{{ no_such_variable }}"})])
+"""
+
+
+def test_the_command_warns_of_every_failed_section(tmp_path):
+    """``ctxslots assemble`` prints one warning line per failed section, also for a
+    contributor that returns no Section or whose template fails, and still succeeds."""
+    env = _installed(tmp_path / "site", WRONG_SECTIONS)
+    done = _ctxslots(env, "--db", _store(tmp_path), "assemble", "how do I deploy?")
+    assert 0 == done.returncode, done.stderr
+    assert sorted([
+        ("warning: contributor 'broken_template' failed: template 'broken.md.j2' failed: "
+         "UndefinedError: 'no_such_variable' is undefined"),
+        ("warning: contributor 'wrong_type' failed: TypeError: contribute() returned str, "
+         "expected Section or None"),
+    ]) == sorted(done.stderr.splitlines())

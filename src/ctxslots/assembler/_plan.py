@@ -14,7 +14,7 @@ from ..prompts import SHIPPED_TEMPLATES
 from ..request import AssemblyRequest
 from ..tokens import TokenCounterProtocol
 from ._lines import render_group, render_header, render_item
-from ._run import Outcome
+from ._run import Outcome, report_failure
 from .fit import Prepared
 
 __all__ = ["Preparer", "build_reports", "collect_sections", "extra_sections", "order_sections",
@@ -61,9 +61,10 @@ def section_of(outcome: Outcome) -> tuple[Section, str | None] | None:
     if section.name and section.name != contributor.name:
         # A section goes by its contributor's name: what it showed is told to that
         # contributor, and another's name would push that contributor's section out.
-        return _error_section(contributor, (
-            f"ValueError: contributor {contributor.name!r} returned a section named "
-            f"{section.name!r}; leave Section.name out (it is the contributor's)"))
+        error = (f"ValueError: contributor {contributor.name!r} returned a section named "
+                 f"{section.name!r}; leave Section.name out (it is the contributor's)")
+        report_failure(contributor.name, error)
+        return _error_section(contributor, error)
     filled: dict[str, Any] = {}
     if not section.name:
         filled["name"] = contributor.name
@@ -165,7 +166,7 @@ class Preparer:
         except TemplateError as exc:
             if not _own_templates(section):
                 raise
-            return Prepared(section, "", 0, [], [], [], error=str(exc))
+            return Prepared(section, "", 0, [], [], [], error=str(exc), template_failed=True)
         counter, first_seen = self.counter, self._first_seen
         tokens = [counter.count(line) for line in lines]
         pre: list[tuple[DropReason, str | None] | None] = []

@@ -18,7 +18,7 @@ from ..contributors.base import Contributor
 from ..model import Section
 from ..request import AssemblyRequest
 
-__all__ = ["Outcome", "call_async", "call_sync"]
+__all__ = ["Outcome", "call_async", "call_sync", "report_failure"]
 
 logger = logging.getLogger("ctxslots.assembler")
 
@@ -43,12 +43,18 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def report_failure(name: str, error: str) -> None:
+    """Log that contributor ``name``'s section was left out, and why (``"Type: message"``):
+    one warning per failed section, as for a contributor that raised."""
+    logger.warning("contributor %r failed: %s", name, error)
+
+
 def _checked(contributor: Contributor, result: Any) -> Outcome:
     if result is None or isinstance(result, Section):
         return Outcome(contributor, result)
-    return Outcome(contributor, error=(
-        f"TypeError: contribute() returned {type(result).__name__}, expected Section or None"
-    ))
+    error = f"TypeError: contribute() returned {type(result).__name__}, expected Section or None"
+    report_failure(contributor.name, error)
+    return Outcome(contributor, error=error)
 
 
 def _failed(contributor: Contributor, exc: Exception) -> Outcome:

@@ -47,7 +47,7 @@ from ._plan import (
     prepare,
     section_of,
 )
-from ._run import call_async, call_sync
+from ._run import call_async, call_sync, report_failure
 from .fit import Prepared, fit, verify
 
 __all__ = ["PromptAssembler"]
@@ -283,6 +283,9 @@ class PromptAssembler:
     def _finish(self, request: AssemblyRequest, prepared: list[Prepared], *,
                 record_shown: bool = True) -> AssembledPrompt:
         available = request.available
+        for prep in prepared:
+            if prep.template_failed and prep.error is not None:
+                report_failure(prep.section.name, prep.error)
         fit(prepared, available, self.counter.count(SECTION_SEPARATOR))
         text, total = verify(prepared, available, SECTION_SEPARATOR, joined_count(self.counter))
         # A section that fills (offers more than may fit) has overflowed only when it

@@ -69,6 +69,8 @@ class Prepared:
         error: The contributor's error, for a section that could not be made.
         no_room: Its contributor was asked when the sections before it had left
             no room (it offers nothing then: dropped for the budget).
+        template_failed: ``error`` is its own templates' failure (reported when the
+            prompt is finished: a section may be rendered twice).
     """
 
     section: Section
@@ -85,6 +87,7 @@ class Prepared:
     group_tokens: dict[str, int] = attrs.Factory(dict)
     error: str | None = None
     no_room: bool = False
+    template_failed: bool = False
 
     @property
     def eligible(self) -> list[int]:
