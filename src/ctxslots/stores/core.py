@@ -111,8 +111,7 @@ class StoreCore:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """The embedder's vectors of ``texts`` (only called where a store keeps vectors)."""
-        assert self.embedding.embedder is not None
-        return self.embedding.embedder.embed(texts)
+        return self.embedding.embed(texts)
 
     @property
     def vector_leg_ready(self) -> bool:
@@ -254,10 +253,9 @@ def open_core(location: str, options: StoreOptions) -> StoreCore:
                                else 0.0)
     vector_writer = None
     if _background_vectors(location, options, binding):
-        assert binding.embedder is not None
         vector_writer = VectorWriter(
             lambda: open_backend(location, create=False, vector_cache=False),
-            binding.embedder.embed)
+            binding.embed)
     access_writer = None
     if _background_access(location, options):
         access_writer = AccessWriter(

@@ -112,7 +112,7 @@ class QueryPlanner:
         vectors = self._vectors
         vector = vectors.pop(text, None)
         if vector is None:
-            vector = np.array(self.embedding.embedder.embed([text])[0], dtype=np.float32)
+            vector = self.embedding.embed([text])[0].copy()
             vector.setflags(write=False)
         vectors[text] = vector
         while len(vectors) > QUERY_VECTORS_KEPT:

@@ -8,9 +8,10 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from ...errors import EmbedderSpecError
+from ...errors import EmbedderError, EmbedderSpecError
 
-__all__ = ["Embedder", "EmbedderSpecError", "Vectors", "as_texts", "normalize_rows"]
+__all__ = ["Embedder", "EmbedderSpecError", "Vectors", "as_texts", "embed_checked",
+           "normalize_rows"]
 
 #: What every embedder returns: float32, one unit-length row per text.
 Vectors = npt.NDArray[np.float32]
@@ -21,7 +22,9 @@ class Embedder(Protocol):
     """What the fact store needs from an embedder.
 
     ``embed`` returns a float32 array of shape ``(len(texts), dimension)`` whose
-    rows have unit L2 norm; an empty input gives shape ``(0, dimension)``.
+    rows have unit L2 norm; an empty input gives shape ``(0, dimension)``. The store
+    also takes any array-like of that shape (a list of lists of floats), converted
+    to float32 (see :func:`embed_checked`).
     ``model_id`` names the model and its settings: the store records it with
     the dimension, so vectors built by another embedder are detected.
 
@@ -60,3 +63,31 @@ def normalize_rows(matrix: npt.NDArray[Any]) -> Vectors:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0.0] = 1.0
     return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+
+
+def embed_checked(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """``embedder.embed(texts)`` as a contiguous float32 array, one row per text.
+
+    The embedder may return any array-like of shape ``(len(texts), dimension)``:
+    an array of another float type, or a list of lists of numbers.
+
+    :raises EmbedderError: It returned no array of numbers, or one of another
+        shape; names the embedder.
+    """
+    made = embedder.embed(texts)
+    model, dimension = embedder.model_id, embedder.dimension
+    try:
+        vectors = np.asarray(made, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbedderError(
+            f"embedder {model} returned {type(made).__name__} that is no array of numbers "
+            f"({exc}); embed(texts) returns one row of {dimension} floats per text",
+            model_id=model) from exc
+    if not texts and vectors.size == 0:
+        return np.zeros((0, dimension), dtype=np.float32)
+    if vectors.shape != (len(texts), dimension):
+        raise EmbedderError(
+            f"embedder {model} returned vectors of shape {vectors.shape} for {len(texts)} "
+            f"text(s); embed(texts) returns one row of {dimension} floats per text",
+            model_id=model)
+    return np.ascontiguousarray(vectors)

@@ -17,14 +17,14 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
 
 from ...errors import CtxslotsError, EmbedderError
 from ..backend import META_EMBEDDER_DIMENSION, META_EMBEDDER_MODEL, Backend
-from ._base import Embedder
+from ._base import Embedder, Vectors, embed_checked
 from ._hashing import HashingEmbedder
 from ._openai import OpenAIEmbedder
 from .specs import EMBEDDER_ENV, EmbedderFactory, embedder_from_spec
@@ -111,6 +111,13 @@ class EmbedderBinding:
     def is_model(self) -> bool:
         """Whether the embedder is a real model (not the hashing embedder, not none)."""
         return self.embedder is not None and not isinstance(self.embedder, HashingEmbedder)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """The embedder's vectors of ``texts``, checked (see
+        :func:`~ctxslots.stores.embedders._base.embed_checked`): every vector a store
+        keeps or searches with is made here."""
+        assert self.embedder is not None
+        return embed_checked(self.embedder, texts)
 
     def reset_vectors(self, backend: Backend) -> None:
         """Drop every vector and bind the store to this embedder, recording its spec."""

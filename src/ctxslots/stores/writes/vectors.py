@@ -45,7 +45,7 @@ class VectorSink:
             return
         assert self.embedding.embedder is not None
         rows = list(pending.values())
-        made = embed_what_it_takes(self.embedding.embedder.embed, [value for _, value in rows])
+        made = embed_what_it_takes(self.embedding.embed, [value for _, value in rows])
         self.backend.put_vectors([rows[i][0] for i in made.kept], made.vectors)
         ids = list(pending)
         refused = {ids[i]: exc for i, exc in made.refused.items()}
