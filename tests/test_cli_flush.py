@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
@@ -61,7 +62,7 @@ def test_json_report_layout(db_path, conversation):
     data = json.loads(result.output)
     assert ("applied", "chat-1", 2) == (data["status"], data["conversation"], data["messages_read"])
     assert ["deploy.day"] == [c["fact"]["key"] for c in data["added"]]
-    assert "unknown slot" in data["rejected"][0]["reason"]
+    assert "not one of this flush's slots" in data["rejected"][0]["reason"]
 
 
 def test_failed_flush_exits_non_zero_and_changes_nothing(db_path, conversation):
@@ -111,3 +112,53 @@ def test_a_message_naming_a_field_twice_is_one_clear_error(db_path, tmp_path):
     assert 1 == result.exit_code
     assert [f"Error: {path}:1: the message names 'content' twice"] == \
         result.stderr.splitlines()
+
+
+DIARY = {"op": "upsert", "slot": "diary", "key": "mood", "value": "The user felt great today.",
+         "confidence": 0.9, "tags": []}
+
+
+@pytest.fixture(name="diary_plugin")
+def fixture_diary_plugin(tmp_path, monkeypatch):
+    """An installed plugin ``diary`` (an entry point on ``sys.path``) registering the slot
+    ``diary`` of user facts, loaded by the command."""
+    folder = tmp_path / "site"
+    info = folder / "ctxslots_diary-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-diary\n"
+                                   "Version: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[ctxslots]\ndiary = ctxslots_diary_mod\n",
+                                           encoding="utf-8")
+    (folder / "ctxslots_diary_mod.py").write_text(
+        "from ctxslots import hookimpl\n\n\n@hookimpl\ndef register_slots(register):\n"
+        '    register("diary", "What the user wrote in their diary.", "user")\n',
+        encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "diary")
+    importlib.invalidate_caches()
+
+
+def test_slot_lets_a_flush_write_a_plugins_slot(location, conversation, diary_plugin):
+    """Without --slot a flush writes the built-in slots only, and an upsert to a plugin's
+    slot is rejected as not one of the flush's slots, saying how to add it; with --slot
+    the model is shown the slot with the plugin's description and writes it; a slot the
+    store does not accept is one error line, before the model is asked."""
+    with ScriptedChatServer([reply(DIARY), reply(DIARY)]) as server:
+        base = ["--base-url", server.base_url, "--model", "m", "--user", "alice", "--json"]
+        before = invoke(location, conversation, *base)
+        after = invoke(location, conversation, *base, "--conversation", "again",
+                       "--slot", "user", "--slot", "diary")
+        unknown = invoke(location, conversation, *base, "--slot", "nope")
+
+    assert [("slot 'diary' is not one of this flush's slots (user, project, agent); give the "
+             "flusher the slots it may write: MemoryFlusher(slots=...), ctxslots flush --slot")
+            ] == [r["reason"] for r in json.loads(before.output)["rejected"]]
+    assert 0 == after.exit_code, after.output
+    assert [("diary", "mood")] == [(c["fact"]["slot"], c["fact"]["key"])
+                                  for c in json.loads(after.output)["added"]]
+    prompt = server.requests[1]["messages"][0]["content"]
+    assert "- diary: What the user wrote in their diary." in prompt
+    assert "- project:" not in prompt
+    assert (1, 2) == (unknown.exit_code, len(server.requests))
+    assert unknown.output.startswith("Error: unknown slot 'nope' (known: user, project, agent, "
+                                     "diary)")

@@ -305,7 +305,7 @@ def test_unknown_slot_is_rejected_and_the_rest_applied(engine, chat, seeded):
 
     [rejected] = report.rejected
     assert (0, "secrets") == (rejected.index, rejected.operation.slot)
-    assert "unknown slot 'secrets'" in rejected.reason
+    assert "slot 'secrets' is not one of this flush's slots" in rejected.reason
     assert ["editor"] == [c.fact.key for c in report.updated]
     assert [] == list(engine(seeded).select(FactFilter(slots=("secrets",))))
 

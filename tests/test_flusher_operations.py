@@ -99,8 +99,8 @@ def test_anything_else_is_a_format_error(reply, message):
 @pytest.mark.parametrize(
     ("op", "reason"),
     [
-        (Upsert("secrets", "x", "A value.", 1.0), "unknown slot 'secrets'"),
-        (Forget("secrets", "x", "gone"), "unknown slot 'secrets'"),
+        (Upsert("secrets", "x", "A value.", 1.0), "slot 'secrets' is not one of this flush's"),
+        (Forget("secrets", "x", "gone"), "slot 'secrets' is not one of this flush's"),
         (Upsert("user", "line\nbreak", "A value.", 1.0), "one line without control characters"),
         (Upsert("user", "tab\there", "A value.", 1.0), "one line without control characters"),
         (Upsert("user", "  ", "A value.", 1.0), "key must be a non-empty string"),

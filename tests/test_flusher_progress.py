@@ -275,7 +275,9 @@ def test_configured_slots_are_the_only_writable_ones(chat, store, tmp_path, cloc
     report = flusher.flush(MESSAGES, conversation="c", force=True)
 
     assert ["oncall"] == [c.fact.key for c in report.added]
-    assert "unknown slot 'agent' (known: user, team)" == report.rejected[0].reason
+    assert ("slot 'agent' is not one of this flush's slots (user, team); give the flusher the "
+            "slots it may write: MemoryFlusher(slots=...), ctxslots flush --slot"
+            ) == report.rejected[0].reason
     assert "- team: facts about the user's team." in prompt_of(server.requests[0])
     assert ["user", "project"] == list(MemoryFlusher(store, _Fixed("{}"), slots=["user", "project"]).slots)
 

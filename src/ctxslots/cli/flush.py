@@ -100,6 +100,8 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
 @click.option("--conversation", help="Conversation id (default: derived from the file's path; "
                                      "only with one file).")
 @click.option("--scope", help="Workspace of project facts (default: global).")
+@click.option("--slot", "slots", multiple=True,
+              help="A slot the model may write (repeatable; default: user, project, agent).")
 @owner_options("Whose conversation: user facts are theirs (default: the store's default user).",
                "The agent of the conversation: agent facts are its lessons (default: the "
                + "store's default agent).")
@@ -133,9 +135,10 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
 @pass_cli_context
 def flush(
     app: CliContext, paths: tuple[Path, ...], conversation: str | None, scope: str | None,
-    user: str | None, agent: str | None, client_name: str, base_url: str | None,
-    model: str | None, timeout: float, max_reply_bytes: int | None, if_due: bool,
-    every_n_turns: int, token_threshold: int, max_tokens: int | None, as_json: bool,
+    slots: tuple[str, ...], user: str | None, agent: str | None, client_name: str,
+    base_url: str | None, model: str | None, timeout: float, max_reply_bytes: int | None,
+    if_due: bool, every_n_turns: int, token_threshold: int, max_tokens: int | None,
+    as_json: bool,
 ) -> None:
     """Extract facts from conversation files (one {role, content} object per line): each
     CONVERSATION.jsonl given, and every *.jsonl file of each DIR, one conversation per file.
@@ -156,18 +159,20 @@ def flush(
                          max_reply_bytes=max_reply_bytes)
     out = _Out(as_json, _held_secrets(client, base_url))
     policy = FlushPolicy(every_n_turns=every_n_turns, token_threshold=token_threshold)
-    cap: dict[str, Any] = {} if max_tokens is None else {"max_flush_tokens": max_tokens}
+    options: dict[str, Any] = {} if max_tokens is None else {"max_flush_tokens": max_tokens}
     owners = OwnerArgs(scope=scope, user=user, agent=agent)
+    if slots:
+        options["slots"] = _slot_meanings(app, slots)
     if len(files) == 1:
         with app.open_store(create=True) as store:
-            flusher = MemoryFlusher(store, client, policy=policy, **cap)
+            flusher = MemoryFlusher(store, client, policy=policy, **options)
             _flush_one(flusher, files[0], conversation, owners, if_due, out)
         return
     reports: list[dict[str, Any]] = []
     failed = 0
     with app.open_store(create=True) as store, \
             Progress("flushing", total=len(files), unit="conversations") as bar:
-        flusher = MemoryFlusher(store, client, policy=policy, **cap)
+        flusher = MemoryFlusher(store, client, policy=policy, **options)
         for file in files:
             try:
                 report = _flush_until_read(flusher, read_conversation(file),
@@ -216,6 +221,17 @@ def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
                 shown(report)
             if report.status != "applied" or not report.remaining:
                 return reports
+
+
+def _slot_meanings(app: CliContext, slots: Sequence[str]) -> dict[str, str]:
+    """Each slot of ``--slot`` with what it holds, as the model is told: a built-in
+    slot's meaning, a plugin's slot's description (``register_slots``)."""
+    from ..flusher import DEFAULT_SLOTS
+    from ..plugins import known_slots
+
+    described = known_slots(app.plugin_manager())
+    return {slot: DEFAULT_SLOTS.get(slot) or described.get(slot) or f"facts of the {slot} slot."
+            for slot in dict.fromkeys(slots)}
 
 
 def _flush_one(flusher: Any, file: Path, conversation: str | None,

@@ -319,7 +319,9 @@ def check_operation(op: Operation, *, slots: Sequence[str] | Mapping[str, str],
     :param limits: The store's limits (value size, tags).
     """
     if op.slot not in slots:
-        return f"unknown slot {op.slot[:40]!r} (known: {', '.join(slots)})"
+        return (f"slot {op.slot[:40]!r} is not one of this flush's slots ({', '.join(slots)}); "
+                "give the flusher the slots it may write: MemoryFlusher(slots=...), "
+                "ctxslots flush --slot")
     try:
         limits.slot(op.slot)  # the store may know fewer slots than the flusher was given
         limits.key(op.key)
