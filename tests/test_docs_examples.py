@@ -31,6 +31,7 @@ A page added under docs/ is picked up with no change here.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import re
@@ -292,3 +293,42 @@ def test_output_matching_allows_ellipses_and_nothing_else():
     assert matches("a\n...\nz", "a\nz")
     assert not matches("a\nb\n...", "a\nc")
     assert not matches("a\n...\nz", "a\nzz")
+
+
+#: A dotted name in the package, as a page gives it (``ctxslots.plugins.load_plugins``).
+_DOTTED = re.compile(r"(?<![\w.])ctxslots(?:\.[A-Za-z_]\w*)+")
+
+
+def _logger_names() -> set[str]:
+    """The loggers the package writes to by a name of their own (a page may name one)."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "src").rglob("*.py"))
+    return set(re.findall(r'getLogger\("(ctxslots[\w.]*)"\)', source))
+
+
+def _found(dotted: str) -> bool:
+    """Whether ``dotted`` is a module of the package, or a name in one."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        try:
+            found: object = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # the module exists but needs a package not installed
+                raise
+            continue
+        break
+    for name in parts[cut:]:
+        if not hasattr(found, name):
+            return False
+        found = getattr(found, name)
+    return True
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_dotted_name_a_page_gives_is_found_there(page):
+    """Each ``ctxslots.module.name`` in a page's code spans imports: a reader copying it
+    finds the name where the page says (the name of one of the package's loggers aside)."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    dotted = {m for span in re.findall(r"`([^`\n]+)`", text) for m in _DOTTED.findall(span)}
+    missing = sorted(dotted - _logger_names() - {d for d in dotted if _found(d)})
+    assert [] == missing
