@@ -13,14 +13,15 @@ from ctxslots import FactStore, FlushPolicy, MemoryFlusher, OpenAIChatClient
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 
-def tool_calls(*calls: tuple[str, dict]) -> ScriptedReply:
-    """A chat completion in which the assistant calls these tools, in order."""
+def tool_calls(*calls: tuple[str, dict], prefix: str = "call") -> ScriptedReply:
+    """A chat completion in which the assistant calls these tools, in order (call ids
+    ``{prefix}_0``, ``{prefix}_1``...)."""
     return ScriptedReply(body=json.dumps({
         "id": "chatcmpl-tools", "object": "chat.completion", "created": int(time.time()),
         "model": "scripted",
         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
             "role": "assistant", "content": None,
-            "tool_calls": [{"id": f"call_{i}", "type": "function",
+            "tool_calls": [{"id": f"{prefix}_{i}", "type": "function",
                             "function": {"name": name, "arguments": json.dumps(args)}}
                            for i, (name, args) in enumerate(calls)]}}],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},

@@ -239,6 +239,41 @@ def test_runs_that_end_with_different_agents_keep_one_progress(store, servers):
     assert "I like tea." not in sent[2] and "Another billing question." in sent[2]
 
 
+def test_an_agent_run_as_a_tool_flushes_as_itself(store, servers):
+    """A manager calls a researcher through ``as_tool``, both with memory: the nested run
+    flushes as the researcher, and the manager's next run reads on from its own progress."""
+    research = ("research", {"input": "Find the capital of Portugal."})
+    model, flush = servers(
+        [tool_calls(research), "Lisbon is the capital.", "Lisbon.",
+         tool_calls(research, prefix="again"), "Madrid is the capital.", "Madrid."],
+        [flush_reply(("agent", "sources", "Atlases name capitals.")),
+         flush_reply(("agent", "delegate", "The researcher finds capitals.")),
+         flush_reply(), flush_reply()])
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
+    researcher = with_memory(_agent(model, name="researcher"), memory)
+    manager = with_memory(_agent(model, name="manager",
+                                 tools=[researcher.as_tool("research", "Ask the researcher.")]),
+                          memory)
+    contexts = [MemoryContext(user="alice", conversation="c1") for _ in range(2)]
+
+    async def main() -> None:
+        result = await agents.Runner.run(manager, "The capital of Portugal?",
+                                         context=contexts[0])
+        await agents.Runner.run(manager, [*result.to_input_list(),
+                                          {"role": "user", "content": "And of Spain?"}],
+                                context=contexts[1])
+
+    asyncio.run(main())
+    assert store.get_by_key("agent", "sources", agent="researcher") is not None
+    assert store.get_by_key("agent", "sources", agent="manager") is None
+    assert store.get_by_key("agent", "delegate", agent="manager") is not None
+    first, second = (c.flush_report for c in contexts)
+    assert ("manager", 1, 4) == (first.agent, first.first, first.last)
+    assert ("manager", 5, 8, False) == (second.agent, second.first, second.last,
+                                        second.restarted)
+    assert "The capital of Portugal?" not in flush.requests[3]["messages"][-1]["content"]
+
+
 def test_a_failing_store_does_not_stop_the_run(db_path, clock, servers, caplog):
     """A closed store: the run answers, without memory, and each failure is logged."""
     store = FactStore(db_path, clock=clock)

@@ -215,21 +215,32 @@ class _RunStart:
 _Record = TypeVar("_Record")
 
 
-def _of_run(records: dict[int, tuple[weakref.ref[object], _Record]], usage: object,
+def _of_run(records: dict[int, tuple[weakref.ref[object], _Record]], run: object,
             make: Callable[[], _Record]) -> _Record:
-    """The record of the run whose usage object is ``usage`` (shared by every context and
-    agent of a run), made when new and dropped once the run is gone."""
-    key = id(usage)
+    """The record of the run whose context wrapper is ``run``, made when new and dropped
+    once the run is gone."""
+    key = id(run)
     entry = records.get(key)
-    if entry is None or entry[0]() is not usage:
-        entry = (weakref.ref(usage, lambda _ref: records.pop(key, None)), make())
+    if entry is None or entry[0]() is not run:
+        entry = (weakref.ref(run, lambda _ref: records.pop(key, None)), make())
         records[key] = entry
     return entry[1]
 
 
-def _run_start(usage: object, agent: object) -> _RunStart:
-    """The run's record (made with ``agent`` as its first agent when new)."""
-    return _of_run(MemoryHooks._started, usage, lambda: _RunStart(agent))
+def _run_of(context: RunContextWrapper[Any]) -> RunContextWrapper[Any]:
+    """The context wrapper of the run ``context`` belongs to.
+
+    The model hooks get the run's own wrapper; ``on_end`` gets a copy holding the same
+    usage and turn input. Usage alone does not tell runs apart: an agent run as a tool
+    (``Agent.as_tool``) adds to the calling run's usage, in a wrapper of its own.
+    """
+    for ref, _run in list(MemoryHooks._started.values()):
+        run = ref()
+        if run is context or (isinstance(run, RunContextWrapper)
+                              and run.usage is context.usage
+                              and run.turn_input is context.turn_input):
+            return run
+    return context
 
 
 class MemoryHooks(AgentHooks[Any]):
@@ -244,8 +255,9 @@ class MemoryHooks(AgentHooks[Any]):
     Every other hook is passed on to ``inner`` (the agent's own hooks).
     """
 
-    #: Each run's first agent and handoff tools, by run (its usage object, shared by every
-    #: agent of the run), for every hooks object: with handoffs another agent's hooks end it.
+    #: Each run's first agent and handoff tools, by run (its context wrapper, shared by
+    #: every agent of the run), for every hooks object: with handoffs another agent's hooks
+    #: end it.
     _started: ClassVar[dict[int, tuple[weakref.ref[object], _RunStart]]] = {}
 
     def __init__(self, memory: Memory, inner: AgentHooks[Any] | None = None) -> None:
@@ -255,13 +267,13 @@ class MemoryHooks(AgentHooks[Any]):
         self._skip = frozenset(spec["function"]["name"] for spec in
                                openai_tools(memory.slots, delete=memory.allow_delete))
 
-    def _transcript(self, context: RunContextWrapper[Any]) -> _Transcript:
-        return _of_run(self._runs, context.usage, _Transcript)
+    def _transcript(self, run: RunContextWrapper[Any]) -> _Transcript:
+        return _of_run(self._runs, run, _Transcript)
 
     async def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
                            system_prompt: str | None, input_items: list[Any]) -> None:
         """Keep what the model is shown, and the agent the run started with."""
-        run = _run_start(context.usage, agent)
+        run = _of_run(MemoryHooks._started, context, lambda: _RunStart(agent))
         run.handoffs.update(h.tool_name if isinstance(h, Handoff) else Handoff.default_tool_name(h)
                             for h in getattr(agent, "handoffs", None) or ())
         transcript = self._transcript(context)
@@ -278,9 +290,10 @@ class MemoryHooks(AgentHooks[Any]):
 
     async def on_end(self, context: Any, agent: Any, output: Any) -> None:
         """Flush the run's conversation, then call the inner hook."""
-        entry = self._runs.pop(id(context.usage), None)
-        transcript = entry[1] if entry is not None else _Transcript()
-        run = _run_start(context.usage, agent)
+        wrapper = _run_of(context)
+        entry = self._runs.pop(id(wrapper), None)
+        transcript = entry[1] if entry is not None and entry[0]() is wrapper else _Transcript()
+        run = _of_run(MemoryHooks._started, wrapper, lambda: _RunStart(agent))
         # Handoffs are plumbing, and the SDK moves their items in the next run's history:
         # the ones the run's agents offered, and the one that handed the run to this agent
         # (its first agent may have no memory hooks to say so).
