@@ -13,9 +13,9 @@ from ctxslots import FactStore, FlushPolicy, MemoryFlusher, OpenAIChatClient
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 
-def tool_calls(*calls: tuple[str, dict], prefix: str = "call") -> ScriptedReply:
-    """A chat completion in which the assistant calls these tools, in order (call ids
-    ``{prefix}_0``, ``{prefix}_1``...)."""
+def tool_calls(*calls: tuple[str, object], prefix: str = "call") -> ScriptedReply:
+    """A chat completion in which the assistant calls these tools, in order, each with
+    its arguments as JSON (call ids ``{prefix}_0``, ``{prefix}_1``...)."""
     return ScriptedReply(body=json.dumps({
         "id": "chatcmpl-tools", "object": "chat.completion", "created": int(time.time()),
         "model": "scripted",

@@ -279,6 +279,22 @@ def test_a_failing_tool_answers_the_model(db_path, clock, servers):
     assert "Error: the memory store is unavailable; try again later" == answer
 
 
+def test_arguments_that_do_not_fit_are_answered_not_raised(store, servers):
+    """Tool calls whose arguments name ``ctx`` or are not a JSON object at all (null, a
+    list, a string) each get the dispatcher's error text; the run goes on."""
+    calls = [("memory_query", {"query": "editor", "ctx": 1}), ("memory_query", None),
+             ("memory_query", [1, 2]), ("memory_query", "editor")]
+    model, _ = servers([tool_calls(*calls), "Sorry."])
+    agent = _agent(_model(model), Memory(store))
+    assert "Sorry." == agent.run_sync("Which editor?", deps=MemoryContext(user="alice")).output
+    answers = {m["tool_call_id"]: m["content"] for m in model.requests[1]["messages"]
+               if m["role"] == "tool"}
+    assert answers["call_0"].startswith("Error: unknown argument(s) 'ctx'; memory_query takes")
+    assert [f"Error: the arguments must be a JSON object, not {kind}" for kind in
+            ("null (null)", "a list ([1, 2])", 'a string ("editor")')] == \
+        [answers[f"call_{i}"] for i in (1, 2, 3)]
+
+
 def test_a_malformed_identity_runs_without_memory(store, servers, caplog):
     """Deps whose user is not a string: logged, and the run goes on without memory."""
     model, _ = servers(["Hi."])

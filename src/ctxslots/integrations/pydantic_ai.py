@@ -20,8 +20,9 @@ are public too: :func:`memory_instructions`, :func:`memory_toolset` and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import IntegrationUnavailableError, InvalidArgumentError
@@ -41,7 +42,8 @@ try:
         UserPromptPart,
     )
     from pydantic_ai.run import AgentRunResult
-    from pydantic_ai.toolsets import FunctionToolset
+    from pydantic_ai.toolsets import FunctionToolset, ToolsetTool
+    from pydantic_core import SchemaValidator, core_schema
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise IntegrationUnavailableError("ctxslots.integrations.pydantic_ai", "pydantic-ai") from exc
 
@@ -92,28 +94,63 @@ def memory_instructions(memory: Memory) -> Callable[[RunContext[Any]], Awaitable
     return memory_context
 
 
+class _NotAnObject:
+    """Tool-call arguments that are not a JSON object (null, a list, a string...)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+#: The keyword that carries arguments that are not an object into the tool function.
+_ARGUMENTS = "arguments"
+
+
+def _as_keywords(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {_ARGUMENTS: _NotAnObject(value)}
+
+
+#: pydantic-ai calls a tool with ``**arguments``, which fails for anything but an object:
+#: this validator hands those through, so the dispatcher answers the model what is wrong.
+_KEYWORDS = SchemaValidator(core_schema.no_info_plain_validator_function(_as_keywords))
+
+
+class _MemoryToolset(FunctionToolset[Any]):
+    """The memory tools, whose arguments the dispatcher checks, not pydantic-ai."""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await super().get_tools(ctx)
+        return {name: replace(tool, args_validator=_KEYWORDS) for name, tool in tools.items()}
+
+
 def memory_toolset(memory: Memory) -> FunctionToolset[Any]:
     """The memory tools as a toolset, each call bound to the owners the run's
     dependencies name. The schemas are the plain ones (optional arguments left out of
     ``required``), which pydantic-ai's test models can fill and its OpenAI profile
-    sends as they are."""
+    sends as they are. Arguments that are wrong (unknown, missing, ill-typed, or not a
+    JSON object at all) are answered with an ``Error: ...`` text, as the dispatcher
+    words it."""
 
     def tool(entry: dict[str, Any]) -> Tool[Any]:
         function = entry["function"]
         name = function["name"]
 
-        async def call(ctx: RunContext[Any], **arguments: Any) -> str:
+        async def call(ctx: RunContext[Any], /, **arguments: Any) -> str:
             try:
                 who = _who(ctx)
             except InvalidArgumentError as exc:
                 return f"Error: memory is unavailable ({exc})"
+            given = arguments.get(_ARGUMENTS)
+            if isinstance(given, _NotAnObject):
+                return await memory.adispatch(name, json.dumps(given.value, default=str), who)
             return await memory.adispatch(name, arguments, who)
 
         return Tool.from_schema(call, name=name, description=function["description"],
                                 json_schema=function["parameters"], takes_ctx=True)
 
-    return FunctionToolset([tool(e) for e in
-                            openai_tools(memory.slots, delete=memory.allow_delete)])
+    return _MemoryToolset([tool(e) for e in
+                           openai_tools(memory.slots, delete=memory.allow_delete)])
 
 
 def to_messages(messages: Sequence[ModelMessage], *,
