@@ -223,6 +223,23 @@ class State(TypedDict, total=False):
     memory_context: str
 
 
+def test_a_namespace_naming_no_known_slot_is_refused(store):
+    """A namespace (or search prefix) whose first label is not a slot the store knows
+    raises LangGraph's InvalidNamespaceError naming the known slots; nothing is written."""
+    ours = CtxslotsStore(store)
+    known = r"unknown slot 'users' \(known: user, project, agent\)"
+    calls = [lambda: ours.put(("users", "alice"), "k", {"content": "x"}),
+             lambda: ours.get(("users", "alice"), "k"),
+             lambda: ours.delete(("users", "alice"), "k"),
+             lambda: ours.search(("users", "alice")),
+             lambda: ours.search(("users",), query="x")]
+    for call in calls:
+        with pytest.raises(InvalidNamespaceError, match=known):
+            call()
+    with pytest.raises(InvalidNamespaceError, match="invalid slot name 'Users'"):
+        ours.put(("Users", "alice"), "k", {"content": "x"})
+    assert [] == store.facts(user=ANY, agent=ANY, scope=ANY)
+
 def _graph(memory: Memory, server: ScriptedChatServer, store: BaseStore):
     """recall (the context node) -> chat (the openai client on the scripted server) ->
     remember (writes what the model asked to keep, through the graph's store)."""

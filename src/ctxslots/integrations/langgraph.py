@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 
 from .._sync import run_to_completion
-from ..errors import IntegrationUnavailableError, InvalidArgumentError
+from ..errors import IntegrationUnavailableError, InvalidArgumentError, InvalidFactError
 from ..model import Message
 from ..stores import FactStore
 from ..stores.owners import ANY, OwnerArgs
@@ -182,7 +182,8 @@ class CtxslotsStore(BaseStore):
     how namespaces map onto owners.
 
     The async methods run the store's work in a worker thread. A namespace that
-    does not name a slot and its owners raises LangGraph's ``InvalidNamespaceError``;
+    does not name a slot the store knows and its owners (a search prefix: that does
+    not start with such a slot) raises LangGraph's ``InvalidNamespaceError``;
     a malformed key or owner raises :class:`~ctxslots.errors.InvalidFactError`; nothing
     is written by an operation that fails.
     """
@@ -197,12 +198,26 @@ class CtxslotsStore(BaseStore):
 
     # -- namespaces --
 
-    def _place(self, namespace: tuple[str, ...]) -> _Place:
-        """The slot and owners a namespace names."""
-        if not isinstance(namespace, tuple) or not namespace \
+    def _check_prefix(self, namespace: tuple[str, ...]) -> None:
+        """Refuse a namespace (or the start of one) that is not a tuple of non-empty
+        strings, the first a slot the store knows."""
+        if not isinstance(namespace, tuple) \
                 or not all(isinstance(n, str) and n for n in namespace):
             raise InvalidNamespaceError(f"a namespace is a tuple of non-empty strings, not "
                                         f"{namespace!r}")
+        if namespace:
+            try:
+                self.store.limits.slot(namespace[0])
+            except InvalidFactError as exc:
+                raise InvalidNamespaceError(f"namespace {namespace!r} does not start with a "
+                                            f"slot of this store: {exc}") from None
+
+    def _place(self, namespace: tuple[str, ...]) -> _Place:
+        """The slot and owners a namespace names."""
+        if not isinstance(namespace, tuple) or not namespace:
+            raise InvalidNamespaceError(f"a namespace is a tuple of non-empty strings, not "
+                                        f"{namespace!r}")
+        self._check_prefix(namespace)
         slot, rest = namespace[0], list(namespace[1:])
         owners = self.store.limits.owners_of(slot)
         kinds = [k for k in ("user", "agent") if getattr(owners, k)]
@@ -289,6 +304,7 @@ class CtxslotsStore(BaseStore):
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
+        self._check_prefix(prefix)
         if self._leaf(prefix):
             places = [self._place(prefix)]
         else:  # every namespace under the prefix
