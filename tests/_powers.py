@@ -74,12 +74,14 @@ def ordinary_child() -> Callable[[], None] | None:
     return drop
 
 
-def run_on_read_only_file(path: Path, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+def run_on_read_only_file(path: Path, args: Sequence[str], *,
+                          file_too: bool = True) -> subprocess.CompletedProcess[str]:
     """Run ``python ARGS`` as a child that permissions hold for (see :func:`ordinary_child`,
-    which skips where they cannot) while ``path`` and its folder are read-only; their modes
-    come back after, whatever happened."""
+    which skips where they cannot) while ``path`` (unless not ``file_too``) and its folder
+    are read-only; their modes come back after, whatever happened."""
     preexec = ordinary_child()
-    os.chmod(path, 0o444)
+    if file_too:
+        os.chmod(path, 0o444)
     os.chmod(path.parent, 0o555)
     try:
         return subprocess.run([sys.executable, *args], preexec_fn=preexec, capture_output=True,

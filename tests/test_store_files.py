@@ -161,3 +161,94 @@ def test_a_store_named_as_another_stores_log_is_refused(tmp_path, ending):
     result = CliRunner().invoke(cli, ["--db", str(beside), "remember", "user", "Tea."])
     assert 1 == result.exit_code and 1 == len(result.output.splitlines()), result.output
     assert not beside.exists()
+
+
+#: Every reading command, then a write, through the CLI; each one's exit code and output.
+COMMANDS = """
+import sys
+from click.testing import CliRunner
+from ctxslots.cli import cli
+for command in (["search", "vpn token"], ["doctor"], ["stats"], ["export"],
+                ["remember", "agent", "Never written."]):
+    result = CliRunner().invoke(cli, ["--db", sys.argv[1], *command])
+    print(command[0], result.exit_code, (result.output.strip().splitlines() or [""])[-1])
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
+def test_a_writable_file_in_a_read_only_folder_is_read_and_refuses_writes(tmp_path):
+    """A file its user may write, in a folder they may not (where SQLite must make the
+    write-ahead log's files): the store opens read-only, searches answer and a write is
+    refused naming the folder; the same through every reading command of the CLI."""
+    ordinary_child()  # skips, with the reason, where permissions cannot hold
+    path = tmp_path / "read-only" / "memory.db"
+    path.parent.mkdir()
+    with FactStore(path) as store:
+        store.add("agent", "The VPN needs a fresh token.")
+    assert ["memory.db"] == os.listdir(path.parent)
+    done = run_on_read_only_file(path, ["-c", CHILD, str(path), "inline"], file_too=False)
+    assert 0 == done.returncode, done.stderr
+    lines = done.stdout.splitlines()
+    assert ["['The VPN needs a fresh token.']"] * 2 == lines[:2]
+    assert lines[2].startswith("refused:") and f"may not write the folder {path.parent}" \
+        in lines[2]
+    done = run_on_read_only_file(path, ["-c", COMMANDS, str(path)], file_too=False)
+    assert 0 == done.returncode, done.stderr
+    said = {line.split()[0]: line for line in done.stdout.splitlines()}
+    assert ["search", "doctor", "stats", "export", "remember"] == list(said)
+    for command in ("search", "doctor", "stats", "export"):
+        assert said[command].startswith(f"{command} 0 "), said[command]
+    assert said["remember"].startswith("remember 1 Error: ") \
+        and f"may not write the folder {path.parent}" in said["remember"]
+    with FactStore(path) as store:
+        assert ["The VPN needs a fresh token."] == [f.value for f in store.facts()]
+
+
+SEARCH = """
+import sys, warnings
+from ctxslots import FactStore
+warnings.simplefilter("ignore")
+with FactStore(sys.argv[1], create=False) as store:
+    print(sorted(h.fact.value for h in store.search("vpn")))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
+def test_a_read_only_store_another_process_writes_is_read_through_its_log(tmp_path):
+    """A file its user may not write while another process holds it open: the facts that
+    process wrote since its last checkpoint, still only in the write-ahead log, are read."""
+    ordinary_child()  # skips, with the reason, where permissions cannot hold
+    path = tmp_path / "read-only" / "memory.db"
+    path.parent.mkdir()
+    with FactStore(path) as store:
+        store.add("agent", "The old VPN token.")
+    with FactStore(path) as writer:
+        writer.add("agent", "The new VPN token.")
+        assert os.path.getsize(f"{path}-wal") > 0
+        done = run_on_read_only_file(path, ["-c", SEARCH, str(path)])
+    assert 0 == done.returncode, done.stderr
+    assert ["['The new VPN token.', 'The old VPN token.']"] == done.stdout.splitlines()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
+def test_a_log_that_cannot_be_read_in_a_read_only_folder_names_the_folder(tmp_path):
+    """A write-ahead log left beside the file without its -shm file, in a folder its user
+    may not write: SQLite cannot read the log, and the error says so and names the folder
+    (reading the file alone could miss the facts in the log)."""
+    ordinary_child()  # skips, with the reason, where permissions cannot hold
+    path = tmp_path / "read-only" / "memory.db"
+    path.parent.mkdir()
+    with FactStore(path) as store:
+        store.add("agent", "The old VPN token.")
+    with FactStore(path) as writer:
+        writer.add("agent", "The new VPN token.")
+        shm = Path(f"{path}-shm")
+        kept = shm.read_bytes()
+        shm.unlink()
+        try:
+            done = run_on_read_only_file(path, ["-c", COMMANDS, str(path)], file_too=False)
+        finally:
+            shm.write_bytes(kept)
+    assert 0 == done.returncode, done.stderr
+    for line in done.stdout.splitlines():
+        assert " 1 Error: cannot read " in line and f"read-only folder {path.parent}" in line

@@ -132,7 +132,8 @@ class SQLiteBackend:
             raise StoreFullError(f"the disk holding {self.path} is full; nothing was written",
                                  path=self.path) from exc
         except apsw.ReadOnlyError as exc:
-            raise ReadOnlyStoreError(f"{self.path} is read-only; nothing was written",
+            raise ReadOnlyStoreError(f"{self.path} is read-only{self._conn.read_only_because}; "
+                                     "nothing was written",
                                      path=self.path) from exc
 
     def reading(self) -> contextlib.AbstractContextManager[None]:

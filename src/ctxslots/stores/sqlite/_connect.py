@@ -87,6 +87,57 @@ _LOG_ENDINGS = ("-wal", "-shm", "-journal")
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
+def _read_only_because(path: str) -> str | None:
+    """Why the store at ``path`` must be opened for reading only (a clause for the error a
+    write raises, empty when the file itself may not be written), or ``None`` when it
+    need not (missing, or this process may write it and the log beside it).
+
+    A store in WAL mode is written through its ``-wal`` and ``-shm`` files: SQLite
+    creates them in the file's folder unless they are there already, so a writable
+    file in a folder this process may not write cannot be written either.
+    """
+    if not os.path.exists(path):
+        return None
+    if not os.access(path, os.W_OK):
+        return ""  # permissions, a read-only mount: "read-only" says it
+    folder = os.path.dirname(os.path.abspath(path))
+    logs = [path + end for end in _LOG_ENDINGS[:2]]
+    if os.access(folder, os.W_OK | os.X_OK) or all(os.access(p, os.W_OK) for p in logs):
+        return None
+    return (f" (this user may not write the folder {folder}, where SQLite keeps the "
+            "store's write-ahead log)")
+
+
+def _read_only_uri(path: str) -> str:
+    """The URI that opens ``path`` for reading without writing anything beside it."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+    if os.path.exists(path + "-wal"):
+        # A log beside the file: another process may be writing the store now, and the
+        # log may hold commits the file does not. SQLite reads through it read-only
+        # (needing the -shm file too, or a folder to make it in): never immutable,
+        # which reads the file alone and trusts that nothing changes it.
+        return uri + "?mode=ro"
+    # No log: no process has the store open for writing (one would have made it), and
+    # SQLite, opening read-only, cannot make the log's files. Immutable reads the file
+    # as it is, without them; a writer that starts while this connection reads is not
+    # seen by it.
+    return uri + "?immutable=1"
+
+
+def _first_read(raw: apsw.Connection, path: str) -> None:
+    """Read the header of a store opened read-only, so a log SQLite cannot read is said
+    here, with its cause, and not by whichever read comes first."""
+    try:
+        raw.execute("PRAGMA schema_version").fetchall()
+    except (apsw.ReadOnlyError, apsw.CantOpenError) as exc:
+        folder = os.path.dirname(os.path.abspath(path))
+        raise ReadOnlyStoreError(
+            f"cannot read {path} ({exc}): its write-ahead log {path}-wal may hold changes "
+            f"not yet in the file, and SQLite reads them only with {path}-shm beside it, "
+            f"which it cannot create in the read-only folder {folder}: let this user write "
+            f"to {folder}, or open the store once as a user who may", path=path) from exc
+
+
 def open_connection(
     path: str | os.PathLike[str],
     *,
@@ -106,10 +157,17 @@ def open_connection(
     :param migrate: Apply pending schema migrations.
     :param create: Create the file (and its directory) when missing; when
         false, a missing file is a :class:`StoreError` and nothing is created.
+
+    A file this process may not write, or whose folder it may not write (where
+    SQLite makes the WAL's files), is opened for reading only
+    (:attr:`Connection.read_only`); its writes raise :class:`ReadOnlyStoreError`.
+
     :raises StoreError: The file cannot be opened, is not a database, or its
         schema is newer than this version of ctxslots understands.
     :raises StoreBusyError: Another connection held the lock a migration needs
         past ``busy_timeout``.
+    :raises ReadOnlyStoreError: A file opened for reading only whose write-ahead
+        log SQLite cannot read (no ``-shm`` file, and a folder it may not make one in).
     """
 
     path_text = os.fspath(path)
@@ -130,24 +188,24 @@ def open_connection(
         _create_private(path_text)
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
     name = path_text
-    read_only = path_text != ":memory:" and os.path.exists(path_text) \
-        and not os.access(path_text, os.W_OK)
+    because = None if path_text == ":memory:" else _read_only_because(path_text)
+    read_only = because is not None
     if read_only:
-        # A file this process may not write (permissions, a read-only mount):
-        # read it as it is. SQLite cannot make the WAL's shared-memory file
-        # beside it, so the file is opened as immutable.
         flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-        name = "file:" + urllib.parse.quote(os.path.abspath(path_text)) + "?immutable=1"
+        name = _read_only_uri(path_text)
     try:
         raw = apsw.Connection(name, flags=flags)
     except apsw.Error as exc:
         raise StoreError(f"cannot open {path_text}: {exc}", path=path_text) from exc
     conn = Connection(raw, path_text)
     conn.read_only = read_only
+    conn.read_only_because = because or ""
     conn.busy_timeout = busy_timeout
     deadline = time.monotonic() + busy_timeout
     try:
         raw.set_busy_timeout(int(busy_timeout * 1000))
+        if read_only:
+            _first_read(raw, path_text)
         if migrate and not read_only:
             _until_not_busy(lambda: _refuse_foreign(raw, path_text), deadline)
         if not read_only:
@@ -183,6 +241,13 @@ def open_connection(
     except apsw.BusyError as exc:
         raw.close()
         raise busy_error(path_text, busy_timeout) from exc
+    except apsw.ReadOnlyError as exc:
+        raw.close()
+        folder = os.path.dirname(os.path.abspath(path_text))
+        raise ReadOnlyStoreError(
+            f"cannot open {path_text} ({exc}): SQLite writes its log beside it, as "
+            f"{path_text}-wal and {path_text}-shm in {folder}; let this user write the file, "
+            "those two and the folder", path=path_text) from exc
     except apsw.Error as exc:
         raw.close()
         raise StoreError(f"cannot prepare {path_text}: {exc}", path=path_text) from exc

@@ -160,6 +160,8 @@ class Connection:
         self.vec_version: str | None = None
         #: Whether the file could be opened for reading only.
         self.read_only = False
+        #: Why, when :attr:`read_only`: a clause for the error a write raises.
+        self.read_only_because = ""
         #: Seconds a write waits for another connection's lock.
         self.busy_timeout = DEFAULT_BUSY_TIMEOUT_S
         #: Whether statements hand their rows over in steps (for one thread reading a
