@@ -3,6 +3,8 @@ opened read-only; and `stats` on each engine."""
 
 from __future__ import annotations
 
+import random
+import shutil
 import sys
 
 import apsw
@@ -129,7 +131,9 @@ def test_a_damaged_facts_page_is_a_store_damaged_error_and_the_doctor_reports_it
             assert f"`sqlite3 {path} .recover`" in str(info.value)
         report = store.doctor()
     assert not report.ok and report.integrity != "ok"
-    assert any("the facts could not all be read" in p for p in report.problems)
+    (problem,) = report.problems
+    assert "the file is damaged" in problem and f"`sqlite3 {path} .recover`" in problem
+    assert not report.facts_readable
     for command in (["doctor"], ["list"], ["get", "1"]):
         result = CliRunner().invoke(cli, ["--db", path, *command], catch_exceptions=False)
         assert 1 == result.exit_code, command
@@ -158,3 +162,33 @@ def test_doctor_does_not_wait_for_a_write_lock_another_connection_holds(tmp_path
         assert ["the full-text index's own check could not run"] == [
             p.split(":")[0] for p in report.problems]
         assert store.doctor().ok
+
+
+def test_a_file_damaged_in_its_middle_is_said_damaged_and_never_sent_to_reindex(tmp_path):
+    """8 KB of noise over the middle of a store: the doctor says the file is damaged, names
+    what SQLite's integrity check found before it stopped, and proposes a backup or
+    `sqlite3 FILE .recover`, never `ctxslots reindex` (which refuses a damaged file); it
+    does not send the reader back to the doctor."""
+    good = tmp_path / "good.db"
+    with FactStore(good) as store, store.batch():
+        for n in range(3000):
+            store.add("agent", f"Lesson {n} about deploys and the release train "
+                      f"{random.Random(n).random()}.", scope="w")
+    path = tmp_path / "damaged.db"
+    shutil.copy(good, path)
+    with open(path, "r+b") as fp:
+        fp.seek(good.stat().st_size // 2)
+        fp.write(random.Random(7).randbytes(8192))
+    with FactStore(path) as store:
+        report = store.doctor()
+    assert "page" in report.integrity and "could not run" not in report.integrity
+    assert not any("run `ctxslots reindex`" in p or "ctxslots doctor" in p
+                   for p in report.problems)
+    (problem,) = report.problems
+    assert problem.startswith("integrity check failed, the file is damaged (")
+    assert f"`sqlite3 {path} .recover`" in problem
+    assert not report.facts_readable
+    result = CliRunner().invoke(cli, ["--db", str(path), "doctor"])
+    assert 1 == result.exit_code
+    assert "full-text index: not checked (the facts cannot be read)" in result.output
+    assert "OUT OF SYNC" not in result.output and "ctxslots doctor" not in result.output

@@ -24,7 +24,10 @@ def doctor(app: CliContext, as_json: bool) -> None:
         echo_json(report.to_dict())
     else:
         echo(f"integrity: {report.integrity}")
-        echo(f"full-text index: {'in sync' if report.fts_in_sync else 'OUT OF SYNC'}")
+        if not report.facts_readable:
+            echo("full-text index: not checked (the facts cannot be read)")
+        else:
+            echo(f"full-text index: {'in sync' if report.fts_in_sync else 'OUT OF SYNC'}")
         v = report.vectors
         if v is None:
             echo("vectors: no vector leg")

@@ -216,6 +216,21 @@ class Connection:
         except _DAMAGE as exc:
             raise damaged_error(self.path, exc) from exc
 
+    def rows_before_damage(self, sql: str) -> tuple[list[tuple[Any, ...]], apsw.Error | None]:
+        """The rows of ``sql`` up to a damaged page of the file, and the driver's error for
+        the damage that stopped it there (``None`` when nothing did). For a check that names
+        damage in its rows and may stop at a page it cannot read (``PRAGMA integrity_check``)."""
+        def take(cursor: apsw.Cursor) -> tuple[list[tuple[Any, ...]], apsw.Error | None]:
+            rows: list[tuple[Any, ...]] = []
+            try:
+                for row in cursor:
+                    rows.append(row)  # noqa: PERF402 - the rows before a raise are kept
+            except _DAMAGE as exc:
+                return rows, exc
+            return rows, None
+
+        return self._run(sql, (), take)
+
     def changed(self, sql: str, params: Params = ()) -> int:
         """Run one statement that changes rows; how many rows it changed (not counting
         what its triggers changed). Cheaper than reading them back with ``RETURNING``,

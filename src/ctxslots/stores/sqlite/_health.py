@@ -14,7 +14,7 @@ from typing import Any
 
 import apsw
 
-from ...errors import StoreBusyError, StoreError
+from ...errors import StoreBusyError, StoreDamagedError, StoreError
 from ..backend import Health
 from ._busy import lock_holder
 from ._connection import DEFAULT_BUSY_TIMEOUT_S, Connection, sqlite_version
@@ -54,18 +54,60 @@ def _existing(conn: Connection) -> set[str]:
     return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master").fetchall()}
 
 
-def check(conn: Connection) -> Health:
-    """Integrity of the file, presence of every table, trigger and index, FTS5 sync."""
-    problems: list[str] = []
+def _integrity(conn: Connection) -> tuple[str, bool]:
+    """SQLite's integrity check: ``"ok"`` or what it found, and whether that is damage.
+
+    The check stops at a page it cannot read; the damage it named before then is kept,
+    and the stop said after it.
+    """
     try:
-        integrity = "\n".join(str(r[0]) for r in conn.execute("PRAGMA integrity_check"))
+        rows, stop = conn.rows_before_damage("PRAGMA integrity_check")
     except (apsw.Error, StoreError) as exc:
-        integrity = f"integrity check could not run: {exc}"
+        return f"integrity check could not run: {exc}", False
+    found = [line for row in rows for line in str(row[0]).splitlines()
+             if line != "*** in database main ***"]
+    if stop is not None:
+        found.append(f"the check stopped at a page it could not read ({stop})")
+    if found == ["ok"]:
+        return "ok", False
+    return "\n".join(found), True
+
+
+#: Most of what the integrity check named that the problem line repeats (the integrity
+#: line of the report holds it all).
+_NAMED = 3
+
+
+def _damaged(conn: Connection, integrity: str) -> str:
+    """The problem a damaged file is: the first things the check named, and the repair."""
+    found = integrity.splitlines()
+    named = "; ".join(found[:_NAMED])
+    if len(found) > _NAMED:
+        named += f"; and {len(found) - _NAMED} more"
+    return (f"integrity check failed, the file is damaged ({named}): restore it from a "
+            "backup, or copy what is readable into a new file with "
+            f"`sqlite3 {conn.path} .recover` and open that (`ctxslots reindex` cannot "
+            "repair a damaged file)")
+
+
+def check(conn: Connection) -> Health:
+    """Integrity of the file, presence of every table, trigger and index, FTS5 sync.
+
+    A damaged file (SQLite's integrity check names damage, or a check meets a page it
+    cannot read) is reported as such, with what the integrity check named, and nothing
+    else is checked: what the other checks would advise cannot repair it.
+    """
+    problems: list[str] = []
+    integrity, damaged = _integrity(conn)
+    if damaged:
+        return Health(integrity, False, (_damaged(conn, integrity),), facts_readable=False)
     if integrity != "ok":
-        problems.append(f"integrity check failed: {integrity}\n(restore the file from a "
-                        "backup, or copy what is readable into a new file with "
-                        f"`sqlite3 {conn.path} .recover`)")
-    names = _existing(conn)
+        problems.append(integrity)
+    try:
+        names = _existing(conn)
+    except StoreDamagedError as exc:
+        integrity = f"the schema could not be read ({exc.__cause__})"
+        return Health(integrity, False, (_damaged(conn, integrity),), facts_readable=False)
     gone = [t for t in _SOURCE_TABLES if t not in names]
     if "facts" in gone:
         problems.append("the facts table is missing: the facts themselves are gone and cannot "
@@ -81,7 +123,12 @@ def check(conn: Connection) -> Health:
     # The lexical index is its FTS5 tables and the triggers that keep them in step.
     in_sync = not any(kind == "trigger" or name in _FTS_TABLES for kind, name in missing)
     if in_sync:
-        in_sync, busy = _fts_in_sync(conn)
+        try:
+            in_sync, busy = _fts_in_sync(conn)
+        except StoreDamagedError as exc:
+            integrity = f"the full-text index's check met a damaged page ({exc.__cause__})"
+            return Health(integrity, False, (_damaged(conn, integrity),),
+                          facts_readable=False)
         if not in_sync:
             problems.append("the full-text index is out of sync with the facts: "
                             "run `ctxslots reindex`")
@@ -93,6 +140,14 @@ def check(conn: Connection) -> Health:
     return Health(integrity, in_sync, tuple(problems))
 
 
+def _page_damage(exc: StoreDamagedError) -> bool:
+    """Whether ``exc`` is a damaged page of the file, not FTS5 saying its index does not
+    match its content (which it reports as damage of the virtual table)."""
+    cause = exc.__cause__
+    return not (isinstance(cause, apsw.Error)
+                and getattr(cause, "extendedresult", None) == apsw.SQLITE_CORRUPT_VTAB)
+
+
 def _fts_in_sync(conn: Connection) -> tuple[bool, bool]:
     """FTS5's own integrity check: every word of every fact where the index says; and
     whether another connection's write lock kept it from running.
@@ -101,6 +156,8 @@ def _fts_in_sync(conn: Connection) -> tuple[bool, bool]:
     needs the write lock: it does not wait for one another connection holds (a health
     check must not hang on a long batch). Such a file is checked by what can be read:
     the index holds one entry per fact and the archive, no more.
+
+    :raises StoreDamagedError: The check met a damaged page of the file.
     """
     busy = False
     if not conn.read_only:
@@ -114,6 +171,10 @@ def _fts_in_sync(conn: Connection) -> tuple[bool, bool]:
             busy = True
         except apsw.ReadOnlyError:
             pass
+        except StoreDamagedError as exc:
+            if _page_damage(exc):
+                raise
+            return False, False
         except (apsw.Error, StoreError):
             return False, False
     try:
@@ -124,6 +185,8 @@ def _fts_in_sync(conn: Connection) -> tuple[bool, bool]:
                 f"{table}_fts_docsize WHERE id NOT IN (SELECT id FROM {table}))")
             if strays:
                 return False, busy
+    except StoreDamagedError:
+        raise
     except (apsw.Error, StoreError):
         return False, busy
     return True, busy

@@ -61,12 +61,16 @@ class DoctorReport:
         vectors: The vector index compared with the embedder, or ``None`` when
             the store has no vector leg.
         problems: One line per problem; empty when all is well.
+        facts_readable: Whether the facts could be read (a damaged file or a missing
+            table: when not, the checks that read them were not run, ``fts_in_sync``
+            among them, and nothing can be rebuilt from them).
     """
 
     integrity: str
     fts_in_sync: bool
     vectors: IndexState | None
     problems: tuple[str, ...]
+    facts_readable: bool = True
 
     @property
     def ok(self) -> bool:
@@ -81,6 +85,7 @@ class DoctorReport:
             "fts_in_sync": self.fts_in_sync,
             "vectors": attrs.asdict(self.vectors) if self.vectors else None,
             "problems": list(self.problems),
+            "facts_readable": self.facts_readable,
         }
 
 
@@ -139,7 +144,10 @@ def doctor(core: StoreCore) -> DoctorReport:
             problems += _value_problems(core.backend.bad_values(limit=_LOOKED_AT))
             problems += consistency_problems(core.backend)
         except StoreDamagedError as exc:  # reported: the rest of the checks need the rows
-            problems.append(f"the facts could not all be read: {exc}")
+            recover = f" with `sqlite3 {exc.path} .recover`" if exc.path else ""
+            problems.append("the facts could not all be read, a page of the file is damaged: "
+                            "restore it from a backup, or copy what is readable into a new "
+                            f"file{recover} and open that")
             readable = False
     state = None
     if core.embedding.missing is not None:  # opened without the embedder its vectors need
@@ -154,7 +162,8 @@ def doctor(core: StoreCore) -> DoctorReport:
             stale=not core.vector_leg_ready, vectors=vs.vectors, missing=vs.missing,
             orphans=vs.orphans, unusable=vs.unusable)
         problems += _vector_problems(state)
-    return DoctorReport(health.integrity, health.lexical_in_sync, state, tuple(problems))
+    return DoctorReport(health.integrity, health.lexical_in_sync, state, tuple(problems),
+                        facts_readable=health.facts_readable)
 
 
 def reindex(core: StoreCore, *, progress: Progress | None = None, batch_size: int = 256,
