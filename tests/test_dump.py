@@ -117,12 +117,15 @@ def test_unknown_format_is_refused(prompt):
 
 
 def test_empty_prompt_dumps_cleanly():
-    """A prompt with nothing offered still dumps in every format."""
+    """A prompt with nothing offered still dumps in every format, and says which
+    contributor was asked and offered nothing."""
     prompt = PromptAssembler(None, contributors=[StaticContributor("none", "None", [])]).assemble(
         AssemblyRequest("hi"))
     assert "" == prompt.text
     assert "(empty: nothing fitted or nothing was offered)" in prompt.dump("markdown")
-    assert json.loads(prompt.dump("json"))["sections"] == []
+    assert [("none", "empty", 0, "the contributor offered nothing for this message")] == [
+        (s["name"], s["status"], s["tokens"], s["stopped"])
+        for s in json.loads(prompt.dump("json"))["sections"]]
     assert "<pre class=\"prompt\"></pre>" in prompt.dump("html")
 
 
@@ -174,3 +177,26 @@ def test_a_kept_item_far_less_relevant_than_a_dropped_one_is_flagged():
             "rank 2) was dropped (slot_limit)") == kept["warning"]
     assert dropped["warning"] is None and 1 == data["flagged"]
     assert "kept with 2% of the best relevance" in prompt.dump("markdown")
+
+
+@pytest.mark.parametrize("mode", ["assemble", "aassemble"])
+def test_a_memory_slot_that_found_nothing_is_reported_empty(tmp_path, mode):
+    """A message no project fact matches: the dump still lists project_memory, empty,
+    saying it offered nothing, beside the slots that found something."""
+    import asyncio
+
+    store = make_store(tmp_path / "e.db", [("project", "shop", "The shop deploys on Fridays."),
+                                           ("agent", None, "Zebras are striped.")])
+    assembler = PromptAssembler(store)
+    request = AssemblyRequest("zebra", scope="shop", budget=500)
+    prompt = assembler.assemble(request) if mode == "assemble" else asyncio.run(
+        assembler.aassemble(request))
+    sections = {s["name"]: s for s in json.loads(prompt.dump("json"))["sections"]}
+    assert {"user_memory", "project_memory", "agent_memory"} == set(sections)
+    assert ("empty", 0, [], "the contributor offered nothing for this message") == tuple(
+        sections["project_memory"][k] for k in ("status", "tokens", "items", "stopped"))
+    assert "kept" == sections["agent_memory"]["status"]
+    assert ("What you know about this project (project_memory)\n\nStatus: **empty**, 0 tokens "
+            "(header 0), priority 80. Stopped: the contributor offered nothing for this "
+            "message.") in prompt.dump("markdown")
+    store.close()

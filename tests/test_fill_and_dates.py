@@ -199,7 +199,8 @@ def test_the_budget_is_filled_when_the_words_run_out(common: FactStore) -> None:
     first_out = next(d for d in project.items if not d.kept)
     assert DropReason.BUDGET == first_out.reason
     assert 400 - prompt.total_tokens < first_out.tokens
-    items = json.loads(prompt.dump("json"))["sections"][0]["items"]
+    items = next(s for s in json.loads(prompt.dump("json"))["sections"]
+                 if s["name"] == "project_memory")["items"]
     assert ["relaxed"] * (len(kept) - 1) == [i["trace"]["fill"] for i in items[1:len(kept)]]
     assert "fill: relaxed" in prompt.dump("markdown")
 

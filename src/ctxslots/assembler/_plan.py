@@ -291,6 +291,24 @@ def _stopped(decisions: Sequence[ItemDecision], note: str | None) -> str | None:
     return note
 
 
-def build_reports(prepared: Sequence[Prepared]) -> tuple[SectionReport, ...]:
-    """One report per section, in placement order."""
-    return tuple(_report(prep) for prep in prepared)
+#: Why a contributor that returned ``None`` shows nothing (its report's ``stopped``).
+OFFERED_NOTHING = "the contributor offered nothing for this message"
+
+
+def build_reports(prepared: Sequence[Prepared], offered_nothing: Sequence[object] = ()
+                  ) -> tuple[SectionReport, ...]:
+    """One report per section, and one (``"empty"``) per contributor in
+    ``offered_nothing`` (it returned ``None``), in placement order: a dump shows every
+    contributor asked."""
+    reports = [_report(prep) for prep in prepared]
+    for contributor in offered_nothing:
+        name = str(getattr(contributor, "name", "?"))
+        title = getattr(contributor, "title", None)
+        reports.append(SectionReport(
+            name=name, title=title if isinstance(title, str) and title.strip() else name,
+            priority=_declared_priority(contributor, DEFAULT_PRIORITY),
+            sticky=getattr(contributor, "sticky", False) is True, status="empty",
+            stopped=OFFERED_NOTHING))
+    if offered_nothing:
+        reports.sort(key=lambda r: (not r.sticky, -r.priority, r.name))
+    return tuple(reports)

@@ -239,20 +239,24 @@ class PromptAssembler:
             ((not c.sticky, -c.priority, c.name), n) for n, c in enumerate(contributors)]
         sources += [(placement_key(s), len(contributors) + n) for n, s in enumerate(extras)]
         entries: dict[int, tuple[Section, str | None] | None] = {}
+        nothing: list[Contributor] = []
         for key, n in sorted(sources):
             room = None
             if n < len(contributors):
                 room = placer.room()
                 asked = request if room is None else attrs.evolve(request, room=room)
-                entries[n] = section_of(call_sync(contributors[n], asked,
-                                                  self.contributor_timeout))
+                outcome = call_sync(contributors[n], asked, self.contributor_timeout)
+                entries[n] = section_of(outcome)
+                if entries[n] is None:
+                    nothing.append(contributors[n])
             else:
                 entries[n] = (extras[n - len(contributors)], None)
             entry = entries[n]
             if entry is not None:
                 placer.add(entry, key, room=room)
         sections = order_sections([e for _, e in sorted(entries.items()) if e is not None])
-        return self._finish(request, placer.final(sections), record_shown=record_shown)
+        return self._finish(request, placer.final(sections), record_shown=record_shown,
+                            offered_nothing=nothing)
 
     async def aassemble(self, request: AssemblyRequest) -> AssembledPrompt:
         """:meth:`assemble` for async agent loops: contributors run concurrently.
@@ -266,8 +270,10 @@ class PromptAssembler:
         outcomes = await asyncio.gather(*(call_async(c, request, self.contributor_timeout)
                                           for c in self._contributors()))
         sections = collect_sections(list(outcomes), request)
+        nothing = [o.contributor for o in outcomes if o.section is None and o.error is None]
         return await asyncio.to_thread(
-            lambda: self._finish(request, prepare(sections, self.environment, self.counter)))
+            lambda: self._finish(request, prepare(sections, self.environment, self.counter),
+                                 offered_nothing=nothing))
 
     def dump(self, prompt: AssembledPrompt, format: str = "json") -> str:
         """``prompt.dump(format)``, rendered with this assembler's templates.
@@ -281,7 +287,8 @@ class PromptAssembler:
         return prompt.dump(format, environment=self.environment)
 
     def _finish(self, request: AssemblyRequest, prepared: list[Prepared], *,
-                record_shown: bool = True) -> AssembledPrompt:
+                record_shown: bool = True, offered_nothing: Sequence[Contributor] = ()
+                ) -> AssembledPrompt:
         available = request.available
         for prep in prepared:
             if prep.template_failed and prep.error is not None:
@@ -296,7 +303,8 @@ class PromptAssembler:
             text=text, total_tokens=total, budget=request.budget,
             safety_margin=request.safety_margin, answer_reserve=request.answer_reserve,
             encoding=self.encoding, message=request.message, scope=request.scope,
-            sections=build_reports(prepared), sticky_overflow=overflow, user=request.user,
+            sections=build_reports(prepared, offered_nothing), sticky_overflow=overflow,
+            user=request.user,
             agent=request.agent,
         )
         if overflow:
