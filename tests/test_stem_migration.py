@@ -157,7 +157,8 @@ def _as_before_the_script_stems(location: str) -> None:
             # A store of schema 7: what m008 and later added is taken away again.
             conn.execute("DROP TRIGGER facts_text_changed ON facts; "
                          "DROP FUNCTION ctxslots_text_changed(), ctxslots_text_changes(); "
-                         "DROP SEQUENCE fact_text_changes")
+                         "DROP SEQUENCE fact_text_changes; "
+                         "ALTER TABLE fact_history DROP COLUMN observed_at")
             conn.execute("DELETE FROM schema_migrations WHERE version >= 8")
         return
     from ctxslots.stores.sqlite import open_connection
@@ -167,6 +168,8 @@ def _as_before_the_script_stems(location: str) -> None:
         with conn.write():
             for fact_id, value in conn.execute("SELECT id, value FROM facts").fetchall():
                 conn.execute("UPDATE facts SET stems = ? WHERE id = ?", (old(value), fact_id))
+            # A store of schema 14: what m016 added is taken away again.
+            conn.execute("ALTER TABLE fact_history DROP COLUMN observed_at")
         conn.execute("PRAGMA user_version = 14")
     finally:
         conn.close()

@@ -102,7 +102,10 @@ class ReadMethods:
                 scope: str | None = None) -> list[Fact]:
         """Earlier values of a keyed fact, oldest first, as facts with the same id.
 
-        Each returned fact's ``updated_at`` is when that value was written.
+        Each returned fact's ``updated_at`` (and ``created_at``) is when that value
+        was written, its ``observed_at`` when it was said or observed (the fact's
+        ``observed_at`` while it held the value; a value replaced before stores
+        kept that reads as written), and its ``expires_at`` when it was replaced.
 
         :param user: With ``agent`` and ``scope``: only the history of a fact these
             owners see (none of another's).
@@ -119,7 +122,8 @@ class ReadMethods:
         return [Fact.from_row({**owners,
             "id": e.fact_id, "slot": e.slot, "scope": e.scope, "key": e.key, "value": e.value,
             "tags": e.tags, "source": e.source, "confidence": e.confidence, "score": 0.0,
-            "created_at": e.valid_from, "updated_at": e.valid_from, "observed_at": e.valid_from,
+            "created_at": e.valid_from, "updated_at": e.valid_from,
+            "observed_at": e.valid_from if e.observed_at is None else e.observed_at,
             "last_accessed": None, "access_count": 0, "expires_at": e.valid_to,
             "superseded_by": None,
         }) for e in backend.history(fact_id)]

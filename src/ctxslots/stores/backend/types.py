@@ -122,6 +122,8 @@ READABLE_RANGES: tuple[ValueRange, ...] = (
     ValueRange("fact_history", "valid_from", 0.0, MAX_TIME),
     ValueRange("fact_history", "valid_to", 0.0, MAX_TIME),
     ValueRange("fact_history", "confidence", 0.0, 1.0, fallback=1.0),
+    # A value replaced before said times were kept holds none: it reads as valid_from.
+    ValueRange("fact_history", "observed_at", 0.0, MAX_TIME, nullable=True, fallback=None),
 )
 
 
@@ -427,7 +429,12 @@ class Erased:
 
 @attrs.frozen
 class HistoryEntry:
-    """An earlier value of a fact, valid from ``valid_from`` to ``valid_to``."""
+    """An earlier value of a fact, valid from ``valid_from`` to ``valid_to``.
+
+    ``observed_at`` is when that value was said or observed (the fact's
+    ``observed_at`` while it held it); ``None`` for a value replaced before
+    stores kept it, which reads as ``valid_from``.
+    """
 
     fact_id: int
     slot: str
@@ -439,6 +446,7 @@ class HistoryEntry:
     confidence: float
     valid_from: float
     valid_to: float
+    observed_at: float | None = None
 
 
 @attrs.frozen

@@ -50,7 +50,8 @@ _INSERTED = (*(c for c in FACT_COLUMNS if c != "id"), *STEM_COLUMNS)
 #: The last id the sequence handed out (0 before the first).
 _LAST_ID = "SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM fact_ids"
 _cursor_numbers = itertools.count(1)
-_HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, valid_from, valid_to")
+_HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, valid_from, valid_to, "
+            "observed_at")
 
 
 def _owners_equal(scope: str, user_id: str, agent_id: str) -> tuple[str, list[str]]:
@@ -298,13 +299,13 @@ def id_is_free(conn: Conn, fact_id: int) -> bool:
 
 
 #: A history row carries its fact's user, the key a split by user goes by.
-_ADD_HISTORY = (f"INSERT INTO fact_history ({_HISTORY}, user_id) VALUES ({', '.join(['%s'] * 10)}, "
+_ADD_HISTORY = (f"INSERT INTO fact_history ({_HISTORY}, user_id) VALUES ({', '.join(['%s'] * 11)}, "
                 "coalesce((SELECT user_id FROM facts WHERE id = %s LIMIT 1), ''))")
 
 
 def _history_values(e: HistoryEntry) -> tuple[Any, ...]:
     return (e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
-            e.valid_from, e.valid_to, e.fact_id)
+            e.valid_from, e.valid_to, e.observed_at, e.fact_id)
 
 
 def add_history(conn: Conn, entries: Sequence[HistoryEntry]) -> None:
@@ -321,7 +322,8 @@ def add_history(conn: Conn, entries: Sequence[HistoryEntry]) -> None:
 
 def _entry(row: Sequence[Any]) -> HistoryEntry:
     return HistoryEntry(int(row[0]), row[1], row[2], row[3], row[4], row[5], row[6],
-                        float(row[7]), float(row[8]), float(row[9]))
+                        float(row[7]), float(row[8]), float(row[9]),
+                        None if row[10] is None else float(row[10]))
 
 
 def history(conn: Conn, fact_id: int) -> list[HistoryEntry]:

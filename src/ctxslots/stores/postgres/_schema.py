@@ -421,10 +421,19 @@ def m009_text_changes(conn: psycopg.Connection[Any]) -> None:
     """).format(where=where, counter=counter))
 
 
+def m010_history_observed_at(conn: psycopg.Connection[Any]) -> None:
+    """When each earlier value was said or observed, apart from when it was written.
+
+    A value replaced before holds none (``NULL``) and reads as its ``valid_from``:
+    adding a column with no default rewrites no row.
+    """
+    conn.execute("ALTER TABLE fact_history ADD COLUMN observed_at double precision")
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (
     m001_initial, m002_value_lookup, m003_context, m004_owners, m005_stems, m006_owner_term,
-    m007_pending_list, m008_script_stems, m009_text_changes)
+    m007_pending_list, m008_script_stems, m009_text_changes, m010_history_observed_at)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

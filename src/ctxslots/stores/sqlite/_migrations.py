@@ -392,12 +392,21 @@ def m015_script_stems(conn: Connection) -> None:
             last = int(rows[-1][0])
 
 
+def m016_history_observed_at(conn: Connection) -> None:
+    """When each earlier value was said or observed, apart from when it was written.
+
+    A value replaced before holds none (``NULL``) and reads as its ``valid_from``:
+    no row is rewritten.
+    """
+    conn.execute("ALTER TABLE fact_history ADD COLUMN observed_at REAL")
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
     m001_facts, m002_meta, m003_vector_log, m004_superseded, m005_links,
     m006_fact_log, m007_observed_at, m008_vector_table, m009_important,
     m010_value_lookup, m011_context, m012_owners, m013_stems, m014_owner_term,
-    m015_script_stems)
+    m015_script_stems, m016_history_observed_at)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 _HISTORY = ("fact_id, slot, scope, key, value, tags, source, confidence, "
-            "valid_from, valid_to")
+            "valid_from, valid_to, observed_at")
 #: Items per lookup statement (each binds seven parameters).
 _BATCH = 280
 
@@ -71,7 +71,8 @@ def _history(row: Mapping[str, Any]) -> HistoryEntry:
         fact_id=int(row["fact_id"]), slot=row["slot"], scope=row["scope"], key=row["key"],
         value=row["value"], tags=row["tags"], source=row["source"],
         confidence=float(row["confidence"]), valid_from=float(row["valid_from"]),
-        valid_to=float(row["valid_to"]))
+        valid_to=float(row["valid_to"]),
+        observed_at=None if row["observed_at"] is None else float(row["observed_at"]))
 
 
 # -- reading one fact ------------------------------------------------------------
@@ -217,9 +218,9 @@ def update(conn: Connection, fact_id: int, fields: Mapping[str, Any]) -> None:
 def add_history(conn: Connection, entries: Sequence[HistoryEntry]) -> None:
     """Record earlier values."""
     conn.executemany(
-        f"INSERT INTO fact_history ({_HISTORY}) VALUES ({marks(10)})",
+        f"INSERT INTO fact_history ({_HISTORY}) VALUES ({marks(11)})",
         [(e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
-          e.valid_from, e.valid_to) for e in entries])
+          e.valid_from, e.valid_to, e.observed_at) for e in entries])
 
 
 def archive(conn: Connection, fact_id: int, archived_at: float, reason: str | None

@@ -201,7 +201,8 @@ class ImportWriter:
         history += [HistoryEntry(
             fact_id=new_id, slot=row["slot"], scope=row["scope"], key=row["key"],
             value=h.value, tags=h.tags, source=h.source, confidence=h.confidence,
-            valid_from=h.valid_from, valid_to=h.valid_to) for h in fact.history]
+            valid_from=h.valid_from, valid_to=h.valid_to, observed_at=h.observed_at)
+            for h in fact.history]
 
     def _vectors(self, written: list[tuple[int, ParsedFact]]) -> None:
         """Store the batch's vectors: the file's own when the same embedder built them,

@@ -43,7 +43,8 @@ _FACT_FIELDS = frozenset({
     "superseded_by", "context", "vector", "archived", "archived_at", "reason", "history", "links",
     "user", "agent",
 })
-_HISTORY_FIELDS = frozenset({"value", "tags", "source", "confidence", "valid_from", "valid_to"})
+_HISTORY_FIELDS = frozenset({"value", "tags", "source", "confidence", "valid_from", "valid_to",
+                             "observed_at"})
 _LINK_FIELDS = frozenset({"to", "strength", "updated_at"})
 
 
@@ -146,7 +147,10 @@ def record_from_row(
         record["history"] = [
             {"value": h["value"], "tags": _tags(h["tags"]), "source": h["source"],
              "confidence": float(h["confidence"]), "valid_from": h["valid_from"],
-             "valid_to": h["valid_to"]}
+             "valid_to": h["valid_to"],
+             # A value replaced before said times were kept was said when written.
+             "observed_at": h["valid_from"] if h.get("observed_at") is None
+             else h["observed_at"]}
             for h in history
         ]
     record["links"] = [{"to": int(k["b"]), "strength": float(k["strength"]),
@@ -167,6 +171,8 @@ class HistoryEntry:
         confidence: Its confidence.
         valid_from: When it was written (Unix seconds).
         valid_to: When it was replaced (Unix seconds).
+        observed_at: When it was said or observed (Unix seconds), or ``None``
+            when the record does not say (an export before it was written).
     """
 
     value: str
@@ -175,6 +181,7 @@ class HistoryEntry:
     confidence: float
     valid_from: float
     valid_to: float
+    observed_at: float | None = None
 
 
 @attrs.frozen
@@ -327,6 +334,7 @@ def _history(limits: Limits, value: Any, redacted: list[str]) -> tuple[HistoryEn
             confidence=_confidence(limits, entry),
             valid_from=valid_from,
             valid_to=valid_to,
+            observed_at=_timestamp(entry, "observed_at"),
         ))
     return tuple(entries)
 

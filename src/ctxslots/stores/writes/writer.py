@@ -320,7 +320,8 @@ class Writer:
             fact_id=int(prev["id"]), slot=prev["slot"], scope=prev["scope"], key=prev["key"],
             value=prev["value"], tags=prev["tags"], source=prev["source"],
             confidence=float(prev["confidence"]), valid_from=float(prev["updated_at"]),
-            valid_to=now) if changed or prev["tags"] != row["tags"] else None
+            valid_to=now, observed_at=prev["observed_at"],
+        ) if changed or prev["tags"] != row["tags"] else None
         # The key (unchanged) goes with the other texts the stems are made of, so the
         # engine need not read them back to stem them.
         fields = {"key": prev["key"], "value": row["value"], "tags": row["tags"],
