@@ -7,11 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
+from _inspector import serving
 from ctxslots import FactStore
 from ctxslots.errors import InvalidImportError
 from ctxslots.stores.backend import HistoryEntry
@@ -107,6 +110,19 @@ def test_doctor_finds_a_said_time_no_read_can_use_and_reindex_forgets_it(engine,
     assert store.doctor().ok
     assert [("The user lives in Paris.", _at(NOW - 100), _at(NOW - 100))] == \
         _said(store, fact.id)
+
+
+def test_the_inspector_shows_when_each_earlier_value_was_said(location, clock):
+    """The fact page's history gives each earlier value's said date beside when it held."""
+    with FactStore(location, clock=clock, embedder=False) as store:
+        fact_id = _backfilled(store, clock)
+    with serving(location) as address, httpx.Client(timeout=60) as client:
+        assert 200 == client.get(address).status_code
+        page = client.get(f"{address.split('/?', 1)[0]}/fact/{fact_id}")
+    rows = re.findall(r'<td data-label="said">([^<]*)</td><td data-label="from">([^<]*)<',
+                      page.text)
+    written = _at(NOW).strftime("%Y-%m-%d %H:%M")
+    assert [("2026-03-01 09:30", written), ("2026-04-02 18:00", written)] == rows
 
 
 # -- a store written before the history kept when a value was said ---------------
