@@ -77,3 +77,4 @@ def inside_a_sqlite_write(threads: list[threading.Thread]) -> bool:
                 return True
             frame = frame.f_back
     return False
+

@@ -345,3 +345,42 @@ def test_closing_a_store_inside_its_own_batch_keeps_nothing_of_it(location):
         store.close()
     with FactStore(location) as again:
         assert [] == again.facts(scope="x")
+
+
+def test_writes_begun_during_an_export_wait_for_it(db_path):
+    """Other threads write while exports read their one moment of the file: each write
+    waits for the export's read to end (they failed with the driver's 'cannot start a
+    transaction within a transaction'), and every export holds a whole moment."""
+    with FactStore(db_path) as store:
+        with store.batch():
+            for n in range(2000):
+                store.add("project", f"Deploy note {n} for the shop.")
+        stop = threading.Event()
+        written: list[int] = []
+        errors: list[BaseException] = []
+
+        def write(writer: int) -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                try:
+                    written.append(store.add("project", f"Written by {writer}, {n}th.").id)
+                except BaseException as exc:  # reported below
+                    errors.append(exc)
+                    return
+
+        writers = [threading.Thread(target=write, args=(k,)) for k in range(2)]
+        for writer in writers:
+            writer.start()
+        try:
+            counts = []
+            for _ in range(3):
+                out = io.StringIO()
+                counts.append(store.export_jsonl(out))
+        finally:
+            stop.set()
+            for writer in writers:
+                writer.join(60)
+        assert [] == [f"{type(e).__name__}: {e}" for e in errors]
+        assert counts == sorted(counts) and counts[0] >= 2000
+        assert 2000 + len(written) == len(store.facts())

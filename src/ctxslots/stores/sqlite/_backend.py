@@ -111,17 +111,10 @@ class SQLiteBackend:
         if owed and committed:
             _health.checkpoint(self._conn)
 
-    @contextlib.contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """A read transaction, so every read inside sees one moment of the file."""
-        if self._conn.in_transaction:
-            yield
-            return
-        self._conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            self._conn.execute("COMMIT")
+    def snapshot(self) -> contextlib.AbstractContextManager[None]:
+        """A read transaction, so every read inside sees one moment of the file (other
+        threads wait for its end, see :meth:`Connection.read_transaction`)."""
+        return self._conn.read_transaction()
 
     @contextlib.contextmanager
     def _write_errors(self) -> Iterator[None]:

@@ -28,10 +28,11 @@ T = TypeVar("T")
 #: How long a connection waits for another process's lock before failing.
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
-#: Seconds between the first two tries for a write lock another connection holds; the
-#: pause doubles up to :data:`_LAST_TRY_S`, as SQLite's own busy handler backs off.
-_FIRST_TRY_S = 0.001
-_LAST_TRY_S = 0.1
+#: Seconds between tries for a write lock another connection holds, then the last one
+#: again: SQLite's own busy handler's pauses (coarser steps lose the short gaps between
+#: another process's transactions: more busy errors under contention).
+_PAUSES_S = (0.001, 0.002, 0.005, 0.010, 0.015, 0.020, 0.025, 0.025, 0.025, 0.050, 0.050,
+             0.100)
 
 
 def sqlite_version() -> str:
@@ -348,13 +349,34 @@ class Connection:
                 else:
                     self.raw.execute(f"RELEASE sp{depth}")
 
+    @contextlib.contextmanager
+    def read_transaction(self) -> Iterator[None]:
+        """Run the block in one read transaction holding the connection, so every read
+        inside sees one moment of the file; other threads wait for its end (a write of
+        theirs could not begin inside it). Inside this thread's write block: that one.
+
+        :raises StoreClosedError: The connection was closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise self._closed_error()
+            if self.in_transaction:
+                yield
+                return
+            self.raw.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if not self._closed and self.raw.in_transaction:
+                    self.raw.execute("COMMIT")
+
     def _begin(self, wait: float) -> None:
         """Start a write transaction, waiting up to ``wait`` seconds for another
         connection's write lock. Called holding :attr:`_lock`, which it lets go between
         tries: SQLite's own busy handler would wait inside the call, and every other
         thread of this process, reads included, would wait with it."""
         deadline = time.monotonic() + wait
-        delay = _FIRST_TRY_S
+        pauses = iter(_PAUSES_S)
         while True:
             self.raw.set_busy_timeout(0)
             try:
@@ -368,10 +390,9 @@ class Connection:
                 self.raw.set_busy_timeout(int(self.busy_timeout * 1000))
             self._lock.release()
             try:
-                time.sleep(min(delay, left))
+                time.sleep(min(next(pauses, _PAUSES_S[-1]), left))
             finally:
                 self._lock.acquire()
-            delay = min(2 * delay, _LAST_TRY_S)
             if self._closed:
                 raise self._closed_error()
 
