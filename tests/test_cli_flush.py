@@ -121,7 +121,7 @@ DIARY = {"op": "upsert", "slot": "diary", "key": "mood", "value": "The user felt
 @pytest.fixture(name="diary_plugin")
 def fixture_diary_plugin(tmp_path, monkeypatch):
     """An installed plugin ``diary`` (an entry point on ``sys.path``) registering the slot
-    ``diary`` of user facts, loaded by the command."""
+    ``diary`` of user facts and ``style`` of a workspace's, loaded by the command."""
     folder = tmp_path / "site"
     info = folder / "ctxslots_diary-1.0.dist-info"
     info.mkdir(parents=True)
@@ -131,7 +131,8 @@ def fixture_diary_plugin(tmp_path, monkeypatch):
                                            encoding="utf-8")
     (folder / "ctxslots_diary_mod.py").write_text(
         "from ctxslots import hookimpl\n\n\n@hookimpl\ndef register_slots(register):\n"
-        '    register("diary", "What the user wrote in their diary.", "user")\n',
+        '    register("diary", "What the user wrote in their diary.", "user")\n'
+        '    register("style", "How the team writes code.", "scope")\n',
         encoding="utf-8")
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "diary")
@@ -161,4 +162,21 @@ def test_slot_lets_a_flush_write_a_plugins_slot(location, conversation, diary_pl
     assert "- project:" not in prompt
     assert (1, 2) == (unknown.exit_code, len(server.requests))
     assert unknown.output.startswith("Error: unknown slot 'nope' (known: user, project, agent, "
-                                     "diary)")
+                                     "diary")
+
+
+def test_a_plugin_slot_of_a_workspace_gets_the_flushs_scope(location, conversation,
+                                                             diary_plugin):
+    """``--scope repo --slot style``: a plugin slot whose facts belong to a workspace is
+    written to ``repo``, as ``project`` is, never as a global fact every workspace sees."""
+    style = {"op": "upsert", "slot": "style", "key": "indent", "confidence": 0.9, "tags": [],
+             "value": "The team indents with tabs."}
+    lang = {"op": "upsert", "slot": "project", "key": "lang", "confidence": 0.9, "tags": [],
+            "value": "The project is written in Rust."}
+    with ScriptedChatServer([reply(style, lang)]) as server:
+        done = invoke(location, conversation, "--base-url", server.base_url, "--model", "m",
+                      "--scope", "repo", "--slot", "style", "--slot", "project", "--json")
+    assert 0 == done.exit_code, done.output
+    assert [("style", "repo"), ("project", "repo")] == [
+        (c["fact"]["slot"], c["fact"]["scope"]) for c in json.loads(done.output)["added"]]
+

@@ -165,6 +165,8 @@ def flush(
         options["slots"] = _slot_meanings(app, slots)
     if len(files) == 1:
         with app.open_store(create=True) as store:
+            if slots:
+                options["scoped_slots"] = _scoped(store, slots)
             flusher = MemoryFlusher(store, client, policy=policy, **options)
             _flush_one(flusher, files[0], conversation, owners, if_due, out)
         return
@@ -172,6 +174,8 @@ def flush(
     failed = 0
     with app.open_store(create=True) as store, \
             Progress("flushing", total=len(files), unit="conversations") as bar:
+        if slots:
+            options["scoped_slots"] = _scoped(store, slots)
         flusher = MemoryFlusher(store, client, policy=policy, **options)
         for file in files:
             try:
@@ -221,6 +225,16 @@ def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
                 shown(report)
             if report.status != "applied" or not report.remaining:
                 return reports
+
+
+def _scoped(store: Any, slots: Sequence[str]) -> set[str]:
+    """The slots of ``--slot`` whose facts get the flush's ``--scope``: ``project``, and
+    each plugin slot whose facts may belong to a workspace (the built-in ``user`` and
+    ``agent`` facts stay the user's and the agent's own, as without ``--slot``)."""
+    from ..stores import BUILTIN_SLOTS
+
+    return {slot for slot in slots if slot == "project" or (
+        slot not in BUILTIN_SLOTS and store.limits.owners_of(slot).scope)}
 
 
 def _slot_meanings(app: CliContext, slots: Sequence[str]) -> dict[str, str]:
