@@ -252,3 +252,29 @@ def test_a_log_that_cannot_be_read_in_a_read_only_folder_names_the_folder(tmp_pa
     assert 0 == done.returncode, done.stderr
     for line in done.stdout.splitlines():
         assert " 1 Error: cannot read " in line and f"read-only folder {path.parent}" in line
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
+def test_a_log_this_user_may_not_read_is_named_rather_than_the_folder(tmp_path):
+    """The write-ahead log's files are there but this user may not read them (another
+    user's, 0600 as SQLite makes them): the error names those files, not the folder."""
+    ordinary_child()  # skips, with the reason, where permissions cannot hold
+    path = tmp_path / "read-only" / "memory.db"
+    path.parent.mkdir()
+    with FactStore(path) as store:
+        store.add("agent", "The old VPN token.")
+    with FactStore(path) as writer:
+        writer.add("agent", "The new VPN token.")
+        log = [Path(f"{path}-wal"), Path(f"{path}-shm")]
+        for part in log:
+            part.chmod(0)
+        try:
+            done = run_on_read_only_file(path, ["-c", COMMANDS, str(path)], file_too=False)
+        finally:
+            for part in log:
+                part.chmod(0o600)
+    assert 0 == done.returncode, done.stderr
+    for line in done.stdout.splitlines():
+        assert " 1 Error: cannot read " in line, line
+        assert f"this user may not read {path}-wal and {path}-shm" in line, line
+        assert "read-only folder" not in line, line

@@ -130,12 +130,22 @@ def _first_read(raw: apsw.Connection, path: str) -> None:
     try:
         raw.execute("PRAGMA schema_version").fetchall()
     except (apsw.ReadOnlyError, apsw.CantOpenError) as exc:
-        folder = os.path.dirname(os.path.abspath(path))
-        raise ReadOnlyStoreError(
-            f"cannot read {path} ({exc}): its write-ahead log {path}-wal may hold changes "
-            f"not yet in the file, and SQLite reads them only with {path}-shm beside it, "
-            f"which it cannot create in the read-only folder {folder}: let this user write "
-            f"to {folder}, or open the store once as a user who may", path=path) from exc
+        raise ReadOnlyStoreError(f"cannot read {path} ({exc}): its write-ahead log "
+                                 f"{path}-wal may hold changes not yet in the file, and "
+                                 f"{_log_cause(path)}", path=path) from exc
+
+
+def _log_cause(path: str) -> str:
+    """Why SQLite could not read a read-only store's log, and what to do."""
+    unreadable = [f"{path}{end}" for end in ("-wal", "-shm")
+                  if os.path.exists(f"{path}{end}") and not os.access(f"{path}{end}", os.R_OK)]
+    if unreadable:
+        return (f"this user may not read {' and '.join(unreadable)}: let it read them, or "
+                "open the store as the user who wrote it")
+    folder = os.path.dirname(os.path.abspath(path))
+    return (f"SQLite reads them only with {path}-shm beside it, which it cannot create in "
+            f"the read-only folder {folder}: let this user write to {folder}, or open the "
+            "store once as a user who may")
 
 
 def open_connection(
