@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -213,17 +215,25 @@ with FactStore(sys.argv[1], create=False) as store:
 """
 
 
+@contextmanager
+def _new_fact_in_the_log(path: Path) -> Iterator[None]:
+    """A store at ``path`` (its folder made) holding an old fact in the file and a new one
+    only in the write-ahead log of a writer kept open for the block."""
+    path.parent.mkdir()
+    with FactStore(path) as store:
+        store.add("agent", "The old VPN token.")
+    with FactStore(path) as writer:
+        writer.add("agent", "The new VPN token.")
+        yield
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
 def test_a_read_only_store_another_process_writes_is_read_through_its_log(tmp_path):
     """A file its user may not write while another process holds it open: the facts that
     process wrote since its last checkpoint, still only in the write-ahead log, are read."""
     ordinary_child()  # skips, with the reason, where permissions cannot hold
     path = tmp_path / "read-only" / "memory.db"
-    path.parent.mkdir()
-    with FactStore(path) as store:
-        store.add("agent", "The old VPN token.")
-    with FactStore(path) as writer:
-        writer.add("agent", "The new VPN token.")
+    with _new_fact_in_the_log(path):
         assert os.path.getsize(f"{path}-wal") > 0
         done = run_on_read_only_file(path, ["-c", SEARCH, str(path)])
     assert 0 == done.returncode, done.stderr
@@ -237,11 +247,7 @@ def test_a_log_that_cannot_be_read_in_a_read_only_folder_names_the_folder(tmp_pa
     (reading the file alone could miss the facts in the log)."""
     ordinary_child()  # skips, with the reason, where permissions cannot hold
     path = tmp_path / "read-only" / "memory.db"
-    path.parent.mkdir()
-    with FactStore(path) as store:
-        store.add("agent", "The old VPN token.")
-    with FactStore(path) as writer:
-        writer.add("agent", "The new VPN token.")
+    with _new_fact_in_the_log(path):
         shm = Path(f"{path}-shm")
         kept = shm.read_bytes()
         shm.unlink()
@@ -260,11 +266,7 @@ def test_a_log_this_user_may_not_read_is_named_rather_than_the_folder(tmp_path):
     user's, 0600 as SQLite makes them): the error names those files, not the folder."""
     ordinary_child()  # skips, with the reason, where permissions cannot hold
     path = tmp_path / "read-only" / "memory.db"
-    path.parent.mkdir()
-    with FactStore(path) as store:
-        store.add("agent", "The old VPN token.")
-    with FactStore(path) as writer:
-        writer.add("agent", "The new VPN token.")
+    with _new_fact_in_the_log(path):
         log = [Path(f"{path}-wal"), Path(f"{path}-shm")]
         for part in log:
             part.chmod(0)

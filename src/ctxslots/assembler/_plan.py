@@ -36,15 +36,20 @@ def _declared_priority(contributor: object, default: int) -> int:
     return priority if isinstance(priority, int) and not isinstance(priority, bool) else default
 
 
-def _error_section(contributor: object, error: str) -> tuple[Section, str]:
+def _stand_in(contributor: object, default_priority: int) -> Section:
+    """A section of no item for ``contributor``, with the name, title, priority and
+    sticky it declares (for a report of its failure, or of its offering nothing)."""
     name = str(getattr(contributor, "name", "?"))
     title = getattr(contributor, "title", None)
-    section = Section(
+    return Section(
         title=title if isinstance(title, str) and title.strip() else name, name=name,
-        priority=_declared_priority(contributor, 0),
+        priority=_declared_priority(contributor, default_priority),
         sticky=getattr(contributor, "sticky", False) is True,
     )
-    return section, error
+
+
+def _error_section(contributor: object, error: str) -> tuple[Section, str]:
+    return _stand_in(contributor, 0), error
 
 
 def section_of(outcome: Outcome) -> tuple[Section, str | None] | None:
@@ -277,7 +282,8 @@ def _report(prep: Prepared) -> SectionReport:
         name=section.name, title=section.title, priority=_priority(section),
         sticky=bool(section.sticky), status=status, reason=reason,
         header_tokens=prep.header_tokens + prep.separator_tokens, tokens=tokens,
-        group_tokens=grouped, items=tuple(decisions), stopped=_stopped(decisions, section.stop_note),
+        group_tokens=grouped, items=tuple(decisions),
+        stopped=_stopped(decisions, section.stop_note),
     )
 
 
@@ -302,13 +308,10 @@ def build_reports(prepared: Sequence[Prepared], offered_nothing: Sequence[object
     contributor asked."""
     reports = [_report(prep) for prep in prepared]
     for contributor in offered_nothing:
-        name = str(getattr(contributor, "name", "?"))
-        title = getattr(contributor, "title", None)
+        stand_in = _stand_in(contributor, DEFAULT_PRIORITY)
         reports.append(SectionReport(
-            name=name, title=title if isinstance(title, str) and title.strip() else name,
-            priority=_declared_priority(contributor, DEFAULT_PRIORITY),
-            sticky=getattr(contributor, "sticky", False) is True, status="empty",
-            stopped=OFFERED_NOTHING))
+            name=stand_in.name, title=stand_in.title, priority=_priority(stand_in),
+            sticky=bool(stand_in.sticky), status="empty", stopped=OFFERED_NOTHING))
     if offered_nothing:
         reports.sort(key=lambda r: (not r.sticky, -r.priority, r.name))
     return tuple(reports)

@@ -117,8 +117,6 @@ def open_backend(location: str, *, create: bool = True, lexical_cache: bool = Fa
     """
     check_location(location)
     wait = busy_timeout()
-    if pool is not None:
-        pool_size(pool)  # a malformed one is refused whatever the engine
     if is_url(location):
         # The PostgreSQL engine is optional (ctxslots[postgres]): its driver is
         # imported only when a URL asks for it.
@@ -128,6 +126,8 @@ def open_backend(location: str, *, create: bool = True, lexical_cache: bool = Fa
         backend: Backend = PostgresBackend(location, create=create, lock_timeout=wait,
                                            pool_size=pool_size(pool))
         return backend
+    if pool is not None:
+        pool_size(pool)  # a malformed one is refused on either engine
     from .sqlite import SQLiteBackend
 
     return SQLiteBackend(location, create=create, lexical_cache=lexical_cache,

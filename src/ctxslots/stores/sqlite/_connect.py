@@ -137,8 +137,8 @@ def _first_read(raw: apsw.Connection, path: str) -> None:
 
 def _log_cause(path: str) -> str:
     """Why SQLite could not read a read-only store's log, and what to do."""
-    unreadable = [f"{path}{end}" for end in ("-wal", "-shm")
-                  if os.path.exists(f"{path}{end}") and not os.access(f"{path}{end}", os.R_OK)]
+    logs = [path + end for end in _LOG_ENDINGS[:2]]
+    unreadable = [p for p in logs if os.path.exists(p) and not os.access(p, os.R_OK)]
     if unreadable:
         return (f"this user may not read {' and '.join(unreadable)}: let it read them, or "
                 "open the store as the user who wrote it")

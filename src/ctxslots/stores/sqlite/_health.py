@@ -78,16 +78,18 @@ def _integrity(conn: Connection) -> tuple[str, bool]:
 _NAMED = 3
 
 
-def _damaged(conn: Connection, integrity: str) -> str:
-    """The problem a damaged file is: the first things the check named, and the repair."""
+def _damaged(conn: Connection, integrity: str) -> Health:
+    """The health of a damaged file: its one problem, the first things the check named,
+    and the repair; nothing else checked."""
     found = integrity.splitlines()
     named = "; ".join(found[:_NAMED])
     if len(found) > _NAMED:
         named += f"; and {len(found) - _NAMED} more"
-    return (f"integrity check failed, the file is damaged ({named}): restore it from a "
-            "backup, or copy what is readable into a new file with "
-            f"`sqlite3 {conn.path} .recover` and open that (`ctxslots reindex` cannot "
-            "repair a damaged file)")
+    problem = (f"integrity check failed, the file is damaged ({named}): restore it from a "
+               "backup, or copy what is readable into a new file with "
+               f"`sqlite3 {conn.path} .recover` and open that (`ctxslots reindex` cannot "
+               "repair a damaged file)")
+    return Health(integrity, False, (problem,), facts_readable=False)
 
 
 def check(conn: Connection) -> Health:
@@ -100,14 +102,14 @@ def check(conn: Connection) -> Health:
     problems: list[str] = []
     integrity, damaged = _integrity(conn)
     if damaged:
-        return Health(integrity, False, (_damaged(conn, integrity),), facts_readable=False)
+        return _damaged(conn, integrity)
     if integrity != "ok":
         problems.append(integrity)
     try:
         names = _existing(conn)
     except StoreDamagedError as exc:
         integrity = f"the schema could not be read ({exc.__cause__})"
-        return Health(integrity, False, (_damaged(conn, integrity),), facts_readable=False)
+        return _damaged(conn, integrity)
     gone = [t for t in _SOURCE_TABLES if t not in names]
     if "facts" in gone:
         problems.append("the facts table is missing: the facts themselves are gone and cannot "
@@ -127,8 +129,7 @@ def check(conn: Connection) -> Health:
             in_sync, busy = _fts_in_sync(conn)
         except StoreDamagedError as exc:
             integrity = f"the full-text index's check met a damaged page ({exc.__cause__})"
-            return Health(integrity, False, (_damaged(conn, integrity),),
-                          facts_readable=False)
+            return _damaged(conn, integrity)
         if not in_sync:
             problems.append("the full-text index is out of sync with the facts: "
                             "run `ctxslots reindex`")
