@@ -119,6 +119,27 @@ def test_erase_a_scope_leaves_the_users_own_facts(store, engine):
         assert _everything_of(store, engine, fact_id) == []
 
 
+def test_erase_a_scope_leaves_the_facts_a_user_owns_in_it(location, clock, engine):
+    """A slot owned by a user within a workspace holds the user's own facts: erasing the
+    workspace takes its shared facts and leaves those, which erasing the user takes."""
+    from ctxslots import Limits
+    from ctxslots.stores.owners import BUILTIN_SLOT_OWNERS
+
+    owners = {**BUILTIN_SLOT_OWNERS, "notes": "user+scope"}
+    limits = Limits(slots=tuple(owners), slot_owners=owners)
+    with FactStore(location, clock=clock, limits=limits) as store:
+        mine = store.add("notes", "Alice keeps her shop notes in a private file.",
+                         user="alice", scope="shop")
+        gone = store.add("project", "The shop deploys on Fridays.", scope="shop")
+        report = store.erase(scope="shop")
+        assert report.facts == 1
+        assert _everything_of(store, engine, gone.id) == []
+        assert [f.id for f in store.facts(slots=["notes"], user="alice", scope="shop")] \
+            == [mine.id]
+        assert store.erase(user="alice").facts == 1
+        assert _everything_of(store, engine, mine.id) == []
+
+
 def test_erase_an_agent(store, engine):
     a, b = _linked_pair(store, agent="builder")
     kept = store.add("agent", "Reviewer lessons stay.", agent="reviewer")

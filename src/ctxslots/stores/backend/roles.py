@@ -370,7 +370,8 @@ class Erasure(Protocol):
 
     def owned_ids(self, kind: str, owner: str) -> list[int]:
         """The ids of the live and archived facts whose ``kind`` (``"user"``,
-        ``"agent"`` or ``"scope"``) is ``owner``."""
+        ``"agent"`` or ``"scope"``) is ``owner``; a workspace's are those of no user
+        (the facts a user keeps in a workspace are the user's own)."""
 
     def erase_facts(self, fact_ids: Sequence[int]) -> Erased:
         """Remove these facts, live or archived, with their history, vectors and

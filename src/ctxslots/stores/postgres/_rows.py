@@ -469,10 +469,11 @@ OWNER_COLUMNS = {"user": "user_id", "agent": "agent_id", "scope": "scope"}
 
 
 def owned_ids(conn: Conn, kind: str, owner: str) -> list[int]:
-    """The ids of the live and archived facts whose ``kind`` is ``owner``."""
-    column = OWNER_COLUMNS[kind]
-    found = conn.execute(f"SELECT id FROM facts WHERE {column} = %s UNION "
-                         f"SELECT id FROM archive WHERE {column} = %s ORDER BY 1",
+    """The ids of the live and archived facts whose ``kind`` is ``owner``; a workspace's
+    are those of no user (a user's facts in it are the user's own)."""
+    mine = f"{OWNER_COLUMNS[kind]} = %s" + (" AND user_id = ''" if kind == "scope" else "")
+    found = conn.execute(f"SELECT id FROM facts WHERE {mine} UNION "
+                         f"SELECT id FROM archive WHERE {mine} ORDER BY 1",
                          (owner, owner)).fetchall()
     return [int(r[0]) for r in found]
 

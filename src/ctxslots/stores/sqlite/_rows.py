@@ -402,11 +402,12 @@ OWNER_COLUMNS = {"user": "user_id", "agent": "agent_id", "scope": "scope"}
 
 
 def owned_ids(conn: Connection, kind: str, owner: str) -> list[int]:
-    """The ids of the live and archived facts whose ``kind`` is ``owner``."""
-    column = OWNER_COLUMNS[kind]
+    """The ids of the live and archived facts whose ``kind`` is ``owner``; a workspace's
+    are those of no user (a user's facts in it are the user's own)."""
+    mine = f"{OWNER_COLUMNS[kind]} = ?" + (" AND user_id = ''" if kind == "scope" else "")
     return [int(r[0]) for r in conn.execute(
-        f"SELECT id FROM facts WHERE {column} = ? UNION SELECT id FROM archive "
-        f"WHERE {column} = ? ORDER BY 1", (owner, owner)).fetchall()]
+        f"SELECT id FROM facts WHERE {mine} UNION SELECT id FROM archive "
+        f"WHERE {mine} ORDER BY 1", (owner, owner)).fetchall()]
 
 
 def _deleted(conn: Connection, sql: str, params: Sequence[Any]) -> int:

@@ -105,7 +105,8 @@ class ErasureMethods:
         agent) the flush progress of its conversations. Name exactly one owner.
 
         Shared facts are not a user's: erasing a user leaves the workspaces' facts,
-        erasing a workspace leaves the users' own.
+        erasing a workspace leaves the users' own (a fact of a slot owned by a user
+        within a workspace is the user's, and goes with the user).
 
         :raises InvalidArgumentError: No owner, or more than one, is named.
         :raises InvalidFactError: The owner is malformed.
