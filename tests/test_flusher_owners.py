@@ -3,6 +3,7 @@ the model only what that user sees, and keeps its own read position."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -79,6 +80,33 @@ def test_a_shared_fact_keeps_none_of_the_users_words_and_erasure_leaves_none(
     store.erase(user="alice")
     left = [(f.value, f.context, f.source) for f in store.facts(user=ANY, scope=ANY)]
     assert left == [("The shop deploys on Mondays.", None, shared.source)]
+
+
+def test_a_shared_fact_keeps_no_id_of_the_users_messages(store, flusher_for):
+    """Message ids (a chat's, which may name the user or lead back to her messages) go
+    into the source of her own facts; a fact others share counts the messages by position,
+    so erasing her leaves none of her ids behind."""
+    talk = [{**TALK[0], "id": "alice-msg-0041"},
+            {"role": "assistant", "content": "Noted.", "id": "alice-msg-0042"}]
+    _, flusher = flusher_for([_reply(
+        _upsert("user", "city", "Alice lives in Lisbon."),
+        _upsert("project", "deploy.day", "The shop deploys on Mondays."),
+        _upsert("agent", "greeting", "Greet in Portuguese."),
+        {"op": "forget", "slot": "project", "key": "deploy.old", "reason": "moved on"})])
+    old = store.upsert("project", "deploy.old", "The shop deploys on Fridays.", scope="shop")
+    report = flusher.flush(talk, conversation="chat-of-alice", scope="shop", user="alice",
+                           agent="concierge", force=True)
+    assert report.status == "applied"
+    own = store.get_by_key("user", "city", user="alice")
+    assert own.source.endswith("msgs:alice-msg-0041-alice-msg-0042")
+    shared = [store.get_by_key("project", "deploy.day", scope="shop"),
+              store.get_by_key("agent", "greeting", agent="concierge")]
+    assert [f.source for f in shared] == [f"flush:{report.flush_id} msgs:1-2"] * 2
+    store.erase(user="alice")
+    out = io.StringIO()
+    store.export_jsonl(out)
+    assert "alice" not in out.getvalue()
+    assert store.get(old.id, include_archive=True).archived
 
 
 def test_read_positions_are_kept_per_user(store, flusher_for):

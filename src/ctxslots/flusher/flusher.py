@@ -607,12 +607,13 @@ class MemoryFlusher:
             if old is not None:
                 where = seen
         # A fact of no user (the workspace's, an agent's) keeps none of the user's words:
-        # no context from the conversation, no conversation name in its source. Erasing
-        # the user then leaves nothing of theirs in the facts others share.
+        # no context from the conversation, and a source without the conversation's name
+        # or the messages' ids (which a chat may derive from the user, or trace back to
+        # her messages), only their positions. Erasing the user then leaves nothing of
+        # theirs in the facts others share.
         own = base.user is None or where.get("user") is not None
-        source = base.source or ""
-        if not own:
-            source = source.replace(f" conv:{base.conversation} ", " ", 1)
+        source = (base.source or "") if own else \
+            f"flush:{base.flush_id} msgs:{base.first}-{base.last}"
         later = _said_later(old, observed_at)
         if isinstance(op, Forget):
             if old is None:
