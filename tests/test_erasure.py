@@ -354,6 +354,25 @@ def test_deleting_a_survivor_shows_the_near_duplicates_it_hid_again(store):
     assert store.doctor().problems == ()
 
 
+def test_erasing_a_user_counts_no_near_duplicate_it_erased_as_shown_again(store, clock):
+    """A survivor with a low id hides a near-duplicate written after hundreds of other
+    facts: erasing the user takes both, and the report shows none again."""
+    survivor = store.upsert("user", "mode", "The user prefers dark mode in every editor.",
+                            user="alice")
+    with store.batch():
+        for n in range(450):
+            store.add("user", f"Note {n} on topic{n} and subject{n * 7}.", user="alice")
+    clock.advance(seconds=10)
+    twin = store.add("user", "The user prefers dark mode in every editor!", user="alice")
+    clock.advance(seconds=10)
+    store.upsert("user", "mode", "The user prefers dark mode, in every editor.", user="alice")
+    assert [(s.fact_id, s.by) for s in store.consolidate(fact_ids=[survivor.id]).superseded] \
+        == [(twin.id, survivor.id)]
+    report = store.erase(user="alice")
+    assert (report.facts, report.unhidden) == (452, 0)
+    assert report.summary().endswith("0 flush records")
+
+
 def test_doctor_finds_facts_hidden_by_a_missing_fact_and_reindex_shows_them(store, engine):
     """A store an older release erased a survivor of: its near-duplicate stays hidden by
     an id that exists nowhere; doctor names it and reindex shows it again."""

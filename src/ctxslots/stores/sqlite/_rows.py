@@ -418,17 +418,22 @@ def erase_facts(conn: Connection, fact_ids: Sequence[int]) -> Erased:
     """Remove these facts, live or archived, with their history and links; the facts
     they hid as near-duplicates are shown again (no survivor is left to stand for them)."""
     erased = Erased()
-    for chunk in rows_in(list(dict.fromkeys(fact_ids)), 400):
+    chunks = list(rows_in(list(dict.fromkeys(fact_ids)), 400))
+    for chunk in chunks:
         ids = marks(len(chunk))
         erased += Erased(
             facts=_deleted(conn, f"DELETE FROM facts WHERE id IN ({ids})", chunk),
             archived=_deleted(conn, f"DELETE FROM archive WHERE id IN ({ids})", chunk),
             history=_deleted(conn, f"DELETE FROM fact_history WHERE fact_id IN ({ids})", chunk),
             links=_deleted(conn, f"DELETE FROM fact_links WHERE a IN ({ids}) OR b IN ({ids})",
-                           (*chunk, *chunk)),
-            unhidden=sum(conn.changed(f"UPDATE {table} SET superseded_by = NULL "
-                                      f"WHERE superseded_by IN ({ids})", chunk)
-                         for table in ("facts", "archive")))
+                           (*chunk, *chunk)))
+    # Once every chunk is gone: a fact hidden behind one chunk's fact may be in a later
+    # chunk, erased too, and not shown again.
+    for chunk in chunks:
+        ids = marks(len(chunk))
+        erased += Erased(unhidden=sum(conn.changed(f"UPDATE {table} SET superseded_by = NULL "
+                                                   f"WHERE superseded_by IN ({ids})", chunk)
+                                      for table in ("facts", "archive")))
     return erased
 
 
