@@ -192,3 +192,48 @@ def test_a_frame_the_stdio_server_cannot_read_gets_an_error_answer(tmp_path):
         (a.id, a.error.code) for a in answers if isinstance(a, JSONRPCError)]
     assert isinstance(alive, JSONRPCResponse) and 10 == alive.id
     assert "No memories match 'alive'." == alive.result["content"][0]["text"]
+
+
+def _initialize(server: subprocess.Popen) -> None:
+    """Initialize a raw stdio session with ``server`` and read the answer."""
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(json.dumps({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}}) + "\n"
+        + '{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    server.stdin.flush()
+    assert 0 == json.loads(server.stdout.readline())["id"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is how POSIX stops a program")
+def test_ctrl_c_stops_the_stdio_server_while_the_client_keeps_stdin_open(tmp_path):
+    """SIGINT (Ctrl-C in a terminal) stops the stdio server although its client neither
+    writes nor closes stdin, closing the store on the way out: no second Ctrl-C, no wait
+    for another line."""
+    import signal
+
+    db = tmp_path / "m.db"
+    server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "mcp"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, encoding="utf-8")
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    try:
+        _initialize(server)
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "memory_store", "arguments": {"slot": "user", "value": "Sam drinks tea."}}}) + "\n")
+        server.stdin.flush()
+        assert 1 == json.loads(server.stdout.readline())["id"]
+        server.send_signal(signal.SIGINT)
+        # It stops within a second or two; a server that does not stop never would.
+        assert 1 == server.wait(timeout=120)
+        assert "Aborted!\n" == server.stderr.read().lstrip("\n")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        server.stdin.close()
+        server.stdout.close()
+        server.stderr.close()
+    with FactStore(db) as store:
+        assert ["Sam drinks tea."] == [f.value for f in store.facts()]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -115,7 +115,9 @@ def make_server(tools: MemoryTools, *, per_user: bool = False) -> Server[Any]:
 
 
 async def serve_stdio(tools: MemoryTools) -> None:
-    """Serve ``tools`` over this process's stdin and stdout until the client hangs up.
+    """Serve ``tools`` over this process's stdin and stdout until the client hangs up,
+    or until cancelled (Ctrl-C), which stops it at once, whether or not the client
+    is writing.
 
     A line that is not a JSON-RPC message (invalid JSON, a lone surrogate escape,
     nesting too deep for the parser) is answered with a JSON-RPC error whose ``id`` is
@@ -129,6 +131,8 @@ async def serve_stdio(tools: MemoryTools) -> None:
     from mcp.shared.message import SessionMessage
     from pydantic import ValidationError
 
+    from ._stdin import stdin_lines
+
     def refusal(exc: Exception) -> Any:
         parse = not isinstance(exc, ValidationError) or any(
             e.get("type") == "json_invalid" for e in exc.errors())
@@ -136,7 +140,9 @@ async def serve_stdio(tools: MemoryTools) -> None:
                  else types.ErrorData(code=types.INVALID_REQUEST, message="Invalid Request"))
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
 
-    async with stdio_server() as (read_stream, write_stream):
+    # The SDK only iterates its stdin's lines; given ours, it leaves fd 0 to stdin_lines.
+    async with stdin_lines() as lines, \
+            stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[Any](0)
 
         async def answer_unreadable_lines() -> None:

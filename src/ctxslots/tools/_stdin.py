@@ -1,0 +1,57 @@
+"""The lines of this process's standard input, read on a daemon thread, for :func:`serve_stdio`.
+
+The SDK's stdio transport reads stdin on a worker thread blocked in ``readline``. A
+cancelled server waits for that thread, and so does the interpreter at exit: Ctrl-C
+(SIGINT) left ``ctxslots mcp`` running until the client sent another line or closed
+its end of the pipe. Here a daemon thread reads the lines and hands each one to the
+event loop; a cancelled server stops at once, and the thread, still blocked in its
+read, ends with the process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+
+__all__ = ["stdin_lines"]
+
+
+@asynccontextmanager
+async def stdin_lines() -> AsyncIterator[AsyncIterator[str]]:
+    """The lines of standard input (UTF-8, an undecodable byte replaced, as the SDK
+    reads them) until its end.
+
+    While open, fd 0 points at the null device, so nothing else in the process (a
+    plugin, a child process) reads the client's messages; it points at the client's
+    pipe again on exit. A read still waiting then is left to the daemon thread.
+    """
+    import anyio
+    import anyio.from_thread
+
+    saved = os.dup(0)
+    wire = os.dup(0)  # the thread's own, closed when it ends
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    send, receive = anyio.create_memory_object_stream[str](0)
+
+    async with anyio.from_thread.BlockingPortal() as portal:
+
+        def pump() -> None:
+            # RuntimeError: the portal stopped (the server is done); the others: it
+            # stopped reading. Either way the lines left are not this server's to read.
+            with suppress(RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError), \
+                    open(wire, encoding="utf-8", errors="replace") as lines:
+                for line in lines:
+                    portal.call(send.send, line)
+                portal.call(send.aclose)  # end of input: the server's stream ends
+
+        threading.Thread(target=pump, name="ctxslots-mcp-stdin", daemon=True).start()
+        try:
+            async with receive:
+                yield receive
+        finally:
+            os.dup2(saved, 0)
+            os.close(saved)
