@@ -140,21 +140,28 @@ def test_mcp_command_refuses_a_bad_scope(tmp_path):
     assert result.output.startswith("Error: ") and "scope" in result.output
 
 
+#: Lines the SDK cannot read, with the id and the code of the error answering each: the
+#: request's id where Python's parser reads it (a lone surrogate escape is JSON to it).
 UNREADABLE = [
     (('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"memory_store",'
-      '"arguments":{"slot":"user","value":"\\ud800"}}}'), -32700),
+      '"arguments":{"slot":"user","value":"\\ud800"}}}'), 9, -32700),
+    (('{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{"name":"memory_query",'
+      '"arguments":{"query":"tea \\ud83d"}}}'), "call-7", -32700),
+    ('{"jsonrpc":"1.0","id":8,"method":"ping"}', 8, -32600),
     ('{"jsonrpc":"2.0","id":9,"method":"tools/call","params":' + "[" * 5000 + "]" * 5000 + "}",
-     -32700),
-    ('{"jsonrpc":"2.0","id":9,"method":', -32700),
-    ('{"id":9,"hello":"there"}', -32600),
+     None, -32700),
+    ('{"jsonrpc":"2.0","id":9,"method":', None, -32700),
+    ('{"id":9,"hello":"there"}', None, -32600),
+    ('{"jsonrpc":"2.0","id":true,"method":"ping","params":"\\udc00"}', None, -32700),
 ]
 
 
 def test_a_frame_the_stdio_server_cannot_read_gets_an_error_answer(tmp_path):
     """A line that is no JSON-RPC message (a lone surrogate escape, nesting 5,000 deep,
-    cut-off JSON, an object of another kind) is answered with a JSON-RPC error (id null),
-    as over HTTP, and the server goes on answering; each answer read with the SDK's own
-    message types."""
+    cut-off JSON, an object of another kind) is answered with a JSON-RPC error, as over
+    HTTP, carrying the request's id where the line has one that Python reads (so a
+    client's call fails instead of waiting), and the server goes on answering; each
+    answer read with the SDK's own message types."""
     from mcp_types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
 
     server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
@@ -178,7 +185,7 @@ def test_a_frame_the_stdio_server_cannot_read_gets_an_error_answer(tmp_path):
         assert isinstance(answers_until(0)[-1], JSONRPCResponse)
         # The unreadable lines, then a call: its answer comes after theirs, if any.
         lines = ['{"jsonrpc":"2.0","method":"notifications/initialized"}',
-                 *(line for line, _ in UNREADABLE),
+                 *(line for line, _, _ in UNREADABLE),
                  json.dumps({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {
                      "name": "memory_query", "arguments": {"query": "alive"}}})]
         server.stdin.write("".join(line + "\n" for line in lines))
@@ -188,7 +195,7 @@ def test_a_frame_the_stdio_server_cannot_read_gets_an_error_answer(tmp_path):
         server.stdin.close()
         server.wait(timeout=60)
         server.stdout.close()
-    assert [(None, code) for _, code in UNREADABLE] == [
+    assert [(found, code) for _, found, code in UNREADABLE] == [
         (a.id, a.error.code) for a in answers if isinstance(a, JSONRPCError)]
     assert isinstance(alive, JSONRPCResponse) and 10 == alive.id
     assert "No memories match 'alive'." == alive.result["content"][0]["text"]

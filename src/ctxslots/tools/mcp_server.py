@@ -120,9 +120,12 @@ async def serve_stdio(tools: MemoryTools) -> None:
     is writing.
 
     A line that is not a JSON-RPC message (invalid JSON, a lone surrogate escape,
-    nesting too deep for the parser) is answered with a JSON-RPC error whose ``id`` is
-    ``null``: ``-32700`` (parse error) or ``-32600`` (invalid request), as the HTTP
-    transport answers; the SDK's stdio reader alone passes it on unanswered.
+    nesting too deep for the parser) is answered with a JSON-RPC error: ``-32700``
+    (parse error) or ``-32600`` (invalid request), as the HTTP transport answers; the
+    SDK's stdio reader alone passes it on unanswered. The error carries the request's
+    ``id`` where Python's own parser reads one (a lone surrogate escape is JSON to it),
+    so the client's call fails at once instead of waiting for an answer; ``null``
+    otherwise.
     """
     types, _ = require_sdk()
     server = make_server(tools)
@@ -138,7 +141,8 @@ async def serve_stdio(tools: MemoryTools) -> None:
             e.get("type") == "json_invalid" for e in exc.errors())
         error = (types.ErrorData(code=types.PARSE_ERROR, message="Parse error") if parse
                  else types.ErrorData(code=types.INVALID_REQUEST, message="Invalid Request"))
-        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=_request_id(exc),
+                                                 error=error))
 
     # The SDK only iterates its stdin's lines; given ours, it leaves fd 0 to stdin_lines.
     async with stdin_lines() as lines, \
@@ -156,6 +160,35 @@ async def serve_stdio(tools: MemoryTools) -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(answer_unreadable_lines)
             await server.run(receive, write_stream, server.create_initialization_options())
+
+
+def _request_id(exc: Exception) -> int | str | None:
+    """The id of the request on a line the SDK refused, when the line holds one.
+
+    The SDK's parser refuses a lone surrogate escape (``"\\ud800"``, which a JavaScript
+    client writes for a string cut inside an emoji); an error answered with ``id`` null
+    matches no call, and the client waits for its answer until it times out. Python's
+    parser reads such a line, and its id.
+    """
+    import json
+
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return None
+    for error in exc.errors(include_url=False):
+        message = error.get("input")  # the line as read, or the object parsed from it
+        if error.get("type") == "json_invalid" and isinstance(message, str):
+            try:
+                message = json.loads(message)
+            except (ValueError, RecursionError):
+                return None
+        if isinstance(message, dict) and isinstance(message.get("method"), str):
+            found = message.get("id")
+            if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)):
+                return found
+            return None
+    return None
 
 
 async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int = 8765,
