@@ -228,6 +228,30 @@ def test_an_empty_db_is_refused_rather_than_the_default_store(tmp_path, monkeypa
     assert not (tmp_path / "data").exists()
 
 
+
+@pytest.mark.parametrize("how", ["option", "variable"])
+def test_a_db_under_a_tilde_is_in_the_home_folder_where_no_shell_expanded_it(
+        tmp_path, monkeypatch, how):
+    """``"--db", "~/memory.db"`` in an MCP client's args (no shell between) made a folder
+    named ~ in whatever directory the client started the command in: each project's
+    launch had a store of its own."""
+    home, launched_in = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    launched_in.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(launched_in)
+    if how == "variable":
+        monkeypatch.setenv("CTXSLOTS_DB", "~/memory.db")
+        args: tuple[str, ...] = ()
+    else:
+        args = ("--db", "~/memory.db")
+    result = _run(*args, "remember", "user", "Sam drinks tea.")
+    assert 0 == result.exit_code, result.output
+    assert [] == list(launched_in.iterdir())
+    with FactStore(home / "memory.db") as store:
+        assert ["Sam drinks tea."] == [f.value for f in store.facts()]
+
+
 def test_a_conversation_that_is_not_utf8_fails_alone_and_the_others_still_run(tmp_path):
     from ctxslots.testing import ScriptedChatServer, ScriptedReply
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import re
 import warnings
 from collections.abc import Iterator
@@ -31,8 +32,8 @@ class CliContext:
     """What the root options say, handed to every command.
 
     Attributes:
-        db: The ``--db`` file path or ``postgresql://`` URL (or ``$CTXSLOTS_DB``),
-            ``None`` for the default.
+        db: The ``--db`` file path (a leading ``~`` expanded) or ``postgresql://`` URL
+            (or ``$CTXSLOTS_DB``), ``None`` for the default.
         embedder: The ``--embedder`` spec, ``None`` for the store's default.
         embed_base_url: The ``--embed-base-url`` for an ``openai:`` embedder.
         free_slots: ``--free-slots``: accept any well-formed slot name, not only
@@ -194,8 +195,8 @@ class _Group(click.Group):
 @click.option(
     "--db",
     envvar="CTXSLOTS_DB",
-    help="The store: a SQLite file, or a postgresql:// URL (default: $CTXSLOTS_DB, else a "
-         "file in the user data directory).",
+    help="The store: a SQLite file (a leading ~ is your home folder), or a postgresql:// URL "
+         "(default: $CTXSLOTS_DB, else a file in the user data directory).",
 )
 @click.option(
     "--embedder",
@@ -225,6 +226,10 @@ def cli(
         # An unset shell variable (--db "$STORE") would otherwise write to the default store.
         raise click.UsageError("--db is empty: name a SQLite file or a postgresql:// URL, "
                                "or leave --db out for the default store")
+    if db is not None and db.startswith("~"):
+        # No shell expands it in an MCP client's "args", a unit file or an env file: the
+        # store would go to a folder named ~ under whatever directory the command ran in.
+        db = os.path.expanduser(db)
     _show_warnings()
     ctx.obj = CliContext(db=db, embedder=embedder, embed_base_url=embed_base_url,
                          free_slots=free_slots)
