@@ -244,3 +244,44 @@ def test_ctrl_c_stops_the_stdio_server_while_the_client_keeps_stdin_open(tmp_pat
         server.stderr.close()
     with FactStore(db) as store:
         assert ["Sam drinks tea."] == [f.value for f in store.facts()]
+
+
+def test_what_a_plugin_prints_never_reaches_the_stdio_protocol(tmp_path):
+    """A plugin that prints, when imported and on each search, writes to stderr: every line
+    the client reads on stdout, from the first to the last, is a JSON-RPC message."""
+    site = tmp_path / "site"
+    info = site / "ctxslots_chatty-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-chatty\nVersion: 1.0\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text("[ctxslots]\nchatty = ctxslots_chatty_mod\n",
+                                           encoding="utf-8")
+    (site / "ctxslots_chatty_mod.py").write_text(
+        "from ctxslots import hookimpl\n\nprint('chatty plugin loaded')\n\n\n@hookimpl\n"
+        "def rerank_hits(query, hits):\n    print(f'reranking {query}')\n    return hits\n",
+        encoding="utf-8")
+    env = {**os.environ, "CTXSLOTS_LOAD_PLUGINS": "chatty",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                               "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, encoding="utf-8", env=env)
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    try:
+        _initialize(server)
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "memory_query", "arguments": {"query": "tea"}}}) + "\n")
+        server.stdin.flush()
+        answer = json.loads(server.stdout.readline())
+        server.stdin.close()
+        rest = server.stdout.read()
+        printed = server.stderr.read()
+        server.wait(timeout=120)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        server.stdout.close()
+        server.stderr.close()
+    assert 1 == answer["id"] and "No memories match 'tea'." == answer["result"]["content"][0]["text"]
+    assert "" == rest
+    assert ["chatty plugin loaded", "reranking tea"] == printed.splitlines()

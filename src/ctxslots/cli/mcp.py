@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import ExitStack, nullcontext, redirect_stdout
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,9 +70,13 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
         raise click.UsageError(f"serving on {host} (not loopback) needs --token or --tokens")
     import anyio  # installed with the SDK
 
-    with app.open_store(long_running=True, create=True) as store:
-        tools = MemoryTools(store, scope=scope, user=user, agent=agent,
-                            allow_delete=allow_delete, slots=slots or DEFAULT_SLOTS)
+    with ExitStack() as stack:
+        # Over stdio, stdout is the protocol's from the first byte: what a plugin or a model
+        # library prints while the store opens (before the SDK takes stdout) goes to stderr.
+        with redirect_stdout(sys.stderr) if transport == "stdio" else nullcontext():
+            store = stack.enter_context(app.open_store(long_running=True, create=True))
+            tools = MemoryTools(store, scope=scope, user=user, agent=agent,
+                                allow_delete=allow_delete, slots=slots or DEFAULT_SLOTS)
         if transport == "http":
             try:
                 anyio.run(lambda: serve_http(tools, host=host, port=port, token=token,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
@@ -157,9 +158,15 @@ async def serve_stdio(tools: MemoryTools) -> None:
                     else:
                         await send.send(item)
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(answer_unreadable_lines)
-            await server.run(receive, write_stream, server.create_initialization_options())
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(answer_unreadable_lines)
+                await server.run(receive, write_stream, server.create_initialization_options())
+        finally:
+            # While serving, fd 1 points at stderr; what a plugin printed is still in
+            # sys.stdout's buffer, which would reach the client's pipe once fd 1 is back.
+            with suppress(OSError, ValueError):
+                sys.stdout.flush()
 
 
 def _request_id(exc: Exception) -> int | str | None:
