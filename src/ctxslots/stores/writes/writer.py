@@ -120,8 +120,10 @@ class Writer:
     access: AccessWriter | None = None
     default_user: str = DEFAULT_USER
     default_agent: str = DEFAULT_AGENT
-    _pending: Pending | None = None
-    _written: int = 0
+    # Per thread: the vectors and the count of facts of the write transaction it has open
+    # (absent or None: none). Threads write in transactions of their own (on PostgreSQL at
+    # once, on separate connections), so one thread's writes are no part of another's.
+    _open: threading.local = attrs.Factory(threading.local)
     _read_only: bool = False
     # Per thread: the ids ``counts_together`` gathers (absent or None: none is open).
     _gathering: threading.local = attrs.Factory(threading.local)
@@ -138,8 +140,7 @@ class Writer:
         ``savepoints`` as in :meth:`~ctxslots.stores.backend.Lifecycle.transaction`."""
         outer = self._pending is None
         if outer:
-            self._pending = {}
-            self._written = 0
+            self._open.pending, self._open.written = {}, 0
         try:
             with self.backend.transaction(savepoints=savepoints):
                 yield
@@ -149,7 +150,13 @@ class Writer:
                 self.vectors.after_commit(self._pending)
         finally:
             if outer:
-                self._pending = None
+                self._open.pending = None
+
+    @property
+    def _pending(self) -> Pending | None:
+        """The vectors this thread's open write transaction owes (``None``: none open)."""
+        pending: Pending | None = getattr(self._open, "pending", None)
+        return pending
 
     def queue_vector(self, fact_id: int, row: FactFields) -> None:
         """Embed ``row``'s value for ``fact_id`` when the current transaction commits."""
@@ -168,12 +175,12 @@ class Writer:
 
     def count_write(self) -> None:
         """Count one fact written in the current transaction against ``limits.max_batch``."""
-        self._written += 1
-        if self._written > self.limits.max_batch:
+        self._open.written = getattr(self._open, "written", 0) + 1
+        if self._open.written > self.limits.max_batch:
             raise InvalidFactError(
                 f"a batch may write at most {self.limits.max_batch} facts; split it into smaller "
                 "batches (nothing from this batch was written)",
-                field="batch", value=self._written,
+                field="batch", value=self._open.written,
             )
 
     def validated(self, slot: Any, value: Any, owners: Owners, tags: Any, confidence: Any,
@@ -238,7 +245,7 @@ class Writer:
                 except DuplicateKeyError:
                     # Another writer stored the key after it was read (an engine that does
                     # not lock a key with no row): its value is replaced, and kept in history.
-                    self._written -= 1  # the insert wrote nothing
+                    self._open.written -= 1  # the insert wrote nothing
                     old = self.backend.get_by_key(row["slot"], row["scope"], key,
                                                   user_id=row["user_id"],
                                                   agent_id=row["agent_id"])
