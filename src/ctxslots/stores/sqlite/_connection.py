@@ -300,54 +300,70 @@ class Connection:
             flat = self._unsaved  # a block of a block that takes no savepoints
             if flat and self._failure is not None:
                 raise failed_batch_error(self._failure, self.path)
-            if depth == 0:
-                self._begin(self.busy_timeout if wait is None else wait)
-                self.kept_read.forget()  # read in another transaction
-            elif not flat:
-                self.raw.execute(f"SAVEPOINT sp{depth}")
-            starts = not flat and not savepoints
-            if starts:
-                self._unsaved = True
-            self._depth += 1
-            self._writer = threading.get_ident()
             try:
-                yield self
-                if starts and self._failure is not None:
-                    raise failed_batch_error(self._failure, self.path)
-            except BaseException as exc:
-                self._depth -= 1
-                if self._closed:  # closed inside the block: its transaction went with it
-                    if isinstance(exc, StoreClosedError):
-                        raise
-                    raise self._closed_error() from exc
-                if flat:
-                    if self._failure is None:
-                        self._failure = exc
-                    raise
-                if starts:
+                yield from self._block(depth, flat, savepoints, wait)
+            finally:
+                # Ctrl-C's KeyboardInterrupt can arrive between any two steps (just after
+                # BEGIN, just before COMMIT): however the outermost block ended, it leaves
+                # no transaction open, holding the write lock, and no depth behind it.
+                self._depth = depth
+                if depth == 0:
                     self._unsaved, self._failure = False, None
-                self.kept_read.forget()  # what the rollback undid may have changed it
-                if not self.raw.in_transaction:
-                    # SQLite rolled the whole transaction back itself (a full disk, an
-                    # interrupt): there is nothing left to undo, and the error stands.
+                    if not self._closed and self.raw.in_transaction:
+                        self.kept_read.forget()
+                        self.raw.execute("ROLLBACK")
+
+    def _block(self, depth: int, flat: bool, savepoints: bool, wait: float | None
+               ) -> Iterator[Connection]:
+        """The steps of one :meth:`write` block at ``depth`` (called holding the lock)."""
+        if depth == 0:
+            self._begin(self.busy_timeout if wait is None else wait)
+            self.kept_read.forget()  # read in another transaction
+        elif not flat:
+            self.raw.execute(f"SAVEPOINT sp{depth}")
+        starts = not flat and not savepoints
+        if starts:
+            self._unsaved = True
+        self._depth += 1
+        self._writer = threading.get_ident()
+        try:
+            yield self
+            if starts and self._failure is not None:
+                raise failed_batch_error(self._failure, self.path)
+        except BaseException as exc:
+            self._depth -= 1
+            if self._closed:  # closed inside the block: its transaction went with it
+                if isinstance(exc, StoreClosedError):
                     raise
-                if depth == 0:
-                    self.raw.execute("ROLLBACK")
-                else:
-                    self.raw.execute(f"ROLLBACK TO sp{depth}; RELEASE sp{depth}")
+                raise self._closed_error() from exc
+            if flat:
+                if self._failure is None:
+                    self._failure = exc
                 raise
+            if starts:
+                self._unsaved, self._failure = False, None
+            self.kept_read.forget()  # what the rollback undid may have changed it
+            if not self.raw.in_transaction:
+                # SQLite rolled the whole transaction back itself (a full disk, an
+                # interrupt): there is nothing left to undo, and the error stands.
+                raise
+            if depth == 0:
+                self.raw.execute("ROLLBACK")
             else:
-                self._depth -= 1
-                if self._closed:  # closed inside the block: nothing of it was kept
-                    raise self._closed_error()
-                if flat:
-                    return
-                if starts:
-                    self._unsaved = False
-                if depth == 0:
-                    self.raw.execute("COMMIT")
-                else:
-                    self.raw.execute(f"RELEASE sp{depth}")
+                self.raw.execute(f"ROLLBACK TO sp{depth}; RELEASE sp{depth}")
+            raise
+        else:
+            self._depth -= 1
+            if self._closed:  # closed inside the block: nothing of it was kept
+                raise self._closed_error()
+            if flat:
+                return
+            if starts:
+                self._unsaved = False
+            if depth == 0:
+                self.raw.execute("COMMIT")
+            else:
+                self.raw.execute(f"RELEASE sp{depth}")
 
     @contextlib.contextmanager
     def read_transaction(self) -> Iterator[None]:
@@ -363,8 +379,8 @@ class Connection:
             if self.in_transaction:
                 yield
                 return
-            self.raw.execute("BEGIN")
-            try:
+            try:  # BEGIN inside: an interrupt just after it leaves no read open
+                self.raw.execute("BEGIN")
                 yield
             finally:
                 if not self._closed and self.raw.in_transaction:
