@@ -3,6 +3,7 @@ each a CtxslotsError that says what happened, with nothing written."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import threading
 import time
@@ -13,7 +14,15 @@ from click.testing import CliRunner
 
 from _lock_holders import SQLiteHolder, holder_of, inside_a_sqlite_write
 from _sql import stored_rows
-from ctxslots import CtxslotsError, FactStore, StoreBusyError, StoreClosedError, StoreError
+from ctxslots import (
+    AssemblyRequest,
+    CtxslotsError,
+    FactStore,
+    PromptAssembler,
+    StoreBusyError,
+    StoreClosedError,
+    StoreError,
+)
 from ctxslots.cli import cli
 from ctxslots.stores.engines import BUSY_TIMEOUT_ENV
 
@@ -132,15 +141,21 @@ CALLS = {
     "import_jsonl": lambda s, f: s.import_jsonl(io.StringIO(
         '{"format": "ctxslots-facts", "version": 1}\n')),
     "batch": lambda s, f: s.batch().__enter__(),
+    "assemble": lambda s, f: PromptAssembler(s).assemble(AssemblyRequest("anything")),
+    "aassemble": lambda s, f: asyncio.run(PromptAssembler(s).aassemble(
+        AssemblyRequest("anything"))),
 }
 
 
 @pytest.mark.parametrize("call", sorted(CALLS))
 def test_every_call_on_a_closed_store_is_a_store_closed_error(location, call):
-    """Reads, writes and upkeep on a closed store raise StoreClosedError naming the store."""
+    """Reads, writes, upkeep and assembly on a closed store raise StoreClosedError naming the
+    store (an assembly returned an empty prompt, every memory section having failed)."""
     store = FactStore(location)
     fact = store.add("agent", "Written before close.")
+    assert not store.closed
     store.close()
+    assert store.closed
     store.close()  # closing twice is fine
     with pytest.raises(StoreClosedError, match="is closed"):
         CALLS[call](store, fact.id)

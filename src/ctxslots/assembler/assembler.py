@@ -14,8 +14,15 @@ import attrs
 import jinja2
 import pluggy
 
+from .._secrets import safe_url
 from ..contributors.base import Contributor, SearchableStore, check_contributor
-from ..errors import BudgetExceededError, InvalidFactError, InvalidRequestError, PluginError
+from ..errors import (
+    BudgetExceededError,
+    InvalidFactError,
+    InvalidRequestError,
+    PluginError,
+    StoreClosedError,
+)
 from ..model import AssembledPrompt, Section
 from ..plugins import (
     collect,
@@ -229,6 +236,7 @@ class PromptAssembler:
         :raises BudgetExceededError: The sticky sections alone do not fit; its
             ``prompt`` holds the result with them cut to fit and nothing else.
         :raises TemplateError: A template is missing or fails to render.
+        :raises StoreClosedError: The store was closed (its sections would all fail).
         """
         _check_request(request, self.store)
         contributors = self._contributors()
@@ -359,13 +367,17 @@ def _check_slot_owners(pm: pluggy.PluginManager, store: Any) -> None:
 
 
 def _check_request(request: Any, store: Any) -> None:
-    """``request`` is an :class:`AssemblyRequest` whose owners the store takes: one it
-    refuses would make every memory section fail, and the prompt come back empty."""
+    """``request`` is an :class:`AssemblyRequest` whose owners the store takes, and the
+    store is open: one it refuses, or a closed store, would make every memory section
+    fail, and the prompt come back empty as if nothing were remembered."""
     if not isinstance(request, AssemblyRequest):
         raise InvalidRequestError(
             f"request must be an AssemblyRequest, not {type(request).__name__}",
             field="request", value=request,
         )
+    if getattr(store, "closed", False) is True:
+        path = safe_url(str(getattr(store, "path", "")))
+        raise StoreClosedError(f"the store at {path} is closed", path=path)
     limits = getattr(store, "limits", None)
     if not isinstance(limits, Limits):
         return

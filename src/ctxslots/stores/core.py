@@ -187,6 +187,11 @@ class StoreCore:
         if self.access_writer is not None and not self.backend.in_transaction:
             self.access_writer.wait()
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
     def check_open(self) -> None:
         """Raise :class:`~ctxslots.errors.StoreClosedError` once the store is closed (for
         the calls that may answer without asking the engine, which raises it itself)."""

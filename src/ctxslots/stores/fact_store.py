@@ -187,6 +187,12 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         """``"sqlite"`` or ``"postgresql"``."""
         return self._core.backend.engine
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: every call then raises
+        :class:`~ctxslots.errors.StoreClosedError`."""
+        return self._core.closed
+
     def close(self) -> None:
         """Close the store (idempotent): every queued vector and access count is
         written first, background loads are stopped."""
