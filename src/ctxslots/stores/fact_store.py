@@ -24,6 +24,7 @@ import platformdirs
 from .._secrets import safe_url
 from ..errors import InvalidArgumentError, StoreError
 from ..model import RELAXED_FILL, Hit
+from . import _forks
 from .async_face import AsyncMethods
 from .backend import CacheStatus
 from .core import StoreCore, StoreOptions, open_core
@@ -164,7 +165,9 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
     user: str | None = None
     agent: str | None = None
     pool_size: int | None = None
-    _core: StoreCore = attrs.field(init=False, repr=False)
+    _opened: StoreCore = attrs.field(init=False, repr=False)
+    _options: StoreOptions = attrs.field(init=False, repr=False)
+    _generation: int = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self.path = _location(self.path)
@@ -174,11 +177,35 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             vector_cache=self.vector_cache, lexical_cache=self.lexical_cache, create=self.create,
             vector_writes=self.vector_writes, access_writes=self.access_writes,
             user=self.user, agent=self.agent, pool_size=self.pool_size)
-        self._core = open_core(self.path, options)
-        self.ranking = self._core.ranking
-        self.user, self.agent = self._core.writer.default_user, self._core.writer.default_agent
-        embedder = self._core.embedder
+        self._options = options
+        self._open()
+
+    def _open(self) -> None:
+        core = open_core(str(self.path), self._options)
+        self._opened, self._generation = core, _forks.generation()
+        self.ranking = core.ranking
+        self.user, self.agent = core.writer.default_user, core.writer.default_agent
+        embedder = core.embedder
         self.embedder = False if embedder is None else embedder
+
+    @property  # the mixins declare it as an attribute; only the store sets it
+    def _core(self) -> StoreCore:  # type: ignore[override]
+        if self._generation != _forks.generation():
+            self._reopen_after_fork()
+        return self._opened
+
+    def _reopen_after_fork(self) -> None:
+        """This process is a fork of the one that opened the store: open the engine again
+        (a ``":memory:"`` store, the child's own copy, and a closed one stay as they are)."""
+        with _forks.reopening():
+            if self._generation == _forks.generation():
+                return  # another thread of this process opened it meanwhile
+            inherited = self._opened
+            _forks.keep(inherited)
+            if inherited.closed or self.path == ":memory:":
+                self._generation = _forks.generation()
+                return
+            self._open()
 
     # -- lifecycle ---------------------------------------------------------
 

@@ -51,9 +51,10 @@ class Block(Protocol):
 
 
 def _forget_pool() -> None:
-    # A forked child has the pool object but none of its threads.
-    global _pool
-    _pool = None
+    # A forked child has the pool object but none of its threads (and the lock may have
+    # been held by one of them).
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

@@ -22,6 +22,7 @@ What that gives up, and what it keeps:
 from __future__ import annotations
 
 import atexit
+import os
 import warnings
 import weakref
 from collections.abc import Callable
@@ -42,6 +43,12 @@ _writers: weakref.WeakSet[AccessWriter] = weakref.WeakSet()
 def _write_queued_at_exit() -> None:
     for writer in list(_writers):
         writer.close(EXIT_TIMEOUT)
+
+
+if hasattr(os, "register_at_fork"):
+    # A forked child's writers are the parent's, whose threads it lacks: the parent writes
+    # their queues, and a store used in the child opens writers of its own.
+    os.register_at_fork(after_in_child=_writers.clear)
 
 
 class AccessWriter(BackgroundWriter):

@@ -1,0 +1,63 @@
+"""A store opened before the process forks: the child opens connections of its own."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+
+from ctxslots import FactStore
+
+#: Seconds a child doing a few writes is given before it is taken for hung.
+HUNG_AFTER = 120
+
+
+def _child_writes_and_closes(store: FactStore) -> None:
+    try:
+        store.add("agent", "The child deploys on Mondays.")
+        assert 2 == len(store.search("deploys"))
+        store.close()
+    except BaseException:
+        os._exit(1)
+
+
+def test_a_store_opened_before_a_fork_serves_the_child_and_the_parent(location):
+    """A child forked after the store opened writes, searches and closes it; the parent's
+    store goes on working (the child closing the parent's PostgreSQL connections broke the
+    parent's next call; on SQLite the child waited forever at close for the access writer
+    thread it did not have)."""
+    store = FactStore(location, access_writes="background")
+    try:
+        store.add("agent", "The parent deploys on Fridays.")
+        store.search("deploys")  # the access writer's thread runs in the parent
+        child = multiprocessing.get_context("fork").Process(
+            target=_child_writes_and_closes, args=(store,))
+        child.start()
+        child.join(HUNG_AFTER)
+        if child.is_alive():
+            child.kill()
+            pytest.fail("the forked child hung")
+        assert 0 == child.exitcode
+        store.add("agent", "The parent tests on Thursdays.")
+        assert ["The child deploys on Mondays.", "The parent deploys on Fridays."] == sorted(
+            h.fact.value for h in store.search("deploys"))
+        assert store.wait_for_writes(HUNG_AFTER)
+    finally:
+        store.close()
+    with FactStore(location) as again:
+        assert 3 == len(again.facts())
+
+
+def test_a_store_closed_before_a_fork_stays_closed_in_the_child(db_path):
+    """A store closed before the fork is closed in the child too: nothing is opened again."""
+    store = FactStore(db_path)
+    store.close()
+    child = multiprocessing.get_context("fork").Process(target=_closed_in_child, args=(store,))
+    child.start()
+    child.join(HUNG_AFTER)
+    assert 0 == child.exitcode
+
+
+def _closed_in_child(store: FactStore) -> None:
+    os._exit(0 if store.closed else 1)
