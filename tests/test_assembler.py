@@ -582,3 +582,34 @@ def test_a_contributor_with_an_async_record_shown_is_refused_up_front(store):
 
     with pytest.raises(InvalidRequestError, match="'counting' has an async record_shown"):
         PromptAssembler(store, contributors=[Counting()])
+
+
+def test_sticky_fill_pushed_out_by_other_matches_is_no_overflow_unless_it_fails_alone():
+    """A sticky section's fill yields to a later section's matches (step 5): with room for
+    it alone, that is no overflow; when the fill does not fit even alone, the sticky
+    sections overflowed and the prompt keeps them only, the other section dropped."""
+    def sticky(fill_text: str) -> _Offers:
+        return _Offers("pinned", Section(title="Pinned", items=[
+            Item(fill_text, trace=_trace("relaxed"))]), priority=10, sticky=True)
+
+    notes = _Offers("notes", Section(title="Notes", items=[
+        Item(f"Note {n}: the release train leaves on Thursday at noon.", trace=_trace(rank=n))
+        for n in range(1, 30)]), priority=80)
+    request = AssemblyRequest("release", budget=120)
+
+    prompt = PromptAssembler(None, contributors=[sticky("Pinned fact."), notes]).assemble(
+        request)
+    assert not prompt.sticky_overflow
+    assert "dropped" == prompt.section("pinned").status
+    assert "kept" == prompt.section("notes").status
+
+    mixed = _Offers("pinned", Section(title="Pinned", items=[
+        Item("Pinned match."), Item("word " * 200, trace=_trace("relaxed"))]),
+        priority=10, sticky=True)
+    with pytest.raises(BudgetExceededError) as info:
+        PromptAssembler(None, contributors=[mixed, notes]).assemble(request)
+    over = info.value.prompt
+    assert over.sticky_overflow and count_tokens(over.text) <= 120
+    assert "## Pinned\n- Pinned match.\n" == over.text
+    assert "dropped" == over.section("notes").status
+    assert {"the sticky sections did not fit"} == {d.detail for d in over.section("notes").items}

@@ -15,6 +15,7 @@ from ctxslots import (
     FactStore,
     ProjectMemoryContributor,
     PromptAssembler,
+    QueryPolicy,
     UserMemoryContributor,
     count_tokens,
 )
@@ -229,3 +230,32 @@ def test_fill_said_beside_a_clear_match_comes_first(tmp_path: Path) -> None:
         assert {f.id for f in beside} == {h.fact.id for h in plain[-3:]}
         rest = [h.fact.id for h in plain[1:-3]]
         assert len(ids) > 8 and ids[4:] == rest[:len(ids) - 4]
+
+
+def test_a_sticky_section_of_fill_only_yields_without_overflowing(tmp_path: Path) -> None:
+    """The user's memories match only through a word common to the store (relaxed fill),
+    and the project's long matches take the room: the user section is dropped for the
+    budget and the prompt comes back, since the sticky section alone would fit."""
+    store = FactStore(tmp_path / "f.db", query_policy=QueryPolicy(common_min_facts=0))
+    try:
+        with store.batch():
+            for n in range(40):
+                store.add("user", f"The user drinks coffee with oat milk, cup {n}.")
+            for n in range(20):
+                store.add("agent", f"Lesson {n}: rerun the flaky suite {n} once.", scope="shop")
+            for n in range(5):
+                store.add("project", f"Deploy rule {n}: "
+                          + "the deploy waits for the freeze window and the checklist " * 6,
+                          scope="shop")
+        assert ["deploy"] == store.query_words("coffee deploy")
+        for budget in (100, 200):
+            prompt = PromptAssembler(store).assemble(
+                AssemblyRequest("coffee deploy", scope="shop", budget=budget))
+            assert not prompt.sticky_overflow and prompt.total_tokens <= budget
+            user, project = prompt.section("user_memory"), prompt.section("project_memory")
+            assert "dropped" == user.status and user.items
+            assert {"relaxed"} == {d.item.trace.fill for d in user.items}
+            assert {DropReason.BUDGET} == {d.reason for d in user.items}
+            assert "kept" == project.status
+    finally:
+        store.close()

@@ -55,7 +55,7 @@ from ._plan import (
     section_of,
 )
 from ._run import call_async, call_sync, report_failure
-from .fit import Prepared, fit, verify
+from .fit import Prepared, drop_section, fit, verify
 
 __all__ = ["PromptAssembler"]
 
@@ -301,12 +301,26 @@ class PromptAssembler:
         for prep in prepared:
             if prep.template_failed and prep.error is not None:
                 report_failure(prep.section.name, prep.error)
-        fit(prepared, available, self.counter.count(SECTION_SEPARATOR))
-        text, total = verify(prepared, available, SECTION_SEPARATOR, joined_count(self.counter))
-        # A section that fills (offers more than may fit) has overflowed only when it
-        # could keep nothing; its last items falling to the budget is how it stops.
-        overflow = any(p.section.sticky and p.cut is not None
-                       and not (p.section.fills and p.kept) for p in prepared)
+        separator_tokens = self.counter.count(SECTION_SEPARATOR)
+        count = joined_count(self.counter)
+        fit(prepared, available, separator_tokens)
+        text, total = verify(prepared, available, SECTION_SEPARATOR, count)
+        overflow = _cut_sticky(prepared)
+        if overflow and any(not p.section.sticky for p in prepared):
+            # A sticky section's fill yields to the other sections' matches (a sticky
+            # memory section may offer nothing else): cut so, the sticky sections have
+            # not overflowed unless they are cut when fitted alone.
+            sticky = [p for p in prepared if p.section.sticky]
+            fit(sticky, available, separator_tokens)
+            verify(sticky, available, SECTION_SEPARATOR, count)
+            overflow = _cut_sticky(sticky)
+            if overflow:  # the sticky sections as they fitted alone, nothing else
+                for prep in prepared:
+                    if not prep.section.sticky and prep.kept:
+                        drop_section(prep, "the sticky sections did not fit")
+            else:
+                fit(prepared, available, separator_tokens)
+            text, total = verify(prepared, available, SECTION_SEPARATOR, count)
         prompt = AssembledPrompt(
             text=text, total_tokens=total, budget=request.budget,
             safety_margin=request.safety_margin, answer_reserve=request.answer_reserve,
@@ -344,6 +358,14 @@ class PromptAssembler:
                                            exc_info=True)
         except Exception:
             logger.warning("the access counts of the facts shown were not written", exc_info=True)
+
+
+def _cut_sticky(prepared: Sequence[Prepared]) -> bool:
+    """Whether fitting cut a sticky section. One that fills (offers more than may fit)
+    is cut only when it kept nothing; its last items falling to the budget is how it
+    stops."""
+    return any(p.section.sticky and p.cut is not None and not (p.section.fills and p.kept)
+               for p in prepared)
 
 
 def _check_slot_owners(pm: pluggy.PluginManager, store: Any) -> None:

@@ -20,10 +20,13 @@ The rule, exactly:
    later section are dropped (``budget``; ``header_does_not_fit`` when the
    header itself did not fit). A section whose items are all dropped leaves no
    header.
-5. Then, with what is left, the fill of each section whose matches all fitted,
+5. Then, when every match fitted, with what is left, the fill of each section
    in the same order, the header first for a section that has no match: kept
-   while it fits, and at the first that does not fit, no more fill is kept. So
-   a section's fill never takes the room of a later section's matches.
+   while it fits, and at the first that does not fit, no more fill is kept.
+   When a match did not fit, no fill is kept. So a section's fill never takes
+   the room of a later section's matches, a sticky section's neither (the
+   assembler decides whether the sticky sections overflowed by fitting them
+   alone).
 6. The kept items of each section are therefore always a prefix of its items,
    and of each of the two walks: an item is never dropped for budget while a
    later one of its walk (lower priority, or lower rank in the same section)
@@ -45,7 +48,7 @@ import attrs
 from ..errors import InvalidRequestError
 from ..model import DropReason, Item, Section
 
-__all__ = ["Prepared", "fit", "join", "parts", "verify"]
+__all__ = ["Prepared", "drop_section", "fit", "join", "parts", "verify"]
 
 
 @attrs.define
@@ -129,6 +132,12 @@ def _drop_rest(prep: Prepared, reason: DropReason, from_index: int, first_note: 
     prep.cut = reason
     for n, index in enumerate(prep.eligible[from_index:]):
         prep.notes[index] = first_note if n == 0 else rest_note
+
+
+def drop_section(prep: Prepared, note: str) -> None:
+    """Drop every item of a section for the budget, with ``note``."""
+    prep.kept, prep.separator_tokens = 0, 0
+    _drop_rest(prep, DropReason.BUDGET, 0, note, note)
 
 
 def _fill_start(prep: Prepared) -> int:
