@@ -178,3 +178,38 @@ def test_cli_bad_tokenizer_options_are_one_line(tmp_path, args, message):
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "e.db"), "assemble", "hi", *args])
     assert 1 == result.exit_code
     assert result.output.startswith(message) and 1 == len(result.output.splitlines())
+
+
+class Returns:
+    """A counter that returns a fixed kind of answer for every text."""
+
+    def __init__(self, answer) -> None:
+        self.answer = answer
+
+    def count(self, text: str):
+        return self.answer(text)
+
+
+@pytest.mark.parametrize("answer", [
+    lambda text: len(text) / 4,          # an estimate left as a float
+    lambda text: -len(text),
+    lambda text: None,
+    lambda text: str(len(text)),
+    lambda text: bool(text),
+], ids=["float", "negative", "none", "str", "bool"])
+def test_a_counter_that_returns_no_whole_number_is_a_clear_error(tmp_path, answer):
+    """A count that is not a whole number >= 0 is an InvalidRequestError naming the counter,
+    from assemble and aassemble alike (not a TypeError, nor a prompt of fractional tokens)."""
+    import asyncio
+
+    store = make_store(tmp_path / "c.db", FACTS)
+    assembler = PromptAssembler(store, counter=Returns(answer))
+    request = AssemblyRequest("deploy shop freeze", scope="shop", budget=200)
+    try:
+        with pytest.raises(InvalidRequestError, match="token counter Returns returned") as sync:
+            assembler.assemble(request)
+        with pytest.raises(InvalidRequestError, match="whole number >= 0") as concurrent:
+            asyncio.run(assembler.aassemble(request))
+    finally:
+        store.close()
+    assert "counter" == sync.value.field == concurrent.value.field

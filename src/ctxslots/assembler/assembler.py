@@ -41,7 +41,7 @@ from ..tokens import (
     counter_name,
     joined_count,
 )
-from ..tokens.protocol import check_counter
+from ..tokens.protocol import check_counter, checked_counts
 from ._lines import SECTION_SEPARATOR
 from ._placer import Placer
 from ._plan import (
@@ -171,6 +171,7 @@ class PromptAssembler:
     environment: jinja2.Environment = attrs.field(init=False, repr=False)
     contributor_timeout: float | None = attrs.field(default=None, kw_only=True,
                                                     validator=_check_timeout)
+    _measure: TokenCounterProtocol = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self._counter is None:
@@ -178,6 +179,7 @@ class PromptAssembler:
         else:
             check_counter(self._counter)
             self.encoding = counter_name(self._counter)
+        self._measure = checked_counts(self._counter)
         if self._given_pm is not None:
             if self.plugins or self.load_entry_points:
                 raise InvalidRequestError("give plugin_manager, or plugins and load_entry_points, "
@@ -232,7 +234,8 @@ class PromptAssembler:
             for a trial that no model sees (the inspector's prompt lab, ``ctxslots why``).
 
         :raises InvalidRequestError: ``request`` is not an :class:`AssemblyRequest`, or
-            names a scope, user or agent the store refuses.
+            names a scope, user or agent the store refuses, or the ``counter`` returned a
+            count that is not a whole number >= 0 (``field`` is ``"counter"``).
         :raises BudgetExceededError: The sticky sections alone do not fit; its
             ``prompt`` holds the result with them cut to fit and nothing else.
         :raises TemplateError: A template is missing or fails to render.
@@ -241,8 +244,8 @@ class PromptAssembler:
         _check_request(request, self.store)
         contributors = self._contributors()
         extras = extra_sections(request, (c.name for c in contributors))
-        placer = Placer(Preparer(self.environment, self.counter), request.available,
-                        self.counter.count(SECTION_SEPARATOR))
+        placer = Placer(Preparer(self.environment, self._measure), request.available,
+                        self._measure.count(SECTION_SEPARATOR))
         sources: list[tuple[tuple[bool, int, str], int]] = [
             ((not c.sticky, -c.priority, c.name), n) for n, c in enumerate(contributors)]
         sources += [(placement_key(s), len(contributors) + n) for n, s in enumerate(extras)]
@@ -280,7 +283,7 @@ class PromptAssembler:
         sections = collect_sections(list(outcomes), request)
         nothing = [o.contributor for o in outcomes if o.section is None and o.error is None]
         return await asyncio.to_thread(
-            lambda: self._finish(request, prepare(sections, self.environment, self.counter),
+            lambda: self._finish(request, prepare(sections, self.environment, self._measure),
                                  offered_nothing=nothing))
 
     def dump(self, prompt: AssembledPrompt, format: str = "json") -> str:
@@ -301,8 +304,8 @@ class PromptAssembler:
         for prep in prepared:
             if prep.template_failed and prep.error is not None:
                 report_failure(prep.section.name, prep.error)
-        separator_tokens = self.counter.count(SECTION_SEPARATOR)
-        count = joined_count(self.counter)
+        separator_tokens = self._measure.count(SECTION_SEPARATOR)
+        count = joined_count(self._measure)
         fit(prepared, available, separator_tokens)
         text, total = verify(prepared, available, SECTION_SEPARATOR, count)
         overflow = _cut_sticky(prepared)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+import attrs
 
 from ..errors import EncodingError, InvalidRequestError
 from ._tiktoken import ENCODINGS, TokenCounter
 from .huggingface import HuggingFaceCounter
 
-__all__ = ["TokenCounterProtocol", "check_counter", "counter_from_spec", "counter_name",
+__all__ = ["TokenCounterProtocol", "check_counter", "checked_counts", "counter_from_spec",
+           "counter_name",
            "exact_count", "joined_count"]
 
 
@@ -26,7 +30,7 @@ class TokenCounterProtocol(Protocol):
     """
 
     def count(self, text: str) -> int:
-        """The number of tokens of ``text``."""
+        """The number of tokens of ``text``: a whole number >= 0."""
         ...
 
 
@@ -40,6 +44,55 @@ def check_counter(counter: Any) -> TokenCounterProtocol:
             f"counter must have a count(text) -> int method, not {type(counter).__name__}",
             field="counter", value=counter)
     return counter  # type: ignore[no-any-return]
+
+
+def _whole(value: Any, counter: str, method: str) -> int:
+    """``value`` a counter returned, as an ``int``.
+
+    :raises InvalidRequestError: It is not a whole number >= 0.
+    """
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < 0:
+        raise InvalidRequestError(
+            f"the token counter {counter} returned {value!r} from {method}(): a count of "
+            "tokens must be a whole number >= 0 (round an estimate up with math.ceil)",
+            field="counter", value=value)
+    return number
+
+
+@attrs.frozen
+class _Checked:
+    """A counter of one's own, each of its counts checked to be a whole number >= 0."""
+
+    counter: TokenCounterProtocol
+    name: str
+
+    def count(self, text: str) -> int:
+        return _whole(self.counter.count(text), self.name, "count")
+
+    def count_exact(self, text: str) -> int:
+        method = "count_exact" if callable(getattr(self.counter, "count_exact", None)) \
+            else "count"
+        return _whole(exact_count(self.counter)(text), self.name, method)
+
+    def count_joined(self, parts: Sequence[str]) -> int:
+        method = "count_joined" if callable(getattr(self.counter, "count_joined", None)) \
+            else "count_exact"
+        return _whole(joined_count(self.counter)(parts), self.name, method)
+
+
+def checked_counts(counter: TokenCounterProtocol) -> TokenCounterProtocol:
+    """``counter`` as the assembler counts with it: the built-in counters as they are,
+    any other wrapped so that a count that is not a whole number >= 0 (a float
+    estimate, ``None``, a negative number) is an :class:`InvalidRequestError` naming
+    the counter, not a ``TypeError`` deep in the fitting or a prompt of
+    fractional tokens."""
+    if type(counter) in (TokenCounter, HuggingFaceCounter):
+        return counter
+    return _Checked(counter, counter_name(counter))
 
 
 def counter_name(counter: TokenCounterProtocol) -> str:
