@@ -259,3 +259,27 @@ def test_a_sticky_section_of_fill_only_yields_without_overflowing(tmp_path: Path
             assert "kept" == project.status
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("group_dates", [True, False])
+@pytest.mark.parametrize("budget", [100, 200, 300])
+def test_the_profile_keeps_to_its_share_with_the_dates_it_shows(tmp_path: Path, budget: int,
+                                                                 group_dates: bool) -> None:
+    """Short profile facts said on different days: their lines and the dates shown with
+    them (headings, or the end of each line), counted by tiktoken on the prompt, stay
+    within the profile's 20% share of the available tokens."""
+    now = 1_750_000_000.0
+    store = FactStore(tmp_path / "d.db", clock=lambda: now)
+    try:
+        for n, value in enumerate(["Name: Ada.", "Lives in Oslo.", "Has a cat.", "Likes tea.",
+                                   "Uses Vim.", "Runs daily."]):
+            store.upsert("user", f"k{n}", value, observed_at=now - 86400.0 * (30 + 40 * n))
+        assembler = PromptAssembler(store, contributors=[
+            UserMemoryContributor(store, group_dates=group_dates)])
+        prompt = assembler.assemble(AssemblyRequest("hello", budget=budget))
+    finally:
+        store.close()
+    header, shown = prompt.text.split("\n", 1)
+    assert "## What you know about the user" == header and shown
+    assert all(d.item.profile for d in prompt.section("user_memory").items if d.kept)
+    assert count_tokens(shown) <= 0.2 * budget

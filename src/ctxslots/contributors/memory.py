@@ -179,7 +179,8 @@ class MemoryContributor:
         intro: An optional line under the heading.
         profile_size: Most profile facts offered first (0: no profile).
         profile_share: Most of the request's available tokens the profile may
-            take (estimated from its text, on the high side).
+            take (estimated on the high side from its lines as shown: the text and
+            the date at its end, or its group's heading once).
     """
 
     store: SearchableStore = attrs.field(validator=_check_store)
@@ -334,13 +335,28 @@ class MemoryContributor:
         else:
             return []
         room = self.profile_share * request.available
+        now = self._now(request)
+        grouped = self._group_template() is not None
+        headings: set[str] = set()
         chosen: list[Fact] = []
         for fact in sorted(facts, key=_importance):
-            cost = high_estimate(fact.value)
+            # Estimated as the prompt shows it: with its date, at the end of its line or
+            # in its group's heading (counted once).
+            said = self._when(fact, now)
+            if said is None:
+                cost = high_estimate(fact.value)
+            elif not grouped:
+                cost = high_estimate(f"{fact.value} ({said})")
+            else:
+                cost = high_estimate(fact.value)
+                if said not in headings:
+                    cost += high_estimate(f"{said}:")
             if len(chosen) >= self.profile_size or cost > room:
                 break
             room -= cost
             chosen.append(fact)
+            if said is not None:
+                headings.add(said)
         return chosen
 
     def record_shown(self, items: Sequence[Item]) -> None:
