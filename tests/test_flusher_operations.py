@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -49,6 +50,29 @@ def test_plain_object_is_read():
 def test_fences_and_prose_around_one_object_are_tolerated(reply):
     """One object inside one markdown fence, or with prose around it, is read."""
     assert EXPECTED == parse_reply(reply)
+
+
+def _parse_seconds(raw: str) -> float:
+    """Wall time of one ``parse_reply(raw)`` (which fails)."""
+    started = time.perf_counter()
+    with pytest.raises(ReplyFormatError):
+        parse_reply(raw)
+    return time.perf_counter() - started
+
+
+def test_a_reply_looping_on_an_opening_fence_is_read_in_linear_time():
+    """Sixteen times the lines of a model repeating ```json take a small multiple of sixteen
+    times as long (they took 256: each opening fence searched the rest of the reply for its
+    closing one, and a reply of 128 KB took 40 s). Timed in turns, the fastest of five each,
+    so a busy machine slows both alike; the margin allows for the larger reply no longer
+    fitting the processor's caches."""
+    small, large = "```json\n" * 1_000, "```json\n" * 16_000
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(5):
+        times[0].append(_parse_seconds(small))
+        times[1].append(_parse_seconds(large))
+    per_line = (min(times[0]) / 1_000, min(times[1]) / 16_000)
+    assert per_line[1] < 8 * per_line[0], per_line
 
 
 def test_empty_operations_is_valid():

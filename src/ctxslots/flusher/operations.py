@@ -28,6 +28,7 @@ Nothing else is accepted. A reply is checked in two steps:
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -61,7 +62,9 @@ KEY_PATTERN = STORE_KEY_PATTERN
 #: Longest ``reason`` of a forget operation.
 MAX_REASON_CHARS = 500
 
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n`]*\n(.*?)^[ \t]*\1[ \t]*$", re.DOTALL | re.MULTILINE)
+#: A line that opens a code fence (an info string may follow) and one that closes it.
+_OPENER = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n`]*")
+_CLOSER = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*")
 _UPSERT_FIELDS = ("op", "slot", "key", "value", "confidence", "tags")
 #: Fields an upsert may leave out (the schema still lists them as required, as
 #: strict structured output wants; replies written before them stay readable).
@@ -171,14 +174,60 @@ def operations_schema(slots: Iterable[str] | None = None) -> dict[str, Any]:
     }
 
 
+def _code_blocks(raw: str) -> list[str]:
+    """The contents of the fenced code blocks of ``raw``, in order.
+
+    A block opens on a line of three or more backticks or tildes (an info string may
+    follow) and closes at the next line holding that fence alone. Each line is looked at
+    once: a model looping on an opening fence writes thousands of them, and searching
+    for each one's closing line from scratch took minutes.
+    """
+    lines = raw.split("\n")
+    closers: dict[tuple[str, int], list[int]] = {}  # (character, length): line numbers
+    for number, line in enumerate(lines):
+        if (closer := _CLOSER.fullmatch(line)) is not None:
+            fence = closer.group(1)
+            closers.setdefault((fence[0], len(fence)), []).append(number)
+    blocks: list[str] = []
+    number = 0
+    while number < len(lines) - 1:  # an opener needs the line break after it
+        end = _closing_line(_OPENER.fullmatch(lines[number]), number, closers)
+        if end is None:
+            number += 1
+            continue
+        blocks.append("".join(line + "\n" for line in lines[number + 1:end]))
+        number = end + 1
+    return blocks
+
+
+def _closing_line(opener: re.Match[str] | None, number: int,
+                  closers: Mapping[tuple[str, int], Sequence[int]]) -> int | None:
+    """The first line after ``number`` that closes the fence ``opener`` opened, if any.
+
+    A run of tildes may also be closed by a shorter run of three or more, its other
+    tildes read as the info string, the longest run first (as a regular expression
+    backtracks)."""
+    if opener is None:
+        return None
+    char, size = opener.group(1)[0], len(opener.group(1))
+    fences = [(char, size)] if char == "`" else sorted(
+        (fence for fence in closers if fence[0] == char and fence[1] <= size), reverse=True)
+    for fence in fences:
+        candidates = closers.get(fence, ())
+        at = bisect.bisect_right(candidates, number)
+        if at < len(candidates):
+            return candidates[at]
+    return None
+
+
 def _json_text(raw: str) -> str:
     """The part of ``raw`` that should hold the JSON object."""
-    fences = list(_FENCE.finditer(raw))
+    fences = _code_blocks(raw)
     if len(fences) > 1:
         raise ReplyFormatError(
             f"the reply holds {len(fences)} code blocks; send exactly one JSON object", raw=raw
         )
-    return fences[0].group(2) if fences else raw
+    return fences[0] if fences else raw
 
 
 def _load_object(raw: str) -> dict[str, Any]:
