@@ -200,6 +200,24 @@ def test_truncated_json_is_retried_with_the_error(chat, seeded):
     assert SEEDED <= live(seeded)
 
 
+def test_the_retry_shows_an_enormous_reply_only_in_part(chat, seeded):
+    """A reply of a megabyte that holds no JSON (a model repeating itself) is shown to the
+    model again only in its first 8,000 characters: the retry request stays small (it sent
+    the whole megabyte back, longer than any model's context)."""
+    looping = "The user likes " + "very " * 200_000
+    good = reply(upsert("project", "build.tool", "The shop builds with Bazel 7.1."))
+    server, flusher = chat([ScriptedReply(looping), ScriptedReply(good)])
+
+    report = flush(flusher)
+
+    assert ["build.tool"] == [c.fact.key for c in report.added]
+    assert looping == report.raw_outputs[0]
+    shown = server.requests[1]["messages"][1]["content"]
+    assert shown.startswith(looping[:8000])
+    assert shown.endswith(f"[... {len(looping) - 8000:,} more characters of your reply not shown]")
+    assert len(json.dumps(server.requests[1])) < len(json.dumps(server.requests[0])) + 10_000
+
+
 def test_two_unreadable_replies_fail_and_change_nothing(chat, seeded):
     """After the retry fails too, FlushError carries both raw replies; store and progress are unchanged."""
     good = reply(upsert("project", "build.tool", "The shop builds with Bazel 7.1."))

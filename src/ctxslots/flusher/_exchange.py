@@ -20,7 +20,7 @@ from .llm_client import ChatResult, LLMClient
 from .operations import Operation, ReplyFormatError, parse_reply
 from .report import FlushReport
 
-__all__ = ["RETRY_PROMPT", "aask", "ask", "talk"]
+__all__ = ["RETRY_ECHO_CHARS", "RETRY_PROMPT", "aask", "ask", "talk"]
 
 #: Sent after a reply that could not be read; ``{error}`` is the reason.
 RETRY_PROMPT = (
@@ -28,7 +28,20 @@ RETRY_PROMPT = (
     '{{"operations": [...]}} that matches the schema above, and no other text.'
 )
 
+#: Of an unreadable reply, the retry shows the model at most this many characters: a
+#: model that looped until its limit wrote megabytes, and sending them back would make
+#: a request far longer than any model's context.
+RETRY_ECHO_CHARS = 8000
+
 Answer = tuple[tuple[Operation, ...], FlushReport]
+
+
+def _echo(reply: str) -> str:
+    """``reply`` as the retry shows it, cut to :data:`RETRY_ECHO_CHARS`."""
+    if len(reply) <= RETRY_ECHO_CHARS:
+        return reply
+    return (f"{reply[:RETRY_ECHO_CHARS]}\n[... {len(reply) - RETRY_ECHO_CHARS:,} more "
+            "characters of your reply not shown]")
 
 
 def talk(prompt: str, base: FlushReport) -> Generator[list[Message], ChatResult, Answer]:
@@ -63,7 +76,7 @@ def talk(prompt: str, base: FlushReport) -> Generator[list[Message], ChatResult,
         except ReplyFormatError as exc:
             errors.append(str(exc))
             report = attrs.evolve(report, format_errors=tuple(errors))
-            chat = [*chat, Message(role="assistant", content=content),
+            chat = [*chat, Message(role="assistant", content=_echo(content)),
                     Message(role="user", content=RETRY_PROMPT.format(error=exc))]
             continue
         return ops, report
