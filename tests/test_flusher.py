@@ -236,6 +236,26 @@ def test_two_unreadable_replies_fail_and_change_nothing(chat, seeded):
     assert 2 == len(server.requests)
 
 
+def test_replies_cut_at_the_token_limit_say_so(chat, seeded):
+    """Two replies the server cut off at its token limit (finish_reason "length") fail saying
+    so, and how to give the model room; the model's retry is told to write less."""
+    good = reply(upsert("project", "build.tool", "The shop builds with Bazel 7.1."))
+    cut = [ScriptedReply(body=json.dumps({"model": "scripted", "choices": [{
+        "index": 0, "finish_reason": "length",
+        "message": {"role": "assistant", "content": good[:size]}}]})) for size in (40, 60)]
+    server, flusher = chat(cut)
+
+    with pytest.raises(FlushError) as info:
+        flush(flusher)
+
+    assert 'finish_reason "length"' in str(info.value)
+    assert "max_tokens" in str(info.value) and "max_flush_tokens" in str(info.value)
+    assert all("token limit" in error for error in info.value.report.format_errors)
+    assert "write fewer or shorter operations" in server.requests[1]["messages"][2]["content"]
+    assert SEEDED == live(seeded)
+    assert 0 == flusher.messages_read("c1")
+
+
 @pytest.mark.parametrize(
     "bad",
     [

@@ -183,6 +183,42 @@ def test_malformed_replies_are_errors(body: str) -> None:
     assert 1 == len(server.requests)
 
 
+def completion(message: dict[str, Any], finish_reason: str = "stop") -> str:
+    """A chat-completion body holding one choice with this message."""
+    return json.dumps({"object": "chat.completion", "model": "scripted", "choices": [
+        {"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", **message}}]})
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    (json.dumps({"error": {"message": "Rate limit exceeded: free-models-per-day", "code": 429}}),
+     "no answer but an error: Rate limit exceeded: free-models-per-day"),
+    (json.dumps({"error": "upstream model overloaded"}),
+     "no answer but an error: upstream model overloaded"),
+    (completion({"content": None, "refusal": "I can't help with that."}),
+     "no answer but the model's refusal: I can't help with that."),
+    (completion({"content": None, "tool_calls": [{"id": "1", "type": "function", "function": {
+        "name": "remember", "arguments": "{}"}}]}), "tool calls instead of text content"),
+    (completion({"content": None}, "content_filter"), "the server's content filter stopped it"),
+], ids=["error-object", "error-string", "refusal", "tool-calls", "content-filter"])
+def test_a_reply_without_text_says_what_it_holds_instead(body: str, said: str) -> None:
+    """A 200 reply without text content names what came instead: a gateway's error, the
+    model's refusal, tool calls, a content filter (it said only "no content", hiding why)."""
+    with ScriptedChatServer([ScriptedReply(body=body)]) as server, \
+            pytest.raises(LLMClientError) as info:
+        client(server).complete(HELLO)
+    assert said in str(info.value)
+    assert (200, 1) == (info.value.status, len(server.requests))
+
+
+def test_the_finish_reason_comes_back() -> None:
+    """Why the model stopped comes back in the ChatResult (``None`` when not said)."""
+    cut = completion({"content": '{"operations": ['}, "length")
+    with ScriptedChatServer([ScriptedReply(body=cut), "whole"]) as server:
+        c = client(server)
+        assert ("length", "stop") == (c.complete(HELLO).finish_reason,
+                                      c.complete(HELLO).finish_reason)
+
+
 def test_api_key_from_environment_is_sent_and_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     """The key is read from the environment, sent as a Bearer token, and absent from errors."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-123")

@@ -33,6 +33,9 @@ RETRY_PROMPT = (
 #: a request far longer than any model's context.
 RETRY_ECHO_CHARS = 8000
 
+#: Added to a format error when the server says it cut the reply at its token limit.
+CUT_AT_LIMIT = 'the server cut the reply off at its token limit (finish_reason "length")'
+
 Answer = tuple[tuple[Operation, ...], FlushReport]
 
 
@@ -74,13 +77,20 @@ def talk(prompt: str, base: FlushReport) -> Generator[list[Message], ChatResult,
         try:
             ops = parse_reply(content)
         except ReplyFormatError as exc:
-            errors.append(str(exc))
+            error = str(exc)
+            if getattr(result, "finish_reason", None) == "length":
+                error += f" ({CUT_AT_LIMIT}: write fewer or shorter operations)"
+            errors.append(error)
             report = attrs.evolve(report, format_errors=tuple(errors))
             chat = [*chat, Message(role="assistant", content=_echo(content)),
-                    Message(role="user", content=RETRY_PROMPT.format(error=exc))]
+                    Message(role="user", content=RETRY_PROMPT.format(error=error))]
             continue
         return ops, report
     message = f"the model's reply could not be read after one retry: {errors[-1]}"
+    if CUT_AT_LIMIT in errors[-1]:
+        message += ("; let the model write more (the client's max_tokens, or the server's own "
+                    "limit) or send fewer messages per flush (max_flush_tokens, ctxslots flush "
+                    "--max-tokens)")
     raise FlushError(f"flush {base.flush_id} failed: {message}",
                      report=attrs.evolve(report, status="failed", error=message))
 

@@ -27,6 +27,8 @@ class ChatResult:
         prompt_tokens: Tokens the server counted in the request, if reported.
         completion_tokens: Tokens in the answer, if reported.
         raw: The decoded response body, for inspection.
+        finish_reason: Why the model stopped, as the server said (``"stop"``;
+            ``"length"``: cut off at the token limit), if it said.
     """
 
     text: str
@@ -34,6 +36,7 @@ class ChatResult:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     raw: dict[str, Any] = attrs.field(factory=dict)
+    finish_reason: str | None = None
 
 
 @runtime_checkable

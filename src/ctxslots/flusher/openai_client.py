@@ -65,6 +65,31 @@ def _refused(exc: BaseException) -> bool:
     return False
 
 
+def _why_no_text(body: Any) -> str | None:
+    """What a reply without text content holds instead, as the end of a sentence: an error
+    a gateway sent with status 200, the model's refusal, tool calls, a content filter's
+    stop (``None``: none of them)."""
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if error is not None:
+        message = error.get("message", error) if isinstance(error, dict) else error
+        return f"no answer but an error: {' '.join(str(message).split())[:300]}"
+    choices = body.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choice, dict):
+        return None
+    message = choice.get("message")
+    message = message if isinstance(message, dict) else {}
+    if isinstance(message.get("refusal"), str):
+        return f"no answer but the model's refusal: {' '.join(message['refusal'].split())[:300]}"
+    if message.get("tool_calls"):
+        return "tool calls instead of text content; this client asks for text only"
+    if choice.get("finish_reason") == "content_filter":
+        return "no content: the server's content filter stopped it (finish_reason content_filter)"
+    return None
+
+
 def _retryable(exc: HTTPJSONError) -> bool:
     """429, 408, 5xx, timeouts and dropped connections; never other 4xx, bad JSON, or a
     refused connection (nothing listens there: waiting and asking again only delays the error)."""
@@ -367,18 +392,22 @@ class OpenAIChatClient:
         try:
             content = body["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise LLMClientError(f"reply from {url} has no choices[0].message.content",
-                                 status=200, body=self._scrub(str(body)[:2000])) from None
+            content = None
         if not isinstance(content, str):
-            raise LLMClientError(f"reply from {url} has non-text content "
-                                 f"({type(content).__name__})", status=200,
+            what = _why_no_text(body)
+            if what is None:
+                what = ("no choices[0].message.content" if content is None else
+                        f"non-text content ({type(content).__name__})")
+            raise LLMClientError(self._scrub(f"reply from {url} has {what}"), status=200,
                                  body=self._scrub(str(body)[:2000]))
         usage = body.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         model = body.get("model")
+        finish = body["choices"][0].get("finish_reason")
         return ChatResult(
             text=content,
             model=model if isinstance(model, str) else None,
+            finish_reason=finish if isinstance(finish, str) else None,
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
             raw=body,
