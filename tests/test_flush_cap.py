@@ -155,3 +155,41 @@ def test_the_cli_flushes_again_until_the_file_is_read(server, tmp_path):
     heads = [line for line in result.output.splitlines() if line.startswith("flush ")]
     assert len(heads) == len(server.prompts) > 3
     assert "300 read in all" in heads[-1]
+
+
+def test_the_cli_json_of_a_file_read_in_several_requests_is_json_lines(server, tmp_path):
+    """`flush --json` prints each request's report as one JSON object per line (they were
+    indented objects one after the other, which no JSON reader takes as one document)."""
+    conversation = tmp_path / "chat.jsonl"
+    conversation.write_text("".join(json.dumps(m) + "\n" for m in session(300)))
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "cli.db"), "flush", str(conversation),
+                                      "--base-url", server.base_url, "--model", "m",
+                                      "--max-tokens", "2500", "--json"])
+    assert 0 == result.exit_code, result.output
+    reports = [json.loads(line) for line in result.output.splitlines()]
+    assert len(reports) == len(server.prompts) > 3
+    assert [f"part.{n}" for n in range(1, len(reports) + 1)] == [
+        c["fact"]["key"] for r in reports for c in r["added"]]
+    assert (300, 0) == (reports[-1]["messages_read"], reports[-1]["remaining"])
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_several_files_read_in_several_requests_report_every_request(server, tmp_path, as_json):
+    """With several files, each request of a file read in several is reported, so every fact
+    written is shown (only each file's last request was, hiding the facts of the others)."""
+    chats = tmp_path / "chats"
+    chats.mkdir()
+    for name in ("a", "b"):
+        (chats / f"{name}.jsonl").write_text("".join(json.dumps(m) + "\n" for m in session(150)))
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "cli.db"), "flush", str(chats),
+                                      "--base-url", server.base_url, "--model", "m",
+                                      "--max-tokens", "2500", *(["--json"] if as_json else [])])
+    assert 0 == result.exit_code, result.output
+    written = [f"part.{n}" for n in range(1, len(server.prompts) + 1)]
+    assert len(written) > 3
+    if as_json:
+        reports = json.loads(result.output)
+        assert written == [c["fact"]["key"] for r in reports for c in r["added"]]
+        assert {"a.jsonl", "b.jsonl"} == {r["file"].rsplit("/", 1)[-1] for r in reports}
+    else:
+        assert all(f"added agent {key}:" in result.output for key in written)

@@ -145,7 +145,8 @@ def flush(
 
     Only messages not read by an earlier flush of the same conversation are sent, at
     most --max-tokens of them per request: a longer conversation is read in several
-    flushes in a row, each reported, and a failed one stops at what was read so far.
+    flushes in a row, each reported (--json: one JSON object per line), and a failed
+    one stops at what was read so far.
     The API key, when the server needs one, is read from $OPENAI_API_KEY and sent
     as a bearer token. A failed flush leaves the store as it was; with several
     files the others still run, and the command exits 1 if any failed.
@@ -178,10 +179,14 @@ def flush(
             options["scoped_slots"] = _scoped(store, slots)
         flusher = MemoryFlusher(store, client, policy=policy, **options)
         for file in files:
+            def shown(report: Any, file: Path = file) -> None:
+                reports.append({"file": str(file), **out.data(report)})
+                if not as_json:
+                    echo(f"{file}: {out.text(report.summary())}")
+
             try:
-                report = _flush_until_read(flusher, read_conversation(file),
-                                           conversation_id(file), owners, not if_due,
-                                           progress=False)[-1]
+                _flush_until_read(flusher, read_conversation(file), conversation_id(file),
+                                  owners, not if_due, shown, progress=False)
             except (FlushError, click.ClickException) as exc:
                 failed += 1
                 failure = exc.report if isinstance(exc, FlushError) else None
@@ -189,10 +194,6 @@ def flush(
                                 "error": out.text(_message(exc))})
                 if not as_json:
                     echo(f"{file}: Error: {out.text(_message(exc))}", err=True)
-            else:
-                reports.append({"file": str(file), **out.data(report)})
-                if not as_json:
-                    echo(f"{file}: {out.text(report.summary())}")
             bar.advance()
     if as_json:
         echo_json(reports)
@@ -315,8 +316,8 @@ class _Out:
         """Print ``report`` (nothing for ``None``)."""
         if report is None:
             return
-        if self.as_json:
-            echo_json(self.data(report))
+        if self.as_json:  # one line each: a file read in several requests prints JSON Lines
+            echo_json(self.data(report), indent=None)
         else:
             echo(self.text(report.summary()))
 
