@@ -388,6 +388,27 @@ def test_injection_in_a_value_is_stored_as_data(chat, seeded):
     assert SEEDED <= live(seeded)
 
 
+def test_a_forget_then_an_upsert_of_one_key_is_the_new_value(chat, seeded):
+    """A reply that forgets a fact and then writes its key again updates the fact, the old
+    value kept in its history (the forget came first and won: the fact was archived and
+    its new value rejected)."""
+    old = seeded.get_by_key("user", "editor")
+    _, flusher = chat([ScriptedReply(reply(
+        forget("user", "editor", "The user moved to Neovim."),
+        upsert("user", "editor", "The user edits code in Neovim."),
+    ))])
+
+    report = flush(flusher)
+
+    assert ([], ["editor"]) == ([c.fact.key for c in report.forgotten],
+                                [c.fact.key for c in report.updated])
+    [rejected] = report.rejected
+    assert 0 == rejected.index
+    assert "operations[1] already targets user/editor with an upsert" in rejected.reason
+    assert "The user edits code in Neovim." == seeded.get_by_key("user", "editor").value
+    assert ["The user edits code in Helix."] == [f.value for f in seeded.history(old.id)]
+
+
 def test_two_operations_on_one_key_keep_the_first(chat, seeded):
     """A second operation on the same slot and key in one reply is rejected."""
     _, flusher = chat([ScriptedReply(reply(

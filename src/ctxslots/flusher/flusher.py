@@ -482,9 +482,22 @@ class MemoryFlusher:
         valid: list[tuple[int, Operation]] = []
         rejected: list[Rejection] = []
         targets: dict[tuple[str, str], int] = {}
+        reasons = [check_operation(op, slots=list(self.slots), limits=self.store.limits)
+                   for op in ops]
+        # A forget and an upsert of one key in one reply mean the new value (the prompt
+        # says to change a fact so): the old value stays in the fact's history. Applying
+        # the forget because it came first archived the fact and dropped the new value.
+        upserted: dict[tuple[str, str], int] = {}
         for index, op in enumerate(ops):
-            reason = check_operation(op, slots=list(self.slots), limits=self.store.limits)
+            if isinstance(op, Upsert) and reasons[index] is None:
+                upserted.setdefault((op.slot, op.key), index)
+        for index, op in enumerate(ops):
+            reason = reasons[index]
             target = (op.slot, op.key)
+            if reason is None and isinstance(op, Forget) and target in upserted:
+                reason = (f"operations[{upserted[target]}] already targets {op.slot}/{op.key} "
+                          "with an upsert, whose value replaces the old one (kept in its "
+                          "history); one operation per slot and key")
             if reason is None and target in targets:
                 reason = (f"operations[{targets[target]}] already targets {op.slot}/{op.key}; "
                           "one operation per slot and key")
