@@ -193,3 +193,18 @@ def test_several_files_read_in_several_requests_report_every_request(server, tmp
         assert {"a.jsonl", "b.jsonl"} == {r["file"].rsplit("/", 1)[-1] for r in reports}
     else:
         assert all(f"added agent {key}:" in result.output for key in written)
+
+
+def test_many_short_messages_fit_the_cap_with_their_headings(store, server):
+    """Thousands of one-word messages fill no more than the cap of the prompt: each counts
+    with its heading and fences (only their text counted, and a cap of 2,000 sent 2,000
+    messages in about 28,000 tokens, more than a small model's context)."""
+    flusher = MemoryFlusher(store, client(server), max_flush_tokens=2000)
+    messages = [{"role": "user" if n % 2 == 0 else "assistant", "content": "ok"}
+                for n in range(5000)]
+    report = flusher.flush(messages, force=True)
+    sent = server.prompts[0].split("# New messages", 1)[1].split("\n# Reply", 1)[0]
+    sent = sent.split("\n", 1)[1]  # the messages, without the section's title
+    assert report.last == sent.count("## Message ") > 100
+    assert count_tokens(sent) <= 2000 < count_tokens(sent) + 2 * count_tokens(
+        "\n\n## Message 999 (assistant)\n```text\nok\n```")

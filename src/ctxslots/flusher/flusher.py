@@ -67,7 +67,7 @@ DEFAULT_SLOTS: Mapping[str, str] = {
 #: query for relevant known facts.
 QUERY_CHARS = 4000
 
-#: What one flush sends at most, in tokens of message text (the instructions and
+#: What one flush sends at most, in tokens of messages with their headings (the instructions and
 #: the known facts come on top): room for a long session in one request, and
 #: within the context of small local models.
 DEFAULT_MAX_FLUSH_TOKENS = 8000
@@ -145,8 +145,9 @@ class MemoryFlusher:
             owners it wrote to; over a cap, the least useful facts move to the
             archive (see :class:`~ctxslots.stores.upkeep.prune.PrunePolicy`).
             ``None``: never prune here.
-        max_flush_tokens: Most tokens of message text one flush sends (counted
-            with the policy's encoding): the oldest unread messages that fit go,
+        max_flush_tokens: Most tokens of messages one flush sends (counted with
+            the policy's encoding, each message with its heading and fences in the
+            prompt): the oldest unread messages that fit go,
             the rest wait for the next flush (``report.remaining``); a single
             message over the cap is sent cut to it. ``None``: send every unread
             message at once.
