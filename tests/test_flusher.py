@@ -388,6 +388,25 @@ def test_injection_in_a_value_is_stored_as_data(chat, seeded):
     assert SEEDED <= live(seeded)
 
 
+@pytest.mark.parametrize("reason", ["Gone \\ud800.", "Gone\\u0000."], ids=["surrogate", "nul"])
+def test_a_forget_whose_reason_the_archive_cannot_hold_is_rejected_alone(chat, seeded, reason):
+    """A forget whose reason holds a lone surrogate or a NUL (JSON escapes a model may write)
+    is rejected and the other operations apply (the whole flush failed when the archive
+    refused the reason)."""
+    text = reply(upsert("project", "build.tool", "The shop builds with Bazel 7.1."),
+                 forget("user", "editor", "REASON")).replace("REASON", reason)
+    _, flusher = chat([ScriptedReply(text)])
+
+    report = flush(flusher)
+
+    assert "applied" == report.status
+    assert ["build.tool"] == [c.fact.key for c in report.added]
+    [rejected] = report.rejected
+    assert (1, "reason") == (rejected.index, rejected.reason.split()[0])
+    assert "The user edits code in Helix." == seeded.get_by_key("user", "editor").value
+    assert 3 == flusher.messages_read("c1")
+
+
 def test_a_forget_then_an_upsert_of_one_key_is_the_new_value(chat, seeded):
     """A reply that forgets a fact and then writes its key again updates the fact, the old
     value kept in its history (the forget came first and won: the fact was archived and

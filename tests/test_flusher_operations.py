@@ -137,6 +137,8 @@ def test_anything_else_is_a_format_error(reply, message):
         (Upsert("user", "editor", "A value.", 1.0, tuple(f"t{i}" for i in range(40))), "over the limit of 32"),
         (Upsert("user", "editor", "A value.", 1.0, ("",)), "non-empty"),
         (Forget("user", "editor", "r" * 501), "over the limit of 500"),
+        (Forget("user", "editor", "Gone \ud800."), "reason is not valid Unicode text"),
+        (Forget("user", "editor", "Gone\x00."), "reason must not contain NUL characters"),
     ],
 )
 def test_content_checks_give_reasons(op, reason):

@@ -379,6 +379,10 @@ def check_operation(op: Operation, *, slots: Sequence[str] | Mapping[str, str],
     if isinstance(op, Forget):
         if len(op.reason) > MAX_REASON_CHARS:
             return f"reason is {len(op.reason)} characters, over the limit of {MAX_REASON_CHARS}"
+        try:
+            limits.reason(op.reason)  # text the archive can hold: no NUL, no lone surrogate
+        except InvalidFactError as exc:
+            return str(exc)
         return None
     if not math.isfinite(op.confidence) or not 0.0 <= op.confidence <= 1.0:
         return f"confidence must be from 0 to 1, not {op.confidence}"
