@@ -44,8 +44,11 @@ def test_plain_object_is_read():
         f"Sure! {GOOD}",
         f"{GOOD}\n\nI stored the editor.",
         f"~~~json\n{GOOD}\n~~~",
+        f'<think>The user changed editor: {{"op": "upsert", ...}}, and a forget.</think>\n\n{GOOD}',
+        f"\n<thinking>Draft:\n```json\n{GOOD}\n```\nFine.</thinking>\n```json\n{GOOD}\n```",
     ],
-    ids=["fence", "bare-fence", "prose-around-fence", "prose-before", "prose-after", "tildes"],
+    ids=["fence", "bare-fence", "prose-around-fence", "prose-before", "prose-after", "tildes",
+         "thinking", "thinking-with-a-fence"],
 )
 def test_fences_and_prose_around_one_object_are_tolerated(reply):
     """One object inside one markdown fence, or with prose around it, is read."""
@@ -105,6 +108,7 @@ def test_empty_operations_is_valid():
         (json.dumps({"operations": [{**UPSERT, "key": None}]}), "key is null"),
         (json.dumps({"operations": [{**UPSERT, "value": {"text": "x"}}]}), "value is object"),
         ("not json {at all", "not valid JSON"),
+        (f"<think>Unfinished {{ thought {GOOD}", "not valid JSON"),
         ('{"operations": [], "operations": [' + json.dumps(UPSERT) + "]}",
          "names 'operations' twice"),
         (('{"operations": [{"op": "upsert", "slot": "user", "key": "city", "value": "Paris.", '

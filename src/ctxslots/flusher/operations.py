@@ -62,6 +62,10 @@ KEY_PATTERN = STORE_KEY_PATTERN
 #: Longest ``reason`` of a forget operation.
 MAX_REASON_CHARS = 500
 
+#: A reasoning model's thinking at the start of its reply (DeepSeek-R1, Qwen3, QwQ
+#: through servers that leave it in the content): drafts of the JSON, braces and all.
+_THINKING = re.compile(r"\s*<(think|thinking)>.*?</\1>", re.DOTALL)
+
 #: A line that opens a code fence (an info string may follow) and one that closes it.
 _OPENER = re.compile(r"[ \t]*(`{3,}|~{3,})[^\n`]*")
 _CLOSER = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*")
@@ -220,18 +224,19 @@ def _closing_line(opener: re.Match[str] | None, number: int,
     return None
 
 
-def _json_text(raw: str) -> str:
-    """The part of ``raw`` that should hold the JSON object."""
-    fences = _code_blocks(raw)
+def _json_text(answer: str, raw: str) -> str:
+    """The part of ``answer`` that should hold the JSON object."""
+    fences = _code_blocks(answer)
     if len(fences) > 1:
         raise ReplyFormatError(
             f"the reply holds {len(fences)} code blocks; send exactly one JSON object", raw=raw
         )
-    return fences[0] if fences else raw
+    return fences[0] if fences else answer
 
 
-def _load_object(raw: str) -> dict[str, Any]:
-    text = _json_text(raw)
+def _load_object(answer: str, raw: str) -> dict[str, Any]:
+    """The one JSON object of ``answer`` (the reply ``raw`` without its thinking)."""
+    text = _json_text(answer, raw)
     start = text.find("{")
     if start < 0:
         stripped = text.strip()
@@ -332,7 +337,9 @@ def parse_reply(raw: str) -> tuple[Operation, ...]:
     """Read the operations out of a model's reply.
 
     One JSON object is accepted, alone or inside one markdown code fence, with
-    prose before or after it as long as that prose holds no braces or brackets.
+    prose before or after it as long as that prose holds no braces or brackets. A
+    reasoning model's thinking that opens the reply (``<think>...</think>``) is
+    passed over, whatever it holds.
 
     :param raw: The reply text.
     :raises ReplyFormatError: The reply is empty, not JSON, cut off, holds a
@@ -342,7 +349,8 @@ def parse_reply(raw: str) -> tuple[Operation, ...]:
     """
     if not isinstance(raw, str):
         raise ReplyFormatError(f"the reply is {type(raw).__name__}, not text", raw=repr(raw))
-    obj = _load_object(raw)
+    thinking = _THINKING.match(raw)
+    obj = _load_object(raw[thinking.end():] if thinking else raw, raw)
     if not isinstance(obj, dict):  # pragma: no cover - raw_decode from "{" gives a dict
         raise ReplyFormatError("the reply is not a JSON object", raw=raw)
     extra = sorted(k for k in obj if k != "operations")
