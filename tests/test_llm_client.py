@@ -210,6 +210,16 @@ def test_a_reply_without_text_says_what_it_holds_instead(body: str, said: str) -
     assert (200, 1) == (info.value.status, len(server.requests))
 
 
+def test_content_given_as_parts_is_read_as_its_text() -> None:
+    """Content sent as a list of parts (a reasoning model's thinking, then its text) is
+    read as the text parts, the thinking left out (it failed as "non-text content")."""
+    parts = completion({"content": [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "Let me see {"}]},
+        {"type": "text", "text": '{"operations": '}, {"type": "text", "text": "[]}"}]})
+    with ScriptedChatServer([ScriptedReply(body=parts)]) as server:
+        assert '{"operations": []}' == client(server).complete(HELLO).text
+
+
 def test_the_finish_reason_comes_back() -> None:
     """Why the model stopped comes back in the ChatResult (``None`` when not said)."""
     cut = completion({"content": '{"operations": ['}, "length")

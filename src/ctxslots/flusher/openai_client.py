@@ -65,6 +65,16 @@ def _refused(exc: BaseException) -> bool:
     return False
 
 
+def _text_of(content: Any) -> Any:
+    """Content given as a list of parts (Mistral's reasoning models, some gateways) as the
+    text of its ``"text"`` parts, the thinking parts left out; anything else as it is."""
+    if not isinstance(content, list):
+        return content
+    texts = [part["text"] for part in content if isinstance(part, dict)
+             and part.get("type") == "text" and isinstance(part.get("text"), str)]
+    return "".join(texts) if texts else content
+
+
 def _why_no_text(body: Any) -> str | None:
     """What a reply without text content holds instead, as the end of a sentence: an error
     a gateway sent with status 200, the model's refusal, tool calls, a content filter's
@@ -393,6 +403,7 @@ class OpenAIChatClient:
             content = body["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
             content = None
+        content = _text_of(content)
         if not isinstance(content, str):
             what = _why_no_text(body)
             if what is None:
