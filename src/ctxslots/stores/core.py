@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
@@ -46,6 +47,17 @@ def _check_pool(_options: object, _attribute: object, pool: object) -> None:
                                    f"not {pool!r}", field="candidate_pool", value=pool)
 
 
+def _check_kind(_options: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    kind = _KINDS[attribute.name]
+    if not isinstance(value, kind):
+        raise InvalidArgumentError(f"{attribute.name} must be a {kind.__name__}, not {value!r}",
+                                   field=attribute.name, value=value)
+
+
+_KINDS: dict[str, type] = {"limits": Limits, "ranking": RankingPolicy,
+                           "query_policy": QueryPolicy}
+
+
 @attrs.frozen
 class StoreOptions:
     """How a store is opened (the settings of :class:`~ctxslots.FactStore`, checked).
@@ -53,9 +65,9 @@ class StoreOptions:
     Attributes are those of :class:`~ctxslots.FactStore` of the same names.
     """
 
-    limits: Limits = attrs.field(factory=Limits)
-    ranking: RankingPolicy = attrs.field(factory=RankingPolicy)
-    query_policy: QueryPolicy = attrs.field(factory=QueryPolicy)
+    limits: Limits = attrs.field(factory=Limits, validator=_check_kind)
+    ranking: RankingPolicy = attrs.field(factory=RankingPolicy, validator=_check_kind)
+    query_policy: QueryPolicy = attrs.field(factory=QueryPolicy, validator=_check_kind)
     candidate_pool: int = attrs.field(default=100, validator=_check_pool)
     clock: Callable[[], float] = time.time
     embedder: EmbedderSetting = None

@@ -45,6 +45,7 @@ from typing import cast
 import attrs
 
 from ..model import HitTrace
+from ._checks import decay_map, number, one_of
 
 __all__ = [
     "COMMON_WORD_BOOST",
@@ -116,6 +117,10 @@ SCORE_LIMIT = 25.0
 
 FUSIONS = ("adaptive", "rrf", "score")
 
+#: The largest reinforcement weight: ``exp(weight * SCORE_LIMIT)`` stays a float.
+MAX_REINFORCEMENT_WEIGHT = 10.0
+
+
 
 # Not frozen: a search makes one per candidate (a hundred or more), and a frozen class's
 # __init__ took more than twice as long (BENCHMARKS.md, "Ranking a hundred candidates").
@@ -161,13 +166,15 @@ class Candidate:
 
 @attrs.frozen
 class RankingPolicy:
-    """The knobs of ranking.
+    """The knobs of ranking. A value out of its range is an
+    :class:`~ctxslots.errors.InvalidArgumentError` when the policy is made.
 
     Attributes:
-        decay_days: Tau in days per slot; ``None`` for no decay.
+        decay_days: Tau in days per slot (above 0); ``None`` for no decay.
         default_decay_days: Tau for slots not in ``decay_days`` (slots that
             plugins add decay like agent notes).
-        reinforcement_weight: The 0.2 in ``exp(0.2 * score)``.
+        reinforcement_weight: The 0.2 in ``exp(0.2 * score)``, from 0 (off) to
+            :data:`MAX_REINFORCEMENT_WEIGHT`.
         lexical_weight: Weight of the BM25 leg in fusion (0 switches it off).
         vector_weight: Weight of the vector leg in fusion (0 switches it off);
             ``None`` lets the store choose by embedder: 0 for the hashing
@@ -212,31 +219,29 @@ class RankingPolicy:
     """
 
     decay_days: Mapping[str, float | None] = attrs.field(
-        factory=lambda: dict(DEFAULT_DECAY_DAYS)
-    )
-    default_decay_days: float | None = 365.0
-    reinforcement_weight: float = 0.2
-    lexical_weight: float = attrs.field(default=1.0, validator=attrs.validators.ge(0.0))
-    vector_weight: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.ge(0.0)))
-    rrf_k: float = attrs.field(default=60.0, validator=attrs.validators.gt(0.0))
-    min_cosine: float = 0.0
-    vector_only_min_cosine: float = VECTOR_ONLY_MIN_COSINE
-    fusion: str = attrs.field(default="adaptive", validator=attrs.validators.in_(FUSIONS))
-    period_boost: float = attrs.field(default=PERIOD_BOOST, validator=attrs.validators.ge(0.0))
-    common_word_boost: float = attrs.field(
-        default=COMMON_WORD_BOOST, validator=attrs.validators.ge(0.0))
-    common_word_share: float = attrs.field(
-        default=COMMON_WORD_SHARE, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
-    common_subject_boost: float = attrs.field(
-        default=COMMON_SUBJECT_BOOST, validator=attrs.validators.ge(0.0))
-    episode_weight: float = attrs.field(
-        default=EPISODE_WEIGHT, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)])
+        factory=lambda: dict(DEFAULT_DECAY_DAYS), validator=decay_map)
+    default_decay_days: float | None = attrs.field(
+        default=365.0, validator=number(0.0, above=True, optional=True))
+    reinforcement_weight: float = attrs.field(
+        default=0.2, validator=number(0.0, MAX_REINFORCEMENT_WEIGHT))
+    lexical_weight: float = attrs.field(default=1.0, validator=number(0.0))
+    vector_weight: float | None = attrs.field(default=None, validator=number(0.0, optional=True))
+    rrf_k: float = attrs.field(default=60.0, validator=number(0.0, above=True))
+    min_cosine: float = attrs.field(default=0.0, validator=number(-1.0, 1.0))
+    vector_only_min_cosine: float = attrs.field(default=VECTOR_ONLY_MIN_COSINE,
+                                                validator=number(-1.0, 1.0))
+    fusion: str = attrs.field(default="adaptive", validator=one_of(FUSIONS))
+    period_boost: float = attrs.field(default=PERIOD_BOOST, validator=number(0.0))
+    common_word_boost: float = attrs.field(default=COMMON_WORD_BOOST, validator=number(0.0))
+    common_word_share: float = attrs.field(default=COMMON_WORD_SHARE,
+                                           validator=number(0.0, 1.0, above=True))
+    common_subject_boost: float = attrs.field(default=COMMON_SUBJECT_BOOST,
+                                              validator=number(0.0))
+    episode_weight: float = attrs.field(default=EPISODE_WEIGHT, validator=number(0.0, 1.0, below=True))
     # The cast keeps type checkers from narrowing the field to float by its default.
     link_min_strength: float | None = attrs.field(
-        default=cast("float | None", 3.0),
-        validator=attrs.validators.optional(attrs.validators.gt(0.0)))
-    link_weight: float = attrs.field(default=0.5, validator=attrs.validators.ge(0.0))
+        default=cast("float | None", 3.0), validator=number(0.0, above=True, optional=True))
+    link_weight: float = attrs.field(default=0.5, validator=number(0.0))
 
     def tau_days(self, slot: str) -> float | None:
         """The decay constant for ``slot``, in days (``None``: no decay)."""

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from ._checks import number, whole
 from ._stopwords import ENGLISH_STOP_WORDS
 from .stemming import CJK, WORD
 
@@ -56,14 +57,13 @@ class QueryPolicy:
             bounds what one search costs.
     """
 
-    min_token_length: int = attrs.field(default=2, validator=attrs.validators.ge(1))
+    min_token_length: int = attrs.field(default=2, validator=whole(1))
     stop_words: frozenset[str] = ENGLISH_STOP_WORDS
-    max_tokens: int = attrs.field(default=32, validator=attrs.validators.ge(1))
-    max_doc_share: float = attrs.field(
-        default=0.1, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
-    common_min_facts: int = attrs.field(default=2000, validator=attrs.validators.ge(0))
-    max_query_share: float = attrs.field(
-        default=MAX_QUERY_SHARE, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
+    max_tokens: int = attrs.field(default=32, validator=whole(1))
+    max_doc_share: float = attrs.field(default=0.1, validator=number(0.0, 1.0, above=True))
+    common_min_facts: int = attrs.field(default=2000, validator=whole(0))
+    max_query_share: float = attrs.field(default=MAX_QUERY_SHARE,
+                                         validator=number(0.0, 1.0, above=True))
 
 
 DEFAULT_POLICY = QueryPolicy()

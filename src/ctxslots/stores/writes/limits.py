@@ -17,6 +17,7 @@ import attrs
 from ..._secrets import redact
 from ...errors import InvalidArgumentError, InvalidFactError
 from ...model import to_timestamp
+from .._checks import one_of, whole
 from ..backend import MAX_TIME
 from ..owners import ANY, BUILTIN_SLOT_OWNERS, SlotOwners
 
@@ -105,11 +106,29 @@ def _name(text: str, field: str) -> str:
 
 
 def _names(slots: Iterable[str]) -> tuple[str, ...]:
-    return tuple(slots)
+    if isinstance(slots, (str, bytes)) or not isinstance(slots, Iterable):
+        raise InvalidArgumentError(f"slots must be a list of slot names, not {slots!r}",
+                                   field="slots", value=slots)
+    names = tuple(slots)
+    for name in names:
+        if not isinstance(name, str) or not _SLOT.fullmatch(name):
+            raise InvalidArgumentError(
+                f"slots: invalid slot name {name!r}: use a lower-case letter, then up to 63 "
+                "lower-case letters, digits, '_' or '-'", field="slots", value=slots)
+    return names
 
 
 def _owners(owners: Mapping[str, SlotOwners | str]) -> dict[str, SlotOwners]:
+    if not isinstance(owners, Mapping):
+        raise InvalidArgumentError(f"slot_owners must map slot names to owners, not {owners!r}",
+                                   field="slot_owners", value=owners)
     return {slot: SlotOwners.parse(o) if isinstance(o, str) else o for slot, o in owners.items()}
+
+
+def _flag(_instance: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{attribute.name} must be True or False, not {value!r}",
+                                   field=attribute.name, value=value)
 
 
 #: The owners of a slot that declares none.
@@ -145,7 +164,9 @@ def _not_any(value: object, kind: str) -> None:
 
 @attrs.frozen
 class Limits:
-    """Size limits and slot rules for what a store accepts.
+    """Size limits and slot rules for what a store accepts. A value out of its range
+    (a limit under 1, a slot name no slot may have) is an
+    :class:`~ctxslots.errors.InvalidArgumentError` when the limits are made.
 
     Attributes:
         max_value_bytes: Largest value, in UTF-8 bytes (default 4 KiB).
@@ -178,21 +199,19 @@ class Limits:
             every later turn: it must not become a secret store.
     """
 
-    max_value_bytes: int = 4096
-    max_context_bytes: int = 4096
-    max_key_chars: int = 200
-    max_scope_chars: int = 200
-    max_tags: int = 32
-    max_tag_chars: int = 64
-    max_batch: int = 10_000
-    max_import_line_chars: int = attrs.field(default=64 * 1024 * 1024,
-                                             validator=attrs.validators.gt(0))
-    strict_slots: bool = True
+    max_value_bytes: int = attrs.field(default=4096, validator=whole(1))
+    max_context_bytes: int = attrs.field(default=4096, validator=whole(1))
+    max_key_chars: int = attrs.field(default=200, validator=whole(1))
+    max_scope_chars: int = attrs.field(default=200, validator=whole(1))
+    max_tags: int = attrs.field(default=32, validator=whole(0))
+    max_tag_chars: int = attrs.field(default=64, validator=whole(1))
+    max_batch: int = attrs.field(default=10_000, validator=whole(1))
+    max_import_line_chars: int = attrs.field(default=64 * 1024 * 1024, validator=whole(1))
+    strict_slots: bool = attrs.field(default=True, validator=_flag)
     slots: tuple[str, ...] = attrs.field(default=BUILTIN_SLOTS, converter=_names)
     slot_owners: Mapping[str, SlotOwners] = attrs.field(
         factory=lambda: dict(BUILTIN_SLOT_OWNERS), converter=_owners)
-    secrets: str = attrs.field(default="redact",
-                               validator=attrs.validators.in_(SECRET_POLICIES))
+    secrets: str = attrs.field(default="redact", validator=one_of(SECRET_POLICIES))
 
     def slot(self, slot: object) -> str:
         """Validate a slot name: lower-case letters, digits, ``_`` or ``-``."""

@@ -1,0 +1,89 @@
+"""attrs validators for the numbers of the store's policies (ranking, limits, query words).
+
+Each refuses a value with :class:`~ctxslots.errors.InvalidArgumentError` (a
+``ValueError``) naming the field and the range, when the policy is made: a value out of
+range otherwise failed every later search or write with a bare ``ZeroDivisionError``,
+``OverflowError`` or ``TypeError``, or turned the ranking upside down without a word.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import InvalidArgumentError
+
+__all__ = ["decay_map", "number", "one_of", "whole"]
+
+Validator = Callable[[Any, Any, Any], None]
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _range_text(low: float, high: float | None, *, above: bool, below: bool = False) -> str:
+    if high is None:
+        return f"above {low:g}" if above else f"of at least {low:g}"
+    start = f"above {low:g}" if above else f"from {low:g}"
+    return f"{start} and under {high:g}" if below else f"{start} to {high:g}"
+
+
+def number(low: float, high: float | None = None, *, above: bool = False, below: bool = False,
+           optional: bool = False) -> Validator:
+    """A finite number from ``low`` (or ``above`` it) to ``high`` (or ``below`` it;
+    ``None``: no top); ``optional`` lets ``None`` through."""
+
+    def check(_instance: Any, attribute: Any, value: Any) -> None:
+        if value is None and optional:
+            return
+        if (not _is_number(value) or not math.isfinite(value)
+                or (value <= low if above else value < low)
+                or (high is not None and (value >= high if below else value > high))):
+            allowed = f"a number {_range_text(low, high, above=above, below=below)}"
+            raise InvalidArgumentError(
+                f"{attribute.name} must be {allowed}{' or None' if optional else ''}, "
+                f"not {value!r}", field=attribute.name, value=value)
+
+    return check
+
+
+def whole(low: int, high: int | None = None) -> Validator:
+    """A whole number (not a bool) from ``low`` to ``high`` (``None``: no top)."""
+
+    def check(_instance: Any, attribute: Any, value: Any) -> None:
+        if (not isinstance(value, int) or isinstance(value, bool) or value < low
+                or (high is not None and value > high)):
+            raise InvalidArgumentError(
+                f"{attribute.name} must be a whole number "
+                f"{_range_text(low, high, above=False)}, not {value!r}",
+                field=attribute.name, value=value)
+
+    return check
+
+
+def one_of(choices: tuple[str, ...]) -> Validator:
+    """One of ``choices``."""
+
+    def check(_instance: Any, attribute: Any, value: Any) -> None:
+        if not isinstance(value, str) or value not in choices:
+            raise InvalidArgumentError(
+                f"{attribute.name} must be one of {', '.join(map(repr, choices))}, not "
+                f"{value!r}", field=attribute.name, value=value)
+
+    return check
+
+
+def decay_map(_instance: Any, attribute: Any, value: Any) -> None:
+    """Slot names mapped to a decay constant in days above 0, or ``None`` (no decay)."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(
+            f"{attribute.name} must map slot names to days above 0 or None, not {value!r}",
+            field=attribute.name, value=value)
+    for slot, days in value.items():
+        if not isinstance(slot, str) or not (
+                days is None or (_is_number(days) and math.isfinite(days) and days > 0)):
+            raise InvalidArgumentError(
+                f"{attribute.name} must map slot names to days above 0 or None, not "
+                f"{slot!r}: {days!r}", field=attribute.name, value=value)
