@@ -280,3 +280,28 @@ def test_a_log_this_user_may_not_read_is_named_rather_than_the_folder(tmp_path):
         assert " 1 Error: cannot read " in line, line
         assert f"this user may not read {path}-wal and {path}-shm" in line, line
         assert "read-only folder" not in line, line
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file permissions")
+def test_a_read_only_store_from_a_newer_ctxslots_says_to_upgrade_ctxslots(tmp_path):
+    """A read-only file written by a newer ctxslots is refused as a writable one is, by
+    telling to upgrade ctxslots (it was told to open the file where it can be written,
+    which is refused in turn); the file is left as it was."""
+    from ctxslots.stores.sqlite._connect import open_connection
+    from ctxslots.stores.sqlite._migrations import SCHEMA_VERSION
+
+    ordinary_child()  # skips, with the reason, where permissions cannot hold
+    path = tmp_path / "read-only" / "memory.db"
+    path.parent.mkdir()
+    with FactStore(path) as store:
+        store.add("agent", "The VPN needs a fresh token.")
+    conn = open_connection(path, migrate=False)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    before = path.read_bytes()
+    done = run_on_read_only_file(path, ["-m", "ctxslots", "--db", str(path), "search", "VPN"])
+    assert 1 == done.returncode
+    said = (f"Error: {path} has schema version {SCHEMA_VERSION + 1}, newer than the "
+            f"{SCHEMA_VERSION} this ctxslots understands; upgrade ctxslots")
+    assert [said] == done.stderr.splitlines()
+    assert before == path.read_bytes()

@@ -228,11 +228,11 @@ def open_connection(
         if load_vec:
             conn.vec_version = _load_sqlite_vec(raw)
         if migrate and conn.read_only:
-            from ._migrations import SCHEMA_VERSION, schema_version
+            from ._migrations import SCHEMA_VERSION, refuse_newer
 
-            if schema_version(conn) != SCHEMA_VERSION:
+            if (version := refuse_newer(conn)) != SCHEMA_VERSION:
                 raise ReadOnlyStoreError(
-                    f"{path_text} is read-only and its schema (version {schema_version(conn)}) "
+                    f"{path_text} is read-only and its schema (version {version}) "
                     f"needs upgrading to {SCHEMA_VERSION}: open it once where it can be written",
                     path=path_text)
         elif migrate:

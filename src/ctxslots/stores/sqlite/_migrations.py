@@ -30,7 +30,7 @@ from ._schema import (
     log_on_update,
 )
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "refuse_newer", "schema_version"]
 
 _FACT_COLUMNS = """
     slot TEXT NOT NULL,
@@ -417,12 +417,11 @@ def schema_version(conn: Connection) -> int:
     return int(conn.scalar("PRAGMA user_version"))
 
 
-def migrate(conn: Connection, *, target: int = SCHEMA_VERSION) -> list[str]:
-    """Apply pending migrations up to ``target``; return the names applied.
+def refuse_newer(conn: Connection) -> int:
+    """The file's schema version, when this code can read it.
 
     :raises StoreError: The file was written by a newer ctxslots.
     """
-    applied: list[str] = []
     current = schema_version(conn)
     if current > SCHEMA_VERSION:
         raise StoreError(
@@ -430,6 +429,16 @@ def migrate(conn: Connection, *, target: int = SCHEMA_VERSION) -> list[str]:
             "this ctxslots understands; upgrade ctxslots",
             path=conn.path,
         )
+    return current
+
+
+def migrate(conn: Connection, *, target: int = SCHEMA_VERSION) -> list[str]:
+    """Apply pending migrations up to ``target``; return the names applied.
+
+    :raises StoreError: The file was written by a newer ctxslots.
+    """
+    applied: list[str] = []
+    current = refuse_newer(conn)
     for number in range(current, target):
         step = MIGRATIONS[number]
         with conn.write():
