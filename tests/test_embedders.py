@@ -482,6 +482,8 @@ def test_spec_openai_needs_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
         ("  ", "empty embedder spec"),
         ("hash:abc", "whole number"),
         ("hash:1", "whole number"),
+        ("hash:16001", "from 2 to 16000"),
+        ("hash:99999999", "from 2 to 16000"),
         ("hash:²", "whole number"),
         ("st:", "st:PATH_OR_PACKAGE"),
         ("sentence-transformers", "PATH_OR_PACKAGE"),

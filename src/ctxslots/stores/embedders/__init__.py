@@ -3,7 +3,7 @@
 Three built in, chosen by a spec string (:func:`embedder_from_spec`), by
 ``CTXSLOTS_EMBEDDER`` (:func:`default_embedder`) or passed as objects:
 
-- ``hash`` / ``hash:DIM``: :class:`HashingEmbedder`, deterministic feature
+- ``hash`` / ``hash:DIM`` (DIM from 2 to 16,000): :class:`HashingEmbedder`, deterministic feature
   hashing, no model, no network. The default.
 - ``sentence-transformers:PATH_OR_PACKAGE`` (alias ``st:``):
   :class:`SentenceTransformersEmbedder`, a local model folder or an installed

@@ -18,8 +18,8 @@ from ._hashing import HashingEmbedder
 from ._openai import OpenAIEmbedder
 from ._sentence_transformers import SentenceTransformersEmbedder
 
-__all__ = ["BASE_URL_ENV", "BUILTIN_FACTORIES", "EMBEDDER_ENV", "EmbedderFactory",
-           "default_embedder", "embedder_from_spec"]
+__all__ = ["BASE_URL_ENV", "BUILTIN_FACTORIES", "EMBEDDER_ENV", "MAX_HASH_DIMENSION",
+           "EmbedderFactory", "default_embedder", "embedder_from_spec"]
 
 #: Environment variable holding the default embedder spec.
 EMBEDDER_ENV = "CTXSLOTS_EMBEDDER"
@@ -31,13 +31,19 @@ BASE_URL_ENV = "CTXSLOTS_EMBED_BASE_URL"
 EmbedderFactory = Callable[..., Any]
 
 
+#: The most dimensions ``hash:DIM`` makes: what a PostgreSQL store keeps (pgvector's
+#: ``vector`` type). Each vector takes four bytes a dimension, in memory and in the file:
+#: ``hash:99999999`` made 400 MB of every fact and failed its first search in SQLite.
+MAX_HASH_DIMENSION = 16_000
+
+
 def hash_embedder(arg: str) -> HashingEmbedder:
     """``hash`` or ``hash:DIM``: feature hashing, no model, no network."""
     if not arg:
         return HashingEmbedder()
-    if not (arg.isascii() and arg.isdigit()) or int(arg) < 2:
-        raise EmbedderSpecError(f"hash:DIM needs a whole number of at least 2, got {arg!r}",
-                                spec=f"hash:{arg}")
+    if not (arg.isascii() and arg.isdigit()) or not 2 <= int(arg) <= MAX_HASH_DIMENSION:
+        raise EmbedderSpecError(f"hash:DIM needs a whole number from 2 to {MAX_HASH_DIMENSION}, "
+                                f"got {arg!r}", spec=f"hash:{arg}")
     return HashingEmbedder(int(arg))
 
 
