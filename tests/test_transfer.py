@@ -608,3 +608,23 @@ def test_a_mark_naming_a_record_the_file_lacks_is_dropped_and_reported(store):
     assert by_value["Rerun flaky tests once."].superseded_by is None
     assert by_value["Rerun flaky tests twice."].superseded_by == \
         by_value["Rerun flaky tests, never more."].id
+
+
+def test_a_path_given_for_the_jsonl_file_is_refused_naming_what_is_taken(tmp_path: Path) -> None:
+    """``import_jsonl("backup.jsonl")`` and ``export_jsonl("backup.jsonl")`` (a path, as
+    ``import_markdown`` takes) are an InvalidArgumentError saying an open file is taken
+    (they failed with an AttributeError from deep inside); nothing is written."""
+    from ctxslots import InvalidArgumentError
+
+    backup = tmp_path / "backup.jsonl"
+    with FactStore(tmp_path / "old.db") as old:
+        old.add("user", "The user lives in Lisbon.")
+        with pytest.raises(InvalidArgumentError, match=r"open\(path, 'w'\)"):
+            old.export_jsonl(str(backup))
+        assert not backup.exists()
+        with backup.open("w") as fp:
+            assert 1 == old.export_jsonl(fp)
+    with FactStore(tmp_path / "new.db") as new:
+        with pytest.raises(InvalidArgumentError, match=r"open\(path, 'r'\)"):
+            new.import_jsonl(str(backup))
+        assert [] == new.facts()

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import attrs
 import numpy as np
 
+from ...errors import InvalidArgumentError
 from ..backend import Row
 from ..core import StoreCore
 from .import_writer import Progress, run_import
@@ -36,6 +37,15 @@ def _line(data: dict[str, Any]) -> str:
 
 
 # -- reading the store -------------------------------------------------------
+
+
+def _check_stream(fp: object, method: str, caller: str) -> None:
+    """Refuse a path or a text where an open file belongs (an ``AttributeError`` deep inside)."""
+    if not callable(getattr(fp, method, None)):
+        mode = "w" if method == "write" else "r"
+        raise InvalidArgumentError(
+            f"{caller} takes a file open in text mode (open(path, {mode!r}) or io.StringIO), "
+            f"not {fp!r:.80}", field="fp", value=fp)
 
 
 def export_jsonl(
@@ -64,6 +74,7 @@ def export_jsonl(
         instead of embedding the text again.
     :raises InvalidFactError: A slot or an owner is malformed.
     """
+    _check_stream(fp, "write", "export_jsonl")
     flt = export_filter(core, slots, scope, user, agent)
     backend = core.backend
     with backend.snapshot():
@@ -134,6 +145,7 @@ def import_jsonl(
         ``on_duplicate="error"``; nothing is written.
     :raises InvalidFactError: ``user`` or ``agent`` is malformed.
     """
+    _check_stream(fp, "read", "import_jsonl")
     check_on_duplicate(on_duplicate)
     lim, writer = core.limits, core.writer
     owners = ImportOwners(writer.default_user, writer.default_agent,
