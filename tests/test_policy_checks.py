@@ -96,3 +96,24 @@ def test_a_store_given_something_else_as_a_policy_says_so_and_makes_no_file(
     with pytest.raises(InvalidArgumentError, match=option):
         FactStore(path, **{option: {"vector_weight": 1.0}})
     assert not path.exists()
+
+
+@pytest.mark.parametrize("score", [math.nan, math.inf, "3", None])
+def test_a_prune_policy_protect_score_that_is_no_number_is_refused(score: Any) -> None:
+    """A protecting score that is not a finite number is refused when the policy is made:
+    NaN protected no reinforced fact from pruning, without a word."""
+    from ctxslots import CtxslotsError, PrunePolicy
+
+    with pytest.raises(CtxslotsError, match="protect_score") as info:
+        PrunePolicy(protect_score=score)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("fields", [{"every_n_turns": 0}, {"token_threshold": "2000"}], ids=repr)
+def test_a_flush_policy_threshold_out_of_range_is_a_ctxslots_error(fields: dict[str, Any]) -> None:
+    """A flush threshold out of range is an InvalidArgumentError (still a ValueError)."""
+    from ctxslots import FlushPolicy
+
+    (name,) = fields
+    with pytest.raises(InvalidArgumentError, match=name):
+        FlushPolicy(**fields)

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from ..errors import InvalidArgumentError
 from ..model import Fact, Message
 from ..tokens import DEFAULT_ENCODING, count_tokens
 from .operations import Operation
@@ -31,7 +32,9 @@ def _positive_or_none(_instance: object, attribute: attrs.Attribute[Any], value:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{attribute.name} must be a positive integer or None, not {value!r}")
+        raise InvalidArgumentError(
+            f"{attribute.name} must be a positive integer or None, not {value!r}",
+            field=attribute.name, value=value)
 
 
 @attrs.frozen
@@ -48,7 +51,8 @@ class FlushPolicy:
             counted by tiktoken with ``encoding`` (offline).
         encoding: The tiktoken encoding that counts.
 
-    :raises ValueError: A threshold is not a positive integer or ``None``.
+    :raises InvalidArgumentError: A threshold is not a positive integer or ``None``
+        (a ``ValueError``).
     """
 
     every_n_turns: int | None = attrs.field(default=10, validator=_positive_or_none)

@@ -61,6 +61,12 @@ def _non_negative(_instance: Any, attribute: Any, value: Any) -> None:
                                field=attribute.name, value=value)
 
 
+def _finite(_instance: Any, attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidFactError(f"{attribute.name} must be a finite number, not {value!r}",
+                               field=attribute.name, value=value)
+
+
 def _share(_instance: Any, attribute: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise InvalidFactError(f"{attribute.name} must be in (0, 1], not {value!r}",
@@ -101,7 +107,7 @@ class PrunePolicy:
     idle_tau_days: float = attrs.field(default=30.0, validator=_positive_or_none)
     protect_days: float = attrs.field(default=7.0, validator=_non_negative)
     protect_accesses: int = attrs.field(default=5, validator=_non_negative)
-    protect_score: float = 3.0
+    protect_score: float = attrs.field(default=3.0, validator=_finite)
 
     def cap(self, slot: str) -> int | None:
         """The cap for one slot (``None``: uncapped)."""
