@@ -148,3 +148,24 @@ def test_an_old_store_opens_with_nothing_lost(old_store):
     raw = raw_owners(location)
     assert raw["progress"] == [("default", "default", "chat-1")]
     assert raw["vectors"] in ([], [(1, "default", "")])
+
+
+def test_a_user_fact_an_old_store_kept_in_a_scope_can_be_changed_and_moved(old_store, tmp_path):
+    """A user fact an older release stored in a scope is updated by id, keeping its owners,
+    and the store's export imports into a new store whole: both failed with "user facts
+    belong to a user, not to a workspace (scope)", the import writing nothing."""
+    location, _ = old_store
+    with FactStore(location, clock=lambda: NOW, embedder=False) as store:
+        changed = store.update(2, value="Priya is on vacation until Dec 12.")
+        assert ("atlas-api", "default") == (changed.scope, changed.user)
+        assert ["Priya is on vacation until Dec 5."] == [f.value for f in store.history(2)]
+        buf = io.StringIO()
+        store.export_jsonl(buf)
+    with FactStore(tmp_path / "moved.db", clock=lambda: NOW, embedder=False) as moved:
+        report = moved.import_jsonl(io.StringIO(buf.getvalue()))
+        assert (5, 1) == (report.added, report.archived)
+        fact = moved.get(2)
+        assert ("atlas-api", "default", "Priya is on vacation until Dec 12.") == \
+            (fact.scope, fact.user, fact.value)
+        assert [2] == [h.fact.id for h in moved.search("Priya vacation", scope="atlas-api")]
+        assert [] == moved.search("Priya vacation")

@@ -379,14 +379,21 @@ class ImportOwners:
     def of(self, limits: Limits, slot: str, record: Mapping[str, Any]) -> tuple[str, str, str]:
         """The stored ``(user, agent, scope)`` of a record of ``slot``.
 
+        A user fact's scope is kept: releases before owners stored user facts in a
+        scope, and their exports hold them so (such facts open unchanged).
+
         :raises InvalidFactError: The record names an owner its slot does not have.
         """
         owners = limits.owners_of(slot)
         user = self.user if self.user is not None and owners.user else record.get("user")
         agent = self.agent if self.agent is not None and owners.agent else record.get("agent")
-        return limits.write_owners(slot, user=user, agent=agent, scope=record.get("scope"),
-                                   default_user=self.default_user,
-                                   default_agent=self.default_agent)
+        scope = record.get("scope")
+        legacy = scope is not None and owners.user and not owners.scope
+        stored = limits.write_owners(slot, user=user, agent=agent,
+                                     scope=None if legacy else scope,
+                                     default_user=self.default_user,
+                                     default_agent=self.default_agent)
+        return (stored[0], stored[1], limits.scope(scope)) if legacy else stored
 
 
 def parse_record(data: Any, *, line: int, limits: Limits, now: float,

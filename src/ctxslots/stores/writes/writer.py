@@ -183,17 +183,21 @@ class Writer:
                 field="batch", value=self._open.written,
             )
 
-    def validated(self, slot: Any, value: Any, owners: Owners, tags: Any, confidence: Any,
-                  source: Any, expires_at: Any, context: Any = None,
+    def validated(self, slot: Any, value: Any, owners: Owners | tuple[str, str, str],
+                  tags: Any, confidence: Any, source: Any, expires_at: Any, context: Any = None,
                   now: float | None = None) -> dict[str, Any]:
         """The checked fields of a fact written to ``slot`` for ``owners``
         (``InvalidFactError`` on the first bad one, an owner the slot does not have
-        included); given ``now``, a new expiry must come after it."""
+        included); given ``now``, a new expiry must come after it. Stored owners
+        (``(user_id, agent_id, scope)`` of a fact being changed) are kept unchecked."""
         lim = self.limits
         checked_slot = lim.slot(slot)
-        user_id, agent_id, scope = lim.write_owners(
-            checked_slot, user=owners.user, agent=owners.agent, scope=owners.scope,
-            default_user=self.default_user, default_agent=self.default_agent)
+        if isinstance(owners, tuple):
+            user_id, agent_id, scope = owners
+        else:
+            user_id, agent_id, scope = lim.write_owners(
+                checked_slot, user=owners.user, agent=owners.agent, scope=owners.scope,
+                default_user=self.default_user, default_agent=self.default_agent)
         stored, secrets = lim.screen(value)
         if secrets:
             logger.warning("a value written to %s held %s; stored with [redacted] in its place "
@@ -287,8 +291,8 @@ class Writer:
         now = self.clock()
         with self.writing():
             prev = self.find(fact_id, now, visible)
-            owners = Owners(user=prev["user_id"] or None, agent=prev["agent_id"] or None,
-                            scope=prev["scope"] or None)
+            # The owners stay as stored: a user fact an older release kept in a scope too.
+            owners = (prev["user_id"], prev["agent_id"], prev["scope"])
             row = self.validated(
                 prev["slot"], prev["value"] if value is None else value, owners,
                 [t for t in (prev["tags"] or "").split("\n") if t] if tags is None else tags,
