@@ -411,3 +411,14 @@ def test_an_object_registered_under_another_name_than_its_own_is_refused(store):
     with pytest.raises(PluginError, match="registered 'tickets' as 'b_tickets'") as raised:
         PromptAssembler(store, plugins=[Alias()])
     assert raised.value.plugin
+
+
+@pytest.mark.parametrize(("value", "traced"), [("1", True), ("yes", True), ("0", False),
+                                               ("false", False), (" off ", False), ("", False)])
+def test_the_plugin_trace_is_off_for_a_false_word(value, traced, monkeypatch, capsys):
+    """``CTXSLOTS_TRACE_PLUGINS=0`` (or false, no, off, empty) leaves the trace off, as
+    ``CTXSLOTS_FREE_SLOTS`` reads such words: any value at all turned it on."""
+    monkeypatch.setenv("CTXSLOTS_TRACE_PLUGINS", value)
+    pm = make_plugin_manager(entry_points=False)
+    collect(pm, "register_embedders")
+    assert traced == ("register_embedders [hook]" in capsys.readouterr().err)

@@ -63,10 +63,15 @@ def make_plugin_manager(
     if entry_points:
         load_plugins(pm)
     _check_pending(pm)
-    if os.environ.get("CTXSLOTS_TRACE_PLUGINS"):
+    if os.environ.get("CTXSLOTS_TRACE_PLUGINS", "").strip().lower() not in _OFF:
         pm.trace.root.setwriter(lambda text: sys.stderr.write(text))
         pm.enable_tracing()
     return pm
+
+
+#: Values of ``CTXSLOTS_TRACE_PLUGINS`` that leave tracing off (click's false words, as
+#: ``CTXSLOTS_FREE_SLOTS`` reads them): ``0`` turned it on.
+_OFF = frozenset({"", "0", "false", "f", "no", "n", "off"})
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: str | None = None) -> None:
