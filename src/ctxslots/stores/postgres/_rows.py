@@ -356,7 +356,7 @@ def select(conn: Conn, flt: FactFilter, order: str, archived: bool) -> Iterator[
         yield from cur
 
 
-#: One combination of owners, slot and scope: the whole key of the ``facts_owners`` index.
+#: One combination of owners, slot and scope: the leading columns of the ``facts_owners`` index.
 _OWNER_KEY = "(f.user_id = %s AND f.agent_id = %s AND f.slot = %s AND f.scope = %s)"
 _IMPORTANCE = ("score DESC, access_count DESC, confidence DESC, (key IS NULL), "
                "updated_at DESC, id")

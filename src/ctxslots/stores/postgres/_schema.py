@@ -430,10 +430,28 @@ def m010_history_observed_at(conn: psycopg.Connection[Any]) -> None:
     conn.execute("ALTER TABLE fact_history ADD COLUMN observed_at double precision")
 
 
+def m011_owners_key(conn: psycopg.Connection[Any]) -> None:
+    """The owners' index ends with the key, so a lookup of keys by their owners walks it.
+
+    Whether a keyed fact is stored is asked for a batch at once (an import), as a
+    join on the owners and the key. The planner counts the owner columns as
+    independent and expects one row per owners, so it may walk ``facts_owners``
+    instead of ``facts_key``; without the key in that index each lookup then read
+    every fact of those owners (an import of one user's 50,000 keyed facts took
+    half an hour). With the key as its last column either index finds the fact at
+    once, and a read of the owners alone walks it as before.
+    """
+    conn.execute("""
+        DROP INDEX facts_owners;
+        CREATE INDEX facts_owners ON facts (user_id, agent_id, slot, scope, key);
+    """)
+
+
 #: Every migration, in the order applied. Append only; never reorder or edit.
 MIGRATIONS: tuple[Callable[[psycopg.Connection[Any]], None], ...] = (
     m001_initial, m002_value_lookup, m003_context, m004_owners, m005_stems, m006_owner_term,
-    m007_pending_list, m008_script_stems, m009_text_changes, m010_history_observed_at)
+    m007_pending_list, m008_script_stems, m009_text_changes, m010_history_observed_at,
+    m011_owners_key)
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)
