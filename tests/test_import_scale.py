@@ -181,23 +181,28 @@ def test_duplicates_are_found_within_a_batch_across_batches_and_in_the_store(sto
     assert 2_500 == store.stats()["facts"]
 
 
-def test_keyed_facts_are_looked_up_by_owners_and_key_on_postgres(pg_url):
-    """On PostgreSQL the batch check of keyed facts reads one entry of an index per fact, even
-    walking the owners' index (which the planner may choose): it ended without the key, and each
-    lookup read every fact of those owners (an import of one user's 50,000 keyed facts took
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "free"])
+def test_stored_facts_are_looked_up_by_owners_and_key_or_value_on_postgres(pg_url, keyed):
+    """On PostgreSQL the batch duplicate check reads one index entry per fact, even walking
+    the owners' index (which the planner may choose): that index ended with the owners, and
+    each lookup read every fact of those owners (an import of one user's 50,000 facts took
     half an hour)."""
     psycopg = pytest.importorskip("psycopg")
     from ctxslots.stores.postgres._rows import find_existing
 
-    lines = [HEADER] + [json.dumps({"slot": "user", "user": "ada", "key": f"note-{n}",
+    def key(n: int) -> str | None:
+        return f"note-{n}" if keyed else None
+
+    lines = [HEADER] + [json.dumps({"slot": "user", "user": "ada", "key": key(n),
                                     "value": f"Ada noted item {n}."}) for n in range(2_000)]
     with FactStore(pg_url, embedder=False) as store:
         store.import_jsonl(io.StringIO("\n".join(lines) + "\n"))
-    items = [("user", "", "ada", "", f"note-{n}", "x") for n in range(0, 2_000, 20)]
+    items = [("user", "", "ada", "", key(n), f"Ada noted item {n}.")
+             for n in range(0, 2_000, 20)]
     with psycopg.connect(pg_url) as conn:
         conn.execute("ANALYZE facts")
         # Only the owners' index is left to the planner, as it chose during imports.
-        conn.execute("DROP INDEX facts_key")
+        conn.execute("DROP INDEX facts_key, facts_free_value")
         conn.execute("SET LOCAL enable_seqscan = off")
         conn.execute("SET LOCAL enable_bitmapscan = off")
         found = find_existing(conn, items, archived=False)

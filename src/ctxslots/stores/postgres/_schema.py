@@ -431,19 +431,20 @@ def m010_history_observed_at(conn: psycopg.Connection[Any]) -> None:
 
 
 def m011_owners_key(conn: psycopg.Connection[Any]) -> None:
-    """The owners' index ends with the key, so a lookup of keys by their owners walks it.
+    """The owners' index ends with the key and the value's hash, so a lookup of facts by
+    their owners and key, or by their owners and value, walks it to the fact.
 
-    Whether a keyed fact is stored is asked for a batch at once (an import), as a
-    join on the owners and the key. The planner counts the owner columns as
+    Whether a fact is stored is asked for a batch at once (an import), as a join on
+    the owners and the key (or the value). The planner counts the owner columns as
     independent and expects one row per owners, so it may walk ``facts_owners``
-    instead of ``facts_key``; without the key in that index each lookup then read
-    every fact of those owners (an import of one user's 50,000 keyed facts took
-    half an hour). With the key as its last column either index finds the fact at
-    once, and a read of the owners alone walks it as before.
+    instead of ``facts_key`` or ``facts_free_value``; without the key and value in
+    that index each lookup then read every fact of those owners (an import of one
+    user's 50,000 facts took half an hour). Now any of these indexes finds the fact
+    at once, and a read of the owners alone walks it as before.
     """
     conn.execute("""
         DROP INDEX facts_owners;
-        CREATE INDEX facts_owners ON facts (user_id, agent_id, slot, scope, key);
+        CREATE INDEX facts_owners ON facts (user_id, agent_id, slot, scope, key, md5(value));
     """)
 
 
