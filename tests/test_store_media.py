@@ -107,3 +107,51 @@ def test_searches_answer_on_a_full_disk(tmp_path):
     assert "rc=0" in out and "hits 5" in out and "prompt True" in out, done.stdout + done.stderr
     assert "tool 10 memories, best first:" in out, done.stdout
     assert f"warned ['the disk holding {db} is full']" in out, done.stdout
+
+
+_FILL_TWO_USERS = """
+import sys
+from ctxslots import FactStore, StoreError
+with FactStore(sys.argv[1], embedder=False) as store:
+    try:
+        for i in range(100_000):
+            user = "alice" if i % 2 else "bob"
+            store.add("user", f"{user}-marker {i} " + "pad " * 700, user=user)
+    except StoreError as exc:
+        print(f"full {type(exc).__name__}")
+"""
+
+_LEFT = """
+import pathlib, sys
+from ctxslots import FactStore
+folder = pathlib.Path(sys.argv[1])
+with FactStore(folder / "s.db", embedder=False) as store:
+    print("alice facts", len(store.facts(user="alice")), "bob facts", len(store.facts(user="bob")) > 0)
+"""
+
+
+def test_an_erasure_whose_log_cannot_be_copied_back_on_a_full_disk_says_so(tmp_path):
+    """The disk fills before the log is ever copied back; with a little room freed an
+    erasure commits, but the file cannot grow to take the log back: one CLI line says the
+    erasure is done and the log still holds the erased pages, and once there is room the
+    next command empties it."""
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    marker = 'grep -c alice-marker "$d/s.db" "$d/s.db-wal" 2>/dev/null | awk -F: "{n+=\\$2} END {print n}"'
+    script = (f'd="$1"; db="$1/s.db"; shift\n'
+              'head -c 300000 /dev/zero > "$d/room"; head -c 2000000 /dev/zero > "$d/more"\n'
+              f'"{sys.executable}" -c \'{_FILL_TWO_USERS}\' "$db" || exit 98\n'
+              'rm "$d/room"\n'
+              '"$@" --db "$db" erase --user alice --yes; echo "rc=$?"\n'
+              f'"{sys.executable}" -c \'{_LEFT}\' "$d"\n'
+              'rm "$d/more"\n'
+              '"$@" --db "$db" stats >/dev/null || exit 99\n'
+              f'echo "left $({marker})"')
+    done = _in_namespace('mount -t tmpfs -o size=4m tmpfs "$1"', folder, script)
+    db = folder / "s.db"
+    assert done.stderr.splitlines() == [
+        (f"Error: the disk holding {db} is full: the erasure is done, but the write-ahead log "
+         "still holds the erased rows' earlier pages; free some space, and the next erasure, "
+         "or the last connection to the store as it closes, empties it")], done.stderr
+    assert done.stdout.splitlines() == ["full StoreFullError", "rc=1",
+                                        "alice facts 0 bob facts True", "left 0"], done.stdout

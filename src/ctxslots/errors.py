@@ -88,8 +88,10 @@ class StoreFullError(StoreError):
     """The disk holding the store is full (on PostgreSQL: the server's disk), so the
     write could not be made.
 
-    Nothing was written. Searches still answer; the accesses they count are written
-    once there is room again.
+    Nothing was written, except by an erasure: when the rows are gone but the
+    write-ahead log, which still holds their earlier pages, could not be copied back
+    into the file, the message says so. Searches still answer; the accesses they
+    count are written once there is room again.
     """
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import apsw
 
-from ...errors import StoreBusyError, StoreDamagedError, StoreError
+from ...errors import StoreBusyError, StoreDamagedError, StoreError, StoreFullError
 from ..backend import Health
 from ._busy import lock_holder
 from ._connection import DEFAULT_BUSY_TIMEOUT_S, Connection, sqlite_version
@@ -219,12 +219,22 @@ def checkpoint(conn: Connection) -> None:
     timeout, a try at a time) while other connections still read from it.
 
     :raises StoreError: Readers held the log past the busy timeout.
+    :raises StoreFullError: The file could not grow to take the log's pages back.
     """
     if conn.path == ":memory:" or conn.read_only:
         return
     deadline = time.monotonic() + DEFAULT_BUSY_TIMEOUT_S
     while True:
-        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
+        try:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
+        except apsw.FullError as exc:
+            # The erasure committed; only the copy back failed (the log may hold every
+            # page of a store the disk filled before it was ever copied back).
+            raise StoreFullError(
+                f"the disk holding {conn.path} is full: the erasure is done, but the "
+                "write-ahead log still holds the erased rows' earlier pages; free some space, "
+                "and the next erasure, or the last connection to the store as it closes, "
+                "empties it", path=conn.path) from exc
         if not busy:
             return
         if time.monotonic() >= deadline:
