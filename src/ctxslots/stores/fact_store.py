@@ -48,11 +48,24 @@ __all__ = ["FactStore", "default_db_path"]
 
 def default_db_path() -> Path:
     """Where the store lives when no location is given: ``$CTXSLOTS_DB``, else the
-    user data directory (``~/.local/share/ctxslots/memory.db`` on Linux)."""
+    user data directory (``~/.local/share/ctxslots/memory.db`` on Linux).
+
+    :raises StoreError: Neither is set and there is no home directory to find (no
+        ``HOME`` and a user with no account entry, as in a container run as an
+        arbitrary user id).
+    """
     env = os.environ.get("CTXSLOTS_DB")
     if env:
         return Path(env).expanduser()
-    return Path(platformdirs.user_data_dir("ctxslots", appauthor=False)) / "memory.db"
+    try:
+        folder = Path(platformdirs.user_data_dir("ctxslots", appauthor=False))
+    except RuntimeError:  # platformdirs found no home directory
+        folder = Path()
+    if not folder.is_absolute():
+        raise StoreError("no home directory to keep the default store in (HOME is not set, "
+                         "and this user has no account entry): set CTXSLOTS_DB or give the "
+                         "store's path")
+    return folder / "memory.db"
 
 
 def _location(path: str | os.PathLike[str] | None) -> str:

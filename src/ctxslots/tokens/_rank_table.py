@@ -46,11 +46,17 @@ TABLE_SHA256 = {
 
 def cache_dir() -> Path | None:
     """Where tables are kept: ``$CTXSLOTS_CACHE_DIR``, else the user cache directory;
-    ``None`` when the variable is set empty."""
+    ``None`` when the variable is set empty, or when there is no home directory to
+    find (no ``HOME`` and a user with no account entry, as in a container run as an
+    arbitrary user id)."""
     env = os.environ.get(CACHE_ENV)
     if env is not None:
         return Path(env).expanduser() if env.strip() else None
-    return Path(platformdirs.user_cache_dir("ctxslots", appauthor=False))
+    try:
+        folder = Path(platformdirs.user_cache_dir("ctxslots", appauthor=False))
+    except RuntimeError:  # platformdirs found no home directory
+        return None
+    return folder if folder.is_absolute() else None
 
 
 def build_table(ranks: Mapping[bytes, int]) -> bytes:

@@ -1,0 +1,77 @@
+"""Environments other than a developer's laptop: a container user with no home directory,
+file names that are not UTF-8, an optimised interpreter, an HTTP proxy in the environment."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "ctxslots"]
+
+
+def _homeless_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HOME", "CTXSLOTS_DB", "CTXSLOTS_CACHE_DIR") and not k.startswith("XDG_")}
+    return env
+
+
+def _run_homeless(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``args`` run as a user id with no account entry and no ``HOME``, as a container run
+    with ``--user 4242`` is (a user namespace maps this process's user to it)."""
+    unshare = shutil.which("unshare")
+    uid = next(n for n in range(4242, 70000) if not _has_account(n))
+    if unshare is None:
+        pytest.skip("needs unshare(1) to run as a user with no account entry")
+    done = subprocess.run([unshare, "-U", f"--map-user={uid}", f"--map-group={uid}", *args],
+                          cwd=cwd, env=_homeless_env(), capture_output=True, text=True,
+                          timeout=600, check=False)
+    if "unshare:" in done.stderr:
+        pytest.skip(f"no user namespace here: {done.stderr.strip()[:200]}")
+    return done
+
+
+def _has_account(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+_ASSEMBLE = """
+import sys
+from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+with FactStore(sys.argv[1]) as store:
+    store.upsert("user", "editor", "The user edits code in Helix.")
+    print(PromptAssembler(store).assemble(AssemblyRequest("which editor?")).text)
+"""
+
+
+def test_a_user_with_no_home_directory_assembles_and_counts_tokens(tmp_path):
+    """With no HOME and no account entry there is no cache directory: tokens are counted
+    without one, and an assembly, in Python or from the command line, answers."""
+    done = _run_homeless([sys.executable, "-c", _ASSEMBLE, str(tmp_path / "m.db")], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "- The user edits code in Helix." in done.stdout
+    done = _run_homeless([*CLI, "--db", str(tmp_path / "m.db"), "assemble", "which editor?"],
+                         tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "- The user edits code in Helix." in done.stdout
+
+
+def test_a_user_with_no_home_directory_is_told_to_name_the_store(tmp_path):
+    """Without --db, CTXSLOTS_DB or a home directory there is no default store: one line
+    says what to set, and nothing is created."""
+    done = _run_homeless([*CLI, "remember", "user", "The user likes tea."], tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "Error: no home directory to keep the default store in (HOME is not set, and this "
+        "user has no account entry): set CTXSLOTS_DB or give the store's path"]
+    assert list(tmp_path.iterdir()) == []
+
