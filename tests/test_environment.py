@@ -75,3 +75,27 @@ def test_a_user_with_no_home_directory_is_told_to_name_the_store(tmp_path):
         "user has no account entry): set CTXSLOTS_DB or give the store's path"]
     assert list(tmp_path.iterdir()) == []
 
+
+_CACHE = """
+import os
+os.umask(0)
+from ctxslots.tokens import ENCODINGS
+from ctxslots.tokens._bpe import read_ranks
+from ctxslots.tokens._rank_table import load_table
+name = "cl100k_base"
+sha = ENCODINGS[name].sha256
+print(load_table(name, sha, read_ranks(name, sha)) is not None)
+"""
+
+
+def test_the_token_cache_folders_are_the_users_own_under_any_umask(tmp_path):
+    """Under a umask of 000 the cache folders made for the rank table are 0700, not
+    writable by everyone, and the table file 0600."""
+    folder = tmp_path / "cache" / "ctxslots"
+    done = subprocess.run([sys.executable, "-c", _CACHE],
+                          env={**os.environ, "CTXSLOTS_CACHE_DIR": str(folder)},
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert (done.stdout, done.stderr) == ("True\n", "")
+    modes = {path.relative_to(tmp_path).as_posix(): oct(path.stat().st_mode & 0o777)
+             for path in [tmp_path / "cache", folder, *folder.iterdir()]}
+    assert set(modes.values()) <= {"0o700", "0o600"}, modes

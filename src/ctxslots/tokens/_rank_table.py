@@ -30,6 +30,8 @@ from pathlib import Path
 
 import platformdirs
 
+from .._files import make_private_dirs
+
 __all__ = ["CACHE_ENV", "TABLE_SHA256", "RankTable", "build_table", "cache_dir", "load_table"]
 
 #: Environment variable naming the cache directory (empty: keep no file).
@@ -132,7 +134,7 @@ def load_table(name: str, source_sha256: str, ranks: Mapping[bytes, int] | None 
     if hashlib.sha256(data).hexdigest() != expected:
         return None  # another derivation than the one checked: keep the dictionary
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(folder)
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}-", suffix=".tmp")
     except OSError:
         return None
