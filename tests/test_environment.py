@@ -71,8 +71,8 @@ def test_a_user_with_no_home_directory_is_told_to_name_the_store(tmp_path):
     done = _run_homeless([*CLI, "remember", "user", "The user likes tea."], tmp_path)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        "Error: no home directory to keep the default store in (HOME is not set, and this "
-        "user has no account entry): set CTXSLOTS_DB or give the store's path"]
+        ("Error: no home directory to keep the default store in (HOME is not set, and this "
+         "user has no account entry): set CTXSLOTS_DB or give the store's path")]
     assert list(tmp_path.iterdir()) == []
 
 
@@ -99,3 +99,17 @@ def test_the_token_cache_folders_are_the_users_own_under_any_umask(tmp_path):
     modes = {path.relative_to(tmp_path).as_posix(): oct(path.stat().st_mode & 0o777)
              for path in [tmp_path / "cache", folder, *folder.iterdir()]}
     assert set(modes.values()) <= {"0o700", "0o600"}, modes
+
+
+def test_a_store_path_that_is_not_utf8_is_refused_in_one_line(tmp_path):
+    """A file name in Latin-1 (as an older system writes one) reaches Python as lone
+    surrogates, which SQLite cannot be given: one line names the path, and no file is
+    left behind."""
+    name = os.fsdecode(b"caf\xe9.db")
+    done = subprocess.run([*CLI, "--db", name, "remember", "user", "The user likes tea."],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        ("Error: cannot open caf\\xe9.db: the path is not UTF-8, and SQLite takes file names "
+         "in UTF-8 only; rename the file or the folder that is not")]
+    assert list(tmp_path.iterdir()) == []

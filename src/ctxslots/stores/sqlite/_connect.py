@@ -65,6 +65,18 @@ def _create_private(path: str) -> None:
         raise StoreError(f"cannot create {path}: {exc}", path=path) from exc
 
 
+def _refuse_undecodable(path: str) -> None:
+    """Raise :class:`StoreError` for a path SQLite cannot name: it takes file names in
+    UTF-8, and a name in another encoding comes from the system as lone surrogates."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise StoreError(f"cannot open {shown}: the path is not UTF-8, and SQLite takes file "
+                         "names in UTF-8 only; rename the file or the folder that is not",
+                         path=path) from None
+
+
 def _refuse_foreign(raw: apsw.Connection, path: str) -> None:
     """Refuse a database another program made (tables, and no ctxslots schema), before
     anything of it changes. One statement reads both, so a store another process is
@@ -185,6 +197,7 @@ def open_connection(
         raise StoreError(f"{path_text.split('://')[0]}://... is a server URL, not a SQLite file "
                          "(open it with FactStore)", path=None)
     if path_text != ":memory:":
+        _refuse_undecodable(path_text)
         log = next((end for end in _LOG_ENDINGS if path_text.endswith(end)), None)
         if log is not None:
             raise StoreError(
