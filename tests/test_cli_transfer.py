@@ -150,3 +150,24 @@ def test_import_from_stdin(db_path):
             '{"slot": "agent", "value": "Use ripgrep."}\n')
     result = run("--db", str(db_path), "import", "-", "--json", input=text)
     assert 1 == json.loads(result.stdout)["added"]
+
+
+def test_dash_alone_is_a_stream_and_dot_slash_dash_a_file(filled, tmp_path, monkeypatch):
+    """export -o - writes to standard output and import - reads standard input; ./- names
+    the file called "-" both ways, never a stream."""
+    monkeypatch.chdir(tmp_path)
+    streamed = run("--db", str(filled), "export", "-o", "-", "--slot", "agent", "--no-archive")
+    assert 0 == streamed.exit_code
+    assert ["The CI cache is cold on Mondays."] == [
+        json.loads(line)["value"] for line in streamed.stdout.splitlines()[1:]]
+    assert not (tmp_path / "-").exists()
+    written = run("--db", str(filled), "export", "-o", "./-", "--slot", "agent", "--no-archive")
+    assert "exported 1 fact to -" in written.stderr
+    assert streamed.stdout.splitlines()[1:] == (tmp_path / "-").read_text().splitlines()[1:]
+    other = ('{"format": "ctxslots-facts", "version": 1}\n'
+             '{"slot": "agent", "value": "From standard input."}\n')
+    copy = tmp_path / "copy.db"
+    result = run("--db", str(copy), "import", "./-", "--format", "jsonl", input=other)
+    assert 0 == result.exit_code, result.output
+    with FactStore(copy) as store:
+        assert ["The CI cache is cold on Mondays."] == [f.value for f in store.facts()]

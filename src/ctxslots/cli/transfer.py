@@ -42,9 +42,9 @@ _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
 @click.command()
 @click.option("--format", "fmt", type=click.Choice(_FORMATS), default="jsonl", show_default=True,
               help="jsonl keeps everything; markdown is one readable file per slot.")
-@click.option("-o", "--output", type=click.Path(path_type=Path),
+@click.option("-o", "--output", "output_name", type=click.Path(),
               help="JSONL: a file. Markdown: a directory of one file per slot, or one file "
-                   "when the name ends in .md (default: standard output).")
+                   "when the name ends in .md (default, or -: standard output).")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
 @click.option("--scope", help="Only this scope (default: every scope, global facts included).")
 @owner_options("JSONL: only this user's own facts (default: every user's). Markdown: this "
@@ -54,10 +54,12 @@ _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
 @click.option("--no-history", is_flag=True, help="Leave out earlier values (JSONL).")
 @pass_cli_context
 def export(
-    app: CliContext, fmt: str, output: Path | None, slots: Sequence[str], scope: str | None,
-    user: str | None, agent: str | None, no_archive: bool, no_history: bool,
+    app: CliContext, fmt: str, output_name: str | None, slots: Sequence[str],
+    scope: str | None, user: str | None, agent: str | None, no_archive: bool, no_history: bool,
 ) -> None:
     """Write the store's facts as JSONL (lossless) or Markdown (for people)."""
+    # Only "-" itself is standard output, as for import: "./-" names a file.
+    output = None if output_name in (None, "-") else Path(output_name)
 
     with app.open_store() as store, Progress("exporting", unit="lines") as bar:
         try:
@@ -100,10 +102,10 @@ def _export_markdown(store: FactStore, output: Path | None, options: dict[str, A
     echo(f"wrote {_count(len(paths), 'file')} to {output}", err=True)
 
 
-def _format_of(path: Path, fmt: str | None) -> str:
+def _format_of(path: Path, stdin: bool, fmt: str | None) -> str:
     if fmt is not None:
         return fmt
-    if str(path) == "-":
+    if stdin:
         return "jsonl"
     found = _SUFFIXES.get(path.suffix.lower())
     if found is None:
@@ -113,8 +115,7 @@ def _format_of(path: Path, fmt: str | None) -> str:
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True,
-                                        path_type=Path))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(_FORMATS),
               help="Default: from the suffix (.jsonl, .md); jsonl for standard input.")
 @click.option("--slot", help="Markdown: the slot to import into (default: the file name, "
@@ -128,7 +129,7 @@ def _format_of(path: Path, fmt: str | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_cli_context
 def import_(
-    app: CliContext, file: Path, fmt: str | None, slot: str | None, scope: str | None,
+    app: CliContext, file: str, fmt: str | None, slot: str | None, scope: str | None,
     user: str | None, agent: str | None, skip_invalid: bool, as_json: bool,
 ) -> None:
     """Import facts from FILE (JSONL from `ctxslots export`, or Markdown bullets).
@@ -137,31 +138,33 @@ def import_(
     with nothing written, unless --skip-invalid.
     """
 
-    fmt = _format_of(file, fmt)
+    # Only "-" itself is standard input: "./-" names a file (a Path drops the "./").
+    stdin, path = file == "-", Path(file)
+    fmt = _format_of(path, stdin, fmt)
     if fmt == "jsonl" and (slot or scope):
         raise click.UsageError("--slot and --scope apply to Markdown imports only")
     try:
-        report = _import(app, file, fmt, slot, OwnerArgs(scope=scope, user=user, agent=agent),
-                         skip_invalid)
+        report = _import(app, path, stdin, fmt, slot,
+                         OwnerArgs(scope=scope, user=user, agent=agent), skip_invalid)
     except KeyboardInterrupt:
         # The import is one transaction: rolled back on the way out of the store.
         raise _Interrupted("interrupted: nothing was imported, the store is as it was") from None
     _show(report, as_json)
 
 
-def _import(app: CliContext, file: Path, fmt: str, slot: str | None,
+def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None,
             owners: OwnerArgs, skip_invalid: bool) -> ImportReport:
     with app.open_store(create=True) as store, Progress("importing") as bar:
         try:
             if fmt == "jsonl":
-                report = _import_jsonl(store, file, {"skip_invalid": skip_invalid,
-                                                     "user": owners["user"],
-                                                     "agent": owners["agent"]}, bar)
+                report = _import_jsonl(store, file, stdin, {"skip_invalid": skip_invalid,
+                                                            "user": owners["user"],
+                                                            "agent": owners["agent"]}, bar)
             else:
                 target = slot or file.stem
                 if slot is None and target not in store.limits.slots:
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
-                text = sys.stdin.read() if str(file) == "-" else file
+                text = sys.stdin.read() if stdin else file
                 bar.relabel(f"importing {file.name}", unit="")
                 report = store.import_markdown(text, slot=target, **owners,
                                                skip_invalid=skip_invalid,
@@ -175,19 +178,19 @@ def _counted_records(bar: Progress) -> Callable[[int], None]:
     return lambda done: bar.set_note(f"{done:,} records")
 
 
-def _import_jsonl(store: FactStore, file: Path, options: dict[str, Any],
+def _import_jsonl(store: FactStore, file: Path, stdin: bool, options: dict[str, Any],
                   bar: Progress) -> ImportReport:
     # Records are read, checked and written a thousand at a time in one transaction:
     # the bar follows the bytes read, the note the records written, then the commit.
     then = "linking and committing"
     progress = _counted_records(bar)
     # A byte that is not UTF-8 is kept as a lone surrogate, so the import names its line.
-    if str(file) == "-":
+    if stdin:
         if sys.stdin is None or sys.stdin.closed:
             raise click.ClickException("standard input is closed: nothing to import")
         bar.relabel("importing standard input", unit="bytes")
-        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
-        reader = cast(TextIO, CountingReader(stdin, bar, then))
+        text = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+        reader = cast(TextIO, CountingReader(text, bar, then))
         return store.import_jsonl(reader, progress=progress, **options)
     try:
         with file.open(encoding="utf-8", errors="surrogateescape") as fp:
