@@ -113,3 +113,38 @@ def test_a_store_path_that_is_not_utf8_is_refused_in_one_line(tmp_path):
         ("Error: cannot open caf\\xe9.db: the path is not UTF-8, and SQLite takes file names "
          "in UTF-8 only; rename the file or the folder that is not")]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(name="proxy_in_environment")
+def fixture_proxy_in_environment(monkeypatch):
+    """A stand-in proxy on 127.0.0.1 named by every proxy variable, with no NO_PROXY."""
+    from ctxslots.testing import ScriptedChatServer
+
+    with ScriptedChatServer(["through the proxy"] * 8) as proxy:
+        address = proxy.base_url.removesuffix("/v1")
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+            monkeypatch.setenv(name, address)
+            monkeypatch.setenv(name.lower(), address)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        yield proxy
+
+
+def test_a_model_server_on_this_machine_is_reached_without_the_proxy(proxy_in_environment):
+    """With a proxy in the environment (as in a CI job), a chat server on 127.0.0.1 or
+    localhost is still reached directly, sync and async: the proxy would reach its own
+    loopback."""
+    import asyncio
+
+    from ctxslots import OpenAIChatClient
+    from ctxslots.testing import ScriptedChatServer
+
+    with ScriptedChatServer(["direct", "direct", "direct"]) as server:
+        client = OpenAIChatClient(server.base_url, "scripted")
+        by_name = OpenAIChatClient(server.base_url.replace("127.0.0.1", "localhost"), "scripted")
+        texts = [client.complete([]).text, by_name.complete([]).text,
+                 asyncio.run(client.acomplete([])).text]
+        client.close()
+        by_name.close()
+    assert ["direct", "direct", "direct"] == texts
+    assert [] == proxy_in_environment.requests

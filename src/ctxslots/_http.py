@@ -30,10 +30,17 @@ import httpx
 
 from ._secrets import safe_url, scrub, split_credentials
 
-__all__ = ["DEFAULT_MAX_REPLY_BYTES", "RETRY_STATUSES", "HTTPJSONError", "JSONPoster", "authorization", "log_retry",
-           "retry_delay", "split_credentials", "url_problem"]
+__all__ = ["DEFAULT_MAX_REPLY_BYTES", "LOOPBACK_DIRECT", "RETRY_STATUSES", "HTTPJSONError",
+           "JSONPoster", "authorization", "log_retry", "retry_delay", "split_credentials",
+           "url_problem"]
 
 logger = logging.getLogger("ctxslots.http")
+
+#: Loopback hosts reached directly, never through a proxy from the environment
+#: (``HTTP_PROXY``, ``ALL_PROXY``): a proxy would reach its own loopback, not this
+#: machine's model server. ``None`` is httpx's "no proxy" for a pattern.
+LOOPBACK_DIRECT: dict[str, None] = {"all://127.0.0.1": None, "all://localhost": None,
+                                    "all://[::1]": None}
 
 #: Statuses worth another try: rate limiting and server-side failures.
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -230,7 +237,8 @@ class JSONPoster:
     The sync client is made on first use; an async client is made per event loop
     (an httpx async client cannot move between loops). :meth:`close` and
     :meth:`aclose` release them; an unclosed poster's connections close when it is
-    garbage-collected.
+    garbage-collected. A proxy named in the environment (``HTTPS_PROXY``...) carries
+    every request but those to this machine (:data:`LOOPBACK_DIRECT`).
 
     Attributes:
         timeout: Seconds each request may take in all, unless the call gives its own.
@@ -275,7 +283,7 @@ class JSONPoster:
         """
         limit = self.timeout if timeout is None else timeout
         if self._sync is None:
-            self._sync = httpx.Client(timeout=self.timeout)
+            self._sync = httpx.Client(timeout=self.timeout, mounts=LOOPBACK_DIRECT)
         url, sent = self._target(url, headers)
         shown, started = safe_url(url), time.monotonic()
         try:
@@ -301,7 +309,8 @@ class JSONPoster:
         loop = id(asyncio.get_running_loop())
         client = self._async.get(loop)
         if client is None or client.is_closed:
-            self._async = {loop: httpx.AsyncClient(timeout=self.timeout)}
+            self._async = {loop: httpx.AsyncClient(timeout=self.timeout,
+                                                   mounts=LOOPBACK_DIRECT)}
             client = self._async[loop]
         url, sent = self._target(url, headers)
         shown, started = safe_url(url), time.monotonic()
