@@ -148,3 +148,15 @@ def test_a_model_server_on_this_machine_is_reached_without_the_proxy(proxy_in_en
         by_name.close()
     assert ["direct", "direct", "direct"] == texts
     assert [] == proxy_in_environment.requests
+
+
+@pytest.mark.parametrize("command", [[], ["search"], ["export"]], ids=["group", "search", "export"])
+def test_help_is_the_same_under_python_OO(command):
+    """python -OO (PYTHONOPTIMIZE=2, as some container images set) drops docstrings, which
+    click builds help from: every command's help is still shown, word for word."""
+    def helped(*flags: str) -> str:
+        done = subprocess.run([sys.executable, *flags, "-m", "ctxslots", *command, "--help"],
+                              capture_output=True, text=True, timeout=600, check=True)
+        return done.stdout
+
+    assert helped() == helped("-OO")

@@ -7,10 +7,14 @@ command module depends on another.
 
 from __future__ import annotations
 
+import ast
 import errno
+import inspect
 import logging
 import os
 import re
+import sys
+import textwrap
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -155,9 +159,37 @@ def _usage_line(exc: click.UsageError) -> click.UsageError:
     return _UsageLine(_one_line(exc.format_message()), exc.ctx)
 
 
+def _source_docstring(callback: Any) -> str | None:
+    """The docstring of ``callback`` as written in its source file."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(callback)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    node = tree.body[0] if tree.body else None
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return ast.get_docstring(node)
+    return None
+
+
+def _keep_help(command: click.Command) -> None:
+    """Give ``command`` its help back under ``python -OO`` (or ``PYTHONOPTIMIZE=2``), which
+    drops the docstrings click takes help from: it is read from the source instead."""
+    if sys.flags.optimize >= 2 and command.help is None and command.callback is not None:
+        command.help = _source_docstring(command.callback)
+
+
 class _Group(click.Group):
     """A click group that prints every error as one line: library errors, usage
     errors (a mistyped command, a bad value, a missing file) and the commands' own."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _keep_help(self)
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Add ``cmd``, with its help kept under ``python -OO``."""
+        _keep_help(cmd)
+        super().add_command(cmd, name)
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: click.Context | None = None, **extra: Any) -> click.Context:
