@@ -160,3 +160,25 @@ def test_help_is_the_same_under_python_OO(command):
         return done.stdout
 
     assert helped() == helped("-OO")
+
+
+def test_the_demo_with_no_writable_temporary_folder_says_what_to_set(tmp_path):
+    """In a read-only container (TMPDIR missing, /tmp and /var/tmp and the working folder
+    read-only) ctxslots demo says in one line to set TMPDIR or use --db-dir."""
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or unshare is None:
+        pytest.skip("needs root and unshare(1) to mount folders read-only")
+    missing = tmp_path / "missing"
+    script = ('for d in /tmp /var/tmp /usr/tmp; do [ -d "$d" ] && '
+              '{ mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" || exit 97; }; done\n'
+              'cd /tmp && "$@" demo')
+    done = subprocess.run([unshare, "-m", "sh", "-c", script, "sh", *CLI],
+                          env={**os.environ, "TMPDIR": str(missing)}, capture_output=True,
+                          text=True, timeout=600, check=False)
+    if done.returncode == 97 or "unshare:" in done.stderr:
+        pytest.skip(f"no private mount here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("Error: no folder to keep the demo's temporary store in: No usable "
+                           "temporary directory found in "), line
+    assert line.endswith("; set TMPDIR, or keep the demo in a folder with --db-dir DIR")

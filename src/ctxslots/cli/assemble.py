@@ -95,7 +95,13 @@ def demo(db_dir: Path | None) -> None:
             raise click.ClickException(f"cannot write {exc.filename or db_dir}: "
                                        f"{exc.strerror or exc}") from exc
         return
-    with tempfile.TemporaryDirectory(prefix="ctxslots-demo-") as folder:
+    try:
+        temporary = tempfile.TemporaryDirectory(prefix="ctxslots-demo-")
+    except OSError as exc:  # no temporary folder is writable (a read-only container)
+        raise click.ClickException(f"no folder to keep the demo's temporary store in: "
+                                   f"{exc.strerror or exc}; set TMPDIR, or keep the demo in a "
+                                   "folder with --db-dir DIR") from exc
+    with temporary as folder:
         run_demo(Path(folder) / "demo.db", echo, keep=False)
 
 
