@@ -31,6 +31,7 @@ from .._http import (
 from .._secrets import safe_url, scrub
 from ..errors import InvalidArgumentError, LLMClientError
 from ..model import Message
+from ..stores._checks import one_of
 from .llm_client import ChatResult
 
 __all__ = ["MAX_RETRY_AFTER", "RESPONSE_FORMATS", "OpenAIChatClient"]
@@ -198,7 +199,7 @@ class OpenAIChatClient:
     max_retries: int = 3
     backoff: float = 0.5
     response_format: str = attrs.field(default="json_schema",
-                                       validator=attrs.validators.in_(RESPONSE_FORMATS))
+                                       validator=one_of(RESPONSE_FORMATS))
     extra_headers: Mapping[str, str] = attrs.field(factory=dict, repr=_header_names)
     max_tokens: int | None = attrs.field(default=None)
     max_reply_bytes: int = attrs.field(default=DEFAULT_MAX_REPLY_BYTES)
@@ -220,7 +221,8 @@ class OpenAIChatClient:
     @max_tokens.validator
     def _check_max_tokens(self, _attribute: Any, value: Any) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"max_tokens must be a positive integer or None, not {value!r}")
+            raise InvalidArgumentError(f"max_tokens must be a positive integer or None, not "
+                                       f"{value!r}", field="max_tokens", value=value)
 
     @property
     def name(self) -> str:

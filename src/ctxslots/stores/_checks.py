@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["decay_map", "number", "one_of", "whole"]
+__all__ = ["decay_map", "number", "one_of", "whole", "word_set"]
 
 Validator = Callable[[Any, Any, Any], None]
 
@@ -87,3 +88,11 @@ def decay_map(_instance: Any, attribute: Any, value: Any) -> None:
             raise InvalidArgumentError(
                 f"{attribute.name} must map slot names to days above 0 or None, not "
                 f"{slot!r}: {days!r}", field=attribute.name, value=value)
+
+
+def word_set(_instance: Any, attribute: Any, value: Any) -> None:
+    """A set of words (a text alone would be taken letter by letter)."""
+    if not isinstance(value, AbstractSet) or not all(isinstance(w, str) for w in value):
+        raise InvalidArgumentError(
+            f"{attribute.name} must be a set of words (a frozenset of str), not {value!r}",
+            field=attribute.name, value=value)

@@ -117,8 +117,9 @@ SCORE_LIMIT = 25.0
 
 FUSIONS = ("adaptive", "rrf", "score")
 
-#: The largest reinforcement weight: ``exp(weight * SCORE_LIMIT)`` stays a float.
-MAX_REINFORCEMENT_WEIGHT = 10.0
+#: The largest reinforcement weight: ``exp(weight * SCORE_LIMIT)`` stays a float (it
+#: overflows past about 28).
+MAX_REINFORCEMENT_WEIGHT = 20.0
 
 
 

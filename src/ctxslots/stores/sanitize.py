@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from ._checks import number, whole
+from ._checks import number, whole, word_set
 from ._stopwords import ENGLISH_STOP_WORDS
 from .stemming import CJK, WORD
 
@@ -58,7 +58,7 @@ class QueryPolicy:
     """
 
     min_token_length: int = attrs.field(default=2, validator=whole(1))
-    stop_words: frozenset[str] = ENGLISH_STOP_WORDS
+    stop_words: frozenset[str] = attrs.field(default=ENGLISH_STOP_WORDS, validator=word_set)
     max_tokens: int = attrs.field(default=32, validator=whole(1))
     max_doc_share: float = attrs.field(default=0.1, validator=number(0.0, 1.0, above=True))
     common_min_facts: int = attrs.field(default=2000, validator=whole(0))

@@ -39,10 +39,13 @@ DEFAULT_SLOT_CAPS: Mapping[str, int] = {"user": 1000, "project": 5000, "agent": 
 
 
 def _check_caps(_instance: Any, _attribute: Any, caps: Mapping[str, int]) -> None:
+    if not isinstance(caps, Mapping):
+        raise InvalidFactError(f"slot_caps must map slot names to counts >= 0, not {caps!r}",
+                               field="slot_caps", value=caps)
     for slot, cap in caps.items():
         if not isinstance(slot, str) or isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
             raise InvalidFactError(
-                f"slot caps must map slot names to counts >= 0, not {slot!r}: {cap!r}",
+                f"slot_caps must map slot names to counts >= 0, not {slot!r}: {cap!r}",
                 field="slot_caps", value=caps,
             )
 
