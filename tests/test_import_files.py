@@ -10,7 +10,7 @@ import pytest
 
 from _sql import stored_rows
 from ctxslots import FactStore
-from ctxslots.errors import InvalidImportError
+from ctxslots.errors import InvalidFactError, InvalidImportError
 
 HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
 
@@ -89,3 +89,26 @@ def test_a_value_that_reads_as_a_link_definition_renders_as_text(store, value):
     with FactStore(":memory:") as other:
         other.import_markdown(text, slot="agent")
         assert [fact.value] == [f.value for f in other.facts()]
+
+
+@pytest.mark.parametrize("name", ["notes/MEMORY.md", "MEMORY.md", "notes/memory"])
+def test_a_mistyped_file_name_is_refused_not_read_as_text(store, tmp_path, monkeypatch, name):
+    """A one-line string naming no file raises InvalidFactError instead of importing nothing."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidFactError) as raised:
+        store.import_markdown(name, slot="agent")
+    assert "path_or_text" == raised.value.field
+    assert name in str(raised.value)
+    assert [] == store.facts()
+
+
+def test_a_folder_name_is_refused(store, tmp_path):
+    """A string naming a folder raises InvalidFactError instead of importing nothing."""
+    with pytest.raises(InvalidFactError):
+        store.import_markdown(str(tmp_path), slot="agent")
+
+
+@pytest.mark.parametrize("text", ["- The deploy runs on Fridays.", "* deploys/rollbacks go through CI"])
+def test_one_bullet_of_text_is_still_text(store, text):
+    """One line holding a bullet is Markdown text, even when it holds a slash."""
+    assert 1 == store.import_markdown(text, slot="agent").added

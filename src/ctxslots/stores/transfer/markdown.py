@@ -146,7 +146,9 @@ def import_markdown(
     :param user: The user of the facts (a user's slot; ``None``: the store's default).
     :param agent: The agent of the facts (an agent's slot; ``None``: the store's default).
     :raises InvalidFactError: ``slot`` or an owner is malformed, an owner is named
-        that the slot does not have, or the file cannot be read.
+        that the slot does not have, or the file cannot be read (or is not there: a
+        one-line string with no bullet that reads as a file name, such as
+        ``"notes/MEMORY.md"``, is refused rather than imported as text).
     """
     slot = core.limits.slot(slot)
     owners = Owners(user, agent, scope)

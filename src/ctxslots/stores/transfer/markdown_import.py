@@ -27,7 +27,9 @@ def markdown_source(path_or_text: Any) -> tuple[Path | None, str | None]:
     A :class:`~pathlib.Path` (or any path object), or a one-line string naming an
     existing file, is a file; any other string is the text itself.
 
-    :raises InvalidFactError: ``path_or_text`` is neither.
+    :raises InvalidFactError: ``path_or_text`` is neither, or is one line that holds
+        no bullet and reads as the name of a file that is not there (a folder, a
+        mistyped path): as text it would import nothing.
     """
     if isinstance(path_or_text, os.PathLike) or (
             isinstance(path_or_text, str) and "\n" not in path_or_text
@@ -36,7 +38,21 @@ def markdown_source(path_or_text: Any) -> tuple[Path | None, str | None]:
     if not isinstance(path_or_text, str):
         raise InvalidFactError("import_markdown needs a path or Markdown text",
                                field="path_or_text", value=path_or_text)
+    if _names_a_missing_file(path_or_text):
+        raise InvalidFactError(
+            f"no file named {path_or_text!r} (a one-line string is read as a file name only "
+            "when that file exists; give the Markdown text itself to import text)",
+            field="path_or_text", value=path_or_text)
     return None, path_or_text
+
+
+def _names_a_missing_file(text: str) -> bool:
+    """Whether one line of text, with no bullet or heading, reads as a file name."""
+    line = text.strip()
+    if "\n" in text or not line or line[0] in "-*+#>":
+        return False
+    return (os.path.isdir(line) or line.lower().endswith((".md", ".markdown", ".txt"))
+            or (" " not in line and ("/" in line or os.sep in line)))
 
 
 def file_lines(path: Path, longest: int) -> Iterator[str]:
