@@ -144,6 +144,13 @@ CALLS = {
     "assemble": lambda s, f: PromptAssembler(s).assemble(AssemblyRequest("anything")),
     "aassemble": lambda s, f: asyncio.run(PromptAssembler(s).aassemble(
         AssemblyRequest("anything"))),
+    "with": lambda s, f: s.__enter__(),
+    "counts_together": lambda s, f: s.counts_together().__enter__(),
+    "cache_status": lambda s, f: s.cache_status(),
+    "vector_status": lambda s, f: s.vector_status(f),
+    "load_lexical_cache": lambda s, f: s.load_lexical_cache(),
+    "load_vector_cache": lambda s, f: s.load_vector_cache(),
+    "record_flush_progress": lambda s, f: s.record_flush_progress("chat", 1, "f"),
 }
 
 

@@ -214,6 +214,7 @@ class VectorStatus:
 
 def vector_status(core: StoreCore, fact_id: int) -> VectorStatus:
     """Whether the fact ``fact_id`` has a vector, and whose."""
+    core.check_open()
     fact_id = check_id(fact_id)
     kept = core.keeps_vectors or (core.embedder is not None and bool(core.ranking.vector_weight))
     if not kept:

@@ -239,6 +239,11 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         self._core.close()
 
     def __enter__(self) -> Self:
+        """The store itself, closed when the block ends.
+
+        :raises StoreClosedError: The store was closed (by an earlier ``with`` block).
+        """
+        self._core.check_open()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -424,6 +429,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
 
     def cache_status(self) -> CacheStatus:
         """Which in-memory copies of the indexes are loaded or loading (SQLite)."""
+        self._core.check_open()
         return self._core.backend.cache_status()
 
     def load_lexical_cache(self, timeout: float | None = None) -> bool:
@@ -435,6 +441,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         :raises StoreError: The store was opened without ``lexical_cache=True``,
             its engine has no such copy, or loading failed.
         """
+        self._core.check_open()
         return self._core.backend.load_lexical_cache(timeout)
 
     def load_vector_cache(self, timeout: float | None = None) -> bool:
@@ -443,6 +450,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         :raises StoreError: The store was opened with ``vector_cache=False``,
             has no usable vectors, its engine keeps no such copy, or loading failed.
         """
+        self._core.check_open()
         if not self.vector_leg_ready:
             raise StoreError("this store has no usable vector index (no embedder, or vectors "
                              "built by another one: run reindex)", path=str(self.path))
@@ -470,6 +478,7 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         :raises InvalidFactError: An argument is malformed (``conversation``,
             ``messages_read`` or ``fingerprint``: InvalidArgumentError).
         """
+        self._core.check_open()
         if not self._core.backend.in_transaction:
             raise StoreError("flush progress is recorded inside store.batch(), with the facts",
                              path=str(self.path))

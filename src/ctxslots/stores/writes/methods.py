@@ -209,5 +209,6 @@ class WriteMethods:
 
         :raises StoreError: The write at the end failed (the block itself went well).
         """
+        self._core.check_open()
         with self._core.writer.counts_together():
             yield
