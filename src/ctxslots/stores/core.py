@@ -8,7 +8,7 @@ the core, never the facade, so no helper imports :mod:`.fact_store`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -16,7 +16,7 @@ import attrs
 from ..errors import InvalidArgumentError, InvalidFactError, StoreClosedError
 from .backend import Backend, FactFilter, visible_scopes, visible_to
 from .embedders import Embedder, Vectors
-from .embedders.binding import EmbedderBinding, EmbedderSetting, bind_embedder
+from .embedders.binding import EmbedderBinding, EmbedderChoice, EmbedderSetting, bind_embedder
 from .engines import open_backend
 from .links import RecentResults
 from .narrowing import Narrowing
@@ -47,15 +47,28 @@ def _check_pool(_options: object, _attribute: object, pool: object) -> None:
                                    f"not {pool!r}", field="candidate_pool", value=pool)
 
 
-def _check_kind(_options: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    kind = _KINDS[attribute.name]
-    if not isinstance(value, kind):
-        raise InvalidArgumentError(f"{attribute.name} must be a {kind.__name__}, not {value!r}",
-                                   field=attribute.name, value=value)
+def _an(kind: type) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    def check(_options: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, kind):
+            raise InvalidArgumentError(f"{attribute.name} must be a {kind.__name__}, not "
+                                       f"{value!r}", field=attribute.name, value=value)
+    return check
 
 
-_KINDS: dict[str, type] = {"limits": Limits, "ranking": RankingPolicy,
-                           "query_policy": QueryPolicy}
+def _check_clock(_options: object, _attribute: object, clock: object) -> None:
+    if not callable(clock):
+        raise InvalidArgumentError(f"clock must be a function returning Unix seconds, not "
+                                   f"{clock!r}", field="clock", value=clock)
+
+
+def _check_embedder(_options: object, _attribute: object, setting: object) -> None:
+    # Only the method is looked up: reading ``dimension`` may load a model.
+    if setting is True or not (setting is None or setting is False
+                               or isinstance(setting, (str, EmbedderChoice))
+                               or callable(getattr(setting, "embed", None))):
+        raise InvalidArgumentError(f"embedder must be a spec such as 'hash', an embedder "
+                                   f"object, None or False, not {setting!r}",
+                                   field="embedder", value=setting)
 
 
 @attrs.frozen
@@ -65,12 +78,12 @@ class StoreOptions:
     Attributes are those of :class:`~ctxslots.FactStore` of the same names.
     """
 
-    limits: Limits = attrs.field(factory=Limits, validator=_check_kind)
-    ranking: RankingPolicy = attrs.field(factory=RankingPolicy, validator=_check_kind)
-    query_policy: QueryPolicy = attrs.field(factory=QueryPolicy, validator=_check_kind)
+    limits: Limits = attrs.field(factory=Limits, validator=_an(Limits))
+    ranking: RankingPolicy = attrs.field(factory=RankingPolicy, validator=_an(RankingPolicy))
+    query_policy: QueryPolicy = attrs.field(factory=QueryPolicy, validator=_an(QueryPolicy))
     candidate_pool: int = attrs.field(default=100, validator=_check_pool)
-    clock: Callable[[], float] = time.time
-    embedder: EmbedderSetting = None
+    clock: Callable[[], float] = attrs.field(default=time.time, validator=_check_clock)
+    embedder: EmbedderSetting = attrs.field(default=None, validator=_check_embedder)
     vector_cache: bool = True
     lexical_cache: bool = False
     create: bool = True
@@ -147,6 +160,9 @@ class StoreCore:
         """
         checked = None
         if slots is not None:
+            if not isinstance(slots, (str, Iterable)) or isinstance(slots, bytes):
+                raise InvalidArgumentError(f"slots must be a list of slot names, not {slots!r}",
+                                           field="slots", value=slots)
             names = [slots] if isinstance(slots, str) else list(slots)
             checked = tuple(self.limits.slot(s) for s in names)
             if not checked:

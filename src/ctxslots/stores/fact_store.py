@@ -72,7 +72,11 @@ def _location(path: str | os.PathLike[str] | None) -> str:
     if path is None:
         env = os.environ.get("CTXSLOTS_DB")
         return env if env and "://" in env else str(default_db_path())
-    return os.fspath(path)
+    location = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(location, str):
+        raise InvalidArgumentError(f"path must be a file path (str or Path) or a PostgreSQL "
+                                   f"URL, not {path!r}", field="path", value=path)
+    return location
 
 
 def _printable(path: object) -> str:
@@ -405,6 +409,9 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         """
         if not isinstance(query, str):
             raise InvalidArgumentError("query must be a string", field="query", value=query)
+        if boost is not None and not callable(boost):
+            raise InvalidArgumentError(f"boost must be a function of a fact, not {boost!r}",
+                                       field="boost", value=boost)
         core = self._core
         core.check_open()
         moment = core.clock() if now is None else core.limits.moment(now, "now")

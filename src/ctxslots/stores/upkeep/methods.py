@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ...errors import InvalidArgumentError
 from ..backend import FactFilter
 from ..core import StoreCore
 from ..writes.writer import check_ids
@@ -70,8 +71,12 @@ class UpkeepMethods:
             a flush wrote to: one user's writes never archive another's facts), the
             size cap too; ids of facts no longer live are ignored (``None``: every
             slot and owner).
-        :raises InvalidFactError: An id is not an integer.
+        :raises InvalidFactError: An id is not an integer, or ``policy`` is not a
+            :class:`PrunePolicy` (InvalidArgumentError).
         """
+        if policy is not None and not isinstance(policy, PrunePolicy):
+            raise InvalidArgumentError(f"policy must be a PrunePolicy or None, not {policy!r}",
+                                       field="policy", value=policy)
         core = self._core
         groups = None
         if fact_ids is not None:

@@ -17,7 +17,7 @@ from typing import Any
 from ...model import Fact
 from ..core import StoreCore
 from ..owners import Owners
-from .writer import Written, check_id
+from .writer import Written, check_id, check_ids
 
 __all__ = ["WriteMethods"]
 
@@ -186,9 +186,10 @@ class WriteMethods:
         facts were counted, or, when counts are written in the background
         (``access_writes``), how many distinct ids were queued.
 
-        :raises InvalidFactError: An id is not an integer.
+        :raises InvalidFactError: ``fact_ids`` is no collection of ids, or an id is not
+            an integer.
         """
-        ids = list(dict.fromkeys(check_id(i) for i in fact_ids))
+        ids = check_ids(fact_ids)
         return self._core.writer.touch(ids, self._core.clock()) if ids else 0
 
     @contextlib.contextmanager

@@ -15,6 +15,7 @@ import attrs
 from ...errors import (
     DuplicateKeyError,
     FactNotFoundError,
+    InvalidArgumentError,
     InvalidFactError,
     ReadOnlyStoreError,
     StoreBusyError,
@@ -91,8 +92,8 @@ def check_ids(fact_ids: object) -> list[int]:
         malformed value, not its characters), or an id is not an integer.
     """
     if isinstance(fact_ids, (str, bytes)) or not isinstance(fact_ids, Iterable):
-        raise InvalidFactError(f"fact_ids must be a list of fact ids, not {fact_ids!r}",
-                               field="fact_ids", value=fact_ids)
+        raise InvalidArgumentError(f"fact_ids must be a list of fact ids, not {fact_ids!r}",
+                                   field="fact_ids", value=fact_ids)
     return list(dict.fromkeys(check_id(i) for i in fact_ids))
 
 
