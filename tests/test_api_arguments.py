@@ -10,7 +10,19 @@ from typing import Any
 
 import pytest
 
-from ctxslots import FactStore, InvalidArgumentError, InvalidFactError
+from ctxslots import (
+    CtxslotsError,
+    FactStore,
+    InvalidArgumentError,
+    InvalidFactError,
+    MemoryFlusher,
+    MemoryTools,
+    Message,
+    OpenAIChatClient,
+    SlotOwners,
+    TokenCounter,
+    sanitize_query,
+)
 
 
 def _exported(store: FactStore) -> list[str]:
@@ -72,3 +84,38 @@ def test_a_path_that_is_no_path_is_refused(path: Any) -> None:
     with pytest.raises(InvalidFactError) as raised:
         FactStore(path)
     assert "path" == raised.value.field
+
+
+def _chat_client() -> OpenAIChatClient:
+    return OpenAIChatClient("http://127.0.0.1:9/v1", "m")
+
+
+BUILT: dict[str, tuple[str, Callable[[FactStore], Any]]] = {
+    "tools-store-none": ("store", lambda s: MemoryTools(None)),  # type: ignore[arg-type]
+    "tools-store-path": ("store", lambda s: MemoryTools(str(s.path))),  # type: ignore[arg-type]
+    "tools-slots-int": ("slots", lambda s: MemoryTools(s, slots=3)),  # type: ignore[arg-type]
+    "tools-scoped_slots-none": ("scoped_slots", lambda s: MemoryTools(s, scoped_slots=None)),  # type: ignore[arg-type]
+    "flusher-store-none": ("store", lambda s: MemoryFlusher(None, _chat_client())),  # type: ignore[arg-type]
+    "flusher-slots-int": ("slots", lambda s: MemoryFlusher(s, _chat_client(), slots=3)),  # type: ignore[arg-type]
+    "flusher-scoped_slots-none": (
+        "scoped_slots", lambda s: MemoryFlusher(s, _chat_client(), scoped_slots=None)),  # type: ignore[arg-type]
+    "message-from-text": ("data", lambda s: Message.from_dict("user: hi")),  # type: ignore[arg-type]
+    "owners-none": ("owners", lambda s: SlotOwners.parse(None)),  # type: ignore[arg-type]
+    "sanitize-bytes": ("query", lambda s: sanitize_query(b"deploy")),  # type: ignore[arg-type]
+    "sanitize-policy": ("policy", lambda s: sanitize_query("deploy", {"max_tokens": 3})),  # type: ignore[arg-type]
+    "count-list": ("text", lambda s: TokenCounter().count(["deploy"])),  # type: ignore[arg-type]
+    "count_joined-none": ("parts", lambda s: TokenCounter().count_joined(None)),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("case", sorted(BUILT))
+def test_a_wrong_type_to_the_other_entry_points_is_a_ctxslots_error(
+        db_path: Path, case: str) -> None:
+    """Tools, flusher, messages, owners, queries and token counts refuse a wrong type with
+    a CtxslotsError (a ValueError) naming the argument."""
+    field, run = BUILT[case]
+    with FactStore(db_path) as store:
+        with pytest.raises(CtxslotsError) as raised:
+            run(store)
+    assert isinstance(raised.value, ValueError)
+    assert field == raised.value.field  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ import datetime as dt
 import json
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -24,6 +24,7 @@ from ..errors import FlushError, InvalidArgumentError, InvalidFactError
 from ..model import Fact, Message
 from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
+from ..stores._checks import names, store_of
 from ..stores.owners import OwnerArgs, Owners
 from ..stores.upkeep.consolidate import DEFAULT_THRESHOLD
 from ..stores.upkeep.prune import PrunePolicy
@@ -85,10 +86,17 @@ class _Cancelled(Exception):
 
 def _slot_meanings(slots: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
     if isinstance(slots, Mapping):
-        return dict(slots)
-    if isinstance(slots, str):
-        slots = [slots]
-    return {name: DEFAULT_SLOTS.get(name, f"facts of the {name} slot.") for name in slots}
+        meanings = dict(slots)
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in meanings.items()):
+            raise InvalidArgumentError("slots must map slot names to what each holds (text), "
+                                       f"not {slots!r}", field="slots", value=slots)
+        return meanings
+    return {name: DEFAULT_SLOTS.get(name, f"facts of the {name} slot.")
+            for name in names(slots, "slots")}
+
+
+def _scoped(slots: Iterable[str]) -> frozenset[str]:
+    return frozenset(names(slots, "scoped_slots"))
 
 
 def _said_later(fact: Fact | None, moment: dt.datetime | None) -> str | None:
@@ -163,12 +171,12 @@ class MemoryFlusher:
         0 to 2, ``consolidate`` outside (0, 1], ``policy`` or ``prune`` not a policy).
     """
 
-    store: FactStore
+    store: FactStore = attrs.field(validator=store_of)
     client: LLMClient
     policy: FlushPolicy = attrs.field(factory=FlushPolicy)
     slots: Mapping[str, str] = attrs.field(factory=lambda: dict(DEFAULT_SLOTS),
                                            converter=_slot_meanings)
-    scoped_slots: frozenset[str] = attrs.field(default=frozenset({"project"}), converter=frozenset)
+    scoped_slots: frozenset[str] = attrs.field(default=frozenset({"project"}), converter=_scoped)
     template: str = "extract.jinja2"
     templates: Templates | None = None
     max_known_facts: int = 50

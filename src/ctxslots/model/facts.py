@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from ..errors import InvalidArgumentError
+
 __all__ = ["MESSAGE_ROLES", "RELAXED_FILL", "Fact", "Hit", "HitTrace", "Message",
            "from_timestamp", "to_timestamp"]
 
@@ -252,7 +254,13 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Message:
-        """Build a message from an OpenAI-style ``{"role", "content"}`` mapping."""
+        """Build a message from an OpenAI-style ``{"role", "content"}`` mapping.
+
+        :raises InvalidArgumentError: ``data`` is not a mapping.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidArgumentError(f"a message must be a mapping with 'role' and 'content', "
+                                       f"not {data!r}", field="data", value=data)
         content = data.get("content")
         if isinstance(content, list):  # content parts: keep the text ones
             content = "".join(

@@ -9,13 +9,13 @@ range otherwise failed every later search or write with a bare ``ZeroDivisionErr
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["decay_map", "number", "one_of", "whole", "word_set"]
+__all__ = ["decay_map", "names", "number", "one_of", "store_of", "whole", "word_set"]
 
 Validator = Callable[[Any, Any, Any], None]
 
@@ -96,3 +96,29 @@ def word_set(_instance: Any, attribute: Any, value: Any) -> None:
         raise InvalidArgumentError(
             f"{attribute.name} must be a set of words (a frozenset of str), not {value!r}",
             field=attribute.name, value=value)
+
+
+def names(value: object, field: str) -> tuple[str, ...]:
+    """The slot names of ``value``, an iterable of strings (one string is one name).
+
+    :raises InvalidArgumentError: ``value`` is no iterable of strings.
+    """
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, bytes) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"{field} must be a list of slot names, not {value!r}",
+                                   field=field, value=value)
+    found = tuple(value)
+    if not all(isinstance(name, str) for name in found):
+        raise InvalidArgumentError(f"{field} must hold slot names (strings), not {found!r}",
+                                   field=field, value=found)
+    return found
+
+
+def store_of(instance: Any, attribute: Any, value: Any) -> None:
+    """A fact store (anything with the store's ``limits`` and ``search``)."""
+    if not callable(getattr(getattr(value, "limits", None), "slot", None)) \
+            or not callable(getattr(value, "search", None)):
+        raise InvalidArgumentError(f"{type(instance).__name__}.{attribute.name} must be a "
+                                   f"FactStore, not {value!r}", field=attribute.name,
+                                   value=value)

@@ -74,8 +74,12 @@ class SlotOwners:
     def parse(cls, text: str) -> SlotOwners:
         """``"user"``, ``"scope"``, ``"agent"``, ``"agent+scope"``, ``"user+scope"``...
 
-        :raises InvalidFactError: A part is not an owner kind, or none is given.
+        :raises InvalidFactError: ``text`` is not a string, a part is not an owner kind,
+            or none is given.
         """
+        if not isinstance(text, str):
+            raise InvalidFactError(f"a slot's owners are '+'-joined of {', '.join(OWNER_KINDS)}, "
+                                   f"not {text!r}", field="owners", value=text)
         parts = {p.strip() for p in text.split("+")}
         unknown = sorted(parts - set(OWNER_KINDS))
         if unknown or not text.strip():

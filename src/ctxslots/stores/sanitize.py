@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from ..errors import InvalidArgumentError
 from ._checks import number, whole, word_set
 from ._stopwords import ENGLISH_STOP_WORDS
 from .stemming import CJK, WORD
@@ -93,7 +94,8 @@ def keep_words(tokens: list[str], docs: Mapping[str, int], rows: int, *, share: 
 def query_tokens(text: str, policy: QueryPolicy = DEFAULT_POLICY) -> list[str]:
     """The distinct lower-case tokens of ``text`` that a query would use, in order."""
     if not isinstance(text, str):
-        raise TypeError(f"query must be a string, not {type(text).__name__}")
+        raise InvalidArgumentError(f"query must be a string, not {type(text).__name__}",
+                                   field="query", value=text)
     text = _URL.sub(" ", text)
     seen: dict[str, None] = {}
     for match in _TOKEN.finditer(text):
@@ -117,5 +119,11 @@ def sanitize_query(text: str, policy: QueryPolicy = DEFAULT_POLICY) -> str:
 
     >>> sanitize_query('deploy-day? see https://x.io/a "NEAR(" OR src/api.py')
     '"deploy" OR "day" OR "see" OR "near" OR "src" OR "api" OR "py"'
+
+    :raises InvalidArgumentError: ``text`` is not a string, or ``policy`` not a
+        :class:`QueryPolicy`.
     """
+    if not isinstance(policy, QueryPolicy):
+        raise InvalidArgumentError(f"policy must be a QueryPolicy, not {policy!r}",
+                                   field="policy", value=policy)
     return to_match(query_tokens(text, policy))

@@ -24,7 +24,7 @@ import functools
 import hashlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 import tiktoken
@@ -213,7 +213,13 @@ class TokenCounter:
         return self.encoding
 
     def count(self, text: str) -> int:
-        """Tokens of ``text``; a piece seen before is not encoded again."""
+        """Tokens of ``text``; a piece seen before is not encoded again.
+
+        :raises InvalidRequestError: ``text`` is not a string.
+        """
+        if not isinstance(text, str):
+            raise InvalidRequestError(f"text must be a string, not {type(text).__name__}",
+                                      field="text", value=text)
         return self._cached(text)
 
     def count_exact(self, text: str) -> int:
@@ -237,8 +243,11 @@ class TokenCounter:
         so, their counts add up; elsewhere neighbouring parts are counted joined.
         A prompt of bulleted lines is thus counted from the counts of its lines.
 
-        :raises InvalidRequestError: A part is not a string.
+        :raises InvalidRequestError: ``parts`` is not a sequence, or a part is not a string.
         """
+        if isinstance(parts, str) or not isinstance(parts, Iterable):
+            raise InvalidRequestError(f"parts must be a sequence of strings, not {parts!r}",
+                                      field="parts", value=parts)
         total = 0
         run: list[str] = []
         for part in parts:

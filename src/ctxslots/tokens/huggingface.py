@@ -71,7 +71,13 @@ class HuggingFaceCounter:
         self._cached = functools.lru_cache(maxsize=self.cache_size)(self.count_exact)
 
     def count(self, text: str) -> int:
-        """Tokens of ``text``; a piece seen before is not encoded again."""
+        """Tokens of ``text``; a piece seen before is not encoded again.
+
+        :raises InvalidRequestError: ``text`` is not a string.
+        """
+        if not isinstance(text, str):
+            raise InvalidRequestError(f"text must be a string, not {type(text).__name__}",
+                                      field="text", value=text)
         return self._cached(text)
 
     def count_exact(self, text: str) -> int:

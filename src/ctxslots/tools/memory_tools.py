@@ -26,6 +26,7 @@ from ..errors import (
 from ..model import Fact
 from ..prompts.escape import bullet
 from ..stores import KEY_PATTERN, FactStore, Limits
+from ..stores._checks import names, store_of
 from ..stores.owners import OwnerArgs
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments, whole
@@ -173,11 +174,11 @@ def anthropic_tools(slots: Iterable[str] = DEFAULT_SLOTS, *,
 
 
 def _slot_tuple(slots: Iterable[str]) -> tuple[str, ...]:
-    return tuple(slots)
+    return names(slots, "slots")
 
 
 def _slot_set(slots: Iterable[str]) -> frozenset[str]:
-    return frozenset(slots)
+    return frozenset(names(slots, "scoped_slots"))
 
 
 def _check_slots(_instance: Any, _attribute: Any, slots: tuple[str, ...]) -> None:
@@ -217,7 +218,7 @@ class MemoryTools:
             (off by default: forgetting keeps the fact in the archive).
     """
 
-    store: FactStore
+    store: FactStore = attrs.field(validator=store_of)
     scope: str | None = None
     slots: tuple[str, ...] = attrs.field(default=DEFAULT_SLOTS,
                                          converter=_slot_tuple, validator=_check_slots)
