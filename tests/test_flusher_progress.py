@@ -93,6 +93,25 @@ def test_only_new_messages_are_sent(chat, store):
     assert "The user is Grace Hopper." in prompt  # the known fact from the first flush
 
 
+def test_a_conversation_kept_as_dicts_keeps_its_ids_and_is_not_read_again(chat, store):
+    """Messages saved with to_dict() and read back with from_dict() are the same messages:
+    the next flush sends only the new one."""
+    server, flusher = chat([reply(), reply()])
+    history = [Message("user", "My name is Grace Hopper.", id="m1"),
+               Message("assistant", "Hello Grace.", id="m2")]
+    flusher.flush(history, conversation="c", force=True)
+    kept = json.loads(json.dumps([m.to_dict() for m in history]))
+    reloaded = [Message.from_dict(d) for d in kept]
+
+    report = flusher.flush([*reloaded, Message("user", "I write COBOL.", id="m3")],
+                           conversation="c", force=True)
+
+    assert history == reloaded
+    assert (False, 3, 3) == (report.restarted, report.first, report.last)
+    assert "My name is Grace Hopper." not in prompt_of(server.requests[1])
+    assert all(set(m) == {"role", "content"} for m in server.requests[1]["messages"])
+
+
 def test_changed_history_is_reported_and_read_again(chat, store):
     """When messages read before changed, the report says so and the flush starts over."""
     server, flusher = chat([reply(), reply()])

@@ -244,7 +244,7 @@ class OpenAIChatClient:
                  temperature: float) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model,
-            "messages": [m.to_dict() for m in messages],
+            "messages": [m.to_chat() for m in messages],
             "temperature": temperature,
         }
         if self.max_tokens is not None:

@@ -274,5 +274,17 @@ class Message:
         )
 
     def to_dict(self) -> dict[str, str]:
+        """Return ``{"role", "content"}``, and ``"id"`` when the message has one.
+
+        :meth:`from_dict` reads it back whole: a conversation kept this way between
+        runs keeps its ids, which the flusher's record of what it read includes.
+        For a chat-completions request use :meth:`to_chat`.
+        """
+        out = self.to_chat()
+        if self.id is not None:
+            out["id"] = self.id
+        return out
+
+    def to_chat(self) -> dict[str, str]:
         """Return ``{"role", "content"}`` for a chat-completions request."""
         return {"role": self.role, "content": self.content}
