@@ -613,3 +613,20 @@ def test_sticky_fill_pushed_out_by_other_matches_is_no_overflow_unless_it_fails_
     assert "## Pinned\n- Pinned match.\n" == over.text
     assert "dropped" == over.section("notes").status
     assert {"the sticky sections did not fit"} == {d.detail for d in over.section("notes").items}
+
+
+def test_static_lines_given_as_a_generator_are_all_kept():
+    """A generator of lines is read once and every line reaches the prompt."""
+    rules = StaticContributor("rules", "House rules",
+                              (line for line in ["Use tabs.", "Never push on Friday."]))
+    prompt = PromptAssembler(None, contributors=[rules]).assemble(AssemblyRequest("hi"))
+    assert ("Use tabs.", "Never push on Friday.") == rules.lines
+    assert "- Use tabs.\n- Never push on Friday." in prompt.text
+
+
+@pytest.mark.parametrize("lines", [None, 5, b"rules"])
+def test_static_lines_that_are_no_sequence_are_refused(lines):
+    """Lines that are no sequence of strings raise InvalidRequestError naming them."""
+    with pytest.raises(InvalidRequestError) as raised:
+        StaticContributor("rules", "House rules", lines)
+    assert "lines" == raised.value.field

@@ -131,10 +131,13 @@ def check_contributor(obj: Any, *, field: str = "contributors") -> Contributor:
     return cast(Contributor, obj)
 
 
-def _lines(value: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+def _lines(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise InvalidRequestError("lines must be a sequence of strings", field="lines", value=value)
-    return tuple(value)
+    lines = tuple(value)  # read once: a generator is used up by reading it
+    if not all(isinstance(line, str) for line in lines):
+        raise InvalidRequestError("lines must be a sequence of strings", field="lines", value=lines)
+    return lines
 
 
 @attrs.frozen
