@@ -13,6 +13,7 @@ import pytest
 from ctxslots import (
     CtxslotsError,
     FactStore,
+    FlushPolicy,
     InvalidArgumentError,
     InvalidFactError,
     MemoryFlusher,
@@ -119,3 +120,20 @@ def test_a_wrong_type_to_the_other_entry_points_is_a_ctxslots_error(
             run(store)
     assert isinstance(raised.value, ValueError)
     assert field == raised.value.field  # type: ignore[attr-defined]
+
+
+def test_flush_policy_reads_mappings_as_the_flusher_does() -> None:
+    """FlushPolicy's methods take {role, content} mappings like MemoryFlusher.flush."""
+    policy = FlushPolicy(every_n_turns=2, token_threshold=None)
+    messages = [{"role": "user", "content": "hi"}, {"role": "user", "content": "again"}]
+    assert (True, 2) == (policy.should_flush(messages), policy.turns(messages))
+    assert "2 of 2 turns" == policy.explain(messages)
+    assert policy.tokens(messages) == policy.tokens([Message.from_dict(m) for m in messages])
+
+
+@pytest.mark.parametrize("messages", [None, "hi", ["hi"], 5])
+def test_flush_policy_refuses_what_is_no_list_of_messages(messages: Any) -> None:
+    """Anything else raises InvalidArgumentError naming messages."""
+    with pytest.raises(InvalidArgumentError) as raised:
+        FlushPolicy().should_flush(messages)
+    assert "messages" == raised.value.field

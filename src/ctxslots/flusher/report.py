@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -11,6 +11,7 @@ import attrs
 from ..errors import InvalidArgumentError
 from ..model import Fact, Message
 from ..tokens import DEFAULT_ENCODING, count_tokens
+from ._progress import check_messages
 from .operations import Operation
 
 __all__ = ["Change", "FlushPolicy", "FlushReport", "Rejection"]
@@ -51,6 +52,9 @@ class FlushPolicy:
             counted by tiktoken with ``encoding`` (offline).
         encoding: The tiktoken encoding that counts.
 
+    Its methods take :class:`~ctxslots.model.Message` objects or ``{role, content}``
+    mappings, as :meth:`MemoryFlusher.flush` does.
+
     :raises InvalidArgumentError: A threshold is not a positive integer or ``None``
         (a ``ValueError``).
     """
@@ -59,24 +63,39 @@ class FlushPolicy:
     token_threshold: int | None = attrs.field(default=2000, validator=_positive_or_none)
     encoding: str = DEFAULT_ENCODING
 
-    def turns(self, messages: Sequence[Message]) -> int:
-        """How many of ``messages`` are user turns."""
-        return sum(1 for m in messages if m.role == "user")
+    def turns(self, messages: Sequence[Message | Mapping[str, Any]]) -> int:
+        """How many of ``messages`` are user turns.
 
-    def tokens(self, messages: Sequence[Message]) -> int:
-        """Tokens of the messages' text (contents only, one per line)."""
-        return count_tokens("\n".join(m.content for m in messages), self.encoding)
+        :raises InvalidArgumentError: ``messages`` is not a sequence of messages.
+        """
+        return sum(1 for m in check_messages(messages) if m.role == "user")
 
-    def should_flush(self, messages: Sequence[Message]) -> bool:
-        """Whether the unflushed ``messages`` are due for a flush (never when empty)."""
+    def tokens(self, messages: Sequence[Message | Mapping[str, Any]]) -> int:
+        """Tokens of the messages' text (contents only, one per line).
+
+        :raises InvalidArgumentError: ``messages`` is not a sequence of messages.
+        """
+        return count_tokens("\n".join(m.content for m in check_messages(messages)),
+                            self.encoding)
+
+    def should_flush(self, messages: Sequence[Message | Mapping[str, Any]]) -> bool:
+        """Whether the unflushed ``messages`` are due for a flush (never when empty).
+
+        :raises InvalidArgumentError: ``messages`` is not a sequence of messages.
+        """
+        messages = check_messages(messages)
         if not messages:
             return False
         if self.every_n_turns is not None and self.turns(messages) >= self.every_n_turns:
             return True
         return self.token_threshold is not None and self.tokens(messages) >= self.token_threshold
 
-    def explain(self, messages: Sequence[Message]) -> str:
-        """A line saying how far the unflushed messages are from each threshold."""
+    def explain(self, messages: Sequence[Message | Mapping[str, Any]]) -> str:
+        """A line saying how far the unflushed messages are from each threshold.
+
+        :raises InvalidArgumentError: ``messages`` is not a sequence of messages.
+        """
+        messages = check_messages(messages)
         parts = []
         if self.every_n_turns is not None:
             parts.append(f"{self.turns(messages)} of {self.every_n_turns} turns")
