@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from datetime import UTC, datetime
@@ -10,7 +11,7 @@ import pytest
 
 from ctxslots import RankingPolicy
 from ctxslots.stores.periods import query_periods
-from ctxslots.stores.ranking import Candidate, rank_candidates
+from ctxslots.stores.ranking import Candidate, rank_candidates, reinforcement_factor
 
 NOW = 1_800_000_000.0
 
@@ -229,3 +230,35 @@ def test_the_subject_lift_multiplies_again_with_words_alone():
 def test_a_common_word_setting_out_of_range_is_refused(bad):
     with pytest.raises(ValueError):
         RankingPolicy(**bad)
+
+
+def test_equal_finals_come_in_fact_id_order_whatever_order_they_arrive():
+    """Ties are broken by fact id, not by the order the legs handed the candidates over."""
+    arriving = [cand(fid, bm25=-5.0, bm25_rank=n) for n, fid in enumerate((9, 4, 7, 1), 1)]
+    for order in (arriving, arriving[::-1]):
+        ranked = rank_candidates(order, now=NOW, policy=RankingPolicy(), limit=4)
+        assert [1, 4, 7, 9] == [c.fact_id for c, _ in ranked]
+
+
+def _scored(fact_id: int, score: float) -> Candidate:
+    return Candidate(fact_id=fact_id, slot="user", updated_at=NOW, score=score,
+                     confidence=1.0, bm25=-5.0, bm25_rank=fact_id)
+
+
+def test_the_policys_reinforcement_weight_is_the_one_applied():
+    policy = RankingPolicy(reinforcement_weight=0.5)
+    ranked = rank_candidates([_scored(1, 2.0)], now=NOW, policy=policy, limit=1)
+    assert ranked[0][1].reinforcement == pytest.approx(math.exp(0.5 * 2.0))
+    off = rank_candidates([_scored(1, 2.0), _scored(2, 0.0)], now=NOW,
+                          policy=RankingPolicy(reinforcement_weight=0.0), limit=2)
+    assert [1, 2] == [c.fact_id for c, _ in off]
+    assert {1.0} == {t.reinforcement for _, t in off}
+
+
+def test_a_runaway_score_is_clamped_and_never_overflows():
+    assert reinforcement_factor(10_000.0) == pytest.approx(math.exp(0.2 * 25.0))
+    assert reinforcement_factor(-10_000.0) == pytest.approx(math.exp(-0.2 * 25.0))
+    ranked = rank_candidates([_scored(1, 1e6), _scored(2, -1e6)], now=NOW,
+                             policy=RankingPolicy(), limit=2)
+    assert [1, 2] == [c.fact_id for c, _ in ranked]
+    assert all(math.isfinite(t.final) and t.final > 0 for _, t in ranked)
