@@ -415,3 +415,35 @@ def test_a_batch_that_fails_after_an_erasure_keeps_the_facts(db_path, clock):
             raise RuntimeError("stop")
         assert store.get(fact.id).value == "Alice's allergy is on file."
         assert store.erase(user="alice").facts == 1
+
+
+def test_erasing_an_agent_drops_its_flush_progress_and_no_other(store):
+    with store.batch():
+        store.record_flush_progress("chat-1", 4, "f" * 16, agent="builder")
+        store.record_flush_progress("chat-1", 2, "b" * 16, agent="reviewer")
+    report = store.erase(agent="builder")
+    assert report.progress == 1
+    assert store.flush_progress("chat-1", agent="builder") is None
+    assert store.flush_progress("chat-1", agent="reviewer") == (2, "b" * 16)
+
+
+def test_deleting_either_fact_of_a_linked_pair_removes_the_link(store, engine):
+    a, b = _linked_pair(store)
+    report = store.delete(b)
+    assert report.links == 1
+    assert store.links(a) == {}
+    assert _everything_of(store, engine, b) == []
+
+
+def test_deleting_a_survivor_shows_an_archived_near_duplicate_it_hid_again(store):
+    """A hidden near-duplicate forgotten later keeps its mark in the archive; with its
+    survivor erased, nothing stands for it and the mark goes."""
+    old = store.add("user", "The user prefers dark mode in every editor.")
+    new = store.add("user", "The user prefers dark mode in every editor!")
+    assert [s.fact_id for s in store.consolidate().superseded] == [old.id]
+    store.forget(old.id, reason="kept by its near-duplicate")
+    assert store.get(old.id, include_archive=True).superseded_by == new.id
+    report = store.delete(new.id)
+    assert report.unhidden == 1
+    assert store.get(old.id, include_archive=True).superseded_by is None
+    assert store.doctor().problems == ()
