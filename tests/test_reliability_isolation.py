@@ -15,6 +15,7 @@ from _assembler_helpers import FIXED_NOW
 from _sql import stored_rows
 from ctxslots import (
     AssemblyRequest,
+    FactNotFoundError,
     FactStore,
     InvalidFactError,
     MemoryFlusher,
@@ -178,3 +179,24 @@ def test_a_global_flush_writes_no_scoped_fact(tmp_path):
         assert before == {s: rows_of(store, s) for s in ("a", "b")}
         assert store.get_by_key("project", "pipeline.owner").scope is None
         assert "scope a" not in sent and "scope b" not in sent
+
+
+def test_a_fact_named_by_id_for_another_scope_is_not_found_and_nothing_changes(store):
+    """Every call that takes a fact id and owners sees only what a search in that scope
+    sees: a fact of scope ``b`` is not found for scope ``a``, and stays as it was."""
+    other = store.add("project", _value("project", "b"), scope="b")
+    shared = store.add("project", _value("project", None))
+    before = stored_rows(store)
+    assert store.get(other.id, scope="a") is None
+    assert store.get(other.id, scope="a", include_archive=True) is None
+    assert store.history(other.id, scope="a") == []
+    for change in (lambda: store.update(other.id, value="Moved.", scope="a"),
+                   lambda: store.forget(other.id, scope="a"),
+                   lambda: store.reinforce(other.id, scope="a"),
+                   lambda: store.demote(other.id, scope="a"),
+                   lambda: store.delete(other.id, scope="a")):
+        with pytest.raises(FactNotFoundError):
+            change()
+    assert stored_rows(store) == before
+    assert store.get(shared.id, scope="a").id == shared.id
+    assert store.get(other.id, scope="b").id == other.id
