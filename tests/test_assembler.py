@@ -440,6 +440,36 @@ def test_the_exact_count_drops_fill_before_a_later_sections_match():
     assert trimmed  # the exact count did trim at some budgets
 
 
+
+def _prepared(title, items, tokens):
+    """A section of ``items`` already rendered: a 2-token header, ``tokens`` per line."""
+    section = Section(title=title, items=items)
+    return Prepared(section, f"## {title}\n", 2, [f"- {i.text}\n" for i in items],
+                    [tokens] * len(items), [None] * len(items))
+
+
+def test_matches_and_fill_that_fill_the_budget_exactly_are_all_kept():
+    """An item whose cost equals what is left fits, in the matches' walk and in the
+    fill's; one token less and the last of that walk goes."""
+    def both():
+        return [_prepared("A", [Item("a1", trace=_trace()),
+                                Item("a2", trace=_trace("below_cut", 2))], 3),
+                _prepared("B", [Item("b1", trace=_trace("below_cut", 1))], 4)]
+
+    full = 2 + 3 + 3 + 1 + 2 + 4  # header, match, fill; separator, header, fill
+    prepared = both()
+    assert fit(prepared, full, 1) == full - 2 - 3  # what the matches leave
+    assert [p.kept for p in prepared] == [2, 1]
+    assert [p.cut for p in prepared] == [None, None]
+    prepared = both()
+    fit(prepared, full - 1, 1)
+    assert [p.kept for p in prepared] == [2, 0]
+    assert prepared[1].cut == DropReason.BUDGET
+    prepared = both()
+    fit(prepared, 2 + 3, 1)
+    assert [p.kept for p in prepared] == [1, 0]
+
+
 @pytest.mark.parametrize(("source", "says"), [
     ("{{ 1 // 0 }}", "item.md.j2' failed: ZeroDivisionError"),
     ("{{ item.text + 1 }}", "item.md.j2' failed: TypeError"),
