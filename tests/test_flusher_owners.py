@@ -220,3 +220,18 @@ def test_the_flushs_own_fact_wins_over_a_shared_one_with_the_same_key(store, flu
     report = flusher.flush(TALK, conversation="c1", scope="shop", force=True)
     assert [own.id] == [c.fact.id for c in report.updated]
     assert "Deploys run every Friday." == store.get(shared.id).value
+
+
+def test_the_flushs_own_fact_wins_even_when_the_shared_one_was_shown_first(store, flusher_for):
+    """The model is shown the global project/deploy.day first (it matches the talk) and the
+    workspace's own later: its change by slot and key still goes to the workspace's own."""
+    shared = store.upsert("project", "deploy.day", "Lisbon deploys moved to Mondays.")
+    own = store.upsert("project", "deploy.day", "Releases happen every Friday.", scope="shop")
+    server, flusher = flusher_for([_reply(
+        _upsert("project", "deploy.day", "The shop deploys every Monday."))])
+    report = flusher.flush(TALK, conversation="c1", scope="shop", force=True)
+    shown = server.requests[0]["messages"][0]["content"]
+    assert shown.index(shared.value) < shown.index(own.value)
+    assert [own.id] == [c.fact.id for c in report.updated]
+    assert "The shop deploys every Monday." == store.get(own.id).value
+    assert "Lisbon deploys moved to Mondays." == store.get(shared.id).value
