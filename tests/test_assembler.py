@@ -470,6 +470,35 @@ def test_matches_and_fill_that_fill_the_budget_exactly_are_all_kept():
     assert [p.kept for p in prepared] == [1, 0]
 
 
+
+def test_no_fill_is_kept_after_an_earlier_sections_fill_did_not_fit():
+    """The fill walk stops at its first item that does not fit: a later section's
+    smaller fill, which would fit, is not kept."""
+    prepared = [_prepared("A", [Item("a1", trace=_trace()),
+                                Item("a2", trace=_trace("below_cut", 2))], 3),
+                _prepared("B", [Item("b1", trace=_trace("below_cut", 1))], 1)]
+    prepared[0].line_tokens[1] = 10
+    fit(prepared, 2 + 3 + 4, 1)  # room for B's separator, header and fill, not for a2
+    assert [p.kept for p in prepared] == [1, 0]
+    assert prepared[1].cut == DropReason.BUDGET
+    assert prepared[1].notes[0] == "an earlier section's fill did not fit"
+
+
+def test_a_group_heading_counts_against_the_budget():
+    """An item of a section grouped by time costs its group's heading too, once."""
+    def grouped():
+        prep = _prepared("Said", [Item("s1", trace=_trace()), Item("s2", trace=_trace(rank=2))],
+                         3)
+        prep.groups = ["### Monday\n", "### Monday\n"]
+        prep.group_tokens = {"### Monday\n": 2}
+        return prep
+
+    for budget, kept in ((2 + 3, 0), (2 + 2 + 3, 1), (2 + 2 + 3 + 3, 2)):
+        prep = grouped()
+        fit([prep], budget, 1)
+        assert prep.kept == kept, budget
+
+
 @pytest.mark.parametrize(("source", "says"), [
     ("{{ 1 // 0 }}", "item.md.j2' failed: ZeroDivisionError"),
     ("{{ item.text + 1 }}", "item.md.j2' failed: TypeError"),
