@@ -188,3 +188,18 @@ def test_a_user_among_many_gets_a_full_vector_result(request, tmp_path):
         assert len(hits) == 40 and {h.fact.user for h in hits} == {"someone"}
         vector_only = [h for h in hits if h.trace.vector_rank is not None]
         assert len(vector_only) == 40
+
+
+def test_a_store_opened_for_a_user_and_agent_reads_as_them_when_none_is_named(location, clock):
+    """A store's own user and agent (``FactStore(user=, agent=)``) are whom a read or a
+    write naming nobody is for: each of its facts goes to its kind's owner, never the
+    other's, and a store opened for someone else sees none of them."""
+    with FactStore(location, clock=clock, user="alice", agent="helper") as store:
+        mine = store.add("user", "Deploy notes: the user prefers dark mode.")
+        lesson = store.add("agent", "Deploy notes: rerun the flaky billing tests once.")
+        assert (mine.user, lesson.agent) == ("alice", "helper")
+        assert {f.id for f in store.facts()} == {mine.id, lesson.id}
+        assert {h.fact.id for h in store.search("deploy notes")} == {mine.id, lesson.id}
+        assert [mine.id] == [f.id for f in store.facts(slots=["user"], agent="someone")]
+    with FactStore(location, clock=clock, user="helper", agent="alice") as swapped:
+        assert swapped.facts() == [] and swapped.search("deploy notes") == []
