@@ -262,3 +262,16 @@ def test_a_runaway_score_is_clamped_and_never_overflows():
                              policy=RankingPolicy(), limit=2)
     assert [1, 2] == [c.fact_id for c, _ in ranked]
     assert all(math.isfinite(t.final) and t.final > 0 for _, t in ranked)
+
+
+
+def test_a_candidate_at_exactly_the_depth_is_ranked_with_the_others():
+    """depth is inclusive: the legs' candidates at that rank are fused and compete on their
+    final score; one deeper comes after them whatever its score."""
+    cands = [cand(1, bm25=-5.0, bm25_rank=1), cand(2, bm25=-4.0, bm25_rank=2),
+             cand(3, bm25=-3.0, bm25_rank=3, cosine=0.9, vector_rank=3)]
+    cands[1].score = 10.0
+    policy = RankingPolicy(vector_weight=1.0, fusion="rrf")
+    ranked = rank_candidates(cands, now=NOW, policy=policy, limit=3, fused=True, depth=2)
+    assert [2, 1, 3] == [c.fact_id for c, _ in ranked]
+    assert ranked[0][1].relevance == pytest.approx(1 / 62)
