@@ -181,22 +181,32 @@ def test_a_global_flush_writes_no_scoped_fact(tmp_path):
         assert "scope a" not in sent and "scope b" not in sent
 
 
-def test_a_fact_named_by_id_for_another_scope_is_not_found_and_nothing_changes(store):
-    """Every call that takes a fact id and owners sees only what a search in that scope
-    sees: a fact of scope ``b`` is not found for scope ``a``, and stays as it was."""
-    other = store.add("project", _value("project", "b"), scope="b")
-    shared = store.add("project", _value("project", None))
+
+#: A fact of one owner, the owners that must not see it, and the owners that do.
+OTHERS = {
+    "scope": (("project", {"scope": "b"}), {"scope": "a"}, {"scope": "b"}),
+    "user": (("user", {"user": "alice"}), {"user": "bob"}, {"user": "alice"}),
+    "agent": (("agent", {"agent": "planner"}), {"agent": "coder"}, {"agent": "planner"}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OTHERS))
+def test_a_fact_named_by_id_for_other_owners_is_not_found_and_nothing_changes(store, kind):
+    """Every call that takes a fact id and owners sees only what a search for those
+    owners sees: another workspace's, user's or agent's fact is not found, and stays
+    as it was."""
+    (slot, owner), stranger, owners = OTHERS[kind]
+    other = store.add(slot, _value(slot, "b"), **owner)
     before = stored_rows(store)
-    assert store.get(other.id, scope="a") is None
-    assert store.get(other.id, scope="a", include_archive=True) is None
-    assert store.history(other.id, scope="a") == []
-    for change in (lambda: store.update(other.id, value="Moved.", scope="a"),
-                   lambda: store.forget(other.id, scope="a"),
-                   lambda: store.reinforce(other.id, scope="a"),
-                   lambda: store.demote(other.id, scope="a"),
-                   lambda: store.delete(other.id, scope="a")):
+    assert store.get(other.id, **stranger) is None
+    assert store.get(other.id, include_archive=True, **stranger) is None
+    assert store.history(other.id, **stranger) == []
+    for change in (lambda: store.update(other.id, value="Moved.", **stranger),
+                   lambda: store.forget(other.id, **stranger),
+                   lambda: store.reinforce(other.id, **stranger),
+                   lambda: store.demote(other.id, **stranger),
+                   lambda: store.delete(other.id, **stranger)):
         with pytest.raises(FactNotFoundError):
             change()
     assert stored_rows(store) == before
-    assert store.get(shared.id, scope="a").id == shared.id
-    assert store.get(other.id, scope="b").id == other.id
+    assert store.get(other.id, **owners).id == other.id
