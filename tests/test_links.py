@@ -143,3 +143,17 @@ def test_a_link_to_a_fact_another_store_erased_is_not_written(store):
         other.delete(b.id)
     store.reinforce(a.id)
     assert store.links(a.id) == {} and store.links(b.id) == {}
+
+
+def test_a_link_to_another_users_fact_pulls_nothing_into_their_search(store):
+    """Alice's fact linked to a shared one is pulled into her searches that find the
+    shared fact; Bob's searches finding that shared fact pull nothing of hers."""
+    mine = store.add("user", "Alice keeps the staging VPN token in her vault.", user="alice")
+    shared = store.add("project", "Staging deploys need the VPN turned on first.")
+    for _ in range(3):
+        assert len(store.search("staging VPN", user="alice")) == 2
+        store.reinforce(shared.id, user="alice")
+    assert store.links(shared.id) == {mine.id: 3.0}
+    assert {h.fact.id for h in store.search("deploys turned", user="alice")} == {shared.id,
+                                                                                   mine.id}
+    assert [h.fact.id for h in store.search("deploys turned", user="bob")] == [shared.id]
