@@ -468,6 +468,9 @@ def test_matches_and_fill_that_fill_the_budget_exactly_are_all_kept():
     prepared = both()
     fit(prepared, 2 + 3, 1)
     assert [p.kept for p in prepared] == [1, 0]
+    prepared = both()
+    fit(prepared, 2, 1)  # the header fits exactly; its first match does not
+    assert (prepared[0].kept, prepared[0].cut) == (0, DropReason.BUDGET)
 
 
 
@@ -497,6 +500,22 @@ def test_a_group_heading_counts_against_the_budget():
         prep = grouped()
         fit([prep], budget, 1)
         assert prep.kept == kept, budget
+
+
+
+def test_a_prompt_counting_exactly_the_budget_loses_nothing_to_the_exact_count():
+    def chars(pieces):
+        return sum(len(p) for p in pieces)
+
+    lines = [f"- item {i}\n" for i in range(3)]
+    section = Section(title="T", items=[Item(f"item {i}") for i in range(3)])
+    prepared = [Prepared(section, "## T\n", 5, lines, [len(line) for line in lines],
+                         [None] * 3)]
+    budget = 5 + sum(len(line) for line in lines)
+    fit(prepared, budget, 1)
+    text, total = verify(prepared, budget, "\n", chars)
+    assert (prepared[0].kept, total, prepared[0].cut) == (3, budget, None)
+    assert text == "## T\n" + "".join(lines)
 
 
 @pytest.mark.parametrize(("source", "says"), [
