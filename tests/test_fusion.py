@@ -275,3 +275,18 @@ def test_a_candidate_at_exactly_the_depth_is_ranked_with_the_others():
     ranked = rank_candidates(cands, now=NOW, policy=policy, limit=3, fused=True, depth=2)
     assert [2, 1, 3] == [c.fact_id for c, _ in ranked]
     assert ranked[0][1].relevance == pytest.approx(1 / 62)
+
+
+
+def test_an_episode_of_exactly_the_largest_share_still_lifts():
+    """An episode holding up to EPISODE_MAX_SHARE of the candidates within depth gains;
+    only a larger one does not."""
+    moment = 1_700_000_000.0
+    others = [_said(10 + n, -1.0, 1_600_000_000.0 + n * 1000.0) for n in range(6)]
+    cands = [_said(1, -10.0, moment), _said(2, -3.0, moment), *others]  # 2 of 8
+    ranked = {c.fact_id: t for c, t in rank_candidates(cands, now=NOW, policy=RankingPolicy(),
+                                                      limit=8)}
+    assert ranked[2].extra == {"episode": 1.0 + 0.3 * 10.0 / 3.0}
+    crowded = rank_candidates([*cands, _said(3, -2.0, moment)], now=NOW,
+                              policy=RankingPolicy(), limit=9)  # 3 of 9
+    assert all(not t.extra for _, t in crowded)
