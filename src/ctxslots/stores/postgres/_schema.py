@@ -441,10 +441,16 @@ def m011_owners_key(conn: psycopg.Connection[Any]) -> None:
     that index each lookup then read every fact of those owners (an import of one
     user's 50,000 facts took half an hour). Now any of these indexes finds the fact
     at once, and a read of the owners alone walks it as before.
+
+    The new index is built before the old one is dropped: building takes a lock that lets
+    reads go on (writes wait), where dropping first would lock the table against every
+    read until the build commits.
     """
     conn.execute("""
+        CREATE INDEX facts_owners_keyed
+            ON facts (user_id, agent_id, slot, scope, key, md5(value));
         DROP INDEX facts_owners;
-        CREATE INDEX facts_owners ON facts (user_id, agent_id, slot, scope, key, md5(value));
+        ALTER INDEX facts_owners_keyed RENAME TO facts_owners;
     """)
 
 
