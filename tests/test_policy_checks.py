@@ -54,7 +54,7 @@ def test_a_ranking_value_out_of_range_is_refused_naming_the_field(fields: dict[s
     {"max_value_bytes": -1}, {"max_value_bytes": "4096"}, {"max_context_bytes": 0},
     {"max_key_chars": None}, {"max_scope_chars": 1.5}, {"max_tags": -1}, {"max_tag_chars": 0},
     {"max_batch": math.nan}, {"max_import_line_chars": True}, {"strict_slots": "no"},
-    {"slots": "user"}, {"slots": ["User Facts"]}, {"slot_owners": ["user"]},
+    {"slots": 5}, {"slots": ["User Facts"]}, {"slot_owners": ["user"]},
     {"secrets": "hide"},
 ], ids=repr)
 def test_a_limit_out_of_range_is_refused_naming_the_field(fields: dict[str, Any]) -> None:
@@ -117,3 +117,18 @@ def test_a_flush_policy_threshold_out_of_range_is_a_ctxslots_error(fields: dict[
     (name,) = fields
     with pytest.raises(InvalidArgumentError, match=name):
         FlushPolicy(**fields)
+
+
+def test_one_text_names_one_slot_wherever_slots_are_named(tmp_path) -> None:
+    """Limits, searches, the agent tools and the flusher read a bare text as one slot name
+    (one rule: the limits took it letter by letter, then refused it)."""
+    from ctxslots import FactStore, MemoryFlusher, MemoryTools, OpenAIChatClient
+
+    assert ("user",) == Limits(slots="user").slots
+    with FactStore(tmp_path / "m.db") as store:
+        store.add("user", "The user edits code in Helix.")
+        store.add("agent", "Helix came up in a review.")
+        assert ["user"] == [h.fact.slot for h in store.search("Helix", slots="user")]
+        assert ("user",) == MemoryTools(store, slots="user").slots
+        client = OpenAIChatClient("http://127.0.0.1:9/v1", "m")  # never called
+        assert ["user"] == list(MemoryFlusher(store, client, slots="user").slots)

@@ -53,7 +53,6 @@ REFUSED: list[tuple[type, dict[str, Any], str]] = [
     (Limits, {"max_batch": 0}, "max_batch"),
     (Limits, {"strict_slots": "no"}, "strict_slots"),
     (Limits, {"slots": None}, "slots"),
-    (Limits, {"slots": "user"}, "slots"),
     (Limits, {"slot_owners": None}, "slot_owners"),
     (Limits, {"secrets": "hide"}, "secrets"),
     (PrunePolicy, {"slot_caps": None}, "slot_caps"),

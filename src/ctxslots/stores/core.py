@@ -8,12 +8,13 @@ the core, never the facade, so no helper imports :mod:`.fact_store`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from ..errors import InvalidArgumentError, InvalidFactError, StoreClosedError
+from ._checks import names
 from .backend import Backend, FactFilter, visible_scopes, visible_to
 from .embedders import Embedder, Vectors
 from .embedders.binding import EmbedderBinding, EmbedderChoice, EmbedderSetting, bind_embedder
@@ -160,11 +161,7 @@ class StoreCore:
         """
         checked = None
         if slots is not None:
-            if not isinstance(slots, (str, Iterable)) or isinstance(slots, bytes):
-                raise InvalidArgumentError(f"slots must be a list of slot names, not {slots!r}",
-                                           field="slots", value=slots)
-            names = [slots] if isinstance(slots, str) else list(slots)
-            checked = tuple(self.limits.slot(s) for s in names)
+            checked = tuple(self.limits.slot(s) for s in names(slots, "slots"))
             if not checked:
                 raise InvalidFactError("slots must name at least one slot", field="slots",
                                        value=slots)

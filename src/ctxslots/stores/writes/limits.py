@@ -17,7 +17,7 @@ import attrs
 from ..._secrets import redact
 from ...errors import InvalidArgumentError, InvalidFactError
 from ...model import to_timestamp
-from .._checks import one_of, whole
+from .._checks import names, one_of, whole
 from ..backend import MAX_TIME
 from ..owners import ANY, BUILTIN_SLOT_OWNERS, SlotOwners
 
@@ -106,16 +106,14 @@ def _name(text: str, field: str) -> str:
 
 
 def _names(slots: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(slots, (str, bytes)) or not isinstance(slots, Iterable):
-        raise InvalidArgumentError(f"slots must be a list of slot names, not {slots!r}",
-                                   field="slots", value=slots)
-    names = tuple(slots)
-    for name in names:
+    # One text is one slot name, as everywhere slots are named.
+    found = names(slots, "slots")
+    for name in found:
         if not isinstance(name, str) or not _SLOT.fullmatch(name):
             raise InvalidArgumentError(
                 f"slots: invalid slot name {name!r}: use a lower-case letter, then up to 63 "
                 "lower-case letters, digits, '_' or '-'", field="slots", value=slots)
-    return names
+    return found
 
 
 def _owners(owners: Mapping[str, SlotOwners | str]) -> dict[str, SlotOwners]:
