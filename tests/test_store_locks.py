@@ -146,7 +146,6 @@ CALLS = {
         AssemblyRequest("anything"))),
     "with": lambda s, f: s.__enter__(),
     "counts_together": lambda s, f: s.counts_together().__enter__(),
-    "cache_status": lambda s, f: s.cache_status(),
     "vector_status": lambda s, f: s.vector_status(f),
     "load_lexical_cache": lambda s, f: s.load_lexical_cache(),
     "load_vector_cache": lambda s, f: s.load_vector_cache(),

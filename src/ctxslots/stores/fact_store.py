@@ -435,8 +435,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         return self._core.planner.words(query, relaxed=relaxed)
 
     def cache_status(self) -> CacheStatus:
-        """Which in-memory copies of the indexes are loaded or loading (SQLite)."""
-        self._core.check_open()
+        """Which in-memory copies of the indexes are loaded or loading (SQLite). It answers
+        on a closed store too (none, since closing stops every load), as ``closed`` does."""
         return self._core.backend.cache_status()
 
     def load_lexical_cache(self, timeout: float | None = None) -> bool:
