@@ -205,7 +205,9 @@ RULES = (
          forbidden_external=SQL_DRIVERS),
     # Rendering only: no model, no stores, no plugins.
     Rule("prompts", only=_c("errors", "_readable"), forbidden_external=SQL_DRIVERS | {"pluggy"}),
-    Rule("tokens", only=_c("errors"), forbidden_external=SQL_DRIVERS | {"jinja2", "pluggy"}),
+    # Tokens write their cache folder as every private folder is written (ctxslots._files).
+    Rule("tokens", only=_c("errors", "_files"),
+         forbidden_external=SQL_DRIVERS | {"jinja2", "pluggy"}),
     Rule("tools", forbidden=_c("assembler", "flusher", "cli"), forbidden_external=SQL_DRIVERS),
     Rule("cli", forbidden_external=SQL_DRIVERS),
 )

@@ -1,4 +1,5 @@
-"""attrs validators for the numbers of the store's policies (ranking, limits, query words).
+"""Checks of the values policies and options are given (ranking, limits, query words,
+the chat client, slot lists and stores given to the tools and the flusher).
 
 Each refuses a value with :class:`~ctxslots.errors.InvalidArgumentError` (a
 ``ValueError``) naming the field and the range, when the policy is made: a value out of
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 
 __all__ = ["decay_map", "names", "number", "one_of", "store_of", "whole", "word_set"]
 

@@ -20,11 +20,11 @@ from typing import Any
 import attrs
 import jinja2
 
+from .._checks import names, store_of
 from ..errors import FlushError, InvalidArgumentError, InvalidFactError
 from ..model import Fact, Message
 from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
-from ..stores._checks import names, store_of
 from ..stores.owners import OwnerArgs, Owners
 from ..stores.upkeep.consolidate import DEFAULT_THRESHOLD
 from ..stores.upkeep.prune import PrunePolicy

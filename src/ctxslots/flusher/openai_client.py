@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from .._checks import one_of
 from .._http import (
     DEFAULT_MAX_REPLY_BYTES,
     HTTPJSONError,
@@ -31,7 +32,6 @@ from .._http import (
 from .._secrets import safe_url, scrub
 from ..errors import InvalidArgumentError, LLMClientError
 from ..model import Message
-from ..stores._checks import one_of
 from .llm_client import ChatResult
 
 __all__ = ["MAX_RETRY_AFTER", "RESPONSE_FORMATS", "OpenAIChatClient"]

@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
+from .._checks import names
 from ..errors import InvalidArgumentError, InvalidFactError, StoreClosedError
-from ._checks import names
 from .backend import Backend, FactFilter, visible_scopes, visible_to
 from .embedders import Embedder, Vectors
 from .embedders.binding import EmbedderBinding, EmbedderChoice, EmbedderSetting, bind_embedder

@@ -44,8 +44,8 @@ from typing import cast
 
 import attrs
 
+from .._checks import decay_map, number, one_of
 from ..model import HitTrace
-from ._checks import decay_map, number, one_of
 
 __all__ = [
     "COMMON_WORD_BOOST",

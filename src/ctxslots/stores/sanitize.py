@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from .._checks import number, whole, word_set
 from ..errors import InvalidArgumentError
-from ._checks import number, whole, word_set
 from ._stopwords import ENGLISH_STOP_WORDS
 from .stemming import CJK, WORD
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from .._checks import names, store_of
 from ..errors import (
     FactNotFoundError,
     InvalidArgumentError,
@@ -26,7 +27,6 @@ from ..errors import (
 from ..model import Fact
 from ..prompts.escape import bullet
 from ..stores import KEY_PATTERN, FactStore, Limits
-from ..stores._checks import names, store_of
 from ..stores.owners import OwnerArgs
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments, whole

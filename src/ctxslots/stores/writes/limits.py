@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from ..._checks import names, one_of, whole
 from ..._secrets import redact
 from ...errors import InvalidArgumentError, InvalidFactError
 from ...model import to_timestamp
-from .._checks import names, one_of, whole
 from ..backend import MAX_TIME
 from ..owners import ANY, BUILTIN_SLOT_OWNERS, SlotOwners
 
