@@ -246,6 +246,45 @@ def test_ctrl_c_stops_the_stdio_server_while_the_client_keeps_stdin_open(tmp_pat
         assert ["Sam drinks tea."] == [f.value for f in store.facts()]
 
 
+def test_ctrl_c_taken_by_another_thread_stops_the_stdio_server(tmp_path):
+    """A SIGINT the kernel gives to a thread other than the main one (the stdin reader, a
+    worker) stops the server too: the event loop, asleep in ``select``, is woken to run the
+    handler (it slept on, and the server ran until killed). The signal goes, by
+    ``tgkill``, to the server's first thread after its main one."""
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    tasks = Path(f"/proc/{os.getpid()}/task")
+    if not hasattr(libc, "tgkill") or not tasks.is_dir():
+        pytest.skip("needs Linux's tgkill and /proc to signal one thread")
+    db = tmp_path / "m.db"
+    server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "mcp"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, encoding="utf-8")
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    try:
+        _initialize(server)
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "memory_store", "arguments": {"slot": "user", "value": "Sam drinks tea."}}}) + "\n")
+        server.stdin.flush()
+        assert 1 == json.loads(server.stdout.readline())["id"]
+        others = sorted(int(t.name) for t in Path(f"/proc/{server.pid}/task").iterdir()
+                        if int(t.name) != server.pid)
+        assert others, "the server runs threads beside its main one"
+        assert 0 == libc.tgkill(server.pid, others[0], signal.SIGINT)
+        # It stops within a second or two; a server whose loop sleeps on never would.
+        assert 1 == server.wait(timeout=120)
+        assert "Aborted!\n" == server.stderr.read().lstrip("\n")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        server.stdin.close()
+        server.stdout.close()
+        server.stderr.close()
+
+
 def test_what_a_plugin_prints_never_reaches_the_stdio_protocol(tmp_path):
     """A plugin that prints, when imported and on each search, writes to stderr: every line
     the client reads on stdout, from the first to the last, is a JSON-RPC message."""

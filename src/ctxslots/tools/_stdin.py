@@ -10,12 +10,15 @@ read, ends with the process.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
+import socket
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 
-__all__ = ["stdin_lines"]
+__all__ = ["signals_wake_the_loop", "stdin_lines"]
 
 
 @asynccontextmanager
@@ -55,3 +58,36 @@ async def stdin_lines() -> AsyncIterator[AsyncIterator[str]]:
         finally:
             os.dup2(saved, 0)
             os.close(saved)
+
+
+@contextmanager
+def signals_wake_the_loop() -> Iterator[None]:
+    """While open, a signal the process takes wakes the running event loop, whichever of
+    its threads the signal reached.
+
+    Python runs a signal's handler in the main thread, when that thread next runs; the
+    event loop's thread sleeps in ``select`` until a file it watches is ready. A SIGINT the
+    kernel gives to another thread (the stdin reader, a worker) left the loop asleep and
+    Ctrl-C unanswered. The signal's number is written to a socket the loop watches
+    (:func:`signal.set_wakeup_fd`), so the loop wakes and the main thread runs the handler.
+    Called from the main thread, inside the loop.
+    """
+    loop = asyncio.get_running_loop()
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+
+    def drain() -> None:
+        with suppress(OSError):
+            while reader.recv(4096):
+                pass
+
+    loop.add_reader(reader.fileno(), drain)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        loop.remove_reader(reader.fileno())
+        reader.close()
+        writer.close()

@@ -130,12 +130,10 @@ async def serve_stdio(tools: MemoryTools) -> None:
     """
     types, _ = require_sdk()
     server = make_server(tools)
-    import anyio
-    from mcp.server.stdio import stdio_server
     from mcp.shared.message import SessionMessage
     from pydantic import ValidationError
 
-    from ._stdin import stdin_lines
+    from ._stdin import signals_wake_the_loop
 
     def refusal(exc: Exception) -> Any:
         parse = not isinstance(exc, ValidationError) or any(
@@ -144,6 +142,17 @@ async def serve_stdio(tools: MemoryTools) -> None:
                  else types.ErrorData(code=types.INVALID_REQUEST, message="Invalid Request"))
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=_request_id(exc),
                                                  error=error))
+
+    with signals_wake_the_loop():
+        await _serve_lines(server, refusal)
+
+
+async def _serve_lines(server: Any, refusal: Callable[[Exception], Any]) -> None:
+    """Serve stdin's lines (see :func:`serve_stdio`), each unreadable one refused."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from ._stdin import stdin_lines
 
     # The SDK only iterates its stdin's lines; given ours, it leaves fd 0 to stdin_lines.
     async with stdin_lines() as lines, \
