@@ -285,6 +285,33 @@ def test_ctrl_c_taken_by_another_thread_stops_the_stdio_server(tmp_path):
         server.stderr.close()
 
 
+def test_the_signal_wakeup_does_nothing_off_the_main_thread():
+    """Serving from another thread's event loop is left as it was (signals are handled by
+    the main thread only, where the wakeup can be set): no ValueError from
+    ``signal.set_wakeup_fd``, and the block runs."""
+    import asyncio
+    import threading
+
+    from ctxslots.tools._stdin import signals_wake_the_loop
+
+    ran: list[str] = []
+    failures: list[BaseException] = []
+
+    def serve() -> None:
+        async def main() -> None:
+            with signals_wake_the_loop():
+                ran.append("inside")
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # reported by the test
+            failures.append(exc)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    thread.join()
+    assert not failures and ["inside"] == ran
+
+
 def test_what_a_plugin_prints_never_reaches_the_stdio_protocol(tmp_path):
     """A plugin that prints, when imported and on each search, writes to stderr: every line
     the client reads on stdout, from the first to the last, is a JSON-RPC message."""

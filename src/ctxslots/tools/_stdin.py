@@ -70,8 +70,12 @@ def signals_wake_the_loop() -> Iterator[None]:
     kernel gives to another thread (the stdin reader, a worker) left the loop asleep and
     Ctrl-C unanswered. The signal's number is written to a socket the loop watches
     (:func:`signal.set_wakeup_fd`), so the loop wakes and the main thread runs the handler.
-    Called from the main thread, inside the loop.
+    Inside a running loop; off the main thread (where signals are not handled, and the
+    wakeup cannot be set) it does nothing.
     """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     loop = asyncio.get_running_loop()
     reader, writer = socket.socketpair()
     reader.setblocking(False)
