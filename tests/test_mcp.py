@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -213,14 +214,10 @@ def _initialize(server: subprocess.Popen) -> None:
     assert 0 == json.loads(server.stdout.readline())["id"]
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is how POSIX stops a program")
-def test_ctrl_c_stops_the_stdio_server_while_the_client_keeps_stdin_open(tmp_path):
-    """SIGINT (Ctrl-C in a terminal) stops the stdio server although its client neither
-    writes nor closes stdin, closing the store on the way out: no second Ctrl-C, no wait
-    for another line."""
-    import signal
-
-    db = tmp_path / "m.db"
+def _interrupted_after_one_store(db: Path, interrupt: Callable[[subprocess.Popen[str]], None]
+                                 ) -> None:
+    """Run ``ctxslots mcp`` on ``db``, store one fact through it, call ``interrupt(server)``
+    with the client's stdin left open, and check the server stops as Ctrl-C stops it."""
     server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "mcp"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, encoding="utf-8")
@@ -231,7 +228,7 @@ def test_ctrl_c_stops_the_stdio_server_while_the_client_keeps_stdin_open(tmp_pat
             "name": "memory_store", "arguments": {"slot": "user", "value": "Sam drinks tea."}}}) + "\n")
         server.stdin.flush()
         assert 1 == json.loads(server.stdout.readline())["id"]
-        server.send_signal(signal.SIGINT)
+        interrupt(server)
         # It stops within a second or two; a server that does not stop never would.
         assert 1 == server.wait(timeout=120)
         assert "Aborted!\n" == server.stderr.read().lstrip("\n")
@@ -246,6 +243,16 @@ def test_ctrl_c_stops_the_stdio_server_while_the_client_keeps_stdin_open(tmp_pat
         assert ["Sam drinks tea."] == [f.value for f in store.facts()]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is how POSIX stops a program")
+def test_ctrl_c_stops_the_stdio_server_while_the_client_keeps_stdin_open(tmp_path):
+    """SIGINT (Ctrl-C in a terminal) stops the stdio server although its client neither
+    writes nor closes stdin, closing the store on the way out: no second Ctrl-C, no wait
+    for another line."""
+    import signal
+
+    _interrupted_after_one_store(tmp_path / "m.db", lambda s: s.send_signal(signal.SIGINT))
+
+
 def test_ctrl_c_taken_by_another_thread_stops_the_stdio_server(tmp_path):
     """A SIGINT the kernel gives to a thread other than the main one (the stdin reader, a
     worker) stops the server too: the event loop, asleep in ``select``, is woken to run the
@@ -255,34 +262,16 @@ def test_ctrl_c_taken_by_another_thread_stops_the_stdio_server(tmp_path):
     import signal
 
     libc = ctypes.CDLL(None, use_errno=True)
-    tasks = Path(f"/proc/{os.getpid()}/task")
-    if not hasattr(libc, "tgkill") or not tasks.is_dir():
+    if not hasattr(libc, "tgkill") or not Path(f"/proc/{os.getpid()}/task").is_dir():
         pytest.skip("needs Linux's tgkill and /proc to signal one thread")
-    db = tmp_path / "m.db"
-    server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "mcp"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, encoding="utf-8")
-    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
-    try:
-        _initialize(server)
-        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "memory_store", "arguments": {"slot": "user", "value": "Sam drinks tea."}}}) + "\n")
-        server.stdin.flush()
-        assert 1 == json.loads(server.stdout.readline())["id"]
+
+    def to_another_thread(server: subprocess.Popen[str]) -> None:
         others = sorted(int(t.name) for t in Path(f"/proc/{server.pid}/task").iterdir()
                         if int(t.name) != server.pid)
         assert others, "the server runs threads beside its main one"
         assert 0 == libc.tgkill(server.pid, others[0], signal.SIGINT)
-        # It stops within a second or two; a server whose loop sleeps on never would.
-        assert 1 == server.wait(timeout=120)
-        assert "Aborted!\n" == server.stderr.read().lstrip("\n")
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-        server.stdin.close()
-        server.stdout.close()
-        server.stderr.close()
+
+    _interrupted_after_one_store(tmp_path / "m.db", to_another_thread)
 
 
 def test_the_signal_wakeup_does_nothing_off_the_main_thread():
