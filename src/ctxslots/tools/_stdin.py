@@ -71,7 +71,8 @@ def signals_wake_the_loop() -> Iterator[None]:
     Ctrl-C unanswered. The signal's number is written to a socket the loop watches
     (:func:`signal.set_wakeup_fd`), so the loop wakes and the main thread runs the handler.
     Inside a running loop; off the main thread (where signals are not handled, and the
-    wakeup cannot be set) it does nothing.
+    wakeup cannot be set), or on a loop that watches no sockets (Windows' proactor), it
+    does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -86,7 +87,13 @@ def signals_wake_the_loop() -> Iterator[None]:
             while reader.recv(4096):
                 pass
 
-    loop.add_reader(reader.fileno(), drain)
+    try:
+        loop.add_reader(reader.fileno(), drain)
+    except NotImplementedError:
+        reader.close()
+        writer.close()
+        yield
+        return
     previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     try:
         yield
