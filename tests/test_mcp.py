@@ -218,9 +218,18 @@ def _interrupted_after_one_store(db: Path, interrupt: Callable[[subprocess.Popen
                                  ) -> None:
     """Run ``ctxslots mcp`` on ``db``, store one fact through it, call ``interrupt(server)``
     with the client's stdin left open, and check the server stops as Ctrl-C stops it."""
-    server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "mcp"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, encoding="utf-8")
+    import signal
+
+    # A process started with SIGINT ignored keeps ignoring it (as a shell's background job
+    # does), and the test runner's workers may be such processes: the server is started
+    # with SIGINT handled, as a terminal starts it (only an ignored signal is inherited).
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db), "mcp"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, encoding="utf-8")
+    finally:
+        signal.signal(signal.SIGINT, ignored)
     assert server.stdin is not None and server.stdout is not None and server.stderr is not None
     try:
         _initialize(server)
