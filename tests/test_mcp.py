@@ -215,9 +215,9 @@ def _initialize(server: subprocess.Popen) -> None:
 
 
 def _interrupted_after_one_store(db: Path, interrupt: Callable[[subprocess.Popen[str]], None]
-                                 ) -> None:
+                                 ) -> int:
     """Run ``ctxslots mcp`` on ``db``, store one fact through it, call ``interrupt(server)``
-    with the client's stdin left open, and check the server stops as Ctrl-C stops it."""
+    with the client's stdin left open, check the server stops as Ctrl-C stops it; its exit status."""
     import signal
 
     # A process started with SIGINT ignored keeps ignoring it (as a shell's background job
@@ -250,6 +250,7 @@ def _interrupted_after_one_store(db: Path, interrupt: Callable[[subprocess.Popen
         server.stderr.close()
     with FactStore(db) as store:
         assert ["Sam drinks tea."] == [f.value for f in store.facts()]
+    return int(server.returncode)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is how POSIX stops a program")
@@ -259,7 +260,8 @@ def test_ctrl_c_stops_the_stdio_server_while_the_client_keeps_stdin_open(tmp_pat
     for another line."""
     import signal
 
-    _interrupted_after_one_store(tmp_path / "m.db", lambda s: s.send_signal(signal.SIGINT))
+    assert 1 == _interrupted_after_one_store(tmp_path / "m.db",
+                                             lambda s: s.send_signal(signal.SIGINT))
 
 
 def test_ctrl_c_taken_by_another_thread_stops_the_stdio_server(tmp_path):
@@ -280,7 +282,7 @@ def test_ctrl_c_taken_by_another_thread_stops_the_stdio_server(tmp_path):
         assert others, "the server runs threads beside its main one"
         assert 0 == libc.tgkill(server.pid, others[0], signal.SIGINT)
 
-    _interrupted_after_one_store(tmp_path / "m.db", to_another_thread)
+    assert 1 == _interrupted_after_one_store(tmp_path / "m.db", to_another_thread)
 
 
 def test_the_signal_wakeup_does_nothing_off_the_main_thread():

@@ -79,12 +79,15 @@ def test_a_query_policy_value_out_of_range_is_refused(fields: dict[str, Any]) ->
 
 def test_the_defaults_and_the_edges_of_each_range_are_kept() -> None:
     """The defaults and each range's ends stay valid."""
-    RankingPolicy()
-    RankingPolicy(decay_days={}, default_decay_days=None, reinforcement_weight=0.0,
-                  lexical_weight=0.0, vector_weight=0.0, min_cosine=-1.0,
-                  vector_only_min_cosine=1.0, episode_weight=0.0, link_min_strength=None)
-    Limits(max_tags=0, slots=("user", "my-notes_2"))
-    QueryPolicy(common_min_facts=0, max_doc_share=1.0)
+    assert 0.2 == RankingPolicy().reinforcement_weight
+    edges = RankingPolicy(decay_days={}, default_decay_days=None, reinforcement_weight=0.0,
+                          lexical_weight=0.0, vector_weight=0.0, min_cosine=-1.0,
+                          vector_only_min_cosine=1.0, episode_weight=0.0,
+                          link_min_strength=None)
+    assert (-1.0, 1.0, None) == (edges.min_cosine, edges.vector_only_min_cosine,
+                                 edges.link_min_strength)
+    assert ("user", "my-notes_2") == Limits(max_tags=0, slots=("user", "my-notes_2")).slots
+    assert 1.0 == QueryPolicy(common_min_facts=0, max_doc_share=1.0).max_doc_share
 
 
 @pytest.mark.parametrize("option", ["ranking", "limits", "query_policy"])
