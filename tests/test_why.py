@@ -252,16 +252,34 @@ def test_the_vector_leg_gives_rank_and_cosine(tmp_path):
     assert 0 < vector.data["cosine"] <= 1 and "cosine" in vector.text
 
 
-def test_no_section_reads_a_plugin_slot(tmp_path):
-    """A fact in a slot no contributor reads: the answer names the slot and the sections."""
+@pytest.mark.parametrize("scope", [None, "shop-api"])
+def test_no_section_reads_a_plugin_slot(tmp_path, scope):
+    """A fact in a slot no contributor reads, global or of the request's workspace: the
+    request sees it, and the answer names the slot and the sections."""
     from ctxslots import Limits
 
     with FactStore(tmp_path / "p.db", clock=lambda: FIXED_NOW,
                    limits=Limits(strict_slots=False)) as store:
-        fact = store.add("notes", "Deploy notes.").id
-        answer = why(store, fact, "deploy notes", scope=None)
+        fact = store.add("notes", "Deploy notes.", scope=scope).id
+        answer = why(store, fact, "deploy notes", scope=scope)
     assert "no_section" == answer.outcome
     assert "no section reads slot 'notes'" in answer.summary
+    owners = answer.steps[0]
+    assert ("owners", "ok", scope) == (owners.name, owners.status, owners.data["scope"])
+
+
+def test_no_section_and_another_workspace_says_the_request_is_elsewhere(tmp_path):
+    """A fact of another workspace, in a slot no contributor reads, is not visible to the
+    request, and the answer says so of the request (there is no section to name)."""
+    from ctxslots import Limits
+
+    with FactStore(tmp_path / "p.db", clock=lambda: FIXED_NOW,
+                   limits=Limits(strict_slots=False)) as store:
+        fact = store.add("notes", "Deploy notes.", scope="blog").id
+        answer = why(store, fact, "deploy notes", scope="shop-api")
+    assert "not_visible" == answer.outcome
+    assert answer.summary.endswith("it belongs to scope 'blog', and the request is in "
+                                   "'shop-api'.")
 
 
 def test_explaining_counts_no_access(demo):
@@ -332,9 +350,11 @@ def test_cli_why_prints_the_answer_and_json(demo):
     assert ["Error: no fact with id 999"] == result.output.splitlines()
 
 
-def test_a_fact_a_plugin_section_offered_its_own_way_is_explained_as_offered(tmp_path):
-    """No memory section reads slot notes, but a plugin's contributor searches it itself and
-    keeps the fact: the answer is that it is in the prompt, in that section."""
+@pytest.mark.parametrize("scope", [None, "vault"])
+def test_a_fact_a_plugin_section_offered_its_own_way_is_explained_as_offered(tmp_path, scope):
+    """No memory section reads slot notes, but a plugin's contributor searches it itself, in
+    the request's workspace, and keeps the fact: the answer is that it is in the prompt, in
+    that section."""
     from ctxslots import Item, Limits, Section, UserMemoryContributor
 
     class Notes:
@@ -344,17 +364,17 @@ def test_a_fact_a_plugin_section_offered_its_own_way_is_explained_as_offered(tmp
             self.store = store
 
         def contribute(self, request: AssemblyRequest) -> Section | None:
-            hits = self.store.search(request.message, slots=["notes"], limit=5,
-                                     track_access=False)
+            hits = self.store.search(request.message, slots=["notes"], scope=request.scope,
+                                     limit=5, track_access=False)
             return Section(title="Notes", items=[
                 Item(h.fact.value, key=f"fact:{h.fact.id}", fact=h.fact, trace=h.trace)
                 for h in hits]) if hits else None
 
     limits = Limits(slots=("user", "project", "agent", "notes"))
     with FactStore(tmp_path / "n.db", limits=limits, clock=lambda: FIXED_NOW) as store:
-        fact = store.add("notes", "The vault code rotates every Friday.").id
+        fact = store.add("notes", "The vault code rotates every Friday.", scope=scope).id
         assembler = PromptAssembler(store, contributors=[UserMemoryContributor(store),
                                                          Notes(store)])
-        answer = explain(assembler, AssemblyRequest("vault code"), fact)
+        answer = explain(assembler, AssemblyRequest("vault code", scope=scope), fact)
     assert "kept" == answer.outcome
     assert "notes keeps it at rank 1" in answer.summary

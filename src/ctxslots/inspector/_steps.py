@@ -87,10 +87,13 @@ class Facts:
     def __attrs_post_init__(self) -> None:
         self._data = self.prompt.to_dict()
         readers = [c for c in self.contributors if getattr(c, "slot", None) == self.fact.slot]
+        # The scope the fact is seen from: the request's, unless the section reading its
+        # slot searches global facts only (with no such section, the request's own).
+        self.search_scope = self.request.scope
         if readers:
             self.contributor = readers[0]
-            scoped = getattr(self.contributor, "scoped", True)
-            self.search_scope = self.request.scope if scoped else None
+            if not getattr(self.contributor, "scoped", True):
+                self.search_scope = None
         found = [(s, i) for s in self._data["sections"] for i in s["items"]
                  if i["fact"] is not None and i["fact"]["id"] == self.fact.id]
         kept = [pair for pair in found if pair[1]["decision"] == "kept"]
@@ -184,8 +187,9 @@ def owner_step(facts: Facts) -> Step:
                     f"the request is for agent {agent!r}", {"agent": fact.agent, "asked": agent})
     if fact.scope is not None and fact.scope != scope:
         where = "names no scope (global facts only)" if scope is None else f"is in {scope!r}"
+        seen_by = "request" if facts.contributor is None else "search of its section"
         return Step("owners", title, "fails", f"it belongs to scope {fact.scope!r}, and the "
-                    f"search of its section {where}", {"scope": fact.scope, "asked": scope})
+                    f"{seen_by} {where}", {"scope": fact.scope, "asked": scope})
     where = "no scope" if scope is None else f"scope {scope!r}"
     return Step("owners", title, "ok", f"live, and the request's user {user!r}, agent "
                 f"{agent!r} and {where} see it", {"user": user, "agent": agent,
