@@ -410,6 +410,15 @@ def _markdown_files(store: FactStore, directory: Path) -> dict[tuple[str, str | 
     return files
 
 
+def test_render_markdown_gives_the_files_by_slot_and_scope(rich, tmp_path):
+    """``store.render_markdown()`` gives the text of each file a directory export writes,
+    keyed by ``(slot, scope)``, in the order the one-text export joins them."""
+    files = rich.render_markdown()
+    assert _markdown_files(rich, tmp_path / "out") == files
+    assert rich.export_markdown() == "\n".join(files.values())
+    assert [("user", None)] == list(rich.render_markdown(slots=["user"]))
+
+
 def test_markdown_round_trip_keeps_values_keys_and_tags(rich, tmp_path, clock):
     """Every exported file reads back to the same values, keys and tags."""
     with FactStore(tmp_path / "md.db", clock=clock) as copy:

@@ -46,6 +46,15 @@ class TransferMethods:
         return markdown.export_markdown(self._core, directory, **options)
 
 
+    def render_markdown(self, **options: Any) -> dict[tuple[str, str | None], str]:
+        """The Markdown file of each slot and scope with live facts, keyed ``(slot, scope)``:
+        what :meth:`export_markdown` writes, nothing written.
+
+        See :func:`ctxslots.stores.transfer.markdown.render_markdown` for the options.
+        """
+        return markdown.render_markdown(self._core, **options)
+
+
     def import_markdown(self, path_or_text: str | os.PathLike[str], *, slot: str,
                         **options: Any) -> ImportReport:
         """Read ``MEMORY.md``-style bullets into ``slot``, skipping duplicates.
