@@ -619,6 +619,33 @@ def test_a_mark_naming_a_record_the_file_lacks_is_dropped_and_reported(store):
         by_value["Rerun flaky tests, never more."].id
 
 
+def test_a_binary_file_given_for_the_jsonl_file_is_refused_naming_the_mode(tmp_path: Path) -> None:
+    """A file open in binary mode (``open(path, "rb")``, ``io.BytesIO``) is an
+    InvalidArgumentError saying a text-mode file is taken (a TypeError from deep inside
+    before); nothing is written to the file or the store."""
+    from ctxslots import InvalidArgumentError
+
+    backup = tmp_path / "backup.jsonl"
+    with FactStore(tmp_path / "old.db") as old:
+        old.add("user", "The user lives in Lisbon.")
+        with backup.open("wb") as raw, pytest.raises(
+                InvalidArgumentError, match=r"open\(path, 'w'\).*not a file open in binary mode"):
+            old.export_jsonl(raw)
+        assert b"" == backup.read_bytes()
+        with pytest.raises(InvalidArgumentError, match="binary mode"):
+            old.export_jsonl(io.BytesIO())
+        with backup.open("w") as fp:
+            assert 1 == old.export_jsonl(fp)
+    with FactStore(tmp_path / "new.db") as new:
+        for binary in (backup.open("rb"), io.BytesIO(backup.read_bytes())):
+            with binary, pytest.raises(
+                    InvalidArgumentError, match=r"open\(path, 'r'\).*not a file open in binary mode"):
+                new.import_jsonl(binary)
+        assert [] == new.facts()
+        with backup.open(encoding="utf-8") as fp:
+            assert 1 == new.import_jsonl(fp).added
+
+
 def test_a_path_given_for_the_jsonl_file_is_refused_naming_what_is_taken(tmp_path: Path) -> None:
     """``import_jsonl("backup.jsonl")`` and ``export_jsonl("backup.jsonl")`` (a path, as
     ``import_markdown`` takes) are an InvalidArgumentError saying an open file is taken

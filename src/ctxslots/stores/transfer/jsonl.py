@@ -9,6 +9,7 @@ duplicate rule).
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -40,12 +41,16 @@ def _line(data: dict[str, Any]) -> str:
 
 
 def _check_stream(fp: object, method: str, caller: str) -> None:
-    """Refuse a path or a text where an open file belongs (an ``AttributeError`` deep inside)."""
-    if not callable(getattr(fp, method, None)):
+    """Refuse a path, a text or a file open in binary mode where a file open in text mode
+    belongs (an ``AttributeError`` or a ``TypeError`` deep inside)."""
+    binary = isinstance(fp, io.RawIOBase | io.BufferedIOBase) \
+        or "b" in str(getattr(fp, "mode", ""))
+    if binary or not callable(getattr(fp, method, None)):
         mode = "w" if method == "write" else "r"
+        given = f"a file open in binary mode ({fp!r:.80})" if binary else f"{fp!r:.80}"
         raise InvalidArgumentError(
             f"{caller} takes a file open in text mode (open(path, {mode!r}) or io.StringIO), "
-            f"not {fp!r:.80}", field="fp", value=fp)
+            f"not {given}", field="fp", value=fp)
 
 
 def export_jsonl(
