@@ -208,12 +208,14 @@ def _refused_at_start(tmp_path, *args: str, env: dict[str, str] | None = None):
                                    "\ufeffa-long-enough-token-0123"])
 def test_a_shared_token_easy_to_guess_is_refused_at_start(tmp_path, token):
     """As per-user tokens, the shared --token needs 16 characters without spaces or invisible
-    characters; another is refused in one line before the server listens, never printed."""
+    characters; another is refused in one line before the server listens, never printed,
+    and before the store is opened: no store file is made."""
     proc = _refused_at_start(tmp_path, "--token", token)
     assert 1 == proc.returncode
     assert 1 == len(proc.stderr.splitlines()), proc.stderr
     assert "the token must be at least 16 characters" in proc.stderr
     assert "Serving MCP" not in proc.stderr
+    assert not (tmp_path / "m.db").exists()
 
 
 @pytest.mark.parametrize(("name", "value"), [

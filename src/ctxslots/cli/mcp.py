@@ -59,6 +59,7 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
     from ..errors import CtxslotsError
     from ..tools import DEFAULT_SLOTS, MemoryTools
     from ..tools.mcp_server import is_loopback, require_sdk, serve_http, serve_stdio
+    from ..tools.token_users import check_token
 
     # Before opening the store, so a missing SDK creates no file; its error
     # (MCPUnavailableError) is a CtxslotsError, printed as one line.
@@ -66,6 +67,8 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
     if transport == "http":
         _refuse_empty_variables(token, tokens_file)
     users = _token_users(tokens_file, transport, token, user)
+    if transport == "http" and token is not None:
+        check_token(token)  # a token easy to guess is refused before a store file is made
     if transport == "http" and not is_loopback(host) and not token and users is None:
         raise click.UsageError(f"serving on {host} (not loopback) needs --token or --tokens")
     import anyio  # installed with the SDK
