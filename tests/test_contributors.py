@@ -110,6 +110,23 @@ def test_slot_limit_drops_are_visible(tmp_path):
     store.close()
 
 
+def test_a_limit_without_overfetch_says_the_section_stopped_at_it(tmp_path):
+    """With ``overfetch=0`` no dropped item says why the section holds no more: its note
+    names the limit, and the prompt's report says it as the section's ``stopped``."""
+    from ctxslots import PromptAssembler
+
+    store = make_store(tmp_path / "many.db",
+                       [("agent", None, f"Deploy lesson number {i}.") for i in range(9)])
+    contributor = AgentMemoryContributor(store, limit=4, overfetch=0)
+    section = contributor.contribute(AssemblyRequest("deploy lesson"))
+    assert [None] * 4 == [item.dropped for item in section.items]
+    assert "offered its limit of 4 facts; more may match" == section.stop_note
+    prompt = PromptAssembler(store, contributors=[contributor]).assemble(
+        AssemblyRequest("deploy lesson"), record_shown=False)
+    assert section.stop_note == prompt.sections[0].stopped
+    store.close()
+
+
 def test_threshold_drops_weak_hits(mem):
     """Hits scoring under min_score are offered as dropped with reason threshold."""
     section = ProjectMemoryContributor(mem, min_score=1e9).contribute(

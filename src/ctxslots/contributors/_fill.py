@@ -118,7 +118,8 @@ class Gathered:
 
     Attributes:
         hits: Matches first, then fill (marked in each hit's trace).
-        note: Why no more were offered (``None``: the overfetched ones say it).
+        note: Why no more were offered (``None``: the overfetched ones, dropped for
+            the limit, say it).
     """
 
     hits: list[Hit]
@@ -193,8 +194,10 @@ def gather(search: Search, wanted: Wanted, *, can_relax: Callable[[], bool]) -> 
         if len(found) < want:
             break
         if want >= ceiling:
-            return Gathered(hits, None if limited else
-                            f"asked the store for at most {MAX_FETCH} facts")
+            if limited:  # the overfetched hits, dropped for the limit, say it; without any:
+                return Gathered(hits, None if wanted.overfetch else
+                                f"offered its limit of {wanted.limit} facts; more may match")
+            return Gathered(hits, f"asked the store for at most {MAX_FETCH} facts")
         estimate = sum(low_estimate(wanted.line(h)) for h in hits)
         if estimate >= room:
             return Gathered(hits, f"offered {len(hits)} facts, more than the {room} tokens left "
