@@ -152,8 +152,9 @@ class Fact:
 class HitTrace:
     """How one search hit was scored, signal by signal.
 
-    The final score is ``relevance * decay * reinforcement * confidence``.
-    ``relevance`` is the positive BM25 relevance (``-bm25``) when only the
+    The final score is ``relevance * decay * reinforcement * confidence``, times the
+    multipliers ``extra`` records for this hit (``period``, ``common_word``,
+    ``common_subject``, ``episode``, a search's ``boost``). ``relevance`` is the positive BM25 relevance (``-bm25``) when only the
     lexical leg runs; when several legs are fused it is the fused value, which
     is only meaningful as an ordering within one search.
 
@@ -164,12 +165,14 @@ class HitTrace:
         cosine: Cosine similarity to the query in the vector leg, or ``None``.
         relevance: The relevance the multipliers were applied to.
         decay: ``exp(-age / tau)``; 1.0 when the slot does not decay.
-        age_days: Age of the fact in days at search time (since its last update).
+        age_days: Age of the memory in days at the search's ``now``, counted from when
+            it was said (``observed_at``), as decay is.
         reinforcement: ``exp(0.2 * score)``.
         confidence: The fact's confidence.
         final: The score the hits were ordered by.
         rank: 1-based position in the returned list.
-        extra: Additional signals added by boosts or rerankers.
+        extra: Additional signals: the multipliers above, and ``link_strength`` or
+            ``reranked_from`` (the rank before a reranker moved it).
         hides: How many near-duplicates this fact supersedes (hidden from search).
         linked_from: The hit whose co-recall link pulled this fact in (it did
             not match the query itself), or ``None``.
