@@ -154,9 +154,10 @@ class HitTrace:
 
     The final score is ``relevance * decay * reinforcement * confidence``, times the
     multipliers ``extra`` records for this hit (``period``, ``common_word``,
-    ``common_subject``, ``episode``, a search's ``boost``). ``relevance`` is the positive BM25 relevance (``-bm25``) when only the
-    lexical leg runs; when several legs are fused it is the fused value, which
-    is only meaningful as an ordering within one search.
+    ``common_subject``, ``episode``, a search's ``boost``). ``relevance`` is the
+    positive BM25 relevance (``-bm25``) when only the lexical leg runs; when several
+    legs are fused it is the fused value, which is only meaningful as an ordering
+    within one search.
 
     Attributes:
         bm25_rank: 1-based rank in the lexical leg, or ``None`` if not found there.

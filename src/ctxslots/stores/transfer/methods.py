@@ -45,7 +45,6 @@ class TransferMethods:
         """
         return markdown.export_markdown(self._core, directory, **options)
 
-
     def render_markdown(self, **options: Any) -> dict[tuple[str, str | None], str]:
         """The Markdown file of each slot and scope with live facts, keyed ``(slot, scope)``:
         what :meth:`export_markdown` writes, nothing written.
