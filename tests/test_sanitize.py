@@ -175,3 +175,27 @@ def test_max_query_share_must_be_a_share():
     for bad in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError):
             QueryPolicy(max_query_share=bad)
+
+
+#: The same words, composed and decomposed (NFC and NFD), and with and without the
+#: vowel points of Arabic and Hebrew, which no composed form absorbs.
+_WRITTEN_TWO_WAYS = (
+    ("Der Nutzer wohnt in M\u00fcnchen.", "Mu\u0308nchen"),
+    ("Le caf\u00e9 pr\u00e9f\u00e9r\u00e9 est \u00e0 Montr\u00e9al.", "Montre\u0301al"),
+    ("Ti\u1ebfng Vi\u1ec7t r\u1ea5t \u0111\u1eb9p", "Vie\u0323\u0302t"),
+    ("\u0627\u0644\u0645\u0633\u062a\u062e\u062f\u0645 \u0643\u062a\u0628",
+     "\u0643\u064e\u062a\u064e\u0628\u064e"),
+    ("\u05e9\u05dc\u05d5\u05dd \u05e2\u05dc\u05d9\u05db\u05dd",
+     "\u05e9\u05b8\u05c1\u05dc\u05d5\u05b9\u05dd"),
+)
+
+
+@pytest.mark.parametrize(("value", "query"), _WRITTEN_TWO_WAYS)
+def test_a_word_with_combining_marks_finds_the_fact_without_them(store, value, query):
+    """A query word written decomposed or with vowel points is one word, as the fact's
+    word is indexed: it finds the fact (on both engines) instead of splitting at each
+    mark into pieces too short to search."""
+    fact = store.add("agent", value)
+    store.add("agent", "An unrelated memory about the weather.")
+    assert 1 == len(store.query_words(query))
+    assert [fact.id] == [hit.fact.id for hit in store.search(query)]

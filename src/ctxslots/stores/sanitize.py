@@ -16,7 +16,7 @@ import attrs
 from .._checks import number, whole, word_set
 from ..errors import InvalidArgumentError
 from ._stopwords import ENGLISH_STOP_WORDS
-from .stemming import CJK, WORD
+from .stemming import CJK, WORD, unmarked_text
 
 __all__ = ["MAX_QUERY_SHARE", "QueryPolicy", "keep_words", "query_tokens", "sanitize_query",
            "to_match"]
@@ -96,7 +96,9 @@ def query_tokens(text: str, policy: QueryPolicy = DEFAULT_POLICY) -> list[str]:
     if not isinstance(text, str):
         raise InvalidArgumentError(f"query must be a string, not {type(text).__name__}",
                                    field="query", value=text)
-    text = _URL.sub(" ", text)
+    # Words are read as the index reads a fact's (see stemming.unmarked_text): a word
+    # written decomposed or with vowel points is one word, not pieces at each mark.
+    text = unmarked_text(_URL.sub(" ", text))
     seen: dict[str, None] = {}
     for match in _TOKEN.finditer(text):
         token = match.group().casefold()

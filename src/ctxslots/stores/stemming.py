@@ -41,6 +41,7 @@ __all__ = [
     "stemmed_query",
     "stems_of",
     "token_count",
+    "unmarked_text",
     "with_stems",
 ]
 
@@ -90,7 +91,17 @@ def fold(text: str) -> str:
     """``text`` as the words of an index compare: case folded, without the combining marks
     that are diacritics (``İstanbul``, ``München`` and ``Naïve`` read ``istanbul``,
     ``munchen`` and ``naive``; an Indic vowel sign or a kana voicing mark stays), composed."""
-    text = text.casefold()
+    return unmarked_text(text.casefold())
+
+
+def unmarked_text(text: str) -> str:
+    """``text`` without the combining marks :func:`fold` drops, composed, its case kept.
+
+    Words are found in this form, never in the text as written: a combining mark is no
+    letter, so a word written decomposed (``Mu\u0308nchen``, as macOS and some keyboards
+    write it) or with vowel points (``كَتَبَ``, ``שָׁלוֹם``) would otherwise split into
+    pieces at each mark, too short to search, where the same word composed or unpointed
+    stays whole."""
     if text.isascii():
         return text
     decomposed = unicodedata.normalize("NFKD", text)
