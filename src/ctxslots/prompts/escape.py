@@ -8,7 +8,10 @@ characters comes out as one line of plain text that reads the same:
 - every line break (``\\n``, ``\\r``, ``\\v``, ``\\f``, U+0085, U+2028, U+2029...)
   becomes `` ⏎ ``, and blank lines disappear;
 - control characters become spaces; format characters (zero-width spaces and
-  joiners, bidi embeddings, overrides and isolates, soft hyphens, BOM) are removed;
+  joiners, bidi embeddings, overrides and isolates, soft hyphens, BOM) are removed,
+  but for a zero-width joiner or non-joiner between two characters that are not
+  ASCII, spaces or format characters: there it is part of the text (Persian
+  ``می‌خواهم``, Sinhala ``ශ්‍රී``, the emoji ``👨‍👩‍👧``);
 - runs of three or more backticks or tildes are backslash-escaped, so no code
   fence can start or end;
 - a leading ``#``, ``>``, ``-``, ``*``, ``+``, ``=``, ``|``, ``_``, ``:`` or
@@ -56,11 +59,36 @@ def _clean_char(ch: str) -> str:
     return ch
 
 
+#: The zero-width non-joiner and joiner: letters of the text in Persian (``می‌خواهم``),
+#: Indic scripts (``ශ්‍රී``) and emoji sequences (``👨‍👩‍👧``), kept between two such characters.
+_JOINERS = frozenset("\u200c\u200d")
+
+
+def _joins(ch: str) -> bool:
+    """Whether a joiner beside ``ch`` may be part of the text: ``ch`` is no ASCII (so no
+    tag, marker or special token is made of it), space, control or format character."""
+    return not ch.isascii() and not ch.isspace() and unicodedata.category(ch) not in (
+        "Cc", *_FORMAT_CATEGORIES)
+
+
+def _cleaned(line: str) -> str:
+    """``line`` with its control characters as spaces and its format characters
+    removed, but for a joiner between two characters :func:`_joins` accepts."""
+    out = []
+    last = len(line) - 1
+    for i, ch in enumerate(line):
+        if ch in _JOINERS and 0 < i < last and _joins(line[i - 1]) and _joins(line[i + 1]):
+            out.append(ch)
+        else:
+            out.append(_clean_char(ch))
+    return "".join(out)
+
+
 def _one_line(text: str) -> str:
     parts = []
     for line in text.splitlines():
         if not (line.isascii() and line.isprintable()):
-            line = "".join(_clean_char(ch) for ch in line)
+            line = _cleaned(line)
         cleaned = _SPACES.sub(" ", line).strip()
         if cleaned:
             parts.append(cleaned)
