@@ -208,3 +208,19 @@ def test_many_short_messages_fit_the_cap_with_their_headings(store, server):
     assert report.last == sent.count("## Message ") > 100
     assert count_tokens(sent) <= 2000 < count_tokens(sent) + 2 * count_tokens(
         "\n\n## Message 999 (assistant)\n```text\nok\n```")
+
+
+def test_a_message_cut_inside_a_character_is_sent_without_a_replacement_character(store,
+                                                                                  server):
+    """A cut falling between the tokens of one character (an emoji, a Han character) leaves
+    that character out: the text sent is the message's own beginning, with no U+FFFD."""
+    text = "\U0001f9d1\U0001f3ff\u200d\U0001f4bb \u6211\u559c\u6b22\u5496\u5561 " * 400
+    for cap in range(60, 80):
+        flusher = MemoryFlusher(store, client(server), max_flush_tokens=cap)
+        flusher.flush([{"role": "user", "content": text}], conversation=f"cap {cap}",
+                      force=True)
+        sent = server.prompts[-1]
+        assert "\ufffd" not in sent, cap
+        start = sent.index("\U0001f9d1")
+        cut = sent[start:sent.index("\n[the rest of this message was too long to read]")]
+        assert text.startswith(cut) and cut, cap

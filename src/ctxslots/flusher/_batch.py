@@ -67,8 +67,11 @@ def _cut(message: Message, cap: int, encoding: str) -> Message | None:
     tokens = enc.encode_ordinary(message.content[:(cap + 1) * _CHARS_PER_TOKEN])
     if len(tokens) <= cap and len(message.content) <= (cap + 1) * _CHARS_PER_TOKEN:
         return None
-    return attrs.evolve(message, content=enc.decode(tokens[:cap]) + "\n[the rest of this "
-                                                                   "message was too long to read]")
+    # A token may hold part of a character (an emoji, a Han character): one cut there
+    # leaves its first bytes out, never a replacement character in the text.
+    kept = enc.decode_bytes(tokens[:cap]).decode("utf-8", "ignore")
+    return attrs.evolve(message, content=kept + "\n[the rest of this message was too long "
+                                                "to read]")
 
 
 def take_batch(unread: Sequence[Message], cap: int | None, encoding: str,
