@@ -566,6 +566,27 @@ def test_markdown_shows_a_context_as_a_quote_and_reads_it_back(store):
     assert text.replace("scope: a", "scope: b") == store.export_markdown(scope="b")
 
 
+def test_a_windows_line_break_in_a_value_reads_back_from_markdown_as_a_line_break(
+        store, tmp_path):
+    """A carriage return ending a line of a value or context (``\r\n``) reads back from a
+    Markdown export as the line break alone, as documented (a file's lines may end so); a
+    carriage return elsewhere, and every other character, reads back as it was, and JSONL
+    keeps the value and context whole."""
+    value = "Line one\r\nLine two\rstill two \u062e\u0648\u0627\u0647\u0645"
+    store.add("project", value, scope="a", context="user: first\r\nuser: second")
+    path = store.export_markdown(tmp_path / "md")[0]
+    store.import_markdown(path, slot="project", scope="b")
+    [back] = store.facts(scope="b")
+    assert ("Line one\nLine two\rstill two \u062e\u0648\u0627\u0647\u0645",
+            "user: first\nuser: second") == (back.value, back.context)
+    exported = io.StringIO()
+    store.export_jsonl(exported, scope="a")
+    with FactStore(tmp_path / "copy.db") as copy:
+        copy.import_jsonl(io.StringIO(exported.getvalue()))
+        assert [(value, "user: first\r\nuser: second")] == [
+            (f.value, f.context) for f in copy.facts(scope="a")]
+
+
 def test_a_quote_added_by_hand_becomes_the_context(store):
     """A person adds a context by ending a bullet with a quote (blank line before it or
     not); a quote inside the value, or an over-size one, is handled with the line named."""

@@ -129,7 +129,9 @@ def import_markdown(
     that start with ``#`` (``- text `#tag```) its own tags, and a quote
     closing a bullet (``> `` lines) its context; prose is ignored and counted.
     A file written by :func:`export_markdown` reads back to the same values,
-    keys, tags and contexts.
+    keys, tags and contexts, but for a value's trailing whitespace and a carriage
+    return ending one of its lines (``\r\n`` reads back as ``\n``: a file's lines
+    may end so).
     Facts already in the store are skipped (a keyed bullet whose key is taken,
     a free one whose value is stored). A file is read line by line, so it may
     hold any number of bullets; like :func:`import_jsonl`, it lands whole or
