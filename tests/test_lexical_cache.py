@@ -261,3 +261,41 @@ def test_searches_from_several_threads_keep_the_copy_in_step(db_path, clock):
         for query in ("queue cache", "note moved", "deploy retry"):
             fts, cached = _both_legs(store, query, "a")
             assert set(fts) == set(cached)
+
+
+#: Facts holding characters that decompose to capitals: bold letters of "fancy text"
+#: bios, double-struck letters, a squared unit.
+_DECOMPOSED_CAPITALS = ("The bio says \U0001d407\U0001d41e\U0001d425\U0001d425\U0001d428 in bold.",
+                        "The lab works over \u210d and \u211d.", "The radio runs at 90 \u3392.")
+
+
+def test_characters_that_decompose_to_capitals_are_found_by_lower_case_words(db_path, clock):
+    """Bold ``𝐇𝐞𝐥𝐥𝐨``, ``ℍ`` and ``㎒`` are found by ``hello``, ``h`` and ``mhz`` (any case)
+    through the in-memory copy as through FTS5, with the same BM25."""
+    with FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as store:
+        ids = [store.add("agent", text).id for text in _DECOMPOSED_CAPITALS]
+        store.add("agent", "An unrelated memory about the weather.")
+        assert store.load_lexical_cache()
+        for query, fact_id in (("hello", ids[0]), ("HELLO", ids[0]),
+                               ("\U0001d407\U0001d41e\U0001d425\U0001d425\U0001d428", ids[0]),
+                               ("mhz", ids[2]), ("MHz", ids[2])):
+            fts, cached = _both_legs(store, query, None)
+            assert [fact_id] == list(fts) == list(cached), query
+            assert cached[fact_id] == pytest.approx(fts[fact_id], rel=1e-6)
+
+
+def test_stems_written_with_capitals_are_found_through_the_copy(db_path, clock):
+    """A row whose stems hold capitals (as releases that folded case before decomposing
+    wrote ``Hello`` for bold ``𝐇𝐞𝐥𝐥𝐨``) is found by the copy as FTS5 finds it."""
+    with FactStore(db_path, clock=clock, embedder=False, lexical_cache=True) as store:
+        fact = store.add("agent", _DECOMPOSED_CAPITALS[0])
+        conn = raw(store)
+        try:
+            conn.execute("UPDATE facts SET stems = 'the bio say Hello in bold' "
+                         "WHERE id = ?", (fact.id,))
+        finally:
+            conn.close()
+        assert store.load_lexical_cache()
+        fts, cached = _both_legs(store, "hello", None)
+        assert [fact.id] == list(fts) == list(cached)
+        assert cached[fact.id] == pytest.approx(fts[fact.id], rel=1e-6)

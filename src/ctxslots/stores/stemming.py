@@ -90,8 +90,13 @@ STEMMER, _stem_many = _load()
 def fold(text: str) -> str:
     """``text`` as the words of an index compare: case folded, without the combining marks
     that are diacritics (``İstanbul``, ``München`` and ``Naïve`` read ``istanbul``,
-    ``munchen`` and ``naive``; an Indic vowel sign or a kana voicing mark stays), composed."""
-    return unmarked_text(text.casefold())
+    ``munchen`` and ``naive``; an Indic vowel sign or a kana voicing mark stays), composed.
+
+    A compatibility character may decompose to capitals (``𝐇𝐞𝐥𝐥𝐨``, ``ℍ`` and ``㎒``
+    read ``Hello``, ``H`` and ``MHz``), so the text is case folded again after it: every
+    stem is in lower case, as both engines' tokenizers and the in-memory copy compare it."""
+    text = text.casefold()
+    return text if text.isascii() else unmarked_text(text).casefold()
 
 
 def unmarked_text(text: str) -> str:

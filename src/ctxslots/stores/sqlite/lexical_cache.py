@@ -21,6 +21,7 @@ searches use FTS5 until it is ready.
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,6 +42,9 @@ _COLUMNS = ("id, slot, scope, user_id, agent_id, stems, context_stems, expires_a
             "superseded_by")
 K1 = 1.2
 B = 0.75
+#: Capitals a stem written before stems were folded after decomposing may hold
+#: (``Hello`` from ``𝐇𝐞𝐥𝐥𝐨``): FTS5 indexes them in lower case, and so does the copy.
+_CAPITALS = re.compile("[A-Z]+")
 #: Log entries kept after a trim; a cache further behind than this reloads.
 LOG_KEEP = 50_000
 
@@ -173,6 +177,8 @@ class LexicalCache:
             length = 1
             for column, weight in ((stems, 1.0), (context_stems, CONTEXT_WEIGHT)):
                 if column:
+                    if _CAPITALS.search(column):
+                        column = _CAPITALS.sub(lambda m: m.group().lower(), column)
                     for stem in column.split():
                         counts[stem] = counts.get(stem, 0.0) + weight
                         length += 1
