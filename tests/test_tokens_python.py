@@ -102,6 +102,24 @@ def test_characters_it_cannot_class_are_declined_and_counted_by_tiktoken():
         assert len(get_encoding().encode_ordinary(fixed)) == counter.count_exact(text)
 
 
+def test_a_long_run_of_letters_without_spaces_is_counted_by_tiktoken():
+    """A Thai or Chinese text with no space in it, or a long pasted word, is one piece
+    whose merging in Python grows with the square of its length (minutes for 20,000
+    characters): the pure-Python counter declines it once the merging would cost more
+    than building tiktoken's encoder, and TokenCounter returns tiktoken's count."""
+    thai = "\u0e1c\u0e39\u0e49\u0e43\u0e0a\u0e49\u0e0a\u0e2d\u0e1a\u0e01\u0e34\u0e19" * 250
+    han = "".join(chr(0x4E00 + (n * 7919) % 20000) for n in range(3000))
+    ours = python_counter("o200k_base")
+    counter = TokenCounter(build_after=float("inf"))
+    for text in (thai, han, "x" * 6000, f"{thai} and then {han}"):
+        assert ours.count(text) is None
+        assert len(get_encoding().encode_ordinary(text)) == counter.count_exact(text)
+    # Pieces within the bound are still merged in Python, whatever the text's length.
+    short = ("\u0e1c\u0e39\u0e49\u0e43\u0e0a\u0e49 " * 3000, "x" * 5000)
+    for text in short:
+        assert len(get_encoding().encode_ordinary(text)) == ours.count(text)
+
+
 def test_byte_pair_count_merges_lowest_rank_first():
     """A piece that is no token is split as tiktoken's merges split it."""
     ranks = read_ranks("o200k_base", ENCODINGS["o200k_base"].sha256)

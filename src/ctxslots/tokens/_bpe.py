@@ -19,7 +19,9 @@ faster). Other text qualifies when every character is assigned in the Unicode
 tables of the running Python, at most Unicode 16.0 (the tables tiktoken's
 regex carries), and known to ``regex`` as well; a character newer than that
 may be classed differently, so :meth:`PythonBPE.count` returns ``None`` for
-such a text and the caller counts it with tiktoken. Every character assigned
+such a text and the caller counts it with tiktoken (as it does for a text whose
+pieces are so long that merging them in Python would cost more than building
+tiktoken's encoder: see :data:`MOST_MERGE_WORK`). Every character assigned
 in Unicode 14.0 was compared with tiktoken in several contexts (words,
 numbers, contractions, whitespace) for both encodings; the test suite
 compares a sample of them and random text.
@@ -42,7 +44,7 @@ import regex  # type: ignore[import-untyped]
 from ..errors import EncodingError
 from ._rank_table import load_table
 
-__all__ = ["PythonBPE", "Ranks", "python_bpe"]
+__all__ = ["MOST_MERGE_WORK", "PythonBPE", "Ranks", "python_bpe"]
 
 #: Newer Unicode tables than this may class a character differently from tiktoken's.
 _UNICODE_VERIFIED = (16, 0, 0)
@@ -78,6 +80,13 @@ _ASCII_PATTERNS = {
     ]),
 }
 _REGEX_UNASSIGNED = regex.compile(r"[\p{Cn}\p{Cs}]")
+#: Most merging one count does in Python, as the sum of the squares of the lengths (in
+#: bytes) of the pieces it merges: merging takes time growing with the square of a piece's
+#: length, and a long run of letters with no space in it (Thai, Chinese, a pasted blob)
+#: took minutes, where tiktoken's encoder, built once in about 0.6 s, takes milliseconds.
+#: This much (a 5,600-byte piece) takes about as long as that build; past it
+#: :meth:`PythonBPE.count` declines the text and the caller counts it with tiktoken.
+MOST_MERGE_WORK = 32_000_000
 
 
 def _unicode_version(text: str) -> tuple[int, ...]:
@@ -189,7 +198,8 @@ class PythonBPE:
 
     def count(self, text: str) -> int | None:
         """Tokens of ``text`` (special-token text counted as text), or ``None``
-        when the text holds a character this counter cannot class exactly."""
+        when the text holds a character this counter cannot class exactly, or pieces
+        long enough to take more merging than :data:`MOST_MERGE_WORK`."""
         if text.isascii():
             pieces = self._ascii_split.findall(text)
         elif self.splits_exactly(text):
@@ -199,11 +209,18 @@ class PythonBPE:
         seen = self._pieces
         ranks = self.ranks
         total = 0
+        work = 0
         for piece in pieces:
             tokens = seen.get(piece)
             if tokens is None:
                 data = piece.encode("utf-8")
-                tokens = 1 if data in ranks else byte_pair_count(ranks, data)
+                if data in ranks:
+                    tokens = 1
+                else:
+                    work += len(data) ** 2
+                    if work > MOST_MERGE_WORK:
+                        return None
+                    tokens = byte_pair_count(ranks, data)
                 if len(seen) >= self.max_pieces:
                     seen.clear()
                 seen[piece] = tokens

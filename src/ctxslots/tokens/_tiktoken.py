@@ -187,7 +187,8 @@ class TokenCounter:
             pure Python before tiktoken's encoder is built (about 0.6 s, once
             per process) and used from then on: ``0`` builds it at the first
             count, ``math.inf`` never (except for text only tiktoken can
-            count exactly). Default :data:`BUILD_AFTER`.
+            count exactly, or quickly: a long run of letters with no space).
+            Default :data:`BUILD_AFTER`.
     """
 
     encoding: str = DEFAULT_ENCODING
