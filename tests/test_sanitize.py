@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxslots import FactStore, QueryPolicy, sanitize_query
-from ctxslots.stores.sanitize import keep_words
+from ctxslots.stores.sanitize import keep_words, query_tokens
 from ctxslots.stores.sqlite import open_connection
 
 MAX_EXAMPLES = int(os.environ.get("CTXSLOTS_FUZZ_EXAMPLES", "300"))
@@ -54,6 +54,26 @@ def test_sanitized_form():
     """URLs go, joiners split, operators and short tokens drop, tokens are quoted and OR-joined."""
     got = sanitize_query('Deploy-day? see https://x.io/a "NEAR(" AND src/api.py a')
     assert '"deploy" OR "day" OR "see" OR "near" OR "src" OR "api" OR "py"' == got
+
+
+def test_a_long_run_before_a_url_keeps_its_words():
+    """A URL's scheme is at most 64 characters (MAX_SCHEME_CHARS): a longer run of words joined
+    by '+', '.' or '-' before '://' stays words, and only the URL with its scheme goes
+    (unbounded, the run went too, and stripping it scanned to the run's end from each of
+    its word boundaries: minutes for a pasted 200 KB message)."""
+    text = "deploy+" * 2_000 + "https://x.io/a friday"
+    assert ["deploy", "friday"] == query_tokens(text)
+    assert ["friday"] == query_tokens("a" * 64 + "://x.io/a friday")
+    long_scheme = "a" * 65
+    assert [long_scheme, "io", "friday"] == query_tokens(long_scheme + "://x.io/a friday")
+    assert ["see", "friday"] == query_tokens("see git+ssh://host/x vscode-insiders://y friday")
+
+
+def test_a_long_message_before_a_url_still_finds_its_words(store):
+    """A search with such a message finds the facts its words name."""
+    store.add("agent", "Deploy the api on Friday.")
+    hits = store.search("deploy+" * 2_000 + "https://x.io/a")
+    assert ["Deploy the api on Friday."] == [hit.fact.value for hit in hits]
 
 
 def test_stop_words_are_configurable():

@@ -18,7 +18,7 @@ from ..errors import InvalidArgumentError
 from ._stopwords import ENGLISH_STOP_WORDS
 from .stemming import CJK, WORD, unmarked_text
 
-__all__ = ["MAX_QUERY_SHARE", "QueryPolicy", "keep_words", "query_tokens", "sanitize_query",
+__all__ = ["MAX_QUERY_SHARE", "MAX_SCHEME_CHARS", "QueryPolicy", "keep_words", "query_tokens", "sanitize_query",
            "to_match"]
 
 #: Default :attr:`QueryPolicy.max_query_share`: bounds the share of the store one
@@ -26,7 +26,13 @@ __all__ = ["MAX_QUERY_SHARE", "QueryPolicy", "keep_words", "query_tokens", "sani
 #: (BENCHMARKS.md, "The search tail").
 MAX_QUERY_SHARE = 0.15
 
-_URL = re.compile(r"(?:\b[a-z][a-z0-9+.\-]*://|\bwww\.)\S*", re.IGNORECASE)
+#: Longest URL scheme taken as one (``https``, ``git+ssh``, ``vscode-insiders``...): a
+#: longer run of letters, ``+``, ``.`` and ``-`` before ``://`` is words, and bounding
+#: it keeps stripping linear (unbounded, each word boundary of a long run such as
+#: ``ab+ab+ab+...`` was scanned to the run's end: minutes for a 200 KB message).
+MAX_SCHEME_CHARS = 64
+_URL = re.compile(rf"(?:\b[a-z][a-z0-9+.\-]{{0,{MAX_SCHEME_CHARS - 1}}}://|\bwww\.)\S*",
+                  re.IGNORECASE)
 # Letters and digits only (with the vowel signs of scripts that write them as marks),
 # as the stemmer splits words: hyphens, underscores, dots, slashes, quotes and every
 # operator character split tokens.
