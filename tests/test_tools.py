@@ -119,6 +119,14 @@ def test_ids_the_tools_may_not_touch_read_as_unknown(store, clock, target):
     assert snapshot(store) == before
 
 
+def _nested(depth):
+    """A string inside ``depth`` lists: deeper than json.dumps can encode."""
+    value = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 @pytest.mark.parametrize(("name", "arguments", "message"), [
     ("memory_query", "{not json", "Error: the arguments are not valid JSON"),
     ("memory_query", "[1, 2]", "Error: the arguments must be a JSON object, not a list"),
@@ -158,6 +166,10 @@ def test_ids_the_tools_may_not_touch_read_as_unknown(store, clock, target):
      "Error: 'tags' is not valid Unicode text"),
     ("memory_query", {"query": "bad \ud800"}, "Error: 'query' is not valid Unicode text"),
     ("memory_query", '{"query": "' + "x" * 70_000 + '"}', "Error: the arguments are too long"),
+    ("memory_store", {"slot": "agent", "value": _nested(100_000)},
+     "Error: 'value' must be a string, not a list (nested too deeply to show)"),
+    ("memory_query", {"query": "x", "tags": _nested(100_000)},
+     "Error: 'tags' must be a list of strings, not a list (nested too deeply to show)"),
     ("memory_drop_tables", {}, "Error: unknown tool 'memory_drop_tables'"),
     ("memory_store", '{"slot": "user", "value": "Vim.", "value": "Emacs."}',
      "Error: the arguments name 'value' twice"),

@@ -181,7 +181,10 @@ def _check_unicode(name: str, text: str) -> None:
 def _shown(value: Any) -> str:
     kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
             list: "a list", dict: "an object", type(None): "null"}.get(type(value), "a value")
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except RecursionError:  # a mapping's argument nested deeper than Python can encode
+        return f"{kind} (nested too deeply to show)"
     return f"{kind} ({text[:40]}{'…' if len(text) > 40 else ''})"
 
 
