@@ -37,10 +37,20 @@ def test_a_month_alone_means_the_last_ones_that_began_by_now() -> None:
 
 
 @pytest.mark.parametrize("text", ["May I ask what you did?", "what did Jan say", "the pride march",
+                                  " \n May I ask what you did?",
                                   "you may go", "a 31st birthday", "call 555 1234"])
 def test_words_that_only_look_like_dates_name_no_period(text: str) -> None:
     """Verbs, names and numbers that are not years give no period."""
     assert [] == days(text)
+
+
+def test_dates_named_many_times_are_each_one_period() -> None:
+    """A long text naming the same dates again and again (a pasted changelog) gives each
+    period once, in the order first named: ranking checks every hit against each."""
+    text = "Deployed on 12 May 2023. Then May came. " * 500 + "Released in July 2023; " * 500
+    assert [("2023-05-11", "2023-05-21"), ("2021-05-01", "2021-07-02"),
+            ("2022-05-01", "2022-07-02"), ("2023-05-01", "2023-07-02"),
+            ("2023-07-01", "2023-09-01")] == days(text)
 
 
 def test_capitalised_may_inside_a_sentence_is_the_month() -> None:

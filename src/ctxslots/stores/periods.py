@@ -58,14 +58,16 @@ def _month_end(year: int, month: int) -> float:
     return _timestamp(year + month // 12, month % 12 + 1)
 
 
-def _is_month_word(match: re.Match[str], text: str) -> bool:
+def _is_month_word(match: re.Match[str], first_word: int) -> bool:
+    """Whether a month matched alone names the month (``first_word``: where the text's
+    first word starts, for "May I ask...")."""
     word = match.group("month")
     if match.group("year"):
         return True
     if word.lower() not in _FULL_NAMES:
         return False  # an abbreviation alone
     if word.lower() in _AMBIGUOUS:
-        return word[0] == "M" and (word.lower() != "may" or text[: match.start()].strip() != "")
+        return word[0] == "M" and (word.lower() != "may" or match.start() > first_word)
     return True
 
 
@@ -76,11 +78,15 @@ def query_periods(text: str, now: float) -> list[tuple[float, float]]:
     :param now: The time of the search: a month named without a year means one
         of the last few years' months up to it.
     """
-    periods: list[tuple[float, float]] = []
-    taken: list[tuple[int, int]] = []
+    # Each period once, in the order first named: a long text (a pasted changelog) names
+    # the same dates many times. ``taken`` marks the characters of the days found, so
+    # that a month or year inside one is not counted again, in time linear in the text.
+    periods: dict[tuple[float, float], None] = {}
+    taken = bytearray(len(text))
+    first_word = len(text) - len(text.lstrip())
 
     def free(span: tuple[int, int]) -> bool:
-        return all(span[1] <= start or span[0] >= end for start, end in taken)
+        return taken.find(1, *span) < 0
 
     for pattern in (_DAY_MONTH_YEAR, _MONTH_DAY_YEAR):
         for match in pattern.finditer(text):
@@ -89,11 +95,11 @@ def query_periods(text: str, now: float) -> list[tuple[float, float]]:
                 day = _timestamp(int(match.group("year")), month, int(match.group("day")))
             except ValueError:  # 31 February
                 continue
-            periods.append((day - _BEFORE_DAY, day + _DAY + _AFTER["day"]))
-            taken.append(match.span())
+            periods[(day - _BEFORE_DAY, day + _DAY + _AFTER["day"])] = None
+            taken[match.start():match.end()] = b"\x01" * (match.end() - match.start())
     this_year = dt.datetime.fromtimestamp(now, dt.UTC).year
     for match in _MONTH_YEAR.finditer(text):
-        if not free(match.span()) or not _is_month_word(match, text):
+        if not free(match.span()) or not _is_month_word(match, first_word):
             continue
         month = _MONTHS[match.group("month").lower()]
         year = match.group("year")
@@ -102,11 +108,11 @@ def query_periods(text: str, now: float) -> list[tuple[float, float]]:
         else:  # the last few of that month that began by now
             latest = this_year if _timestamp(this_year, month) <= now else this_year - 1
             years = list(range(latest - _YEARS_BACK + 1, latest + 1))
-        periods.extend((_timestamp(y, month), _month_end(y, month) + _AFTER["month"])
-                       for y in years)
-        taken.append(match.span())
+        periods.update(dict.fromkeys(
+            (_timestamp(y, month), _month_end(y, month) + _AFTER["month"]) for y in years))
+        taken[match.start():match.end()] = b"\x01" * (match.end() - match.start())
     for match in _YEAR_ALONE.finditer(text):
         if free(match.span()):
             y = int(match.group("year"))
-            periods.append((_timestamp(y, 1), _timestamp(y + 1, 1) + _AFTER["year"]))
-    return periods
+            periods[(_timestamp(y, 1), _timestamp(y + 1, 1) + _AFTER["year"])] = None
+    return list(periods)
