@@ -186,3 +186,32 @@ def test_the_same_fact_again_keeps_its_context(store, flush):
     report, _ = flush([reply(upsert("met", MATT, [2]))], messages=CONVERSATION[:3])
     assert 1 == len(report.unchanged)
     assert f"{line(1)}\n{line(2)}" == store.get_by_key("user", "met").context
+
+
+class _Number(int):
+    """A message number that counts how often it is compared for equality."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _Number.compared += 1
+        return int(self) == other
+
+    __hash__ = int.__hash__
+
+
+def test_a_reply_naming_many_messages_is_read_in_one_pass():
+    """An upsert naming a hundred thousand message numbers (a model counting on) is read
+    without comparing each number with every message named: the numbers out of the batch
+    are left out, the named ones make the context."""
+    from ctxslots.flusher._context import fact_context
+    from ctxslots.model import Message
+
+    conversation = [Message(role="user", content=f"message {i}") for i in range(1, 2001)]
+    numbers = [_Number(n) for n in range(1, 100_001)]
+    _Number.compared = 0
+    found = fact_context(numbers, conversation, first=1, last=3, max_bytes=4096)
+    compared = _Number.compared
+    assert "user: message 1\nuser: message 2\nuser: message 3" == found.text
+    assert list(range(4, 100_001)) == [int(n) for n in found.ignored]
+    assert compared < 10_000, compared

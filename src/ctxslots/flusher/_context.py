@@ -50,10 +50,9 @@ def _shares(sizes: Sequence[int], budget: int) -> list[int]:
     """Bytes each piece may keep so that all fit ``budget``: short pieces whole, the
     room they leave shared evenly among the long ones."""
     shares = [0] * len(sizes)
-    left, pending = budget, sorted(range(len(sizes)), key=lambda i: sizes[i])
-    while pending:
-        fair = left // len(pending)
-        index = pending.pop(0)
+    left, order = budget, sorted(range(len(sizes)), key=lambda i: sizes[i])
+    for done, index in enumerate(order):
+        fair = left // (len(order) - done)
         shares[index] = min(sizes[index], fair)
         left -= shares[index]
     return shares
@@ -73,8 +72,9 @@ def fact_context(numbers: Sequence[int], conversation: Sequence[Message], *, fir
     :param before: Also take up to this many messages said just before the first
         one named (read in earlier flushes, too).
     """
-    named = sorted({n for n in numbers if first <= n <= last and n <= len(conversation)})
-    ignored = tuple(n for n in numbers if n not in named)
+    usable = {n for n in numbers if first <= n <= last and n <= len(conversation)}
+    named = sorted(usable)
+    ignored = tuple(n for n in numbers if n not in usable)  # a set: a reply may name millions
     if not named:
         return FactContext(None, ignored)
     chosen = [*range(max(1, named[0] - before), named[0]), *named]
