@@ -3,6 +3,8 @@ removed or their words change, a store scores as one opened afresh on the same d
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from ctxslots import FactStore
@@ -65,3 +67,30 @@ def test_scores_after_an_import_keeping_ids_equal_a_fresh_stores(store, location
     after = _scores(store, "ann")
     assert after == _fresh(location, clock)
     assert after != before
+
+
+def test_word_counts_kept_by_a_long_lived_sqlite_store_stay_bounded(db_path, monkeypatch):
+    """A store searched on every turn for words it has never seen (ids, hashes) keeps
+    at most ``COUNTS_KEPT`` word counts (and one search's), then starts them over, as
+    the PostgreSQL engine does; searches find the same facts after the start over."""
+    from ctxslots.stores.sqlite import _terms
+
+    monkeypatch.setattr(_terms, "COUNTS_KEPT", 200, raising=False)
+    with FactStore(db_path) as store:
+        with store.batch():
+            for n in range(60):
+                store.add("agent", f"Deploy note {n}: the okapi build runs at night.")
+        counts = store._core.backend._lexical._terms  # the counts the query planner reads
+        first = [(h.fact.id, h.trace.bm25) for h in
+                 store.search("okapi build", limit=5, track_access=False)]
+        per_search, sizes = 10, []
+        for turn in range(80):
+            fresh = " ".join(f"zq{turn}x{k}" for k in range(per_search))
+            store.search(f"okapi build {fresh}", limit=5, track_access=False)
+            sizes.append(len(counts._df) + len(counts._by_word))
+        again = [(h.fact.id, h.trace.bm25) for h in
+                 store.search("okapi build", limit=5, track_access=False)]
+    # Each search adds its words and their stems (two counts per new word) to what is kept.
+    assert max(sizes) <= 200 + 2 * (per_search + 2), sizes
+    assert any(later < earlier for earlier, later in itertools.pairwise(sizes)), sizes  # over
+    assert first == again and len(first) == 5

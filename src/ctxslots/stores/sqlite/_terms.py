@@ -7,7 +7,9 @@ close to nothing). This module reads the document frequency of each word
 (stemmed as the index's words are, :mod:`ctxslots.stores.stemming`) from an ``fts5vocab`` view, one term
 at a time, and keeps it until the store has grown: reading every term's
 frequency up front costs more than the searches of a one-shot command (see
-BENCHMARKS.md).
+BENCHMARKS.md). At most :data:`COUNTS_KEPT` counts are kept, as the PostgreSQL
+engine keeps its own, so a long-lived store searched for new words on every turn
+(ids, hashes, names) holds no more.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from ..backend import TermCounts
 from ..stemming import stemmed_query, token_count
 from ._connection import Connection
 
-__all__ = ["TermFrequencies", "index_terms"]
+__all__ = ["COUNTS_KEPT", "TermFrequencies", "index_terms"]
 
 #: Reload the frequencies when the store has grown by this factor since the last load...
 _GROWTH = 1.2
 #: ...or when they are older than this many seconds.
 _MAX_AGE_S = 600.0
+#: Counts kept (words and stems together): past this many they start over.
+COUNTS_KEPT = 50_000
 
 
 @attrs.define
@@ -40,10 +44,17 @@ class TermFrequencies:
     #: Counts by word as the query has it (before stemming), for repeated words.
     _by_word: dict[str, int] = attrs.Factory(dict)
 
+    @property
+    def size(self) -> int:
+        """How many counts are kept (words and stems): at most :data:`COUNTS_KEPT`,
+        and what one search adds to them."""
+        return len(self._df) + len(self._by_word)
+
     def _refresh(self, conn: Connection) -> None:
         top = int(conn.scalar("SELECT coalesce(max(id), 0) FROM facts"))
         fresh = time.monotonic() - self._loaded < _MAX_AGE_S
         if self._top_id >= 0 and top <= self._top_id * _GROWTH and fresh:
+            self._make_room()
             return
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.facts_vocab "
                      "USING fts5vocab(main, facts_fts, 'row')")
@@ -52,6 +63,12 @@ class TermFrequencies:
         self._rows = int(conn.scalar("SELECT count(*) FROM facts"))
         self._top_id = top
         self._loaded = time.monotonic()
+
+    def _make_room(self) -> None:
+        """Start the counts over once more than :data:`COUNTS_KEPT` are kept."""
+        if self.size > COUNTS_KEPT:
+            self._df = {}
+            self._by_word = {}
 
     def _frequency(self, conn: Connection, token: str) -> int:
         return token_count(token, (self._docs(conn, stem) for stem in stemmed_query([token])))
@@ -69,6 +86,7 @@ class TermFrequencies:
         (a search's word counts have just made one)."""
         if self._top_id < 0:
             self._refresh(conn)
+        self._make_room()
         return self._rows, sum(self._docs(conn, term) for term in dict.fromkeys(terms))
 
     def counts(self, conn: Connection, words: list[str], *, min_rows: int) -> TermCounts | None:
