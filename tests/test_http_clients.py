@@ -4,11 +4,14 @@ nothing, and retries and fallbacks logged without secrets; against real servers 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
+import os
 import socket
 import struct
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -53,6 +56,41 @@ def test_async_calls_run_on_the_loop_and_reuse_one_connection():
     assert ["slow", "slow", "fast"] == texts          # the two slow calls overlapped
     assert not both_in.broken
     assert 2 == len({port for _, port in server.peers})  # the third reused a connection
+
+
+def _connections_to(port: int) -> int:
+    """Sockets this process holds open to ``port`` on 127.0.0.1 (Linux's /proc)."""
+    held = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            held.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # closed meanwhile (the listing's own)
+            continue
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for row in rows if int(row.split()[2].split(":")[1], 16) == port
+               and f"socket:[{row.split()[9]}]" in held)
+
+
+def test_a_loop_per_call_leaves_no_connection_open():
+    """acomplete under asyncio.run on every turn (a new event loop each time): each loop's
+    connections are closed as that loop ends, without close(), aclose() or the garbage
+    collector, so none stays open to the server turn after turn."""
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("counts connections through Linux's /proc")
+    with ScriptedChatServer(["a"] * 20) as server:
+        port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0)
+        texts, still_open = [], []
+        gc.disable()  # a collected client closes its sockets: count what the loop's end did
+        try:
+            for _ in range(20):
+                texts.append(asyncio.run(client.acomplete([])).text)
+                still_open.append(_connections_to(port))
+        finally:
+            gc.enable()
+    assert ["a"] * 20 == texts
+    assert [0] * 20 == still_open
+    assert server.wait_answered(20)
 
 
 class Hold:

@@ -22,7 +22,7 @@ import json
 import logging
 import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import attrs
@@ -235,9 +235,10 @@ class JSONPoster:
     """POSTs JSON and decodes JSON replies over pooled connections (kept alive between calls).
 
     The sync client is made on first use; an async client is made per event loop
-    (an httpx async client cannot move between loops). :meth:`close` and
-    :meth:`aclose` release them; an unclosed poster's connections close when it is
-    garbage-collected. A proxy named in the environment (``HTTPS_PROXY``...) carries
+    (an httpx async client cannot move between loops) and closed on that loop when it
+    shuts down (``asyncio.run`` does as it ends), so a loop per call leaves no connection
+    behind. :meth:`close` and :meth:`aclose` release them; an unclosed poster's
+    connections close when it is garbage-collected. A proxy named in the environment (``HTTPS_PROXY``...) carries
     every request but those to this machine (:data:`LOOPBACK_DIRECT`).
 
     Attributes:
@@ -251,7 +252,9 @@ class JSONPoster:
     retry_after_limit: float = MAX_RETRY_AFTER
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     _sync: httpx.Client | None = attrs.field(default=None, init=False, repr=False)
-    _async: dict[int, httpx.AsyncClient] = attrs.field(factory=dict, init=False, repr=False)
+    #: The running loop's client, with what closes it when that loop shuts down.
+    _async: dict[int, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]] = attrs.field(
+        factory=dict, init=False, repr=False)
 
     def _headers(self, headers: Mapping[str, str] | None) -> dict[str, str]:
         out = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -306,12 +309,7 @@ class JSONPoster:
         :raises HTTPJSONError: As :meth:`post`.
         """
         limit = self.timeout if timeout is None else timeout
-        loop = id(asyncio.get_running_loop())
-        client = self._async.get(loop)
-        if client is None or client.is_closed:
-            self._async = {loop: httpx.AsyncClient(timeout=self.timeout,
-                                                   mounts=LOOPBACK_DIRECT)}
-            client = self._async[loop]
+        client = await self._async_client()
         url, sent = self._target(url, headers)
         shown, started = safe_url(url), time.monotonic()
         try:
@@ -335,6 +333,28 @@ class JSONPoster:
 
     async def aclose(self) -> None:
         """Close the async client of the running loop."""
-        client = self._async.pop(id(asyncio.get_running_loop()), None)
-        if client is not None:
-            await client.aclose()
+        held = self._async.pop(id(asyncio.get_running_loop()), None)
+        if held is not None:
+            await held[1].aclose()
+
+    async def _async_client(self) -> httpx.AsyncClient:
+        """The running loop's client, made on first use there (the previous loop's is
+        let go: that loop closed it as it shut down, or closes it once it is dropped)."""
+        loop = id(asyncio.get_running_loop())
+        held = self._async.get(loop)
+        if held is not None and not held[0].is_closed:
+            return held[0]
+        client = httpx.AsyncClient(timeout=self.timeout, mounts=LOOPBACK_DIRECT)
+        closer = _closed_with_loop(client)
+        await anext(closer)  # the loop now holds it, and closes it as it shuts down
+        self._async = {loop: (client, closer)}
+        return client
+
+
+async def _closed_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """Waits, once started, until its event loop shuts its async generators down (or it
+    is closed or dropped), then closes ``client`` on that loop."""
+    try:
+        yield
+    finally:
+        await client.aclose()
