@@ -238,8 +238,9 @@ class JSONPoster:
     (an httpx async client cannot move between loops) and closed on that loop when it
     shuts down (``asyncio.run`` does as it ends), so a loop per call leaves no connection
     behind. :meth:`close` and :meth:`aclose` release them; an unclosed poster's
-    connections close when it is garbage-collected. A proxy named in the environment (``HTTPS_PROXY``...) carries
-    every request but those to this machine (:data:`LOOPBACK_DIRECT`).
+    connections close when it is garbage-collected. A proxy named in the environment
+    (``HTTPS_PROXY``...) carries every request but those to this machine
+    (:data:`LOOPBACK_DIRECT`).
 
     Attributes:
         timeout: Seconds each request may take in all, unless the call gives its own.

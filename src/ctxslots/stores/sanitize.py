@@ -18,8 +18,8 @@ from ..errors import InvalidArgumentError
 from ._stopwords import ENGLISH_STOP_WORDS
 from .stemming import CJK, WORD, unmarked_text
 
-__all__ = ["MAX_QUERY_SHARE", "MAX_SCHEME_CHARS", "QueryPolicy", "keep_words", "query_tokens", "sanitize_query",
-           "to_match"]
+__all__ = ["MAX_QUERY_SHARE", "MAX_SCHEME_CHARS", "QueryPolicy", "keep_words", "query_tokens",
+           "sanitize_query", "to_match"]
 
 #: Default :attr:`QueryPolicy.max_query_share`: bounds the share of the store one
 #: search scores, which keeps the slowest searches near the median
