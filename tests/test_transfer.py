@@ -450,6 +450,33 @@ def test_markdown_directory_layout_round_trips(rich, tmp_path, clock):
         assert "markdown:project.md" == fact.source
 
 
+
+def test_markdown_file_of_user_facts_kept_in_a_scope_reads_back(store, tmp_path, clock):
+    """A user fact an older release kept in a scope (a JSONL record carries it so) is
+    exported to ``scopes/<scope>/user.md``; that file imports back into the scope, on
+    either engine. It was refused with "user facts belong to a user, not to a workspace
+    (scope)", so the export wrote a file no import could read."""
+    value = "Bob prefers tabs in the shop-api repo."
+    store.import_jsonl(_jsonl([{"format": "ctxslots-facts", "version": 1},
+                               {"slot": "user", "user": "bob", "scope": "shop-api",
+                                "value": value, "tags": ["style"]}]))
+    paths = store.export_markdown(tmp_path / "out", user="bob")
+    scoped = tmp_path / "out" / "scopes" / "shop-api" / "user.md"
+    assert scoped in paths
+    assert scoped.read_text(encoding="utf-8").startswith("# user (scope: shop-api)\n")
+    with FactStore(tmp_path / "copy.db", clock=clock) as copy:
+        report = copy.import_markdown(scoped, slot="user", scope="shop-api", user="bob")
+        assert (1, 0) == (report.added, len(report.errors))
+        [fact] = copy.facts(user="bob", scope="shop-api")
+        assert ("user", "bob", "shop-api", value, ("style",)) == \
+            (fact.slot, fact.user, fact.scope, fact.value, fact.tags)
+        assert [fact.id] == [h.fact.id for h in copy.search("tabs", user="bob",
+                                                            scope="shop-api")]
+        assert [] == copy.search("tabs", user="bob")
+        again = copy.import_markdown(scoped, slot="user", scope="shop-api", user="bob")
+        assert (0, 1) == (again.added, again.skipped_duplicates)
+
+
 MEMORY_MD = """\
 # Project Memory
 

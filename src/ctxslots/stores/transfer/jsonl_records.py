@@ -28,6 +28,7 @@ __all__ = [
     "ParsedFact",
     "check_header",
     "header",
+    "import_owners",
     "parse_record",
     "record_from_row",
 ]
@@ -387,13 +388,25 @@ class ImportOwners:
         owners = limits.owners_of(slot)
         user = self.user if self.user is not None and owners.user else record.get("user")
         agent = self.agent if self.agent is not None and owners.agent else record.get("agent")
-        scope = record.get("scope")
-        legacy = scope is not None and owners.user and not owners.scope
-        stored = limits.write_owners(slot, user=user, agent=agent,
-                                     scope=None if legacy else scope,
-                                     default_user=self.default_user,
-                                     default_agent=self.default_agent)
-        return (stored[0], stored[1], limits.scope(scope)) if legacy else stored
+        return import_owners(limits, slot, user=user, agent=agent, scope=record.get("scope"),
+                             default_user=self.default_user, default_agent=self.default_agent)
+
+
+def import_owners(limits: Limits, slot: str, *, user: object, agent: object, scope: object,
+                  default_user: str, default_agent: str) -> tuple[str, str, str]:
+    """The stored ``(user, agent, scope)`` of an imported fact of ``slot``, as
+    :meth:`Limits.write_owners` gives them, except that a user fact's scope is kept:
+    releases before owners stored user facts in a scope, and their exports (JSONL
+    records, Markdown files under ``scopes/``) hold them so.
+
+    :raises InvalidFactError: An owner is named that ``slot`` does not have, or is
+        malformed.
+    """
+    owners = limits.owners_of(slot)
+    legacy = scope is not None and owners.user and not owners.scope
+    stored = limits.write_owners(slot, user=user, agent=agent, scope=None if legacy else scope,
+                                 default_user=default_user, default_agent=default_agent)
+    return (stored[0], stored[1], limits.scope(scope)) if legacy else stored
 
 
 def parse_record(data: Any, *, line: int, limits: Limits, now: float,

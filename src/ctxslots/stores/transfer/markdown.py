@@ -19,6 +19,7 @@ from ..core import StoreCore
 from ..owners import ANY, Owners
 from ..writes.limits import BUILTIN_SLOTS
 from .import_writer import Progress, run_import
+from .jsonl_records import import_owners
 from .markdown_files import write_directory
 from .markdown_import import file_lines, markdown_source, read_markdown
 from .markdown_memory import MarkdownReader, render_bullet, render_file
@@ -144,7 +145,9 @@ def import_markdown(
     :param progress: Called with the number of bullets handled so far.
     :raises InvalidImportError: A bullet is invalid (empty, over a limit);
         nothing is written.
-    :param scope: The workspace of the facts (slots that have one).
+    :param scope: The workspace of the facts (slots that have one, and a user's
+        slot: the file an export writes under ``scopes/`` for the user facts an
+        older release kept in a scope reads back into that scope).
     :param user: The user of the facts (a user's slot; ``None``: the store's default).
     :param agent: The agent of the facts (an agent's slot; ``None``: the store's default).
     :raises InvalidFactError: ``slot`` or an owner is malformed, an owner is named
@@ -154,9 +157,8 @@ def import_markdown(
     """
     slot = core.limits.slot(slot)
     owners = Owners(user, agent, scope)
-    core.limits.write_owners(slot, user=user, agent=agent, scope=scope,
-                             default_user=core.writer.default_user,
-                             default_agent=core.writer.default_agent)
+    import_owners(core.limits, slot, user=user, agent=agent, scope=scope,
+                  default_user=core.writer.default_user, default_agent=core.writer.default_agent)
     path, text = markdown_source(path_or_text)
     longest = core.limits.max_import_line_chars
     lines = file_lines(path, longest) if path is not None else (text or "").split("\n")

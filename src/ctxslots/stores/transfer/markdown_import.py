@@ -14,7 +14,7 @@ from typing import Any
 from ...errors import InvalidFactError
 from ..core import StoreCore
 from ..owners import Owners
-from .jsonl_records import ParsedFact
+from .jsonl_records import ParsedFact, import_owners
 from .markdown_memory import MarkdownReader
 from .report import ImportIssue, InvalidImportError
 
@@ -89,11 +89,12 @@ def read_markdown(core: StoreCore, lines: Iterable[str], reader: MarkdownReader,
     """Each bullet of ``lines`` as a checked record of ``reader.slot`` and ``owners``,
     or the issue of a bullet the store's limits refuse.
 
-    :raises InvalidFactError: ``owners`` names an owner the slot does not have.
+    :raises InvalidFactError: ``owners`` names an owner the slot does not have (a
+        user fact's scope is kept, see :func:`import_owners`).
     """
     limits, writer = core.limits, core.writer
-    user_id, agent_id, stored_scope = limits.write_owners(
-        reader.slot, user=owners.user, agent=owners.agent, scope=owners.scope,
+    user_id, agent_id, stored_scope = import_owners(
+        limits, reader.slot, user=owners.user, agent=owners.agent, scope=owners.scope,
         default_user=writer.default_user, default_agent=writer.default_agent)
     now = core.clock()
     for bullet in reader.bullets(lines):
