@@ -41,7 +41,8 @@ def test_export_to_postgres_keeps_everything(engine, db_path, pg_url, clock):
         assert ["The user is Ada."] == [f.value for f in moved.history(name.id)]
         assert "replaced" == engine(moved).get_archived(gone.id)["reason"]
         assert {note.id: 1.0} == engine(moved).links_of(deploy.id)
-        # The export carries no vectors: the target embeds its live facts once.
+        # The target searches by words only and keeps none of the file's vectors: it
+        # embeds its live facts once when opened with a vector leg.
         assert ["3 facts have no vector: run `ctxslots reindex` to embed them (only them)"] == list(moved.doctor().problems)
         assert 3 == moved.reindex()
         assert moved.doctor().ok
@@ -76,3 +77,41 @@ def test_vectors_move_with_the_facts_when_the_embedder_is_the_same(engine, db_pa
                    embedder=HashingEmbedder(dimension=64)) as other:
         other.import_jsonl(io.StringIO(buffer.getvalue()))  # another embedder: embedded again
         assert other.doctor().ok and 5 == len(engine(other).vectors_of([f.id for f in facts]))
+
+
+def test_an_import_says_how_many_vectors_of_the_file_it_did_not_keep(db_path, pg_url, clock):
+    """A store built with a model exports its vectors; `import -` into a store opened
+    without that embedder stored none of them and said nothing, so searches by meaning
+    were gone without a word. The report counts them, names their model and says how
+    to keep them; a store opened with that embedder keeps them all and says nothing."""
+    from ctxslots.stores.embedders import HashingEmbedder
+
+    fused = RankingPolicy(vector_weight=1.0)
+    with FactStore(db_path, clock=clock, ranking=fused,
+                   embedder=HashingEmbedder(dimension=64)) as store:
+        for i in range(5):
+            store.add("agent", f"Release note {i} about the billing queue.")
+        store.forget(store.add("agent", "An archived note has no vector.").id)
+        buffer = io.StringIO()
+        store.export_jsonl(buffer)
+    text = buffer.getvalue()
+    assert 5 == sum("vector" in r for r in _records(text))
+    imported = CliRunner().invoke(cli, ["--db", pg_url, "import", "-"], input=text)
+    assert 0 == imported.exit_code, imported.output
+    assert ("imported 5 facts, 1 archived, 0 history entries; skipped 0 duplicates; 5 vectors "
+            "of hash-v1-64 not kept: this store does not search with that model (import into "
+            "a store opened with its embedder, --embedder hash:64 or embedder=, to keep "
+            "them)\n") == imported.output
+    report = json.loads(CliRunner().invoke(
+        cli, ["--db", pg_url, "import", "-", "--json"], input=text).output)
+    assert (0, 6) == (report["vectors_not_kept"], report["skipped_duplicates"])
+    with FactStore(db_path.with_name("other.db"), clock=clock, ranking=fused,
+                   embedder=HashingEmbedder(dimension=32)) as other:
+        again = other.import_jsonl(io.StringIO(text))  # embedded again by its own model
+        assert (5, "hash-v1-64") == (again.vectors_not_kept, again.vector_model)
+        assert other.doctor().ok
+    with FactStore(db_path.with_name("same.db"), clock=clock, ranking=fused,
+                   embedder=HashingEmbedder(dimension=64)) as same:
+        kept = same.import_jsonl(io.StringIO(text))
+        assert (5, 0, None) == (kept.added, kept.vectors_not_kept, kept.vector_model)
+        assert "not kept" not in kept.summary()

@@ -30,7 +30,7 @@ from ._openai import OpenAIEmbedder
 from .specs import EMBEDDER_ENV, EmbedderFactory, embedder_from_spec
 
 __all__ = ["META_SPEC", "EmbedderBinding", "EmbedderChoice", "EmbedderSetting",
-           "bind_embedder", "spec_of"]
+           "bind_embedder", "spec_of", "spec_of_model"]
 
 #: Store setting naming the embedder that built the vectors (a spec string).
 META_SPEC = "embedder.spec"
@@ -75,11 +75,11 @@ def spec_of(embedder: Embedder) -> str:
     ``st:MODEL`` and ``openai:MODEL`` ids are specs of the same embedder)."""
     if isinstance(embedder, HashingEmbedder) \
             and HashingEmbedder(embedder.dimension).model_id == embedder.model_id:
-        return _spec_from_model(embedder.model_id)
+        return spec_of_model(embedder.model_id)
     return embedder.model_id
 
 
-def _spec_from_model(model: str) -> str:
+def spec_of_model(model: str) -> str:
     """The spec that makes the embedder of model id ``model`` (its model id, or
     ``hash:DIM`` for a hashing one)."""
     match = _HASH_MODEL.fullmatch(model)
@@ -138,7 +138,7 @@ def _recorded(backend: Backend, choice: EmbedderChoice) -> EmbedderBinding:
         return EmbedderBinding(choice.make(spec), spec)
     # A spec recorded before the store remembered the one given on the command
     # line may name another embedder (``hash``): the model id is tried next.
-    specs = dict.fromkeys(s for s in (recorded, _spec_from_model(model)) if s)
+    specs = dict.fromkeys(s for s in (recorded, spec_of_model(model)) if s)
     reasons = []
     for spec in specs:
         try:

@@ -88,9 +88,11 @@ class ImportWriter:
     _later: list[ParsedFact] = attrs.field(factory=list, init=False)
     _later_idents: set[tuple[Any, ...]] = attrs.field(factory=set, init=False)
     _recount_at: int = attrs.field(default=RECOUNT_AFTER, init=False)
+    # The model of the first vector of the file this store did not take as it is.
+    _vector_model: str | None = attrs.field(default=None, init=False)
     _counts: dict[str, int] = attrs.field(init=False, factory=lambda: dict.fromkeys(
         ("added", "archived", "history_entries", "skipped_duplicates", "renumbered",
-         "redacted", "handled"), 0))
+         "redacted", "handled", "vectors_not_kept"), 0))
 
     def write(self, facts: Sequence[ParsedFact], *, renumber: bool = False) -> None:
         """Write one batch: skip (or fail on) duplicates, keep free ids, add history and
@@ -208,16 +210,20 @@ class ImportWriter:
         """Store the batch's vectors: the file's own when the same embedder built them,
         else embedded now, this batch only (never the whole import in one array)."""
         core = self.core
-        if not written or not core.keeps_vectors:
-            return
-        assert core.embedder is not None
-        model, dimension = core.embedder.model_id, core.embedder.dimension
+        keeps = core.keeps_vectors
+        model, dimension = (core.embedder.model_id, core.embedder.dimension) \
+            if keeps and core.embedder is not None else (None, 0)
         carried: list[tuple[int, ParsedFact]] = []
         rest: list[tuple[int, ParsedFact]] = []
         for fact_id, fact in written:
             same = fact.vector is not None and fact.vector[0] == model \
                 and fact.vector[1].shape == (dimension,)
+            if fact.vector is not None and not same:
+                self._counts["vectors_not_kept"] += 1
+                self._vector_model = self._vector_model or fact.vector[0]
             (carried if same else rest).append((fact_id, fact))
+        if not keeps:
+            return
         if carried:
             core.backend.put_vectors([_filed(i, f) for i, f in carried],
                                       np.stack([f.vector[1] for _, f in carried if f.vector]))
@@ -278,7 +284,9 @@ class ImportWriter:
                             history_entries=counts["history_entries"],
                             skipped_duplicates=counts["skipped_duplicates"],
                             renumbered=counts["renumbered"], redacted=counts["redacted"],
-                            unhidden=unhidden, repaired=tuple(self._repaired))
+                            unhidden=unhidden, repaired=tuple(self._repaired),
+                            vectors_not_kept=counts["vectors_not_kept"],
+                            vector_model=self._vector_model)
 
 
 def run_import(core: StoreCore, records: Iterable[ParsedFact | ImportIssue], *,

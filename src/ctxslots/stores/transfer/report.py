@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from ...errors import InvalidImportError
+from ..embedders.binding import spec_of_model
 
 __all__ = ["ImportIssue", "ImportReport", "InvalidImportError"]
 
@@ -56,6 +57,10 @@ class ImportReport:
         repaired: Lines imported without a field that made them invalid (only
             with ``skip_invalid=True``): facts whose ``superseded_by`` formed a
             loop, which would have hidden them from every search.
+        vectors_not_kept: Live facts written whose vector in the file was not
+            stored as it is: this store keeps no vectors, or embeds with another
+            model (and embedded them again).
+        vector_model: The model that built those vectors (the first met), or ``None``.
     """
 
     added: int = 0
@@ -68,6 +73,8 @@ class ImportReport:
     unhidden: int = 0
     errors: tuple[ImportIssue, ...] = ()
     repaired: tuple[ImportIssue, ...] = ()
+    vectors_not_kept: int = 0
+    vector_model: str | None = None
 
     def summary(self) -> str:
         """One line for people."""
@@ -90,6 +97,11 @@ class ImportReport:
         if self.repaired:
             text += (f"; {_count(len(self.repaired), 'fact')} imported without its "
                      "superseded_by (a loop that would hide it)")
+        if self.vectors_not_kept and (model := self.vector_model) is not None:
+            text += (f"; {_count(self.vectors_not_kept, 'vector')} of {model} "
+                     "not kept: this store does not search with that model (import into a "
+                     f"store opened with its embedder, --embedder {spec_of_model(model)} or "
+                     "embedder=, to keep them)")
         return text
 
     def to_dict(self) -> dict[str, Any]:
