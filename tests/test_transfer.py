@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _sql import engine_of
-from ctxslots import FactStore, InvalidFactError, Limits
+from ctxslots import ANY, FactStore, InvalidFactError, Limits
 from ctxslots.errors import InvalidImportError
 from ctxslots.stores.transfer.markdown_memory import parse_markdown, render_bullet, render_file
 
@@ -475,6 +475,32 @@ def test_markdown_file_of_user_facts_kept_in_a_scope_reads_back(store, tmp_path,
         assert [] == copy.search("tabs", user="bob")
         again = copy.import_markdown(scoped, slot="user", scope="shop-api", user="bob")
         assert (0, 1) == (again.added, again.skipped_duplicates)
+
+
+
+def test_a_one_file_export_of_several_slots_is_refused_not_misfiled(rich, tmp_path, clock):
+    """``export_markdown()`` without a folder (``export --format markdown -o all.md``) is one
+    text of every slot's file. Imported into one slot, it filed every other slot's and
+    scope's facts in that slot, as its owner's: the titles of the other slots became tags.
+    Now the first title of another slot stops the import, named with its line, and nothing
+    is written; a heading that only looks like a slot name stays a tag."""
+    text = rich.export_markdown()
+    lines = text.split("\n")
+    assert lines[0] == "# user"
+    first_other = next(n for n, line in enumerate(lines, start=1)
+                       if line.startswith("# ") and line != "# user")
+    with FactStore(tmp_path / "md.db", clock=clock) as copy:
+        with pytest.raises(InvalidImportError) as caught:
+            copy.import_markdown(text, slot="user")
+        assert caught.value.line == first_other
+        assert f"'{lines[first_other - 1]}' is the title of the " in str(caught.value)
+        assert "export to a folder" in str(caught.value)
+        with pytest.raises(InvalidImportError, match="line 1: '# user' is the title"):
+            copy.import_markdown(text, slot="agent", skip_invalid=True)
+        assert [] == copy.facts(scope=ANY, user=ANY, agent=ANY, include_expired=True)
+        hand = "# Agent\n- Mind the agent's cache.\n# project notes\n- Deploys on Friday.\n"
+        copy.import_markdown(hand, slot="user")
+        assert [("agent",), ("project-notes",)] == [f.tags for f in copy.facts(slots=["user"])]
 
 
 MEMORY_MD = """\

@@ -162,7 +162,8 @@ def import_markdown(
     path, text = markdown_source(path_or_text)
     longest = core.limits.max_import_line_chars
     lines = file_lines(path, longest) if path is not None else (text or "").split("\n")
-    reader = MarkdownReader(slot, core.limits.max_tag_chars)
+    reader = MarkdownReader(slot, core.limits.max_tag_chars,
+                            other_slots=frozenset(core.limits.slots))
     source = f"markdown:{path.name}" if path is not None else "markdown"
     return run_import(core, read_markdown(core, lines, reader, owners=owners, source=source),
                       on_duplicate="skip", skip_invalid=skip_invalid, progress=progress,

@@ -28,6 +28,9 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
+from ...errors import InvalidImportError
+from .report import ImportIssue
+
 __all__ = [
     "Bullet",
     "MarkdownReader",
@@ -50,6 +53,8 @@ _THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _KEYED = re.compile(r"\*\*([^\n]+?)\*\*:(?: |(?=\n)|$)")
 #: A line CommonMark may read as a link reference definition (``[x]: url``,
 #: which renders as nothing and makes ``[x]`` a live link) or a footnote.
+#: The title :func:`title` writes: ``# slot`` or ``# slot (scope: NAME)``.
+_TITLE = re.compile(r"# ([a-z][a-z0-9_-]{0,63})( \(scope: .*\))?")
 _LINK_DEFINITION = re.compile(r" {0,3}\[(?:[^\[\]\\]|\\.)+\]:")
 _SAFE_DIR_CHARS = re.compile(r"[A-Za-z0-9_\-]")
 
@@ -220,6 +225,15 @@ def _is_title(line: str, slot: str) -> bool:
     return line == f"# {slot}" or (line.startswith(f"# {slot} (scope: ") and line.endswith(")"))
 
 
+def _other_title(line: str, slot: str, slots: Iterable[str]) -> str | None:
+    """The slot whose export title ``line`` is, when that is another slot than ``slot``:
+    a known slot's ``# name``, or any ``# name (scope: ...)``."""
+    title = _TITLE.fullmatch(line.rstrip())
+    if title is None or title.group(1) == slot:
+        return None
+    return title.group(1) if title.group(2) or title.group(1) in slots else None
+
+
 def _split_context(lines: list[str]) -> tuple[list[str], str | None]:
     """The bullet's lines without the quote that ends them, and the quote's text."""
     end = len(lines)
@@ -269,15 +283,23 @@ class MarkdownReader:
     Attributes:
         slot: The slot whose title (see :func:`title`) is no heading tag.
         max_tag_chars: Longest heading tag.
+        other_slots: The slots whose title (``# name``) in the lines means they
+            hold another slot's facts, as a one-file export of several slots does:
+            reading stops there (so does any ``# name (scope: ...)`` of another slot).
         ignored_lines: Non-blank lines that belonged to no bullet, so far.
     """
 
     slot: str
     max_tag_chars: int = 64
+    other_slots: frozenset[str] = frozenset()
     ignored_lines: int = 0
 
     def bullets(self, lines: Iterable[str]) -> Iterator[Bullet]:
-        """The bullets of ``lines`` (without their ``\n``; a trailing ``\r`` is dropped)."""
+        """The bullets of ``lines`` (without their ``\n``; a trailing ``\r`` is dropped).
+
+        :raises InvalidImportError: A line is the title of another slot's facts
+            (see :attr:`other_slots`): they would be read into this slot.
+        """
         headings: list[str] = []  # one entry per heading level, "" for no tag
         current: tuple[int, int, list[str]] | None = None  # start line, indent, lines
         pending: list[str] = []  # blank lines inside a bullet, kept if it goes on after them
@@ -310,6 +332,13 @@ class MarkdownReader:
                 current = (number, len(bullet.group(1)) + 2, [bullet.group(2) or ""])
             elif (heading := _HEADING.match(line)) is not None:
                 level = len(heading.group(1))
+                other = _other_title(line, self.slot, self.other_slots)
+                if other is not None:
+                    raise InvalidImportError(ImportIssue(
+                        number, f"{line.strip()!r} is the title of the {other} slot's facts, "
+                        f"which would be read into the {self.slot} slot (a one-file export "
+                        "of several slots?): export to a folder (-o DIR/) and import each "
+                        "slot's file", "title", line))
                 tag = "" if _is_title(line, self.slot) else _heading_tag(
                     heading.group(2) or "", self.max_tag_chars)
                 headings = [*headings[: level - 1], *[""] * (level - 1 - len(headings)), tag]
