@@ -395,8 +395,9 @@ def test_markdown_export_is_readable(rich):
 
 
 def _facts(store: FactStore, slot: str, scope: str | None) -> set[tuple]:
+    """The facts of a slot and scope that searches show (Markdown writes no hidden one)."""
     return {(f.key, f.value, f.tags) for f in store.facts(slots=[slot], scope=scope)
-            if f.scope == scope}
+            if f.scope == scope and f.superseded_by is None}
 
 
 def _markdown_files(store: FactStore, directory: Path) -> dict[tuple[str, str | None], str]:
@@ -501,6 +502,28 @@ def test_a_one_file_export_of_several_slots_is_refused_not_misfiled(rich, tmp_pa
         hand = "# Agent\n- Mind the agent's cache.\n# project notes\n- Deploys on Friday.\n"
         copy.import_markdown(hand, slot="user")
         assert [("agent",), ("project-notes",)] == [f.tags for f in copy.facts(slots=["user"])]
+
+
+
+def test_markdown_leaves_out_a_near_duplicate_a_newer_fact_hides(store, tmp_path, clock):
+    """A fact hidden behind a newer near-duplicate is in no search and no prompt. The
+    Markdown export wrote it as a bullet, so the file showed it, and a store that read
+    the file back found and showed both. It is left out now (JSONL keeps it, hidden)."""
+    header = json.dumps({"format": "ctxslots-facts", "version": 1})
+    store.import_jsonl(io.StringIO("\n".join([
+        header,
+        json.dumps({"id": 1, "slot": "user", "value": "Alice lives in Lisbon.",
+                    "superseded_by": 2}),
+        json.dumps({"id": 2, "slot": "user", "value": "Alice lives in Lisbon by the river."}),
+        ""])))
+    shown = [h.fact.value for h in store.search("Alice Lisbon", track_access=False)]
+    assert ["Alice lives in Lisbon by the river."] == shown
+    text = store.export_markdown()
+    assert "# user\n\n- Alice lives in Lisbon by the river.\n" == text
+    with FactStore(tmp_path / "md.db", clock=clock) as copy:
+        copy.import_markdown(text, slot="user")
+        assert shown == [h.fact.value for h in copy.search("Alice Lisbon")]
+    assert [1, 2] == [r["id"] for r in _export(store)[1:]]
 
 
 MEMORY_MD = """\

@@ -50,10 +50,11 @@ def render_markdown(
 
     Slots in the order user, project, agent, then by name; global facts before
     scoped ones; facts by id. ``scope=None`` means every scope. The facts are
-    those of one user and agent (``None``: the store's defaults) and the shared ones.
+    those of one user and agent (``None``: the store's defaults) and the shared ones,
+    without the facts a newer near-duplicate hides (no search or prompt shows them).
     """
     rows = core.backend.select(attrs.evolve(_selection(core, slots, scope, user, agent),
-                                            live_at=core.clock()))
+                                            live_at=core.clock(), include_superseded=False))
     groups: dict[tuple[str, str | None], list[str]] = {}
     for row in rows:
         tags = [t for t in (row["tags"] or "").split("\n") if t]
@@ -81,7 +82,8 @@ def export_markdown(
     and scope, within this export's ``slots`` and ``scope``, no longer hold a
     live fact are removed. Without ``directory``, return one text with every
     file, each under its ``# slot`` title. Archived and expired facts are left
-    out; JSONL is the format that keeps everything.
+    out, and so are those a newer near-duplicate hides (read back, they would show
+    again); JSONL is the format that keeps everything.
 
     :param slots: Only these slots (``None``: every slot).
     :param scope: ``None`` exports every scope; a name exports that scope only.
