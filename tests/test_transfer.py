@@ -326,6 +326,42 @@ def test_unknown_slot_in_strict_mode(db_path, clock):
         assert 0 == strict.stats()["facts"]
 
 
+def test_a_plugin_slot_moved_without_its_plugin_says_to_install_it(tmp_path, clock):
+    """A store whose plugin registers a user-owned ``diary`` slot exports its facts. A store
+    without the plugin refused them with "unknown slot 'diary' (known: ...)"; one accepting
+    any slot told to "leave out user", which would have made each user's diary shared.
+    Both now say to install the plugin, and write nothing; with it, the owners are kept."""
+    from ctxslots import SlotOwners
+    from ctxslots.stores.owners import BUILTIN_SLOT_OWNERS
+
+    diary = Limits(slots=("user", "project", "agent", "diary"),
+                   slot_owners={**BUILTIN_SLOT_OWNERS, "diary": SlotOwners.parse("user")})
+    with FactStore(tmp_path / "plugin.db", clock=clock, limits=diary) as store:
+        store.add("diary", "Bob ran 5 km.", user="bob")
+        text = io.StringIO()
+        store.export_jsonl(text)
+    with FactStore(tmp_path / "strict.db", clock=clock) as strict:
+        with pytest.raises(InvalidImportError, match=(
+                r"^line 2: unknown slot 'diary' \(known: user, project, agent\): a plugin's "
+                r"slot\? install the plugin that registers it, then import again$")):
+            strict.import_jsonl(io.StringIO(text.getvalue()))
+        assert 0 == strict.stats()["facts"]
+    with FactStore(tmp_path / "free.db", clock=clock,
+                   limits=Limits(strict_slots=False)) as free:
+        with pytest.raises(InvalidImportError) as caught:
+            free.import_jsonl(io.StringIO(text.getvalue()))
+        assert ("line 2: diary is a slot no plugin here registers, so its facts belong to no "
+                "user (user 'bob' given): install the plugin that registers diary (it says "
+                "whose its facts are), then import again") == str(caught.value)
+        assert 0 == free.stats()["facts"]
+        with pytest.raises(InvalidFactError, match="install the plugin that registers diary"):
+            free.import_markdown("- Bob ran 5 km.", slot="diary", user="bob")
+    with FactStore(tmp_path / "moved.db", clock=clock, limits=diary) as moved:
+        assert 1 == moved.import_jsonl(io.StringIO(text.getvalue())).added
+        assert [("bob", None)] == [(f.user, f.scope) for f in moved.facts(slots=["diary"],
+                                                                         user="bob")]
+
+
 def test_text_that_is_not_utf8_names_its_line(store, tmp_path):
     """Bytes that are not UTF-8 fail with a clear error and write nothing."""
     path = tmp_path / "bad.jsonl"

@@ -403,10 +403,30 @@ def import_owners(limits: Limits, slot: str, *, user: object, agent: object, sco
         malformed.
     """
     owners = limits.owners_of(slot)
+    if slot not in limits.slot_owners and slot not in limits.slots:  # a plugin's, without it
+        for kind, given in (("user", user), ("agent", agent)):
+            if given is not None:
+                raise InvalidFactError(
+                    f"{slot} is a slot no plugin here registers, so its facts belong to no "
+                    f"{kind} ({kind} {given!r} given): install the plugin that registers "
+                    f"{slot} (it says whose its facts are), then import again",
+                    field=kind, value=given)
     legacy = scope is not None and owners.user and not owners.scope
     stored = limits.write_owners(slot, user=user, agent=agent, scope=None if legacy else scope,
                                  default_user=default_user, default_agent=default_agent)
     return (stored[0], stored[1], limits.scope(scope)) if legacy else stored
+
+
+def _slot(limits: Limits, slot: object) -> str:
+    """The record's slot, checked; an unknown one says what makes it known."""
+    try:
+        return limits.slot(slot)
+    except InvalidFactError as exc:
+        if not limits.strict_slots or not isinstance(slot, str):
+            raise
+        attrs.evolve(limits, strict_slots=False).slot(slot)  # a malformed name says so
+        raise InvalidFactError(f"{exc}: a plugin's slot? install the plugin that registers "
+                               "it, then import again", field="slot", value=slot) from None
 
 
 def parse_record(data: Any, *, line: int, limits: Limits, now: float,
@@ -441,7 +461,7 @@ def parse_record(data: Any, *, line: int, limits: Limits, now: float,
     if superseded_by is not None and superseded_by == fact_id:
         raise _bad("superseded_by", f"superseded_by names the fact itself (id {fact_id}): "
                    "a fact superseded by itself is hidden from every search", superseded_by)
-    slot = limits.slot(record.get("slot"))
+    slot = _slot(limits, record.get("slot"))
     user_id, agent_id, scope = owners.of(limits, slot, record)
     key = None if key is None else limits.key(key)
     value, secrets = limits.screen(record.get("value"))
