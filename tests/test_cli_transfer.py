@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from ctxslots import FactStore
+from ctxslots import ANY, FactStore
 from ctxslots.cli import cli
 
 
@@ -86,6 +86,27 @@ def test_markdown_directory_export_and_import(filled, tmp_path):
         assert ("tools",) == store.get_by_key("user", "editor").tags
     again = run("--db", str(copy), "import", str(out / "user.md"))
     assert "skipped 2 duplicates" in again.stdout
+
+
+def test_a_scoped_markdown_file_imports_into_the_scope_its_title_names(filled, tmp_path):
+    """`import DIR/scopes/repo/project.md` without --scope put the workspace's facts in the
+    global scope, where every workspace's prompts show them. The scope now comes from the
+    file's title, as the slot comes from its name; --scope still chooses another."""
+    out = tmp_path / "md"
+    run("--db", str(filled), "export", "--format", "markdown", "-o", str(out))
+    scoped = out / "scopes" / "repo" / "project.md"
+    copy = tmp_path / "copy.db"
+    result = run("--db", str(copy), "import", str(scoped))
+    assert result.stdout.startswith("imported 1 fact,")
+    piped = run("--db", str(copy), "import", "-", "--format", "markdown", "--slot", "project",
+                input=scoped.read_text(encoding="utf-8"))
+    assert "skipped 1 duplicate" in piped.stdout
+    elsewhere = run("--db", str(copy), "import", str(scoped), "--scope", "other")
+    assert elsewhere.stdout.startswith("imported 1 fact,")
+    with FactStore(copy) as store:
+        assert [] == store.facts(slots=["project"])
+        assert ["repo", "other"] == [f.scope for f in store.facts(slots=["project"],
+                                                                  scope=ANY)]
 
 
 def test_markdown_to_stdout_and_to_one_file(filled, tmp_path):

@@ -19,6 +19,7 @@ from .._files import write_private
 from ..errors import InvalidImportError
 from ..stores import FactStore, ImportReport
 from ..stores.owners import OwnerArgs
+from ..stores.transfer.markdown_memory import titled_scope
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
 from ._output import SafeWriter, echo, echo_json
@@ -120,7 +121,8 @@ def _format_of(path: Path, stdin: bool, fmt: str | None) -> str:
               help="Default: from the suffix (.jsonl, .md); jsonl for standard input.")
 @click.option("--slot", help="Markdown: the slot to import into (default: the file name, "
                              "as in user.md).")
-@click.option("--scope", help="Markdown: the scope to import into (default: global).")
+@click.option("--scope", help="Markdown: the scope to import into (default: the one the "
+                              "file's title names, '# project (scope: NAME)', else global).")
 @owner_options("The user of every user fact imported (default: JSONL, each record's own; "
                + "Markdown, the store's default user).",
                "The agent of every agent fact imported (as --user).")
@@ -165,6 +167,11 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
                 if slot is None and target not in store.limits.slots:
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
                 text = sys.stdin.read() if stdin else file
+                if owners["scope"] is None:  # the scope an export's title names
+                    first = text.partition("\n")[0] if isinstance(text, str) \
+                        else _first_line(file)
+                    owners = OwnerArgs(user=owners["user"], agent=owners["agent"],
+                                       scope=titled_scope(first, target))
                 bar.relabel(f"importing {file.name}", unit="")
                 report = store.import_markdown(text, slot=target, **owners,
                                                skip_invalid=skip_invalid,
@@ -172,6 +179,16 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
         except InvalidImportError as exc:
             raise click.ClickException(f"{file}: {exc}") from exc
     return report
+
+
+def _first_line(file: Path) -> str:
+    """The first line of ``file`` (at most 64 kB of it; ``""`` if it cannot be read: the
+    import says why)."""
+    try:
+        with file.open(encoding="utf-8", errors="replace") as fp:
+            return fp.readline(65536)
+    except OSError:
+        return ""
 
 
 def _counted_records(bar: Progress) -> Callable[[int], None]:

@@ -41,6 +41,7 @@ __all__ = [
     "scope_dirname",
     "split_tags",
     "title",
+    "titled_scope",
 ]
 
 #: Marks a value that would otherwise read as keyed (at the start) or tagged (at the end).
@@ -160,6 +161,16 @@ def _is_quote(line: str) -> bool:
 def title(slot: str, scope: str | None) -> str:
     """The heading line of a slot's file: ``# slot`` or ``# slot (scope: NAME)``."""
     return f"# {slot}" if scope is None else f"# {slot} (scope: {scope})"
+
+
+def titled_scope(line: str, slot: str) -> str | None:
+    """The scope that ``line``, a file's first, names when it is the title of a
+    scoped file of ``slot`` (``# slot (scope: NAME)``, see :func:`title`), else ``None``."""
+    line = line.removeprefix("\ufeff").rstrip()
+    prefix = f"# {slot} (scope: "
+    if not line.startswith(prefix) or not line.endswith(")"):
+        return None
+    return line[len(prefix):-1] or None
 
 
 def render_file(slot: str, scope: str | None, bullets: Iterable[str]) -> str:
