@@ -54,9 +54,9 @@ _THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _KEYED = re.compile(r"\*\*([^\n]+?)\*\*:(?: |(?=\n)|$)")
 #: A line CommonMark may read as a link reference definition (``[x]: url``,
 #: which renders as nothing and makes ``[x]`` a live link) or a footnote.
+_LINK_DEFINITION = re.compile(r" {0,3}\[(?:[^\[\]\\]|\\.)+\]:")
 #: The title :func:`title` writes: ``# slot`` or ``# slot (scope: NAME)``.
 _TITLE = re.compile(r"# ([a-z][a-z0-9_-]{0,63})( \(scope: .*\))?")
-_LINK_DEFINITION = re.compile(r" {0,3}\[(?:[^\[\]\\]|\\.)+\]:")
 _SAFE_DIR_CHARS = re.compile(r"[A-Za-z0-9_\-]")
 
 
