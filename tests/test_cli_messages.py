@@ -228,6 +228,24 @@ def test_an_empty_db_is_refused_rather_than_the_default_store(tmp_path, monkeypa
     assert not (tmp_path / "data").exists()
 
 
+def test_an_empty_ctxslots_db_is_refused_rather_than_the_default_store(tmp_path, monkeypatch):
+    """``CTXSLOTS_DB=${STORE}`` in an env file, with STORE unset, is read by click as no
+    variable at all: the fact went to the user's own default store."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("CTXSLOTS_DB", "")
+    result = _run("remember", "user", "Written nowhere.")
+    assert result.exit_code == 2
+    assert "$CTXSLOTS_DB is set but empty" in result.output
+    assert not (tmp_path / "data").exists()
+    with pytest.raises(StoreError, match=r"\$CTXSLOTS_DB is set but empty"):
+        FactStore()
+    assert not (tmp_path / "data").exists()
+    given = _run("--db", str(tmp_path / "given.db"), "remember", "user", "Written here.")
+    assert given.exit_code == 0, given.output
+    with FactStore(tmp_path / "given.db") as store:
+        assert ["Written here."] == [f.value for f in store.facts()]
+
+
 
 @pytest.mark.parametrize("how", ["option", "variable"])
 def test_a_db_under_a_tilde_is_in_the_home_folder_where_no_shell_expanded_it(

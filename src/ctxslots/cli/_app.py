@@ -258,6 +258,11 @@ def cli(
         # An unset shell variable (--db "$STORE") would otherwise write to the default store.
         raise click.UsageError("--db is empty: name a SQLite file or a postgresql:// URL, "
                                "or leave --db out for the default store")
+    if db is None and os.environ.get("CTXSLOTS_DB") == "":
+        # click reads an empty variable as an unset one: CTXSLOTS_DB=${STORE} in a unit file
+        # or an env file, with STORE unset, would write to the default store just the same.
+        raise click.UsageError("$CTXSLOTS_DB is set but empty: set it to a SQLite file or a "
+                               "postgresql:// URL, or unset it for the default store")
     if db is not None and db.startswith("~"):
         # No shell expands it in an MCP client's "args", a unit file or an env file: the
         # store would go to a folder named ~ under whatever directory the command ran in.

@@ -50,13 +50,18 @@ def default_db_path() -> Path:
     """Where the store lives when no location is given: ``$CTXSLOTS_DB``, else the
     user data directory (``~/.local/share/ctxslots/memory.db`` on Linux).
 
-    :raises StoreError: Neither is set and there is no home directory to find (no
+    :raises StoreError: ``$CTXSLOTS_DB`` is set but empty (as an unset ``${STORE}``
+        expands in a unit file or an env file: read as unset, it would put the facts in
+        the default store), or neither is set and there is no home directory to find (no
         ``HOME`` and a user with no account entry, as in a container run as an
         arbitrary user id).
     """
     env = os.environ.get("CTXSLOTS_DB")
     if env:
         return Path(env).expanduser()
+    if env == "":
+        raise StoreError("$CTXSLOTS_DB is set but empty: set it to a SQLite file or a "
+                         "postgresql:// URL, or unset it for the default store")
     try:
         folder = Path(platformdirs.user_data_dir("ctxslots", appauthor=False))
     except RuntimeError:  # platformdirs found no home directory
