@@ -149,6 +149,26 @@ def test_cli_prune_rejects_a_malformed_cap(db_path):
     assert result.exit_code == 2 and "SLOT=COUNT" in result.output
 
 
+def test_cli_prune_refuses_a_cap_on_a_slot_the_store_does_not_know(db_path, clock):
+    """``--cap agnet=1`` (a typo) capped no slot and moved nothing, saying the slots were
+    within their caps; it is refused with the known slots, and nothing moves."""
+    clock.now = time.time() - 30 * DAY                        # the command runs on the real clock
+    with FactStore(db_path, clock=clock) as store:
+        _fill(store, clock, 4)
+    runner = CliRunner()
+    args = ["--db", str(db_path), "prune", "--protect-days", "1"]
+    typo = runner.invoke(cli, [*args, "--cap", "agnet=1"])
+    assert typo.exit_code == 2, typo.output
+    assert "unknown slot 'agnet' (known: user, project, agent)" in typo.output
+    with FactStore(db_path) as store:
+        assert len(store.facts()) == 4 and store.stats()["archived"] == 0
+    meant = runner.invoke(cli, [*args, "--cap", "agent=2", "--dry-run"])  # to 95%: 1 left
+    assert meant.exit_code == 0 and "would move 3 facts" in meant.output, meant.output
+    free = runner.invoke(cli, ["--db", str(db_path), "--free-slots", "prune", "--cap",
+                               "diary=1", "--dry-run"])
+    assert free.exit_code == 0, free.output
+
+
 def test_a_store_over_its_size_cap_keeps_working(store, clock):
     """Over the size cap, writes and searches go on; pruning frees the bottom share, never blocks."""
     ids = _fill(store, clock, 30, prefix="Capped")

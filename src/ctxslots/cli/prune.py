@@ -15,16 +15,21 @@ from ._progress import Progress
 __all__ = ["register"]
 
 
-def _parse_cap(_app: CliContext, _param: click.Parameter, values: tuple[str, ...]
+def _parse_cap(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
                ) -> dict[str, int]:
+    """The ``--cap`` values as slot -> count; a slot the store does not know is refused
+    (a mistyped ``--cap usr=50`` would cap nothing and say nothing)."""
+    app = ctx.find_object(CliContext)
+    limits = app.limits() if app is not None and values else None
     caps: dict[str, int] = {}
     for text in values:
         slot, sep, number = text.partition("=")
         if not sep or not slot:
             raise click.BadParameter(f"expected SLOT=COUNT, like agent=5000, not {text[:60]!r}")
         try:
-            caps[slot] = whole_number(number, what=f"the cap of {slot[:40]!r}")
-        except ValueError as exc:
+            caps[limits.slot(slot) if limits is not None else slot] = whole_number(
+                number, what=f"the cap of {slot[:40]!r}")
+        except ValueError as exc:  # InvalidFactError, for the slot, is one too
             raise click.BadParameter(str(exc)) from None
     return caps
 
