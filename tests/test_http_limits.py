@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from ctxslots import EmbedderError, LLMClientError, Message
 from ctxslots.cli import cli
 from ctxslots.flusher import OpenAIChatClient
+from ctxslots.flusher.openai_client import MAX_TIMEOUT
 from ctxslots.stores.embedders import OpenAIEmbedder
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
@@ -259,11 +260,45 @@ def test_async_calls_keep_the_total_too():
     assert 1 == len(server.requests)
 
 
-@pytest.mark.parametrize("value", [0, -1.0, "3", True])
+@pytest.mark.parametrize("value", [0, -1.0, "3", True, float("inf"), float("nan"), 1e10])
 def test_a_bad_total_timeout_is_refused(value):
     """total_timeout must be a positive number or None."""
     with pytest.raises(ValueError, match="total_timeout"):
         OpenAIChatClient("http://127.0.0.1:1/v1", "m", total_timeout=value)
+
+
+@pytest.mark.parametrize("value", [0, -1.0, "3", None, float("inf"), float("nan"), 1e10])
+def test_a_bad_timeout_is_refused_when_the_client_is_made(value):
+    """A timeout no socket takes (inf, or over about 292 years) was taken, and every call
+    then failed with 'timestamp out of range for platform time_t', naming no timeout."""
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        OpenAIChatClient("http://127.0.0.1:1/v1", "m", timeout=value)
+
+
+def test_the_longest_timeout_taken_works():
+    """The longest timeout a client takes reaches the server and reads its answer."""
+    with ScriptedChatServer([ScriptedReply("hello")]) as server:
+        client = OpenAIChatClient(server.base_url, "m", timeout=MAX_TIMEOUT,
+                                  total_timeout=MAX_TIMEOUT)
+        assert "hello" == client.complete(HELLO).text
+    assert 1 == len(server.requests)
+
+
+@pytest.mark.parametrize("value", ["inf", "1e308", "nan"])
+def test_flush_refuses_a_timeout_no_request_can_have(tmp_path, value):
+    """``flush --timeout inf`` was taken and failed at the model call, with words about
+    time_t; it is a usage error naming --timeout, and the server is never asked."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": "I moved to Lisbon."}\n', encoding="utf-8")
+    with ScriptedChatServer([ScriptedReply("{}")]) as server:
+        result = CliRunner().invoke(cli, [
+            "--db", str(tmp_path / "m.db"), "flush", str(chat), "--base-url", server.base_url,
+            "--model", "m", "--timeout", value], catch_exceptions=False)
+    assert 2 == result.exit_code, result.output
+    assert "Invalid value for '--timeout'" in result.output
+    assert "time_t" not in result.output and 1 == len(result.output.splitlines())
+    assert [] == server.requests
+    assert not (tmp_path / "m.db").exists()
 
 
 # -- base URLs that cannot be requested ------------------------------------------------------

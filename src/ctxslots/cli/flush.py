@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ import click
 from .._json_fields import DECODER, DuplicateFieldError
 from .._secrets import scrub, split_credentials
 from ..errors import FlushError
+from ..flusher.openai_client import MAX_TIMEOUT
 from ..model import MESSAGE_ROLES, Message
 from ..stores.owners import OwnerArgs
 from ._app import CliContext, pass_cli_context
@@ -94,6 +96,13 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
     return list(dict.fromkeys(files))
 
 
+def _seconds(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """``--timeout``, which its range alone lets through as ``nan``."""
+    if math.isnan(value):
+        raise click.BadParameter("nan is not a number of seconds")
+    return value
+
+
 @click.command()
 @click.argument("paths", metavar="CONVERSATION.jsonl|DIR...", nargs=-1, required=True,
                 type=click.Path(exists=True, path_type=Path))
@@ -114,8 +123,8 @@ def conversation_files(paths: Sequence[Path]) -> list[Path]:
                    "(or $CTXSLOTS_LLM_BASE_URL).")
 @click.option("--model", envvar="CTXSLOTS_LLM_MODEL",
               help="Model name sent to the endpoint (or $CTXSLOTS_LLM_MODEL).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0,
-              show_default=True,
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT),
+              callback=_seconds, default=60.0, show_default=True,
               help="Seconds one request to the model may take in all, its retries and the "
                    "waits between them included (a reply that cannot be read is asked for "
                    "once more, with as long again).")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,7 +35,7 @@ from ..errors import InvalidArgumentError, LLMClientError
 from ..model import Message
 from .llm_client import ChatResult
 
-__all__ = ["MAX_RETRY_AFTER", "RESPONSE_FORMATS", "OpenAIChatClient"]
+__all__ = ["MAX_RETRY_AFTER", "MAX_TIMEOUT", "RESPONSE_FORMATS", "OpenAIChatClient"]
 
 #: How a JSON answer is asked for, strictest first.
 #: From strongest to weakest; a 400 about ``response_format`` moves one step right.
@@ -43,10 +44,21 @@ RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "none")
 #: Longest wait honoured from a ``Retry-After`` header, in seconds.
 MAX_RETRY_AFTER = 30.0
 
+#: Longest timeout a client takes, in seconds: a socket refuses a longer one (about 292
+#: years; ``inf`` too) with an error that names no timeout, at the first request.
+MAX_TIMEOUT = threading.TIMEOUT_MAX
+
 logger = logging.getLogger(__name__)
 
 #: Words in a 400 body that mean the server rejected the ``response_format``.
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema")
+
+
+def _is_seconds(value: Any) -> bool:
+    """``value`` is a number of seconds a request can wait: above 0, at most
+    :data:`MAX_TIMEOUT` (so not ``inf`` nor ``nan``)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and 0 < value <= MAX_TIMEOUT)
 
 
 def _count(value: Any) -> int | None:
@@ -187,14 +199,16 @@ class OpenAIChatClient:
             further, and is not asked for again.
 
     :raises InvalidArgumentError: ``base_url`` is not an http(s) URL with a host
-        (and a valid port, and IPv6 address when it names one).
+        (and a valid port, and IPv6 address when it names one), or ``timeout`` or
+        ``total_timeout`` is not a number of seconds above 0 and at most
+        :data:`MAX_TIMEOUT`.
     """
 
     base_url: str = attrs.field(converter=_check_base_url, repr=lambda url: repr(safe_url(url)))
     model: str
     api_key: str | None = attrs.field(default=None, repr=False)
     api_key_env: str = "OPENAI_API_KEY"
-    timeout: float = 60.0
+    timeout: float = attrs.field(default=60.0)
     total_timeout: float | None = attrs.field(default=None)
     max_retries: int = 3
     backoff: float = 0.5
@@ -205,12 +219,19 @@ class OpenAIChatClient:
     max_reply_bytes: int = attrs.field(default=DEFAULT_MAX_REPLY_BYTES)
     _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False)
 
+    @timeout.validator
+    def _check_timeout(self, _attribute: Any, value: Any) -> None:
+        if not _is_seconds(value):
+            raise InvalidArgumentError(f"timeout must be a positive number of seconds (at most "
+                                       f"{MAX_TIMEOUT:.0f}), not {value!r}", field="timeout",
+                                       value=value)
+
     @total_timeout.validator
     def _check_total_timeout(self, _attribute: Any, value: Any) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not value > 0):
-            raise InvalidArgumentError(f"total_timeout must be a positive number of seconds or "
-                                       f"None, not {value!r}", field="total_timeout", value=value)
+        if value is not None and not _is_seconds(value):
+            raise InvalidArgumentError(f"total_timeout must be a positive number of seconds (at "
+                                       f"most {MAX_TIMEOUT:.0f}) or None, not {value!r}",
+                                       field="total_timeout", value=value)
 
     @max_reply_bytes.validator
     def _check_max_reply_bytes(self, _attribute: Any, value: Any) -> None:
