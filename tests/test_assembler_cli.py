@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from ctxslots import count_tokens
+from ctxslots import ANY, FactStore, count_tokens
 from ctxslots.cli import cli
 
 
@@ -78,6 +78,27 @@ def test_assemble_errors_are_one_line(db_path):
         assert message in result.output, (args, result.output)
         assert "Traceback" not in result.output
         assert 1 == len([l for l in result.output.splitlines() if l.startswith("Error")])
+
+
+def test_a_dump_path_under_a_file_is_refused_before_the_store_is_read(db_path, tmp_path):
+    """-o under a file: one line naming the file in the way, and no fact counted as shown
+    (an assembly counts its facts as accessed; a failed command must not)."""
+    _fill(db_path)
+    in_the_way = tmp_path / "notes.txt"
+    in_the_way.write_text("a file, not a folder\n")
+    target = in_the_way / "dumps" / "dump.html"
+    with FactStore(db_path) as store:
+        before = {f.id: f.access_count for f in store.facts(scope=ANY)}
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "assemble", "deploys terminal",
+                                      "--scope", "shop", "--dump", "html", "-o", str(target)])
+    assert 1 == result.exit_code
+    assert [f"Error: cannot write {target}: {in_the_way} is not a folder"] == \
+        result.output.splitlines()
+    with FactStore(db_path) as store:
+        assert before == {f.id: f.access_count for f in store.facts(scope=ANY)}
+    run(db_path, "assemble", "deploys terminal", "--scope", "shop")  # the same, printed:
+    with FactStore(db_path) as store:  # counted, so the check above could fail
+        assert before != {f.id: f.access_count for f in store.facts(scope=ANY)}
 
 
 def test_a_sticky_overflow_still_writes_its_dump(db_path, tmp_path):

@@ -52,6 +52,8 @@ def assemble(
 
     if output is not None and dump_format is None:
         raise click.UsageError("-o/--output needs --dump")
+    if output is not None:
+        _check_place(output)
     counter = counter_from_spec(tokenizer) if tokenizer else None
     request = AssemblyRequest(message, scope=scope, user=user, agent=agent, budget=budget,
                               safety_margin=safety_margin, answer_reserve=answer_reserve)
@@ -77,6 +79,17 @@ def assemble(
             echo(dumped or "", nl=False)
         raise overflow
     echo(prompt.text if dumped is None or output is not None else dumped, nl=False)
+
+
+def _check_place(output: Path) -> None:
+    """Refuse, before the store is read, an ``output`` no file can be written at: one
+    under a file. An assembly counts the facts it shows as accessed, and a command that
+    then fails to write its dump would have changed the store for nothing."""
+    for parent in output.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise click.ClickException(f"cannot write {output}: {parent} is not a folder")
+            return
 
 
 @click.command()
