@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 from _powers import ordinary_child, run_on_read_only_file
 from ctxslots import FactStore, FlushPolicy, MemoryFlusher, OpenAIChatClient
 from ctxslots.cli import cli
-from ctxslots.testing import ScriptedChatServer
+from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
 
@@ -82,6 +83,50 @@ def test_ctrl_c_during_an_import_says_nothing_was_written(tmp_path):
     assert "Aborted" not in err and "" == out
     with FactStore(db) as store:
         assert ["A memory from before the import."] == [f.value for f in store.facts()]
+
+
+class _Held:
+    """A scripted reply's gate: says the request arrived, then holds the answer."""
+
+    def __init__(self) -> None:
+        self.arrived, self.release = threading.Event(), threading.Event()
+
+    def wait(self) -> None:
+        self.arrived.set()
+        self.release.wait()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT")
+def test_ctrl_c_during_a_flush_exits_130_in_one_line(tmp_path):
+    """SIGINT while the flush waits for the model: one line and exit 130 (as an import's,
+    and as a shell reports SIGINT), not click's "Aborted!" and the status of any error;
+    the store as it was and no progress recorded."""
+    db = tmp_path / "memory.db"
+    with FactStore(db) as store:
+        store.add("agent", "A memory from before the flush.")
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": "I moved to Lisbon."}\n', encoding="utf-8")
+    held = _Held()
+    with ScriptedChatServer([ScriptedReply('{"operations": []}', gate=held)]) as server:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CLI_WITH_CTRL_C, "--db", str(db), "flush", str(chat),
+             "--conversation", "chat", "--base-url", server.base_url, "--model", "m"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert held.arrived.wait(timeout=300), "the flush never asked the model"
+            child.send_signal(signal.SIGINT)
+            out, err = child.communicate(timeout=120)
+        finally:
+            held.release.set()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert 130 == child.returncode, err
+    assert ["Error: interrupted (Ctrl-C)"] == err.splitlines()
+    assert "" == out
+    with FactStore(db) as store:
+        assert ["A memory from before the flush."] == [f.value for f in store.facts()]
+        assert store.flush_progress("chat") is None
 
 
 def test_an_empty_reply_is_said_plainly(db_path, tmp_path):

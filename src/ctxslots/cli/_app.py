@@ -29,7 +29,7 @@ from ..errors import CtxslotsError
 from ..stores import FactStore, Limits, default_db_path
 from ._output import echo, silence_stdout_if_broken, terminal_safe
 
-__all__ = ["CliContext", "cli", "pass_cli_context"]
+__all__ = ["CliContext", "Interrupted", "cli", "pass_cli_context"]
 
 @attrs.frozen
 class CliContext:
@@ -221,6 +221,17 @@ class _Group(click.Group):
             where = f": {exc.filename}" if exc.filename else " (the output)"
             raise click.ClickException(_error_line(f"cannot write{where}: "
                                                    f"{exc.strerror or exc}")) from exc
+        except KeyboardInterrupt:
+            # Not click's "Aborted!" and status 1, the status of any error: a script tells
+            # an interrupted command by 130, as a shell reports SIGINT. A write stopped so
+            # is rolled back (each is one transaction); what committed before it stays.
+            raise Interrupted("interrupted (Ctrl-C)") from None
+
+
+class Interrupted(click.ClickException):
+    """Ctrl-C: one line, and exit status 130 (as a shell reports SIGINT)."""
+
+    exit_code = 130
 
 
 @click.group(cls=_Group)

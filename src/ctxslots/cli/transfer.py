@@ -20,20 +20,13 @@ from ..errors import InvalidImportError
 from ..stores import FactStore, ImportReport
 from ..stores.owners import OwnerArgs
 from ..stores.transfer.markdown_memory import titled_scope
-from ._app import CliContext, pass_cli_context
+from ._app import CliContext, Interrupted, pass_cli_context
 from ._format import count as _count
 from ._output import SafeWriter, echo, echo_json
 from ._owners import owner_options
 from ._progress import CountingReader, CountingWriter, Progress
 
 __all__ = ["export", "import_", "register"]
-
-class _Interrupted(click.ClickException):
-    """Ctrl-C: one line saying what was left as it was, and exit status 130 (as a shell
-    reports SIGINT)."""
-
-    exit_code = 130
-
 
 _FORMATS = ("jsonl", "markdown")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
@@ -150,7 +143,7 @@ def import_(
                          OwnerArgs(scope=scope, user=user, agent=agent), skip_invalid)
     except KeyboardInterrupt:
         # The import is one transaction: rolled back on the way out of the store.
-        raise _Interrupted("interrupted: nothing was imported, the store is as it was") from None
+        raise Interrupted("interrupted: nothing was imported, the store is as it was") from None
     _show(report, as_json)
 
 
