@@ -297,3 +297,24 @@ def test_a_one_line_error_keeps_the_spaces_of_a_quoted_value(tmp_path):
                      encoding="utf-8")
     line = _one_error_line(_run("--db", str(tmp_path / "m.db"), "import", str(facts)))
     assert line.endswith("not '  2020-01-01'"), line
+
+
+def test_an_empty_slot_scope_or_conversation_is_refused_not_taken_as_left_out(db_path, tmp_path):
+    """`--slot ""`, `--scope ""` and `--conversation ""` (an unset shell variable) are
+    refused in one line, as every other empty name is, with nothing written: an import
+    had read them as not given (the slot from the file's name, the file's own scope) and
+    a flush as the file's own conversation id."""
+    notes = tmp_path / "user.md"
+    notes.write_text("# user\n\n- The user likes tea.\n", encoding="utf-8")
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": "I like tea."}\n', encoding="utf-8")
+    cases = [(("import", str(notes), "--slot", ""), "slot must be a non-empty string"),
+             (("import", str(notes), "--scope", ""), "scope must be None or a non-empty"),
+             (("flush", str(chat), "--conversation", "", "--base-url",
+               "http://127.0.0.1:9/v1", "--model", "m"), "conversation must be a non-empty")]
+    for args, said in cases:
+        result = _run("--db", str(db_path), *args)
+        assert 1 == result.exit_code, (args, result.output)
+        assert said in _one_error_line(result), args
+    with FactStore(db_path) as store:
+        assert [] == store.facts()

@@ -261,7 +261,7 @@ def _slot_meanings(app: CliContext, slots: Sequence[str]) -> dict[str, str]:
 def _flush_one(flusher: Any, file: Path, conversation: str | None,
                owners: OwnerArgs, if_due: bool, out: _Out) -> None:
     messages = read_conversation(file)
-    conv = conversation or conversation_id(file)
+    conv = conversation_id(file) if conversation is None else conversation
     try:
         _flush_until_read(flusher, messages, conv, owners, not if_due, out.show)
     except FlushError as exc:

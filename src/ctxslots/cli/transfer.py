@@ -136,7 +136,7 @@ def import_(
     # Only "-" itself is standard input: "./-" names a file (a Path drops the "./").
     stdin, path = file == "-", Path(file)
     fmt = _format_of(path, stdin, fmt)
-    if fmt == "jsonl" and (slot or scope):
+    if fmt == "jsonl" and (slot is not None or scope is not None):
         raise click.UsageError("--slot and --scope apply to Markdown imports only")
     try:
         report = _import(app, path, stdin, fmt, slot,
@@ -156,7 +156,7 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
                                                             "user": owners["user"],
                                                             "agent": owners["agent"]}, bar)
             else:
-                target = slot or file.stem
+                target = file.stem if slot is None else slot
                 if slot is None and target not in store.limits.slots:
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
                 text = sys.stdin.read() if stdin else file
