@@ -141,6 +141,9 @@ async def serve(store: FactStore, *, host: str = "127.0.0.1", port: int = 0, tok
         print(f"Inspector at {address}", file=sys.stderr, flush=True)
     else:
         announce(address)
-    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    # No log_config: uvicorn's own would give its loggers handlers of their own and stop
+    # them propagating, taking its records from the application's logging. The level
+    # keeps the per-request access lines, which carry the token, out of the logs.
+    config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="off")
     await uvicorn.Server(config).serve(sockets=[sock])
 

@@ -257,5 +257,8 @@ async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int =
                   allow_hosts=allow_hosts, token=token)
     shown = f"[{host}]" if ":" in host else host
     print(f"Serving MCP at http://{shown}:{bound_port}{HTTP_PATH}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # No log_config: uvicorn's own would give its loggers handlers of their own (the
+    # access log's on stdout) and stop them propagating, taking its records from the
+    # application's logging; the level keeps per-request access lines out.
+    config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
