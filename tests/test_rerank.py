@@ -124,3 +124,23 @@ def test_a_reranker_that_fails_is_left_out_naming_its_plugin(db_path, clock, cap
     assert 3 == len(failed)
     for plugin in plugins[1:]:
         assert any(pm.get_name(plugin) in message for message in failed)
+
+
+def test_a_failing_plugin_object_is_named_by_its_class(db_path, clock, caplog):
+    """A plugin object given without a name is named by its class in the warnings about
+    it (a second object of that class numbered), not by a number that says nothing."""
+    class BrokenReranker:
+        @hookimpl
+        def rerank_hits(self, query, hits):
+            raise RuntimeError("the reranking model is not loaded")
+
+    pm = make_plugin_manager([BrokenReranker(), BrokenReranker()], builtins=False)
+    with FactStore(db_path, clock=clock, rerank=reranker_from_plugins(pm)) as store:
+        store.add("project", "Deploy step one of the rollout.")
+        with caplog.at_level("WARNING", logger="ctxslots.plugins"):
+            store.search("deploy rollout")
+    said = "rerank_hits of plugin {} failed; the hits keep the order before it"
+    assert [said.format("BrokenReranker"), said.format("BrokenReranker-2")] == sorted(
+        r.getMessage() for r in caplog.records)
+    assert ["the reranking model is not loaded"] * 2 == [str(r.exc_info[1])
+                                                         for r in caplog.records]

@@ -76,7 +76,7 @@ _OFF = frozenset({"", "0", "false", "f", "no", "n", "off"})
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: str | None = None) -> None:
     try:
-        pm.register(plugin, name=name)
+        pm.register(plugin, name=name or _free_name(pm, plugin))
     except (pluggy.PluginValidationError, ValueError) as exc:
         raise PluginError(str(exc), plugin=name or _plugin_name(plugin)) from exc
 
@@ -90,6 +90,18 @@ def _check_pending(pm: pluggy.PluginManager) -> None:
 
 def _plugin_name(plugin: object) -> str:
     return str(getattr(plugin, "__name__", None) or type(plugin).__name__)
+
+
+def _free_name(pm: pluggy.PluginManager, plugin: object) -> str:
+    """The name a plugin given without one is registered under, which warnings and errors
+    about it show: its module's or class's name, numbered when another plugin has it
+    (pluggy's own name for an object is its ``id()``, a number that says nothing)."""
+    base = name = _plugin_name(plugin)
+    number = 1
+    while pm.has_plugin(name):
+        number += 1
+        name = f"{base}-{number}"
+    return name
 
 
 def load_plugins(pm: pluggy.PluginManager) -> list[str]:
