@@ -73,6 +73,15 @@ class RunIdentity:
     conversation: str = "default"
 
 
+def _described(who: RunIdentity) -> str:
+    """Whose run it is, in words for a log line: the user (or the store's default user),
+    the agent and scope when named, and the conversation."""
+    user = "the default user" if who.user is None else f"user {who.user[:80]!r}"
+    parts = [user] + [f"{kind} {name[:80]!r}" for kind, name in
+                      (("agent", who.agent), ("scope", who.scope)) if name is not None]
+    return f"{', '.join(parts)}, conversation {who.conversation[:80]!r}"
+
+
 def _field(source: object, name: str) -> object:
     if isinstance(source, Mapping):
         return source.get(name)
@@ -201,9 +210,9 @@ class Memory:
         """Whether this run may not have memory: it names no user and one is required."""
         return self.require_user and who.user is None
 
-    def _no_user(self, step: str, fallback: Any) -> Any:
+    def _no_user(self, step: str, fallback: Any, who: RunIdentity) -> Any:
         return self.handle_failure(step, "the run's context names no user, and require_user "
-                                         "is set", fallback)
+                                         "is set", fallback, who=who)
 
     def _request(self, message: str, who: RunIdentity) -> AssemblyRequest:
         return AssemblyRequest(message, user=who.user, agent=who.agent, scope=who.scope,
@@ -215,33 +224,33 @@ class Memory:
         A section whose contributor failed is left out and logged the same way."""
         assert self.assembler is not None  # set in __attrs_post_init__
         if self._unnamed(who):
-            return str(self._no_user("assembling the context", ""))
+            return str(self._no_user("assembling the context", "", who))
         try:
             prompt = self.assembler.assemble(self._request(message, who))
         except BudgetExceededError as exc:  # the sticky sections, cut to fit: still memory
             prompt = exc.prompt
         except Exception as exc:  # noqa: BLE001 - memory must not stop the run
-            return str(self.handle_failure("assembling the context", exc, ""))
-        return self._checked(prompt)
+            return str(self.handle_failure("assembling the context", exc, "", who=who))
+        return self._checked(prompt, who)
 
     async def acontext(self, message: str, who: RunIdentity) -> str:
         """:meth:`context` for async frameworks (the store is read in worker threads)."""
         assert self.assembler is not None  # set in __attrs_post_init__
         if self._unnamed(who):
-            return str(self._no_user("assembling the context", ""))
+            return str(self._no_user("assembling the context", "", who))
         try:
             prompt = await self.assembler.aassemble(self._request(message, who))
         except BudgetExceededError as exc:
             prompt = exc.prompt
         except Exception as exc:  # noqa: BLE001 - memory must not stop the run
-            return str(self.handle_failure("assembling the context", exc, ""))
-        return self._checked(prompt)
+            return str(self.handle_failure("assembling the context", exc, "", who=who))
+        return self._checked(prompt, who)
 
-    def _checked(self, prompt: AssembledPrompt) -> str:
+    def _checked(self, prompt: AssembledPrompt, who: RunIdentity) -> str:
         """The prompt's text, once its failed sections (if any) are reported."""
         failed = [f"{s.name}: {s.error}" for s in prompt.sections if s.status == "error"]
         if failed:
-            self.handle_failure("assembling the context", "; ".join(failed), None)
+            self.handle_failure("assembling the context", "; ".join(failed), None, who=who)
         return prompt.text
 
     # -- the tools -----------------------------------------------------------
@@ -259,7 +268,7 @@ class Memory:
                  who: RunIdentity) -> str:
         """Run one tool call for this run's owners; always text (``Error: ...`` on failure)."""
         if self._unnamed(who):
-            self._no_user("calling a memory tool", None)
+            self._no_user("calling a memory tool", None, who)
             return "Error: memory is unavailable (the run names no user)"
         try:
             tools = self.tools(who)
@@ -285,7 +294,7 @@ class Memory:
         if self.flusher is None or not messages:
             return None
         if self._unnamed(who):
-            self._no_user("flushing the conversation", None)
+            self._no_user("flushing the conversation", None, who)
             return None
         try:
             conversation = who.conversation[:_MAX_CONVERSATION]
@@ -294,22 +303,28 @@ class Memory:
                                                force=self.force_flush)
         except Exception as exc:  # noqa: BLE001 - memory must not stop the run
             failed = getattr(exc, "report", None)
-            self.handle_failure("flushing the conversation", exc, None)
+            self.handle_failure("flushing the conversation", exc, None, who=who)
             return failed if isinstance(failed, FlushReport) else None
         if report.status in ("not_due", "nothing_new"):
             logger.info("memory flush of conversation %r for user %r: %s (%s)", conversation,
                         report.user, report.status, report.detail)
         return report
 
-    def handle_failure(self, step: str, exc: Exception | str, fallback: Any) -> Any:
+    def handle_failure(self, step: str, exc: Exception | str, fallback: Any, *,
+                       who: RunIdentity | None = None) -> Any:
         """Log a memory failure (an exception, or what failed in words) and return
         ``fallback``: the run goes on without memory. With ``strict``, raise
-        :class:`~ctxslots.errors.MemoryUnavailableError` instead."""
+        :class:`~ctxslots.errors.MemoryUnavailableError` instead.
+
+        :param who: The run that failed, named in the message (its user, agent, scope
+            and conversation), when known.
+        """
         reason = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+        run = "" if who is None else f" for {_described(who)}"
         if self.strict:
-            raise MemoryUnavailableError(f"memory is unavailable ({step} failed: {reason})",
+            raise MemoryUnavailableError(f"memory is unavailable{run} ({step} failed: {reason})",
                                          step=step) from (exc if isinstance(exc, Exception)
                                                           else None)
-        logger.warning("memory is unavailable (%s failed: %s); the run goes on without it",
-                       step, reason)
+        logger.warning("memory is unavailable%s (%s failed: %s); the run goes on without it",
+                       run, step, reason)
         return fallback
