@@ -8,7 +8,14 @@ import logging
 
 import pytest
 
-from ctxslots import FactStore, MemoryFlusher, Message, OpenAIChatClient
+from ctxslots import (
+    FactStore,
+    MemoryFlusher,
+    Message,
+    OpenAIChatClient,
+    PromptAssembler,
+    hookimpl,
+)
 from ctxslots.errors import MemoryUnavailableError
 from ctxslots.integrations import Memory, RunIdentity
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
@@ -49,3 +56,39 @@ def test_a_failed_context_names_the_run_and_so_does_the_strict_error(db_path, ca
                        match=r"^memory is unavailable for user 'bob', conversation 'default' "
                              r"\(assembling the context failed: StoreClosedError"):
         Memory(store, strict=True).context("Hi", RunIdentity(user="bob"))
+
+
+class _Weather:
+    """A contributor whose source is down."""
+
+    name = "weather"
+    priority = 5
+    sticky = False
+
+    def contribute(self, request):
+        raise RuntimeError("the weather service is down")
+
+
+class _WeatherPlugin:
+    @hookimpl
+    def register_contributors(self, register):
+        register(_Weather())
+
+
+def test_a_failed_section_is_one_warning_and_the_rest_of_the_memory_goes_out(db_path, caplog):
+    """A contributor that fails costs its own section only: one warning, the assembler's,
+    naming it, and no second line saying the run goes on without memory while the other
+    sections are still sent. A strict memory raises it, naming the run."""
+    with FactStore(db_path) as store:
+        store.add("user", "Alice drinks green tea.", user="alice")
+        assembler = PromptAssembler(store, plugins=[_WeatherPlugin()])
+        who = RunIdentity(user="alice", conversation="chat-9")
+        with caplog.at_level(logging.WARNING, logger="ctxslots"):
+            text = Memory(store, assembler=assembler).context("What do I drink?", who)
+        assert "Alice drinks green tea." in text
+        assert ["contributor 'weather' failed"] == [r.getMessage() for r in caplog.records]
+        assert "the weather service is down" == str(caplog.records[0].exc_info[1])
+        with pytest.raises(MemoryUnavailableError, match=r"^memory is unavailable for user "
+                           r"'alice', conversation 'chat-9' \(assembling the context failed: "
+                           r"weather: RuntimeError: the weather service is down\)"):
+            Memory(store, assembler=assembler, strict=True).context("What do I drink?", who)

@@ -221,7 +221,8 @@ class Memory:
     def context(self, message: str, who: RunIdentity) -> str:
         """The assembled memory for ``message``: the prompt text, ``""`` when memory
         fails (logged; :class:`~ctxslots.errors.MemoryUnavailableError` with ``strict``).
-        A section whose contributor failed is left out and logged the same way."""
+        A section whose contributor failed is left out, and the assembler's warning on
+        the ``ctxslots.assembler`` logger names it (raised with ``strict``)."""
         assert self.assembler is not None  # set in __attrs_post_init__
         if self._unnamed(who):
             return str(self._no_user("assembling the context", "", who))
@@ -247,9 +248,10 @@ class Memory:
         return self._checked(prompt, who)
 
     def _checked(self, prompt: AssembledPrompt, who: RunIdentity) -> str:
-        """The prompt's text, once its failed sections (if any) are reported."""
+        """The prompt's text; with ``strict``, an error naming its failed sections instead
+        (without, the assembler has logged each, and the other sections still go out)."""
         failed = [f"{s.name}: {s.error}" for s in prompt.sections if s.status == "error"]
-        if failed:
+        if failed and self.strict:
             self.handle_failure("assembling the context", "; ".join(failed), None, who=who)
         return prompt.text
 
