@@ -92,3 +92,18 @@ def test_a_failed_section_is_one_warning_and_the_rest_of_the_memory_goes_out(db_
                            r"'alice', conversation 'chat-9' \(assembling the context failed: "
                            r"weather: RuntimeError: the weather service is down\)"):
             Memory(store, assembler=assembler, strict=True).context("What do I drink?", who)
+
+
+def test_a_tool_call_for_owners_the_store_refuses_is_logged(db_path, caplog):
+    """A run whose user the store refuses (too long): the tool call is answered with the
+    error, as always, and the operator gets a warning naming the run too."""
+    with FactStore(db_path) as store:
+        who = RunIdentity(user="u" * 300, conversation="chat-3")
+        with caplog.at_level(logging.WARNING, logger="ctxslots.integrations"):
+            answer = Memory(store).dispatch("memory_query", {"query": "tea"}, who)
+    assert answer.startswith("Error: memory is unavailable (InvalidFactError: user must be at "
+                             "most 200 characters")
+    [said] = _warnings(caplog, "ctxslots.integrations")
+    assert said.startswith(f"memory is unavailable for user {'u' * 80!r}, conversation "
+                           "'chat-3' (calling a memory tool failed: InvalidFactError: user must "
+                           "be at most 200 characters")

@@ -268,14 +268,19 @@ class Memory:
 
     def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None,
                  who: RunIdentity) -> str:
-        """Run one tool call for this run's owners; always text (``Error: ...`` on failure)."""
+        """Run one tool call for this run's owners; always text (``Error: ...`` on failure,
+        logged when the run's owners are ones the store refuses; never raised, even with
+        ``strict``)."""
         if self._unnamed(who):
             self._no_user("calling a memory tool", None, who)
             return "Error: memory is unavailable (the run names no user)"
         try:
             tools = self.tools(who)
         except Exception as exc:  # noqa: BLE001 - a tool call always gets an answer
-            return f"Error: memory is unavailable ({type(exc).__name__}: {exc})"
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning("memory is unavailable for %s (calling a memory tool failed: %s); "
+                           "the tool call is answered with the error", _described(who), reason)
+            return f"Error: memory is unavailable ({reason})"
         return tools.dispatch(name, arguments)
 
     async def adispatch(self, name: str, arguments: str | Mapping[str, Any] | None,
