@@ -236,6 +236,19 @@ def test_two_unreadable_replies_fail_and_change_nothing(chat, seeded):
     assert 2 == len(server.requests)
 
 
+def test_a_flush_error_names_the_conversation(chat, seeded):
+    """A failed flush's error names the flush and its conversation, as its report's
+    summary does: whether the model call failed or its replies could not be read."""
+    server, flusher = chat([ScriptedReply(status=400, body="no such model"),
+                            ScriptedReply("not JSON"), ScriptedReply("still not JSON")])
+    for expected in ("the model call failed: ", "the model's reply could not be read"):
+        with pytest.raises(FlushError) as info:
+            flush(flusher)
+        assert str(info.value).startswith(
+            f"flush {info.value.report.flush_id} of c1 failed: {expected}")
+    assert SEEDED == live(seeded)
+
+
 def test_replies_cut_at_the_token_limit_say_so(chat, seeded):
     """Two replies the server cut off at its token limit (finish_reason "length") fail saying
     so, and how to give the model room; the model's retry is told to write less."""

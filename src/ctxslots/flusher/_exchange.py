@@ -64,8 +64,8 @@ def talk(prompt: str, base: FlushReport) -> Generator[list[Message], ChatResult,
         except Exception as exc:
             failed = attrs.evolve(report, status="failed", attempts=attempt,
                                   error=f"the model call failed: {exc}")
-            raise FlushError(f"flush {base.flush_id} failed: the model call failed: {exc}",
-                             report=failed) from exc
+            raise FlushError(f"flush {base.flush_id} of {base.conversation} failed: the "
+                             f"model call failed: {exc}", report=failed) from exc
         content = result.text if isinstance(result.text, str) else repr(result.text)
         raws.append(content)
         for i, used in enumerate((result.prompt_tokens, result.completion_tokens)):
@@ -91,7 +91,7 @@ def talk(prompt: str, base: FlushReport) -> Generator[list[Message], ChatResult,
         message += ("; let the model write more (the client's max_tokens, or the server's own "
                     "limit) or send fewer messages per flush (max_flush_tokens, ctxslots flush "
                     "--max-tokens)")
-    raise FlushError(f"flush {base.flush_id} failed: {message}",
+    raise FlushError(f"flush {base.flush_id} of {base.conversation} failed: {message}",
                      report=attrs.evolve(report, status="failed", error=message))
 
 

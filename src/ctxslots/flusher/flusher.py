@@ -558,7 +558,8 @@ class MemoryFlusher:
                 f"applying the operations failed: {type(exc).__name__}: {exc}"
             failed = attrs.evolve(base, status="failed", error=reason,
                                   rejected=tuple(sorted(rejected, key=lambda r: r.index)))
-            raise FlushError(f"flush {base.flush_id} failed: {reason}", report=failed) from exc
+            raise FlushError(f"flush {base.flush_id} of {base.conversation} failed: {reason}",
+                             report=failed) from exc
         report = attrs.evolve(
             base, status="applied", messages_read=len(msgs),
             rejected=tuple(sorted(rejected, key=lambda r: r.index)),
