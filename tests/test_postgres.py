@@ -431,3 +431,43 @@ def test_the_statistics_counter_cannot_be_stood_in_for(pg_url, role):
             app.execute("SELECT ctxslots_text_changed()")
     with psycopg.connect(pg_url, autocommit=True) as owner:
         assert owner.execute("SELECT last_value FROM fact_text_changes").fetchone()[0] > before
+
+
+def test_the_pools_log_lines_name_the_store_never_its_password(postgres: PostgresServer,
+                                                                pg_url: str, caplog):
+    """When a store's connections cannot be made again, the pool's warnings say which
+    database they are about (a service may hold a store per database on one server),
+    and never show the password."""
+    import logging
+    import time
+    from urllib.parse import urlsplit
+
+    from ctxslots import FactStore
+
+    role, password = f"pool_{uuid.uuid4().hex[:8]}", f"pw-{uuid.uuid4().hex}"
+    with postgres.admin() as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN SUPERUSER PASSWORD '{password}'")
+    try:
+        with FactStore(with_user(pg_url, role, password)) as store:
+            store.add("user", "The user drinks tea.")
+            with postgres.admin() as conn, caplog.at_level(logging.INFO, logger="psycopg.pool"):
+                conn.execute(f"ALTER ROLE {role} NOLOGIN")
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             "WHERE usename = %s", [role])
+                with pytest.raises(StoreError):
+                    store.search("tea")
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not any(
+                        r.getMessage().startswith("error connecting in") for r in caplog.records):
+                    threading.Event().wait(0.01)  # the pool's own thread tries again
+                conn.execute(f"ALTER ROLE {role} LOGIN")
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"REASSIGN OWNED BY {role} TO CURRENT_USER")
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+    database = urlsplit(pg_url).path.lstrip("/")
+    said = [r.getMessage() for r in caplog.records if r.name == "psycopg.pool"]
+    failed = [m for m in said if m.startswith("error connecting in")]
+    assert failed and all(f"{role}@" in m and database in m for m in failed)
+    assert not any(password in m for m in said)

@@ -145,7 +145,9 @@ def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
     """
     pool = ConnectionPool(
         url, min_size=min_size, max_size=max_size, timeout=timeout, open=False,
-        kwargs={"autocommit": True}, configure=configure, name="ctxslots")
+        kwargs={"autocommit": True}, configure=configure,
+        # psycopg_pool names the pool in its log lines: say which store they are about.
+        name=f"ctxslots {safe_location(url)}")
     try:
         pool.open(wait=True, timeout=timeout)
     except Exception as exc:
