@@ -151,6 +151,46 @@ def test_assemble_cancels_an_async_one_on_its_thread(caplog):
         "contributor 'async_hung' gave no section within 0.2 s"]
 
 
+class LateFailure:
+    """A plain contributor that fails, or answers what is no section, once let go."""
+
+    name = "late"
+    priority = 60
+    sticky = False
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+    def contribute(self, request: AssemblyRequest) -> object:
+        self.release.wait()
+        try:
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+        finally:
+            self.finished.set()
+
+
+@pytest.mark.parametrize("answer", [RuntimeError("the weather service is down"), 42])
+def test_a_timed_out_contributor_is_said_once_whatever_it_does_later(caplog, answer):
+    """A plain contributor reported as timed out that then fails, or returns what is no
+    section, on its thread is not reported a second time: its answer is not used."""
+    late = LateFailure(answer)
+    assembler = PromptAssembler(None, contributors=[late], contributor_timeout=TIMEOUT_S)
+    with caplog.at_level(logging.WARNING, logger="ctxslots.assembler"):
+        prompt = assembler.assemble(AssemblyRequest("hi"))
+        late.release.set()
+        assert late.finished.wait(AMPLE_S)
+        for thread in threading.enumerate():
+            if thread.name == "ctxslots-contributor":
+                thread.join(AMPLE_S)
+    assert _errors(prompt) == {"late": "TimeoutError: no section within 0.2 s"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "contributor 'late' gave no section within 0.2 s"]
+
+
 def test_a_plain_contributors_awaitable_is_awaited_on_the_callers_loop():
     """A plain contribute() may hand back a coroutine that waits on the caller's loop (a
     shared client, a queue): with a timeout it is still awaited there, as without one."""

@@ -49,17 +49,25 @@ def report_failure(name: str, error: str) -> None:
     logger.warning("contributor %r failed: %s", name, error)
 
 
-def _checked(contributor: Contributor, result: Any) -> Outcome:
+#: Says a failure (calls the warning it is given) now, or later, or not at all.
+_Teller = Callable[[Callable[[], None]], None]
+
+
+def _now(warn: Callable[[], None]) -> None:
+    warn()
+
+
+def _checked(contributor: Contributor, result: Any, tell: _Teller = _now) -> Outcome:
     if result is None or isinstance(result, Section):
         return Outcome(contributor, result)
     error = f"TypeError: contribute() returned {type(result).__name__}, expected Section or None"
-    report_failure(contributor.name, error)
+    tell(lambda: report_failure(contributor.name, error))
     return Outcome(contributor, error=error)
 
 
-def _failed(contributor: Contributor, exc: Exception) -> Outcome:
-    logger.warning("contributor %r failed", getattr(contributor, "name", contributor),
-                   exc_info=exc)
+def _failed(contributor: Contributor, exc: Exception, tell: _Teller = _now) -> Outcome:
+    tell(lambda: logger.warning("contributor %r failed", getattr(contributor, "name", contributor),
+                                exc_info=exc))
     return Outcome(contributor, error=_error_text(exc))
 
 
@@ -80,17 +88,27 @@ def call_sync(contributor: Contributor, request: AssemblyRequest,
     """
     if timeout is None:
         return _call(contributor, request)
-    answered = threading.Event()
+    answered, lock = threading.Event(), threading.Lock()
     outcome: list[Outcome] = []
+    given_up: list[bool] = []
 
     def run() -> None:
+        warnings: list[Callable[[], None]] = []
         with contextlib.suppress(_Late):  # reported below, once, whichever ran out first
-            outcome.append(_call(contributor, request, timeout))
+            found = _call(contributor, request, timeout, warnings.append)
+            with lock:  # an answer come too late is not used, nor said
+                if not given_up:
+                    for warn in warnings:
+                        warn()
+                    outcome.append(found)
         answered.set()
 
     _start(run)
-    if answered.wait(timeout) and outcome:
-        return outcome[0]
+    answered.wait(timeout)
+    with lock:
+        if outcome:
+            return outcome[0]
+        given_up.append(True)
     return _timed_out(contributor, timeout)
 
 
@@ -108,7 +126,7 @@ class _Late(Exception):
 
 
 def _call(contributor: Contributor, request: AssemblyRequest,
-          timeout: float | None = None) -> Outcome:
+          timeout: float | None = None, tell: _Teller = _now) -> Outcome:
     try:
         result = contributor.contribute(request)
         if inspect.isawaitable(result):
@@ -116,8 +134,8 @@ def _call(contributor: Contributor, request: AssemblyRequest,
     except _Late:
         raise
     except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
-        return _failed(contributor, exc)
-    return _checked(contributor, result)
+        return _failed(contributor, exc, tell)
+    return _checked(contributor, result, tell)
 
 
 async def _within(awaitable: Awaitable[Any], timeout: float | None) -> Any:
