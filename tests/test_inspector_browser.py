@@ -256,3 +256,35 @@ def test_save_with_nothing_changed_writes_nothing_whatever_the_fact_holds(tmp_pa
             edited.value, edited.tags)
         assert "said in\nthe standup" == edited.context
         assert [facts[0].value] == [h.value for h in store.history(facts[0].id)]
+
+
+def test_long_names_and_unbroken_words_wrap_at_360_and_1280_px(tmp_path, browser):
+    """Names as long as the store allows (a 200-character key, scope, user and agent, a
+    64-character tag) and a 300-character word in a fact and in a message wrap where they
+    stand: no page scrolls sideways at 360 or 1,280 px, and every field of a form is on
+    the screen."""
+    db = str(tmp_path / "m.db")
+    word = "w" * 300
+    with FactStore(db) as store:
+        keyed = store.upsert("project", "k" * 200, "Deploys run on Friday.", scope="s" * 200).id
+        store.add("agent", "Deploy with care.", agent="a" * 200, tags=["t" * 64])
+        store.add("user", "The user deploys.", user="u" * 200)
+        long_word = store.add("project", f"Deploy hash {word}.").id
+    with serving(db) as address:
+        base = address.split("/?", 1)[0]
+        browser.open(address, 360)
+        why = {"message": f"deploy {word}", "scope": "s" * 200, "user": "u" * 200}
+        paths = ["/", "/timeline", "/health", f"/fact/{keyed}", "/lab",
+                 "/why?" + urllib.parse.urlencode({**why, "fact": long_word}),
+                 "/why?" + urllib.parse.urlencode({**why, "fact": keyed})]
+        for width in (360, 1280):
+            for path in paths:
+                browser.open(base + path, width)
+                # A phone widens its layout viewport to a page that does not fit.
+                laid_out = browser.evaluate("[innerWidth, document.documentElement.scrollWidth]")
+                assert max(laid_out) <= width, (path, "wider than the screen", laid_out)
+                outside = browser.evaluate(
+                    "[...document.querySelectorAll('form input:not([type=hidden]), form "
+                    "textarea, form button')].filter(e => e.getBoundingClientRect().right > "
+                    "innerWidth).map(e => e.name || e.textContent)")
+                assert [] == outside, (width, path)
