@@ -8,6 +8,7 @@ import http.server
 import os
 import shutil
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -288,3 +289,75 @@ def test_long_names_and_unbroken_words_wrap_at_360_and_1280_px(tmp_path, browser
                     "textarea, form button')].filter(e => e.getBoundingClientRect().right > "
                     "innerWidth).map(e => e.name || e.textContent)")
                 assert [] == outside, (width, path)
+
+
+#: Where each of ``words`` is drawn (left, top, bottom), in the first element ``selector``
+#: names that holds them all, in the order the page writes them.
+DRAWN = """((selector, words) => {
+  for (const el of document.querySelectorAll(selector)) {
+    const text = el.textContent; let from = 0; const lefts = [];
+    for (const word of words) {
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT); let node, seen = 0, hit = null;
+      while (!hit && (node = walker.nextNode())) {
+        const i = node.data.indexOf(word, Math.max(0, from - seen));
+        if (i >= 0 && seen + i >= from) hit = [node, i]; else seen += node.data.length;
+      }
+      if (!hit) break;
+      from = seen + hit[1] + word.length;
+      const range = document.createRange(); range.setStart(hit[0], hit[1]);
+      range.setEnd(hit[0], hit[1] + word.length);
+      const box = range.getBoundingClientRect(); lefts.push([box.left, box.top, box.bottom]);
+    }
+    if (lefts.length === words.length) return lefts;
+  }
+  return null; })"""
+
+
+def in_reading_order(browser: Browser, selector: str, *words: str) -> None:
+    """``words``, written in this order in an element ``selector`` names, are drawn in
+    this order: each right of the one before on its line, or on a line below it."""
+    boxes = browser.evaluate(f"{DRAWN}({selector!r}, {list(words)!r})")
+    assert boxes is not None, (selector, words)
+    for (word, (left, top, bottom)), (after, (left2, top2, _)) in zip(
+            zip(words, boxes), zip(words[1:], boxes[1:])):
+        same_line = top2 < bottom
+        assert left2 > left if same_line else top2 >= bottom - 1, \
+            (selector, f"{after!r} is drawn before {word!r}", boxes)
+
+
+def test_a_right_to_left_override_stays_inside_its_value(tmp_path, browser):
+    """A fact, a tag, an owner and a message holding U+202E (right-to-left override) show
+    it inside their own text only: the page's words after them ("user", "budget", the
+    item's "why?" link, the next owner or tag) stay in reading order, left to right."""
+    db = str(tmp_path / "m.db")
+    rlo = "\u202e"
+    with FactStore(db) as store:
+        fact = store.add("agent", f"Deploy {rlo}with care", agent=f"{rlo}coder",
+                         scope="shop-api", tags=[f"{rlo}one", "two"]).id
+        store.add("agent", f"Take {rlo}care on deploys", agent=f"{rlo}coder", scope="shop-api",
+                  observed_at=time.time() - 3 * 86400)  # a dump shows the day it was said
+    with serving(db) as address:
+        base = address.split("/?", 1)[0]
+        browser.open(address, 1280)
+        why = {"message": f"deploy {rlo}care", "agent": f"{rlo}coder", "scope": "shop-api",
+               "fact": fact}
+        browser.open(f"{base}/why?{urllib.parse.urlencode(why)}", 1280)
+        assert "kept" == browser.evaluate("document.getElementById('summary').dataset.outcome")
+        in_reading_order(browser, "p.meta", "Message:", "user", "agent", "scope", "budget")
+
+        browser.follow("document.getElementById('back').click()")
+        in_reading_order(browser, "tr.item td.text", "with care", "why?")
+
+        browser.open(base + "/", 1280)
+        in_reading_order(browser, "td[data-label=owners]", "coder", "/", "shop-api")
+        in_reading_order(browser, "td[data-label=tags]", "one", ",", "two")
+        browser.open(f"{base}/fact/{fact}", 1280)
+        in_reading_order(browser, "#fields dd", "agent", "coder", "scope", "shop-api")
+        in_reading_order(browser, "#tags", "one", ",", "two")
+    with FactStore(db) as store:
+        prompt = PromptAssembler(store).assemble(AssemblyRequest(
+            "deploy care", agent=f"{rlo}coder", scope="shop-api"), record_shown=False)
+    page = tmp_path / "dump.html"
+    page.write_text(prompt.dump("html"), encoding="utf-8")
+    browser.open(page.as_uri(), 1280)
+    in_reading_order(browser, "tr.item td.text", "deploys", "(")  # the day it was said
