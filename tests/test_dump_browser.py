@@ -172,3 +172,29 @@ def test_html_dump_flags_a_kept_item_with_near_zero_relevance(tmp_path):
     assert dom.find("a", href="#item-1-1")
     user = next(s for s in prompt.sections if s.name == "user_memory")
     assert user.items[0].kept and any(not d.kept for d in prompt.dropped)
+
+
+def test_hide_dropped_items_works_by_keyboard_with_scripts_off(tmp_path, browser):
+    """Where the page may run no script (a viewer that blocks it), a person reaches the "hide
+    dropped items" switch by keyboard, presses Space, and the dropped items go; pressed
+    again, they come back. The same holds with scripts on."""
+    prompt, page = flagged_dump(tmp_path)
+    assert prompt.dropped
+    for scripts in (False, True):
+        browser.page("Emulation.setScriptExecutionDisabled", value=not scripts)
+        browser.open(page.as_uri(), 1280)
+        root = browser.page("DOM.getDocument")["root"]["nodeId"]
+        switch = browser.page("DOM.querySelector", nodeId=root, selector="#hide-dropped")
+        browser.page("DOM.focus", nodeId=switch["nodeId"])
+        shown = []
+        for _ in range(2):
+            for kind in ("keyDown", "keyUp"):
+                browser.page("Input.dispatchKeyEvent", type=kind, key=" ", code="Space",
+                              windowsVirtualKeyCode=32)
+            browser.page("Emulation.setScriptExecutionDisabled", value=False)  # to read it
+            assert ("1" if scripts else None) == browser.evaluate("document.body.dataset.ready")
+            shown.append(browser.evaluate(
+                "[document.getElementById('hide-dropped').checked, [...document.querySelectorAll"
+                "('tr.dropped')].filter(row => row.getClientRects().length).length]"))
+            browser.page("Emulation.setScriptExecutionDisabled", value=not scripts)
+        assert [[True, 0], [False, len(prompt.dropped)]] == shown, scripts
