@@ -361,3 +361,23 @@ def test_a_right_to_left_override_stays_inside_its_value(tmp_path, browser):
     page.write_text(prompt.dump("html"), encoding="utf-8")
     browser.open(page.as_uri(), 1280)
     in_reading_order(browser, "tr.item td.text", "deploys", "(")  # the day it was said
+
+
+def test_the_navigation_tells_a_screen_reader_where_it_is(tmp_path, browser):
+    """The navigation link of the page open (Memory for a fact's page, Prompt lab for a why
+    page) is marked current for assistive technology (``aria-current``), not by its look
+    alone."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        fact = store.add("project", "Deploys run on Fridays.").id
+    with serving(db) as address:
+        base = address.split("/?", 1)[0]
+        browser.open(address, 1280)
+        for path, here in [("/", "Memory"), ("/timeline", "Timeline"), (f"/fact/{fact}", "Memory"),
+                           ("/lab", "Prompt lab"), (f"/why?fact={fact}&message=deploy",
+                                                    "Prompt lab"), ("/health", "Health")]:
+            browser.open(base + path, 1280)
+            current = browser.evaluate("[...document.querySelectorAll('nav a')].filter(a => "
+                                       "['page', 'true'].includes(a.getAttribute('aria-current')))"
+                                       ".map(a => a.textContent)")
+            assert [here] == current, path
