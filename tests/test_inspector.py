@@ -328,6 +328,26 @@ def test_an_id_no_fact_can_have_is_a_404_not_a_server_error(one_fact):
         assert store.get(one_fact.fact) is not None
 
 
+def test_an_address_no_page_answers_gets_the_inspectors_own_page(one_fact):
+    """A mistyped address (404) and a form's address opened as a page (405) answer with an
+    HTML page in English, with the navigation and the inspector's headers, and say what
+    went wrong; the 405 keeps its Allow header."""
+    client, base = one_fact.client, one_fact.base
+    assert 200 == client.get(one_fact.address).status_code
+    for path, status, said in [("/nope", 404, "no page at /nope"),
+                               (f"/fact/{one_fact.fact}/edit", 405,
+                                f"/fact/{one_fact.fact}/edit takes the form on a fact's page"),
+                               ("/health", 405, "/health does not take a POST request")]:
+        answer = (client.post(base + path, headers={"origin": base}) if path == "/health"
+                  else client.get(base + path))
+        assert status == answer.status_code, path
+        assert answer.headers["content-type"].startswith("text/html"), path
+        assert "default-src 'none'" in answer.headers["content-security-policy"]
+        assert '<html lang="en">' in answer.text and '<a href="/timeline"' in answer.text
+        assert said in html.unescape(re.search(r'id="error">([^<]*)<', answer.text)[1])
+    assert "POST" in client.get(f"{base}/fact/{one_fact.fact}/edit").headers["allow"]
+
+
 def test_every_fact_is_reached_a_page_at_a_time(tmp_path):
     """650 facts: the memory page shows 300 at a time, newest first; older and newer links
     keep the filters; the last page holds the first fact; a page past the end is a 404."""

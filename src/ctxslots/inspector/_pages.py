@@ -345,6 +345,22 @@ class Pages:
                 raise
             return report, None, str(exc)
 
+    def no_page(self, request: Request, exc: Exception) -> Response:
+        """An address no page answers (404), or a form's address opened as a page (405):
+        a page that says so, with the navigation, rather than the server's bare text."""
+        status = getattr(exc, "status_code", 404)
+        path = request.url.path
+        if status == 404:
+            message = f"no page at {path}"
+        elif request.method == "GET":
+            message = f"{path} takes the form on a fact's page; it is no page to open"
+        else:
+            message = f"{path} does not take a {request.method} request"
+        response = self.render("error.html.j2", page=None, status=status, message=message,
+                               heading="Not found" if status == 404 else "Not a page")
+        response.headers.update(getattr(exc, "headers", None) or {})
+        return response
+
     def unavailable(self, request: Request, exc: Exception) -> Response:
         """Any page whose store cannot be used now (a server that does not answer, a
         damaged file, a lock held too long): the store's own error, with a 503."""

@@ -58,6 +58,7 @@ def create_app(store: FactStore, *, token: str, allow_hosts: tuple[str, ...] = (
                                    field="token", value=None)
     try:
         from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
         from starlette.routing import Route
 
         from . import _pages
@@ -80,7 +81,7 @@ def create_app(store: FactStore, *, token: str, allow_hosts: tuple[str, ...] = (
         Route("/why", pages.why),
         Route("/health", pages.health),
     ]
-    handlers = {StoreError: pages.unavailable}
+    handlers = {StoreError: pages.unavailable, HTTPException: pages.no_page}
     return TokenGuard(Starlette(routes=routes, exception_handlers=handlers), token,
                       allow_hosts)
 
