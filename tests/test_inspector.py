@@ -348,6 +348,18 @@ def test_an_address_no_page_answers_gets_the_inspectors_own_page(one_fact):
     assert "POST" in client.get(f"{base}/fact/{one_fact.fact}/edit").headers["allow"]
 
 
+def test_why_refuses_an_id_past_64_bits_naming_the_range(one_fact):
+    """Why-not for an id past 64 bits, either way, is a 400 whose message names the whole
+    range of ids: a negative one is not told it must be "at most" a larger number."""
+    client, base = one_fact.client, one_fact.base
+    assert 200 == client.get(one_fact.address).status_code
+    for fact in ("9" * 23, "-" + "9" * 23):
+        answer = client.get(f"{base}/why", params={"fact": fact, "message": "deploy"})
+        assert 400 == answer.status_code
+        error = html.unescape(re.search(r'id="error">([^<]*)<', answer.text)[1])
+        assert f"fact id {fact} is out of range (-{2**63} to {2**63 - 1})" == error
+
+
 def test_every_fact_is_reached_a_page_at_a_time(tmp_path):
     """650 facts: the memory page shows 300 at a time, newest first; older and newer links
     keep the filters; the last page holds the first fact; a page past the end is a 404."""

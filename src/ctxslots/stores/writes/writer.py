@@ -80,7 +80,7 @@ def check_id(fact_id: object) -> int:
     if isinstance(fact_id, bool) or not isinstance(fact_id, int):
         raise InvalidFactError(f"fact id must be an integer, not {fact_id!r}", field="id", value=fact_id)
     if not -_MAX_ID - 1 <= fact_id <= _MAX_ID:
-        raise InvalidFactError(f"fact id {fact_id} is out of range (at most {_MAX_ID})",
+        raise InvalidFactError(f"fact id {fact_id} is out of range ({-_MAX_ID - 1} to {_MAX_ID})",
                                field="id", value=fact_id)
     return fact_id
 
