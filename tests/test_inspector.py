@@ -360,6 +360,21 @@ def test_why_refuses_an_id_past_64_bits_naming_the_range(one_fact):
         assert f"fact id {fact} is out of range (-{2**63} to {2**63 - 1})" == error
 
 
+def test_the_why_page_links_only_to_a_fact_that_exists(one_fact):
+    """The why page's heading links to the fact's page when the fact exists; for an id
+    that is no number or names no fact it links nowhere (no link to a 404)."""
+    client, base = one_fact.client, one_fact.base
+    assert 200 == client.get(one_fact.address).status_code
+    for fact, linked in [(str(one_fact.fact), True), ("abc", False), ("999", False),
+                         ("", False), (f" {one_fact.fact}", True)]:
+        page = client.get(f"{base}/why", params={"fact": fact, "message": "deploy"})
+        heading = re.search(r"<h1>(.*?)</h1>", page.text, re.DOTALL)[1]
+        links = re.findall(r'href="([^"]*)"', heading)
+        assert ([f"/fact/{one_fact.fact}"] if linked else []) == links, fact
+        for link in links:
+            assert 200 == client.get(base + link).status_code
+
+
 def test_every_fact_is_reached_a_page_at_a_time(tmp_path):
     """650 facts: the memory page shows 300 at a time, newest first; older and newer links
     keep the filters; the last page holds the first fact; a page past the end is a 404."""
