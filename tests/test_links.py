@@ -47,6 +47,28 @@ def test_a_strong_link_pulls_the_neighbour_in_and_says_so(store):
     assert hits[0].trace.linked_from is None
 
 
+def test_a_fact_the_search_finds_is_never_pulled_in_by_a_link(store):
+    """A linked fact that matches the query, but ranks below the limit, keeps its own
+    place: a link does not lift it over a better match at a small limit only, with a
+    trace saying it matched nothing."""
+    a = store.add("project", "deploy deploy deploy deploy friday")
+    c = store.add("project", "deploy notes from a long and rambling meeting about many other "
+                             "things entirely unrelated to anything at all whatsoever in the "
+                             "whole wide world of ours today")
+    d = store.add("project", "deploy checklist for the shop api release process steps and "
+                             "more words to make it weaker still")
+    for n in range(6):
+        store.add("project", f"unrelated fact number {n} about cats")
+    _search_and_reinforce(store, 3, query="friday rambling", target=a.id)
+    assert store.links(a.id)[c.id] == 3.0
+    deep = store.search("deploy", limit=10)
+    assert [h.fact.id for h in deep] == [a.id, d.id, c.id]
+    assert deep[2].trace.bm25_rank == 3 and deep[2].trace.linked_from is None
+    top = store.search("deploy", limit=2)
+    assert [h.fact.id for h in top] == [a.id, d.id]
+    assert [h.trace for h in top] == [h.trace for h in deep[:2]]
+
+
 def test_a_pulled_neighbour_says_what_it_hides(store, clock):
     """A fact a link pulls in was not among the hits whose near-duplicates were counted
     with the links: its own count is read after, and shown in its trace."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import attrs
 
@@ -84,10 +84,14 @@ def strengthen(backend: Backend, fact_id: int, partners: Iterable[int], now: flo
 def pull_linked(
     backend: Backend, policy: RankingPolicy, hits: list[Hit],
     links: Iterable[tuple[int, int, float]], flt: FactFilter, limit: int, now: float,
+    found: Collection[int] = (),
 ) -> list[Hit]:
     """Add the strongly linked neighbours of ``hits`` that pass ``flt``, then re-rank to
     ``limit``; ``links`` are the live hits' links at least ``policy.link_min_strength``
-    (:meth:`~ctxslots.stores.backend.Backend.links_among`)."""
+    (:meth:`~ctxslots.stores.backend.Backend.links_among`). A fact in ``found`` (the
+    search's own candidates, returned or not) is never pulled: its match places it, and
+    a trace saying a link pulled it would hide that it matched (and let the limit asked
+    decide the first hits)."""
     live = [h for h in hits if not h.fact.archived]
     if policy.link_min_strength is None or not live:
         return hits
@@ -95,7 +99,7 @@ def pull_linked(
     best: dict[int, tuple[Hit, float]] = {}
     for a, b, strength in links:
         for here, there in ((a, b), (b, a)):
-            if here in source and there not in source:
+            if here in source and there not in source and there not in found:
                 hit = source[here]
                 if there not in best or hit.trace.final > best[there][0].trace.final:
                     best[there] = (hit, float(strength))

@@ -19,7 +19,7 @@ from .backend.unit_vectors import settled_cosines
 from .core import StoreCore
 from .explain import Located, locate
 from .links import pull_linked
-from .ranking import Candidate, rank_candidates
+from .ranking import Candidate, left_out, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank
 from .stemming import first_stem, stemmed_query
 
@@ -116,11 +116,11 @@ class RankedSearch:
         gathered = self._gather(max(self.core.candidate_pool, limit))
         request, core = self.request, self.core
         adjust = request.boost is not None or request.rerank is not None
+        fused = self.plan.vector is not None
         ranked = rank_candidates(
             gathered.candidates, now=request.now, policy=core.ranking,
             limit=len(gathered.candidates) if adjust else limit,
-            fused=self.plan.vector is not None, depth=core.candidate_pool,
-            periods=self.plan.periods)
+            fused=fused, depth=core.candidate_pool, periods=self.plan.periods)
         found = gathered.rows
         hits = [Hit(fact=Fact.from_row(found[c.fact_id][0], archived=found[c.fact_id][1]),
                     trace=trace) for c, trace in ranked]
@@ -132,7 +132,7 @@ class RankedSearch:
         links, hidden = core.backend.links_and_hidden(live, core.ranking.link_min_strength) \
             if live else ([], {})
         hits = pull_linked(core.backend, core.ranking, hits, links, request.flt, limit,
-                           request.now)
+                           request.now, _matched(gathered, core, fused))
         hits = _count_hidden(core, hits, set(live), hidden)
         seen_by = (request.flt.users, request.flt.agents)
         core.recent.add(seen_by, (h.fact.id for h in hits if not h.fact.archived))
@@ -199,6 +199,13 @@ def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int
             vector_rank=near[0] if near else None, cosine=near[1] if near else None,
             holds_common=fid in leads, leads_common=leads.get(fid, False)))
     return _Gathered(depth, tuple(candidates), rows, exhausted)
+
+
+def _matched(gathered: _Gathered, core: StoreCore, fused: bool) -> set[int]:
+    """The ids of the candidates the search ranks on their own match (a link pulls none
+    of them in)."""
+    return {c.fact_id for c in gathered.candidates
+            if left_out(c, core.ranking, fused=fused) is None}
 
 
 def _count_hidden(core: StoreCore, hits: list[Hit], asked: set[int], known: dict[int, int]
