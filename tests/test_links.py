@@ -69,6 +69,22 @@ def test_a_fact_the_search_finds_is_never_pulled_in_by_a_link(store):
     assert [h.trace for h in top] == [h.trace for h in deep[:2]]
 
 
+def test_a_pulled_fact_keeps_the_rerankers_order(store):
+    """Pulling a linked fact in keeps the order a reranker gave the hits, and each hit
+    marked as moved stands where the reranker put it."""
+    a, b = _pair(store)
+    c = store.add("project", "staging deploys are slow on mondays and need a long checklist "
+                             "of other things")
+    _search_and_reinforce(store, 3, query="staging deploys VPN profile", target=a.id)
+    assert [h.fact.id for h in store.search("staging deploys")] == [a.id, c.id, b.id]
+    store.rerank = lambda query, hits: list(reversed(hits))
+    hits = store.search("staging deploys")
+    assert [h.fact.id for h in hits[:2]] == [c.id, a.id]
+    assert hits[2].fact.id == b.id and hits[2].trace.linked_from == a.id
+    for hit in hits[:2]:
+        assert hit.trace.extra["reranked_from"] != hit.trace.rank
+
+
 def test_a_pulled_neighbour_says_what_it_hides(store, clock):
     """A fact a link pulls in was not among the hits whose near-duplicates were counted
     with the links: its own count is read after, and shown in its trace."""

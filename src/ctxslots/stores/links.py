@@ -110,9 +110,30 @@ def pull_linked(
         fact = Fact.from_row(row)
         hit, strength = best[fact.id]
         pulled.append(Hit(fact=fact, trace=_trace(row, hit, strength, now, policy)))
-    merged = sorted([*hits, *pulled], key=lambda h: (-h.trace.final, h.fact.id))[:limit]
+    merged = _merge(hits, sorted(pulled, key=_order))[:limit]
     return [attrs.evolve(h, trace=attrs.evolve(h.trace, rank=i))
             for i, h in enumerate(merged, start=1)]
+
+
+def _order(hit: Hit) -> tuple[float, int]:
+    return -hit.trace.final, hit.fact.id
+
+
+def _merge(hits: list[Hit], pulled: list[Hit]) -> list[Hit]:
+    """``hits`` in their own order (a reranker's, or the search's), with each ``pulled``
+    hit placed before the first hit it outscores."""
+    out: list[Hit] = []
+    rest = iter(pulled)
+    waiting = next(rest, None)
+    for hit in hits:
+        while waiting is not None and _order(waiting) < _order(hit):
+            out.append(waiting)
+            waiting = next(rest, None)
+        out.append(hit)
+    if waiting is not None:
+        out.append(waiting)
+        out.extend(rest)
+    return out
 
 
 def _trace(row: Row, hit: Hit, strength: float, now: float, policy: RankingPolicy) -> HitTrace:
