@@ -16,6 +16,7 @@ from ctxslots import (
     ProjectMemoryContributor,
     PromptAssembler,
     QueryPolicy,
+    StaticContributor,
     UserMemoryContributor,
     count_tokens,
 )
@@ -69,6 +70,24 @@ def test_the_dump_says_why_the_last_item_was_not_taken(many: FactStore, tmp_path
         assert "Stopped: no more facts match the message (2 found)." in report.dump("markdown")
     finally:
         few.close()
+
+
+@pytest.mark.parametrize("budget", range(13, 19))
+def test_a_section_whose_first_item_does_not_fit_says_what_it_needed(budget: int) -> None:
+    """The note of a section's first item counts the header it would have brought, and
+    what it says was left is what the prompt leaves."""
+    rules = StaticContributor("rules", "House rules", ["Answer in English."], priority=90)
+    notes = StaticContributor("notes", "Notes", ["alpha beta gamma delta"], priority=10)
+    prompt = PromptAssembler(None, contributors=[rules, notes]).assemble(
+        AssemblyRequest("hi", budget=budget, safety_margin=0, answer_reserve=0))
+    item = prompt.section("notes").items[0]
+    header = count_tokens("\n## Notes\n")
+    left = prompt.available - sum(s.tokens for s in prompt.sections)
+    assert left == prompt.available - prompt.total_tokens
+    assert (item.kept, item.reason) == (False, DropReason.BUDGET)
+    assert item.detail == (f"needs {item.tokens + header} tokens ({header} of them its "
+                           f"section's header), {left} left")
+    assert item.tokens + header > left
 
 
 def test_a_profile_fact_appears_for_a_message_that_matches_nothing(many: FactStore) -> None:

@@ -140,6 +140,16 @@ def drop_section(prep: Prepared, note: str) -> None:
     _drop_rest(prep, DropReason.BUDGET, 0, note, note)
 
 
+def _needs(cost: int, head: int, remaining: int, used: int) -> str:
+    """The note of the item that did not fit: what it costs and what was left. The first
+    item of a section that keeps nothing would have brought its header (``head``, with
+    the separator): counted in both, so the figures are the prompt's."""
+    if head:
+        return (f"needs {cost + head} tokens ({head} of them its section's header), "
+                f"{remaining - used + head} left")
+    return f"needs {cost} tokens, {remaining - used} left"
+
+
 def _fill_start(prep: Prepared) -> int:
     """Position, among the eligible items, of the first of the section's fill (step 3)."""
     eligible = prep.eligible
@@ -194,7 +204,7 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int, *,
             cost = prep.cost(index, shown)
             if used + cost > remaining:
                 _drop_rest(prep, DropReason.BUDGET, n,
-                           f"needs {cost} tokens, {remaining - used} left",
+                           _needs(cost, head if n == 0 else 0, remaining, used),
                            "a higher-ranked item did not fit")
                 stopped = True
                 break
@@ -239,7 +249,7 @@ def _place_fill(prepared: Sequence[Prepared], starts: Sequence[int],
             cost = prep.cost(index, shown)
             if used + cost > remaining:
                 _drop_rest(prep, DropReason.BUDGET, start + n,
-                           f"needs {cost} tokens, {remaining - used} left",
+                           _needs(cost, head if n == 0 else 0, remaining, used),
                            "a higher-ranked item did not fit")
                 full = True
                 break
