@@ -16,6 +16,7 @@ from ctxslots import (
     ProjectMemoryContributor,
     PromptAssembler,
     RankingPolicy,
+    UserMemoryContributor,
 )
 from ctxslots.cli import cli
 from ctxslots.inspector import explain
@@ -193,6 +194,39 @@ def test_a_section_with_no_room_was_not_searched(tmp_path):
         answer = why(store, fact, "deploy fridays", scope="s", budget=40)
     assert "not_searched" == answer.outcome
     assert "was not searched" in answer.summary
+
+
+class _Asked(ProjectMemoryContributor):
+    """The project section, noting the room it is asked with."""
+
+    def contribute(self, request):
+        self.asked = request.room
+        return super().contribute(request)
+
+
+def test_the_room_a_section_was_left_is_the_room_its_contributor_was_told(tmp_path):
+    """The sticky user section's fill is placed after the project section's matches: the
+    room the answer says the project section was left is the room it was asked with, not
+    what the user section holds in the end."""
+    with FactStore(tmp_path / "r.db", clock=lambda: FIXED_NOW) as store:
+        store.add("user", "The user deploys deploys deploys on friday friday.")
+        for n in range(12):
+            store.add("user", f"The user once mentioned a deploy in passing, long ago, among "
+                      f"many other words and things number {n}.")
+        fact = store.add("project", "Deploy shop on friday.", scope="shop").id
+        project = _Asked(store)
+        assembler = PromptAssembler(store, contributors=[UserMemoryContributor(store), project])
+        request = AssemblyRequest("deploy friday", scope="shop", budget=200, safety_margin=0,
+                                  answer_reserve=0)
+        answer = explain(assembler, request, fact)
+    user = answer.prompt.section("user_memory")
+    assert any(d.kept and d.item.trace.fill for d in user.items)
+    assert user.tokens > request.available - project.asked
+    section = next(s for s in answer.steps if s.name == "section")
+    assert section.data["room"] == project.asked
+    assert section.data["used_before"] == request.available - project.asked
+    assert section.text.endswith(f"used {request.available - project.asked} of 200 tokens, "
+                                 f"leaving it {project.asked}")
 
 
 def test_a_section_after_a_match_that_did_not_fit_names_where_filling_stopped(tmp_path):

@@ -43,6 +43,7 @@ class Placer:
         prepared: Each of them rendered.
         hinting: Whether rooms are still known (no section came out of order).
         no_room: Ids of the sections whose contributors were asked with no room left.
+        rooms: The room each section's contributor was asked with, by the section's id.
     """
 
     preparer: Preparer
@@ -52,6 +53,7 @@ class Placer:
     prepared: list[Prepared] = attrs.Factory(list)
     hinting: bool = True
     no_room: set[int] = attrs.Factory(set)
+    rooms: dict[int, int] = attrs.Factory(dict)
 
     def room(self) -> int | None:
         """Tokens a section placed next could take, or ``None`` when not known."""
@@ -66,6 +68,8 @@ class Placer:
         if not self.hinting:
             return
         section, error = entry
+        if room is not None:
+            self.rooms[id(section)] = room
         if room == 0:
             self.no_room.add(id(section))
         if placement_key(section) != key:
@@ -85,4 +89,5 @@ class Placer:
             prepared = [preparer.add(section, error) for section, error in sections]
         for prep in prepared:
             prep.no_room = id(prep.section) in self.no_room
+            prep.room = self.rooms.get(id(prep.section))
         return prepared

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -283,7 +283,7 @@ def _report(prep: Prepared) -> SectionReport:
         sticky=bool(section.sticky), status=status, reason=reason,
         header_tokens=prep.header_tokens + prep.separator_tokens, tokens=tokens,
         group_tokens=grouped, items=tuple(decisions),
-        stopped=_stopped(decisions, section.stop_note),
+        stopped=_stopped(decisions, section.stop_note), room=prep.room,
     )
 
 
@@ -301,17 +301,18 @@ def _stopped(decisions: Sequence[ItemDecision], note: str | None) -> str | None:
 OFFERED_NOTHING = "the contributor offered nothing for this message"
 
 
-def build_reports(prepared: Sequence[Prepared], offered_nothing: Sequence[object] = ()
-                  ) -> tuple[SectionReport, ...]:
+def build_reports(prepared: Sequence[Prepared], offered_nothing: Sequence[object] = (),
+                  rooms: Mapping[str, int] | None = None) -> tuple[SectionReport, ...]:
     """One report per section, and one (``"empty"``) per contributor in
-    ``offered_nothing`` (it returned ``None``), in placement order: a dump shows every
-    contributor asked."""
+    ``offered_nothing`` (it returned ``None``; ``rooms`` holds the room each of them was
+    told, by name), in placement order: a dump shows every contributor asked."""
     reports = [_report(prep) for prep in prepared]
     for contributor in offered_nothing:
         stand_in = _stand_in(contributor, DEFAULT_PRIORITY)
         reports.append(SectionReport(
             name=stand_in.name, title=stand_in.title, priority=_priority(stand_in),
-            sticky=bool(stand_in.sticky), status="empty", stopped=OFFERED_NOTHING))
+            sticky=bool(stand_in.sticky), status="empty", stopped=OFFERED_NOTHING,
+            room=(rooms or {}).get(stand_in.name)))
     if offered_nothing:
         reports.sort(key=lambda r: (not r.sticky, -r.priority, r.name))
     return tuple(reports)

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -251,6 +251,7 @@ class PromptAssembler:
         sources += [(placement_key(s), len(contributors) + n) for n, s in enumerate(extras)]
         entries: dict[int, tuple[Section, str | None] | None] = {}
         nothing: list[Contributor] = []
+        rooms: dict[str, int] = {}  # the room each contributor that offered nothing was told
         for key, n in sorted(sources):
             room = None
             if n < len(contributors):
@@ -260,6 +261,8 @@ class PromptAssembler:
                 entries[n] = section_of(outcome)
                 if entries[n] is None:
                     nothing.append(contributors[n])
+                    if room is not None:
+                        rooms[contributors[n].name] = room
             else:
                 entries[n] = (extras[n - len(contributors)], None)
             entry = entries[n]
@@ -267,7 +270,7 @@ class PromptAssembler:
                 placer.add(entry, key, room=room)
         sections = order_sections([e for _, e in sorted(entries.items()) if e is not None])
         return self._finish(request, placer.final(sections), record_shown=record_shown,
-                            offered_nothing=nothing)
+                            offered_nothing=nothing, rooms=rooms)
 
     async def aassemble(self, request: AssemblyRequest) -> AssembledPrompt:
         """:meth:`assemble` for async agent loops: contributors run concurrently.
@@ -298,8 +301,8 @@ class PromptAssembler:
         return prompt.dump(format, environment=self.environment)
 
     def _finish(self, request: AssemblyRequest, prepared: list[Prepared], *,
-                record_shown: bool = True, offered_nothing: Sequence[Contributor] = ()
-                ) -> AssembledPrompt:
+                record_shown: bool = True, offered_nothing: Sequence[Contributor] = (),
+                rooms: Mapping[str, int] | None = None) -> AssembledPrompt:
         available = request.available
         for prep in prepared:
             if prep.template_failed and prep.error is not None:
@@ -328,7 +331,8 @@ class PromptAssembler:
             text=text, total_tokens=total, budget=request.budget,
             safety_margin=request.safety_margin, answer_reserve=request.answer_reserve,
             encoding=self.encoding, message=request.message, scope=request.scope,
-            sections=build_reports(prepared, offered_nothing), sticky_overflow=overflow,
+            sections=build_reports(prepared, offered_nothing, rooms or {}),
+            sticky_overflow=overflow,
             user=request.user,
             agent=request.agent,
         )

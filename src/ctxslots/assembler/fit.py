@@ -74,6 +74,9 @@ class Prepared:
             no room (it offers nothing then: dropped for the budget).
         template_failed: ``error`` is its own templates' failure (reported when the
             prompt is finished: a section may be rendered twice).
+        room: The tokens its contributor was told the sections before it left
+            (:attr:`AssemblyRequest.room <ctxslots.AssemblyRequest.room>`), or
+            ``None`` when it was not told.
     """
 
     section: Section
@@ -91,6 +94,7 @@ class Prepared:
     error: str | None = None
     no_room: bool = False
     template_failed: bool = False
+    room: int | None = None
 
     @property
     def eligible(self) -> list[int]:

@@ -108,15 +108,21 @@ class Facts:
         """The moment the request ranks from."""
         return self.request.now if self.request.now is not None else self.store.clock()
 
-    def room(self) -> tuple[int, int]:
-        """Tokens the sections placed before the fact's section used, and the room left."""
+    def room(self) -> tuple[int, int, str]:
+        """Tokens the sections placed before the fact's section used, the room left, and
+        what used them: the room its contributor was told when it was told one (what the
+        matches of those sections left: their fill comes after its matches), else what
+        those sections hold."""
         name = None if self.section is None else self.section["name"]
+        told = next((s.room for s in self.prompt.sections if s.name == name), None)
+        if told is not None:
+            return self.request.available - told, told, "the matches of the sections"
         used = 0
         for section in self._data["sections"]:
             if section["name"] == name:
                 break
             used += section["tokens"]
-        return used, max(0, self.request.available - used)
+        return used, max(0, self.request.available - used), "the sections"
 
     def filling_stopped(self) -> tuple[str, int, str] | None:
         """Where filling stopped before the fact's section: the section, the rank of the
@@ -204,7 +210,7 @@ def section_step(facts: Facts) -> Step:
         return Step("section", "a section reads its slot", "fails",
                     f"no section reads slot {slot!r} (the sections are {names or 'none'})",
                     {"slot": slot})
-    used, room = facts.room()
+    used, room, before = facts.room()
     data = {"section": c.name, "slot": slot, "scope": facts.search_scope, "used_before": used,
             "room": room, "available": facts.request.available}
     stopped = None if facts.section is None else facts.section["stopped"]
@@ -217,11 +223,11 @@ def section_step(facts: Facts) -> Step:
                         f"placed before it, where item {stop[1]} did not fit ({stop[2]}), and "
                         f"nothing placed after that is kept", data)
         return Step("section", "its section was searched", "fails",
-                    f"its section {c.name} was not searched: the sections placed before it used "
+                    f"its section {c.name} was not searched: {before} placed before it used "
                     f"{used} of the {facts.request.available} tokens available", data)
     where = f" in scope {facts.search_scope!r}" if facts.search_scope else ""
     return Step("section", "its section was searched", "ok",
-                f"{c.name} searches slot {slot!r}{where}; the sections placed before it used "
+                f"{c.name} searches slot {slot!r}{where}; {before} placed before it used "
                 f"{used} of {facts.request.available} tokens, leaving it {room}", data)
 
 

@@ -222,6 +222,10 @@ class SectionReport:
         stopped: Why the section holds no more items: the reason and note of
             the first item after the last kept one that was not taken (a
             duplicate aside), else the contributor's :attr:`Section.stop_note`.
+        room: The tokens its contributor was told the sections placed before it
+            left (what their matches left: their fill comes after this section's
+            matches), or ``None`` when it was not told (asked with the others at
+            once, by :meth:`~ctxslots.PromptAssembler.aassemble`).
     """
 
     name: str
@@ -236,6 +240,7 @@ class SectionReport:
     items: tuple[ItemDecision, ...] = ()
     group_tokens: int = 0
     stopped: str | None = None
+    room: int | None = None
 
 
 # -- the dump's data (schema in docs/assembler.md) ---------------------------
