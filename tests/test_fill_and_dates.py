@@ -112,8 +112,11 @@ def test_a_heading_is_paid_by_the_first_line_under_it(days: FactStore) -> None:
     prompt = assembler.assemble(AssemblyRequest("Max the dog", budget=header + first + 8))
     assert prompt.text == "## What you know about the user\n8 May 2023:\n- Max the dog is a beagle.\n"
     second = prompt.section("user_memory").items[1]
-    needs = count_tokens("2 June 2023:\n") + count_tokens("- Max the dog chewed the sofa.\n")
-    assert (DropReason.BUDGET, f"needs {needs} tokens, 8 left") == (second.reason, second.detail)
+    heading = count_tokens("2 June 2023:\n")
+    needs = heading + count_tokens("- Max the dog chewed the sofa.\n")
+    assert needs - heading == second.tokens  # its line; the note adds the heading it opens
+    note = f"needs {needs} tokens ({heading} of them its date heading), 8 left"
+    assert (DropReason.BUDGET, note) == (second.reason, second.detail)
 
 
 def test_grouping_is_a_setting_and_a_section_field(days: FactStore) -> None:

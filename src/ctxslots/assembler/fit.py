@@ -144,14 +144,16 @@ def drop_section(prep: Prepared, note: str) -> None:
     _drop_rest(prep, DropReason.BUDGET, 0, note, note)
 
 
-def _needs(cost: int, head: int, remaining: int, used: int) -> str:
-    """The note of the item that did not fit: what it costs and what was left. The first
-    item of a section that keeps nothing would have brought its header (``head``, with
-    the separator): counted in both, so the figures are the prompt's."""
-    if head:
-        return (f"needs {cost + head} tokens ({head} of them its section's header), "
-                f"{remaining - used + head} left")
-    return f"needs {cost} tokens, {remaining - used} left"
+def _needs(cost: int, line: int, head: int, remaining: int, used: int) -> str:
+    """The note of the item that did not fit: what it costs and what was left. ``cost``
+    is its ``line`` and the date heading it would open; the first item of a section that
+    keeps nothing would have brought its header (``head``, with the separator), counted
+    in both figures, so they are the prompt's."""
+    parts = [f"{head} of them its section's header"] if head else []
+    if cost > line:
+        parts.append(f"{cost - line} {'' if head else 'of them '}its date heading")
+    of = f" ({', '.join(parts)})" if parts else ""
+    return f"needs {cost + head} tokens{of}, {remaining - used + head} left"
 
 
 def _fill_start(prep: Prepared) -> int:
@@ -208,7 +210,8 @@ def fit(prepared: Sequence[Prepared], available: int, separator_tokens: int, *,
             cost = prep.cost(index, shown)
             if used + cost > remaining:
                 _drop_rest(prep, DropReason.BUDGET, n,
-                           _needs(cost, head if n == 0 else 0, remaining, used),
+                           _needs(cost, prep.line_tokens[index], head if n == 0 else 0,
+                                  remaining, used),
                            "a higher-ranked item did not fit")
                 stopped = True
                 break
@@ -253,7 +256,8 @@ def _place_fill(prepared: Sequence[Prepared], starts: Sequence[int],
             cost = prep.cost(index, shown)
             if used + cost > remaining:
                 _drop_rest(prep, DropReason.BUDGET, start + n,
-                           _needs(cost, head if n == 0 else 0, remaining, used),
+                           _needs(cost, prep.line_tokens[index], head if n == 0 else 0,
+                                  remaining, used),
                            "a higher-ranked item did not fit")
                 full = True
                 break
