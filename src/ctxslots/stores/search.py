@@ -132,7 +132,7 @@ class RankedSearch:
         links, hidden = core.backend.links_and_hidden(live, core.ranking.link_min_strength) \
             if live else ([], {})
         hits = pull_linked(core.backend, core.ranking, hits, links, request.flt, limit,
-                           request.now, _matched(gathered, core, fused))
+                           request.now, _matched(gathered, core, fused) if links else ())
         hits = _count_hidden(core, hits, set(live), hidden)
         seen_by = (request.flt.users, request.flt.agents)
         core.recent.add(seen_by, (h.fact.id for h in hits if not h.fact.archived))
