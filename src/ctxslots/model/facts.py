@@ -170,7 +170,10 @@ class HitTrace:
             it was said (``observed_at``), as decay is.
         reinforcement: ``exp(0.2 * score)``.
         confidence: The fact's confidence.
-        final: The score the hits were ordered by.
+        final: The score the hits were ordered by, within each of two groups: the
+            candidates a leg found within the store's ``candidate_pool`` come first,
+            those only found deeper (a search asking for more than the pool) after
+            them, whatever their scores; a reranker's order, when one runs, stands.
         rank: 1-based position in the returned list.
         extra: Additional signals: the multipliers above, and ``link_strength`` or
             ``reranked_from`` (the rank before a reranker moved it).
