@@ -182,18 +182,24 @@ class _DumpPage(HTMLParser):
         self.prompt: str | None = None
         self._section: str | None = None
         self._cell: list[str] | None = None
+        self._wrapped = False
         self._pre: list[str] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
         self.tags[tag] += 1
         if self._cell is not None:
-            self.tags_in_cells += 1
+            # The cell's own <bdi>, opened before any text, holds the value's direction
+            # marks inside it; any other element in a cell came from a value.
+            if tag == "bdi" and not self._wrapped and not self._cell:
+                self._wrapped = True
+            else:
+                self.tags_in_cells += 1
         if tag == "section" and "data-name" in a:
             self._section = a["data-name"]
             self.sections[self._section or ""] = []
         elif tag == "td" and a.get("class") == "text":
-            self._cell = []
+            self._cell, self._wrapped = [], False
         elif tag == "pre" and a.get("class") == "prompt":
             self._pre = []
 
