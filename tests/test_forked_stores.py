@@ -49,6 +49,38 @@ def test_a_store_opened_before_a_fork_serves_the_child_and_the_parent(location):
         assert 3 == len(again.facts())
 
 
+def _child_opens_and_writes(store: FactStore) -> None:
+    try:
+        store.add("agent", f"Child {os.getpid()} was here.")
+        store.close()
+    except BaseException:
+        os._exit(1)
+
+
+def test_forks_while_the_access_writer_works_leave_no_child_hung(db_path):
+    """Forks right after searches, while the store's access writer thread may be inside
+    SQLite: each child opens the store and writes. A child forked with that thread inside
+    the library inherited its locks held and hung at its first open (about one fork in
+    thirty here); a fork now waits for the store's own threads to leave their engine."""
+    store = FactStore(db_path, access_writes="background")
+    try:
+        store.add("agent", "The parent deploys on Fridays.")
+        for _ in range(40):
+            assert 1 == len(store.search("deploys"))  # queues an access count to write
+            child = multiprocessing.get_context("fork").Process(
+                target=_child_opens_and_writes, args=(store,))
+            child.start()
+            child.join(HUNG_AFTER)
+            if child.is_alive():
+                child.kill()
+                pytest.fail("a forked child hung")
+            assert 0 == child.exitcode
+        assert store.wait_for_writes(HUNG_AFTER)
+        assert 41 == len(store.facts())
+    finally:
+        store.close()
+
+
 def test_a_store_closed_before_a_fork_stays_closed_in_the_child(db_path):
     """A store closed before the fork is closed in the child too: nothing is opened again."""
     store = FactStore(db_path)

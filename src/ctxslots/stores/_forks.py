@@ -9,14 +9,25 @@ opened is kept, never closed, in the child: closing it there would close the par
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 
-__all__ = ["generation", "keep", "reopening"]
+__all__ = ["FORK_WAIT_S", "engine_work", "generation", "keep", "reopening"]
+
+#: Longest a fork waits for the stores' own threads to leave their engines: a writer
+#: blocked on a lock the forking thread holds (a fork inside an open transaction) would
+#: otherwise hold the fork for good; past it the fork goes on as it would have.
+FORK_WAIT_S = 10.0
 
 _generation = 0
 _lock = threading.Lock()
 _kept: list[object] = []
+# The stores' own threads inside an engine, and whether a fork waits for them to leave.
+_quiet = threading.Condition()
+_inside = 0
+_forking = False
 
 
 def generation() -> int:
@@ -34,12 +45,46 @@ def keep(opened: object) -> None:
     _kept.append(opened)
 
 
+@contextlib.contextmanager
+def engine_work() -> Iterator[None]:
+    """Held by a store's own thread (a background writer) while it works in its engine:
+    a fork waits for it to leave, and it waits for a fork under way. A child forked while
+    such a thread was inside SQLite inherits the library's locks held by a thread it does
+    not have, and hangs at its first open. Never nest it."""
+    global _inside
+    with _quiet:
+        _quiet.wait_for(lambda: not _forking)
+        _inside += 1
+    try:
+        yield
+    finally:
+        with _quiet:
+            _inside -= 1
+            _quiet.notify_all()
+
+
+def _before_fork() -> None:
+    global _forking
+    with _quiet:
+        _forking = True
+        _quiet.wait_for(lambda: _inside == 0, FORK_WAIT_S)
+
+
+def _after_fork_in_parent() -> None:
+    global _forking
+    with _quiet:
+        _forking = False
+        _quiet.notify_all()
+
+
 def _forked() -> None:
-    global _generation, _lock
+    global _generation, _lock, _quiet, _inside, _forking
     _generation += 1
-    # A thread of the parent may have held it: the child has one thread, and a fresh lock.
+    # A thread of the parent may have held them: the child has one thread, and fresh locks.
     _lock = threading.Lock()
+    _quiet, _inside, _forking = threading.Condition(), 0, False
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_forked)

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .._forks import engine_work
 from ..backend import Backend
 
 __all__ = ["BackgroundWriter"]
@@ -113,17 +114,20 @@ class BackgroundWriter:
     def _run(self) -> None:
         backend = None
         try:
-            backend = self._open()
+            with engine_work():  # a fork waits while this thread is in the engine
+                backend = self._open()
             while (batch := self._take()) is not None:
                 try:
-                    self._write(backend, batch)
+                    with engine_work():
+                        self._write(backend, batch)
                 finally:
                     self._done()
         except Exception as exc:  # noqa: BLE001 - reported by the subclass; the store goes on
             self._failed(exc)
         finally:
             if backend is not None:
-                backend.close()
+                with engine_work():
+                    backend.close()
             with self._cond:
                 self._clear()
                 self._thread = None
