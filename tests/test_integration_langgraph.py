@@ -151,6 +151,36 @@ def test_a_query_is_ranked_by_hybrid_search(store):
     assert {("user", "alice"), ("user", "bob")} == {h.namespace for h in everyone}
 
 
+def test_a_workspace_search_is_not_crowded_out_by_global_facts(store):
+    """The global facts a workspace's owners also see, however much better they match,
+    never push the workspace's own items out of its search."""
+    ours = CtxslotsStore(store)
+    for n in range(20):
+        ours.put(("project",), f"g{n}", {"content": f"zebra zebra zebra global note {n}"})
+    ours.put(("project", "w"), "mine", {"content": "a zebra note of workspace w among others"})
+    hits = ours.search(("project", "w"), query="zebra", limit=10)
+    assert [(("project", "w"), "mine")] == [(h.namespace, h.key) for h in hits]
+    assert [("project", "w")] == [h.namespace for h in ours.search(("project", "w"),
+                                                                  query="zebra", limit=1)]
+
+
+def test_a_search_counts_only_the_items_it_returns_as_shown(store):
+    """The facts a search read but did not return (filtered out, another namespace's,
+    past the limit) keep their access counts; the returned ones count once."""
+    ours = CtxslotsStore(store)
+    for n in range(30):
+        ours.put(("project",), f"g{n}", {"content": f"zebra note {n}", "kind": "other"})
+    ours.put(("project",), "good", {"content": "zebra good note", "kind": "good"})
+    ours.put(("project", "w"), "mine", {"content": "zebra note of w", "kind": "other"})
+    hits = ours.search(("project",), query="zebra", filter={"kind": "good"}, limit=1)
+    assert ["good"] == [h.key for h in hits]
+    counted = {f.key: f.access_count for f in store.facts(scope=ANY) if f.access_count}
+    assert {"good": 1} == counted
+    assert ["mine"] == [h.key for h in ours.search(("project", "w"), query="zebra", limit=2)]
+    counted = {f.key: f.access_count for f in store.facts(scope=ANY) if f.access_count}
+    assert {"good": 1, "mine": 1} == counted
+
+
 def test_namespaces_are_owners(store, clock):
     """An item under ("user", ALICE) is Alice's fact, seen by her assembled context and
     not by Bob's; facts ctxslots wrote read back as {"content": ...}."""

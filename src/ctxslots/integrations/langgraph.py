@@ -315,20 +315,37 @@ class CtxslotsStore(BaseStore):
         window = _FILTER_WINDOW if op.filter else min(op.offset + op.limit, _FILTER_WINDOW)
         for place in places:
             if query is not None:
-                hits = self.store.search(query, slots=[place.slot], limit=window,
-                                         **place.owners())
-                found.extend((h.fact, h.score) for h in hits if self._owned(place, h.fact))
+                found.extend(self._ranked(place, query, window))
             else:
                 found.extend((f, None) for f in self.store.facts(slots=[place.slot],
                                                                  **place.owners())
                              if self._owned(place, f))
         if query is not None:
             found.sort(key=lambda pair: -(pair[1] or 0.0))
-        items = [self._item(fact, score, search=True) for fact, score in found]
+        pairs = [(fact, self._item(fact, score, search=True)) for fact, score in found]
         if op.filter:
-            items = [i for i in items if all(_matches(i.value.get(k), v)
-                                             for k, v in op.filter.items())]
-        return [i for i in items[op.offset:op.offset + op.limit] if isinstance(i, SearchItem)]
+            pairs = [(fact, i) for fact, i in pairs
+                     if all(_matches(i.value.get(k), v) for k, v in op.filter.items())]
+        shown = [(fact, i) for fact, i in pairs[op.offset:op.offset + op.limit]
+                 if isinstance(i, SearchItem)]
+        if query is not None and shown:  # the items returned count as shown, and no others
+            self.store.touch([fact.id for fact, _ in shown])
+        return [i for _, i in shown]
+
+    def _ranked(self, place: _Place, query: str, window: int) -> list[tuple[Any, float | None]]:
+        """The namespace's own facts among the best ``window`` matches of ``query`` its
+        owners see, with their scores. The owners also see facts of other namespaces (a
+        workspace's search, the global ones): when those take some of the places, the
+        search reads as deep as a filtered one, so they never push its own facts out."""
+        def search(limit: int) -> list[Any]:
+            return self.store.search(query, slots=[place.slot], limit=limit,
+                                     track_access=False, **place.owners())
+
+        hits = search(window)
+        owned = [h for h in hits if self._owned(place, h.fact)]
+        if len(hits) == window < _FILTER_WINDOW and len(owned) < window:
+            owned = [h for h in search(_FILTER_WINDOW) if self._owned(place, h.fact)]
+        return [(h.fact, h.score) for h in owned]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         namespaces = self._all_namespaces()
