@@ -89,6 +89,37 @@ def test_o200k_fitted_prompt_is_over_budget_for_another_tokenizer(tokenizer_file
     assert "hf:tok0/tokenizer.json" == fitted.encoding == json.loads(fitted.dump("json"))["encoding"]
 
 
+def test_truncation_and_padding_the_file_sets_do_not_change_counts(tokenizer_file, tmp_path):
+    """A tokenizer.json may set truncation (to a model's input length) or padding: the counter
+    counts every token of the text all the same, so a prompt fitted with a truncating file
+    fits the budget as the tokenizer counts the whole text, and padding adds no token."""
+    reference = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+    truncating = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+    truncating.enable_truncation(max_length=16)
+    (tmp_path / "trunc").mkdir()
+    truncating.save(str(tmp_path / "trunc" / "tokenizer.json"))
+    padding = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+    padding.enable_padding(length=64, pad_id=0, pad_token="<s>")
+    (tmp_path / "pad").mkdir()
+    padding.save(str(tmp_path / "pad" / "tokenizer.json"))
+    text = " ".join(CORPUS[:6])
+    expected = len(reference.encode(text, add_special_tokens=False).ids)
+    assert 16 < expected
+    for folder in ("trunc", "pad"):
+        counter = HuggingFaceCounter(tmp_path / folder / "tokenizer.json")
+        assert expected == counter.count(text) == counter.count_exact(text)
+        short = len(reference.encode("hello world", add_special_tokens=False).ids)
+        assert short == counter.count("hello world") < 64
+
+    store = make_store(tmp_path / "t.db", FACTS)
+    request = AssemblyRequest("deploy shop freeze checklist", scope="shop", budget=150)
+    prompt = PromptAssembler(store, counter=HuggingFaceCounter(
+        tmp_path / "trunc" / "tokenizer.json")).assemble(request)
+    store.close()
+    whole = len(reference.encode(prompt.text, add_special_tokens=False).ids)
+    assert 16 < whole == prompt.total_tokens <= 150
+
+
 class Words:
     """A counter of whitespace-separated words: anything with count() will do."""
 

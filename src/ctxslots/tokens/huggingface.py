@@ -31,10 +31,15 @@ def _load(path: Path) -> Any:
     if not path.is_file():
         raise EncodingError(f"no tokenizer file at {path}", encoding=str(path))
     try:
-        return Tokenizer.from_file(str(path))
+        tokenizer = Tokenizer.from_file(str(path))
     except Exception as exc:  # the Rust side raises a bare Exception for a bad file
         raise EncodingError(f"{path} is not a tokenizer.json file the tokenizers package can "
                             f"read: {exc}", encoding=str(path)) from exc
+    # A file may set truncation or padding (for a model's fixed input length): a count
+    # would then be capped at, or raised to, that length instead of the text's own.
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
 
 
 @attrs.define
@@ -42,7 +47,9 @@ class HuggingFaceCounter:
     """Counts tokens with a HuggingFace ``tokenizer.json`` (Qwen, Llama, Mistral, Gemma...).
 
     Special tokens the tokenizer would add around a sequence (BOS, EOS) are not
-    counted: the prompt's text is counted as the chat template will embed it.
+    counted: the prompt's text is counted as the chat template will embed it. The
+    truncation and padding a file may set are not applied: every token of the text
+    is counted, and none that is not in it.
     Text that looks like a special token (``<|im_start|>``) is data in a prompt;
     the tokenizer may still read it as one token, so such text can count lower
     than its characters suggest.
