@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import jinja2
 import pytest
 from click.testing import CliRunner
 
@@ -16,11 +17,15 @@ from ctxslots import (
     EncodingError,
     HuggingFaceCounter,
     InvalidRequestError,
+    Item,
     ProjectMemoryContributor,
     PromptAssembler,
+    Section,
+    StaticContributor,
     TokenCounterProtocol,
     UserMemoryContributor,
     count_tokens,
+    hookimpl,
 )
 from ctxslots.cli import cli
 from ctxslots.tokens import counter_from_spec
@@ -118,6 +123,44 @@ def test_truncation_and_padding_the_file_sets_do_not_change_counts(tokenizer_fil
     store.close()
     whole = len(reference.encode(prompt.text, add_special_tokens=False).ids)
     assert 16 < whole == prompt.total_tokens <= 150
+
+
+class RawLines:
+    """A plugin contributor whose own item template shows each value as it is (no
+    ``bullet`` filter), with a value holding a lone surrogate."""
+
+    name, priority, sticky = "raw", 50, False
+
+    @hookimpl
+    def prepare_jinja2_environment(self, env):
+        env.loader = jinja2.ChoiceLoader(
+            [env.loader, jinja2.DictLoader({"raw_item.md.j2": "- {{ item.text }}\n"})])
+
+    def contribute(self, request):
+        return Section(title="Raw", items=(Item("half \ud800 a pair"),),
+                       item_template="raw_item.md.j2")
+
+
+def test_a_lone_surrogate_counts_as_a_replacement_character(tokenizer_file):
+    """The tokenizers package refuses a string holding a lone surrogate; the counter counts it
+    as U+FFFD, as tiktoken does, so a plugin template that shows such a value unfiltered does
+    not make assemble fail with "TextInputSequence must be str"."""
+    import asyncio
+
+    reference = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+    counter = HuggingFaceCounter(tokenizer_file)
+    expected = len(reference.encode("a \ufffd b", add_special_tokens=False).ids)
+    assert expected == counter.count("a \ud800 b") == counter.count_exact("a \ud800 b")
+
+    raw = RawLines()
+    rules = StaticContributor("rules", "Rules", ["Answer briefly."], priority=40)
+    assembler = PromptAssembler(None, contributors=[raw, rules], plugins=[raw], counter=counter)
+    for prompt in (assembler.assemble(AssemblyRequest("hi")),
+                   asyncio.run(assembler.aassemble(AssemblyRequest("hi")))):
+        assert "## Raw\n- half \ud800 a pair\n\n## Rules\n- Answer briefly.\n" == prompt.text
+        assert ["kept", "kept"] == [s.status for s in prompt.sections]
+        replaced = prompt.text.replace("\ud800", "\ufffd")
+        assert len(reference.encode(replaced, add_special_tokens=False).ids) == prompt.total_tokens
 
 
 class Words:

@@ -49,7 +49,8 @@ class HuggingFaceCounter:
     Special tokens the tokenizer would add around a sequence (BOS, EOS) are not
     counted: the prompt's text is counted as the chat template will embed it. The
     truncation and padding a file may set are not applied: every token of the text
-    is counted, and none that is not in it.
+    is counted, and none that is not in it. A lone surrogate (which no UTF-8 text
+    holds, so the tokenizer refuses it) is counted as U+FFFD, as tiktoken counts it.
     Text that looks like a special token (``<|im_start|>``) is data in a prompt;
     the tokenizer may still read it as one token, so such text can count lower
     than its characters suggest.
@@ -95,4 +96,8 @@ class HuggingFaceCounter:
         if not isinstance(text, str):
             raise InvalidRequestError(f"text must be a string, not {type(text).__name__}",
                                       field="text", value=text)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # the tokenizer takes UTF-8 text only (so does tiktoken)
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
