@@ -180,7 +180,9 @@ class MemoryContributor:
         profile_size: Most profile facts offered first (0: no profile).
         profile_share: Most of the request's available tokens the profile may
             take (estimated on the high side from its lines as shown: the text and
-            the date at its end, or its group's heading once).
+            the date at its end, or its group's heading once; high for tiktoken's
+            encodings and the built-in templates, which are all the contributor
+            knows: the assembler's ``counter`` may count more).
     """
 
     store: SearchableStore = attrs.field(validator=_check_store)
