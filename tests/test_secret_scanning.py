@@ -112,6 +112,31 @@ def test_a_flush_redacts_reports_and_is_stable(store):
         assert secret not in prompt.text
 
 
+def test_a_reason_for_forgetting_is_screened_like_a_value(store, caplog):
+    """The reason a fact is forgotten with is kept in the archive and exported: forget and a
+    flush's forget store it redacted, and the flush report says what was redacted."""
+    caplog.set_level(logging.WARNING, logger="ctxslots.secrets")
+    facts = [store.upsert("user", f"fact.{n}", f"Fact {n}.") for n in range(len(TEXTS) + 1)]
+    for fact, (_, _, text) in zip(facts, TEXTS, strict=False):
+        store.forget(fact.id, reason=text)
+    out = io.StringIO()
+    store.export_jsonl(out)
+    reasons = {r["key"]: r["reason"] for r in map(json.loads, out.getvalue().splitlines()[1:])}
+    for n, (kind, _, _) in enumerate(TEXTS):
+        assert f"[redacted {kind}]" in reasons[f"fact.{n}"]
+    assert len(TEXTS) == sum(r.name == "ctxslots.secrets" for r in caplog.records)
+    kind, _, text = TEXTS[0]
+    reply = json.dumps({"operations": [
+        {"op": "forget", "slot": "user", "key": f"fact.{len(TEXTS)}", "reason": text}]})
+    with ScriptedChatServer([reply]) as server:
+        report = MemoryFlusher(store, OpenAIChatClient(server.base_url, "s")).flush(
+            [{"role": "user", "content": "forget it"}], force=True)
+    assert [(kind,)] == [c.redacted for c in report.forgotten] == \
+        [c.redacted for c in report.redacted]
+    assert f"redacted from the reason: {kind}" in report.summary()
+    assert_no_secret(store)
+
+
 def test_imports_redact_and_count(store):
     """JSONL (values and earlier values) and Markdown imports store secrets redacted and count them."""
     records = [{"slot": "agent", "value": text, "history": [
@@ -153,6 +178,20 @@ def test_the_refuse_policy_writes_nothing_with_a_secret(location, clock):
             report = MemoryFlusher(store, OpenAIChatClient(server.base_url, "s")).flush(
                 [{"role": "user", "content": "hi"}], force=True)
         assert [0] == [r.index for r in report.rejected] and 1 == len(report.added)
+        editor = report.added[0].fact
+        with pytest.raises(InvalidFactError) as caught:
+            store.forget(editor.id, reason=text)
+        assert "reason" == caught.value.field and secret not in str(caught.value)
+        reply = json.dumps({"operations": [
+            {"op": "forget", "slot": "user", "key": "editor", "reason": text}]})
+        with ScriptedChatServer([reply]) as server:
+            report = MemoryFlusher(store, OpenAIChatClient(server.base_url, "s")).flush(
+                [{"role": "user", "content": "hi"}, {"role": "user", "content": "forget"}],
+                force=True)
+        assert [0] == [r.index for r in report.rejected] and not report.forgotten
+        assert "reason holds what looks like" in report.rejected[0].reason
+        assert kind in report.rejected[0].reason
+        assert "The user uses Helix." == store.get(editor.id).value  # still live
         assert_no_secret(store)
 
 

@@ -644,8 +644,10 @@ class MemoryFlusher:
             if later is not None:
                 return f"{op.slot}/{op.key} was said {later}, after these messages; it stands"
             reason = f"{source}: {op.reason}" if op.reason.strip() else source
+            _, secrets = self.store.limits.screen_reason(reason[:1000])  # as it will be stored
             gone = self.store.forget(old.id, reason=reason[:1000])
-            return Change(kind="forgotten", index=index, fact=gone, previous=old.value)
+            return Change(kind="forgotten", index=index, fact=gone, previous=old.value,
+                          redacted=secrets)
         assert isinstance(op, Upsert)
         tags = tuple(dict.fromkeys(op.tags))
         value, secrets = self.store.limits.screen(op.value)  # as it will be stored

@@ -113,8 +113,9 @@ class Change:
         index: Position of the operation in the reply's ``operations`` list.
         fact: The fact after the change (archived for ``"forgotten"``).
         previous: The value before the change, for ``"updated"``.
-        redacted: What the model's value held that the store's secret policy
-            replaced with ``[redacted KIND]`` ("GitHub token"...), one entry each.
+        redacted: What the model's value (for ``"forgotten"``, its reason) held that
+            the store's secret policy replaced with ``[redacted KIND]`` ("GitHub
+            token"...), one entry each.
     """
 
     kind: str
@@ -230,8 +231,10 @@ class FlushReport:
 
     @property
     def redacted(self) -> tuple[Change, ...]:
-        """The changes whose value held a secret that was replaced before it was written."""
-        return tuple(c for c in (*self.added, *self.updated, *self.unchanged) if c.redacted)
+        """The changes whose value (a forget's reason) held a secret that was replaced
+        before it was written."""
+        return tuple(c for c in (*self.added, *self.updated, *self.unchanged, *self.forgotten)
+                     if c.redacted)
 
     @property
     def tokens_used(self) -> int | None:
@@ -281,7 +284,8 @@ class FlushReport:
             where = f.slot + (f"@{f.scope}" if f.scope else "")
             lines.append(f"{change.kind:>9} {where} {f.key}: {f.value[:200]}")
             if change.redacted:
-                lines.append(f"           redacted from the value: {', '.join(change.redacted)}")
+                what = "reason" if change.kind == "forgotten" else "value"
+                lines.append(f"           redacted from the {what}: {', '.join(change.redacted)}")
         for rej in self.rejected:
             lines.append(f" rejected operations[{rej.index}] ({rej.operation.op} "
                          f"{rej.operation.slot[:40]} {rej.operation.key[:60]}): {rej.reason}")

@@ -186,9 +186,9 @@ class Limits:
         slot_owners: Whose facts each slot holds (the built-in three, plus
             those plugins register, :func:`ctxslots.plugins.slot_owners`); a slot
             not named holds a workspace's facts.
-        secrets: What a value holding a credential-shaped string (an API key, a
-            token, a private key, a password in a URL or after ``password=``;
-            the catalogue is :data:`ctxslots._secrets.PATTERNS`) becomes:
+        secrets: What a value (and a context, and a forget's reason) holding a
+            credential-shaped string (an API key, a token, a private key, a
+            password in a URL or after ``password=``; the catalogue is :data:`ctxslots._secrets.PATTERNS`) becomes:
             ``"redact"`` (the default: each one is replaced by ``[redacted
             KIND]``, and the write says so: the flush report, the tool's
             answer, the import report, a warning on the ``ctxslots.secrets``
@@ -403,14 +403,26 @@ class Limits:
         return _unicode(_no_nul(source, "source"), "source")
 
     def reason(self, reason: object) -> str | None:
-        """Validate why a fact was forgotten (free text, at most 1,000 characters, as an
-        import takes it back)."""
+        """Validate why a fact was forgotten; return it as stored (see :meth:`screen_reason`)."""
+        return self.screen_reason(reason)[0]
+
+    def screen_reason(self, reason: object) -> tuple[str | None, tuple[str, ...]]:
+        """Validate why a fact was forgotten (free text, at most 1,000 characters as
+        stored, as an import takes it back). The :attr:`secrets` policy applies as to a
+        value: a reason is stored in the archive and exported.
+
+        :return: The reason as stored, and the kinds of credential it held.
+        """
         if reason is None:
-            return None
+            return None, ()
         if not isinstance(reason, str) or len(reason) > 1000:
             raise InvalidFactError("reason must be None or a string of at most 1000 characters",
                                    field="reason", value=reason)
-        return _unicode(_no_nul(reason, "reason"), "reason")
+        stored, kinds = self._apply_secrets(_unicode(_no_nul(reason, "reason"), "reason"),
+                                            "reason")
+        if len(stored) > 1000:  # each secret's [redacted KIND] may be longer than it
+            stored = stored[:999] + "…"
+        return stored, kinds
 
     def score_step(self, amount: object) -> float:
         """Validate how much one reinforce or demote moves a score: a finite

@@ -370,7 +370,10 @@ class Writer:
                visible: FactFilter | None = None) -> Fact:
         """Move a fact to the archive. With ``visible``, a fact it does not see is not found."""
         fact_id = check_id(fact_id)
-        reason = self.limits.reason(reason)
+        reason, secrets = self.limits.screen_reason(reason)
+        if secrets:
+            logger.warning("a reason for forgetting fact %d held %s; stored with [redacted] in "
+                           "its place (Limits.secrets)", fact_id, ", ".join(secrets))
         with self.writing():
             self.count_write()
             if visible is not None:
