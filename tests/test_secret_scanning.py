@@ -137,6 +137,33 @@ def test_a_reason_for_forgetting_is_screened_like_a_value(store, caplog):
     assert_no_secret(store)
 
 
+def test_a_flush_rejects_a_key_or_tag_that_holds_a_secret(store):
+    """A key or tag is shown with its fact on every later turn and cannot be redacted in
+    place: a flush rejects the operation that names a secret there, and says so."""
+    from ctxslots._secrets import redact
+
+    # The secrets that are credential-shaped alone (a password needs its "password=").
+    labels = [(kind, secret) for kind, secret, _ in TEXTS
+              if len(secret) <= 64 and "\n" not in secret and redact(secret)[1]]
+    assert len(labels) >= 8
+    ops = [{"op": "upsert", "slot": "user", "key": f"tagged.{n}", "value": "A fact.",
+            "confidence": 0.9, "tags": ["tools", secret]} for n, (_, secret) in enumerate(labels)]
+    ops += [{"op": "upsert", "slot": "user", "key": secret, "value": "A fact.",
+             "confidence": 0.9, "tags": []} for _, secret in labels]
+    ops.append({"op": "upsert", "slot": "user", "key": "editor", "value": "The user uses Helix.",
+                "confidence": 0.9, "tags": ["tools"]})
+    with ScriptedChatServer([json.dumps({"operations": ops})]) as server:
+        report = MemoryFlusher(store, OpenAIChatClient(server.base_url, "s")).flush(
+            [{"role": "user", "content": "I use Helix."}], force=True)
+    assert ["editor"] == [c.fact.key for c in report.added]
+    assert list(range(2 * len(labels))) == [r.index for r in report.rejected]
+    for rejection, (kind, secret) in zip(report.rejected, labels * 2, strict=True):
+        field = "a tag" if rejection.index < len(labels) else "key"
+        assert f"{field} holds what looks like" in rejection.reason and kind in rejection.reason
+        assert secret not in rejection.reason
+    assert_no_secret(store)
+
+
 def test_imports_redact_and_count(store):
     """JSONL (values and earlier values) and Markdown imports store secrets redacted and count them."""
     records = [{"slot": "agent", "value": text, "history": [

@@ -21,8 +21,8 @@ Nothing else is accepted. A reply is checked in two steps:
    raises :class:`ReplyFormatError`; the flusher shows the model the error and
    asks once more.
 2. **Content** (:func:`check_operation`): the slot is known, the key matches
-   :data:`KEY_PATTERN`, the value and tags fit the store's limits, the confidence
-   is from 0 to 1. An operation that fails here is rejected with its reason; the
+   :data:`KEY_PATTERN`, the value and tags fit the store's limits, the key and tags
+   hold no credential (unless the store allows secrets), the confidence is from 0 to 1. An operation that fails here is rejected with its reason; the
    others are applied.
 """
 
@@ -382,6 +382,7 @@ def check_operation(op: Operation, *, slots: Sequence[str] | Mapping[str, str],
     try:
         limits.slot(op.slot)  # the store may know fewer slots than the flusher was given
         limits.key(op.key)
+        limits.label_without_secret(op.key, "key")  # a model may copy a key into one
     except InvalidFactError as exc:
         return str(exc)
     if isinstance(op, Forget):
@@ -397,6 +398,8 @@ def check_operation(op: Operation, *, slots: Sequence[str] | Mapping[str, str],
     try:
         limits.value(op.value)
         limits.tags(op.tags)
+        for tag in op.tags:
+            limits.label_without_secret(tag, "a tag")
     except InvalidFactError as exc:
         return str(exc)
     return None

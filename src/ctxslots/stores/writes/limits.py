@@ -304,6 +304,22 @@ class Limits:
         """
         return self._apply_secrets(self._checked_value(value), "value")
 
+    def label_without_secret(self, text: str, field: str) -> None:
+        """Refuse a label (a key, a tag) holding a credential-shaped string, unless the
+        :attr:`secrets` policy is ``"allow"``: a label names a fact and is not redacted
+        in place.
+
+        :raises InvalidFactError: ``text`` holds a credential (the message names its
+            kind, never the secret).
+        """
+        if self.secrets == "allow":
+            return
+        _, kinds = redact(text)
+        if kinds:
+            raise InvalidFactError(
+                f"{field} holds what looks like {_a(kinds[0])}; memory is shown to a model on "
+                "every later turn and is no place for secrets", field=field, value="[redacted]")
+
     def _apply_secrets(self, text: str, field: str) -> tuple[str, tuple[str, ...]]:
         """``text`` as stored under the :attr:`secrets` policy, and the kinds it held."""
         if self.secrets == "allow":
