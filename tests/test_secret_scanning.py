@@ -76,7 +76,8 @@ def test_look_alikes_are_stored_as_they_are(store):
 
 
 def test_the_tools_redact_and_say_so(store):
-    """memory_store and memory_update store the value redacted and the answer says what was."""
+    """memory_store, memory_update and memory_forget (its reason) store the text redacted and
+    the answer says what was."""
     tools = MemoryTools(store)
     for kind, _, text in TEXTS:
         answer = tools.dispatch("memory_store", {"slot": "agent", "value": text})
@@ -84,6 +85,9 @@ def test_the_tools_redact_and_say_so(store):
         fact_id = int(answer.split("[id:")[1].split("]")[0])
         answer = tools.dispatch("memory_update", {"id": fact_id, "value": text + " Again."})
         assert answer.startswith("Updated") and f"held {kind}" in answer
+        if len(text) <= 500:  # the tool's longest reason
+            answer = tools.dispatch("memory_forget", {"id": fact_id, "reason": text})
+            assert answer.startswith("Forgot") and f"the reason held {kind}" in answer
     assert_no_secret(store)
 
 

@@ -399,7 +399,8 @@ class MemoryTools:
         self._visible(id)
         fact = self.store.forget(id, reason=reason or f"forgotten through {self.source}",
                                  **self._owners())
-        return f"Forgot [id:{fact.id}]: {bullet(fact.value)[:200]}"
+        note = self._redaction_note(reason, "reason") if reason else ""
+        return f"Forgot [id:{fact.id}]: {bullet(fact.value)[:200]}{note}"
 
     def memory_timeline(self, id: int, before: int | None = 3, after: int | None = 3) -> str:
         """The facts written around one fact, oldest first.
@@ -455,7 +456,8 @@ class MemoryTools:
         """What the answer says when the store's secret policy redacts part of ``value``
         (a refused value raises before anything is written)."""
         limits = self.store.limits
-        _, secrets = limits.screen(value) if field == "value" else limits.context(value)
+        _, secrets = limits.screen(value) if field == "value" else \
+            limits.screen_reason(value) if field == "reason" else limits.context(value)
         if not secrets:
             return ""
         return (f"\nNote: the {field} held {', '.join(secrets)}; it was stored as [redacted] "
