@@ -22,8 +22,9 @@ Nothing else is accepted. A reply is checked in two steps:
    asks once more.
 2. **Content** (:func:`check_operation`): the slot is known, the key matches
    :data:`KEY_PATTERN`, the value and tags fit the store's limits, the key and tags
-   hold no credential (unless the store allows secrets), the confidence is from 0 to 1. An operation that fails here is rejected with its reason; the
-   others are applied.
+   hold no credential (unless the store allows secrets), the confidence is from 0
+   to 1. An operation that fails here is rejected with its reason; the others are
+   applied.
 """
 
 from __future__ import annotations

@@ -188,7 +188,8 @@ class Limits:
             not named holds a workspace's facts.
         secrets: What a value (and a context, and a forget's reason) holding a
             credential-shaped string (an API key, a token, a private key, a
-            password in a URL or after ``password=``; the catalogue is :data:`ctxslots._secrets.PATTERNS`) becomes:
+            password in a URL or after ``password=``; the catalogue is
+            :data:`ctxslots._secrets.PATTERNS`) becomes:
             ``"redact"`` (the default: each one is replaced by ``[redacted
             KIND]``, and the write says so: the flush report, the tool's
             answer, the import report, a warning on the ``ctxslots.secrets``
