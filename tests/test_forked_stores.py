@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable
 
 import pytest
 
@@ -11,6 +12,18 @@ from ctxslots import FactStore
 
 #: Seconds a child doing a few writes is given before it is taken for hung.
 HUNG_AFTER = 120
+
+
+def _forked_child(target: Callable[[FactStore], None], store: FactStore) -> int | None:
+    """Run ``target(store)`` in a forked child; its exit status (the test fails if the
+    child is still running after :data:`HUNG_AFTER` seconds)."""
+    child = multiprocessing.get_context("fork").Process(target=target, args=(store,))
+    child.start()
+    child.join(HUNG_AFTER)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung")
+    return child.exitcode
 
 
 def _child_writes_and_closes(store: FactStore) -> None:
@@ -31,14 +44,7 @@ def test_a_store_opened_before_a_fork_serves_the_child_and_the_parent(location):
     try:
         store.add("agent", "The parent deploys on Fridays.")
         store.search("deploys")  # the access writer's thread runs in the parent
-        child = multiprocessing.get_context("fork").Process(
-            target=_child_writes_and_closes, args=(store,))
-        child.start()
-        child.join(HUNG_AFTER)
-        if child.is_alive():
-            child.kill()
-            pytest.fail("the forked child hung")
-        assert 0 == child.exitcode
+        assert 0 == _forked_child(_child_writes_and_closes, store)
         store.add("agent", "The parent tests on Thursdays.")
         assert ["The child deploys on Mondays.", "The parent deploys on Fridays."] == sorted(
             h.fact.value for h in store.search("deploys"))
@@ -67,14 +73,7 @@ def test_forks_while_the_access_writer_works_leave_no_child_hung(db_path):
         store.add("agent", "The parent deploys on Fridays.")
         for _ in range(40):
             assert 1 == len(store.search("deploys"))  # queues an access count to write
-            child = multiprocessing.get_context("fork").Process(
-                target=_child_opens_and_writes, args=(store,))
-            child.start()
-            child.join(HUNG_AFTER)
-            if child.is_alive():
-                child.kill()
-                pytest.fail("a forked child hung")
-            assert 0 == child.exitcode
+            assert 0 == _forked_child(_child_opens_and_writes, store)
         assert store.wait_for_writes(HUNG_AFTER)
         assert 41 == len(store.facts())
     finally:

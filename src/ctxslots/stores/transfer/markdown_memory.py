@@ -56,7 +56,7 @@ _KEYED = re.compile(r"\*\*([^\n]+?)\*\*:(?: |(?=\n)|$)")
 #: which renders as nothing and makes ``[x]`` a live link) or a footnote.
 _LINK_DEFINITION = re.compile(r" {0,3}\[(?:[^\[\]\\]|\\.)+\]:")
 #: The title :func:`title` writes: ``# slot`` or ``# slot (scope: NAME)``.
-_TITLE = re.compile(r"# ([a-z][a-z0-9_-]{0,63})( \(scope: .*\))?")
+_TITLE = re.compile(r"# ([a-z][a-z0-9_-]{0,63})(?: \(scope: (.*)\))?")
 _SAFE_DIR_CHARS = re.compile(r"[A-Za-z0-9_\-]")
 
 
@@ -166,11 +166,15 @@ def title(slot: str, scope: str | None) -> str:
 def titled_scope(line: str, slot: str) -> str | None:
     """The scope that ``line``, a file's first, names when it is the title of a
     scoped file of ``slot`` (``# slot (scope: NAME)``, see :func:`title`), else ``None``."""
-    line = line.removeprefix("\ufeff").rstrip()
-    prefix = f"# {slot} (scope: "
-    if not line.startswith(prefix) or not line.endswith(")"):
-        return None
-    return line[len(prefix):-1] or None
+    parts = _title_parts(line.removeprefix("\ufeff"))
+    return parts[1] or None if parts is not None and parts[0] == slot else None
+
+
+def _title_parts(line: str) -> tuple[str, str | None] | None:
+    """The slot and scope (``None``: no scope named) of a title :func:`title` writes,
+    or ``None`` when ``line`` is no such title."""
+    found = _TITLE.fullmatch(line.rstrip())
+    return None if found is None else (found.group(1), found.group(2))
 
 
 def render_file(slot: str, scope: str | None, bullets: Iterable[str]) -> str:
@@ -232,17 +236,17 @@ def _heading_tag(text: str, max_chars: int) -> str:
 
 
 def _is_title(line: str, slot: str) -> bool:
-    line = line.rstrip()
-    return line == f"# {slot}" or (line.startswith(f"# {slot} (scope: ") and line.endswith(")"))
+    parts = _title_parts(line)
+    return parts is not None and parts[0] == slot
 
 
 def _other_title(line: str, slot: str, slots: Iterable[str]) -> str | None:
     """The slot whose export title ``line`` is, when that is another slot than ``slot``:
     a known slot's ``# name``, or any ``# name (scope: ...)``."""
-    title = _TITLE.fullmatch(line.rstrip())
-    if title is None or title.group(1) == slot:
+    parts = _title_parts(line)
+    if parts is None or parts[0] == slot:
         return None
-    return title.group(1) if title.group(2) or title.group(1) in slots else None
+    return parts[0] if parts[1] is not None or parts[0] in slots else None
 
 
 def _split_context(lines: list[str]) -> tuple[list[str], str | None]:
