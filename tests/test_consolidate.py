@@ -11,6 +11,7 @@ from ctxslots import FactStore, InvalidFactError, MemoryFlusher, OpenAIChatClien
 from ctxslots.cli import cli
 from ctxslots.stores.upkeep.prune import PrunePolicy
 from ctxslots.testing import ScriptedChatServer
+from ctxslots.tools import MemoryTools
 
 DARK = "The user prefers dark mode in every editor."
 
@@ -77,6 +78,39 @@ def test_a_new_value_is_no_longer_a_duplicate(store, clock):
     store.upsert("user", "theme", "The user switched to a light theme.")
     assert store.get(a.id).superseded_by is None
     assert store.search("light theme")[0].fact.id == a.id
+
+
+def test_a_memory_said_again_after_its_survivor_was_forgotten_shows_again(store, clock):
+    """Forgetting a survivor keeps what it hid hidden; the hidden memory said again is
+    shown again, instead of being answered as stored while no search finds it."""
+    old = store.add("user", DARK)
+    clock.advance(seconds=1)
+    survivor = store.add("user", DARK + "!")
+    store.consolidate()
+    again = store.write("user", DARK)                   # the survivor stands for it
+    assert (again.change, again.fact.id, again.fact.superseded_by) == ("kept", old.id,
+                                                                        survivor.id)
+    store.forget(survivor.id, reason="the user changed their mind")
+    assert store.search("dark mode editor") == []      # forgotten with its survivor
+    clock.advance(days=300)
+    tools = MemoryTools(store)
+    answer = tools.memory_store("user", DARK)
+    assert answer.startswith(f"Updated [id:{old.id}]"), answer
+    assert store.get(old.id).superseded_by is None
+    assert [h.fact.id for h in store.search("dark mode editor")] == [old.id]
+    assert tools.memory_store("user", DARK).startswith(f"Already stored [id:{old.id}]")
+
+
+def test_a_memory_said_again_after_its_survivor_expired_shows_again(store, clock):
+    old = store.add("agent", "Cache the wheels on CI.")
+    clock.advance(seconds=1)
+    store.add("agent", "Cache the wheels on CI!", expires_at=clock() + 3600)
+    store.consolidate()
+    clock.advance(days=1)
+    assert store.search("cache wheels") == []
+    again = store.write("agent", "Cache the wheels on CI.")
+    assert (again.change, again.fact.id, again.fact.superseded_by) == ("updated", old.id, None)
+    assert [h.fact.id for h in store.search("cache wheels")] == [old.id]
 
 
 def test_superseded_facts_are_pruned_first(store, clock):

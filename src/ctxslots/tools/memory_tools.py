@@ -335,8 +335,9 @@ class MemoryTools:
         With a key, ``tags`` replace the stored fact's tags; left out (``None``),
         they stay. The answer says what the write itself did, decided in its own
         transaction: ``Stored`` (a new fact), ``Replaced`` (a new value),
-        ``Updated`` (the same value, other tags, context or source), ``Kept`` (nothing
-        changed), ``Already stored`` (an identical free memory).
+        ``Updated`` (the same value, other tags, context or source; or an identical free
+        memory, hidden behind a near-duplicate since forgotten, shown again), ``Kept``
+        (nothing changed), ``Already stored`` (an identical free memory).
 
         :raises ArgumentError: An argument does not fit the tool's definition.
         :raises InvalidFactError: The store refuses the fact or its context; nothing
@@ -349,7 +350,7 @@ class MemoryTools:
             note += self._redaction_note(context, "context")
         written = self.store.write(slot, value, key=key, tags=tags, source=self.source,
                                    context=context, **self._owners(slot))
-        verb = _VERBS[written.change] if key is not None or written.change == "inserted" \
+        verb = _VERBS[written.change] if key is not None or written.change != "kept" \
             else "Already stored"
         fact = written.fact
         return f"{verb} {self._line(fact)}{note}"

@@ -63,7 +63,9 @@ class WriteMethods:
         """Write a free-form memory (a fact without a key).
 
         An identical live memory of the same slot and owners is returned instead
-        of writing a copy (:meth:`find_memory` tells beforehand).
+        of writing a copy (:meth:`find_memory` tells beforehand). When it was hidden
+        behind a near-duplicate that is no longer live (forgotten or expired, see
+        :meth:`consolidate`), it is shown again: it was just said again.
 
         :param scope: The workspace (slots ``project``, ``agent``; ``None``: global).
         :param user: The user (slot ``user``; ``None``: the store's default user).
@@ -96,10 +98,12 @@ class WriteMethods:
 
         ``written.change`` is ``"inserted"`` (a new fact), ``"replaced"`` (a keyed fact
         got a new value), ``"updated"`` (the same value, other tags, context, source,
-        confidence or expiry) or ``"kept"`` (nothing it holds changed, though its time
-        of observation may have; for a free memory, the identical one
-        already stored, returned as it is). ``tags=None`` keeps a keyed fact's stored
-        tags (a new fact gets none). The other arguments are :meth:`upsert`'s.
+        confidence or expiry; for a free memory, the identical one already stored,
+        hidden behind a near-duplicate since forgotten or expired, shown again) or
+        ``"kept"`` (nothing it holds changed, though its time of observation may have;
+        for a free memory, the identical one already stored, returned as it is).
+        ``tags=None`` keeps a keyed fact's stored tags (a new fact gets none). The other
+        arguments are :meth:`upsert`'s.
 
         :raises InvalidFactError: A field is malformed or over its limit, or an owner is
             named that the slot does not have; nothing is written.

@@ -268,7 +268,9 @@ class Writer:
             confidence: float, source: str | None, expires_at: Any, observed_at: Any,
             context: Any = None) -> Written:
         """Insert a free memory; an identical live one of the same slot and owners is
-        returned instead (``"kept"``)."""
+        returned instead (``"kept"``). One hidden behind a near-duplicate that is no
+        longer live (forgotten or expired) is shown again (``"updated"``): nothing
+        stands for it, and it was just said again."""
         now = self.clock()
         row = self.validated(slot, value, owners, tags, confidence, source, expires_at, context,
                              now)
@@ -280,6 +282,11 @@ class Writer:
             if same is not None:
                 existing = self.backend.get(same)
                 assert existing is not None
+                hider = existing["superseded_by"]
+                if hider is not None and self.backend.get(int(hider), live_at=now) is None:
+                    self.count_write()
+                    self.backend.set_superseded([(same, None)])
+                    return Written(Fact.from_row({**existing, "superseded_by": None}), "updated")
                 return Written(Fact.from_row(existing), "kept")
             return Written(self.insert(row, None, now), "inserted")
 
