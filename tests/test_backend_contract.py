@@ -7,6 +7,7 @@ tests/test_backend_contract_search.py.
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 
@@ -216,7 +217,8 @@ def test_update_sets_only_the_given_columns(backend):
 
 
 def test_update_records_the_value_it_replaces(backend):
-    """update with history keeps the earlier value as add_history would, in the same write;
+    """update with history keeps the earlier value as add_history would, in the same write,
+    from the end of the fact's latest entry when that is later than the entry's start;
     searches see the new value and not the old one."""
     fact_id = add(backend, "The deploy runs on Fridays.", key="deploy")
     earlier = HistoryEntry(fact_id, "agent", "", "deploy", "The deploy runs on Fridays.", "",
@@ -229,9 +231,11 @@ def test_update_records_the_value_it_replaces(backend):
     found = backend.lexical(plan_of(["mondays"]), FactFilter(), 5)
     assert [fact_id] == [c.row["id"] for c in found]
     assert [] == backend.lexical(plan_of(["fridays"]), FactFilter(), 5)
+    later = attrs.evolve(earlier, value="The deploy runs on Mondays.", valid_to=NOW + 9)
     with backend.transaction():  # nothing to set: the history is still recorded
-        backend.update(fact_id, {}, history=earlier)
-    assert [earlier, earlier] == backend.history(fact_id)
+        backend.update(fact_id, {}, history=later)
+    # The Monday value began when Friday's ended, not at the start the writer passed.
+    assert [earlier, attrs.evolve(later, valid_from=NOW + 5)] == backend.history(fact_id)
 
 
 def test_history_is_kept_oldest_first(backend):

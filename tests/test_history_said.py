@@ -53,6 +53,27 @@ def test_each_earlier_value_keeps_when_it_was_said(store, clock):
             ("The user lives in Berlin.", APRIL, _at(NOW + 10))] == _said(store, fact_id)
 
 
+def test_an_earlier_value_starts_when_it_was_first_written_not_when_said_again(store, clock):
+    """A value said again (and its source changed) keeps the start it had: its history
+    entry runs from when it was first written to when its tags changed, the next from
+    then to when the value was replaced."""
+    fact = store.upsert("user", "home", "The user lives in Berlin.", tags=["city"])
+    clock.advance(seconds=10)
+    store.upsert("user", "home", "The user lives in Berlin.", tags=["city"])  # said again
+    clock.advance(seconds=5)
+    store.update(fact.id, source="profile")  # another field, no new entry
+    clock.advance(seconds=5)
+    store.update(fact.id, tags=["place"])
+    clock.advance(seconds=10)
+    store.upsert("user", "home", "The user moved to Paris.")
+    assert [(h.value, h.tags, h.created_at, h.updated_at, h.expires_at, h.observed_at)
+            for h in store.history(fact.id)] == [
+        ("The user lives in Berlin.", ("city",), _at(NOW), _at(NOW), _at(NOW + 20),
+         _at(NOW + 10)),
+        ("The user lives in Berlin.", ("place",), _at(NOW + 20), _at(NOW + 20), _at(NOW + 30),
+         _at(NOW + 10))]
+
+
 def test_an_export_and_import_keep_when_earlier_values_were_said(store, clock):
     """JSONL writes each earlier value's observed_at; importing it back keeps it."""
     fact_id = _backfilled(store, clock)

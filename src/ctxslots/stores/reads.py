@@ -103,9 +103,11 @@ class ReadMethods:
         """Earlier values of a keyed fact, oldest first, as facts with the same id.
 
         Each returned fact's ``updated_at`` (and ``created_at``) is when that value
-        was written, its ``observed_at`` when it was said or observed (the fact's
-        ``observed_at`` while it held the value; a value replaced before stores
-        kept that reads as written), and its ``expires_at`` when it was replaced.
+        (with those tags) was first written (a value said again, or edited in another
+        field, keeps that start), its ``observed_at`` when it was last said or
+        observed (the fact's ``observed_at`` while it held the value; a value replaced
+        before stores kept that reads as written), and its ``expires_at`` when it was
+        replaced.
 
         :param user: With ``agent`` and ``scope``: only the history of a fact these
             owners see (none of another's).

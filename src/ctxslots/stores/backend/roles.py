@@ -170,7 +170,10 @@ class FactRows(Protocol):
     def update(self, fact_id: int, fields: Mapping[str, Any], *,
                history: HistoryEntry | None = None) -> None:
         """Set some columns of a live fact; with ``history``, record that earlier value
-        in the same write (as :meth:`add_history` would)."""
+        in the same write (as :meth:`add_history` would), from when it began: the end of
+        the fact's latest history entry, or ``history.valid_from`` (the fact's creation)
+        when it has none or that is later. A value said again, or edited without a new
+        entry, keeps the start it had."""
 
     def add_history(self, entries: Sequence[HistoryEntry]) -> None:
         """Record earlier values."""

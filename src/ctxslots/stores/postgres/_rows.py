@@ -236,7 +236,8 @@ def update(conn: Conn, fact_id: int, fields: Mapping[str, Any],
     if unknown:
         raise ValueError(f"not fact columns that can be set: {', '.join(sorted(unknown))}")
     if not fields:
-        add_history(conn, [history] if history is not None else [])
+        if history is not None:
+            conn.execute(_ADD_REPLACED, _replaced_values(history))
         return
     fields = with_stems(fields, lambda: conn.execute(
         "SELECT key, value, tags, context FROM facts WHERE id = %s", (int(fact_id),)).fetchone())
@@ -246,8 +247,8 @@ def update(conn: Conn, fact_id: int, fields: Mapping[str, Any],
     params = [fields[n] for n in names] + [int(fact_id)]
     if history is not None:
         # The insert sees the row as it was before the update: one snapshot, one statement.
-        sql = f"WITH recorded AS ({_ADD_HISTORY}) {sql}"
-        params = [*_history_values(history), *params]
+        sql = f"WITH recorded AS ({_ADD_REPLACED}) {sql}"
+        params = [*_replaced_values(history), *params]
     conn.execute(sql, params)
 
 
@@ -303,9 +304,23 @@ _ADD_HISTORY = (f"INSERT INTO fact_history ({_HISTORY}, user_id) VALUES ({', '.j
                 "coalesce((SELECT user_id FROM facts WHERE id = %s LIMIT 1), ''))")
 
 
+#: The value a write is about to replace, from when it began: the end of the fact's latest
+#: entry, or the entry's own ``valid_from`` (the fact's creation) when it has none or that
+#: is later.
+_ADD_REPLACED = (f"INSERT INTO fact_history ({_HISTORY}, user_id) VALUES ({', '.join(['%s'] * 8)}, "
+                 "greatest(%s, coalesce((SELECT max(h.valid_to) FROM fact_history h "
+                 "WHERE h.fact_id = %s), 0)), %s, %s, "
+                 "coalesce((SELECT user_id FROM facts WHERE id = %s LIMIT 1), ''))")
+
+
 def _history_values(e: HistoryEntry) -> tuple[Any, ...]:
     return (e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
             e.valid_from, e.valid_to, e.observed_at, e.fact_id)
+
+
+def _replaced_values(e: HistoryEntry) -> tuple[Any, ...]:
+    return (e.fact_id, e.slot, e.scope, e.key, e.value, e.tags, e.source, e.confidence,
+            e.valid_from, e.fact_id, e.valid_to, e.observed_at, e.fact_id)
 
 
 def add_history(conn: Conn, entries: Sequence[HistoryEntry]) -> None:

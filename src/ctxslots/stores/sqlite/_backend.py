@@ -202,9 +202,10 @@ class SQLiteBackend:
 
     def update(self, fact_id: int, fields: Mapping[str, Any], *,
                history: HistoryEntry | None = None) -> None:
-        """Set some columns of a fact, recording ``history`` first when given."""
+        """Set some columns of a fact, recording ``history`` first when given (from when
+        that value began, see :func:`_rows.add_replaced`)."""
         if history is not None:
-            _rows.add_history(self._conn, [history])
+            _rows.add_replaced(self._conn, history)
         _rows.update(self._conn, fact_id, fields)
 
     def add_history(self, entries: Sequence[HistoryEntry]) -> None:

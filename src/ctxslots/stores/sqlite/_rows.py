@@ -44,8 +44,9 @@ from ._sql import (
 )
 
 __all__ = [
-    "add_history", "adjust_score", "all_history", "archive", "counts", "find_existing",
-    "find_same", "get", "get_archived", "get_by_key", "group_counts", "hand_over_superseded",
+    "add_history", "add_replaced", "adjust_score", "all_history", "archive", "counts",
+    "find_existing", "find_same", "get", "get_archived", "get_by_key", "group_counts",
+    "hand_over_superseded",
     "hidden_counts", "history", "id_is_free", "ids_passing", "important", "insert",
     "insert_archived", "neighbours", "rows_by_ids", "select", "set_superseded",
     "superseded_links", "taken_ids", "touch", "update",
@@ -213,6 +214,17 @@ def update(conn: Connection, fact_id: int, fields: Mapping[str, Any]) -> None:
     if fields:
         sets = ", ".join(f"{name} = ?" for name in fields)
         conn.execute(f"UPDATE facts SET {sets} WHERE id = ?", (*fields.values(), fact_id))
+
+
+def add_replaced(conn: Connection, entry: HistoryEntry) -> None:
+    """Record the value a write is about to replace, from when it began: the end of the
+    fact's latest entry, or ``entry.valid_from`` when it has none or that is later."""
+    conn.execute(
+        f"INSERT INTO fact_history ({_HISTORY}) VALUES ({marks(8)}, max(?, coalesce("
+        "(SELECT max(valid_to) FROM fact_history WHERE fact_id = ?), 0)), ?, ?)",
+        (entry.fact_id, entry.slot, entry.scope, entry.key, entry.value, entry.tags,
+         entry.source, entry.confidence, entry.valid_from, entry.fact_id, entry.valid_to,
+         entry.observed_at))
 
 
 def add_history(conn: Connection, entries: Sequence[HistoryEntry]) -> None:

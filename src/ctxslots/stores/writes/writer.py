@@ -335,10 +335,12 @@ class Writer:
         # it began.
         now = max(now, float(prev["updated_at"]))
         changed = prev["value"] != row["value"]
+        # From its creation: the engine starts it at the end of the fact's latest entry
+        # instead, so a value said again or edited since keeps the start it had.
         history = HistoryEntry(
             fact_id=int(prev["id"]), slot=prev["slot"], scope=prev["scope"], key=prev["key"],
             value=prev["value"], tags=prev["tags"], source=prev["source"],
-            confidence=float(prev["confidence"]), valid_from=float(prev["updated_at"]),
+            confidence=float(prev["confidence"]), valid_from=float(prev["created_at"]),
             valid_to=now, observed_at=prev["observed_at"],
         ) if changed or prev["tags"] != row["tags"] else None
         # The key (unchanged) goes with the other texts the stems are made of, so the
