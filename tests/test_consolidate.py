@@ -69,6 +69,36 @@ def test_a_survivor_superseded_later_hands_over_its_count(store, clock):
     assert store.search("dark mode")[0].trace.hides == 2
 
 
+def test_a_survivor_keeps_the_reinforcement_of_what_it_hides(store, clock):
+    """A lesson reinforced, then said again in nearly the same words: the restatement that
+    hides it takes its score and ranks where it did, above an unreinforced lesson (a dry
+    run writes no score); a survivor scored higher than what it hides keeps its own."""
+    lesson = store.add("agent", "Rerun test_refund_retry once when it fails.")
+    other = store.add("agent", "Rerun test_checkout once when it fails.")
+    for _ in range(3):
+        store.reinforce(lesson.id)
+    earned = store.get(lesson.id).score
+    assert earned > 0
+    assert [lesson.id, other.id] == [h.fact.id for h in store.search("rerun when it fails")]
+    clock.advance(days=1)
+    again = store.add("agent", "Rerun test_refund_retry once when it fails!")
+    store.consolidate(dry_run=True)
+    assert 0.0 == store.get(again.id).score
+    store.consolidate()
+    assert again.id == store.get(lesson.id).superseded_by
+    assert earned == store.get(again.id).score
+    assert [again.id, other.id] == [h.fact.id for h in store.search("rerun when it fails")]
+    clock.advance(days=1)
+    third = store.add("agent", "Rerun test_refund_retry once, when it fails!")
+    for _ in range(5):
+        store.reinforce(third.id)
+    own = store.get(third.id).score
+    assert own > earned
+    store.consolidate()
+    assert third.id == store.get(again.id).superseded_by
+    assert own == store.get(third.id).score
+
+
 def test_a_new_value_is_no_longer_a_duplicate(store, clock):
     a = store.upsert("user", "theme", DARK)
     clock.advance(seconds=1)

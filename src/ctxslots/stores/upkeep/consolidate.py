@@ -9,7 +9,9 @@ them (``HitTrace.hides``), and pruning moves them to the archive first.
 "Newer" means the value was written later (``updated_at``, then id). The pass
 runs newest first, so in a chain of three near-duplicates the newest survives
 and hides both others. A survivor that is itself superseded later hands the
-facts it hid to its successor, so a count always sits on a visible fact.
+facts it hid to its successor, so a count always sits on a visible fact. A survivor
+takes the highest reinforcement score among the facts it hides when that is above its
+own: a lesson reinforced, then said again in nearly the same words, keeps what it earned.
 """
 
 from __future__ import annotations
@@ -118,6 +120,15 @@ def _pass_over_group(
     return found, checked
 
 
+def _best_hidden_scores(found: Sequence[Superseded], scores: dict[int, float]
+                        ) -> dict[int, float]:
+    """Survivor id -> the highest score among the facts it now hides."""
+    best: dict[int, float] = {}
+    for item in found:
+        best[item.by] = max(best.get(item.by, scores[item.fact_id]), scores[item.fact_id])
+    return best
+
+
 def consolidate(
     core: StoreCore,
     *,
@@ -142,6 +153,7 @@ def consolidate(
     found: list[Superseded] = []
     checked = 0
     backend = core.backend
+    scores: dict[int, float] = {}
     with backend.transaction():
         now = core.clock()
         flt = FactFilter(live_at=now, include_superseded=False)
@@ -154,6 +166,7 @@ def consolidate(
             ids = [int(r["id"]) for r in group if int(r["id"]) in vectors]
             if len(ids) < 2:
                 continue
+            scores.update((int(r["id"]), float(r["score"])) for r in group)
             mat = np.stack([vectors[i] for i in ids])
             newer = np.ones(len(ids), bool) if wanted is None else np.isin(ids, wanted)
             group_found, group_checked = _pass_over_group(ids, mat, newer, threshold)
@@ -163,4 +176,7 @@ def consolidate(
             for item in found:
                 backend.set_superseded([(item.fact_id, item.by)])
                 backend.hand_over_superseded(item.fact_id, item.by)
+            for survivor, best in _best_hidden_scores(found, scores).items():
+                if best > scores[survivor]:
+                    backend.adjust_score(survivor, best - scores[survivor], live_at=now)
     return ConsolidationReport(tuple(found), checked, threshold, dry_run)
