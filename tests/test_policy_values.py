@@ -13,7 +13,6 @@ from ctxslots import (
     FactStore,
     FlushPolicy,
     InvalidArgumentError,
-    InvalidFactError,
     Limits,
     OpenAIChatClient,
     PrunePolicy,
@@ -57,6 +56,9 @@ REFUSED: list[tuple[type, dict[str, Any], str]] = [
     (Limits, {"secrets": "hide"}, "secrets"),
     (PrunePolicy, {"slot_caps": None}, "slot_caps"),
     (PrunePolicy, {"protect_score": NAN}, "protect_score"),
+    (PrunePolicy, {"headroom": 1}, "headroom"),
+    (PrunePolicy, {"headroom": 5}, "headroom"),
+    (PrunePolicy, {"headroom": INF}, "headroom"),
     (FlushPolicy, {"every_n_turns": 0}, "every_n_turns"),
     (FlushPolicy, {"token_threshold": "2000"}, "token_threshold"),
 ]
@@ -65,10 +67,8 @@ REFUSED: list[tuple[type, dict[str, Any], str]] = [
 @pytest.mark.parametrize(("kind", "options", "field"), REFUSED,
                          ids=[f"{k.__name__}-{f}-{i}" for i, (k, _, f) in enumerate(REFUSED)])
 def test_policy_refuses_value(kind: type, options: dict[str, Any], field: str) -> None:
-    """A value the policy cannot work with raises InvalidArgumentError naming the field
-    (InvalidFactError for PrunePolicy, as its other checks always raised)."""
-    with pytest.raises(InvalidFactError if kind is PrunePolicy else InvalidArgumentError) \
-            as raised:
+    """A value the policy cannot work with raises InvalidArgumentError naming the field."""
+    with pytest.raises(InvalidArgumentError) as raised:
         kind(**options)
     assert field == raised.value.field
     assert field in str(raised.value)

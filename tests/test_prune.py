@@ -8,7 +8,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from ctxslots import FactStore, InvalidFactError
+from ctxslots import FactStore, InvalidArgumentError, InvalidFactError
 from ctxslots.cli import cli
 from ctxslots.stores.upkeep.prune import PrunePolicy, retention
 
@@ -116,10 +116,21 @@ def test_retention_orders_by_idleness_use_score_and_confidence(clock):
 @pytest.mark.parametrize("kwargs", [
     {"slot_caps": {"agent": -1}}, {"slot_caps": {"agent": 2.5}}, {"max_bytes": 0},
     {"size_share": 0.0}, {"size_share": 1.5}, {"protect_days": -1}, {"headroom": "x"},
+    {"headroom": -0.1}, {"headroom": 1.0},
 ])
 def test_bad_policies_are_refused(kwargs):
-    with pytest.raises(InvalidFactError):
+    with pytest.raises(InvalidFactError):  # InvalidArgumentError is one
         PrunePolicy(**kwargs)
+
+
+def test_a_headroom_given_as_a_percentage_is_refused_before_anything_is_pruned(store, clock):
+    """headroom=5 (5% meant) freed the whole cap: one fact over it emptied the slot. It is
+    refused, saying the range, and the facts stay."""
+    _fill(store, clock, 5)
+    with pytest.raises(InvalidArgumentError, match="from 0 to under 1") as raised:
+        store.prune(PrunePolicy(slot_caps={"agent": 4}, headroom=5, protect_days=0))
+    assert "headroom" == raised.value.field
+    assert 5 == len(store.facts(slots=["agent"]))
 
 
 def test_cli_prune_dry_run_lists_and_then_moves(db_path, clock):

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from ...errors import FactNotFoundError, InvalidFactError
+from ...errors import FactNotFoundError, InvalidArgumentError
 from ...model import Fact
 from ..backend import FactFilter, Row
 from ..core import StoreCore
@@ -40,11 +40,11 @@ DEFAULT_SLOT_CAPS: Mapping[str, int] = {"user": 1000, "project": 5000, "agent": 
 
 def _check_caps(_instance: Any, _attribute: Any, caps: Mapping[str, int]) -> None:
     if not isinstance(caps, Mapping):
-        raise InvalidFactError(f"slot_caps must map slot names to counts >= 0, not {caps!r}",
+        raise InvalidArgumentError(f"slot_caps must map slot names to counts >= 0, not {caps!r}",
                                field="slot_caps", value=caps)
     for slot, cap in caps.items():
         if not isinstance(slot, str) or isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-            raise InvalidFactError(
+            raise InvalidArgumentError(
                 f"slot_caps must map slot names to counts >= 0, not {slot!r}: {cap!r}",
                 field="slot_caps", value=caps,
             )
@@ -54,25 +54,34 @@ def _positive_or_none(_instance: Any, attribute: Any, value: Any) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InvalidFactError(f"{attribute.name} must be a positive number or None, not {value!r}",
+        raise InvalidArgumentError(f"{attribute.name} must be a positive number or None, not {value!r}",
                                field=attribute.name, value=value)
 
 
 def _non_negative(_instance: Any, attribute: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise InvalidFactError(f"{attribute.name} must be a number >= 0, not {value!r}",
+        raise InvalidArgumentError(f"{attribute.name} must be a number >= 0, not {value!r}",
                                field=attribute.name, value=value)
 
 
 def _finite(_instance: Any, attribute: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidFactError(f"{attribute.name} must be a finite number, not {value!r}",
+        raise InvalidArgumentError(f"{attribute.name} must be a finite number, not {value!r}",
                                field=attribute.name, value=value)
+
+
+def _headroom(_instance: Any, attribute: Any, value: Any) -> None:
+    # A headroom of 1 or more would free the whole cap: one fact over it would empty the
+    # slot (a percentage given as 5 for 5% did that).
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise InvalidArgumentError(
+            f"{attribute.name} must be a share of the cap from 0 to under 1 (0.05: down to 95% "
+            f"of the cap), not {value!r}", field=attribute.name, value=value)
 
 
 def _share(_instance: Any, attribute: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise InvalidFactError(f"{attribute.name} must be in (0, 1], not {value!r}",
+        raise InvalidArgumentError(f"{attribute.name} must be in (0, 1], not {value!r}",
                                field=attribute.name, value=value)
 
 
@@ -86,7 +95,8 @@ class PrunePolicy:
             listed use ``default_cap``.
         default_cap: Cap for slots not in ``slot_caps`` (``None``: no cap).
         headroom: Share of the cap freed beyond it when pruning, so pruning does
-            not run again after every write (0.05: down to 95% of the cap).
+            not run again after every write (0.05: down to 95% of the cap), from 0 to
+            under 1.
         max_bytes: Cap on the database's used pages (``None``: no cap). When
             over it, the lowest ``size_share`` of unprotected facts move to the
             archive. Archived facts keep their text but lose their vectors and
@@ -104,7 +114,7 @@ class PrunePolicy:
     slot_caps: Mapping[str, int] = attrs.field(factory=lambda: dict(DEFAULT_SLOT_CAPS),
                                                validator=_check_caps)
     default_cap: int | None = attrs.field(default=None, validator=_positive_or_none)
-    headroom: float = attrs.field(default=0.05, validator=_non_negative)
+    headroom: float = attrs.field(default=0.05, validator=_headroom)
     max_bytes: int | None = attrs.field(default=None, validator=_positive_or_none)
     size_share: float = attrs.field(default=0.10, validator=_share)
     idle_tau_days: float = attrs.field(default=30.0, validator=_positive_or_none)
@@ -251,7 +261,7 @@ def plan_prune(core: StoreCore, policy: PrunePolicy, now: float | None = None, *
         cap = policy.cap(group.slot)
         if cap is None or n <= cap:
             continue
-        target = math.floor(cap * (1.0 - min(policy.headroom, 1.0)))
+        target = math.floor(cap * (1.0 - policy.headroom))
         free, protected = _candidates(core, now, policy, FactFilter(
             scopes=(group.scope,), slots=(group.slot,), users=(group.user_id,),
             agents=(group.agent_id,), live_at=now))
