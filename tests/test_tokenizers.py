@@ -22,6 +22,7 @@ from ctxslots import (
     PromptAssembler,
     Section,
     StaticContributor,
+    TokenCounter,
     TokenCounterProtocol,
     UserMemoryContributor,
     count_tokens,
@@ -205,6 +206,30 @@ def test_a_counter_without_count_is_refused(tmp_path):
     """An object without count() is a clear InvalidRequestError at construction."""
     with pytest.raises(InvalidRequestError, match="count"):
         PromptAssembler(None, contributors=[], counter=object())
+
+
+@pytest.mark.parametrize("text", ["o200k_base", b"o200k_base"])
+def test_text_given_as_the_counter_is_refused(tmp_path, text):
+    """An encoding's name given as the counter had a count() (str.count, a substring count)
+    and counted every piece as 0 tokens: a prompt of any size fitted a budget of 5. It is
+    refused, naming counter_from_spec for a name."""
+    store = make_store(tmp_path / "w.db", FACTS)
+    try:
+        with pytest.raises(InvalidRequestError, match="not the text") as raised:
+            PromptAssembler(store, counter=text)
+    finally:
+        store.close()
+    assert "counter" == raised.value.field
+    assert isinstance(text, bytes) or "counter_from_spec('o200k_base')" in str(raised.value)
+
+
+def test_a_cache_size_past_what_a_cache_takes_is_refused_by_name(tokenizer_file):
+    """cache_size=10**30 raised a bare OverflowError from functools; it is an
+    InvalidRequestError naming the range, on both counters."""
+    with pytest.raises(InvalidRequestError, match="from 0 to 2,147,483,647"):
+        TokenCounter(cache_size=10**30)
+    with pytest.raises(InvalidRequestError, match="from 0 to 2,147,483,647"):
+        HuggingFaceCounter(tokenizer_file, cache_size=10**30)
 
 
 def test_spec_names_an_encoding_or_a_file(tokenizer_file, tmp_path):

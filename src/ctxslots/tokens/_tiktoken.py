@@ -32,13 +32,17 @@ import tiktoken
 from ..errors import EncodingError, InvalidRequestError
 from ._bpe import python_bpe, read_ranks
 
-__all__ = ["BUILD_AFTER", "DEFAULT_ENCODING", "ENCODINGS", "TokenCounter", "count_tokens",
-           "get_encoding", "parse_ranks"]
+__all__ = ["BUILD_AFTER", "DEFAULT_ENCODING", "ENCODINGS", "MAX_CACHE_SIZE", "TokenCounter",
+           "count_tokens", "get_encoding", "parse_ranks"]
 
 #: The encoding used when none is named.
 DEFAULT_ENCODING = "o200k_base"
 #: Seconds of counting in pure Python after which a process builds tiktoken's encoder.
 BUILD_AFTER = 0.5
+#: Most pieces a counter's cache may be asked to remember: far past what any memory
+#: holds, and under what ``functools.lru_cache`` takes (a larger number raised
+#: ``OverflowError``).
+MAX_CACHE_SIZE = 2**31 - 1
 
 _ENDOFTEXT = "<|endoftext|>"
 _ENDOFPROMPT = "<|endofprompt|>"
@@ -198,8 +202,8 @@ class TokenCounter:
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.cache_size, bool) or not isinstance(self.cache_size, int) \
-                or self.cache_size < 0:
-            raise InvalidRequestError("cache_size must be an integer >= 0",
+                or not 0 <= self.cache_size <= MAX_CACHE_SIZE:
+            raise InvalidRequestError(f"cache_size must be an integer from 0 to {MAX_CACHE_SIZE:,}",
                                       field="cache_size", value=self.cache_size)
         if isinstance(self.build_after, bool) or not isinstance(self.build_after, (int, float)) \
                 or not self.build_after >= 0:

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ..errors import EncodingError, InvalidRequestError
+from ._tiktoken import MAX_CACHE_SIZE
 
 __all__ = ["HuggingFaceCounter"]
 
@@ -69,8 +70,8 @@ class HuggingFaceCounter:
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.cache_size, bool) or not isinstance(self.cache_size, int) \
-                or self.cache_size < 0:
-            raise InvalidRequestError("cache_size must be an integer >= 0",
+                or not 0 <= self.cache_size <= MAX_CACHE_SIZE:
+            raise InvalidRequestError(f"cache_size must be an integer from 0 to {MAX_CACHE_SIZE:,}",
                                       field="cache_size", value=self.cache_size)
         self._tokenizer = _load(self.path)
         if not self.name:

@@ -37,8 +37,16 @@ class TokenCounterProtocol(Protocol):
 def check_counter(counter: Any) -> TokenCounterProtocol:
     """``counter`` if it has a callable ``count``.
 
-    :raises InvalidRequestError: It has none.
+    :raises InvalidRequestError: It has none, or it is text (``str.count`` counts a
+        substring: an encoding's name given as the counter counted every piece as 0
+        tokens, and no budget held).
     """
+    if isinstance(counter, (str, bytes, bytearray)):
+        hint = (f": for an encoding or a tokenizer.json file, pass "
+                f"ctxslots.tokens.counter_from_spec({counter!r})" if isinstance(counter, str)
+                else "")
+        raise InvalidRequestError(f"counter must be a token counter, not the text "
+                                  f"{counter!r}{hint}", field="counter", value=counter)
     if not callable(getattr(counter, "count", None)):
         raise InvalidRequestError(
             f"counter must have a count(text) -> int method, not {type(counter).__name__}",
