@@ -61,6 +61,8 @@ REFUSED: list[tuple[type, dict[str, Any], str]] = [
     (PrunePolicy, {"headroom": INF}, "headroom"),
     (FlushPolicy, {"every_n_turns": 0}, "every_n_turns"),
     (FlushPolicy, {"token_threshold": "2000"}, "token_threshold"),
+    (FlushPolicy, {"encoding": "p50k_base"}, "encoding"),
+    (FlushPolicy, {"encoding": None}, "encoding"),
 ]
 
 

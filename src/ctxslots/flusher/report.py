@@ -10,7 +10,7 @@ import attrs
 
 from ..errors import InvalidArgumentError
 from ..model import Fact, Message
-from ..tokens import DEFAULT_ENCODING, count_tokens
+from ..tokens import DEFAULT_ENCODING, ENCODINGS, count_tokens
 from ._progress import check_messages
 from .operations import Operation
 
@@ -38,6 +38,13 @@ def _positive_or_none(_instance: object, attribute: attrs.Attribute[Any], value:
             field=attribute.name, value=value)
 
 
+def _known_encoding(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or value not in ENCODINGS:
+        raise InvalidArgumentError(
+            f"{attribute.name} must be one of {', '.join(sorted(ENCODINGS))} (the encodings "
+            f"available offline), not {value!r}", field=attribute.name, value=value)
+
+
 @attrs.frozen
 class FlushPolicy:
     """Decides when the unflushed part of a conversation is worth a flush.
@@ -55,13 +62,14 @@ class FlushPolicy:
     Its methods take :class:`~ctxslots.model.Message` objects or ``{role, content}``
     mappings, as :meth:`MemoryFlusher.flush` does.
 
-    :raises InvalidArgumentError: A threshold is not a positive integer or ``None``
-        (a ``ValueError``).
+    :raises InvalidArgumentError: A threshold is not a positive integer or ``None``, or
+        the encoding is not one available offline (a ``ValueError``); it was found only
+        at the first count.
     """
 
     every_n_turns: int | None = attrs.field(default=10, validator=_positive_or_none)
     token_threshold: int | None = attrs.field(default=2000, validator=_positive_or_none)
-    encoding: str = DEFAULT_ENCODING
+    encoding: str = attrs.field(default=DEFAULT_ENCODING, validator=_known_encoding)
 
     def turns(self, messages: Sequence[Message | Mapping[str, Any]]) -> int:
         """How many of ``messages`` are user turns.
