@@ -256,7 +256,7 @@ def test_it_never_binds_beyond_loopback_without_host_and_token(tmp_path):
     FactStore(db).close()
     runner = CliRunner()
     result = runner.invoke(cli, ["--db", db, "ui", "--host", "0.0.0.0"], env={
-        "CTXSLOTS_UI_TOKEN": ""})
+        "CTXSLOTS_UI_TOKEN": None})
     assert 2 == result.exit_code
     assert "not loopback) needs --token" in result.output
     with FactStore(db) as store:
@@ -274,6 +274,23 @@ def test_it_never_binds_beyond_loopback_without_host_and_token(tmp_path):
         proc.stderr.splitlines()
     with serving(db) as address:
         assert address.startswith("http://127.0.0.1:")
+
+
+@pytest.mark.parametrize(("args", "variable"), [([], ""), ([], "  "), (["--token", ""], None)])
+def test_an_empty_token_is_refused_rather_than_replaced_by_a_random_one(tmp_path, args,
+                                                                      variable):
+    """$CTXSLOTS_UI_TOKEN set but empty (an unset ${TOKEN} in a unit file), or an empty
+    --token, served on loopback with a new random token each start instead of the one
+    meant; it is refused in one line, as the MCP server's token variables are, before the
+    store is opened (so a store that cannot be opened still gets this answer, and a
+    regression fails here rather than serving)."""
+    db = str(tmp_path / "missing" / "m.db")
+    result = CliRunner().invoke(cli, ["--db", db, "ui", "--port", "0", *args],
+                                env={"CTXSLOTS_UI_TOKEN": variable})
+    assert 2 == result.exit_code
+    assert "Error: the inspector's token (--token or $CTXSLOTS_UI_TOKEN) is empty: give a " \
+        "secret, or leave both out for a random one" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_a_name_given_with_allow_host_is_accepted(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from ._app import CliContext, pass_cli_context
@@ -65,6 +67,14 @@ def ui(app: CliContext, host: str, port: int, token: str | None,
     from ..inspector.app import serve
     from ..tools.mcp_server import is_loopback
 
+    # click reads an empty variable as no value at all.
+    variable = os.environ.get("CTXSLOTS_UI_TOKEN")
+    empty_variable = token is None and variable is not None and not variable.strip()
+    if (token is not None and not token.strip()) or empty_variable:
+        # As for the MCP server's tokens: an empty value (an unset ${TOKEN} in a unit
+        # file) served with a new random token each start, not the one meant.
+        raise click.UsageError("the inspector's token (--token or $CTXSLOTS_UI_TOKEN) is "
+                               "empty: give a secret, or leave both out for a random one")
     if not is_loopback(host) and not token:
         raise click.UsageError(f"serving on {host} (not loopback) needs --token")
     try:
