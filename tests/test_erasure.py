@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from _sql import stored_rows
 from ctxslots import (
+    ANY,
     ErasureReport,
     FactNotFoundError,
     FactStore,
@@ -205,6 +206,38 @@ def test_the_vector_copy_of_a_long_lived_store_lets_go_of_erased_users(db_path, 
             writer.erase(user=f"u{n}")
         assert [] == reader.search("coffee Lisbon", user="u1")
         assert 0 == reader.cache_status().vector_rows
+
+
+def test_the_copies_of_a_long_lived_store_keep_nothing_of_an_erased_fact(db_path, clock):
+    """Once another store erased a user and deleted a fact, a long-lived store's in-memory
+    copies hold none of their words, the user's name or their vectors (the lexical copy
+    kept every erased row's words and owner for good, the vector copy its vector)."""
+    import numpy as np
+
+    from ctxslots import RankingPolicy
+
+    fused = {"embedder": "hash", "ranking": RankingPolicy(vector_weight=1.0)}
+    with FactStore(db_path, clock=clock, lexical_cache=True, **fused) as reader, \
+            FactStore(db_path, clock=clock, **fused) as writer:
+        for n in range(20):
+            writer.add("user", f"Bob drinks coffee number {n}.", user="bob")
+        writer.add("user", "Quetzalcoatline is Alice's secret nickname.", user="alice")
+        gone = writer.add("user", "Bob's zanzibarian passcode opens the shed.", user="bob")
+        writer.wait_for_vectors()
+        assert reader.load_lexical_cache() and reader.load_vector_cache()
+        assert reader.search("quetzalcoatline", user="alice")
+        writer.erase(user="alice")
+        writer.delete(gone.id)
+        assert reader.search("quetzalcoatline zanzibarian", user=ANY) == []
+        lexical = reader._core.backend._lexical.copy
+        held = {stem for stem in lexical._postings if stem.startswith(("quetzal", "zanzibar"))}
+        assert held == set()
+        assert [key for key in lexical._codes if "alice" in key] == []
+        vectors = reader._core.backend._vectors.copy
+        dead = [block.mat[:block.n][~block.alive[:block.n]] for block in vectors._blocks.values()]
+        assert sum(len(rows) for rows in dead) == 1  # Bob's deleted fact, in his block
+        assert not any(np.isfinite(rows).any() for rows in dead)
+        assert len(reader.search("coffee", user="bob", limit=50)) == 20
 
 
 # -- nothing of the erased text is left ----------------------------------------

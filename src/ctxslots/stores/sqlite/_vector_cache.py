@@ -182,6 +182,7 @@ class VectorCache:
         if where is not None:
             block = self._blocks[where[0]]
             block.alive[where[1]] = False
+            block.mat[where[1]] = np.nan  # an erased fact's vector stays in no dead row
             block.dead += 1
 
     def _compact(self) -> None:

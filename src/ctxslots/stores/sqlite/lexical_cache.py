@@ -11,7 +11,9 @@ full when it fell behind the trimmed log.
 
 Rows are never removed from the arrays: a changed fact's old row is marked dead
 and a new row is appended, and the whole cache is rebuilt when more than half of
-its rows are dead.
+its rows are dead. A fact gone from the file (erased, deleted, archived) also
+leaves the postings, and so do the words and the owners no live fact holds any
+more: an erased user's words and name do not stay in a long-running process.
 
 The first load reads every fact (about 2 s per 100,000 facts), so a store loads
 it on a background thread with its own connection (:mod:`._loader`), and
@@ -107,6 +109,9 @@ class LexicalCache:
     _expiring: int = 0
     _stems_of: dict[int, dict[str, float]] = attrs.Factory(dict)
     _codes: dict[tuple[str, str, str, str], int] = attrs.Factory(dict)
+    # Live rows of each code, and the next code (a code dropped is never handed out again).
+    _code_rows: dict[int, int] = attrs.Factory(dict)
+    _next_code: int = 0
     rows_loaded: int = 0
     _live: int = 0
     _tokens: float = 0.0
@@ -135,13 +140,14 @@ class LexicalCache:
             return
         changed = [int(r[0]) for r in conn.execute(
             "SELECT DISTINCT fact_id FROM fact_log WHERE seq > ?", (self._seq,)).fetchall()]
-        for fact_id in changed:
-            self._remove(fact_id)
+        removed = {fact_id: self._remove(fact_id) for fact_id in changed}
         for start in range(0, len(changed), 500):
             chunk = changed[start:start + 500]
             self._add_rows(conn.execute(
                 f"SELECT {_COLUMNS} FROM facts WHERE id IN ({','.join('?' * len(chunk))})",
                 chunk).fetchall())
+        self._purge([row for fact_id, row in removed.items()
+                     if row is not None and fact_id not in self._row_of])
         self._seq = top
 
     def _reload(self, conn: Connection, top: int, cancelled: Callable[[], bool] | None) -> None:
@@ -157,8 +163,7 @@ class LexicalCache:
     def _clear(self) -> None:
         fresh = LexicalCache()
         for field in attrs.fields(LexicalCache):
-            if field.name != "_codes":
-                setattr(self, field.name, getattr(fresh, field.name))
+            setattr(self, field.name, getattr(fresh, field.name))
 
     @property
     def live(self) -> int:
@@ -166,7 +171,13 @@ class LexicalCache:
         return self._live
 
     def _code(self, slot: str, scope: str, user_id: str, agent_id: str) -> int:
-        return self._codes.setdefault((slot, scope, user_id, agent_id), len(self._codes))
+        key = (slot, scope, user_id, agent_id)
+        code = self._codes.get(key)
+        if code is None:
+            code = self._codes[key] = self._next_code
+            self._next_code += 1
+        self._code_rows[code] = self._code_rows.get(code, 0) + 1
+        return code
 
     def _add_rows(self, rows: Sequence[Any]) -> None:
         for (fact_id, slot, scope, user_id, agent_id, stems, context_stems, expires_at,
@@ -201,11 +212,13 @@ class LexicalCache:
                 counts_of.append(count)
                 self._df[stem] = self._df.get(stem, 0) + 1
 
-    def _remove(self, fact_id: int) -> None:
+    def _remove(self, fact_id: int) -> tuple[int, dict[str, float]] | None:
+        """Mark the row of ``fact_id`` dead; return it and its stems (``None``: none held)."""
         row = self._row_of.pop(fact_id, None)
         if row is None:
-            return
+            return None
         self._state.data[row] = _DEAD
+        self._code_rows[int(self._group.data[row])] -= 1
         if self._expires.data[row] != np.inf:
             self._expiring -= 1
         counts = self._stems_of.pop(row)
@@ -214,6 +227,34 @@ class LexicalCache:
         self._norm = None
         for stem in counts:
             self._df[stem] -= 1
+        return row, counts
+
+    def _purge(self, gone: Sequence[tuple[int, dict[str, float]]]) -> None:
+        """Take the dead rows of facts gone from the file out of their stems' postings,
+        with each stem and each owner group no live row holds any more."""
+        if not gone:
+            return
+        dead = np.zeros(self.rows_loaded, bool)
+        dead[[row for row, _ in gone]] = True
+        for stem in {stem for _, counts in gone for stem in counts}:
+            rows_of, counts_of = self._postings[stem]
+            held = np.frombuffer(rows_of, np.int32)
+            keep = ~dead[held]
+            if not keep.any():  # no live fact holds the word: the copy forgets it
+                del self._postings[stem]
+                del self._df[stem]
+                continue
+            kept_rows, kept_counts = array("i"), array("f")
+            kept_rows.frombytes(held[keep].tobytes())
+            kept_counts.frombytes(np.frombuffer(counts_of, np.float32)[keep].tobytes())
+            self._postings[stem] = (kept_rows, kept_counts)
+        unused = {code for code, n in self._code_rows.items() if n == 0}
+        if unused:
+            self._codes = {key: code for key, code in self._codes.items()
+                           if code not in unused}
+            for code in unused:
+                del self._code_rows[code]
+        self._last = None
 
     # -- searching --------------------------------------------------------
 
