@@ -360,3 +360,53 @@ def test_two_flushers_of_one_conversation_on_two_stores_apply_once(location):
     with FactStore(location) as store:
         assert ["from.a"] == [f.key for f in store.facts()]
         assert 2 == MemoryFlusher(store, client()).messages_read("c")
+
+
+class _Gate:
+    """A scripted answer's gate: ``arrived`` is set once the request is in, and the answer
+    waits for ``go``."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.arrived, self.go = threading.Event(), threading.Event()
+
+    def wait(self) -> None:
+        self.arrived.set()
+        assert self.go.wait(120), "the test never let the answer go"
+
+
+def test_a_flush_whose_user_is_erased_meanwhile_says_so_and_writes_nothing(location):
+    """Another store erases the user while a later flush of their conversation waits for
+    the model: the flush fails saying the conversation's progress was erased, not that
+    another flush finished first (flushing again would write the erased memory back)."""
+    import threading
+
+    gate = _Gate()
+    second = reply(upsert("job", "The user writes COBOL at the Navy lab."))
+    with ScriptedChatServer([reply(upsert("name", "The user is Grace Hopper.")),
+                             ScriptedReply(second.content, gate=gate)]) as server, \
+            FactStore(location) as store, FactStore(location) as other:
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=60)
+        flusher = MemoryFlusher(store, client)
+        flusher.flush(MESSAGES, conversation="c", user="grace", force=True)
+        failed: list[FlushError] = []
+
+        def run() -> None:
+            try:
+                flusher.flush(MORE, conversation="c", user="grace", force=True)
+            except FlushError as exc:
+                failed.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert gate.arrived.wait(120)
+        assert 1 == other.erase(user="grace").progress
+        gate.go.set()
+        thread.join(120)
+        assert not thread.is_alive() and len(failed) == 1
+        message = str(failed[0])
+        assert "progress of 'c' was erased meanwhile" in message
+        assert "finished first" not in message and "flush again" not in message
+        assert [] == store.facts(user="grace")
+        assert store.flush_progress("c", user="grace") is None

@@ -535,7 +535,12 @@ class MemoryFlusher:
         notes: list[str] = []
         try:
             with self._lock, self.store.batch(savepoints=False):
-                if self._progress(base.conversation, base.user, base.agent) != progress:
+                recorded = self._progress(base.conversation, base.user, base.agent)
+                if recorded is None and progress is not None:
+                    raise _Failed(f"the progress of {base.conversation!r} was erased "
+                                  "meanwhile, with its user's or agent's memory: nothing "
+                                  "of this flush was written")
+                if recorded != progress:
                     raise _Failed(f"another flush of {base.conversation!r} finished first; "
                                   "flush again to read what it left")
                 for index, op in valid:
