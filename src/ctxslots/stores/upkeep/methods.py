@@ -21,8 +21,17 @@ class UpkeepMethods:
     _core: StoreCore
 
     def doctor(self) -> DoctorReport:
-        """Check the store's integrity, its full-text index and its vectors."""
-        return doctor(self._core)
+        """Check the store's integrity, its full-text index and its vectors.
+
+        What this store writes in the background (access counts, vectors) lands first,
+        so that no write of its own holds the lock a check needs (outside a batch).
+        """
+        core = self._core
+        if not core.backend.in_transaction:
+            if core.access_writer is not None:
+                core.access_writer.wait()
+            core.wait_for_vectors()
+        return doctor(core)
 
 
     def reindex(self, *, progress: Callable[[int, int], None] | None = None,
