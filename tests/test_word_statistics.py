@@ -94,3 +94,35 @@ def test_word_counts_kept_by_a_long_lived_sqlite_store_stay_bounded(db_path, mon
     assert max(sizes) <= 200 + 2 * (per_search + 2), sizes
     assert any(later < earlier for earlier, later in itertools.pairwise(sizes)), sizes  # over
     assert first == again and len(first) == 5
+
+
+@pytest.mark.parametrize("eraser", ["this store", "another store"])
+def test_words_left_out_as_common_follow_an_erasure(location, clock, eraser):
+    """Which query words are too common to search for is decided on counts that include
+    no erased fact: after a user holding most of a word's facts is erased, by this store
+    or another process's, a long-lived store searches as one opened afresh (its counts
+    were kept until the store had grown by a fifth, or for ten minutes)."""
+    from ctxslots import QueryPolicy
+
+    policy = QueryPolicy(common_min_facts=50)
+    with FactStore(location, clock=clock, query_policy=policy) as store:
+        with store.batch():
+            for n in range(60):
+                store.add("user", f"coffee note {n}", user="ann")
+            for n in range(40):
+                store.add("user", f"coffee at the corner {n}" if n < 2 else
+                          f"lisbon tram {n}" if n < 17 else f"misc {n}", user="bob")
+        before = store.query_words("coffee lisbon")
+        found = {h.fact.value.split()[0] for h in store.search("coffee lisbon", user="bob")}
+        assert (before, found) == (["lisbon"], {"lisbon"})  # coffee: in 62 of 100 facts
+        if eraser == "this store":
+            store.erase(user="ann")
+        else:
+            with FactStore(location, clock=clock) as other:
+                other.erase(user="ann")
+        with FactStore(location, clock=clock, query_policy=policy) as fresh:
+            expected = fresh.query_words("coffee lisbon")
+            expected_hits = [h.fact.id for h in fresh.search("coffee lisbon", user="bob")]
+        assert "coffee" in expected  # in 2 of 40 facts now
+        assert store.query_words("coffee lisbon") == expected
+        assert [h.fact.id for h in store.search("coffee lisbon", user="bob")] == expected_hits

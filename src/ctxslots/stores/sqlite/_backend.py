@@ -34,7 +34,7 @@ from . import _health, _links, _meta, _rows, _values, _vectors
 from ._connect import open_connection
 from ._connection import DEFAULT_BUSY_TIMEOUT_S
 from ._lexical import LexicalLeg
-from ._terms import index_terms
+from ._terms import count_erasure, index_terms
 from ._vectors import VectorIndex
 from .lexical_cache import trim_fact_log
 
@@ -413,12 +413,14 @@ class SQLiteBackend:
     def erase_facts(self, fact_ids: Sequence[int]) -> Erased:
         """Remove these facts with their history, vectors and links (zeroed in the file)."""
         erased = _rows.erase_facts(self._conn, fact_ids)
+        count_erasure(self._conn)
         return attrs.evolve(erased, vectors=_vectors.delete(self._conn, fact_ids))
 
     def erase_all(self) -> Erased:
         """Remove every fact, archived fact, history entry, vector, link and progress record."""
         erased = attrs.evolve(_rows.erase_all(self._conn), vectors=_vectors.erase_all(self._conn),
                               progress=_meta.erase_all_progress(self._conn))
+        count_erasure(self._conn)
         self._vectors.forget_copy()
         return erased
 

@@ -9,7 +9,8 @@ at a time, and keeps it until the store has grown: reading every term's
 frequency up front costs more than the searches of a one-shot command (see
 BENCHMARKS.md). At most :data:`COUNTS_KEPT` counts are kept, as the PostgreSQL
 engine keeps its own, so a long-lived store searched for new words on every turn
-(ids, hashes, names) holds no more.
+(ids, hashes, names) holds no more. An erasure, in any process, has the counts read
+again at the next search: none counts an erased fact (:func:`count_erasure`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..backend import TermCounts
 from ..stemming import stemmed_query, token_count
 from ._connection import Connection
 
-__all__ = ["COUNTS_KEPT", "TermFrequencies", "index_terms"]
+__all__ = ["COUNTS_KEPT", "TermFrequencies", "count_erasure", "index_terms"]
 
 #: Reload the frequencies when the store has grown by this factor since the last load...
 _GROWTH = 1.2
@@ -30,6 +31,14 @@ _GROWTH = 1.2
 _MAX_AGE_S = 600.0
 #: Counts kept (words and stems together): past this many they start over.
 COUNTS_KEPT = 50_000
+#: The ``store_meta`` entry counting erasures.
+META_ERASURES = "facts.erasures"
+
+
+def count_erasure(conn: Connection) -> None:
+    """Count an erasure (inside its write): every store's word counts are read again."""
+    conn.execute("INSERT INTO store_meta (name, value) VALUES (?, '1') ON CONFLICT(name) "
+                 "DO UPDATE SET value = CAST(value AS INTEGER) + 1", (META_ERASURES,))
 
 
 @attrs.define
@@ -41,6 +50,8 @@ class TermFrequencies:
     _rows: int = 0
     _top_id: int = -1
     _loaded: float = 0.0
+    #: :data:`META_ERASURES` when the counts were read.
+    _erasures: str | None = None
     #: Counts by word as the query has it (before stemming), for repeated words.
     _by_word: dict[str, int] = attrs.Factory(dict)
 
@@ -51,9 +62,14 @@ class TermFrequencies:
         return len(self._df) + len(self._by_word)
 
     def _refresh(self, conn: Connection) -> None:
-        top = int(conn.scalar("SELECT coalesce(max(id), 0) FROM facts"))
+        row = conn.execute(
+            "SELECT (SELECT coalesce(max(id), 0) FROM facts), "
+            "(SELECT value FROM store_meta WHERE name = ?)", (META_ERASURES,)).fetchone()
+        assert row is not None  # a SELECT of two subqueries has one row
+        top, erasures = int(row[0]), row[1]
         fresh = time.monotonic() - self._loaded < _MAX_AGE_S
-        if self._top_id >= 0 and top <= self._top_id * _GROWTH and fresh:
+        if self._top_id >= 0 and top <= self._top_id * _GROWTH and fresh \
+                and erasures == self._erasures:
             self._make_room()
             return
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.facts_vocab "
@@ -62,6 +78,7 @@ class TermFrequencies:
         self._by_word = {}
         self._rows = int(conn.scalar("SELECT count(*) FROM facts"))
         self._top_id = top
+        self._erasures = erasures
         self._loaded = time.monotonic()
 
     def _make_room(self) -> None:
