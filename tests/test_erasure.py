@@ -440,6 +440,34 @@ def test_an_erasure_inside_a_batch_empties_the_log_once_the_batch_commits(db_pat
         assert len(store.facts()) == 2
 
 
+def test_a_batch_that_fails_after_an_erasure_and_a_search_leaves_the_copies_in_step(
+        db_path, clock):
+    """A long-lived store with its copies loaded erases a user inside a batch, searches
+    there (nothing of the user), and the batch fails: the facts are back and found, and
+    so is a fact written later (the copies had taken in the erasure that never was, and
+    skipped the writes numbered as the rolled-back ones had been)."""
+    from ctxslots import RankingPolicy
+
+    fused = {"embedder": "hash", "ranking": RankingPolicy(vector_weight=1.0)}
+    with FactStore(db_path, clock=clock, lexical_cache=True, **fused) as store:
+        kept = store.add("user", "Alice takes zephyrine tea.", user="alice")
+        store.add("user", "Bob takes coffee.", user="bob")
+        store.wait_for_vectors()
+        assert store.load_lexical_cache() and store.load_vector_cache()
+        with pytest.raises(RuntimeError), store.batch():
+            store.erase(user="alice")
+            assert store.search("zephyrine tea", user="alice") == []
+            raise RuntimeError("the batch fails")
+        assert [kept.id] == [h.fact.id for h in store.search("zephyrine tea", user="alice")]
+        later = store.add("user", "Alice takes zephyrine tea at noon too.", user="alice")
+        store.wait_for_vectors()
+        hits = store.search("zephyrine tea", user="alice")
+        assert {kept.id, later.id} == {h.fact.id for h in hits}
+        assert all(h.trace.bm25 is not None and h.trace.cosine is not None for h in hits)
+        status = store.cache_status()
+        assert (status.lexical_live, status.vector_rows) == (3, 3)
+
+
 def test_a_batch_that_fails_after_an_erasure_keeps_the_facts(db_path, clock):
     with FactStore(db_path, clock=clock, embedder=False) as store:
         fact = store.add("user", "Alice's allergy is on file.", user="alice")

@@ -62,8 +62,11 @@ class LexicalLeg:
         stems = stemmed_query(plan.words)
         if not stems:
             return []
+        # Inside a write the index answers, not the copy: the copy takes in only what was
+        # committed (a rollback would leave it holding what never was, and the change log's
+        # numbers it read would be handed out again).
         if not archived and self.use_copy and flt.scopes is not None and not flt.narrowed \
-                and self._slot.ready(conn) is not None:
+                and not conn.in_transaction and self._slot.ready(conn) is not None:
             ranked = self._from_copy(conn, plan.words, flt, pool)
             if not ranked:
                 return []

@@ -206,7 +206,8 @@ class VectorIndex:
         vector = unit_rows(vector)[0]
         if not vector.any():  # a query with no direction is near nothing
             return []
-        if self.use_copy and flt.scopes is not None:
+        # Inside a write the table answers: the copy takes in only what was committed.
+        if self.use_copy and flt.scopes is not None and not conn.in_transaction:
             copy = self._cache_slot(conn).ready(conn)
             if copy is not None:
                 copy.sync(conn)
