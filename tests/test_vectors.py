@@ -402,3 +402,22 @@ def test_a_vector_another_process_wrote_with_the_old_embedder_is_skipped(tmp_pat
     finally:
         a.close()
         b.close()
+
+
+def test_equal_cosines_at_the_cut_go_to_the_lower_id_in_the_copy(db_path):
+    """Many memories of one text tie on the vector leg: the copy keeps the lowest ids, as the table scan does."""
+    only_vectors = RankingPolicy(vector_weight=1.0, lexical_weight=0.0)
+    emb = HashingEmbedder(dimension=64)
+    with FactStore(db_path, embedder=emb, ranking=only_vectors) as store, store.batch():
+        ids = [store.upsert("user", f"k{i:03d}", "The user likes green tea.").id
+               for i in range(300)]  # more than the candidate pool, so the pool cuts a tie
+    found = {}
+    for cached in (True, False):
+        with FactStore(db_path, embedder=emb, ranking=only_vectors,
+                       vector_cache=cached) as store:
+            if cached:
+                assert store.load_vector_cache()
+            hits = store.search("green tea", track_access=False, limit=10)
+            assert len({h.trace.cosine for h in hits}) == 1
+            found[cached] = [h.fact.id for h in hits]
+    assert found[True] == found[False] == sorted(ids)[:10]

@@ -75,7 +75,10 @@ def _piece(block: Block, start: int, stop: int, query: np.ndarray, k: int
     if block.dead:
         sims[~block.alive[start:stop]] = -np.inf
     take = min(k, stop - start)
-    top = np.argpartition(-sims, take - 1)[:take]
+    cut = sims[np.argpartition(-sims, take - 1)[take - 1]]
+    # Every row tied at the cut, so the caller gives ties to the lower id: a partition
+    # alone keeps any of them.
+    top = np.flatnonzero(sims >= cut)
     top = top[np.isfinite(sims[top])]
     return block.ids[start + top], sims[top]
 
