@@ -106,6 +106,33 @@ def test_rooms_never_change_the_prompt(crowded_either: FactStore, budget: int) -
                 assert not any(d.kept for s in same for d in s.items)
 
 
+def test_lines_repeating_an_earlier_section_leave_room_a_later_match_fills(
+        tmp_path: Path) -> None:
+    """Agent lessons that repeat the user's facts word for word are dropped as duplicates
+    and take none of the room: the section offers more, as when asked for the whole budget."""
+    now = 1_700_000_000.0
+    with FactStore(tmp_path / "memory.db", clock=lambda: now) as store:
+        with store.batch():
+            for n in range(8):
+                store.upsert("user", f"note.{n}", f"Friday tea note {n}.")
+            for n in range(8):
+                store.add("agent", f"Friday tea note {n}.")
+            for n in range(8):
+                store.add("agent", f"Friday tea lesson {n}.")
+        assembler = PromptAssembler(store)
+        for budget in range(60, 200, 2):
+            request = AssemblyRequest("friday tea", budget=budget, now=now)
+            told = assembler.assemble(request)
+            untold = asyncio.run(assembler.aassemble(request))
+            assert told.text == untold.text, budget
+        request = AssemblyRequest("friday tea", budget=78, now=now)
+        prompt = assembler.assemble(request)
+        lessons = {s.name: s for s in prompt.sections}["agent_memory"]
+        assert any(d.reason is DropReason.DUPLICATE for d in lessons.items)
+        assert "- Friday tea lesson 0.\n" in prompt.text
+        assert lessons.room == 14  # what the user's section left, as it was told first
+
+
 def test_each_contributor_hears_the_room_left_by_the_ones_placed_before_it() -> None:
     """Asked high priority first; the next one's room is the budget less what the first kept."""
     first = Asked("first", 90, ["alpha beta gamma"] * 1 + ["delta epsilon"])

@@ -16,6 +16,12 @@ elsewhere stops the hints (later contributors are asked with no room set), so
 no contributor is ever told less room than its section will have. The pieces
 rendered here are reused for the final fit when the sections come out in the
 same order.
+
+A section whose lines repeat what an earlier section offered (``duplicate``)
+fills less than its contributor counted on: when room is still left after it,
+its contributor is asked again, told that room plus what its duplicates would
+have taken (:meth:`Placer.room_for_more`), so it offers what asking every
+contributor at once (:meth:`~ctxslots.PromptAssembler.aassemble`) would have kept.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from ..model import Section
+from ..model import DropReason, Section
 from ._plan import Preparer, placement_key
 from .fit import Prepared, fit
 
@@ -77,6 +83,32 @@ class Placer:
             return
         self.entries.append(entry)
         self.prepared.append(self.preparer.add(section, error))
+
+    def room_for_more(self, room: int) -> int | None:
+        """The room to ask the contributor of the section placed last again with, told
+        ``room`` at first: ``room`` plus the tokens of its lines dropped as duplicates
+        of earlier sections', when it fills (:attr:`Section.fills`) and room is left
+        after it; else ``None`` (asking again would offer nothing that could fit)."""
+        if not self.hinting or not self.prepared:
+            return None
+        prep = self.prepared[-1]
+        if not prep.section.fills or prep.error is not None:
+            return None
+        repeated = sum(tokens for tokens, pre in zip(prep.line_tokens, prep.pre, strict=True)
+                       if pre is not None and pre[0] is DropReason.DUPLICATE)
+        if not repeated or not self.room():
+            return None
+        return room + repeated
+
+    def replace_last(self, entry: tuple[Section, str | None], *, room: int) -> None:
+        """Put ``entry`` (its contributor asked again) in place of the section placed
+        last, which was asked with ``room``; every section is rendered again, since
+        which lines are duplicates depends on all the sections before."""
+        section, _ = entry
+        self.rooms[id(section)] = room
+        self.entries[-1] = entry
+        self.preparer = Preparer(self.preparer.env, self.preparer.counter)
+        self.prepared = [self.preparer.add(s, e) for s, e in self.entries]
 
     def final(self, sections: Sequence[tuple[Section, str | None]]) -> list[Prepared]:
         """``sections`` (the final placement) rendered: the pieces made here when

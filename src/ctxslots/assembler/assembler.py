@@ -268,6 +268,16 @@ class PromptAssembler:
             entry = entries[n]
             if entry is not None:
                 placer.add(entry, key, room=room)
+            # Lines repeating an earlier section's took none of the room it was told of.
+            while room is not None and entry is not None \
+                    and (wider := placer.room_for_more(room)) is not None:
+                again = section_of(call_sync(contributors[n], attrs.evolve(request, room=wider),
+                                             self.contributor_timeout))
+                if again is None or again[1] is not None \
+                        or len(again[0].items) <= len(entry[0].items):
+                    break  # nothing more to offer (or it failed now): the first answer stands
+                entries[n] = entry = again
+                placer.replace_last(entry, room=room)
         sections = order_sections([e for _, e in sorted(entries.items()) if e is not None])
         return self._finish(request, placer.final(sections), record_shown=record_shown,
                             offered_nothing=nothing, rooms=rooms)
