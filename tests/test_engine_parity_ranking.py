@@ -4,6 +4,9 @@ rounding, no longer decide the order (ties go by fact id)."""
 
 from __future__ import annotations
 
+import hashlib
+
+import numpy as np
 import pytest
 
 from ctxslots import FactStore, RankingPolicy
@@ -47,3 +50,42 @@ def test_both_engines_rank_alike(case, tmp_path, pg_url):
     assert [v for v, _ in on_sqlite] == [v for v, _ in on_postgres]
     assert [f for _, f in on_sqlite] == pytest.approx([f for _, f in on_postgres], rel=1e-6)
     assert len(on_sqlite) >= 2
+
+
+class _Tilted:
+    """Every memory at cosine 1/2 from the query in exact arithmetic, each vector rounded
+    its own way in float32."""
+
+    model_id = "test:tilted-16"
+    dimension = 16
+
+    def embed(self, texts):
+        rows = []
+        for text in texts:
+            row = np.zeros(self.dimension)
+            row[0] = 1.0
+            if text != "query":
+                rest = np.random.default_rng(
+                    int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)).standard_normal(
+                    self.dimension - 1)
+                row[1:] = rest * (np.sqrt(3.0) / np.linalg.norm(rest))
+                row /= 2.0
+            rows.append(row)
+        return np.array(rows, dtype=np.float32)
+
+
+@pytest.mark.parametrize("vector_cache", [False, True], ids=["table", "copy"])
+def test_cosines_equal_once_settled_tie_at_the_pool_cut_by_id(location, vector_cache):
+    """More memories than the candidate pool at one settled cosine: the first hits are the
+    lowest ids on every engine, not the ones an engine's float32 rounding put first."""
+    policy = RankingPolicy(vector_weight=1.0, lexical_weight=0.0, vector_only_min_cosine=0.1)
+    with FactStore(location, clock=lambda: NOW, ranking=policy, embedder=_Tilted(),
+                   vector_writes="inline", vector_cache=vector_cache) as store:
+        with store.batch():
+            ids = [store.upsert("user", f"k{n:03d}", f"memory number {n}").id
+                   for n in range(400)]
+        if vector_cache and store.engine == "sqlite":
+            assert store.load_vector_cache()
+        hits = store.search("query", track_access=False, limit=10)
+    assert {h.trace.cosine for h in hits} == {0.5}
+    assert [h.fact.id for h in hits] == sorted(ids)[:10]

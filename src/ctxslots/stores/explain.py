@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import FactNotFoundError, InvalidArgumentError
 from ..model import Hit
 from .backend import FactFilter, QueryPlan
-from .backend.unit_vectors import COSINE_DIGITS, settled_cosines
+from .backend.unit_vectors import COSINE_DIGITS, settled_nearest
 from .core import StoreCore
 from .ranking import Candidate, left_out
 from .sanitize import query_tokens
@@ -163,8 +163,8 @@ def locate(core: StoreCore, plan: QueryPlan, flt: FactFilter, hits: Callable[[in
             found.update(words_rank=position, bm25=cand.score)
             break
     if vector is not None:
-        nearest: Sequence[tuple[int, float]] = settled_cosines(
-            backend.vector_knn(vector, flt, depth))
+        nearest: Sequence[tuple[int, float]] = settled_nearest(
+            lambda n: backend.vector_knn(vector, flt, n), depth)
         for position, (fid, cosine) in enumerate(nearest, 1):
             if fid == fact_id:
                 found.update(vector_rank=position, cosine=cosine)

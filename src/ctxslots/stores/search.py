@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..model import Fact, Hit
 from .backend import FactFilter, FactRow, QueryPlan
-from .backend.unit_vectors import settled_cosines
+from .backend.unit_vectors import settled_nearest
 from .core import StoreCore
 from .explain import Located, locate
 from .links import pull_linked
@@ -172,7 +172,8 @@ def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int
                 lexical[fid] = (position, cand.score)
                 rows[fid] = (cand.row, archived)
     if plan.vector is not None and np.any(plan.vector):
-        nearest = settled_cosines(backend.vector_knn(plan.vector, flt, depth))
+        query = plan.vector
+        nearest = settled_nearest(lambda n: backend.vector_knn(query, flt, n), depth)
         exhausted = exhausted and len(nearest) < depth
         nearest = [(fid, cos) for fid, cos in nearest if cos > core.ranking.min_cosine]
         missing = [fid for fid, _ in nearest if fid not in rows]

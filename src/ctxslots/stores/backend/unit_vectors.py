@@ -11,12 +11,12 @@ skips it, and ``doctor`` counts it among the vectors no search can use.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["COSINE_DIGITS", "UNIT_TOLERANCE", "settled_cosines", "unit_rows"]
+__all__ = ["COSINE_DIGITS", "UNIT_TOLERANCE", "settled_cosines", "settled_nearest", "unit_rows"]
 
 #: How far from 1 a stored vector's length may be and still count as unit length
 #: (float32 rounding leaves a few millionths).
@@ -49,3 +49,18 @@ def settled_cosines(nearest: Sequence[tuple[int, float]]) -> list[tuple[int, flo
     settled = [(fid, round(float(cosine), COSINE_DIGITS)) for fid, cosine in nearest]
     settled.sort(key=lambda pair: (-pair[1], pair[0]))
     return settled
+
+
+def settled_nearest(knn: Callable[[int], Sequence[tuple[int, float]]], k: int
+                    ) -> list[tuple[int, float]]:
+    """The ``k`` nearest as :func:`settled_cosines` ranks them. ``knn(n)`` gives the ``n``
+    nearest by the engine's own cosines, best first; it is read deeper while the last it
+    gives settles level with the ``k``-th, so the facts tied at the cut are those of the
+    lowest ids, as among the ``k``, and not those the engine's last digits favoured."""
+    want = k + 1
+    while True:
+        found = knn(want)
+        settled = settled_cosines(found)
+        if len(found) < want or settled[-1][1] < settled[k - 1][1]:
+            return settled[:k]
+        want *= 2
