@@ -89,3 +89,23 @@ def test_cosines_equal_once_settled_tie_at_the_pool_cut_by_id(location, vector_c
         hits = store.search("query", track_access=False, limit=10)
     assert {h.trace.cosine for h in hits} == {0.5}
     assert [h.fact.id for h in hits] == sorted(ids)[:10]
+
+
+@pytest.mark.parametrize("factor", [1.0, 3.0])
+def test_a_boost_keeps_ties_by_fact_id(tmp_path, pg_url, factor):
+    """A boost of every fact by one factor changes no order: finals equal but for rounding
+    still tie and go by fact id, on both engines."""
+    facts, question = CASES["fused tie"]
+    orders = []
+    for location in (str(tmp_path / "memory.db"), pg_url):
+        for boost in (None, lambda fact: factor):
+            with FactStore(location, clock=lambda: NOW, ranking=FUSED) as store:
+                if boost is None:  # the first time on this engine
+                    for slot, value, options in facts:
+                        store.add(slot, value, **options)
+                hits = store.search(question, include_archive=True, track_access=False,
+                                    boost=boost)
+            orders.append([h.fact.id for h in hits])
+    assert len(orders[0]) >= 2
+    assert orders == [orders[0]] * 4
+    assert orders[0] == sorted(orders[0])  # the two hits tie: by id

@@ -39,7 +39,7 @@ by fact id, so the same store and query always give the same order.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import cast
 
 import attrs
@@ -58,6 +58,7 @@ __all__ = [
     "left_out",
     "rank_candidates",
     "reinforcement_factor",
+    "tie_steps",
 ]
 
 _DAY = 86400.0
@@ -370,6 +371,15 @@ def left_out(c: Candidate, policy: RankingPolicy, *, fused: bool) -> str | None:
 _TIE_STEPS = 1e12
 
 
+def tie_steps(finals: Iterable[float]) -> Callable[[float], int]:
+    """The sort key that compares one search's ``finals`` as ties when they are equal but
+    for float rounding (a sum of two legs, an engine's last digits), so that they go by
+    fact id like any other tie: each final in steps of a trillionth of the largest."""
+    largest = max((abs(final) for final in finals), default=0.0)
+    scale = _TIE_STEPS / largest if largest > 0.0 else 0.0
+    return lambda final: round(final * scale)
+
+
 def _within(rank: int | None, depth: int | None) -> bool:
     return rank is not None and (depth is None or rank <= depth)
 
@@ -476,12 +486,8 @@ def rank_candidates(
             parts = {**parts, "episode": episode} if parts else {"episode": episode}
         scored.append((not inside, -final, cand.fact_id, cand, relevance, decay,
                        reinforcement, age, parts))
-    # Finals equal but for float rounding (a sum of two legs, an engine's last digits)
-    # are ties, broken by id like any other: compared in steps of a trillionth of the
-    # largest.
-    largest = max((abs(entry[1]) for entry in scored), default=0.0)
-    scale = _TIE_STEPS / largest if largest > 0.0 else 0.0
-    scored.sort(key=lambda entry: (entry[0], round(entry[1] * scale), entry[2]))
+    step = tie_steps(entry[1] for entry in scored)
+    scored.sort(key=lambda entry: (entry[0], step(entry[1]), entry[2]))
     out: list[tuple[Candidate, HitTrace]] = []
     for position, (_, minus_final, _, cand, relevance, decay, reinforcement, age, extra) \
             in enumerate(scored[:limit], start=1):

@@ -18,6 +18,7 @@ import attrs
 
 from ..errors import InvalidFactError
 from ..model import Fact, Hit
+from .ranking import tie_steps
 from .sanitize import QueryPolicy, query_tokens
 
 __all__ = [
@@ -69,7 +70,9 @@ def apply_boost_and_rerank(
             trace = attrs.evolve(hit.trace, final=hit.trace.final * factor,
                                  extra={**hit.trace.extra, "boost": float(factor)})
             boosted.append(Hit(fact=hit.fact, trace=trace))
-        hits = sorted(boosted, key=lambda h: (-h.trace.final, h.fact.id))
+        # Boosted finals equal but for rounding tie, as they do unboosted.
+        step = tie_steps(h.trace.final for h in boosted)
+        hits = sorted(boosted, key=lambda h: (-step(h.trace.final), h.fact.id))
     if rerank is not None:
         reordered = rerank(query, list(hits))
         if reordered is not None:
