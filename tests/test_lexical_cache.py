@@ -62,7 +62,7 @@ def test_same_candidates_and_bm25_as_fts5(db_path, clock):
                                      agent=rng.choice(["default", "a2"]))
             assert fts and set(fts) == set(cached)
             for fact_id, bm25 in fts.items():
-                assert cached[fact_id] == pytest.approx(bm25, rel=1e-6)
+                assert cached[fact_id] == pytest.approx(bm25, rel=1e-12)
 
 
 def test_search_gives_the_same_hits_with_and_without_the_cache(db_path, clock):
@@ -299,3 +299,23 @@ def test_stems_written_with_capitals_are_found_through_the_copy(db_path, clock):
         fts, cached = _both_legs(store, "hello", None)
         assert [fact.id] == list(fts) == list(cached)
         assert cached[fact.id] == pytest.approx(fts[fact.id], rel=1e-6)
+
+
+def test_live_and_forgotten_memories_of_equal_score_tie_by_id_through_the_copy(db_path, clock):
+    """The copy scores as FTS5 does, to the last digits: live memories (scored by the copy)
+    and forgotten ones (by FTS5) of one text tie and go by id, as without the copy."""
+    with FactStore(db_path, clock=clock, embedder=False) as store, store.batch():
+        for n in range(150):
+            fact = store.upsert("user", f"k{n:03d}", "The user likes green tea.")
+            if n % 3 == 0:
+                store.forget(fact.id)
+    found = {}
+    for copy in (False, True):
+        with FactStore(db_path, clock=clock, embedder=False, lexical_cache=copy) as store:
+            if copy:
+                assert store.load_lexical_cache()
+            hits = store.search("green tea", include_archive=True, limit=30,
+                                track_access=False)
+            found[copy] = [(h.fact.id, h.trace.bm25) for h in hits]
+    assert found[True] == found[False]
+    assert [fact_id for fact_id, _ in found[True]] == list(range(1, 31))

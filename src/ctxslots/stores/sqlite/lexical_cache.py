@@ -270,7 +270,10 @@ class LexicalCache:
         n = self.rows_loaded
         total = float(self._live)
         if self._norm is None or len(self._norm) != n:
-            self._norm = K1 * (1.0 - B + B * self._length.data[:n] / max(self._tokens / total, 1e-9))
+            # In float64, as FTS5 computes: float32 lengths would keep a float32 norm,
+            # whose rounding (a relative 2e-8) outweighs the ties of equal scores.
+            lengths = self._length.data[:n].astype(np.float64)
+            self._norm = K1 * (1.0 - B + B * lengths / max(self._tokens / total, 1e-9))
         norm = self._norm
         scores = np.zeros(n, np.float64)
         for stem in stems:
