@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from datetime import UTC, date, datetime
 
 import pytest
@@ -69,3 +73,38 @@ def test_december_at_the_last_year_a_datetime_holds_ends_with_it(store) -> None:
               observed_at=datetime(9999, 12, 1, tzinfo=UTC))
     hits = store.search("what happened in December?", now=now, track_access=False)
     assert [h.fact.value for h in hits] == ["the party happened in December"]
+
+
+_IN_GERMAN = """
+import datetime as dt, locale, sys
+locale.setlocale(locale.LC_ALL, "de_DE.UTF-8")
+from ctxslots import AssemblyRequest, FactStore, PromptAssembler
+from ctxslots.flusher.flusher import _date_line
+from ctxslots.stores.periods import query_periods
+now = 1_700_000_000.0
+with FactStore(":memory:", clock=lambda: now) as store:
+    store.add("agent", "The deploy runs on Friday.", observed_at=1683504000.0)
+    prompt = PromptAssembler(store).assemble(AssemblyRequest("deploy friday", now=now))
+print(repr(query_periods("what happened in July 2023?", now)))
+print(_date_line(dt.datetime(2023, 5, 8, tzinfo=dt.UTC)))
+print(prompt.text)
+"""
+
+
+def test_month_and_weekday_names_are_english_in_any_locale(tmp_path):
+    """A program that sets a German locale still reads "July" in a question and gets
+    "8 May 2023" in its prompt and "Monday" in the flusher's date line."""
+    localedef = shutil.which("localedef")
+    if localedef is None or subprocess.run(
+            [localedef, "-i", "de_DE", "-f", "UTF-8", str(tmp_path / "de_DE.UTF-8")],
+            capture_output=True, check=False).returncode != 0:
+        pytest.skip("no de_DE locale can be compiled here")
+    done = subprocess.run([sys.executable, "-c", _IN_GERMAN], capture_output=True, text=True,
+                          env={**os.environ, "LOCPATH": str(tmp_path)}, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    july = datetime(2023, 7, 1, tzinfo=UTC).timestamp()
+    august_end = datetime(2023, 9, 1, tzinfo=UTC).timestamp()
+    assert done.stdout.splitlines()[0] == repr([(july, august_end)])
+    assert "2023-05-08 (Monday)" in done.stdout
+    assert "8 May 2023:\n- The deploy runs on Friday." in done.stdout

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import jinja2
 
+from .._calendar import WEEKDAY_NAMES
 from .._checks import names, store_of
 from ..errors import FlushError, InvalidArgumentError, InvalidFactError
 from ..model import Fact, Message
@@ -113,7 +114,7 @@ def _said_later(fact: Fact | None, moment: dt.datetime | None) -> str | None:
 def _date_line(when: dt.datetime) -> str:
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return f"{when:%Y-%m-%d} ({when:%A})"
+    return f"{when:%Y-%m-%d} ({WEEKDAY_NAMES[when.weekday()]})"
 
 
 @attrs.define

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+from .._calendar import MONTH_NAMES
+
 __all__ = ["DATE_STYLES", "age_in_words", "calendar_date", "days_in_words", "when_said"]
 
 _DAY = 86400.0
@@ -51,7 +53,7 @@ def days_in_words(days: float) -> str:
 def calendar_date(when: float) -> str:
     """The UTC calendar day of ``when`` (Unix seconds), as "8 May 2023"."""
     day = dt.datetime.fromtimestamp(when, dt.UTC)
-    return f"{day.day} {day:%B} {day.year}"
+    return f"{day.day} {MONTH_NAMES[day.month]} {day.year}"
 
 
 def when_said(then: float, now: float, style: str = "date") -> str | None:

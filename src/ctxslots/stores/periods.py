@@ -19,9 +19,10 @@ refers to, not the time it is asked.
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 import re
+
+from .._calendar import MONTH_ABBREVIATIONS, MONTH_NAMES
 
 __all__ = ["query_periods"]
 
@@ -33,10 +34,10 @@ _BEFORE_DAY = _DAY
 #: A month named without a year means one of the last this-many years' months.
 _YEARS_BACK = 3
 
-_MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name}
-_MONTHS.update({name.lower(): n for n, name in enumerate(calendar.month_abbr) if name})
+_MONTHS = {name.lower(): n for n, name in enumerate(MONTH_NAMES) if name}
+_MONTHS.update({name.lower(): n for n, name in enumerate(MONTH_ABBREVIATIONS) if name})
 _MONTHS["sept"] = 9
-_FULL_NAMES = frozenset(name.lower() for name in calendar.month_name if name)
+_FULL_NAMES = frozenset(name.lower() for name in MONTH_NAMES if name)
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY_NUM = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
