@@ -38,11 +38,26 @@ MAX_PRIORITY = 10**6
 
 @runtime_checkable
 class Contributor(Protocol):
-    """The shape of a contributor (see the module docstring)."""
+    """The shape of a contributor (see the module docstring).
 
-    name: str
-    priority: int
-    sticky: bool
+    Its attributes are read-only here, so class attributes, plain attributes and
+    the fields of a frozen class all fit.
+    """
+
+    @property
+    def name(self) -> str:
+        """Unique among the registered contributors."""
+        ...
+
+    @property
+    def priority(self) -> int:
+        """Higher is kept longer when the budget is short."""
+        ...
+
+    @property
+    def sticky(self) -> bool:
+        """Placed before every non-sticky section."""
+        ...
 
     def contribute(
         self, request: AssemblyRequest
