@@ -6,6 +6,7 @@ scripted chat-completions server on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 pytest.importorskip("langgraph")
 openai = pytest.importorskip("openai")
 
+import pydantic
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -411,6 +413,50 @@ def test_the_nodes_run_under_invoke_too(db_path, clock):
         assert facts.get_by_key("user", "asks", user="alice") is not None
     finally:
         server.close()
+        flush.close()
+        facts.close()
+
+
+@dataclasses.dataclass
+class DataclassState:
+    """A graph state as a dataclass (LangGraph reads its fields as channels)."""
+
+    messages: Annotated[list[Any], add_messages] = dataclasses.field(default_factory=list)
+    memory_context: str = ""
+
+
+class PydanticState(pydantic.BaseModel):
+    """A graph state as a pydantic model."""
+
+    messages: Annotated[list[Any], add_messages] = []
+    memory_context: str = ""
+
+
+@pytest.mark.parametrize("schema", [DataclassState, PydanticState])
+def test_the_nodes_read_a_dataclass_or_pydantic_state(db_path, clock, schema):
+    """A state that is an object, not a mapping: the context node recalls for its latest
+    user message and the flush node flushes its messages."""
+    facts = FactStore(db_path, clock=clock)
+    facts.upsert("user", "diet", "The user is vegetarian.", user="alice")
+    flush = ScriptedChatServer([flush_reply(("user", "city", "The user lives in Lisbon."))])
+    flusher = MemoryFlusher(facts, OpenAIChatClient(flush.base_url, "scripted", max_retries=0),
+                            policy=FlushPolicy(every_n_turns=1))
+    try:
+        memory = Memory(facts, flusher=flusher, strict=True)
+        builder = StateGraph(schema)
+        builder.add_node("recall", context_node(memory))
+        builder.add_node("flush", flush_node(memory))
+        builder.add_edge(START, "recall")
+        builder.add_edge("recall", "flush")
+        builder.add_edge("flush", END)
+        out = builder.compile().invoke(
+            {"messages": [("user", "I moved to Lisbon. What should I cook?")]},
+            _config("alice"))
+        assert "The user is vegetarian." in out["memory_context"]
+        assert "I moved to Lisbon." in flush.requests[0]["messages"][-1]["content"]
+        assert "The user lives in Lisbon." == facts.get_by_key("user", "city",
+                                                              user="alice").value
+    finally:
         flush.close()
         facts.close()
 

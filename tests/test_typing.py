@@ -88,3 +88,37 @@ def test_contributors_of_frozen_classes_type_check_as_contributors(tmp_path):
     assert all(isinstance(c, ctxslots.Contributor) for c in contributors)
     assert 0 == done.returncode, done.stdout + done.stderr
     assert "Success: no issues found" in done.stdout
+
+
+#: docs/integrations.md's graph, typed: the memory nodes added to a TypedDict state's graph.
+LANGGRAPH_PROGRAM = '''
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from ctxslots import FactStore
+from ctxslots.integrations import Memory
+from ctxslots.integrations.langgraph import CtxslotsStore, context_node, flush_node
+
+
+class State(MessagesState):
+    memory_context: str
+
+
+def build(store: FactStore, memory: Memory) -> None:
+    builder = StateGraph(State)
+    builder.add_node("recall", context_node(memory))
+    builder.add_node("flush", flush_node(memory))
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", "flush")
+    builder.add_edge("flush", END)
+    builder.compile(store=CtxslotsStore(store))
+'''
+
+
+def test_the_langgraph_nodes_type_check_as_graph_nodes(tmp_path):
+    """``builder.add_node("recall", context_node(memory))`` passes ``mypy --strict``:
+    LangGraph wants a node's input to be a state type, which ``Mapping`` is not."""
+    pytest.importorskip("mypy")
+    pytest.importorskip("langgraph")
+    done = _mypy_strict(tmp_path, LANGGRAPH_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    assert "Success: no issues found" in done.stdout

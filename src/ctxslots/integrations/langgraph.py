@@ -418,8 +418,16 @@ def _role_and_text(message: object) -> tuple[str | None, str]:
     return _ROLES.get(role) if isinstance(role, str) else None, content
 
 
-def _latest_user_text(state: Mapping[str, Any], messages_key: str) -> str:
-    for message in reversed(list(state.get(messages_key) or [])):
+def _state_messages(state: Any, messages_key: str) -> list[Any]:
+    """The messages under ``messages_key`` in a graph's state: a mapping (a ``TypedDict``
+    state) or an object (a dataclass or pydantic state); none when it has no such key."""
+    found = state.get(messages_key) if isinstance(state, Mapping) \
+        else getattr(state, messages_key, None)
+    return list(found or [])
+
+
+def _latest_user_text(state: Any, messages_key: str) -> str:
+    for message in reversed(_state_messages(state, messages_key)):
         role, text = _role_and_text(message)
         if role == "user":
             return text
@@ -438,9 +446,10 @@ def to_messages(messages: Iterable[object]) -> list[Message]:
 
 
 def context_node(memory: Memory, *, key: str = "memory_context", messages_key: str = "messages"
-                 ) -> RunnableLambda[Mapping[str, Any], dict[str, str]]:
+                 ) -> RunnableLambda[Any, dict[str, str]]:
     """A graph node that assembles the memory for the latest user message in
-    ``state[messages_key]`` and returns ``{key: text}``, for the owners in the run's
+    ``state[messages_key]`` (the state a ``TypedDict``, a dataclass or a pydantic model)
+    and returns ``{key: text}``, for the owners in the run's
     ``configurable`` (:func:`identity_from_config`); it runs under ``invoke`` and
     ``ainvoke`` alike. When memory fails the text is ``""`` (logged; raised with
     ``memory.strict``).
@@ -458,12 +467,12 @@ def context_node(memory: Memory, *, key: str = "memory_context", messages_key: s
             memory.handle_failure("reading the run's identity", exc, None)
             return None
 
-    def memory_context(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, str]:
+    def memory_context(state: Any, config: RunnableConfig) -> dict[str, str]:
         owners = who(config)
         text = memory.context(_latest_user_text(state, messages_key), owners) if owners else ""
         return {key: text}
 
-    async def amemory_context(state: Mapping[str, Any], config: RunnableConfig
+    async def amemory_context(state: Any, config: RunnableConfig
                               ) -> dict[str, str]:
         owners = who(config)
         text = await memory.acontext(_latest_user_text(state, messages_key), owners) \
@@ -474,8 +483,9 @@ def context_node(memory: Memory, *, key: str = "memory_context", messages_key: s
 
 
 def flush_node(memory: Memory, *, messages_key: str = "messages"
-               ) -> RunnableLambda[Mapping[str, Any], dict[str, Any]]:
-    """A graph node that flushes ``state[messages_key]`` through the memory's flusher
+               ) -> RunnableLambda[Any, dict[str, Any]]:
+    """A graph node that flushes ``state[messages_key]`` (the state a ``TypedDict``, a
+    dataclass or a pydantic model) through the memory's flusher
     (and its policy) for the owners in the run's ``configurable``, the ``thread_id`` as
     the conversation; put it last. It leaves the state as it is. A flush that is not
     due is logged at INFO; a failure is logged (raised with ``memory.strict``).
@@ -490,17 +500,17 @@ def flush_node(memory: Memory, *, messages_key: str = "messages"
         raise InvalidArgumentError("flush_node needs a Memory with a flusher",
                                    field="memory", value=memory)
 
-    async def aflush_memory(state: Mapping[str, Any], config: RunnableConfig
+    async def aflush_memory(state: Any, config: RunnableConfig
                             ) -> dict[str, Any]:
         try:
             who = identity_from_config(config)
         except InvalidArgumentError as exc:
             memory.handle_failure("reading the run's identity", exc, None)
             return {}
-        await memory.aflush(to_messages(state.get(messages_key) or []), who)
+        await memory.aflush(to_messages(_state_messages(state, messages_key)), who)
         return {}
 
-    def flush_memory(state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def flush_memory(state: Any, config: RunnableConfig) -> dict[str, Any]:
         return run_to_completion(aflush_memory(state, config))
 
     return RunnableLambda(flush_memory, afunc=aflush_memory, name="flush_memory")
