@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import runpy
 import subprocess
@@ -120,5 +121,46 @@ def test_the_langgraph_nodes_type_check_as_graph_nodes(tmp_path):
     pytest.importorskip("mypy")
     pytest.importorskip("langgraph")
     done = _mypy_strict(tmp_path, LANGGRAPH_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    assert "Success: no issues found" in done.stdout
+
+
+#: A pydantic-ai program reading the capability's pieces into typed helpers.
+PYDANTIC_AI_PROGRAM = '''
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.toolsets import FunctionToolset
+
+from ctxslots.integrations.pydantic_ai import MemoryCapability
+
+
+def tools_of(capability: MemoryCapability) -> FunctionToolset[Any]:
+    return capability.get_toolset()
+
+
+def instructions_of(capability: MemoryCapability
+                    ) -> Callable[[RunContext[Any]], Awaitable[str]]:
+    return capability.get_instructions()
+'''
+
+
+def test_the_pydantic_ai_capability_gives_typed_pieces(tmp_path):
+    """``MemoryCapability.get_toolset()`` and ``get_instructions()`` are typed as what they
+    return (a ``FunctionToolset`` and an instructions function), not ``Any``, which
+    ``mypy --strict`` refuses to return from a typed function."""
+    pytest.importorskip("mypy")
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from ctxslots.integrations import Memory
+    from ctxslots.integrations.pydantic_ai import MemoryCapability
+
+    with ctxslots.FactStore(tmp_path / "memory.db") as store:
+        capability = MemoryCapability(Memory(store))
+        assert isinstance(capability.get_toolset(), FunctionToolset)
+        assert inspect.iscoroutinefunction(capability.get_instructions())
+    done = _mypy_strict(tmp_path, PYDANTIC_AI_PROGRAM)
     assert 0 == done.returncode, done.stdout + done.stderr
     assert "Success: no issues found" in done.stdout

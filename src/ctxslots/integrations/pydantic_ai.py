@@ -206,12 +206,12 @@ class MemoryCapability(AbstractCapability[Any]):
         """Not built from a spec: it holds a store."""
         return None
 
-    def get_instructions(self) -> Any:
-        """The memory context, assembled per request."""
+    def get_instructions(self) -> Callable[[RunContext[Any]], Awaitable[str]]:
+        """The memory context, assembled per request (:func:`memory_instructions`)."""
         return memory_instructions(self.memory)
 
-    def get_toolset(self) -> Any:
-        """The memory tools."""
+    def get_toolset(self) -> FunctionToolset[Any]:
+        """The memory tools (:func:`memory_toolset`)."""
         return memory_toolset(self.memory)
 
     async def after_run(self, ctx: RunContext[Any], *,
