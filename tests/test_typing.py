@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import io
 import os
 import runpy
 import subprocess
@@ -164,3 +165,37 @@ def test_the_pydantic_ai_capability_gives_typed_pieces(tmp_path):
     done = _mypy_strict(tmp_path, PYDANTIC_AI_PROGRAM)
     assert 0 == done.returncode, done.stdout + done.stderr
     assert "Success: no issues found" in done.stdout
+
+
+#: A backup through docs/transfer.md's exports, typed as the docs say they return.
+TRANSFER_PROGRAM = '''
+import io
+from pathlib import Path
+
+from ctxslots import FactStore
+
+
+def backup(store: FactStore, folder: Path) -> list[Path]:
+    (folder / "MEMORY.md").write_text(store.export_markdown(slots=["user"]))
+    store.export_jsonl(io.StringIO(), include_archive=False)
+    return store.export_markdown(folder / "by-slot", scope="shop")
+'''
+
+
+def test_the_exports_are_typed_as_they_return(tmp_path):
+    """``export_markdown()`` is a text and ``export_markdown(directory)`` a list of paths
+    to ``mypy --strict`` as at run time, and a misspelt option of an export or import is
+    a type error, as it is a ``TypeError`` at run time."""
+    pytest.importorskip("mypy")
+    with ctxslots.FactStore(tmp_path / "memory.db") as store:
+        store.upsert("user", "editor", "The user edits code in Helix.")
+        assert isinstance(store.export_markdown(), str)
+        paths = store.export_markdown(tmp_path / "by-slot")
+        assert [tmp_path / "by-slot" / "user.md"] == paths
+        with pytest.raises(TypeError, match="include_archve"):
+            store.export_jsonl(io.StringIO(), include_archve=False)
+    done = _mypy_strict(tmp_path, TRANSFER_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    misspelt = TRANSFER_PROGRAM.replace("include_archive=", "include_archve=")
+    done = _mypy_strict(tmp_path, misspelt)
+    assert 'Unexpected keyword argument "include_archve"' in done.stdout, done.stdout
