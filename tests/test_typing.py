@@ -199,3 +199,38 @@ def test_the_exports_are_typed_as_they_return(tmp_path):
     misspelt = TRANSFER_PROGRAM.replace("include_archive=", "include_archve=")
     done = _mypy_strict(tmp_path, misspelt)
     assert 'Unexpected keyword argument "include_archve"' in done.stdout, done.stdout
+
+
+#: Times given as docs/storage.md says: a datetime or Unix seconds.
+TIMES_PROGRAM = '''
+import datetime as dt
+
+from ctxslots import FactStore
+
+
+def backfill(store: FactStore) -> None:
+    said = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
+    store.add("agent", "The deploy broke twice.", observed_at=said)
+    store.upsert("user", "city", "The user lives in Lisbon.", observed_at=1714521600.0,
+                 expires_at=dt.datetime(2999, 1, 1, tzinfo=dt.UTC))
+    store.search("deploy", now=said, said_after=0, said_before=said)
+    store.facts(said_after=said)
+    store.important("user", now=said)
+'''
+
+
+def test_times_are_typed_as_what_the_store_accepts(tmp_path):
+    """A time passed to a write, a search or a read is a datetime or Unix seconds to
+    ``mypy --strict``, as at run time: a date string, refused at run time, is a type
+    error too."""
+    pytest.importorskip("mypy")
+    with ctxslots.FactStore(tmp_path / "memory.db") as store:
+        with pytest.raises(ctxslots.InvalidFactError, match="observed_at must be a datetime"):
+            store.add("agent", "The deploy broke twice.", observed_at="2024-05-01")
+        assert [] == store.facts()
+    done = _mypy_strict(tmp_path, TIMES_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    dated = TIMES_PROGRAM.replace("observed_at=said", 'observed_at="2024-05-01"')
+    done = _mypy_strict(tmp_path, dated)
+    assert 'incompatible type "str"; expected "datetime | float | None"' in done.stdout, \
+        done.stdout

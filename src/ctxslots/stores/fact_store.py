@@ -12,6 +12,7 @@ speaks of facts, slots, scopes and hits only.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -319,9 +320,11 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
     def search(self, query: str, *, slots: Sequence[str] | None = None,
                scope: str | None = None, user: str | None = None, agent: str | None = None,
                limit: int = 10, include_archive: bool = False, track_access: bool = True,
-               boost: Boost | None = None, include_superseded: bool = False, now: Any = None,
+               boost: Boost | None = None, include_superseded: bool = False,
+               now: dt.datetime | float | None = None,
                tags: Iterable[str] | str = (), source: str | None = None,
-               said_after: Any = None, said_before: Any = None,
+               said_after: dt.datetime | float | None = None,
+               said_before: dt.datetime | float | None = None,
                relaxed: bool = False) -> list[Hit]:
         """Find the facts that best match ``query``, best first.
 
@@ -398,9 +401,10 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
                       scope: str | None = None, user: str | None = None,
                       agent: str | None = None, include_archive: bool = False,
                       boost: Boost | None = None, include_superseded: bool = False,
-                      now: Any = None, tags: Iterable[str] | str = (),
-                      source: str | None = None, said_after: Any = None,
-                      said_before: Any = None, relaxed: bool = False) -> RankedSearch:
+                      now: dt.datetime | float | None = None, tags: Iterable[str] | str = (),
+                      source: str | None = None, said_after: dt.datetime | float | None = None,
+                      said_before: dt.datetime | float | None = None,
+                      relaxed: bool = False) -> RankedSearch:
         """A search whose ranked list is read as far as asked: ``hits(limit)``.
 
         Takes :meth:`search`'s arguments but ``limit`` and ``track_access``;

@@ -9,6 +9,7 @@ named.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -157,7 +158,8 @@ class ReadMethods:
     def facts(self, *, slots: Sequence[str] | None = None, scope: str | None = None,
               user: str | None = None, agent: str | None = None,
               include_expired: bool = False, tags: Iterable[str] | str = (),
-              source: str | None = None, said_after: Any = None, said_before: Any = None
+              source: str | None = None, said_after: dt.datetime | float | None = None,
+              said_before: dt.datetime | float | None = None
               ) -> list[Fact]:
         """Every live fact of the given slots its owners see, by id.
 
@@ -178,7 +180,8 @@ class ReadMethods:
         return [Fact.from_row(r) for r in core.backend.select(flt)]
 
     def important(self, slot: str, *, scope: str | None = None, user: str | None = None,
-                  agent: str | None = None, limit: int = 5, now: Any = None) -> list[Fact]:
+                  agent: str | None = None, limit: int = 5,
+                  now: dt.datetime | float | None = None) -> list[Fact]:
         """The most important live facts of ``slot`` its owners see, best first.
 
         A fact counts when it is keyed or reinforced (score above 0); the order

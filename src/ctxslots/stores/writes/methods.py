@@ -11,8 +11,8 @@ they do not see is not found (the agent tools and the MCP server always name the
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from ...model import Fact
 from ..core import StoreCore
@@ -30,7 +30,8 @@ class WriteMethods:
     def upsert(self, slot: str, key: str, value: str, *, scope: str | None = None,
                user: str | None = None, agent: str | None = None,
                tags: Iterable[str] | None = (), confidence: float = 1.0,
-               source: str | None = None, expires_at: Any = None, observed_at: Any = None,
+               source: str | None = None, expires_at: dt.datetime | float | None = None,
+               observed_at: dt.datetime | float | None = None,
                context: str | None = None) -> Fact:
         """Write a keyed fact; a fact with the same slot, owners and key is replaced.
 
@@ -58,7 +59,8 @@ class WriteMethods:
 
     def add(self, slot: str, value: str, *, scope: str | None = None, user: str | None = None,
             agent: str | None = None, tags: Iterable[str] = (), confidence: float = 1.0,
-            source: str | None = None, expires_at: Any = None, observed_at: Any = None,
+            source: str | None = None, expires_at: dt.datetime | float | None = None,
+            observed_at: dt.datetime | float | None = None,
             context: str | None = None) -> Fact:
         """Write a free-form memory (a fact without a key).
 
@@ -90,7 +92,8 @@ class WriteMethods:
     def write(self, slot: str, value: str, *, key: str | None = None,
               scope: str | None = None, user: str | None = None, agent: str | None = None,
               tags: Iterable[str] | None = None, confidence: float = 1.0,
-              source: str | None = None, expires_at: Any = None, observed_at: Any = None,
+              source: str | None = None, expires_at: dt.datetime | float | None = None,
+              observed_at: dt.datetime | float | None = None,
               context: str | None = None) -> Written:
         """Write a fact as :meth:`upsert` (with ``key``) or :meth:`add` (without) does, and
         tell what the write did, decided inside its own transaction: another writer
