@@ -234,3 +234,52 @@ def test_times_are_typed_as_what_the_store_accepts(tmp_path):
     done = _mypy_strict(tmp_path, dated)
     assert 'incompatible type "str"; expected "datetime | float | None"' in done.stdout, \
         done.stdout
+
+
+#: A turn built from the pieces docs/assembler.md and docs/plugins.md name.
+REQUEST_PROGRAM = '''
+import datetime as dt
+
+from ctxslots import AssemblyRequest, ContextBlock, Item, PromptAssembler, Section
+from ctxslots import StaticContributor
+
+
+def turn(assembler: PromptAssembler) -> str:
+    request = AssemblyRequest("When do we deploy?", now=dt.datetime(2024, 5, 1, tzinfo=dt.UTC),
+                              extra=[ContextBlock("Open file", "deploy.sh"), ("Notes", "Fri")])
+    return assembler.assemble(request).text
+
+
+rules = Section(title="Rules", items=[Item("Be brief.")])
+assembler = PromptAssembler(None, contributors=[StaticContributor("rules", "Rules", ["x"])])
+'''
+
+#: Each a call the request, section or assembler refuses at run time.
+REFUSED = {
+    'now=dt.datetime(2024, 5, 1, tzinfo=dt.UTC)': 'now="2024-05-01"',
+    '("Notes", "Fri")': '("Notes", "Fri", "more")',
+    'items=[Item("Be brief.")]': 'items=["Be brief."]',
+    'contributors=[StaticContributor("rules", "Rules", ["x"])]':
+        'contributors=StaticContributor("rules", "Rules", ["x"])',
+}
+
+
+def test_a_turns_pieces_are_typed_as_what_they_accept(tmp_path):
+    """``AssemblyRequest(now=, extra=)``, ``Section(items=)`` and
+    ``PromptAssembler(contributors=)`` are typed as what they accept: each call the run
+    time refuses is a ``mypy --strict`` error too."""
+    pytest.importorskip("mypy")
+    with pytest.raises(ctxslots.InvalidRequestError, match="now must be a datetime"):
+        ctxslots.AssemblyRequest("hi", now="2024-05-01")
+    with pytest.raises(ctxslots.InvalidRequestError, match="title, text"):
+        ctxslots.AssemblyRequest("hi", extra=[("Notes", "Fri", "more")])
+    with pytest.raises(ctxslots.InvalidRequestError, match="section items must be Item"):
+        ctxslots.Section(title="Rules", items=["Be brief."])
+    with pytest.raises(ctxslots.InvalidRequestError, match="contributors must be a list"):
+        ctxslots.PromptAssembler(None, contributors=ctxslots.StaticContributor("r", "R", ["x"]))
+    done = _mypy_strict(tmp_path, REQUEST_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    for good, bad in REFUSED.items():
+        assert good in REQUEST_PROGRAM
+        done = _mypy_strict(tmp_path, REQUEST_PROGRAM.replace(good, bad))
+        assert 1 == done.returncode and "error:" in done.stdout, (bad, done.stdout)

@@ -10,7 +10,6 @@ import datetime as dt
 import math
 import re
 from collections.abc import Iterable
-from typing import Any
 
 import attrs
 
@@ -37,7 +36,7 @@ def _check_int(name: str, value: object, minimum: int) -> int:
 _LAST_SECOND = 253402300799.0
 
 
-def _to_seconds(value: object) -> float | None:
+def _to_seconds(value: dt.datetime | float | None) -> float | None:
     """``now`` as Unix seconds: a datetime (naive means UTC) or a number from 1970 to 9999."""
     if value is None:
         return None
@@ -106,7 +105,7 @@ class ContextBlock:
         return [line for line in self.text.splitlines() if line.strip()]
 
 
-def _to_blocks(value: Any) -> tuple[ContextBlock, ...]:
+def _to_blocks(value: Iterable[ContextBlock | tuple[str, str]]) -> tuple[ContextBlock, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise InvalidRequestError(
             "extra must be a list of ContextBlock or (title, text) pairs", field="extra", value=value

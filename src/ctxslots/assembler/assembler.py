@@ -83,11 +83,11 @@ def _check_timeout(_instance: Any, _attribute: Any, timeout: Any) -> None:
             f"{threading.TIMEOUT_MAX:.0f}) or None", field="contributor_timeout", value=timeout)
 
 
-def _plugins(value: Any) -> tuple[Any, ...]:
+def _plugins(value: Iterable[object]) -> tuple[Any, ...]:
     return _as_tuple(value, "plugins")
 
 
-def _contributors(value: Any) -> tuple[Contributor, ...] | None:
+def _contributors(value: Iterable[Contributor] | None) -> tuple[Contributor, ...] | None:
     return None if value is None else _as_tuple(value, "contributors")
 
 

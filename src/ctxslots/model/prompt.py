@@ -64,7 +64,7 @@ def _is(kind: type | tuple[type, ...], *, optional: bool = False) -> Any:
     return check
 
 
-def _items(value: Any) -> tuple[Item, ...]:
+def _items(value: Iterable[Item]) -> tuple[Item, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise _invalid("items", "items must be a sequence of Item", value)
     items = tuple(value)
