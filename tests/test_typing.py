@@ -283,3 +283,38 @@ def test_a_turns_pieces_are_typed_as_what_they_accept(tmp_path):
         assert good in REQUEST_PROGRAM
         done = _mypy_strict(tmp_path, REQUEST_PROGRAM.replace(good, bad))
         assert 1 == done.returncode and "error:" in done.stdout, (bad, done.stdout)
+
+
+#: An async agent loop through the store's async methods.
+ASYNC_PROGRAM = '''
+from ctxslots import FactStore, Hit
+
+
+async def loop(store: FactStore) -> list[Hit]:
+    await store.aadd("agent", "Rerun flaky tests once.", scope="shop")
+    await store.aupsert("user", "editor", "The user edits code in Helix.", tags=["tools"])
+    return await store.asearch("flaky", scope="shop", limit=3)
+'''
+
+
+@pytest.mark.parametrize("name", ["asearch", "aadd", "aupsert", "aupdate", "aforget"])
+def test_the_async_methods_take_their_twins_arguments(name):
+    """Each async method names the arguments of its blocking twin, with the same defaults
+    and types."""
+    twin = getattr(ctxslots.FactStore, name[1:])
+    ours = inspect.signature(getattr(ctxslots.FactStore, name), eval_str=True)
+    theirs = inspect.signature(twin, eval_str=True)
+    assert list(theirs.parameters.values()) == list(ours.parameters.values())
+
+
+def test_a_misspelt_argument_of_an_async_method_is_a_type_error(tmp_path):
+    """``aadd(..., scop=...)`` and ``asearch(..., limt=...)`` are ``mypy --strict``
+    errors, as they are ``TypeError`` at run time."""
+    pytest.importorskip("mypy")
+    done = _mypy_strict(tmp_path, ASYNC_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    misspelt = ASYNC_PROGRAM.replace('scope="shop")\n', 'scop="shop")\n').replace(
+        "limit=3", "limt=3")
+    done = _mypy_strict(tmp_path, misspelt)
+    assert 'Unexpected keyword argument "scop" for "aadd"' in done.stdout, done.stdout
+    assert 'Unexpected keyword argument "limt" for "asearch"' in done.stdout, done.stdout

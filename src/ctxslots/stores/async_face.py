@@ -1,16 +1,20 @@
 """The async face of :class:`~ctxslots.FactStore`: each call in a worker thread.
 
 The event loop keeps serving while the engine and the embedder work. The
-methods take the same arguments as their blocking twins.
+methods take the same arguments as their blocking twins, spelled out so a type
+checker sees them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import functools
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..model import Fact, Hit
+from .rerank import Boost
 
 __all__ = ["AsyncMethods"]
 
@@ -25,25 +29,58 @@ class AsyncMethods:
     update: Any
     forget: Any
 
-    async def asearch(self, query: str, **options: Any) -> list[Hit]:
+    async def asearch(self, query: str, *, slots: Sequence[str] | None = None,
+                      scope: str | None = None, user: str | None = None,
+                      agent: str | None = None, limit: int = 10, include_archive: bool = False,
+                      track_access: bool = True, boost: Boost | None = None,
+                      include_superseded: bool = False, now: dt.datetime | float | None = None,
+                      tags: Iterable[str] | str = (), source: str | None = None,
+                      said_after: dt.datetime | float | None = None,
+                      said_before: dt.datetime | float | None = None,
+                      relaxed: bool = False) -> list[Hit]:
         """:meth:`search` for async agent loops: runs in a worker thread, so the
         event loop keeps serving while the engine and the embedder work."""
-        return list(await asyncio.to_thread(functools.partial(self.search, query, **options)))
+        return list(await asyncio.to_thread(functools.partial(
+            self.search, query, slots=slots, scope=scope, user=user, agent=agent, limit=limit,
+            include_archive=include_archive, track_access=track_access, boost=boost,
+            include_superseded=include_superseded, now=now, tags=tags, source=source,
+            said_after=said_after, said_before=said_before, relaxed=relaxed)))
 
-    async def aadd(self, slot: str, value: str, **options: Any) -> Fact:
+    async def aadd(self, slot: str, value: str, *, scope: str | None = None,
+                   user: str | None = None, agent: str | None = None, tags: Iterable[str] = (),
+                   confidence: float = 1.0, source: str | None = None,
+                   expires_at: dt.datetime | float | None = None,
+                   observed_at: dt.datetime | float | None = None,
+                   context: str | None = None) -> Fact:
         """:meth:`add` in a worker thread."""
-        fact: Fact = await asyncio.to_thread(functools.partial(self.add, slot, value, **options))
+        fact: Fact = await asyncio.to_thread(functools.partial(
+            self.add, slot, value, scope=scope, user=user, agent=agent, tags=tags,
+            confidence=confidence, source=source, expires_at=expires_at,
+            observed_at=observed_at, context=context))
         return fact
 
-    async def aupsert(self, slot: str, key: str, value: str, **options: Any) -> Fact:
+    async def aupsert(self, slot: str, key: str, value: str, *, scope: str | None = None,
+                      user: str | None = None, agent: str | None = None,
+                      tags: Iterable[str] | None = (), confidence: float = 1.0,
+                      source: str | None = None, expires_at: dt.datetime | float | None = None,
+                      observed_at: dt.datetime | float | None = None,
+                      context: str | None = None) -> Fact:
         """:meth:`upsert` in a worker thread."""
-        fact: Fact = await asyncio.to_thread(
-            functools.partial(self.upsert, slot, key, value, **options))
+        fact: Fact = await asyncio.to_thread(functools.partial(
+            self.upsert, slot, key, value, scope=scope, user=user, agent=agent, tags=tags,
+            confidence=confidence, source=source, expires_at=expires_at,
+            observed_at=observed_at, context=context))
         return fact
 
-    async def aupdate(self, fact_id: int, **options: Any) -> Fact:
+    async def aupdate(self, fact_id: int, *, value: str | None = None,
+                      tags: Iterable[str] | None = None, confidence: float | None = None,
+                      source: str | None = None, context: str | None = None,
+                      user: str | None = None, agent: str | None = None,
+                      scope: str | None = None) -> Fact:
         """:meth:`update` in a worker thread."""
-        fact: Fact = await asyncio.to_thread(functools.partial(self.update, fact_id, **options))
+        fact: Fact = await asyncio.to_thread(functools.partial(
+            self.update, fact_id, value=value, tags=tags, confidence=confidence, source=source,
+            context=context, user=user, agent=agent, scope=scope))
         return fact
 
     async def aforget(self, fact_id: int, *, reason: str | None = None,
