@@ -318,3 +318,41 @@ def test_a_misspelt_argument_of_an_async_method_is_a_type_error(tmp_path):
     done = _mypy_strict(tmp_path, misspelt)
     assert 'Unexpected keyword argument "scop" for "aadd"' in done.stdout, done.stdout
     assert 'Unexpected keyword argument "limt" for "asearch"' in done.stdout, done.stdout
+
+
+#: A flusher's model written as docs/plugins.md describes one: ``complete`` alone.
+CLIENT_PROGRAM = '''
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxslots import FactStore, MemoryFlusher, Message
+from ctxslots.flusher import ChatResult
+
+
+class CannedClient:
+    def complete(self, messages: Sequence[Message], *,
+                 json_schema: Mapping[str, Any] | None = None,
+                 temperature: float = 0.0) -> ChatResult:
+        return ChatResult(json.dumps({"operations": [
+            {"op": "upsert", "slot": "user", "key": "city",
+             "value": "The user lives in Lisbon.", "confidence": 0.9, "tags": []}]}))
+
+
+def flusher_of(store: FactStore) -> MemoryFlusher:
+    return MemoryFlusher(store, CannedClient())
+'''
+
+
+def test_a_client_with_complete_alone_is_a_flushers_model(tmp_path):
+    """A client with ``complete`` and no ``name`` flushes (the report names no model) and
+    passes ``mypy --strict`` where the flusher wants an ``LLMClient``."""
+    pytest.importorskip("mypy")
+    done = _mypy_strict(tmp_path, CLIENT_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    program = runpy.run_path(str(tmp_path / "user_program.py"))
+    with ctxslots.FactStore(tmp_path / "memory.db") as store:
+        report = program["flusher_of"](store).flush(
+            [ctxslots.Message("user", "I moved to Lisbon.")], force=True)
+        assert ("applied", None) == (report.status, report.model)
+        assert "The user lives in Lisbon." == store.get_by_key("user", "city").value

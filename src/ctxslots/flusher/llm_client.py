@@ -41,11 +41,12 @@ class ChatResult:
 
 @runtime_checkable
 class LLMClient(Protocol):
-    """A chat model: messages in, text out (JSON when a schema is given)."""
+    """A chat model: messages in, text out (JSON when a schema is given).
 
-    @property
-    def name(self) -> str:
-        """A short label for reports (for example ``"openai:gpt-4o-mini"``)."""
+    A client may also have a ``name``, a short label for reports (for example
+    ``"openai:gpt-4o-mini"``), and an ``acomplete`` coroutine taking the same
+    arguments, which :meth:`~ctxslots.MemoryFlusher.aflush` then awaits.
+    """
 
     def complete(
         self,
