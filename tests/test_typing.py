@@ -356,3 +356,48 @@ def test_a_client_with_complete_alone_is_a_flushers_model(tmp_path):
             [ctxslots.Message("user", "I moved to Lisbon.")], force=True)
         assert ("applied", None) == (report.status, report.model)
         assert "The user lives in Lisbon." == store.get_by_key("user", "city").value
+
+
+#: A store double written to the SearchableStore protocol, recording what it is asked.
+DOUBLE_PROGRAM = '''
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ctxslots import Hit, SearchableStore
+
+
+class NoMemory:
+    def __init__(self) -> None:
+        self.asked: list[tuple[str | None, str | None]] = []
+
+    def search(self, query: str, *, slots: Sequence[str] | None = None,
+               scope: str | None = None, limit: int = 10, track_access: bool = True,
+               now: Any = None, user: str | None = None, agent: str | None = None
+               ) -> list[Hit]:
+        self.asked.append((user, agent))
+        return []
+
+    def touch(self, fact_ids: Iterable[int]) -> int:
+        return 0
+
+
+store: SearchableStore = NoMemory()
+'''
+
+
+def test_the_searchable_store_protocol_names_the_owners_an_assembly_passes(tmp_path):
+    """The memory contributors pass a request's ``user`` and ``agent`` to the store's
+    ``search``: a double written to ``SearchableStore`` takes them (and one without them
+    is a type error, as it is a ``TypeError`` in every memory section at run time)."""
+    pytest.importorskip("mypy")
+    done = _mypy_strict(tmp_path, DOUBLE_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    double = runpy.run_path(str(tmp_path / "user_program.py"))["store"]
+    prompt = ctxslots.PromptAssembler(double).assemble(
+        ctxslots.AssemblyRequest("hi", user="alice", agent="helper"))
+    assert not [s.name for s in prompt.sections if s.error], prompt.dump("markdown")
+    assert double.asked and {("alice", "helper")} == set(double.asked)
+    ownerless = DOUBLE_PROGRAM.replace(", user: str | None = None, agent: str | None = None", "")
+    done = _mypy_strict(tmp_path, ownerless.replace("(user, agent)", "(None, None)"))
+    assert 'expression has type "NoMemory", variable has type "SearchableStore"' \
+        in done.stdout, done.stdout

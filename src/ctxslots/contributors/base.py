@@ -83,9 +83,12 @@ class SearchableStore(Protocol):
         limit: int = 10,
         track_access: bool = True,
         now: Any = None,
+        user: str | None = None,
+        agent: str | None = None,
     ) -> list[Hit]:  # pragma: no cover - protocol
         """The facts that best match ``query``, best first, each with its trace
-        (ranked from ``now`` when given: an assembly passes its request's ``now``)."""
+        (ranked from ``now`` when given: an assembly passes its request's ``now``, and
+        its ``user`` and ``agent`` when it names them)."""
         ...
 
     def touch(self, fact_ids: Iterable[int]) -> int:  # pragma: no cover - protocol
@@ -108,7 +111,7 @@ class RankingStore(SearchableStore, Protocol):
 
     def search_ranked(
         self, query: str, *, slots: Sequence[str] | None = None, scope: str | None = None,
-        now: Any = None,
+        now: Any = None, user: str | None = None, agent: str | None = None,
     ) -> RankedHits:  # pragma: no cover - protocol
         """A search of ``query`` whose ``hits(limit)`` reads as far as asked (no access
         counted)."""
