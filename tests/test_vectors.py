@@ -405,7 +405,8 @@ def test_a_vector_another_process_wrote_with_the_old_embedder_is_skipped(tmp_pat
 
 
 def test_equal_cosines_at_the_cut_go_to_the_lower_id_in_the_copy(db_path):
-    """Many memories of one text tie on the vector leg: the copy keeps the lowest ids, as the table scan does."""
+    """Many memories of one text tie on the vector leg: the copy keeps the lowest ids, as
+    the table scan does."""
     only_vectors = RankingPolicy(vector_weight=1.0, lexical_weight=0.0)
     emb = HashingEmbedder(dimension=64)
     with FactStore(db_path, embedder=emb, ranking=only_vectors) as store, store.batch():
