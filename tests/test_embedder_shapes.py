@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ctxslots import FactStore, RankingPolicy
-from ctxslots.errors import EmbedderError
+from ctxslots.errors import EmbedderError, InvalidArgumentError
 
 FUSED = RankingPolicy(vector_weight=1.0)
 
@@ -87,3 +87,46 @@ def test_an_embedder_of_another_shape_is_an_error_naming_it(location, shape, sai
         with pytest.raises(EmbedderError, match=f"embedder {embedder.model_id} {said}.*; "
                            r"embed\(texts\) returns one row of 26 floats per text"):
             store.reindex()
+
+
+class _EmbedOnly:
+    """An embedder written with embed() alone, or with only one of its attributes."""
+
+    def __init__(self, **attributes: Any) -> None:
+        self.__dict__.update(attributes)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        return [[1.0, 0.0]] * len(texts)
+
+
+class _Delegating:
+    """A wrapper handing every attribute on to the embedder it wraps."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        return self._inner.embed(texts)
+
+
+@pytest.mark.parametrize(("attributes", "lacking"), [
+    ({}, "model_id or dimension"), ({"dimension": 2}, "model_id"), ({"model_id": "m"}, "dimension"),
+])
+def test_an_embedder_without_its_name_or_dimension_is_refused_in_one_line(
+        tmp_path, attributes, lacking):
+    """An object with embed() but no model_id or dimension opened a store with a bare
+    AttributeError; it is an InvalidArgumentError naming what it lacks, and nothing is
+    created. A wrapper handing attributes on through __getattr__ still opens."""
+    path = tmp_path / "m.db"
+    with pytest.raises(InvalidArgumentError, match=f"_EmbedOnly has embed\\(\\) but no {lacking}: "
+                       "an embedder object has model_id") as raised:
+        FactStore(path, embedder=_EmbedOnly(**attributes))
+    assert "embedder" == raised.value.field
+    assert not path.exists()
+    with FactStore(path, embedder=_Delegating(_EmbedOnly(model_id="m", dimension=2)),
+                   ranking=FUSED) as store:
+        store.add("user", "The user likes tea.")
+        assert ["The user likes tea."] == [h.fact.value for h in store.search("tea")]
