@@ -300,3 +300,16 @@ def test_a_nul_kept_by_an_older_store_is_named_and_repaired(tmp_path: Path):
     with FactStore(tmp_path / "again.db") as again:
         again.import_jsonl(io.StringIO(exported.getvalue()))
         assert "chat\ufffdlog" == again.get(tea.id).source
+
+
+def test_a_confidence_of_minus_zero_is_stored_and_shown_as_zero(store, db_path):
+    """-0.0 passes the range check (it equals 0) and was stored and printed as "-0.0" (as
+    `remember --confidence -0` gave it); it is kept as 0.0, on each engine and through the
+    command line."""
+    fact = store.add("user", "The user may like tea.", confidence=-0.0)
+    for seen in (fact.confidence, store.get(fact.id).confidence):
+        assert 0.0 == seen and 1.0 == math.copysign(1.0, seen)
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "remember", "user", "Tea, maybe.",
+                                      "--confidence", "-0", "--json"], catch_exceptions=False)
+    assert 0 == result.exit_code
+    assert '"confidence": 0.0' in result.stdout and "-0.0" not in result.stdout

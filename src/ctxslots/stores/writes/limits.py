@@ -407,7 +407,7 @@ class Limits:
                 field="confidence",
                 value=confidence,
             )
-        return float(confidence)
+        return abs(float(confidence))  # -0.0 is kept, and shown, as 0.0
 
     def source(self, source: object) -> str | None:
         """Validate a source label (free text, at most 1,000 characters)."""
