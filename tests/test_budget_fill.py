@@ -148,7 +148,7 @@ def test_the_profile_keeps_to_its_share_in_any_script(tmp_path: Path, values: li
     try:
         for n, value in enumerate(values):
             store.upsert("user", f"k{n}", value)
-        prompt = PromptAssembler(store, counter=encoding).assemble(
+        prompt = PromptAssembler(store, encoding=encoding).assemble(
             AssemblyRequest("hello", budget=300))
         section = prompt.section("user_memory")
         assert section is not None

@@ -203,8 +203,10 @@ RULES = (
     Rule("flusher", forbidden=_c("assembler", "contributors", "tools", "cli", "stores.ranking",
                                  "stores.rerank", "ranking"),
          forbidden_external=SQL_DRIVERS),
-    # Rendering only: no model, no stores, no plugins.
-    Rule("prompts", only=_c("errors", "_readable"), forbidden_external=SQL_DRIVERS | {"pluggy"}),
+    # Rendering only: no model, no stores, no plugins (English month names from
+    # ctxslots._calendar, a leaf module like _readable).
+    Rule("prompts", only=_c("errors", "_readable", "_calendar"),
+         forbidden_external=SQL_DRIVERS | {"pluggy"}),
     # Tokens write their cache folder as every private folder is written (ctxslots._files).
     Rule("tokens", only=_c("errors", "_files"),
          forbidden_external=SQL_DRIVERS | {"jinja2", "pluggy"}),
