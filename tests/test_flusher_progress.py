@@ -11,6 +11,7 @@ from ctxslots import (
     FactStore,
     FlushError,
     FlushPolicy,
+    FlushReport,
     Limits,
     MemoryFlusher,
     Message,
@@ -410,3 +411,58 @@ def test_a_flush_whose_user_is_erased_meanwhile_says_so_and_writes_nothing(locat
         assert "finished first" not in message and "flush again" not in message
         assert [] == store.facts(user="grace")
         assert store.flush_progress("c", user="grace") is None
+
+
+@pytest.mark.parametrize("erase", ["user", "reset"])
+def test_a_first_flush_in_flight_writes_nothing_after_an_owner_is_erased(location, erase):
+    """A conversation's first flush has no progress for an erasure to remove: another store
+    erases the user (or everything) while it waits for the model, and the flush fails
+    saying so and writes nothing, instead of writing the erased user's memory back. A
+    fact deleted on its own meanwhile is no owner's erasure: a first flush still lands."""
+    import threading
+
+    gate, later = _Gate(), _Gate()
+    answer = reply(upsert("name", "The user is Grace Hopper."))
+    with ScriptedChatServer([ScriptedReply(answer.content, gate=gate),
+                             ScriptedReply(answer.content, gate=later)]) as server, \
+            FactStore(location) as store, FactStore(location) as other:
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=60)
+        flusher = MemoryFlusher(store, client)
+        failed: list[FlushError] = []
+        reports: list[FlushReport] = []
+
+        def run() -> None:
+            try:
+                reports.append(flusher.flush(MESSAGES, conversation="c", user="grace",
+                                             force=True))
+            except FlushError as exc:
+                failed.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert gate.arrived.wait(120)
+        before = other.owner_erasures()
+        if erase == "user":
+            other.erase(user="grace")
+        else:
+            other.reset()
+        assert before + 1 == other.owner_erasures() == store.owner_erasures()
+        gate.go.set()
+        thread.join(120)
+        assert not thread.is_alive() and len(failed) == 1
+        message = str(failed[0])
+        assert "erased while this first flush of 'c' waited for the model" in message
+        assert "failed" == failed[0].report.status
+        assert [] == store.facts(user="grace")
+        assert store.flush_progress("c", user="grace") is None
+        # A single fact deleted while the next first flush waits is no owner's erasure.
+        kept = other.add("user", "The user likes tea.", user="ada")
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert later.arrived.wait(120)
+        other.delete(kept.id)
+        later.go.set()
+        thread.join(120)
+        assert not thread.is_alive() and len(failed) == 1 and len(reports) == 1
+        assert "applied" == reports[0].status
+        assert ["The user is Grace Hopper."] == [f.value for f in store.facts(user="grace")]

@@ -81,6 +81,16 @@ class _Failed(Exception):
     """Internal: a failure after which the flush reports ``"failed"``."""
 
 
+@attrs.frozen
+class _Read:
+    """What a flush read before asking the model, checked again when it commits: its
+    conversation's progress, and for a first flush (no progress) the store's count of
+    owner erasures."""
+
+    progress: Progress | None
+    erasures: int | None
+
+
 class _Cancelled(Exception):
     """Internal: the flush was cancelled before its transaction committed (rolls it back)."""
 
@@ -313,9 +323,9 @@ class MemoryFlusher:
                                  written_at)
         if isinstance(prepared, FlushReport):
             return prepared
-        prompt, base, progress, msgs, shown, when = prepared
+        prompt, base, read, msgs, shown, when = prepared
         ops, base = self._ask(prompt, base)
-        return self._apply(ops, base, progress, msgs, shown, written_at=when)
+        return self._apply(ops, base, read, msgs, shown, written_at=when)
 
     async def aflush(
         self,
@@ -342,11 +352,11 @@ class MemoryFlusher:
                                            Owners(user, agent, scope), force, written_at)
         if isinstance(prepared, FlushReport):
             return prepared
-        prompt, base, progress, msgs, shown, when = prepared
+        prompt, base, read, msgs, shown, when = prepared
         ops, base = await self._aask(prompt, base)
         cancelled = threading.Event()
         applying = asyncio.ensure_future(asyncio.to_thread(
-            self._apply, ops, base, progress, msgs, shown, cancelled, when))
+            self._apply, ops, base, read, msgs, shown, cancelled, when))
         try:
             return await asyncio.shield(applying)
         except asyncio.CancelledError:
@@ -357,7 +367,7 @@ class MemoryFlusher:
 
     def _prepare(self, messages: Sequence[Message | Mapping[str, Any]], conversation: str,
                  owners: Owners, force: bool, written_at: dt.datetime | None
-                 ) -> FlushReport | tuple[str, FlushReport, Progress | None, list[Message],
+                 ) -> FlushReport | tuple[str, FlushReport, _Read, list[Message],
                                           _Shown, dt.datetime]:
         """Check the input and read what a flush needs: a report when there is nothing
         to ask, else the prompt, the report so far, the read position, the messages, the
@@ -383,6 +393,9 @@ class MemoryFlusher:
         flush_id = uuid.uuid4().hex[:12]
         with self._lock:
             progress = self._progress(conv, user, agent)
+            # A first flush has no progress an erasure could remove: it is told by the
+            # store's count of erasures instead.
+            read = _Read(progress, self.store.owner_erasures() if progress is None else None)
             start, warning = start_position(progress, msgs)
             new = msgs[start:]
             base = FlushReport(
@@ -414,7 +427,7 @@ class MemoryFlusher:
             if fact.key is not None:
                 shown.setdefault((fact.slot, fact.key), OwnerArgs(
                     scope=fact.scope, user=fact.user, agent=fact.agent))
-        return prompt, base, progress, msgs[:end], shown, when
+        return prompt, base, read, msgs[:end], shown, when
 
     def _source(self, flush_id: str, conv: str, msgs: list[Message], start: int) -> str:
         if start >= len(msgs):
@@ -525,7 +538,7 @@ class MemoryFlusher:
         return valid, rejected
 
     def _apply(self, ops: Sequence[Operation], base: FlushReport,
-               progress: Progress | None, msgs: list[Message], shown: _Shown,
+               read: _Read, msgs: list[Message], shown: _Shown,
                cancelled: threading.Event | None = None,
                written_at: dt.datetime | None = None) -> FlushReport:
         """Apply the valid operations and the new read position in one transaction
@@ -537,10 +550,17 @@ class MemoryFlusher:
         try:
             with self._lock, self.store.batch(savepoints=False):
                 recorded = self._progress(base.conversation, base.user, base.agent)
+                progress = read.progress
                 if recorded is None and progress is not None:
                     raise _Failed(f"the progress of {base.conversation!r} was erased "
                                   "meanwhile, with its user's or agent's memory: nothing "
                                   "of this flush was written")
+                if read.erasures is not None and recorded is None \
+                        and self.store.owner_erasures() != read.erasures:
+                    raise _Failed(f"an owner's memory was erased while this first flush of "
+                                  f"{base.conversation!r} waited for the model, and no "
+                                  "progress tells whose: nothing of this flush was written "
+                                  "(flush again for an owner still kept)")
                 if recorded != progress:
                     raise _Failed(f"another flush of {base.conversation!r} finished first; "
                                   "flush again to read what it left")

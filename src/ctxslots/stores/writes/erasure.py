@@ -23,7 +23,10 @@ from ..core import StoreCore
 from ..owners import ANY, Owners
 from .writer import check_id
 
-__all__ = ["ErasureMethods", "ErasureReport"]
+__all__ = ["META_OWNER_ERASURES", "ErasureMethods", "ErasureReport"]
+
+#: The ``store_meta`` entry counting the erasures of whole owners (``erase``, ``reset``).
+META_OWNER_ERASURES = "owners.erasures"
 
 
 @attrs.frozen
@@ -71,6 +74,12 @@ class ErasureReport:
             "shown again" if self.unhidden else ""
         return f"erased {self.erased}: " + ", ".join(
             f"{n} {one if n == 1 else many}" for n, one, many in parts) + shown
+
+
+def _count_owner_erasure(core: StoreCore) -> None:
+    """Count an owner's erasure, inside its write (no name of the owner is kept)."""
+    backend = core.backend
+    backend.set_meta(META_OWNER_ERASURES, str(int(backend.get_meta(META_OWNER_ERASURES) or 0) + 1))
 
 
 class ErasureMethods:
@@ -123,6 +132,7 @@ class ErasureMethods:
             erased = core.backend.erase_facts(core.backend.owned_ids(kind, owner))
             if kind != "scope":
                 erased = attrs.evolve(erased, progress=core.backend.erase_progress(kind, owner))
+            _count_owner_erasure(core)
         self._scrub()
         return ErasureReport.of(f"{kind} {owner}", erased)
 
@@ -132,8 +142,16 @@ class ErasureMethods:
         core = self._core
         with core.writer.writing():
             erased = core.backend.erase_all()
+            _count_owner_erasure(core)
         self._scrub()
         return ErasureReport.of("everything", erased)
+
+    def owner_erasures(self) -> int:
+        """How many erasures of a whole owner (:meth:`erase`, :meth:`reset`) the store has
+        recorded, by any process. A flush that began before one and would commit after
+        it writes nothing (its conversation's owner may be the one erased)."""
+        self._core.check_open()
+        return int(self._core.backend.get_meta(META_OWNER_ERASURES) or 0)
 
     def _scrub(self) -> None:
         # No recent result may name a removed fact: a reinforcement would link to it.
