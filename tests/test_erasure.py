@@ -240,6 +240,32 @@ def test_the_copies_of_a_long_lived_store_keep_nothing_of_an_erased_fact(db_path
         assert len(reader.search("coffee", user="bob", limit=50)) == 20
 
 
+def test_the_lexical_copy_keeps_no_earlier_words_of_an_erased_users_edited_fact(db_path,
+                                                                               clock):
+    """A long-lived store's lexical copy took in a fact, then its new value, and another
+    store erased the user: the copy holds neither value's words (the rows the edit left
+    dead kept the earlier value's words for good)."""
+    with FactStore(db_path, clock=clock, lexical_cache=True) as reader, \
+            FactStore(db_path, clock=clock) as writer:
+        for n in range(20):
+            writer.add("user", f"Bob drinks coffee number {n}.", user="bob")
+        writer.upsert("user", "passcode", "Alice's zanzibarian passcode opens the shed.",
+                      user="alice")
+        assert reader.load_lexical_cache()
+        assert reader.search("zanzibarian", user="alice")
+        writer.upsert("user", "passcode", "Alice's quetzalcoatline passcode is new.",
+                      user="alice")
+        assert [] == reader.search("zanzibarian", user="alice")
+        writer.erase(user="alice")
+        assert [] == reader.search("quetzalcoatline zanzibarian passcode alice", user=ANY)
+        lexical = reader._core.backend._lexical.copy
+        assert lexical is not None and lexical.live == 20
+        held = {stem for stem in lexical._postings
+                if stem.startswith(("zanzibar", "quetzal", "passcod", "alic", "shed"))}
+        assert held == set()
+        assert len(reader.search("coffee", user="bob", limit=50)) == 20
+
+
 # -- nothing of the erased text is left ----------------------------------------
 
 

@@ -13,7 +13,8 @@ Rows are never removed from the arrays: a changed fact's old row is marked dead
 and a new row is appended, and the whole cache is rebuilt when more than half of
 its rows are dead. A fact gone from the file (erased, deleted, archived) also
 leaves the postings, and so do the words and the owners no live fact holds any
-more: an erased user's words and name do not stay in a long-running process.
+more (an edited fact's earlier words too): an erased user's words and name do not
+stay in a long-running process.
 
 The first load reads every fact (about 2 s per 100,000 facts), so a store loads
 it on a background thread with its own connection (:mod:`._loader`), and
@@ -146,8 +147,10 @@ class LexicalCache:
             self._add_rows(conn.execute(
                 f"SELECT {_COLUMNS} FROM facts WHERE id IN ({','.join('?' * len(chunk))})",
                 chunk).fetchall())
-        self._purge([row for fact_id, row in removed.items()
-                     if row is not None and fact_id not in self._row_of])
+        old = [(fact_id in self._row_of, row) for fact_id, row in removed.items()
+               if row is not None]
+        self._purge([row for changed, row in old if not changed],
+                    [row for changed, row in old if changed])
         self._seq = top
 
     def _reload(self, conn: Connection, top: int, cancelled: Callable[[], bool] | None) -> None:
@@ -229,21 +232,27 @@ class LexicalCache:
             self._df[stem] -= 1
         return row, counts
 
-    def _purge(self, gone: Sequence[tuple[int, dict[str, float]]]) -> None:
+    def _purge(self, gone: Sequence[tuple[int, dict[str, float]]],
+               changed: Sequence[tuple[int, dict[str, float]]] = ()) -> None:
         """Take the dead rows of facts gone from the file out of their stems' postings,
-        with each stem and each owner group no live row holds any more."""
-        if not gone:
+        with each stem and each owner group no live row holds any more, the stems of
+        the rows ``changed`` (edited facts) left dead too: an edited fact's earlier
+        words would outlast its erasure in the rows its edits left."""
+        if not gone and not changed:
             return
         dead = np.zeros(self.rows_loaded, bool)
         dead[[row for row, _ in gone]] = True
-        for stem in {stem for _, counts in gone for stem in counts}:
-            rows_of, counts_of = self._postings[stem]
-            held = np.frombuffer(rows_of, np.int32)
-            keep = ~dead[held]
-            if not keep.any():  # no live fact holds the word: the copy forgets it
+        of_gone = {stem for _, counts in gone for stem in counts}
+        for stem in of_gone.union(*(counts for _, counts in changed)):
+            if not self._df[stem]:  # no live fact holds the word: the copy forgets it
                 del self._postings[stem]
                 del self._df[stem]
                 continue
+            if stem not in of_gone:
+                continue
+            rows_of, counts_of = self._postings[stem]
+            held = np.frombuffer(rows_of, np.int32)
+            keep = ~dead[held]
             kept_rows, kept_counts = array("i"), array("f")
             kept_rows.frombytes(held[keep].tobytes())
             kept_counts.frombytes(np.frombuffer(counts_of, np.float32)[keep].tobytes())
