@@ -23,6 +23,7 @@ from ctxslots import (
     UserMemoryContributor,
 )
 from ctxslots.contributors.memory import NO_ROOM
+from ctxslots.tokens import TokenCounter
 
 
 def _crowded(path: Path, *, dated: bool) -> FactStore:
@@ -131,6 +132,44 @@ def test_lines_repeating_an_earlier_section_leave_room_a_later_match_fills(
         assert any(d.reason is DropReason.DUPLICATE for d in lessons.items)
         assert "- Friday tea lesson 0.\n" in prompt.text
         assert lessons.room == 14  # what the user's section left, as it was told first
+
+
+class Filling:
+    """A contributor whose section fills: it offers the lines that fit the room it is told,
+    and remembers each room."""
+
+    name, priority, sticky = "feed", 40, False
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.rooms: list[int | None] = []
+        self.counter = TokenCounter()
+
+    def contribute(self, request: AssemblyRequest) -> Section:
+        self.rooms.append(request.room)
+        items: list[Item] = []
+        used = 0
+        for line in self.lines:
+            used += self.counter.count(f"- {line}\n")
+            if used > request.room_left:
+                break
+            items.append(Item(text=line))
+        return Section(title="Feed", items=tuple(items), fills=True)
+
+
+def test_a_filling_section_is_asked_again_only_with_more_room_than_it_was_told() -> None:
+    """Its lines repeat the rules' lines: it is asked again with the room they took, once;
+    not a third time with that same room, which brings the same answer."""
+    rules = ["Use tabs in Makefiles.", "Never deploy on Fridays."]
+    feed = Filling(rules + [f"News item {n} today." for n in range(40)])
+    assembler = PromptAssembler(None, contributors=[
+        StaticContributor("rules", "Rules", tuple(rules), priority=90), feed])
+    request = AssemblyRequest("hello", budget=120)
+    prompt = assembler.assemble(request)
+    assert 2 == len(feed.rooms), feed.rooms
+    first, second = feed.rooms
+    assert first is not None and second is not None and second > first
+    assert prompt.text == asyncio.run(assembler.aassemble(request)).text
 
 
 def test_each_contributor_hears_the_room_left_by_the_ones_placed_before_it() -> None:

@@ -268,9 +268,13 @@ class PromptAssembler:
             entry = entries[n]
             if entry is not None:
                 placer.add(entry, key, room=room)
-            # Lines repeating an earlier section's took none of the room it was told of.
+            # Lines repeating an earlier section's took none of the room it was told of;
+            # asked again only with more room than it was last told (the same room would
+            # bring the same answer).
+            told = room or 0  # the most room its contributor was told
             while room is not None and entry is not None \
-                    and (wider := placer.room_for_more(room)) is not None:
+                    and (wider := placer.room_for_more(room)) is not None and wider > told:
+                told = wider
                 again = section_of(call_sync(contributors[n], attrs.evolve(request, room=wider),
                                              self.contributor_timeout))
                 if again is None or again[1] is not None \

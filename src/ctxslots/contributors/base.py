@@ -7,7 +7,9 @@ A contributor is any object with:
   higher is kept longer when the budget is short;
 - ``sticky``: ``True`` to be placed before every non-sticky section;
 - ``contribute(request) -> Section | None``: a plain or ``async`` method that
-  returns this turn's section, or ``None`` to offer nothing.
+  returns this turn's section, or ``None`` to offer nothing. One whose section
+  fills (``Section(fills=True)``) may be asked again in the same assembly, with a
+  larger ``request.room``, when its lines repeated an earlier section's.
 
 It may also have ``record_shown(items)``, called after assembly with the items
 of its section that made it into the prompt (memory contributors count those
