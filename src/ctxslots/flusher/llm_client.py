@@ -1,7 +1,7 @@
 """The one interface every language-model backend satisfies.
 
-Anything with a ``name`` and a ``complete`` method of this shape works: the
-shipped :class:`~ctxslots.flusher.openai_client.OpenAIChatClient`, a client
+Anything with a ``complete`` method of this shape works (a ``name`` is optional):
+the shipped :class:`~ctxslots.flusher.openai_client.OpenAIChatClient`, a client
 registered by a plugin through ``register_llm_clients``, or a local object.
 """
 
