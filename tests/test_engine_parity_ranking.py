@@ -109,3 +109,29 @@ def test_a_boost_keeps_ties_by_fact_id(tmp_path, pg_url, factor):
     assert len(orders[0]) >= 2
     assert orders == [orders[0]] * 4
     assert orders[0] == sorted(orders[0])  # the two hits tie: by id
+
+
+def test_a_tie_at_the_pool_cut_is_read_at_most_three_times():
+    """A vector leg tied at its cut is read deeper, four times as deep each time, at most
+    three times in all: a tie of a few hundred settles by id in two reads, and one of
+    20,000 facts of one text costs three reads, not a doubling per read (nine scans)."""
+    from ctxslots.stores.backend.unit_vectors import TIE_READS, settled_nearest
+
+    def engine(tied: int) -> tuple[list[int], object]:
+        asked: list[int] = []
+
+        def knn(n: int) -> list[tuple[int, float]]:
+            asked.append(n)
+            # Equal once settled; the engine's last digits put the highest ids first.
+            rows = [(fid, 0.5 + 1e-12 * fid) for fid in range(tied, 0, -1)]
+            return rows[:n]
+        return asked, knn
+
+    asked, knn = engine(300)
+    assert list(range(1, 101)) == [fid for fid, _ in settled_nearest(knn, 100)]
+    assert [101, 404] == asked
+    asked, knn = engine(20_000)
+    nearest = settled_nearest(knn, 100)
+    assert TIE_READS == len(asked) == 3 and [101, 404, 1616] == asked
+    # Past that depth the engine's order stands: the lowest ids of the 1,616 it gave.
+    assert list(range(18_385, 18_485)) == [fid for fid, _ in nearest]

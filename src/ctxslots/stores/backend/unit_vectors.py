@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["COSINE_DIGITS", "UNIT_TOLERANCE", "settled_cosines", "settled_nearest", "unit_rows"]
+__all__ = ["COSINE_DIGITS", "TIE_READS", "TIE_READ_GROWTH", "UNIT_TOLERANCE", "settled_cosines",
+           "settled_nearest", "unit_rows"]
 
 #: How far from 1 a stored vector's length may be and still count as unit length
 #: (float32 rounding leaves a few millionths).
@@ -51,16 +52,26 @@ def settled_cosines(nearest: Sequence[tuple[int, float]]) -> list[tuple[int, flo
     return settled
 
 
+#: How much deeper each further read of a vector leg tied at its cut goes, and how many
+#: reads there are at most: a tie of up to 16 times the pool (plus one) is settled by id,
+#: in at most three scans; a larger one (thousands of facts of one text) keeps the
+#: engine's order beyond that depth rather than scan the store again and again.
+TIE_READ_GROWTH = 4
+TIE_READS = 3
+
+
 def settled_nearest(knn: Callable[[int], Sequence[tuple[int, float]]], k: int
                     ) -> list[tuple[int, float]]:
     """The ``k`` nearest as :func:`settled_cosines` ranks them. ``knn(n)`` gives the ``n``
-    nearest by the engine's own cosines, best first; it is read deeper while the last it
-    gives settles level with the ``k``-th, so the facts tied at the cut are those of the
-    lowest ids, as among the ``k``, and not those the engine's last digits favoured."""
+    nearest by the engine's own cosines, best first; it is read deeper (see
+    :data:`TIE_READS`) while the last it gives settles level with the ``k``-th, so the
+    facts tied at the cut are those of the lowest ids, as among the ``k``, and not those
+    the engine's last digits favoured."""
     want = k + 1
-    while True:
+    for _ in range(TIE_READS - 1):
         found = knn(want)
         settled = settled_cosines(found)
         if len(found) < want or settled[-1][1] < settled[k - 1][1]:
             return settled[:k]
-        want *= 2
+        want *= TIE_READ_GROWTH
+    return settled_cosines(knn(want))[:k]
