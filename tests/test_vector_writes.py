@@ -127,3 +127,23 @@ def test_a_process_killed_before_the_vector_leaves_a_fact_doctor_reports(db_path
         assert ["1 facts have no vector: run `ctxslots reindex` to embed them (only them)"] == list(report.problems)
         assert 1 == store.reindex()
         assert store.doctor().ok and 1 == _vector_count(store)
+
+
+def test_the_doctor_waits_a_bounded_time_for_the_vectors_a_hung_embedder_owes(db_path,
+                                                                                monkeypatch):
+    """With the embedding server hung, doctor (and the inspector's health page, which asks
+    it) waited for every queued batch; it waits DOCTOR_VECTOR_WAIT_S at most, and reports
+    the vector still owed as missing. Once the embedder answers, the doctor is content."""
+    from ctxslots.stores.upkeep import methods
+
+    monkeypatch.setattr(methods, "DOCTOR_VECTOR_WAIT_S", 0.05)
+    embedder = GatedEmbedder()
+    with FactStore(db_path, embedder=embedder, ranking=FUSED,
+                   vector_writes="background") as store:
+        store.add("project", "Deploys run on Fridays.", scope="shop")
+        report = store.doctor()  # returns with the gate still shut
+        assert not embedder.gate.is_set() and [] == embedder.batches
+        assert ["1 facts have no vector"] == [p.split(":")[0] for p in report.problems]
+        embedder.gate.set()
+        assert store.wait_for_vectors()
+        assert store.doctor().ok

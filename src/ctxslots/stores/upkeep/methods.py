@@ -12,7 +12,12 @@ from .consolidate import DEFAULT_THRESHOLD, ConsolidationReport, consolidate
 from .doctor import DoctorReport, doctor, reindex
 from .prune import PrunePolicy, PruneReport, group_of, prune
 
-__all__ = ["UpkeepMethods"]
+__all__ = ["DOCTOR_VECTOR_WAIT_S", "UpkeepMethods"]
+
+#: Seconds ``doctor`` waits for the vectors this store still owes: an embedding server that
+#: is slow or hung must not hold the check (nor the inspector's health page) for each queued
+#: batch's timeout; a vector still owed after it is reported as missing.
+DOCTOR_VECTOR_WAIT_S = 10.0
 
 
 class UpkeepMethods:
@@ -23,16 +28,17 @@ class UpkeepMethods:
     def doctor(self) -> DoctorReport:
         """Check the store's integrity, its full-text index and its vectors.
 
-        What this store writes in the background (access counts, vectors) lands first,
-        so that no write of its own holds the lock a check needs (outside a batch).
+        What this store writes in the background lands first, so that no write of its
+        own holds the lock a check needs (outside a batch): its access counts, and its
+        vectors for up to :data:`DOCTOR_VECTOR_WAIT_S` (one still owed then is reported
+        as missing).
         """
         core = self._core
         if not core.backend.in_transaction:
             if core.access_writer is not None:
                 core.access_writer.wait()
-            core.wait_for_vectors()
+            core.wait_for_vectors(DOCTOR_VECTOR_WAIT_S)
         return doctor(core)
-
 
     def reindex(self, *, progress: Callable[[int, int], None] | None = None,
                 full: bool = False) -> int:
