@@ -41,8 +41,26 @@ __all__ = [
 ]
 
 
+def _rebuilt(kind: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """An error made again from its arguments and attributes, as pickled, without
+    calling its ``__init__`` (whose arguments are not those it passes to
+    :class:`Exception`)."""
+    error = kind.__new__(kind, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class CtxslotsError(Exception):
-    """Base class of every error raised by ctxslots."""
+    """Base class of every error raised by ctxslots.
+
+    Every one pickles and copies with its message and attributes, so an error
+    raised in a worker process reaches the parent (``multiprocessing``,
+    ``concurrent.futures``) as the error it is.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuilt, (type(self), self.args, self.__dict__)
 
 
 class StoreError(CtxslotsError):

@@ -1,0 +1,73 @@
+"""What a store hands back, carried across processes, copies and sets: errors pickle whole,
+values hash as they compare, a prompt's repr stays short, a store refuses to pickle
+saying what to do, and a chat client used before a fork opens connections of its own."""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import pickle
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+from ctxslots import (
+    FactStore,
+    InvalidFactError,
+    errors,
+)
+from ctxslots.stores import ImportIssue
+
+#: Seconds a child process is given before it is taken for hung.
+HUNG_AFTER = 120
+
+ERRORS = [
+    errors.StoreError("the store is gone", path="/tmp/memory.db"),
+    errors.StoreBusyError("busy", path="/tmp/memory.db", waited=1.5, holder="process 42"),
+    errors.DuplicateKeyError("user", "shop-api", "editor", path="/tmp/memory.db"),
+    errors.InvalidFactError("value must be a non-empty string", field="value", value=""),
+    errors.InvalidArgumentError("limit must be >= 1", field="limit", value=0),
+    errors.InvalidImportError(ImportIssue(line=3, message="not JSON", field="json", value="{")),
+    errors.InvalidRequestError("budget must be >= 1", field="budget", value=0),
+    errors.EncodingError("unknown encoding", encoding="o300k"),
+    errors.PluginError("duplicate name", plugin="mine"),
+    errors.FactNotFoundError(12),
+    errors.TemplateError("missing", template="item.md.j2"),
+    errors.LLMClientError("HTTP 500", status=500, body="oops"),
+    errors.ReplyFormatError("no JSON object", raw="{"),
+    errors.EmbedderError("HTTP 422", model_id="m", status=422, body="no", refused_input=True),
+    errors.EmbedderSpecError("unknown kind", spec="nope:"),
+    errors.IntegrationUnavailableError("ctxslots.integrations.langgraph", "langgraph"),
+    errors.MemoryUnavailableError("the store is closed", step="assembling the context"),
+]
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=lambda e: type(e).__name__)
+def test_every_error_pickles_and_copies_with_its_message_and_attributes(error):
+    """Errors whose ``__init__`` takes other arguments than their message failed to
+    unpickle (``missing 1 required keyword-only argument: 'field'``) and to deepcopy, and
+    ``FactNotFoundError`` came back as "no fact with id no fact with id 12"."""
+    for again in (pickle.loads(pickle.dumps(error)), copy.deepcopy(error)):
+        assert type(again) is type(error)
+        assert str(error) == str(again)
+        assert error.args == again.args
+        assert vars(error) == vars(again)
+
+
+def _add(location: str, value: str) -> int:
+    with FactStore(location) as store:
+        return store.add("agent", value).id
+
+
+def test_an_error_raised_in_a_worker_process_reaches_the_parent_as_itself(db_path):
+    """A worker's refused write came back as ``BrokenProcessPool`` (a ``multiprocessing.Pool``
+    hung): the pool could not unpickle the ``InvalidFactError``."""
+    FactStore(db_path).close()
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        assert 1 == pool.submit(_add, str(db_path), "Deploys run on Fridays.").result(HUNG_AFTER)
+        refused = pool.submit(_add, str(db_path), "")
+        with pytest.raises(InvalidFactError) as caught:
+            refused.result(HUNG_AFTER)
+    assert "value" == caught.value.field
+    assert "" == caught.value.value
