@@ -12,8 +12,14 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from ctxslots import (
+    AssemblyRequest,
     FactStore,
+    FlushReport,
     InvalidFactError,
+    Limits,
+    PromptAssembler,
+    PrunePolicy,
+    RankingPolicy,
     errors,
 )
 from ctxslots.stores import ImportIssue
@@ -71,3 +77,20 @@ def test_an_error_raised_in_a_worker_process_reaches_the_parent_as_itself(db_pat
             refused.result(HUNG_AFTER)
     assert "value" == caught.value.field
     assert "" == caught.value.value
+
+
+def test_frozen_values_holding_mappings_hash_as_they_compare(db_path):
+    """A hit, a prompt and the policies raised ``TypeError: unhashable type: 'dict'`` from
+    the hash their frozen classes declare (a dict field: a trace's ``extra``, the decay
+    days, the slot caps and owners, a flush's known facts)."""
+    with FactStore(db_path) as store:
+        store.add("agent", "The billing tests are flaky under load.")
+        hits = store.search("flaky billing tests")
+        prompt = PromptAssembler(store).assemble(AssemblyRequest("flaky billing tests?"))
+    report = FlushReport(status="applied", conversation="c", flush_id="f", known_facts={1: 7})
+    values = [hits[0], hits[0].trace, prompt, RankingPolicy(), Limits(), PrunePolicy(), report]
+    for value in values:
+        twin = copy.deepcopy(value)
+        assert twin == value
+        assert hash(twin) == hash(value)
+    assert 1 == len({hits[0], copy.deepcopy(hits[0])})

@@ -215,7 +215,8 @@ class FlushReport:
     warnings: tuple[str, ...] = ()
     detail: str | None = None
     source: str | None = None
-    known_facts: dict[int, int] = attrs.field(factory=dict)
+    # The mappings are compared, not hashed (a dict has no hash): equal reports hash alike.
+    known_facts: dict[int, int] = attrs.field(factory=dict, hash=False)
     added: tuple[Change, ...] = ()
     updated: tuple[Change, ...] = ()
     unchanged: tuple[Change, ...] = ()

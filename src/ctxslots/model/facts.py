@@ -203,7 +203,8 @@ class HitTrace:
     rank: int
     vector_rank: int | None = None
     cosine: float | None = None
-    extra: Mapping[str, float] = attrs.field(factory=dict)
+    # Compared, not hashed (a dict has no hash): equal traces still hash alike.
+    extra: Mapping[str, float] = attrs.field(factory=dict, hash=False)
     hides: int = 0
     linked_from: int | None = None
     ranked_at: float | None = None

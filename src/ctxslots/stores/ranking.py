@@ -220,8 +220,9 @@ class RankingPolicy:
         link_weight: A pulled fact's relevance is its hit's relevance times this.
     """
 
+    # Compared, not hashed (a dict has no hash): equal policies still hash alike.
     decay_days: Mapping[str, float | None] = attrs.field(
-        factory=lambda: dict(DEFAULT_DECAY_DAYS), validator=decay_map)
+        factory=lambda: dict(DEFAULT_DECAY_DAYS), validator=decay_map, hash=False)
     default_decay_days: float | None = attrs.field(
         default=365.0, validator=number(0.0, above=True, optional=True))
     reinforcement_weight: float = attrs.field(

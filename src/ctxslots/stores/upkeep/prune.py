@@ -111,8 +111,9 @@ class PrunePolicy:
         protect_score: Facts with a reinforcement score this high are never pruned.
     """
 
+    # Compared, not hashed (a dict has no hash): equal policies still hash alike.
     slot_caps: Mapping[str, int] = attrs.field(factory=lambda: dict(DEFAULT_SLOT_CAPS),
-                                               validator=_check_caps)
+                                               validator=_check_caps, hash=False)
     default_cap: int | None = attrs.field(default=None, validator=_positive_or_none)
     headroom: float = attrs.field(default=0.05, validator=_headroom)
     max_bytes: int | None = attrs.field(default=None, validator=_positive_or_none)

@@ -208,8 +208,9 @@ class Limits:
     max_import_line_chars: int = attrs.field(default=64 * 1024 * 1024, validator=whole(1))
     strict_slots: bool = attrs.field(default=True, validator=_flag)
     slots: tuple[str, ...] = attrs.field(default=BUILTIN_SLOTS, converter=_names)
+    # Compared, not hashed (a dict has no hash): equal limits still hash alike.
     slot_owners: Mapping[str, SlotOwners] = attrs.field(
-        factory=lambda: dict(BUILTIN_SLOT_OWNERS), converter=_owners)
+        factory=lambda: dict(BUILTIN_SLOT_OWNERS), converter=_owners, hash=False)
     secrets: str = attrs.field(default="redact", validator=one_of(SECRET_POLICIES))
 
     def slot(self, slot: object) -> str:
