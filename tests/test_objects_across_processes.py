@@ -8,6 +8,7 @@ import copy
 import multiprocessing
 import pickle
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,20 @@ def test_frozen_values_holding_mappings_hash_as_they_compare(db_path):
         assert twin == value
         assert hash(twin) == hash(value)
     assert 1 == len({hits[0], copy.deepcopy(hits[0])})
+
+
+def test_a_prompt_repr_shows_what_became_of_each_section_not_every_item(tmp_path: Path):
+    """The repr of a prompt of a large budget held every item offered with its fact and
+    trace: over a megabyte for one notebook cell."""
+    with FactStore(tmp_path / "memory.db") as store:
+        with store.batch():
+            for i in range(300):
+                store.add("agent", f"Billing retry note {i}: " + "details " * 40)
+        prompt = PromptAssembler(store).assemble(AssemblyRequest("billing retry", budget=50_000))
+    kept = len(prompt.section("agent_memory").items)
+    assert kept > 100
+    shown = repr(prompt)
+    assert len(shown) < 2000
+    assert f"<agent_memory: kept, {kept} of {kept} items, " in shown
+    assert f"... ({len(prompt.text)} characters)" in shown
+    assert shown.startswith("AssembledPrompt(text='## ")

@@ -12,9 +12,9 @@ from .._readable import share as percent
 from ..errors import InvalidRequestError
 from .facts import Fact, HitTrace
 
-__all__ = ["DEFAULT_PRIORITY", "DUMP_SCHEMA_VERSION", "NEAR_ZERO_RELEVANCE", "AssembledPrompt",
-           "DropReason", "Item",
-           "ItemDecision", "Section", "SectionReport", "trace_signals"]
+__all__ = ["DEFAULT_PRIORITY", "DUMP_SCHEMA_VERSION", "NEAR_ZERO_RELEVANCE", "REPR_TEXT_CHARS",
+           "AssembledPrompt", "DropReason", "Item", "ItemDecision", "Section", "SectionReport",
+           "trace_signals"]
 
 
 # -- assembly: sections, items and what became of them ------------------------
@@ -367,6 +367,25 @@ def _flag_low_relevance(prompt: AssembledPrompt, sections: list[dict[str, Any]])
             f"was dropped ({dropped['reason']})")
 
 
+#: Characters of the text and the message an :class:`AssembledPrompt`'s repr shows.
+REPR_TEXT_CHARS = 200
+
+
+def _short_text(text: str) -> str:
+    """A long text in a repr: its start and its length."""
+    if len(text) <= REPR_TEXT_CHARS:
+        return repr(text)
+    return f"{text[:REPR_TEXT_CHARS]!r}... ({len(text)} characters)"
+
+
+def _section_counts(sections: tuple[SectionReport, ...]) -> str:
+    """The sections in a repr: what became of each, not every item (a prompt of a large
+    budget offers thousands, each with its fact and trace)."""
+    return "(" + ", ".join(
+        f"<{s.name}: {s.status}, {sum(1 for d in s.items if d.kept)} of {len(s.items)} "
+        f"items, {s.tokens} tokens>" for s in sections) + ")"
+
+
 @attrs.frozen
 class AssembledPrompt:
     """The text that fits the budget, with the decision on every item offered.
@@ -384,17 +403,20 @@ class AssembledPrompt:
         sticky_overflow: The sticky sections did not fit whole.
         user: The user the prompt was assembled for (``None``: the store's default).
         agent: The agent it was assembled for (``None``: the store's default).
+
+    Its repr shows the start of the text and of the message, and what became of each
+    section; :meth:`dump` shows every item.
     """
 
-    text: str
+    text: str = attrs.field(repr=_short_text)
     total_tokens: int
     budget: int
     safety_margin: int
     answer_reserve: int
     encoding: str
-    message: str
+    message: str = attrs.field(repr=_short_text)
     scope: str | None
-    sections: tuple[SectionReport, ...]
+    sections: tuple[SectionReport, ...] = attrs.field(repr=_section_counts)
     sticky_overflow: bool = False
     user: str | None = None
     agent: str | None = None
