@@ -112,3 +112,18 @@ def test_a_prompt_repr_shows_what_became_of_each_section_not_every_item(tmp_path
     assert f"<agent_memory: kept, {kept} of {kept} items, " in shown
     assert f"... ({len(prompt.text)} characters)" in shown
     assert shown.startswith("AssembledPrompt(text='## ")
+
+
+def test_a_store_refuses_to_be_pickled_saying_what_to_do(location):
+    """Pickling a store (a process pool's argument) failed with ``cannot pickle
+    'apsw.Connection' object``, ``'weakref.ReferenceType' object`` (PostgreSQL) or
+    ``'_Held' object`` (closed)."""
+    store = FactStore(location)
+    try:
+        for attempt in (pickle.dumps, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match=r"^a FactStore cannot be pickled or copied .*"
+                                                r"open FactStore\(.*\) in the other process"):
+                attempt(store)
+            store.close()
+    finally:
+        store.close()

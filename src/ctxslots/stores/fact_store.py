@@ -259,6 +259,17 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Refused: a store's connections belong to the process that opened them.
+
+        :raises TypeError: Always, saying what to do instead (a process pool's
+            worker given a store, ``copy.deepcopy``).
+        """
+        raise TypeError(f"a FactStore cannot be pickled or copied (its connections belong to "
+                        f"this process): open FactStore({_printable(self.path)}) in the other "
+                        "process, or fork it after the store opened (the child opens the store "
+                        "again by itself)")
+
     @contextlib.contextmanager
     def batch(self, *, savepoints: bool = True) -> Iterator[FactStore]:
         """Group writes in one transaction: all of them land, or none.
