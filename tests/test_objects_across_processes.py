@@ -18,12 +18,15 @@ from ctxslots import (
     FlushReport,
     InvalidFactError,
     Limits,
+    Message,
+    OpenAIChatClient,
     PromptAssembler,
     PrunePolicy,
     RankingPolicy,
     errors,
 )
 from ctxslots.stores import ImportIssue
+from ctxslots.testing import ScriptedChatServer
 
 #: Seconds a child process is given before it is taken for hung.
 HUNG_AFTER = 120
@@ -127,3 +130,42 @@ def test_a_store_refuses_to_be_pickled_saying_what_to_do(location):
             store.close()
     finally:
         store.close()
+
+
+def test_a_chat_client_pickles_after_it_was_used():
+    """A client pickled before its first request, but not after (``cannot pickle
+    '_thread.RLock' object``): a notebook that tried it first could not hand it on."""
+    with ScriptedChatServer(["first", "second"]) as server:
+        client = OpenAIChatClient(server.base_url, "scripted", api_key="sk-test")
+        assert "first" == client.complete([Message("user", "hi")]).text
+        again = pickle.loads(pickle.dumps(client))
+        assert again == client
+        assert "second" == again.complete([Message("user", "hi")]).text
+        assert server.request_headers[1]["Authorization"] == "Bearer sk-test"
+        client.close()
+        again.close()
+
+
+def _child_asks(client: OpenAIChatClient, answers: multiprocessing.Queue) -> None:
+    answers.put(client.complete([Message("user", "from the child")]).text)
+
+
+def test_a_chat_client_used_before_a_fork_opens_a_connection_of_its_own_in_the_child():
+    """A forked child sent its requests on the parent's kept-alive connection: two
+    children at once read each other's replies or none (``Server disconnected without
+    sending a response``)."""
+    context = multiprocessing.get_context("fork")
+    with ScriptedChatServer(["parent", "child", "parent again"]) as server:
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0)
+        assert "parent" == client.complete([Message("user", "hi")]).text
+        answers = context.Queue()
+        child = context.Process(target=_child_asks, args=(client, answers))
+        child.start()
+        assert "child" == answers.get(timeout=HUNG_AFTER)
+        child.join(HUNG_AFTER)
+        assert 0 == child.exitcode
+        assert "parent again" == client.complete([Message("user", "again")]).text
+        parent_port, child_port, parent_again_port = (port for _, port in server.peers)
+        assert child_port != parent_port
+        assert parent_again_port == parent_port
+        client.close()

@@ -20,6 +20,7 @@ import base64
 import binascii
 import json
 import logging
+import os
 import time
 import urllib.parse
 from collections.abc import AsyncGenerator, Mapping
@@ -56,6 +57,10 @@ _BODY_LIMIT = 2000
 #: Of an error reply (status 400 and up), only this much is read: its start is all a
 #: message shows.
 _ERROR_BODY_BYTES = 8 * _BODY_LIMIT
+
+#: The clients a forked child's posters inherited from the parent: held, never used nor
+#: closed here (their connections are the parent's).
+_inherited: list[object] = []
 
 
 class HTTPJSONError(Exception):
@@ -242,6 +247,10 @@ class JSONPoster:
     (``HTTPS_PROXY``...) carries every request but those to this machine
     (:data:`LOOPBACK_DIRECT`).
 
+    A poster used before the process forks opens connections of its own in the child:
+    two processes writing to one kept-alive connection read each other's replies, or
+    none. A pickled poster carries its settings only (connections do not pickle).
+
     Attributes:
         timeout: Seconds each request may take in all, unless the call gives its own.
         retry_after_limit: Longest ``Retry-After`` honoured, in seconds.
@@ -256,6 +265,17 @@ class JSONPoster:
     #: The running loop's client, with what closes it when that loop shuts down.
     _async: dict[int, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]] = attrs.field(
         factory=dict, init=False, repr=False)
+    #: The process the clients were made in.
+    _pid: int = attrs.field(factory=os.getpid, init=False, repr=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return JSONPoster, (self.timeout, self.retry_after_limit, self.max_reply_bytes)
+
+    def _forget_parent(self) -> None:
+        """In a forked child, let go of the clients made in the parent (kept, unused)."""
+        if self._pid != os.getpid():
+            _inherited.extend([self._sync, self._async])
+            self._sync, self._async, self._pid = None, {}, os.getpid()
 
     def _headers(self, headers: Mapping[str, str] | None) -> dict[str, str]:
         out = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -286,6 +306,7 @@ class JSONPoster:
             :attr:`max_reply_bytes` or one that is not JSON.
         """
         limit = self.timeout if timeout is None else timeout
+        self._forget_parent()
         if self._sync is None:
             self._sync = httpx.Client(timeout=self.timeout, mounts=LOOPBACK_DIRECT)
         url, sent = self._target(url, headers)
@@ -328,12 +349,14 @@ class JSONPoster:
 
     def close(self) -> None:
         """Close the sync client's connections (the async ones close with :meth:`aclose`)."""
+        self._forget_parent()
         if self._sync is not None:
             self._sync.close()
             self._sync = None
 
     async def aclose(self) -> None:
         """Close the async client of the running loop."""
+        self._forget_parent()
         held = self._async.pop(id(asyncio.get_running_loop()), None)
         if held is not None:
             await held[1].aclose()
@@ -341,6 +364,7 @@ class JSONPoster:
     async def _async_client(self) -> httpx.AsyncClient:
         """The running loop's client, made on first use there (the previous loop's is
         let go: that loop closed it as it shut down, or closes it once it is dropped)."""
+        self._forget_parent()
         loop = id(asyncio.get_running_loop())
         held = self._async.get(loop)
         if held is not None and not held[0].is_closed:

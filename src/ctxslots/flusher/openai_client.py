@@ -217,7 +217,7 @@ class OpenAIChatClient:
     extra_headers: Mapping[str, str] = attrs.field(factory=dict, repr=_header_names)
     max_tokens: int | None = attrs.field(default=None)
     max_reply_bytes: int = attrs.field(default=DEFAULT_MAX_REPLY_BYTES)
-    _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False)
+    _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False, eq=False)
 
     @timeout.validator
     def _check_timeout(self, _attribute: Any, value: Any) -> None:

@@ -76,7 +76,7 @@ class OpenAIEmbedder:
     retry_backoff: float = attrs.field(default=0.5, kw_only=True, validator=attrs.validators.ge(0))
     max_reply_bytes: int = attrs.field(default=DEFAULT_MAX_REPLY_BYTES, kw_only=True,
                                        validator=attrs.validators.gt(0))
-    _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False)
+    _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False, eq=False)
 
     @base_url.validator
     def _check_base_url(self, attribute: attrs.Attribute[str], value: str) -> None:
