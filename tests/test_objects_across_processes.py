@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ctxslots import (
+    ANY,
     AssemblyRequest,
     FactStore,
     FlushReport,
@@ -169,3 +170,16 @@ def test_a_chat_client_used_before_a_fork_opens_a_connection_of_its_own_in_the_c
         assert child_port != parent_port
         assert parent_again_port == parent_port
         client.close()
+
+
+def test_any_stays_any_through_pickle_and_copies(db_path):
+    """A pickled or copied ``ANY`` was an equal string but not ``ANY``: the store took it
+    for the owner named ``*`` and listed nothing (a pool job's arguments, a deep copy)."""
+    with FactStore(db_path) as store:
+        store.upsert("user", "editor", "Alice uses Helix.", user="alice")
+        store.upsert("user", "editor", "Bob uses Vim.", user="bob")
+        for again in (pickle.loads(pickle.dumps(ANY)), copy.deepcopy(ANY), copy.copy(ANY),
+                      pickle.loads(pickle.dumps({"user": ANY}))["user"]):
+            assert again is ANY
+            assert ["Alice uses Helix.", "Bob uses Vim."] == sorted(
+                f.value for f in store.facts(user=again))

@@ -50,6 +50,11 @@ class _Any(str):
     def __repr__(self) -> str:
         return "ANY"
 
+    def __reduce__(self) -> str:
+        # Pickled and copied as the one ANY: the store tests it by identity, and an
+        # equal string would name the owner "*" (a pool job's arguments, a deep copy).
+        return "ANY"
+
 
 #: Pass as ``user``, ``agent`` or ``scope`` to a listing or an export to select every
 #: owner of that kind (``store.facts(user=ANY)`` lists every user's facts).
