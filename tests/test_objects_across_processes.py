@@ -24,6 +24,7 @@ from ctxslots import (
     PromptAssembler,
     PrunePolicy,
     RankingPolicy,
+    TokenCounter,
     errors,
 )
 from ctxslots.stores import ImportIssue
@@ -183,3 +184,20 @@ def test_any_stays_any_through_pickle_and_copies(db_path):
             assert again is ANY
             assert ["Alice uses Helix.", "Bob uses Vim."] == sorted(
                 f.value for f in store.facts(user=again))
+
+
+def _count(counter: TokenCounter, text: str) -> int:
+    return counter.count(text)
+
+
+def test_a_token_counter_goes_to_a_worker_process():
+    """A counter failed to pickle (``Can't pickle <functools._lru_cache_wrapper ...>: it's
+    not the same object``), so a process pool could not be handed one."""
+    counter = TokenCounter("cl100k_base", cache_size=10, build_after=0.0)
+    expected = counter.count("The billing tests are flaky under load.")
+    again = pickle.loads(pickle.dumps(counter))
+    assert again == counter
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        counted = pool.submit(_count, counter, "The billing tests are flaky under load.")
+        assert expected == counted.result(HUNG_AFTER)

@@ -25,6 +25,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import tiktoken
@@ -198,7 +199,7 @@ class TokenCounter:
     encoding: str = DEFAULT_ENCODING
     cache_size: int = 65536
     build_after: float = BUILD_AFTER
-    _cached: functools._lru_cache_wrapper[int] = attrs.field(init=False, repr=False)
+    _cached: functools._lru_cache_wrapper[int] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.cache_size, bool) or not isinstance(self.cache_size, int) \
@@ -211,6 +212,11 @@ class TokenCounter:
                                       field="build_after", value=self.build_after)
         _check_name(self.encoding)
         self._cached = functools.lru_cache(maxsize=self.cache_size)(self.count_exact)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its settings (a process pool's argument): the remembered counts
+        # are this process's, and a bound cache does not pickle.
+        return TokenCounter, (self.encoding, self.cache_size, self.build_after)
 
     @property
     def name(self) -> str:
