@@ -88,13 +88,20 @@ def test_an_error_raised_in_a_worker_process_reaches_the_parent_as_itself(db_pat
 def test_frozen_values_holding_mappings_hash_as_they_compare(db_path):
     """A hit, a prompt and the policies raised ``TypeError: unhashable type: 'dict'`` from
     the hash their frozen classes declare (a dict field: a trace's ``extra``, the decay
-    days, the slot caps and owners, a flush's known facts)."""
+    days, the slot caps and owners, a flush's known facts, a word match's stems, a chat
+    reply's raw body)."""
     with FactStore(db_path) as store:
         store.add("agent", "The billing tests are flaky under load.")
         hits = store.search("flaky billing tests")
         prompt = PromptAssembler(store).assemble(AssemblyRequest("flaky billing tests?"))
+        match = store.match_words(hits[0].fact.id, "flaky billing tests")
     report = FlushReport(status="applied", conversation="c", flush_id="f", known_facts={1: 7})
-    values = [hits[0], hits[0].trace, prompt, RankingPolicy(), Limits(), PrunePolicy(), report]
+    with ScriptedChatServer(["Noted."]) as server:
+        client = OpenAIChatClient(server.base_url, "scripted")
+        reply = client.complete([Message("user", "hi")])
+        client.close()
+    values = [hits[0], hits[0].trace, prompt, RankingPolicy(), Limits(), PrunePolicy(), report,
+              match, reply]
     for value in values:
         twin = copy.deepcopy(value)
         assert twin == value

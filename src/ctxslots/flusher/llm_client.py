@@ -35,7 +35,8 @@ class ChatResult:
     model: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    raw: dict[str, Any] = attrs.field(factory=dict)
+    # Compared, not hashed (a dict has no hash): equal results still hash alike.
+    raw: dict[str, Any] = attrs.field(factory=dict, hash=False)
     finish_reason: str | None = None
 
 

@@ -55,7 +55,8 @@ class WordMatch:
     words: tuple[str, ...]
     stop_words: tuple[str, ...]
     common: tuple[str, ...]
-    stems: dict[str, tuple[str, ...]]
+    # Compared, not hashed (a dict has no hash): equal matches still hash alike.
+    stems: dict[str, tuple[str, ...]] = attrs.field(hash=False)
     shared: tuple[str, ...]
     in_context: tuple[str, ...]
     left_out_shared: tuple[str, ...]
