@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import pickle
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import jinja2
@@ -77,6 +80,24 @@ def test_counts_match_the_tokenizer_itself(tokenizer_file):
     assert len(reference.encode("hello world").ids) == counter.count("hello world") + 1
     assert isinstance(counter, TokenCounterProtocol)
     assert "hf:tok0/tokenizer.json" == counter.name
+
+
+def _count(counter: HuggingFaceCounter, text: str) -> int:
+    return counter.count(text)
+
+
+def test_a_counter_pickles_as_its_settings_for_a_worker_process(tokenizer_file):
+    """A counter failed to pickle (``Can't pickle <functools._lru_cache_wrapper ...>``), and
+    two counters of one file compared unequal (their tokenizer objects differ)."""
+    counter = HuggingFaceCounter(tokenizer_file, name="mine", cache_size=8)
+    expected = counter.count("The shop deploy waits for the freeze window.")
+    again = pickle.loads(pickle.dumps(counter))
+    assert again == counter == HuggingFaceCounter(tokenizer_file, name="mine", cache_size=8)
+    assert ("mine", 8) == (again.name, again.cache_size)
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        counted = pool.submit(_count, counter, "The shop deploy waits for the freeze window.")
+        assert expected == counted.result(120)
 
 
 def test_o200k_fitted_prompt_is_over_budget_for_another_tokenizer(tokenizer_file, tmp_path):

@@ -65,8 +65,8 @@ class HuggingFaceCounter:
     path: Path = attrs.field(converter=_as_path)
     name: str = attrs.field(default="", kw_only=True)
     cache_size: int = attrs.field(default=65536, kw_only=True)
-    _tokenizer: Any = attrs.field(init=False, repr=False)
-    _cached: functools._lru_cache_wrapper[int] = attrs.field(init=False, repr=False)
+    _tokenizer: Any = attrs.field(init=False, repr=False, eq=False)
+    _cached: functools._lru_cache_wrapper[int] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.cache_size, bool) or not isinstance(self.cache_size, int) \
@@ -78,6 +78,12 @@ class HuggingFaceCounter:
             self.name = f"hf:{self.path.parent.name}/{self.path.name}" if self.path.parent.name \
                 else f"hf:{self.path.name}"
         self._cached = functools.lru_cache(maxsize=self.cache_size)(self.count_exact)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its settings (a process pool's argument): the copy loads the file
+        # again; the remembered counts are this process's, and a bound cache does not pickle.
+        return functools.partial(HuggingFaceCounter, name=self.name,
+                                 cache_size=self.cache_size), (self.path,)
 
     def count(self, text: str) -> int:
         """Tokens of ``text``; a piece seen before is not encoded again.
