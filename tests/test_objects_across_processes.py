@@ -66,6 +66,17 @@ def test_every_error_pickles_and_copies_with_its_message_and_attributes(error):
         assert vars(error) == vars(again)
 
 
+def test_an_error_keeps_its_notes_and_the_module_an_import_error_names():
+    """What Exception itself keeps beside its attributes comes back too: the notes added
+    to it, and the ``name`` of an :class:`ImportError`."""
+    error = errors.IntegrationUnavailableError("ctxslots.integrations.langgraph", "langgraph")
+    error.name = "langgraph"
+    error.add_note("while assembling the context")
+    for again in (pickle.loads(pickle.dumps(error)), copy.deepcopy(error)):
+        assert "langgraph" == again.name == again.extra
+        assert ["while assembling the context"] == again.__notes__
+
+
 def _add(location: str, value: str) -> int:
     with FactStore(location) as store:
         return store.add("agent", value).id

@@ -41,14 +41,11 @@ __all__ = [
 ]
 
 
-def _rebuilt(kind: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
-    """An error made again from its arguments and attributes, as pickled, without
-    calling its ``__init__`` (whose arguments are not those it passes to
-    :class:`Exception`)."""
-    error = kind.__new__(kind, *args)
-    error.args = args
-    error.__dict__.update(state)
-    return error
+def _rebuilt(kind: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    """An error made again from the arguments it passed to :class:`Exception`, without
+    calling its ``__init__`` (whose arguments are others); pickle then sets its
+    attributes."""
+    return kind.__new__(kind, *args)
 
 
 class CtxslotsError(Exception):
@@ -60,7 +57,10 @@ class CtxslotsError(Exception):
     """
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuilt, (type(self), self.args, self.__dict__)
+        # Exception's own, (type, args[, attributes]), but made again without __init__.
+        reduced = super().__reduce__()
+        state = reduced[2:] if isinstance(reduced, tuple) else ()
+        return _rebuilt, (type(self), self.args), *state
 
 
 class StoreError(CtxslotsError):
