@@ -23,7 +23,6 @@ give the same facts.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from _corpus import _CITIES, _MONTHS, _NAMES, generate_facts
+from _inputs import read_conversations
 
 __all__ = ["AGENT", "EPOCH", "Layout", "People", "User"]
 
@@ -143,9 +143,10 @@ class People:
     def load(cls, path: str | Path) -> People:
         """Read a conversation file in the LoCoMo layout (``session_N_observation``, ``qa``).
 
+        :raises SystemExit: The file is missing, not JSON or not in the layout.
         :raises ValueError: The file holds no observations.
         """
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = read_conversations(path)
         observations: list[tuple[str, str]] = []
         questions: list[tuple[str, str]] = []
         speakers: set[str] = set()

@@ -63,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_queries
 from _floors import FtsFloor
+from _inputs import model_name, positive_int
 from _record import Record
 from _stores import corpus_store, vector_store
 from _timing import Turns, in_turn
@@ -223,13 +224,14 @@ def print_table(turns: Turns) -> None:
 def main() -> None:
     """Open the stores, time every row in turn, print the table, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", type=int, default=100_000)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--facts", type=positive_int, default=100_000)
+    parser.add_argument("--queries", type=positive_int, default=200)
+    parser.add_argument("--repeat", type=positive_int, default=3)
     parser.add_argument("--lexical-only", action="store_true",
                         help="open the store without its vector leg")
-    parser.add_argument("--model", help="a sentence-transformers model folder or package: "
-                        "run on a copy of the store embedded with it")
+    parser.add_argument("--model", type=model_name,
+                        help="a sentence-transformers model folder or package: run on a copy "
+                        "of the store embedded with it")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
     path, stores = open_stores(args)

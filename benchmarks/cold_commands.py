@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_queries
+from _inputs import positive_int
 from _record import Record
 from _timing import Ratio, in_turn
 
@@ -64,7 +65,7 @@ def main() -> None:
     """Time the three commands in turn, print the table, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("store", type=Path, help="an existing SQLite store")
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--rounds", type=positive_int, default=15)
     parser.add_argument("--scope", default="repo-alpha")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()

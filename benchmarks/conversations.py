@@ -77,6 +77,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _floors import FtsFloor
+from _inputs import model_name, read_conversations, whole_number
 from _timing import in_turn
 from ctxslots import (
     AgentMemoryContributor,
@@ -177,7 +178,7 @@ def load_conversations(path: Path, memories: str = "turns") -> list[Conversation
         ``"observations"`` (each session's observations, one memory each).
     """
     out = []
-    for sample in json.loads(path.read_text(encoding="utf-8")):
+    for sample in read_conversations(path):
         conv = sample["conversation"]
         sessions = sorted(int(k.split("_")[1]) for k in conv
                            if k.startswith("session_") and k.split("_")[1].isdigit()
@@ -507,7 +508,8 @@ def measure_latency(tmp: Path, conversations: list[Conversation], size: int, mod
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path, help="a conversation file in the LoCoMo layout")
-    parser.add_argument("--model", help="an installed sentence-transformers model package or path")
+    parser.add_argument("--model", type=model_name,
+                        help="an installed sentence-transformers model package or path")
     parser.add_argument("--policy", action="append", default=[], metavar="LABEL=JSON",
                         help="another configuration: RankingPolicy keyword arguments as JSON")
     parser.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)),
@@ -517,11 +519,11 @@ def main() -> None:
     parser.add_argument("--memories", choices=("turns", "observations"), default="turns",
                         help="what is stored: each turn, or each session's observations "
                              "(the facts an LLM extracted), one memory each")
-    parser.add_argument("--context", type=int, default=0, metavar="N",
+    parser.add_argument("--context", type=whole_number, default=0, metavar="N",
                         help="add rows whose memories have a context: the N turns before "
                              "them in their session (for an observation, the turns it "
                              "names with the N turns before them)")
-    parser.add_argument("--latency", type=int, default=0, metavar="N",
+    parser.add_argument("--latency", type=whole_number, default=0, metavar="N",
                         help="only time searches in one store of N memories (the turns "
                              "repeated), against the floor")
     args = parser.parse_args()
@@ -529,6 +531,9 @@ def main() -> None:
     conversations = load_conversations(args.path, args.memories)
     if args.only:
         wanted = set(args.only.split(","))
+        unknown = wanted - {c.sample_id for c in conversations}
+        if unknown:
+            parser.error(f"--only: no conversation {', '.join(sorted(unknown))} in {args.path}")
         conversations = [c for c in conversations if c.sample_id in wanted]
     budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
     turns = sum(len(c.turns) for c in conversations)

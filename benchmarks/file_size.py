@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_facts
+from _inputs import embedder_spec, positive_ints
 from _record import Record
 from _timing import Load, load_average
 from ctxslots import FactStore, Limits
@@ -101,15 +102,16 @@ def breakdown(parts: list[tuple[str, int]], size: int, n: int) -> list[tuple[str
 def main() -> None:
     """Build each size, print its table, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", default="10000", help="comma-separated fact counts")
-    parser.add_argument("--embedder", default=None,
+    parser.add_argument("--facts", type=positive_ints, default="10000",
+                        help="comma-separated fact counts")
+    parser.add_argument("--embedder", type=embedder_spec, default=None,
                         help="an embedder spec (default: the store's default, hashing)")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
     record = Record("file_size")
     started = load_average()
     with tempfile.TemporaryDirectory() as tmp:
-        for n in (int(x) for x in args.facts.split(",")):
+        for n in args.facts:
             path = Path(tmp) / f"store-{n}.db"
             text = build(path, n, args.embedder)
             size = os.path.getsize(path)

@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _inputs import positive_int
 from _timing import in_turn
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler, UserMemoryContributor
 
@@ -57,12 +58,10 @@ def _fill(store: FactStore, facts: int, rng: random.Random) -> None:
 def main() -> int:
     """Run the benchmark and print its table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--facts", type=int, default=3000)
-    parser.add_argument("--queries", type=int, default=60)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--facts", type=positive_int, default=3000)
+    parser.add_argument("--queries", type=positive_int, default=60)
+    parser.add_argument("--repeat", type=positive_int, default=2)
     args = parser.parse_args()
-    if args.facts < 1 or args.queries < 1 or args.repeat < 1:
-        parser.error("--facts, --queries and --repeat must be positive")
     rng = random.Random(3)
     with tempfile.TemporaryDirectory() as folder:
         store = FactStore(Path(folder) / "dated.db", clock=lambda: NOW)

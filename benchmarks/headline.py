@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _headline_rows import Row, rows_of
+from _inputs import positive_int, positive_ints
 from _record import ROOT, Record, command_line, commit
 from _stores import OUT
 
@@ -81,15 +82,16 @@ def shown_path(path: Path) -> str:
 
 def plan(args: argparse.Namespace) -> list[Run]:
     """The runs the options ask for."""
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes: list[int] = args.sizes
     mid = max([s for s in sizes if s <= 100_000] or [min(sizes)])
     qr = ("--queries", str(args.queries), "--repeat", str(args.repeat))
     py, mem0 = sys.executable, args.mem0_python or sys.executable
     pg = ("--url", args.pg_url) if args.pg_url else ()
-    mem0_sizes = args.mem0_sizes or ",".join(
-        str(s) for s in (1000, 10_000, 100_000) if s <= max(max(sizes), 1000))
+    mem0_sizes = ",".join(str(s) for s in args.mem0_sizes or [
+        s for s in (1000, 10_000, 100_000) if s <= max(max(sizes), 1000)])
     return [
-        Run("store_search", py, ("benchmarks/store_search.py", "--sizes", args.sizes, *qr)),
+        Run("store_search", py, ("benchmarks/store_search.py", "--sizes",
+                                 ",".join(map(str, sizes)), *qr)),
         Run("assemble", py, ("benchmarks/assemble.py", "--facts", str(mid), *qr)),
         Run("cold_commands", py, ("benchmarks/cold_commands.py", shown_path(
             OUT / f"corpus_{mid}.db"), "--rounds", str(args.cold_rounds))),
@@ -192,15 +194,16 @@ def main() -> None:
     """Run (or reuse) every headline benchmark, write the block."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the file to write the block in")
-    parser.add_argument("--sizes", default="10000,100000,1000000")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--cold-rounds", type=int, default=15)
+    parser.add_argument("--sizes", type=positive_ints, default="10000,100000,1000000")
+    parser.add_argument("--queries", type=positive_int, default=200)
+    parser.add_argument("--repeat", type=positive_int, default=3)
+    parser.add_argument("--cold-rounds", type=positive_int, default=15)
     parser.add_argument("--resume", action="store_true",
                         help="reuse the records the same commands made at this commit")
     parser.add_argument("--mem0-python", help="the interpreter with mem0ai installed")
-    parser.add_argument("--mem0-sizes", help="sizes for mem0_compare.py (default: 1k, 10k and "
-                        "100k, those not above the largest of --sizes)")
+    parser.add_argument("--mem0-sizes", type=positive_ints,
+                        help="sizes for mem0_compare.py (default: 1k, 10k and 100k, those not "
+                        "above the largest of --sizes)")
     parser.add_argument("--pg-url", help="a PostgreSQL server (default: a private pgserver)")
     args = parser.parse_args()
     RECORDS.mkdir(parents=True, exist_ok=True)

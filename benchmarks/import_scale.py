@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _inputs import positive_int
 from _timing import Load, Ratio, load_average
 
 HEADER = {"format": "ctxslots-facts", "version": 1}
@@ -158,9 +159,10 @@ def _fresh_db(data: Path, name: str, url: str | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("data", type=Path, help="directory for the generated files and stores")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--sizes", type=positive_int, nargs="+",
+                        default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--format", choices=("jsonl", "markdown"), default="jsonl")
-    parser.add_argument("--rounds", type=int, default=1,
+    parser.add_argument("--rounds", type=positive_int, default=1,
                         help="times the engine floor and the import each run, in turn")
     parser.add_argument("--db", help="a postgresql:// URL of an empty database (emptied "
                                      "between runs); default: SQLite files in DATA_DIR")

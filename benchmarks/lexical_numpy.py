@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_queries
 from _floors import FtsFloor
+from _inputs import positive_int
 from _stores import corpus_store
 from _timing import in_turn
 from ctxslots import FactStore
@@ -91,8 +92,8 @@ class Postings:
 def main() -> None:
     """Load the postings, time both in turn, compare their top tens."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--size", type=positive_int, default=100_000)
+    parser.add_argument("--repeat", type=positive_int, default=1)
     args = parser.parse_args()
     path = corpus_store(args.size)
     with FactStore(path) as store:

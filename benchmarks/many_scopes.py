@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import generate_facts, generate_queries
 from _engine import open_engine, search_filter
 from _floors import FtsFloor
+from _inputs import embedder_spec, or_none, positive_int, whole_numbers
 from _timing import in_turn
 from ctxslots import FactStore, Limits, RankingPolicy
 
@@ -104,19 +105,19 @@ def run(scopes: int, queries: list[str], embedder: str, repeat: int, folder: Pat
 def main() -> None:
     """Every count of other scopes, one line each."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scopes", default="10,10000",
+    parser.add_argument("--scopes", type=whole_numbers, default="10,10000",
                         help="comma-separated counts of other scopes")
-    parser.add_argument("--embedder", default="hash",
+    parser.add_argument("--embedder", type=or_none(embedder_spec), default="hash",
                         help="embedder spec for the stores (their vectors kept), or 'none' for "
                              "the words-only default store (default: hash)")
-    parser.add_argument("--queries", type=int, default=200, help="queries per run")
-    parser.add_argument("--repeat", type=int, default=3, help="times each query is run")
+    parser.add_argument("--queries", type=positive_int, default=200, help="queries per run")
+    parser.add_argument("--repeat", type=positive_int, default=3, help="times each query is run")
     args = parser.parse_args()
     queries = generate_queries(args.queries, seed=5)
     print(f"{'scopes':>7} {'facts':>7} | {'file MB':>8} {'B/fact':>7} | {'search p50':>10} "
           f"{'fts p50':>8} {'ratio (p10-p90)':>22} | {'vector p50':>10} | load")
     with tempfile.TemporaryDirectory() as tmp:
-        for count in [int(c) for c in args.scopes.split(",")]:
+        for count in args.scopes:
             r = run(count, queries, args.embedder, args.repeat, Path(tmp))
             t = r["turns"]
             ratio = t.ratio("search", "fts")

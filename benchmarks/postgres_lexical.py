@@ -20,7 +20,6 @@ Without ``--url`` a private PostgreSQL is started from ``pgserver``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine import common_words, plan_of, search_filter
+from _inputs import read_conversations
 from _pg import server
 from ctxslots import FactStore
 from ctxslots.stores.owners import DEFAULT_AGENT
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("data", type=Path, help="conversations JSON (locomo10.json layout)")
     parser.add_argument("--url", help="a PostgreSQL server URL (default: a private pgserver)")
     args = parser.parse_args()
-    samples = json.loads(args.data.read_text())
+    samples = read_conversations(args.data)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         scores, ms = run_sqlite(samples, Path(tmp))

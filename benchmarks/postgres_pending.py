@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psycopg
 
+from _inputs import positive_int, whole_number
 from _owners_stores import build_postgres
 from _people import AGENT, Layout, People
 from _pg import server
@@ -93,11 +94,11 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="folder of the private server's data (kept)")
     parser.add_argument("--dev-set", type=Path, required=True,
                         help="conversations in the LoCoMo layout (the owners benchmark's people)")
-    parser.add_argument("--users", type=int, default=1000)
-    parser.add_argument("--facts-per-user", type=int, default=100)
-    parser.add_argument("--writes", type=int, default=8000, help="upserts per setting")
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--users", type=positive_int, default=1000)
+    parser.add_argument("--facts-per-user", type=positive_int, default=100)
+    parser.add_argument("--writes", type=whole_number, default=8000, help="upserts per setting")
+    parser.add_argument("--steps", type=positive_int, default=4)
+    parser.add_argument("--rounds", type=positive_int, default=1)
     parser.add_argument("--url", default=os.environ.get("CTXSLOTS_BENCH_POSTGRES_URL"),
                         help="an administrator's URL of a PostgreSQL server with pgvector "
                              "(default: $CTXSLOTS_BENCH_POSTGRES_URL, else a private pgserver)")

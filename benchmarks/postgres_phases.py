@@ -51,6 +51,7 @@ from psycopg_pool import ConnectionPool
 
 from _corpus import generate_queries
 from _engine import common_words, open_engine, plan_of, search_filter
+from _inputs import positive_int
 from _pg import server
 from _pg_hand import statement
 from _stores import OUT, corpus_database
@@ -146,9 +147,9 @@ def main() -> None:
     """Time every part in turn, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a PostgreSQL server URL (default: a private pgserver)")
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--size", type=positive_int, default=100_000)
+    parser.add_argument("--queries", type=positive_int, default=200)
+    parser.add_argument("--repeat", type=positive_int, default=3)
     args = parser.parse_args()
     messages = generate_queries(args.queries, seed=1)
     with server(args.url, None if args.url else OUT / "pgdata") as srv, ExitStack() as stack:

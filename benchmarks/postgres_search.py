@@ -51,6 +51,7 @@ import psycopg
 
 from _corpus import generate_facts, generate_queries
 from _engine import engine_search, open_engine, search_filter
+from _inputs import positive_int, positive_ints, whole_number
 from _pg import Server, server
 from _pg_hand import HandBM25
 from _record import Record
@@ -222,17 +223,17 @@ def main() -> None:
     """Measure every size, print the tables, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a PostgreSQL server URL (default: a private pgserver)")
-    parser.add_argument("--sizes", default="100000")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--writes", type=int, default=0, help="facts for the write rates")
+    parser.add_argument("--sizes", type=positive_ints, default="100000")
+    parser.add_argument("--queries", type=positive_int, default=200)
+    parser.add_argument("--repeat", type=positive_int, default=3)
+    parser.add_argument("--writes", type=whole_number, default=0, help="facts for the write rates")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
     messages = generate_queries(args.queries, seed=1)
     record = Record("postgres_search")
     started = load_average()
     with server(args.url, None if args.url else OUT / "pgdata") as srv:
-        for n in (int(s) for s in args.sizes.split(",")):
+        for n in args.sizes:
             result = measure(srv, n, messages, args.repeat)
             print_size(result)
             record.figures[str(n)] = result.figures()

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _dataset import load_facts, load_queries
+from _inputs import model_name
 from ctxslots import FactStore, QueryPolicy, RankingPolicy
 from ctxslots.stores.embedders import embedder_from_spec
 
@@ -84,7 +85,8 @@ def evaluate(store: FactStore, queries: list[dict[str, Any]], ids: dict[str, int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", help="an installed sentence-transformers model package or path")
+    parser.add_argument("--model", type=model_name,
+                        help="an installed sentence-transformers model package or path")
     parser.add_argument("--sweep", action="store_true",
                         help="also sweep decay, weights, the vector-only floor and fusion rules")
     parser.add_argument("--depth", type=int, default=None,

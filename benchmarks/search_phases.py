@@ -52,6 +52,7 @@ import apsw
 from _corpus import generate_queries
 from _engine import common_words, open_engine, plan_of, search_filter
 from _floors import FtsFloor, visible
+from _inputs import positive_int
 from _stores import corpus_store
 from _timing import Turns, in_turn
 from ctxslots import FactStore
@@ -152,9 +153,9 @@ def report(n: int, turns: Turns) -> None:
 def main() -> None:
     """Time every part in turn, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=1_000_000)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--size", type=positive_int, default=1_000_000)
+    parser.add_argument("--queries", type=positive_int, default=200)
+    parser.add_argument("--repeat", type=positive_int, default=3)
     args = parser.parse_args()
     path = corpus_store(args.size)
     messages = generate_queries(args.queries, seed=1)

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import apsw
 
 from _corpus import generate_facts, generate_queries
+from _inputs import positive_int
 from ctxslots import AssemblyRequest, FactStore, PromptAssembler, RankingPolicy
 
 #: Short names of statements by a part of their text, for ``--by-kind``.
@@ -113,8 +114,8 @@ FLOOR = {"search": 1 + 3, "assemble, 2,000 tokens": 3 + 3, "assemble, 8,000 toke
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", type=int, default=5000)
-    parser.add_argument("--queries", type=int, default=25)
+    parser.add_argument("--facts", type=positive_int, default=5000)
+    parser.add_argument("--queries", type=positive_int, default=25)
     parser.add_argument("--by-kind", action="store_true",
                         help="List the statements of the last query by kind.")
     args = parser.parse_args()

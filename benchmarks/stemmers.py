@@ -53,6 +53,7 @@ import apsw.fts5
 import Stemmer  # type: ignore[import-not-found]
 
 from _corpus import generate_facts, generate_queries
+from _inputs import positive_int, read_conversations
 from ctxslots.stores.sanitize import query_tokens
 from ctxslots.stores.stemming import stem_text, stemmed_query
 
@@ -211,7 +212,7 @@ def agreement(path: Path) -> None:
     conn = apsw.Connection(":memory:")
     porter = conn.fts5_tokenizer("porter", ["unicode61"])
     words: dict[str, int] = {}
-    for sample in json.loads(path.read_text(encoding="utf-8")):
+    for sample in read_conversations(path):
         for key, turns in sample["conversation"].items():
             if key.startswith("session_") and isinstance(turns, list):
                 for turn in turns:
@@ -266,7 +267,7 @@ def store_rows(sources: list[str], facts: int, folder: Path,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--facts", type=int, default=20000)
+    parser.add_argument("--facts", type=positive_int, default=20000)
     parser.add_argument("--url", help="a PostgreSQL server (default: a private pgserver)")
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--store", action="append", default=[], metavar="SRC",

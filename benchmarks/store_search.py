@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_queries
 from _floors import FtsFloor
+from _inputs import positive_int, positive_ints
 from _record import Record
 from _stores import corpus_store
 from _timing import Load, Turns, in_turn, load_average
@@ -232,15 +233,15 @@ def slowest_fifth(per_query: list[float], words: list[int]) -> str:
 def main() -> None:
     """Measure every size, print the tables, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,100000,1000000")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sizes", type=positive_ints, default="10000,100000,1000000")
+    parser.add_argument("--queries", type=positive_int, default=200)
+    parser.add_argument("--repeat", type=positive_int, default=3)
     parser.add_argument("--query-shares", default="",
                         help="comma-separated max_query_share values to compare on the last size")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
     messages = generate_queries(args.queries, seed=1)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = args.sizes
     record = Record("store_search")
     started = load_average()
     for n in sizes:

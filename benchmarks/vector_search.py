@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import generate_queries
 from _engine import open_engine, search_filter
 from _floors import FtsFloor, visible
+from _inputs import model_name, positive_int, positive_ints
 from _stores import vector_store
 from _timing import Turns, in_turn
 from ctxslots import FactStore, RankingPolicy
@@ -150,19 +151,20 @@ def report(n: int, turns: Turns) -> None:
 def main() -> None:
     """Every size, its table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100000")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sizes", type=positive_ints, default="100000")
+    parser.add_argument("--queries", type=positive_int, default=200)
+    parser.add_argument("--repeat", type=positive_int, default=3)
     parser.add_argument("--vec0", action="store_true",
                         help="also time the KNN read from the vector table (about 10x the floor)")
-    parser.add_argument("--model", help="a sentence-transformers model folder or package: a "
-                        "copy of each store embedded with it, and its embedding timed")
+    parser.add_argument("--model", type=model_name,
+                        help="a sentence-transformers model folder or package: a copy of each "
+                        "store embedded with it, and its embedding timed")
     args = parser.parse_args()
     spec = f"sentence-transformers:{args.model}" if args.model else "hash"
     embedder = embedder_from_spec(spec)
     queries = generate_queries(args.queries, seed=1)
     print(f"vector leg benchmark: {args.queries} messages x {args.repeat}, embedder {spec}")
-    for n in (int(s) for s in args.sizes.split(",")):
+    for n in args.sizes:
         path = vector_store(n, embedder, args.model or "hash")
         with ExitStack() as stack:
             turns = in_turn(sides(path, embedder, queries, stack, vec0=args.vec0,

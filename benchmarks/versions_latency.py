@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _inputs import positive_int
+
 HERE = Path(__file__).resolve().parent
 THIS_SRC = HERE.parent / "src"
 #: Facts written in one transaction while building (a batch holds at most 10,000).
@@ -121,9 +123,9 @@ def main() -> None:
                         help="the src folder of the tree to compare against")
     parser.add_argument("--after", type=Path, default=THIS_SRC,
                         help="the src folder of the tree measured against it (this one)")
-    parser.add_argument("--facts", type=int, default=20000)
-    parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--facts", type=positive_int, default=20000)
+    parser.add_argument("--queries", type=positive_int, default=100)
+    parser.add_argument("--rounds", type=positive_int, default=6)
     parser.add_argument("--child", choices=("build", "search", "assembly"), help=argparse.SUPPRESS)
     parser.add_argument("--src", help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)

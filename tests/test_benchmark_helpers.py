@@ -3,6 +3,7 @@ corpus stores' resumed builds and the offline guard."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -153,3 +154,102 @@ def test_a_benchmarks_record_makes_headline_rows(tmp_path):
         r.figure for r in rows[:2]]
     assert all(r.ratio.startswith("**") and "of raw FTS5" in r.ratio for r in rows[:2])
     assert rows[2].measured.endswith(" B/fact")
+
+
+def _run(script: str, *options: str, env: dict[str, str] | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(BENCHMARKS / script), *options],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize(("script", "options", "said"), [
+    ("store_search.py", ["--sizes", "1000,0"], "argument --sizes: '0': must be at least 1"),
+    ("store_search.py", ["--sizes", "-5"], "argument --sizes: '-5': must be at least 1"),
+    ("store_search.py", ["--queries", "0"], "argument --queries: '0': must be at least 1"),
+    ("store_search.py", ["--sizes", "ten"], "argument --sizes: 'ten' is not a whole number"),
+    ("assemble.py", ["--facts", "0"], "argument --facts: '0': must be at least 1"),
+    ("file_size.py", ["--facts", "0"], "argument --facts: '0': must be at least 1"),
+    ("writes.py", ["--model", "none", "--round", "0"],
+     "argument --round: '0': must be at least 1"),
+    ("cold_commands.py", ["store.db", "--rounds", "-1"],
+     "argument --rounds: '-1': must be at least 1"),
+    ("import_scale.py", ["data", "--sizes", "0"], "argument --sizes: '0': must be at least 1"),
+    ("many_scopes.py", ["--scopes", "-1"], "argument --scopes: '-1': must be at least 0"),
+    ("file_size.py", ["--embedder", "nope:3"], "argument --embedder: unknown embedder kind"),
+    ("assemble.py", ["--model", "no-such-model-here"],
+     "argument --model: no sentence-transformers model 'no-such-model-here'"),
+])
+def test_a_size_of_nothing_or_an_unknown_value_is_refused_before_any_store_is_built(
+        tmp_path, script, options, said):
+    """A size, count or round of 0 or less, a size that is not a number, an embedder spec or
+    model that names nothing: one argparse error line, no traceback, nothing built."""
+    out = tmp_path / "out"
+    done = _run(script, *options, env={"CTXSLOTS_BENCHMARKS_OUT": str(out)})
+    assert 2 == done.returncode, done.stderr
+    assert "Traceback" not in done.stderr
+    assert said in done.stderr.splitlines()[-1]
+    assert not out.exists()
+
+
+_LOADERS = [("conversations.py", ["{path}"]),
+            ("stemmers.py", ["--agreement", "{path}"]),
+            ("postgres_lexical.py", ["{path}", "--url", "postgresql://bench@127.0.0.1:1/x"]),
+            ("owners_scale.py", ["{out}", "--dev-set", "{path}", "--engines", "sqlite"]),
+            ("postgres_pending.py", ["{out}", "--dev-set", "{path}",
+                                     "--url", "postgresql://bench@127.0.0.1:1/x"])]
+_BAD_FILES = {"missing.json": (None, "cannot read the conversation file"),
+              "text.json": ("not json\n", "not a JSON conversation file"),
+              "object.json": ('{"conversation": {}}', "not the LoCoMo layout"),
+              "no-qa.json": ('[{"sample_id": "a", "conversation": {}}]',
+                             "not the LoCoMo layout: a sample has no qa"),
+              "turns.json": (('[{"sample_id": "a", "qa": [], "conversation": '
+                             '{"session_1": [{"dia_id": "D1:1", "text": "Hi"}]}}]'),
+                             "session_1 is not a list of turns with speaker, dia_id and text")}
+
+
+@pytest.mark.parametrize(("script", "options"), _LOADERS)
+def test_a_conversation_file_that_is_missing_or_not_the_locomo_layout_ends_in_one_line(
+        tmp_path, script, options):
+    """Each benchmark reading a dev set names the file and what is wrong with it, in one line
+    and without a traceback, whether the file is missing, not JSON or another layout."""
+    for name, (text, said) in _BAD_FILES.items():
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        done = _run(script, *(o.format(path=path, out=tmp_path / "out") for o in options))
+        assert 1 == done.returncode, (name, done.stderr)
+        assert [f"{path}: "] == [line[:len(str(path)) + 2] for line in
+                                 done.stderr.strip().splitlines()], (name, done.stderr)
+        assert said in done.stderr, (name, done.stderr)
+
+
+def test_the_conversation_loaders_read_the_locomo_layout(tmp_path):
+    """A file in the layout of locomo10.json (sessions with their dates, turns, observations,
+    questions with evidence) gives the turns, questions and observations the benchmarks use."""
+    from _people import People
+    from conversations import load_conversations
+
+    turns = [{"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to a support group."},
+             {"speaker": "Melanie", "dia_id": "D1:2", "text": "How was it?",
+              "blip_caption": "a photo of a cup"}]
+    conversation = {"speaker_a": "Caroline", "speaker_b": "Melanie",
+                    "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns,
+                    "session_1_observation": {
+                        "Caroline": [["Caroline went to a support group.", "D1:1"]]}}
+    qa = [{"question": "Where did Caroline go?", "answer": "a support group",
+           "evidence": ["D1:1"], "category": 4},
+          {"question": "Unanswerable?", "adversarial_answer": "x", "evidence": ["D1:2"],
+           "category": 5}]
+    sample = {"sample_id": "conv-1", "conversation": conversation, "qa": qa}
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([sample]))
+    [conversation] = load_conversations(path)
+    assert ["D1:1", "D1:2"] == [t.dia_id for t in conversation.turns]
+    assert "[shares a photo of a cup]" in conversation.turns[1].text
+    assert [("Where did Caroline go?", ("D1:1",))] == [(q.text, q.evidence)
+                                                      for q in conversation.questions]
+    people = People.load(path)
+    assert [("Caroline", "Caroline went to a support group.")] == people.observations
+    assert [("Caroline", "Where did Caroline go?")] == people.questions
+
