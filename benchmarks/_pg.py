@@ -5,7 +5,8 @@ database and returns its URL, and whose ``database(name)`` returns the URL of
 a database, created only when missing. With ``url=None`` it starts
 PostgreSQL 16 + pgvector from the ``pgserver`` package in ``folder`` (kept
 between runs, so built databases are reused) or in a temporary directory; the
-server stops at exit.
+server stops at exit. A URL no server answers at ends the run with one line
+(:func:`reachable`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,27 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-__all__ = ["Server", "server", "with_database"]
+__all__ = ["Server", "reachable", "server", "with_database"]
 
 
 def with_database(url: str, name: str) -> str:
     """``url`` pointing at database ``name`` instead."""
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path="/" + name))
+
+
+def reachable(url: str) -> str:
+    """``url``, once a server there has accepted a connection.
+
+    :raises SystemExit: None answers, or it refuses the connection (one line: libpq's reason,
+        which names the host and port, never the password).
+    """
+    try:
+        psycopg.connect(url, autocommit=True).close()
+    except psycopg.OperationalError as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SystemExit(f"cannot reach PostgreSQL: {reason}") from None
+    return url
 
 
 @dataclass(frozen=True)
@@ -67,4 +82,4 @@ def server(url: str | None, folder: Path | None = None) -> Iterator[Server]:
                     tempfile.TemporaryDirectory(prefix="ctxslots-pg-")))
             folder.mkdir(parents=True, exist_ok=True)
             url = str(pgserver.get_server(folder, cleanup_mode="stop").get_uri())
-        yield Server(url)
+        yield Server(reachable(url))

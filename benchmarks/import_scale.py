@@ -170,6 +170,10 @@ def main() -> None:
                         help="import the same file a second time (every fact a duplicate), "
                              "in a fresh process, and report its seconds")
     args = parser.parse_args()
+    if args.db:
+        from _pg import reachable
+
+        reachable(args.db)
     args.data.mkdir(parents=True, exist_ok=True)
     rows = []
     started = load_average()

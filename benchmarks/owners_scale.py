@@ -346,7 +346,7 @@ def postgres_run(people: People, args: argparse.Namespace, out: Path) -> None:
     """The PostgreSQL store of ``--pg-users`` users, on the server named or a private one."""
     import psycopg
 
-    from _pg import with_database
+    from _pg import reachable, with_database
 
     layout = Layout(users=args.pg_users, facts_per_user=args.facts_per_user)
     admin = args.url
@@ -356,6 +356,7 @@ def postgres_run(people: People, args: argparse.Namespace, out: Path) -> None:
         (out / "pgdata").mkdir(exist_ok=True)
         server = pgserver.get_server(out / "pgdata", cleanup_mode="stop")  # stopped at exit
         admin = str(server.get_uri())
+    reachable(admin)
 
     def database(name: str, fresh: bool) -> str:
         with psycopg.connect(admin, autocommit=True) as conn:

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _engine import common_words, plan_of, search_filter
 from _inputs import read_conversations
-from _pg import server
+from _pg import reachable, server
 from ctxslots import FactStore
 from ctxslots.stores.owners import DEFAULT_AGENT
 from ctxslots.stores.postgres import PostgresBackend
@@ -125,6 +125,8 @@ def main() -> None:
     parser.add_argument("--url", help="a PostgreSQL server URL (default: a private pgserver)")
     args = parser.parse_args()
     samples = read_conversations(args.data)
+    if args.url:
+        reachable(args.url)  # before the SQLite run
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         scores, ms = run_sqlite(samples, Path(tmp))

@@ -278,6 +278,10 @@ def main() -> None:
     if args.agreement:
         agreement(args.agreement)
         return
+    if args.url and not args.no_postgres:
+        from _pg import reachable
+
+        reachable(args.url)  # before the SQLite options are timed
     values = [f.value for f in generate_facts(args.facts)]
     queries = [query_tokens(q) for q in generate_queries(200)]
     print(f"{len(values):,} facts, {len(queries)} queries; load average "

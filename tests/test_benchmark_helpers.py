@@ -253,3 +253,18 @@ def test_the_conversation_loaders_read_the_locomo_layout(tmp_path):
     assert [("Caroline", "Caroline went to a support group.")] == people.observations
     assert [("Caroline", "Where did Caroline go?")] == people.questions
 
+
+def test_a_postgresql_url_no_server_answers_at_ends_in_one_line(tmp_path):
+    """A benchmark given a PostgreSQL URL on a closed port says so in one line, before it
+    times anything, instead of a psycopg traceback."""
+    url = "postgresql://bench@127.0.0.1:1/x"
+    for script, options in [("postgres_search.py", ["--url", url, "--sizes", "1000"]),
+                            ("stemmers.py", ["--facts", "1000", "--url", url]),
+                            ("import_scale.py", [str(tmp_path / "data"), "--sizes", "1000",
+                                                 "--db", url])]:
+        done = _run(script, *options, env={"CTXSLOTS_BENCHMARKS_OUT": str(tmp_path / "out")})
+        assert 1 == done.returncode, done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert line.startswith("cannot reach PostgreSQL: ")
+        assert '"127.0.0.1", port 1' in line
+        assert "facts" not in done.stdout  # nothing was timed first
