@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["embedder_spec", "model_name", "model_or_spec", "or_none", "positive_int",
-           "positive_ints", "read_conversations", "whole_number", "whole_numbers"]
+           "positive_ints", "positive_ints_or_none", "read_conversations", "shares",
+           "whole_number", "whole_numbers"]
 
 _SESSION = re.compile(r"session_\d+")
 
@@ -92,6 +93,25 @@ def or_none(check: Callable[[str], str]) -> Callable[[str], str]:
 
     checked.__name__ = check.__name__
     return checked
+
+
+def shares(text: str) -> list[float]:
+    """Comma-separated shares, each above 0 and at most 1 (``"1,0.2,0.1"``)."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r} is not a number") from None
+        if not 0 < value <= 1:
+            raise argparse.ArgumentTypeError(f"{part!r}: must be above 0 and at most 1")
+        values.append(value)
+    return values
+
+
+def positive_ints_or_none(text: str) -> list[int]:
+    """Comma-separated token budgets of at least 1; none for an empty ``text``."""
+    return positive_ints(text) if text.strip() else []
 
 
 def _layout_error(sample: Any) -> str | None:

@@ -77,7 +77,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _floors import FtsFloor
-from _inputs import model_name, read_conversations, whole_number
+from _inputs import model_name, positive_ints_or_none, read_conversations, whole_number
 from _timing import in_turn
 from ctxslots import (
     AgentMemoryContributor,
@@ -512,7 +512,8 @@ def main() -> None:
                         help="an installed sentence-transformers model package or path")
     parser.add_argument("--policy", action="append", default=[], metavar="LABEL=JSON",
                         help="another configuration: RankingPolicy keyword arguments as JSON")
-    parser.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)),
+    parser.add_argument("--budgets", type=positive_ints_or_none,
+                        default=",".join(map(str, DEFAULT_BUDGETS)),
                         help="token budgets of the prompt measure (empty: skip it)")
     parser.add_argument("--only", help="comma-separated sample ids to run")
     parser.add_argument("--per-conversation", action="store_true", help="R@10 per conversation")
@@ -535,7 +536,7 @@ def main() -> None:
         if unknown:
             parser.error(f"--only: no conversation {', '.join(sorted(unknown))} in {args.path}")
         conversations = [c for c in conversations if c.sample_id in wanted]
-    budgets = [int(b) for b in args.budgets.split(",") if b.strip()]
+    budgets: list[int] = args.budgets
     turns = sum(len(c.turns) for c in conversations)
     stored = sum(len(c.memories) for c in conversations)
     questions = sum(len(c.questions) for c in conversations)

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _corpus import generate_queries
 from _floors import FtsFloor
-from _inputs import positive_int, positive_ints
+from _inputs import positive_int, positive_ints, shares
 from _record import Record
 from _stores import corpus_store
 from _timing import Load, Turns, in_turn, load_average
@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=positive_ints, default="10000,100000,1000000")
     parser.add_argument("--queries", type=positive_int, default=200)
     parser.add_argument("--repeat", type=positive_int, default=3)
-    parser.add_argument("--query-shares", default="",
+    parser.add_argument("--query-shares", type=shares, default=[],
                         help="comma-separated max_query_share values to compare on the last size")
     parser.add_argument("--json", type=Path, help="also write the figures here (JSON)")
     args = parser.parse_args()
@@ -249,8 +249,7 @@ def main() -> None:
         print_size(result)
         record.figures[str(n)] = result.figures()
     if args.query_shares:
-        share_sweep(sizes[-1], messages, args.repeat,
-                    [float(x) for x in args.query_shares.split(",")])
+        share_sweep(sizes[-1], messages, args.repeat, args.query_shares)
     record.add_load(Load.around(started))
     record.write(args.json)
 
