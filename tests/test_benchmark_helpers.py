@@ -211,20 +211,40 @@ _BAD_FILES = {"missing.json": (None, "cannot read the conversation file"),
                              "session_1 is not a list of turns with speaker, dia_id and text")}
 
 
-@pytest.mark.parametrize(("script", "options"), _LOADERS)
+def _bad_file(folder: Path, name: str) -> tuple[Path, str]:
+    text, said = _BAD_FILES[name]
+    path = folder / name
+    if text is not None:
+        path.write_text(text)
+    return path, said
+
+
+@pytest.mark.parametrize("name", sorted(_BAD_FILES))
+def test_the_conversation_reader_names_the_file_and_what_is_wrong(tmp_path, name):
+    """The reader every benchmark loads a dev set through stops with one line naming the
+    file and what is wrong, whether it is missing, not JSON or another layout."""
+    from _inputs import read_conversations
+
+    path, said = _bad_file(tmp_path, name)
+    with pytest.raises(SystemExit) as stopped:
+        read_conversations(path)
+    assert str(stopped.value).startswith(f"{path}: ") and said in str(stopped.value)
+    assert 1 == len(str(stopped.value).splitlines())
+
+
+@pytest.mark.parametrize(("script", "options", "name"), [
+    (script, options, name) for (script, options), name in zip(_LOADERS, sorted(_BAD_FILES),
+                                                               strict=True)])
 def test_a_conversation_file_that_is_missing_or_not_the_locomo_layout_ends_in_one_line(
-        tmp_path, script, options):
-    """Each benchmark reading a dev set names the file and what is wrong with it, in one line
-    and without a traceback, whether the file is missing, not JSON or another layout."""
-    for name, (text, said) in _BAD_FILES.items():
-        path = tmp_path / name
-        if text is not None:
-            path.write_text(text)
-        done = _run(script, *(o.format(path=path, out=tmp_path / "out") for o in options))
-        assert 1 == done.returncode, (name, done.stderr)
-        assert [f"{path}: "] == [line[:len(str(path)) + 2] for line in
-                                 done.stderr.strip().splitlines()], (name, done.stderr)
-        assert said in done.stderr, (name, done.stderr)
+        tmp_path, script, options, name):
+    """Each benchmark reading a dev set (each given another bad file: the reader above says
+    what is wrong with each) stops in one line naming the file, without a traceback."""
+    path, said = _bad_file(tmp_path, name)
+    done = _run(script, *(o.format(path=path, out=tmp_path / "out") for o in options))
+    assert 1 == done.returncode, (name, done.stderr)
+    assert [f"{path}: "] == [line[:len(str(path)) + 2] for line in
+                             done.stderr.strip().splitlines()], (name, done.stderr)
+    assert said in done.stderr, (name, done.stderr)
 
 
 def test_the_conversation_loaders_read_the_locomo_layout(tmp_path):
