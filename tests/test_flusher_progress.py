@@ -466,3 +466,45 @@ def test_a_first_flush_in_flight_writes_nothing_after_an_owner_is_erased(locatio
         assert not thread.is_alive() and len(failed) == 1 and len(reports) == 1
         assert "applied" == reports[0].status
         assert ["The user is Grace Hopper."] == [f.value for f in store.facts(user="grace")]
+
+
+def test_an_erasure_waits_for_a_first_flush_committing_and_erases_what_it_wrote(pg_url):
+    """PostgreSQL: a user's erasure that begins while her first flush is inside its write
+    transaction (past its check of the erasure count) waits for that flush to commit, then
+    erases what it wrote: counting the erasure first reserves the count the flush holds."""
+    import threading
+
+    import psycopg
+
+    inside, proceed = threading.Event(), threading.Event()
+
+    def on_operation(_index: int, _operation: object) -> None:
+        if not inside.is_set():
+            inside.set()
+            assert proceed.wait(120), "the test never let the flush go on"
+
+    answer = reply(upsert("name", "The user is Grace Hopper."))
+    with ScriptedChatServer([answer]) as server, FactStore(pg_url) as store, \
+            FactStore(pg_url) as other, psycopg.connect(pg_url, autocommit=True) as watch:
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=60)
+        flusher = MemoryFlusher(store, client, on_operation=on_operation)
+        reports: list[FlushReport] = []
+        flushing = threading.Thread(target=lambda: reports.append(flusher.flush(
+            MESSAGES, conversation="c", user="grace", force=True)))
+        flushing.start()
+        assert inside.wait(120)
+        erasing = threading.Thread(target=lambda: other.erase(user="grace"))
+        erasing.start()
+        # The erasure is waiting for the flush's reservation: a session waiting on a lock.
+        while not watch.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                "current_database() AND wait_event_type = 'Lock'"
+                                ).fetchone()[0]:
+            assert erasing.is_alive()
+            watch.execute("SELECT pg_sleep(0.01)")
+        proceed.set()
+        flushing.join(120)
+        erasing.join(120)
+        assert not flushing.is_alive() and not erasing.is_alive()
+        assert "applied" == reports[0].status
+        assert [] == store.facts(user="grace")
+        assert 1 == store.owner_erasures()

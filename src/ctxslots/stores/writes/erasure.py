@@ -77,7 +77,10 @@ class ErasureReport:
 
 
 def _count_owner_erasure(core: StoreCore) -> None:
-    """Count an owner's erasure, inside its write (no name of the owner is kept)."""
+    """Count an owner's erasure, first in its write (no name of the owner is kept). Reading
+    the count inside a write reserves it on PostgreSQL, as a first flush's commit does:
+    a flush holding it commits before the erasure reads what to erase, and one that comes
+    after sees the count moved."""
     backend = core.backend
     backend.set_meta(META_OWNER_ERASURES, str(int(backend.get_meta(META_OWNER_ERASURES) or 0) + 1))
 
@@ -129,10 +132,10 @@ class ErasureMethods:
         core = self._core
         owner = core.limits.scope(value) if kind == "scope" else core.limits.owner(value, kind)
         with core.writer.writing():
+            _count_owner_erasure(core)
             erased = core.backend.erase_facts(core.backend.owned_ids(kind, owner))
             if kind != "scope":
                 erased = attrs.evolve(erased, progress=core.backend.erase_progress(kind, owner))
-            _count_owner_erasure(core)
         self._scrub()
         return ErasureReport.of(f"{kind} {owner}", erased)
 
@@ -141,8 +144,8 @@ class ErasureMethods:
         the store stays, bound to its embedder."""
         core = self._core
         with core.writer.writing():
-            erased = core.backend.erase_all()
             _count_owner_erasure(core)
+            erased = core.backend.erase_all()
         self._scrub()
         return ErasureReport.of("everything", erased)
 
