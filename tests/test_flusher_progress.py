@@ -508,3 +508,65 @@ def test_an_erasure_waits_for_a_first_flush_committing_and_erases_what_it_wrote(
         assert "applied" == reports[0].status
         assert [] == store.facts(user="grace")
         assert 1 == store.owner_erasures()
+
+
+def test_an_erasure_that_began_before_a_first_flush_commits_leaves_nothing_on_postgresql(
+        pg_url):
+    """PostgreSQL runs an erasure and a first flush side by side: an erasure that deleted
+    the user's facts before the flush committed, but counted itself after, let the flush
+    write the user's memory back. The erasure counts itself before it deletes, so the
+    flush either commits first (and its facts are erased) or sees the count move."""
+    import threading
+    import time
+
+    import psycopg
+
+    from ctxslots.stores.postgres._schema import NAME_LOCK_CLASS
+    from ctxslots.stores.writes.erasure import META_OWNER_ERASURES
+
+    def waiting(watch: psycopg.Connection, n: int) -> bool:
+        """Whether ``n`` sessions wait for an advisory lock (within two minutes)."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = watch.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                  "wait_event_type = 'Lock' AND wait_event = 'advisory'"
+                                  ).fetchone()
+            if found is not None and found[0] >= n:
+                return True
+        return False
+
+    gate = _Gate()
+    answer = reply(upsert("name", "The user is Grace Hopper."))
+    with ScriptedChatServer([ScriptedReply(answer.content, gate=gate)]) as server, \
+            FactStore(pg_url) as store, FactStore(pg_url) as other, \
+            psycopg.connect(pg_url, autocommit=True) as watch, \
+            psycopg.connect(pg_url) as holder:
+        other.add("user", "The user likes tea.", user="grace")
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted",
+                                                        max_retries=0, timeout=60))
+        outcome: list[FlushReport | FlushError] = []
+
+        def flush() -> None:
+            try:
+                outcome.append(flusher.flush(MESSAGES, conversation="c", user="grace",
+                                             force=True))
+            except FlushError as exc:
+                outcome.append(exc)
+
+        flushing = threading.Thread(target=flush)
+        flushing.start()
+        assert gate.arrived.wait(120)
+        # The count's lock is held elsewhere: the flush's check waits for it first...
+        holder.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                       (NAME_LOCK_CLASS, "meta\x1f" + META_OWNER_ERASURES))
+        gate.go.set()
+        assert waiting(watch, 1)
+        # ...then the erasure, which gets it after the flush.
+        erasing = threading.Thread(target=lambda: other.erase(user="grace"))
+        erasing.start()
+        assert waiting(watch, 2)
+        holder.rollback()
+        flushing.join(120)
+        erasing.join(120)
+        assert not flushing.is_alive() and not erasing.is_alive() and len(outcome) == 1
+        assert [] == store.facts(user="grace") == other.facts(user="grace")
