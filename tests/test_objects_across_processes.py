@@ -96,6 +96,31 @@ def test_an_error_raised_in_a_worker_process_reaches_the_parent_as_itself(db_pat
     assert "" == caught.value.value
 
 
+def _tag(location: str, tags: int) -> int:
+    with FactStore(location, limits=Limits(max_tags=2)) as store:
+        return store.add("agent", "Deploys run on Fridays.",
+                         tags=(f"tag{n}" for n in range(tags))).id
+
+
+def test_an_error_whose_offending_value_does_not_pickle_reaches_the_parent_as_itself(db_path):
+    """Too many tags given as a generator: the worker's ``InvalidFactError`` held the
+    generator as its value, and the parent got ``TypeError: cannot pickle 'generator'
+    object`` instead of the error. The value now travels as its repr; a copy keeps it."""
+    FactStore(db_path).close()
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        refused = pool.submit(_tag, str(db_path), 5)
+        with pytest.raises(InvalidFactError) as caught:
+            refused.result(HUNG_AFTER)
+    assert "5 tags, over the limit of 2" == str(caught.value)
+    assert "tags" == caught.value.field
+    assert caught.value.value.startswith("<generator object")
+    generator = (n for n in range(3))
+    error = InvalidFactError("tags must be strings", field="tags", value=generator)
+    assert copy.copy(error).value is generator
+    assert repr(generator) == pickle.loads(pickle.dumps(error)).value
+
+
 def test_frozen_values_holding_mappings_hash_as_they_compare(db_path):
     """A hit, a prompt and the policies raised ``TypeError: unhashable type: 'dict'`` from
     the hash their frozen classes declare (a dict field: a trace's ``extra``, the decay

@@ -7,6 +7,7 @@ keep working. Each error carries the offending object where there is one.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -48,19 +49,41 @@ def _rebuilt(kind: type[BaseException], args: tuple[Any, ...]) -> BaseException:
     return kind.__new__(kind, *args)
 
 
+def _portable(state: Any) -> Any:
+    """An error's attributes with each one that does not pickle (a generator, a lock, a
+    connection passed as the offending value) replaced by its repr."""
+    if not isinstance(state, dict):
+        return state
+    portable = {}
+    for name, value in state.items():
+        try:
+            pickle.dumps(value)
+        except Exception:  # noqa: BLE001 - whatever pickling raises, the repr is sent
+            value = repr(value)
+        portable[name] = value
+    return portable
+
+
 class CtxslotsError(Exception):
     """Base class of every error raised by ctxslots.
 
     Every one pickles and copies with its message and attributes, so an error
     raised in a worker process reaches the parent (``multiprocessing``,
-    ``concurrent.futures``) as the error it is.
+    ``concurrent.futures``) as the error it is. An attribute that does not pickle
+    (the offending value was a generator, a lock...) is pickled as its repr;
+    :func:`copy.copy` keeps it as it is.
     """
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Exception's own, (type, args[, attributes]), but made again without __init__.
         reduced = super().__reduce__()
         state = reduced[2:] if isinstance(reduced, tuple) else ()
-        return _rebuilt, (type(self), self.args), *state
+        return _rebuilt, (type(self), self.args), *(_portable(part) for part in state)
+
+    def __copy__(self) -> CtxslotsError:
+        copied = _rebuilt(type(self), self.args)
+        copied.__dict__.update(self.__dict__)
+        return copied  # type: ignore[return-value]
 
 
 class StoreError(CtxslotsError):
