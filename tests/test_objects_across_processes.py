@@ -28,7 +28,8 @@ from ctxslots import (
     errors,
 )
 from ctxslots.stores import ImportIssue
-from ctxslots.testing import ScriptedChatServer
+from ctxslots.stores.embedders import EmbedderChoice
+from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
 #: Seconds a child process is given before it is taken for hung.
 HUNG_AFTER = 120
@@ -125,7 +126,7 @@ def test_frozen_values_holding_mappings_hash_as_they_compare(db_path):
     """A hit, a prompt and the policies raised ``TypeError: unhashable type: 'dict'`` from
     the hash their frozen classes declare (a dict field: a trace's ``extra``, the decay
     days, the slot caps and owners, a flush's known facts, a word match's stems, a chat
-    reply's raw body)."""
+    reply's raw body, an embedder choice's factories, a scripted reply's headers)."""
     with FactStore(db_path) as store:
         store.add("agent", "The billing tests are flaky under load.")
         hits = store.search("flaky billing tests")
@@ -137,7 +138,7 @@ def test_frozen_values_holding_mappings_hash_as_they_compare(db_path):
         reply = client.complete([Message("user", "hi")])
         client.close()
     values = [hits[0], hits[0].trace, prompt, RankingPolicy(), Limits(), PrunePolicy(), report,
-              match, reply]
+              match, reply, EmbedderChoice("hashing"), ScriptedReply("hi", headers={"A": "1"})]
     for value in values:
         twin = copy.deepcopy(value)
         assert twin == value

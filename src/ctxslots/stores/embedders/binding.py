@@ -52,7 +52,8 @@ class EmbedderChoice:
 
     spec: str | None = None
     base_url: str | None = None
-    factories: Mapping[str, EmbedderFactory] = attrs.field(factory=dict)
+    # Compared, not hashed (a dict has no hash): equal choices still hash alike.
+    factories: Mapping[str, EmbedderFactory] = attrs.field(factory=dict, hash=False)
 
     def make(self, spec: str) -> Embedder:
         """The embedder ``spec`` names, made with this choice's base URL and factories.
