@@ -570,3 +570,63 @@ def test_an_erasure_that_began_before_a_first_flush_commits_leaves_nothing_on_po
         erasing.join(120)
         assert not flushing.is_alive() and not erasing.is_alive() and len(outcome) == 1
         assert [] == store.facts(user="grace") == other.facts(user="grace")
+
+
+def test_an_erasure_that_began_before_a_later_flush_commits_leaves_nothing_on_postgresql(pg_url):
+    """PostgreSQL: an erasure deleted the user's facts, then waited to delete her progress
+    (its row held elsewhere); a later flush of her conversation read the progress still
+    there, wrote her new memory and committed after the erasure. The flush now waits for
+    an erasure under way before it reads its progress, and finds it erased."""
+    import threading
+    import time
+
+    import psycopg
+
+    def waiting(watch: psycopg.Connection, n: int) -> bool:
+        """Whether ``n`` sessions wait for a lock (within two minutes)."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = watch.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                  "wait_event_type = 'Lock'").fetchone()
+            if found is not None and found[0] >= n:
+                return True
+        return False
+
+    gate = _Gate()
+    first = reply(upsert("name", "The user is Grace Hopper."))
+    later = reply(upsert("job", "The user writes COBOL at the Navy lab."))
+    with ScriptedChatServer([first, ScriptedReply(later.content, gate=gate)]) as server, \
+            FactStore(pg_url) as store, FactStore(pg_url) as other, \
+            psycopg.connect(pg_url, autocommit=True) as watch, \
+            psycopg.connect(pg_url) as holder:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted",
+                                                        max_retries=0, timeout=60))
+        assert "applied" == flusher.flush(MESSAGES, conversation="c", user="grace",
+                                          force=True).status
+        outcome: list[FlushReport | FlushError] = []
+
+        def flush() -> None:
+            try:
+                outcome.append(flusher.flush(MORE, conversation="c", user="grace", force=True))
+            except FlushError as exc:
+                outcome.append(exc)
+
+        flushing = threading.Thread(target=flush)
+        flushing.start()
+        assert gate.arrived.wait(120)
+        # The progress row is held elsewhere: the erasure deletes the facts, then waits...
+        holder.execute("SELECT 1 FROM flush_progress WHERE user_id = 'grace' FOR UPDATE")
+        erasing = threading.Thread(target=lambda: other.erase(user="grace"))
+        erasing.start()
+        assert waiting(watch, 1)
+        # ...and the flush, let go, reaches the lock after it.
+        gate.go.set()
+        assert waiting(watch, 2)
+        holder.rollback()
+        flushing.join(120)
+        erasing.join(120)
+        assert not flushing.is_alive() and not erasing.is_alive() and len(outcome) == 1
+        assert isinstance(outcome[0], FlushError)
+        assert "was erased meanwhile" in str(outcome[0])
+        assert [] == store.facts(user="grace") == other.facts(user="grace")
+        assert store.flush_progress("c", user="grace") is None

@@ -549,6 +549,10 @@ class MemoryFlusher:
         notes: list[str] = []
         try:
             with self._lock, self.store.batch(savepoints=False):
+                # The count of erasures first: an erasure holds it from its start to its
+                # commit (PostgreSQL), so one under way ends before the progress is read,
+                # and one not begun waits for this flush to commit, then erases it too.
+                erasures = self.store.owner_erasures()
                 recorded = self._progress(base.conversation, base.user, base.agent)
                 progress = read.progress
                 if recorded is None and progress is not None:
@@ -556,7 +560,7 @@ class MemoryFlusher:
                                   "meanwhile, with its user's or agent's memory: nothing "
                                   "of this flush was written")
                 if read.erasures is not None and recorded is None \
-                        and self.store.owner_erasures() != read.erasures:
+                        and erasures != read.erasures:
                     raise _Failed(f"an owner's memory was erased while this first flush of "
                                   f"{base.conversation!r} waited for the model, and no "
                                   "progress tells whose: nothing of this flush was written "

@@ -77,10 +77,10 @@ class ErasureReport:
 
 
 def _count_owner_erasure(core: StoreCore) -> None:
-    """Count an owner's erasure, first in its write (no name of the owner is kept). Reading
-    the count inside a write reserves it on PostgreSQL, as a first flush's commit does:
-    a flush holding it commits before the erasure reads what to erase, and one that comes
-    after sees the count moved."""
+    """Count an owner's erasure, inside its write and before it removes anything (no
+    name of the owner is kept). On PostgreSQL the count's lock is then held from the
+    start: a flush, which reads the count before its progress, waits for the erasure, or
+    commits before the erasure reads what to remove, never in between."""
     backend = core.backend
     backend.set_meta(META_OWNER_ERASURES, str(int(backend.get_meta(META_OWNER_ERASURES) or 0) + 1))
 
