@@ -158,10 +158,11 @@ def test_a_transaction_without_savepoints_takes_none_inside(pg_url, tmp_path):
 def test_a_flush_takes_no_savepoints(pg_url, tmp_path, monkeypatch):
     """A flush fails whole on any error, so its writes take no savepoint, and a key is
     read without a reservation (its row, if any, is locked by the read): its messages
-    are a begin, the conversation's reservation (an advisory lock: a second flush of
-    it waits) and progress read, for a first flush the count of owner erasures read under
-    its own reservation (an erasure waits for the flush, then erases what it wrote), each
-    key's read and write, the progress write and the commit."""
+    are a begin, the count of owner erasures read under its reservation (an advisory
+    lock: an erasure under way ends first, one not begun waits for the flush and then
+    erases what it wrote), the conversation's reservation (another advisory lock: a second
+    flush of it waits) and progress read, each key's read and write, the progress write and
+    the commit."""
     from ctxslots import FactStore, MemoryFlusher, OpenAIChatClient
     from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
@@ -189,8 +190,8 @@ def test_a_flush_takes_no_savepoints(pg_url, tmp_path, monkeypatch):
     begin = sent.index("BEGIN")
     locks = [n for n, s in enumerate(sent) if "pg_advisory" in s]
     progress = [n for n, s in enumerate(sent) if n > begin and s.startswith("SELECT messages_read")]
-    assert 2 == len(locks) and 1 == len(progress) and begin < locks[0] < progress[0] < locks[1]
-    assert sent[locks[1] + 1].startswith("SELECT value FROM store_meta")
+    assert 2 == len(locks) and 1 == len(progress) and begin < locks[0] < locks[1] < progress[0]
+    assert sent[locks[0] + 1].startswith("SELECT value FROM store_meta")
     assert 2 == len([s for s in sent if s.startswith("SELECT id,") and "key = $" in s])
 
 
