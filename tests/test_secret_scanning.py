@@ -242,3 +242,43 @@ def test_cli_remember_warns_and_redacts(tmp_path):
     assert secret not in result.output and f"held {kind}" in result.output
     with FactStore(db) as store:
         assert_no_secret(store)
+
+
+SECRET_AT_END = " password=abcdefgh12"  # [redacted password] is longer than the secret
+
+
+def test_a_value_its_redaction_takes_over_the_limit_is_refused(store):
+    """A value within max_value_bytes that its [redacted KIND] takes over them is refused,
+    nothing written: stored, its export would not import."""
+    value = "a" * (store.limits.max_value_bytes - len(SECRET_AT_END)) + SECRET_AT_END
+    assert len(value.encode()) == store.limits.max_value_bytes
+    with pytest.raises(InvalidFactError, match="once redacted .password., over the limit of 4096") \
+            as caught:
+        store.upsert("project", "deploy", value)
+    assert caught.value.field == "value" and "abcdefgh12" not in str(caught.value)
+    assert store.get_by_key("project", "deploy") is None
+    fits = "a" * (store.limits.max_value_bytes - 40) + SECRET_AT_END
+    store.upsert("project", "deploy", fits)
+    out = io.StringIO()
+    store.export_jsonl(out)
+    copy = FactStore(":memory:")
+    report = copy.import_jsonl(io.StringIO(out.getvalue()))
+    assert report.added == 1
+    assert copy.get_by_key("project", "deploy").value == store.get_by_key("project", "deploy").value
+
+
+def test_a_context_its_redaction_takes_over_the_limit_is_cut_to_it(store):
+    """A context of max_context_bytes holding a secret is stored within them, and its
+    export imports with the same context."""
+    limit = store.limits.max_context_bytes
+    context = "é" * ((limit - len(SECRET_AT_END)) // 2) + SECRET_AT_END
+    assert len(context.encode()) == limit
+    store.upsert("project", "deploy", "The shop deploys on Fridays.", context=context)
+    stored = store.get_by_key("project", "deploy").context
+    assert "abcdefgh12" not in stored and len(stored.encode()) <= limit
+    assert stored.endswith("…") and stored.startswith("é" * 2000)
+    out = io.StringIO()
+    store.export_jsonl(out)
+    copy = FactStore(":memory:")
+    assert copy.import_jsonl(io.StringIO(out.getvalue())).added == 1
+    assert copy.get_by_key("project", "deploy").context == stored

@@ -94,6 +94,15 @@ def _no_nul(text: str, field: str) -> str:
     return text
 
 
+def _fit_bytes(text: str, limit: int) -> str:
+    """``text``, or, when over ``limit`` UTF-8 bytes, its start ending with ``…`` within them."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    mark = "…" if limit >= 3 else ""
+    return data[: limit - len(mark.encode())].decode("utf-8", "ignore") + mark
+
+
 def _name(text: str, field: str) -> str:
     """A key, owner or scope as stored: valid Unicode, and not made of invisible
     characters alone."""
@@ -304,7 +313,16 @@ class Limits:
         :raises InvalidFactError: The value is malformed, over the limit, or
             holds a credential and the policy is ``"refuse"``.
         """
-        return self._apply_secrets(self._checked_value(value), "value")
+        stored, kinds = self._apply_secrets(self._checked_value(value), "value")
+        # Each secret's [redacted KIND] may be longer than it: the value as stored must
+        # fit too, or its export would not import.
+        size = len(stored.encode("utf-8"))
+        if size > self.max_value_bytes:
+            raise InvalidFactError(
+                f"value is {size} bytes once redacted ({', '.join(dict.fromkeys(kinds))}), "
+                f"over the limit of {self.max_value_bytes}",
+                field="value", value=stored)
+        return stored, kinds
 
     def label_without_secret(self, text: str, field: str) -> None:
         """Refuse a label (a key, a tag) holding a credential-shaped string, unless the
@@ -369,7 +387,10 @@ class Limits:
             raise InvalidFactError(
                 f"context is {size} bytes, over the limit of {self.max_context_bytes}",
                 field="context", value=context)
-        return self._apply_secrets(context, "context")
+        stored, kinds = self._apply_secrets(context, "context")
+        # Each secret's [redacted KIND] may be longer than it: cut what no longer fits.
+        fitted = _fit_bytes(stored, self.max_context_bytes)
+        return (fitted if fitted.strip() else None), kinds
 
     def tags(self, tags: object) -> str:
         """Validate tags; return their stored form (one per line)."""
