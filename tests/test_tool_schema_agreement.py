@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ctxslots import FactStore
+from ctxslots import FactStore, Limits
 from ctxslots.tools import MemoryTools, tool_specs
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -71,3 +71,41 @@ def test_a_whole_number_written_as_a_float_is_that_integer(tmp_path):
             "memory_query", '{"query": "tea lesson", "limit": 3.0}').splitlines()[0]
         assert "Reinforced [id:1] (score now 3)." == tools.dispatch("memory_reinforce",
                                                                     '{"id": 1.0}')
+
+
+@pytest.mark.parametrize("limits", [
+    Limits(max_value_bytes=8192, max_context_bytes=6000, max_key_chars=300, max_tags=40,
+           max_tag_chars=80),
+    Limits(max_value_bytes=100, max_context_bytes=50, max_key_chars=10, max_tags=2,
+           max_tag_chars=5),
+], ids=["larger", "smaller"])
+def test_a_tool_set_takes_what_its_store_takes(tmp_path, limits):
+    """A store with other limits than the defaults: its tool set's schemas advertise them,
+    and the dispatcher stores a value, context, key and tags exactly at each limit and
+    refuses one over, as the schema says."""
+    with FactStore(tmp_path / "m.db", embedder=False, limits=limits) as store:
+        tools = MemoryTools(store)
+        schema = next(t for t in tools.anthropic_tools()
+                      if t["name"] == "memory_store")["input_schema"]
+        props = schema["properties"]
+        assert props["value"]["maxLength"] == limits.max_value_bytes
+        assert props["context"]["maxLength"] == limits.max_context_bytes
+        assert props["key"]["maxLength"] == limits.max_key_chars
+        assert props["tags"]["maxItems"] == limits.max_tags
+        assert props["tags"]["items"]["maxLength"] == limits.max_tag_chars
+        at = {"slot": "user", "value": "v" * limits.max_value_bytes,
+              "context": "c" * limits.max_context_bytes, "key": "k" * limits.max_key_chars,
+              "tags": [f"{n}".rjust(limits.max_tag_chars, "t") for n in range(limits.max_tags)]}
+        validator = jsonschema.Draft202012Validator(schema)
+        assert validator.is_valid(at)
+        assert tools.dispatch("memory_store", at).startswith("Stored [id:1]")
+        fact = store.get_by_key("user", at["key"])
+        assert (fact.value, fact.context, list(fact.tags)) == (at["value"], at["context"],
+                                                               at["tags"])
+        for field, over in (("value", at["value"] + "v"), ("context", at["context"] + "c"),
+                            ("key", at["key"] + "k"), ("tags", [*at["tags"], "x"]),
+                            ("tags", ["t" * (limits.max_tag_chars + 1)])):
+            args = {**at, field: over}
+            assert not validator.is_valid(args)
+            assert tools.dispatch("memory_store", args).startswith("Error:"), field
+        assert len(store.facts()) == 1

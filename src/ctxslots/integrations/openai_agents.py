@@ -151,7 +151,8 @@ def memory_tools(memory: Memory, *, agent: str | None = None) -> list[FunctionTo
                             strict_json_schema=True)
 
     return [tool(entry) for entry in
-            openai_tools(memory.slots, strict=True, delete=memory.allow_delete)]
+            openai_tools(memory.slots, strict=True, delete=memory.allow_delete,
+                         limits=memory.store.limits)]
 
 
 # -- the flush ------------------------------------------------------------------

@@ -150,7 +150,8 @@ def memory_toolset(memory: Memory) -> FunctionToolset[Any]:
                                 json_schema=function["parameters"], takes_ctx=True)
 
     return _MemoryToolset([tool(e) for e in
-                           openai_tools(memory.slots, delete=memory.allow_delete)])
+                           openai_tools(memory.slots, delete=memory.allow_delete,
+                                        limits=memory.store.limits)])
 
 
 def to_messages(messages: Sequence[ModelMessage], *,

@@ -141,14 +141,34 @@ _VERBS = {"inserted": "Stored", "replaced": "Replaced", "updated": "Updated", "k
 DEFAULT_SLOTS: tuple[str, ...] = ("user", "project", "agent")
 
 
-def tool_specs(*, delete: bool = False) -> tuple[ToolSpec, ...]:
+def _within(param: Param, limits: Limits) -> Param:
+    """``param`` held to a store's ``limits``: a value, context, key or tags as long as
+    that store takes them (:data:`TOOL_SPECS` holds the default limits)."""
+    if param.name == "tags":
+        return attrs.evolve(param, max_length=limits.max_tags,
+                            item_max_length=limits.max_tag_chars)
+    # A byte limit allows as many characters at most; the store counts the bytes.
+    longest = {"value": limits.max_value_bytes, "context": limits.max_context_bytes,
+               "key": limits.max_key_chars}.get(param.name)
+    return param if longest is None else attrs.evolve(param, max_length=longest)
+
+
+def _bound(spec: ToolSpec, limits: Limits | None) -> ToolSpec:
+    if limits is None:
+        return spec
+    return attrs.evolve(spec, params=tuple(_within(p, limits) for p in spec.params))
+
+
+def tool_specs(*, delete: bool = False, limits: Limits | None = None) -> tuple[ToolSpec, ...]:
     """The tools offered: every one of :data:`TOOL_SPECS`, and ``memory_delete`` with
-    ``delete``."""
-    return (*TOOL_SPECS, DELETE_SPEC) if delete else TOOL_SPECS
+    ``delete``; with ``limits`` (a store's), a value, context, key and tags as long as
+    they allow, else as the default :class:`~ctxslots.Limits` do."""
+    specs = (*TOOL_SPECS, DELETE_SPEC) if delete else TOOL_SPECS
+    return tuple(_bound(spec, limits) for spec in specs)
 
 
 def openai_tools(slots: Iterable[str] = DEFAULT_SLOTS, *, strict: bool = False,
-                 delete: bool = False) -> list[dict[str, Any]]:
+                 delete: bool = False, limits: Limits | None = None) -> list[dict[str, Any]]:
     """Every tool in the OpenAI chat-completions ``tools`` format, ``slot`` limited to ``slots``.
 
     :param strict: Mark each tool ``"strict": true`` and keep to strict mode's
@@ -157,20 +177,26 @@ def openai_tools(slots: Iterable[str] = DEFAULT_SLOTS, *, strict: bool = False,
         OpenAI Agents SDK) need this form, or every optional argument turns
         mandatory.
     :param delete: Include ``memory_delete``.
+    :param limits: The store's limits, that the argument lengths follow (default:
+        :class:`~ctxslots.Limits`'s defaults).
     """
-    return [spec.openai(tuple(slots), strict=strict) for spec in tool_specs(delete=delete)]
+    return [spec.openai(tuple(slots), strict=strict)
+            for spec in tool_specs(delete=delete, limits=limits)]
 
 
 def responses_tools(slots: Iterable[str] = DEFAULT_SLOTS, *, strict: bool = True,
-                    delete: bool = False) -> list[dict[str, Any]]:
-    """Every tool in the OpenAI Responses API ``tools`` format (strict unless told otherwise)."""
-    return [spec.responses(tuple(slots), strict=strict) for spec in tool_specs(delete=delete)]
+                    delete: bool = False, limits: Limits | None = None) -> list[dict[str, Any]]:
+    """Every tool in the OpenAI Responses API ``tools`` format (strict unless told
+    otherwise); ``limits`` as for :func:`openai_tools`."""
+    return [spec.responses(tuple(slots), strict=strict)
+            for spec in tool_specs(delete=delete, limits=limits)]
 
 
-def anthropic_tools(slots: Iterable[str] = DEFAULT_SLOTS, *,
-                    delete: bool = False) -> list[dict[str, Any]]:
-    """Every tool in the Anthropic Messages API ``tools`` format, ``slot`` limited to ``slots``."""
-    return [spec.anthropic(tuple(slots)) for spec in tool_specs(delete=delete)]
+def anthropic_tools(slots: Iterable[str] = DEFAULT_SLOTS, *, delete: bool = False,
+                    limits: Limits | None = None) -> list[dict[str, Any]]:
+    """Every tool in the Anthropic Messages API ``tools`` format, ``slot`` limited to
+    ``slots``; ``limits`` as for :func:`openai_tools`."""
+    return [spec.anthropic(tuple(slots)) for spec in tool_specs(delete=delete, limits=limits)]
 
 
 def _slot_tuple(slots: Iterable[str]) -> tuple[str, ...]:
@@ -247,20 +273,21 @@ class MemoryTools:
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
-        """The tools this tool set offers."""
-        return tool_specs(delete=self.allow_delete)
+        """The tools this tool set offers, their arguments held to the store's limits
+        (a value, context, key and tags as long as the store takes them)."""
+        return tool_specs(delete=self.allow_delete, limits=self.store.limits)
 
     def openai_tools(self, *, strict: bool = False) -> list[dict[str, Any]]:
         """The tools in the OpenAI chat-completions ``tools`` format, for this tool set's slots."""
-        return openai_tools(self.slots, strict=strict, delete=self.allow_delete)
+        return [spec.openai(self.slots, strict=strict) for spec in self.specs]
 
     def responses_tools(self, *, strict: bool = True) -> list[dict[str, Any]]:
         """The tools in the OpenAI Responses API ``tools`` format, for this tool set's slots."""
-        return responses_tools(self.slots, strict=strict, delete=self.allow_delete)
+        return [spec.responses(self.slots, strict=strict) for spec in self.specs]
 
     def anthropic_tools(self) -> list[dict[str, Any]]:
         """The tools in the Anthropic Messages API ``tools`` format, for this tool set's slots."""
-        return anthropic_tools(self.slots, delete=self.allow_delete)
+        return [spec.anthropic(self.slots) for spec in self.specs]
 
     # -- dispatch ----------------------------------------------------------
 
@@ -278,8 +305,8 @@ class MemoryTools:
             own message goes to the ``ctxslots.tools.memory_tools`` log. Nothing
             is written when the answer is an error.
         """
-        spec = _SPECS.get(name) if isinstance(name, str) else None
-        if spec is None or spec not in self.specs:
+        spec = next((s for s in self.specs if s.name == name), None)
+        if spec is None:
             return (f"Error: unknown tool {str(name)[:80]!r}; the tools are "
                     f"{', '.join(s.name for s in self.specs)}")
         try:
@@ -451,7 +478,7 @@ class MemoryTools:
         """Check a direct call against the same definition the dispatcher uses; the
         arguments as it takes them (``None``, not given, left out: the tool's default
         applies; ``3.0`` as ``3``)."""
-        return parse_arguments(_SPECS[name], args, self.slots)
+        return parse_arguments(_bound(_SPECS[name], self.store.limits), args, self.slots)
 
     def _redaction_note(self, value: str, field: str = "value") -> str:
         """What the answer says when the store's secret policy redacts part of ``value``
