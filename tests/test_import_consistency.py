@@ -164,6 +164,36 @@ def test_a_markdown_line_longer_than_the_limit_fails(db_path, tmp_path):
         assert [] == store.facts()
 
 
+@pytest.mark.parametrize("ending", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_a_line_exactly_at_the_limit_is_read_whatever_its_line_break(db_path, tmp_path, ending):
+    """A line of exactly Limits.max_import_line_chars (Markdown: bytes) is read, one more is
+    refused, whether the file ends its lines with a line feed or a carriage return and one."""
+    record = json.dumps(fact(1, "A fine fact."))
+    path = tmp_path / "facts.jsonl"
+    path.write_bytes(ending.join([HEADER, record, ""]).encode())
+    bullet = "- " + "é" * 50  # 102 bytes
+    md = tmp_path / "notes.md"
+    md.write_bytes(f"# Notes{ending}{bullet}{ending}".encode())
+    for extra, refused in ((0, False), (-1, True)):
+        with FactStore(tmp_path / f"{extra}.db", limits=Limits(
+                max_import_line_chars=len(record) + extra)) as store:
+            with path.open(encoding="utf-8", newline="") as fp:
+                if refused:
+                    with pytest.raises(InvalidImportError, match="line 2: the line is longer"):
+                        store.import_jsonl(fp)
+                else:
+                    assert store.import_jsonl(fp).added == 1
+        with FactStore(tmp_path / f"md{extra}.db", limits=Limits(
+                max_import_line_chars=len(bullet.encode()) + extra)) as store:
+            if refused:
+                with pytest.raises(InvalidImportError, match="line 2: the line is longer"):
+                    store.import_markdown(md, slot="agent")
+                assert [] == store.facts()
+            else:
+                assert store.import_markdown(md, slot="agent").added == 1
+                assert ["é" * 50] == [f.value for f in store.facts()]
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/zero") or sys.platform == "win32",
                     reason="needs /dev/zero")
 @pytest.mark.parametrize("suffix", ["jsonl", "md"])

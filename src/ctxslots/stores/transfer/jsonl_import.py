@@ -54,13 +54,14 @@ def _raw_lines(fp: TextIO, longest: int) -> Iterator[str]:
     while chunk := fp.read(_CHUNK):
         *complete, rest = chunk.split("\n")
         for part in complete:
-            if size + len(part) > longest:
+            # The "\r" of a "\r\n" ends the line: no part of its length.
+            if size + len(part) - part.endswith("\r") > longest:
                 raise _too_long(number, longest)
             yield "".join(pending) + part + "\n"
             pending, size, number = [], 0, number + 1
         pending.append(rest)
         size += len(rest)
-        if size > longest:
+        if size - rest.endswith("\r") > longest:  # its "\n" may be in the next chunk
             raise _too_long(number, longest)
     if size:
         yield "".join(pending)

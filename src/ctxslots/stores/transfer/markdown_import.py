@@ -70,8 +70,10 @@ def file_lines(path: Path, longest: int) -> Iterator[str]:
         raise InvalidFactError(f"cannot read {path}: {exc.strerror or exc}",
                                field="path_or_text", value=str(path)) from exc
     with handle:
-        for number, raw in enumerate(iter(lambda: handle.readline(longest + 1), b""), start=1):
-            if len(raw.removesuffix(b"\n")) > longest:
+        # Room for the line break, "\r\n" included: it is no part of the line.
+        for number, raw in enumerate(iter(lambda: handle.readline(longest + 2), b""), start=1):
+            ending = 2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0
+            if len(raw) - ending > longest:
                 raise InvalidImportError(ImportIssue(
                     number, f"the line is longer than {longest:,} bytes "
                     "(Limits.max_import_line_chars): not a Markdown memory file (a file with "
