@@ -109,3 +109,23 @@ def test_a_tool_set_takes_what_its_store_takes(tmp_path, limits):
             assert not validator.is_valid(args)
             assert tools.dispatch("memory_store", args).startswith("Error:"), field
         assert len(store.facts()) == 1
+
+
+def test_a_call_at_every_limit_is_taken_as_escaped_json(tmp_path):
+    """memory_store with its value, context, key and tags each at the store's limit, sent as
+    the JSON text json.dumps writes (every character beyond ASCII escaped, an escape
+    sequence of terminal output as \\u001b), is stored as given, though that text is over
+    65,536 characters."""
+    limits = Limits()
+    args = {"slot": "user", "value": "\x1b" * limits.max_value_bytes,
+            "context": "\x1b" * limits.max_context_bytes, "key": "😀" * limits.max_key_chars,
+            "tags": [f"{n:02d}" + "😀" * (limits.max_tag_chars - 2)
+                     for n in range(limits.max_tags)]}
+    text = json.dumps(args)
+    assert len(text) > 65_536
+    with FactStore(tmp_path / "m.db", embedder=False) as store:
+        answer = MemoryTools(store).dispatch("memory_store", text)
+        assert answer.startswith("Stored [id:1]"), answer
+        fact = store.get_by_key("user", args["key"])
+        assert (fact.value, fact.context, list(fact.tags)) == (args["value"], args["context"],
+                                                               args["tags"])

@@ -20,8 +20,13 @@ __all__ = ["ArgumentError", "Param", "ToolSpec", "parse_arguments", "whole"]
 
 KINDS = ("string", "integer", "string_list")
 
-#: The longest arguments text :func:`parse_arguments` decodes (characters).
+#: The longest arguments text :func:`parse_arguments` decodes (characters), unless the
+#: tool's own arguments may take more (:meth:`ToolSpec.longest_arguments`).
 MAX_ARGUMENTS_CHARS = 65_536
+#: The most characters of JSON text one character of an argument takes (an escaped
+#: character beyond the BMP: ``\ud83d\ude00``), and room for the names and punctuation.
+_ESCAPED_CHARS = 12
+_SYNTAX_CHARS = 4096
 
 
 def whole(pattern: str) -> str:
@@ -210,6 +215,14 @@ class ToolSpec:
     destructive: bool = False
     idempotent: bool = False
 
+    def longest_arguments(self) -> int:
+        """The longest arguments text :func:`parse_arguments` decodes for this tool:
+        :data:`MAX_ARGUMENTS_CHARS`, or what its arguments at their longest take written
+        with every character escaped, when that is more."""
+        chars = sum((p.max_length or 0) * (p.item_max_length or 0) if p.kind == "string_list"
+                    else p.max_length or 0 for p in self.params if p.kind != "integer")
+        return max(MAX_ARGUMENTS_CHARS, chars * _ESCAPED_CHARS + _SYNTAX_CHARS)
+
     def annotations(self) -> dict[str, Any]:
         """The MCP tool annotations (hints for clients; every tool works on a local store only)."""
         return {"title": self.title or self.name, "readOnlyHint": self.read_only,
@@ -260,9 +273,10 @@ def parse_arguments(spec: ToolSpec, arguments: str | Mapping[str, Any] | None,
     if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
         data: Any = {}
     elif isinstance(arguments, str):
-        if len(arguments) > MAX_ARGUMENTS_CHARS:
+        longest = spec.longest_arguments()
+        if len(arguments) > longest:
             raise ArgumentError(f"the arguments are too long ({len(arguments)} characters; "
-                                f"at most {MAX_ARGUMENTS_CHARS})")
+                                f"at most {longest})")
         try:
             data = DECODER.decode(arguments)
         except DuplicateFieldError as exc:
