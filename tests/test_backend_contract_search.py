@@ -29,8 +29,8 @@ from ctxslots.stores.backend import FactFilter, Health, HistoryEntry, VectorRow,
 
 def test_lexical_matches_any_word_best_first(backend):
     """Any token may match; more matching words rank first; scores grow from negative."""
-    both = add(backend, "Caroline went to the support group meeting.")
-    one = add(backend, "Melanie joined a running group.")
+    both = add(backend, "Rosaline went to the support group meeting.")
+    one = add(backend, "Imogen joined a running group.")
     add(backend, "Nothing relevant here.")
     found = backend.lexical(plan_of(["support", "group"]), FactFilter(), 10)
     assert [both, one] == [c.row["id"] for c in found]
@@ -40,7 +40,7 @@ def test_lexical_matches_any_word_best_first(backend):
 
 def test_lexical_stems_words(backend):
     """Inflected forms meet: a query for running finds runs."""
-    fact_id = add(backend, "Melanie runs every morning.")
+    fact_id = add(backend, "Imogen runs every morning.")
     assert [fact_id] == [c.row["id"] for c in backend.lexical(plan_of(["running"]), FactFilter(), 5)]
 
 
@@ -92,7 +92,7 @@ def test_document_counts_count_each_words_facts(backend):
         for n in range(20):
             words = ["alpha"] + (["beta"] if n < 12 else []) + (["gamma"] if n < 2 else [])
             backend.insert(make_row(f"{' '.join(words)} note {n}."))
-        backend.insert(make_row("Melanie runs every morning."))
+        backend.insert(make_row("Imogen runs every morning."))
     counts = backend.document_counts(["alpha", "beta", "gamma", "delta", "running"], min_rows=10)
     assert counts is not None and 21 == counts.rows
     assert {"alpha": 20, "beta": 12, "gamma": 2, "delta": 0, "running": 1} == dict(counts.docs)

@@ -253,14 +253,14 @@ def test_the_conversation_loaders_read_the_locomo_layout(tmp_path):
     from _people import People
     from conversations import load_conversations
 
-    turns = [{"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to a support group."},
-             {"speaker": "Melanie", "dia_id": "D1:2", "text": "How was it?",
+    turns = [{"speaker": "Ada", "dia_id": "D1:1", "text": "I joined a chess club."},
+             {"speaker": "Bo", "dia_id": "D1:2", "text": "How was it?",
               "blip_caption": "a photo of a cup"}]
-    conversation = {"speaker_a": "Caroline", "speaker_b": "Melanie",
-                    "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns,
+    conversation = {"speaker_a": "Ada", "speaker_b": "Bo",
+                    "session_1_date_time": "10:15 am on 3 March, 2021", "session_1": turns,
                     "session_1_observation": {
-                        "Caroline": [["Caroline went to a support group.", "D1:1"]]}}
-    qa = [{"question": "Where did Caroline go?", "answer": "a support group",
+                        "Ada": [["Ada joined a chess club.", "D1:1"]]}}
+    qa = [{"question": "What did Ada join?", "answer": "a chess club",
            "evidence": ["D1:1"], "category": 4},
           {"question": "Unanswerable?", "adversarial_answer": "x", "evidence": ["D1:2"],
            "category": 5}]
@@ -270,11 +270,11 @@ def test_the_conversation_loaders_read_the_locomo_layout(tmp_path):
     [conversation] = load_conversations(path)
     assert ["D1:1", "D1:2"] == [t.dia_id for t in conversation.turns]
     assert "[shares a photo of a cup]" in conversation.turns[1].text
-    assert [("Where did Caroline go?", ("D1:1",))] == [(q.text, q.evidence)
+    assert [("What did Ada join?", ("D1:1",))] == [(q.text, q.evidence)
                                                       for q in conversation.questions]
     people = People.load(path)
-    assert [("Caroline", "Caroline went to a support group.")] == people.observations
-    assert [("Caroline", "Where did Caroline go?")] == people.questions
+    assert [("Ada", "Ada joined a chess club.")] == people.observations
+    assert [("Ada", "What did Ada join?")] == people.questions
 
 
 def test_a_postgresql_url_no_server_answers_at_ends_in_one_line(tmp_path):

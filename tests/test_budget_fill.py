@@ -230,13 +230,13 @@ def test_fill_said_beside_a_clear_match_comes_first(tmp_path: Path) -> None:
     with FactStore(tmp_path / "e.db", clock=lambda: clock["now"]) as store:
         with store.batch():
             for n in range(200):  # other sessions: short, so BM25 ranks them first
-                store.add("user", f"Caroline likes thing {n}.", observed_at=1_600_000_000.0 + n)
-            research = store.add("user", "Caroline researched adoption agencies in May.",
+                store.add("user", f"Rosaline likes thing {n}.", observed_at=1_600_000_000.0 + n)
+            research = store.add("user", "Rosaline researched adoption agencies in May.",
                                  observed_at=1_650_000_000.0)
-            beside = [store.add("user", f"Caroline spoke at length with a counsellor about the "
+            beside = [store.add("user", f"Rosaline spoke at length with a counsellor about the "
                                         f"long and careful process, part {n}.",
                                 observed_at=1_650_000_000.0) for n in range(3)]
-        request = AssemblyRequest("What did Caroline research?", budget=600)
+        request = AssemblyRequest("What did Rosaline research?", budget=600)
         section = UserMemoryContributor(store).contribute(request)
         assert section is not None
         ids = [i.fact.id for i in section.items if i.fact is not None]
@@ -244,7 +244,7 @@ def test_fill_said_beside_a_clear_match_comes_first(tmp_path: Path) -> None:
             [ids[0], *sorted(ids[1:4])]
         assert {"below_cut"} == {i.trace.fill for i in section.items[1:]}
         # Without the episode the three would come after every shorter "likes" fact.
-        plain = store.search("What did Caroline research?", slots=["user"], limit=500,
+        plain = store.search("What did Rosaline research?", slots=["user"], limit=500,
                              track_access=False)
         assert {f.id for f in beside} == {h.fact.id for h in plain[-3:]}
         rest = [h.fact.id for h in plain[1:-3]]

@@ -17,7 +17,7 @@ SAID = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 
 def test_add_and_upsert_keep_the_observed_time(store, clock):
     """observed_at round-trips through add and upsert; without it, the time of writing is used."""
-    said = store.add("agent", "Caroline went to the support group.", observed_at=SAID)
+    said = store.add("agent", "Rosaline went to the support group.", observed_at=SAID)
     keyed = store.upsert("user", "city", "The user lives in Lisbon.",
                          observed_at=SAID.timestamp() + DAY)
     plain = store.add("agent", "A note written now.")
@@ -62,7 +62,7 @@ def test_timelines_follow_the_observed_time(store, clock):
 
 def test_export_and_import_keep_the_observed_time(store, tmp_path):
     """observed_at survives a JSONL export and import into a fresh store."""
-    fact = store.add("agent", "Melanie painted a sunrise.", observed_at=SAID)
+    fact = store.add("agent", "Imogen painted a sunrise.", observed_at=SAID)
     buffer = io.StringIO()
     store.export_jsonl(buffer)
     record = json.loads(buffer.getvalue().splitlines()[1])

@@ -91,15 +91,15 @@ def test_a_vector_only_hit_with_little_similarity_is_not_returned(db_path: Path)
 
 
 def _two_people(store: FactStore, fillers: int) -> tuple[int, int]:
-    """Nate's and Joanna's facts where Nate is named in most; returns the ids of two
-    facts that share the query's other word (Joanna's the shorter, so BM25 prefers it)."""
+    """Otto's and Greta's facts where Otto is named in most; returns the ids of two
+    facts that share the query's other word (Greta's the shorter, so BM25 prefers it)."""
     with store.batch():
         for i in range(fillers):
-            name = "Joanna" if i % 3 == 0 else "Nate"
+            name = "Greta" if i % 3 == 0 else "Otto"
             store.add("user", f"{name} mentioned topic number {i} once.")
-        joanna = store.add("user", "Joanna adores turtles.")
-        nate = store.add("user", "Nate adores turtles and keeps two of them at home.")
-    return joanna.id, nate.id
+        greta = store.add("user", "Greta adores turtles.")
+        otto = store.add("user", "Otto adores turtles and keeps two of them at home.")
+    return greta.id, otto.id
 
 
 def test_a_name_common_to_the_store_lifts_the_facts_holding_it(location: str) -> None:
@@ -107,17 +107,17 @@ def test_a_name_common_to_the_store_lifts_the_facts_holding_it(location: str) ->
     their fact first among those matching its other words, on both engines; the trace says
     so, and ``common_word_boost=1`` switches it off."""
     with FactStore(location) as store:
-        joanna, nate = _two_people(store, 60)
-        hits = store.search("Does Nate adore turtles?", track_access=False)
-        assert [nate, joanna] == [h.fact.id for h in hits][:2]
+        greta, otto = _two_people(store, 60)
+        hits = store.search("Does Otto adore turtles?", track_access=False)
+        assert [otto, greta] == [h.fact.id for h in hits][:2]
         assert 1.5 == hits[0].trace.extra["common_word"]
         assert "common_word" not in hits[1].trace.extra
-        # Every other hit names Nate too: each is lifted alike.
-        assert all(h.trace.extra.get("common_word") == 1.5 for h in hits if h.fact.id != joanna)
+        # Every other hit names Otto too: each is lifted alike.
+        assert all(h.trace.extra.get("common_word") == 1.5 for h in hits if h.fact.id != greta)
     off = RankingPolicy(common_word_boost=1.0, common_subject_boost=1.0)
     with FactStore(location, ranking=off) as store:
-        hits = store.search("Does Nate adore turtles?", track_access=False)
-        assert [joanna, nate] == [h.fact.id for h in hits][:2]
+        hits = store.search("Does Otto adore turtles?", track_access=False)
+        assert [greta, otto] == [h.fact.id for h in hits][:2]
         assert all("common_word" not in h.trace.extra for h in hits)
 
 
@@ -128,9 +128,9 @@ def test_a_fact_whose_subject_the_question_names_comes_first(location: str) -> N
     off."""
     with FactStore(location) as store:
         _two_people(store, 60)
-        mention = store.add("user", "Joanna adores turtles like Nate.").id
-        subject = store.add("user", "Nate's sister says he adores turtles and feeds them kale.").id
-        hits = store.search("Does Nate adore turtles?", track_access=False)
+        mention = store.add("user", "Greta adores turtles like Otto.").id
+        subject = store.add("user", "Otto's sister says he adores turtles and feeds them kale.").id
+        hits = store.search("Does Otto adore turtles?", track_access=False)
         ranked = [h.fact.id for h in hits]
         assert ranked.index(subject) < ranked.index(mention)
         traced = {h.fact.id: h.trace.extra for h in hits}
@@ -138,21 +138,21 @@ def test_a_fact_whose_subject_the_question_names_comes_first(location: str) -> N
         assert 1.5 == traced[mention]["common_word"] and "common_subject" not in traced[mention]
         assert hits[ranked.index(mention)].trace.bm25 < hits[ranked.index(subject)].trace.bm25
     with FactStore(location, ranking=RankingPolicy(common_subject_boost=1.0)) as store:
-        ranked = [h.fact.id for h in store.search("Does Nate adore turtles?",
+        ranked = [h.fact.id for h in store.search("Does Otto adore turtles?",
                                                   track_access=False)]
         assert ranked.index(mention) < ranked.index(subject)
 
 
 def test_a_subject_whose_stem_differs_from_the_word_is_lifted_too(location: str) -> None:
-    """"Caroline" stems to "carolin": the subject is found by its stem, on both engines."""
+    """"Rosaline" stems to "rosalin": the subject is found by its stem, on both engines."""
     with FactStore(location) as store:
         with store.batch():
             for i in range(60):
-                name = "Melanie" if i % 3 == 0 else "Caroline"
+                name = "Imogen" if i % 3 == 0 else "Rosaline"
                 store.add("user", f"{name} mentioned topic number {i} once.")
-        mention = store.add("user", "Melanie paints like Caroline.").id
-        subject = store.add("user", "Caroline's sister says she paints sunsets on weekends.").id
-        hits = store.search("Does Caroline paint?", track_access=False)
+        mention = store.add("user", "Imogen paints like Rosaline.").id
+        subject = store.add("user", "Rosaline's sister says she paints sunsets on weekends.").id
+        hits = store.search("Does Rosaline paint?", track_access=False)
         traced = {h.fact.id: h.trace.extra for h in hits}
         assert 2.0 == traced[subject]["common_subject"]
         assert "common_subject" not in traced[mention]
@@ -165,22 +165,22 @@ def test_a_name_the_lexical_leg_leaves_out_still_lifts(db_path: Path) -> None:
     facts holding it are still lifted (words only, not with a vector leg fused in); in a
     store under 50 facts no word is common."""
     with FactStore(db_path) as store:
-        joanna, nate = _two_people(store, 2_100)
-        assert "nate" not in store.query_words("Does Nate adore turtles?")
-        hits = store.search("Does Nate adore turtles?", track_access=False)
-        assert [nate, joanna] == [h.fact.id for h in hits]
+        greta, otto = _two_people(store, 2_100)
+        assert "otto" not in store.query_words("Does Otto adore turtles?")
+        hits = store.search("Does Otto adore turtles?", track_access=False)
+        assert [otto, greta] == [h.fact.id for h in hits]
         assert 1.5 == hits[0].trace.extra["common_word"]
     fused = RankingPolicy(vector_weight=1.0)
     with FactStore(db_path.with_name("fused.db"), embedder="hash", ranking=fused) as store:
         _two_people(store, 2_100)
-        hits = store.search("Does Nate adore turtles?", track_access=False)
+        hits = store.search("Does Otto adore turtles?", track_access=False)
         assert any(h.trace.cosine is not None for h in hits)
         # A vector leg fused in reads names as meaning: nothing is lifted.
         assert all("common_word" not in h.trace.extra for h in hits)
     for policy in (QueryPolicy(), QueryPolicy(common_min_facts=0)):
         small = db_path.with_name(f"small-{policy.common_min_facts}.db")
         with FactStore(small, query_policy=policy) as store:
-            joanna, nate = _two_people(store, 40)
-            hits = store.search("Does Nate adore turtles?", track_access=False)
-            assert [joanna, nate] == [h.fact.id for h in hits][:2]
+            greta, otto = _two_people(store, 40)
+            hits = store.search("Does Otto adore turtles?", track_access=False)
+            assert [greta, otto] == [h.fact.id for h in hits][:2]
             assert all("common_word" not in h.trace.extra for h in hits)

@@ -19,22 +19,22 @@ SAID = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
 
 def test_the_tools_show_the_age_of_when_it_was_said(store, clock):
     """A memory written today but said in 2023 reads its age from 2023 in tool results."""
-    store.add("project", "Caroline went to the support group.", observed_at=SAID, scope="club")
+    store.add("project", "Rosaline went to the support group.", observed_at=SAID, scope="club")
     tools = MemoryTools(store, scope="club")
     years = int((clock.now - SAID.timestamp()) // (365 * DAY))
     answer = tools.memory_query("support group")
-    assert "Caroline" in answer and f"{years} years ago" in answer and "today" not in answer
+    assert "Rosaline" in answer and f"{years} years ago" in answer and "today" not in answer
 
 
 def test_list_shows_the_age_of_when_it_was_said(location):
     """``ctxslots list`` ages a fact from when it was said, not from when it was written."""
     with FactStore(location) as store:
-        store.add("agent", "Caroline went to the support group.", observed_at=SAID)
+        store.add("agent", "Rosaline went to the support group.", observed_at=SAID)
         store.add("agent", "A note said just now.")
     result = CliRunner().invoke(cli, ["--db", location, "list"], catch_exceptions=False)
     assert 0 == result.exit_code, result.output
     lines = {line.split("] ", 1)[-1] for line in result.output.splitlines()}
-    said = [line for line in lines if "Caroline" in line]
+    said = [line for line in lines if "Rosaline" in line]
     now = [line for line in lines if "just now" in line]
     assert said and "years ago)" in said[0] and "today" not in said[0], result.output
     assert now and now[0].endswith("(today)"), result.output
@@ -57,10 +57,10 @@ def test_mcp_shows_the_age_of_when_it_was_said(tmp_path):
     pytest.importorskip("mcp")
     db = str(tmp_path / "said.db")
     with FactStore(db) as store:
-        store.add("project", "Caroline went to the support group.", observed_at=SAID,
+        store.add("project", "Rosaline went to the support group.", observed_at=SAID,
                   scope="club")
     answer = anyio.run(_query_over_mcp, db, "support group")
-    assert "Caroline" in answer and "years ago" in answer and "today" not in answer
+    assert "Rosaline" in answer and "years ago" in answer and "today" not in answer
 
 
 def test_search_at_a_moment_leaves_out_what_was_said_later(location, clock):

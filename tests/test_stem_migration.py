@@ -23,7 +23,7 @@ NOW = 1_800_000_000.0
 
 #: ``(id, slot, value, context)`` of the live facts.
 FACTS = [
-    (1, "user", "Nate deploys the service every week.", None),
+    (1, "user", "Otto deploys the service every week.", None),
     (2, "user", "The deployment failed twice.", None),
     (3, "user", "Met at the café near the office.", None),
     (4, "user", "A plain note.", "We talked about deploying on Fridays."),

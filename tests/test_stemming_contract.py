@@ -25,22 +25,22 @@ from ctxslots.stores.stemming import first_stem, stem_text, stem_words
 #: found 1 of 6 on SQLite and 4 on PostgreSQL).
 CORPUS = (
     "We deploy on Fridays.",
-    "Nate deploys the service every week.",
+    "Otto deploys the service every week.",
     "The team deployed version 2 yesterday.",
     "Deploying takes ten minutes.",
     "The deployment failed twice.",
     "Deployments need an approval.",
-    "Melanie runs every morning.",
+    "Imogen runs every morning.",
     "Running a marathon was her dream.",
     "She ran the community garden.",
     "Communities gather at the café.",
     "The CAFE on the corner closed.",
     "Cafés in Zürich are expensive.",
     "A naïve plan; a Naive question.",
-    "Joanna always enjoys her hikes.",
+    "Greta always enjoys her hikes.",
     "They enjoyed the hiking trails, always.",
     "The re-deploy of src/api.py went fine.",
-    "Caroline's adoption agency called.",
+    "Rosaline's adoption agency called.",
     "He adopted two cats; adoptions are slow.",
     "The 2runs script and abc123 token and 3rd place.",
     "Straße und Strasse sind gleich.",
@@ -53,9 +53,9 @@ QUERIES = (
     "deployment", "deploys", "deploy", "deployed", "redeploy", "re-deploy",
     "running", "runs", "ran", "run", "community", "communities", "cafe", "café", "CAFÉS",
     "zurich", "naive", "naïvely", "enjoying", "enjoy", "always", "hike", "hiking",
-    "adopt", "adoption", "Caroline", "carolines", "2runs", "abc123", "3rd", "api py",
+    "adopt", "adoption", "Rosaline", "rosalines", "2runs", "abc123", "3rd", "api py",
     "strasse", "straße", "λέξεις", "日本語のテキスト", "general", "generation",
-    "generous", "nothing matches this", "What did Nate deploy when the deployment failed?",
+    "generous", "nothing matches this", "What did Otto deploy when the deployment failed?",
 )
 
 
@@ -156,8 +156,8 @@ def test_stemming_folds_case_and_diacritics_and_splits_as_unicode61():
 def test_the_first_stem_is_the_subject_word():
     """``first_stem``: the stem of a text's first word, as a search compares it with the
     query's common words; ``None`` for a text with no word."""
-    assert "nate" == first_stem("Nate's sister says he adores turtles.")
-    assert "carolin" == first_stem("Caroline: Hey Mel!") == stem_words(["Caroline"])[0]
+    assert "otto" == first_stem("Otto's sister says he adores turtles.")
+    assert "rosalin" == first_stem("Rosaline: Hey Imo!") == stem_words(["Rosaline"])[0]
     assert "cafe" == first_stem("  -- Cafés open late")
     assert "2023" == first_stem("2023 was the year")
     assert first_stem("... !") is None and first_stem("") is None
@@ -181,7 +181,7 @@ def test_both_engines_agree_on_which_facts_hold_a_word(engines):
         assert by_engine[0] == by_engine[1], query
     for backend in engines:
         with backend.transaction():
-            fact_id = backend.insert(make_row("Nate deploys on Mondays."))
+            fact_id = backend.insert(make_row("Otto deploys on Mondays."))
             backend.archive(fact_id, archived_at=1.0, reason="test")
         assert {fact_id} == backend.holding(["deployed"], [fact_id], archived=True)
         assert set() == backend.holding(["deployed"], [fact_id])

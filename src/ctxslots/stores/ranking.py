@@ -91,7 +91,7 @@ PERIOD_BOOST = 2.0
 COMMON_WORD_BOOST = 1.5
 
 #: A further relevance multiplier for a candidate whose first word is such a common
-#: query word: its subject is the person the question names ("Nate likes..."), or a
+#: query word: its subject is the person the question names ("Otto likes..."), or a
 #: turn's speaker, where the others only mention them (BENCHMARKS.md, "The subject a
 #: question names").
 COMMON_SUBJECT_BOOST = 2.0

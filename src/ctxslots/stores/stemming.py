@@ -189,7 +189,7 @@ def stemmed_query(words: Iterable[str]) -> list[str]:
 
 def first_stem(text: str) -> str | None:
     """The stem of ``text``'s first word (``None`` when it has no word): the subject
-    of most sentences a memory holds ("Nate likes...", a turn's "Caroline: ...")."""
+    of most sentences a memory holds ("Otto likes...", a turn's "Rosaline: ...")."""
     word = WORD.search(text)
     stems = stem_words([word.group()]) if word is not None else []
     return stems[0] if stems else None
