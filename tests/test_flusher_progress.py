@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from typing import Any
 
 import pytest
 
@@ -363,6 +365,21 @@ def test_two_flushers_of_one_conversation_on_two_stores_apply_once(location):
         assert 2 == MemoryFlusher(store, client()).messages_read("c")
 
 
+def _flushing(flusher: MemoryFlusher, messages: list[dict[str, str]], done: list[Any],
+              failed: list[Any]) -> threading.Thread:
+    """A started thread flushing ``messages`` of grace's conversation "c": its report goes to
+    ``done`` and a FlushError to ``failed`` (the same list may take both)."""
+    def flush() -> None:
+        try:
+            done.append(flusher.flush(messages, conversation="c", user="grace", force=True))
+        except FlushError as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=flush)
+    thread.start()
+    return thread
+
+
 class _Gate:
     """A scripted answer's gate: ``arrived`` is set once the request is in, and the answer
     waits for ``go``."""
@@ -381,7 +398,6 @@ def test_a_flush_whose_user_is_erased_meanwhile_says_so_and_writes_nothing(locat
     """Another store erases the user while a later flush of their conversation waits for
     the model: the flush fails saying the conversation's progress was erased, not that
     another flush finished first (flushing again would write the erased memory back)."""
-    import threading
 
     gate = _Gate()
     second = reply(upsert("job", "The user writes COBOL at the Navy lab."))
@@ -392,15 +408,7 @@ def test_a_flush_whose_user_is_erased_meanwhile_says_so_and_writes_nothing(locat
         flusher = MemoryFlusher(store, client)
         flusher.flush(MESSAGES, conversation="c", user="grace", force=True)
         failed: list[FlushError] = []
-
-        def run() -> None:
-            try:
-                flusher.flush(MORE, conversation="c", user="grace", force=True)
-            except FlushError as exc:
-                failed.append(exc)
-
-        thread = threading.Thread(target=run)
-        thread.start()
+        thread = _flushing(flusher, MORE, [], failed)
         assert gate.arrived.wait(120)
         assert 1 == other.erase(user="grace").progress
         gate.go.set()
@@ -419,7 +427,6 @@ def test_a_first_flush_in_flight_writes_nothing_after_an_owner_is_erased(locatio
     erases the user (or everything) while it waits for the model, and the flush fails
     saying so and writes nothing, instead of writing the erased user's memory back. A
     fact deleted on its own meanwhile is no owner's erasure: a first flush still lands."""
-    import threading
 
     gate, later = _Gate(), _Gate()
     answer = reply(upsert("name", "The user is Grace Hopper."))
@@ -430,16 +437,7 @@ def test_a_first_flush_in_flight_writes_nothing_after_an_owner_is_erased(locatio
         flusher = MemoryFlusher(store, client)
         failed: list[FlushError] = []
         reports: list[FlushReport] = []
-
-        def run() -> None:
-            try:
-                reports.append(flusher.flush(MESSAGES, conversation="c", user="grace",
-                                             force=True))
-            except FlushError as exc:
-                failed.append(exc)
-
-        thread = threading.Thread(target=run)
-        thread.start()
+        thread = _flushing(flusher, MESSAGES, reports, failed)
         assert gate.arrived.wait(120)
         before = other.owner_erasures()
         if erase == "user":
@@ -457,8 +455,7 @@ def test_a_first_flush_in_flight_writes_nothing_after_an_owner_is_erased(locatio
         assert store.flush_progress("c", user="grace") is None
         # A single fact deleted while the next first flush waits is no owner's erasure.
         kept = other.add("user", "The user likes tea.", user="ada")
-        thread = threading.Thread(target=run)
-        thread.start()
+        thread = _flushing(flusher, MESSAGES, reports, failed)
         assert later.arrived.wait(120)
         other.delete(kept.id)
         later.go.set()
@@ -545,16 +542,7 @@ def test_an_erasure_that_began_before_a_first_flush_commits_leaves_nothing_on_po
         flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted",
                                                         max_retries=0, timeout=60))
         outcome: list[FlushReport | FlushError] = []
-
-        def flush() -> None:
-            try:
-                outcome.append(flusher.flush(MESSAGES, conversation="c", user="grace",
-                                             force=True))
-            except FlushError as exc:
-                outcome.append(exc)
-
-        flushing = threading.Thread(target=flush)
-        flushing.start()
+        flushing = _flushing(flusher, MESSAGES, outcome, outcome)
         assert gate.arrived.wait(120)
         # The count's lock is held elsewhere: the flush's check waits for it first...
         holder.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
@@ -604,15 +592,7 @@ def test_an_erasure_that_began_before_a_later_flush_commits_leaves_nothing_on_po
         assert "applied" == flusher.flush(MESSAGES, conversation="c", user="grace",
                                           force=True).status
         outcome: list[FlushReport | FlushError] = []
-
-        def flush() -> None:
-            try:
-                outcome.append(flusher.flush(MORE, conversation="c", user="grace", force=True))
-            except FlushError as exc:
-                outcome.append(exc)
-
-        flushing = threading.Thread(target=flush)
-        flushing.start()
+        flushing = _flushing(flusher, MORE, outcome, outcome)
         assert gate.arrived.wait(120)
         # The progress row is held elsewhere: the erasure deletes the facts, then waits...
         holder.execute("SELECT 1 FROM flush_progress WHERE user_id = 'grace' FOR UPDATE")
