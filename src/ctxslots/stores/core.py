@@ -70,17 +70,16 @@ _ABSENT = object()
 def _check_embedder(_options: object, _attribute: object, setting: object) -> None:
     # Only the method is called for: reading ``dimension`` may load a model, so the
     # attributes are looked up without running a property.
-    if setting is True or not (setting is None or setting is False
-                               or isinstance(setting, (str, EmbedderChoice))
-                               or callable(getattr(setting, "embed", None))):
+    if setting is None or setting is False or isinstance(setting, (str, EmbedderChoice)):
+        return
+    if setting is True or not callable(getattr(setting, "embed", None)):
         raise InvalidArgumentError(f"embedder must be a spec such as 'hash', an embedder "
                                    f"object, None or False, not {setting!r}",
                                    field="embedder", value=setting)
     # A wrapper that hands attributes on through __getattr__ is taken at its word.
-    lacking = [name for name in ("model_id", "dimension")
-               if callable(getattr(setting, "embed", None))
-               and not hasattr(type(setting), "__getattr__")
-               and inspect.getattr_static(setting, name, _ABSENT) is _ABSENT]
+    lacking = [] if hasattr(type(setting), "__getattr__") else [
+        name for name in ("model_id", "dimension")
+        if inspect.getattr_static(setting, name, _ABSENT) is _ABSENT]
     if lacking:
         raise InvalidArgumentError(
             f"embedder {type(setting).__name__} has embed() but no {' or '.join(lacking)}: an "
