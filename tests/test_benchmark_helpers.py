@@ -200,8 +200,10 @@ _LOADERS = [("conversations.py", ["{path}"]),
             ("postgres_lexical.py", ["{path}", "--url", "postgresql://bench@127.0.0.1:1/x"]),
             ("owners_scale.py", ["{out}", "--dev-set", "{path}", "--engines", "sqlite"]),
             ("postgres_pending.py", ["{out}", "--dev-set", "{path}",
-                                     "--url", "postgresql://bench@127.0.0.1:1/x"])]
-_BAD_FILES = {"missing.json": (None, "cannot read the conversation file"),
+                                     "--url", "postgresql://bench@127.0.0.1:1/x"]),
+            ("ranking_headroom.py", ["{path}"])]
+_BAD_FILES = {"empty.json": ("[]", "expected a non-empty list of conversations"),
+              "missing.json": (None, "cannot read the conversation file"),
               "text.json": ("not json\n", "not a JSON conversation file"),
               "object.json": ('{"conversation": {}}', "not the LoCoMo layout"),
               "no-qa.json": ('[{"sample_id": "a", "conversation": {}}]',
@@ -291,3 +293,42 @@ def test_a_postgresql_url_no_server_answers_at_ends_in_one_line(tmp_path):
         assert line.startswith("cannot reach PostgreSQL: ")
         assert '"127.0.0.1", port 1' in line
         assert "facts" not in done.stdout  # nothing was timed first
+
+
+def _invented_conversation(sample: str, person: str, other: str) -> dict[str, object]:
+    hobbies = ["chess", "rowing", "pottery", "archery", "baking", "fencing"]
+    turns = [{"speaker": person, "dia_id": f"D1:{i + 1}",
+              "text": f"I took up {hobby} with my cousin last week."}
+             for i, hobby in enumerate(hobbies)]
+    turns += [{"speaker": other, "dia_id": f"D1:{len(hobbies) + i + 1}",
+               "text": f"The weather at the harbour was grey on day {i}."} for i in range(6)]
+    qa = [{"question": f"What did {person} take up with a cousin, {hobby}?",
+           "answer": hobby, "evidence": [f"D1:{i + 1}"], "category": 4}
+          for i, hobby in enumerate(hobbies)]
+    return {"sample_id": sample, "qa": qa, "conversation": {
+        "speaker_a": person, "speaker_b": other,
+        "session_1_date_time": "10:15 am on 3 March, 2021", "session_1": turns}}
+
+
+def test_the_ranking_headroom_orders_each_conversation_by_what_the_others_taught(tmp_path):
+    """The learned order of each conversation comes from a model fitted on the others; the
+    table gives both orders' recall@10 and the store's recall deeper, each a share, the
+    deeper never less; one conversation alone is refused in one line."""
+    pytest.importorskip("sklearn", reason="scikit-learn fits the learned order")
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps([_invented_conversation("conv-a", "Rosaline", "Otto"),
+                                _invented_conversation("conv-b", "Imogen", "Greta")]))
+    done = _run("ranking_headroom.py", str(path))
+    assert 0 == done.returncode, done.stderr
+    rows = [line.split(" | ") for line in done.stdout.splitlines()
+            if line.startswith("| words only |")]
+    assert ["the store's", "learned, other conversations"] == [r[1] for r in rows]
+    for row in rows:
+        r10, r30, r100 = (float(row[i].strip(" |")) for i in (2, 7, 8))
+        assert 0.0 <= r10 <= r30 <= r100 <= 1.0
+    # Every question names its hobby, so the store finds each one's turn first.
+    assert "1.000" == rows[0][2]
+    alone = _run("ranking_headroom.py", str(path), "--only", "conv-a")
+    assert 2 == alone.returncode
+    assert "Traceback" not in alone.stderr
+    assert "needs at least two conversations" in alone.stderr.splitlines()[-1]
