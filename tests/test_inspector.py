@@ -434,6 +434,27 @@ def test_the_tag_filter_finds_a_tag_as_stored(location):
         assert '<textarea name="tags" rows="2">\nrelease,2024\nops</textarea>' in form
 
 
+def test_the_owner_filters_and_the_lab_name_an_owner_as_stored(location):
+    """A user named with a trailing space is another user than the one without: the
+    memory filter lists that user's facts, and the lab a fact page links to assembles
+    that user's prompt, never the other's."""
+    with FactStore(location) as store:
+        plain = store.upsert("user", "editor", "Ana uses Helix.", user="Ana").id
+        spaced = store.upsert("user", "editor", "The other Ana uses Emacs.", user="Ana ").id
+    with serving(location) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        assert 200 == client.get(address).status_code
+        for user, expected in [("Ana ", [spaced]), ("Ana", [plain])]:
+            page = client.get(base + "/", params={"user": user})
+            assert expected == [int(i) for i in re.findall(r'data-id="(\d+)"', page.text)]
+        fact = client.get(f"{base}/fact/{spaced}").text
+        lab_link = html.unescape(re.search(r'href="([^"]+)" id="try"', fact).group(1))
+        assert lab_link.endswith("user=Ana%20")
+        lab = client.get(base + lab_link + "&message=Which+editor%3F")
+        assert 200 == lab.status_code
+        assert "The other Ana uses Emacs." in lab.text and "Helix" not in lab.text
+
+
 def test_the_health_page_counts_live_facts_apart_from_expired_ones(tmp_path):
     """One live fact and one that has expired: the health page says 1 live, 1 expired."""
     db = str(tmp_path / "m.db")

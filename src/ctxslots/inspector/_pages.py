@@ -43,12 +43,21 @@ _SHOWN = 300
 #: Owner and filter fields a memory page and the prompt lab carry from page to page
 #: (``expired``: any value lists expired facts too).
 _FIELDS = ("user", "agent", "scope", "slot", "tag", "q", "expired")
+#: The fields that name an owner, read as typed.
+_OWNERS = ("user", "agent", "scope")
 
 
 def _value(params: Mapping[str, str], name: str) -> str | None:
     """A form or query value, stripped; ``None`` when blank."""
     value = (params.get(name) or "").strip()
     return value or None
+
+
+def _owner(params: Mapping[str, str], name: str) -> str | None:
+    """An owner field (user, agent, scope) as typed: an owner is named exactly as stored,
+    so ``"Ana "`` is not ``"Ana"``; ``None`` when blank."""
+    value = params.get(name) or ""
+    return value if value.strip() else None
 
 
 def _number(text: str | None, default: float, kind: type = float) -> Any:
@@ -109,7 +118,8 @@ class Pages:
 
     def _listed(self, params: Mapping[str, str]) -> tuple[list[Any], str | None, int]:
         """Facts the filters select, newest first; an error message; how many matched."""
-        f = {name: _value(params, name) for name in _FIELDS}
+        f = {name: _owner(params, name) if name in _OWNERS else _value(params, name)
+             for name in _FIELDS}
         if f["tag"] is not None:  # as stored: a tag may begin or end with a space
             f["tag"] = params["tag"]
         try:
@@ -271,8 +281,8 @@ class Pages:
     # The prompt lab and why ------------------------------------------------------------
 
     def _request(self, params: Mapping[str, str]) -> AssemblyRequest:
-        return AssemblyRequest(params.get("message", ""), user=_value(params, "user"),
-                               agent=_value(params, "agent"), scope=_value(params, "scope"),
+        return AssemblyRequest(params.get("message", ""), user=_owner(params, "user"),
+                               agent=_owner(params, "agent"), scope=_owner(params, "scope"),
                                budget=_number(_value(params, "budget"), 2000, int))
 
     def _assemble(self, request: AssemblyRequest) -> AssembledPrompt:
