@@ -17,7 +17,7 @@ pytest.importorskip("mcp")
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from ctxslots import FactStore
+from ctxslots import ANY, FactStore, Limits
 from ctxslots.tools import TOOL_SPECS
 
 
@@ -115,6 +115,35 @@ def test_slot_option_narrows_the_tools(tmp_path):
     assert query["properties"]["slot"]["enum"] == ["agent"]
     assert results[0].is_error and _text(results[0]).startswith('Error: unknown slot "user" (known: agent)')
     assert not results[1].is_error and _text(results[1]).startswith("Stored [id:1] (agent, today)")
+
+
+def test_a_plugin_slot_of_a_workspace_gets_the_servers_scope(tmp_path, monkeypatch):
+    """``mcp --scope repo --slot style``: a plugin slot whose facts belong to a workspace
+    is written to ``repo``, as ``project`` is (and as ``ctxslots flush`` writes it),
+    never as a global fact every workspace sees."""
+    site = tmp_path / "site"
+    info = site / "ctxslots_style-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-style\nVersion: 1.0\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text("[ctxslots]\nstyle = ctxslots_style_mod\n",
+                                           encoding="utf-8")
+    (site / "ctxslots_style_mod.py").write_text(
+        "from ctxslots import hookimpl\n\n\n@hookimpl\ndef register_slots(register):\n"
+        '    register("style", "How the team writes code.", "scope")\n', encoding="utf-8")
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "style")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    db = tmp_path / "memory.db"
+    calls = [("memory_store", {"slot": "style", "value": "The team indents with tabs."}),
+             ("memory_store", {"slot": "project", "value": "The project is written in Rust."})]
+    _, results = anyio.run(_session_calls, db, "repo", calls, "--slot", "style",
+                           "--slot", "project")
+    assert not any(r.is_error for r in results), [_text(r) for r in results]
+    with FactStore(db, limits=Limits(slots=("style", "project"),
+                                     slot_owners={"style": "scope"})) as store:
+        assert [("style", "repo"), ("project", "repo")] == [
+            (f.slot, f.scope) for f in store.facts(scope=ANY)]
 
 
 def test_mcp_command_without_the_sdk_says_how_to_install(tmp_path):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 
-__all__ = ["READ_AS", "WRITE_AS", "owner_check_options", "owner_options"]
+__all__ = ["READ_AS", "WRITE_AS", "owner_check_options", "owner_options", "scoped_slots"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,3 +40,14 @@ def owner_check_options(command: F) -> F:
                            "no agent; default: any).")(command)
     return click.option("--user", help="Only a fact this user sees (theirs or one of no "
                         "user; default: any owner's).")(command)
+
+
+def scoped_slots(store: Any, slots: Sequence[str]) -> set[str]:
+    """The slots of ``--slot`` whose facts get the command's ``--scope`` (a flush's, the
+    memory tools'): ``project``, and each plugin slot whose facts may belong to a
+    workspace (the built-in ``user`` and ``agent`` facts stay the user's and the agent's
+    own, as without ``--slot``)."""
+    from ..stores import BUILTIN_SLOTS
+
+    return {slot for slot in slots if slot == "project" or (
+        slot not in BUILTIN_SLOTS and store.limits.owners_of(slot).scope)}

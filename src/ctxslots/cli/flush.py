@@ -21,7 +21,7 @@ from ..model import MESSAGE_ROLES, Message
 from ..stores.owners import OwnerArgs
 from ._app import CliContext, pass_cli_context
 from ._output import echo, echo_json
-from ._owners import owner_options
+from ._owners import owner_options, scoped_slots
 from ._params import WholeNumber
 from ._progress import Progress
 
@@ -176,7 +176,7 @@ def flush(
     if len(files) == 1:
         with app.open_store(create=True) as store:
             if slots:
-                options["scoped_slots"] = _scoped(store, slots)
+                options["scoped_slots"] = scoped_slots(store, slots)
             flusher = MemoryFlusher(store, client, policy=policy, **options)
             _flush_one(flusher, files[0], conversation, owners, if_due, out)
         return
@@ -185,7 +185,7 @@ def flush(
     with app.open_store(create=True) as store, \
             Progress("flushing", total=len(files), unit="conversations") as bar:
         if slots:
-            options["scoped_slots"] = _scoped(store, slots)
+            options["scoped_slots"] = scoped_slots(store, slots)
         flusher = MemoryFlusher(store, client, policy=policy, **options)
         for file in files:
             def shown(report: Any, file: Path = file) -> None:
@@ -235,16 +235,6 @@ def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
                 shown(report)
             if report.status != "applied" or not report.remaining:
                 return reports
-
-
-def _scoped(store: Any, slots: Sequence[str]) -> set[str]:
-    """The slots of ``--slot`` whose facts get the flush's ``--scope``: ``project``, and
-    each plugin slot whose facts may belong to a workspace (the built-in ``user`` and
-    ``agent`` facts stay the user's and the agent's own, as without ``--slot``)."""
-    from ..stores import BUILTIN_SLOTS
-
-    return {slot for slot in slots if slot == "project" or (
-        slot not in BUILTIN_SLOTS and store.limits.owners_of(slot).scope)}
 
 
 def _slot_meanings(app: CliContext, slots: Sequence[str]) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ._app import CliContext, pass_cli_context
-from ._owners import owner_options
+from ._owners import owner_options, scoped_slots
 from ._params import WholeNumber
 
 if TYPE_CHECKING:
@@ -79,7 +79,8 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
         with redirect_stdout(sys.stderr) if transport == "stdio" else nullcontext():
             store = stack.enter_context(app.open_store(long_running=True, create=True))
             tools = MemoryTools(store, scope=scope, user=user, agent=agent,
-                                allow_delete=allow_delete, slots=slots or DEFAULT_SLOTS)
+                                allow_delete=allow_delete, slots=slots or DEFAULT_SLOTS,
+                                scoped_slots=scoped_slots(store, slots or DEFAULT_SLOTS))
         if transport == "http":
             try:
                 anyio.run(lambda: serve_http(tools, host=host, port=port, token=token,
