@@ -471,3 +471,28 @@ def test_the_pools_log_lines_name_the_store_never_its_password(postgres: Postgre
     failed = [m for m in said if m.startswith("error connecting in")]
     assert failed and all(f"{role}@" in m and database in m for m in failed)
     assert not any(password in m for m in said)
+
+
+def test_owners_too_long_for_the_servers_index_say_so(pg_url):
+    """A fact of a slot with all three owners, each at its length limit in four-byte
+    characters, is more than a PostgreSQL index row holds: the error names the server's
+    limit and the names to shorten (not a lost connection), and the store goes on."""
+    from ctxslots import FactStore, Limits
+    from ctxslots.stores.owners import BUILTIN_SLOT_OWNERS, SlotOwners
+
+    def name(start: int) -> str:  # distinct characters, so the index cannot compress them
+        return "".join(chr(start + n) for n in range(200))
+
+    owners = {**BUILTIN_SLOT_OWNERS, "pair": SlotOwners(user=True, agent=True, scope=True)}
+    limits = Limits(slots=("user", "project", "agent", "pair"), slot_owners=owners)
+    with FactStore(pg_url, limits=limits) as store:
+        with pytest.raises(StoreError) as caught:
+            store.upsert("pair", name(0x20000), "A value.", user=name(0x21000),
+                         agent=name(0x22000), scope=name(0x23000))
+        said = str(caught.value)
+        assert "lost the connection" not in said
+        assert "passes a limit of PostgreSQL" in said and "shorter owner names" in said
+        assert [] == store.facts(slots=["pair"], user=name(0x21000), agent=name(0x22000),
+                                 scope=name(0x23000))
+        assert "A value." == store.upsert("pair", "short", "A value.", user="alice",
+                                          agent="helper", scope="shop").value

@@ -44,6 +44,12 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
         what = (f"{where} ran out of a resource (shared memory for locks, disk, "
                 f"connections), and the transaction was rolled back (inside a batch, the "
                 f"write that met it): make it smaller, or raise the server's limit ({detail})")
+    elif (exc.sqlstate or "").startswith("54"):  # class 54, program limit exceeded
+        # An OperationalError too, though the connection is fine: the statement was too big.
+        what = (f"{where} refused the statement: it passes a limit of PostgreSQL (such as the "
+                f"2,704 bytes of an index row, which holds a fact's owners and key together), "
+                f"and the transaction was rolled back (inside a batch, the write that met "
+                f"it): use shorter owner names or a shorter key ({detail})")
     elif isinstance(exc, psycopg.OperationalError):
         what = f"lost the connection to {where}: check the server and try again ({detail})"
     else:
