@@ -367,13 +367,14 @@ def _by_ids(columns: str, table: str, fact_ids: Sequence[int], flt: FactFilter
 
 def neighbours(conn: Connection, row: FactRow, flt: FactFilter, before: int, after: int
                ) -> tuple[list[FactRow], list[FactRow]]:
-    """Facts just before (newest first) and after (oldest first) ``row`` by observed time."""
+    """Facts just before (newest first) and after (oldest first) ``row`` by observed time
+    (``facts.observed_at``: the column its index holds, not READ's expression)."""
     cond, params = filter_clause(flt)
     at = (row["observed_at"], row["id"])
     earlier = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND (observed_at, id) < (?, ?) "
-                    f"ORDER BY observed_at DESC, id DESC {LIMIT}", (*params, *at, before))
+                    f"ORDER BY facts.observed_at DESC, id DESC {LIMIT}", (*params, *at, before))
     later = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND (observed_at, id) > (?, ?) "
-                  f"ORDER BY observed_at, id {LIMIT}", (*params, *at, after))
+                  f"ORDER BY facts.observed_at, id {LIMIT}", (*params, *at, after))
     return earlier, later
 
 
