@@ -56,6 +56,29 @@ def traced(note: Callable[[str, Any], _Seen]) -> Iterator[list[_Seen]]:
         yield seen
 
 
+@contextlib.contextmanager
+def rows_read() -> Iterator[dict[str, int]]:
+    """How many rows the statements reading the facts table returned, on the apsw
+    connections opened in the block (``"facts"``; the caller clears it)."""
+    read: dict[str, int] = {}
+    running: dict[int, str] = {}
+
+    def exec_trace(cursor: apsw.Cursor, sql: str, _bindings: Any) -> bool:
+        running[id(cursor)] = sql
+        return True
+
+    def row_trace(cursor: apsw.Cursor, row: Any) -> Any:
+        if " FROM facts WHERE " in running.get(id(cursor), ""):
+            read["facts"] = read.get("facts", 0) + 1
+        return row
+
+    def hook(conn: apsw.Connection) -> None:
+        conn.exec_trace, conn.row_trace = exec_trace, row_trace
+
+    with connection_hook(hook):
+        yield read
+
+
 def plan_of(words: list[str]) -> QueryPlan:
     """The query plan of a search for ``words`` (already sanitized)."""
     return QueryPlan(text=" ".join(words), words=tuple(words), match=to_match(list(words)))

@@ -23,6 +23,7 @@ from _assembler_helpers import HOSTILE_VALUES
 from _damage import damage_the_facts_table
 from _inspector import HOSTILE, TOKEN, demo_facts, serving
 from _lock_holders import SQLiteHolder, inside_a_sqlite_write
+from _sql import rows_read
 from ctxslots import AssemblyRequest, FactStore, InvalidArgumentError, PromptAssembler
 from ctxslots.cli import cli
 from ctxslots.inspector import explain
@@ -416,6 +417,45 @@ def test_every_fact_is_reached_a_page_at_a_time(tmp_path):
         for bad in ("4", "0", "x"):
             assert 404 == client.get(f"{base}/?page={bad}").status_code
         assert 200 == client.get(f"{base}/timeline?page=3").status_code
+
+
+def test_a_memory_or_timeline_page_reads_one_page_of_facts_not_the_store(tmp_path):
+    """1,000 facts: the memory page and the timeline, unfiltered, by owner or far back,
+    take from the store the 300 facts they show (and a count), not every fact; with a
+    text to look for, the page still finds it in every fact."""
+    import uvicorn
+
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store, store.batch():
+        ids = [store.add("user", f"Note {n} of the user.", user=f"u{n % 4}").id
+               for n in range(1000)]
+    with rows_read() as read, FactStore(db) as store:
+        sock = bind("127.0.0.1", 0)
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        server = uvicorn.Server(uvicorn.Config(create_app(store, token=TOKEN),
+                                               log_level="warning", lifespan="off"))
+        serving_thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+        serving_thread.start()
+        try:
+            while not server.started and serving_thread.is_alive():
+                time.sleep(0.01)
+            with httpx.Client(timeout=120) as client:
+                assert 200 == client.get(f"{base}/fact/{ids[0]}?token={TOKEN}").status_code
+                for path, matched, first in [("/", 1000, ids[-1]), ("/?page=4", 1000, ids[99]),
+                                             ("/timeline?page=2", 1000, ids[-301]),
+                                             ("/?user=u1", 250, ids[-3])]:
+                    read.clear()
+                    page = client.get(base + path)
+                    assert 200 == page.status_code, path
+                    assert f'data-matched="{matched}"' in page.text, path
+                    shown = [int(n) for n in re.findall(r'data-id="(\d+)"', page.text)]
+                    assert first == shown[0], path
+                    assert read.get("facts", 0) <= 301, (path, read)
+                found = client.get(base + "/", params={"q": "note 7 of"})
+                assert [ids[7]] == [int(n) for n in re.findall(r'data-id="(\d+)"', found.text)]
+        finally:
+            server.should_exit = True
+            serving_thread.join(60)
 
 
 def test_the_tag_filter_finds_a_tag_as_stored(location):

@@ -116,54 +116,60 @@ class Pages:
 
     # Memory and the timeline ---------------------------------------------------------
 
-    def _listed(self, params: Mapping[str, str]) -> tuple[list[Any], str | None, int]:
-        """Facts the filters select, newest first; an error message; how many matched."""
+    def _listed(self, params: Mapping[str, str], order: str, number: int
+                ) -> tuple[list[Any], str | None, int]:
+        """Page ``number`` of the facts the filters select, newest first (by id, or by
+        when each was said); an error message; how many matched. Without a text to look
+        for, the store counts the facts and reads one page of them; a text is looked for
+        in every fact the other filters select."""
         f = {name: _owner(params, name) if name in _OWNERS else _value(params, name)
              for name in _FIELDS}
         if f["tag"] is not None:  # as stored: a tag may begin or end with a space
             f["tag"] = params["tag"]
+        chosen: dict[str, Any] = {
+            "slots": None if f["slot"] is None else [f["slot"]],
+            "scope": ANY if f["scope"] is None else f["scope"],
+            "user": ANY if f["user"] is None else f["user"],
+            "agent": ANY if f["agent"] is None else f["agent"],
+            "tags": () if f["tag"] is None else [f["tag"]],
+            "include_expired": f["expired"] is not None}
+        start = (number - 1) * _SHOWN
         try:
-            facts = self.store.facts(
-                slots=None if f["slot"] is None else [f["slot"]],
-                scope=ANY if f["scope"] is None else f["scope"],
-                user=ANY if f["user"] is None else f["user"],
-                agent=ANY if f["agent"] is None else f["agent"],
-                tags=() if f["tag"] is None else [f["tag"]],
-                include_expired=f["expired"] is not None)
+            if f["q"] is None:
+                matched = self.store.count_facts(**chosen)
+                if not 0 <= start < max(matched, 1):
+                    return [], None, matched
+                return self.store.facts(**chosen, order=order, newest_first=True,
+                                        limit=_SHOWN, offset=start), None, matched
+            facts = self.store.facts(**chosen, order=order, newest_first=True)
         except CtxslotsError as exc:
             if _unavailable(exc):
                 raise
             return [], str(exc), 0
-        if f["q"] is not None:  # folded as search folds words: istanbul finds İstanbul
-            needle = fold(f["q"])
-            facts = [x for x in facts if needle in fold(" ".join(
-                filter(None, (x.value, x.key, x.context))))]
-        return facts, None, len(facts)
+        needle = fold(f["q"])  # folded as search folds words: istanbul finds İstanbul
+        facts = [x for x in facts if needle in fold(" ".join(
+            filter(None, (x.value, x.key, x.context))))]
+        return facts[start:start + _SHOWN], None, len(facts)
 
     def memory(self, request: Request) -> Response:
         """``/``: the facts the filters select (owners, scope, slot, tag, text)."""
-        params = request.query_params
-        facts, error, matched = self._listed(params)
-        facts.sort(key=lambda x: x.id, reverse=True)
-        return self._list_page("memory", params, facts, matched, error,
-                               done=params.get("done"))
+        return self._list_page("memory", request.query_params, "id",
+                               done=request.query_params.get("done"))
 
     def timeline(self, request: Request) -> Response:
         """``/timeline``: the same facts, by when they were said, newest first."""
-        params = request.query_params
-        facts, error, matched = self._listed(params)
-        facts.sort(key=lambda x: (x.observed_at or x.created_at, x.id), reverse=True)
-        return self._list_page("timeline", params, facts, matched, error, done=None)
+        return self._list_page("timeline", request.query_params, "said", done=None)
 
-    def _list_page(self, page: str, params: Mapping[str, str], facts: list[Any],
-                   matched: int, error: str | None, done: str | None) -> Response:
+    def _list_page(self, page: str, params: Mapping[str, str], order: str,
+                   done: str | None) -> Response:
         """One page of ``_SHOWN`` facts (``?page=N``, from 1), with links to the others
         carrying the filters."""
-        pages = max(1, -(-matched // _SHOWN))
         try:
             number = int(params.get("page") or 1)
         except ValueError:
             number = 0
+        facts, error, matched = self._listed(params, order, max(number, 1))
+        pages = max(1, -(-matched // _SHOWN))
         if not 1 <= number <= pages:
             return self.render("error.html.j2", page=page, status=404,
                                message=f"no page {params.get('page')!r}: the pages are 1 to "
@@ -174,7 +180,7 @@ class Pages:
             return "?" + urllib.parse.urlencode({**kept, "page": to})
 
         start = (number - 1) * _SHOWN
-        return self.render("memory.html.j2", page=page, facts=facts[start:start + _SHOWN],
+        return self.render("memory.html.j2", page=page, facts=facts,
                            matched=matched, shown=_SHOWN, first=start + 1, number=number,
                            pages=pages, newer=link(number - 1) if number > 1 else None,
                            older=link(number + 1) if number < pages else None, error=error,

@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..errors import FactNotFoundError, InvalidFactError
+from ..errors import FactNotFoundError, InvalidArgumentError, InvalidFactError
 from ..model import Fact
 from .core import StoreCore
 from .narrowing import Narrowing
@@ -29,6 +29,24 @@ def _count(name: str, count: object) -> int:
         raise InvalidFactError(f"{name} must be an integer from 0 to 100, not {count!r}",
                                field=name, value=count)
     return count
+
+
+#: The orders :meth:`ReadMethods.facts` lists in, as the engines name them.
+_ORDERS = {"id": "id", "said": "created"}
+
+
+def _order(order: object) -> str:
+    if not isinstance(order, str) or order not in _ORDERS:
+        raise InvalidArgumentError(f"order must be 'id' or 'said', not {order!r}",
+                                   field="order", value=order)
+    return _ORDERS[order]
+
+
+def _offset(offset: object) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidArgumentError(f"offset must be a whole number of 0 or more, not "
+                                   f"{offset!r}", field="offset", value=offset)
+    return offset
 
 
 class ReadMethods:
@@ -159,9 +177,13 @@ class ReadMethods:
               user: str | None = None, agent: str | None = None,
               include_expired: bool = False, tags: Iterable[str] | str = (),
               source: str | None = None, said_after: dt.datetime | float | None = None,
-              said_before: dt.datetime | float | None = None
+              said_before: dt.datetime | float | None = None, order: str = "id",
+              newest_first: bool = False, limit: int | None = None, offset: int = 0
               ) -> list[Fact]:
-        """Every live fact of the given slots its owners see, by id.
+        """Every live fact of the given slots its owners see, by id, or one page of them.
+
+        A page is read as a page: the store reads ``limit`` facts, not every fact the
+        filters select (:meth:`count_facts` says how many they select).
 
         :param scope: The workspace: its facts and the global ones (``None``: the
             global ones; ``ANY``: every workspace's).
@@ -172,12 +194,39 @@ class ReadMethods:
         :param source: Only facts with this source.
         :param said_after: Only memories said at or after this moment.
         :param said_before: Only memories said before this moment.
+        :param order: ``"id"`` (the order they were written in) or ``"said"`` (when each
+            was said, then id).
+        :param newest_first: The highest id (or the latest said) first.
+        :param limit: At most this many facts, from 1 to 1000 (``None``: all).
+        :param offset: Skip this many facts first (with ``limit``: the page from there).
+        :raises InvalidFactError: An argument is malformed.
+        :raises InvalidArgumentError: ``order``, ``limit`` or ``offset`` is malformed.
+        """
+        core = self._core
+        by = _order(order)
+        cut = None if limit is None else check_limit(limit)
+        skip = _offset(offset)
+        flt = core.filter(slots, Owners(user, agent, scope), live=not include_expired,
+                          narrow=Narrowing(tags, source, said_after, said_before))
+        rows = core.backend.select(flt, order=by, newest_first=bool(newest_first), limit=cut,
+                                   offset=skip)
+        return [Fact.from_row(r) for r in rows]
+
+    def count_facts(self, *, slots: Sequence[str] | None = None, scope: str | None = None,
+                    user: str | None = None, agent: str | None = None,
+                    include_expired: bool = False, tags: Iterable[str] | str = (),
+                    source: str | None = None,
+                    said_after: dt.datetime | float | None = None,
+                    said_before: dt.datetime | float | None = None) -> int:
+        """How many facts :meth:`facts` selects with the same filters, counted by the
+        store without reading them.
+
         :raises InvalidFactError: An argument is malformed.
         """
         core = self._core
         flt = core.filter(slots, Owners(user, agent, scope), live=not include_expired,
                           narrow=Narrowing(tags, source, said_after, said_before))
-        return [Fact.from_row(r) for r in core.backend.select(flt)]
+        return core.backend.count(flt)
 
     def important(self, slot: str, *, scope: str | None = None, user: str | None = None,
                   agent: str | None = None, limit: int = 5,

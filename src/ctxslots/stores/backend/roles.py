@@ -202,10 +202,15 @@ class FactRows(Protocol):
     def all_history(self) -> Iterator[HistoryEntry]:
         """Every history entry, by fact id then time (export)."""
 
-    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False
+    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False,
+               newest_first: bool = False, limit: int | None = None, offset: int = 0
                ) -> Iterator[FactRow]:
         """Facts passing ``flt``; ``order`` is ``"id"`` or ``"created"`` (by
-        observed time, then id)."""
+        observed time, then id), the highest first when ``newest_first``; at most
+        ``limit`` of them (``None``: all) after skipping ``offset``."""
+
+    def count(self, flt: FactFilter) -> int:
+        """How many facts pass ``flt``."""
 
     def important(self, flt: FactFilter, limit: int) -> list[FactRow]:
         """Up to ``limit`` facts passing ``flt`` that are keyed or reinforced (score

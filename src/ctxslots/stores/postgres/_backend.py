@@ -271,10 +271,17 @@ class PostgresBackend:
         """Every history entry, by fact id then time."""
         return self._session.iterate(_rows.all_history)
 
-    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False
+    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False,
+               newest_first: bool = False, limit: int | None = None, offset: int = 0
                ) -> Iterator[Row]:
-        """Facts passing ``flt``, by id or by observed time."""
-        return self._session.iterate(_rows.select, flt, order, archived)
+        """Facts passing ``flt``, by id or by observed time, a page of them if asked."""
+        return self._session.iterate(_rows.select, flt, order, archived, newest_first,
+                                     limit, offset)
+
+    def count(self, flt: FactFilter) -> int:
+        """How many facts pass ``flt``."""
+        with self._session.conn() as conn:
+            return _rows.count(conn, flt)
 
     def important(self, flt: FactFilter, limit: int) -> list[Row]:
         """Keyed or reinforced facts passing ``flt``, most important first."""

@@ -357,18 +357,34 @@ def all_history(conn: Conn) -> Iterator[HistoryEntry]:
             yield _entry(row)
 
 
-def select(conn: Conn, flt: FactFilter, order: str, archived: bool) -> Iterator[Row]:
-    """Facts passing ``flt`` by id or by observed time, read in chunks."""
+def select(conn: Conn, flt: FactFilter, order: str, archived: bool,
+           newest_first: bool = False, limit: int | None = None, offset: int = 0
+           ) -> Iterator[Row]:
+    """Facts passing ``flt`` by id or by observed time (the highest first when
+    ``newest_first``), at most ``limit`` of them after ``offset``, read in chunks."""
     if order not in ("id", "created"):
         raise ValueError(f"order must be 'id' or 'created', not {order!r}")
     where, params = filter_clause(flt)
     table, columns = ("archive", ARCHIVE_COLUMNS) if archived else ("facts", COLUMNS)
     by = "id" if order == "id" else "observed_at, id"
+    if newest_first:
+        by = "id DESC" if order == "id" else "observed_at DESC, id DESC"
+    cut = "" if limit is None and not offset else " LIMIT %s OFFSET %s"
+    if cut:
+        params = [*params, limit, offset]
     with conn.cursor(name=f"ctxslots_select_{next(_cursor_numbers)}",
                      row_factory=dict_row) as cur:
         cur.itersize = 2000
-        cur.execute(f"SELECT {columns} FROM {table} f WHERE {where} ORDER BY {by}", params)
+        cur.execute(f"SELECT {columns} FROM {table} f WHERE {where} ORDER BY {by}{cut}",
+                    params)
         yield from cur
+
+
+def count(conn: Conn, flt: FactFilter) -> int:
+    """How many facts pass ``flt``."""
+    where, params = filter_clause(flt)
+    row = conn.execute(f"SELECT count(*) FROM facts f WHERE {where}", params).fetchone()
+    return int(row[0])
 
 
 #: One combination of owners, slot and scope: the leading columns of the ``facts_owners`` index.

@@ -244,10 +244,15 @@ class SQLiteBackend:
         """Every history entry."""
         return _rows.all_history(self._conn)
 
-    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False
+    def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False,
+               newest_first: bool = False, limit: int | None = None, offset: int = 0
                ) -> Iterator[FactRow]:
-        """Facts passing ``flt``, by id or by observed time."""
-        return _rows.select(self._conn, flt, order, archived)
+        """Facts passing ``flt``, by id or by observed time, a page of them if asked."""
+        return _rows.select(self._conn, flt, order, archived, newest_first, limit, offset)
+
+    def count(self, flt: FactFilter) -> int:
+        """How many facts pass ``flt``."""
+        return _rows.count(self._conn, flt)
 
     def important(self, flt: FactFilter, limit: int) -> list[FactRow]:
         """Keyed or reinforced facts passing ``flt``, most important first (an index walk)."""

@@ -300,12 +300,29 @@ def all_history(conn: Connection) -> Iterator[HistoryEntry]:
         yield _history(r)
 
 
-def select(conn: Connection, flt: FactFilter, order: str, archived: bool) -> Iterator[FactRow]:
-    """Facts passing ``flt``, by id or by observed time."""
+def select(conn: Connection, flt: FactFilter, order: str, archived: bool,
+           newest_first: bool = False, limit: int | None = None, offset: int = 0
+           ) -> Iterator[FactRow]:
+    """Facts passing ``flt``, by id or by observed time (the highest first when
+    ``newest_first``), at most ``limit`` of them after ``offset``."""
     cond, params = filter_clause(flt)
     table, read = ("archive", ARCHIVE_READ) if archived else ("facts", READ)
-    by = {"id": "id", "created": "observed_at, id"}[order]
-    yield from _rows(conn, f"SELECT {read} FROM {table} WHERE {cond} ORDER BY {by}", params)
+    # The column by its table's name: bare, ORDER BY would name READ's expression of
+    # the same name, which no index holds, and sort every fact the filter selects.
+    by = {"id": "id", "created": f"{table}.observed_at, id"}[order]
+    if newest_first:
+        by = {"id": "id DESC", "created": f"{table}.observed_at DESC, id DESC"}[order]
+    cut = "" if limit is None and not offset else f" {LIMIT} OFFSET +?"
+    if cut:
+        params = [*params, -1 if limit is None else limit, offset]
+    yield from _rows(conn, f"SELECT {read} FROM {table} WHERE {cond} ORDER BY {by}{cut}",
+                     params)
+
+
+def count(conn: Connection, flt: FactFilter) -> int:
+    """How many facts pass ``flt``."""
+    cond, params = filter_clause(flt)
+    return int(conn.scalar(f"SELECT count(*) FROM facts WHERE {cond}", params))
 
 
 def important(conn: Connection, flt: FactFilter, limit: int) -> list[FactRow]:
