@@ -208,6 +208,28 @@ def test_edit_forget_reinforce_demote_delete_with_the_library_checks(served):
         assert store.get(ids["tests"], include_archive=True) is None
 
 
+def test_a_form_sent_as_shown_keeps_what_another_writer_stored_since(served):
+    """The edit form as the page showed it, sent after another writer changed the fact:
+    nothing is written over the change; a field changed on both sides is a 409."""
+    client, base, ids, location = served
+    fact = ids["deploy"]
+    page = client.get(f"{base}/fact/{fact}").text
+    form = {name: html.unescape(value) for name, value in re.findall(
+        r'<(?:textarea|input type="hidden") name="(\w+)"(?: rows="\d+">\n| value=")(.*?)'
+        r'(?:</textarea>|">)', page, re.DOTALL)}
+    form["confidence"] = "1.0"
+    with FactStore(location) as other:
+        other.update(fact, value="Deploys of shop-api run on Thursdays.", tags=["moved"])
+    sent = client.post(f"{base}/fact/{fact}/edit", data=form)
+    assert 303 == sent.status_code and "nothing+changed" in sent.headers["location"]
+    refused = client.post(f"{base}/fact/{fact}/edit", data={**form, "value": "Mondays."})
+    assert 409 == refused.status_code and "the value of fact" in refused.text
+    assert "Mondays.</textarea>" in refused.text
+    with FactStore(location) as other:
+        now = other.get(fact)
+        assert ("Deploys of shop-api run on Thursdays.", ("moved",)) == (now.value, now.tags)
+
+
 def test_the_prompt_lab_and_why_not(served):
     """The lab assembles the prompt for a message and owners, links each found fact to its
     explanation, and the why page says what :func:`explain` says; nothing counts as shown."""

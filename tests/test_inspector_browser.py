@@ -259,6 +259,45 @@ def test_save_with_nothing_changed_writes_nothing_whatever_the_fact_holds(tmp_pa
         assert [facts[0].value] == [h.value for h in store.history(facts[0].id)]
 
 
+def test_a_change_made_elsewhere_while_the_page_is_open_is_not_written_over(tmp_path,
+                                                                           browser):
+    """The fact's page is open in Chromium when another writer changes its value, context
+    and tags: Save untouched writes nothing, a new confidence alone writes only it, and a
+    new value is refused (409) with what was typed kept, then saved when sent again."""
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        fact = store.add("project", "Deploy steps:\r\n1. build", context="\nfrom the standup",
+                         tags=[" lead", "ops"])
+    with serving(db) as address, FactStore(db) as other:
+        base = address.split("/?", 1)[0]
+        browser.open(address, 1280)
+        browser.open(f"{base}/fact/{fact.id}", 1280)
+        other.update(fact.id, value="Deploy steps moved to the wiki.", context="in the retro",
+                     tags=["moved"])
+        browser.follow("document.querySelector('#edit').requestSubmit()")
+        assert "Done: nothing changed." == browser.evaluate(
+            "document.getElementById('done').textContent")
+        kept = other.get(fact.id)
+        assert ("Deploy steps moved to the wiki.", "in the retro", ("moved",), 1.0) == (
+            kept.value, kept.context, kept.tags, kept.confidence)
+        other.update(fact.id, value="Deploy steps are in the runbook.")
+        browser.follow(fill("#edit", confidence="0.6"))
+        assert "Done: saved." == browser.evaluate("document.getElementById('done').textContent")
+        now = other.get(fact.id)
+        assert ("Deploy steps are in the runbook.", 0.6) == (now.value, now.confidence)
+        other.update(fact.id, value="Deploy steps: ask Ada.")
+        browser.follow(fill("#edit", value="Deploy steps: see the runbook."))
+        error = browser.evaluate("document.getElementById('error').textContent")
+        assert error.startswith("nothing was saved: the value of fact") and "changed since" in error
+        assert "Deploy steps: ask Ada." == other.get(fact.id).value
+        assert "Deploy steps: see the runbook." == browser.evaluate(
+            "document.querySelector('#edit textarea[name=value]').value")
+        assert "0.6" == browser.evaluate("document.querySelector('#edit [name=confidence]').value")
+        browser.follow("document.querySelector('#edit').requestSubmit()")
+        assert "Done: saved." == browser.evaluate("document.getElementById('done').textContent")
+        assert "Deploy steps: see the runbook." == other.get(fact.id).value
+
+
 def test_long_names_and_unbroken_words_wrap_at_360_and_1280_px(tmp_path, browser):
     """Names as long as the store allows (a 200-character key, scope, user and agent, a
     64-character tag) and a 300-character word in a fact and in a message wrap where they

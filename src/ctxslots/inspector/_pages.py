@@ -7,7 +7,7 @@ other page waiting."""
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -88,6 +88,12 @@ def _tags(text: str) -> list[str]:
     control character), and may hold a comma or spaces at either end, as the store keeps
     them; blank lines are no tag."""
     return [line for line in _lines(text).split("\n") if line.strip()]
+
+
+def _confidence(text: str) -> Any:
+    """The confidence field as a number (1 when blank), else as typed, for the store to
+    refuse."""
+    return _number(text.strip() or None, 1.0)
 
 
 async def _form(request: Request) -> dict[str, str]:
@@ -232,7 +238,14 @@ class Pages:
         store = self.store
         try:
             if action == "edit":
-                changes = self._edits(fact_id, form)
+                changes, moved = self._edits(fact_id, form)
+                if moved:
+                    return self._fact_page(fact_id, status=409, form={
+                        n: v for n, v in form.items() if n in changes}, error=(
+                        f"nothing was saved: the {' and the '.join(moved)} of fact "
+                        f"{fact_id} changed since this page was shown; the form now shows "
+                        "what is stored, with what you typed in the fields you changed: "
+                        "save again to write it"))
                 if not changes:
                     return RedirectResponse(f"/fact/{fact_id}?done=nothing+changed",
                                             status_code=303)
@@ -262,27 +275,36 @@ class Pages:
         done = {"edit": "saved", "forget": "forgotten"}.get(action, action + "d")
         return RedirectResponse(f"/fact/{fact_id}?done={done}", status_code=303)
 
-    def _edits(self, fact_id: int, form: Mapping[str, str]) -> dict[str, Any]:
-        """The fields of the edit form that differ from the stored fact, as
-        :meth:`~ctxslots.FactStore.update` takes them: a form sent untouched changes
-        nothing, whatever line ends or tags the fact holds."""
+    def _edits(self, fact_id: int, form: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+        """The fields of the edit form the person changed, as
+        :meth:`~ctxslots.FactStore.update` takes them, and those of them that another
+        writer changed since the page was shown.
+
+        A field counts as changed when it differs from what the page showed (its
+        ``shown_`` twin; the stored fact's when the form has none): a form sent untouched
+        changes nothing, whatever line ends or tags the fact holds, and a field left as
+        shown never writes the page's old value over a newer one."""
         fact = self.store.get(fact_id)  # a live fact, as update changes
         if fact is None:
             raise FactNotFoundError(fact_id)
+        stored = {"value": _lines(fact.value), "context": _lines(fact.context or ""),
+                  "tags": list(fact.tags), "confidence": fact.confidence}
+        read: dict[str, Callable[[str], Any]] = {
+            "value": _lines, "context": _lines, "tags": _tags, "confidence": _confidence}
         changes: dict[str, Any] = {}
-        value = form.get("value")
-        if value is not None and _lines(value) != _lines(fact.value):
-            changes["value"] = _lines(value)
-        context = form.get("context")
-        if context is not None and _lines(context) != _lines(fact.context or ""):
-            changes["context"] = _lines(context)
-        tags = form.get("tags")
-        if tags is not None and _tags(tags) != list(fact.tags):
-            changes["tags"] = _tags(tags)
-        confidence = _number(_value(form, "confidence"), 1.0)
-        if confidence != fact.confidence:
-            changes["confidence"] = confidence
-        return changes
+        moved = []
+        for name, parse in read.items():
+            sent = form.get(name)
+            if sent is None and name != "confidence":
+                continue
+            new = parse(sent or "")
+            shown = form.get("shown_" + name)
+            before = stored[name] if shown is None else parse(shown)
+            if new != before and new != stored[name]:
+                changes[name] = new
+                if before != stored[name]:
+                    moved.append(name)
+        return changes, moved
 
     # The prompt lab and why ------------------------------------------------------------
 
