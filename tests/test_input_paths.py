@@ -63,6 +63,38 @@ def test_flush_command_names_the_line_and_the_role(db_path, tmp_path):
     assert [] == server.requests
 
 
+@pytest.mark.parametrize("field", ["content", "id"])
+def test_flush_refuses_half_a_character_before_calling_the_model(store, field):
+    """A message cut between the two halves of an emoji (a lone surrogate): an
+    InvalidArgumentError naming the message, not a failed model call; no request is sent."""
+    with ScriptedChatServer([REPLY]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m"))
+        broken = {"role": "user", "content": "My cat is called Tom.", "id": "m2"}
+        broken[field] += "\ud83d"
+        messages = [{"role": "user", "content": "Hello."}, broken]
+        with pytest.raises(InvalidArgumentError,
+                           match=r"messages\[1\] is not valid Unicode text: it holds a lone "
+                                 r"surrogate"):
+            flusher.flush(messages, force=True)
+    assert [] == server.requests
+    assert 0 == flusher.messages_read("default")
+
+
+def test_flush_command_names_the_line_holding_half_a_character(db_path, tmp_path):
+    """ctxslots flush with a "\\ud83d" escape alone in a line: one error line naming the
+    file and line; no request."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": "Hi."}\n'
+                    '{"role": "user", "content": "My cat \\ud83d"}\n', encoding="utf-8")
+    with ScriptedChatServer([REPLY]) as server:
+        result = _run(db_path, "flush", str(chat), "--base-url", server.base_url, "--model", "m")
+    assert 1 == result.exit_code
+    [line] = result.output.splitlines()
+    assert line.startswith(f"Error: {chat}:2: the message is not valid Unicode text"), line
+    assert line.endswith("nothing was sent to the model"), line
+    assert [] == server.requests
+
+
 @pytest.mark.parametrize("when", ["zero", "an hour ago", "now", "a datetime in the past"])
 @pytest.mark.parametrize("write", ["add", "upsert"])
 def test_an_expiry_not_in_the_future_is_refused(store, clock, when, write):

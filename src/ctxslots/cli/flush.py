@@ -16,6 +16,7 @@ import click
 from .._json_fields import DECODER, DuplicateFieldError
 from .._secrets import scrub, split_credentials
 from ..errors import FlushError
+from ..flusher._progress import BROKEN_TEXT, broken_text
 from ..flusher.openai_client import MAX_TIMEOUT
 from ..model import MESSAGE_ROLES, Message
 from ..stores.owners import OwnerArgs
@@ -68,7 +69,10 @@ def _read_messages(path: Path) -> list[Message]:
                 raise click.ClickException(
                     f"{path}:{number}: the role {data['role'][:40]!r} is not one of "
                     f"{', '.join(MESSAGE_ROLES)}; nothing was sent to the model")
-            messages.append(Message.from_dict(data))
+            message = Message.from_dict(data)
+            if broken_text(message):  # a "\\ud83d" escape alone, say
+                raise click.ClickException(f"{path}:{number}: the message {BROKEN_TEXT}")
+            messages.append(message)
     return messages
 
 

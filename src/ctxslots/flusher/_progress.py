@@ -14,10 +14,12 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from ..model import MESSAGE_ROLES, Message
 from ..stores import FactStore
-from ..stores.writes.limits import check_conversation
+from ..stores.writes.limits import LONE_SURROGATE, check_conversation
 
 __all__ = [
+    "BROKEN_TEXT",
     "Progress",
+    "broken_text",
     "check_conversation",
     "check_messages",
     "fingerprint",
@@ -34,8 +36,8 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
     """Messages as :class:`~ctxslots.model.Message` objects.
 
     :raises InvalidArgumentError: ``messages`` is not a sequence, an entry is
-        neither a message nor a mapping, or its role is not one of :data:`MESSAGE_ROLES`
-        (field ``"messages"``).
+        neither a message nor a mapping, its role is not one of :data:`MESSAGE_ROLES`,
+        or its content or id holds a lone surrogate (field ``"messages"``).
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidArgumentError("messages must be a sequence of messages", field="messages",
@@ -55,7 +57,23 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
             raise InvalidArgumentError(
                 f"messages[{i}] has the role {out[-1].role[:40]!r}; a message's role is one of "
                 f"{', '.join(MESSAGE_ROLES)}", field="messages", value=out[-1].role)
+        if broken_text(out[-1]):
+            raise InvalidArgumentError(f"messages[{i}] {BROKEN_TEXT}", field="messages",
+                                       value=out[-1].content)
     return out
+
+
+#: Why a message holding a lone surrogate is refused: no request can carry it, and the
+#: record of what was read cannot be computed over it.
+BROKEN_TEXT = ("is not valid Unicode text: it holds a lone surrogate (half of a character, "
+               "as a string cut between the two halves of an emoji leaves); nothing was "
+               "sent to the model")
+
+
+def broken_text(message: Message) -> bool:
+    """Whether ``message``'s content or id holds a lone surrogate."""
+    return any(isinstance(text, str) and LONE_SURROGATE.search(text) is not None
+               for text in (message.content, message.id))
 
 
 
