@@ -305,7 +305,8 @@ class MemoryFlusher:
         :param agent: The agent in the conversation, whose lessons agent facts
             become (``None``: the store's default agent).
         :param force: Flush even when the policy says it is not due yet (session
-            end, before compaction).
+            end, before compaction: then again while ``report.remaining`` is not 0,
+            as one flush sends at most ``max_flush_tokens`` of messages).
         :param written_at: When the messages were written (a datetime from 1970 on;
             default: now), so the model can turn relative dates into calendar
             dates; also the observed time of the facts the flush writes

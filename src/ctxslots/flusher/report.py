@@ -51,7 +51,8 @@ class FlushPolicy:
 
     A flush is due when either threshold is reached; a threshold of ``None``
     is off. Session end and compaction call ``flush(..., force=True)``, which
-    does not ask the policy.
+    does not ask the policy, again while ``report.remaining`` is not 0 (one flush
+    sends at most ``max_flush_tokens`` of messages).
 
     Attributes:
         every_n_turns: Due once this many user messages are unflushed.
