@@ -10,7 +10,7 @@ import datetime as dt
 import pytest
 from click.testing import CliRunner
 
-from ctxslots import FactStore, InvalidFactError, MemoryFlusher, OpenAIChatClient
+from ctxslots import FactStore, InvalidFactError, MemoryFlusher, Message, OpenAIChatClient
 from ctxslots.cli import cli
 from ctxslots.errors import InvalidArgumentError
 from ctxslots.testing import ScriptedChatServer
@@ -76,6 +76,24 @@ def test_flush_refuses_half_a_character_before_calling_the_model(store, field):
                            match=r"messages\[1\] is not valid Unicode text: it holds a lone "
                                  r"surrogate"):
             flusher.flush(messages, force=True)
+    assert [] == server.requests
+    assert 0 == flusher.messages_read("default")
+
+
+@pytest.mark.parametrize(("message", "wrong"), [
+    (Message("user", None), "content must be text, not NoneType"),  # type: ignore[arg-type]
+    (Message("user", 5), "content must be text, not int"),  # type: ignore[arg-type]
+    (Message("user", "Hi.", id=7), "id must be text, not int"),  # type: ignore[arg-type]
+    (Message(None, "Hi."), "role must be text, not NoneType"),  # type: ignore[arg-type]
+], ids=["no-content", "number-content", "number-id", "no-role"])
+def test_flush_refuses_a_hand_built_message_of_the_wrong_types(store, message, wrong):
+    """A Message built from a host's own rows (a deleted message's content None, a numeric
+    id): an InvalidArgumentError naming the message and the field, not a TypeError from
+    inside the flush; no request is sent."""
+    with ScriptedChatServer([REPLY]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m"))
+        with pytest.raises(InvalidArgumentError, match=rf"^messages\[1\]\.{wrong}$"):
+            flusher.flush([Message("user", "Hello."), message], force=True)
     assert [] == server.requests
     assert 0 == flusher.messages_read("default")
 

@@ -36,8 +36,9 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
     """Messages as :class:`~ctxslots.model.Message` objects.
 
     :raises InvalidArgumentError: ``messages`` is not a sequence, an entry is
-        neither a message nor a mapping, its role is not one of :data:`MESSAGE_ROLES`,
-        or its content or id holds a lone surrogate (field ``"messages"``).
+        neither a message nor a mapping, a message's role, content or id is not text
+        (an id may be ``None``), its role is not one of :data:`MESSAGE_ROLES`, or its
+        content or id holds a lone surrogate (field ``"messages"``).
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidArgumentError("messages must be a sequence of messages", field="messages",
@@ -53,6 +54,14 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
                 f"messages[{i}] must be a Message or a {{role, content}} mapping, not "
                 f"{type(m).__name__}", field="messages", value=m,
             )
+        wrong = [(name, value) for name, value in (("role", out[-1].role),
+                                                   ("content", out[-1].content),
+                                                   ("id", out[-1].id))
+                 if not isinstance(value, str) and (name != "id" or value is not None)]
+        if wrong:  # a Message built by hand: its fields are not checked when it is made
+            name, value = wrong[0]
+            raise InvalidArgumentError(f"messages[{i}].{name} must be text, not "
+                                       f"{type(value).__name__}", field="messages", value=value)
         if out[-1].role not in MESSAGE_ROLES:
             raise InvalidArgumentError(
                 f"messages[{i}] has the role {out[-1].role[:40]!r}; a message's role is one of "
@@ -72,8 +81,8 @@ BROKEN_TEXT = ("is not valid Unicode text: it holds a lone surrogate (half of a 
 
 def broken_text(message: Message) -> bool:
     """Whether ``message``'s content or id holds a lone surrogate."""
-    return any(isinstance(text, str) and LONE_SURROGATE.search(text) is not None
-               for text in (message.content, message.id))
+    return any(LONE_SURROGATE.search(text) is not None
+               for text in (message.content, message.id) if text is not None)
 
 
 
