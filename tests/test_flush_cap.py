@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 
-from ctxslots import FlushError, MemoryFlusher, OpenAIChatClient
+from ctxslots import FactStore, FlushError, MemoryFlusher, OpenAIChatClient
 from ctxslots.cli import cli
+from ctxslots.cli.flush import _flush_until_read, read_conversation
 from ctxslots.tokens import count_tokens
 
 #: The server's context, in bytes of request body.
@@ -224,3 +226,29 @@ def test_a_message_cut_inside_a_character_is_sent_without_a_replacement_characte
         start = sent.index("\U0001f9d1")
         cut = sent[start:sent.index("\n[the rest of this message was too long to read]")]
         assert text.startswith(cut) and cut, cap
+
+
+def test_the_cli_stops_when_the_user_is_erased_between_two_requests(server, tmp_path):
+    """`ctxslots flush` reads a long file in several requests and the user is erased (by
+    another store) between two of them: the command stops with one clear error instead of
+    reading the file from its first message again and writing the erased memory back."""
+    conversation = tmp_path / "chat.jsonl"
+    conversation.write_text("".join(json.dumps(m) + "\n" for m in session(300)))
+    db = tmp_path / "cli.db"
+    with FactStore(db) as store, FactStore(db) as other:
+        flusher = MemoryFlusher(store, client(server), max_flush_tokens=2500)
+        erased = []
+
+        def erase_after_the_first_request(report: Any) -> None:
+            if not erased:
+                erased.append(other.erase(user="grace"))
+
+        with pytest.raises(click.ClickException,
+                           match=r"the progress of chat changed after message \d+ was read "
+                                 r"\(its user's or agent's memory was erased"):
+            _flush_until_read(flusher, read_conversation(conversation), "chat",
+                              {"user": "grace"}, True, erase_after_the_first_request,
+                              progress=False)
+        assert 1 == erased[0].progress
+        assert 1 == len(server.prompts)  # message 1 was not sent again
+        assert 0 == flusher.messages_read("chat", user="grace")
