@@ -244,7 +244,7 @@ def test_the_cli_stops_when_the_user_is_erased_between_two_requests(server, tmp_
                 erased.append(other.erase(user="grace"))
 
         with pytest.raises(click.ClickException,
-                           match=r"the progress of chat changed after message \d+ was read "
+                           match=r"the progress of chat went back after message \d+ was read "
                                  r"\(its user's or agent's memory was erased"):
             _flush_until_read(flusher, read_conversation(conversation), "chat",
                               {"user": "grace"}, True, erase_after_the_first_request,

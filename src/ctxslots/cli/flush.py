@@ -225,13 +225,14 @@ def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
     """Flush ``conversation`` again while a flush leaves messages for the next one (its
     token cap); return the reports, each passed to ``shown`` as it comes.
 
-    Each flush after the first goes on only from where the one before stopped: when the
-    conversation's progress changed in between (its user's or agent's memory erased, or
-    another flush), the next flush would read it from the start again and write an
-    erased memory back, so the command stops instead.
+    Each flush after the first goes on only from where the one before stopped, or from
+    further on (another flush read on meanwhile): when the conversation's progress went
+    back in between (its user's or agent's memory erased, or another flush reading another
+    version of it from the start), the next flush would read it from the start again and
+    write an erased memory back, so the command stops instead.
 
     :raises FlushError: A flush failed (the ones before it stand).
-    :raises click.ClickException: The progress changed between two flushes.
+    :raises click.ClickException: The progress went back between two flushes.
     """
     reports: list[Any] = []
     with Progress("flushing", total=len(messages), unit="messages",
@@ -239,12 +240,12 @@ def _flush_until_read(flusher: Any, messages: list[Message], conversation: str,
         while True:
             if reports and flusher.messages_read(
                     conversation, user=owners.get("user"), agent=owners.get("agent")
-                    ) != reports[-1].messages_read:
+                    ) < reports[-1].messages_read:
                 raise click.ClickException(
-                    f"the progress of {conversation} changed after message "
+                    f"the progress of {conversation} went back after message "
                     f"{reports[-1].messages_read} was read (its user's or agent's memory was "
-                    "erased, or another flush read it): stopped rather than read it again "
-                    "from the start; flush again to go on")
+                    "erased, or another flush read another version of it): stopped rather "
+                    "than read it again from the start; flush again to go on")
             report = flusher.flush(messages, conversation=conversation, **owners,
                                    force=force or bool(reports))
             reports.append(report)
