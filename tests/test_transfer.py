@@ -609,6 +609,13 @@ def test_memory_md_headings_become_tags(store):
     assert (0, 5) == (again.added, again.skipped_duplicates)
 
 
+def test_markdown_text_starting_with_a_byte_order_mark_keeps_its_first_bullet(store):
+    """Text read from a file saved with a byte-order mark reads like the file itself."""
+    report = store.import_markdown("\ufeff- First.\n- Second.\n", slot="agent")
+    assert (2, 0) == (report.added, report.ignored_lines)
+    assert ["First.", "Second."] == [f.value for f in store.facts(slots=["agent"])]
+
+
 def test_markdown_invalid_bullet_names_its_line(store):
     """An over-size bullet fails the import with its line, or is skipped with skip_invalid."""
     text = "# Notes\n- A fine fact.\n- " + "x" * 5000 + "\n"

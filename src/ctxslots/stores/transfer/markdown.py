@@ -163,7 +163,9 @@ def import_markdown(
                   default_user=core.writer.default_user, default_agent=core.writer.default_agent)
     path, text = markdown_source(path_or_text)
     longest = core.limits.max_import_line_chars
-    lines = file_lines(path, longest) if path is not None else (text or "").split("\n")
+    # Text read from a file or a pipe may still start with its byte-order mark.
+    lines = file_lines(path, longest) if path is not None \
+        else (text or "").removeprefix("\ufeff").split("\n")
     reader = MarkdownReader(slot, core.limits.max_tag_chars,
                             other_slots=frozenset(core.limits.slots))
     source = f"markdown:{path.name}" if path is not None else "markdown"
