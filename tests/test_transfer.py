@@ -616,6 +616,14 @@ def test_markdown_text_starting_with_a_byte_order_mark_keeps_its_first_bullet(st
     assert ["First.", "Second."] == [f.value for f in store.facts(slots=["agent"])]
 
 
+def test_a_bullet_marker_followed_by_a_tab_starts_a_fact(store):
+    """An editor that indents with tabs writes ``-<tab>text``: a list item, so a fact."""
+    report = store.import_markdown("# user\n\n-\tEdits in Zed.\n*\tPrefers French.\n",
+                                   slot="user")
+    assert (2, 0) == (report.added, report.ignored_lines)
+    assert ["Edits in Zed.", "Prefers French."] == [f.value for f in store.facts(slots=["user"])]
+
+
 def test_markdown_invalid_bullet_names_its_line(store):
     """An over-size bullet fails the import with its line, or is skipped with skip_invalid."""
     text = "# Notes\n- A fine fact.\n- " + "x" * 5000 + "\n"

@@ -47,7 +47,8 @@ __all__ = [
 #: Marks a value that would otherwise read as keyed (at the start) or tagged (at the end).
 MARK = "<!---->"
 
-_BULLET = re.compile(r"^( {0,3})[-*+](?: (.*))?$")
+#: A bullet: its marker followed by a space or a tab (an editor set to indent with tabs).
+_BULLET = re.compile(r"^( {0,3})[-*+](?:[ \t](.*))?$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
@@ -279,11 +280,11 @@ def _bullet(line: int, lines: list[str], headings: list[str]) -> Bullet:
 def parse_markdown(text: str, *, slot: str, max_tag_chars: int = 64) -> ParsedMarkdown:
     """Read bullets, keys, tags and heading tags from Markdown text.
 
-    A ``-``, ``*`` or ``+`` bullet starts a fact; indented lines after it
-    (blank lines between them included) continue it, with the bullet's
-    indentation removed. Headings of any level become tags of the bullets under
-    them (lower-case, spaces to ``-``), except the title :func:`render_file`
-    writes for ``slot``. Everything else is prose.
+    A ``-``, ``*`` or ``+`` bullet (the marker, then a space or a tab) starts a
+    fact; indented lines after it (blank lines between them included) continue it,
+    with the bullet's indentation removed. Headings of any level become tags of the
+    bullets under them (lower-case, spaces to ``-``), except the title
+    :func:`render_file` writes for ``slot``. Everything else is prose.
     """
     reader = MarkdownReader(slot, max_tag_chars)
     # Only "\n" ends a line: a value may hold other line separators (U+2028...).
