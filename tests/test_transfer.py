@@ -624,6 +624,15 @@ def test_a_bullet_marker_followed_by_a_tab_starts_a_fact(store):
     assert ["Edits in Zed.", "Prefers French."] == [f.value for f in store.facts(slots=["user"])]
 
 
+def test_a_code_fence_closes_only_on_a_run_as_long_as_its_opening(store):
+    """A ```` fence holding a ``` example (a shorter run, or one with an info string) is one
+    code block: the bullet inside it is prose."""
+    text = "````\n```python\n- shown as code\n```\n````\n- A fact.\n"
+    report = store.import_markdown(text, slot="agent")
+    assert (1, 5) == (report.added, report.ignored_lines)
+    assert ["A fact."] == [f.value for f in store.facts(slots=["agent"])]
+
+
 def test_markdown_invalid_bullet_names_its_line(store):
     """An over-size bullet fails the import with its line, or is skipped with skip_invalid."""
     text = "# Notes\n- A fine fact.\n- " + "x" * 5000 + "\n"

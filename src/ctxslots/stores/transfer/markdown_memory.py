@@ -250,6 +250,13 @@ def _other_title(line: str, slot: str, slots: Iterable[str]) -> str | None:
     return parts[0] if parts[1] is not None or parts[0] in slots else None
 
 
+def _closes_fence(line: str, fence: str) -> bool:
+    """Whether ``line`` closes the code fence opened by ``fence`` (its backticks or
+    tildes): a run of the same character at least as long, and nothing after it."""
+    run = line.strip()
+    return len(run) >= len(fence) and run == fence[0] * len(run)
+
+
 def _split_context(lines: list[str]) -> tuple[list[str], str | None]:
     """The bullet's lines without the quote that ends them, and the quote's text."""
     end = len(lines)
@@ -319,13 +326,13 @@ class MarkdownReader:
         headings: list[str] = []  # one entry per heading level, "" for no tag
         current: tuple[int, int, list[str]] | None = None  # start line, indent, lines
         pending: list[str] = []  # blank lines inside a bullet, kept if it goes on after them
-        fence: str | None = None
+        fence: str | None = None  # the opening run of a code fence outside a bullet
         number = 0
         for number, raw in enumerate(lines, start=1):
             line = raw.removesuffix("\r")
             if fence is not None:
                 self.ignored_lines += bool(line.strip())
-                if line.strip().startswith(fence):
+                if _closes_fence(line, fence):
                     fence = None
                 continue
             indent = len(line) - len(line.lstrip(" "))
@@ -361,6 +368,6 @@ class MarkdownReader:
             else:
                 self.ignored_lines += 1
                 if (opened := _FENCE.match(line)) is not None:
-                    fence = opened.group(1)[0] * 3
+                    fence = opened.group(1)
         if current is not None:
             yield _bullet(current[0], current[2], [h for h in headings if h])
