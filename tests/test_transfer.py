@@ -633,6 +633,16 @@ def test_a_code_fence_closes_only_on_a_run_as_long_as_its_opening(store):
     assert ["A fact."] == [f.value for f in store.facts(slots=["agent"])]
 
 
+def test_a_bullet_commented_out_is_not_imported(store):
+    """Bullets inside an HTML comment (a person disabling them) render as nothing and are
+    not read; the comment's lines are ignored prose, and reading resumes after it."""
+    text = ("# user\n\n- Kept.\n<!--\n- Disabled.\n  still disabled\n-->\n"
+            "<!-- - disabled on one line -->\n<!-->\n- Kept too.\n")
+    report = store.import_markdown(text, slot="user")
+    assert (2, 6) == (report.added, report.ignored_lines)
+    assert ["Kept.", "Kept too."] == [f.value for f in store.facts(slots=["user"])]
+
+
 def test_markdown_invalid_bullet_names_its_line(store):
     """An over-size bullet fails the import with its line, or is skipped with skip_invalid."""
     text = "# Notes\n- A fine fact.\n- " + "x" * 5000 + "\n"

@@ -51,6 +51,8 @@ MARK = "<!---->"
 _BULLET = re.compile(r"^( {0,3})[-*+](?:[ \t](.*))?$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+#: An HTML comment opening outside a bullet (``<!-- ... -->``, on one line or several).
+_COMMENT = re.compile(r"^ {0,3}<!--")
 _THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _KEYED = re.compile(r"\*\*([^\n]+?)\*\*:(?: |(?=\n)|$)")
 #: A line CommonMark may read as a link reference definition (``[x]: url``,
@@ -291,7 +293,8 @@ def parse_markdown(text: str, *, slot: str, max_tag_chars: int = 64) -> ParsedMa
     fact; indented lines after it (blank lines between them included) continue it,
     with the bullet's indentation removed. Headings of any level become tags of the
     bullets under them (lower-case, spaces to ``-``), except the title
-    :func:`render_file` writes for ``slot``. Everything else is prose.
+    :func:`render_file` writes for ``slot``. Everything else is prose, code blocks
+    and HTML comments outside bullets included, with any bullet inside them.
     """
     reader = MarkdownReader(slot, max_tag_chars)
     # Only "\n" ends a line: a value may hold other line separators (U+2028...).
@@ -327,6 +330,7 @@ class MarkdownReader:
         current: tuple[int, int, list[str]] | None = None  # start line, indent, lines
         pending: list[str] = []  # blank lines inside a bullet, kept if it goes on after them
         fence: str | None = None  # the opening run of a code fence outside a bullet
+        comment = False  # inside an HTML comment outside a bullet
         number = 0
         for number, raw in enumerate(lines, start=1):
             line = raw.removesuffix("\r")
@@ -334,6 +338,10 @@ class MarkdownReader:
                 self.ignored_lines += bool(line.strip())
                 if _closes_fence(line, fence):
                     fence = None
+                continue
+            if comment:
+                self.ignored_lines += bool(line.strip())
+                comment = "-->" not in line
                 continue
             indent = len(line) - len(line.lstrip(" "))
             if not line.strip():
@@ -369,5 +377,8 @@ class MarkdownReader:
                 self.ignored_lines += 1
                 if (opened := _FENCE.match(line)) is not None:
                     fence = opened.group(1)
+                elif (opened := _COMMENT.match(line)) is not None:
+                    # "<!-->" and "<!--->" close where they open, as in CommonMark.
+                    comment = "-->" not in line[opened.end() - 2:]
         if current is not None:
             yield _bullet(current[0], current[2], [h for h in headings if h])
