@@ -109,6 +109,33 @@ def test_a_scoped_markdown_file_imports_into_the_scope_its_title_names(filled, t
                                                                   scope=ANY)]
 
 
+def test_a_scoped_markdown_file_whose_title_was_edited_stays_in_its_scope(filled, tmp_path,
+                                                                         monkeypatch):
+    """A person who renames or deletes the title of DIR/scopes/repo/project.md still means
+    the workspace's facts: without --scope they go to the scope its folder names, not to
+    the global one where every workspace's prompts would show them."""
+    out = tmp_path / "md"
+    run("--db", str(filled), "export", "--format", "markdown", "-o", str(out))
+    scoped = out / "scopes" / "repo" / "project.md"
+    scoped.write_text("# Deploy notes\n\n- Deploys run on Friday.\n  ```sh\n  make deploy\n"
+                      "  ```\n- Tag releases from main.\n", encoding="utf-8")
+    result = run("--db", str(filled), "import", str(scoped))
+    assert result.stdout.startswith("imported 1 fact,") and "skipped 1 duplicate" in result.stdout
+    monkeypatch.chdir(scoped.parent)
+    copy = tmp_path / "copy.db"
+    assert run("--db", str(copy), "import", "project.md").stdout.startswith("imported 2 facts,")
+    for db in (filled, copy):
+        with FactStore(db) as store:
+            assert [] == store.facts(slots=["project"])
+            assert "Tag releases from main." in [f.value for f in store.facts(
+                slots=["project"], scope="repo")]
+    shortened = out / "scopes" / ("x" * 60 + "~0123456789ab") / "project.md"
+    shortened.parent.mkdir()
+    shortened.write_text("- A fact.\n", encoding="utf-8")
+    refused = CliRunner().invoke(cli, ["--db", str(copy), "import", str(shortened)])
+    assert 2 == refused.exit_code and "give --scope" in refused.stderr
+
+
 def test_markdown_to_stdout_and_to_one_file(filled, tmp_path):
     """Markdown without -o prints every slot; -o NAME.md writes that text to one file."""
     printed = run("--db", str(filled), "export", "--format", "markdown").stdout

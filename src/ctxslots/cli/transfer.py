@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
+from urllib.parse import unquote
 
 import click
 
@@ -19,7 +20,7 @@ from .._files import write_private
 from ..errors import InvalidImportError
 from ..stores import FactStore, ImportReport
 from ..stores.owners import OwnerArgs
-from ..stores.transfer.markdown_memory import titled_scope
+from ..stores.transfer.markdown_memory import scope_dirname, titled_scope
 from ._app import CliContext, Interrupted, pass_cli_context
 from ._format import count as _count
 from ._output import SafeWriter, echo, echo_json
@@ -115,7 +116,8 @@ def _format_of(path: Path, stdin: bool, fmt: str | None) -> str:
 @click.option("--slot", help="Markdown: the slot to import into (default: the file name, "
                              "as in user.md).")
 @click.option("--scope", help="Markdown: the scope to import into (default: the one the "
-                              "file's title names, '# project (scope: NAME)', else global).")
+                              "file's title names, '# project (scope: NAME)', else the one "
+                              "its folder scopes/NAME/ names, else global).")
 @owner_options("The user of every user fact imported (default: JSONL, each record's own; "
                + "Markdown, the store's default user).",
                "The agent of every agent fact imported (as --user).")
@@ -160,11 +162,13 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
                 if slot is None and target not in store.limits.slots:
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
                 text = sys.stdin.read() if stdin else file
-                if owners["scope"] is None:  # the scope an export's title names
+                if owners["scope"] is None:  # the scope an export's title or folder names
                     first = text.partition("\n")[0] if isinstance(text, str) \
                         else _first_line(file)
-                    owners = OwnerArgs(user=owners["user"], agent=owners["agent"],
-                                       scope=titled_scope(first, target))
+                    found = titled_scope(first, target)
+                    if found is None and not stdin:
+                        found = _folder_scope(file)
+                    owners = OwnerArgs(user=owners["user"], agent=owners["agent"], scope=found)
                 bar.relabel(f"importing {file.name}", unit="")
                 report = store.import_markdown(text, slot=target, **owners,
                                                skip_invalid=skip_invalid,
@@ -172,6 +176,26 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
         except InvalidImportError as exc:
             raise click.ClickException(f"{file}: {exc}") from exc
     return report
+
+
+def _folder_scope(file: Path) -> str | None:
+    """The scope whose folder an export writes ``file`` in (``DIR/scopes/<scope>/``), so a
+    file whose title was edited away stays in its scope; ``None`` outside such a folder.
+
+    :raises click.UsageError: The folder's name is a shortened one, which names no scope.
+    """
+    folder = file.absolute().parent
+    if folder.parent.name != "scopes":
+        return None
+    try:
+        scope = unquote(folder.name, errors="strict")
+    except UnicodeDecodeError:
+        scope = ""
+    if not scope or scope_dirname(scope) != folder.name:
+        raise click.UsageError(
+            f"{file.name!r} is in the folder of a scope its name does not spell out, and its "
+            "title names none ('# slot (scope: NAME)'): give --scope")
+    return scope
 
 
 def _first_line(file: Path) -> str:
