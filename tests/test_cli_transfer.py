@@ -136,6 +136,26 @@ def test_a_scoped_markdown_file_whose_title_was_edited_stays_in_its_scope(filled
     assert 2 == refused.exit_code and "give --scope" in refused.stderr
 
 
+def test_a_note_above_a_scoped_title_keeps_the_file_in_its_scope(filled, tmp_path):
+    """A comment or a blank line a person adds above `# project (scope: repo)` does not send
+    the file's facts to the global scope: the title is the first heading, not line one."""
+    one = tmp_path / "project.md"
+    run("--db", str(filled), "export", "--format", "markdown", "--slot", "project",
+        "--scope", "repo", "-o", str(one))
+    one.write_text("<!-- reviewed in November -->\n\n" + one.read_text(encoding="utf-8")
+                   + "- Deploys need a green build.\n", encoding="utf-8")
+    copy = tmp_path / "copy.db"
+    assert run("--db", str(copy), "import", str(one)).stdout.startswith("imported 2 facts,")
+    piped = run("--db", str(filled), "import", "-", "--format", "markdown", "--slot",
+                "project", input=one.read_text(encoding="utf-8"))
+    assert piped.stdout.startswith("imported 1 fact,") and "skipped 1 duplicate" in piped.stdout
+    for db in (filled, copy):
+        with FactStore(db) as store:
+            assert [] == store.facts(slots=["project"])
+            assert "Deploys need a green build." in [f.value for f in store.facts(
+                slots=["project"], scope="repo")]
+
+
 def test_markdown_to_stdout_and_to_one_file(filled, tmp_path):
     """Markdown without -o prints every slot; -o NAME.md writes that text to one file."""
     printed = run("--db", str(filled), "export", "--format", "markdown").stdout

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import io
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 from urllib.parse import unquote
@@ -163,9 +163,8 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
                 text = sys.stdin.read() if stdin else file
                 if owners["scope"] is None:  # the scope an export's title or folder names
-                    first = text.partition("\n")[0] if isinstance(text, str) \
-                        else _first_line(file)
-                    found = titled_scope(first, target)
+                    head = text.split("\n") if isinstance(text, str) else _head(file)
+                    found = _title_scope(head, target)
                     if found is None and not stdin:
                         found = _folder_scope(file)
                     owners = OwnerArgs(user=owners["user"], agent=owners["agent"], scope=found)
@@ -198,14 +197,26 @@ def _folder_scope(file: Path) -> str | None:
     return scope
 
 
-def _first_line(file: Path) -> str:
-    """The first line of ``file`` (at most 64 kB of it; ``""`` if it cannot be read: the
-    import says why)."""
+def _head(file: Path) -> list[str]:
+    """The lines of the first 64 kB of ``file`` (none if it cannot be read: the import
+    says why)."""
     try:
         with file.open(encoding="utf-8", errors="replace") as fp:
-            return fp.readline(65536)
+            return fp.read(65536).split("\n")
     except OSError:
-        return ""
+        return []
+
+
+def _title_scope(lines: Iterable[str], slot: str) -> str | None:
+    """The scope named by the title an export writes (``# slot (scope: NAME)``), the first
+    heading above any bullet: a note or a comment a person added above it is passed over."""
+    for line in lines:
+        text = line.removeprefix("\ufeff").lstrip(" ")
+        if text.startswith("#"):
+            return titled_scope(text, slot)
+        if text[:1] in ("-", "*", "+") and text[1:2] in ("", " ", "\t"):
+            return None
+    return None
 
 
 def _counted_records(bar: Progress) -> Callable[[int], None]:
