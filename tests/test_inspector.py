@@ -626,3 +626,25 @@ def test_a_change_waiting_for_another_process_keeps_no_page_waiting(tmp_path):
         finally:
             server.should_exit = True
             serving_thread.join(60)
+
+
+def test_a_hidden_fact_is_marked_in_the_memory_list(tmp_path):
+    """A fact a newer near-duplicate hides is listed with a link to the one hiding it (a
+    list showing it like any other left the reader wondering why search never finds it);
+    the survivor and other facts carry no such mark."""
+    db = str(tmp_path / "m.db")
+    clock_start = 1_700_000_000.0
+    moments = iter(clock_start + n for n in range(100))
+    with FactStore(db, clock=lambda: next(moments)) as store:
+        old = store.add("user", "Rosaline prefers dark mode in every editor.").id
+        new = store.add("user", "Rosaline prefers dark mode in every editor!").id
+        other = store.add("user", "Rosaline drinks green tea.").id
+        assert [s.fact_id for s in store.consolidate().superseded] == [old]
+    with serving(db) as address, httpx.Client(timeout=60) as client:
+        page = client.get(address)
+        assert 200 == page.status_code
+        rows = dict(re.findall(r'<tr class="fact" data-id="(\d+)">(.*?)</tr>', page.text,
+                               re.DOTALL))
+    assert f'hidden from search by <a href="/fact/{new}">#{new}</a>' in rows[str(old)]
+    assert "hidden from search" not in rows[str(new)]
+    assert "hidden from search" not in rows[str(other)]
