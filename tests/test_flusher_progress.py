@@ -125,8 +125,30 @@ def test_changed_history_is_reported_and_read_again(chat, store):
 
     assert report.restarted
     assert "changed since they were read" in report.warnings[0]
+    assert report.warnings[0].endswith("reading the conversation again from the start")
     assert (1, 4) == (report.first, report.last)
     assert "## Message 1 (user)" in prompt_of(server.requests[1])
+
+
+def test_a_changed_history_not_read_yet_says_the_next_flush_reads_it(chat, store):
+    """A flush that finds the history changed but is not due, or finds no messages at
+    all, reads nothing: it says the next flush that reads starts again (not that it is
+    reading), asks no model, and the progress recorded stays."""
+    server, flusher = chat([reply()], policy=FlushPolicy(every_n_turns=50, token_threshold=None))
+    flusher.flush(MORE, conversation="c", force=True)
+    edited = [MORE[0], {"role": "assistant", "content": "Edited."}] + MORE[2:]
+
+    waiting = flusher.flush(edited, conversation="c")
+    emptied = flusher.flush([], conversation="c")
+
+    assert ("not_due", True) == (waiting.status, waiting.restarted)
+    assert waiting.warnings[0].endswith(
+        "the next flush that reads it starts again from the first message")
+    assert ("nothing_new", True, "no messages to read") == (
+        emptied.status, emptied.restarted, emptied.detail)
+    assert "the next flush that reads it" in emptied.warnings[0]
+    assert 1 == len(server.requests)
+    assert 4 == flusher.messages_read("c")
 
 
 def test_shorter_conversation_is_read_again(chat, store):

@@ -18,6 +18,8 @@ from ..stores.writes.limits import LONE_SURROGATE, check_conversation
 
 __all__ = [
     "BROKEN_TEXT",
+    "READING_AGAIN",
+    "READ_AGAIN_NEXT",
     "Progress",
     "broken_text",
     "check_conversation",
@@ -110,19 +112,27 @@ def write_progress(store: FactStore, conversation: str, messages: Sequence[Messa
                                 user=user, agent=agent)
 
 
+#: What follows a start over, said by a flush that reads the conversation.
+READING_AGAIN = "; reading the conversation again from the start"
+#: What follows a start over, said by a flush that does not read yet (not due, or no
+#: messages at all): the progress recorded stays until a flush reads.
+READ_AGAIN_NEXT = "; the next flush that reads it starts again from the first message"
+
+
 def start_position(progress: Progress | None, messages: Sequence[Message]) -> tuple[int, str | None]:
-    """Where to start reading ``messages``, and a warning when reading starts over.
+    """Where to start reading ``messages``, and why reading starts over, if it does.
 
     Reading starts over at 0 when the messages read before have changed or the
-    conversation is shorter than what was read.
+    conversation is shorter than what was read; the reason is said without what
+    follows from it (a flush that reads appends :data:`READING_AGAIN`, one that does
+    not read yet :data:`READ_AGAIN_NEXT`).
     """
     if progress is None:
         return 0, None
     read, expected = progress
     if len(messages) < read:
         return 0, (f"the conversation has {len(messages)} messages, fewer than the {read} "
-                   "read before; reading it again from the start")
+                   "read before")
     if fingerprint(messages[:read]) != expected:
-        return 0, (f"messages 1-{read} changed since they were read (fingerprint mismatch); "
-                   "reading the conversation again from the start")
+        return 0, f"messages 1-{read} changed since they were read (fingerprint mismatch)"
     return read, None

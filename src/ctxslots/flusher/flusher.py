@@ -33,6 +33,8 @@ from ._batch import take_batch
 from ._context import fact_context
 from ._exchange import RETRY_PROMPT, aask, ask
 from ._progress import (
+    READ_AGAIN_NEXT,
+    READING_AGAIN,
     Progress,
     check_conversation,
     check_messages,
@@ -399,6 +401,9 @@ class MemoryFlusher:
             read = _Read(progress, self.store.owner_erasures() if progress is None else None)
             start, warning = start_position(progress, msgs)
             new = msgs[start:]
+            reads = bool(new) and (force or self.policy.should_flush(new))
+            if warning is not None:
+                warning += READING_AGAIN if reads else READ_AGAIN_NEXT
             base = FlushReport(
                 status="nothing_new", conversation=conv, flush_id=flush_id, scope=scope,
                 user=user, agent=agent,
@@ -408,8 +413,9 @@ class MemoryFlusher:
                 source=self._source(flush_id, conv, msgs, start),
             )
             if not new:
-                return attrs.evolve(base, last=start, detail="no new messages since the last flush")
-            if not force and not self.policy.should_flush(new):
+                return attrs.evolve(base, last=start, detail="no new messages since the last flush"
+                                    if warning is None else "no messages to read")
+            if not reads:  # not due yet
                 return attrs.evolve(base, status="not_due", last=start, remaining=len(new),
                                     detail=f"not due yet: {self.policy.explain(new)}")
             batch = take_batch(new, self.max_flush_tokens, self.policy.encoding, start + 1)
