@@ -9,19 +9,24 @@ import threading
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
 from _lock_holders import SQLiteHolder, holder_of, inside_a_sqlite_write
 from _sql import stored_rows
 from ctxslots import (
+    AgentMemoryContributor,
     AssemblyRequest,
     CtxslotsError,
     FactStore,
+    Item,
     PromptAssembler,
+    Section,
     StoreBusyError,
     StoreClosedError,
     StoreError,
+    UserMemoryContributor,
 )
 from ctxslots.cli import cli
 from ctxslots.stores.engines import BUSY_TIMEOUT_ENV
@@ -167,6 +172,49 @@ def test_every_call_on_a_closed_store_is_a_store_closed_error(location, call):
         CALLS[call](store, fact.id)
     with FactStore(location) as again:
         assert ["Written before close."] == [f.value for f in again.facts()]
+
+
+@attrs.frozen
+class _Closer:
+    """A sticky section placed before the memory sections that closes the store as it is
+    asked (a server shutting down while a turn is assembled)."""
+
+    store: FactStore
+    name: str = "closer"
+    priority: int = 100
+    sticky: bool = True
+
+    def contribute(self, request: AssemblyRequest) -> Section:
+        self.store.close()
+        return Section(title="House rules", name=self.name, priority=self.priority,
+                       sticky=True, items=(Item(text="Answer briefly."),))
+
+
+@attrs.frozen
+class _AsyncCloser(_Closer):
+    async def contribute(self, request: AssemblyRequest) -> Section:  # type: ignore[override]
+        return _Closer.contribute(self, request)
+
+
+@pytest.mark.parametrize("closer", [_Closer, _AsyncCloser])
+def test_a_store_closed_during_an_assembly_raises_instead_of_a_prompt_without_memory(
+        location, closer):
+    """The store closing while a turn is assembled (after the assembler's first check)
+    raises StoreClosedError from assemble and aassemble alike; it returned the prompt with
+    every memory section dropped, as if the user had no memory."""
+    store = FactStore(location)
+    store.upsert("user", "editor", "Alice edits code in Helix.", user="alice")
+    assembler = PromptAssembler(store, contributors=[
+        closer(store), UserMemoryContributor(store), AgentMemoryContributor(store)])
+    request = AssemblyRequest("Which editor do I use?", user="alice")
+    with pytest.raises(StoreClosedError, match="is closed"):
+        if closer is _AsyncCloser:
+            asyncio.run(assembler.aassemble(request))
+        else:
+            assembler.assemble(request)
+    assert store.closed
+    with FactStore(location) as again:
+        assert ["Alice edits code in Helix."] == [f.value for f in again.facts(user="alice")]
 
 
 def _close_under_threads(db_path, round_: int) -> tuple[list[BaseException], list[int]]:

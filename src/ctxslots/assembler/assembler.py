@@ -239,7 +239,8 @@ class PromptAssembler:
         :raises BudgetExceededError: The sticky sections alone do not fit; its
             ``prompt`` holds the result with them cut to fit and nothing else.
         :raises TemplateError: A template is missing or fails to render.
-        :raises StoreClosedError: The store was closed (its sections would all fail).
+        :raises StoreClosedError: The store was closed, before the assembly or while its
+            contributors were asked (its sections would all fail).
         """
         _check_request(request, self.store)
         contributors = self._contributors()
@@ -293,6 +294,8 @@ class PromptAssembler:
         Being asked at once, none is told the room the others leave
         (:attr:`AssemblyRequest.room` is ``None``): a memory slot offers what
         could fill the whole budget.
+
+        :raises StoreClosedError: As :meth:`assemble`.
         """
         _check_request(request, self.store)
         outcomes = await asyncio.gather(*(call_async(c, request, self.contributor_timeout)
@@ -317,6 +320,9 @@ class PromptAssembler:
     def _finish(self, request: AssemblyRequest, prepared: list[Prepared], *,
                 record_shown: bool = True, offered_nothing: Sequence[Contributor] = (),
                 rooms: Mapping[str, int] | None = None) -> AssembledPrompt:
+        # Closed while the contributors were asked (a server shutting down): their
+        # memory sections failed, and the prompt would hold none of them.
+        _check_open(self.store)
         available = request.available
         for prep in prepared:
             if prep.template_failed and prep.error is not None:
@@ -409,6 +415,14 @@ def _check_slot_owners(pm: pluggy.PluginManager, store: Any) -> None:
                 field="store", value=name)
 
 
+def _check_open(store: Any) -> None:
+    """The store is open: a closed store makes every memory section fail, and the
+    prompt come back without memory as if nothing were remembered."""
+    if getattr(store, "closed", False) is True:
+        path = safe_url(str(getattr(store, "path", "")))
+        raise StoreClosedError(f"the store at {path} is closed", path=path)
+
+
 def _check_request(request: Any, store: Any) -> None:
     """``request`` is an :class:`AssemblyRequest` whose owners the store takes, and the
     store is open: one it refuses, or a closed store, would make every memory section
@@ -418,9 +432,7 @@ def _check_request(request: Any, store: Any) -> None:
             f"request must be an AssemblyRequest, not {type(request).__name__}",
             field="request", value=request,
         )
-    if getattr(store, "closed", False) is True:
-        path = safe_url(str(getattr(store, "path", "")))
-        raise StoreClosedError(f"the store at {path} is closed", path=path)
+    _check_open(store)
     limits = getattr(store, "limits", None)
     if not isinstance(limits, Limits):
         return
