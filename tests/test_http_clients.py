@@ -13,6 +13,7 @@ import struct
 import threading
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 
@@ -56,6 +57,34 @@ def test_async_calls_run_on_the_loop_and_reuse_one_connection():
     assert ["slow", "slow", "fast"] == texts          # the two slow calls overlapped
     assert not both_in.broken
     assert 2 == len({port for _, port in server.peers})  # the third reused a connection
+
+
+def test_the_async_client_is_made_off_the_event_loop(monkeypatch):
+    """The first acomplete on a loop makes its httpx client in a worker thread: making one
+    loads the certificate store, which held a server's event loop still for 40 to 200 ms
+    at its first model call. Calls racing to make it all answer."""
+    made_on: list[int] = []
+    make = httpx.AsyncClient.__init__
+
+    def recording(self: httpx.AsyncClient, *args: object, **kwargs: object) -> None:
+        made_on.append(threading.get_ident())
+        make(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(httpx.AsyncClient, "__init__", recording)
+    with ScriptedChatServer(["a", "b", "c", "d"]) as server:
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0)
+
+        async def run() -> tuple[int, list[str]]:
+            loop_thread = threading.get_ident()
+            texts = await asyncio.gather(*(client.acomplete([]) for _ in range(3)))
+            again = await client.acomplete([])
+            await client.aclose()
+            return loop_thread, sorted([*(t.text for t in texts), again.text])
+
+        loop_thread, texts = asyncio.run(run())
+    assert ["a", "b", "c", "d"] == texts
+    assert made_on and loop_thread not in made_on
+    assert server.wait_answered(4)
 
 
 def _connections_to(port: int) -> int:

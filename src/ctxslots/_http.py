@@ -363,13 +363,21 @@ class JSONPoster:
 
     async def _async_client(self) -> httpx.AsyncClient:
         """The running loop's client, made on first use there (the previous loop's is
-        let go: that loop closed it as it shut down, or closes it once it is dropped)."""
+        let go: that loop closed it as it shut down, or closes it once it is dropped).
+
+        It is made in a worker thread: making one loads the certificate store, which
+        held the event loop still for 40 to 200 ms at a server's first model call."""
         self._forget_parent()
         loop = id(asyncio.get_running_loop())
         held = self._async.get(loop)
         if held is not None and not held[0].is_closed:
             return held[0]
-        client = httpx.AsyncClient(timeout=self.timeout, mounts=LOOPBACK_DIRECT)
+        client = await asyncio.to_thread(httpx.AsyncClient, timeout=self.timeout,
+                                         mounts=LOOPBACK_DIRECT)
+        held = self._async.get(loop)
+        if held is not None and not held[0].is_closed:  # another call made one meanwhile
+            await client.aclose()
+            return held[0]
         closer = _closed_with_loop(client)
         await anext(closer)  # the loop now holds it, and closes it as it shuts down
         self._async = {loop: (client, closer)}
