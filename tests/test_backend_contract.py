@@ -389,3 +389,17 @@ def test_flush_progress_round_trips(backend):
     with backend.transaction():
         assert 1 == backend.erase_progress("agent", "a1")
     assert backend.read_progress("chat-1", **ada) is None
+
+
+def test_history_of_reads_the_entries_of_the_facts_named(backend):
+    """history_of gives the entries of the facts named alone, by fact then time (an
+    export of one owner's facts reads theirs, not the whole store's)."""
+    entries = [HistoryEntry(2, "user", "", "k", "v2", "", None, 1.0, NOW + 1, NOW + 2),
+               HistoryEntry(1, "user", "", "j", "v1", "t", "s", 0.5, NOW, NOW + 1),
+               HistoryEntry(2, "user", "", "k", "v1", "", None, 1.0, NOW, NOW + 1),
+               HistoryEntry(3, "user", "", "m", "other", "", None, 1.0, NOW, NOW + 1)]
+    with backend.transaction():
+        backend.add_history(entries)
+    assert [entries[1], entries[2], entries[0]] == list(backend.history_of([2, 1, 2]))
+    assert [entries[2], entries[0]] == list(backend.history_of([2, 99]))
+    assert [] == list(backend.history_of([]))

@@ -8,6 +8,8 @@ statement to the hot path shows up here.
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -93,3 +95,27 @@ def test_an_assembly_counts_every_sections_facts_in_one_write(db_path, clock, st
         assert {user.id, project.id, agent.id} <= shown
         assert 1 == sum(1 for s in statements if "UPDATE facts SET access_count" in s)
         assert [1, 1, 1] == [store.get(i).access_count for i in (user.id, project.id, agent.id)]
+
+
+def test_an_export_of_one_user_reads_that_users_history_alone(db_path, clock):
+    """A user's JSONL export (what a user asking for their data receives) reads the history
+    of the facts it exports, not every user's: it read the whole store's history inside
+    its read transaction, holding the store from every other request meanwhile."""
+    with FactStore(db_path, clock=clock, embedder=False) as store, store.batch():
+        for n in range(40):
+            store.upsert("user", f"k{n}", f"Bob's first value {n}.", user="bob")
+            store.upsert("user", f"k{n}", f"Bob's second value {n}.", user="bob")
+        editor = store.upsert("user", "editor", "Alice edits code in Vim.", user="alice")
+        store.upsert("user", "editor", "Alice edits code in Helix.", user="alice")
+    with traced(lambda sql, bindings: (" ".join(sql.split()), tuple(bindings or ()))) as seen, \
+            FactStore(db_path, clock=clock, embedder=False) as store:
+        out = io.StringIO()
+        assert 1 == store.export_jsonl(out, user="alice")
+    reads = [(sql, bindings) for sql, bindings in seen if "FROM fact_history" in sql]
+    assert reads
+    for sql, bindings in reads:
+        assert "WHERE fact_id IN" in sql
+        assert {editor.id} == set(bindings)
+    record = json.loads(out.getvalue().splitlines()[1])
+    assert "Alice edits code in Helix." == record["value"]
+    assert ["Alice edits code in Vim."] == [h["value"] for h in record["history"]]

@@ -202,6 +202,10 @@ class FactRows(Protocol):
     def all_history(self) -> Iterator[HistoryEntry]:
         """Every history entry, by fact id then time (export)."""
 
+    def history_of(self, fact_ids: Sequence[int]) -> Iterator[HistoryEntry]:
+        """The history entries of these facts, by fact id then time (an export of one
+        owner's facts, which reads theirs, not the whole store's)."""
+
     def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False,
                newest_first: bool = False, limit: int | None = None, offset: int = 0
                ) -> Iterator[FactRow]:

@@ -271,6 +271,11 @@ class PostgresBackend:
         """Every history entry, by fact id then time."""
         return self._session.iterate(_rows.all_history)
 
+    def history_of(self, fact_ids: Sequence[int]) -> Iterator[HistoryEntry]:
+        """The history entries of these facts, by fact id then time."""
+        with self._session.conn() as conn:
+            return iter(_rows.history_of(conn, fact_ids))
+
     def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False,
                newest_first: bool = False, limit: int | None = None, offset: int = 0
                ) -> Iterator[Row]:

@@ -244,6 +244,10 @@ class SQLiteBackend:
         """Every history entry."""
         return _rows.all_history(self._conn)
 
+    def history_of(self, fact_ids: Sequence[int]) -> Iterator[HistoryEntry]:
+        """The history entries of these facts, by fact id then time."""
+        return _rows.history_of(self._conn, fact_ids)
+
     def select(self, flt: FactFilter, *, order: str = "id", archived: bool = False,
                newest_first: bool = False, limit: int | None = None, offset: int = 0
                ) -> Iterator[FactRow]:

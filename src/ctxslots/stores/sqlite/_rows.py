@@ -47,7 +47,7 @@ __all__ = [
     "add_history", "add_replaced", "adjust_score", "all_history", "archive", "counts",
     "find_existing", "find_same", "get", "get_archived", "get_by_key", "group_counts",
     "hand_over_superseded",
-    "hidden_counts", "history", "id_is_free", "ids_passing", "important", "insert",
+    "hidden_counts", "history", "history_of", "id_is_free", "ids_passing", "important", "insert",
     "insert_archived", "neighbours", "rows_by_ids", "select", "set_superseded",
     "superseded_links", "taken_ids", "touch", "update",
 ]
@@ -298,6 +298,14 @@ def all_history(conn: Connection) -> Iterator[HistoryEntry]:
     """Every history entry, by fact id then time."""
     for r in conn.rows(f"SELECT {_HISTORY} FROM fact_history ORDER BY fact_id, valid_to, id"):
         yield _history(r)
+
+
+def history_of(conn: Connection, fact_ids: Sequence[int]) -> Iterator[HistoryEntry]:
+    """The history entries of these facts, by fact id then time."""
+    for chunk in rows_in(sorted(set(fact_ids)), _BATCH):
+        for r in conn.rows(f"SELECT {_HISTORY} FROM fact_history WHERE fact_id IN "
+                           f"({marks(len(chunk))}) ORDER BY fact_id, valid_to, id", chunk):
+            yield _history(r)
 
 
 def select(conn: Connection, flt: FactFilter, order: str, archived: bool,

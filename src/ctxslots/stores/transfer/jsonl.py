@@ -86,11 +86,14 @@ def export_jsonl(
         rows: list[tuple[Row, bool]] = [(r, False) for r in backend.select(flt)]
         if include_archive:
             rows += [(r, True) for r in backend.select(flt, archived=True)]
+        exported = {int(r["id"]) for r, _ in rows}
         history: dict[int, list[dict[str, Any]]] = {}
         if include_history:
-            for h in backend.all_history():
+            # An export of some owners, scopes or slots reads their facts' history alone,
+            # not every user's (which held the store for all of it).
+            whole = slots is None and scope is None and user is None and agent is None
+            for h in backend.all_history() if whole else backend.history_of(sorted(exported)):
                 history.setdefault(h.fact_id, []).append(attrs.asdict(h))
-        exported = {int(r["id"]) for r, _ in rows}
         vectors = {}
         if include_vectors and core.keeps_vectors:
             vectors = backend.vectors_of([int(r["id"]) for r, archived in rows if not archived])
