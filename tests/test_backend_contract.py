@@ -403,3 +403,15 @@ def test_history_of_reads_the_entries_of_the_facts_named(backend):
     assert [entries[1], entries[2], entries[0]] == list(backend.history_of([2, 1, 2]))
     assert [entries[2], entries[0]] == list(backend.history_of([2, 99]))
     assert [] == list(backend.history_of([]))
+
+
+def test_links_within_reads_the_links_among_the_facts_named(backend):
+    """links_within gives the links both of whose facts are named, by a and b."""
+    ids = [add(backend, f"Fact {n}.") for n in range(4)]
+    with backend.transaction():
+        backend.merge_links([(ids[0], ids[1], 2.0, NOW), (ids[0], ids[2], 3.0, NOW + 1),
+                             (ids[2], ids[3], 1.0, NOW + 2)])
+    assert [(ids[0], ids[1], 2.0, NOW), (ids[0], ids[2], 3.0, NOW + 1)] == \
+        backend.links_within([ids[2], ids[1], ids[0]])
+    assert [] == backend.links_within([ids[1], ids[3]])
+    assert [] == backend.links_within([])

@@ -97,25 +97,35 @@ def test_an_assembly_counts_every_sections_facts_in_one_write(db_path, clock, st
         assert [1, 1, 1] == [store.get(i).access_count for i in (user.id, project.id, agent.id)]
 
 
-def test_an_export_of_one_user_reads_that_users_history_alone(db_path, clock):
+def test_an_export_of_one_user_reads_that_users_history_and_links_alone(db_path, clock):
     """A user's JSONL export (what a user asking for their data receives) reads the history
-    of the facts it exports, not every user's: it read the whole store's history inside
-    its read transaction, holding the store from every other request meanwhile."""
-    with FactStore(db_path, clock=clock, embedder=False) as store, store.batch():
-        for n in range(40):
-            store.upsert("user", f"k{n}", f"Bob's first value {n}.", user="bob")
-            store.upsert("user", f"k{n}", f"Bob's second value {n}.", user="bob")
-        editor = store.upsert("user", "editor", "Alice edits code in Vim.", user="alice")
-        store.upsert("user", "editor", "Alice edits code in Helix.", user="alice")
+    and co-recall links of the facts it exports, not every user's: it read the whole
+    store's inside its read transaction, holding the store from every other request."""
+    with FactStore(db_path, clock=clock, embedder=False) as store:
+        with store.batch():
+            for n in range(40):
+                store.upsert("user", f"k{n}", f"Bob's first value {n}.", user="bob")
+                store.upsert("user", f"k{n}", f"Bob's second value {n}.", user="bob")
+            editor = store.upsert("user", "editor", "Alice edits code in Vim.", user="alice")
+            store.upsert("user", "editor", "Alice edits code in Helix.", user="alice")
+            shell = store.upsert("user", "shell", "Alice's shell is fish.", user="alice")
+        for who, ids in (("alice", (editor.id, shell.id)), ("bob", (1, 3))):
+            assert set(ids) <= {h.fact.id for h in store.search(
+                "Alice edits code shell fish Bob's value 0 1", user=who, limit=50)}
+            store.reinforce(ids[0], user=who)
     with traced(lambda sql, bindings: (" ".join(sql.split()), tuple(bindings or ()))) as seen, \
             FactStore(db_path, clock=clock, embedder=False) as store:
         out = io.StringIO()
-        assert 1 == store.export_jsonl(out, user="alice")
-    reads = [(sql, bindings) for sql, bindings in seen if "FROM fact_history" in sql]
-    assert reads
-    for sql, bindings in reads:
-        assert "WHERE fact_id IN" in sql
-        assert {editor.id} == set(bindings)
-    record = json.loads(out.getvalue().splitlines()[1])
-    assert "Alice edits code in Helix." == record["value"]
-    assert ["Alice edits code in Vim."] == [h["value"] for h in record["history"]]
+        assert 2 == store.export_jsonl(out, user="alice")
+    for table, bounded in (("fact_history", "WHERE fact_id IN"), ("fact_links", "WHERE a IN")):
+        reads = [(sql, bindings) for sql, bindings in seen
+                 if f"FROM {table}" in sql and "EXISTS" not in sql]
+        assert reads
+        for sql, bindings in reads:
+            assert bounded in sql
+            assert set(bindings) <= {editor.id, shell.id}
+    records = {r["id"]: r for r in map(json.loads, out.getvalue().splitlines()[1:])}
+    assert "Alice edits code in Helix." == records[editor.id]["value"]
+    assert ["Alice edits code in Vim."] == [h["value"] for h in records[editor.id]["history"]]
+    assert [(editor.id, shell.id)] == [(r["id"], link["to"])
+                                       for r in records.values() for link in r["links"]]

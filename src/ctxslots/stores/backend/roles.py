@@ -275,6 +275,10 @@ class Links(Protocol):
     def all_links(self) -> Iterator[tuple[int, int, float, float]]:
         """Every link ``(a, b, strength, updated_at)``, by ``a, b`` (export)."""
 
+    def links_within(self, fact_ids: Sequence[int]) -> list[tuple[int, int, float, float]]:
+        """The links ``(a, b, strength, updated_at)`` both of whose facts are among these,
+        by ``a, b`` (an export of one owner's facts, which reads theirs alone)."""
+
 
 class FlushProgress(Protocol):
     """How far each conversation of each user and agent was read by the flusher."""

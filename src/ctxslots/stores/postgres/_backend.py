@@ -366,6 +366,11 @@ class PostgresBackend:
         with self._session.conn() as conn:
             return iter(list(_links.all_links(conn)))
 
+    def links_within(self, fact_ids: Sequence[int]) -> list[tuple[int, int, float, float]]:
+        """The links both of whose facts are among these, by ``a, b``."""
+        with self._session.conn() as conn:
+            return _links.links_within(conn, fact_ids)
+
     def read_progress(self, conversation: str, *, user_id: str, agent_id: str
                       ) -> tuple[int, str] | None:
         """``(messages_read, fingerprint)`` of a conversation (reserved until the

@@ -8,8 +8,8 @@ from typing import Any
 
 from ._sql import Conn, id_list
 
-__all__ = ["all_links", "links_among", "links_and_hidden", "links_of", "merge_links",
-           "strengthen_links"]
+__all__ = ["all_links", "links_among", "links_and_hidden", "links_of", "links_within",
+           "merge_links", "strengthen_links"]
 
 def _of_a(column: str) -> str:
     """A link's scope or user: its first fact's, live or archived ('' when neither exists)."""
@@ -107,6 +107,15 @@ def links_and_hidden(conn: Conn, fact_ids: Sequence[int], min_strength: float | 
                          prepare=True).fetchall()
     links = [(int(a), int(b), float(n)) for is_count, a, b, n in found if not is_count]
     return links, {int(a): int(n) for is_count, a, _, n in found if is_count}
+
+
+def links_within(conn: Conn, fact_ids: Sequence[int]) -> list[tuple[int, int, float, float]]:
+    """The links both of whose facts are among these, by ``a, b``."""
+    ids = id_list(fact_ids)
+    return [(int(a), int(b), float(strength), float(updated)) for a, b, strength, updated
+            in conn.execute("SELECT a, b, strength, updated_at FROM fact_links "
+                            "WHERE a = ANY(%s) AND b = ANY(%s) ORDER BY a, b",
+                            (ids, ids)).fetchall()]
 
 
 def all_links(conn: Conn) -> Iterator[tuple[int, int, float, float]]:

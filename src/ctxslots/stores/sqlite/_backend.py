@@ -323,6 +323,10 @@ class SQLiteBackend:
         """Every link."""
         return _links.all_links(self._conn)
 
+    def links_within(self, fact_ids: Sequence[int]) -> list[tuple[int, int, float, float]]:
+        """The links both of whose facts are among these, by ``a, b``."""
+        return _links.links_within(self._conn, fact_ids)
+
     def read_progress(self, conversation: str, *, user_id: str, agent_id: str
                       ) -> tuple[int, str] | None:
         """How far a conversation was read."""

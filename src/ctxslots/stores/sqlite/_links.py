@@ -8,7 +8,8 @@ from ..backend import rows_in
 from ._connection import Connection
 from ._sql import marks
 
-__all__ = ["all_links", "links_among", "links_of", "merge_links", "strengthen_links"]
+__all__ = ["all_links", "links_among", "links_of", "links_within", "merge_links",
+           "strengthen_links"]
 
 #: Whether the fact whose id is the parameter ``{}`` exists, live or archived.
 _EXISTS = ("(EXISTS (SELECT 1 FROM facts WHERE id = {0}) "
@@ -53,6 +54,18 @@ def links_among(conn: Connection, fact_ids: Sequence[int], min_strength: float
             f"SELECT a, b, strength FROM fact_links WHERE strength >= ? AND "
             f"(a IN ({ids}) OR b IN ({ids}))", (min_strength, *chunk, *chunk)).fetchall()]
     return sorted(set(out))
+
+
+def links_within(conn: Connection, fact_ids: Sequence[int]
+                 ) -> list[tuple[int, int, float, float]]:
+    """The links both of whose facts are among these, by ``a, b``."""
+    ids = set(fact_ids)
+    out: list[tuple[int, int, float, float]] = []
+    for chunk in rows_in(sorted(ids), 400):
+        out += [(int(a), int(b), float(s), float(u)) for a, b, s, u in conn.execute(
+            "SELECT a, b, strength, updated_at FROM fact_links "
+            f"WHERE a IN ({marks(len(chunk))})", chunk).fetchall() if int(b) in ids]
+    return sorted(out)
 
 
 def all_links(conn: Connection) -> Iterator[tuple[int, int, float, float]]:

@@ -88,17 +88,18 @@ def export_jsonl(
             rows += [(r, True) for r in backend.select(flt, archived=True)]
         exported = {int(r["id"]) for r, _ in rows}
         history: dict[int, list[dict[str, Any]]] = {}
+        # An export of some owners, scopes or slots reads their facts' history and links
+        # alone, not every user's (which held the store for all of it).
+        whole = slots is None and scope is None and user is None and agent is None
         if include_history:
-            # An export of some owners, scopes or slots reads their facts' history alone,
-            # not every user's (which held the store for all of it).
-            whole = slots is None and scope is None and user is None and agent is None
             for h in backend.all_history() if whole else backend.history_of(sorted(exported)):
                 history.setdefault(h.fact_id, []).append(attrs.asdict(h))
         vectors = {}
         if include_vectors and core.keeps_vectors:
             vectors = backend.vectors_of([int(r["id"]) for r, archived in rows if not archived])
         links: dict[int, list[dict[str, Any]]] = {}
-        for a, b, strength, updated_at in backend.all_links():
+        for a, b, strength, updated_at in (backend.all_links() if whole
+                                           else backend.links_within(sorted(exported))):
             if a in exported and b in exported:
                 links.setdefault(a, []).append(
                     {"a": a, "b": b, "strength": strength, "updated_at": updated_at})
