@@ -241,11 +241,13 @@ def test_a_flush_error_names_the_conversation(chat, seeded):
     summary does: whether the model call failed or its replies could not be read."""
     server, flusher = chat([ScriptedReply(status=400, body="no such model"),
                             ScriptedReply("not JSON"), ScriptedReply("still not JSON")])
-    for expected in ("the model call failed: ", "the model's reply could not be read"):
+    for expected, reason in (("the model call failed: ", "model"),
+                             ("the model's reply could not be read", "reply")):
         with pytest.raises(FlushError) as info:
             flush(flusher)
         assert str(info.value).startswith(
             f"flush {info.value.report.flush_id} of c1 failed: {expected}")
+        assert reason == info.value.reason  # a word a program can act on
     assert SEEDED == live(seeded)
 
 

@@ -18,6 +18,7 @@ from ctxslots import (
     MemoryFlusher,
     Message,
     OpenAIChatClient,
+    StoreClosedError,
 )
 from ctxslots.flusher import ChatResult
 from ctxslots.stores import BUILTIN_SLOTS
@@ -253,7 +254,28 @@ def test_failing_callback_rolls_back_everything(chat, store):
 
     assert [] == store.facts()
     assert 0 == flusher.messages_read("c")
-    assert "failed" == info.value.report.status
+    assert ("failed", "store") == (info.value.report.status, info.value.reason)
+
+
+def test_a_store_closed_while_the_model_answers_fails_the_flush_saying_so(location):
+    """A host closing the store while a flush waits for the model (shutting down) gets a
+    FlushError whose reason says the store was closed, with the store's own error as its
+    cause: a web handler can answer 503 rather than parse the message."""
+    store = FactStore(location)
+
+    class Closing:
+        def complete(self, messages, *, json_schema=None, temperature=0.0):
+            store.close()
+            return ChatResult(text=json.dumps({"operations": [upsert("x", "Lost.")]}))
+
+    with pytest.raises(FlushError) as info:
+        MemoryFlusher(store, Closing()).flush(MESSAGES, conversation="c", force=True)
+
+    assert "store_closed" == info.value.reason
+    assert isinstance(info.value.__cause__, StoreClosedError)
+    with FactStore(location) as reopened:
+        assert [] == reopened.facts()
+        assert reopened.flush_progress("c") is None
 
 
 def test_a_flush_that_lost_the_race_changes_nothing(store):
@@ -267,8 +289,9 @@ def test_a_flush_that_lost_the_race_changes_nothing(store):
 
     flusher = MemoryFlusher(store, Racing())
 
-    with pytest.raises(FlushError, match="finished first"):
+    with pytest.raises(FlushError, match="finished first") as info:
         flusher.flush(MESSAGES, conversation="c", force=True)
+    assert "conflict" == info.value.reason
 
     assert [] == store.facts()
     assert 2 == flusher.messages_read("c")
@@ -439,6 +462,7 @@ def test_a_flush_whose_user_is_erased_meanwhile_says_so_and_writes_nothing(locat
         message = str(failed[0])
         assert "progress of 'c' was erased meanwhile" in message
         assert "finished first" not in message and "flush again" not in message
+        assert "erased" == failed[0].reason
         assert [] == store.facts(user="grace")
         assert store.flush_progress("c", user="grace") is None
 
@@ -472,7 +496,7 @@ def test_a_first_flush_in_flight_writes_nothing_after_an_owner_is_erased(locatio
         assert not thread.is_alive() and len(failed) == 1
         message = str(failed[0])
         assert "erased while this first flush of 'c' waited for the model" in message
-        assert "failed" == failed[0].report.status
+        assert ("failed", "erased") == (failed[0].report.status, failed[0].reason)
         assert [] == store.facts(user="grace")
         assert store.flush_progress("c", user="grace") is None
         # A single fact deleted while the next first flush waits is no owner's erasure.

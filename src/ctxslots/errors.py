@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 __all__ = [
+    "FLUSH_FAILURES",
     "ArgumentError",
     "BudgetExceededError",
     "CtxslotsError",
@@ -355,17 +356,31 @@ class ReplyFormatError(CtxslotsError, ValueError):
         self.raw = raw
 
 
+#: Why a flush failed, as :attr:`FlushError.reason` says it (see there).
+FLUSH_FAILURES = ("model", "reply", "conflict", "erased", "store_closed", "store")
+
+
 class FlushError(CtxslotsError):
     """A flush failed; the store was left unchanged.
 
     Attributes:
         report: The :class:`~ctxslots.flusher.FlushReport` with the raw model
             output and the reason, for inspection.
+        reason: Why, as a word a program can act on (one of :data:`FLUSH_FAILURES`):
+            ``"model"`` (the model call failed: try again later), ``"reply"`` (the
+            model's reply could not be read after one retry), ``"conflict"`` (another
+            flush of the conversation finished first: flush again), ``"erased"`` (its
+            user's or agent's memory was erased meanwhile: nothing was written, and
+            flushing again writes the conversation anew), ``"store_closed"`` (the store
+            was closed during the flush), ``"store"`` (applying the operations failed
+            otherwise); ``None`` when whoever raised it gave none.
     """
 
-    def __init__(self, message: str, *, report: Any = None) -> None:
+    def __init__(self, message: str, *, report: Any = None, reason: str | None = None
+                 ) -> None:
         super().__init__(message)
         self.report = report
+        self.reason = reason
 
 
 class EmbedderError(CtxslotsError):

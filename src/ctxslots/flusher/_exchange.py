@@ -65,7 +65,7 @@ def talk(prompt: str, base: FlushReport) -> Generator[list[Message], ChatResult,
             failed = attrs.evolve(report, status="failed", attempts=attempt,
                                   error=f"the model call failed: {exc}")
             raise FlushError(f"flush {base.flush_id} of {base.conversation} failed: the "
-                             f"model call failed: {exc}", report=failed) from exc
+                             f"model call failed: {exc}", report=failed, reason="model") from exc
         content = result.text if isinstance(result.text, str) else repr(result.text)
         raws.append(content)
         for i, used in enumerate((result.prompt_tokens, result.completion_tokens)):
@@ -92,7 +92,8 @@ def talk(prompt: str, base: FlushReport) -> Generator[list[Message], ChatResult,
                     "limit) or send fewer messages per flush (max_flush_tokens, ctxslots flush "
                     "--max-tokens)")
     raise FlushError(f"flush {base.flush_id} of {base.conversation} failed: {message}",
-                     report=attrs.evolve(report, status="failed", error=message))
+                     report=attrs.evolve(report, status="failed", error=message),
+                     reason="reply")
 
 
 def ask(client: LLMClient, prompt: str, base: FlushReport, *,

@@ -22,7 +22,7 @@ import jinja2
 
 from .._calendar import WEEKDAY_NAMES
 from .._checks import names, store_of
-from ..errors import FlushError, InvalidArgumentError, InvalidFactError
+from ..errors import FlushError, InvalidArgumentError, InvalidFactError, StoreClosedError
 from ..model import Fact, Message
 from ..prompts import Templates, make_environment, render_template
 from ..stores import FactStore
@@ -80,7 +80,12 @@ OperationCallback = Callable[[int, Operation], None]
 
 
 class _Failed(Exception):
-    """Internal: a failure after which the flush reports ``"failed"``."""
+    """Internal: a failure after which the flush reports ``"failed"``, and why (a
+    :attr:`~ctxslots.errors.FlushError.reason`)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @attrs.frozen
@@ -565,16 +570,16 @@ class MemoryFlusher:
                 if recorded is None and progress is not None:
                     raise _Failed(f"the progress of {base.conversation!r} was erased "
                                   "meanwhile, with its user's or agent's memory: nothing "
-                                  "of this flush was written")
+                                  "of this flush was written", "erased")
                 if read.erasures is not None and recorded is None \
                         and erasures != read.erasures:
                     raise _Failed(f"an owner's memory was erased while this first flush of "
                                   f"{base.conversation!r} waited for the model, and no "
                                   "progress tells whose: nothing of this flush was written "
-                                  "(flush again for an owner still kept)")
+                                  "(flush again for an owner still kept)", "erased")
                 if recorded != progress:
                     raise _Failed(f"another flush of {base.conversation!r} finished first; "
-                                  "flush again to read what it left")
+                                  "flush again to read what it left", "conflict")
                 for index, op in valid:
                     if self.on_operation is not None:
                         self.on_operation(index, op)
@@ -593,10 +598,12 @@ class MemoryFlusher:
         except Exception as exc:
             reason = str(exc) if isinstance(exc, _Failed) else \
                 f"applying the operations failed: {type(exc).__name__}: {exc}"
+            why = exc.reason if isinstance(exc, _Failed) else \
+                "store_closed" if isinstance(exc, StoreClosedError) else "store"
             failed = attrs.evolve(base, status="failed", error=reason,
                                   rejected=tuple(sorted(rejected, key=lambda r: r.index)))
             raise FlushError(f"flush {base.flush_id} of {base.conversation} failed: {reason}",
-                             report=failed) from exc
+                             report=failed, reason=why) from exc
         report = attrs.evolve(
             base, status="applied", messages_read=len(msgs),
             rejected=tuple(sorted(rejected, key=lambda r: r.index)),
