@@ -16,7 +16,7 @@ import click
 from .._json_fields import DECODER, DuplicateFieldError
 from .._secrets import scrub, split_credentials
 from ..errors import FlushError
-from ..flusher._progress import BROKEN_TEXT, broken_text
+from ..flusher import BROKEN_TEXT, broken_text
 from ..flusher.openai_client import MAX_TIMEOUT
 from ..model import MESSAGE_ROLES, Message
 from ..stores.owners import OwnerArgs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._progress import BROKEN_TEXT, broken_text
 from .flusher import DEFAULT_SLOTS, MemoryFlusher
 from .llm_client import ChatResult, LLMClient
 from .openai_client import OpenAIChatClient
@@ -17,6 +18,7 @@ from .operations import (
 from .report import Change, FlushPolicy, FlushReport, Rejection
 
 __all__ = [
+    "BROKEN_TEXT",
     "DEFAULT_SLOTS",
     "KEY_PATTERN",
     "Change",
@@ -31,6 +33,7 @@ __all__ = [
     "Rejection",
     "ReplyFormatError",
     "Upsert",
+    "broken_text",
     "operations_schema",
     "parse_reply",
 ]
