@@ -87,6 +87,32 @@ def test_the_async_client_is_made_off_the_event_loop(monkeypatch):
     assert server.wait_answered(4)
 
 
+def test_calls_racing_to_the_first_use_share_one_async_client(monkeypatch):
+    """Calls at once on a fresh loop (a burst of requests at a server's start) wait for the
+    one client the first makes: each made its own, loading the certificate store once per
+    call in the worker threads the store's own async calls need, and all but one were
+    thrown away."""
+    made: list[httpx.AsyncClient] = []
+    make = httpx.AsyncClient.__init__
+
+    def recording(self: httpx.AsyncClient, *args: object, **kwargs: object) -> None:
+        made.append(self)
+        make(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(httpx.AsyncClient, "__init__", recording)
+    with ScriptedChatServer([str(n) for n in range(6)]) as server:
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0)
+
+        async def run() -> list[str]:
+            texts = await asyncio.gather(*(client.acomplete([]) for _ in range(6)))
+            await client.aclose()
+            return sorted(t.text for t in texts)
+
+        assert [str(n) for n in range(6)] == asyncio.run(run())
+    assert 1 == len(made)
+    assert made[0].is_closed
+
+
 def _connections_to(port: int) -> int:
     """Sockets this process holds open to ``port`` on 127.0.0.1 (Linux's /proc)."""
     held = set()

@@ -23,6 +23,7 @@ import logging
 import os
 import time
 import urllib.parse
+import weakref
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -265,6 +266,9 @@ class JSONPoster:
     #: The running loop's client, with what closes it when that loop shuts down.
     _async: dict[int, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]] = attrs.field(
         factory=dict, init=False, repr=False)
+    #: The loop whose client is being made, and the lock calls racing to make it wait on.
+    _making: tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Lock] | None = attrs.field(
+        default=None, init=False, repr=False)
     #: The process the clients were made in.
     _pid: int = attrs.field(factory=os.getpid, init=False, repr=False)
 
@@ -276,6 +280,7 @@ class JSONPoster:
         if self._pid != os.getpid():
             _inherited.extend([self._sync, self._async])
             self._sync, self._async, self._pid = None, {}, os.getpid()
+            self._making = None
 
     def _headers(self, headers: Mapping[str, str] | None) -> dict[str, str]:
         out = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -366,22 +371,28 @@ class JSONPoster:
         let go: that loop closed it as it shut down, or closes it once it is dropped).
 
         It is made in a worker thread: making one loads the certificate store, which
-        held the event loop still for 40 to 200 ms at a server's first model call."""
+        held the event loop still for 40 to 200 ms at a server's first model call. Calls
+        racing to the first use wait for that one client, rather than each making one
+        (a burst of requests at a server's start loaded the store once per request)."""
         self._forget_parent()
-        loop = id(asyncio.get_running_loop())
+        running = asyncio.get_running_loop()
+        loop = id(running)
         held = self._async.get(loop)
         if held is not None and not held[0].is_closed:
             return held[0]
-        client = await asyncio.to_thread(httpx.AsyncClient, timeout=self.timeout,
-                                         mounts=LOOPBACK_DIRECT)
-        held = self._async.get(loop)
-        if held is not None and not held[0].is_closed:  # another call made one meanwhile
-            await client.aclose()
-            return held[0]
-        closer = _closed_with_loop(client)
-        await anext(closer)  # the loop now holds it, and closes it as it shuts down
-        self._async = {loop: (client, closer)}
-        return client
+        making = self._making
+        if making is None or making[0]() is not running:
+            making = self._making = (weakref.ref(running), asyncio.Lock())
+        async with making[1]:
+            held = self._async.get(loop)
+            if held is not None and not held[0].is_closed:  # another call made it meanwhile
+                return held[0]
+            client = await asyncio.to_thread(httpx.AsyncClient, timeout=self.timeout,
+                                             mounts=LOOPBACK_DIRECT)
+            closer = _closed_with_loop(client)
+            await anext(closer)  # the loop now holds it, and closes it as it shuts down
+            self._async = {loop: (client, closer)}
+            return client
 
 
 async def _closed_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
