@@ -107,3 +107,28 @@ def test_a_page_by_when_said_walks_the_index_instead_of_sorting(db_path, clock):
     sql, plan = found[0]
     assert not any("TEMP B-TREE" in d for d in plan), (sql, plan)
     assert any("facts_observed_at" in d for d in plan), (sql, plan)
+
+
+def test_a_fact_without_an_observed_time_is_listed_by_when_it_was_written(db_path, clock):
+    """A fact written before the observed time was kept (NULL in its column, which the
+    store reads as when it was written) takes its place among the others by when said,
+    as its ``said_at`` says; it was listed before every other fact (after, newest first)."""
+    with FactStore(db_path, clock=clock) as store:
+        old = store.add("user", "Said long ago.", observed_at=clock() - 3 * 86400).id
+        unobserved = store.add("user", "Written yesterday, said then.").id
+        late = store.add("user", "Said two days ago.", observed_at=clock() - 2 * 86400).id
+        recent = store.add("user", "Said just now.", observed_at=clock() + 60).id
+    conn = raw(store)
+    try:
+        conn.execute("UPDATE facts SET observed_at = NULL, created_at = ? WHERE id = ?",
+                     (clock() - 86400, unobserved))
+    finally:
+        conn.close()
+    with FactStore(db_path, clock=clock) as store:
+        assert store.get(unobserved).said_at.timestamp() == clock() - 86400
+        oldest_first = [old, late, unobserved, recent]
+        assert oldest_first == [f.id for f in store.facts(**EVERYONE, order="said")]
+        assert oldest_first[::-1] == [f.id for f in store.facts(
+            **EVERYONE, order="said", newest_first=True)]
+        assert oldest_first[::-1][1:3] == [f.id for f in store.facts(
+            **EVERYONE, order="said", newest_first=True, limit=2, offset=1)]

@@ -316,15 +316,27 @@ def select(conn: Connection, flt: FactFilter, order: str, archived: bool,
     cond, params = filter_clause(flt)
     table, read = ("archive", ARCHIVE_READ) if archived else ("facts", READ)
     # The column by its table's name: bare, ORDER BY would name READ's expression of
-    # the same name, which no index holds, and sort every fact the filter selects.
-    by = {"id": "id", "created": f"{table}.observed_at, id"}[order]
+    # the same name, which no index holds, and sort every fact the filter selects. A fact
+    # written before the column was filled holds NULL there, which the index places
+    # before every other: while one is left, the facts are sorted by READ's expression
+    # (when each was written, for those), as they are shown.
+    said = f"{table}.observed_at"
+    if order == "created" and _unobserved(conn, table):
+        said = f"coalesce({table}.observed_at, {table}.created_at)"
+    by = {"id": "id", "created": f"{said}, id"}[order]
     if newest_first:
-        by = {"id": "id DESC", "created": f"{table}.observed_at DESC, id DESC"}[order]
+        by = {"id": "id DESC", "created": f"{said} DESC, id DESC"}[order]
     cut = "" if limit is None and not offset else f" {LIMIT} OFFSET +?"
     if cut:
         params = [*params, -1 if limit is None else limit, offset]
     yield from _rows(conn, f"SELECT {read} FROM {table} WHERE {cond} ORDER BY {by}{cut}",
                      params)
+
+
+def _unobserved(conn: Connection, table: str) -> bool:
+    """Whether a fact of ``table`` has no observed time (written before it was kept; the
+    facts' index on it finds one at once)."""
+    return bool(conn.scalar(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE observed_at IS NULL)"))
 
 
 def count(conn: Connection, flt: FactFilter) -> int:
