@@ -53,6 +53,16 @@ def test_a_malformed_page_is_refused_with_its_field(store, bad):
     assert next(iter(bad)) == caught.value.field
 
 
+@pytest.mark.parametrize("offset", [12, 2**63 - 1, 2**63, 10**30])
+def test_an_offset_past_the_end_is_an_empty_page(store, clock, offset):
+    """An offset past the last fact, however far (a page number a caller multiplied out),
+    is an empty page on every engine, not an OverflowError or a server's range error."""
+    _fill(store, clock)
+    for order in ("id", "said"):
+        assert [] == store.facts(**EVERYONE, order=order, limit=5, offset=offset)
+        assert [] == store.facts(**EVERYONE, order=order, newest_first=True, offset=offset)
+
+
 def test_a_page_reads_only_its_own_rows(db_path, clock):
     """A page of 10 out of 400 facts takes 10 rows from SQLite, and the count one."""
     with FactStore(db_path, clock=clock) as store, store.batch():

@@ -42,11 +42,16 @@ def _order(order: object) -> str:
     return _ORDERS[order]
 
 
+#: The largest offset the engines take (a 64-bit integer): one past it skips every fact
+#: just as well.
+_FARTHEST = 2**63 - 1
+
+
 def _offset(offset: object) -> int:
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidArgumentError(f"offset must be a whole number of 0 or more, not "
                                    f"{offset!r}", field="offset", value=offset)
-    return offset
+    return min(offset, _FARTHEST)
 
 
 class ReadMethods:
