@@ -122,7 +122,8 @@ def test_a_page_by_when_said_walks_the_index_instead_of_sorting(db_path, clock):
 def test_a_fact_without_an_observed_time_is_listed_by_when_it_was_written(db_path, clock):
     """A fact written before the observed time was kept (NULL in its column, which the
     store reads as when it was written) takes its place among the others by when said,
-    as its ``said_at`` says; it was listed before every other fact (after, newest first)."""
+    as its ``said_at`` says, in a page and in the timeline of a fact; it was listed before
+    every other fact (after, newest first), and never said around another."""
     with FactStore(db_path, clock=clock) as store:
         old = store.add("user", "Said long ago.", observed_at=clock() - 3 * 86400).id
         unobserved = store.add("user", "Written yesterday, said then.").id
@@ -142,3 +143,8 @@ def test_a_fact_without_an_observed_time_is_listed_by_when_it_was_written(db_pat
             **EVERYONE, order="said", newest_first=True)]
         assert oldest_first[::-1][1:3] == [f.id for f in store.facts(
             **EVERYONE, order="said", newest_first=True, limit=2, offset=1)]
+        # and among the facts said around one (it was never a neighbour)
+        assert oldest_first == [f.id for f in store.timeline(late, before=2, after=2,
+                                                             **EVERYONE)]
+        assert oldest_first == [f.id for f in store.timeline(unobserved, before=2, after=2,
+                                                             **EVERYONE)]

@@ -405,13 +405,17 @@ def _by_ids(columns: str, table: str, fact_ids: Sequence[int], flt: FactFilter
 def neighbours(conn: Connection, row: FactRow, flt: FactFilter, before: int, after: int
                ) -> tuple[list[FactRow], list[FactRow]]:
     """Facts just before (newest first) and after (oldest first) ``row`` by observed time
-    (``facts.observed_at``: the column its index holds, not READ's expression)."""
+    (``facts.observed_at``: the column its index holds, not READ's expression; while a
+    fact without one is left, READ's expression, which places it as it is shown)."""
     cond, params = filter_clause(flt)
     at = (row["observed_at"], row["id"])
-    earlier = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND (observed_at, id) < (?, ?) "
-                    f"ORDER BY facts.observed_at DESC, id DESC {LIMIT}", (*params, *at, before))
-    later = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND (observed_at, id) > (?, ?) "
-                  f"ORDER BY facts.observed_at, id {LIMIT}", (*params, *at, after))
+    said = "facts.observed_at"
+    if _unobserved(conn, "facts"):
+        said = "coalesce(facts.observed_at, facts.created_at)"
+    earlier = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND ({said}, id) < (?, ?) "
+                    f"ORDER BY {said} DESC, id DESC {LIMIT}", (*params, *at, before))
+    later = _rows(conn, f"SELECT {READ} FROM facts WHERE {cond} AND ({said}, id) > (?, ?) "
+                  f"ORDER BY {said}, id {LIMIT}", (*params, *at, after))
     return earlier, later
 
 
