@@ -98,6 +98,23 @@ def test_flush_refuses_a_hand_built_message_of_the_wrong_types(store, message, w
     assert 0 == flusher.messages_read("default")
 
 
+def test_flush_reads_a_content_part_whose_text_is_not_text(db_path, tmp_path):
+    """A message whose content parts hold a "text" that is a number, as the whole content may
+    be: flushed as its text (ctxslots flush and the API alike), not a TypeError from inside
+    the command."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"role": "user", "content": [{"type": "text", "text": 42}, '
+                    '{"type": "text", "text": " cats."}, {"type": "image_url"}]}\n',
+                    encoding="utf-8")
+    with ScriptedChatServer([REPLY]) as server:
+        result = _run(db_path, "flush", str(chat), "--base-url", server.base_url, "--model", "m")
+    assert 0 == result.exit_code, result.output
+    [request] = server.requests
+    assert "42 cats." in request["messages"][-1]["content"]
+    assert Message("user", "42") == Message.from_dict(
+        {"role": "user", "content": [{"type": "text", "text": 42}, {"type": "text"}]})
+
+
 def test_flush_command_names_the_line_holding_half_a_character(db_path, tmp_path):
     """ctxslots flush with a "\\ud83d" escape alone in a line: one error line naming the
     file and line; no request."""

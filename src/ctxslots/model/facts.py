@@ -272,7 +272,8 @@ class Message:
         content = data.get("content")
         if isinstance(content, list):  # content parts: keep the text ones
             content = "".join(
-                p.get("text", "") for p in content if isinstance(p, Mapping)
+                "" if p.get("text") is None else str(p["text"])  # as a content of no text
+                for p in content if isinstance(p, Mapping)
             )
         msg_id = data.get("id")
         return cls(
