@@ -643,6 +643,16 @@ def test_a_bullet_commented_out_is_not_imported(store):
     assert ["Kept.", "Kept too."] == [f.value for f in store.facts(slots=["user"])]
 
 
+def test_a_fence_indented_four_spaces_does_not_close_a_code_block(store):
+    """A ``` line indented by four spaces inside a code block is a line of the code, as in
+    CommonMark: the bullet after it is still code, and only the one after the real closing
+    fence is a fact."""
+    text = "```\n    ```\n- shown as code\n```\n- A fact.\n"
+    report = store.import_markdown(text, slot="agent")
+    assert (1, 4) == (report.added, report.ignored_lines)
+    assert ["A fact."] == [f.value for f in store.facts(slots=["agent"])]
+
+
 def test_markdown_invalid_bullet_names_its_line(store):
     """An over-size bullet fails the import with its line, or is skipped with skip_invalid."""
     text = "# Notes\n- A fine fact.\n- " + "x" * 5000 + "\n"

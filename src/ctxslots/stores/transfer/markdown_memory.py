@@ -254,9 +254,11 @@ def _other_title(line: str, slot: str, slots: Iterable[str]) -> str | None:
 
 def _closes_fence(line: str, fence: str) -> bool:
     """Whether ``line`` closes the code fence opened by ``fence`` (its backticks or
-    tildes): a run of the same character at least as long, and nothing after it."""
+    tildes): a run of the same character at least as long, indented by at most three
+    spaces (more makes it a line of the code), and nothing after it."""
     run = line.strip()
-    return len(run) >= len(fence) and run == fence[0] * len(run)
+    return len(run) >= len(fence) and run == fence[0] * len(run) \
+        and len(line) - len(line.lstrip(" ")) <= 3
 
 
 def _split_context(lines: list[str]) -> tuple[list[str], str | None]:
