@@ -156,6 +156,29 @@ def test_a_note_above_a_scoped_title_keeps_the_file_in_its_scope(filled, tmp_pat
                 slots=["project"], scope="repo")]
 
 
+@pytest.mark.parametrize("above", [
+    "<!--\n# project (scope: old)\n-->\n",
+    "Set up with:\n```sh\n# install the tools\n```\n",
+    "#draft to tidy\n",
+], ids=["heading-in-comment", "comment-in-code", "hashtag-note"])
+def test_the_scoped_title_is_read_past_code_and_comments_above_it(tmp_path, above):
+    """A heading inside an HTML comment or a code block above `# project (scope: repo)`, or a
+    line starting with '#' that is no heading, is not the file's title: the facts go to
+    repo, read from a file or piped, as the reader skips those lines too."""
+    one = tmp_path / "project.md"
+    one.write_text(above + "# project (scope: repo)\n\n- Deploys need a green build.\n",
+                   encoding="utf-8")
+    read = tmp_path / "read.db"
+    piped = tmp_path / "piped.db"
+    assert run("--db", str(read), "import", str(one)).stdout.startswith("imported 1 fact,")
+    assert run("--db", str(piped), "import", "-", "--format", "markdown", "--slot", "project",
+               input=one.read_text(encoding="utf-8")).stdout.startswith("imported 1 fact,")
+    for db in (read, piped):
+        with FactStore(db) as store:
+            assert [("repo", "Deploys need a green build.")] == [
+                (f.scope, f.value) for f in store.facts(slots=["project"], scope=ANY)]
+
+
 def test_markdown_to_stdout_and_to_one_file(filled, tmp_path):
     """Markdown without -o prints every slot; -o NAME.md writes that text to one file."""
     printed = run("--db", str(filled), "export", "--format", "markdown").stdout

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import io
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 from urllib.parse import unquote
@@ -20,7 +20,7 @@ from .._files import write_private
 from ..errors import InvalidImportError
 from ..stores import FactStore, ImportReport
 from ..stores.owners import OwnerArgs
-from ..stores.transfer.markdown_memory import scope_dirname, titled_scope
+from ..stores.transfer.markdown_memory import heading_scope, scope_dirname
 from ._app import CliContext, Interrupted, pass_cli_context
 from ._format import count as _count
 from ._output import SafeWriter, echo, echo_json
@@ -164,7 +164,7 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
                 text = sys.stdin.read() if stdin else file
                 if owners["scope"] is None:  # the scope an export's title or folder names
                     head = text.split("\n") if isinstance(text, str) else _head(file)
-                    found = _title_scope(head, target)
+                    found = heading_scope(head, target)
                     if found is None and not stdin:
                         found = _folder_scope(file)
                     owners = OwnerArgs(user=owners["user"], agent=owners["agent"], scope=found)
@@ -205,18 +205,6 @@ def _head(file: Path) -> list[str]:
             return fp.read(65536).split("\n")
     except OSError:
         return []
-
-
-def _title_scope(lines: Iterable[str], slot: str) -> str | None:
-    """The scope named by the title an export writes (``# slot (scope: NAME)``), the first
-    heading above any bullet: a note or a comment a person added above it is passed over."""
-    for line in lines:
-        text = line.removeprefix("\ufeff").lstrip(" ")
-        if text.startswith("#"):
-            return titled_scope(text, slot)
-        if text[:1] in ("-", "*", "+") and text[1:2] in ("", " ", "\t"):
-            return None
-    return None
 
 
 def _counted_records(bar: Progress) -> Callable[[int], None]:

@@ -35,6 +35,7 @@ __all__ = [
     "Bullet",
     "MarkdownReader",
     "ParsedMarkdown",
+    "heading_scope",
     "parse_markdown",
     "render_bullet",
     "render_file",
@@ -171,6 +172,30 @@ def titled_scope(line: str, slot: str) -> str | None:
     scoped file of ``slot`` (``# slot (scope: NAME)``, see :func:`title`), else ``None``."""
     parts = _title_parts(line.removeprefix("\ufeff"))
     return parts[1] or None if parts is not None and parts[0] == slot else None
+
+
+def heading_scope(lines: Iterable[str], slot: str) -> str | None:
+    """The scope named by the title of a file of ``slot`` (``# slot (scope: NAME)``, see
+    :func:`title`): its first heading above any bullet, outside code blocks and HTML
+    comments, so a note, a comment or a code block a person added above the title is
+    passed over; ``None`` when that heading is no such title, or a bullet comes first."""
+    fence: str | None = None  # as in MarkdownReader.bullets
+    comment = False
+    for number, raw in enumerate(lines):
+        line = raw.removesuffix("\r").removeprefix("\ufeff" if number == 0 else "")
+        if fence is not None:
+            fence = None if _closes_fence(line, fence) else fence
+        elif comment:
+            comment = "-->" not in line
+        elif _BULLET.match(line) is not None and _THEMATIC.match(line) is None:
+            return None
+        elif _HEADING.match(line) is not None:
+            return titled_scope(line.lstrip(" "), slot)
+        elif (opened := _FENCE.match(line)) is not None:
+            fence = opened.group(1)
+        elif (opened := _COMMENT.match(line)) is not None:
+            comment = "-->" not in line[opened.end() - 2:]
+    return None
 
 
 def _title_parts(line: str) -> tuple[str, str | None] | None:
