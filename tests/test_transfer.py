@@ -653,6 +653,15 @@ def test_a_fence_indented_four_spaces_does_not_close_a_code_block(store):
     assert ["A fact."] == [f.value for f in store.facts(slots=["agent"])]
 
 
+def test_a_line_of_code_in_backticks_opens_no_code_block(store):
+    """A line starting with three backticks that holds another backtick is code inside the
+    line, as in CommonMark, not a fence: the bullets after it are facts."""
+    text = "```make``` builds it.\n- A fact.\n- Another fact.\n"
+    report = store.import_markdown(text, slot="agent")
+    assert (2, 1) == (report.added, report.ignored_lines)
+    assert ["A fact.", "Another fact."] == [f.value for f in store.facts(slots=["agent"])]
+
+
 def test_markdown_invalid_bullet_names_its_line(store):
     """An over-size bullet fails the import with its line, or is skipped with skip_invalid."""
     text = "# Notes\n- A fine fact.\n- " + "x" * 5000 + "\n"

@@ -51,7 +51,9 @@ MARK = "<!---->"
 #: A bullet: its marker followed by a space or a tab (an editor set to indent with tabs).
 _BULLET = re.compile(r"^( {0,3})[-*+](?:[ \t](.*))?$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+#: A code fence's opening run (a backtick one with no backtick after it: "```a`" is code
+#: inside a line, not a fence, as in CommonMark).
+_FENCE = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})")
 #: An HTML comment opening outside a bullet (``<!-- ... -->``, on one line or several).
 _COMMENT = re.compile(r"^ {0,3}<!--")
 _THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
