@@ -321,8 +321,10 @@ class MemoryFlusher:
             a fact said after it is left as it is (see ``report.rejected``).
         :return: The report; invalid operations are in ``report.rejected``.
         :raises FlushError: The model call failed, its reply could not be read
-            after one retry, or applying failed. The store is unchanged and
-            ``error.report`` holds the raw outputs.
+            after one retry, or applying failed (``error.reason`` says which; a store
+            closed while the model answered is ``"store_closed"``). The store is
+            unchanged and ``error.report`` holds the raw outputs.
+        :raises StoreClosedError: The store was already closed when the flush began.
         :raises InvalidFactError: ``messages``, ``conversation``, ``written_at`` (these
             three InvalidArgumentError), ``scope``, ``user`` or ``agent`` is malformed;
             nothing is sent to the model.
