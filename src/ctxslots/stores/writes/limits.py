@@ -107,7 +107,10 @@ def _name(text: str, field: str) -> str:
     """A key, owner or scope as stored: valid Unicode, and not made of invisible
     characters alone."""
     named = _unicode(text, field)
-    if not "".join(c for c in named if unicodedata.category(c) != "Cf").strip():
+    # ASCII holds no format (Cf) character: most names are checked without the scan.
+    shown = named if named.isascii() else "".join(
+        c for c in named if unicodedata.category(c) != "Cf")
+    if not shown.strip():
         raise InvalidFactError(f"{field} must hold a visible character", field=field,
                                value=text)
     return named
