@@ -203,6 +203,19 @@ def load_conversations(path: Path, memories: str = "turns") -> list[Conversation
     return out
 
 
+def only(parser: argparse.ArgumentParser, conversations: list[Conversation],
+         chosen: str | None, path: Path) -> list[Conversation]:
+    """The conversations whose sample ids ``--only`` lists (comma-separated; all when
+    ``None``); an id the file does not hold ends the run with argparse's one line."""
+    if not chosen:
+        return conversations
+    wanted = set(chosen.split(","))
+    unknown = wanted - {c.sample_id for c in conversations}
+    if unknown:
+        parser.error(f"--only: no conversation {', '.join(sorted(unknown))} in {path}")
+    return [c for c in conversations if c.sample_id in wanted]
+
+
 def ceiling(conversations: Iterable[Conversation]) -> float:
     """The best recall any ranking can reach: the share of a question's evidence
     turns that some stored memory counts for, averaged over questions."""
@@ -529,13 +542,8 @@ def main() -> None:
                              "repeated), against the floor")
     args = parser.parse_args()
 
-    conversations = load_conversations(args.path, args.memories)
-    if args.only:
-        wanted = set(args.only.split(","))
-        unknown = wanted - {c.sample_id for c in conversations}
-        if unknown:
-            parser.error(f"--only: no conversation {', '.join(sorted(unknown))} in {args.path}")
-        conversations = [c for c in conversations if c.sample_id in wanted]
+    conversations = only(parser, load_conversations(args.path, args.memories), args.only,
+                         args.path)
     budgets: list[int] = args.budgets
     turns = sum(len(c.turns) for c in conversations)
     stored = sum(len(c.memories) for c in conversations)

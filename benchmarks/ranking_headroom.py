@@ -33,7 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from _inputs import model_name, whole_number
-from conversations import CATEGORIES, SLOT, Clock, Conversation, build, load_conversations
+from conversations import (
+    CATEGORIES,
+    SLOT,
+    Clock,
+    Conversation,
+    build,
+    load_conversations,
+    only,
+)
 from ctxslots import FactStore
 from ctxslots.model import Hit
 from ctxslots.stores.embedders import embedder_from_spec
@@ -143,13 +151,8 @@ def main() -> None:
         import sklearn  # noqa: F401
     except ImportError:
         parser.error("scikit-learn is not installed: pip install scikit-learn")
-    conversations = load_conversations(args.path, args.memories)
-    if args.only:
-        wanted = set(args.only.split(","))
-        unknown = wanted - {c.sample_id for c in conversations}
-        if unknown:
-            parser.error(f"--only: no conversation {', '.join(sorted(unknown))} in {args.path}")
-        conversations = [c for c in conversations if c.sample_id in wanted]
+    conversations = only(parser, load_conversations(args.path, args.memories), args.only,
+                         args.path)
     if len(conversations) < 2:
         parser.error("needs at least two conversations (each is ranked by a model trained "
                      "on the others)")

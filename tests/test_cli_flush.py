@@ -8,6 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from _installed_plugin import install_plugin
 from ctxslots import FactStore
 from ctxslots.cli import cli
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
@@ -122,18 +123,11 @@ DIARY = {"op": "upsert", "slot": "diary", "key": "mood", "value": "The user felt
 def fixture_diary_plugin(tmp_path, monkeypatch):
     """An installed plugin ``diary`` (an entry point on ``sys.path``) registering the slot
     ``diary`` of user facts and ``style`` of a workspace's, loaded by the command."""
-    folder = tmp_path / "site"
-    info = folder / "ctxslots_diary-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-diary\n"
-                                   "Version: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[ctxslots]\ndiary = ctxslots_diary_mod\n",
-                                           encoding="utf-8")
-    (folder / "ctxslots_diary_mod.py").write_text(
+    folder = install_plugin(
+        tmp_path / "site", "diary",
         "from ctxslots import hookimpl\n\n\n@hookimpl\ndef register_slots(register):\n"
         '    register("diary", "What the user wrote in their diary.", "user")\n'
-        '    register("style", "How the team writes code.", "scope")\n',
-        encoding="utf-8")
+        '    register("style", "How the team writes code.", "scope")\n')
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "diary")
     importlib.invalidate_caches()

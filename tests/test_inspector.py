@@ -4,6 +4,7 @@ spoken to by httpx (the browser's own tests are in test_inspector_browser.py).""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import html
 import re
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 
 import anyio
 import apsw
@@ -34,6 +36,26 @@ MESSAGE = "How do I deploy shop-api on Friday and rerun the flaky billing tests?
 
 def base_of(address: str) -> str:
     return address.split("/?", 1)[0]
+
+
+@contextlib.contextmanager
+def served_here(store: FactStore) -> Iterator[str]:
+    """The inspector of ``store`` served by uvicorn on a thread of this process (where a
+    test can watch the store's reads and threads); yields its address, once it answers."""
+    import uvicorn
+
+    sock = bind("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(create_app(store, token=TOKEN),
+                                           log_level="warning", lifespan="off"))
+    serving_thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    serving_thread.start()
+    try:
+        while not server.started and serving_thread.is_alive():
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        serving_thread.join(60)
 
 
 @pytest.fixture(name="served")
@@ -445,41 +467,27 @@ def test_a_memory_or_timeline_page_reads_one_page_of_facts_not_the_store(tmp_pat
     """1,000 facts: the memory page and the timeline, unfiltered, by owner or far back,
     take from the store the 300 facts they show (and a count), not every fact; with a
     text to look for, the page still finds it in every fact."""
-    import uvicorn
-
     db = str(tmp_path / "m.db")
     with FactStore(db) as store, store.batch():
         ids = [store.add("user", f"Note {n} of the user.", user=f"u{n % 4}").id
                for n in range(1000)]
-    with rows_read() as read, FactStore(db) as store:
-        sock = bind("127.0.0.1", 0)
-        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        server = uvicorn.Server(uvicorn.Config(create_app(store, token=TOKEN),
-                                               log_level="warning", lifespan="off"))
-        serving_thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
-        serving_thread.start()
-        try:
-            while not server.started and serving_thread.is_alive():
-                time.sleep(0.01)
-            with httpx.Client(timeout=120) as client:
-                assert 200 == client.get(f"{base}/fact/{ids[0]}?token={TOKEN}").status_code
-                for path, matched, first in [("/", 1000, ids[-1]), ("/?page=4", 1000, ids[99]),
-                                             ("/timeline?page=2", 1000, ids[-301]),
-                                             ("/?user=u1", 250, ids[-3])]:
-                    read.clear()
-                    page = client.get(base + path)
-                    assert 200 == page.status_code, path
-                    assert f'data-matched="{matched}"' in page.text, path
-                    shown = [int(n) for n in re.findall(r'data-id="(\d+)"', page.text)]
-                    assert first == shown[0], path
-                    # The page, the count, and (by when said) whether a fact lacks
-                    # its observed time.
-                    assert read.get("facts", 0) <= 302, (path, read)
-                found = client.get(base + "/", params={"q": "note 7 of"})
-                assert [ids[7]] == [int(n) for n in re.findall(r'data-id="(\d+)"', found.text)]
-        finally:
-            server.should_exit = True
-            serving_thread.join(60)
+    with rows_read() as read, FactStore(db) as store, served_here(store) as base, \
+            httpx.Client(timeout=120) as client:
+        assert 200 == client.get(f"{base}/fact/{ids[0]}?token={TOKEN}").status_code
+        for path, matched, first in [("/", 1000, ids[-1]), ("/?page=4", 1000, ids[99]),
+                                     ("/timeline?page=2", 1000, ids[-301]),
+                                     ("/?user=u1", 250, ids[-3])]:
+            read.clear()
+            page = client.get(base + path)
+            assert 200 == page.status_code, path
+            assert f'data-matched="{matched}"' in page.text, path
+            shown = [int(n) for n in re.findall(r'data-id="(\d+)"', page.text)]
+            assert first == shown[0], path
+            # The page, the count, and (by when said) whether a fact lacks its observed
+            # time.
+            assert read.get("facts", 0) <= 302, (path, read)
+        found = client.get(base + "/", params={"q": "note 7 of"})
+        assert [ids[7]] == [int(n) for n in re.findall(r'data-id="(\d+)"', found.text)]
 
 
 def test_the_tag_filter_finds_a_tag_as_stored(location):
@@ -593,41 +601,27 @@ def test_health_does_not_wait_for_a_write_lock_another_process_holds(tmp_path, m
 def test_a_change_waiting_for_another_process_keeps_no_page_waiting(tmp_path):
     """A reinforce waits for the write lock another process holds: the fact's page and the
     memory page answer meanwhile, and the reinforce lands once the lock is let go."""
-    import uvicorn
-
     db = str(tmp_path / "m.db")
     with FactStore(db) as store:
         fact = store.add("project", "Deploy on Fridays.")
-        sock = bind("127.0.0.1", 0)
-        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        server = uvicorn.Server(uvicorn.Config(create_app(store, token=TOKEN),
-                                               log_level="warning", lifespan="off"))
-        serving_thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
-        serving_thread.start()
-        try:
-            while not server.started and serving_thread.is_alive():
-                time.sleep(0.01)
-            with httpx.Client(timeout=120) as client, \
-                    concurrent.futures.ThreadPoolExecutor(1) as pool:
-                assert 200 == client.get(f"{base}/?token={TOKEN}").status_code
-                holder = SQLiteHolder(db)
-                try:
-                    change = pool.submit(client.post, f"{base}/fact/{fact.id}/reinforce",
-                                         data={"amount": "2"})
-                    while not change.done() and not inside_a_sqlite_write(
-                            [t for t in threading.enumerate() if t is not threading.current_thread()]):
-                        time.sleep(0.001)
-                    page = client.get(f"{base}/fact/{fact.id}")
-                    assert 200 == page.status_code and "Deploy on Fridays." in page.text
-                    assert 200 == client.get(f"{base}/").status_code
-                    assert not change.done()  # still waiting for the lock
-                finally:
-                    holder.release()
-                assert 303 == change.result().status_code
-            assert 2.0 == store.get(fact.id).score
-        finally:
-            server.should_exit = True
-            serving_thread.join(60)
+        with served_here(store) as base, httpx.Client(timeout=120) as client, \
+                concurrent.futures.ThreadPoolExecutor(1) as pool:
+            assert 200 == client.get(f"{base}/?token={TOKEN}").status_code
+            holder = SQLiteHolder(db)
+            try:
+                change = pool.submit(client.post, f"{base}/fact/{fact.id}/reinforce",
+                                     data={"amount": "2"})
+                while not change.done() and not inside_a_sqlite_write(
+                        [t for t in threading.enumerate() if t is not threading.current_thread()]):
+                    time.sleep(0.001)
+                page = client.get(f"{base}/fact/{fact.id}")
+                assert 200 == page.status_code and "Deploy on Fridays." in page.text
+                assert 200 == client.get(f"{base}/").status_code
+                assert not change.done()  # still waiting for the lock
+            finally:
+                holder.release()
+            assert 303 == change.result().status_code
+        assert 2.0 == store.get(fact.id).score
 
 
 def test_a_hidden_fact_is_marked_in_the_memory_list(tmp_path):

@@ -17,6 +17,7 @@ pytest.importorskip("mcp")
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from _installed_plugin import install_plugin
 from ctxslots import ANY, FactStore, Limits
 from ctxslots.tools import TOOL_SPECS
 
@@ -121,16 +122,10 @@ def test_a_plugin_slot_of_a_workspace_gets_the_servers_scope(tmp_path, monkeypat
     """``mcp --scope repo --slot style``: a plugin slot whose facts belong to a workspace
     is written to ``repo``, as ``project`` is (and as ``ctxslots flush`` writes it),
     never as a global fact every workspace sees."""
-    site = tmp_path / "site"
-    info = site / "ctxslots_style-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-style\nVersion: 1.0\n",
-                                   encoding="utf-8")
-    (info / "entry_points.txt").write_text("[ctxslots]\nstyle = ctxslots_style_mod\n",
-                                           encoding="utf-8")
-    (site / "ctxslots_style_mod.py").write_text(
+    site = install_plugin(
+        tmp_path / "site", "style",
         "from ctxslots import hookimpl\n\n\n@hookimpl\ndef register_slots(register):\n"
-        '    register("style", "How the team writes code.", "scope")\n', encoding="utf-8")
+        '    register("style", "How the team writes code.", "scope")\n')
     monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "style")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         filter(None, [str(site), os.environ.get("PYTHONPATH")])))
@@ -344,17 +339,10 @@ def test_the_signal_wakeup_does_nothing_off_the_main_thread():
 def test_what_a_plugin_prints_never_reaches_the_stdio_protocol(tmp_path):
     """A plugin that prints, when imported and on each search, writes to stderr: every line
     the client reads on stdout, from the first to the last, is a JSON-RPC message."""
-    site = tmp_path / "site"
-    info = site / "ctxslots_chatty-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-chatty\nVersion: 1.0\n",
-                                   encoding="utf-8")
-    (info / "entry_points.txt").write_text("[ctxslots]\nchatty = ctxslots_chatty_mod\n",
-                                           encoding="utf-8")
-    (site / "ctxslots_chatty_mod.py").write_text(
+    site = install_plugin(
+        tmp_path / "site", "chatty",
         "from ctxslots import hookimpl\n\nprint('chatty plugin loaded')\n\n\n@hookimpl\n"
-        "def rerank_hits(query, hits):\n    print(f'reranking {query}')\n    return hits\n",
-        encoding="utf-8")
+        "def rerank_hits(query, hits):\n    print(f'reranking {query}')\n    return hits\n")
     env = {**os.environ, "CTXSLOTS_LOAD_PLUGINS": "chatty",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     server = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),

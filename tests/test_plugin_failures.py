@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ctxslots
+from _installed_plugin import install_plugin
 from ctxslots import (
     AssemblyRequest,
     FactStore,
@@ -34,15 +35,8 @@ def _installed(folder: Path, source: str) -> dict[str, str]:
     """The environment of a child process in which ``source`` is the module of the
     installed plugin ``bad`` (an entry point of a distribution on ``folder``), the only
     plugin loaded."""
-    info = folder / "ctxslots_bad-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-bad\nVersion: 1.0\n",
-                                   encoding="utf-8")
-    (info / "entry_points.txt").write_text("[ctxslots]\nbad = ctxslots_bad_mod\n",
-                                           encoding="utf-8")
-    (folder / "ctxslots_bad_mod.py").write_text(
-        "from ctxslots import Item, Section, hookimpl\n" + textwrap.dedent(source),
-        encoding="utf-8")
+    install_plugin(folder, "bad",
+                   "from ctxslots import Item, Section, hookimpl\n" + textwrap.dedent(source))
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(SRC)]),
             "CTXSLOTS_LOAD_PLUGINS": "bad"}
 

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from _assembler_helpers import make_store
+from _installed_plugin import install_plugin
 from _machine_lock import machine_lock
 from ctxslots import (
     AssemblyRequest,
@@ -342,16 +343,8 @@ def test_unknown_llm_client_names_the_registered_ones(tmp_path):
 
 def _broken_plugin(folder: Path) -> Path:
     """A distribution on ``folder`` whose ``ctxslots`` entry point fails to import."""
-    info = folder / "ctxslots_broken-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxslots-broken\n"
-                                   "Version: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[ctxslots]\nbroken = ctxslots_broken_mod\n",
-                                           encoding="utf-8")
-    (folder / "ctxslots_broken_mod.py").write_text(
-        'raise RuntimeError("the plugin needs a package that is not installed")\n',
-        encoding="utf-8")
-    return folder
+    return install_plugin(
+        folder, "broken", 'raise RuntimeError("the plugin needs a package that is not installed")\n')
 
 
 def test_a_plugin_that_fails_to_import_is_a_plugin_error_naming_it(tmp_path, monkeypatch):
