@@ -277,10 +277,11 @@ def test_the_prompt_lab_and_why_not(served):
     assert expected.outcome == "not_found"
     other = client.get(base + "/why", params={**params, "user": "bob", "fact": ids["name"]})
     assert "it is the memory of user &#39;ada&#39;" in other.text
-    for bad, said in [({"fact": "x"}, "whole number"), ({"fact": "99999"}, "no fact"),
-                      ({"fact": ids["deploy"], "budget": "-5"}, "budget")]:
+    for bad, said, status in [({"fact": "x"}, "whole number", 400),
+                              ({"fact": "99999"}, "no fact", 404),
+                              ({"fact": ids["deploy"], "budget": "-5"}, "budget", 400)]:
         page = client.get(base + "/why", params={**params, **bad})
-        assert 400 == page.status_code and said in page.text, bad
+        assert status == page.status_code and said in page.text, bad
     bad_lab = client.get(base + "/lab", params={**params, "budget": "lots"})
     assert 400 == bad_lab.status_code and 'id="error"' in bad_lab.text
     assert 200 == client.get(base + "/lab").status_code  # the empty form
@@ -430,6 +431,10 @@ def test_the_why_page_links_only_to_a_fact_that_exists(one_fact):
     for fact, linked in [(str(one_fact.fact), True), ("abc", False), ("999", False),
                          ("", False), (f" {one_fact.fact}", True)]:
         page = client.get(f"{base}/why", params={"fact": fact, "message": "deploy"})
+        # A fact that does not exist is a 404, as its own page; an id that is no number
+        # (or none) is a request the page cannot read: 400.
+        assert {True: 200, "999": 404}.get(linked if linked else fact, 400) == \
+            page.status_code, fact
         heading = re.search(r"<h1>(.*?)</h1>", page.text, re.DOTALL)[1]
         links = re.findall(r'href="([^"]*)"', heading)
         assert ([f"/fact/{one_fact.fact}"] if linked else []) == links, fact

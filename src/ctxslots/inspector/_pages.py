@@ -348,20 +348,21 @@ class Pages:
         params = dict(request.query_params)
         fields = {n: params.get(n, "") for n in ("message", "user", "agent", "scope",
                                                  "budget", "fact")}
-        answer, error = None, None
+        answer, error, status = None, None, 200
         try:
             fact_id = int(fields["fact"])
         except ValueError:
-            error = f"a fact id is a whole number, not {fields['fact']!r}"
+            error, status = f"a fact id is a whole number, not {fields['fact']!r}", 400
         else:
             try:
                 answer = explain(self.assembler, self._request(params), fact_id)
             except CtxslotsError as exc:
                 if _unavailable(exc):
                     raise
-                error = str(exc)
+                # No such fact: 404, as its own page answers; a request the store refuses: 400.
+                error, status = str(exc), 404 if isinstance(exc, FactNotFoundError) else 400
         return self.render("why.html.j2", page="lab", f=fields, answer=answer, error=error,
-                           status=400 if error else 200)
+                           status=status)
 
     # Health ----------------------------------------------------------------------------
 
