@@ -128,7 +128,7 @@ def test_remembering_the_same_memory_twice_says_so_and_writes_one(db_path):
 
 def test_remember_with_a_context_is_found_through_it_and_a_bad_one_says_so(db_path):
     """remember --context makes a reply findable by its question; an oversized one is one line."""
-    fact = json.loads(run(db_path, "remember", "user", "It was Matt Patterson.", "--context",
+    fact = json.loads(run(db_path, "remember", "user", "It was Ilse Varga.", "--context",
                           "Who did you meet at the robotics conference?", "--json").output)
     assert "Who did you meet at the robotics conference?" == fact["context"]
     hits = json.loads(run(db_path, "search", "robotics conference", "--json").output)

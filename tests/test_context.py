@@ -19,7 +19,7 @@ from ctxslots import (
 from ctxslots.stores.writes.limits import Limits
 
 QUESTION = "Who did you meet at the robotics conference?"
-REPLY = "It was Matt Patterson."
+REPLY = "It was Ilse Varga."
 
 
 def ids(hits):

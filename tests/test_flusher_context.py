@@ -16,11 +16,11 @@ from secret_catalogue import SECRETS
 
 CONVERSATION = [
     {"role": "user", "content": "Who did you meet at the robotics conference?"},
-    {"role": "assistant", "content": "It was Matt Patterson, he builds warehouse robots."},
+    {"role": "assistant", "content": "It was Ilse Varga, she builds warehouse robots."},
     {"role": "user", "content": "By the way, my sister Ines moved to Lisbon in May."},
     {"role": "assistant", "content": "Good to know. Is she settling in?"},
 ]
-MATT = "The user met Matt Patterson, who builds warehouse robots."
+ILSE = "The user met Ilse Varga, who builds warehouse robots."
 INES = "The user's sister Ines moved to Lisbon in May 2027."
 
 
@@ -66,7 +66,7 @@ def fixture_flush(store):
 
 def test_each_fact_gets_the_messages_it_was_drawn_from(store, flush):
     """Two facts of one flush each carry their own messages, not the whole batch."""
-    report, _ = flush([reply(upsert("met", MATT, [1, 2]), upsert("sister", INES, [3]))])
+    report, _ = flush([reply(upsert("met", ILSE, [1, 2]), upsert("sister", INES, [3]))])
     assert "applied" == report.status and () == report.warnings
     matt = store.get_by_key("user", "met")
     ines = store.get_by_key("user", "sister")
@@ -91,7 +91,7 @@ def test_the_prompt_and_schema_ask_for_the_messages(flush):
 
 def test_a_reply_without_messages_writes_facts_without_context(store, flush):
     """A reply in the older form (no "messages") is applied as before, with no context."""
-    report, _ = flush([reply(upsert("met", MATT))])
+    report, _ = flush([reply(upsert("met", ILSE))])
     assert ("applied", 1) == (report.status, len(report.added))
     assert store.get_by_key("user", "met").context is None
 
@@ -99,7 +99,7 @@ def test_a_reply_without_messages_writes_facts_without_context(store, flush):
 def test_numbers_outside_the_batch_are_left_out_with_a_warning(store, flush):
     """Numbers the model was not shown are left out of the context and named in a warning;
     the fact is still written."""
-    report, _ = flush([reply(upsert("met", MATT, [2, 9, 0]), upsert("sister", INES, [7]))])
+    report, _ = flush([reply(upsert("met", ILSE, [2, 9, 0]), upsert("sister", INES, [7]))])
     assert 2 == len(report.added)
     assert line(2) == store.get_by_key("user", "met").context
     assert store.get_by_key("user", "sister").context is None
@@ -116,7 +116,7 @@ def test_messages_of_a_later_flush_are_numbered_in_the_whole_conversation(store,
     assert (3, 4) == (report.first, report.last)
     assert "## Message 3 (user)" in requests[0]["messages"][-1]["content"]
     assert f"{line(3)}\n{line(4)}" == store.get_by_key("user", "sister").context
-    again = flush([reply(upsert("met", MATT, [2]))], messages=CONVERSATION[:2],
+    again = flush([reply(upsert("met", ILSE, [2]))], messages=CONVERSATION[:2],
                   context_before=5)[0]
     assert "applied" == again.status    # the conversation changed: read again from 1
     assert f"{line(1)}\n{line(2)}" == store.get_by_key("user", "met").context
@@ -129,7 +129,7 @@ def test_a_long_context_is_cut_to_the_limit_sharing_it_between_messages(store, f
     conversation = [{"role": "user", "content": "Robots " + "é" * 6000},
                     {"role": "assistant", "content": "Short answer."},
                     {"role": "user", "content": "Warehouse " + "x" * 9000}]
-    report, _ = flush([reply(upsert("met", MATT, [1, 2, 3]))], messages=conversation)
+    report, _ = flush([reply(upsert("met", ILSE, [1, 2, 3]))], messages=conversation)
     assert "applied" == report.status
     context = store.get_by_key("user", "met").context
     assert limit - 3 <= len(context.encode("utf-8")) <= limit
@@ -168,8 +168,8 @@ def test_a_refused_context_leaves_the_fact_without_one(location, clock, flush):
 def test_malformed_messages_get_one_retry(store, flush):
     """A "messages" that is not a list of numbers is a format error: the model is told and
     asked once more; a second bad reply fails the flush and writes nothing."""
-    bad = reply(upsert("met", MATT, ["2"]))  # type: ignore[list-item]
-    report, requests = flush([bad, reply(upsert("met", MATT, [2]))])
+    bad = reply(upsert("met", ILSE, ["2"]))  # type: ignore[list-item]
+    report, requests = flush([bad, reply(upsert("met", ILSE, [2]))])
     assert line(2) == store.get_by_key("user", "met").context
     assert "operations[0].messages must be an array of message numbers" in \
         requests[1]["messages"][-1]["content"]
@@ -182,8 +182,8 @@ def test_malformed_messages_get_one_retry(store, flush):
 
 def test_the_same_fact_again_keeps_its_context(store, flush):
     """Re-extracting a fact unchanged from a restarted conversation changes nothing."""
-    flush([reply(upsert("met", MATT, [1, 2]))])
-    report, _ = flush([reply(upsert("met", MATT, [2]))], messages=CONVERSATION[:3])
+    flush([reply(upsert("met", ILSE, [1, 2]))])
+    report, _ = flush([reply(upsert("met", ILSE, [2]))], messages=CONVERSATION[:3])
     assert 1 == len(report.unchanged)
     assert f"{line(1)}\n{line(2)}" == store.get_by_key("user", "met").context
 

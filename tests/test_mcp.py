@@ -92,14 +92,14 @@ def test_memory_store_takes_a_context_over_mcp(tmp_path):
     finds the fact; a context over the limit is a tool error and writes nothing."""
     db = tmp_path / "memory.db"
     question = "Who did you meet at the robotics conference?"
-    calls = [("memory_store", {"slot": "user", "value": "It was Matt Patterson.",
+    calls = [("memory_store", {"slot": "user", "value": "It was Ilse Varga.",
                                "context": question}),
              ("memory_query", {"query": "robotics conference"}),
              ("memory_store", {"slot": "user", "value": "Too much.", "context": "é" * 3000})]
     _, results = anyio.run(_session_calls, db, "shop", calls)
     texts = [_text(r) for r in results]
-    assert texts[0] == "Stored [id:1] (user, today) It was Matt Patterson."
-    assert texts[1].splitlines()[1:] == ["[id:1] (user, today) It was Matt Patterson."]
+    assert texts[0] == "Stored [id:1] (user, today) It was Ilse Varga."
+    assert texts[1].splitlines()[1:] == ["[id:1] (user, today) It was Ilse Varga."]
     assert results[2].is_error and texts[2].startswith("Error: context is 6000 bytes")
     with FactStore(db) as store:
         assert question == store.get(1).context

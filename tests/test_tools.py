@@ -305,12 +305,12 @@ def test_storing_the_same_memory_twice_says_so(tools, store):
 def test_memory_store_writes_a_context_that_is_searched_never_shown(tools, store):
     """memory_store's context finds the fact by the words around it; answers never show it."""
     question = "Who did you meet at the robotics conference?"
-    out = tools.dispatch("memory_store", {"slot": "user", "value": "It was Matt Patterson.",
+    out = tools.dispatch("memory_store", {"slot": "user", "value": "It was Ilse Varga.",
                                           "context": question})
-    assert out == "Stored [id:1] (user, today) It was Matt Patterson."
+    assert out == "Stored [id:1] (user, today) It was Ilse Varga."
     assert question == store.get(1).context
     found = tools.dispatch("memory_query", {"query": "robotics conference"})
-    assert found.splitlines()[1:] == ["[id:1] (user, today) It was Matt Patterson."]
+    assert found.splitlines()[1:] == ["[id:1] (user, today) It was Ilse Varga."]
     keyed = tools.memory_store("user", "The user edits in Helix.", key="editor",
                                context="Which editor do you use?")
     assert keyed.startswith("Stored [id:2]") and "Which editor" not in keyed

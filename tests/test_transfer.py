@@ -712,7 +712,7 @@ def _contexts(store: FactStore, scope: str) -> set[tuple]:
 def test_markdown_shows_a_context_as_a_quote_and_reads_it_back(store):
     """A context closes its bullet as a quote a person can read and edit; importing the
     export restores every value, key, tag and context."""
-    store.upsert("project", "met", "It was Matt Patterson.", scope="a", tags=["people"],
+    store.upsert("project", "met", "It was Ilse Varga.", scope="a", tags=["people"],
                  context=QUESTION)
     store.add("project", "Line one\n> not a quote, part of the value", scope="a",
               context="user: first line\n\n  indented line\n> quoted in the context")
@@ -720,7 +720,7 @@ def test_markdown_shows_a_context_as_a_quote_and_reads_it_back(store):
     text = store.export_markdown(scope="a")
     assert text == (
         "# project (scope: a)\n\n"
-        f"- **met**: It was Matt Patterson. `#people`\n  > {QUESTION}\n"
+        f"- **met**: It was Ilse Varga. `#people`\n  > {QUESTION}\n"
         "- Line one\n  <!---->> not a quote, part of the value\n"
         "  > user: first line\n  >\n  >   indented line\n  > > quoted in the context\n"
         "- No context here.\n")

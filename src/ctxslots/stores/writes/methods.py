@@ -75,8 +75,8 @@ class WriteMethods:
         :param observed_at: When the memory was said or observed (a datetime or
             Unix seconds; default: now).
         :param context: Words that make the memory findable without being part
-            of it: the message it answers, the turns before it ("It was Matt
-            Patterson" is found by "Who did the user meet?" when its context is
+            of it: the message it answers, the turns before it ("It was Ilse
+            Varga" is found by "Who did the user meet?" when its context is
             that question). Searched by words at half the weight of the memory's
             own (:data:`~ctxslots.stores.backend.CONTEXT_WEIGHT`), never
             embedded and never shown in a prompt; exported and imported with the
