@@ -122,8 +122,9 @@ def learned_orders(by_conversation: list[list[Question]]) -> list[list[list[int]
         rows, labels = [], []
         for other in by_conversation[:k] + by_conversation[k + 1:]:
             for q in other:
+                wanted = set(q.evidence)
                 rows += q.signals
-                labels += [bool(set(t) & set(q.evidence)) for t in q.turns]
+                labels += [not wanted.isdisjoint(t) for t in q.turns]
         if len(set(labels)) < 2:
             sys.exit("the other conversations' hits hold no evidence (or only evidence): "
                      "nothing to learn from")
