@@ -538,6 +538,7 @@ def test_the_profile_leaves_out_a_fact_hidden_by_a_newer_near_duplicate(store):
 def test_a_moment_out_of_range_is_named_as_a_date_not_python_code(store):
     """A said_before in year 1 is refused naming the date as people write it."""
     with pytest.raises(InvalidFactError, match=r"said_before must be a time between 1970 and "
-                       r"the year 9999, not 0001-01-01T00:00:00\+00:00") as refused:
+                       r"the year 9999 \(from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z\), "
+                       r"not 0001-01-01T00:00:00\+00:00") as refused:
         store.search("deploy", said_before=dt.datetime(1, 1, 1, tzinfo=dt.UTC))
     assert "datetime.datetime" not in str(refused.value)

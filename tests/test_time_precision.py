@@ -4,11 +4,13 @@ can keep is refused before anything is written."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 import pytest
 
 from ctxslots import ANY, FactStore, InvalidFactError
+from ctxslots.tools import MemoryTools
 
 #: Clock readings finer than a microsecond, on either side of a half.
 READINGS = [1_800_000_000.1234565, 1_800_000_000.1234567, 1_800_000_000.9999996,
@@ -56,3 +58,36 @@ def test_an_imported_time_finer_than_a_microsecond_is_kept_to_the_microsecond(st
     (fact,) = store.facts(slots=["agent"])
     assert fact.observed_at.timestamp() == 1_800_000_000.123457
     assert fact.id in [f.id for f in store.facts(said_after=fact.observed_at)]
+
+
+#: What a refused time's error names: the times a store keeps, to the second, in UTC.
+RANGE = "from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z"
+
+
+def test_a_refused_time_written_in_1970_or_9999_is_named_with_the_range_it_misses(store):
+    """A moment written in 1970 in a zone east of UTC, or in the last second of 9999 (the
+    ``datetime.max`` a caller gives for "no bound"), is outside what a store keeps, so the
+    error names the range to the second and, for another zone, the UTC moment: the error
+    that said only "between 1970 and the year 9999, not 1970-01-01T00:30:00+01:00" named a
+    range the value seemed to be in."""
+    paris = dt.timezone(dt.timedelta(hours=1))
+    with pytest.raises(InvalidFactError) as early:
+        store.facts(said_after=dt.datetime(1970, 1, 1, 0, 30, tzinfo=paris))
+    assert str(early.value) == (f"said_after must be a time between 1970 and the year 9999 "
+                                f"({RANGE}), not 1970-01-01T00:30:00+01:00, which is "
+                                "1969-12-31T23:30:00Z")
+    with pytest.raises(InvalidFactError) as late:
+        store.search("mike", said_before=dt.datetime.max)
+    assert str(late.value) == (f"said_before must be a time between 1970 and the year 9999 "
+                               f"({RANGE}), not 9999-12-31T23:59:59.999999")
+    answer = MemoryTools(store).dispatch("memory_query", {
+        "query": "mike", "said_after": "1970-01-01T00:30+01:00"})
+    assert answer == (f"Error: said_after must be a time between 1970 and the year 9999 "
+                      f"({RANGE}), not 1970-01-01T00:30:00+01:00, which is 1969-12-31T23:30:00Z")
+    # The last second a store keeps, and the first, are taken.
+    fact = store.add("agent", "mike noted it", observed_at=dt.datetime(1970, 1, 1, 1, 0,
+                                                                       tzinfo=paris))
+    assert fact.observed_at.timestamp() == 0.0
+    assert [fact.id] == [f.id for f in store.facts(
+        slots=["agent"], said_after=fact.observed_at,
+        said_before=dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC))]
