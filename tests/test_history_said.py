@@ -142,8 +142,8 @@ def test_the_inspector_shows_when_each_earlier_value_was_said(location, clock):
         page = client.get(f"{address.split('/?', 1)[0]}/fact/{fact_id}")
     rows = re.findall(r'<td data-label="said">([^<]*)</td><td data-label="from">([^<]*)<',
                       page.text)
-    written = _at(NOW).strftime("%Y-%m-%d %H:%M")
-    assert [("2026-03-01 09:30", written), ("2026-04-02 18:00", written)] == rows
+    written = _at(NOW).strftime("%Y-%m-%d %H:%M UTC")
+    assert [("2026-03-01 09:30 UTC", written), ("2026-04-02 18:00 UTC", written)] == rows
 
 
 # -- a store written before the history kept when a value was said ---------------

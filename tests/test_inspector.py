@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import datetime as dt
 import html
 import re
 import subprocess
@@ -649,3 +650,31 @@ def test_a_hidden_fact_is_marked_in_the_memory_list(tmp_path):
     assert f'hidden from search by <a href="/fact/{new}">#{new}</a>' in rows[str(old)]
     assert "hidden from search" not in rows[str(new)]
     assert "hidden from search" not in rows[str(other)]
+
+
+def test_every_time_a_page_shows_says_it_is_utc(location):
+    """A fact said late in the evening in New York was said the next day in UTC: the fact
+    page (said, written, updated, expires, each earlier value's times) and the timeline show
+    each time with its zone, as the last access already was, so that no reader takes one for
+    local time."""
+    new_york = dt.timezone(dt.timedelta(hours=-4))
+    with FactStore(location, clock=lambda: 1_697_000_000.0) as store:  # 2023-10-11 04:53 UTC
+        store.upsert("user", "tea", "The user drinks green tea.",
+                     observed_at=dt.datetime(2023, 10, 9, 8, 0, tzinfo=new_york))
+        fact = store.upsert("user", "tea", "The user drinks black tea.",
+                            observed_at=dt.datetime(2023, 10, 10, 23, 30, tzinfo=new_york),
+                            expires_at=dt.datetime(2999, 1, 1, tzinfo=dt.UTC)).id
+    with serving(location) as address, httpx.Client(timeout=60) as client:
+        base = base_of(address)
+        assert 200 == client.get(address).status_code
+        page = client.get(f"{base}/fact/{fact}").text
+        timeline = client.get(f"{base}/timeline").text
+    fields = dict(re.findall(r"<dt>(\w+)</dt><dd[^>]*>([^<]*)</dd>", page))
+    assert fields["Said"] == "2023-10-11 03:30 UTC"
+    assert fields["Written"] == "2023-10-11 04:53 UTC, updated 2023-10-11 04:53 UTC"
+    assert fields["Expires"] == "2999-01-01 00:00 UTC"
+    assert re.findall(r'<td data-label="said">([^<]*)</td><td data-label="from">([^<]*)</td>'
+                      r'<td data-label="until">([^<]*)</td>', page) == [
+        ("2023-10-09 12:00 UTC", "2023-10-11 04:53 UTC", "2023-10-11 04:53 UTC")]
+    assert re.findall(r'<td data-label="said">([^<]*)</td>', timeline) == [
+        "2023-10-11 03:30 UTC"]
