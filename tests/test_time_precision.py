@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from ctxslots import ANY, FactStore, InvalidFactError
+from ctxslots import ANY, AssemblyRequest, FactStore, InvalidFactError, InvalidRequestError
 from ctxslots.tools import MemoryTools
 
 #: Clock readings finer than a microsecond, on either side of a half.
@@ -91,3 +91,32 @@ def test_a_refused_time_written_in_1970_or_9999_is_named_with_the_range_it_misse
     assert [fact.id] == [f.id for f in store.facts(
         slots=["agent"], said_after=fact.observed_at,
         said_before=dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC))]
+
+
+def test_a_requests_moment_and_an_imported_one_are_refused_in_the_same_words(store):
+    """A request's ``now`` and an imported record's time outside the range are named as
+    people write them, with the range and the UTC moment, as the store names them (the
+    request's error showed Python code: ``datetime.datetime(1970, 1, 1, 0, 30,
+    tzinfo=datetime.timezone(datetime.timedelta(seconds=3600)))``)."""
+    import io
+    import json
+
+    early = "not 1970-01-01T00:30:00+01:00, which is 1969-12-31T23:30:00Z"
+    paris = dt.timezone(dt.timedelta(hours=1))
+    with pytest.raises(InvalidRequestError) as refused:
+        AssemblyRequest("when did mike say it?",
+                        now=dt.datetime(1970, 1, 1, 0, 30, tzinfo=paris))
+    assert str(refused.value) == (f"now must be a time between 1970 and the year 9999 "
+                                  f"({RANGE}), {early}")
+    with pytest.raises(InvalidRequestError) as refused:
+        AssemblyRequest("when did mike say it?", now=dt.datetime.max)
+    assert str(refused.value) == (f"now must be a time between 1970 and the year 9999 ({RANGE}), "
+                                  "not 9999-12-31T23:59:59.999999")
+    lines = [{"format": "ctxslots-facts", "version": 1},
+             {"slot": "agent", "value": "mike noted it",
+              "observed_at": "1970-01-01T00:30:00+01:00"}]
+    report = store.import_jsonl(io.StringIO("\n".join(json.dumps(r) for r in lines)),
+                                skip_invalid=True)
+    assert [(e.line, e.message) for e in report.errors] == [
+        (2, f"observed_at must be a time between 1970 and the year 9999 ({RANGE}), {early}")]
+    assert store.facts(slots=["agent"]) == []

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from ._checks import TIME_RANGE, shown_moment
 from .errors import InvalidRequestError
 
 __all__ = ["AssemblyRequest", "ContextBlock"]
@@ -49,8 +50,9 @@ def _to_seconds(value: dt.datetime | float | None) -> float | None:
         raise InvalidRequestError(f"now must be a datetime or Unix seconds, not "
                                   f"{type(value).__name__}", field="now", value=value)
     if not math.isfinite(seconds) or not 0.0 <= seconds <= _LAST_SECOND:
-        raise InvalidRequestError(f"now must be a time between 1970 and the year 9999, not "
-                                  f"{value!r}", field="now", value=value)
+        raise InvalidRequestError(f"now must be a time between 1970 and the year 9999 "
+                                  f"({TIME_RANGE}), not {shown_moment(value)}", field="now",
+                                  value=value)
     return seconds
 
 

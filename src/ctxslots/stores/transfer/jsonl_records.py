@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..._checks import TIME_RANGE, shown_moment
 from ...errors import InvalidFactError
 from ..backend import MAX_COUNT
 from ..writes.limits import LONE_SURROGATE, MAX_TIMESTAMP, TIME_DIGITS, Limits
@@ -259,15 +260,17 @@ def _timestamp(data: Mapping[str, Any], field: str, *, default: Any = None) -> f
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
         number: float | None = when.timestamp()
+        shown = shown_moment(when)
     else:
         number = _finite(value)
         if number is None:
             raise _bad(field, f"{field} must be Unix seconds or an ISO 8601 time, not {value!r}",
                        value)
+        shown = repr(value)
     # Every stored time must turn back into a datetime when read.
     if number is None or not 0.0 <= number <= MAX_TIMESTAMP:
-        raise _bad(field, f"{field} must be a time between 1970 and the year 9999, not {value!r}",
-                   value)
+        raise _bad(field, f"{field} must be a time between 1970 and the year 9999 "
+                   f"({TIME_RANGE}), not {shown}", value)
     return round(number, TIME_DIGITS)  # as every time a store is given
 
 

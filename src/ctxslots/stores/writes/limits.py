@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from ..._checks import names, one_of, whole
+from ..._checks import TIME_RANGE, names, one_of, shown_moment, whole
 from ..._secrets import redact
 from ...errors import InvalidArgumentError, InvalidFactError
 from ...model import to_timestamp
@@ -22,14 +22,10 @@ from ..backend import MAX_TIME
 from ..owners import ANY, BUILTIN_SLOT_OWNERS, SlotOwners
 
 __all__ = ["BUILTIN_SLOTS", "KEY_PATTERN", "LONE_SURROGATE", "MAX_SCORE_STEP", "MAX_TIMESTAMP",
-           "SECRET_POLICIES", "TIME_DIGITS", "TIME_RANGE", "Limits", "check_conversation"]
+           "SECRET_POLICIES", "TIME_DIGITS", "Limits", "check_conversation"]
 
 #: The last Unix second :class:`datetime.datetime` can represent (9999-12-31T23:59:59Z).
 MAX_TIMESTAMP = MAX_TIME
-#: The times a store keeps, to the second, as an error names them: a moment written in
-#: the year 1970 or 9999 can still fall outside (in another time zone, or in the last
-#: second of 9999, which a time in Unix seconds cannot hold to the microsecond).
-TIME_RANGE = "from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z"
 
 #: The most one reinforce or demote moves a score.
 MAX_SCORE_STEP = 1000.0
@@ -48,21 +44,6 @@ _KEY = re.compile(KEY_PATTERN)
 
 _SLOT = re.compile(r"[a-z][a-z0-9_\-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _shown_moment(value: object) -> str:
-    """A refused time as people write it: a datetime in ISO 8601, with the UTC moment it
-    names when written in another zone (``1970-01-01T00:30:00+01:00`` is before 1970)."""
-    if not isinstance(value, dt.datetime):
-        return repr(value)
-    shown = value.isoformat()
-    offset = value.utcoffset()
-    if offset:
-        try:
-            shown += f", which is {value.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%S}Z"
-        except OverflowError:  # past what a datetime holds in UTC
-            pass
-    return shown
 
 
 def check_conversation(conversation: object) -> str:
@@ -526,5 +507,5 @@ class Limits:
         if stamp is None or not math.isfinite(stamp) or not 0.0 <= stamp <= MAX_TIMESTAMP:
             raise InvalidFactError(
                 f"{field} must be a time between 1970 and the year 9999 ({TIME_RANGE}), "
-                f"not {_shown_moment(value)}", field=field, value=value)
+                f"not {shown_moment(value)}", field=field, value=value)
         return round(stamp, TIME_DIGITS)
