@@ -28,7 +28,12 @@ from ctxslots import (
 )
 from ctxslots.errors import MemoryUnavailableError
 from ctxslots.integrations import Memory, MemoryContext
-from ctxslots.integrations.openai_agents import memory_tools, to_messages, with_memory
+from ctxslots.integrations.openai_agents import (
+    memory_instructions,
+    memory_tools,
+    to_messages,
+    with_memory,
+)
 from ctxslots.testing import ScriptedChatServer
 
 agents.set_tracing_disabled(True)
@@ -98,6 +103,27 @@ def test_agent_facts_belong_to_the_agent_and_scope(store, servers):
     assert store.find_memory("agent", "Refunds need a receipt.", agent="support") is None
     assert store.find_memory("agent", "Refunds take a week.", agent="triage") is not None
     assert [] == store.facts(slots=["agent"])  # nothing for the default agent
+
+
+def test_the_tools_alone_write_as_the_agent_that_calls_them(store, servers):
+    """``memory_tools(memory)`` on an agent of its own (no ``with_memory``): an agent fact
+    the model keeps is the calling agent's, so the agent's next prompt shows it; tools
+    made for a named agent (``agent=``) keep writing as that one."""
+    model, _ = servers([tool_calls(store_call("agent", "Users like answers as tables.")), "Ok.",
+                        "Tables it is.",
+                        tool_calls(store_call("agent", "Refunds need a receipt.")), "Ok."])
+    memory = Memory(store)
+    agent = _agent(model, name="helper", tools=memory_tools(memory))
+    agent.instructions = memory_instructions(memory, "Answer briefly.")
+    named = _agent(model, name="helper", tools=memory_tools(memory, agent="support"))
+    _runs((agent, "Remember: answers as tables.", MemoryContext(user="alice")),
+          (agent, "Should answers be tables?", MemoryContext(user="alice")),
+          (named, "Remember: refunds need a receipt.", MemoryContext(user="alice")))
+    assert store.find_memory("agent", "Users like answers as tables.",
+                             agent="helper") is not None
+    assert store.find_memory("agent", "Refunds need a receipt.", agent="support") is not None
+    assert [] == store.facts(slots=["agent"])  # nothing for the default agent
+    assert "- Users like answers as tables." in _system(model.requests[2])
 
 
 def test_the_runs_messages_are_flushed_when_it_ends(store, servers):

@@ -33,6 +33,7 @@ try:
     from agents import Agent, AgentHooks, FunctionTool, RunContextWrapper
     from agents.handoffs import Handoff
     from agents.items import ModelResponse
+    from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise IntegrationUnavailableError("ctxslots.integrations.openai_agents",
                                       "openai-agents") from exc
@@ -138,10 +139,12 @@ def memory_tools(memory: Memory, *, agent: str | None = None) -> list[FunctionTo
         function = entry["function"]
         name = function["name"]
 
-        async def invoke(context: RunContextWrapper[Any], arguments: str) -> str:
+        # Annotated as the SDK's ToolContext: the SDK passes a tool declaring a plain
+        # RunContextWrapper a copy without the calling agent.
+        async def invoke(context: ToolContext[Any], arguments: str) -> str:
             try:
                 who = identity_of(context.context,
-                                  agent=_agent_name(getattr(context, "agent", None)) or agent)
+                                  agent=agent or _agent_name(getattr(context, "agent", None)))
             except InvalidArgumentError as exc:
                 return f"Error: memory is unavailable ({exc})"
             return await memory.adispatch(name, arguments, who)
