@@ -100,6 +100,15 @@ def test_a_content_that_looks_like_json_or_is_empty_reads_back_as_put(store):
             assert value == target.get(("user", "alice"), key).value, (type(target), key)
 
 
+def test_a_blank_content_reads_back_as_put(store):
+    """``{"content": "  "}`` (spaces or line breaks only) is kept and reads back as it
+    was put, as in LangGraph's own store, though no fact's text may be blank."""
+    for target in (InMemoryStore(), CtxslotsStore(store)):
+        for key, value in (("spaces", {"content": "  "}), ("lines", {"content": "\n\t"})):
+            target.put(("user", "alice"), key, value)
+            assert value == target.get(("user", "alice"), key).value, (type(target), key)
+
+
 @pytest.mark.parametrize("prefix", [("user", "alice"), ("user",), ("agent",), ("project",), ()])
 def test_listing_search_matches_langgraphs_own_store(store, prefix):
     """A search without a query lists the same items under each prefix."""

@@ -88,8 +88,9 @@ class _Place:
 
 def _encode(value: Mapping[str, Any]) -> str:
     content = value.get("content")
-    # A content that would read back as JSON (or not at all: empty) is stored as JSON.
-    if set(value) == {"content"} and isinstance(content, str) and content \
+    # A content that would read back as JSON (or not at all: empty or blank, which the
+    # store refuses as a fact's text) is stored as JSON.
+    if set(value) == {"content"} and isinstance(content, str) and content.strip() \
             and not content.startswith("{"):
         return content
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
