@@ -470,6 +470,45 @@ def test_the_nodes_read_a_dataclass_or_pydantic_state(db_path, clock, schema):
         facts.close()
 
 
+class ListState(TypedDict):
+    """A graph state whose messages are a plain list (no ``add_messages`` reducer)."""
+
+    messages: list[Any]
+    memory_context: str
+
+
+def test_the_nodes_read_langchains_message_shorthand(db_path, clock):
+    """A state with no reducer keeps ``("user", text)`` pairs and plain strings as given:
+    the context node recalls for the latest user message, the flush node flushes them."""
+    facts = FactStore(db_path, clock=clock)
+    for i in range(6):  # more than the user's profile shows whatever the message
+        facts.upsert("user", f"bike-{i}", f"The user owns bicycle number {i}.", user="alice")
+    facts.upsert("user", "diet", "The user is vegetarian.", user="alice")
+    flush = ScriptedChatServer([flush_reply(("user", "city", "The user lives in Lisbon."))])
+    flusher = MemoryFlusher(facts, OpenAIChatClient(flush.base_url, "scripted", max_retries=0),
+                            policy=FlushPolicy(every_n_turns=1))
+    try:
+        memory = Memory(facts, flusher=flusher, strict=True)
+        builder = StateGraph(ListState)
+        builder.add_node("recall", context_node(memory))
+        builder.add_node("flush", flush_node(memory))
+        builder.add_edge(START, "recall")
+        builder.add_edge("recall", "flush")
+        builder.add_edge("flush", END)
+        out = builder.compile().invoke(
+            {"messages": ["Hello.", ("ai", "Hi!"),
+                          ("user", "I moved to Lisbon. Am I vegetarian?")]},
+            _config("alice"))
+        assert "The user is vegetarian." in out["memory_context"]
+        sent = flush.requests[0]["messages"][-1]["content"]
+        assert "Hello." in sent and "Hi!" in sent and "I moved to Lisbon." in sent
+        assert "The user lives in Lisbon." == facts.get_by_key("user", "city",
+                                                              user="alice").value
+    finally:
+        flush.close()
+        facts.close()
+
+
 def test_the_sync_invoke_flushes_from_inside_a_running_event_loop(db_path, clock):
     """``invoke`` called where a loop already runs (a notebook cell, an async handler
     calling sync code): the flush node still flushes, nothing is raised."""
