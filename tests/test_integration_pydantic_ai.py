@@ -32,6 +32,7 @@ from ctxslots import FactStore, InvalidArgumentError
 from ctxslots.errors import MemoryUnavailableError
 from ctxslots.integrations import Memory, MemoryContext
 from ctxslots.integrations.pydantic_ai import MemoryCapability, memory_toolset, to_messages
+from ctxslots.testing import ScriptedReply
 
 MEMORY_TOOLS = ["memory_query", "memory_store", "memory_update", "memory_reinforce",
                 "memory_demote", "memory_forget", "memory_timeline"]
@@ -293,6 +294,29 @@ def test_arguments_that_do_not_fit_are_answered_not_raised(store, servers):
     assert [f"Error: the arguments must be a JSON object, not {kind}" for kind in
             ("null (null)", "a list ([1, 2])", 'a string ("editor")')] == \
         [answers[f"call_{i}"] for i in (1, 2, 3)]
+
+
+def _not_json(arguments: str, prefix: str) -> ScriptedReply:
+    """A chat completion calling ``memory_store`` with ``arguments``, as sent (not JSON)."""
+    body = json.loads(tool_calls(("memory_store", {}), prefix=prefix).body)
+    body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = arguments
+    return ScriptedReply(body=json.dumps(body))
+
+
+def test_arguments_that_are_not_json_are_answered_not_retried(store, servers):
+    """Arguments cut off mid-string, three times over (past pydantic-ai's one retry of a
+    tool): each call gets the dispatcher's error text, and the run goes on to its answer."""
+    cut = '{"slot": "user", "value": "The user likes'
+    model, _ = servers([_not_json(cut, "a"), _not_json(cut, "b"), _not_json("{", "c"),
+                        "Sorry."])
+    agent = _agent(_model(model), Memory(store))
+    assert "Sorry." == agent.run_sync("I like tea.", deps=MemoryContext(user="alice")).output
+    answers = [m["content"] for request in model.requests[1:]
+               for m in request["messages"][-1:] if m["role"] == "tool"]
+    assert 3 == len(answers)
+    assert all(a.startswith("Error: the arguments are not valid JSON (") for a in answers)
+    assert ["The user edits code in Helix."] == [f.value for f in
+                                                 store.facts(slots=["user"], user="alice")]
 
 
 def test_a_malformed_identity_runs_without_memory(store, servers, caplog):

@@ -43,7 +43,7 @@ try:
     )
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.toolsets import FunctionToolset, ToolsetTool
-    from pydantic_core import SchemaValidator, core_schema
+    from pydantic_core import SchemaValidator, ValidationError, core_schema
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise IntegrationUnavailableError("ctxslots.integrations.pydantic_ai", "pydantic-ai") from exc
 
@@ -95,12 +95,13 @@ def memory_instructions(memory: Memory) -> Callable[[RunContext[Any]], Awaitable
 
 
 class _NotAnObject:
-    """Tool-call arguments that are not a JSON object (null, a list, a string...)."""
+    """Tool-call arguments that are not a JSON object (null, a list, a string...) or not
+    JSON at all, as the text to hand the dispatcher."""
 
-    __slots__ = ("value",)
+    __slots__ = ("text",)
 
-    def __init__(self, value: object) -> None:
-        self.value = value
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 #: The keyword that carries arguments that are not an object into the tool function.
@@ -108,7 +109,8 @@ _ARGUMENTS = "arguments"
 
 
 def _as_keywords(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {_ARGUMENTS: _NotAnObject(value)}
+    return value if isinstance(value, dict) \
+        else {_ARGUMENTS: _NotAnObject(json.dumps(value, default=str))}
 
 
 #: pydantic-ai calls a tool with ``**arguments``, which fails for anything but an object:
@@ -116,20 +118,43 @@ def _as_keywords(value: object) -> dict[str, Any]:
 _KEYWORDS = SchemaValidator(core_schema.no_info_plain_validator_function(_as_keywords))
 
 
+class _KeywordsValidator:
+    """The memory tools' argument validator: :data:`_KEYWORDS`, and arguments that are not
+    JSON at all handed through as their text too. pydantic-ai would answer those with a
+    retry prompt of its own and, past the tool's retries, end the run with an error; the
+    dispatcher answers them ``Error: the arguments are not valid JSON (...)`` instead."""
+
+    def validate_python(self, input: Any, *, allow_partial: Any = False, **kwargs: Any) -> Any:
+        return _KEYWORDS.validate_python(input, allow_partial=allow_partial, **kwargs)
+
+    def validate_json(self, input: str | bytes | bytearray, *, allow_partial: Any = False,
+                      **kwargs: Any) -> Any:
+        try:
+            return _KEYWORDS.validate_json(input, allow_partial=allow_partial, **kwargs)
+        except ValidationError:
+            if allow_partial not in (False, "off"):  # arguments still streaming in
+                raise
+            text = input if isinstance(input, str) else bytes(input).decode("utf-8", "replace")
+            return {_ARGUMENTS: _NotAnObject(text)}
+
+
+_VALIDATOR = _KeywordsValidator()
+
+
 class _MemoryToolset(FunctionToolset[Any]):
     """The memory tools, whose arguments the dispatcher checks, not pydantic-ai."""
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await super().get_tools(ctx)
-        return {name: replace(tool, args_validator=_KEYWORDS) for name, tool in tools.items()}
+        return {name: replace(tool, args_validator=_VALIDATOR) for name, tool in tools.items()}
 
 
 def memory_toolset(memory: Memory) -> FunctionToolset[Any]:
     """The memory tools as a toolset, each call bound to the owners the run's
     dependencies name. The schemas are the plain ones (optional arguments left out of
     ``required``), which pydantic-ai's test models can fill and its OpenAI profile
-    sends as they are. Arguments that are wrong (unknown, missing, ill-typed, or not a
-    JSON object at all) are answered with an ``Error: ...`` text, as the dispatcher
+    sends as they are. Arguments that are wrong (unknown, missing, ill-typed, not a
+    JSON object, or not JSON at all) are answered with an ``Error: ...`` text, as the dispatcher
     words it."""
 
     def tool(entry: dict[str, Any]) -> Tool[Any]:
@@ -143,7 +168,7 @@ def memory_toolset(memory: Memory) -> FunctionToolset[Any]:
                 return f"Error: memory is unavailable ({exc})"
             given = arguments.get(_ARGUMENTS)
             if isinstance(given, _NotAnObject):
-                return await memory.adispatch(name, json.dumps(given.value, default=str), who)
+                return await memory.adispatch(name, given.text, who)
             return await memory.adispatch(name, arguments, who)
 
         return Tool.from_schema(call, name=name, description=function["description"],
