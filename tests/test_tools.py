@@ -129,6 +129,8 @@ def _nested(depth):
 
 @pytest.mark.parametrize(("name", "arguments", "message"), [
     ("memory_query", "{not json", "Error: the arguments are not valid JSON"),
+    ("memory_store", '{"slot": "user", "value": "The user li',
+     "Error: the arguments are not valid JSON (Unterminated string starting at position 26)"),
     ("memory_query", "[1, 2]", "Error: the arguments must be a JSON object, not a list"),
     ("memory_query", '"text"', "Error: the arguments must be a JSON object, not a string"),
     ("memory_query", "{}", "Error: missing required argument 'query'"),

@@ -283,8 +283,10 @@ def parse_arguments(spec: ToolSpec, arguments: str | Mapping[str, Any] | None,
             raise ArgumentError(f"the arguments name {exc.args[0]!r} twice; name each "
                                 "argument once") from None
         except json.JSONDecodeError as exc:
-            raise ArgumentError(f"the arguments are not valid JSON ({exc.msg} at "
-                                f"position {exc.pos})") from None
+            # "Unterminated string starting at" (arguments cut off) ends with its own "at".
+            raise ArgumentError(f"the arguments are not valid JSON "
+                                f"({exc.msg.removesuffix(' at')} at position {exc.pos})"
+                                ) from None
         except (ValueError, RecursionError) as exc:
             # Python refuses integers over 4,300 digits (ValueError) and very deep nesting.
             reason = ("nested too deeply" if isinstance(exc, RecursionError)
