@@ -161,6 +161,45 @@ class Hold:
         self.release.wait(120)
 
 
+def test_a_loop_in_another_thread_leaves_this_loops_request_alone():
+    """One client used by two threads, each with its event loop running at once (a sync
+    server running asyncio.run per request): the second loop's call made a client of its
+    own and let the first loop's go, which closed it on the first loop under the request
+    in flight there (``connection failed: ReadError``)."""
+    hold = Hold()
+    with ScriptedChatServer([ScriptedReply("first", gate=hold), "second"]) as server:
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0)
+        answers: dict[str, object] = {}
+        first_loop: list[asyncio.AbstractEventLoop] = []
+        answered = threading.Event()
+        done = threading.Event()
+
+        async def first() -> None:
+            first_loop.append(asyncio.get_running_loop())
+            try:
+                answers["first"] = (await client.acomplete([])).text
+            except Exception as exc:  # the failure is what the test shows
+                answers["first"] = repr(exc)
+            answered.set()
+            await asyncio.to_thread(done.wait, 60)  # the loop runs on until the test ends
+
+        waiting = threading.Thread(target=asyncio.run, args=(first(),))
+        waiting.start()
+        assert hold.arrived.wait(60)                   # the first request is in flight
+        answers["second"] = asyncio.run(client.acomplete([])).text
+
+        async def turns() -> None:  # whatever the second call set off on it has run
+            for _ in range(20):
+                await asyncio.sleep(0)
+
+        asyncio.run_coroutine_threadsafe(turns(), first_loop[0]).result(60)
+        hold.release.set()
+        assert answered.wait(60)
+        done.set()
+        waiting.join(60)
+    assert {"first": "first", "second": "second"} == answers
+
+
 def test_cancelling_aflush_during_the_model_call_writes_nothing(store):
     """Cancelling aflush while the model is answering (as asyncio.wait_for does when its time
     runs out) stops the flush: nothing is written, then or later (once the server has sent the

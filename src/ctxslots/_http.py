@@ -263,12 +263,14 @@ class JSONPoster:
     retry_after_limit: float = MAX_RETRY_AFTER
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
     _sync: httpx.Client | None = attrs.field(default=None, init=False, repr=False)
-    #: The running loop's client, with what closes it when that loop shuts down.
-    _async: dict[int, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]] = attrs.field(
+    #: Each loop's client, with what closes it when that loop shuts down (by the loop's id,
+    #: the loop itself held weakly: an id is reused once its loop is gone).
+    _async: dict[int, tuple[weakref.ref[asyncio.AbstractEventLoop], httpx.AsyncClient,
+                            AsyncGenerator[None, None]]] = attrs.field(
         factory=dict, init=False, repr=False)
-    #: The loop whose client is being made, and the lock calls racing to make it wait on.
-    _making: tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Lock] | None = attrs.field(
-        default=None, init=False, repr=False)
+    #: Each loop whose client is being made, and the lock calls racing to make it wait on.
+    _making: dict[int, tuple[weakref.ref[asyncio.AbstractEventLoop], asyncio.Lock]] = \
+        attrs.field(factory=dict, init=False, repr=False)
     #: The process the clients were made in.
     _pid: int = attrs.field(factory=os.getpid, init=False, repr=False)
 
@@ -280,7 +282,7 @@ class JSONPoster:
         if self._pid != os.getpid():
             _inherited.extend([self._sync, self._async])
             self._sync, self._async, self._pid = None, {}, os.getpid()
-            self._making = None
+            self._making = {}
 
     def _headers(self, headers: Mapping[str, str] | None) -> dict[str, str]:
         out = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -362,13 +364,18 @@ class JSONPoster:
     async def aclose(self) -> None:
         """Close the async client of the running loop."""
         self._forget_parent()
-        held = self._async.pop(id(asyncio.get_running_loop()), None)
-        if held is not None:
+        running = asyncio.get_running_loop()
+        held = self._async.get(id(running))
+        if held is not None and held[0]() is running:
+            del self._async[id(running)]
             await held[1].aclose()
 
     async def _async_client(self) -> httpx.AsyncClient:
-        """The running loop's client, made on first use there (the previous loop's is
-        let go: that loop closed it as it shut down, or closes it once it is dropped).
+        """The running loop's client, made on first use there. Each loop keeps its own
+        while it runs: another thread's loop using this poster at the same time makes
+        one of its own and leaves this one alone (letting it go closed it on its loop,
+        under the requests in flight there). Those of loops that have closed are let go
+        (the loop closed each as it shut down).
 
         It is made in a worker thread: making one loads the certificate store, which
         held the event loop still for 40 to 200 ms at a server's first model call. Calls
@@ -377,22 +384,44 @@ class JSONPoster:
         self._forget_parent()
         running = asyncio.get_running_loop()
         loop = id(running)
-        held = self._async.get(loop)
-        if held is not None and not held[0].is_closed:
-            return held[0]
-        making = self._making
+        held = self._own_client(running)
+        if held is not None:
+            return held
+        making = self._making.get(loop)
         if making is None or making[0]() is not running:
-            making = self._making = (weakref.ref(running), asyncio.Lock())
+            making = self._making[loop] = (weakref.ref(running), asyncio.Lock())
         async with making[1]:
-            held = self._async.get(loop)
-            if held is not None and not held[0].is_closed:  # another call made it meanwhile
-                return held[0]
+            held = self._own_client(running)
+            if held is not None:  # another call made it meanwhile
+                return held
             client = await asyncio.to_thread(httpx.AsyncClient, timeout=self.timeout,
                                              mounts=LOOPBACK_DIRECT)
             closer = _closed_with_loop(client)
             await anext(closer)  # the loop now holds it, and closes it as it shuts down
-            self._async = {loop: (client, closer)}
+            self._let_ended_loops_go()
+            self._async[loop] = (weakref.ref(running), client, closer)
             return client
+
+    def _own_client(self, running: asyncio.AbstractEventLoop) -> httpx.AsyncClient | None:
+        """``running``'s open client, if it has one."""
+        held = self._async.get(id(running))
+        if held is None or held[0]() is not running or held[1].is_closed:
+            return None
+        return held[1]
+
+    def _let_ended_loops_go(self) -> None:
+        """Drop the clients and locks of loops that are closed or gone."""
+        def ended(loop: weakref.ref[asyncio.AbstractEventLoop]) -> bool:
+            held = loop()
+            return held is None or held.is_closed()
+
+        # In place, one entry at a time: another thread's loop may be adding its own.
+        for key, client in list(self._async.items()):
+            if ended(client[0]) and self._async.get(key) is client:
+                del self._async[key]
+        for key, making in list(self._making.items()):
+            if ended(making[0]) and self._making.get(key) is making:
+                del self._making[key]
 
 
 async def _closed_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
