@@ -226,3 +226,28 @@ def test_a_plain_contributors_awaitable_is_awaited_on_the_callers_loop():
 def test_a_timeout_that_is_not_a_positive_number_is_refused(bad):
     with pytest.raises(InvalidRequestError, match="contributor_timeout must be a positive"):
         PromptAssembler(None, contributor_timeout=bad)
+
+
+def test_a_timeout_inside_the_stores_batch_still_gets_the_memory(store):
+    """Inside a batch of the store the calling thread has open, the contributors run on
+    this thread: on threads of their own (a timeout) or worker threads (aassemble) their
+    searches waited for the batch to end, so every memory section timed out, and
+    aassemble never returned."""
+    store.upsert("project", "deploy", "Deploys of shop-api run every Friday.", scope="shop-api")
+    request = AssemblyRequest("When do we deploy, and the billing tests?", scope="shop-api")
+    timed = PromptAssembler(store, contributor_timeout=AMPLE_S)
+    expected = timed.assemble(request, record_shown=False).text
+    assert "Deploys of shop-api run every Friday." in expected
+
+    async def in_batch() -> tuple[str, str]:
+        with store.batch():
+            store.add("agent", "Run the billing tests twice.", scope="shop-api")
+            short = PromptAssembler(store, contributor_timeout=TIMEOUT_S)
+            sync = short.assemble(request, record_shown=False)
+            together = await asyncio.wait_for(short.aassemble(request), AMPLE_S)
+            return sync.text, together.text
+
+    sync, together = asyncio.run(in_batch())
+    assert "Deploys of shop-api run every Friday." in sync
+    assert "Run the billing tests twice." in sync   # the batch's own write is seen
+    assert together == sync

@@ -252,6 +252,32 @@ def test_cancelling_aflush_while_applying_rolls_back(store):
     assert 0 == flusher.messages_read("default")
 
 
+def test_aflush_inside_a_batch_is_part_of_it(store):
+    """aflush awaited inside a batch the loop's thread has open reads and writes on that
+    thread, as flush does: in worker threads it waited for the batch for ever (SQLite),
+    or wrote outside it, its facts kept when the batch rolled back (PostgreSQL)."""
+
+    class Undo(Exception):
+        pass
+
+    with ScriptedChatServer([REPLY, REPLY]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "scripted"))
+
+        async def run(keep: bool) -> str:
+            with store.batch():
+                report = await asyncio.wait_for(flusher.aflush(MESSAGES, force=True), 60)
+                if not keep:
+                    raise Undo
+            return report.status
+
+        with pytest.raises(Undo):
+            asyncio.run(run(keep=False))
+        assert ([], 0) == (store.facts(), flusher.messages_read("default"))
+        assert "applied" == asyncio.run(run(keep=True))
+    assert ["The user edits code in Neovim."] == [f.value for f in store.facts()]
+    assert 2 == flusher.messages_read("default")
+
+
 def test_aflush_applies_like_flush(store):
     """Uncancelled, aflush asks the model on the loop and applies the operations."""
     with ScriptedChatServer([REPLY]) as server:

@@ -147,3 +147,36 @@ def test_aforget_takes_the_owners_forget_takes(tmp_path):
             assert gone.archived
 
     asyncio.run(run())
+
+
+def test_async_calls_inside_a_batch_are_part_of_it(store):
+    """Awaited inside a batch the loop's thread has open, the async calls run as part of it:
+    in a worker thread they waited for the batch to end, which waited for them (for ever
+    on SQLite; on PostgreSQL an add waited for a lock the batch held, and an upsert landed
+    outside the batch, kept when it rolled back)."""
+
+    class Undo(Exception):
+        pass
+
+    async def writes() -> list[str]:
+        store.add("user", "The user drinks tea.")
+        await store.aadd("user", "The user drinks coffee.")
+        fact = await store.aupsert("user", "editor", "The user edits code in Helix.")
+        await store.aupdate(fact.id, value="The user edits code in Neovim.")
+        await store.aforget((await store.aadd("agent", "Deploys run on Fridays.")).id)
+        return [h.fact.value for h in await store.asearch("drinks", relaxed=True)]
+
+    async def run(keep: bool) -> list[str]:
+        with store.batch():
+            found = await asyncio.wait_for(writes(), 60)
+            if not keep:
+                raise Undo
+        return found
+
+    with contextlib.suppress(Undo):
+        asyncio.run(run(keep=False))
+    assert [] == store.facts()                      # rolled back whole, the async writes too
+    found = asyncio.run(run(keep=True))
+    assert {"The user drinks tea.", "The user drinks coffee."} == set(found)
+    assert {"The user drinks tea.", "The user drinks coffee.", "The user edits code in Neovim."} \
+        == {f.value for f in store.facts()}

@@ -356,14 +356,21 @@ class MemoryFlusher:
         task stops it before anything is written: during the model call the
         request is abandoned, and a cancel that arrives while the operations are
         being applied rolls their transaction back, unless it has already
-        committed (then the flush stands and the cancel is still raised).
+        committed (then the flush stands and the cancel is still raised). Inside a
+        :meth:`~ctxslots.FactStore.batch` the calling thread has open, the store is
+        read and written on this thread, as part of the batch (:meth:`flush` does so).
         """
-        prepared = await asyncio.to_thread(self._prepare, messages, conversation,
-                                           Owners(user, agent, scope), force, written_at)
+        here = self.store.in_batch  # a worker thread would wait for this thread's batch
+        owners = Owners(user, agent, scope)
+        prepared = self._prepare(messages, conversation, owners, force, written_at) if here \
+            else await asyncio.to_thread(self._prepare, messages, conversation, owners, force,
+                                         written_at)
         if isinstance(prepared, FlushReport):
             return prepared
         prompt, base, read, msgs, shown, when = prepared
         ops, base = await self._aask(prompt, base)
+        if here:
+            return self._apply(ops, base, read, msgs, shown, written_at=when)
         cancelled = threading.Event()
         applying = asyncio.ensure_future(asyncio.to_thread(
             self._apply, ops, base, read, msgs, shown, cancelled, when))

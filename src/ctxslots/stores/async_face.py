@@ -2,7 +2,11 @@
 
 The event loop keeps serving while the engine and the embedder work. The
 methods take the same arguments as their blocking twins, spelled out so a type
-checker sees them.
+checker sees them. Inside a :meth:`~ctxslots.FactStore.batch` the calling
+thread has open, a call runs on that thread instead, as part of the batch: in a
+worker thread it waited for the batch to end, which waited for it (for ever on
+SQLite; on PostgreSQL a write waited for a lock the batch held, or landed outside
+the batch).
 """
 
 from __future__ import annotations
@@ -10,13 +14,18 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..model import Fact, Hit
 from .rerank import Boost
 
+if TYPE_CHECKING:
+    from .core import StoreCore
+
 __all__ = ["AsyncMethods"]
+
+T = TypeVar("T")
 
 
 class AsyncMethods:
@@ -28,6 +37,13 @@ class AsyncMethods:
     upsert: Any
     update: Any
     forget: Any
+    _core: StoreCore
+
+    async def _off_loop(self, call: Callable[[], T]) -> T:
+        """``call()`` in a worker thread, or here when this thread has a batch open."""
+        if self._core.backend.in_transaction:
+            return call()
+        return await asyncio.to_thread(call)
 
     async def asearch(self, query: str, *, slots: Sequence[str] | None = None,
                       scope: str | None = None, user: str | None = None,
@@ -39,8 +55,9 @@ class AsyncMethods:
                       said_before: dt.datetime | float | None = None,
                       relaxed: bool = False) -> list[Hit]:
         """:meth:`search` for async agent loops: runs in a worker thread, so the
-        event loop keeps serving while the engine and the embedder work."""
-        return list(await asyncio.to_thread(functools.partial(
+        event loop keeps serving while the engine and the embedder work (inside a
+        :meth:`batch` this thread has open, here, as part of it)."""
+        return list(await self._off_loop(functools.partial(
             self.search, query, slots=slots, scope=scope, user=user, agent=agent, limit=limit,
             include_archive=include_archive, track_access=track_access, boost=boost,
             include_superseded=include_superseded, now=now, tags=tags, source=source,
@@ -53,7 +70,7 @@ class AsyncMethods:
                    observed_at: dt.datetime | float | None = None,
                    context: str | None = None) -> Fact:
         """:meth:`add` in a worker thread."""
-        fact: Fact = await asyncio.to_thread(functools.partial(
+        fact: Fact = await self._off_loop(functools.partial(
             self.add, slot, value, scope=scope, user=user, agent=agent, tags=tags,
             confidence=confidence, source=source, expires_at=expires_at,
             observed_at=observed_at, context=context))
@@ -66,7 +83,7 @@ class AsyncMethods:
                       observed_at: dt.datetime | float | None = None,
                       context: str | None = None) -> Fact:
         """:meth:`upsert` in a worker thread."""
-        fact: Fact = await asyncio.to_thread(functools.partial(
+        fact: Fact = await self._off_loop(functools.partial(
             self.upsert, slot, key, value, scope=scope, user=user, agent=agent, tags=tags,
             confidence=confidence, source=source, expires_at=expires_at,
             observed_at=observed_at, context=context))
@@ -78,7 +95,7 @@ class AsyncMethods:
                       user: str | None = None, agent: str | None = None,
                       scope: str | None = None) -> Fact:
         """:meth:`update` in a worker thread."""
-        fact: Fact = await asyncio.to_thread(functools.partial(
+        fact: Fact = await self._off_loop(functools.partial(
             self.update, fact_id, value=value, tags=tags, confidence=confidence, source=source,
             context=context, user=user, agent=agent, scope=scope))
         return fact
@@ -87,6 +104,6 @@ class AsyncMethods:
                       user: str | None = None, agent: str | None = None,
                       scope: str | None = None) -> Fact:
         """:meth:`forget` in a worker thread (its owners too: only a fact they see)."""
-        fact: Fact = await asyncio.to_thread(functools.partial(
+        fact: Fact = await self._off_loop(functools.partial(
             self.forget, fact_id, reason=reason, user=user, agent=agent, scope=scope))
         return fact

@@ -293,6 +293,15 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             yield self
 
     @property
+    def in_batch(self) -> bool:
+        """Whether the calling thread has a :meth:`batch` of this store open. Its reads
+        and writes then belong on this thread: a worker thread's would wait for the
+        batch to end (on SQLite the batch holds the one connection), or, on PostgreSQL,
+        land outside it. The async methods, ``MemoryFlusher.aflush`` and the assembler
+        work on this thread then."""
+        return self._core.backend.in_transaction
+
+    @property
     def keeps_vectors(self) -> bool:
         """Whether written facts get vectors: an embedder that built this store's
         vectors, and a search that reads them (a vector weight above 0)."""
