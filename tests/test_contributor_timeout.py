@@ -251,3 +251,61 @@ def test_a_timeout_inside_the_stores_batch_still_gets_the_memory(store):
     assert "Deploys of shop-api run every Friday." in sync
     assert "Run the billing tests twice." in sync   # the batch's own write is seen
     assert together == sync
+
+
+class GivenUpOn:
+    """An async contributor awaiting a lookup that another part of the program cancelled."""
+
+    name = "given_up_on"
+    priority = 55
+    sticky = False
+
+    async def contribute(self, request: AssemblyRequest) -> None:
+        lookup = asyncio.get_running_loop().create_future()
+        lookup.cancel()
+        await lookup
+
+
+@pytest.mark.parametrize("timeout", [None, AMPLE_S])
+def test_a_contributors_own_cancelled_error_is_its_failure(timeout):
+    """A CancelledError a contributor raises while nobody cancels the assembly is its
+    failure, left out like any other: it went out of assemble (a sync call) and aassemble
+    (a task nobody cancelled) as if the caller were cancelled, and with a timeout killed
+    the contributor's thread, reported as a timeout once the time was up."""
+    static = StaticContributor("notes", "Notes", ["Deploys run on Fridays."])
+    assembler = PromptAssembler(None, contributors=[GivenUpOn(), static],
+                                contributor_timeout=timeout)
+    request = AssemblyRequest("hi")
+    for prompt in (assembler.assemble(request), asyncio.run(assembler.aassemble(request))):
+        assert {"given_up_on": "CancelledError", "notes": None} == _errors(prompt)
+        assert "Deploys run on Fridays." in prompt.text
+
+
+class Waiting(AsyncHung):
+    """:class:`AsyncHung`, saying when it has begun to wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = asyncio.Event()
+
+    async def contribute(self, request: AssemblyRequest) -> None:
+        self.waiting.set()
+        await super().contribute(request)
+
+
+@pytest.mark.parametrize("timeout", [None, AMPLE_S])
+def test_cancelling_aassemble_cancels_its_contributors_and_raises(timeout):
+    """The caller's cancel still goes through: aassemble raises CancelledError and the
+    async contributor waiting in it is cancelled."""
+    stuck = Waiting()
+    assembler = PromptAssembler(None, contributors=[stuck], contributor_timeout=timeout)
+
+    async def run() -> None:
+        task = asyncio.ensure_future(assembler.aassemble(AssemblyRequest("hi")))
+        await stuck.waiting.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert stuck.cancelled

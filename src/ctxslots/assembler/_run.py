@@ -65,7 +65,7 @@ def _checked(contributor: Contributor, result: Any, tell: _Teller = _now) -> Out
     return Outcome(contributor, error=error)
 
 
-def _failed(contributor: Contributor, exc: Exception, tell: _Teller = _now) -> Outcome:
+def _failed(contributor: Contributor, exc: BaseException, tell: _Teller = _now) -> Outcome:
     tell(lambda: logger.warning("contributor %r failed", getattr(contributor, "name", contributor),
                                 exc_info=exc))
     return Outcome(contributor, error=_error_text(exc))
@@ -133,7 +133,9 @@ def _call(contributor: Contributor, request: AssemblyRequest,
             result = run_to_completion(_within(result, timeout))
     except _Late:
         raise
-    except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
+    # A CancelledError here is the contributor's own (a future it awaited was cancelled):
+    # nothing cancels a plain call, and a timeout's cancel is a _Late.
+    except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - reported, not raised
         return _failed(contributor, exc, tell)
     return _checked(contributor, result, tell)
 
@@ -174,6 +176,11 @@ async def _call_async(contributor: Contributor, request: AssemblyRequest,
             result = await on_thread(contributor.contribute, request)
             if inspect.isawaitable(result):
                 result = await result
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():  # the assembly (or its timeout) cancels it
+            raise
+        return _failed(contributor, exc)  # its own: a future it awaited was cancelled
     except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
         return _failed(contributor, exc)
     return _checked(contributor, result)
