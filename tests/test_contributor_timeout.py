@@ -7,11 +7,18 @@ import contextvars
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from ctxslots import AssemblyRequest, InvalidRequestError, PromptAssembler, StaticContributor
+from ctxslots import (
+    AssemblyRequest,
+    InvalidRequestError,
+    PromptAssembler,
+    StaticContributor,
+    hookimpl,
+)
 
 #: How long the tests let a hung contributor hold a turn: the turn must end after it.
 TIMEOUT_S = 0.2
@@ -309,3 +316,48 @@ def test_cancelling_aassemble_cancels_its_contributors_and_raises(timeout):
 
     asyncio.run(run())
     assert stuck.cancelled
+
+
+class LoopHolder:
+    """An async contributor that blocks its event loop (a blocking call in an ``async
+    def``) for three times the timeout, then answers."""
+
+    priority = 40
+    sticky = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def contribute(self, request: AssemblyRequest) -> object:
+        from ctxslots import Item, Section
+
+        until = time.monotonic() + 3 * TIMEOUT_S
+        while time.monotonic() < until:  # blocking: the loop runs nothing meanwhile
+            threading.Event().wait(until - time.monotonic())
+        return Section(title="Held", items=(Item(text="the answer of the loop holder"),))
+
+
+@pytest.mark.parametrize("name", ["holder", "zz_holder"])  # asked before or after the memory
+def test_an_async_contributor_that_holds_the_loop_is_the_late_one(store, caplog, name):
+    """aassemble: an async plugin contributor that blocks the loop past the timeout is
+    reported late and its answer left out; the built-in memory sections, answering at once
+    on their threads, are kept, not blamed for the time it held the loop."""
+    store.upsert("user", "editor", "The user edits code in Helix.")
+    store.upsert("project", "deploy", "Deploys of shop-api run every Friday.")
+
+    class Holder:
+        @hookimpl
+        def register_contributors(self, register):
+            register(LoopHolder(name))
+
+    assembler = PromptAssembler(store, plugins=[Holder()], contributor_timeout=TIMEOUT_S)
+    with caplog.at_level(logging.WARNING, logger="ctxslots.assembler"):
+        prompt = asyncio.run(assembler.aassemble(AssemblyRequest("editor deploy shop-api")))
+    assert _errors(prompt) == {name: "TimeoutError: no section within 0.2 s",
+                               "user_memory": None, "project_memory": None,
+                               "agent_memory": None}
+    assert "- The user edits code in Helix.\n" in prompt.text
+    assert "- Deploys of shop-api run every Friday.\n" in prompt.text
+    assert "loop holder" not in prompt.text
+    assert [r.getMessage() for r in caplog.records] == [
+        f"contributor {name!r} gave no section within 0.2 s"]

@@ -8,6 +8,7 @@ import contextvars
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -157,57 +158,102 @@ async def call_async(contributor: Contributor, request: AssemblyRequest,
     """Await an async contributor, or run a plain one in a worker thread (what it returns
     awaited here); one that has not answered within ``timeout`` seconds is cancelled (a
     plain one, on a thread of its own then, is left to finish) and reported as an
-    error."""
+    error.
+
+    Each contributor's seconds are its own: a plain one's are counted on its thread, so
+    an ``async def`` that blocks the loop (a ``time.sleep``, a blocking client) does not
+    make it late; that one is late itself when it gives the loop back after its time,
+    and its answer is not used.
+    """
     if timeout is None:
-        return await _call_async(contributor, request, asyncio.to_thread)
+        return await _call_async(contributor, request)
+    warnings: list[Callable[[], None]] = []
     try:
-        return await asyncio.wait_for(_call_async(contributor, request, _on_own_thread),
-                                      timeout)
-    except TimeoutError:  # the contributor's own errors are outcomes, never raised here
+        outcome = await _call_async(contributor, request, timeout, warnings.append)
+    except _Late:
         return _timed_out(contributor, timeout)
+    for warn in warnings:  # said only for an answer in time: a late one is said above
+        warn()
+    return outcome
 
 
 async def _call_async(contributor: Contributor, request: AssemblyRequest,
-                      on_thread: Callable[..., Awaitable[Any]]) -> Outcome:
+                      timeout: float | None = None, tell: _Teller = _now) -> Outcome:
+    """:func:`call_async`'s call; :class:`_Late` when ``timeout`` ran out."""
     try:
         if inspect.iscoroutinefunction(contributor.contribute):
-            result = await contributor.contribute(request)
+            result = await _on_loop(contributor.contribute(request), timeout)
         else:
-            result = await on_thread(contributor.contribute, request)
+            took = 0.0
+            if timeout is None:
+                result = await asyncio.to_thread(contributor.contribute, request)
+            else:
+                result, took = await _on_own_thread(contributor.contribute, request, timeout)
             if inspect.isawaitable(result):
-                result = await result
+                result = await _on_loop(result, None if timeout is None else timeout - took)
+    except _Late:
+        raise
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if task is None or task.cancelling():  # the assembly (or its timeout) cancels it
             raise
-        return _failed(contributor, exc)  # its own: a future it awaited was cancelled
+        return _failed(contributor, exc, tell)  # its own: a future it awaited was cancelled
     except Exception as exc:  # noqa: BLE001 - a contributor's failure is reported, not raised
-        return _failed(contributor, exc)
-    return _checked(contributor, result)
+        return _failed(contributor, exc, tell)
+    return _checked(contributor, result, tell)
+
+
+async def _on_loop(awaitable: Awaitable[Any], timeout: float | None) -> Any:
+    """``awaitable``'s result, awaited on this loop within ``timeout`` seconds:
+    :class:`_Late` after them, or when it gave the loop back only after them (a blocking
+    call cannot be cancelled, but its answer is as late)."""
+    if timeout is None:
+        return await awaitable
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    result = await _within(awaitable, timeout)
+    if loop.time() - started > timeout:
+        raise _Late
+    return result
 
 
 async def _on_own_thread(function: Callable[[AssemblyRequest], Any],
-                         request: AssemblyRequest) -> Any:
-    """``function(request)`` on a thread of its own (see :func:`_start`), awaited."""
+                         request: AssemblyRequest, timeout: float) -> tuple[Any, float]:
+    """``function(request)`` on a thread of its own (see :func:`_start`), awaited, with
+    the seconds it took there; :class:`_Late` when it has not returned within
+    ``timeout`` seconds of its start there. Its time is counted on its thread, so a loop
+    held meanwhile (by an ``async def`` that blocks) does not make it late."""
     loop = asyncio.get_running_loop()
-    answer: asyncio.Future[Any] = loop.create_future()
+    answered: asyncio.Future[None] = loop.create_future()
+    lock = threading.Lock()
+    in_time: list[tuple[Any, Exception | None, float]] = []
+    given_up: list[bool] = []
 
-    def settle(value: Any, error: Exception | None) -> None:
-        if answer.done():  # given up on meanwhile
-            return
-        if error is None:
-            answer.set_result(value)
-        else:
-            answer.set_exception(error)
+    def settle() -> None:
+        if not answered.done():  # given up on meanwhile
+            answered.set_result(None)
 
     def run() -> None:
+        started = time.monotonic()
         value, error = None, None
         try:
             value = function(request)
         except Exception as exc:  # noqa: BLE001 - handed to the awaiting task
             error = exc
+        took = time.monotonic() - started
+        with lock:
+            if not given_up and took <= timeout:
+                in_time.append((value, error, took))
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(settle, value, error)
+            loop.call_soon_threadsafe(settle)
 
     _start(run)
-    return await answer
+    await asyncio.wait({answered}, timeout=timeout)
+    with lock:
+        if not in_time:
+            given_up.append(True)
+            raise _Late
+    value, error, took = in_time[0]
+    if error is not None:
+        raise error
+    return value, took
