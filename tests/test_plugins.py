@@ -415,3 +415,24 @@ def test_the_plugin_trace_is_off_for_a_false_word(value, traced, monkeypatch, ca
     pm = make_plugin_manager(entry_points=False)
     collect(pm, "register_embedders")
     assert traced == ("register_embedders [hook]" in capsys.readouterr().err)
+
+
+def test_a_plugin_given_in_code_and_installed_too_is_registered_once(tmp_path, monkeypatch):
+    """A plugin module passed in plugins= that is also installed (its entry point loaded),
+    or passed twice, is one plugin: its section comes once, no PluginError."""
+    folder = install_plugin(tmp_path / "site", "twice", (
+        "from ctxslots import Item, Section, hookimpl\n\n\n"
+        "class Glossary:\n    name = 'glossary'\n    priority = 60\n    sticky = False\n\n"
+        "    def contribute(self, request):\n"
+        "        return Section(title='Glossary', items=[Item('SLA: service level agreement')])\n"
+        "\n\n@hookimpl\ndef register_contributors(register):\n    register(Glossary())\n"))
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "twice")
+    importlib.invalidate_caches()
+    module = importlib.import_module("ctxslots_twice_mod")
+    expected = "## Glossary\n- SLA: service level agreement\n"
+    for assembler in (PromptAssembler(None, plugins=[module], load_entry_points=True),
+                      PromptAssembler(None, plugins=[module, module])):
+        assert expected == assembler.assemble(AssemblyRequest("what is an SLA?")).text
+    pm = make_plugin_manager([module])
+    assert ["twice"] == load_plugins(pm)

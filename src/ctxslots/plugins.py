@@ -75,6 +75,10 @@ _OFF = frozenset({"", "0", "false", "f", "no", "n", "off"})
 
 
 def _register(pm: pluggy.PluginManager, plugin: object, name: str | None = None) -> None:
+    """Register ``plugin`` under ``name`` (else a name of its own); one already
+    registered (given twice, or given in code and installed too) is left as it is."""
+    if pm.is_registered(plugin):
+        return
     try:
         pm.register(plugin, name=name or _free_name(pm, plugin))
     except (pluggy.PluginValidationError, ValueError) as exc:
