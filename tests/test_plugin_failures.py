@@ -276,3 +276,53 @@ def test_the_command_warns_of_every_failed_section(tmp_path):
         ("warning: contributor 'wrong_type' failed: TypeError: contribute() returned str, "
          "expected Section or None"),
     ]) == sorted(done.stderr.splitlines())
+
+
+class _CancelledUnder:
+    """An async contributor whose awaited call is cancelled by someone else (a shared
+    client's pending request cancelled), so asyncio.CancelledError comes out of it."""
+
+    name = "remote"
+    priority = 60
+    sticky = False
+
+    async def contribute(self, request: AssemblyRequest) -> Section:
+        loop = asyncio.get_running_loop()
+        pending = loop.create_future()
+        loop.call_soon(pending.cancel)
+        await pending
+        return Section(title="Remote", items=[Item("never shown")])
+
+
+class _PlainCancelled:
+    """A plain contributor out of which asyncio.CancelledError comes."""
+
+    name = "plain_remote"
+    priority = 55
+    sticky = False
+
+    def contribute(self, request: AssemblyRequest) -> Section:
+        raise asyncio.CancelledError
+
+
+@pytest.mark.parametrize("timeout", [None, 120.0])
+@pytest.mark.parametrize("run", ["assemble", "aassemble"])
+def test_a_contributor_out_of_which_cancelled_error_comes_is_a_failed_section(run, timeout):
+    """A CancelledError the assembly did not ask for (something a contributor awaited was
+    cancelled) is that contributor's failure: its section is an error, the others stay,
+    and the turn neither raises nor waits out the timeout."""
+    class Remote:
+        @hookimpl
+        def register_contributors(self, register):
+            register(_CancelledUnder())
+            register(_PlainCancelled())
+            register(StaticContributor("rules", "Rules", ["Answer briefly."]))
+
+    assembler = PromptAssembler(None, plugins=[Remote()], contributor_timeout=timeout)
+    request = AssemblyRequest("hello")
+    prompt = (assembler.assemble(request) if run == "assemble"
+              else asyncio.run(assembler.aassemble(request)))
+    assert prompt.text == "## Rules\n- Answer briefly.\n"
+    assert {s.name: s.error for s in prompt.sections} == {
+        "remote": "CancelledError", "plain_remote": "CancelledError", "rules": None}
+

@@ -226,7 +226,7 @@ async def _on_own_thread(function: Callable[[AssemblyRequest], Any],
     loop = asyncio.get_running_loop()
     answered: asyncio.Future[None] = loop.create_future()
     lock = threading.Lock()
-    in_time: list[tuple[Any, Exception | None, float]] = []
+    in_time: list[tuple[Any, BaseException | None, float]] = []
     given_up: list[bool] = []
 
     def settle() -> None:
@@ -235,10 +235,11 @@ async def _on_own_thread(function: Callable[[AssemblyRequest], Any],
 
     def run() -> None:
         started = time.monotonic()
-        value, error = None, None
+        value: Any = None
+        error: BaseException | None = None
         try:
             value = function(request)
-        except Exception as exc:  # noqa: BLE001 - handed to the awaiting task
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - handed on
             error = exc
         took = time.monotonic() - started
         with lock:
