@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,36 @@ def test_a_filling_section_is_asked_again_only_with_more_room_than_it_was_told()
     first, second = feed.rooms
     assert first is not None and second is not None and second > first
     assert prompt.text == asyncio.run(assembler.aassemble(request)).text
+
+
+class FailsWhenAskedAgain(Filling):
+    """A filling contributor whose second answer in one assembly raises."""
+
+    def contribute(self, request: AssemblyRequest) -> Section:
+        if self.rooms:
+            self.rooms.append(request.room)
+            raise RuntimeError("the news service went down")
+        return super().contribute(request)
+
+
+@pytest.mark.parametrize("timeout", [None, 120.0])
+def test_a_filling_section_whose_second_answer_fails_keeps_its_first_unwarned(
+        caplog: pytest.LogCaptureFixture, timeout: float | None) -> None:
+    """Asked again for the room its repeated lines left, a contributor that raises keeps
+    its first answer, in the prompt and the dump with no error, and no warning says it
+    failed (the command would print one for a section that is in the prompt)."""
+    rules = ["Use tabs in Makefiles.", "Never deploy on Fridays."]
+    feed = FailsWhenAskedAgain(rules + [f"News item {n} today." for n in range(40)])
+    assembler = PromptAssembler(None, contributors=[
+        StaticContributor("rules", "Rules", tuple(rules), priority=90), feed],
+        contributor_timeout=timeout)
+    with caplog.at_level(logging.WARNING, logger="ctxslots.assembler"):
+        prompt = assembler.assemble(AssemblyRequest("hello", budget=120))
+    assert 2 == len(feed.rooms), feed.rooms
+    report = next(s for s in prompt.sections if s.name == "feed")
+    assert ("kept", None) == (report.status, report.error)
+    assert "- News item 0 today.\n" in prompt.text
+    assert [] == [r.getMessage() for r in caplog.records]
 
 
 def test_each_contributor_hears_the_room_left_by_the_ones_placed_before_it() -> None:

@@ -19,7 +19,7 @@ from ..contributors.base import Contributor
 from ..model import Section
 from ..request import AssemblyRequest
 
-__all__ = ["Outcome", "call_async", "call_sync", "report_failure"]
+__all__ = ["Outcome", "call_async", "call_sync", "report_failure", "unsaid"]
 
 logger = logging.getLogger("ctxslots.assembler")
 
@@ -58,6 +58,11 @@ def _now(warn: Callable[[], None]) -> None:
     warn()
 
 
+def unsaid(warn: Callable[[], None]) -> None:
+    """A teller that says nothing: for a failure that leaves nothing out (a contributor
+    asked again whose first answer stands)."""
+
+
 def _checked(contributor: Contributor, result: Any, tell: _Teller = _now) -> Outcome:
     if result is None or isinstance(result, Section):
         return Outcome(contributor, result)
@@ -72,23 +77,23 @@ def _failed(contributor: Contributor, exc: BaseException, tell: _Teller = _now) 
     return Outcome(contributor, error=_error_text(exc))
 
 
-def _timed_out(contributor: Contributor, timeout: float) -> Outcome:
+def _timed_out(contributor: Contributor, timeout: float, tell: _Teller = _now) -> Outcome:
     name = getattr(contributor, "name", contributor)
-    logger.warning("contributor %r gave no section within %g s", name, timeout)
+    tell(lambda: logger.warning("contributor %r gave no section within %g s", name, timeout))
     return Outcome(contributor, error=f"TimeoutError: no section within {timeout:g} s")
 
 
 def call_sync(contributor: Contributor, request: AssemblyRequest,
-              timeout: float | None = None) -> Outcome:
+              timeout: float | None = None, tell: _Teller = _now) -> Outcome:
     """Call ``contributor.contribute(request)``; an async one is run to completion.
 
     With a ``timeout``, the call runs on a thread of its own, and a contributor that
     has not answered in time is reported as an error: an async one is cancelled there; a
     plain one's thread is left to finish (a thread cannot be stopped), and what it
-    returns then is not used.
+    returns then is not used. ``tell`` says a failure (a warning): at once by default.
     """
     if timeout is None:
-        return _call(contributor, request)
+        return _call(contributor, request, tell=tell)
     answered, lock = threading.Event(), threading.Lock()
     outcome: list[Outcome] = []
     given_up: list[bool] = []
@@ -100,7 +105,7 @@ def call_sync(contributor: Contributor, request: AssemblyRequest,
             with lock:  # an answer come too late is not used, nor said
                 if not given_up:
                     for warn in warnings:
-                        warn()
+                        tell(warn)
                     outcome.append(found)
         answered.set()
 
@@ -110,7 +115,7 @@ def call_sync(contributor: Contributor, request: AssemblyRequest,
         if outcome:
             return outcome[0]
         given_up.append(True)
-    return _timed_out(contributor, timeout)
+    return _timed_out(contributor, timeout, tell)
 
 
 def _start(work: Callable[[], None]) -> None:

@@ -54,7 +54,7 @@ from ._plan import (
     prepare,
     section_of,
 )
-from ._run import call_async, call_sync, report_failure
+from ._run import call_async, call_sync, report_failure, unsaid
 from .fit import Prepared, drop_section, fit, verify
 
 __all__ = ["PromptAssembler"]
@@ -279,8 +279,9 @@ class PromptAssembler:
             while room is not None and entry is not None \
                     and (wider := placer.room_for_more(room)) is not None and wider > told:
                 told = wider
+                # A failure now is no warning: the first answer stands, nothing is left out.
                 again = section_of(call_sync(contributors[n], attrs.evolve(request, room=wider),
-                                             timeout))
+                                             timeout, unsaid))
                 if again is None or again[1] is not None \
                         or len(again[0].items) <= len(entry[0].items):
                     break  # nothing more to offer (or it failed now): the first answer stands
