@@ -326,3 +326,28 @@ def test_a_contributor_out_of_which_cancelled_error_comes_is_a_failed_section(ru
     assert {s.name: s.error for s in prompt.sections} == {
         "remote": "CancelledError", "plain_remote": "CancelledError", "rules": None}
 
+
+
+@pytest.mark.parametrize("reason", ["budget", "header_does_not_fit", "contributor_error"])
+def test_an_item_offered_dropped_for_the_assemblers_reason_is_the_contributors_error(reason):
+    """A contributor may offer items dropped for slot_limit, threshold or duplicate; one
+    offered dropped for the budget (or a header that did not fit, or an error) would make
+    the dump say the budget left it out of a prompt with room to spare. Its section is an
+    error naming the reason, and the other sections stay."""
+    class Says:
+        name, priority, sticky = "gloss", 50, False
+
+        def contribute(self, request: AssemblyRequest) -> Section:
+            return Section(title="Gloss", items=[Item("SLA: service level agreement"),
+                                                 Item("RTO: recovery time", dropped=reason)])
+
+    rules = StaticContributor("rules", "Rules", ["Answer briefly."])
+    prompt = PromptAssembler(None, contributors=[Says(), rules]).assemble(
+        AssemblyRequest("hello", budget=2000))
+    assert prompt.text == "## Rules\n- Answer briefly.\n"
+    errors = {s.name: s.error for s in prompt.sections}
+    assert errors == {"gloss": ("InvalidRequestError: an item is offered dropped for "
+                                "slot_limit, threshold or duplicate, not " + reason
+                                + " (the assembler's to decide)"), "rules": None}
+    for allowed in ("slot_limit", "threshold", "duplicate"):
+        assert allowed == Item("RTO", dropped=allowed).dropped.value

@@ -41,13 +41,24 @@ def _invalid(field: str, message: str, value: Any) -> Exception:
     return InvalidRequestError(message, field=field, value=value)
 
 
+#: The reasons a contributor may give for an item it offers already dropped; the others
+#: (``budget``, ``header_does_not_fit``, ``contributor_error``) are the assembler's to give.
+CONTRIBUTOR_DROP_REASONS = frozenset({DropReason.SLOT_LIMIT, DropReason.THRESHOLD,
+                                      DropReason.DUPLICATE})
+
+
 def _optional_reason(value: DropReason | str | None) -> DropReason | None:
-    if value is None or isinstance(value, DropReason):
-        return value
+    if value is None:
+        return None
     try:
-        return DropReason(value)
+        reason = DropReason(value)
     except ValueError:
         raise _invalid("dropped", f"unknown drop reason {value!r}", value) from None
+    if reason not in CONTRIBUTOR_DROP_REASONS:
+        # A dump would say the budget (or an error) dropped an item that was never placed.
+        raise _invalid("dropped", f"an item is offered dropped for slot_limit, threshold or "
+                       f"duplicate, not {reason.value} (the assembler's to decide)", value)
+    return reason
 
 
 def _is(kind: type | tuple[type, ...], *, optional: bool = False) -> Any:
