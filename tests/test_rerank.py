@@ -144,3 +144,36 @@ def test_a_failing_plugin_object_is_named_by_its_class(db_path, clock, caplog):
         r.getMessage() for r in caplog.records)
     assert ["the reranking model is not loaded"] * 2 == [str(r.exc_info[1])
                                                          for r in caplog.records]
+
+
+def test_a_reranker_returning_hits_of_another_search_is_left_out_naming_it(db_path, caplog):
+    """A rerank_hits hook that caches its answer by query text hands one user's hits to
+    another user's search: it is left out of that search with a warning naming its
+    plugin, and each user's prompt holds that user's memory (every memory section failed
+    with an error naming no plugin)."""
+    from ctxslots import AssemblyRequest, PromptAssembler
+
+    class CachedByQuery:
+        def __init__(self) -> None:
+            self.answers: dict[str, list[object]] = {}
+
+        @hookimpl
+        def rerank_hits(self, query, hits):
+            return self.answers.setdefault(query, list(reversed(hits)))
+
+    with FactStore(db_path) as store:
+        store.add("user", "Alice's bank PIN hint is her cat's name.", user="alice")
+        store.add("user", "Bob keeps his bank PIN hint in a notebook.", user="bob")
+        assembler = PromptAssembler(store, plugins=[CachedByQuery()])
+        with caplog.at_level("WARNING"):
+            alice = assembler.assemble(AssemblyRequest("bank PIN hint", user="alice"))
+            bob = assembler.assemble(AssemblyRequest("bank PIN hint", user="bob"))
+    assert alice.text == ("## What you know about the user\n"
+                          "- Alice's bank PIN hint is her cat's name.\n")
+    assert bob.text == ("## What you know about the user\n"
+                        "- Bob keeps his bank PIN hint in a notebook.\n")
+    assert [None] * 3 == [s.error for s in bob.sections]
+    said = [r.getMessage() for r in caplog.records]
+    assert said and all(m == "rerank_hits of plugin CachedByQuery failed; the hits keep "
+                        "the order before it" for m in said), said
+    assert any("not add new ones" in str(r.exc_info[1]) for r in caplog.records if r.exc_info)

@@ -149,7 +149,8 @@ def reranker_from_plugins(pm: pluggy.PluginManager) -> Callable[[str, list[Any]]
     """One reranker chaining every ``rerank_hits`` implementation of a plugin manager.
 
     Each implementation sees the previous one's output; one that raises, returns no
-    list of hits or repeats a hit is left out with a warning naming its plugin.
+    list of hits, repeats a hit or returns one it was not given is left out with a
+    warning naming its plugin.
     ``None`` when no plugin implements the hook.
     """
     if not pm.hook.rerank_hits.get_hookimpls():
@@ -172,7 +173,7 @@ def reranker_from_plugins(pm: pluggy.PluginManager) -> Callable[[str, list[Any]]
 def _reranked(plugin: str, hits: list[Any], result: Any) -> list[Any]:
     """A reranker's result as a list of the hits it was given, each once.
 
-    :raises PluginError: It is no sequence, or names a hit twice.
+    :raises PluginError: It is no sequence, names a hit twice, or one it was not given.
     """
     if isinstance(result, (str, bytes)) or not isinstance(result, Iterable):
         raise PluginError(f"rerank_hits of plugin {plugin} returned "
@@ -182,7 +183,17 @@ def _reranked(plugin: str, hits: list[Any], result: Any) -> list[Any]:
     if len(set(ids)) != len(ids):
         raise PluginError(f"rerank_hits of plugin {plugin} returned a hit twice; a "
                           "reranker may reorder or drop hits, not repeat them", plugin=plugin)
+    given = {_fact_id(h) for h in hits}
+    if any(_fact_id(h) not in given for h in reranked):
+        # One kept from another search (a cache by query) would be another user's fact.
+        raise PluginError(f"rerank_hits of plugin {plugin} returned a hit it was not given; "
+                          "a reranker may reorder or drop hits, not add new ones", plugin=plugin)
     return reranked
+
+
+def _fact_id(hit: Any) -> Any:
+    """The id of the fact of ``hit`` (``None`` for what is no hit)."""
+    return getattr(getattr(hit, "fact", None), "id", None)
 
 
 def prepare_environment(pm: pluggy.PluginManager, env: Any) -> None:
