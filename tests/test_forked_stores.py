@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -92,3 +93,56 @@ def test_a_store_closed_before_a_fork_stays_closed_in_the_child(db_path):
 
 def _closed_in_child(store: FactStore) -> None:
     os._exit(0 if store.closed else 1)
+
+
+def _opens_the_store(path: str) -> None:
+    try:
+        FactStore(path).close()
+    except BaseException:
+        os._exit(1)
+    os._exit(0)
+
+
+def test_forks_while_a_copy_loads_in_the_background_leave_no_child_hung(db_path):
+    """Forks while a background loader (the thread that builds a store's in-memory copies)
+    reads inside SQLite: each child opens the store. A child forked while the loader was
+    inside the library inherited its allocator's lock held, and hung at its first open (a
+    few forks in a hundred with this read, which allocates on every row); a fork now waits
+    for the loader to leave SQLite, for one chunk at most. The read stands in for a copy's
+    rows, to keep the loader inside SQLite most of the time."""
+    import apsw
+
+    from ctxslots.stores.sqlite._loader import BackgroundLoader, row_chunks
+
+    FactStore(db_path).close()
+    conn = apsw.Connection(str(db_path))
+    conn.execute("CREATE TABLE numbers(x INTEGER PRIMARY KEY)")
+    conn.execute("WITH RECURSIVE s(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM s LIMIT 5000) "
+                 "INSERT INTO numbers SELECT v FROM s")
+    conn.close()
+    reading = threading.Event()
+
+    def build(conn, cancelled):
+        while not cancelled():
+            rows = conn.execute("SELECT (SELECT sum(length(randomblob(64 + o.x % 2))) "
+                                "FROM numbers) FROM numbers AS o")
+            for _ in row_chunks(rows, cancelled, background_size=1):
+                reading.set()
+        return True
+
+    loader = BackgroundLoader(str(db_path), build, load_vec=False, name="test-copy")
+    try:
+        assert reading.wait(HUNG_AFTER)
+        context = multiprocessing.get_context("fork")
+        for _ in range(200):
+            child = context.Process(target=_opens_the_store, args=(str(db_path),))
+            child.start()
+            child.join(10)  # a child opening a store takes milliseconds
+            if child.is_alive():
+                child.kill()
+                pytest.fail("a child forked during the load hung at its first open")
+            assert 0 == child.exitcode
+    finally:
+        loader.cancel()
+        assert loader.wait(HUNG_AFTER)
+    assert loader.error is None

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Iterator
 
-__all__ = ["FORK_WAIT_S", "engine_work", "generation", "keep", "reopening"]
+__all__ = ["FORK_WAIT_S", "engine_work", "generation", "keep", "let_forks_pass", "reopening"]
 
 #: Longest a fork waits for the stores' own threads to leave their engines: a writer
 #: blocked on a lock the forking thread holds (a fork inside an open transaction) would
@@ -61,6 +61,20 @@ def engine_work() -> Iterator[None]:
         with _quiet:
             _inside -= 1
             _quiet.notify_all()
+
+
+def let_forks_pass() -> None:
+    """Let a fork under way go ahead, from inside :func:`engine_work`, at a point where
+    the thread holds nothing of its engine (between two chunks of a long read): the fork
+    then waits for one chunk, not for the whole work."""
+    global _inside
+    with _quiet:
+        if not _forking:
+            return
+        _inside -= 1
+        _quiet.notify_all()
+        _quiet.wait_for(lambda: not _forking)
+        _inside += 1
 
 
 def _before_fork() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from ...errors import StoreError
+from .._forks import engine_work, let_forks_pass
 from ._connect import open_connection
 from ._connection import Connection
 
@@ -52,7 +53,11 @@ def row_chunks(rows: Iterable[Any], cancelled: Callable[[], bool] | None,
 
 
 class BackgroundLoader(Generic[T]):
-    """Builds one copy of a store file on a daemon thread with its own connection."""
+    """Builds one copy of a store file on a daemon thread with its own connection.
+
+    A fork waits for the thread to leave SQLite (a child forked while it was inside would
+    inherit the library's locks held, and hang at its first open), for one chunk at most.
+    """
 
     def __init__(self, path: str, build: Build[T], *, load_vec: bool, name: str) -> None:
         self.result: T | None = None
@@ -64,18 +69,25 @@ class BackgroundLoader(Generic[T]):
 
     def _run(self, path: str, build: Build[T], load_vec: bool) -> None:
         try:
-            conn = open_connection(path, load_vec=load_vec, migrate=False)
-            conn.streams = True  # this thread alone reads it, a large result in chunks
-            try:
-                conn.execute("BEGIN")
-                result = build(conn, self._cancel.is_set)
-                conn.execute("COMMIT")
-                if not self._cancel.is_set():
-                    self.result = result
-            finally:
-                conn.close()
+            with engine_work():
+                conn = open_connection(path, load_vec=load_vec, migrate=False)
+                conn.streams = True  # this thread alone reads it, a large result in chunks
+                try:
+                    conn.execute("BEGIN")
+                    result = build(conn, self._between_chunks)
+                    conn.execute("COMMIT")
+                    if not self._cancel.is_set():
+                        self.result = result
+                finally:
+                    conn.close()
         except Exception as exc:  # noqa: BLE001 - handed to the store, which reports it
             self.error = exc
+
+    def _between_chunks(self) -> bool:
+        """The build's ``cancelled()``: polled between chunks, outside SQLite, where a fork
+        under way may go ahead."""
+        let_forks_pass()
+        return self._cancel.is_set()
 
     def done(self) -> bool:
         """Whether the load has finished (built, failed or cancelled)."""
