@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -147,3 +148,66 @@ def test_the_doctor_waits_a_bounded_time_for_the_vectors_a_hung_embedder_owes(db
         embedder.gate.set()
         assert store.wait_for_vectors()
         assert store.doctor().ok
+
+
+AT_EXIT = """
+import sys, threading, time
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.stores.embedders import HashingEmbedder
+
+class UntilExit(HashingEmbedder):
+    def embed(self, texts):
+        # The vectors are still owed when the script ends: the thread embeds once the
+        # interpreter is exiting.
+        while threading.current_thread().name == "ctxslots-vectors" and \\
+                threading.main_thread().is_alive():
+            time.sleep(0.01)
+        return super().embed(texts)
+
+store = FactStore(sys.argv[1], embedder=UntilExit(64), ranking=RankingPolicy(vector_weight=1.0),
+                  vector_writes="background")
+for i in range(5):
+    store.add("agent", f"Runbook step {i} restarts the queue.")
+if sys.argv[2] == "drop":
+    del store
+"""
+
+
+@pytest.mark.parametrize("ending", ["left open", "drop"])
+def test_a_normal_exit_writes_the_vectors_still_queued(db_path, ending):
+    """A script that ends with its store open (or dropped unclosed) while vectors are
+    queued: the interpreter's exit writes them, as it writes queued access counts. The
+    thread was killed with the interpreter, and every fact was left without a vector."""
+    src = str(Path(ctxslots.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", AT_EXIT, str(db_path), ending], env=env,
+                          check=False,
+                          capture_output=True, text=True, timeout=120)
+    assert 0 == done.returncode, done.stderr
+    with FactStore(db_path, embedder=HashingEmbedder(64), ranking=FUSED) as store:
+        assert 5 == _vector_count(store) and store.doctor().ok
+
+
+def _writer_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name in ("ctxslots-vectors", "ctxslots-access")}
+
+
+def test_a_store_dropped_unclosed_ends_its_writer_threads(db_path):
+    """A store with background writers dropped without close(): its writers write what is
+    queued, then their threads end and close their connections. Each thread waited for
+    work for good, holding a connection open: a loop opening such stores ran out of them."""
+    before = _writer_threads()
+    store = FactStore(db_path, embedder=HashingEmbedder(64), ranking=FUSED,
+                      vector_writes="background", access_writes="background")
+    store.add("agent", "The on-call rota changes on Mondays.")
+    assert 1 == len(store.search("on-call rota"))
+    threads = _writer_threads() - before
+    assert {"ctxslots-vectors", "ctxslots-access"} == {t.name for t in threads}
+    del store
+    gc.collect()
+    for thread in threads:
+        thread.join(30)
+    assert not [t.name for t in threads if t.is_alive()]
+    with FactStore(db_path, embedder=HashingEmbedder(64), ranking=FUSED) as again:
+        assert 1 == _vector_count(again)
+        assert [1] == [f.access_count for f in again.facts()]

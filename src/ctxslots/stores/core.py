@@ -8,7 +8,9 @@ the core, never the facade, so no helper imports :mod:`.fact_store`.
 from __future__ import annotations
 
 import inspect
+import os
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +29,7 @@ from .query import QueryPlanner
 from .ranking import MODEL_VECTOR_WEIGHT, RankingPolicy
 from .sanitize import QueryPolicy
 from .writes.access_writer import AccessWriter
+from .writes.background import BackgroundWriter
 from .writes.limits import Limits
 from .writes.vector_writer import VectorWriter
 from .writes.vectors import VectorSink
@@ -145,6 +148,14 @@ class StoreCore:
     access_writer: AccessWriter | None = None
     _closed: bool = False
 
+    def __attrs_post_init__(self) -> None:
+        writers: list[BackgroundWriter] = [
+            w for w in (self.vector_writer, self.access_writer) if w is not None]
+        if writers:
+            # Dropped unclosed, the store would leave each writer's thread waiting for work
+            # for good, holding a connection of its own.
+            weakref.finalize(self, _stop_writers, writers, os.getpid()).atexit = False
+
     @property
     def embedder(self) -> Embedder | None:
         """The embedder, or ``None`` for a store with no vector leg."""
@@ -248,6 +259,14 @@ class StoreCore:
         if self.vector_writer is not None:
             self.vector_writer.close()
         self.backend.close()
+
+
+def _stop_writers(writers: list[BackgroundWriter], opener: int) -> None:
+    """A store was dropped unclosed: its writers write what is queued and end (in the
+    process that opened it; a forked child has none of their threads)."""
+    if os.getpid() == opener:
+        for writer in writers:
+            writer.stop()
 
 
 def checked_clock(clock: Callable[[], float], limits: Limits) -> Callable[[], float]:

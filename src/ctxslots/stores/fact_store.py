@@ -147,7 +147,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             ``"background"``, just after it commits, on a thread that embeds
             everything queued since its last batch together (``add`` returns
             once the fact is durable and findable by words; this store's
-            searches wait for the queue; see :meth:`wait_for_vectors`);
+            searches wait for the queue; see :meth:`wait_for_vectors`;
+            :meth:`close` and a normal interpreter exit write what is queued);
             ``"auto"`` (default): background for a real model on a file or a
             server, inline otherwise. Vectors are kept only when searches read
             them: not with the default hashing embedder and words-only search.

@@ -21,10 +21,7 @@ What that gives up, and what it keeps:
 
 from __future__ import annotations
 
-import atexit
-import os
 import warnings
-import weakref
 from collections.abc import Callable
 
 from ...errors import ReadOnlyStoreError
@@ -32,24 +29,6 @@ from ..backend import Backend
 from .background import BackgroundWriter
 
 __all__ = ["AccessWriter"]
-
-#: Seconds the interpreter's exit waits for each writer's queue.
-EXIT_TIMEOUT = 5.0
-
-_writers: weakref.WeakSet[AccessWriter] = weakref.WeakSet()
-
-
-@atexit.register
-def _write_queued_at_exit() -> None:
-    for writer in list(_writers):
-        writer.close(EXIT_TIMEOUT)
-
-
-if hasattr(os, "register_at_fork"):
-    # A forked child's writers are the parent's, whose threads it lacks: the parent writes
-    # their queues, and a store used in the child opens writers of its own.
-    os.register_at_fork(after_in_child=_writers.clear)
-
 
 class AccessWriter(BackgroundWriter):
     """Writes queued access counts on a daemon thread.
@@ -66,17 +45,11 @@ class AccessWriter(BackgroundWriter):
         self.read_only = False
         #: The last error a write of counts ended in (its counts were dropped).
         self.failure: BaseException | None = None
-        _writers.add(self)
 
     def put(self, fact_ids: list[int], now: float) -> None:
         """Queue one access of each fact, at ``now`` (nothing once the store refused a write)."""
         if not self.read_only:
             self._enqueue(lambda: self._queue.append((fact_ids, now)))
-
-    def close(self, timeout: float | None = None) -> None:
-        """Write what is queued (waiting at most ``timeout`` seconds), then stop the thread."""
-        super().close(timeout)
-        _writers.discard(self)
 
     def _queued(self) -> int:
         return sum(len(ids) for ids, _ in self._queue)

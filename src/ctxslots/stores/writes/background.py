@@ -5,19 +5,41 @@ The store's vectors (:mod:`._vector_writer`) and its access counts
 work returns at once, the thread takes everything queued since its last
 batch, and ``wait`` and ``close`` let the store wait for the queue to empty.
 Subclasses say what a queue holds, how a batch is taken from it, and how a
-batch is written.
+batch is written. The interpreter's normal exit writes what every writer still
+has queued (waiting at most :data:`EXIT_TIMEOUT` seconds for each), whether or
+not its store was closed.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from .._forks import engine_work
 from ..backend import Backend
 
-__all__ = ["BackgroundWriter"]
+__all__ = ["EXIT_TIMEOUT", "BackgroundWriter"]
+
+#: Seconds the interpreter's exit waits for each writer's queue.
+EXIT_TIMEOUT = 5.0
+
+_writers: weakref.WeakSet[BackgroundWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _write_queued_at_exit() -> None:
+    for writer in list(_writers):
+        writer.close(EXIT_TIMEOUT)
+
+
+if hasattr(os, "register_at_fork"):
+    # A forked child's writers are the parent's, whose threads it lacks: the parent writes
+    # their queues, and a store used in the child opens writers of its own.
+    os.register_at_fork(after_in_child=_writers.clear)
 
 
 class BackgroundWriter:
@@ -35,6 +57,7 @@ class BackgroundWriter:
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
+        _writers.add(self)
 
     # -- what subclasses define ----------------------------------------------
 
@@ -97,6 +120,14 @@ class BackgroundWriter:
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+        _writers.discard(self)
+
+    def stop(self) -> None:
+        """Let the thread write what is queued, then end with its connection, without
+        waiting for it (its store was dropped unclosed); nothing more is queued."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
     def _take(self) -> Any | None:
         with self._cond:
