@@ -200,3 +200,21 @@ def test_a_memory_slot_that_found_nothing_is_reported_empty(tmp_path, mode):
             "(header 0), priority 80. Stopped: the contributor offered nothing for this "
             "message.") in prompt.dump("markdown")
     store.close()
+
+
+def test_every_dump_says_whose_memory_it_shows(tmp_path):
+    """Two users' prompts for the same message: each markdown and HTML dump names the user
+    and the agent it was assembled for (as the JSON dump does), and never the other user."""
+    store = make_store(tmp_path / "w.db", [("user", None, "Edits code in Emacs.", "u-bob"),
+                                           ("user", None, "Edits code in Helix.", "u-alice")])
+    assembler = PromptAssembler(store)
+    bob = assembler.assemble(AssemblyRequest("which editor?", user="u-bob", agent="a-ops"))
+    default = assembler.assemble(AssemblyRequest("which editor?"))
+    store.close()
+    markdown, html = bob.dump("markdown"), bob.dump("html")
+    assert "- **User:** u-bob\n- **Agent:** a-ops\n" in markdown
+    assert '<dd id="user">u-bob</dd>' in html and '<dd id="agent">a-ops</dd>' in html
+    assert "u-alice" not in markdown + html + bob.dump("json")
+    assert "- **User:** (the store's default)\n- **Agent:** (the store's default)\n" in \
+        default.dump("markdown")
+    assert '<dd id="user">(the store&#39;s default)</dd>' in default.dump("html")
