@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 
+import pytest
 from click.testing import CliRunner
 
 from ctxslots import ANY, FactStore, count_tokens
@@ -99,6 +101,35 @@ def test_a_dump_path_under_a_file_is_refused_before_the_store_is_read(db_path, t
     run(db_path, "assemble", "deploys terminal", "--scope", "shop")  # the same, printed:
     with FactStore(db_path) as store:  # counted, so the check above could fail
         assert before != {f.id: f.access_count for f in store.facts(scope=ANY)}
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo", "folder name"])
+def test_a_dump_path_no_file_can_replace_is_refused_before_the_store_is_read(
+        db_path, tmp_path, kind):
+    """-o naming a symbolic link, a pipe or a folder: one line saying why, nothing written
+    there, and no fact counted as shown."""
+    _fill(db_path)
+    aimed_at = tmp_path / "elsewhere.html"
+    target = tmp_path / "dump.html"
+    if kind == "link":
+        target.symlink_to(aimed_at)
+        why = "is a symbolic link: ctxslots never writes a file through one"
+    elif kind == "fifo":
+        os.mkfifo(target)
+        why = "not a regular file (a pipe, a device or a directory)"
+    else:
+        target = tmp_path / "dumps" / ".."
+        why = "names a folder, not a file"
+    with FactStore(db_path) as store:
+        before = {f.id: f.access_count for f in store.facts(scope=ANY)}
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "assemble", "deploys terminal",
+                                      "--scope", "shop", "--dump", "html", "-o", str(target)])
+    assert 1 == result.exit_code
+    [line] = result.output.splitlines()
+    assert line.startswith("Error: cannot write ") and why in line, line
+    assert not aimed_at.exists() and not (tmp_path / "dumps").exists()
+    with FactStore(db_path) as store:
+        assert before == {f.id: f.access_count for f in store.facts(scope=ANY)}
 
 
 def test_a_sticky_overflow_still_writes_its_dump(db_path, tmp_path):

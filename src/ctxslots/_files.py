@@ -28,6 +28,7 @@ from typing import TextIO, TypeVar
 __all__ = [
     "PRIVATE_DIR",
     "PRIVATE_FILE",
+    "check_replaceable",
     "existing_subdir",
     "is_link",
     "make_private_dirs",
@@ -310,6 +311,25 @@ def read_head(dir_fd: int, name: str, size: int = 4096) -> str | None:
 def remove_file(dir_fd: int, name: str) -> None:
     """Remove ``name`` from ``dir_fd`` (a link itself, never what it points to)."""
     os.unlink(name, dir_fd=dir_fd)
+
+
+def check_replaceable(path: Path) -> None:
+    """Raise, before anything is written or created, the ``OSError`` :func:`write_private`
+    would raise for ``path`` before writing: no file name (a folder), a symbolic link
+    there, or something there that is not a regular file. A path whose folder does not
+    exist yet passes (the write creates it).
+    """
+    if not path.name or path.name == "..":
+        raise OSError(errno.EISDIR, "names a folder, not a file", str(path))
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | _DIRECTORY)
+    except FileNotFoundError:
+        return
+    try:
+        refuse_link(dir_fd, path.name)
+        _refuse_special(dir_fd, path.name)
+    finally:
+        os.close(dir_fd)
 
 
 def write_private(path: Path, write: Callable[[TextIO], T]) -> T:

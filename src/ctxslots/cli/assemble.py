@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .._files import make_private_dirs, write_private
+from .._files import check_replaceable, make_private_dirs, write_private
 from ._app import CliContext, pass_cli_context
 from ._output import echo
 from ._owners import READ_AS, owner_options
@@ -83,13 +83,19 @@ def assemble(
 
 def _check_place(output: Path) -> None:
     """Refuse, before the store is read, an ``output`` no file can be written at: one
-    under a file. An assembly counts the facts it shows as accessed, and a command that
-    then fails to write its dump would have changed the store for nothing."""
+    under a file, a folder, a symbolic link, a device or a pipe. An assembly counts the
+    facts it shows as accessed, and a command that then fails to write its dump would
+    have changed the store for nothing."""
     for parent in output.absolute().parents:
         if parent.exists():
             if not parent.is_dir():
                 raise click.ClickException(f"cannot write {output}: {parent} is not a folder")
-            return
+            break
+    try:
+        check_replaceable(output)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {exc.filename or output}: "
+                                   f"{exc.strerror or exc}") from exc
 
 
 @click.command()
