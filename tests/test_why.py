@@ -384,6 +384,36 @@ def test_cli_why_prints_the_answer_and_json(demo):
     assert ["Error: no fact with id 999"] == result.output.splitlines()
 
 
+def test_cli_why_takes_the_budget_options_of_assemble(tmp_path):
+    """A dump made with a safety margin, an answer reserve and another tokenizer: ``ctxslots
+    why`` given the same options agrees with the dump on every fact it names, and a fact the
+    reserve dropped is explained as dropped (without the options it would be kept)."""
+    path = str(tmp_path / "reserve.db")
+    with FactStore(path, clock=lambda: FIXED_NOW) as store:
+        for n in range(6):
+            store.add("agent", f"Deploy lesson {n}: check step {n} before the deploy.")
+    runner = CliRunner()
+    options = ["--budget", "200", "--safety-margin", "20", "--answer-reserve", "130",
+               "--tokenizer", "cl100k_base"]
+    result = runner.invoke(cli, ["--db", path, "assemble", "deploy", *options, "--dump", "json"],
+                           catch_exceptions=False)
+    assert 0 == result.exit_code, result.output
+    dump = json.loads(result.output)
+    assert "cl100k_base" == dump["encoding"] and 50 == dump["available"]
+    decisions = {item["fact"]["id"]: item["decision"] for section in dump["sections"]
+                 for item in section["items"]}
+    assert {"kept", "dropped"} == set(decisions.values())
+    for fact_id, decision in decisions.items():
+        result = runner.invoke(cli, ["--db", path, "why", str(fact_id), "deploy", *options,
+                                     "--json"], catch_exceptions=False)
+        assert 0 == result.exit_code, result.output
+        assert decision == json.loads(result.output)["outcome"], fact_id
+    dropped = next(i for i, d in decisions.items() if d == "dropped")
+    result = runner.invoke(cli, ["--db", path, "why", str(dropped), "deploy", "--budget", "200",
+                                 "--json"], catch_exceptions=False)
+    assert "kept" == json.loads(result.output)["outcome"]
+
+
 @pytest.mark.parametrize("scope", [None, "vault"])
 def test_a_fact_a_plugin_section_offered_its_own_way_is_explained_as_offered(tmp_path, scope):
     """No memory section reads slot notes, but a plugin's contributor searches it itself, in

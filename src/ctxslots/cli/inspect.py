@@ -21,20 +21,34 @@ __all__ = ["register"]
 @owner_options(*READ_AS)
 @click.option("--budget", type=WholeNumber(1), default=2000, show_default=True,
               help="Token budget of the assembled context.")
+@click.option("--tokenizer", default=None, metavar="NAME|PATH",
+              help="What counts tokens, as for 'ctxslots assemble': o200k_base (default), "
+              "cl100k_base or the path of a HuggingFace tokenizer.json.")
+@click.option("--safety-margin", type=WholeNumber(0), default=0, show_default=True,
+              help="Tokens of the budget left unused, as for 'ctxslots assemble'.")
+@click.option("--answer-reserve", type=WholeNumber(0), default=0, show_default=True,
+              help="Tokens of the budget kept for the model's answer, as for "
+              "'ctxslots assemble'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
 @pass_cli_context
 def why(app: CliContext, fact_id: int, message: str, scope: str | None, user: str | None,
-        agent: str | None, budget: int, as_json: bool) -> None:
+        agent: str | None, budget: int, tokenizer: str | None, safety_margin: int,
+        answer_reserve: int, as_json: bool) -> None:
     """Why fact FACT_ID is, or is not, in the prompt assembled for MESSAGE: its owners, its
     section, the words it shares, its vector rank and cosine, its rank, the section's cut
-    and the budget. No fact counts as accessed."""
+    and the budget. No fact counts as accessed. Give the budget options 'ctxslots
+    assemble' was given to explain the prompt it made."""
     from ..assembler import PromptAssembler
     from ..inspector import explain
     from ..request import AssemblyRequest
+    from ..tokens import counter_from_spec
 
-    request = AssemblyRequest(message, scope=scope, user=user, agent=agent, budget=budget)
+    counter = counter_from_spec(tokenizer) if tokenizer else None
+    request = AssemblyRequest(message, scope=scope, user=user, agent=agent, budget=budget,
+                              safety_margin=safety_margin, answer_reserve=answer_reserve)
     with app.open_store() as store:
-        assembler = PromptAssembler(store, plugin_manager=app.plugin_manager())
+        assembler = PromptAssembler(store, plugin_manager=app.plugin_manager(),
+                                    counter=counter)
         answer = explain(assembler, request, fact_id)
     if as_json:
         echo_json(answer.to_dict())
