@@ -20,7 +20,7 @@ from ctxslots.model.prompt import DUMP_SCHEMA_VERSION
 
 TOP_KEYS = ["schema_version", "budget", "safety_margin", "answer_reserve", "available",
             "total_tokens", "encoding", "sticky_overflow", "message", "scope", "user", "agent",
-            "flagged",
+            "now", "flagged",
             "sections", "text"]
 SECTION_KEYS = ["name", "title", "priority", "sticky", "status", "reason", "error",
                 "header_tokens", "group_tokens", "tokens", "stopped", "items"]
@@ -218,3 +218,36 @@ def test_every_dump_says_whose_memory_it_shows(tmp_path):
     assert "- **User:** (the store's default)\n- **Agent:** (the store's default)\n" in \
         default.dump("markdown")
     assert '<dd id="user">(the store&#39;s default)</dd>' in default.dump("html")
+
+
+@pytest.mark.parametrize("mode", ["assemble", "aassemble"])
+def test_every_dump_says_the_moment_its_ages_count_from(tmp_path, mode):
+    """A prompt ranked as of 10 January 2024 shows a July 2023 memory "5 months ago": each
+    dump says that moment, so the ages still read right when it is opened later; without
+    a request's ``now`` it is the store's clock."""
+    import asyncio
+    import datetime as dt
+
+    said = dt.datetime(2023, 7, 27, tzinfo=dt.UTC).timestamp()
+    as_of = dt.datetime(2024, 1, 10, tzinfo=dt.UTC).timestamp()
+    store = make_store(tmp_path / "n.db", [("agent", None, "The canary failed on host 4.")],
+                       now=as_of, days_ago=[(as_of - said) / 86400])
+    assembler = PromptAssembler(store)
+
+    def run(request):
+        if mode == "assemble":
+            return assembler.assemble(request)
+        return asyncio.run(assembler.aassemble(request))
+
+    prompt = run(AssemblyRequest("canary", now=as_of))
+    data = json.loads(prompt.dump())
+    [item] = [i for s in data["sections"] for i in s["items"]]
+    assert ("27 July 2023", 167.0) == (item["when"], item["trace"]["age_days"])
+    assert "2024-01-10T00:00:00+00:00" == data["now"]
+    assert "- **As of:** 2024-01-10T00:00:00+00:00 (the ages and dates below count from it)" \
+        in prompt.dump("markdown")
+    assert '<dd id="now">2024-01-10T00:00:00+00:00</dd>' in prompt.dump("html")
+    assert as_of == run(AssemblyRequest("canary")).now  # the store's clock
+    store.close()
+    assert PromptAssembler(None, contributors=[StaticContributor("none", "None", [])]).assemble(
+        AssemblyRequest("hi")).now is None

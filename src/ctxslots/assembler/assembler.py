@@ -246,6 +246,7 @@ class PromptAssembler:
         """
         _check_request(request, self.store)
         timeout = None if self._in_batch() else self.contributor_timeout
+        moment = self._moment(request)
         contributors = self._contributors()
         extras = extra_sections(request, (c.name for c in contributors))
         placer = Placer(Preparer(self.environment, self._measure), request.available,
@@ -289,7 +290,7 @@ class PromptAssembler:
                 placer.replace_last(entry, room=room)
         sections = order_sections([e for _, e in sorted(entries.items()) if e is not None])
         return self._finish(request, placer.final(sections), record_shown=record_shown,
-                            offered_nothing=nothing, rooms=rooms)
+                            offered_nothing=nothing, rooms=rooms, now=moment)
 
     async def aassemble(self, request: AssemblyRequest) -> AssembledPrompt:
         """:meth:`assemble` for async agent loops: contributors run concurrently.
@@ -308,13 +309,14 @@ class PromptAssembler:
         if self._in_batch():
             return self.assemble(request)
         _check_request(request, self.store)
+        moment = self._moment(request)
         outcomes = await asyncio.gather(*(call_async(c, request, self.contributor_timeout)
                                           for c in self._contributors()))
         sections = collect_sections(list(outcomes), request)
         nothing = [o.contributor for o in outcomes if o.section is None and o.error is None]
         return await asyncio.to_thread(
             lambda: self._finish(request, prepare(sections, self.environment, self._measure),
-                                 offered_nothing=nothing))
+                                 offered_nothing=nothing, now=moment))
 
     def _in_batch(self) -> bool:
         """Whether the calling thread has a ``batch()`` of the store open."""
@@ -331,9 +333,18 @@ class PromptAssembler:
                                       value=prompt)
         return prompt.dump(format, environment=self.environment)
 
+    def _moment(self, request: AssemblyRequest) -> float | None:
+        """The moment the memories are ranked at: the request's ``now``, else the store's
+        clock as the assembly begins (``None`` without a store that has one)."""
+        if request.now is not None:
+            return request.now
+        clock = getattr(self.store, "clock", None)
+        return float(clock()) if callable(clock) else None
+
     def _finish(self, request: AssemblyRequest, prepared: list[Prepared], *,
                 record_shown: bool = True, offered_nothing: Sequence[Contributor] = (),
-                rooms: Mapping[str, int] | None = None) -> AssembledPrompt:
+                rooms: Mapping[str, int] | None = None, now: float | None = None
+                ) -> AssembledPrompt:
         # Closed while the contributors were asked (a server shutting down): their
         # memory sections failed, and the prompt would hold none of them.
         _check_open(self.store)
@@ -369,6 +380,7 @@ class PromptAssembler:
             sticky_overflow=overflow,
             user=request.user,
             agent=request.agent,
+            now=now,
         )
         if overflow:
             names = ", ".join(p.section.name for p in prepared if p.section.sticky and p.cut)

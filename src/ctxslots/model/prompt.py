@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from collections.abc import Iterable
 from typing import Any
@@ -323,6 +324,11 @@ def _section(report: SectionReport) -> dict[str, Any]:
     }
 
 
+def _iso(seconds: float) -> str:
+    """A moment in ISO 8601, in UTC."""
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat()
+
+
 def _prompt_to_dict(prompt: AssembledPrompt) -> dict[str, Any]:
     """The JSON dump's data, schema version :data:`DUMP_SCHEMA_VERSION`."""
     sections = [_section(s) for s in prompt.sections]
@@ -340,6 +346,7 @@ def _prompt_to_dict(prompt: AssembledPrompt) -> dict[str, Any]:
         "scope": prompt.scope,
         "user": prompt.user,
         "agent": prompt.agent,
+        "now": None if prompt.now is None else _iso(prompt.now),
         "flagged": sum(1 for s in sections for i in s["items"] if i["warning"]),
         "sections": sections,
         "text": prompt.text,
@@ -414,6 +421,9 @@ class AssembledPrompt:
         sticky_overflow: The sticky sections did not fit whole.
         user: The user the prompt was assembled for (``None``: the store's default).
         agent: The agent it was assembled for (``None``: the store's default).
+        now: The moment its memories were ranked at, in Unix seconds: the request's
+            ``now``, else the store's clock as the assembly began; the ages and dates
+            its items show count from it (``None``: no store clock to read).
 
     Its repr shows the start of the text and of the message, and what became of each
     section; :meth:`dump` shows every item.
@@ -431,6 +441,7 @@ class AssembledPrompt:
     sticky_overflow: bool = False
     user: str | None = None
     agent: str | None = None
+    now: float | None = None
 
     @property
     def available(self) -> int:
