@@ -288,6 +288,40 @@ def test_the_prompt_lab_and_why_not(served):
     assert 200 == client.get(base + "/lab").status_code  # the empty form
 
 
+def test_the_lab_and_why_take_a_safety_margin_and_an_answer_reserve(served):
+    """A prompt assembled with a safety margin and an answer reserve, as ``ctxslots
+    assemble`` takes them: the lab shows what they leave, its links keep them, and the why
+    page explains that prompt, a fact the reserve dropped as dropped."""
+    client, base, _, location = served
+    params = {"message": MESSAGE, "scope": "shop-api", "user": "ada", "agent": "coder",
+              "budget": "2000"}
+    with FactStore(location) as store:
+        assembler = PromptAssembler(store)
+        full = assembler.assemble(AssemblyRequest(
+            MESSAGE, scope="shop-api", user="ada", agent="coder"), record_shown=False)
+        request = AssemblyRequest(MESSAGE, scope="shop-api", user="ada", agent="coder",
+                                  safety_margin=10, answer_reserve=1991 - full.total_tokens)
+        short = assembler.assemble(request, record_shown=False)
+        lost = [d.item.fact.id for d in full.kept if d.item.fact is not None
+                and d.item.fact.id not in {k.item.fact.id for k in short.kept if k.item.fact}]
+        assert lost
+        expected = explain(assembler, request, lost[0])
+    assert "dropped" == expected.outcome
+    params |= {"safety_margin": "10", "answer_reserve": str(request.answer_reserve)}
+    lab = client.get(base + "/lab", params=params)
+    assert 200 == lab.status_code
+    assert f"tokens used of the {request.available} available" in lab.text
+    links = [html.unescape(link) for link in re.findall(r'<a class="why" href="([^"]+)"',
+                                                         lab.text)]
+    assert links and all(f"answer_reserve={request.answer_reserve}" in link
+                         and "safety_margin=10" in link for link in links)
+    why = client.get(base + "/why", params={**params, "fact": lost[0]})
+    summary = re.search(r'id="summary" data-outcome="([a-z_]+)">([^<]*)<', why.text)
+    assert (expected.outcome, expected.summary) == (summary.group(1),
+                                                    html.unescape(summary.group(2)))
+    assert f"answer reserve <bdi>{request.answer_reserve}</bdi>" in why.text
+
+
 def test_health_shows_the_doctor_report(served):
     """The health page shows the doctor's verdict and the counts per slot and owner."""
     client, base, _, _ = served

@@ -71,6 +71,12 @@ def _number(text: str | None, default: float, kind: type = float) -> Any:
         return text
 
 
+#: What the prompt lab and the why page are asked for: a request as ``ctxslots assemble``
+#: takes it, and the fact to explain.
+_LAB_FIELDS = ("message", "user", "agent", "scope", "budget", "safety_margin", "answer_reserve",
+               "fact")
+
+
 def _unavailable(exc: CtxslotsError) -> bool:
     """Whether ``exc`` says the store cannot be used now (down, damaged, busy, closed),
     which the app answers with its 503 page, rather than that this request was refused."""
@@ -311,7 +317,9 @@ class Pages:
     def _request(self, params: Mapping[str, str]) -> AssemblyRequest:
         return AssemblyRequest(params.get("message", ""), user=_owner(params, "user"),
                                agent=_owner(params, "agent"), scope=_owner(params, "scope"),
-                               budget=_number(_value(params, "budget"), 2000, int))
+                               budget=_number(_value(params, "budget"), 2000, int),
+                               safety_margin=_number(_value(params, "safety_margin"), 0, int),
+                               answer_reserve=_number(_value(params, "answer_reserve"), 0, int))
 
     def _assemble(self, request: AssemblyRequest) -> AssembledPrompt:
         try:
@@ -321,11 +329,10 @@ class Pages:
         return prompt
 
     def lab(self, request: Request) -> Response:
-        """``/lab``: a message, owners and a budget; the prompt with every item kept or
+        """``/lab``: a message, owners, a budget, a safety margin and an answer reserve; the prompt with every item kept or
         dropped and why, each found fact linked to its explanation."""
         params = dict(request.query_params)
-        fields = {n: params.get(n, "") for n in ("message", "user", "agent", "scope",
-                                                 "budget", "fact")}
+        fields = {n: params.get(n, "") for n in _LAB_FIELDS}
         fields["budget"] = fields["budget"] or "2000"
         data, error = None, None
         if _value(params, "message") is not None:
@@ -346,8 +353,7 @@ class Pages:
     def why(self, request: Request) -> Response:
         """``/why``: why fact ``fact`` is, or is not, in the prompt for ``message``."""
         params = dict(request.query_params)
-        fields = {n: params.get(n, "") for n in ("message", "user", "agent", "scope",
-                                                 "budget", "fact")}
+        fields = {n: params.get(n, "") for n in _LAB_FIELDS}
         answer, error, status = None, None, 200
         try:
             fact_id = int(fields["fact"])
