@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -130,6 +131,27 @@ def test_a_dump_path_no_file_can_replace_is_refused_before_the_store_is_read(
     assert not aimed_at.exists() and not (tmp_path / "dumps").exists()
     with FactStore(db_path) as store:
         assert before == {f.id: f.access_count for f in store.facts(scope=ANY)}
+
+
+@pytest.mark.parametrize("name", ["store", "wal", "link", "hard link"])
+def test_a_dump_is_never_written_over_the_store(db_path, tmp_path, name):
+    """-o naming the store's own file (or its -wal, or it through a link) is refused in one
+    line before anything is read or written, and the store keeps every fact."""
+    _fill(db_path)
+    target = {"store": db_path, "wal": Path(f"{db_path}-wal"),
+              "link": tmp_path / "alias.db", "hard link": tmp_path / "hard.db"}[name]
+    if name == "link":
+        target.symlink_to(db_path)
+    elif name == "hard link":
+        os.link(db_path, target)
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "assemble", "deploys terminal",
+                                      "--scope", "shop", "--dump", "json", "-o", str(target)])
+    assert 1 == result.exit_code
+    assert [(f"Error: cannot write {target}: it is the store's own file ({db_path}); writing "
+            "it would replace the memory, so name another file")] == result.output.splitlines()
+    with FactStore(db_path) as store:
+        assert 3 == len(store.facts(scope=ANY))
+        assert {0} == {f.access_count for f in store.facts(scope=ANY)}
 
 
 def test_a_sticky_overflow_still_writes_its_dump(db_path, tmp_path):

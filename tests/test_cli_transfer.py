@@ -262,3 +262,17 @@ def test_dash_alone_is_a_stream_and_dot_slash_dash_a_file(filled, tmp_path, monk
     assert 0 == result.exit_code, result.output
     with FactStore(copy) as store:
         assert ["The CI cache is cold on Mondays."] == [f.value for f in store.facts()]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "markdown"])
+def test_an_export_is_never_written_over_the_store(filled, fmt):
+    """-o naming the store's own file is refused in one line, and the store keeps its facts."""
+    with FactStore(filled) as store:
+        before = len(store.facts(scope=ANY))
+    result = CliRunner().invoke(cli, ["--db", str(filled), "export", "--format", fmt,
+                                      "-o", str(filled)])
+    assert 1 == result.exit_code
+    assert [(f"Error: cannot write {filled}: it is the store's own file ({filled}); writing "
+            "it would replace the memory, so name another file")] == result.output.splitlines()
+    with FactStore(filled) as store:
+        assert before == len(store.facts(scope=ANY)) > 0

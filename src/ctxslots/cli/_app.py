@@ -18,6 +18,7 @@ import textwrap
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
@@ -54,6 +55,28 @@ class CliContext:
     def db_path(self) -> str:
         """Where the store lives: ``--db``, else the default under the user data directory."""
         return self.db or str(default_db_path())
+
+    def refuse_store_file(self, output: Path) -> None:
+        """Refuse, in one line, an ``output`` that is the store's own file or one of its
+        SQLite companions (``-wal``, ``-shm``, ``-journal``): writing it would replace
+        the memory with what was written.
+
+        :raises click.ClickException: It is.
+        """
+        from ..stores.postgres import is_postgres_url
+
+        if is_postgres_url(self.db_path):
+            return
+        store = os.path.realpath(self.db_path)
+        target = os.path.realpath(output)
+        try:
+            same = os.path.samefile(output, self.db_path)  # a hard link to it too
+        except OSError:  # one of them does not exist (yet)
+            same = False
+        if same or target in (store, *(store + end for end in ("-wal", "-shm", "-journal"))):
+            raise click.ClickException(
+                f"cannot write {output}: it is the store's own file ({self.db_path}); "
+                "writing it would replace the memory, so name another file")
 
     def plugin_manager(self) -> pluggy.PluginManager:
         """The built-in and installed plugins (entry points, ``CTXSLOTS_LOAD_PLUGINS`` applies),

@@ -53,6 +53,7 @@ def assemble(
     if output is not None and dump_format is None:
         raise click.UsageError("-o/--output needs --dump")
     if output is not None:
+        app.refuse_store_file(output)
         _check_place(output)
     counter = counter_from_spec(tokenizer) if tokenizer else None
     request = AssemblyRequest(message, scope=scope, user=user, agent=agent, budget=budget,

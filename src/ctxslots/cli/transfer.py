@@ -55,6 +55,8 @@ def export(
     """Write the store's facts as JSONL (lossless) or Markdown (for people)."""
     # Only "-" itself is standard output, as for import: "./-" names a file.
     output = None if output_name in (None, "-") else Path(output_name)
+    if output is not None:
+        app.refuse_store_file(output)
 
     with app.open_store() as store, Progress("exporting", unit="lines") as bar:
         try:
