@@ -187,3 +187,28 @@ def test_demo_shows_an_assembled_prompt_and_its_dump(tmp_path):
     assert "# ctxslots prompt dump" in result.output
     assert "dropped: budget" in result.output
     assert (tmp_path / "dump.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_dumps_as_of_one_moment_are_byte_identical_and_why_reads_them(db_path):
+    """--now ranks as of a moment: two dumps of the same request are byte-identical (the
+    ages count from the moment, not from when each ran), the dump names it, a fact said
+    after it is left out, and ``why --now`` explains that; a moment that is not ISO 8601
+    is one error line."""
+    with FactStore(db_path, clock=lambda: 1_700_000_000.0) as store:
+        early = store.add("agent", "Deploys of shop need the cache warmed first.").id
+    with FactStore(db_path, clock=lambda: 1_800_000_000.0) as store:
+        late = store.add("agent", "Deploys of shop now run on Thursdays.").id
+    args = ["assemble", "deploys of shop", "--now", "2024-01-10T00:00:00Z", "--dump", "json"]
+    first, second = run(db_path, *args).output, run(db_path, *args).output
+    assert first == second
+    data = json.loads(first)
+    assert "2024-01-10T00:00:00+00:00" == data["now"]
+    items = {i["fact"]["id"]: i for s in data["sections"] for i in s["items"]}
+    assert [early] == list(items) and 0 < items[early]["trace"]["age_days"] < 60
+    why = run(db_path, "why", str(late), "deploys of shop", "--now", "2024-01-10", "--json")
+    assert "not_visible" == json.loads(why.output)["outcome"]
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "assemble", "x", "--now", "soon"])
+    assert 2 == result.exit_code
+    assert [("Error: Invalid value for '--now': it must be a moment in ISO 8601 "
+            "(2024-01-10T09:30:00Z), not 'soon' (see 'cli assemble --help')")] == \
+        result.output.splitlines()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
 import click
 
-__all__ = ["ID", "MAX_WHOLE", "WholeNumber", "whole_number"]
+__all__ = ["ID", "MAX_WHOLE", "Moment", "WholeNumber", "whole_number"]
 
 #: The largest whole number an option takes: a fact id is a signed 64-bit integer.
 MAX_WHOLE = 2**63 - 1
@@ -68,3 +69,22 @@ class WholeNumber(click.ParamType[int]):
 
 #: A fact id argument.
 ID = WholeNumber(1)
+
+
+class Moment(click.ParamType[dt.datetime]):
+    """A moment in ISO 8601 (``2024-01-10``, ``2024-01-10T09:30:00+01:00``; without a zone
+    it is UTC), as the JSON dump's ``now`` gives it."""
+
+    name = "moment"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> dt.datetime:
+        """The moment, or a usage error showing what was given."""
+        if isinstance(value, dt.datetime):
+            return value
+        try:
+            moment = dt.datetime.fromisoformat(str(value).strip())
+        except ValueError:
+            self.fail(f"it must be a moment in ISO 8601 (2024-01-10T09:30:00Z), not "
+                      f"{_shown(str(value))}", param, ctx)
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import tempfile
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from .._files import check_replaceable, make_private_dirs, write_private
 from ._app import CliContext, pass_cli_context
 from ._output import echo
 from ._owners import READ_AS, owner_options
-from ._params import WholeNumber
+from ._params import Moment, WholeNumber
 
 __all__ = ["register"]
 
@@ -30,6 +31,9 @@ __all__ = ["register"]
               "differently from the model's.")
 @click.option("--answer-reserve", type=WholeNumber(0), default=0, show_default=True,
               help="Tokens of the budget kept for the model's answer.")
+@click.option("--now", type=Moment(), default=None, metavar="ISO-8601",
+              help="Rank the memories as of this moment (a dump's 'now'), leaving out what "
+              "was said after it (default: the store's clock).")
 @click.option("--dump", "dump_format", type=click.Choice(["json", "markdown", "html"]),
               help="Also render a dump showing every item kept or dropped, and why.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
@@ -39,7 +43,8 @@ __all__ = ["register"]
 def assemble(
     app: CliContext, message: str, scope: str | None, user: str | None, agent: str | None,
     budget: int, tokenizer: str | None,
-    safety_margin: int, answer_reserve: int, dump_format: str | None, output: Path | None,
+    safety_margin: int, answer_reserve: int, now: dt.datetime | None, dump_format: str | None,
+    output: Path | None,
 ) -> None:
     """Assemble the context for MESSAGE and print it (with --dump, print the dump instead).
 
@@ -57,7 +62,8 @@ def assemble(
         _check_place(output)
     counter = counter_from_spec(tokenizer) if tokenizer else None
     request = AssemblyRequest(message, scope=scope, user=user, agent=agent, budget=budget,
-                              safety_margin=safety_margin, answer_reserve=answer_reserve)
+                              safety_margin=safety_margin, answer_reserve=answer_reserve,
+                              now=now)
     with app.open_store() as store:
         assembler = PromptAssembler(store, plugin_manager=app.plugin_manager(),
                                     counter=counter)

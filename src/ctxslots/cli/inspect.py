@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import click
@@ -9,7 +10,7 @@ import click
 from ._app import CliContext, pass_cli_context
 from ._output import echo, echo_json
 from ._owners import READ_AS, owner_options
-from ._params import ID, WholeNumber
+from ._params import ID, Moment, WholeNumber
 
 __all__ = ["register"]
 
@@ -29,11 +30,14 @@ __all__ = ["register"]
 @click.option("--answer-reserve", type=WholeNumber(0), default=0, show_default=True,
               help="Tokens of the budget kept for the model's answer, as for "
               "'ctxslots assemble'.")
+@click.option("--now", type=Moment(), default=None, metavar="ISO-8601",
+              help="Rank the memories as of this moment (a dump's 'now'), leaving out what "
+              "was said after it (default: the store's clock).")
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
 @pass_cli_context
 def why(app: CliContext, fact_id: int, message: str, scope: str | None, user: str | None,
         agent: str | None, budget: int, tokenizer: str | None, safety_margin: int,
-        answer_reserve: int, as_json: bool) -> None:
+        answer_reserve: int, now: dt.datetime | None, as_json: bool) -> None:
     """Why fact FACT_ID is, or is not, in the prompt assembled for MESSAGE: its owners, its
     section, the words it shares, its vector rank and cosine, its rank, the section's cut
     and the budget. No fact counts as accessed. Give the budget options 'ctxslots
@@ -45,7 +49,8 @@ def why(app: CliContext, fact_id: int, message: str, scope: str | None, user: st
 
     counter = counter_from_spec(tokenizer) if tokenizer else None
     request = AssemblyRequest(message, scope=scope, user=user, agent=agent, budget=budget,
-                              safety_margin=safety_margin, answer_reserve=answer_reserve)
+                              safety_margin=safety_margin, answer_reserve=answer_reserve,
+                              now=now)
     with app.open_store() as store:
         assembler = PromptAssembler(store, plugin_manager=app.plugin_manager(),
                                     counter=counter)
