@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+
 from ..backend import Health
 from ._schema import SCHEMA_VERSION, schema_version
 from ._sql import Conn, relation_exists
@@ -56,15 +58,29 @@ def _invalid_indexes(conn: Conn) -> list[str]:
     return [str(r[0]) for r in found]
 
 
+def _damaged(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` says the stored data cannot be read: class XX (internal error,
+    data or index corrupted) or class 58 (an I/O error, a missing relation file)."""
+    return (exc.sqlstate or "")[:2] in ("XX", "58")
+
+
 def check(conn: Conn) -> Health:
-    """Schema version, readable facts, valid indexes, the lexical indexes present."""
+    """Schema version, readable facts, valid indexes, the lexical indexes present.
+
+    Facts the server cannot read (damaged pages, missing files) are reported as a
+    problem; any other error (a lock held past the lock timeout, a statement
+    timeout, a missing privilege, a lost server) is raised, as for any other call.
+    """
     problems: list[str] = []
     try:
         conn.execute("SELECT count(*) FROM (SELECT 1 FROM facts LIMIT 1) s").fetchone()
         readable = True
-    except Exception as exc:  # noqa: BLE001 - reported, not raised: this is the check
+    except psycopg.Error as exc:
+        if not _damaged(exc):
+            raise  # a lock, a timeout, a privilege, a lost server: the store's usual error
         readable = False
-        problems.append(f"the facts cannot be read ({str(exc).strip()}): restore the database "
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        problems.append(f"the facts cannot be read ({detail}): restore the database "
                         "from a backup")
     if not readable:
         return Health(integrity="facts unreadable", lexical_in_sync=False,

@@ -1,0 +1,60 @@
+"""What an operator's server does to a PostgreSQL store: locks held for maintenance,
+damaged files, settings imposed on the role or the URL; each met with one clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+pytest.importorskip("psycopg_pool")
+
+from click.testing import CliRunner
+
+from _postgres import PostgresServer
+from ctxslots import FactStore, StoreBusyError
+from ctxslots.cli import cli
+
+
+def test_doctor_under_a_maintenance_lock_says_busy_and_never_advises_a_restore(
+        pg_url, monkeypatch):
+    """While another session holds ``LOCK TABLE facts``, the doctor fails as any call does
+    (busy, run it again): the facts are not called unreadable, and no restore is advised."""
+    monkeypatch.setenv("CTXSLOTS_BUSY_TIMEOUT", "0.2")
+    with FactStore(pg_url) as store:
+        store.add("project", "The deploy runs on Fridays.")
+    with psycopg.connect(pg_url) as holder:
+        holder.execute("LOCK TABLE facts IN ACCESS EXCLUSIVE MODE")
+        with FactStore(pg_url) as store, pytest.raises(StoreBusyError) as info:
+            store.doctor()
+        assert "is busy" in str(info.value) and "backup" not in str(info.value)
+        result = CliRunner().invoke(cli, ["--db", pg_url, "doctor"])
+        holder.rollback()
+    assert 1 == result.exit_code
+    assert "backup" not in result.output and "unreadable" not in result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith("Error: ") and "is busy" in line
+    with FactStore(pg_url) as store:
+        assert store.doctor().ok
+
+
+def test_doctor_reports_a_missing_table_file_as_unreadable_facts(postgres: PostgresServer):
+    """The facts table's file gone from the data directory: the doctor reports the facts
+    unreadable in one line (the server's first line) and advises a restore."""
+    if not postgres.private or postgres.data_dir is None:
+        pytest.skip("needs a private server whose data directory the test may change")
+    url = postgres.database()  # dropped afterwards: its files are damaged
+    with FactStore(url) as store:
+        store.add("project", "The deploy runs on Fridays.")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        (relative,) = conn.execute("SELECT pg_relation_filepath('facts')").fetchone()
+        data_dir = Path(conn.execute("SHOW data_directory").fetchone()[0])
+    (data_dir / relative).unlink()
+    with FactStore(url, create=False) as store:
+        report = store.doctor()
+    assert not report.ok and not report.facts_readable
+    (problem,) = report.problems
+    assert problem.startswith("the facts cannot be read (could not open file")
+    assert problem.endswith("restore the database from a backup") and "\n" not in problem
