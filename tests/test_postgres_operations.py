@@ -13,7 +13,7 @@ pytest.importorskip("psycopg_pool")
 from click.testing import CliRunner
 
 from _postgres import PostgresServer
-from ctxslots import FactStore, StoreBusyError
+from ctxslots import FactStore, StoreBusyError, StoreError
 from ctxslots.cli import cli
 
 
@@ -58,3 +58,32 @@ def test_doctor_reports_a_missing_table_file_as_unreadable_facts(postgres: Postg
     (problem,) = report.problems
     assert problem.startswith("the facts cannot be read (could not open file")
     assert problem.endswith("restore the database from a backup") and "\n" not in problem
+
+
+def test_a_search_path_without_the_vector_schema_is_refused_before_anything_is_created(
+        postgres: PostgresServer):
+    """The store's schema alone on the URL's search_path, pgvector in ``public``: opening
+    says which schema to add, and creates no table."""
+    url = postgres.empty_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+        conn.execute("CREATE SCHEMA mem")
+    only_mem = f"{url}{'&' if '?' in url else '?'}options=-c%20search_path%3Dmem"
+    with pytest.raises(StoreError) as info:
+        FactStore(only_mem)
+    message = str(info.value)
+    assert "vector extension" in message and "schema public" in message
+    assert "search_path (mem)" in message and "(nothing was created)" in message
+    result = CliRunner().invoke(cli, ["--db", only_mem, "remember", "user", "Likes tea."])
+    assert 1 == result.exit_code
+    (line,) = result.output.splitlines()
+    assert line.startswith("Error: the vector extension of ")
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'mem'"
+                            ).fetchone() == (0,)
+    both = only_mem.replace("search_path%3Dmem", "search_path%3Dmem,public")
+    with FactStore(both) as store:
+        store.add("user", "Likes tea.")
+        assert ["Likes tea."] == [h.fact.value for h in store.search("tea")]
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM mem.facts").fetchone() == (1,)

@@ -123,6 +123,8 @@ def prepare_database(conn: psycopg.Connection[Any], location: str, *, create: bo
     ).fetchone()
     assert versions is not None
     check_server(location, conn.info.server_version, versions[0], versions[1])
+    if versions[0] is not None:
+        _check_vector_visible(conn, location)
     if not create and schema_version(conn) == 0:
         raise StoreError(
             f"no store in the database at {location}: write a fact first "
@@ -132,6 +134,27 @@ def prepare_database(conn: psycopg.Connection[Any], location: str, *, create: bo
     oid = conn.execute("SELECT 'vector'::regtype::oid").fetchone()
     assert oid is not None
     return int(oid[0])
+
+
+def _check_vector_visible(conn: psycopg.Connection[Any], location: str) -> None:
+    """Refuse a connection whose ``search_path`` does not reach the ``vector`` type.
+
+    :raises StoreError: Naming the extension's schema and the search_path, before
+        anything is created.
+    """
+    found = conn.execute(
+        "SELECT to_regtype('vector') IS NOT NULL, e.extnamespace::regnamespace::text, "
+        "current_setting('search_path') FROM pg_extension e WHERE e.extname = 'vector'"
+    ).fetchone()
+    assert found is not None
+    visible, schema, search_path = found
+    if not visible:
+        raise StoreError(
+            f"the vector extension of {location} is in schema {schema}, which the role "
+            f"does not reach through its search_path ({search_path}): put {schema} on it "
+            f"(in the URL, options=-c search_path=...,{schema}; or ALTER ROLE ... SET "
+            f"search_path) and grant the role USAGE on {schema} (nothing was created)",
+            path=location)
 
 
 def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
