@@ -496,3 +496,37 @@ def test_owners_too_long_for_the_servers_index_say_so(pg_url):
                                  scope=name(0x23000))
         assert "A value." == store.upsert("pair", "short", "A value.", user="alice",
                                           agent="helper", scope="shop").value
+
+
+def test_a_role_granted_select_alone_searches_without_counting_accesses(pg_url, role):
+    """A role that may read the store but not write it (an analyst's account): searches
+    answer, say once that accesses are not counted, and count none, as on a replica;
+    a write it tries is refused in one line."""
+    from click.testing import CliRunner
+
+    from ctxslots import FactStore
+    from ctxslots.cli import cli
+
+    with FactStore(pg_url) as store:
+        fact = store.add("user", "The user drinks green tea.")
+    name = role()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {name}")
+        conn.execute(f"GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO {name}")
+    url = with_user(pg_url, name)
+    with FactStore(url, create=False) as store:
+        with pytest.warns(RuntimeWarning, match=f"read-only for role '{name}'.*"
+                                                "accesses are not counted"):
+            hits = store.search("tea")
+        assert [fact.id] == [h.fact.id for h in hits]
+        with pytest.raises(StoreError, match="lacks a privilege"):
+            store.add("user", "The user drinks coffee.")
+    result = CliRunner().invoke(cli, ["--db", url, "search", "tea"])
+    assert 0 == result.exit_code, result.output
+    assert "The user drinks green tea." in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(cli, ["--db", url, "remember", "user", "Drinks coffee."])
+    assert 1 == result.exit_code
+    (line,) = result.output.splitlines()
+    assert line.startswith("Error: the role of ") and "lacks a privilege" in line
+    with FactStore(pg_url) as store:
+        assert 0 == store.get(fact.id).access_count

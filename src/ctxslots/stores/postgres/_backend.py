@@ -9,6 +9,7 @@ from typing import Any, Self
 import attrs
 import numpy as np
 import psycopg
+from psycopg import errors as pgerrors
 
 from ...errors import StoreError
 from ..backend import (
@@ -32,7 +33,7 @@ from ..backend import (
 from . import _health, _links, _meta, _rows, _values, _vectors
 from ._connect import connect_error, prepare_database
 from ._connections import Connections
-from ._errors import store_error
+from ._errors import read_only_role, store_error
 from ._lexical import LEXICAL_RANKINGS, LexicalLeg, index_terms
 from ._session import Session, plan_settings
 from ._url import safe_location
@@ -253,9 +254,16 @@ class PostgresBackend:
         transaction it commits on its own, one round trip instead of three. With ``wait``
         (a count that may be put off) a row another transaction is rewriting is not
         waited for: that one access goes uncounted (no lock is held on the whole store,
-        so there is nothing to owe and retry as on SQLite)."""
+        so there is nothing to owe and retry as on SQLite).
+
+        :raises ReadOnlyStoreError: The role may not update the facts (granted
+            ``SELECT`` alone): its searches answer, uncounted, as on a replica.
+        """
         with self._session.conn() as conn:
-            return _rows.touch(conn, fact_ids, now, skip_locked=wait is not None)
+            try:
+                return _rows.touch(conn, fact_ids, now, skip_locked=wait is not None)
+            except pgerrors.InsufficientPrivilege as exc:
+                raise read_only_role(exc, self.location, conn.info.user) from exc
 
     def id_is_free(self, fact_id: int) -> bool:
         """Whether no fact ever had this id."""

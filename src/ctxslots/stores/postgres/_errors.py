@@ -8,7 +8,7 @@ from psycopg_pool import PoolTimeout
 
 from ...errors import ReadOnlyStoreError, StoreBusyError, StoreError, StoreFullError
 
-__all__ = ["LARGER_POOL", "store_error"]
+__all__ = ["LARGER_POOL", "read_only_role", "store_error"]
 
 #: What to do when every connection of a store's pool stayed busy.
 LARGER_POOL = ("give the store a larger pool (FactStore(pool_size=N), or $CTXSLOTS_POOL_SIZE) "
@@ -71,3 +71,12 @@ def _busy(exc: psycopg.Error, where: str) -> str | None:
                 "options) ran out while the statement waited or worked; raise it for the "
                 "store's role, or run this again")
     return None
+
+
+def read_only_role(exc: pgerrors.InsufficientPrivilege, where: str, user: str) -> ReadOnlyStoreError:
+    """The error of a role that may read the store but not write what reads count (an
+    account granted ``SELECT`` alone): such a store is read-only, as a replica is."""
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "permission denied"
+    return ReadOnlyStoreError(
+        f"{where} is read-only for role {user!r} ({detail}): write through a role granted "
+        "UPDATE on the store's tables", path=where)
