@@ -87,3 +87,36 @@ def test_a_search_path_without_the_vector_schema_is_refused_before_anything_is_c
         assert ["Likes tea."] == [h.fact.value for h in store.search("tea")]
     with psycopg.connect(url, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM mem.facts").fetchone() == (1,)
+
+
+@pytest.mark.parametrize(("query", "said"), [
+    ("options=-c%20statement_timeout%3Dabc",
+     'invalid value for parameter "statement_timeout": "abc"'),
+    ("options=-c%20no_such_setting%3D1", 'unrecognized configuration parameter "no_such_setting"'),
+    ("options=-c%20shared_buffers%3D1MB",
+     'parameter "shared_buffers" cannot be changed without restarting the server'),
+])
+def test_a_setting_the_server_refuses_in_the_url_options_is_named(pg_url, query, said):
+    """The server answered and refused a setting of the URL's ``options``: the error names
+    the setting and the URL's options, not an unreachable server or its host and port."""
+    url = f"{pg_url}{'&' if '?' in pg_url else '?'}{query}"
+    with pytest.raises(StoreError) as info:
+        FactStore(url)
+    message = str(info.value)
+    assert "refused a setting of the URL's options: " + said in message
+    assert "cannot reach" not in message and "host and port" not in message
+    result = CliRunner().invoke(cli, ["--db", url, "stats"])
+    assert 1 == result.exit_code
+    (line,) = result.output.splitlines()
+    assert said in line and "host and port" not in line
+
+
+def test_a_server_not_of_the_kind_target_session_attrs_asks_for_says_so(pg_url):
+    """``target_session_attrs=read-only`` and only a primary to connect to: the error says
+    which kind was asked for and not found, not that nothing answers."""
+    url = f"{pg_url}{'&' if '?' in pg_url else '?'}target_session_attrs=read-only"
+    with pytest.raises(StoreError) as info:
+        FactStore(url)
+    message = str(info.value)
+    assert "target_session_attrs" in message and "session is not read-only" in message
+    assert "cannot reach" not in message and "host and port" not in message

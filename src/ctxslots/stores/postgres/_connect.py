@@ -51,6 +51,15 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
     elif re.search(r"invalid [\w ]+ value|invalid URI query parameter", text):
         what = (f"the URL of {where} has an invalid option: "
                 f"{detail.removeprefix('connection is bad: ')}; fix it in the URL")
+    elif (said := re.search(r'FATAL:\s+(.*(?:configuration parameter|parameter "[^"]*").*)',
+                            text)) is not None:
+        what = (f"the PostgreSQL server at {where} refused a setting of the URL's options: "
+                f"{said.group(1).strip()}; fix or remove it in the URL's options=-c ...")
+    elif (kind := re.search(r"(session|server) is (not )?(read-only|in hot standby mode)",
+                            text)) is not None:
+        what = (f"no server at {where} is of the kind the URL's target_session_attrs asks "
+                f"for ({kind.group(0)}): point the URL at such a server, or change "
+                "target_session_attrs")
     elif re.search(r"too many (clients|connections)|remaining connection slots", text):
         what = (f"the PostgreSQL server at {where} takes no more connections ({detail}): close "
                 "idle clients, give the stores smaller pools (pool_size), or raise the "
