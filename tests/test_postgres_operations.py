@@ -3,6 +3,8 @@ damaged files, settings imposed on the role or the URL; each met with one clear 
 
 from __future__ import annotations
 
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,37 @@ def test_a_server_not_of_the_kind_target_session_attrs_asks_for_says_so(pg_url):
     message = str(info.value)
     assert "target_session_attrs" in message and "session is not read-only" in message
     assert "cannot reach" not in message and "host and port" not in message
+
+
+def _wait_until(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_batch_left_idle_past_the_servers_timeout_says_so_and_keeps_nothing(pg_url):
+    """``idle_in_transaction_session_timeout`` ends the session of a batch that waits: the
+    next write says the server ended an idle transaction (not a lost server), nothing of
+    the batch is kept, and the store's next call works."""
+    name = f"idle_{uuid.uuid4().hex[:8]}"
+    url = (f"{pg_url}{'&' if '?' in pg_url else '?'}application_name={name}"
+           "&options=-c%20idle_in_transaction_session_timeout%3D200")
+
+    def sessions(state: str) -> int:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                "application_name = %s AND state = %s", (name, state)
+                                ).fetchone()[0]
+
+    with FactStore(url) as store:
+        with pytest.raises(StoreError) as info, store.batch():
+            store.upsert("user", "first", "Written before the wait.")
+            _wait_until(lambda: sessions("idle in transaction") == 0)  # the server ended it
+            store.upsert("user", "second", "Written after the wait.")
+        message = str(info.value)
+        assert "idle_in_transaction_session_timeout" in message
+        assert "nothing of the transaction was written" in message
+        assert "idle-in-transaction timeout" in message and "lost the connection" not in message
+        assert "Written after." == store.upsert("user", "third", "Written after.").value
+        assert ["third"] == [f.key for f in store.facts()]

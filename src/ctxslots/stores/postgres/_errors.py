@@ -50,6 +50,12 @@ def store_error(exc: psycopg.Error, where: str) -> StoreError:
                 f"2,704 bytes of an index row, which holds a fact's owners and key together), "
                 f"and the transaction was rolled back (inside a batch, the write that met "
                 f"it): use shorter owner names or a shorter key ({detail})")
+    elif isinstance(exc, pgerrors.IdleInTransactionSessionTimeout) \
+            or "idle-in-transaction timeout" in detail:
+        what = (f"{where} ended the session of a transaction left idle past the server's "
+                "idle_in_transaction_session_timeout, and nothing of the transaction was "
+                "written: keep slow work (a model's call) out of a batch, or raise the "
+                f"setting for the store's role ({detail})")
     elif isinstance(exc, psycopg.OperationalError):
         what = f"lost the connection to {where}: check the server and try again ({detail})"
     else:

@@ -39,5 +39,8 @@ def _check(conn: Conn, result: pq.abc.PGresult) -> None:
                 not isinstance(error, psycopg.OperationalError):
             # A connection lost with no error from the server carries no SQLSTATE, which
             # libpq's result turns into a bare DatabaseError; a cursor says OperationalError.
-            raise psycopg.OperationalError(str(error)) from error
+            # What the server said before closing it (FATAL: terminating connection due to
+            # idle-in-transaction timeout...) is in the connection's message, not the result's.
+            said = conn.pgconn.error_message.decode(conn.info.encoding, "replace").strip()
+            raise psycopg.OperationalError(said or str(error)) from error
         raise error
