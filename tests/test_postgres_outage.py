@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -37,9 +38,10 @@ class StoppableServer:
         pgserver.pg_ctl(list(args), pgdata=self.handle.pgdata, user=self.handle.system_user,
                         timeout=120)
 
-    def stop(self) -> None:
-        """Stop it, closing every client's connection; returns once it is down."""
-        self._ctl("-w", "-m", "fast", "stop")
+    def stop(self, mode: str = "fast") -> None:
+        """Stop it, closing every client's connection; returns once it is down (``smart``:
+        once the last client left, refusing new ones meanwhile)."""
+        self._ctl("-w", "-m", mode, "stop")
 
     def start(self) -> None:
         """Start it again; returns once it accepts connections."""
@@ -152,6 +154,39 @@ def test_a_restart_during_a_transaction_fails_it_and_the_next_works(server):
         with store.batch():
             store.add("agent", "A whole batch.")
         assert ["A whole batch."] == [f.value for f in store.facts()]
+
+
+def test_a_server_shutting_down_says_so_not_to_fix_the_host(server):
+    """A smart shutdown waits for its last client, refusing new sessions meanwhile: opening
+    says the server answered and takes no connections now, not that nothing answers at
+    the URL's host and port."""
+    url = server.database()
+    FactStore(url).close()
+    holder = psycopg.connect(url, autocommit=True)
+    stopping = threading.Thread(target=server.stop, args=("smart",))
+    stopping.start()
+    try:
+        while "shutting down" not in _refusal(url):  # the shutdown has begun
+            time.sleep(0.05)
+        with pytest.raises(StoreError) as info:
+            FactStore(url, create=False)
+    finally:
+        holder.close()
+        stopping.join()
+        server.start()
+    message = str(info.value)
+    assert "answered but takes no connections now (the database system is shutting " \
+           "down): try again once it is up" in message
+    assert "host and port" not in message and "cannot reach" not in message
+
+
+def _refusal(url: str) -> str:
+    """Why the server refuses a new connection now ('' when it takes it)."""
+    try:
+        psycopg.connect(url, connect_timeout=2).close()
+    except psycopg.Error as exc:
+        return str(exc)
+    return ""
 
 
 def _limited(server: StoppableServer, limit: int) -> str:

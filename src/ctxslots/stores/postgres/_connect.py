@@ -60,6 +60,10 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
         what = (f"no server at {where} is of the kind the URL's target_session_attrs asks "
                 f"for ({kind.group(0)}): point the URL at such a server, or change "
                 "target_session_attrs")
+    elif (state := re.search(r"the database system is ([\w ]+)", text)) is not None:
+        what = (f"the PostgreSQL server at {where} answered but takes no connections now "
+                f"(the database system is {state.group(1).strip()}): try again once it is "
+                "up")
     elif re.search(r"too many (clients|connections)|remaining connection slots", text):
         what = (f"the PostgreSQL server at {where} takes no more connections ({detail}): close "
                 "idle clients, give the stores smaller pools (pool_size), or raise the "

@@ -190,7 +190,8 @@ class Connections:
     def _away(self, exc: psycopg.Error) -> StoreError:
         """The error of a server that does not take a connection now."""
         error = connect_error(exc, self.url)
-        if str(error).startswith("cannot reach"):
+        # Stopped, or shutting down or starting up: for a store in use, both are away.
+        if str(error).startswith("cannot reach") or "takes no connections now" in str(error):
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "no answer"
             return StoreError(f"the PostgreSQL server at {self.location} does not answer "
                               f"({detail}): calls work again as soon as it is back",
