@@ -14,7 +14,7 @@ pytest.importorskip("psycopg_pool")
 
 from click.testing import CliRunner
 
-from _postgres import PostgresServer
+from _postgres import PostgresServer, with_user
 from ctxslots import FactStore, StoreBusyError, StoreError
 from ctxslots.cli import cli
 
@@ -156,3 +156,30 @@ def test_a_batch_left_idle_past_the_servers_timeout_says_so_and_keeps_nothing(pg
         assert "idle-in-transaction timeout" in message and "lost the connection" not in message
         assert "Written after." == store.upsert("user", "third", "Written after.").value
         assert ["third"] == [f.key for f in store.facts()]
+
+
+@pytest.mark.parametrize("password", ["Hush%zz-secret", "Hush/secret-word"])
+def test_a_password_written_unencoded_is_never_shown_in_the_error(pg_url, password):
+    """A password holding a ``%`` not followed by hex digits, or a ``/``, is cut by the URL's
+    parser, and libpq names the piece it could not use (a bad percent-encoding, a port):
+    the error shows no piece of it and says how to write it."""
+    url = with_user(pg_url, "ops", password)
+    with pytest.raises(StoreError) as info:
+        FactStore(url)
+    message = str(info.value)
+    for piece in ("Hush", "secret", "zz"):
+        assert piece not in message
+    assert "percent-encoded" in message and "PGPASSWORD" in message
+    result = CliRunner().invoke(cli, ["--db", url, "stats"])
+    assert 1 == result.exit_code
+    assert "Hush" not in result.output and "secret" not in result.output
+
+
+def test_a_password_in_the_urls_query_is_never_shown_in_the_error(pg_url):
+    """``?password=`` with a ``%`` not followed by hex digits: libpq names the token it could
+    not decode; the error does not show it."""
+    url = f"{pg_url}{'&' if '?' in pg_url else '?'}password=Hush%zz-secret"
+    with pytest.raises(StoreError) as info:
+        FactStore(url)
+    assert "Hush" not in str(info.value) and "secret" not in str(info.value)
+    assert "percent-encoded" in str(info.value)

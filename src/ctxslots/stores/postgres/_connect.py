@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -77,7 +78,28 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
                 f"port in the URL ({detail})")
     else:
         what = f"cannot connect to {where}: {detail}"
+    if _shows_password(url, what):
+        what = (f"cannot read the URL of {where}: its password holds a character the URL "
+                "gives a meaning to (@ / # ?) or a % not followed by two hex digits; write "
+                "it percent-encoded (%40 for @, %2F for /, %23 for #, %3F for ?, %25 for %), "
+                "or put it in PGPASSWORD or ~/.pgpass")
     return StoreError(what, path=where)
+
+
+def _shows_password(url: str, text: str) -> bool:
+    """Whether ``text`` shows the password written in ``url``, or a piece of it.
+
+    A password written with a character the URL gives a meaning to is cut in pieces by
+    libpq's parser, which then names a piece in its error (as a host, a port, a bad
+    percent-encoding).
+    """
+    userinfo = url.partition("://")[2].rpartition("@")[0]
+    written = [userinfo.partition(":")[2],
+               *re.findall(r"(?:^|&)password=([^&]*)", url.partition("?")[2])]
+    pieces = {piece for each in written if each
+              for piece in (each, unquote(each),
+                            *re.split(r"[@/#?]|%(?![0-9A-Fa-f]{2})", each))}
+    return any(len(piece) >= 2 and piece in text for piece in pieces)
 
 
 def _params(url: str) -> dict[str, Any]:
