@@ -3,9 +3,11 @@ damaged files, settings imposed on the role or the URL; each met with one clear 
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 import pytest
 
@@ -183,3 +185,27 @@ def test_a_password_in_the_urls_query_is_never_shown_in_the_error(pg_url):
         FactStore(url)
     assert "Hush" not in str(info.value) and "secret" not in str(info.value)
     assert "percent-encoded" in str(info.value)
+
+
+def test_a_socket_directory_written_as_the_host_prints_a_url_of_the_same_database(
+        postgres: PostgresServer):
+    """``postgresql://user@%2Fsocket%2Fdir/db``: the location a message prints (and the
+    command it suggests) is a URL that reaches the same database, not one whose database
+    is named after the socket directory."""
+    url = postgres.empty_database()
+    parts = urlsplit(url)
+    socket = parse_qs(parts.query).get("host", [""])[0]
+    if not socket.startswith("/"):
+        pytest.skip("needs a server reached through a Unix socket")
+    netloc = f"{parts.netloc.rpartition('@')[0]}@{quote(socket, safe='')}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    encoded = urlunsplit(parts._replace(netloc=netloc, query=""))
+    with pytest.raises(StoreError) as info:
+        FactStore(encoded, create=False)
+    suggested = re.search(r"`ctxslots --db (\S+) remember", str(info.value)).group(1)
+    assert suggested == info.value.path
+    with FactStore(suggested) as store:
+        store.add("user", "Likes tea.")
+    with FactStore(encoded, create=False) as store:
+        assert ["Likes tea."] == [f.value for f in store.facts()]

@@ -20,6 +20,12 @@ def safe_location(url: str) -> str:
 
     >>> safe_location("postgresql://ada:secret@db.example:5433/memory?sslmode=require")
     'postgresql://ada@db.example:5433/memory'
+
+    A socket directory, in the query or percent-encoded as the host, is shown in the
+    query, so that the text is a URL of the same database:
+
+    >>> safe_location("postgresql://ada@%2Frun%2Fpg:5433/memory")
+    'postgresql://ada@/memory?host=/run/pg&port=5433'
     """
     try:
         parts = urlsplit(url)
@@ -31,6 +37,8 @@ def safe_location(url: str) -> str:
     db = unquote(parts.path.lstrip("/"))
     socket = parse_qs(parts.query).get("host", [""])[0]
     at = f"{user}@" if user else ""
+    if host.startswith("/"):  # a socket directory written percent-encoded as the host
+        socket, host = host, ""
     if not host and socket:
-        return f"postgresql://{at}/{db}?host={socket}"
+        return f"postgresql://{at}/{db}?host={socket}{f'&port={port}' if port else ''}"
     return f"postgresql://{at}{host}{f':{port}' if port else ''}/{db}"
