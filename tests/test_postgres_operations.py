@@ -187,6 +187,16 @@ def test_a_password_in_the_urls_query_is_never_shown_in_the_error(pg_url):
     assert "percent-encoded" in str(info.value)
 
 
+@pytest.mark.parametrize("user, password", [("postgres", "postgres"), ("ops", "127")])
+def test_a_well_formed_password_the_message_names_anyway_is_no_bad_url(user, password):
+    """A password written well (``postgres:postgres``, or one that is part of the host) is
+    no reason to say the URL is malformed: the message is the one of the failure itself."""
+    with pytest.raises(StoreError) as info:  # port 1 of the loopback: nothing listens
+        FactStore(f"postgresql://{user}:{password}@127.0.0.1:1/postgres")
+    assert str(info.value).startswith("cannot reach a PostgreSQL server")
+    assert "percent-encoded" not in str(info.value)
+
+
 def test_a_socket_directory_written_as_the_host_prints_a_url_of_the_same_database(
         postgres: PostgresServer):
     """``postgresql://user@%2Fsocket%2Fdir/db``: the location a message prints (and the

@@ -96,10 +96,16 @@ def _shows_password(url: str, text: str) -> bool:
     userinfo = url.partition("://")[2].rpartition("@")[0]
     written = [userinfo.partition(":")[2],
                *re.findall(r"(?:^|&)password=([^&]*)", url.partition("?")[2])]
-    pieces = {piece for each in written if each
-              for piece in (each, unquote(each),
-                            *re.split(r"[@/#?]|%(?![0-9A-Fa-f]{2})", each))}
+    # Only a password the parser cuts: a well-formed one is never named by libpq, and
+    # may well be a word the message holds anyway (the user's name, a number of the host).
+    pieces = {piece for each in written if _CUT.search(each)
+              for piece in (each, unquote(each), *_CUT.split(each))}
     return any(len(piece) >= 2 and piece in text for piece in pieces)
+
+
+#: What cuts a password written in a URL into pieces: a character the URL gives a meaning
+#: to, or a ``%`` not followed by two hex digits.
+_CUT = re.compile(r"[@/#?]|%(?![0-9A-Fa-f]{2})")
 
 
 def _params(url: str) -> dict[str, Any]:
