@@ -6,12 +6,14 @@ scripted chat-completions server on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -441,33 +443,46 @@ class PydanticState(pydantic.BaseModel):
     memory_context: str = ""
 
 
-@pytest.mark.parametrize("schema", [DataclassState, PydanticState])
-def test_the_nodes_read_a_dataclass_or_pydantic_state(db_path, clock, schema):
-    """A state that is an object, not a mapping: the context node recalls for its latest
-    user message and the flush node flushes its messages."""
+@contextlib.contextmanager
+def _vegetarian_who_moves(db_path: Any, clock: Any
+                          ) -> Iterator[tuple[FactStore, ScriptedChatServer, Memory]]:
+    """Alice's store holding that she is vegetarian, the scripted model that learns she
+    lives in Lisbon at the next flush, and the memory of both (closed after)."""
     facts = FactStore(db_path, clock=clock)
     facts.upsert("user", "diet", "The user is vegetarian.", user="alice")
     flush = ScriptedChatServer([flush_reply(("user", "city", "The user lives in Lisbon."))])
     flusher = MemoryFlusher(facts, OpenAIChatClient(flush.base_url, "scripted", max_retries=0),
                             policy=FlushPolicy(every_n_turns=1))
     try:
-        memory = Memory(facts, flusher=flusher, strict=True)
-        builder = StateGraph(schema)
-        builder.add_node("recall", context_node(memory))
-        builder.add_node("flush", flush_node(memory))
-        builder.add_edge(START, "recall")
-        builder.add_edge("recall", "flush")
-        builder.add_edge("flush", END)
-        out = builder.compile().invoke(
+        yield facts, flush, Memory(facts, flusher=flusher, strict=True)
+    finally:
+        flush.close()
+        facts.close()
+
+
+def _recall_then_flush(memory: Memory, schema: Any) -> Any:
+    """A compiled graph of state ``schema`` that recalls, then flushes."""
+    builder = StateGraph(schema)
+    builder.add_node("recall", context_node(memory))
+    builder.add_node("flush", flush_node(memory))
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", "flush")
+    builder.add_edge("flush", END)
+    return builder.compile()
+
+
+@pytest.mark.parametrize("schema", [DataclassState, PydanticState])
+def test_the_nodes_read_a_dataclass_or_pydantic_state(db_path, clock, schema):
+    """A state that is an object, not a mapping: the context node recalls for its latest
+    user message and the flush node flushes its messages."""
+    with _vegetarian_who_moves(db_path, clock) as (facts, flush, memory):
+        out = _recall_then_flush(memory, schema).invoke(
             {"messages": [("user", "I moved to Lisbon. What should I cook?")]},
             _config("alice"))
         assert "The user is vegetarian." in out["memory_context"]
         assert "I moved to Lisbon." in flush.requests[0]["messages"][-1]["content"]
         assert "The user lives in Lisbon." == facts.get_by_key("user", "city",
                                                               user="alice").value
-    finally:
-        flush.close()
-        facts.close()
 
 
 class ListState(TypedDict):
@@ -480,22 +495,11 @@ class ListState(TypedDict):
 def test_the_nodes_read_langchains_message_shorthand(db_path, clock):
     """A state with no reducer keeps ``("user", text)`` pairs and plain strings as given:
     the context node recalls for the latest user message, the flush node flushes them."""
-    facts = FactStore(db_path, clock=clock)
-    for i in range(6):  # more than the user's profile shows whatever the message
-        facts.upsert("user", f"bike-{i}", f"The user owns bicycle number {i}.", user="alice")
-    facts.upsert("user", "diet", "The user is vegetarian.", user="alice")
-    flush = ScriptedChatServer([flush_reply(("user", "city", "The user lives in Lisbon."))])
-    flusher = MemoryFlusher(facts, OpenAIChatClient(flush.base_url, "scripted", max_retries=0),
-                            policy=FlushPolicy(every_n_turns=1))
-    try:
-        memory = Memory(facts, flusher=flusher, strict=True)
-        builder = StateGraph(ListState)
-        builder.add_node("recall", context_node(memory))
-        builder.add_node("flush", flush_node(memory))
-        builder.add_edge(START, "recall")
-        builder.add_edge("recall", "flush")
-        builder.add_edge("flush", END)
-        out = builder.compile().invoke(
+    with _vegetarian_who_moves(db_path, clock) as (facts, flush, memory):
+        for i in range(6):  # more than the user's profile shows whatever the message
+            facts.upsert("user", f"bike-{i}", f"The user owns bicycle number {i}.",
+                         user="alice")
+        out = _recall_then_flush(memory, ListState).invoke(
             {"messages": ["Hello.", ("ai", "Hi!"),
                           ("user", "I moved to Lisbon. Am I vegetarian?")]},
             _config("alice"))
@@ -504,9 +508,6 @@ def test_the_nodes_read_langchains_message_shorthand(db_path, clock):
         assert "Hello." in sent and "Hi!" in sent and "I moved to Lisbon." in sent
         assert "The user lives in Lisbon." == facts.get_by_key("user", "city",
                                                               user="alice").value
-    finally:
-        flush.close()
-        facts.close()
 
 
 def test_the_sync_invoke_flushes_from_inside_a_running_event_loop(db_path, clock):
