@@ -9,7 +9,6 @@ range otherwise failed every later search or write with a bare ``ZeroDivisionErr
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -17,31 +16,9 @@ from typing import Any
 
 from .errors import InvalidArgumentError
 
-__all__ = ["TIME_RANGE", "decay_map", "names", "number", "one_of", "shown_moment", "store_of",
-           "whole", "word_set"]
+__all__ = ["decay_map", "names", "number", "one_of", "store_of", "whole", "word_set"]
 
 Validator = Callable[[Any, Any, Any], None]
-
-#: The times a store keeps, to the second, as an error names them: a moment written in
-#: the year 1970 or 9999 can still fall outside (in another time zone, or in the last
-#: second of 9999, which a time in Unix seconds cannot hold to the microsecond).
-TIME_RANGE = "from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z"
-
-
-def shown_moment(value: object) -> str:
-    """A refused time as people write it: a datetime in ISO 8601, with the UTC moment it
-    names when written in another zone (``1970-01-01T00:30:00+01:00`` is before 1970);
-    anything else as Python shows it."""
-    if not isinstance(value, dt.datetime):
-        return repr(value)
-    shown = value.isoformat()
-    if value.utcoffset():
-        try:
-            shown += f", which is {value.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%S}Z"
-        except OverflowError:  # past what a datetime holds in UTC
-            pass
-    return shown
-
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)

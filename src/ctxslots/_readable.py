@@ -5,13 +5,15 @@ a good match can be ``-1.4e-06``, and a fused score only orders one search. The
 trace text of ``ctxslots search`` and the markdown and HTML dumps show a share
 of the best relevance, ranks, ages in words (:func:`ctxslots.prompts.ages.days_in_words`)
 and multipliers with two decimals; the JSON dump and ``--json`` keep every raw value.
+A time an entry point refuses is named as people write it (:func:`shown_moment`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
-__all__ = ["multiplier", "share"]
+__all__ = ["TIME_RANGE", "multiplier", "share", "shown_moment"]
 
 
 def share(value: float | None) -> str:
@@ -32,3 +34,24 @@ def multiplier(value: float | None) -> str:
     if 0 < value < 0.005:
         return "<0.01"
     return f"{value:.2f}"
+
+
+#: The times a store keeps, to the second, as an error names them: a moment written in
+#: the year 1970 or 9999 can still fall outside (in another time zone, or in the last
+#: second of 9999, which a time in Unix seconds cannot hold to the microsecond).
+TIME_RANGE = "from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z"
+
+
+def shown_moment(value: object) -> str:
+    """A refused time as people write it: a datetime in ISO 8601, with the UTC moment it
+    names when written in another zone (``1970-01-01T00:30:00+01:00`` is before 1970);
+    anything else as Python shows it."""
+    if not isinstance(value, dt.datetime):
+        return repr(value)
+    shown = value.isoformat()
+    if value.utcoffset():
+        try:
+            shown += f", which is {value.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%S}Z"
+        except OverflowError:  # past what a datetime holds in UTC
+            pass
+    return shown

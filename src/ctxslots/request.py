@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from ._checks import TIME_RANGE, shown_moment
+from ._readable import TIME_RANGE, shown_moment
 from .errors import InvalidRequestError
 
 __all__ = ["AssemblyRequest", "ContextBlock"]

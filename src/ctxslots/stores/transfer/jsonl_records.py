@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..._checks import TIME_RANGE, shown_moment
+from ..._readable import TIME_RANGE, shown_moment
 from ...errors import InvalidFactError
 from ..backend import MAX_COUNT
 from ..writes.limits import LONE_SURROGATE, MAX_TIMESTAMP, TIME_DIGITS, Limits

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from ..._checks import TIME_RANGE, names, one_of, shown_moment, whole
+from ..._checks import names, one_of, whole
+from ..._readable import TIME_RANGE, shown_moment
 from ..._secrets import redact
 from ...errors import InvalidArgumentError, InvalidFactError
 from ...model import to_timestamp
