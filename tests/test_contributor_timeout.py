@@ -14,8 +14,11 @@ import pytest
 
 from ctxslots import (
     AssemblyRequest,
+    FactStore,
     InvalidRequestError,
+    Item,
     PromptAssembler,
+    Section,
     StaticContributor,
     hookimpl,
 )
@@ -258,6 +261,47 @@ def test_a_timeout_inside_the_stores_batch_still_gets_the_memory(store):
     assert "Deploys of shop-api run every Friday." in sync
     assert "Run the billing tests twice." in sync   # the batch's own write is seen
     assert together == sync
+
+
+class NotesLookup:
+    """An async contributor that searches the store with ``asearch``, noting the thread."""
+
+    name = "notes"
+    priority = 50
+    sticky = False
+
+    def __init__(self, store: FactStore) -> None:
+        self.store = store
+        self.threads: list[int] = []
+
+    async def contribute(self, request: AssemblyRequest) -> Section:
+        self.threads.append(threading.get_ident())
+        hits = await self.store.asearch("billing tests", scope="shop-api", relaxed=True)
+        return Section("Notes", [Item(h.fact.value) for h in hits])
+
+
+def test_aassemble_inside_the_stores_batch_awaits_an_async_contributor_on_its_loop(store):
+    """Inside a batch, an async contributor that searches the store is awaited on the
+    batch's own loop and thread: aassemble ran it on another thread's loop, whose search
+    waited for the batch to end, which waited for aassemble (for ever on SQLite)."""
+    notes = NotesLookup(store)
+    assembler = PromptAssembler(store, contributors=[notes], contributor_timeout=TIMEOUT_S)
+    request = AssemblyRequest("When do we run the billing tests?", scope="shop-api")
+    answers: list[tuple[int, str]] = []
+
+    async def in_batch() -> None:
+        with store.batch():
+            store.add("agent", "Run the billing tests twice.", scope="shop-api")
+            prompt = await assembler.aassemble(request)
+            answers.append((threading.get_ident(), prompt.text))
+
+    turn = threading.Thread(target=asyncio.run, args=(in_batch(),), daemon=True)
+    turn.start()
+    turn.join(AMPLE_S)
+    assert not turn.is_alive(), "aassemble inside the batch never returned"
+    (thread, text), = answers
+    assert "## Notes\n- Run the billing tests twice.\n" in text  # the batch's own write
+    assert [thread] == notes.threads
 
 
 class GivenUpOn:

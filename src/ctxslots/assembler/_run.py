@@ -159,11 +159,12 @@ async def _within(awaitable: Awaitable[Any], timeout: float | None) -> Any:
 
 
 async def call_async(contributor: Contributor, request: AssemblyRequest,
-                     timeout: float | None = None) -> Outcome:
+                     timeout: float | None = None, *, here: bool = False) -> Outcome:
     """Await an async contributor, or run a plain one in a worker thread (what it returns
     awaited here); one that has not answered within ``timeout`` seconds is cancelled (a
     plain one, on a thread of its own then, is left to finish) and reported as an
-    error.
+    error. ``here`` (with no ``timeout``): a plain one is called on this thread instead
+    (inside a batch this thread has open, where its store calls belong).
 
     Each contributor's seconds are its own: a plain one's are counted on its thread, so
     an ``async def`` that blocks the loop (a ``time.sleep``, a blocking client) does not
@@ -171,7 +172,7 @@ async def call_async(contributor: Contributor, request: AssemblyRequest,
     and its answer is not used.
     """
     if timeout is None:
-        return await _call_async(contributor, request)
+        return await _call_async(contributor, request, here=here)
     warnings: list[Callable[[], None]] = []
     try:
         outcome = await _call_async(contributor, request, timeout, warnings.append)
@@ -183,14 +184,17 @@ async def call_async(contributor: Contributor, request: AssemblyRequest,
 
 
 async def _call_async(contributor: Contributor, request: AssemblyRequest,
-                      timeout: float | None = None, tell: _Teller = _now) -> Outcome:
+                      timeout: float | None = None, tell: _Teller = _now, *,
+                      here: bool = False) -> Outcome:
     """:func:`call_async`'s call; :class:`_Late` when ``timeout`` ran out."""
     try:
         if inspect.iscoroutinefunction(contributor.contribute):
             result = await _on_loop(contributor.contribute(request), timeout)
         else:
             took = 0.0
-            if timeout is None:
+            if here:
+                result = contributor.contribute(request)
+            elif timeout is None:
                 result = await asyncio.to_thread(contributor.contribute, request)
             else:
                 result, took = await _on_own_thread(contributor.contribute, request, timeout)

@@ -300,23 +300,29 @@ class PromptAssembler:
         (:attr:`AssemblyRequest.room` is ``None``): a memory slot offers what
         could fill the whole budget.
 
-        Inside a ``batch()`` of the store the calling thread has open, it is
-        :meth:`assemble`, on this thread: in worker threads the contributors'
-        searches would wait for the batch to end (for ever on SQLite).
+        Inside a ``batch()`` of the store the calling thread has open, the
+        contributors are asked one by one on this thread, with no limit: a plain
+        one called, an async one awaited on this loop (on other threads, or another
+        loop's, their searches would wait for the batch to end, for ever on SQLite).
 
         :raises StoreClosedError: As :meth:`assemble`.
         """
-        if self._in_batch():
-            return self.assemble(request)
+        here = self._in_batch()
         _check_request(request, self.store)
         moment = self._moment(request)
-        outcomes = await asyncio.gather(*(call_async(c, request, self.contributor_timeout)
-                                          for c in self._contributors()))
+        if here:
+            outcomes = [await call_async(c, request, here=True) for c in self._contributors()]
+        else:
+            outcomes = await asyncio.gather(*(call_async(c, request, self.contributor_timeout)
+                                              for c in self._contributors()))
         sections = collect_sections(list(outcomes), request)
         nothing = [o.contributor for o in outcomes if o.section is None and o.error is None]
-        return await asyncio.to_thread(
-            lambda: self._finish(request, prepare(sections, self.environment, self._measure),
-                                 offered_nothing=nothing, now=moment))
+
+        def finish() -> AssembledPrompt:
+            return self._finish(request, prepare(sections, self.environment, self._measure),
+                                offered_nothing=nothing, now=moment)
+
+        return finish() if here else await asyncio.to_thread(finish)
 
     def _in_batch(self) -> bool:
         """Whether the calling thread has a ``batch()`` of the store open."""
