@@ -12,6 +12,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
@@ -228,6 +229,33 @@ def test_the_async_methods_do_the_same(store):
     assert {"content": "Alice lives in Porto."} == got.value
     assert ["city"] == [h.key for h in found] and [("user", "alice")] == spaces
     assert gone is None
+
+
+def test_the_async_methods_inside_a_batch_are_part_of_it(store):
+    """Awaited inside a batch of the store the loop's thread has open, the operations run
+    on that thread, as part of the batch: in a worker thread they waited for the batch to
+    end, which waited for them (for ever on SQLite)."""
+    ours = CtxslotsStore(store)
+    found: list[list[str]] = []
+
+    async def main(keep: bool) -> None:
+        with contextlib.suppress(LookupError), store.batch():
+            await ours.aput(("user", "alice"), "city", {"content": "Alice lives in Porto."})
+            found.append([h.key for h in await ours.asearch(("user", "alice"), query="Porto")])
+            if not keep:
+                raise LookupError("undo the batch")
+
+    for keep in (False, True):
+        turn = threading.Thread(target=asyncio.run, args=(main(keep),), daemon=True)
+        turn.start()
+        turn.join(60)
+        assert not turn.is_alive(), "the operations awaited inside the batch never returned"
+        item = ours.get(("user", "alice"), "city")
+        if keep:
+            assert item is not None and {"content": "Alice lives in Porto."} == item.value
+        else:
+            assert item is None                             # rolled back with the batch
+    assert [["city"], ["city"]] == found
 
 
 def test_bad_input_is_refused_and_writes_nothing(store):

@@ -9,6 +9,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ctxslots import FactStore, InvalidFactError
+from ctxslots.integrations import Memory, RunIdentity
 
 
 class SlowEmbedder:
@@ -180,3 +181,44 @@ def test_async_calls_inside_a_batch_are_part_of_it(store):
     assert {"The user drinks tea.", "The user drinks coffee."} == set(found)
     assert {"The user drinks tea.", "The user drinks coffee.", "The user edits code in Neovim."} \
         == {f.value for f in store.facts()}
+
+
+def _in_batch_on_a_thread(store, work, *, keep):
+    """``work()`` awaited inside a batch of ``store`` on a loop of a thread of its own,
+    the batch rolled back unless ``keep``; its answer, once the thread ended."""
+
+    class Undo(Exception):
+        pass
+
+    answers = []
+
+    async def run():
+        with contextlib.suppress(Undo), store.batch():
+            answers.append(await work())
+            if not keep:
+                raise Undo
+
+    turn = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
+    turn.start()
+    turn.join(60)
+    assert not turn.is_alive(), "the call awaited inside the batch never returned"
+    return answers[0]
+
+
+def test_a_memory_tool_call_awaited_inside_a_batch_is_part_of_it(store):
+    """Memory.adispatch inside a batch runs on its thread, as part of it: in a worker
+    thread it waited for the batch to end, which waited for it (for ever on SQLite)."""
+    memory = Memory(store)
+    who = RunIdentity(user="alice")
+
+    def remember():
+        return memory.adispatch("memory_store", {"slot": "user", "value": "Alice drinks tea."},
+                                who)
+
+    assert not _in_batch_on_a_thread(store, remember, keep=False).startswith("Error")
+    assert [] == store.facts(user="alice")                  # rolled back with the batch
+    _in_batch_on_a_thread(store, remember, keep=True)
+    assert ["Alice drinks tea."] == [f.value for f in store.facts(user="alice")]
+    found = _in_batch_on_a_thread(
+        store, lambda: memory.adispatch("memory_query", {"query": "tea"}, who), keep=True)
+    assert "Alice drinks tea." in found

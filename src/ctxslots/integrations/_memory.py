@@ -285,7 +285,11 @@ class Memory:
 
     async def adispatch(self, name: str, arguments: str | Mapping[str, Any] | None,
                         who: RunIdentity) -> str:
-        """:meth:`dispatch` in a worker thread, for async frameworks."""
+        """:meth:`dispatch` in a worker thread, for async frameworks (inside a
+        :meth:`~ctxslots.FactStore.batch` this thread has open, here, as part of it: a
+        worker thread's call would wait for the batch to end)."""
+        if self.store.in_batch:
+            return self.dispatch(name, arguments, who)
         return await asyncio.to_thread(self.dispatch, name, arguments, who)
 
     # -- the flush -----------------------------------------------------------

@@ -182,7 +182,8 @@ class CtxslotsStore(BaseStore):
     :class:`~ctxslots.FactStore` (SQLite or PostgreSQL); see the module's text for
     how namespaces map onto owners.
 
-    The async methods run the store's work in a worker thread. A namespace that
+    The async methods run the store's work in a worker thread (inside a ``batch()``
+    of the store this thread has open, on this thread, as part of it). A namespace that
     does not name a slot the store knows and its owners (a search prefix: that does
     not start with such a slot) raises LangGraph's ``InvalidNamespaceError``;
     a malformed key or owner raises :class:`~ctxslots.errors.InvalidFactError`; nothing
@@ -376,7 +377,11 @@ class CtxslotsStore(BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """:meth:`batch` in a worker thread."""
+        """:meth:`batch` in a worker thread (inside a :meth:`~ctxslots.FactStore.batch`
+        this thread has open, here, as part of it: a worker thread's operations would
+        wait for the batch to end)."""
+        if self.store.in_batch:
+            return self.batch(list(ops))
         return await asyncio.to_thread(self.batch, list(ops))
 
 

@@ -298,8 +298,9 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         """Whether the calling thread has a :meth:`batch` of this store open. Its reads
         and writes then belong on this thread: a worker thread's would wait for the
         batch to end (on SQLite the batch holds the one connection), or, on PostgreSQL,
-        land outside it. The async methods, ``MemoryFlusher.aflush`` and the assembler
-        work on this thread then."""
+        land outside it. The async methods, ``MemoryFlusher.aflush``, the assembler and
+        the integrations' async calls (``Memory.adispatch``, LangGraph's async store
+        methods) work on this thread then."""
         return self._core.backend.in_transaction
 
     @property
