@@ -14,6 +14,7 @@ from ctxslots import (
     ProjectMemoryContributor,
     PromptAssembler,
     StaticContributor,
+    UserMemoryContributor,
     count_tokens,
 )
 from ctxslots.model.prompt import DUMP_SCHEMA_VERSION
@@ -218,6 +219,40 @@ def test_every_dump_says_whose_memory_it_shows(tmp_path):
     assert "- **User:** (the store's default)\n- **Agent:** (the store's default)\n" in \
         default.dump("markdown")
     assert '<dd id="user">(the store&#39;s default)</dd>' in default.dump("html")
+
+
+def _milliseconds() -> float:
+    return FIXED_NOW * 1000
+
+
+def _time_service_down() -> float:
+    raise ConnectionError("the time service is down")
+
+
+@pytest.mark.parametrize(("clock", "error"), [
+    (_milliseconds, "InvalidFactError: clock must be a time between 1970 and the year 9999"),
+    (_time_service_down, "ConnectionError: the time service is down")])
+def test_a_store_clock_that_fails_leaves_the_dump_without_a_moment(tmp_path, clock, error):
+    """A store clock in milliseconds, or one that raises: the memory sections fail naming
+    it and the rest of the prompt goes out, and every dump still renders, with no moment.
+    The assembly read the clock first and kept its reading: a millisecond one made every
+    dump raise "year 59011 is out of range", and one that raised stopped the assembly."""
+    from ctxslots import FactStore
+
+    make_store(tmp_path / "c.db", [("user", None, "The user drinks tea.")]).close()
+    store = FactStore(tmp_path / "c.db", clock=clock)
+    rules = StaticContributor("rules", "Rules", ["Answer briefly."], priority=90)
+    memory = UserMemoryContributor(store)
+    prompt = PromptAssembler(store, contributors=[rules, memory]).assemble(
+        AssemblyRequest("tea"))
+    store.close()
+    assert prompt.now is None
+    assert "## Rules\n- Answer briefly.\n" == prompt.text
+    failed = {s.name: s.error for s in prompt.sections if s.status == "error"}
+    assert failed[memory.name].startswith(error)
+    assert json.loads(prompt.dump())["now"] is None
+    assert '<dd id="now">(not known)</dd>' in prompt.dump("html")
+    assert "- **As of:** (not known)" in prompt.dump("markdown")
 
 
 @pytest.mark.parametrize("mode", ["assemble", "aassemble"])

@@ -33,7 +33,7 @@ from ..plugins import (
 )
 from ..prompts import Templates, make_environment
 from ..request import AssemblyRequest
-from ..stores.writes.limits import Limits
+from ..stores.writes.limits import MAX_TIMESTAMP, Limits
 from ..tokens import (
     DEFAULT_ENCODING,
     TokenCounter,
@@ -341,11 +341,19 @@ class PromptAssembler:
 
     def _moment(self, request: AssemblyRequest) -> float | None:
         """The moment the memories are ranked at: the request's ``now``, else the store's
-        clock as the assembly begins (``None`` without a store that has one)."""
+        clock as the assembly begins (``None`` without a store that has one, or when its
+        reading is no time a store keeps or it raises: the memory sections, which search
+        with that clock, then fail naming it, and the rest of the prompt still goes out)."""
         if request.now is not None:
             return request.now
         clock = getattr(self.store, "clock", None)
-        return float(clock()) if callable(clock) else None
+        if not callable(clock):
+            return None
+        try:
+            moment = float(clock())
+        except Exception:  # noqa: BLE001 - the memory sections report it
+            return None
+        return moment if math.isfinite(moment) and 0.0 <= moment <= MAX_TIMESTAMP else None
 
     def _finish(self, request: AssemblyRequest, prepared: list[Prepared], *,
                 record_shown: bool = True, offered_nothing: Sequence[Contributor] = (),

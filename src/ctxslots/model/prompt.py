@@ -423,7 +423,8 @@ class AssembledPrompt:
         agent: The agent it was assembled for (``None``: the store's default).
         now: The moment its memories were ranked at, in Unix seconds: the request's
             ``now``, else the store's clock as the assembly began; the ages and dates
-            its items show count from it (``None``: no store clock to read).
+            its items show count from it (``None``: no store clock to read, or one that
+            raised or read no time a store keeps).
 
     Its repr shows the start of the text and of the message, and what became of each
     section; :meth:`dump` shows every item.
