@@ -520,17 +520,22 @@ class ListState(TypedDict):
     memory_context: str
 
 
-def test_the_nodes_read_langchains_message_shorthand(db_path, clock):
+@pytest.mark.parametrize("through_json", [False, True])
+def test_the_nodes_read_langchains_message_shorthand(db_path, clock, through_json):
     """A state with no reducer keeps ``("user", text)`` pairs and plain strings as given:
-    the context node recalls for the latest user message, the flush node flushes them."""
+    the context node recalls for the latest user message, the flush node flushes them.
+    Through JSON (a client of a graph server) each pair is a list of two, which LangChain
+    reads as the same pair; the nodes found no user message in them, and flushed none."""
     with _vegetarian_who_moves(db_path, clock) as (facts, flush, memory):
         for i in range(6):  # more than the user's profile shows whatever the message
             facts.upsert("user", f"bike-{i}", f"The user owns bicycle number {i}.",
                          user="alice")
-        out = _recall_then_flush(memory, ListState).invoke(
-            {"messages": ["Hello.", ("ai", "Hi!"),
-                          ("user", "I moved to Lisbon. Am I vegetarian?")]},
-            _config("alice"))
+        given = {"messages": ["Hello.", ("ai", "Hi!"),
+                              ("user", "I moved to Lisbon. Am I vegetarian?")]}
+        if through_json:
+            given = json.loads(json.dumps(given))
+            assert ["ai", "Hi!"] == given["messages"][1]
+        out = _recall_then_flush(memory, ListState).invoke(given, _config("alice"))
         assert "The user is vegetarian." in out["memory_context"]
         sent = flush.requests[0]["messages"][-1]["content"]
         assert "Hello." in sent and "Hi!" in sent and "I moved to Lisbon." in sent

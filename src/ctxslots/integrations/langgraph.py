@@ -414,10 +414,11 @@ _ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assi
 
 def _role_and_text(message: object) -> tuple[str | None, str]:
     # LangChain's shorthand, kept as it is by a state with no add_messages reducer: a
-    # ("role", text) pair, or a plain string (a user's message).
+    # ("role", text) pair (a list of two once it came through JSON, as LangChain reads it
+    # too), or a plain string (a user's message).
     if isinstance(message, str):
         return "user", message
-    if isinstance(message, tuple) and len(message) == 2:
+    if isinstance(message, tuple | list) and len(message) == 2:
         role, content = message
     elif isinstance(message, Mapping):
         role, content = message.get("role", message.get("type")), message.get("content")
@@ -448,8 +449,8 @@ def _latest_user_text(state: Any, messages_key: str) -> str:
 
 def to_messages(messages: Iterable[object]) -> list[Message]:
     """A graph's messages (LangChain messages, role/content mappings, or LangChain's
-    shorthand: ``(role, text)`` pairs and plain strings, a user's) as conversation
-    messages for the flusher; those with no text are left out."""
+    shorthand: ``(role, text)`` pairs, or lists of the two, and plain strings, a user's)
+    as conversation messages for the flusher; those with no text are left out."""
     out: list[Message] = []
     for message in messages:
         role, text = _role_and_text(message)
