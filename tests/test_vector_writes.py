@@ -188,6 +188,44 @@ def test_a_normal_exit_writes_the_vectors_still_queued(db_path, ending):
         assert 5 == _vector_count(store) and store.doctor().ok
 
 
+HUNG_AT_EXIT = """
+import atexit, sys, threading, time
+ended = []
+# Registered before ctxslots is imported, so it runs after ctxslots' own exit handler.
+atexit.register(lambda: print(f"waited {time.monotonic() - ended[0]:.2f}", flush=True))
+
+from ctxslots import FactStore, RankingPolicy
+from ctxslots.stores.embedders import HashingEmbedder
+from ctxslots.stores.writes import background
+
+class Hung(HashingEmbedder):
+    def embed(self, texts):
+        if threading.current_thread().name == "ctxslots-vectors":
+            threading.Event().wait()  # a model server that never answers
+        return super().embed(texts)
+
+background.EXIT_TIMEOUT = float(sys.argv[2])
+store = FactStore(sys.argv[1], embedder=Hung(64), ranking=RankingPolicy(vector_weight=1.0),
+                  vector_writes="background")
+store.add("agent", "Runbook step 1 restarts the queue.")
+ended.append(time.monotonic())
+"""
+
+
+def test_the_exit_waits_for_a_hung_embedder_no_longer_than_its_limit(db_path):
+    """A script ends while its vectors' embedder hangs: the exit waits EXIT_TIMEOUT for the
+    queue, then ends. It waited that long for the queue and as long again for the thread
+    to end (ten seconds where five are promised), the hung embedder still holding it."""
+    src = str(Path(ctxslots.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    limit = 2.0
+    done = subprocess.run([sys.executable, "-c", HUNG_AT_EXIT, str(db_path), str(limit)],
+                          env=env, check=False, capture_output=True, text=True, timeout=120)
+    assert 0 == done.returncode, done.stderr
+    waited = float(done.stdout.split("waited ")[1])
+    assert limit <= waited < limit + 0.9 * limit, done.stdout
+
+
 def _writer_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name in ("ctxslots-vectors", "ctxslots-access")}
 

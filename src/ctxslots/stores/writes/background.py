@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -111,15 +112,17 @@ class BackgroundWriter:
                 lambda: (not self._queued() and not self._busy) or self._thread is None, timeout)
 
     def close(self, timeout: float | None = None) -> None:
-        """Write what is queued (waiting at most ``timeout`` seconds), then stop the
-        thread; what is left then is dropped."""
+        """Write what is queued, then stop the thread, waiting at most ``timeout`` seconds
+        in all (a thread still writing then is left to end on its own); what is left then
+        is dropped."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         self.wait(timeout)
         with self._cond:
             self._closed = True
             self._cond.notify_all()
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         _writers.discard(self)
 
     def stop(self) -> None:
