@@ -357,6 +357,46 @@ def test_it_never_binds_beyond_loopback_without_host_and_token(tmp_path):
         assert address.startswith("http://127.0.0.1:")
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is how POSIX stops a program")
+def test_ctrl_c_stops_the_inspector_with_one_line_and_status_130(tmp_path):
+    """Ctrl-C (SIGINT) stops ``ctxslots ui`` as it stops every command: the port released,
+    one line, exit status 130; it exited 0 and said nothing, as if it had ended by itself."""
+    import signal
+    import socket
+
+    db = str(tmp_path / "m.db")
+    with FactStore(db) as store:
+        store.add("agent", "A lesson from before the inspector ran.")
+    # Started with SIGINT handled, as a terminal starts it (a test runner's worker may
+    # have it ignored, which a child inherits).
+    ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", db, "ui", "--port",
+                                 "0", "--token", TOKEN], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, ignored)
+    try:
+        assert proc.stderr is not None and proc.stdout is not None
+        line = proc.stderr.readline()
+        assert line.startswith("Inspector at http://127.0.0.1:"), line + proc.stderr.read()
+        address = line.split(" at ", 1)[1].strip()
+        port = urllib.parse.urlsplit(address).port
+        assert 200 == httpx.get(address).status_code  # serving, before the signal
+        proc.send_signal(signal.SIGINT)
+        assert 130 == proc.wait(timeout=120)
+        assert ["Error: interrupted (Ctrl-C)"] == proc.stderr.read().splitlines()
+        assert "" == proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", port))  # nothing listens there any more
+    with FactStore(db) as store:
+        assert ["A lesson from before the inspector ran."] == [f.value for f in store.facts()]
+
+
 @pytest.mark.parametrize(("args", "variable"), [([], ""), ([], "  "), (["--token", ""], None)])
 def test_an_empty_token_is_refused_rather_than_replaced_by_a_random_one(tmp_path, args,
                                                                       variable):

@@ -104,6 +104,8 @@ def ui(app: CliContext, host: str, port: int, token: str | None,
                             "pip install 'ctxslots[ui]'") from None
     plugins = app.plugin_manager()
     with app.open_store(long_running=True) as store:
+        # Ctrl-C: uvicorn stops serving (the port is released), then raises it again; the
+        # root group ends the command with one line and exit status 130, as every command.
         try:
             anyio.run(lambda: serve(
                 store, host=host, port=port, token=token or secrets.token_urlsafe(24),
@@ -111,8 +113,6 @@ def ui(app: CliContext, host: str, port: int, token: str | None,
                 assembler_factory=lambda s: PromptAssembler(s, plugin_manager=plugins)))
         except OSError as exc:
             raise CtxslotsError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-        except KeyboardInterrupt:
-            pass
 
 
 def register(group: click.Group) -> None:
