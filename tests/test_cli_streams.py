@@ -126,8 +126,40 @@ def test_an_import_names_the_line_of_a_byte_that_is_not_utf8(db_path, tmp_path, 
         assert 0 == store.stats()["facts"]
 
 
-def test_an_import_from_a_closed_standard_input_is_one_line(db_path):
-    """import - with stdin closed (as cron starts a command) says so in one line."""
-    done = _ctxslots("--db", str(db_path), "import", "-", stdin=None, preexec_fn=_close_stdin)
+@pytest.mark.parametrize("fmt", [[], ["--format", "markdown", "--slot", "agent"]],
+                         ids=["jsonl", "markdown"])
+def test_an_import_from_a_closed_standard_input_is_one_line(db_path, fmt):
+    """import - with stdin closed (as cron starts a command) says so in one line, in either
+    format (Markdown ended in a traceback)."""
+    done = _ctxslots("--db", str(db_path), "import", "-", *fmt, stdin=None,
+                     preexec_fn=_close_stdin)
     assert 1 == done.returncode
     assert ["Error: standard input is closed: nothing to import"] == done.stderr.splitlines()
+
+
+@pytest.mark.parametrize("errors", ["strict", "surrogateescape"])
+def test_markdown_from_standard_input_that_is_not_utf8_is_refused_as_a_file_is(
+        db_path, tmp_path, errors):
+    """Markdown piped in with a byte that is not UTF-8 on line 2 is refused in one line naming
+    it, and nothing is imported, as from a file, whatever the locale makes of standard input:
+    in a UTF-8 locale (strict) it ended in a traceback; in the C locale (surrogateescape)
+    the bullet was refused with the lone-surrogate message, and binary input was taken as
+    prose lines and exited 0."""
+    data = b"- The deploy runs on Fridays.\n- caf\xe9 opens at nine\n"
+    (tmp_path / "agent.md").write_bytes(data)
+    from_file = _ctxslots("--db", str(db_path), "import", str(tmp_path / "agent.md"))
+    assert 1 == from_file.returncode
+    assert from_file.stderr.endswith(": line 2: not UTF-8 text (invalid continuation byte)\n")
+    env = {**os.environ, "PYTHONIOENCODING": f"utf-8:{errors}"}
+    image = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4  # binary, piped in by mistake
+    for piped, line, reason in ((data, 2, "invalid continuation byte"),
+                                (image, 1, "invalid start byte")):
+        done = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(db_path), "import",
+                               "-", "--format", "markdown", "--slot", "agent"], input=piped,
+                              capture_output=True, timeout=300, check=False, env=env)
+        assert 1 == done.returncode, done.stderr
+        assert [f"Error: -: line {line}: not UTF-8 text ({reason})"] == \
+            done.stderr.decode().splitlines()
+    with FactStore(db_path) as store:
+        assert 0 == store.stats()["facts"]
+

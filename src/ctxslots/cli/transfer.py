@@ -18,7 +18,7 @@ import click
 
 from .._files import write_private
 from ..errors import InvalidImportError
-from ..stores import FactStore, ImportReport
+from ..stores import FactStore, ImportIssue, ImportReport
 from ..stores.owners import OwnerArgs
 from ..stores.transfer.markdown_memory import heading_scope, scope_dirname
 from ._app import CliContext, Interrupted, pass_cli_context
@@ -163,7 +163,7 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
                 target = file.stem if slot is None else slot
                 if slot is None and target not in store.limits.slots:
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
-                text = sys.stdin.read() if stdin else file
+                text = _stdin_markdown() if stdin else file
                 if owners["scope"] is None:  # the scope an export's title or folder names
                     head = text.split("\n") if isinstance(text, str) else _head(file)
                     found = heading_scope(head, target)
@@ -177,6 +177,29 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
         except InvalidImportError as exc:
             raise click.ClickException(f"{file}: {exc}") from exc
     return report
+
+
+def _check_stdin() -> None:
+    """:raises click.ClickException: Standard input is closed (``<&-``)."""
+    if sys.stdin is None or sys.stdin.closed:
+        raise click.ClickException("standard input is closed: nothing to import")
+
+
+def _stdin_markdown() -> str:
+    """Standard input as Markdown text, whatever the locale: UTF-8, as a file is read.
+
+    :raises click.ClickException: Standard input is closed.
+    :raises InvalidImportError: A line is not UTF-8 (naming it, as for a file).
+    """
+    _check_stdin()
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidImportError(ImportIssue(data.count(b"\n", 0, exc.start) + 1,
+                                             f"not UTF-8 text ({exc.reason})", "encoding")
+                                 ) from None
+    return text
 
 
 def _folder_scope(file: Path) -> str | None:
@@ -221,8 +244,7 @@ def _import_jsonl(store: FactStore, file: Path, stdin: bool, options: dict[str, 
     progress = _counted_records(bar)
     # A byte that is not UTF-8 is kept as a lone surrogate, so the import names its line.
     if stdin:
-        if sys.stdin is None or sys.stdin.closed:
-            raise click.ClickException("standard input is closed: nothing to import")
+        _check_stdin()
         bar.relabel("importing standard input", unit="bytes")
         text = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
         reader = cast(TextIO, CountingReader(text, bar, then))
