@@ -3,6 +3,7 @@ that is a pipe, and a Markdown export piped to a file. Each is a real process.""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -163,3 +164,21 @@ def test_markdown_from_standard_input_that_is_not_utf8_is_refused_as_a_file_is(
     with FactStore(db_path) as store:
         assert 0 == store.stats()["facts"]
 
+
+def test_one_line_of_markdown_piped_in_is_text_even_when_it_names_a_file(db_path, tmp_path):
+    """``printf 'notes.md' | ctxslots import - --format markdown`` imports the text piped
+    in (one line of prose: nothing), never the file that line names; it imported the
+    file's bullets. A line naming no file was refused as a missing file."""
+    (tmp_path / "notes.md").write_text("- A bullet of the file, not of the pipe.\n",
+                                       encoding="utf-8")
+    for piped in ("notes.md", "notes/MEMORY.md"):
+        done = _ctxslots("--db", str(db_path), "import", "-", "--format", "markdown", "--slot",
+                         "agent", "--json", input=piped, cwd=tmp_path)
+        assert 0 == done.returncode, done.stderr
+        report = json.loads(done.stdout)
+        assert 0 == report["added"] and 1 == report["ignored_lines"], report
+    bullet = _ctxslots("--db", str(db_path), "import", "-", "--format", "markdown", "--slot",
+                       "agent", input="- A bullet piped in without a line break", cwd=tmp_path)
+    assert 0 == bullet.returncode, bullet.stderr
+    with FactStore(db_path) as store:
+        assert ["A bullet piped in without a line break"] == [f.value for f in store.facts()]

@@ -199,7 +199,8 @@ def _stdin_markdown() -> str:
         raise InvalidImportError(ImportIssue(data.count(b"\n", 0, exc.start) + 1,
                                              f"not UTF-8 text ({exc.reason})", "encoding")
                                  ) from None
-    return text
+    # Text, even one line without a line break: never the name of a file to read instead.
+    return text if "\n" in text else text + "\n"
 
 
 def _folder_scope(file: Path) -> str | None:
