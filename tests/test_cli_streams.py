@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ctxslots import FactStore
+from ctxslots import FactStore, Limits
 from ctxslots.cli import cli
 
 
@@ -182,3 +182,22 @@ def test_one_line_of_markdown_piped_in_is_text_even_when_it_names_a_file(db_path
     assert 0 == bullet.returncode, bullet.stderr
     with FactStore(db_path) as store:
         assert ["A bullet piped in without a line break"] == [f.value for f in store.facts()]
+
+
+def test_markdown_piped_in_without_line_breaks_is_refused_as_a_file_is(db_path, tmp_path):
+    """Over Limits.max_import_line_chars bytes with no line break (binary, a minified file)
+    piped into a Markdown import is refused naming the line, as from a file, before more
+    is read; it was read whole into memory, taken for one prose line, and exited 0."""
+    longest = Limits().max_import_line_chars
+    data = b"x" * (longest + 1)
+    (tmp_path / "agent.md").write_bytes(data)
+    from_file = _ctxslots("--db", str(db_path), "import", str(tmp_path / "agent.md"))
+    piped = subprocess.run([sys.executable, "-m", "ctxslots", "--db", str(db_path), "import",
+                            "-", "--format", "markdown", "--slot", "agent"], input=data,
+                           capture_output=True, timeout=300, check=False)
+    for done, stderr in ((from_file, from_file.stderr), (piped, piped.stderr.decode())):
+        assert 1 == done.returncode, stderr
+        assert 1 == len(stderr.splitlines()), stderr
+        assert f": line 1: the line is longer than {longest:,} bytes" in stderr
+    with FactStore(db_path) as store:
+        assert 0 == store.stats()["facts"]

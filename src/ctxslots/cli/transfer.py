@@ -18,8 +18,9 @@ import click
 
 from .._files import write_private
 from ..errors import InvalidImportError
-from ..stores import FactStore, ImportIssue, ImportReport
+from ..stores import FactStore, ImportReport
 from ..stores.owners import OwnerArgs
+from ..stores.transfer.markdown_import import stream_lines
 from ..stores.transfer.markdown_memory import heading_scope, scope_dirname
 from ._app import CliContext, Interrupted, pass_cli_context
 from ._format import count as _count
@@ -163,7 +164,8 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
                 target = file.stem if slot is None else slot
                 if slot is None and target not in store.limits.slots:
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
-                text = _stdin_markdown() if stdin else file
+                text = _stdin_markdown(store.limits.max_import_line_chars) if stdin \
+                    else file
                 if owners["scope"] is None:  # the scope an export's title or folder names
                     head = text.split("\n") if isinstance(text, str) else _head(file)
                     found = heading_scope(head, target)
@@ -185,22 +187,18 @@ def _check_stdin() -> None:
         raise click.ClickException("standard input is closed: nothing to import")
 
 
-def _stdin_markdown() -> str:
-    """Standard input as Markdown text, whatever the locale: UTF-8, as a file is read.
+def _stdin_markdown(longest: int) -> str:
+    """Standard input as Markdown text, whatever the locale: UTF-8, checked line by line
+    as a file is (see :func:`~ctxslots.stores.transfer.markdown_import.stream_lines`).
 
+    :param longest: The most bytes a line may hold (``Limits.max_import_line_chars``).
     :raises click.ClickException: Standard input is closed.
-    :raises InvalidImportError: A line is not UTF-8 (naming it, as for a file).
+    :raises InvalidImportError: A line is not UTF-8, or is longer than ``longest``.
     """
     _check_stdin()
-    data = sys.stdin.buffer.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidImportError(ImportIssue(data.count(b"\n", 0, exc.start) + 1,
-                                             f"not UTF-8 text ({exc.reason})", "encoding")
-                                 ) from None
-    # Text, even one line without a line break: never the name of a file to read instead.
-    return text if "\n" in text else text + "\n"
+    # A last line break, there or not: the text, even one line, is never the name of a
+    # file to read instead.
+    return "".join(line + "\n" for line in stream_lines(sys.stdin.buffer, longest))
 
 
 def _folder_scope(file: Path) -> str | None:

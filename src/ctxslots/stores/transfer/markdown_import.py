@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ...errors import InvalidFactError
 from ..core import StoreCore
@@ -18,7 +18,7 @@ from .jsonl_records import ParsedFact, import_owners
 from .markdown_memory import MarkdownReader
 from .report import ImportIssue, InvalidImportError
 
-__all__ = ["file_lines", "markdown_source", "read_markdown"]
+__all__ = ["file_lines", "markdown_source", "read_markdown", "stream_lines"]
 
 
 def markdown_source(path_or_text: Any) -> tuple[Path | None, str | None]:
@@ -70,20 +70,30 @@ def file_lines(path: Path, longest: int) -> Iterator[str]:
         raise InvalidFactError(f"cannot read {path}: {exc.strerror or exc}",
                                field="path_or_text", value=str(path)) from exc
     with handle:
-        # Room for the line break, "\r\n" included: it is no part of the line.
-        for number, raw in enumerate(iter(lambda: handle.readline(longest + 2), b""), start=1):
-            ending = 2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0
-            if len(raw) - ending > longest:
-                raise InvalidImportError(ImportIssue(
-                    number, f"the line is longer than {longest:,} bytes "
-                    "(Limits.max_import_line_chars): not a Markdown memory file (a file with "
-                    "no line breaks?)", "line"))
-            try:
-                line = raw.removesuffix(b"\n").decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InvalidImportError(ImportIssue(
-                    number, f"not UTF-8 text ({exc.reason})", "encoding")) from None
-            yield line.removeprefix("\ufeff") if number == 1 else line
+        yield from stream_lines(handle, longest)
+
+
+def stream_lines(handle: IO[bytes], longest: int) -> Iterator[str]:
+    """The lines of a UTF-8 byte stream (a file, standard input), read one at a time
+    (a byte-order mark dropped), as :func:`file_lines` reads a file.
+
+    :raises InvalidImportError: A line is not UTF-8, or is longer than ``longest``
+        (naming it).
+    """
+    # Room for the line break, "\r\n" included: it is no part of the line.
+    for number, raw in enumerate(iter(lambda: handle.readline(longest + 2), b""), start=1):
+        ending = 2 if raw.endswith(b"\r\n") else 1 if raw.endswith(b"\n") else 0
+        if len(raw) - ending > longest:
+            raise InvalidImportError(ImportIssue(
+                number, f"the line is longer than {longest:,} bytes "
+                "(Limits.max_import_line_chars): not a Markdown memory file (a file with "
+                "no line breaks?)", "line"))
+        try:
+            line = raw.removesuffix(b"\n").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidImportError(ImportIssue(
+                number, f"not UTF-8 text ({exc.reason})", "encoding")) from None
+        yield line.removeprefix("\ufeff") if number == 1 else line
 
 
 def read_markdown(core: StoreCore, lines: Iterable[str], reader: MarkdownReader, *,
