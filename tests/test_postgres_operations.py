@@ -197,6 +197,19 @@ def test_a_well_formed_password_the_message_names_anyway_is_no_bad_url(user, pas
     assert "percent-encoded" not in str(info.value)
 
 
+@pytest.mark.parametrize("url", [
+    "postgresql://127.0.0.1:1/postgres?user=ada@prod",
+    "postgresql://ada@127.0.0.1:1/postgres?sslmode=disable&application_name=etl@night"])
+def test_an_at_sign_in_the_urls_query_is_no_password(url):
+    """An ``@`` in the query (a user name written ``?user=ada@prod``, an application
+    name) with no password anywhere: the message is the one of the failure itself,
+    though it names the port that precedes the query."""
+    with pytest.raises(StoreError) as info:  # port 1 of the loopback: nothing listens
+        FactStore(url)
+    assert str(info.value).startswith("cannot reach a PostgreSQL server")
+    assert "password" not in str(info.value)
+
+
 def test_a_socket_directory_written_as_the_host_prints_a_url_of_the_same_database(
         postgres: PostgresServer):
     """``postgresql://user@%2Fsocket%2Fdir/db``: the location a message prints (and the

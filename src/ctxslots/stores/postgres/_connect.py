@@ -93,7 +93,9 @@ def _shows_password(url: str, text: str) -> bool:
     libpq's parser, which then names a piece in its error (as a host, a port, a bad
     percent-encoding).
     """
-    userinfo = url.partition("://")[2].rpartition("@")[0]
+    # An ``@`` of the query (``?user=ada@prod``, ``application_name=etl@night``) ends no
+    # user name: the user's part is looked for before it.
+    userinfo = _QUERY.sub("", url.partition("://")[2]).rpartition("@")[0]
     written = [userinfo.partition(":")[2],
                *re.findall(r"(?:^|&)password=([^&]*)", url.partition("?")[2])]
     # Only a password the parser cuts: a well-formed one is never named by libpq, and
@@ -106,6 +108,9 @@ def _shows_password(url: str, text: str) -> bool:
 #: What cuts a password written in a URL into pieces: a character the URL gives a meaning
 #: to, or a ``%`` not followed by two hex digits.
 _CUT = re.compile(r"[@/#?]|%(?![0-9A-Fa-f]{2})")
+
+#: The URL's query at its end, ``?name=value&...``: where a password is never written.
+_QUERY = re.compile(r"\?\w+=[^&]*(?:&\w+=[^&]*)*$")
 
 
 def _params(url: str) -> dict[str, Any]:
