@@ -210,6 +210,19 @@ def test_an_at_sign_in_the_urls_query_is_no_password(url):
     assert "password" not in str(info.value)
 
 
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://ada@127.0.0.1/postgres?port=1", "postgresql://ada@127.0.0.1:1/postgres"),
+    ("postgresql://ada@/postgres?host=/nonexistent/socket&port=1",
+     "postgresql://ada@/postgres?host=/nonexistent/socket&port=1")])
+def test_a_port_in_the_urls_query_is_in_the_location_shown(url, shown):
+    """``?port=`` is the server's port as much as ``host:port`` is: the location the
+    error names (and its path) keeps it, instead of naming the default port's server."""
+    with pytest.raises(StoreError) as info:  # port 1: nothing listens
+        FactStore(url)
+    assert shown == info.value.path
+    assert f"cannot reach a PostgreSQL server at {shown}:" in str(info.value)
+
+
 def test_a_socket_directory_written_as_the_host_prints_a_url_of_the_same_database(
         postgres: PostgresServer):
     """``postgresql://user@%2Fsocket%2Fdir/db``: the location a message prints (and the

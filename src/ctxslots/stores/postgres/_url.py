@@ -22,20 +22,25 @@ def safe_location(url: str) -> str:
     'postgresql://ada@db.example:5433/memory'
 
     A socket directory, in the query or percent-encoded as the host, is shown in the
-    query, so that the text is a URL of the same database:
+    query, so that the text is a URL of the same database; so is a port given in the
+    query:
 
     >>> safe_location("postgresql://ada@%2Frun%2Fpg:5433/memory")
     'postgresql://ada@/memory?host=/run/pg&port=5433'
+    >>> safe_location("postgresql://ada@db.example/memory?port=5433")
+    'postgresql://ada@db.example:5433/memory'
     """
     try:
         parts = urlsplit(url)
-        port = parts.port
+        port: int | str | None = parts.port
     except ValueError:
         return "postgresql://(unreadable URL)"
     user = unquote(parts.username or "")
     host = unquote(parts.hostname or "")
     db = unquote(parts.path.lstrip("/"))
-    socket = parse_qs(parts.query).get("host", [""])[0]
+    query = parse_qs(parts.query)
+    socket = query.get("host", [""])[0]
+    port = port or query.get("port", [""])[0] or None
     at = f"{user}@" if user else ""
     if host.startswith("/"):  # a socket directory written percent-encoded as the host
         socket, host = host, ""
