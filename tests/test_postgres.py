@@ -9,6 +9,7 @@ import threading
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import apsw
 import psycopg
@@ -16,6 +17,7 @@ import pytest
 
 from _postgres import PostgresServer, with_database, with_user
 from _sql import plan_of
+from ctxslots import FactStore
 from ctxslots.errors import StoreError
 from ctxslots.stores.backend import FactFilter
 
@@ -496,6 +498,32 @@ def test_owners_too_long_for_the_servers_index_say_so(pg_url):
                                  scope=name(0x23000))
         assert "A value." == store.upsert("pair", "short", "A value.", user="alice",
                                           agent="helper", scope="shop").value
+
+
+@pytest.mark.parametrize("refusal", ["nologin", "no connect"])
+def test_a_login_the_server_refuses_is_not_called_unreachable(pg_url, postgres, role, refusal):
+    """A role that may not log in, or may not connect to the database: the server answered
+    and refused, so the message says so (and what it said), not to start the server or
+    fix the host and port."""
+    name = role()
+    database = urlsplit(pg_url).path.lstrip("/")
+    with postgres.admin() as conn:
+        if refusal == "nologin":
+            conn.execute(f"ALTER ROLE {name} NOLOGIN")
+        else:
+            conn.execute(f"REVOKE CONNECT ON DATABASE {database} FROM PUBLIC")
+    try:
+        with pytest.raises(StoreError) as info:
+            FactStore(with_user(pg_url, name), create=False)
+    finally:
+        with postgres.admin() as conn:
+            conn.execute(f"GRANT CONNECT ON DATABASE {database} TO PUBLIC")
+    message = str(info.value)
+    assert message.startswith(f"the PostgreSQL server at {info.value.path} refused the "
+                              "connection (")
+    assert ("is not permitted to log in" if refusal == "nologin"
+            else f'permission denied for database "{database}"') in message
+    assert "cannot reach" not in message and "start it" not in message
 
 
 def test_a_role_granted_select_alone_searches_without_counting_accesses(pg_url, role):

@@ -72,6 +72,12 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
     elif "timeout expired" in text or "timed out" in text:
         what = (f"the PostgreSQL server at {where} did not answer in time: check that it runs "
                 "and that the host and port in the URL are right")
+    elif (fatal := re.search(r"FATAL:\s+(.*)", text)) is not None:
+        # The server answered, and refused this login: no reason to look for another one.
+        what = (f"the PostgreSQL server at {where} refused the connection "
+                f"({fatal.group(1).strip()}): fix the user or database in the URL, or have "
+                "an administrator let the role in (its LOGIN, CONNECT on the database, an "
+                "entry in pg_hba.conf)")
     elif isinstance(exc, psycopg.OperationalError) and (
             "connection" in text or "could not" in text or "failed" in text):
         what = (f"cannot reach a PostgreSQL server at {where}: start it, or fix the host and "
