@@ -407,3 +407,34 @@ def test_a_pool_size_out_of_range_is_refused(pg_url, db_path, monkeypatch):
     with pytest.raises(StoreError, match="CTXSLOTS_POOL_SIZE must be a whole number from 1 to "
                                          "1000, not 'lots'"):
         FactStore(pg_url)
+
+
+def test_a_standby_with_hot_standby_off_is_not_said_to_come_up(server):
+    """A standby whose ``hot_standby`` is off refuses every session for as long as it is a
+    standby: the message says what it is and to point the URL at the primary, not to try
+    again once it is up."""
+    import shutil
+
+    primary = conninfo_to_dict(server.url)
+    folder = Path(tempfile.mkdtemp(prefix="ctxslots-pg-standby-"))
+    user = server.handle.system_user
+    if user is not None:
+        shutil.chown(folder, user)
+    data = folder / "data"
+    pgserver.pg_basebackup(["-h", primary["host"], "-U", primary["user"], "-D", str(data),
+                            "-R"], user=user, timeout=120)
+    with (data / "postgresql.conf").open("a") as conf:
+        conf.write("\nhot_standby = off\n")
+    pgserver.pg_ctl(["-w", "-o", '-h ""', "-o", f"-k {folder}", "-l", str(folder / "log"),
+                     "start"], pgdata=data, user=user, timeout=120)
+    url = f"postgresql://{primary['user']}@/{primary['dbname']}?host={folder}"
+    try:
+        with pytest.raises(StoreError) as info:
+            FactStore(url, create=False)
+    finally:
+        pgserver.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=data, user=user, timeout=120)
+        shutil.rmtree(folder, ignore_errors=True)
+    message = str(info.value)
+    assert message == (f"the PostgreSQL server at {info.value.path} is a standby that takes "
+                       "no connections while it replays (its hot_standby is off): point the "
+                       "URL at the primary, or turn hot_standby on")

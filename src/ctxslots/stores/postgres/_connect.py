@@ -61,6 +61,10 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
         what = (f"no server at {where} is of the kind the URL's target_session_attrs asks "
                 f"for ({kind.group(0)}): point the URL at such a server, or change "
                 "target_session_attrs")
+    elif "Hot standby mode is disabled" in text:
+        what = (f"the PostgreSQL server at {where} is a standby that takes no connections "
+                "while it replays (its hot_standby is off): point the URL at the primary, or "
+                "turn hot_standby on")
     elif (state := re.search(r"the database system is ([\w ]+)", text)) is not None:
         what = (f"the PostgreSQL server at {where} answered but takes no connections now "
                 f"(the database system is {state.group(1).strip()}): try again once it is "
