@@ -115,6 +115,22 @@ def test_a_setting_the_server_refuses_in_the_url_options_is_named(pg_url, query,
     assert said in line and "host and port" not in line
 
 
+def test_a_setting_the_server_refuses_in_pgoptions_is_named_there(pg_url, monkeypatch):
+    """A URL with no options of its own takes libpq's PGOPTIONS: the refused setting is
+    said to be there, not in the URL (whose options, given, win over it)."""
+    monkeypatch.setenv("PGOPTIONS", "-c statement_timeout=abc")
+    with pytest.raises(StoreError) as info:
+        FactStore(pg_url)
+    message = str(info.value)
+    assert message.endswith('refused a setting of PGOPTIONS: invalid value for parameter '
+                            '"statement_timeout": "abc"; fix or remove it in PGOPTIONS')
+    url = f"{pg_url}{'&' if '?' in pg_url else '?'}options=-c%20lock_timeout%3Dabc"
+    with pytest.raises(StoreError) as info:
+        FactStore(url)
+    assert "refused a setting of the URL's options: " \
+           'invalid value for parameter "lock_timeout"' in str(info.value)
+
+
 def test_a_server_not_of_the_kind_target_session_attrs_asks_for_says_so(pg_url):
     """``target_session_attrs=read-only`` and only a primary to connect to: the error says
     which kind was asked for and not found, not that nothing answers."""

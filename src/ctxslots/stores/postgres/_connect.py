@@ -8,6 +8,7 @@ only (no SQLSTATE), so they are told apart by the words libpq uses.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -54,8 +55,12 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
                 f"{detail.removeprefix('connection is bad: ')}; fix it in the URL")
     elif (said := re.search(r'FATAL:\s+(.*(?:configuration parameter|parameter "[^"]*").*)',
                             text)) is not None:
-        what = (f"the PostgreSQL server at {where} refused a setting of the URL's options: "
-                f"{said.group(1).strip()}; fix or remove it in the URL's options=-c ...")
+        # libpq reads PGOPTIONS when the URL gives no options of its own.
+        named, fix = (("PGOPTIONS", "PGOPTIONS")
+                      if not params.get("options") and os.environ.get("PGOPTIONS")
+                      else ("the URL's options", "the URL's options=-c ..."))
+        what = (f"the PostgreSQL server at {where} refused a setting of {named}: "
+                f"{said.group(1).strip()}; fix or remove it in {fix}")
     elif (kind := re.search(r"(session|server) is (not )?(read-only|in hot standby mode)",
                             text)) is not None:
         what = (f"no server at {where} is of the kind the URL's target_session_attrs asks "
