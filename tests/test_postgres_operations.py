@@ -202,6 +202,17 @@ def test_a_password_in_the_urls_query_is_never_shown_in_the_error(pg_url):
     assert "Hush" not in str(info.value) and "secret" not in str(info.value)
     assert "percent-encoded" in str(info.value)
 
+@pytest.mark.parametrize("tail", ["", "&sslmode=disable"])
+def test_a_password_cut_by_an_ampersand_in_the_urls_query_is_never_shown(tail):
+    """``?password=Hush&secretword``: libpq reads ``secretword`` as a parameter of its own
+    and names it as malformed; the error shows no piece of the password and says how to
+    write it."""
+    with pytest.raises(StoreError) as info:  # port 1 of the loopback: nothing listens
+        FactStore(f"postgresql://ada@127.0.0.1:1/postgres?password=Hush&secretword{tail}")
+    message = str(info.value)
+    assert "Hush" not in message and "secretword" not in message
+    assert "%26 for &" in message and "PGPASSWORD" in message
+
 
 @pytest.mark.parametrize("user, password", [("postgres", "postgres"), ("ops", "127")])
 def test_a_well_formed_password_the_message_names_anyway_is_no_bad_url(user, password):

@@ -95,9 +95,9 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
         what = f"cannot connect to {where}: {detail}"
     if _shows_password(url, what):
         what = (f"cannot read the URL of {where}: its password holds a character the URL "
-                "gives a meaning to (@ / # ?) or a % not followed by two hex digits; write "
-                "it percent-encoded (%40 for @, %2F for /, %23 for #, %3F for ?, %25 for %), "
-                "or put it in PGPASSWORD or ~/.pgpass")
+                "gives a meaning to (@ / # ?, & in the query) or a % not followed by two hex "
+                "digits; write it percent-encoded (%40 for @, %2F for /, %23 for #, %3F for "
+                "?, %26 for &, %25 for %), or put it in PGPASSWORD or ~/.pgpass")
     return StoreError(what, path=where)
 
 
@@ -111,18 +111,24 @@ def _shows_password(url: str, text: str) -> bool:
     # An ``@`` of the query (``?user=ada@prod``, ``application_name=etl@night``) ends no
     # user name: the user's part is looked for before it.
     userinfo = _QUERY.sub("", url.partition("://")[2]).rpartition("@")[0]
-    written = [userinfo.partition(":")[2],
-               *re.findall(r"(?:^|&)password=([^&]*)", url.partition("?")[2])]
+    written = [(userinfo.partition(":")[2], _CUT)]
+    # In the query an ``&`` cuts it too: what follows reads as a parameter of its own
+    # (up to the next ``name=``), which libpq names as malformed.
+    written += [(each, _QUERY_CUT) for each in re.findall(
+        r"(?:^|&)password=((?:[^&]|&(?!\w+=))*)", url.partition("?")[2])]
     # Only a password the parser cuts: a well-formed one is never named by libpq, and
     # may well be a word the message holds anyway (the user's name, a number of the host).
-    pieces = {piece for each in written if _CUT.search(each)
-              for piece in (each, unquote(each), *_CUT.split(each))}
+    pieces = {piece for each, cut in written if cut.search(each)
+              for piece in (each, unquote(each), *cut.split(each))}
     return any(len(piece) >= 2 and piece in text for piece in pieces)
 
 
 #: What cuts a password written in a URL into pieces: a character the URL gives a meaning
 #: to, or a ``%`` not followed by two hex digits.
 _CUT = re.compile(r"[@/#?]|%(?![0-9A-Fa-f]{2})")
+
+#: What cuts a password written in the URL's query (``?password=...``) into pieces.
+_QUERY_CUT = re.compile(_CUT.pattern + "|&")
 
 #: The URL's query at its end, ``?name=value&...``: where a password is never written.
 _QUERY = re.compile(r"\?\w+=[^&]*(?:&\w+=[^&]*)*$")
