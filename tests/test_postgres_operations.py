@@ -142,6 +142,17 @@ def test_a_server_not_of_the_kind_target_session_attrs_asks_for_says_so(pg_url):
     assert "cannot reach" not in message and "host and port" not in message
 
 
+def test_target_session_attrs_from_the_environment_is_named_there(pg_url, monkeypatch):
+    """libpq's PGTARGETSESSIONATTRS asks for the kind when the URL does not: the error
+    names it, not a target_session_attrs the URL does not have."""
+    monkeypatch.setenv("PGTARGETSESSIONATTRS", "read-only")
+    with pytest.raises(StoreError) as info:
+        FactStore(pg_url)
+    assert str(info.value).endswith(
+        "is of the kind PGTARGETSESSIONATTRS asks for (session is not read-only): point the "
+        "URL at such a server, or change PGTARGETSESSIONATTRS")
+
+
 def _wait_until(condition, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

@@ -63,9 +63,13 @@ def connect_error(exc: psycopg.Error, url: str) -> StoreError:
                 f"{said.group(1).strip()}; fix or remove it in {fix}")
     elif (kind := re.search(r"(session|server) is (not )?(read-only|in hot standby mode)",
                             text)) is not None:
-        what = (f"no server at {where} is of the kind the URL's target_session_attrs asks "
-                f"for ({kind.group(0)}): point the URL at such a server, or change "
-                "target_session_attrs")
+        # libpq reads PGTARGETSESSIONATTRS when the URL does not say.
+        named, asking = (("PGTARGETSESSIONATTRS", "PGTARGETSESSIONATTRS")
+                         if not params.get("target_session_attrs")
+                         and os.environ.get("PGTARGETSESSIONATTRS")
+                         else ("the URL's target_session_attrs", "target_session_attrs"))
+        what = (f"no server at {where} is of the kind {named} asks for ({kind.group(0)}): "
+                f"point the URL at such a server, or change {asking}")
     elif "Hot standby mode is disabled" in text:
         what = (f"the PostgreSQL server at {where} is a standby that takes no connections "
                 "while it replays (its hot_standby is off): point the URL at the primary, or "
