@@ -237,7 +237,8 @@ def test_a_well_formed_password_the_message_names_anyway_is_no_bad_url(user, pas
 
 @pytest.mark.parametrize("url", [
     "postgresql://127.0.0.1:1/postgres?user=ada@prod",
-    "postgresql://ada@127.0.0.1:1/postgres?sslmode=disable&application_name=etl@night"])
+    "postgresql://ada@127.0.0.1:1/postgres?sslmode=disable&application_name=etl@night",
+    "postgresql://127.0.0.1:1/postgres?user=ada@prod&application_name=etl/night"])
 def test_an_at_sign_in_the_urls_query_is_no_password(url):
     """An ``@`` in the query (a user name written ``?user=ada@prod``, an application
     name) with no password anywhere: the message is the one of the failure itself,

@@ -112,9 +112,13 @@ def _shows_password(url: str, text: str) -> bool:
     libpq's parser, which then names a piece in its error (as a host, a port, a bad
     percent-encoding).
     """
+    rest = url.partition("://")[2]
     # An ``@`` of the query (``?user=ada@prod``, ``application_name=etl@night``) ends no
-    # user name: the user's part is looked for before it.
-    userinfo = _QUERY.sub("", url.partition("://")[2]).rpartition("@")[0]
+    # user name: the user's part is looked for before it. One that a host and database
+    # follow (``@host/db``) ends a password that holds ``?name=value`` itself.
+    if "/" not in rest.rpartition("@")[2].partition("&")[0]:
+        rest = _QUERY.sub("", rest)
+    userinfo = rest.rpartition("@")[0]
     written = [(userinfo.partition(":")[2], _CUT)]
     # In the query an ``&`` cuts it too: what follows reads as a parameter of its own
     # (up to the next ``name=``), which libpq names as malformed.
