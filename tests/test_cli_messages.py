@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 from click.testing import CliRunner
 
-from ctxslots import FactStore, StoreError
+from ctxslots import FactStore, InvalidArgumentError, StoreError
 from ctxslots.cli import cli
 
 BIG = "9" * 5000
@@ -245,6 +245,29 @@ def test_an_empty_ctxslots_db_is_refused_rather_than_the_default_store(tmp_path,
     with FactStore(tmp_path / "given.db") as store:
         assert ["Written here."] == [f.value for f in store.facts()]
 
+
+
+def test_a_blank_ctxslots_db_is_refused_naming_the_variable(tmp_path, monkeypatch):
+    """``CTXSLOTS_DB=" "`` (a quoted space in an env file) was blamed on ``--db`` by the
+    command, and made ``FactStore()`` create a store file named " " in the working
+    directory; ``FactStore(" ")`` did the same."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("CTXSLOTS_DB", " ")
+    result = _run("remember", "user", "Written nowhere.")
+    assert result.exit_code == 2
+    assert "$CTXSLOTS_DB is set but empty" in result.output
+    assert "--db is empty" not in result.output
+    with pytest.raises(StoreError, match=r"\$CTXSLOTS_DB is set but empty"):
+        FactStore()
+    for blank in ["", "  ", Path(" ")]:
+        with pytest.raises(InvalidArgumentError, match="path is empty"):
+            FactStore(blank)
+    assert [] == list(tmp_path.iterdir())
+    given = _run("--db", str(tmp_path / "given.db"), "remember", "user", "Written here.")
+    assert given.exit_code == 0, given.output
+    with FactStore(tmp_path / "given.db") as store:
+        assert ["Written here."] == [f.value for f in store.facts()]
 
 
 @pytest.mark.parametrize("how", ["option", "variable"])

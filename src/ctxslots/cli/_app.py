@@ -288,11 +288,13 @@ def cli(
     free_slots: bool,
 ) -> None:
     """Memory slots for LLM agents: store facts, search them, assemble prompts."""
-    if db is not None and not db.strip():
+    from_variable = ctx.get_parameter_source("db") is click.core.ParameterSource.ENVIRONMENT
+    if db is not None and not db.strip() and not from_variable:
         # An unset shell variable (--db "$STORE") would otherwise write to the default store.
         raise click.UsageError("--db is empty: name a SQLite file or a postgresql:// URL, "
                                "or leave --db out for the default store")
-    if db is None and os.environ.get("CTXSLOTS_DB") == "":
+    if (db is None and os.environ.get("CTXSLOTS_DB") == "") or \
+            (db is not None and not db.strip()):
         # click reads an empty variable as an unset one: CTXSLOTS_DB=${STORE} in a unit file
         # or an env file, with STORE unset, would write to the default store just the same.
         raise click.UsageError("$CTXSLOTS_DB is set but empty: set it to a SQLite file or a "

@@ -51,18 +51,19 @@ def default_db_path() -> Path:
     """Where the store lives when no location is given: ``$CTXSLOTS_DB``, else the
     user data directory (``~/.local/share/ctxslots/memory.db`` on Linux).
 
-    :raises StoreError: ``$CTXSLOTS_DB`` is set but empty (as an unset ``${STORE}``
-        expands in a unit file or an env file: read as unset, it would put the facts in
-        the default store), or neither is set and there is no home directory to find (no
+    :raises StoreError: ``$CTXSLOTS_DB`` is set but empty or blank (as an unset
+        ``${STORE}`` expands in a unit file or an env file: read as unset, it would put
+        the facts in the default store; read as a path, in a file named by spaces in the
+        working directory), or neither is set and there is no home directory to find (no
         ``HOME`` and a user with no account entry, as in a container run as an
         arbitrary user id).
     """
     env = os.environ.get("CTXSLOTS_DB")
-    if env:
-        return Path(env).expanduser()
-    if env == "":
+    if env is not None and not env.strip():
         raise StoreError("$CTXSLOTS_DB is set but empty: set it to a SQLite file or a "
                          "postgresql:// URL, or unset it for the default store")
+    if env is not None:
+        return Path(env).expanduser()
     try:
         folder = Path(platformdirs.user_data_dir("ctxslots", appauthor=False))
     except RuntimeError:  # platformdirs found no home directory
@@ -82,6 +83,12 @@ def _location(path: str | os.PathLike[str] | None) -> str:
     if not isinstance(location, str):
         raise InvalidArgumentError(f"path must be a file path (str or Path) or a PostgreSQL "
                                    f"URL, not {path!r}", field="path", value=path)
+    if not location.strip():
+        # As ``--db ""``: an unset variable (``FactStore(os.environ.get("STORE", ""))``)
+        # would otherwise open a file named by spaces in the working directory.
+        raise InvalidArgumentError(f"path is empty ({location!r}): name a SQLite file or a "
+                                   "postgresql:// URL, or pass None for the default store",
+                                   field="path", value=path)
     return location
 
 
@@ -105,7 +112,9 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         path: Where the store lives: a file path (SQLite), a
             ``postgresql://user@host/db`` URL (PostgreSQL, with the
             ``ctxslots[postgres]`` extra), or ``None`` for ``$CTXSLOTS_DB``,
-            else :func:`default_db_path`.
+            else :func:`default_db_path`. An empty or blank one is refused
+            (:class:`~ctxslots.errors.InvalidArgumentError`), as is a blank
+            ``$CTXSLOTS_DB`` (:class:`~ctxslots.errors.StoreError`).
         limits: Size limits and slot rules applied to every write.
         ranking: Decay constants per slot, reinforcement and fusion weights
             (after construction, with the vector weight resolved).
