@@ -238,6 +238,33 @@ def test_a_token_variable_set_but_empty_is_refused_at_start(tmp_path, name, valu
     assert not (tmp_path / "m.db").exists()
 
 
+@pytest.mark.parametrize("how", ["option", "variable"])
+def test_a_token_file_and_the_tokens_variable_together_are_refused_at_start(tmp_path, how):
+    """With a token file and $CTXSLOTS_MCP_TOKENS both set, the server used the file alone:
+    the users of the variable got 401 without a word at start."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\n")
+    tokens.chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXSLOTS_MCP_")}
+    env["CTXSLOTS_MCP_TOKENS"] = f"bob={BOB}"
+    args = ["--tokens", str(tokens)] if how == "option" else []
+    if how == "variable":
+        env["CTXSLOTS_MCP_TOKENS_FILE"] = str(tokens)
+    proc = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                             "mcp", "--transport", "http", "--port", "0", *args],
+                            stderr=subprocess.PIPE, text=True, env=env)
+    with proc:
+        first = proc.stderr.readline()
+        if first.startswith("Serving"):
+            proc.terminate()
+        rest = proc.stderr.read()
+    assert first.startswith("Error: give the per-user tokens in --tokens"), first
+    assert "$CTXSLOTS_MCP_TOKENS, not both" in first
+    assert ALICE not in first and BOB not in first
+    assert (2, "") == (proc.returncode, rest)
+    assert not (tmp_path / "m.db").exists()
+
+
 def test_a_token_user_the_store_refuses_is_refused_at_start(tmp_path):
     """A user of the token file the store would refuse (300 characters) stops the server at
     start in one line, instead of failing every call made with that token."""

@@ -122,6 +122,12 @@ def _token_users(tokens_file: Path | None, transport: str, token: str | None,
         raise click.UsageError("per-user tokens need --transport http")
     if token:
         raise click.UsageError("give one shared --token or a token per user, not both")
+    if tokens_file is not None and variable:
+        # Either alone names every user; with both, the variable's users were left out
+        # without a word, and their clients got 401.
+        raise click.UsageError("give the per-user tokens in --tokens (or "
+                               "$CTXSLOTS_MCP_TOKENS_FILE) or in $CTXSLOTS_MCP_TOKENS, "
+                               "not both")
     if user is not None:
         raise click.UsageError("with per-user tokens the token names the user: leave out --user")
     if tokens_file is not None:
