@@ -332,3 +332,20 @@ def test_every_dotted_name_a_page_gives_is_found_there(page):
     dotted = {m for span in re.findall(r"`([^`\n]+)`", text) for m in _DOTTED.findall(span)}
     missing = sorted(dotted - _logger_names() - {d for d in dotted if _found(d)})
     assert [] == missing
+
+
+def test_every_variable_the_code_reads_is_documented_and_every_documented_one_is_read():
+    """CTXSLOTS_LLM_CLIENT, CTXSLOTS_LLM_BASE_URL and CTXSLOTS_LLM_MODEL were read by
+    ``ctxslots flush`` and named on no page: an operator configuring through the
+    environment could not learn of them."""
+    pattern = re.compile(r"\bCTXSLOTS_[A-Z_]*[A-Z]\b")
+    read = {name for path in (ROOT / "src" / "ctxslots").rglob("*.py")
+            for name in pattern.findall(path.read_text(encoding="utf-8"))}
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    documented = {name for page in pages
+                  for name in pattern.findall(page.read_text(encoding="utf-8"))}
+    tests = {name for path in (ROOT / "tests").glob("*.py")
+             for name in pattern.findall(path.read_text(encoding="utf-8"))}
+    assert {"CTXSLOTS_DB", "CTXSLOTS_LLM_MODEL"} <= read
+    assert [] == sorted(read - documented)
+    assert [] == sorted(documented - read - tests)

@@ -121,7 +121,8 @@ def _seconds(_ctx: click.Context, _param: click.Parameter, value: float) -> floa
 @click.option("--client", "client_name", default="openai", show_default=True,
               envvar="CTXSLOTS_LLM_CLIENT",
               help="The LLM client: openai (any OpenAI-compatible endpoint) or one a plugin "
-                   "registers (register_llm_clients); see ctxslots plugins.")
+                   "registers (register_llm_clients); see ctxslots plugins (or "
+                   "$CTXSLOTS_LLM_CLIENT).")
 @click.option("--base-url", envvar="CTXSLOTS_LLM_BASE_URL",
               help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1 "
                    "(or $CTXSLOTS_LLM_BASE_URL).")
