@@ -174,3 +174,27 @@ def test_a_plugin_slot_of_a_workspace_gets_the_flushs_scope(location, conversati
     assert [("style", "repo"), ("project", "repo")] == [
         (c["fact"]["slot"], c["fact"]["scope"]) for c in json.loads(done.output)["added"]]
 
+
+
+@pytest.mark.parametrize("model", [" ", "\t"])
+def test_a_blank_model_variable_is_refused_before_any_request(db_path, conversation,
+                                                              monkeypatch, model):
+    """CTXSLOTS_LLM_MODEL set to a space was sent to the server as the model's name: the
+    flush failed only at the server, after the request, naming no variable."""
+    from ctxslots import InvalidArgumentError
+    from ctxslots.flusher import OpenAIChatClient
+
+    with ScriptedChatServer([reply(UPSERT)]) as server:
+        monkeypatch.setenv("CTXSLOTS_LLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("CTXSLOTS_LLM_MODEL", model)
+        result = invoke(db_path, conversation)
+        assert [] == server.requests
+        with pytest.raises(InvalidArgumentError, match="model must be a model name"):
+            OpenAIChatClient(server.base_url, model)
+        given = invoke(db_path, conversation, "--model", "m")
+        assert 1 == len(server.requests)
+    assert 1 == result.exit_code
+    assert result.output.startswith("Error: the openai client needs model "), result.output
+    assert "CTXSLOTS_LLM_MODEL" in result.output
+    assert 0 == given.exit_code, given.output
+    assert "m" == server.requests[0]["model"]

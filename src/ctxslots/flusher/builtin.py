@@ -17,10 +17,12 @@ def openai_client(*, base_url: str | None = None, model: str | None = None,
     :param timeout: Seconds one call may take in all, its retries and the waits between
         them included (``ctxslots flush --timeout``): the client's ``total_timeout``, and
         the most one try may take.
-    :raises LLMClientError: ``base_url`` or ``model`` is missing.
+    :raises LLMClientError: ``base_url`` or ``model`` is missing, empty or blank (as a
+        variable set to a space is).
     """
-    if not base_url or not model:
-        missing = " and ".join(n for n, v in (("base_url", base_url), ("model", model)) if not v)
+    if not (base_url and base_url.strip()) or not (model and model.strip()):
+        named = (("base_url", base_url), ("model", model))
+        missing = " and ".join(n for n, v in named if not (v and v.strip()))
         raise LLMClientError(f"the openai client needs {missing} (--base-url, --model, or "
                              "CTXSLOTS_LLM_BASE_URL, CTXSLOTS_LLM_MODEL)")
     if timeout is not None:

@@ -199,13 +199,14 @@ class OpenAIChatClient:
             further, and is not asked for again.
 
     :raises InvalidArgumentError: ``base_url`` is not an http(s) URL with a host
-        (and a valid port, and IPv6 address when it names one), or ``timeout`` or
+        (and a valid port, and IPv6 address when it names one), ``model`` is empty or
+        blank, or ``timeout`` or
         ``total_timeout`` is not a number of seconds above 0 and at most
         :data:`MAX_TIMEOUT`.
     """
 
     base_url: str = attrs.field(converter=_check_base_url, repr=lambda url: repr(safe_url(url)))
-    model: str
+    model: str = attrs.field()
     api_key: str | None = attrs.field(default=None, repr=False)
     api_key_env: str = "OPENAI_API_KEY"
     timeout: float = attrs.field(default=60.0)
@@ -218,6 +219,13 @@ class OpenAIChatClient:
     max_tokens: int | None = attrs.field(default=None)
     max_reply_bytes: int = attrs.field(default=DEFAULT_MAX_REPLY_BYTES)
     _poster: JSONPoster | None = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    @model.validator
+    def _check_model(self, _attribute: Any, value: Any) -> None:
+        if not isinstance(value, str) or not value.strip():
+            # Sent as it is, a blank name failed only at the server, after the request.
+            raise InvalidArgumentError(f"model must be a model name, not {value!r}",
+                                       field="model", value=value)
 
     @timeout.validator
     def _check_timeout(self, _attribute: Any, value: Any) -> None:
