@@ -526,6 +526,28 @@ def test_default_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     assert HashingEmbedder(128) == default_embedder()
 
 
+@pytest.mark.parametrize("blank", ["", " ", "\t"])
+def test_a_blank_embedder_variable_reopens_the_store_with_its_own_in_cli_and_api(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blank: str) -> None:
+    """``CTXSLOTS_EMBEDDER=" "``: FactStore() opened the store with the embedder it records,
+    the command refused to start ("empty embedder spec", naming no variable)."""
+    from click.testing import CliRunner
+
+    from ctxslots.cli import cli
+
+    db = tmp_path / "memory.db"
+    with ctxslots.FactStore(db, embedder="hash:64") as store:
+        store.add("user", "The user drinks green tea.")
+    monkeypatch.setenv(EMBEDDER_ENV, blank)
+    with ctxslots.FactStore(db) as store:
+        assert HashingEmbedder(64) == store.embedder
+    result = CliRunner().invoke(cli, ["--db", str(db), "search", "green tea", "--json"],
+                                catch_exceptions=False)
+    assert 0 == result.exit_code, result.output
+    [hit] = json.loads(result.output)
+    assert "The user drinks green tea." == hit["value"]
+
+
 # ---------------------------------------------------------------- sentence-transformers
 
 

@@ -299,6 +299,10 @@ def cli(
         # or an env file, with STORE unset, would write to the default store just the same.
         raise click.UsageError("$CTXSLOTS_DB is set but empty: set it to a SQLite file or a "
                                "postgresql:// URL, or unset it for the default store")
+    if embedder is not None and not embedder.strip() and \
+            ctx.get_parameter_source("embedder") is click.core.ParameterSource.ENVIRONMENT:
+        # As FactStore() reads it: a blank $CTXSLOTS_EMBEDDER is no choice, the store's own.
+        embedder = None
     if db is not None and db.startswith("~"):
         # No shell expands it in an MCP client's "args", a unit file or an env file: the
         # store would go to a folder named ~ under whatever directory the command ran in.
