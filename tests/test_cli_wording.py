@@ -31,6 +31,18 @@ def test_every_option_has_help(name, command):
     assert command.help
 
 
+@pytest.mark.parametrize("path", [[], *([n] for n, _ in _commands())],
+                         ids=["ctxslots", *(n for n, _ in _commands())])
+def test_every_option_read_from_a_variable_names_it_in_help(path):
+    """--embedder, --embed-base-url, --free-slots and mcp --tokens are read from
+    CTXSLOTS_EMBEDDER, CTXSLOTS_EMBED_BASE_URL, CTXSLOTS_FREE_SLOTS and
+    CTXSLOTS_MCP_TOKENS_FILE, and their --help did not say so."""
+    output = " ".join(_invoke(*path, "--help").output.split())
+    command = cli if not path else cli.commands[path[0]]
+    variables = [p.envvar for p in command.params if isinstance(p, click.Option) and p.envvar]
+    assert [] == [name for name in variables if name not in output]
+
+
 def test_flush_help_names_the_api_key_variable():
     """``flush --help`` names the variable the API key is read from."""
     assert "$OPENAI_API_KEY" in _invoke("flush", "--help").output

@@ -268,18 +268,21 @@ class Interrupted(click.ClickException):
     "--embedder",
     envvar="CTXSLOTS_EMBEDDER",
     help="hash, sentence-transformers:PATH_OR_PACKAGE, openai:MODEL or a plugin's kind; "
-         "a store remembers the one that built its vectors (the default when not given).",
+         "a store remembers the one that built its vectors (the default when not given; "
+         "or $CTXSLOTS_EMBEDDER).",
 )
 @click.option(
     "--embed-base-url",
     envvar="CTXSLOTS_EMBED_BASE_URL",
-    help="API root of an OpenAI-compatible embeddings server (for --embedder openai:MODEL).",
+    help="API root of an OpenAI-compatible embeddings server (for --embedder openai:MODEL; "
+         "or $CTXSLOTS_EMBED_BASE_URL).",
 )
 @click.option(
     "--free-slots",
     is_flag=True,
     envvar="CTXSLOTS_FREE_SLOTS",
-    help="Accept any slot name, not only user, project, agent and the slots plugins register.",
+    help="Accept any slot name, not only user, project, agent and the slots plugins register "
+         "(or $CTXSLOTS_FREE_SLOTS=1).",
 )
 @click.version_option(package_name="ctxslots")
 @click.pass_context

@@ -42,8 +42,9 @@ __all__ = ["register"]
               envvar="CTXSLOTS_MCP_TOKENS_FILE",
               help="One token per user (http): a file only you can read, one 'USER TOKEN' "
                    "per line; each client then reaches its own user's facts and the shared "
-                   "ones (agent facts are the agent's: every user's client shares them). Or "
-                   "set CTXSLOTS_MCP_TOKENS to 'USER=TOKEN' pairs.")
+                   "ones (agent facts are the agent's: every user's client shares them); or "
+                   "$CTXSLOTS_MCP_TOKENS_FILE. Or set CTXSLOTS_MCP_TOKENS to 'USER=TOKEN' "
+                   "pairs.")
 @owner_options("The user whose memory the tools reach (default: the store's default user; "
                + "with per-user tokens, the token's user).",
                "The agent using the tools (default: the store's default agent).")
