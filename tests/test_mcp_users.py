@@ -220,7 +220,8 @@ def test_a_shared_token_easy_to_guess_is_refused_at_start(tmp_path, token):
 
 @pytest.mark.parametrize(("name", "value"), [
     ("CTXSLOTS_MCP_TOKEN", ""), ("CTXSLOTS_MCP_TOKENS", ""), ("CTXSLOTS_MCP_TOKENS", " "),
-    ("CTXSLOTS_MCP_TOKENS_FILE", "")])
+    ("CTXSLOTS_MCP_TOKENS_FILE", ""), ("CTXSLOTS_MCP_TOKEN", " "),
+    ("CTXSLOTS_MCP_TOKENS_FILE", " ")])
 def test_a_token_variable_set_but_empty_is_refused_at_start(tmp_path, name, value):
     """A token variable that is set but empty (an unset ${TOKEN} in a unit file) stops the
     server in one line naming the variable, instead of serving without a token."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from ._app import CliContext, pass_cli_context
 from ._owners import owner_options, scoped_slots
@@ -66,7 +67,7 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
     # (MCPUnavailableError) is a CtxslotsError, printed as one line.
     require_sdk()
     if transport == "http":
-        _refuse_empty_variables(token, tokens_file)
+        _refuse_empty_variables(tokens_file)
     users = _token_users(tokens_file, transport, token, user)
     if transport == "http" and token is not None:
         check_token(token)  # a token easy to guess is refused before a store file is made
@@ -98,12 +99,17 @@ _TOKEN_VARIABLES = (("CTXSLOTS_MCP_TOKEN", "a token"),
                     ("CTXSLOTS_MCP_TOKENS", "USER=TOKEN pairs"))
 
 
-def _refuse_empty_variables(token: str | None, tokens_file: Path | None) -> None:
-    """Refuse a token variable that is set but empty (as an unset ``${TOKEN}`` expands in
-    a unit file) where no option given on the command line replaces it: click reads an
+def _refuse_empty_variables(tokens_file: Path | None) -> None:
+    """Refuse a token variable that is set but empty or blank (as an unset ``${TOKEN}``
+    expands in a unit file) where no option given on the command line replaces it: click reads an
     empty variable as no token at all, which would serve without one."""
-    given = {"CTXSLOTS_MCP_TOKEN": token is not None,
-             "CTXSLOTS_MCP_TOKENS_FILE": tokens_file is not None,
+    # An option given on the command line replaces its variable; one click read from the
+    # variable itself (blanks, which click keeps) is the variable's value.
+    ctx = click.get_current_context()
+    token_given = ctx.get_parameter_source("token") is ParameterSource.COMMANDLINE
+    file_given = ctx.get_parameter_source("tokens_file") is ParameterSource.COMMANDLINE
+    given = {"CTXSLOTS_MCP_TOKEN": token_given,
+             "CTXSLOTS_MCP_TOKENS_FILE": file_given,
              "CTXSLOTS_MCP_TOKENS": tokens_file is not None}
     for name, holds in _TOKEN_VARIABLES:
         value = os.environ.get(name)
