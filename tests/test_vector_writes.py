@@ -218,7 +218,7 @@ def test_the_exit_waits_for_a_hung_embedder_no_longer_than_its_limit(db_path):
     to end (ten seconds where five are promised), the hung embedder still holding it."""
     src = str(Path(ctxslots.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    limit = 2.0
+    limit = 4.0  # long enough that a busy machine's scheduling stays within the margin
     done = subprocess.run([sys.executable, "-c", HUNG_AT_EXIT, str(db_path), str(limit)],
                           env=env, check=False, capture_output=True, text=True, timeout=120)
     assert 0 == done.returncode, done.stderr
