@@ -29,10 +29,10 @@ from ctxslots.stores.backend import FactFilter, Health, HistoryEntry, VectorRow,
 
 def test_lexical_matches_any_word_best_first(backend):
     """Any token may match; more matching words rank first; scores grow from negative."""
-    both = add(backend, "Rosaline went to the support group meeting.")
-    one = add(backend, "Imogen joined a running group.")
+    both = add(backend, "Rosaline went to the rowing club meeting.")
+    one = add(backend, "Imogen joined a running club.")
     add(backend, "Nothing relevant here.")
-    found = backend.lexical(plan_of(["support", "group"]), FactFilter(), 10)
+    found = backend.lexical(plan_of(["rowing", "club"]), FactFilter(), 10)
     assert [both, one] == [c.row["id"] for c in found]
     assert found[0].score < found[1].score < 0
     assert [] == backend.lexical(plan_of([]), FactFilter(), 10)

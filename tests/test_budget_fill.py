@@ -231,10 +231,10 @@ def test_fill_said_beside_a_clear_match_comes_first(tmp_path: Path) -> None:
         with store.batch():
             for n in range(200):  # other sessions: short, so BM25 ranks them first
                 store.add("user", f"Rosaline likes thing {n}.", observed_at=1_600_000_000.0 + n)
-            research = store.add("user", "Rosaline researched adoption agencies in May.",
+            research = store.add("user", "Rosaline researched rowing clubs in May.",
                                  observed_at=1_650_000_000.0)
-            beside = [store.add("user", f"Rosaline spoke at length with a counsellor about the "
-                                        f"long and careful process, part {n}.",
+            beside = [store.add("user", f"Rosaline spoke at length with a coach about the "
+                                        f"long and careful training plan, part {n}.",
                                 observed_at=1_650_000_000.0) for n in range(3)]
         request = AssemblyRequest("What did Rosaline research?", budget=600)
         section = UserMemoryContributor(store).contribute(request)

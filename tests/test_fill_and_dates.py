@@ -23,15 +23,15 @@ from ctxslots import (
 )
 
 NOW = datetime(2023, 11, 14, 15, 0, tzinfo=UTC).timestamp()
-MAY = datetime(2023, 5, 8, 13, 56, tzinfo=UTC).timestamp()
+MAY = datetime(2023, 5, 8, 10, 20, tzinfo=UTC).timestamp()
 
 
 @pytest.fixture(name="said")
 def fixture_said(tmp_path: Path):
     """A store whose user said one thing in May and one thing today."""
     store = FactStore(tmp_path / "said.db", clock=lambda: NOW)
-    store.add("user", "The user adopted a dog named Max.", observed_at=MAY)
-    store.add("user", "The user walks Max every morning.", observed_at=NOW - 3600)
+    store.add("user", "The user took in a dog named Biscuit.", observed_at=MAY)
+    store.add("user", "The user walks Biscuit every morning.", observed_at=NOW - 3600)
     yield store
     store.close()
 
@@ -41,15 +41,15 @@ def test_a_bullet_carries_its_date(said: FactStore) -> None:
     today does not, and the budget counts the date."""
     ungrouped = UserMemoryContributor(said, group_dates=False)
     prompt = PromptAssembler(said, contributors=[ungrouped]).assemble(
-        AssemblyRequest("Max the dog", budget=300))
+        AssemblyRequest("Biscuit the dog", budget=300))
     lines = prompt.text.splitlines()
-    assert "- The user adopted a dog named Max. (8 May 2023)" in lines
-    assert "- The user walks Max every morning." in lines
+    assert "- The user took in a dog named Biscuit. (8 May 2023)" in lines
+    assert "- The user walks Biscuit every morning." in lines
     assert count_tokens(prompt.text) == prompt.total_tokens
     kept = {d.item.text: d for d in prompt.kept}
-    dated = kept["The user adopted a dog named Max."]
+    dated = kept["The user took in a dog named Biscuit."]
     assert "8 May 2023" == dated.item.when
-    assert count_tokens("- The user adopted a dog named Max. (8 May 2023)\n") == dated.tokens
+    assert count_tokens("- The user took in a dog named Biscuit. (8 May 2023)\n") == dated.tokens
 
 
 JUNE = datetime(2023, 6, 2, 9, 0, tzinfo=UTC).timestamp()
@@ -57,13 +57,13 @@ JUNE = datetime(2023, 6, 2, 9, 0, tzinfo=UTC).timestamp()
 
 @pytest.fixture(name="days")
 def fixture_days(tmp_path: Path):
-    """A store whose user said two things about Max in May, one in June and one today."""
+    """A store whose user said two things about Biscuit in May, one in June and one today."""
     store = FactStore(tmp_path / "days.db", clock=lambda: NOW)
     with store.batch():
-        store.add("user", "Max the dog is a beagle.", observed_at=MAY)
-        store.add("user", "Max the dog chewed the sofa.", observed_at=JUNE)
-        store.add("user", "The user adopted a dog named Max.", observed_at=MAY)
-        store.add("user", "The user walks Max every morning.", observed_at=NOW - 3600)
+        store.add("user", "Biscuit the dog is a beagle.", observed_at=MAY)
+        store.add("user", "Biscuit the dog chewed the sofa.", observed_at=JUNE)
+        store.add("user", "The user took in a dog named Biscuit.", observed_at=MAY)
+        store.add("user", "The user walks Biscuit every morning.", observed_at=NOW - 3600)
     yield store
     store.close()
 
@@ -72,16 +72,16 @@ def test_memories_said_on_one_day_share_its_heading(days: FactStore) -> None:
     """By default a day's memories stand under one heading of that day, the groups in
     the order of their best memory and the memories in rank order within each; the
     undated ones come first; the budget counts each heading once, exactly."""
-    prompt = PromptAssembler(days).assemble(AssemblyRequest("Max the dog", budget=300))
+    prompt = PromptAssembler(days).assemble(AssemblyRequest("Biscuit the dog", budget=300))
     ranked = [d.item.text for d in prompt.section("user_memory").items]
-    assert ["Max the dog is a beagle.", "Max the dog chewed the sofa."] == ranked[:2]
+    assert ["Biscuit the dog is a beagle.", "Biscuit the dog chewed the sofa."] == ranked[:2]
     assert prompt.text == ("## What you know about the user\n"
-                           "- The user walks Max every morning.\n"
+                           "- The user walks Biscuit every morning.\n"
                            "8 May 2023:\n"
-                           "- Max the dog is a beagle.\n"
-                           "- The user adopted a dog named Max.\n"
+                           "- Biscuit the dog is a beagle.\n"
+                           "- The user took in a dog named Biscuit.\n"
                            "2 June 2023:\n"
-                           "- Max the dog chewed the sofa.\n")
+                           "- Biscuit the dog chewed the sofa.\n")
     assert count_tokens(prompt.text) == prompt.total_tokens
     report = prompt.section("user_memory")
     assert prompt.total_tokens == report.tokens
@@ -94,26 +94,26 @@ def test_memories_said_on_one_day_share_its_heading(days: FactStore) -> None:
         i["tokens"] for i in dumped["items"] if i["decision"] == "kept")
     assert f"date headings {headings})" in prompt.dump("markdown")
     assert f"date headings {headings})" in prompt.dump("html")
-    assert count_tokens("- Max the dog is a beagle.\n") == report.items[0].tokens
+    assert count_tokens("- Biscuit the dog is a beagle.\n") == report.items[0].tokens
     # each memory keeps its own date in the dumps
     items = json.loads(prompt.dump("json"))["sections"][0]["items"]
-    assert {"Max the dog is a beagle.": "8 May 2023", "Max the dog chewed the sofa.": "2 June 2023",
-            "The user adopted a dog named Max.": "8 May 2023",
-            "The user walks Max every morning.": None} == {i["text"]: i["when"] for i in items}
+    assert {"Biscuit the dog is a beagle.": "8 May 2023", "Biscuit the dog chewed the sofa.": "2 June 2023",
+            "The user took in a dog named Biscuit.": "8 May 2023",
+            "The user walks Biscuit every morning.": None} == {i["text"]: i["when"] for i in items}
 
 
 def test_a_heading_is_paid_by_the_first_line_under_it(days: FactStore) -> None:
     """With room for the header, one heading and one line, the next line of another day
     does not fit: what it needs counts its heading too, and the dump says so."""
     header = count_tokens("## What you know about the user\n")
-    first = count_tokens("8 May 2023:\n") + count_tokens("- Max the dog is a beagle.\n")
+    first = count_tokens("8 May 2023:\n") + count_tokens("- Biscuit the dog is a beagle.\n")
     contributor = UserMemoryContributor(days, profile_size=0)
     assembler = PromptAssembler(days, contributors=[contributor])
-    prompt = assembler.assemble(AssemblyRequest("Max the dog", budget=header + first + 8))
-    assert prompt.text == "## What you know about the user\n8 May 2023:\n- Max the dog is a beagle.\n"
+    prompt = assembler.assemble(AssemblyRequest("Biscuit the dog", budget=header + first + 8))
+    assert prompt.text == "## What you know about the user\n8 May 2023:\n- Biscuit the dog is a beagle.\n"
     second = prompt.section("user_memory").items[1]
     heading = count_tokens("2 June 2023:\n")
-    needs = heading + count_tokens("- Max the dog chewed the sofa.\n")
+    needs = heading + count_tokens("- Biscuit the dog chewed the sofa.\n")
     assert needs - heading == second.tokens  # its line; the note adds the heading it opens
     note = f"needs {needs} tokens ({heading} of them its date heading), 8 left"
     assert (DropReason.BUDGET, note) == (second.reason, second.detail)
@@ -123,8 +123,8 @@ def test_grouping_is_a_setting_and_a_section_field(days: FactStore) -> None:
     """``group_dates=False`` puts each date on its line; any section can group its items
     by ``when`` with a template of its own; a bad value is refused."""
     ungrouped = PromptAssembler(days, contributors=[UserMemoryContributor(
-        days, group_dates=False)]).assemble(AssemblyRequest("Max the dog", budget=300)).text
-    assert "- Max the dog is a beagle. (8 May 2023)\n" in ungrouped
+        days, group_dates=False)]).assemble(AssemblyRequest("Biscuit the dog", budget=300)).text
+    assert "- Biscuit the dog is a beagle. (8 May 2023)\n" in ungrouped
     assert "8 May 2023:" not in ungrouped
     with pytest.raises(InvalidRequestError, match="group_dates must be True or False"):
         UserMemoryContributor(days, group_dates="yes")  # type: ignore[arg-type]
@@ -148,11 +148,11 @@ def test_grouping_is_a_setting_and_a_section_field(days: FactStore) -> None:
 
 def test_the_dumps_show_the_date_the_prompt_shows(said: FactStore) -> None:
     """The JSON, markdown and HTML dumps carry the same date as the bullet."""
-    prompt = PromptAssembler(said).assemble(AssemblyRequest("Max the dog", budget=300))
+    prompt = PromptAssembler(said).assemble(AssemblyRequest("Biscuit the dog", budget=300))
     items = json.loads(prompt.dump("json"))["sections"][0]["items"]
-    assert {"The user adopted a dog named Max.": "8 May 2023",
-            "The user walks Max every morning.": None} == {i["text"]: i["when"] for i in items}
-    assert "| The user adopted a dog named Max. (8 May 2023) |" in prompt.dump("markdown")
+    assert {"The user took in a dog named Biscuit.": "8 May 2023",
+            "The user walks Biscuit every morning.": None} == {i["text"]: i["when"] for i in items}
+    assert "| The user took in a dog named Biscuit. (8 May 2023) |" in prompt.dump("markdown")
     assert "(8 May 2023)" in prompt.dump("html")
 
 
@@ -162,13 +162,13 @@ def test_the_date_style_is_a_setting(said: FactStore) -> None:
     def text(dates: str | None, **request: float) -> str:
         contributor = UserMemoryContributor(said, dates=dates)
         assembler = PromptAssembler(said, contributors=[contributor])
-        return assembler.assemble(AssemblyRequest("Max the dog", budget=300, **request)).text
+        return assembler.assemble(AssemblyRequest("Biscuit the dog", budget=300, **request)).text
 
-    assert "\n6 months ago:\n- The user adopted a dog named Max.\n" in text("age")
-    assert text(None) == ("## What you know about the user\n- The user adopted a dog named "
-                          "Max.\n- The user walks Max every morning.\n")
+    assert "\n6 months ago:\n- The user took in a dog named Biscuit.\n" in text("age")
+    assert text(None) == ("## What you know about the user\n- The user took in a dog named "
+                          "Biscuit.\n- The user walks Biscuit every morning.\n")
     earlier = datetime(2023, 5, 20, tzinfo=UTC).timestamp()
-    assert "\n11 days ago:\n- The user adopted a dog named Max.\n" in text("age", now=earlier)
+    assert "\n11 days ago:\n- The user took in a dog named Biscuit.\n" in text("age", now=earlier)
     with pytest.raises(InvalidRequestError, match="dates must be 'date' or 'age' or None"):
         UserMemoryContributor(said, dates="weekday")
 

@@ -12,12 +12,12 @@ from ctxslots import FactStore, InvalidFactError, MemoryFlusher, OpenAIChatClien
 from ctxslots.testing import ScriptedChatServer
 
 DAY = 86400.0
-SAID = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
+SAID = dt.datetime(2023, 5, 8, 10, 20, tzinfo=dt.UTC)
 
 
 def test_add_and_upsert_keep_the_observed_time(store, clock):
     """observed_at round-trips through add and upsert; without it, the time of writing is used."""
-    said = store.add("agent", "Rosaline went to the support group.", observed_at=SAID)
+    said = store.add("agent", "Rosaline went to the rowing club.", observed_at=SAID)
     keyed = store.upsert("user", "city", "The user lives in Lisbon.",
                          observed_at=SAID.timestamp() + DAY)
     plain = store.add("agent", "A note written now.")
@@ -56,13 +56,13 @@ def test_decay_and_the_trace_count_from_the_observed_time_and_now(location, cloc
 def test_timelines_follow_the_observed_time(store, clock):
     """A history backfilled out of order reads back in the order it was said."""
     later = store.add("agent", "Second session: the trip to Paris.", observed_at=SAID + dt.timedelta(days=7))
-    first = store.add("agent", "First session: the support group.", observed_at=SAID)
+    first = store.add("agent", "First session: the rowing club.", observed_at=SAID)
     assert [first.id, later.id] == [f.id for f in store.timeline(first.id, after=3)]
 
 
 def test_export_and_import_keep_the_observed_time(store, tmp_path):
     """observed_at survives a JSONL export and import into a fresh store."""
-    fact = store.add("agent", "Imogen painted a sunrise.", observed_at=SAID)
+    fact = store.add("agent", "Imogen painted a lighthouse.", observed_at=SAID)
     buffer = io.StringIO()
     store.export_jsonl(buffer)
     record = json.loads(buffer.getvalue().splitlines()[1])

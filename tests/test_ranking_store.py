@@ -151,7 +151,7 @@ def test_a_subject_whose_stem_differs_from_the_word_is_lifted_too(location: str)
                 name = "Imogen" if i % 3 == 0 else "Rosaline"
                 store.add("user", f"{name} mentioned topic number {i} once.")
         mention = store.add("user", "Imogen paints like Rosaline.").id
-        subject = store.add("user", "Rosaline's sister says she paints sunsets on weekends.").id
+        subject = store.add("user", "Rosaline's sister says she paints harbour boats on weekends.").id
         hits = store.search("Does Rosaline paint?", track_access=False)
         traced = {h.fact.id: h.trace.extra for h in hits}
         assert 2.0 == traced[subject]["common_subject"]

@@ -14,22 +14,22 @@ from ctxslots import AssemblyRequest, FactStore, MemoryTools, PromptAssembler
 from ctxslots.cli import cli
 
 DAY = 86400.0
-SAID = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
+SAID = dt.datetime(2023, 5, 8, 10, 20, tzinfo=dt.UTC)
 
 
 def test_the_tools_show_the_age_of_when_it_was_said(store, clock):
     """A memory written today but said in 2023 reads its age from 2023 in tool results."""
-    store.add("project", "Rosaline went to the support group.", observed_at=SAID, scope="club")
+    store.add("project", "Rosaline went to the rowing club.", observed_at=SAID, scope="club")
     tools = MemoryTools(store, scope="club")
     years = int((clock.now - SAID.timestamp()) // (365 * DAY))
-    answer = tools.memory_query("support group")
+    answer = tools.memory_query("rowing club")
     assert "Rosaline" in answer and f"{years} years ago" in answer and "today" not in answer
 
 
 def test_list_shows_the_age_of_when_it_was_said(location):
     """``ctxslots list`` ages a fact from when it was said, not from when it was written."""
     with FactStore(location) as store:
-        store.add("agent", "Rosaline went to the support group.", observed_at=SAID)
+        store.add("agent", "Rosaline went to the rowing club.", observed_at=SAID)
         store.add("agent", "A note said just now.")
     result = CliRunner().invoke(cli, ["--db", location, "list"], catch_exceptions=False)
     assert 0 == result.exit_code, result.output
@@ -57,9 +57,9 @@ def test_mcp_shows_the_age_of_when_it_was_said(tmp_path):
     pytest.importorskip("mcp")
     db = str(tmp_path / "said.db")
     with FactStore(db) as store:
-        store.add("project", "Rosaline went to the support group.", observed_at=SAID,
+        store.add("project", "Rosaline went to the rowing club.", observed_at=SAID,
                   scope="club")
-    answer = anyio.run(_query_over_mcp, db, "support group")
+    answer = anyio.run(_query_over_mcp, db, "rowing club")
     assert "Rosaline" in answer and "years ago" in answer and "today" not in answer
 
 

@@ -40,7 +40,7 @@ CORPUS = (
     "Greta always enjoys her hikes.",
     "They enjoyed the hiking trails, always.",
     "The re-deploy of src/api.py went fine.",
-    "Rosaline's adoption agency called.",
+    "Rosaline's translation agency called.",
     "He adopted two cats; adoptions are slow.",
     "The 2runs script and abc123 token and 3rd place.",
     "Straße und Strasse sind gleich.",

@@ -394,7 +394,7 @@ def test_a_vector_another_process_wrote_with_the_old_embedder_is_skipped(tmp_pat
         a = FactStore(db, embedder="hash:32", ranking=ranking, vector_writes="inline")
         b = FactStore(db, embedder="hash:48", ranking=ranking, vector_writes="inline")
     try:
-        a.add("user", "The user owns a golden retriever named Max.")
+        a.add("user", "The user owns a golden retriever named Biscuit.")
         b.reindex(full=True)
         bike = a.add("user", "The user rides a blue bicycle to work.")
         assert [bike.id] == [h.fact.id for h in b.search("bicycle to work")]
