@@ -1,13 +1,14 @@
-"""Running a coroutine to completion from sync code, inside an event loop's thread or not."""
+"""Running a coroutine to completion from sync code, inside an event loop's thread or not,
+and blocking work off an event loop."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-__all__ = ["run_to_completion"]
+__all__ = ["off_loop", "run_to_completion"]
 
 T = TypeVar("T")
 
@@ -26,3 +27,10 @@ def run_to_completion(awaitable: Awaitable[T]) -> T:
         return asyncio.run(_await(awaitable))
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, _await(awaitable)).result()
+
+
+async def off_loop(call: Callable[[], T], *, here: bool = False) -> T:
+    """``call()`` in a worker thread, so the event loop keeps serving; on this thread when
+    ``here`` (inside a store's ``batch()`` this thread has open: a worker thread's store
+    calls would wait for the batch to end, or land outside it)."""
+    return call() if here else await asyncio.to_thread(call)

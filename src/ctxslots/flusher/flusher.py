@@ -22,6 +22,7 @@ import jinja2
 
 from .._calendar import WEEKDAY_NAMES
 from .._checks import names, store_of
+from .._sync import off_loop
 from ..errors import FlushError, InvalidArgumentError, InvalidFactError, StoreClosedError
 from ..model import Fact, Message
 from ..prompts import Templates, make_environment, render_template
@@ -362,9 +363,8 @@ class MemoryFlusher:
         """
         here = self.store.in_batch  # a worker thread would wait for this thread's batch
         owners = Owners(user, agent, scope)
-        prepared = self._prepare(messages, conversation, owners, force, written_at) if here \
-            else await asyncio.to_thread(self._prepare, messages, conversation, owners, force,
-                                         written_at)
+        prepared = await off_loop(
+            lambda: self._prepare(messages, conversation, owners, force, written_at), here=here)
         if isinstance(prepared, FlushReport):
             return prepared
         prompt, base, read, msgs, shown, when = prepared

@@ -9,13 +9,13 @@ the run goes on without memory, unless ``strict`` asks for the error.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from .._sync import off_loop
 from ..assembler import PromptAssembler
 from ..errors import BudgetExceededError, InvalidArgumentError, MemoryUnavailableError
 from ..flusher import FlushReport, MemoryFlusher
@@ -288,9 +288,8 @@ class Memory:
         """:meth:`dispatch` in a worker thread, for async frameworks (inside a
         :meth:`~ctxslots.FactStore.batch` this thread has open, here, as part of it: a
         worker thread's call would wait for the batch to end)."""
-        if self.store.in_batch:
-            return self.dispatch(name, arguments, who)
-        return await asyncio.to_thread(self.dispatch, name, arguments, who)
+        return await off_loop(lambda: self.dispatch(name, arguments, who),
+                              here=self.store.in_batch)
 
     # -- the flush -----------------------------------------------------------
 

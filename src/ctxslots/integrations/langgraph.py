@@ -30,7 +30,6 @@ supported (``supports_ttl`` is false). Needs the ``langgraph`` extra.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,7 +37,7 @@ from typing import Any
 
 import attrs
 
-from .._sync import run_to_completion
+from .._sync import off_loop, run_to_completion
 from ..errors import IntegrationUnavailableError, InvalidArgumentError, InvalidFactError
 from ..model import Message
 from ..stores import FactStore
@@ -380,9 +379,8 @@ class CtxslotsStore(BaseStore):
         """:meth:`batch` in a worker thread (inside a :meth:`~ctxslots.FactStore.batch`
         this thread has open, here, as part of it: a worker thread's operations would
         wait for the batch to end)."""
-        if self.store.in_batch:
-            return self.batch(list(ops))
-        return await asyncio.to_thread(self.batch, list(ops))
+        given = list(ops)
+        return await off_loop(lambda: self.batch(given), here=self.store.in_batch)
 
 
 # -- the context node -----------------------------------------------------------

@@ -11,12 +11,12 @@ the batch).
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._sync import off_loop
 from ..model import Fact, Hit
 from .rerank import Boost
 
@@ -41,9 +41,7 @@ class AsyncMethods:
 
     async def _off_loop(self, call: Callable[[], T]) -> T:
         """``call()`` in a worker thread, or here when this thread has a batch open."""
-        if self._core.backend.in_transaction:
-            return call()
-        return await asyncio.to_thread(call)
+        return await off_loop(call, here=self._core.backend.in_transaction)
 
     async def asearch(self, query: str, *, slots: Sequence[str] | None = None,
                       scope: str | None = None, user: str | None = None,
