@@ -49,10 +49,13 @@ _CLI_WITH_CTRL_C = ("import runpy, signal; signal.signal(signal.SIGINT, signal.d
                     "runpy.run_module('ctxslots', run_name='__main__', alter_sys=True)")
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="named pipes and SIGINT")
-def test_ctrl_c_during_an_import_says_nothing_was_written(tmp_path):
-    """SIGINT while an import is reading (thousands of records already read and written in
-    its transaction): one line saying nothing was imported, exit 130, and the store as it was."""
+@pytest.mark.skipif(sys.platform == "win32", reason="named pipes and POSIX signals")
+@pytest.mark.parametrize(("sent", "status", "said"), [
+    (signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "stopped (SIGTERM)")])
+def test_ctrl_c_during_an_import_says_nothing_was_written(tmp_path, sent, status, said):
+    """SIGINT (or SIGTERM) while an import is reading (thousands of records already read and
+    written in its transaction): one line saying nothing was imported, exit 130 (143), and
+    the store as it was. SIGTERM killed the process there, saying nothing."""
     db = tmp_path / "memory.db"
     with FactStore(db) as store:
         store.add("agent", "A memory from before the import.")
@@ -71,14 +74,14 @@ def test_ctrl_c_during_an_import_says_nothing_was_written(tmp_path):
             pipe.flush()
             # The pipe holds 64 KiB; 5,000 lines are about 500 KB, so the writes above
             # returned only once the importer had read all but the last few hundred lines.
-            child.send_signal(signal.SIGINT)
+            child.send_signal(sent)
             out, err = child.communicate(timeout=120)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert 130 == child.returncode, err
-    assert ["Error: interrupted: nothing was imported, the store is as it was"] == \
+    assert status == child.returncode, err
+    assert [f"Error: {said}: nothing was imported, the store is as it was"] == \
         err.splitlines()
     assert "Aborted" not in err and "" == out
     with FactStore(db) as store:
@@ -170,3 +173,27 @@ def test_nothing_new_says_no_new_messages(store):
         flusher.flush(messages, conversation="c", force=True)
         report = flusher.flush(messages, conversation="c", force=True)
     assert report.summary().splitlines()[0].endswith("nothing_new (no new messages, 1 read in all)")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_is_taken_only_where_nobody_else_took_it():
+    """The command takes SIGTERM while it runs, and gives the default back; a program
+    that set its own handler before running the command keeps it."""
+    from ctxslots.cli._signals import Terminated, sigterm_as_interrupt
+
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with sigterm_as_interrupt(), pytest.raises(Terminated):
+            signal.raise_signal(signal.SIGTERM)
+        assert signal.SIG_DFL == signal.getsignal(signal.SIGTERM)
+
+        def own(signum, frame):
+            own.seen = signum
+
+        signal.signal(signal.SIGTERM, own)
+        with sigterm_as_interrupt():
+            signal.raise_signal(signal.SIGTERM)
+        assert signal.SIGTERM == own.seen
+        assert own == signal.getsignal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, before)

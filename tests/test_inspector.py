@@ -357,10 +357,13 @@ def test_it_never_binds_beyond_loopback_without_host_and_token(tmp_path):
         assert address.startswith("http://127.0.0.1:")
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT is how POSIX stops a program")
-def test_ctrl_c_stops_the_inspector_with_one_line_and_status_130(tmp_path):
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals stop a program")
+@pytest.mark.parametrize(("sent", "status", "said"), [
+    ("SIGINT", 130, "interrupted (Ctrl-C)"), ("SIGTERM", 143, "stopped (SIGTERM)")])
+def test_ctrl_c_stops_the_inspector_with_one_line_and_status_130(tmp_path, sent, status, said):
     """Ctrl-C (SIGINT) stops ``ctxslots ui`` as it stops every command: the port released,
-    one line, exit status 130; it exited 0 and said nothing, as if it had ended by itself."""
+    one line, exit status 130; it exited 0 and said nothing, as if it had ended by itself.
+    SIGTERM (a service manager's stop) the same way, with 143; it died by the signal."""
     import signal
     import socket
 
@@ -383,9 +386,9 @@ def test_ctrl_c_stops_the_inspector_with_one_line_and_status_130(tmp_path):
         address = line.split(" at ", 1)[1].strip()
         port = urllib.parse.urlsplit(address).port
         assert 200 == httpx.get(address).status_code  # serving, before the signal
-        proc.send_signal(signal.SIGINT)
-        assert 130 == proc.wait(timeout=120)
-        assert ["Error: interrupted (Ctrl-C)"] == proc.stderr.read().splitlines()
+        proc.send_signal(getattr(signal, sent))
+        assert status == proc.wait(timeout=120)
+        assert [f"Error: {said}"] == proc.stderr.read().splitlines()
         assert "" == proc.stdout.read()
     finally:
         if proc.poll() is None:

@@ -29,6 +29,7 @@ from .._secrets import scrub
 from ..errors import CtxslotsError
 from ..stores import FactStore, Limits, default_db_path
 from ._output import echo, silence_stdout_if_broken, terminal_safe
+from ._signals import Interrupted, interrupted
 
 __all__ = ["CliContext", "Interrupted", "cli", "pass_cli_context"]
 
@@ -244,17 +245,12 @@ class _Group(click.Group):
             where = f": {exc.filename}" if exc.filename else " (the output)"
             raise click.ClickException(_error_line(f"cannot write{where}: "
                                                    f"{exc.strerror or exc}")) from exc
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             # Not click's "Aborted!" and status 1, the status of any error: a script tells
-            # an interrupted command by 130, as a shell reports SIGINT. A write stopped so
-            # is rolled back (each is one transaction); what committed before it stays.
-            raise Interrupted("interrupted (Ctrl-C)") from None
-
-
-class Interrupted(click.ClickException):
-    """Ctrl-C: one line, and exit status 130 (as a shell reports SIGINT)."""
-
-    exit_code = 130
+            # an interrupted command by 130 (143 for SIGTERM), as a shell reports the
+            # signal. A write stopped so is rolled back (each is one transaction); what
+            # committed before it stays.
+            raise interrupted(exc) from None
 
 
 @click.group(cls=_Group)

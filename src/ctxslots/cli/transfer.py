@@ -22,11 +22,12 @@ from ..stores import FactStore, ImportReport
 from ..stores.owners import OwnerArgs
 from ..stores.transfer.markdown_import import stream_lines
 from ..stores.transfer.markdown_memory import heading_scope, scope_dirname
-from ._app import CliContext, Interrupted, pass_cli_context
+from ._app import CliContext, pass_cli_context
 from ._format import count as _count
 from ._output import SafeWriter, echo, echo_json
 from ._owners import owner_options
 from ._progress import CountingReader, CountingWriter, Progress
+from ._signals import interrupted
 
 __all__ = ["export", "import_", "register"]
 
@@ -146,9 +147,9 @@ def import_(
     try:
         report = _import(app, path, stdin, fmt, slot,
                          OwnerArgs(scope=scope, user=user, agent=agent), skip_invalid)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # The import is one transaction: rolled back on the way out of the store.
-        raise Interrupted("interrupted: nothing was imported, the store is as it was") from None
+        raise interrupted(exc, "nothing was imported, the store is as it was") from None
     _show(report, as_json)
 
 
