@@ -201,3 +201,22 @@ def test_markdown_piped_in_without_line_breaks_is_refused_as_a_file_is(db_path, 
         assert f": line 1: the line is longer than {longest:,} bytes" in stderr
     with FactStore(db_path) as store:
         assert 0 == store.stats()["facts"]
+
+
+@pytest.mark.parametrize("command", [["export"], ["list", "--limit", "1000"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_status_141(db_path, command):
+    """`ctxslots export | head -1`: the reader closes its end after one line; the command
+    stops writing, says nothing, and exits 141, the status a shell gives a program SIGPIPE
+    ends. It exited 1, the status of a failure (`doctor` finding problems)."""
+    with FactStore(db_path) as store, store.batch():
+        for n in range(3000):
+            store.add("agent", f"Memory {n}: a line long enough that three thousand of them "
+                               "fill the pipe between the command and its reader.")
+    proc = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db_path), *command],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # the command is writing; the pipe holds 64 KiB of ~600
+    proc.stdout.close()
+    assert 141 == proc.wait(timeout=300)
+    assert "" == proc.stderr.read()
+    proc.stderr.close()

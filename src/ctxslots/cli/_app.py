@@ -13,6 +13,7 @@ import inspect
 import logging
 import os
 import re
+import signal
 import sys
 import textwrap
 import warnings
@@ -240,7 +241,11 @@ class _Group(click.Group):
             raise click.ClickException(_error_line(exc.message)) from exc  # exit status 1
         except OSError as exc:
             if exc.errno == errno.EPIPE:
-                raise  # click's own handling: the reader went away, exit quietly
+                # The reader went away (`export | head -1`): quietly, with the status a
+                # shell gives a program SIGPIPE ends (Python ignores the signal itself);
+                # click's exit status 1 read as failure (`doctor` finding problems).
+                silence_stdout_if_broken(broken=True)
+                raise SystemExit(128 + signal.SIGPIPE) from None
             silence_stdout_if_broken()
             where = f": {exc.filename}" if exc.filename else " (the output)"
             raise click.ClickException(_error_line(f"cannot write{where}: "

@@ -77,12 +77,16 @@ class SafeWriter:
         return getattr(self.stream, name)
 
 
-def silence_stdout_if_broken() -> None:
+def silence_stdout_if_broken(broken: bool = False) -> None:
     """Send standard output to the null device when it can no longer be written (a full
-    disk), so the interpreter's last flush on exit adds no second error."""
+    disk; a reader gone, when ``broken``), so the interpreter's last flush on exit adds
+    no second error."""
     try:
-        sys.stdout.flush()
+        if not broken:
+            sys.stdout.flush()
+            return
     except OSError:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
+        pass
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
