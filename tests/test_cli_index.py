@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
+from ctxslots import FactStore
 from ctxslots.cli import cli
+from ctxslots.errors import EmbedderSpecError
 
 
 def run(*args):
@@ -45,3 +47,22 @@ def test_bad_embedder_spec_is_one_line(db_path):
     assert 0 != result.exit_code
     assert "Traceback" not in result.output
     assert 1 == sum(line.startswith("Error: ") for line in result.output.splitlines())
+
+
+@pytest.mark.parametrize("where", ["option", "variable"])
+def test_a_bad_embedder_spec_leaves_no_new_store_behind(tmp_path, monkeypatch, where):
+    """A write to a new store with an unknown embedder kind is refused before the store is
+    made: no file is left for the next run, which bound it to whatever embedder it had."""
+    db = tmp_path / "new.db"
+    args = ["--db", str(db), "remember", "agent", "A fact never written."]
+    if where == "option":
+        args = ["--embedder", "nope:x", *args]
+    else:
+        monkeypatch.setenv("CTXSLOTS_EMBEDDER", "nope:x")
+    result = CliRunner().invoke(cli, args)
+    assert 1 == result.exit_code
+    assert result.output.startswith("Error: unknown embedder kind 'nope'"), result.output
+    assert [] == list(tmp_path.iterdir())
+    with pytest.raises(EmbedderSpecError, match="unknown embedder kind"):
+        FactStore(db, embedder="nope:x")
+    assert [] == list(tmp_path.iterdir())

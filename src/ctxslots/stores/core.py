@@ -20,7 +20,13 @@ from .._checks import names
 from ..errors import InvalidArgumentError, InvalidFactError, StoreClosedError
 from .backend import Backend, FactFilter, visible_scopes, visible_to
 from .embedders import Embedder, Vectors
-from .embedders.binding import EmbedderBinding, EmbedderChoice, EmbedderSetting, bind_embedder
+from .embedders.binding import (
+    EmbedderBinding,
+    EmbedderChoice,
+    EmbedderSetting,
+    bind_embedder,
+    given_embedder,
+)
 from .engines import open_backend
 from .links import RecentResults
 from .narrowing import Narrowing
@@ -302,10 +308,11 @@ def open_core(location: str, options: StoreOptions) -> StoreCore:
     clock = checked_clock(options.clock, lim)
     user = DEFAULT_USER if options.user is None else lim.owner(options.user, "user")
     agent = DEFAULT_AGENT if options.agent is None else lim.owner(options.agent, "agent")
+    given = given_embedder(options.embedder)  # a bad spec leaves no new store file behind
     backend = open_backend(location, create=options.create, lexical_cache=options.lexical_cache,
                            vector_cache=options.vector_cache, pool=options.pool_size)
     try:
-        binding = bind_embedder(options.embedder, backend, searched=bool(
+        binding = bind_embedder(options.embedder, backend, given=given, searched=bool(
             MODEL_VECTOR_WEIGHT if options.ranking.vector_weight is None
             else options.ranking.vector_weight))
     except BaseException:

@@ -29,8 +29,16 @@ from ._hashing import HashingEmbedder
 from ._openai import OpenAIEmbedder
 from .specs import EMBEDDER_ENV, EmbedderFactory, embedder_from_spec
 
-__all__ = ["META_SPEC", "EmbedderBinding", "EmbedderChoice", "EmbedderSetting",
-           "bind_embedder", "spec_of", "spec_of_model"]
+__all__ = [
+    "META_SPEC",
+    "EmbedderBinding",
+    "EmbedderChoice",
+    "EmbedderSetting",
+    "bind_embedder",
+    "given_embedder",
+    "spec_of",
+    "spec_of_model",
+]
 
 #: Store setting naming the embedder that built the vectors (a spec string).
 META_SPEC = "embedder.spec"
@@ -158,34 +166,47 @@ def _recorded(backend: Backend, choice: EmbedderChoice) -> EmbedderBinding:
     return EmbedderBinding(None, None, missing=missing)
 
 
-def _resolve(setting: EmbedderSetting, backend: Backend) -> EmbedderBinding:
-    """The embedder ``setting`` names, unbound (see :data:`EmbedderSetting`).
+def given_embedder(setting: EmbedderSetting) -> EmbedderBinding | None:
+    """The embedder ``setting`` names, unbound (see :data:`EmbedderSetting`), made before
+    the store opens, so that a bad spec creates no store file; ``None`` when the store's
+    own record decides (no spec and no ``$CTXSLOTS_EMBEDDER``).
 
-    With no spec and no ``$CTXSLOTS_EMBEDDER``, a store reopens with the
-    embedder that built its vectors, as recorded in the store.
+    :raises EmbedderSpecError: The spec is malformed or names an unknown kind.
+    :raises EmbedderError: The embedder cannot be made.
     """
     if setting is False:
         return EmbedderBinding(None, None)
     if setting is not None and not isinstance(setting, (str, EmbedderChoice)):
         return EmbedderBinding(setting, spec_of(setting))
-    choice = setting if isinstance(setting, EmbedderChoice) else EmbedderChoice(setting)
+    choice = _choice(setting)
     spec = choice.spec or os.environ.get(EMBEDDER_ENV, "").strip() or None
     if spec is not None:
         return EmbedderBinding(choice.make(spec), spec)
-    return _recorded(backend, choice)
+    return None
 
 
-def bind_embedder(setting: EmbedderSetting, backend: Backend, *, searched: bool
-                  ) -> EmbedderBinding:
+def _choice(setting: str | EmbedderChoice | None) -> EmbedderChoice:
+    return setting if isinstance(setting, EmbedderChoice) else EmbedderChoice(setting)
+
+
+def bind_embedder(setting: EmbedderSetting, backend: Backend, *, searched: bool,
+                  given: EmbedderBinding | None = None) -> EmbedderBinding:
     """Resolve ``setting`` and bind the store behind ``backend`` to it.
+
+    With no spec and no ``$CTXSLOTS_EMBEDDER``, a store reopens with the
+    embedder that built its vectors, as recorded in the store.
 
     :param searched: Whether searches read vectors (a vector weight above 0):
         only then is a mismatch, or an embedder that cannot be made, worth a warning.
+    :param given: What :func:`given_embedder` made of ``setting`` already.
     :raises EmbedderSpecError: A spec given is malformed or names an unknown kind.
     :raises EmbedderError: An embedder given cannot be loaded. An embeddings server that
         does not answer is no error: the store opens by words, with a warning.
     """
-    binding = _resolve(setting, backend)
+    binding = given if given is not None else given_embedder(setting)
+    if binding is None:
+        assert setting is None or isinstance(setting, (str, EmbedderChoice))
+        binding = _recorded(backend, _choice(setting))
     if binding.embedder is not None:
         embedder = binding.embedder = _with_recorded_dimension(binding.embedder, backend)
         try:
