@@ -9,6 +9,7 @@ ranking reads the periods the text names from it.
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import attrs
@@ -46,6 +47,8 @@ class QueryPlanner:
     policy: QueryPolicy
     embedding: EmbedderBinding
     _vectors: dict[str, np.ndarray] = attrs.field(factory=dict, repr=False)
+    _tokens: dict[str, tuple[str, ...]] = attrs.field(factory=dict, repr=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
 
     def words(self, text: str, *, relaxed: bool = False) -> list[str]:
         """The words a search of ``text`` looks for: sanitized, stop words and (unless
@@ -58,7 +61,7 @@ class QueryPlanner:
         ``common_share`` of the store's facts (none when ``None``, or in a store of
         fewer than :data:`COMMON_MIN_FACTS`)."""
         policy = self.policy
-        tokens = query_tokens(text, policy)
+        tokens = self._query_tokens(text)
         drops = not relaxed and (policy.max_doc_share < 1.0 or policy.max_query_share < 1.0)
         if not tokens or not (drops or common_share is not None):
             return tokens, []
@@ -73,6 +76,20 @@ class QueryPlanner:
             tokens = keep_words(tokens, counts.docs, counts.rows, share=policy.max_doc_share,
                                 total_share=policy.max_query_share)
         return tokens, common
+
+    def _query_tokens(self, text: str) -> list[str]:
+        """The text's query tokens (kept for the next few searches of the same text: an
+        assembly finds them for each memory slot, and again for its relaxed search)."""
+        kept = self._tokens
+        with self._lock:
+            tokens = kept.pop(text, None) if isinstance(text, str) else None
+        if tokens is None:
+            tokens = tuple(query_tokens(text, self.policy))
+        with self._lock:
+            kept[text] = tokens
+            while len(kept) > QUERY_VECTORS_KEPT:
+                del kept[next(iter(kept))]
+        return list(tokens)
 
     def plan(self, text: str, *, now: float, lexical: bool, vector: bool,
              periods: bool = True, relaxed: bool = False,
@@ -110,11 +127,14 @@ class QueryPlanner:
         """The embedding of ``text`` (kept for the next few searches of the same text)."""
         assert self.embedding.embedder is not None
         vectors = self._vectors
-        vector = vectors.pop(text, None)
+        with self._lock:
+            vector = vectors.pop(text, None)
         if vector is None:
             vector = self.embedding.embed([text])[0].copy()
             vector.setflags(write=False)
-        vectors[text] = vector
-        while len(vectors) > QUERY_VECTORS_KEPT:
-            del vectors[next(iter(vectors))]
+        with self._lock:
+            # Two threads trimming at once would both pick the same oldest text.
+            vectors[text] = vector
+            while len(vectors) > QUERY_VECTORS_KEPT:
+                del vectors[next(iter(vectors))]
         return vector
