@@ -511,6 +511,49 @@ def test_a_first_flush_in_flight_writes_nothing_after_an_owner_is_erased(locatio
         assert ["The user is Grace Hopper."] == [f.value for f in store.facts(user="grace")]
 
 
+@pytest.mark.parametrize("erase", [{"user": "alan"}, {"agent": "reviewer"},
+                                   {"scope": "other-shop"}])
+def test_a_first_flush_in_flight_lands_when_another_owner_is_erased(location, erase):
+    """In a store serving many users, erasing another user (another agent, another
+    workspace) while a user's first flush waits for the model is none of that flush's:
+    it lands, where it failed as if its own user had been erased."""
+    from ctxslots.stores.writes.erasure import owner_counter
+
+    (kind, name), = erase.items()
+    ours = {"user": "grace", "agent": "default", "scope": "shop"}[kind]
+    assert owner_counter(kind, name) != owner_counter(kind, ours)
+    gate = _Gate()
+    answer = reply(upsert("name", "The user is Grace Hopper."),
+                   upsert("deploy.day", "Deploys run on Fridays.", slot="project"))
+    with ScriptedChatServer([ScriptedReply(answer.content, gate=gate)]) as server, \
+            FactStore(location) as store, FactStore(location) as other:
+        other.add("user", "Alan likes tea.", user="alan")
+        other.add("agent", "Review the diff first.", agent="reviewer")
+        other.upsert("project", "owner", "Alan owns the other shop.", scope="other-shop")
+        client = OpenAIChatClient(server.base_url, "scripted", max_retries=0, timeout=60)
+        flusher = MemoryFlusher(store, client)
+        done: list[Any] = []
+
+        def flush() -> None:
+            try:
+                done.append(flusher.flush(MESSAGES, conversation="c", user="grace",
+                                          scope="shop", force=True).status)
+            except FlushError as exc:
+                done.append(str(exc))
+
+        thread = threading.Thread(target=flush)
+        thread.start()
+        assert gate.arrived.wait(120)
+        assert 1 == other.erase(**erase).facts
+        gate.go.set()
+        thread.join(120)
+        assert not thread.is_alive()
+        assert ["applied"] == done
+        assert ["The user is Grace Hopper."] == [f.value for f in store.facts(user="grace")]
+        assert ["Deploys run on Fridays."] == [f.value for f in store.facts(scope="shop")
+                                               if f.slot == "project"]
+
+
 def test_an_erasure_waits_for_a_first_flush_committing_and_erases_what_it_wrote(pg_url):
     """PostgreSQL: a user's erasure that begins while her first flush is inside its write
     transaction (past its check of the erasure count) waits for that flush to commit, then
@@ -565,7 +608,7 @@ def test_an_erasure_that_began_before_a_first_flush_commits_leaves_nothing_on_po
     import psycopg
 
     from ctxslots.stores.postgres._schema import NAME_LOCK_CLASS
-    from ctxslots.stores.writes.erasure import META_OWNER_ERASURES
+    from ctxslots.stores.writes.erasure import owner_counter
 
     def waiting(watch: psycopg.Connection, n: int) -> bool:
         """Whether ``n`` sessions wait for an advisory lock (within two minutes)."""
@@ -590,9 +633,9 @@ def test_an_erasure_that_began_before_a_first_flush_commits_leaves_nothing_on_po
         outcome: list[FlushReport | FlushError] = []
         flushing = _flushing(flusher, MESSAGES, outcome, outcome)
         assert gate.arrived.wait(120)
-        # The count's lock is held elsewhere: the flush's check waits for it first...
+        # The user's count's lock is held elsewhere: the flush's check waits for it first...
         holder.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                       (NAME_LOCK_CLASS, "meta\x1f" + META_OWNER_ERASURES))
+                       (NAME_LOCK_CLASS, "meta\x1f" + owner_counter("user", "grace")))
         gate.go.set()
         assert waiting(watch, 1)
         # ...then the erasure, which gets it after the flush.

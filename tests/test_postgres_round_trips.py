@@ -158,9 +158,10 @@ def test_a_transaction_without_savepoints_takes_none_inside(pg_url, tmp_path):
 def test_a_flush_takes_no_savepoints(pg_url, tmp_path, monkeypatch):
     """A flush fails whole on any error, so its writes take no savepoint, and a key is
     read without a reservation (its row, if any, is locked by the read): its messages
-    are a begin, the count of owner erasures read under its reservation (an advisory
-    lock: an erasure under way ends first, one not begun waits for the flush and then
-    erases what it wrote), the conversation's reservation (another advisory lock: a second
+    are a begin, the counts of erasures of its owners (the resets', its user's and its
+    agent's; no workspace here) each read under its reservation (an advisory lock: an
+    erasure under way ends first, one not begun waits for the flush and then erases what
+    it wrote), the conversation's reservation (another advisory lock: a second
     flush of it waits) and progress read, each key's read and write, the progress write and
     the commit."""
     from ctxslots import FactStore, MemoryFlusher, OpenAIChatClient
@@ -190,7 +191,8 @@ def test_a_flush_takes_no_savepoints(pg_url, tmp_path, monkeypatch):
     begin = sent.index("BEGIN")
     locks = [n for n, s in enumerate(sent) if "pg_advisory" in s]
     progress = [n for n, s in enumerate(sent) if n > begin and s.startswith("SELECT messages_read")]
-    assert 2 == len(locks) and 1 == len(progress) and begin < locks[0] < locks[1] < progress[0]
+    assert 4 == len(locks) and 1 == len(progress) and begin < locks[0] and locks == sorted(locks)
+    assert locks[-1] < progress[0]
     assert sent[locks[0] + 1].startswith("SELECT value FROM store_meta")
     assert 2 == len([s for s in sent if s.startswith("SELECT id,") and "key = $" in s])
 

@@ -92,8 +92,8 @@ class _Failed(Exception):
 @attrs.frozen
 class _Read:
     """What a flush read before asking the model, checked again when it commits: its
-    conversation's progress, and for a first flush (no progress) the store's count of
-    owner erasures."""
+    conversation's progress, and for a first flush (no progress) the count of erasures of
+    its owners (:meth:`~ctxslots.FactStore.owner_erasures_of`)."""
 
     progress: Progress | None
     erasures: int | None
@@ -412,7 +412,8 @@ class MemoryFlusher:
             progress = self._progress(conv, user, agent)
             # A first flush has no progress an erasure could remove: it is told by the
             # store's count of erasures instead.
-            read = _Read(progress, self.store.owner_erasures() if progress is None else None)
+            read = _Read(progress, None if progress is not None else
+                         self.store.owner_erasures_of(user=user, agent=agent, scope=scope))
             start, warning = start_position(progress, msgs)
             new = msgs[start:]
             reads = bool(new) and (force or self.policy.should_flush(new))
@@ -570,10 +571,12 @@ class MemoryFlusher:
         notes: list[str] = []
         try:
             with self._lock, self.store.batch(savepoints=False):
-                # The count of erasures first: an erasure holds it from its start to its
-                # commit (PostgreSQL), so one under way ends before the progress is read,
-                # and one not begun waits for this flush to commit, then erases it too.
-                erasures = self.store.owner_erasures()
+                # The counts of its owners' erasures first: an erasure holds its owner's
+                # from its start to its commit (PostgreSQL), so one under way ends before
+                # the progress is read, and one not begun waits for this flush to commit,
+                # then erases it too. Another owner's erasure is none of this flush's.
+                erasures = self.store.owner_erasures_of(user=base.user, agent=base.agent,
+                                                        scope=base.scope)
                 recorded = self._progress(base.conversation, base.user, base.agent)
                 progress = read.progress
                 if recorded is None and progress is not None:
@@ -582,10 +585,11 @@ class MemoryFlusher:
                                   "of this flush was written", "erased")
                 if read.erasures is not None and recorded is None \
                         and erasures != read.erasures:
-                    raise _Failed(f"an owner's memory was erased while this first flush of "
-                                  f"{base.conversation!r} waited for the model, and no "
-                                  "progress tells whose: nothing of this flush was written "
-                                  "(flush again for an owner still kept)", "erased")
+                    raise _Failed(f"its user's, agent's or workspace's memory (or that of "
+                                  "an owner sharing its erasure counter) was erased while "
+                                  f"this first flush of {base.conversation!r} waited for "
+                                  "the model: nothing of this flush was written (flush "
+                                  "again for an owner still kept)", "erased")
                 if recorded != progress:
                     raise _Failed(f"another flush of {base.conversation!r} finished first; "
                                   "flush again to read what it left", "conflict")

@@ -13,6 +13,7 @@ PostgreSQL the rows are gone from every table.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import attrs
@@ -23,10 +24,25 @@ from ..core import StoreCore
 from ..owners import ANY, Owners
 from .writer import check_id
 
-__all__ = ["META_OWNER_ERASURES", "ErasureMethods", "ErasureReport"]
+__all__ = ["META_OWNER_ERASURES", "META_OWNER_RESETS", "OWNER_COUNTERS", "ErasureMethods",
+           "ErasureReport", "owner_counter"]
 
 #: The ``store_meta`` entry counting the erasures of whole owners (``erase``, ``reset``).
 META_OWNER_ERASURES = "owners.erasures"
+#: The ``store_meta`` entry counting the erasures of everything (``reset``).
+META_OWNER_RESETS = "owners.resets"
+#: Each owner's erasure is also counted in one of this many counters per kind of owner,
+#: picked by a hash of its name (:func:`owner_counter`): a flush waits for and fails on the
+#: erasures of its own owners only (and, by chance, of one owner in this many), not on every
+#: other user's, and the store keeps which counter moved, never the name.
+OWNER_COUNTERS = 64
+
+
+def owner_counter(kind: str, owner: str) -> str:
+    """The ``store_meta`` entry counting the erasures of ``owner`` (a stored user, agent or
+    scope name of that ``kind``), shared with the owners whose names hash alike."""
+    digest = hashlib.blake2b(owner.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return f"{META_OWNER_ERASURES}.{kind}.{int.from_bytes(digest, 'big') % OWNER_COUNTERS}"
 
 
 @attrs.frozen
@@ -76,13 +92,15 @@ class ErasureReport:
             f"{n} {one if n == 1 else many}" for n, one, many in parts) + shown
 
 
-def _count_owner_erasure(core: StoreCore) -> None:
-    """Count an owner's erasure, inside its write and before it removes anything (no
-    name of the owner is kept). On PostgreSQL the count's lock is then held from the
-    start: a flush, which reads the count before its progress, waits for the erasure, or
-    commits before the erasure reads what to remove, never in between."""
+def _count_owner_erasure(core: StoreCore, counter: str) -> None:
+    """Count an owner's erasure, in all and in ``counter`` (its owner's, or the resets'),
+    inside its write and before it removes anything (no name of the owner is kept). On
+    PostgreSQL the counts' locks are then held from the start: a flush of that owner, which
+    reads its counters before its progress, waits for the erasure, or commits before the
+    erasure reads what to remove, never in between."""
     backend = core.backend
-    backend.set_meta(META_OWNER_ERASURES, str(int(backend.get_meta(META_OWNER_ERASURES) or 0) + 1))
+    for name in (META_OWNER_ERASURES, counter):
+        backend.set_meta(name, str(int(backend.get_meta(name) or 0) + 1))
 
 
 class ErasureMethods:
@@ -132,7 +150,7 @@ class ErasureMethods:
         core = self._core
         owner = core.limits.scope(value) if kind == "scope" else core.limits.owner(value, kind)
         with core.writer.writing():
-            _count_owner_erasure(core)
+            _count_owner_erasure(core, owner_counter(kind, owner))
             erased = core.backend.erase_facts(core.backend.owned_ids(kind, owner))
             if kind != "scope":
                 erased = attrs.evolve(erased, progress=core.backend.erase_progress(kind, owner))
@@ -144,7 +162,7 @@ class ErasureMethods:
         the store stays, bound to its embedder."""
         core = self._core
         with core.writer.writing():
-            _count_owner_erasure(core)
+            _count_owner_erasure(core, META_OWNER_RESETS)
             erased = core.backend.erase_all()
         self._scrub()
         return ErasureReport.of("everything", erased)
@@ -155,6 +173,30 @@ class ErasureMethods:
         it writes nothing (its conversation's owner may be the one erased)."""
         self._core.check_open()
         return int(self._core.backend.get_meta(META_OWNER_ERASURES) or 0)
+
+    def owner_erasures_of(self, *, user: str | None = None, agent: str | None = None,
+                          scope: str | None = None) -> int:
+        """How many erasures may have removed memory of these owners, by any process: every
+        :meth:`reset`, and each :meth:`erase` of this user, agent or workspace (or of one of
+        the few others whose names share its counter). A flush for them that began before
+        one and would commit after it writes nothing; erasing anyone else leaves it be.
+
+        :param user: The user (``None``: the store's default user).
+        :param agent: The agent (``None``: the store's default agent).
+        :param scope: The workspace (``None``: global, which no erasure names).
+        :raises InvalidFactError: An owner is malformed.
+        """
+        core = self._core
+        core.check_open()
+        limits, writer = core.limits, core.writer
+        counters = [META_OWNER_RESETS,
+                    owner_counter("user", writer.default_user if user is None
+                                  else limits.owner(user, "user")),
+                    owner_counter("agent", writer.default_agent if agent is None
+                                  else limits.owner(agent, "agent"))]
+        if scope is not None:
+            counters.append(owner_counter("scope", limits.scope(scope)))
+        return sum(int(core.backend.get_meta(name) or 0) for name in counters)
 
     def _scrub(self) -> None:
         # No recent result may name a removed fact: a reinforcement would link to it.
