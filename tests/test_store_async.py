@@ -183,6 +183,46 @@ def test_async_calls_inside_a_batch_are_part_of_it(store):
         == {f.value for f in store.facts()}
 
 
+def test_another_tasks_write_is_no_part_of_a_batch_awaiting_on_the_same_loop(store):
+    """In an async server one request awaiting inside its batch lets the loop run another
+    request's task on the same thread: that task is not in the batch, and its write stays
+    when the batch rolls back (it ran inside the batch, and was rolled back with it after
+    the call had returned the stored fact)."""
+
+    class Undo(Exception):
+        pass
+
+    async def serve() -> tuple[bool, bool, int]:
+        inside, asked, fail = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        seen = []
+
+        async def alice() -> None:
+            with contextlib.suppress(Undo), store.batch():
+                store.add("user", "Alice drinks tea.", user="alice")
+                seen.append(store.in_batch)
+                inside.set()
+                await fail.wait()   # a model call, another service: the loop serves others
+                raise Undo
+
+        async def bob() -> int:
+            await inside.wait()
+            seen.append(store.in_batch)
+            asked.set()
+            return (await store.aupsert("user", "city", "Bob lives in Oslo.", user="bob")).id
+
+        first = asyncio.create_task(alice())
+        second = asyncio.create_task(bob())
+        await asked.wait()          # bob's call has begun, alice's batch still open
+        fail.set()
+        await first
+        return seen[0], seen[1], await asyncio.wait_for(second, 60)
+
+    alice_in_batch, bob_in_batch, bob_id = asyncio.run(serve())
+    assert [] == store.facts(user="alice")
+    assert [(bob_id, "Bob lives in Oslo.")] == [(f.id, f.value) for f in store.facts(user="bob")]
+    assert (True, False) == (alice_in_batch, bob_in_batch)
+
+
 def _in_batch_on_a_thread(store, work, *, keep):
     """``work()`` awaited inside a batch of ``store`` on a loop of a thread of its own,
     the batch rolled back unless ``keep``; its answer, once the thread ended."""

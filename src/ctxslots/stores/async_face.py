@@ -6,7 +6,9 @@ checker sees them. Inside a :meth:`~ctxslots.FactStore.batch` the calling
 thread has open, a call runs on that thread instead, as part of the batch: in a
 worker thread it waited for the batch to end, which waited for it (for ever on
 SQLite; on PostgreSQL a write waited for a lock the batch held, or landed outside
-the batch).
+the batch). Only the code that opened the batch is in it: another task of the same
+event loop, run while that one awaits inside its batch, still works in a worker
+thread (its writes are no part of the batch, nor rolled back with it).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class AsyncMethods:
 
     async def _off_loop(self, call: Callable[[], T]) -> T:
         """``call()`` in a worker thread, or here when this thread has a batch open."""
-        return await off_loop(call, here=self._core.backend.in_transaction)
+        return await off_loop(call, here=self._core.writer.opened_here)
 
     async def asearch(self, query: str, *, slots: Sequence[str] | None = None,
                       scope: str | None = None, user: str | None = None,

@@ -304,13 +304,16 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
 
     @property
     def in_batch(self) -> bool:
-        """Whether the calling thread has a :meth:`batch` of this store open. Its reads
-        and writes then belong on this thread: a worker thread's would wait for the
-        batch to end (on SQLite the batch holds the one connection), or, on PostgreSQL,
-        land outside it. The async methods, ``MemoryFlusher.aflush``, the assembler and
-        the integrations' async calls (``Memory.adispatch``, LangGraph's async store
-        methods) work on this thread then."""
-        return self._core.backend.in_transaction
+        """Whether the calling thread has a :meth:`batch` of this store open, opened by
+        the calling code (this thread's, or this asyncio task's). Its reads and writes
+        then belong on this thread: a worker thread's would wait for the batch to end (on
+        SQLite the batch holds the one connection), or, on PostgreSQL, land outside it.
+        The async methods, ``MemoryFlusher.aflush``, the assembler and the integrations'
+        async calls (``Memory.adispatch``, LangGraph's async store methods) work on this
+        thread then. Another task of the same event loop, run while the batch's task
+        awaits, is not in the batch: its calls work in worker threads, and its writes
+        are not rolled back with the batch."""
+        return self._core.writer.opened_here
 
     @property
     def keeps_vectors(self) -> bool:

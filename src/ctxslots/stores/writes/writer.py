@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import threading
 import time
@@ -37,6 +38,12 @@ logger = logging.getLogger("ctxslots.secrets")
 _log = logging.getLogger(__name__)
 
 _MAX_ID = 2**63 - 1
+#: The write transactions (each a token of its own) the current context opened: a thread,
+#: or an asyncio task, which has a context of its own. A task of an async server that waits
+#: for something inside a batch lets the loop's other tasks run on the same thread; their
+#: store calls are no part of that batch.
+_OPENED: contextvars.ContextVar[frozenset[object]] = contextvars.ContextVar(
+    "ctxslots_opened_writes", default=frozenset())
 #: Seconds an access count waits for another process's write lock before it is owed to
 #: the next count: a read must not wait out a long import or batch for its count.
 COUNT_WAIT_S = 0.25
@@ -140,8 +147,11 @@ class Writer:
         """A write transaction; the vectors of what it wrote are stored before it commits.
         ``savepoints`` as in :meth:`~ctxslots.stores.backend.Lifecycle.transaction`."""
         outer = self._pending is None
+        opened = None
         if outer:
             self._open.pending, self._open.written = {}, 0
+            self._open.token = token = object()
+            opened = _OPENED.set(_OPENED.get() | {token})
         try:
             with self.backend.transaction(savepoints=savepoints):
                 yield
@@ -152,6 +162,22 @@ class Writer:
         finally:
             if outer:
                 self._open.pending = None
+            if opened is not None:
+                try:
+                    _OPENED.reset(opened)
+                except ValueError:  # ended in another context than it began in
+                    _OPENED.set(_OPENED.get() - {self._open.token})
+                self._open.token = None
+
+    @property
+    def opened_here(self) -> bool:
+        """Whether this thread has a write transaction open that this context (this
+        thread's code, or this asyncio task) opened: the calls that belong in it. Another
+        task of the same event loop, run while that one waits inside its batch, is on the
+        same thread and no part of the batch (nor is a task begun in a batch that has
+        ended, in the next)."""
+        token = getattr(self._open, "token", None)
+        return token is not None and token in _OPENED.get() and self.backend.in_transaction
 
     @property
     def _pending(self) -> Pending | None:
