@@ -18,7 +18,7 @@ import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from ctxslots import FactStore, InvalidArgumentError
+from ctxslots import ANY, FactStore, InvalidArgumentError
 from ctxslots.tools.token_users import TokenUsers
 
 ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210ab"
@@ -108,6 +108,34 @@ def test_an_unknown_or_missing_token_is_refused(team_server):
     for auth in ({}, {"Authorization": "Bearer nope-nope-nope-nope"},
                  {"Authorization": f"Basic {ALICE}"}, {"Authorization": f"Bearer {ALICE}x"}):
         assert httpx2.post(url, json=body, headers={**headers, **auth}).status_code == 401
+
+
+def test_a_hash_inside_a_token_of_the_file_is_part_of_the_token(tmp_path):
+    """A token holding '#' (a password manager makes such) reaches its user's memory as
+    written; the file cut it there as a comment, so the written token got 401 and the part
+    before the '#' was accepted. A '#' after a space still starts a comment."""
+    carol = "carol-token-0123#456789"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"# who may use the server\ncarol {carol}  # Carol, from 1 May\n")
+    tokens.chmod(0o600)
+    proc = _serve(tmp_path / "memory.db", "--tokens", str(tokens))
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("Serving MCP at http://127.0.0.1:"), line
+        url = line.split(" at ", 1)[1].strip()
+        stored = anyio.run(_calls, url, carol, [
+            ("memory_store", {"slot": "user", "key": "editor", "value": "Carol edits in Zed."})])
+        assert stored[0].startswith("Stored [id:"), stored
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        headers = {"Accept": "application/json, text/event-stream",
+                   "Authorization": f"Bearer {carol.split('#')[0]}"}
+        assert 401 == httpx2.post(url, json=body, headers=headers).status_code
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        proc.stderr.close()
+    with FactStore(tmp_path / "memory.db") as store:
+        assert ["carol"] == [f.user for f in store.facts(user=ANY)]
 
 
 def test_a_token_file_others_can_read_is_refused_in_one_line(tmp_path):

@@ -1,7 +1,8 @@
 """One MCP server for a team: each bearer token names the user whose memory it reaches.
 
 The map comes from a file only its owner can read, one ``USER TOKEN`` pair per
-line (UTF-8, a byte-order mark skipped; blank lines and ``#`` comments skipped), or
+line (UTF-8, a byte-order mark skipped; blank lines and comments skipped: a ``#`` at
+the start of a line or after a space starts one, a ``#`` inside a token is part of it), or
 from an environment variable holding ``USER=TOKEN`` pairs separated by spaces,
 commas or line breaks. A user name or token holding a control or invisible
 character (a zero-width space, a byte-order mark) is refused. A
@@ -40,6 +41,11 @@ _Scope = MutableMapping[str, Any]
 _Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 _Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 _ASGIApp = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
+
+#: A comment of a token file: from a ``#`` that starts the line or follows a space (as in
+#: a shell) to the line's end; a ``#`` inside a token is part of the token.
+_COMMENT = re.compile(r"(?:^|\s)#.*")
+
 
 def _hidden(text: str, *, inner_spaces: bool = False) -> str | None:
     """The first character of ``text`` a reader cannot see or type for sure, as ``U+XXXX``:
@@ -119,7 +125,8 @@ class TokenUsers:
 
     @classmethod
     def parse_lines(cls, text: str, where: str) -> TokenUsers:
-        """``USER TOKEN`` per line (blank lines and ``#`` comments skipped).
+        """``USER TOKEN`` per line (blank lines and comments skipped: a ``#`` that starts
+        the line or follows a space starts one; a ``#`` inside a token is part of it).
 
         :raises InvalidArgumentError: A line is not two words, a token is taken twice
             or too short, a user or token holds a control or invisible character, or
@@ -127,7 +134,7 @@ class TokenUsers:
         """
         pairs: dict[str, str] = {}
         for number, line in enumerate(text.splitlines(), start=1):
-            words = line.split("#", 1)[0].split()
+            words = _COMMENT.sub("", line, count=1).split()
             if not words:
                 continue
             if len(words) != 2:
