@@ -152,6 +152,24 @@ def test_tag_parsing_and_tag_checks_take_linear_time(work):
     assert large < 9 * max(small, 0.01)
 
 
+def _import_heading(store: FactStore, spaces: int) -> None:
+    text = "# agent\n\n## Build" + " " * spaces + "and test ##\n- Run the smoke test first.\n"
+    report = store.import_markdown(text, slot="agent")
+    assert 1 == report.added
+
+
+def test_a_heading_with_a_long_run_of_spaces_is_read_in_linear_time(store):
+    """Four times the spaces inside a heading cost well under sixteen times the CPU time
+    (they cost sixteen: a line of 40,000 spaces took 17 s, so a pasted file of one long
+    heading held the import for hours), and the heading is still read as a tag without its
+    closing run of '#'."""
+    small = _cpu_seconds(lambda: _import_heading(store, 10_000))
+    store.reset()
+    large = _cpu_seconds(lambda: _import_heading(store, 40_000))
+    assert large < 9 * max(small, 0.02), (small, large)
+    assert [("build-and-test",)] == [f.tags for f in store.facts()]
+
+
 def test_progress_is_reported_a_batch_at_a_time(store):
     """The progress callback sees the records handled after every thousand, and at the end."""
     seen: list[int] = []

@@ -50,7 +50,11 @@ MARK = "<!---->"
 
 #: A bullet: its marker followed by a space or a tab (an editor set to indent with tabs).
 _BULLET = re.compile(r"^( {0,3})[-*+](?:[ \t](.*))?$")
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+#: An ATX heading: its run of ``#`` (the level), then its text, as :func:`_heading_text`
+#: reads it. No two parts of the pattern can take the same characters, so a line of any
+#: length is read in one pass (a lazy text before an optional closing run took time
+#: growing with the square of the spaces in a line).
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
 #: A code fence's opening run (a backtick one with no backtick after it: "```a`" is code
 #: inside a line, not a fence, as in CommonMark).
 _FENCE = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})")
@@ -260,8 +264,16 @@ class ParsedMarkdown:
     ignored_lines: int
 
 
+def _heading_text(text: str) -> str:
+    """A heading's text without the spaces and tabs that end it, nor a closing run of ``#``
+    after a space or a tab (``## Build ##`` is ``Build``)."""
+    text = text.rstrip(" \t")
+    body = text.rstrip("#")
+    return body.rstrip(" \t") if body != text and body != body.rstrip(" \t") else text
+
+
 def _heading_tag(text: str, max_chars: int) -> str:
-    text = text.strip().strip("*_`").strip().lower()
+    text = _heading_text(text).strip().strip("*_`").strip().lower()
     return "-".join(text.split())[:max_chars].strip("-")
 
 
