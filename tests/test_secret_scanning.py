@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -282,3 +283,27 @@ def test_a_context_its_redaction_takes_over_the_limit_is_cut_to_it(store):
     copy = FactStore(":memory:")
     assert copy.import_jsonl(io.StringIO(out.getvalue())).added == 1
     assert copy.get_by_key("project", "deploy").context == stored
+
+
+def _import_error_cpu_seconds(tmp_path, runs: int) -> tuple[float, str]:
+    """CPU time of `ctxslots import` refusing a Markdown file whose line (a title of another
+    slot, which the error quotes) holds ``runs`` times "sk-" and a password in a URL."""
+    path = tmp_path / f"agent-{runs}.md"
+    path.write_text("# agent\n\n- A fact.\n# user (scope: " + "sk-" * runs
+                    + " a.b.c https://ada:pw-0123456789@example.com)\n")
+    started = time.process_time()
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "import", str(path),
+                                      "--slot", "agent"])
+    return time.process_time() - started, result.output
+
+
+def test_an_error_quoting_a_long_run_is_screened_for_secrets_in_linear_time(tmp_path):
+    """Four times the "sk-" in a line an error quotes cost well under sixteen times the CPU
+    time (they cost sixteen: a 120 KB line took 40 s to screen, as a run of "a.b.c..." did,
+    each place a key or a URL scheme may start read the rest of the run again), and the
+    password in the line is still redacted."""
+    small, _ = _import_error_cpu_seconds(tmp_path, 10_000)
+    large, output = _import_error_cpu_seconds(tmp_path, 40_000)
+    assert large < 9 * max(small, 0.05), (small, large)
+    assert output.startswith("Error: ") and "is the title of the user slot" in output
+    assert "pw-0123456789" not in output and "https://ada:[redacted]@example.com" in output

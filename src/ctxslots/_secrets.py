@@ -45,6 +45,17 @@ _E = r"(?![A-Za-z0-9_])"   # nor after
 # A value after "password=" that is a placeholder, not a secret: ${VAR}, <yours>, {{x}}, ***,
 # [redacted ...] (so redacting twice changes nothing).
 _PLACEHOLDER = r"(?![$<{%*[])"
+# How far an API key's checks for a digit and a letter look: a bound, so that a run of
+# many places the pattern may start at ("sk-sk-sk-...") is read in linear time; each
+# unbounded look read the rest of the run again, and a 120 KB line took 40 s. A key has
+# both near its start.
+_LOOK_AHEAD = 256
+# A URL scheme: a run of letters, digits, "+", "." and "-" holding a letter that starts a
+# word (a scheme may follow other text of the run: "1.http://"). Read once from the run's
+# start, committed once a letter is found (atomic groups): tried from each word start, a
+# run of "a.b.c..." or "sk-sk-..." not followed by "://" was read again from each.
+_SCHEME = (r"(?<![A-Za-z0-9+.-])(?>(?<!\w)[A-Za-z]|[A-Za-z0-9+.-]*?[+.-][A-Za-z])"
+           r"(?>[A-Za-z0-9+.-]*)")
 
 #: ``(kind, pattern)``; the pattern's group ``s`` (when present) is the secret
 #: itself, else the whole match is.
@@ -52,8 +63,9 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (kind, re.compile(pattern)) for kind, pattern in (
         ("private key", (r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
                          r"(?s:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|.*)")),
-        ("API key", _B + r"sk-(?:ant-|proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*\d)"
-                    r"(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{20,}" + _E),
+        ("API key", _B + r"sk-(?:ant-|proj-|svcacct-|admin-)?"
+                    rf"(?=[A-Za-z0-9_-]{{0,{_LOOK_AHEAD}}}\d)"
+                    rf"(?=[A-Za-z0-9_-]{{0,{_LOOK_AHEAD}}}[A-Za-z])[A-Za-z0-9_-]{{20,}}" + _E),
         ("API key", _B + r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}" + _E),
         ("GitHub token", _B + r"(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})"
                          + _E),
@@ -68,7 +80,7 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("bearer token", (r"(?i:\b(?:bearer|token)\s+)(?P<s>(?=[A-Za-z0-9._~+/=-]*\d)"
                           r"[A-Za-z0-9._~+/-]{16,}=*)")),
         ("basic credentials", r"(?i:\bbasic\s+)(?P<s>(?=[A-Za-z0-9+/]*\d)[A-Za-z0-9+/]{12,}=*)"),
-        ("password in a URL", r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:(?P<s>[^/\s@]+)@"),
+        ("password in a URL", _SCHEME + r"://[^/\s:@]*:(?P<s>[^/\s@]+)@"),
         ("password", r"(?i:(?<![A-Za-z])(?:password|passwd|pwd|passphrase|secret|client[_-]?secret|"
                      r"api[_-]?key|access[_-]?key|secret[_-]?access[_-]?key|"
                      r"(?:access|auth|refresh)[_-]?token)\b[\"']?\s*[:=]\s*[\"']?)"
