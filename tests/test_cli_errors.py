@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from click.testing import CliRunner
 
@@ -84,3 +86,25 @@ def test_a_library_warning_with_an_error_is_one_line_naming_the_error(db_path, c
                                                         exc_info=True)
     shown = capsys.readouterr().err.splitlines()
     assert ["warning: the counts were not written: ValueError: the disk went away"] == shown
+
+
+def _quoting_error_cpu_seconds(tmp_path, blanks: int) -> tuple[float, str]:
+    """CPU time of `ctxslots import` refusing a Markdown file whose line (a title of another
+    slot, which the error quotes) holds a run of ``blanks`` spaces."""
+    path = tmp_path / f"agent-{blanks}.md"
+    path.write_text("# agent\n\n- A fact.\n# user (scope: a" + " " * blanks + "b)\n")
+    started = time.process_time()
+    result = _invoke(tmp_path / "m.db", "import", str(path), "--slot", "agent")
+    return time.process_time() - started, result.output
+
+
+def test_an_error_quoting_a_long_run_of_spaces_is_shown_in_linear_time(tmp_path):
+    """Four times the spaces in a line an error quotes cost under five times the CPU time to
+    put the error on one line (they cost ten to sixteen: 40,000 spaces took 10 s, each
+    space tried as the start of the blanks around a line break), and the error is still
+    one line with the spaces as given."""
+    small, _ = _quoting_error_cpu_seconds(tmp_path, 10_000)
+    large, output = _quoting_error_cpu_seconds(tmp_path, 40_000)
+    assert large < 5 * max(small, 0.05), (small, large)
+    assert 1 == len(output.splitlines()) and output.startswith("Error: ")
+    assert "a" + " " * 40_000 + "b" in output

@@ -148,14 +148,16 @@ def _show_warnings() -> None:
         logger.addHandler(_EchoHandler(logging.WARNING))
 
 
-#: A line break and the blanks around it.
-_BREAKS = re.compile(r"[ \t]*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+[ \t]*")
+#: A run of line breaks.
+_BREAKS = re.compile(r"[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+")
 
 
 def _one_line(text: str) -> str:
     # Line breaks go, with the indentation around them; spaces inside a line stay, so a
-    # quoted value ('  2020-01-01') is shown as it was given.
-    return _BREAKS.sub(" ", text).strip()
+    # quoted value ('  2020-01-01') is shown as it was given. The blanks are stripped
+    # from each line, not matched around each break: a pattern that did so tried every
+    # blank of a long run, in time growing with the square of the run.
+    return " ".join(line.strip(" \t") for line in _BREAKS.split(text)).strip()
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str,
