@@ -33,9 +33,10 @@ __all__ = ["BATCH", "MAX_KEPT_ID", "ImportWriter", "Progress", "run_import"]
 BATCH = 1000
 
 #: Facts an import writes past which the engine counts its tables again (and again each
-#: time it has written as many more as it had): on PostgreSQL an import planned its
-#: duplicate checks from the counts before it, scanning the table once a record (an
-#: import of 40,000 facts took 400 s, the same file again 206 s; BENCHMARKS.md).
+#: time it has written as many more as it had, and once more before it commits): on
+#: PostgreSQL an import planned its duplicate checks from the counts before it, scanning
+#: the table once a record (an import of 40,000 facts took 400 s, the same file again
+#: 206 s; BENCHMARKS.md).
 RECOUNT_AFTER = 1000
 
 #: Records that need a new id wait, up to this many (a batch: an import holds no more
@@ -88,6 +89,7 @@ class ImportWriter:
     _later: list[ParsedFact] = attrs.field(factory=list, init=False)
     _later_idents: set[tuple[Any, ...]] = attrs.field(factory=set, init=False)
     _recount_at: int = attrs.field(default=RECOUNT_AFTER, init=False)
+    _recounted: int = attrs.field(default=0, init=False)  # facts written at the last recount
     # The model of the first vector of the file this store did not take as it is.
     _vector_model: str | None = attrs.field(default=None, init=False)
     _counts: dict[str, int] = attrs.field(init=False, factory=lambda: dict.fromkeys(
@@ -129,9 +131,9 @@ class ImportWriter:
                 vectors.append((new_id, fact))
         backend.add_history(history)
         self._vectors(vectors)
-        written = self._counts["added"] + self._counts["archived"]
+        written = self._written_count()
         if written >= self._recount_at:  # the planner counts what this import wrote so far
-            backend.refresh_statistics()
+            self._recount(written)
             self._recount_at = 2 * written
         if not renumber:
             self._counts["handled"] += len(facts)
@@ -139,6 +141,14 @@ class ImportWriter:
                 self.progress(self._counts["handled"])
         if len(self._later) >= LATER:
             self._write_later()
+
+    def _written_count(self) -> int:
+        return self._counts["added"] + self._counts["archived"]
+
+    def _recount(self, written: int) -> None:
+        """Have the engine count its tables again, this import's rows included."""
+        self.core.backend.refresh_statistics()
+        self._recounted = written
 
     def _write_later(self) -> None:
         """Write the records that wait for a new id, a batch at a time."""
@@ -255,7 +265,8 @@ class ImportWriter:
                 for (_, fact_id, _, _), to in zip(self._supersede, targets)]
 
     def finish(self) -> ImportReport:
-        """Point ``superseded_by`` and links at the ids the records got; the report.
+        """Point ``superseded_by`` and links at the ids the records got, have the engine count
+        its tables again when the import wrote many facts; the report.
 
         :raises InvalidImportError: ``superseded_by`` forms a loop (unless
             :attr:`repair_loops`).
@@ -279,6 +290,11 @@ class ImportWriter:
                 rows.append((a, b, strength, updated_at))
         for chunk in rows_in(range(len(rows)), BATCH):
             backend.merge_links([rows[i] for i in chunk])
+        # The last count, inside the transaction (its own rows are counted): after the commit,
+        # an interrupt or a lost connection during it would fail an import that was written.
+        written = self._written_count()
+        if written >= RECOUNT_AFTER and written != self._recounted:
+            self._recount(written)
         counts = self._counts
         return ImportReport(added=counts["added"], archived=counts["archived"],
                             history_entries=counts["history_entries"],
@@ -323,8 +339,6 @@ def run_import(core: StoreCore, records: Iterable[ParsedFact | ImportIssue], *,
             raise InvalidImportError(errors[0], errors)
         writer.write(batch)
         report = writer.finish()
-    if report.added + report.archived >= RECOUNT_AFTER:
-        core.backend.refresh_statistics()
     return attrs.evolve(report, ignored_lines=ignored(), errors=tuple(errors))
 
 
