@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from ctxslots import ANY, FactStore
 from ctxslots.cli import cli
+from ctxslots.errors import InvalidImportError
 
 
 def run(*args, input=None):
@@ -199,6 +200,44 @@ def test_memory_md_needs_a_slot(tmp_path, db_path):
     assert "imported 1 fact," in result.stdout and "1 prose line ignored" in result.stdout
     with FactStore(db_path) as store:
         assert ("tools",) == store.facts(slots=["agent"])[0].tags
+
+
+def test_a_jsonl_export_named_md_is_refused_as_markdown_not_imported_as_nothing(
+        filled, tmp_path):
+    """`export -o backup.md` writes JSONL (the default format); imported by its name, the
+    file was read as Markdown: every line prose, 0 facts imported and exit status 0."""
+    backup, db_path = tmp_path / "backup.md", tmp_path / "new.db"
+    assert 0 == run("--db", str(filled), "export", "-o", str(backup)).exit_code
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "import", str(backup),
+                                      "--slot", "project"])
+    assert 1 == result.exit_code
+    assert result.output.startswith(f"Error: {backup}: line 1: the header of a JSONL export")
+    assert "--format jsonl" in result.output
+    with FactStore(db_path) as store:
+        assert 0 == store.stats()["facts"]
+    result = run("--db", str(db_path), "import", str(backup), "--format", "jsonl")
+    assert result.stdout.startswith("imported 4 facts, 1 archived")
+
+
+@pytest.mark.parametrize("text", [
+    "\n\n" + json.dumps({"format": "ctxslots-facts", "version": 1}) + "\n- a bullet\n",
+    json.dumps({"format": "ctxslots-facts", "version": 1}),
+])
+def test_markdown_text_opening_with_a_jsonl_header_is_refused(db_path, text):
+    with FactStore(db_path) as store:
+        with pytest.raises(InvalidImportError, match="JSONL export") as info:
+            store.import_markdown(text, slot="project")
+        assert 0 == store.count_facts()
+    assert info.value.line == text.count("\n", 0, text.index("{")) + 1
+
+
+def test_a_jsonl_header_after_other_markdown_is_prose(db_path):
+    """Only a file that opens with the header is a JSONL export; a note quoting one later is
+    Markdown."""
+    header = json.dumps({"format": "ctxslots-facts", "version": 1})
+    with FactStore(db_path) as store:
+        report = store.import_markdown(f"# Notes\n\n{header}\n- a bullet\n", slot="project")
+    assert (report.added, report.ignored_lines) == (1, 1)
 
 
 def test_malformed_import_is_one_error_line_and_writes_nothing(tmp_path, db_path):

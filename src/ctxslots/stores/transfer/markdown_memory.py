@@ -23,12 +23,14 @@ ends its bullet, ``> `` before each line; a line of the value that starts with
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
 from ...errors import InvalidImportError
+from .jsonl_records import FORMAT
 from .report import ImportIssue
 
 __all__ = [
@@ -277,6 +279,18 @@ def _heading_tag(text: str, max_chars: int) -> str:
     return "-".join(text.split())[:max_chars].strip("-")
 
 
+def _jsonl_header(line: str) -> bool:
+    """Whether ``line`` is the header of a JSONL export (``{"format": "ctxslots-facts", ...}``):
+    read as Markdown, such a file is prose and would import nothing."""
+    if not line.lstrip().startswith("{"):
+        return False
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
 def _is_title(line: str, slot: str) -> bool:
     parts = _title_parts(line)
     return parts is not None and parts[0] == slot
@@ -365,13 +379,15 @@ class MarkdownReader:
         """The bullets of ``lines`` (without their ``\n``; a trailing ``\r`` is dropped).
 
         :raises InvalidImportError: A line is the title of another slot's facts
-            (see :attr:`other_slots`): they would be read into this slot.
+            (see :attr:`other_slots`): they would be read into this slot; or the first
+            line is the header of a JSONL export, whose facts would all be prose.
         """
         headings: list[str] = []  # one entry per heading level, "" for no tag
         current: tuple[int, int, list[str]] | None = None  # start line, indent, lines
         pending: list[str] = []  # blank lines inside a bullet, kept if it goes on after them
         fence: str | None = None  # the opening run of a code fence outside a bullet
         comment = False  # inside an HTML comment outside a bullet
+        first = True  # no line but blank ones read yet
         number = 0
         for number, raw in enumerate(lines, start=1):
             line = raw.removesuffix("\r")
@@ -389,6 +405,7 @@ class MarkdownReader:
                 if current is not None:
                     pending.append(line[min(indent, current[1]):])
                 continue
+            starts, first = first, False
             bullet = _BULLET.match(line) if not _THEMATIC.match(line) else None
             if current is not None and (line.startswith("\t") or indent > 0) and not (
                     bullet is not None and indent < current[1]):
@@ -415,6 +432,11 @@ class MarkdownReader:
                     heading.group(2) or "", self.max_tag_chars)
                 headings = [*headings[: level - 1], *[""] * (level - 1 - len(headings)), tag]
             else:
+                if starts and _jsonl_header(line):
+                    raise InvalidImportError(ImportIssue(
+                        number, "the header of a JSONL export, not Markdown: read as "
+                        "Markdown, none of its facts is a bullet; import it as JSONL "
+                        "(import_jsonl, ctxslots import --format jsonl)", "format", line))
                 self.ignored_lines += 1
                 if (opened := _FENCE.match(line)) is not None:
                     fence = opened.group(1)
