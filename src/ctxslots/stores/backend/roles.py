@@ -72,6 +72,11 @@ class Lifecycle(Protocol):
         caught; a block started after the failure raises that error at once.
         """
 
+    def hold_writes(self) -> None:
+        """Make every other writer of the store wait until this thread's open
+        :meth:`transaction` ends (an import, whose duplicate checks must see every fact
+        another writer stores meanwhile). Reads go on."""
+
     def snapshot(self) -> contextlib.AbstractContextManager[None]:
         """Reads inside see one consistent moment of the store (export)."""
 

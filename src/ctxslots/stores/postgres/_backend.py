@@ -132,6 +132,12 @@ class PostgresBackend:
         """Whether this thread has a :meth:`transaction` block open."""
         return self._session.writing
 
+    def hold_writes(self) -> None:
+        """Lock the facts and the archive against every other writer until the open
+        transaction ends (each statement of it then reads what they committed before)."""
+        with self._session.conn() as conn:
+            _rows.hold_writes(conn)
+
     def info(self) -> dict[str, Any]:
         """Engine, location, schema version, size, server and pgvector versions."""
         with self._session.conn() as conn:

@@ -179,6 +179,15 @@ def taken_ids(conn: Conn, fact_ids: Sequence[int]) -> set[int]:
     return {int(r[0]) for r in found.fetchall()}
 
 
+def hold_writes(conn: Conn) -> None:
+    """Take the lock every writer of ``facts`` and ``archive`` waits for (``ROW EXCLUSIVE``
+    conflicts with it), held until the transaction ends; reads go on."""
+    conn.execute(_HOLD_WRITES)
+
+
+_HOLD_WRITES = "LOCK TABLE facts, archive IN SHARE ROW EXCLUSIVE MODE"
+
+
 def advance_ids(conn: Conn, fact_id: int) -> None:
     """Move the id sequence past ``fact_id`` so that it is never handed out again.
 
@@ -187,7 +196,7 @@ def advance_ids(conn: Conn, fact_id: int) -> None:
     """
     if fact_id <= conn.execute(_LAST_ID).fetchone()[0]:
         return
-    conn.execute("LOCK TABLE facts, archive IN SHARE ROW EXCLUSIVE MODE")
+    conn.execute(_HOLD_WRITES)
     conn.execute(f"SELECT setval('fact_ids', %s) WHERE %s > ({_LAST_ID})", (fact_id, fact_id))
 
 

@@ -138,6 +138,10 @@ class SQLiteBackend:
         """Whether this thread has a write transaction open."""
         return self._conn.in_transaction
 
+    def hold_writes(self) -> None:
+        """Nothing to do: a write transaction (``BEGIN IMMEDIATE``) holds the file's one
+        write lock until it ends."""
+
     def info(self) -> dict[str, Any]:
         """Engine, file, size, schema and library versions."""
         return _health.info(self._conn)

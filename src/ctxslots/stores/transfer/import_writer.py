@@ -323,6 +323,8 @@ def run_import(core: StoreCore, records: Iterable[ParsedFact | ImportIssue], *,
     writer = ImportWriter(core, on_duplicate, progress, repair_loops=skip_invalid)
     errors: list[ImportIssue] = []
     with core.writer.writing():
+        # Another import (or writer) of the same facts waits, then finds them stored.
+        core.backend.hold_writes()
         batch: list[ParsedFact] = []
         for record in records:
             if isinstance(record, ImportIssue):

@@ -1,0 +1,72 @@
+"""On PostgreSQL, other writers wait while an import runs: a second import of the same file,
+started meanwhile, finds its facts stored instead of writing them again or failing."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from ctxslots import FactStore, ImportReport
+
+HEADER = json.dumps({"format": "ctxslots-facts", "version": 1})
+
+
+def _file(records: list[dict[str, Any]]) -> str:
+    return "".join([HEADER + "\n", *(json.dumps(r) + "\n" for r in records)])
+
+
+def _waits_for_a_lock(watch: Any) -> bool:
+    """Whether a session of this database waits for a lock (another's transaction)."""
+    row = watch.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                        "current_database() AND wait_event_type = 'Lock'").fetchone()
+    return bool(row[0])
+
+
+@pytest.mark.parametrize(("ids", "keys"), [(True, True), (True, False), (False, False)],
+                         ids=["ids-and-keys", "ids", "free-memories"])
+def test_an_import_started_during_another_of_the_same_file_skips_every_fact(pg_url, ids,
+                                                                            keys):
+    """Without the wait, the second failed on the first id or key the first had written (a
+    unique constraint), or, given neither, wrote again the memories the first had
+    written before it started (its checks saw none of them)."""
+    psycopg = pytest.importorskip("psycopg")
+    size = 2200
+    text = _file([{**({"id": i} if ids else {}), "slot": "project", "value": f"Step {i}.",
+                   **({"key": f"k{i}"} if keys and i % 2 else {})} for i in range(1, size + 1)])
+    second: list[ImportReport | BaseException] = []
+    done = threading.Event()
+
+    def import_again() -> None:
+        try:
+            with FactStore(pg_url, embedder=False) as other:
+                second.append(other.import_jsonl(io.StringIO(text)))
+        except Exception as exc:  # the assertion below shows it
+            second.append(exc)
+        finally:
+            done.set()
+
+    with FactStore(pg_url, embedder=False) as store, \
+            psycopg.connect(pg_url, autocommit=True) as watch:
+
+        def start_the_second(handled: int) -> None:
+            if handled != 2000:
+                return
+            # The first import's transaction is open, its first thousands of records
+            # written (records with no id are written a batch late): the second starts.
+            threading.Thread(target=import_again, daemon=True).start()
+            while not done.is_set() and not _waits_for_a_lock(watch):
+                done.wait(0.005)
+
+        first = store.import_jsonl(io.StringIO(text), progress=start_the_second)
+        assert done.wait(60)
+        assert len(second) == 1 and isinstance(second[0], ImportReport), second
+        # One of them wrote every fact (the first, unless it had written none when the
+        # second started), the other found them all stored.
+        reports = sorted([first, second[0]], key=lambda r: r.added)
+        assert [(r.added, r.skipped_duplicates) for r in reports] == [(0, size), (size, 0)]
+        stored = watch.execute("SELECT count(*) FROM facts").fetchone()[0]
+    assert stored == size
