@@ -136,6 +136,50 @@ def test_a_reindex_by_a_process_that_reads_no_vectors_keeps_them(location):
         assert state is not None and (20, 0) == (state.vectors, state.missing)
 
 
+def test_a_value_replaced_by_a_process_that_reads_no_vectors_loses_its_old_vector(location):
+    """An app searches with the hash embedder's vectors (weight 1), as a store written
+    before the hashing embedder kept none does; a process with the default weight
+    replaces a value: the old value's vector goes with it, so the app never finds the
+    fact by what it no longer says, ``doctor`` counts it as lacking a vector and
+    ``reindex`` embeds its new value."""
+    with FactStore(location, embedder="hash", ranking=FUSED) as app:
+        fact = app.upsert("user", "editor", "The user edits code in Zed.")
+        app.add("agent", "Backups of the billing database run nightly.")
+    with FactStore(location, embedder="hash") as cli:
+        assert not cli.keeps_vectors
+        cli.upsert("user", "editor", "The user writes in Emacs with evil mode.")
+    with FactStore(location, embedder="hash", ranking=FUSED) as app:
+        assert [] == app.search("Zed")
+        state = app.doctor().vectors
+        assert state is not None and (1, 1) == (state.vectors, state.missing)
+        assert 1 == app.reindex()
+        hit = app.search("evil mode")[0]
+        assert fact.id == hit.fact.id and hit.trace.cosine is not None
+
+
+def test_consolidation_never_hides_a_fact_by_the_vector_of_its_replaced_value(location):
+    """A value replaced by a process that keeps no vectors, then a note saying what it
+    said before: consolidation compares the fact's new value, so the note does not hide it."""
+    with FactStore(location, embedder="hash", ranking=FUSED) as app:
+        app.upsert("project", "deploy.day", "Deploys run every Friday after the freeze.",
+                   scope="shop-api")
+    with FactStore(location, embedder="hash") as cli:
+        fact = cli.upsert("project", "deploy.day", "Deploys moved to Tuesday mornings.",
+                          scope="shop-api")
+        cli.add("project", "Deploys run every Friday after the freeze!", scope="shop-api")
+        assert [] == list(cli.consolidate().superseded)
+        assert fact.id in {h.fact.id for h in cli.search("deploys", scope="shop-api")}
+
+
+def test_a_value_replaced_in_a_store_without_vectors_logs_no_vector_change(db_path):
+    """Replacing values where no fact has a vector adds nothing to ``vector_log``,
+    which other processes' vector copies read."""
+    with FactStore(db_path, embedder="hash") as store:
+        for n in range(3):
+            store.upsert("user", "editor", f"The user edits code in editor number {n}.")
+        assert 0 == raw(store).scalar("SELECT count(*) FROM vector_log")
+
+
 def test_switching_embedders_is_detected_and_reindex_repairs_it(db_path):
     """A store opened with another embedder reports stale vectors; reindex rebuilds them."""
     with FactStore(db_path, embedder=HashingEmbedder(dimension=256), ranking=FUSED) as store:

@@ -127,15 +127,19 @@ def put(conn: Connection, rows: Sequence[VectorRow], vectors: np.ndarray) -> Non
 
 
 def delete(conn: Connection, fact_ids: Sequence[int]) -> int:
-    """Remove the vectors of these facts and log it; how many there were."""
+    """Remove the vectors of these facts and log those there were; how many there were.
+
+    A fact without a vector is not logged: a value replaced in a store that keeps no
+    vectors adds nothing to the log other processes' copies read."""
     if not fact_ids:
         return 0
-    removed = 0
+    removed: list[int] = []
     for chunk in rows_in(fact_ids):
-        removed += conn.changed(f"DELETE FROM {TABLE} WHERE fact_id IN ({marks(len(chunk))})",
-                                chunk)
-    _log(conn, fact_ids, "del")
-    return removed
+        removed += [int(fact_id) for (fact_id,) in conn.execute(
+            f"DELETE FROM {TABLE} WHERE fact_id IN ({marks(len(chunk))}) RETURNING fact_id",
+            chunk).fetchall()]
+    _log(conn, removed, "del")
+    return len(removed)
 
 
 def erase_all(conn: Connection) -> int:

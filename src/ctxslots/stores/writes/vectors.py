@@ -54,11 +54,13 @@ class VectorSink:
         warn_refused(refused)
 
     def replaced(self, fact_id: int) -> None:
-        """A fact's value changed (inside the transaction). Written in the background,
-        its new vector lands after the commit: its old one goes now, so that until then
-        it is a fact without a vector (which ``doctor`` counts and ``reindex`` embeds),
-        never one whose vector says its old value."""
-        if self.background is not None and self.keeps:
+        """A fact's value changed (inside the transaction). Unless its new vector is
+        written in this transaction (inline), its old one goes now: written in the
+        background, the new one lands after the commit; kept by no search of this
+        store, none comes (while a vector another process or an older release wrote
+        stays). Either way it is a fact without a vector (which ``doctor`` counts and
+        ``reindex`` embeds), never one whose vector says its old value."""
+        if self.background is not None or not self.keeps:
             self.backend.delete_vectors([fact_id])
 
     def after_commit(self, pending: Pending) -> None:
