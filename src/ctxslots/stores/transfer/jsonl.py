@@ -34,7 +34,11 @@ _LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 
 def _line(data: dict[str, Any]) -> str:
     """One JSON object on one line, whatever line splitter reads it."""
-    return json.dumps(data, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+    text = json.dumps(data, ensure_ascii=False)
+    # Rare in text; translating every line looked up each of its characters.
+    if "\x85" in text or "\u2028" in text or "\u2029" in text:
+        text = text.translate(_LINE_BREAKS)
+    return text + "\n"
 
 
 # -- reading the store -------------------------------------------------------
