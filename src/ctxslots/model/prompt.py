@@ -422,8 +422,10 @@ class AssembledPrompt:
         user: The user the prompt was assembled for (``None``: the store's default).
         agent: The agent it was assembled for (``None``: the store's default).
         now: The moment its memories were ranked at, in Unix seconds: the request's
-            ``now``, else the store's clock as the assembly began; the ages and dates
-            its items show count from it (``None``: no store clock to read, or one that
+            ``now``, from which the ages and dates its items show count; else the
+            store's clock as the assembly began, and then each memory section ranks
+            from the store's clock as it searches, later by the time the sections
+            asked before it took (``None``: no store clock to read, or one that
             raised or read no time a store keeps).
 
     Its repr shows the start of the text and of the message, and what became of each
