@@ -257,6 +257,8 @@ def test_every_hook_is_called_where_its_job_happens(example_plugin, tmp_path, mo
     for args in (["--embedder", "letters", "remember", "project", "Deploys wait for the checklist."],
                  ["--embedder", "letters", "remember", "project", "The canary is watched."],
                  ["--embedder", "letters", "search", "deploys canary"],
+                 ["--embedder", "letters", "remember", "glossary",
+                  "A dark launch deploys code that no user sees yet."],
                  ["--embedder", "letters", "assemble", "deploys canary", "--dump", "json"],
                  ["flush", "--client", "example-offline", str(conversation), "--json"]):
         result = runner.invoke(cli, ["--db", db, *args], catch_exceptions=False)
@@ -265,18 +267,22 @@ def test_every_hook_is_called_where_its_job_happens(example_plugin, tmp_path, mo
         outputs.append(result.stdout)
     assert set(_hookspecs()) == _traced_hooks(traces)
     # each hook's work: the plugin's embedder made the vectors, its reranker put the fact naming
-    # a glossary term first, its client answered the flush, its contributor and filter ran.
+    # a glossary term first, its slot took a fact that its memory section shows, its client
+    # answered the flush, its contributor and filter ran.
     assert "[id:2]" in outputs[2].splitlines()[0]
-    dump = json.loads(outputs[3])
+    dump = json.loads(outputs[4])
     assert "glossary" in [s["name"] for s in dump["sections"]]
     project = next(s for s in dump["sections"] if s["name"] == "project_memory")
     assert "The canary is watched." == project["items"][0]["text"]
-    assert "example-offline" == json.loads(outputs[4])["model"]
+    terms = next(s for s in dump["sections"] if s["name"] == "glossary_memory")
+    assert ["A dark launch deploys code that no user sees yet."] == [
+        i["text"] for i in terms["items"] if i["decision"] == "kept"]
+    assert "example-offline" == json.loads(outputs[5])["model"]
     from ctxslots_example_plugin import LetterEmbedder
 
     from ctxslots import FactStore
     with FactStore(db, embedder=LetterEmbedder()) as store:
-        assert "letters:v1" == store.embedder.model_id and 2 == len(list(store.facts()))
+        assert "letters:v1" == store.embedder.model_id and 3 == len(list(store.facts()))
 
 
 def test_mcp_server_reranks_through_the_plugins(example_plugin, tmp_path):
@@ -323,12 +329,13 @@ def test_plugins_command_lists_plugins_and_their_hooks(example_plugin, monkeypat
         "ctxslots.flusher.builtin (built-in): register_llm_clients",
         "ctxslots.stores.embedders.builtin (built-in): register_embedders",
         ("example_glossary (0.1.0): prepare_jinja2_environment, register_contributors, "
-         "register_embedders, register_llm_clients, rerank_hits"),
+         "register_embedders, register_llm_clients, register_slots, rerank_hits"),
     ]
     listed = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).output)
     assert {"name": "example_glossary", "builtin": False, "version": "0.1.0",
             "hooks": ["prepare_jinja2_environment", "register_contributors", "register_embedders",
-                      "register_llm_clients", "rerank_hits"]} == listed[-1]
+                      "register_llm_clients", "register_slots", "rerank_hits"]} == listed[-1]
+    assert set(_hookspecs()) == set(listed[-1]["hooks"])  # one use of every hook
 
 
 def test_unknown_llm_client_names_the_registered_ones(tmp_path):

@@ -1,6 +1,7 @@
-"""An example ctxslots plugin, one use of every hook: a glossary contributor, a template
-filter, a toy embedder (``--embedder letters``), an offline LLM client (``--client
-example-offline``) and a reranker that puts facts naming a glossary term first."""
+"""An example ctxslots plugin, one use of every hook: a glossary contributor, a slot of
+a workspace's own terms (``glossary``) with its memory section, a template filter, a toy
+embedder (``--embedder letters``), an offline LLM client (``--client example-offline``)
+and a reranker that puts facts naming a glossary term first."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from ctxslots import AssemblyRequest, Item, Section, hookimpl
+from ctxslots import AssemblyRequest, InvalidFactError, Item, MemoryContributor, Section, hookimpl
 from ctxslots.flusher import ChatResult
 
-__all__ = ["GLOSSARY", "GlossaryContributor", "LetterEmbedder", "OfflineClient"]
+__all__ = ["GLOSSARY", "GLOSSARY_SLOT", "GlossaryContributor", "LetterEmbedder", "OfflineClient"]
 
 #: Terms the team uses, with what they mean.
 GLOSSARY: Mapping[str, str] = {
@@ -21,6 +22,10 @@ GLOSSARY: Mapping[str, str] = {
     "freeze": "The freeze stops all deploys from Friday 15:00 to Monday 09:00.",
     "runbook": "Runbooks live in docs/runbooks/, one file per alert.",
 }
+
+#: The slot of the terms a workspace defines itself
+#: (``ctxslots remember glossary "..." --scope shop-api``).
+GLOSSARY_SLOT = "glossary"
 
 
 class GlossaryContributor:
@@ -47,9 +52,29 @@ class GlossaryContributor:
 
 
 @hookimpl
-def register_contributors(register: Callable[[Any], None]) -> None:
-    """Offer the glossary contributor to every PromptAssembler."""
+def register_slots(register: Callable[..., None]) -> None:
+    """The ``glossary`` slot: each workspace's own terms (or global ones), so a store the
+    ``ctxslots`` command opens accepts its facts."""
+    register(GLOSSARY_SLOT, "Terms a workspace uses, and what they mean.", "scope")
+
+
+def _knows_glossary(store: Any) -> bool:
+    """Whether ``store`` keeps the glossary slot (one opened with the plugins' slots)."""
+    try:
+        store.limits.slot(GLOSSARY_SLOT)
+    except (AttributeError, InvalidFactError):
+        return False
+    return True
+
+
+@hookimpl
+def register_contributors(register: Callable[[Any], None], store: Any) -> None:
+    """Offer the glossary contributor to every PromptAssembler, and the workspace's own
+    terms from the ``glossary`` slot of a store that keeps it."""
     register(GlossaryContributor())
+    if store is not None and _knows_glossary(store):
+        register(MemoryContributor(store, slot=GLOSSARY_SLOT, name="glossary_memory",
+                                   title="Terms of this workspace", priority=60))
 
 
 @hookimpl
