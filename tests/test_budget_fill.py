@@ -19,6 +19,7 @@ from ctxslots import (
     StaticContributor,
     UserMemoryContributor,
     count_tokens,
+    hookimpl,
 )
 
 
@@ -218,6 +219,48 @@ def test_matches_far_below_the_best_fill_the_room_after_the_others(tmp_path: Pat
         strict = ProjectMemoryContributor(store, fill=False).contribute(request)
         assert strict is not None and 1 == len(strict.items)
         assert "the next match scores under 10% of the best one's score" == strict.stop_note
+    finally:
+        store.close()
+
+
+class _PinWeakSecond:
+    """A reranker that moves the weak "Lunch" hit up to second place."""
+
+    @hookimpl
+    def rerank_hits(self, hits):
+        pinned = [h for h in hits if h.fact.value.startswith("Lunch")]
+        rest = [h for h in hits if not h.fact.value.startswith("Lunch")]
+        return rest[:1] + pinned + rest[1:]
+
+
+def test_a_reranked_weak_match_does_not_make_the_matches_after_it_fill(tmp_path: Path) -> None:
+    """A reranker moves a match scoring far under the best up to second place: it comes
+    after the other matches as fill, and the clear matches it passed stay matches (not
+    fill that a later section's matches would take the room of)."""
+    store = make_store(tmp_path / "r.db", [
+        *[("project", None, f"Canary step {n} watches the canary host.") for n in range(4)],
+        ("project", None, "Lunch; one canary."),
+        ("agent", None, "Lesson: page the canary owner first.")])
+    try:
+        for fact in store.facts(slots=["project"]):
+            if not fact.value.startswith("Lunch"):
+                store.reinforce(fact.id, 15)
+        best = max(h.trace.final for h in store.search("canary host", track_access=False))
+        weak = store.search("canary host", slots=["project"], limit=5, track_access=False)[-1]
+        assert weak.fact.value.startswith("Lunch") and weak.trace.final < 0.1 * best
+        assembler = PromptAssembler(store, plugins=[_PinWeakSecond()])
+        full = assembler.assemble(AssemblyRequest("canary host", budget=2000))
+        project = full.section("project_memory")
+        texts = [d.item.text for d in project.items]
+        fills = [d.item.trace.fill for d in project.items]
+        assert texts[-1].startswith("Lunch") and fills == [None, None, None, None, "below_cut"]
+        # A budget that holds every clear match of both sections but not the fill too.
+        matches = sum(s.tokens for s in full.sections) - project.items[-1].tokens
+        prompt = assembler.assemble(AssemblyRequest("canary host", budget=matches))
+        assert [f"Canary step {n} watches the canary host." in prompt.text
+                for n in range(4)] == [True] * 4
+        assert "Lesson: page the canary owner first." in prompt.text
+        assert "Lunch" not in prompt.text
     finally:
         store.close()
 

@@ -273,6 +273,23 @@ def test_a_reranker_move_is_named(tmp_path):
     assert "a reranker moved it from rank 1" in rank.text
 
 
+def test_the_share_of_the_best_match_counts_from_the_highest_score(tmp_path):
+    """A reranker that puts the weakest match first leaves the best match the highest
+    scoring one: the others' shares are under 100%, as the section's cut reads them."""
+    def backwards(query, hits):
+        return list(reversed(hits))
+
+    with FactStore(tmp_path / "b.db", clock=lambda: FIXED_NOW, rerank=backwards) as store:
+        best = store.add("project", "Deploy deploy deploy on Fridays.", scope="s").id
+        other = store.add("project", "Deploy notes live in the wiki, with many other words.",
+                          scope="s").id
+        shares = {fact: next(s for s in why(store, fact, "deploy", scope="s").steps
+                             if s.name == "rank").text for fact in (best, other)}
+    assert "scoring 100% of the best match" in shares[best]
+    assert "scoring 100% of the best match" not in shares[other]
+    assert "% of the best match" in shares[other]
+
+
 def test_the_vector_leg_gives_rank_and_cosine(tmp_path):
     """With a vector leg (the hashing embedder, weighted in), the answer gives the fact's
     vector rank and cosine."""

@@ -126,13 +126,19 @@ class Gathered:
     note: str | None
 
 
-def _first_weak(hits: Sequence[Hit], wanted: Wanted) -> int | None:
-    """Index of the first hit scoring under ``min_share`` of the best, if any."""
-    best = hits[0].trace.final if hits else 0.0
+def _cut(hits: list[Hit], wanted: Wanted) -> tuple[list[Hit], int | None]:
+    """``hits`` with those scoring under ``min_share`` of the best one's score after the
+    others, each part in its own order, and the index of the first of them (``None``:
+    none is). The best is the highest score, and the weak ones are picked out wherever
+    they stand: a reranker's order need not be the scores' (one may move a weak hit up)."""
+    best = max((h.trace.final for h in hits), default=0.0)
     if not wanted.min_share or best <= 0 or wanted.limit is not None:
-        return None
-    return next((n for n, h in enumerate(hits) if h.trace.final < wanted.min_share * best),
-                None)
+        return hits, None
+    cut = wanted.min_share * best
+    strong = [h for h in hits if h.trace.final >= cut]
+    if len(strong) == len(hits):
+        return hits, None
+    return strong + [h for h in hits if h.trace.final < cut], len(strong)
 
 
 def _as_fill(hits: Sequence[Hit], how: str) -> list[Hit]:
@@ -176,8 +182,7 @@ def gather(search: Search, wanted: Wanted, *, can_relax: Callable[[], bool]) -> 
     want = min(ceiling, max(10, -(-room // GUESS_TOKENS_PER_ITEM)) + len(wanted.skip))
     while True:
         found = search(want, False)
-        hits = [h for h in found if h.fact.id not in wanted.skip]
-        weak = _first_weak(hits, wanted)
+        hits, weak = _cut([h for h in found if h.fact.id not in wanted.skip], wanted)
         if weak is not None and wanted.fill and len(found) == want \
                 and want < min(ceiling, FILL_DEPTH):
             # Ordering the fill by episode needs the deeper matches too, once.

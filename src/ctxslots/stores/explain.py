@@ -119,7 +119,8 @@ class Located:
             (:func:`~.ranking.left_out`), or ``None``.
         hit: Its hit, with its trace, as the search ranks it (``None``: not
             among the first ``depth``).
-        best: The final score of the search's first hit, or ``None`` (no hits).
+        best: The highest final score of the search's hits (the first one's, unless a
+            reranker moved another up), or ``None`` (no hits).
         hits: How many hits the search ranked (at most ``depth``).
     """
 
@@ -182,7 +183,7 @@ def locate(core: StoreCore, plan: QueryPlan, flt: FactFilter, hits: Callable[[in
         reason = left_out(probe, core.ranking, fused=vector is not None)
     return Located(fact_id=fact_id, depth=depth, pool=core.candidate_pool,
                    words_searched=bool(plan.words), vector_searched=vector is not None,
-                   left_out=reason, hit=hit, best=ranked[0].trace.final if ranked else None,
+                   left_out=reason, hit=hit, best=max((h.trace.final for h in ranked), default=None),
                    hits=len(ranked), **found)  # type: ignore[arg-type]
 
 
