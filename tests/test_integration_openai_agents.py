@@ -341,6 +341,19 @@ def test_a_failing_tool_answers_the_model(db_path, clock, servers):
     assert "Error: the memory store is unavailable; try again later" == answer
 
 
+def test_a_strict_run_naming_no_user_has_its_tool_calls_answered(store, servers, caplog):
+    """With require_user and strict, a tool call of a run whose context names no user is
+    answered with the error, as every failing tool call is, and logged: not raised."""
+    model, _ = servers([tool_calls(store_call("user", "The user likes jazz.")), "Sorry."])
+    agent = _agent(model, tools=memory_tools(Memory(store, require_user=True, strict=True)))
+    with caplog.at_level(logging.WARNING, logger="ctxslots.integrations"):
+        assert "Sorry." == _run(agent, "I like jazz.", MemoryContext()).final_output
+    answer = model.requests[1]["messages"][-1]["content"]
+    assert "Error: memory is unavailable (the run names no user)" == answer
+    assert any("names no user" in r.getMessage() for r in caplog.records)
+    assert [] == store.facts()
+
+
 def test_bad_input_is_refused_with_a_clear_error(store):
     """Not an agent, not a Memory, or a tool name already taken: one clear error each."""
     memory = Memory(store)

@@ -271,8 +271,10 @@ class Memory:
         """Run one tool call for this run's owners; always text (``Error: ...`` on failure,
         logged when the run's owners are ones the store refuses; never raised, even with
         ``strict``)."""
-        if self._unnamed(who):
-            self._no_user("calling a memory tool", None, who)
+        if self._unnamed(who):  # answered, not raised, with strict too: a tool call's rule
+            logger.warning("memory is unavailable for %s (calling a memory tool failed: the "
+                           "run's context names no user, and require_user is set); the tool "
+                           "call is answered with the error", _described(who))
             return "Error: memory is unavailable (the run names no user)"
         try:
             tools = self.tools(who)
