@@ -177,3 +177,31 @@ def test_a_reranker_returning_hits_of_another_search_is_left_out_naming_it(db_pa
     assert said and all(m == "rerank_hits of plugin CachedByQuery failed; the hits keep "
                         "the order before it" for m in said), said
     assert any("not add new ones" in str(r.exc_info[1]) for r in caplog.records if r.exc_info)
+
+
+@pytest.mark.parametrize("adjust", ["rerank", "boost"])
+def test_reranked_first_hits_never_depend_on_the_limit(db_path, clock, adjust):
+    """A reranker (or a boost) sees the candidates found within the pool, as fusion does;
+    those a limit past the pool finds follow them. It saw every candidate the limit
+    gathered, so a backwards reranker put other facts first at limit 300 than at 10."""
+    def backwards(query, hits):
+        return list(reversed(hits))
+
+    def deeper_first(fact):  # later facts, found deeper, boosted most
+        return float(fact.id)
+
+    boost = {"boost": deeper_first} if adjust == "boost" else {}
+    with FactStore(db_path, clock=clock, rerank=backwards if adjust == "rerank" else None
+                   ) as store:
+        with store.batch():
+            for n in range(300):
+                store.add("project", f"Deploy note {n}: " + "deploy " * (1 + n % 7)
+                          + "the pipeline.")
+        assert 100 == store.candidate_pool
+        firsts = {limit: [h.fact.id for h in store.search("deploy pipeline", limit=limit,
+                                                           track_access=False, **boost)][:10]
+                  for limit in (10, 100, 101, 300)}
+        ranked = store.search_ranked("deploy pipeline", **boost)
+        assert [h.fact.id for h in ranked.hits(300)][:10] == [h.fact.id for h in ranked.hits(10)]
+    assert 1 == len({tuple(ids) for ids in firsts.values()}), firsts
+    assert 10 == len(firsts[10])

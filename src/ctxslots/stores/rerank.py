@@ -3,10 +3,12 @@
 A *boost* is ``boost(fact) -> float``: it multiplies a hit's final score (for
 example to favour one feature area) and is recorded in the trace as
 ``extra["boost"]``. A *reranker* is ``rerank(query, hits) -> hits | None``: it
-sees every fused candidate, best first, and may reorder or drop them (never add
-new ones); ``None`` keeps the order. A hit it moved carries the rank it had
-before in its trace, as ``extra["reranked_from"]``. Plugins provide rerankers through the
-``rerank_hits`` hook (see :func:`ctxslots.plugins.reranker_from_plugins`).
+sees every fused candidate found within the candidate pool of either leg, best
+first, and may reorder or drop them (never add new ones); ``None`` keeps the order.
+Candidates a longer limit finds deeper follow them as ranked, so the first hits never
+depend on the limit. A hit it moved carries the rank it had before in its trace, as
+``extra["reranked_from"]``. Plugins provide rerankers through the ``rerank_hits`` hook
+(see :func:`ctxslots.plugins.reranker_from_plugins`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ extends the list instead of searching again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 import numpy as np
 
@@ -47,7 +49,7 @@ class SearchRequest:
         flt: The facts it may see (scope, slots, expiry at ``now``, near-duplicates).
         include_archive: Also search the archive.
         boost: Optional factor per fact.
-        rerank: Optional reranker of every fused candidate.
+        rerank: Optional reranker of the fused candidates found within the pool.
         now: The moment ages and decay count to.
         relaxed: Also look for the words common to much of the store.
     """
@@ -125,8 +127,12 @@ class RankedSearch:
         hits = [Hit(fact=Fact.from_row(found[c.fact_id][0], archived=found[c.fact_id][1]),
                     trace=trace) for c, trace in ranked]
         if adjust:
-            hits = apply_boost_and_rerank(request.query, hits, request.boost,
-                                          request.rerank)[:limit]
+            # The boost and rerankers see the candidates found within the pool of either
+            # leg, as fusion does; those a deeper limit found follow them unchanged, so the
+            # first hits never depend on the limit, reranked or not.
+            inside = _within(hits, core.candidate_pool)
+            hits = [*apply_boost_and_rerank(request.query, hits[:inside], request.boost,
+                                            request.rerank), *hits[inside:]][:limit]
         # One read for both: the links that may pull facts in, and what each hit hides.
         live = [h.fact.id for h in hits if not h.fact.archived]
         links, hidden = core.backend.links_and_hidden(live, core.ranking.link_min_strength) \
@@ -154,6 +160,15 @@ class RankedSearch:
             return known
         self._gathered = _gather(self.core, self.request, self.plan, depth)
         return self._gathered
+
+
+def _within(hits: Sequence[Hit], depth: int) -> int:
+    """How many of ``hits`` (ranked: those found within ``depth`` of a leg first) were
+    found within ``depth`` of the lexical or the vector leg."""
+    def inside(hit: Hit) -> bool:
+        ranks = (hit.trace.bm25_rank, hit.trace.vector_rank)
+        return any(rank is not None and rank <= depth for rank in ranks)
+    return next((n for n, hit in enumerate(hits) if not inside(hit)), len(hits))
 
 
 def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int) -> _Gathered:
