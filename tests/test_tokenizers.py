@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import pickle
+import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -259,6 +260,11 @@ def test_spec_names_an_encoding_or_a_file(tokenizer_file, tmp_path):
     assert isinstance(counter_from_spec(str(tokenizer_file)), HuggingFaceCounter)
     with pytest.raises(EncodingError, match="unknown tokenizer 'Qwen/Qwen2.5-7B'"):
         counter_from_spec("Qwen/Qwen2.5-7B")                 # a hub name: never downloaded
+    for spec, said in [(str(tmp_path / "nope" / "tokenizer.json"), "does not exist"),
+                       ("./missing.json", "does not exist"), (str(tmp_path), "is a folder")]:
+        # A path meant: what is wrong with it, not that the name is unknown.
+        with pytest.raises(EncodingError, match=f"tokenizer file '{re.escape(spec)}' {said}"):
+            counter_from_spec(spec)
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     with pytest.raises(EncodingError, match="not a tokenizer.json file"):

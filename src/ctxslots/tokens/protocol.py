@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -137,6 +138,13 @@ def counter_from_spec(spec: str) -> TokenCounterProtocol:
     path = Path(spec).expanduser()
     if path.is_file():
         return HuggingFaceCounter(path)
+    if path.suffix == ".json" or path.is_absolute() or path.is_dir() \
+            or spec.startswith(("./", "../", "~", f".{os.sep}")):
+        # A path meant: say what is wrong with it, not that the name is unknown.
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise EncodingError(f"tokenizer file {spec!r} {what}: give the path of a "
+                            f"tokenizer.json file, or {' or '.join(sorted(ENCODINGS))}",
+                            encoding=spec)
     raise EncodingError(
         f"unknown tokenizer {spec!r}: give {' or '.join(sorted(ENCODINGS))}, or the path of a "
         "tokenizer.json file", encoding=spec)
