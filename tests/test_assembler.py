@@ -702,6 +702,17 @@ def test_static_lines_given_as_a_generator_are_all_kept():
     assert "- Use tabs.\n- Never push on Friday." in prompt.text
 
 
+def test_static_blank_lines_are_left_out_not_shown_as_empty_bullets():
+    """Lines read from a file with their gaps: the blank ones are no items (each was an
+    empty "- " bullet, counted in the budget)."""
+    rules = StaticContributor("rules", "House rules",
+                              ["Use tabs.", "", "   ", "Never push on Friday.", ""])
+    prompt = PromptAssembler(None, contributors=[rules]).assemble(AssemblyRequest("hi"))
+    assert ("Use tabs.", "Never push on Friday.") == rules.lines
+    assert "## House rules\n- Use tabs.\n- Never push on Friday." in prompt.text
+    assert "- \n" not in prompt.text and not prompt.text.rstrip().endswith("-")
+
+
 @pytest.mark.parametrize("lines", [None, 5, b"rules"])
 def test_static_lines_that_are_no_sequence_are_refused(lines):
     """Lines that are no sequence of strings raise InvalidRequestError naming them."""

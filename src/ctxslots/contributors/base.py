@@ -157,7 +157,8 @@ def _lines(value: Iterable[str]) -> tuple[str, ...]:
     lines = tuple(value)  # read once: a generator is used up by reading it
     if not all(isinstance(line, str) for line in lines):
         raise InvalidRequestError("lines must be a sequence of strings", field="lines", value=lines)
-    return lines
+    # A blank line (a file's lines read with their gaps) would be an empty bullet.
+    return tuple(line for line in lines if line.strip())
 
 
 @attrs.frozen
@@ -167,7 +168,7 @@ class StaticContributor:
     Attributes:
         name: Unique contributor name.
         title: The section heading.
-        lines: One item per line, best first.
+        lines: One item per line, best first; blank lines are left out.
         priority: Higher is kept longer.
         sticky: Placed before every non-sticky section.
         intro: An optional line under the heading.
