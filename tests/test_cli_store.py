@@ -58,7 +58,9 @@ def test_forget_reinforce_demote_stats(db_path):
     assert '"score": 3.0' in run(db_path, "reinforce", str(fid), "--json").output
     assert '"score": 2.0' in run(db_path, "demote", str(fid), "--json").output
     assert "(archived)" in run(db_path, "forget", str(fid)).output
-    assert "(archived)" in run(db_path, "search", "ripgrep", "--archive").output
+    found = run(db_path, "search", "ripgrep", "--archive").output
+    assert "(archived)" in found
+    assert "; archived: cli" in found  # the reason it moved
     stats = json.loads(run(db_path, "stats", "--json").output)
     assert (0, 1) == (stats["facts"], stats["archived"])
 

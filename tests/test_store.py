@@ -148,6 +148,30 @@ def test_forget_archives_and_archive_search_finds_it(store):
     assert store.get(fact.id, include_archive=True).archived
 
 
+def test_an_archived_hit_says_why_it_moved(store):
+    """A search of the archive marks each forgotten or pruned fact archived, with the reason
+    it moved there (the forget's, or the cap that pruned it); a live hit has none."""
+    from ctxslots import PrunePolicy
+
+    forgotten = store.add("agent", "The staging deploy uses blue-green switching.")
+    store.forget(forgotten.id, reason="replaced by canary deploys")
+    pruned = store.add("agent", "The staging deploy runs on Tuesday.")
+    store.add("agent", "The staging deploy needs a sign-off.")
+    report = store.prune(PrunePolicy(slot_caps={"agent": 1}, headroom=0.0, protect_days=0.0,
+                                     protect_accesses=1000, protect_score=1000.0))
+    assert [pruned.id] == [m.fact.id for m in report.moved]
+
+    reasons = {h.fact.id: (h.fact.archived, h.fact.archive_reason)
+               for h in store.search("staging deploy", include_archive=True)}
+    assert {forgotten.id: (True, "replaced by canary deploys"),
+            pruned.id: (True, report.moved[0].reason)} == {
+        k: v for k, v in reasons.items() if v[0]}
+    assert [None] == [reason for archived, reason in reasons.values() if not archived]
+    assert report.moved[0].reason.startswith("pruned: over the agent cap of 1")
+    assert "replaced by canary deploys" == store.get(forgotten.id,
+                                                     include_archive=True).archive_reason
+
+
 def test_forgotten_ids_are_never_reused(store):
     """A new fact never takes the id of an archived one."""
     fact = store.add("agent", "A note that will be forgotten.")

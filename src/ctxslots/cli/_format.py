@@ -40,7 +40,8 @@ def fact_line(fact: Fact, now: float | None = None) -> str:
 
 
 def hit_line(hit: Hit, best: float | None) -> str:
-    """Two lines for a search hit: the fact, then how it scored, in words a person reads.
+    """Two lines for a search hit: the fact, then how it scored, in words a person reads
+    (and, for an archived fact, why it moved to the archive).
 
     :param best: The best relevance of the same search; the hit's relevance is
         shown as a share of it.
@@ -58,4 +59,5 @@ def hit_line(hit: Hit, best: float | None) -> str:
         + (f"; hides {t.hides} near-duplicate{'' if t.hides == 1 else 's'}" if t.hides else "")
         + (f"; moved here from #{int(t.extra['reranked_from'])} by a reranker"
            if "reranked_from" in t.extra else "")
+        + (f"; archived: {hit.fact.archive_reason}" if hit.fact.archive_reason else "")
     )

@@ -64,6 +64,8 @@ class Fact:
         access_count: How many times it has been shown to a model.
         expires_at: After this moment the fact is never returned.
         archived: Whether the fact was forgotten (moved to the archive).
+        archive_reason: Why an archived fact moved there (the reason it was
+            forgotten with, or the cap that pruned it), or ``None``.
         superseded_by: The id of the newer near-duplicate that hides this fact
             from search (see :meth:`~ctxslots.FactStore.consolidate`), or ``None``.
         context: Words that make the memory findable without being part of it
@@ -93,6 +95,7 @@ class Fact:
     context: str | None = None
     user: str | None = None
     agent: str | None = None
+    archive_reason: str | None = None
 
     @property
     def said_at(self) -> dt.datetime | None:
@@ -136,6 +139,7 @@ class Fact:
             context=row.get("context") or None,
             user=row.get("user_id") or None,
             agent=row.get("agent_id") or None,
+            archive_reason=row.get("reason") if archived else None,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -377,7 +377,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
         :param agent: The agent asking (``None``: the store's default agent).
         :param limit: Most hits to return, 1 to 1000. The first hits do not
             depend on it: every search gathers the same candidates.
-        :param include_archive: Also search forgotten facts (marked ``archived``).
+        :param include_archive: Also search forgotten facts (marked ``archived``, with
+            the reason they moved as ``archive_reason``).
         :param track_access: Count the returned facts as shown to a model.
         :param boost: ``boost(fact) -> factor`` multiplying each candidate's final
             score before the limit (recorded as ``trace.extra["boost"]``).
