@@ -70,3 +70,39 @@ def test_an_import_started_during_another_of_the_same_file_skips_every_fact(pg_u
         assert [(r.added, r.skipped_duplicates) for r in reports] == [(0, size), (size, 0)]
         stored = watch.execute("SELECT count(*) FROM facts").fetchone()[0]
     assert stored == size
+
+
+def test_a_search_answers_while_an_import_holds_the_writers_off(pg_url):
+    """A search counts what it shows; counting waited for the import's lock on the facts
+    table, so every search of every process hung until the import committed. It now
+    answers, its counts owed to a later one."""
+    psycopg = pytest.importorskip("psycopg")
+    with FactStore(pg_url, embedder=False) as store:
+        stored = store.add("project", "The deploy script lives in ops/deploy.sh.")
+    text = _file([{"slot": "project", "value": f"Step {i}."} for i in range(1, 1501)])
+    found: list[Any] = []
+    answered = threading.Event()
+
+    def search() -> None:
+        try:
+            with FactStore(pg_url, embedder=False) as other:
+                found.append([h.fact.id for h in other.search("deploy script")])
+        except Exception as exc:  # the assertion below shows it
+            found.append(exc)
+        finally:
+            answered.set()
+
+    with FactStore(pg_url, embedder=False) as store, \
+            psycopg.connect(pg_url, autocommit=True) as watch:
+
+        def search_meanwhile(handled: int) -> None:
+            if handled != 1000:
+                return
+            assert _waits_for_a_lock(watch) is False
+            threading.Thread(target=search, daemon=True).start()
+            # Inside the import's transaction: the search answers before it commits.
+            found.append(answered.wait(30))
+
+        with pytest.warns(RuntimeWarning, match="access counts are written with a later"):
+            store.import_jsonl(io.StringIO(text), progress=search_meanwhile)
+        assert found == [[stored.id], True]

@@ -256,18 +256,21 @@ class PostgresBackend:
             return _rows.adjust_score(conn, fact_id, delta, live_at)
 
     def touch(self, fact_ids: Sequence[int], now: float, *, wait: float | None = None) -> int:
-        """Count an access of each fact; how many changed. One statement: outside a
-        transaction it commits on its own, one round trip instead of three. With ``wait``
-        (a count that may be put off) a row another transaction is rewriting is not
-        waited for: that one access goes uncounted (no lock is held on the whole store,
-        so there is nothing to owe and retry as on SQLite).
+        """Count an access of each fact; how many changed. With ``wait`` (a count that may
+        be put off) a row another transaction is rewriting is not waited for: that one
+        access goes uncounted. Outside a transaction, such a count waits at most ``wait``
+        seconds for the facts table, which an import holds against every writer until it
+        commits (:meth:`hold_writes`): a search answers meanwhile, its counts owed.
 
+        :raises StoreBusyError: The facts table stayed held past ``wait``.
         :raises ReadOnlyStoreError: The role may not update the facts (granted
             ``SELECT`` alone): its searches answer, uncounted, as on a replica.
         """
         with self._session.conn() as conn:
             try:
-                return _rows.touch(conn, fact_ids, now, skip_locked=wait is not None)
+                if wait is None or self._session.writing:
+                    return _rows.touch(conn, fact_ids, now, skip_locked=wait is not None)
+                return _rows.touch_waiting(conn, fact_ids, now, wait)
             except pgerrors.InsufficientPrivilege as exc:
                 raise read_only_role(exc, self.location, conn.info.user) from exc
 

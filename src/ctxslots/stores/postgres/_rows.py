@@ -290,14 +290,30 @@ def touch(conn: Conn, fact_ids: Sequence[int], now: float, *, skip_locked: bool 
     ids = id_list(fact_ids)
     if not ids:
         return 0
+    return int(conn.execute(_touch(skip_locked), (float(now), ids), prepare=True).rowcount)
+
+
+def touch_waiting(conn: Conn, fact_ids: Sequence[int], now: float, wait: float) -> int:
+    """:func:`touch` skipping locked rows, in a transaction of its own that waits at most
+    ``wait`` seconds (1 ms at least) for the facts table, which an import holds against
+    writers (``LockNotAvailable`` then); sent at once, one round trip."""
+    ids = id_list(fact_ids)
+    if not ids:
+        return 0
+    with conn.pipeline(), conn.transaction():
+        conn.execute("SELECT set_config('lock_timeout', %s, true)",
+                     (f"{max(1, round(wait * 1000))}ms",))
+        cursor = conn.execute(_touch(True), (float(now), ids), prepare=True)
+    return int(cursor.rowcount)
+
+
+def _touch(skip_locked: bool) -> str:
     # Rows locked in id order, so two concurrent touches never deadlock; skipping the
     # locked ones, a touch never waits for, nor deadlocks with, a writer's transaction.
     lock = "FOR UPDATE SKIP LOCKED" if skip_locked else "FOR UPDATE"
-    cursor = conn.execute(
-        "UPDATE facts f SET access_count = f.access_count + 1, last_accessed = %s "
-        f"FROM (SELECT id, scope FROM facts WHERE id = ANY(%s) ORDER BY id {lock}) l "
-        "WHERE f.id = l.id AND f.scope = l.scope", (float(now), ids), prepare=True)
-    return int(cursor.rowcount)
+    return ("UPDATE facts f SET access_count = f.access_count + 1, last_accessed = %s "
+            f"FROM (SELECT id, scope FROM facts WHERE id = ANY(%s) ORDER BY id {lock}) l "
+            "WHERE f.id = l.id AND f.scope = l.scope")
 
 
 def id_is_free(conn: Conn, fact_id: int) -> bool:
