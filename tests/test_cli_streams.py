@@ -220,3 +220,32 @@ def test_a_reader_that_goes_away_ends_the_command_quietly_with_status_141(db_pat
     assert 141 == proc.wait(timeout=300)
     assert "" == proc.stderr.read()
     proc.stderr.close()
+
+
+def test_an_mcp_client_that_stops_reading_ends_the_stdio_server_quietly_with_141(db_path):
+    """The MCP host closes its end of the server's output, then asks again: the answer
+    meets a broken pipe inside the server's task groups, which wrapped it in exception
+    groups; a 96-line traceback and status 1 came out instead of the quiet 141 of any
+    other command whose reader goes away."""
+    FactStore(db_path).close()
+    proc = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(db_path), "mcp"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    def send(message: dict[str, object]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        proc.stdin.flush()
+
+    send({"id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "host", "version": "1"}}})
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    send({"method": "notifications/initialized"})
+    proc.stdout.close()  # the host stops reading; its stdin stays open
+    send({"id": 2, "method": "tools/list"})
+    assert 141 == proc.wait(timeout=300)
+    assert "" == proc.stderr.read()
+    proc.stdin.close()
+    proc.stderr.close()

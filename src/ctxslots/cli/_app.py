@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import attrs
 import click
@@ -242,12 +242,8 @@ class _Group(click.Group):
                 raise
             raise click.ClickException(_error_line(exc.message)) from exc  # exit status 1
         except OSError as exc:
-            if exc.errno == errno.EPIPE:
-                # The reader went away (`export | head -1`): quietly, with the status a
-                # shell gives a program SIGPIPE ends (Python ignores the signal itself);
-                # click's exit status 1 read as failure (`doctor` finding problems).
-                silence_stdout_if_broken(broken=True)
-                raise SystemExit(128 + signal.SIGPIPE) from None
+            if _broken_pipe(exc):
+                _reader_gone()
             silence_stdout_if_broken()
             where = f": {exc.filename}" if exc.filename else " (the output)"
             raise click.ClickException(_error_line(f"cannot write{where}: "
@@ -258,6 +254,24 @@ class _Group(click.Group):
             # signal. A write stopped so is rolled back (each is one transaction); what
             # committed before it stays.
             raise interrupted(exc) from None
+        except BaseExceptionGroup as group:
+            # A server's task group (`mcp` over stdio) raises the broken pipe of its
+            # client that went away wrapped in groups.
+            if group.split(_broken_pipe)[1] is None:
+                _reader_gone()
+            raise
+
+
+def _broken_pipe(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno == errno.EPIPE
+
+
+def _reader_gone() -> NoReturn:
+    """The reader went away (`export | head -1`, an MCP client that stopped reading): exit
+    quietly, with the status a shell gives a program SIGPIPE ends (Python ignores the
+    signal itself); click's exit status 1 read as failure (`doctor` finding problems)."""
+    silence_stdout_if_broken(broken=True)
+    raise SystemExit(128 + signal.SIGPIPE) from None
 
 
 @click.group(cls=_Group)
