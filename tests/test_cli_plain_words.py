@@ -197,3 +197,41 @@ def test_sigterm_is_taken_only_where_nobody_else_took_it():
         assert own == signal.getsignal(signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_stops_the_stdio_mcp_server_with_one_line_whichever_task_it_meets(tmp_path):
+    """SIGTERM is handled in whichever task of the server's event loop runs when it comes.
+    Raised there, it left the loop half-way: the command still said its line and exited
+    143, but asyncio's shutdown first printed a traceback of the task group it failed (now
+    and then with the real server; here each time, the signal sent by a task of the
+    server's own task group, as the SDK's reader and writer are)."""
+    program = f"""
+import os, signal
+import anyio
+from ctxslots.cli import main
+from ctxslots.tools import mcp_server
+
+serve = mcp_server.serve_stdio
+
+async def serve_and_meet_sigterm(tools):
+    async def send_it():
+        os.kill(os.getpid(), signal.SIGTERM)  # handled here, in this task
+        sum(range(100_000))
+        await anyio.sleep(60)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(send_it)
+        await serve(tools)
+
+mcp_server.serve_stdio = serve_and_meet_sigterm
+main(["--db", {str(tmp_path / "memory.db")!r}, "mcp"])
+"""
+    proc = subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert 143 == proc.wait(timeout=120)  # stdin stays open: the signal stops it
+        assert ["Error: stopped (SIGTERM)"] == proc.stderr.read().splitlines()
+    finally:
+        proc.kill()
+        proc.communicate()

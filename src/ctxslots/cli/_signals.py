@@ -5,11 +5,17 @@ back, servers stop listening, stores close and the interpreter's exit writes
 the vectors still queued. SIGTERM (``kill``, systemd, a container stopping, an
 MCP host shutting its server down) would otherwise end the process at once, with
 none of that and no line said; :func:`sigterm_as_interrupt` makes it raise
-:class:`Terminated`, a ``KeyboardInterrupt``, so it takes the same way out.
+:class:`Terminated`, a ``KeyboardInterrupt``, so it takes the same way out. Inside
+``asyncio.run`` (the MCP server over stdio), which answers Ctrl-C by cancelling its
+main task and raising ``KeyboardInterrupt`` once that ended, SIGTERM is answered that
+way too: raised in whichever task ran, it left the loop half-way, and asyncio's
+shutdown printed a traceback of the task it failed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import signal
 import threading
 from collections.abc import Iterator
@@ -40,12 +46,23 @@ class Stopped(Interrupted):
 def interrupted(exc: KeyboardInterrupt, what: str = "") -> Interrupted:
     """The one line and exit status for a command ``exc`` stopped; ``what`` says what
     became of its work (``"nothing was imported"``)."""
-    if isinstance(exc, Terminated):
+    if isinstance(exc, Terminated) or _received.is_set():
         return Stopped(f"stopped (SIGTERM): {what}" if what else "stopped (SIGTERM)")
     return Interrupted(f"interrupted: {what}" if what else "interrupted (Ctrl-C)")
 
 
+#: Set when SIGTERM arrived inside ``asyncio.run``, whose ``KeyboardInterrupt`` then says
+#: nothing of it (only while :func:`sigterm_as_interrupt` is open).
+_received = threading.Event()
+
+
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    on_sigint = signal.getsignal(signal.SIGINT)
+    if isinstance(on_sigint, functools.partial) \
+            and isinstance(getattr(on_sigint.func, "__self__", None), asyncio.Runner):
+        _received.set()
+        on_sigint(signal.SIGINT, frame)  # cancels the main task (a second: raises at once)
+        return
     raise Terminated()
 
 
@@ -60,8 +77,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
             signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
+    _received.clear()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        _received.clear()
