@@ -141,6 +141,31 @@ def test_a_plugin_slot_of_a_workspace_gets_the_servers_scope(tmp_path, monkeypat
             (f.slot, f.scope) for f in store.facts(scope=ANY)]
 
 
+def test_the_slot_argument_describes_the_slots_offered_and_only_those(tmp_path, monkeypatch):
+    """memory_store's slot description, as the official client lists it, names each slot
+    of --slot with what it holds (a plugin slot with its registered description) and
+    says nothing of a slot the server does not offer."""
+    site = install_plugin(
+        tmp_path / "site", "style",
+        "from ctxslots import hookimpl\n\n\n@hookimpl\ndef register_slots(register):\n"
+        '    register("style", "How the team writes code.", "scope")\n')
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "style")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+
+    def slot_description(*slots: str) -> str:
+        options = [arg for slot in slots for arg in ("--slot", slot)]
+        tools, _ = anyio.run(_session_calls, tmp_path / "memory.db", "repo", [], *options)
+        schema = next(t for t in tools if t.name == "memory_store").input_schema
+        assert list(slots) == schema["properties"]["slot"]["enum"]
+        return str(schema["properties"]["slot"]["description"])
+
+    assert slot_description("style", "project") == (
+        "style: How the team writes code; project: about this workspace.")
+    assert slot_description("user", "project") == (
+        "user: about the user; project: about this workspace.")
+
+
 def test_mcp_command_without_the_sdk_says_how_to_install(tmp_path):
     import subprocess
 

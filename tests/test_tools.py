@@ -8,7 +8,7 @@ import json
 import pytest
 
 from _sql import stored_rows
-from ctxslots import CtxslotsError, FactNotFoundError, FactStore, InvalidFactError
+from ctxslots import CtxslotsError, FactNotFoundError, FactStore, InvalidFactError, Limits
 from ctxslots.tools import (
     TOOL_SPECS,
     ArgumentError,
@@ -221,8 +221,24 @@ def test_slot_enum_follows_the_bound_slots(store):
     tools = MemoryTools(store, slots=["agent"])
     schema = tools.anthropic_tools()[1]["input_schema"]
     assert schema["properties"]["slot"]["enum"] == ["agent"]
+    assert schema["properties"]["slot"]["description"] == (
+        "agent: lessons for yourself, visible to every user you serve (never a user's "
+        "private details).")
     assert tools.dispatch("memory_store", {"slot": "user", "value": "x"}).startswith(
         'Error: unknown slot "user" (known: agent)')
+
+
+def test_the_slot_description_names_each_bound_slot_with_its_note(tmp_path):
+    """memory_store's slot argument tells the model what each slot offered holds: a
+    built-in slot its own note, another the note given for it, or its name alone."""
+    with FactStore(tmp_path / "m.db", limits=Limits(strict_slots=False)) as store:
+        tools = MemoryTools(store, slots=["style", "user", "misc"],
+                            slot_notes={"style": "How the team writes code."})
+        for strict in (False, True):
+            slot = tools.openai_tools(strict=strict)[1]["function"]["parameters"][
+                "properties"]["slot"]
+            assert slot["description"] == ("style: How the team writes code; user: about "
+                                           "the user; misc: facts of the misc slot.")
 
 
 @pytest.mark.parametrize("kwargs", [{"slots": ()}, {"slots": ("Bad Slot",)}, {"scope": ""}])

@@ -82,7 +82,8 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
             store = stack.enter_context(app.open_store(long_running=True, create=True))
             tools = MemoryTools(store, scope=scope, user=user, agent=agent,
                                 allow_delete=allow_delete, slots=slots or DEFAULT_SLOTS,
-                                scoped_slots=scoped_slots(store, slots or DEFAULT_SLOTS))
+                                scoped_slots=scoped_slots(store, slots or DEFAULT_SLOTS),
+                                slot_notes=_plugin_slot_notes(app, slots))
         if transport == "http":
             try:
                 anyio.run(lambda: serve_http(tools, host=host, port=port, token=token,
@@ -91,6 +92,17 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
                 raise CtxslotsError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
         else:
             anyio.run(serve_stdio, tools)
+
+
+def _plugin_slot_notes(app: CliContext, slots: tuple[str, ...]) -> dict[str, str]:
+    """What each plugin slot of ``--slot`` holds (its ``register_slots`` description),
+    for the model; the built-in slots have notes of their own."""
+    from ..plugins import known_slots
+    from ..tools.memory_tools import SLOT_NOTES
+
+    described = known_slots(app.plugin_manager())
+    return {slot: described[slot] for slot in slots
+            if slot not in SLOT_NOTES and slot in described}
 
 
 #: The variables that give the HTTP server its tokens, and what each holds.

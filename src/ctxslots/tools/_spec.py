@@ -58,6 +58,9 @@ class Param:
         item_pattern: A regular expression each item of a list must match, as
             ``pattern``.
         item_rule: ``item_pattern`` in words.
+        slot_notes: With ``slot_enum``, what each slot holds, as ``(slot, note)`` pairs:
+            the description then names every slot offered, and only those, each with
+            its note (a slot without one: "facts of the SLOT slot").
     """
 
     name: str
@@ -73,6 +76,7 @@ class Param:
     item_max_length: int | None = None
     item_pattern: str | None = None
     item_rule: str = "text matching its pattern"
+    slot_notes: tuple[tuple[str, str], ...] = ()
 
     def schema(self, slots: Sequence[str], *, strict: bool = False) -> dict[str, Any]:
         """This argument's JSON Schema.
@@ -84,7 +88,7 @@ class Param:
             (``maxLength`` is outside that subset; the dispatcher still applies it).
         """
         out: dict[str, Any]
-        description = self.description
+        description = self._slot_words(slots) if self.slot_notes else self.description
         if self.kind == "integer":
             out = {"type": "integer"}
             if self.minimum is not None:
@@ -124,6 +128,11 @@ class Param:
             description = f"{description} null: not given."
         out["description"] = description
         return out
+
+    def _slot_words(self, slots: Sequence[str]) -> str:
+        notes = dict(self.slot_notes)
+        return "; ".join(f"{slot}: {notes.get(slot, f'facts of the {slot} slot').rstrip('.')}"
+                         for slot in slots) + "."
 
     def _item_words(self) -> str:
         rule = self.item_rule if self.item_pattern is not None else "text"

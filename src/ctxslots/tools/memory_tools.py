@@ -31,8 +31,8 @@ from ..stores.owners import OwnerArgs
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec, parse_arguments, whole
 
-__all__ = ["BUSY_ANSWER", "DEFAULT_SLOTS", "DELETE_SPEC", "READ_ONLY_ANSWER", "TOOL_SPECS",
-           "UNAVAILABLE_ANSWER", "MemoryTools", "anthropic_tools", "openai_tools",
+__all__ = ["BUSY_ANSWER", "DEFAULT_SLOTS", "DELETE_SPEC", "READ_ONLY_ANSWER", "SLOT_NOTES",
+           "TOOL_SPECS", "UNAVAILABLE_ANSWER", "MemoryTools", "anthropic_tools", "openai_tools",
            "responses_tools", "tool_specs"]
 
 _log = logging.getLogger(__name__)
@@ -59,6 +59,9 @@ _TAGS: dict[str, Any] = {"item_max_length": Limits().max_tag_chars, "item_patter
 #: What the model is told of the agent slot: its facts are the agent's, not a user's.
 AGENT_SLOT_NOTE = ("lessons for yourself, visible to every user you serve (never a user's "
                    "private details).")
+#: What memory_store's slot argument tells the model each built-in slot holds.
+SLOT_NOTES: dict[str, str] = {"user": "about the user", "project": "about this workspace",
+                              "agent": AGENT_SLOT_NOTE}
 #: A calendar date or an ISO 8601 moment, as the query tool's time bounds take them.
 _DATE = whole(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?")
 _DATE_RULE = "a date such as 2026-03-01 or a moment such as 2026-03-01T09:30Z"
@@ -85,8 +88,8 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("memory_store",
              "Save a new fact to long-term memory. With a key, a fact already stored under the "
              "same slot and key is replaced (the old value is kept in its history).",
-             (Param("slot", "string", "user: about the user; project: about this workspace; "
-                    f"agent: {AGENT_SLOT_NOTE}", required=True, slot_enum=True),
+             (Param("slot", "string", "The memory slot the fact belongs to.", required=True,
+                    slot_enum=True, slot_notes=tuple(SLOT_NOTES.items())),
               Param("value", "string", _VALUE, required=True, max_length=4096),
               Param("key", "string", "A short stable name such as editor or deploy.day, to "
                     "replace the fact later.", max_length=200, pattern=_ONE_LINE,
@@ -153,18 +156,32 @@ def _within(param: Param, limits: Limits) -> Param:
     return param if longest is None else attrs.evolve(param, max_length=longest)
 
 
-def _bound(spec: ToolSpec, limits: Limits | None) -> ToolSpec:
-    if limits is None:
+def _noted(param: Param, slot_notes: Mapping[str, str]) -> Param:
+    """``param`` with ``slot_notes`` added to (or replacing) its own notes on what each
+    slot holds."""
+    if not param.slot_notes or not slot_notes:
+        return param
+    return attrs.evolve(param, slot_notes=tuple({**dict(param.slot_notes),
+                                                 **slot_notes}.items()))
+
+
+def _bound(spec: ToolSpec, limits: Limits | None,
+           slot_notes: Mapping[str, str] | None = None) -> ToolSpec:
+    if limits is None and not slot_notes:
         return spec
-    return attrs.evolve(spec, params=tuple(_within(p, limits) for p in spec.params))
+    params = spec.params if limits is None else tuple(_within(p, limits) for p in spec.params)
+    return attrs.evolve(spec, params=tuple(_noted(p, slot_notes or {}) for p in params))
 
 
-def tool_specs(*, delete: bool = False, limits: Limits | None = None) -> tuple[ToolSpec, ...]:
+def tool_specs(*, delete: bool = False, limits: Limits | None = None,
+               slot_notes: Mapping[str, str] | None = None) -> tuple[ToolSpec, ...]:
     """The tools offered: every one of :data:`TOOL_SPECS`, and ``memory_delete`` with
     ``delete``; with ``limits`` (a store's), a value, context, key and tags as long as
-    they allow, else as the default :class:`~ctxslots.Limits` do."""
+    they allow, else as the default :class:`~ctxslots.Limits` do; with ``slot_notes``,
+    what those slots hold (a plugin's slot, say), as ``memory_store``'s slot argument
+    tells the model (:data:`SLOT_NOTES` for the built-in ones)."""
     specs = (*TOOL_SPECS, DELETE_SPEC) if delete else TOOL_SPECS
-    return tuple(_bound(spec, limits) for spec in specs)
+    return tuple(_bound(spec, limits, slot_notes) for spec in specs)
 
 
 def openai_tools(slots: Iterable[str] = DEFAULT_SLOTS, *, strict: bool = False,
@@ -207,6 +224,10 @@ def _slot_set(slots: Iterable[str]) -> frozenset[str]:
     return frozenset(names(slots, "scoped_slots"))
 
 
+def _note_dict(notes: Mapping[str, str]) -> dict[str, str]:
+    return dict(notes)
+
+
 def _check_slots(_instance: Any, _attribute: Any, slots: tuple[str, ...]) -> None:
     if not slots:
         raise InvalidArgumentError("a tool set needs at least one slot", field="slots", value=slots)
@@ -242,6 +263,10 @@ class MemoryTools:
         agent: The agent (``None``: the store's default agent).
         allow_delete: Offer ``memory_delete``, which erases a fact for good
             (off by default: forgetting keeps the fact in the archive).
+        slot_notes: What slots hold, for the model: ``memory_store``'s ``slot``
+            argument names each of ``slots``, and only those, with its note (the
+            built-in slots have theirs, :data:`SLOT_NOTES`; a slot with none is
+            "facts of the SLOT slot"). Give a plugin slot's description here.
     """
 
     store: FactStore = attrs.field(validator=store_of)
@@ -254,6 +279,7 @@ class MemoryTools:
     user: str | None = None
     agent: str | None = None
     allow_delete: bool = False
+    slot_notes: Mapping[str, str] = attrs.field(factory=dict, converter=_note_dict)
 
     def __attrs_post_init__(self) -> None:
         limits = self.store.limits
@@ -274,8 +300,10 @@ class MemoryTools:
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
         """The tools this tool set offers, their arguments held to the store's limits
-        (a value, context, key and tags as long as the store takes them)."""
-        return tool_specs(delete=self.allow_delete, limits=self.store.limits)
+        (a value, context, key and tags as long as the store takes them), the slots
+        described with :attr:`slot_notes`."""
+        return tool_specs(delete=self.allow_delete, limits=self.store.limits,
+                          slot_notes=self.slot_notes)
 
     def openai_tools(self, *, strict: bool = False) -> list[dict[str, Any]]:
         """The tools in the OpenAI chat-completions ``tools`` format, for this tool set's slots."""
