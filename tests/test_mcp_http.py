@@ -85,6 +85,42 @@ def test_tools_over_streamable_http(http_server):
         assert "shop" == store.get(1).scope
 
 
+def test_stopping_with_a_client_connected_logs_nothing_but_the_stop(tmp_path):
+    """SIGTERM while the official client holds its session (its standing event stream
+    open) stops the server with its one line: the stream it leaves is ended, where
+    uvicorn logged "ASGI callable returned without completing response" on every stop."""
+    proc = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                             "mcp", "--transport", "http", "--port", "0"], stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "CTXSLOTS_MCP_TOKEN": TOKEN})
+    try:
+        url = proc.stderr.readline().split(" at ", 1)[1].strip()
+
+        async def stop_while_connected() -> None:
+            stream_open = anyio.Event()
+
+            async def seen(response: httpx2.Response) -> None:
+                if response.request.method == "GET" and response.status_code == 200:
+                    stream_open.set()
+
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
+                                          timeout=30, event_hooks={"response": [seen]}) as http, \
+                    streamable_http_client(url, http_client=http) as (read, write), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                with anyio.fail_after(30):
+                    await stream_open.wait()
+                proc.terminate()
+                await anyio.to_thread.run_sync(proc.wait, 30)
+
+        anyio.run(stop_while_connected)
+        assert 143 == proc.returncode
+        assert "Error: stopped (SIGTERM)\n" == proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait(timeout=20)
+        proc.stderr.close()
+
+
 def test_http_refuses_requests_without_the_token(http_server):
     """Without the bearer token (or with a wrong one) the endpoint answers 401 and runs nothing."""
     _db, url = http_server

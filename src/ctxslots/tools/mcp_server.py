@@ -207,6 +207,39 @@ def _request_id(exc: Exception) -> int | str | None:
     return None
 
 
+@attrs.frozen
+class EndedStreams:
+    """ASGI middleware ending a response its application left open: the SDK's event
+    stream (a client's standing ``GET``, a call's answer) returns without its last
+    chunk when the server stops, which uvicorn logs as an error ("ASGI callable
+    returned without completing response") on every stop with a client connected.
+
+    Attributes:
+        app: The application whose responses it ends.
+    """
+
+    app: _ASGIApp
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        """Run the application; send the last (empty) chunk of a response it started
+        and did not end."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        open_response = [False]
+
+        async def tracked(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                open_response[0] = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                open_response[0] = False
+            await send(message)
+
+        await self.app(scope, receive, tracked)
+        if open_response[0]:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int = 8765,
                      token: str | None = None, allow_hosts: Iterable[str] = (),
                      users: TokenUsers | None = None) -> None:
@@ -253,8 +286,8 @@ async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int =
         raise InvalidArgumentError(f"serving on {host} ({bound_host}, not loopback) needs a "
                                    "token", field="token", value=None)
     sock.listen(128)  # connections made once the address is printed wait for the server
-    app = guarded(app if users is None else TokenUserGuard(app, users), host=host,
-                  allow_hosts=allow_hosts, token=token)
+    app = guarded(EndedStreams(app if users is None else TokenUserGuard(app, users)),
+                  host=host, allow_hosts=allow_hosts, token=token)
     shown = f"[{host}]" if ":" in host else host
     print(f"Serving MCP at http://{shown}:{bound_port}{HTTP_PATH}", file=sys.stderr, flush=True)
     # No log_config: uvicorn's own would give its loggers handlers of their own (the
