@@ -127,8 +127,9 @@ class StoreBusyError(StoreError):
 
 
 class StoreFullError(StoreError):
-    """The disk holding the store is full (on PostgreSQL: the server's disk), so the
-    write could not be made.
+    """The disk holding the store is full (on PostgreSQL: the server's disk), or the
+    store's file reached the process's file size limit (``ulimit -f``), so the write
+    could not be made.
 
     Nothing was written, except by an erasure: when the rows are gone but the
     write-ahead log, which still holds their earlier pages, could not be copied back

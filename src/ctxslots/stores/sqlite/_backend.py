@@ -32,7 +32,7 @@ from ..backend import (
 )
 from . import _health, _links, _meta, _rows, _values, _vectors
 from ._connect import open_connection
-from ._connection import DEFAULT_BUSY_TIMEOUT_S
+from ._connection import DEFAULT_BUSY_TIMEOUT_S, io_error
 from ._lexical import LexicalLeg
 from ._terms import count_erasure, index_terms
 from ._vectors import VectorIndex
@@ -118,7 +118,8 @@ class SQLiteBackend:
 
     @contextlib.contextmanager
     def _write_errors(self) -> Iterator[None]:
-        """A full disk or a read-only file, as the store's own errors."""
+        """A full disk, a read-only file or a write the system refused (a file size
+        limit), as the store's own errors."""
         try:
             yield
         except apsw.FullError as exc:
@@ -128,6 +129,8 @@ class SQLiteBackend:
             raise ReadOnlyStoreError(f"{self.path} is read-only{self._conn.read_only_because}; "
                                      "nothing was written",
                                      path=self.path) from exc
+        except apsw.IOError as exc:
+            raise io_error(self.path, self._conn.raw, exc) from exc
 
     def reading(self) -> contextlib.AbstractContextManager[None]:
         """Nothing to do: SQLite prepares each statement once and keeps it."""

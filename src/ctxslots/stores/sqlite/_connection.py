@@ -9,6 +9,8 @@ engine goes through :class:`Connection`; :mod:`._connect` opens one.
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -16,11 +18,11 @@ from typing import Any, Protocol, TypeVar
 
 import apsw
 
-from ...errors import StoreClosedError, StoreDamagedError, StoreError
+from ...errors import StoreClosedError, StoreDamagedError, StoreError, StoreFullError
 from ..backend import KeptRead, failed_batch_error
 from ._busy import busy_error
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "Connection", "Params", "sqlite_version"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT_S", "Connection", "Params", "io_error", "sqlite_version"]
 
 Params = Sequence[Any] | dict[str, Any]
 T = TypeVar("T")
@@ -61,6 +63,22 @@ def damaged_error(path: str, exc: apsw.Error) -> StoreDamagedError:
     return StoreDamagedError(f"{path} is damaged ({exc}): restore it from a backup, or copy "
                              f"what is readable into a new file with `sqlite3 {path} .recover` "
                              "and open that (`ctxslots doctor` lists the damage)", path=path)
+
+
+def io_error(path: str, raw: apsw.Connection, exc: apsw.IOError) -> StoreError:
+    """The store's own error for a write the operating system refused (``exc``), by the
+    system's reason SQLite kept.
+
+    A file that reached the process's file size limit (``ulimit -f``, ``EFBIG``) cannot
+    grow, as on a full disk: a :class:`~ctxslots.errors.StoreFullError`. Any other reason
+    is named as the system gives it. SQLite rolled the write back: nothing was written.
+    """
+    code = raw.system_errno
+    if code == errno.EFBIG:
+        return StoreFullError(f"{path} cannot grow past this process's file size limit "
+                              "(ulimit -f); nothing was written", path=path)
+    reason = os.strerror(code) if code else str(exc)
+    return StoreError(f"cannot write {path}: {reason}; nothing was written", path=path)
 
 
 #: Driver errors that mean the file's bytes are damaged, not that a statement is wrong.
