@@ -1,18 +1,23 @@
-"""Where the operating system says no: a file size limit (``ulimit -f``) a write reaches.
-It gives the store's own error, loses nothing committed, and leaves the store usable."""
+"""Where the operating system says no: a file size limit (``ulimit -f``) a write reaches,
+and a store file deleted or replaced while a process has it open. Each gives the store's
+own error, loses nothing committed, and leaves the store usable."""
 
 from __future__ import annotations
 
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
+import pytest
+
 import ctxslots
-from ctxslots import FactStore
+from ctxslots import FactStore, MemoryTools, ReadOnlyStoreError
 
 SRC = str(Path(ctxslots.__file__).parents[1])
 CLI = [sys.executable, "-m", "ctxslots"]
@@ -100,3 +105,54 @@ def test_an_import_past_the_file_size_limit_is_one_line_and_writes_nothing(tmp_p
     with FactStore(db, embedder=False) as store:
         assert [f.value for f in store.facts()] == ["The user likes tea."]
         assert store.doctor().integrity == "ok"
+
+
+def _replace(db: Path, other: Path) -> None:
+    """Put the store ``other`` (its file and log) where ``db`` is, as a restore does."""
+    for end in ("", "-wal", "-shm"):
+        if Path(f"{other}{end}").exists():
+            os.replace(f"{other}{end}", f"{db}{end}")
+        else:
+            Path(f"{db}{end}").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_store_whose_file_is_gone_refuses_writes_and_still_reads(tmp_path, how):
+    """The store's folder is deleted, or its file replaced by another store, while a
+    process has it open: a write raises ReadOnlyStoreError saying so (it went into the
+    unnamed old file before, and was lost at close), the memory tools answer that nothing
+    was written, a search still answers with a warning, and the file now at the path holds
+    only its own facts."""
+    folder = tmp_path / "memory"
+    db = folder / "s.db"
+    store = FactStore(db, embedder=False)
+    store.add("agent", "Deploys happen on Fridays.")
+    if how == "deleted":
+        shutil.rmtree(folder)
+    else:
+        other = tmp_path / "restored.db"
+        with FactStore(other, embedder=False) as restored:
+            restored.add("agent", "Restored from a backup.")
+        _replace(db, other)
+    try:
+        with pytest.raises(ReadOnlyStoreError) as refused:
+            store.add("agent", "Written after the file went.")
+        assert str(refused.value) == (
+            f"{db} was deleted or replaced by another file while this store had it open; "
+            "nothing was written: open the store again (restart the program holding it)")
+        answer = MemoryTools(store).dispatch("memory_store",
+                                             {"slot": "agent", "value": "A lesson."})
+        assert answer == "Error: the memory store is read-only; nothing was written"
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            assert [h.fact.value for h in store.search("Fridays")] == [
+                "Deploys happen on Fridays."]
+        assert any("was deleted or replaced" in str(w.message) for w in said)
+    finally:
+        store.close()
+    if how == "deleted":
+        assert not folder.exists()
+    else:
+        with FactStore(db, embedder=False) as now:
+            assert [f.value for f in now.facts()] == ["Restored from a backup."]
+            assert now.doctor().integrity == "ok"

@@ -100,7 +100,8 @@ class StoreError(CtxslotsError):
 
 
 class ReadOnlyStoreError(StoreError):
-    """The store can be read but not written (a read-only file, a read replica).
+    """The store can be read but not written (a read-only file, a read replica, a file
+    deleted or replaced by another while the store had it open).
 
     Nothing was written. Searches of such a store still answer; they do not
     count accesses.

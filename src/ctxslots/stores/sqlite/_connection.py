@@ -9,6 +9,7 @@ engine goes through :class:`Connection`; :mod:`._connect` opens one.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import threading
@@ -18,7 +19,13 @@ from typing import Any, Protocol, TypeVar
 
 import apsw
 
-from ...errors import StoreClosedError, StoreDamagedError, StoreError, StoreFullError
+from ...errors import (
+    ReadOnlyStoreError,
+    StoreClosedError,
+    StoreDamagedError,
+    StoreError,
+    StoreFullError,
+)
 from ..backend import KeptRead, failed_batch_error
 from ._busy import busy_error
 
@@ -79,6 +86,14 @@ def io_error(path: str, raw: apsw.Connection, exc: apsw.IOError) -> StoreError:
                               "(ulimit -f); nothing was written", path=path)
     reason = os.strerror(code) if code else str(exc)
     return StoreError(f"cannot write {path}: {reason}; nothing was written", path=path)
+
+
+def _has_moved(raw: apsw.Connection) -> bool:
+    """Whether the file ``raw`` has open is no longer the one at its path: deleted,
+    renamed, or replaced by another file (SQLite compares the two; ``False`` in memory)."""
+    moved = ctypes.c_int(0)
+    raw.file_control("main", apsw.SQLITE_FCNTL_HAS_MOVED, ctypes.addressof(moved))
+    return bool(moved.value)
 
 
 #: Driver errors that mean the file's bytes are damaged, not that a statement is wrong.
@@ -337,6 +352,13 @@ class Connection:
         if depth == 0:
             self._begin(self.busy_timeout if wait is None else wait)
             self.kept_read.forget()  # read in another transaction
+            if _has_moved(self.raw):
+                # SQLite would write on into the file it has open, which no path names
+                # any more: every write would be gone once the store is closed.
+                raise ReadOnlyStoreError(
+                    f"{self.path} was deleted or replaced by another file while this store "
+                    "had it open; nothing was written: open the store again (restart the "
+                    "program holding it)", path=self.path)
         elif not flat:
             self.raw.execute(f"SAVEPOINT sp{depth}")
         starts = not flat and not savepoints
