@@ -156,3 +156,43 @@ def test_a_store_whose_file_is_gone_refuses_writes_and_still_reads(tmp_path, how
         with FactStore(db, embedder=False) as now:
             assert [f.value for f in now.facts()] == ["Restored from a backup."]
             assert now.doctor().integrity == "ok"
+
+
+_IN_A_MEMORY_LIMIT = """
+    import resource, sqlite3, sys
+    from ctxslots.cli import main
+    mapped = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + 8 * 2**20, hard))
+    main(sys.argv[1:])
+"""
+
+
+def test_a_command_out_of_memory_is_one_line_and_keeps_what_was_there(tmp_path):
+    """A memory limit (`ulimit -v`) a command reaches, in Python's allocations or
+    SQLite's: one error line and exit 1 (a MemoryError or apsw.NoMemError traceback
+    before); an export leaves the old file as it was, an import writes nothing."""
+    if not Path("/proc/self/statm").exists():
+        pytest.skip("needs /proc to set a memory limit just above what the process maps")
+    big = tmp_path / "big.jsonl"
+    with big.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"format": "ctxslots-facts", "version": 1}) + "\n")
+        for i in range(6000):
+            out.write(json.dumps({"slot": "agent", "value": f"lesson {i} " + "dolor " * 600})
+                      + "\n")
+    full, small, exported = tmp_path / "full.db", tmp_path / "small.db", tmp_path / "out.jsonl"
+    with FactStore(full, embedder=False) as store, big.open(encoding="utf-8") as fp:
+        store.import_jsonl(fp)
+    with FactStore(small, embedder=False) as store:
+        store.add("user", "The user likes tea.")
+    exported.write_text("the export before\n", encoding="utf-8")
+    said = ("Error: out of memory (this process's limit, `ulimit -v`, or the machine's): "
+            "the command stopped, and a write it had begun is rolled back")
+    for db, command in ((full, ["export", "-o", str(exported)]), (small, ["import", str(big)])):
+        done = _python(_IN_A_MEMORY_LIMIT, "--db", str(db), *command)
+        assert done.stderr.splitlines() == [said], done.stderr[-2000:]
+        assert done.returncode == 1
+    assert exported.read_text(encoding="utf-8") == "the export before\n"
+    with FactStore(small, embedder=False) as store:
+        assert [f.value for f in store.facts()] == ["The user likes tea."]
+        assert store.doctor().integrity == "ok"

@@ -248,6 +248,13 @@ class _Group(click.Group):
             where = f": {exc.filename}" if exc.filename else " (the output)"
             raise click.ClickException(_error_line(f"cannot write{where}: "
                                                    f"{exc.strerror or exc}")) from exc
+        except MemoryError as exc:
+            # A memory limit (`ulimit -v`, a container's) or the machine's memory: a
+            # traceback says no more than this. Each write is one transaction, so one
+            # under way is rolled back; what committed before it stays.
+            raise click.ClickException(
+                "out of memory (this process's limit, `ulimit -v`, or the machine's): the "
+                "command stopped, and a write it had begun is rolled back") from exc
         except KeyboardInterrupt as exc:
             # Not click's "Aborted!" and status 1, the status of any error: a script tells
             # an interrupted command by 130 (143 for SIGTERM), as a shell reports the

@@ -88,6 +88,12 @@ def io_error(path: str, raw: apsw.Connection, exc: apsw.IOError) -> StoreError:
     return StoreError(f"cannot write {path}: {reason}; nothing was written", path=path)
 
 
+def _no_memory(path: str) -> MemoryError:
+    """SQLite could not allocate memory (a memory limit, ``ulimit -v``, or the
+    machine's): Python's own error for it, as an allocation of Python's would raise."""
+    return MemoryError(f"SQLite ran out of memory working on {path}")
+
+
 def _has_moved(raw: apsw.Connection) -> bool:
     """Whether the file ``raw`` has open is no longer the one at its path: deleted,
     renamed, or replaced by another file (SQLite compares the two; ``False`` in memory)."""
@@ -249,6 +255,8 @@ class Connection:
             raise _not_utf8(self.path, exc) from exc
         except _DAMAGE as exc:
             raise damaged_error(self.path, exc) from exc
+        except apsw.NoMemError as exc:
+            raise _no_memory(self.path) from exc
 
     def rows_before_damage(self, sql: str) -> tuple[list[tuple[Any, ...]], apsw.Error | None]:
         """The rows of ``sql`` up to a damaged page of the file, and the driver's error for
@@ -281,6 +289,8 @@ class Connection:
                 self.raw.executemany(sql, rows)
             except _DAMAGE as exc:
                 raise damaged_error(self.path, exc) from exc
+            except apsw.NoMemError as exc:
+                raise _no_memory(self.path) from exc
 
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         """Run a query and return its rows as dictionaries."""
