@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -196,3 +197,60 @@ def test_a_command_out_of_memory_is_one_line_and_keeps_what_was_there(tmp_path):
     with FactStore(small, embedder=False) as store:
         assert [f.value for f in store.facts()] == ["The user likes tea."]
         assert store.doctor().integrity == "ok"
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "device"])
+def test_a_store_path_that_is_not_a_regular_file_is_named_so(tmp_path, kind):
+    """--db naming a folder, a named pipe or a device: one line saying it is not a regular
+    file (SQLite's "unable to open database file" or "disk I/O error" before)."""
+    path = Path("/dev/null") if kind == "device" else tmp_path / kind
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("named pipes are POSIX only")
+        os.mkfifo(path)
+    env = {**os.environ, "PYTHONPATH": SRC}
+    done = subprocess.run([*CLI, "--db", str(path), "list"], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.stderr.splitlines() == [
+        (f"Error: cannot open {path}: it is not a regular file (a folder, a pipe or a "
+         "device); name a store file")], done.stderr
+    assert done.returncode == 1
+
+
+_MANY_STORES = """
+    import os, resource, sys
+    from ctxslots import FactStore, StoreError
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (32, hard))
+    first = FactStore(os.path.join(sys.argv[1], "first.db"), embedder=False)
+    stores = []
+    try:
+        for i in range(100):
+            stores.append(FactStore(os.path.join(sys.argv[1], f"s{i}.db"), embedder=False))
+    except StoreError as exc:
+        print(exc)
+    first.add("agent", "Written with every descriptor taken.")
+    for store in stores:
+        store.close()
+    with FactStore(os.path.join(sys.argv[1], "last.db"), embedder=False) as last:
+        last.add("agent", "Written once the descriptors are back.")
+    first.close()
+"""
+
+
+def test_opening_past_the_open_file_limit_names_the_reason(tmp_path):
+    """Stores opened until RLIMIT_NOFILE runs out: the open that fails says "Too many
+    open files" (only SQLite's "unable to open database file" before); a store already
+    open still writes, and once others are closed a new one opens."""
+    done = _python(_MANY_STORES, str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, done.stdout
+    assert re.fullmatch(rf"cannot (open|prepare) {re.escape(str(tmp_path))}/s\d+\.db: "
+                        r"unable to open database file \(Too many open files\)", lines[0]), lines
+    for name, value in (("first.db", "Written with every descriptor taken."),
+                        ("last.db", "Written once the descriptors are back.")):
+        with FactStore(tmp_path / name, embedder=False) as store:
+            assert [f.value for f in store.facts()] == [value]

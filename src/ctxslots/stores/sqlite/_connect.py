@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -63,6 +64,28 @@ def _create_private(path: str) -> None:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     except OSError as exc:
         raise StoreError(f"cannot create {path}: {exc}", path=path) from exc
+
+
+def _refuse_special(path: str) -> None:
+    """Raise :class:`StoreError` for a path that is not a regular file (a folder, a named
+    pipe, a device such as ``/dev/null``): SQLite fails on it with no word of why."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise StoreError(f"cannot open {path}: {exc.strerror or exc}", path=path) from exc
+    if not stat.S_ISREG(mode):
+        raise StoreError(f"cannot open {path}: it is not a regular file (a folder, a pipe or "
+                         "a device); name a store file", path=path)
+
+
+def _open_refused(path: str) -> str:
+    """Why the system refuses to open ``path`` (`` (Too many open files)``), asked again
+    of it, for an open SQLite failed without saying; ``""`` when it opens now."""
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        return f" ({exc.strerror or exc})"
+    return ""
 
 
 def _refuse_undecodable(path: str) -> None:
@@ -209,6 +232,7 @@ def open_connection(
                 f"no store at {path_text}: write a fact first (`ctxslots --db {path_text} "
                 "remember ...`) or pass the path of an existing store", path=path_text)
         _create_private(path_text)
+        _refuse_special(path_text)
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
     name = path_text
     because = None if path_text == ":memory:" else _read_only_because(path_text)
@@ -219,7 +243,8 @@ def open_connection(
     try:
         raw = apsw.Connection(name, flags=flags)
     except apsw.Error as exc:
-        raise StoreError(f"cannot open {path_text}: {exc}", path=path_text) from exc
+        raise StoreError(f"cannot open {path_text}: {exc}{_open_refused(path_text)}",
+                         path=path_text) from exc
     conn = Connection(raw, path_text)
     conn.read_only = read_only
     conn.read_only_because = because or ""
@@ -272,6 +297,8 @@ def open_connection(
             f"{path_text}-wal and {path_text}-shm in {folder}; let this user write the file, "
             "those two and the folder", path=path_text) from exc
     except apsw.Error as exc:
+        code = raw.system_errno  # the system's reason, where one failed (EMFILE...)
         raw.close()
-        raise StoreError(f"cannot prepare {path_text}: {exc}", path=path_text) from exc
+        reason = f" ({os.strerror(code)})" if code else ""
+        raise StoreError(f"cannot prepare {path_text}: {exc}{reason}", path=path_text) from exc
     return conn
