@@ -1,6 +1,7 @@
 """Where the operating system says no: a file size limit (``ulimit -f``) a write reaches,
-and a store file deleted or replaced while a process has it open. Each gives the store's
-own error, loses nothing committed, and leaves the store usable."""
+a memory or open file limit, a store path that is no regular file, a store file deleted or
+replaced while a process has it open, a server out of descriptors. Each gives one clear
+error, loses nothing committed, and leaves the store (or the server) usable."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import os
 import re
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -254,3 +257,76 @@ def test_opening_past_the_open_file_limit_names_the_reason(tmp_path):
                         ("last.db", "Written once the descriptors are back.")):
         with FactStore(tmp_path / name, embedder=False) as store:
             assert [f.value for f in store.facts()] == [value]
+
+
+#: The command line run with few file descriptors (RLIMIT_NOFILE=40).
+_WITH_FEW_FILES = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (40, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from ctxslots.cli import main
+main(sys.argv[1:])
+"""
+
+
+def _wait_for(path: Path, pattern: str, proc: subprocess.Popen[str]) -> re.Match[str]:
+    """The first match of ``pattern`` in the file ``path`` the server writes, once there."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = re.search(pattern, path.read_text(encoding="utf-8", errors="replace"))
+        if found:
+            return found
+        assert proc.poll() is None, path.read_text(encoding="utf-8", errors="replace")
+        time.sleep(0.05)
+    raise AssertionError(f"no {pattern!r} in {path.read_text(encoding='utf-8')[-2000:]}")
+
+
+@pytest.mark.parametrize("server", ["mcp", "ui"])
+def test_a_server_out_of_file_descriptors_says_so_in_one_line_and_serves_on(tmp_path, server):
+    """`ctxslots mcp --transport http` and `ctxslots ui` under RLIMIT_NOFILE=40, held more
+    connections than they have descriptors: stderr gets one warning line (asyncio's
+    traceback for every connection refused before: tens of thousands of lines a second,
+    which wedged a server whose stderr was a pipe nobody read), and once the connections
+    close the server answers again."""
+    pytest.importorskip("uvicorn")
+    httpx = pytest.importorskip("httpx")
+    db = tmp_path / "memory.db"
+    with FactStore(db, embedder=False) as store:
+        store.add("agent", "Deploys happen on Fridays.")
+    token = "a-token-for-the-limit-tests"
+    args = (["mcp", "--transport", "http", "--port", "0"] if server == "mcp"
+            else ["ui", "--port", "0", "--token", token])
+    log = tmp_path / "stderr"
+    env = {**os.environ, "PYTHONPATH": SRC, "CTXSLOTS_MCP_TOKEN": token}
+    with log.open("w", encoding="utf-8") as err:
+        proc = subprocess.Popen([sys.executable, "-c", _WITH_FEW_FILES, "--db", str(db), *args],
+                                stdout=err, stderr=err, env=env)
+    held: list[socket.socket] = []
+    try:
+        url = _wait_for(log, r"http://127\.0\.0\.1:(\d+)\S*", proc)
+        for _ in range(60):
+            held.append(socket.create_connection(("127.0.0.1", int(url.group(1))), timeout=10))
+        _wait_for(log, "cannot accept connections for now", proc)
+        for sock in held:
+            sock.close()
+        if server == "ui":
+            answer = httpx.get(url.group(0), timeout=30)
+        else:
+            answer = httpx.post(url.group(0), timeout=30, json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "limits", "version": "1"}}},
+                headers={"Authorization": f"Bearer {token}",
+                         "Accept": "application/json, text/event-stream"})
+        assert answer.status_code == 200, answer.text
+    finally:
+        for sock in held:
+            sock.close()
+        proc.terminate()
+        proc.wait(timeout=30)
+    said = log.read_text(encoding="utf-8").splitlines()
+    assert "Traceback (most recent call last):" not in said, said[:20]
+    warned = [line for line in said if "cannot accept connections" in line]
+    assert warned[0] == ("warning: cannot accept connections for now: Too many open files; "
+                         "they wait until the server can take them (for too many open "
+                         "files, raise `ulimit -n`)")
+    assert len(warned) <= 2, said

@@ -22,6 +22,7 @@ from typing import Any
 
 import jinja2
 
+from .._serving import accept_refusals_in_one_line
 from ..errors import InvalidArgumentError, StoreError
 from ..stores import FactStore
 from ..tools.mcp_server import is_loopback
@@ -146,5 +147,6 @@ async def serve(store: FactStore, *, host: str = "127.0.0.1", port: int = 0, tok
     # them propagating, taking its records from the application's logging. The level
     # keeps the per-request access lines, which carry the token, out of the logs.
     config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="off")
-    await uvicorn.Server(config).serve(sockets=[sock])
+    async with accept_refusals_in_one_line():
+        await uvicorn.Server(config).serve(sockets=[sock])
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from .. import __version__
+from .._serving import accept_refusals_in_one_line
 from ..errors import InvalidArgumentError, MCPUnavailableError
 from ._http_guard import BearerTokenGuard, HostGuard, guarded, is_loopback
 from .memory_tools import MemoryTools
@@ -294,4 +295,5 @@ async def serve_http(tools: MemoryTools, *, host: str = "127.0.0.1", port: int =
     # access log's on stdout) and stop them propagating, taking its records from the
     # application's logging; the level keeps per-request access lines out.
     config = uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock])
+    async with accept_refusals_in_one_line():
+        await uvicorn.Server(config).serve(sockets=[sock])
