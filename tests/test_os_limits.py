@@ -330,3 +330,22 @@ def test_a_server_out_of_file_descriptors_says_so_in_one_line_and_serves_on(tmp_
                          "they wait until the server can take them (for too many open "
                          "files, raise `ulimit -n`)")
     assert len(warned) <= 2, said
+
+
+def test_the_stdio_server_on_a_full_output_says_so_in_one_line(tmp_path):
+    """`ctxslots mcp` over stdio whose standard output is /dev/full: one error line and
+    exit 1 (a nested ExceptionGroup traceback of ninety lines before)."""
+    pytest.importorskip("mcp")
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here to make standard output fail")
+    hello = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "limits", "version": "1"}}}) + "\n"
+    env = {**os.environ, "PYTHONPATH": SRC}
+    with open("/dev/full", "w", encoding="utf-8") as full:
+        done = subprocess.run([*CLI, "--db", str(tmp_path / "s.db"), "mcp"], input=hello,
+                              stdout=full, stderr=subprocess.PIPE, text=True, env=env,
+                              timeout=60, check=False)
+    assert done.stderr.splitlines() == [
+        "Error: cannot write (the output): No space left on device"], done.stderr[-2000:]
+    assert done.returncode == 1
