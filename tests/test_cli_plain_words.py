@@ -212,6 +212,10 @@ import anyio
 from ctxslots.cli import main
 from ctxslots.tools import mcp_server
 
+# Ctrl-C taken as a terminal gives it (a test runner's worker, a background job, may have it
+# ignored, which a child inherits): asyncio.run then answers it, and SIGTERM, its way.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 serve = mcp_server.serve_stdio
 
 async def serve_and_meet_sigterm(tools):
