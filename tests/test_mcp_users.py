@@ -151,6 +151,25 @@ def test_a_token_file_others_can_read_is_refused_in_one_line(tmp_path):
     assert ALICE not in proc.stderr and not (tmp_path / "m.db").exists()
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX only")
+def test_a_token_file_that_is_a_named_pipe_is_refused_at_once(tmp_path):
+    """`--tokens` naming a named pipe (a process substitution, say): refused as no regular
+    file, at once; opening it waited for a writer, and the server never started."""
+    tokens = tmp_path / "tokens"
+    os.mkfifo(tokens, 0o600)
+    proc = subprocess.Popen([sys.executable, "-m", "ctxslots", "--db", str(tmp_path / "m.db"),
+                             "mcp", "--transport", "http", "--tokens", str(tokens)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=120)  # the old code waited here for a writer
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1
+    assert err == f"Error: the token file {tokens} is not a regular file\n"
+
+
 def test_a_token_file_with_a_byte_order_mark_names_the_users_as_written(tmp_path):
     """A token file saved with a byte-order mark (as Notepad writes UTF-8) maps the first
     line's token to 'alice', not to an invisible '\\ufeffalice'."""

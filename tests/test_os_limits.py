@@ -19,9 +19,11 @@ import warnings
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import ctxslots
-from ctxslots import FactStore, MemoryTools, ReadOnlyStoreError
+from ctxslots import FactStore, MemoryTools, ReadOnlyStoreError, StoreError
+from ctxslots.cli import cli
 
 SRC = str(Path(ctxslots.__file__).parents[1])
 CLI = [sys.executable, "-m", "ctxslots"]
@@ -220,6 +222,21 @@ def test_a_store_path_that_is_not_a_regular_file_is_named_so(tmp_path, kind):
         (f"Error: cannot open {path}: it is not a regular file (a folder, a pipe or a "
          "device); name a store file")], done.stderr
     assert done.returncode == 1
+
+
+@pytest.mark.parametrize("kind", ["loop", "dangling"])
+def test_a_store_path_that_is_a_link_to_nothing_is_named_so(tmp_path, kind):
+    """--db naming a symbolic link that leads to no file (a loop, a target gone): one line
+    saying so, where it read "no store at ...: write a fact first", as if nothing were
+    there."""
+    path = tmp_path / "memory.db"
+    path.symlink_to(path if kind == "loop" else tmp_path / "moved-away.db")
+    with pytest.raises(StoreError, match="a symbolic link that leads to no file"):
+        FactStore(path, create=False)
+    result = CliRunner().invoke(cli, ["--db", str(path), "stats"])
+    assert result.exit_code == 1
+    assert result.output == (f"Error: cannot open {path}: a symbolic link that leads to no "
+                             "file (a loop, or its target is gone)\n")
 
 
 _MANY_STORES = """

@@ -200,7 +200,9 @@ class TokenUsers:
         """
         where = Path(path)
         try:
-            fd = os.open(where, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            # Not blocking: a named pipe would wait for a writer before it is refused below.
+            fd = os.open(where, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_NONBLOCK", 0))
         except OSError as exc:
             raise InvalidArgumentError(f"cannot read the token file {where}: "
                                        f"{exc.strerror or exc}", field="tokens",

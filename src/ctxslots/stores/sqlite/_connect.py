@@ -227,6 +227,9 @@ def open_connection(
                 f"{path_text} is named as the {log} file of the store "
                 f"{path_text[:-len(log)]}, which SQLite deletes or rewrites when it opens "
                 "that store: name the store otherwise", path=path_text)
+        if not create and not os.path.exists(path_text) and os.path.lexists(path_text):
+            raise StoreError(f"cannot open {path_text}: a symbolic link that leads to no file "
+                             "(a loop, or its target is gone)", path=path_text)
         if not create and not os.path.exists(path_text):
             raise StoreError(
                 f"no store at {path_text}: write a fact first (`ctxslots --db {path_text} "
