@@ -49,15 +49,15 @@ def test_period_named_in_the_query_lifts_what_was_said_then(db_path: Path) -> No
     """A memory written in July ranks first for "in July" though it matches fewer words."""
     clock = _SetClock(datetime(2023, 3, 3, tzinfo=UTC).timestamp())
     with FactStore(db_path, clock=clock) as store:
-        march = store.add("user", "We went camping by the lake, camping all weekend.")
+        march = store.add("user", "We went sailing along the coast, sailing all weekend.")
         clock.now = datetime(2023, 7, 20, tzinfo=UTC).timestamp()
-        july = store.add("user", "We went camping in the hills.")
+        july = store.add("user", "We went sailing on the estuary.")
         clock.now = datetime(2023, 12, 1, tzinfo=UTC).timestamp()
-        hits = store.search("where did we go camping in July?", track_access=False)
+        hits = store.search("where did we go sailing in July?", track_access=False)
         assert [july.id, march.id] == [h.fact.id for h in hits]
         assert 2.0 == hits[0].trace.extra["period"]
         assert [march.id, july.id] == [h.fact.id for h in store.search(
-            "where did we go camping?", track_access=False)]
+            "where did we go sailing?", track_access=False)]
 
 
 class _SetClock:
