@@ -88,16 +88,20 @@ def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
 
+def _import_file(path: Path, count: int, filler: str) -> Path:
+    """A JSONL import of ``count`` agent lessons, each ``filler`` long."""
+    with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"format": "ctxslots-facts", "version": 1}) + "\n")
+        for i in range(count):
+            out.write(json.dumps({"slot": "agent", "value": f"lesson {i} " + filler}) + "\n")
+    return path
+
+
 def test_an_import_past_the_file_size_limit_is_one_line_and_writes_nothing(tmp_path):
     """`ctxslots import` under `ulimit -f`: one error line, exit 1, nothing imported, and
     the store is as it was (a traceback of apsw.IOError before)."""
     db = tmp_path / "s.db"
-    big = tmp_path / "big.jsonl"
-    with big.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"format": "ctxslots-facts", "version": 1}) + "\n")
-        for i in range(500):
-            out.write(json.dumps({"slot": "agent", "value": f"lesson {i} " + "lorem " * 80})
-                      + "\n")
+    big = _import_file(tmp_path / "big.jsonl", 500, "lorem " * 80)
     env = {**os.environ, "PYTHONPATH": SRC}
     subprocess.run([*CLI, "--db", str(db), "remember", "user", "The user likes tea."],
                    env=env, check=True, capture_output=True)
@@ -180,12 +184,7 @@ def test_a_command_out_of_memory_is_one_line_and_keeps_what_was_there(tmp_path):
     before); an export leaves the old file as it was, an import writes nothing."""
     if not Path("/proc/self/statm").exists():
         pytest.skip("needs /proc to set a memory limit just above what the process maps")
-    big = tmp_path / "big.jsonl"
-    with big.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"format": "ctxslots-facts", "version": 1}) + "\n")
-        for i in range(6000):
-            out.write(json.dumps({"slot": "agent", "value": f"lesson {i} " + "dolor " * 600})
-                      + "\n")
+    big = _import_file(tmp_path / "big.jsonl", 6000, "dolor " * 600)
     full, small, exported = tmp_path / "full.db", tmp_path / "small.db", tmp_path / "out.jsonl"
     with FactStore(full, embedder=False) as store, big.open(encoding="utf-8") as fp:
         store.import_jsonl(fp)

@@ -242,12 +242,7 @@ class _Group(click.Group):
                 raise
             raise click.ClickException(_error_line(exc.message)) from exc  # exit status 1
         except OSError as exc:
-            if _broken_pipe(exc):
-                _reader_gone()
-            silence_stdout_if_broken()
-            where = f": {exc.filename}" if exc.filename else " (the output)"
-            raise click.ClickException(_error_line(f"cannot write{where}: "
-                                                   f"{exc.strerror or exc}")) from exc
+            _write_failed(exc)
         except MemoryError as exc:
             # A memory limit (`ulimit -v`, a container's) or the machine's memory: a
             # traceback says no more than this. Each write is one transaction, so one
@@ -262,23 +257,38 @@ class _Group(click.Group):
             # committed before it stays.
             raise interrupted(exc) from None
         except BaseExceptionGroup as group:
-            # A server's task group (`mcp` over stdio) raises the broken pipe of its
-            # client that went away wrapped in groups.
-            if group.split(_broken_pipe)[1] is None:
-                _reader_gone()
-            raise
+            # A server's tasks (`mcp` over stdio) fail together, wrapped in groups, when
+            # its output does (a client gone, a full disk): that one error, as above.
+            failed = _only_os_error(group)
+            if failed is None:
+                raise
+            _write_failed(failed)
 
 
-def _broken_pipe(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno == errno.EPIPE
+def _only_os_error(group: BaseExceptionGroup[BaseException]) -> OSError | None:
+    """The first ``OSError`` of ``group`` when it holds nothing else, else ``None``."""
+    failed, rest = group.split(OSError)
+    if failed is None or rest is not None:
+        return None
+    leaf: BaseException = failed
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    return leaf if isinstance(leaf, OSError) else None
 
 
-def _reader_gone() -> NoReturn:
-    """The reader went away (`export | head -1`, an MCP client that stopped reading): exit
-    quietly, with the status a shell gives a program SIGPIPE ends (Python ignores the
-    signal itself); click's exit status 1 read as failure (`doctor` finding problems)."""
-    silence_stdout_if_broken(broken=True)
-    raise SystemExit(128 + signal.SIGPIPE) from None
+def _write_failed(exc: OSError) -> NoReturn:
+    """End the command whose output failed: quietly with the status a shell gives a
+    program SIGPIPE ends when its reader went away (`export | head -1`, an MCP client
+    that stopped reading; Python ignores the signal itself, and click's status 1 read as
+    failure: `doctor` finding problems), else in one line naming what could not be
+    written."""
+    if exc.errno == errno.EPIPE:
+        silence_stdout_if_broken(broken=True)
+        raise SystemExit(128 + signal.SIGPIPE) from None
+    silence_stdout_if_broken()
+    where = f": {exc.filename}" if exc.filename else " (the output)"
+    raise click.ClickException(_error_line(f"cannot write{where}: "
+                                           f"{exc.strerror or exc}")) from exc
 
 
 @click.group(cls=_Group)

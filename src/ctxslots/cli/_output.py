@@ -81,12 +81,12 @@ def silence_stdout_if_broken(broken: bool = False) -> None:
     """Send standard output to the null device when it can no longer be written (a full
     disk; a reader gone, when ``broken``), so the interpreter's last flush on exit adds
     no second error."""
-    try:
-        if not broken:
+    if not broken:
+        try:
             sys.stdout.flush()
             return
-    except OSError:
-        pass
+        except OSError:
+            pass
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, sys.stdout.fileno())
     os.close(null)

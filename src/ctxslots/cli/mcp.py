@@ -91,26 +91,10 @@ def mcp(app: CliContext, scope: str | None, slots: tuple[str, ...], transport: s
             except OSError as exc:
                 raise CtxslotsError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
         else:
-            try:
-                anyio.run(serve_stdio, tools)
-            except BaseExceptionGroup as group:
-                # The SDK's tasks fail together: standard output full (/dev/full, a full
-                # disk) or closed by the client. The one error, as every command shows it.
-                failed = _only_os_error(group)
-                if failed is None:
-                    raise
-                raise failed from None
-
-
-def _only_os_error(group: BaseExceptionGroup[BaseException]) -> OSError | None:
-    """The first ``OSError`` of ``group`` when it holds nothing else, else ``None``."""
-    failed, rest = group.split(OSError)
-    if failed is None or rest is not None:
-        return None
-    leaf: BaseException = failed
-    while isinstance(leaf, BaseExceptionGroup):
-        leaf = leaf.exceptions[0]
-    return leaf if isinstance(leaf, OSError) else None
+            # Its output failing (full, or closed by the client) ends the command in one
+            # line or quietly, as for every command (the root group unwraps the SDK's
+            # task groups).
+            anyio.run(serve_stdio, tools)
 
 
 def _plugin_slot_notes(app: CliContext, slots: tuple[str, ...]) -> dict[str, str]:

@@ -55,6 +55,7 @@ __all__ = [
     "Candidate",
     "RankingPolicy",
     "decay_factor",
+    "found_within",
     "left_out",
     "rank_candidates",
     "reinforcement_factor",
@@ -415,6 +416,14 @@ def _episode_gains(boosted: Iterable[tuple[int, float, float]], weight: float
     return gains
 
 
+def found_within(lexical_rank: int | None, vector_rank: int | None, depth: int | None
+                 ) -> bool:
+    """Whether either leg found a candidate within ``depth`` (any depth when ``None``):
+    fusion reads those, and ranks them before the ones found deeper."""
+    return (lexical_rank is not None and (depth is None or lexical_rank <= depth)) \
+        or (vector_rank is not None and (depth is None or vector_rank <= depth))
+
+
 def rank_candidates(
     candidates: Iterable[Candidate],
     *,
@@ -462,9 +471,7 @@ def rank_candidates(
         if cand.leads_common and subject != 1.0:
             parts = parts or {}
             parts["common_subject"] = subject
-        lexical_rank, vector_rank = cand.bm25_rank, cand.vector_rank
-        inside = (lexical_rank is not None and (depth is None or lexical_rank <= depth)) \
-            or (vector_rank is not None and (depth is None or vector_rank <= depth))
+        inside = found_within(cand.bm25_rank, cand.vector_rank, depth)
         rated.append((cand, when, relevance_of(cand, inside),
                       math.prod(parts.values()) if parts else 1.0, inside, parts))
     gains = _episode_gains(((cand.fact_id, when, relevance * boost)

@@ -21,7 +21,7 @@ from .backend.unit_vectors import settled_nearest
 from .core import StoreCore
 from .explain import Located, locate
 from .links import pull_linked
-from .ranking import Candidate, left_out, rank_candidates
+from .ranking import Candidate, found_within, left_out, rank_candidates
 from .rerank import Boost, Reranker, apply_boost_and_rerank
 from .stemming import first_stem, stemmed_query
 
@@ -165,10 +165,9 @@ class RankedSearch:
 def _within(hits: Sequence[Hit], depth: int) -> int:
     """How many of ``hits`` (ranked: those found within ``depth`` of a leg first) were
     found within ``depth`` of the lexical or the vector leg."""
-    def inside(hit: Hit) -> bool:
-        ranks = (hit.trace.bm25_rank, hit.trace.vector_rank)
-        return any(rank is not None and rank <= depth for rank in ranks)
-    return next((n for n, hit in enumerate(hits) if not inside(hit)), len(hits))
+    return next((n for n, hit in enumerate(hits)
+                 if not found_within(hit.trace.bm25_rank, hit.trace.vector_rank, depth)),
+                len(hits))
 
 
 def _gather(core: StoreCore, request: SearchRequest, plan: QueryPlan, depth: int) -> _Gathered:
