@@ -190,7 +190,7 @@ def _choice(setting: str | EmbedderChoice | None) -> EmbedderChoice:
 
 
 def bind_embedder(setting: EmbedderSetting, backend: Backend, *, searched: bool,
-                  given: EmbedderBinding | None = None) -> EmbedderBinding:
+                  given: EmbedderBinding | None) -> EmbedderBinding:
     """Resolve ``setting`` and bind the store behind ``backend`` to it.
 
     With no spec and no ``$CTXSLOTS_EMBEDDER``, a store reopens with the
@@ -198,12 +198,13 @@ def bind_embedder(setting: EmbedderSetting, backend: Backend, *, searched: bool,
 
     :param searched: Whether searches read vectors (a vector weight above 0):
         only then is a mismatch, or an embedder that cannot be made, worth a warning.
-    :param given: What :func:`given_embedder` made of ``setting`` already.
+    :param given: What :func:`given_embedder` made of ``setting`` (``None``: the store's
+        record decides).
     :raises EmbedderSpecError: A spec given is malformed or names an unknown kind.
     :raises EmbedderError: An embedder given cannot be loaded. An embeddings server that
         does not answer is no error: the store opens by words, with a warning.
     """
-    binding = given if given is not None else given_embedder(setting)
+    binding = given
     if binding is None:
         assert setting is None or isinstance(setting, (str, EmbedderChoice))
         binding = _recorded(backend, _choice(setting))
