@@ -30,7 +30,16 @@ from ctxslots import (
     hookspecs,
 )
 from ctxslots.cli import cli
-from ctxslots.plugins import PluginError, collect, load_plugins, make_plugin_manager
+from ctxslots.errors import InvalidArgumentError, InvalidRequestError
+from ctxslots.plugins import (
+    PluginError,
+    collect,
+    embedder_factories,
+    load_plugins,
+    make_plugin_manager,
+    reranker_from_plugins,
+    slot_owners,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "ctxslots-example-plugin"
@@ -443,3 +452,36 @@ def test_a_plugin_given_in_code_and_installed_too_is_registered_once(tmp_path, m
         assert expected == assembler.assemble(AssemblyRequest("what is an SLA?")).text
     pm = make_plugin_manager([module])
     assert ["twice"] == load_plugins(pm)
+
+
+def test_a_plugin_manager_without_ctxslots_hook_specs_is_refused_saying_how_to_make_one(
+        tmp_path, monkeypatch):
+    """A bare ``pluggy.PluginManager("ctxslots")`` (what a reader makes for the ``pm`` the
+    plugin functions take) made PromptAssembler and slot_owners fail with AttributeError
+    ('HookRelay' object has no attribute 'rerank_hits'), and load_plugins blame an
+    installed plugin for an 'unknown hook'; each now says the manager lacks ctxslots' hook
+    specs and names make_plugin_manager, and one made by it works."""
+    folder = install_plugin(tmp_path / "site", "specs", (
+        "from ctxslots import hookimpl\n\n\n@hookimpl\n"
+        "def prepare_jinja2_environment(env):\n    env.filters['shout'] = str.upper\n"))
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "specs")
+    importlib.invalidate_caches()
+    with FactStore(tmp_path / "m.db") as store:
+        store.upsert("user", "editor", "The user edits code in Helix.")
+        for bare in (pluggy.PluginManager("ctxslots"), pluggy.PluginManager("myapp")):
+            with pytest.raises(InvalidRequestError, match=r"no spec for the ctxslots hook .*"
+                               r"make_plugin_manager\(\)") as raised:
+                PromptAssembler(store, plugin_manager=bare)
+            assert "plugin_manager" == raised.value.field
+            for call in (load_plugins, slot_owners, embedder_factories,
+                         reranker_from_plugins):
+                with pytest.raises(InvalidArgumentError, match="make_plugin_manager"):
+                    call(bare)
+        pm = make_plugin_manager()
+        assert ["specs"] == load_plugins(pm)
+        assert {"user", "project", "agent"} == set(slot_owners(pm))
+        prompt = PromptAssembler(store, plugin_manager=pm,
+                                 templates={"item.md.j2": "- {{ item.text | shout }}\n"}
+                                 ).assemble(AssemblyRequest("hi"))
+        assert "- THE USER EDITS CODE IN HELIX.\n" in prompt.text

@@ -19,10 +19,10 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .errors import InvalidFactError, PluginError
+from .errors import InvalidArgumentError, InvalidFactError, PluginError
 from .stores.owners import SlotOwners
 
-__all__ = ["DEFAULT_PLUGINS", "PluginError", "collect", "describe_plugins",
+__all__ = ["DEFAULT_PLUGINS", "PluginError", "check_manager", "collect", "describe_plugins",
            "embedder_factories", "known_slots", "llm_client_factories", "load_plugins",
            "make_plugin_manager", "prepare_environment", "registered_slots",
            "reranker_from_plugins", "slot_owners"]
@@ -74,6 +74,31 @@ def make_plugin_manager(
 _OFF = frozenset({"", "0", "false", "f", "no", "n", "off"})
 
 
+#: The hooks ctxslots calls (the functions of :mod:`ctxslots.hookspecs` marked as specs).
+_HOOKS: tuple[str, ...] = tuple(
+    name for name, spec in vars(hookspecs).items()
+    if callable(spec) and hasattr(spec, f"{hookspecs.PROJECT_NAME}_spec"))
+
+
+def check_manager(pm: object) -> None:
+    """Refuse a plugin manager that does not know ctxslots' hooks.
+
+    A bare ``pluggy.PluginManager`` (or one made for another project) has no
+    spec for them: its hook callers are missing, and a plugin's implementations
+    would be refused as unknown hooks. :func:`make_plugin_manager` makes one that
+    has them.
+
+    :raises InvalidArgumentError: ``pm`` has no spec for one of ctxslots' hooks.
+    """
+    hook = getattr(pm, "hook", None)
+    missing = [name for name in _HOOKS if getattr(getattr(hook, name, None), "spec", None) is None]
+    if missing:
+        raise InvalidArgumentError(
+            f"the plugin manager has no spec for the ctxslots hook {missing[0]!r}: make it "
+            "with ctxslots.plugins.make_plugin_manager(), which adds ctxslots' hook specs "
+            "and the built-in plugins", field="pm", value=pm)
+
+
 def _register(pm: pluggy.PluginManager, plugin: object, name: str | None = None) -> None:
     """Register ``plugin`` under ``name`` (else a name of its own); one already
     registered (given twice, or given in code and installed too) is left as it is."""
@@ -113,7 +138,11 @@ def load_plugins(pm: pluggy.PluginManager) -> list[str]:
 
     ``CTXSLOTS_LOAD_PLUGINS`` unset loads all; set to a comma-separated list it
     loads only those; set to an empty string it loads none.
+
+    :raises InvalidArgumentError: ``pm`` lacks ctxslots' hook specs (see :func:`check_manager`).
+    :raises PluginError: A plugin failed to load or implements a hook that does not exist.
     """
+    check_manager(pm)
     allow = os.environ.get("CTXSLOTS_LOAD_PLUGINS")
     if allow is not None and not allow.strip():
         return []
@@ -152,7 +181,10 @@ def reranker_from_plugins(pm: pluggy.PluginManager) -> Callable[[str, list[Any]]
     list of hits, repeats a hit or returns one it was not given is left out with a
     warning naming its plugin.
     ``None`` when no plugin implements the hook.
+
+    :raises InvalidArgumentError: ``pm`` lacks ctxslots' hook specs (see :func:`check_manager`).
     """
+    check_manager(pm)
     if not pm.hook.rerank_hits.get_hookimpls():
         return None
 
@@ -201,7 +233,9 @@ def prepare_environment(pm: pluggy.PluginManager, env: Any) -> None:
     at a time, in pluggy's order (the last registered first).
 
     :raises PluginError: An implementation raised; names its plugin.
+    :raises InvalidArgumentError: ``pm`` lacks ctxslots' hook specs (see :func:`check_manager`).
     """
+    check_manager(pm)
     for impl in reversed(pm.hook.prepare_jinja2_environment.get_hookimpls()):
         try:
             _caller_for(pm, "prepare_jinja2_environment", impl)(env=env)
@@ -227,7 +261,9 @@ def collect(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> dict[str
 
     :raises PluginError: A name is empty, not a string, or registered twice; a
         plugin's implementation raised or returned a value.
+    :raises InvalidArgumentError: ``pm`` lacks ctxslots' hook specs (see :func:`check_manager`).
     """
+    check_manager(pm)
     found: dict[str, tuple[Any, str]] = {}
     current = [""]
 
@@ -322,7 +358,9 @@ def registered_slots(pm: pluggy.PluginManager) -> dict[str, tuple[str, SlotOwner
     :raises PluginError: A slot name is malformed or registered twice, or its
         owners are not owner kinds; a plugin's ``register_slots`` raised or returned
         a value.
+    :raises InvalidArgumentError: ``pm`` lacks ctxslots' hook specs (see :func:`check_manager`).
     """
+    check_manager(pm)
     found: dict[str, tuple[str, SlotOwners, str]] = {}
     current = [""]
 

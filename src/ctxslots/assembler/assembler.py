@@ -18,6 +18,7 @@ from .._secrets import safe_url
 from ..contributors.base import Contributor, SearchableStore, check_contributor
 from ..errors import (
     BudgetExceededError,
+    InvalidArgumentError,
     InvalidFactError,
     InvalidRequestError,
     PluginError,
@@ -25,6 +26,7 @@ from ..errors import (
 )
 from ..model import AssembledPrompt, Section
 from ..plugins import (
+    check_manager,
     collect,
     make_plugin_manager,
     prepare_environment,
@@ -132,8 +134,10 @@ class PromptAssembler:
         loader: Another jinja2 loader, tried after ``templates``, before the built-ins.
         load_entry_points: Also load plugins from the ``ctxslots`` entry-point group.
         plugin_manager: The pluggy manager holding the plugins: the one given (an
-            application's, with its plugins already loaded; then ``plugins`` and
-            ``load_entry_points`` must be left out), else a new one. Its
+            application's, made by :func:`ctxslots.plugins.make_plugin_manager`, with
+            its plugins already loaded; then ``plugins`` and ``load_entry_points`` must
+            be left out; one without ctxslots' hook specs, a bare
+            ``pluggy.PluginManager``, is an ``InvalidRequestError``), else a new one. Its
             ``rerank_hits`` implementations rerank the store's searches when the
             store has no reranker of its own (``FactStore.rerank`` is set).
         environment: The jinja2 environment of every template.
@@ -186,6 +190,11 @@ class PromptAssembler:
             if self.plugins or self.load_entry_points:
                 raise InvalidRequestError("give plugin_manager, or plugins and load_entry_points, "
                                           "not both", field="plugin_manager", value=self._given_pm)
+            try:
+                check_manager(self._given_pm)
+            except InvalidArgumentError as exc:
+                raise InvalidRequestError(str(exc), field="plugin_manager",
+                                          value=self._given_pm) from None
             self.plugin_manager = self._given_pm
         else:
             self.plugin_manager = make_plugin_manager(
