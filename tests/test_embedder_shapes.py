@@ -89,6 +89,22 @@ def test_an_embedder_of_another_shape_is_an_error_naming_it(location, shape, sai
             store.reindex()
 
 
+@pytest.mark.parametrize(("facts", "said"), [(1, "1 fact has none"), (2, "2 facts have none")])
+def test_the_warning_of_facts_left_without_vectors_counts_them_in_words(tmp_path, facts, said):
+    """One fact an embedder of another shape could not embed: the warning read "1 fact
+    have none"."""
+    with FactStore(tmp_path / "m.db", embedder=LetterEmbedder("column long"), ranking=FUSED,
+                   vector_writes="background") as store:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with store.batch():
+                for n in range(facts):
+                    store.add("project", f"Dogs are welcome in office {n}.", scope="shop")
+            assert not store.wait_for_vectors()
+    [message] = [str(w.message) for w in caught if "could not be written" in str(w.message)]
+    assert f"; {said}: `ctxslots doctor` counts them" in message
+
+
 class _EmbedOnly:
     """An embedder written with embed() alone, or with only one of its attributes."""
 

@@ -116,7 +116,7 @@ class VectorWriter(BackgroundWriter):
             self._dropped.update(self._batch)
             count = len(self._dropped) + len(self._queue)
         warnings.warn(f"vectors of new facts could not be written ({exc}); {count} "
-                      f"fact{'s' if count != 1 else ''} have none: `ctxslots doctor` counts them "
+                      f"{'facts have' if count != 1 else 'fact has'} none: `ctxslots doctor` counts them "
                       "and `ctxslots reindex` embeds them", RuntimeWarning, stacklevel=1)
 
     def _write(self, backend: Backend, ids: list[int]) -> None:
