@@ -485,3 +485,34 @@ def test_a_plugin_manager_without_ctxslots_hook_specs_is_refused_saying_how_to_m
                                  templates={"item.md.j2": "- {{ item.text | shout }}\n"}
                                  ).assemble(AssemblyRequest("hi"))
         assert "- THE USER EDITS CODE IN HELIX.\n" in prompt.text
+
+
+def test_the_demo_uses_the_installed_plugins_as_every_command_does(tmp_path, monkeypatch):
+    """``ctxslots demo`` made its own assembler and stores without the command's plugins:
+    an installed plugin's contributor, slot and reranker were missing from the demo while
+    ``ctxslots assemble`` used them. The demo's prompt now holds the plugin's sticky
+    section, its search is reranked, and its dump lists the plugin slot's section."""
+    folder = install_plugin(tmp_path / "site", "house", (
+        "from ctxslots import Item, MemoryContributor, Section, hookimpl\n\n\n"
+        "class HouseRules:\n    name = 'house_rules'\n    priority = 95\n    sticky = True\n\n"
+        "    def contribute(self, request):\n"
+        "        return Section(title='House rules', items=[Item('Answer in British English.')])\n"
+        "\n\n@hookimpl\ndef register_contributors(register, store):\n"
+        "    register(HouseRules())\n"
+        "    if store is not None and 'style' in store.limits.slots:\n"
+        "        register(MemoryContributor(store, slot='style', name='style_memory',\n"
+        "                                   title='Style', priority=60))\n"
+        "\n\n@hookimpl\ndef register_slots(register):\n"
+        "    register('style', 'How the team writes code.')\n"
+        "\n\n@hookimpl\ndef rerank_hits(query, hits):\n    return list(reversed(hits))\n"))
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "house")
+    importlib.invalidate_caches()
+    result = CliRunner().invoke(cli, ["demo", "--db-dir", str(tmp_path / "demo")],
+                                catch_exceptions=False)
+    assert 0 == result.exit_code, result.output
+    prompt = result.output.split("Assembled prompt", 1)[1].split("):\n\n", 1)[1]
+    assert prompt.startswith("## House rules\n- Answer in British English.\n")
+    searched = result.output.split("Search (scope shop-api)", 1)[1].split("\n\n")[1]
+    assert "moved here from #" in searched.splitlines()[1]
+    assert "| style_memory | 60 |" in result.output

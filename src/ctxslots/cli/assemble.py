@@ -109,14 +109,16 @@ def _check_place(output: Path) -> None:
 @click.option("--db-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Keep the demo store and an HTML dump in this directory, created readable "
                    "by you only (default: a temporary store, removed at the end).")
-def demo(db_dir: Path | None) -> None:
+@pass_cli_context
+def demo(app: CliContext, db_dir: Path | None) -> None:
     """Write a few facts to a fresh store; show a search, an assembled prompt and its dump."""
     from ._demo import run_demo
 
+    pm = app.plugin_manager()
     if db_dir is not None:
         try:
             make_private_dirs(db_dir)
-            run_demo(db_dir / "demo.db", echo)
+            run_demo(db_dir / "demo.db", echo, plugin_manager=pm)
         except OSError as exc:
             raise click.ClickException(f"cannot write {exc.filename or db_dir}: "
                                        f"{exc.strerror or exc}") from exc
@@ -128,7 +130,7 @@ def demo(db_dir: Path | None) -> None:
                                    f"{exc.strerror or exc}; set TMPDIR, or keep the demo in a "
                                    "folder with --db-dir DIR") from exc
     with temporary as folder:
-        run_demo(Path(folder) / "demo.db", echo, keep=False)
+        run_demo(Path(folder) / "demo.db", echo, keep=False, plugin_manager=pm)
 
 
 def register(group: click.Group) -> None:
