@@ -78,11 +78,12 @@ def _install_into(target: Path) -> None:
     (target / ".installed").touch()
 
 
-@pytest.fixture(scope="session", name="example_plugin")
+@pytest.fixture(scope="module", name="example_plugin")
 def fixture_example_plugin(tmp_path_factory):
     """The example plugin, pip-installed from examples/ into a folder of this test run, never
-    into the environment running the tests: the folder is on sys.path while the session
-    lasts (children get it through :meth:`ExamplePlugin.env`), then taken off again."""
+    into the environment running the tests: the folder is on sys.path while this module's
+    tests run (children get it through :meth:`ExamplePlugin.env`), then taken off again, so
+    a test of another file run after them in the same process never meets the plugin."""
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     target = shared / "example-plugin"
