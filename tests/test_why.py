@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -243,6 +244,52 @@ def test_a_section_after_a_match_that_did_not_fit_names_where_filling_stopped(tm
     assert "user_memory" == section.data["stopped_in"]
     assert "filling stopped in user_memory" in answer.summary
     assert "where item 1 did not fit (budget: needs" in answer.summary
+
+
+class _Failing(ProjectMemoryContributor):
+    """The project section, its search service down."""
+
+    def contribute(self, request):
+        raise RuntimeError("search <service> down")
+
+
+class _Late(ProjectMemoryContributor):
+    """The project section, answering only once ``release`` is set."""
+
+    def __init__(self, store):
+        super().__init__(store)
+        self.release = threading.Event()
+
+    def contribute(self, request):
+        self.release.wait(timeout=60)
+        return super().contribute(request)
+
+
+@pytest.mark.parametrize(("contributor", "timeout", "error"), [
+    (_Failing, None, "RuntimeError: search <service> down"),
+    (_Late, 0.2, "TimeoutError: no section within 0.2 s"),
+])
+def test_a_fact_whose_section_failed_says_the_section_failed(tmp_path, contributor, timeout,
+                                                             error):
+    """A section whose contributor raised, or did not answer in time, offered nothing: the
+    answer names its error, not a search rank and a cut the section never reached."""
+    with FactStore(tmp_path / "e.db", clock=lambda: FIXED_NOW) as store:
+        fact = store.add("project", "Deploys of shop-api run every Friday.", scope="s").id
+        section = contributor(store)
+        assembler = PromptAssembler(store, contributors=[UserMemoryContributor(store), section],
+                                    contributor_timeout=timeout)
+        try:
+            answer = explain(assembler, AssemblyRequest("deploy shop-api", scope="s"), fact)
+        finally:
+            if isinstance(section, _Late):
+                section.release.set()
+    assert "error" == answer.prompt.section("project_memory").status
+    assert "not_searched" == answer.outcome
+    assert not answer.in_prompt
+    step = answer.steps[-1]
+    assert ("section", "fails", error) == (step.name, step.status, step.data["error"])
+    assert answer.summary == (f"Fact {fact} is not in the prompt: its section project_memory "
+                              f"failed ({error}), so it offered nothing.")
 
 
 def test_a_fact_said_after_the_requests_moment_says_so(tmp_path):

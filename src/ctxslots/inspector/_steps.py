@@ -213,6 +213,13 @@ def section_step(facts: Facts) -> Step:
     used, room, before = facts.room()
     data = {"section": c.name, "slot": slot, "scope": facts.search_scope, "used_before": used,
             "room": room, "available": facts.request.available}
+    if facts.section is not None and facts.section["status"] == "error":
+        # The contributor raised or did not answer in time: its section offered nothing,
+        # whatever its search would have found.
+        data["error"] = facts.section["error"]
+        return Step("section", "its section was searched", "fails",
+                    f"its section {c.name} failed ({facts.section['error']}), so it offered "
+                    "nothing", data)
     stopped = None if facts.section is None else facts.section["stopped"]
     if stopped == NO_ROOM:
         stop = facts.filling_stopped()
