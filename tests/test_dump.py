@@ -148,6 +148,21 @@ def test_dumps_show_ages_in_words(tmp_path):
     assert "| 1 (9 days ago) |" in prompt.dump("markdown")
 
 
+def test_the_exact_days_on_hover_are_exact_for_old_memories(tmp_path):
+    """Memories said years before the turn show their days on hover as a number a person
+    reads ("1,500 days"), not rounded to three digits in exponent notation ("1.5e+03")."""
+    store = make_store(tmp_path / "a.db", [("project", "shop", "The shop deploys on Fridays."),
+                                           ("project", "shop", "The shop deploys by hand.")],
+                       days_ago=[1500, 12000.25])
+    prompt = PromptAssembler(store, contributors=[ProjectMemoryContributor(store)]).assemble(
+        AssemblyRequest("deploys", scope="shop", budget=200, now=FIXED_NOW),
+        record_shown=False)
+    store.close()
+    hovers = re.findall(r'<span class="meta age" title="([^"]*)">([^<]*)</span>',
+                        prompt.dump("html"))
+    assert [("1,500 days", "4 years ago"), ("12,000.25 days", "32 years ago")] == hovers
+
+
 class Traced:
     """A contributor offering a barely relevant line kept and a relevant one dropped."""
 

@@ -39,6 +39,14 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _days(value: float | None) -> str:
+    """An age in days as the HTML dump's hover shows it: "3.25", "1,500" (to the hundredth
+    of a day, never in exponent notation); ``–`` for none."""
+    if value is None:
+        return "–"
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
 def _percent(part: int, whole: int) -> float:
     return 0.0 if whole <= 0 else min(100.0, 100.0 * part / whole)
 
@@ -46,7 +54,8 @@ def _percent(part: int, whole: int) -> float:
 def html_helpers() -> dict[str, Any]:
     """What the HTML dump's templates call besides ``d``, for a page that includes
     ``dump_sections.html.j2`` (the inspector's prompt lab)."""
-    return {"fmt": _fmt, "percent": _percent, "age": days_in_words, "share": share}
+    return {"fmt": _fmt, "percent": _percent, "age": days_in_words, "days": _days,
+            "share": share}
 
 
 def render_dump(data: dict[str, Any], format: str = "json", *,
