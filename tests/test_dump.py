@@ -195,6 +195,36 @@ def test_a_kept_item_far_less_relevant_than_a_dropped_one_is_flagged():
     assert "kept with 2% of the best relevance" in prompt.dump("markdown")
 
 
+class TwiceTraced(Traced):
+    """Two barely relevant lines kept, in two sections, and a relevant one dropped."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def contribute(self, request):
+        import attrs
+
+        section = super().contribute(request)
+        return attrs.evolve(section, items=tuple(
+            attrs.evolve(item, text=f"{self.name}: {item.text}") for item in section.items))
+
+
+def test_the_html_dump_lists_the_flagged_items_one_after_another():
+    """The HTML page's warning lists every flagged item, each a link to its row, separated
+    as a list is (not each after a colon, which reads as a label of the one before)."""
+    prompt = PromptAssembler(None, contributors=[TwiceTraced("notes"), TwiceTraced("more")]
+                             ).assemble(AssemblyRequest("note"))
+    page = prompt.dump("html")
+    summary = re.search(r'<p class="flag-summary"[^>]*>(.*?)</p>', page).group(1)
+    links = re.findall(r'<a href="#(item-\d-\d)">([^<]*)</a>', summary)
+    assert [("item-1-1", "more rank 1"), ("item-2-1", "notes rank 1")] == links
+    assert re.sub(r"<[^>]+>", "", summary) == (
+        "&#9888; 2 items kept with near-zero relevance while a more relevant item was "
+        "dropped: more rank 1, notes rank 1.")
+    for anchor, _ in links:
+        assert f'id="{anchor}"' in page
+
+
 @pytest.mark.parametrize("mode", ["assemble", "aassemble"])
 def test_a_memory_slot_that_found_nothing_is_reported_empty(tmp_path, mode):
     """A message no project fact matches: the dump still lists project_memory, empty,
