@@ -163,6 +163,36 @@ def test_the_exact_days_on_hover_are_exact_for_old_memories(tmp_path):
     assert [("1,500 days", "4 years ago"), ("12,000.25 days", "32 years ago")] == hovers
 
 
+def test_the_dumps_show_the_multiplier_that_moved_a_memory_up(tmp_path):
+    """A memory said in the period the message names ranks first with the second words
+    rank: the markdown and HTML dumps show the period multiplier that put it there, beside
+    its final rank, and nothing for the memory no multiplier lifted."""
+    import datetime as dt
+
+    now = dt.datetime(2024, 1, 10, tzinfo=dt.UTC).timestamp()
+    july = (now - dt.datetime(2023, 7, 12, tzinfo=dt.UTC).timestamp()) / 86400
+    november = (now - dt.datetime(2023, 11, 2, tzinfo=dt.UTC).timestamp()) / 86400
+    store = make_store(tmp_path / "p.db", [
+        ("project", "shop", "The deploy failed twice."),
+        ("project", "shop", "The shop deploy of the shop moved to Fridays."),
+    ], now=now, days_ago=[july, november])
+    prompt = PromptAssembler(store, contributors=[ProjectMemoryContributor(store)]).assemble(
+        AssemblyRequest("What happened to the shop deploy in July 2023?", scope="shop",
+                        now=now), record_shown=False)
+    store.close()
+    first, second = json.loads(prompt.dump("json"))["sections"][0]["items"]
+    assert (2, 1, {"period": 2.0}) == (first["trace"]["bm25_rank"], first["trace"]["rank"],
+                                       first["trace"]["extra"])
+    assert "extra" not in second["trace"]
+    rows = [line for line in prompt.dump("markdown").splitlines() if "deploy" in line
+            and line.startswith("| ")]
+    assert "| 1 (period ×2.00) | The deploy failed twice. (12 July 2023) |" in rows[0]
+    assert "| 2 | The shop deploy of the shop moved to Fridays." in rows[1]
+    cells = re.findall(r'data-label="final rank">(.*?)</td>', prompt.dump("html"))
+    assert ['1<div class="meta lifts" title="multipliers of its ranking">period ×2.00</div>',
+            "2"] == cells
+
+
 class Traced:
     """A contributor offering a barely relevant line kept and a relevant one dropped."""
 
