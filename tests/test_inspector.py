@@ -27,7 +27,13 @@ from _damage import damage_the_facts_table
 from _inspector import HOSTILE, TOKEN, demo_facts, serving
 from _lock_holders import SQLiteHolder, inside_a_sqlite_write
 from _sql import rows_read
-from ctxslots import AssemblyRequest, FactStore, InvalidArgumentError, PromptAssembler
+from ctxslots import (
+    AssemblyRequest,
+    BudgetExceededError,
+    FactStore,
+    InvalidArgumentError,
+    PromptAssembler,
+)
 from ctxslots.cli import cli
 from ctxslots.inspector import explain
 from ctxslots.inspector.app import bind, create_app, serve
@@ -320,6 +326,28 @@ def test_the_lab_and_why_take_a_safety_margin_and_an_answer_reserve(served):
     assert (expected.outcome, expected.summary) == (summary.group(1),
                                                     html.unescape(summary.group(2)))
     assert f"answer reserve <bdi>{request.answer_reserve}</bdi>" in why.text
+
+
+def test_the_lab_says_when_the_sticky_sections_did_not_fit(served):
+    """A budget the sticky user section does not fit: assembling raises, and the lab, which
+    shows the prompt that fitted, says the sticky sections did not fit, as the dumps do;
+    a budget they fit says nothing of it."""
+    client, base, _, location = served
+    message = "Does Ada want short answers?"
+    params = {"message": message, "scope": "shop-api", "user": "ada", "agent": "coder"}
+    with FactStore(location) as store:
+        with pytest.raises(BudgetExceededError) as raised:
+            PromptAssembler(store).assemble(AssemblyRequest(
+                message, scope="shop-api", user="ada", agent="coder", budget=3),
+                record_shown=False)
+    assert raised.value.prompt.sticky_overflow
+    lab = client.get(base + "/lab", params={**params, "budget": "3"})
+    assert 200 == lab.status_code
+    assert re.search(r'<p class="error" id="overflow">The sticky sections did not fit into '
+                     r"the budget: assembling for it raises BudgetExceededError", lab.text)
+    assert "The sticky sections did not fit" in raised.value.prompt.dump("html")
+    fits = client.get(base + "/lab", params={**params, "budget": "2000"})
+    assert 200 == fits.status_code and 'id="overflow"' not in fits.text
 
 
 def test_health_shows_the_doctor_report(served):
