@@ -193,6 +193,32 @@ def test_the_dumps_show_the_multiplier_that_moved_a_memory_up(tmp_path):
             "2"] == cells
 
 
+def test_the_dumps_name_the_fact_whose_link_pulled_a_memory_in(tmp_path):
+    """A memory that shares no word with the message, pulled in by its co-recall link to
+    one that does: every dump names that fact, where a reader would otherwise see a memory
+    with no words rank and nothing to say why it is there."""
+    store = make_store(tmp_path / "l.db", [
+        ("project", "x", "The billing service deploys with the blue pipeline."),
+        ("project", "x", "The cache must be warmed before traffic returns.")])
+    billing, cache = (h.fact.id for h in store.search("billing cache", scope="x"))
+    for _ in range(3):  # one search's results, then a reinforcement: one more link each time
+        assert {billing, cache} == {h.fact.id for h in store.search("billing cache", scope="x")}
+        store.reinforce(billing)
+    prompt = PromptAssembler(store, contributors=[ProjectMemoryContributor(store)]).assemble(
+        AssemblyRequest("billing deploy", scope="x", now=FIXED_NOW), record_shown=False)
+    store.close()
+    matched, pulled = json.loads(prompt.dump("json"))["sections"][0]["items"]
+    assert matched["trace"]["linked_from"] is None
+    assert (cache, billing, None) == (pulled["fact"]["id"], pulled["trace"]["linked_from"],
+                                      pulled["trace"]["bm25_rank"])
+    row = next(line for line in prompt.dump("markdown").splitlines()
+               if "The cache must be warmed" in line and line.startswith("| "))
+    assert f"| 2 (pulled in by its co-recall link to fact {billing}) |" in row
+    cells = re.findall(r'data-label="final rank">(.*?)</td>', prompt.dump("html"))
+    linked = f'<div class="meta linked">pulled in by its co-recall link to fact {billing}</div>'
+    assert ["1", f"2{linked}"] == cells
+
+
 class Traced:
     """A contributor offering a barely relevant line kept and a relevant one dropped."""
 

@@ -284,6 +284,7 @@ def trace_signals(trace: HitTrace) -> dict[str, Any]:
     if trace.extra:
         out["extra"] = {k: trace.extra[k] for k in sorted(trace.extra)}
     out["fill"] = trace.fill
+    out["linked_from"] = trace.linked_from
     return out
 
 
