@@ -320,6 +320,29 @@ def test_a_reranker_move_is_named(tmp_path):
     assert "a reranker moved it from rank 1" in rank.text
 
 
+def test_a_fact_a_link_pulled_in_does_not_stop_at_the_words_it_lacks(tmp_path):
+    """A fact that shares no word with the message but that a co-recall link pulled in is
+    in the prompt: its words step is a note, not the step its path stops at, and the
+    answer names the link."""
+    with FactStore(tmp_path / "l.db", clock=lambda: FIXED_NOW) as store:
+        billing = store.add("project", "The billing service deploys with the blue pipeline.",
+                            scope="x").id
+        cache = store.add("project", "The cache must be warmed before traffic returns.",
+                          scope="x").id
+        for _ in range(3):  # one search's results, then a reinforcement: one more link each
+            assert {billing, cache} == {h.fact.id for h in store.search("billing cache",
+                                                                        scope="x")}
+            store.reinforce(billing)
+        answer = why(store, cache, "billing deploy", scope="x")
+    assert ("kept", True) == (answer.outcome, answer.in_prompt)
+    assert [] == [s.name for s in answer.steps if s.status == "fails"]
+    words = next(s for s in answer.steps if s.name == "words")
+    assert "info" == words.status and "it shares no word with the message" in words.text
+    rank = next(s for s in answer.steps if s.name == "rank")
+    assert f"pulled in by its co-recall link to fact {billing}" in rank.text
+    assert next(line for line in answer.lines() if "matched by words" in line).startswith("- ")
+
+
 def test_the_share_of_the_best_match_counts_from_the_highest_score(tmp_path):
     """A reranker that puts the weakest match first leaves the best match the highest
     scoring one: the others' shares are under 100%, as the section's cut reads them."""

@@ -338,6 +338,9 @@ def located_steps(facts: Facts) -> tuple[list[Step], bool]:
     if pool is not None:
         steps.append(pool)
     if loc.hit is not None:
+        # Found all the same (a co-recall link pulled it in, or the other leg found it):
+        # a leg that missed it is a note, not where its path stops.
+        steps = [attrs.evolve(s, status="info") if s.status == "fails" else s for s in steps]
         trace = loc.hit.trace
         steps.append(Step("rank", "ranked by the search", "ok", _rank_text(trace, loc),
                           {"trace": trace.to_dict(), "hits": loc.hits, "best": loc.best}))
