@@ -4,6 +4,7 @@ embeds only the facts that need it."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import threading
@@ -143,6 +144,24 @@ def test_an_import_with_a_zero_vector_is_refused_naming_the_line(vector_store):
     assert "all zeros" in str(caught.value)
     assert [] == vector_store.facts()
 
+
+
+@pytest.mark.parametrize("extra", [1, 2, 3])
+def test_an_import_with_vector_data_cut_inside_a_value_names_the_vector(tmp_path, extra):
+    """Base64 data that is no whole number of float32 values is a bad vector of that line,
+    not unreadable JSON."""
+    data = np.arange(1, DIM + 1, dtype="<f4").tobytes() + b"\x01" * extra
+    record = {"slot": "agent", "value": "The cut vector note.",
+              "vector": {"model": "hostile-test", "dimension": DIM,
+                         "data": base64.b64encode(data).decode("ascii")}}
+    text = HEADER + "\n" + json.dumps(record) + "\n"
+    with FactStore(tmp_path / "cut.db") as store:
+        with pytest.raises(InvalidImportError) as caught:
+            store.import_jsonl(io.StringIO(text))
+        assert (2, "vector") == (caught.value.line, caught.value.field)
+        assert f"vector data must hold {DIM} finite float32 values" in str(caught.value)
+        assert "JSON" not in str(caught.value)
+        assert [] == store.facts()
 
 def test_the_cli_search_answers_on_a_store_holding_a_zero_vector(db_path):
     """`ctxslots search` over a store with a vector of no direction prints hits, no traceback."""

@@ -99,8 +99,10 @@ def _vector(record: Mapping[str, Any]) -> tuple[str, np.ndarray] | None:
         raw = base64.b64decode(data, validate=True)
     except ValueError:
         raise _bad("vector", "vector data is not base64", value) from None
-    array = np.frombuffer(raw, dtype="<f4")
-    if array.shape != (dim,) or not np.all(np.isfinite(array)):
+    # Counted before reading: bytes that are no whole number of float32 values are refused
+    # as the vector they fail to be, not as unreadable JSON.
+    array = np.frombuffer(raw, dtype="<f4") if len(raw) == 4 * dim else None
+    if array is None or not np.all(np.isfinite(array)):
         raise _bad("vector", f"vector data must hold {dim} finite float32 values", value)
     if not array.any():
         raise _bad("vector", "vector data is all zeros, a vector with no direction that no "
