@@ -64,8 +64,8 @@ def test_skip_invalid_imports_a_loop_without_it_and_reports_it(store):
                  fact(10, "Ring fact one about the billing queue.", superseded_by=11),
                  fact(11, "Ring fact two about the billing queue.", superseded_by=10))
     report = store.import_jsonl(io.StringIO(text), skip_invalid=True)
-    assert 4 == report.added and 1 == len(report.repaired)
-    assert "imported without its superseded_by" in report.summary()
+    assert 4 == report.added and [4, 5] == [issue.line for issue in report.repaired]
+    assert "2 facts imported without their superseded_by" in report.summary()
     found = {h.fact.value for h in store.search("billing queue ring")}
     assert {"Ring fact one about the billing queue.",
             "Ring fact two about the billing queue."} == found
@@ -73,6 +73,19 @@ def test_skip_invalid_imports_a_loop_without_it_and_reports_it(store):
         h.fact.value for h in store.search("deploy window")]
     assert store.doctor().ok
 
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_skip_invalid_counts_every_fact_of_a_loop_it_repairs(store, size):
+    """Each fact of a loop is imported without its superseded_by, and the report lists and
+    counts each one (on its own line), not the loop once."""
+    records = [fact(10 + i, f"Ring fact {i} about the billing queue.",
+                    superseded_by=10 + (i + 1) % size) for i in range(size)]
+    report = store.import_jsonl(io.StringIO(jsonl(*records)), skip_invalid=True)
+    assert [None] * size == [f.superseded_by for f in store.facts()]
+    assert list(range(2, 2 + size)) == [issue.line for issue in report.repaired]
+    assert f"{size} facts imported without their superseded_by" in report.summary()
+    assert size == len(report.to_dict()["repaired"])
 
 @pytest.mark.parametrize(("record", "field"), [
     (fact(1, "Updated before made.", created_at=NOW, updated_at=NOW - 60), "updated_at"),

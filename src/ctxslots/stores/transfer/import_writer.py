@@ -259,7 +259,9 @@ class ImportWriter:
             loop) for loop in found]
         if not self.repair_loops:
             raise InvalidImportError(issues[0], issues)
-        self._repaired += issues
+        # Every fact of a loop is written without its superseded_by: each is listed, on its line.
+        self._repaired += [attrs.evolve(issue, line=line_of[fact])
+                           for issue, loop in zip(issues, found) for fact in loop]
         looped = {fact for loop in found for fact in loop}
         return [None if fact_id in looped else to
                 for (_, fact_id, _, _), to in zip(self._supersede, targets)]

@@ -55,8 +55,8 @@ class ImportReport:
             hold: imported without the mark, so searches show them.
         errors: Lines skipped as invalid (only with ``skip_invalid=True``).
         repaired: Lines imported without a field that made them invalid (only
-            with ``skip_invalid=True``): facts whose ``superseded_by`` formed a
-            loop, which would have hidden them from every search.
+            with ``skip_invalid=True``), one per fact: each fact of a loop of
+            ``superseded_by``, which would have hidden them all from every search.
         vectors_not_kept: Live facts written whose vector in the file was not
             stored as it is: this store keeps no vectors, or embeds with another
             model (and embedded them again).
@@ -95,8 +95,9 @@ class ImportReport:
         if self.errors:
             text += f"; {_count(len(self.errors), 'invalid line')} skipped"
         if self.repaired:
-            text += (f"; {_count(len(self.repaired), 'fact')} imported without its "
-                     "superseded_by (a loop that would hide it)")
+            its, it = ("its", "it") if len(self.repaired) == 1 else ("their", "them")
+            text += (f"; {_count(len(self.repaired), 'fact')} imported without {its} "
+                     f"superseded_by (a loop that would hide {it})")
         if self.vectors_not_kept and (model := self.vector_model) is not None:
             text += (f"; {_count(self.vectors_not_kept, 'vector')} of {model} "
                      "not kept: this store does not search with that model (import into a "
