@@ -271,6 +271,22 @@ def test_direct_calls_check_their_arguments_and_write_nothing(tools, store):
     assert snapshot(store) == before
 
 
+
+def test_the_error_of_a_direct_call_imports_under_its_documented_name(tools):
+    """What a tool called from Python raises for arguments that do not fit is importable as
+    ``InvalidToolArgumentsError`` from ``ctxslots`` and ``ctxslots.tools``, where the other
+    errors and ``MemoryTools`` are, and ``ArgumentError`` is the same class."""
+    import ctxslots
+    import ctxslots.tools
+
+    with pytest.raises(ctxslots.InvalidToolArgumentsError, match="'limit'"):
+        tools.memory_query("tea", limit=0)
+    with pytest.raises(ctxslots.tools.InvalidToolArgumentsError, match="unknown slot"):
+        tools.memory_store("secrets", "x")
+    assert ctxslots.tools.InvalidToolArgumentsError is ArgumentError
+    assert "InvalidToolArgumentsError" in ctxslots.__all__
+    assert "InvalidToolArgumentsError" in ctxslots.tools.__all__
+
 def test_direct_calls_accept_tuples_for_lists(tools, store):
     """A Python caller may pass tags as a tuple."""
     assert tools.memory_store("agent", "Run the linter first.", tags=("ci", "lint")).startswith(

@@ -10,12 +10,15 @@
 - :mod:`ctxslots.tools.token_users`: a bearer token per user, for one MCP server
   serving a team.
 - :func:`age_in_words`: how results show a fact's age.
+- :class:`InvalidToolArgumentsError`: what a tool method called from Python raises for
+  arguments that do not fit its definition (``ArgumentError``, its former name, still works).
 - :mod:`ctxslots.tools.mcp_server`: the same tools over MCP (``ctxslots mcp``;
   needs the ``mcp`` extra).
 """
 
 from __future__ import annotations
 
+from ..errors import InvalidToolArgumentsError
 from ._age import age_in_words
 from ._spec import ArgumentError, Param, ToolSpec
 from .memory_tools import (
@@ -34,6 +37,7 @@ __all__ = [
     "DELETE_SPEC",
     "TOOL_SPECS",
     "ArgumentError",
+    "InvalidToolArgumentsError",
     "MemoryTools",
     "Param",
     "ToolSpec",
