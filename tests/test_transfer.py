@@ -541,6 +541,33 @@ def test_a_one_file_export_of_several_slots_is_refused_not_misfiled(rich, tmp_pa
 
 
 
+def test_a_one_file_export_of_one_slot_in_several_scopes_is_refused_not_merged(
+        store, tmp_path, clock):
+    """``export_markdown(slots=["project"])`` without a folder is one text of that slot's file
+    of every scope. Imported, it filed the facts of every scope in the one given (the titles
+    of the others are no tags), so the workspaces' facts were silently merged. Now a title of
+    the slot naming another scope than the file's first title stops the import, named with
+    its line, and nothing is written; one title per file, or a title repeated, still reads."""
+    store.add("project", "The global style guide uses tabs.")
+    store.add("project", "The shop deploys on Fridays.", scope="shop")
+    store.add("project", "The blog deploys on push.", scope="blog")
+    text = store.export_markdown(slots=["project"])
+    lines = text.split("\n")
+    second = next(n for n, line in enumerate(lines, start=1) if line.startswith("# project (scope:"))
+    with FactStore(tmp_path / "md.db", clock=clock) as copy:
+        for scope in (None, "shop"):
+            with pytest.raises(InvalidImportError) as caught:
+                copy.import_markdown(text, slot="project", scope=scope, skip_invalid=True)
+            assert (second, "title") == (caught.value.line, caught.value.field)
+            assert "export to a folder" in str(caught.value)
+        assert [] == copy.facts(scope=ANY, include_expired=True)
+        for scope in ("shop", "blog"):
+            [one] = store.render_markdown(slots=["project"], scope=scope).values()
+            assert 1 == copy.import_markdown(one + one, slot="project", scope=scope).added
+        assert {("shop", "The shop deploys on Fridays."), ("blog", "The blog deploys on push.")} \
+            == {(f.scope, f.value) for f in copy.facts(scope=ANY)}
+
+
 def test_markdown_leaves_out_a_near_duplicate_a_newer_fact_hides(store, tmp_path, clock):
     """A fact hidden behind a newer near-duplicate is in no search and no prompt. The
     Markdown export wrote it as a bullet, so the file showed it, and a store that read

@@ -296,6 +296,11 @@ def _is_title(line: str, slot: str) -> bool:
     return parts is not None and parts[0] == slot
 
 
+def _scope_words(scope: str | None) -> str:
+    """A title's scope in words: ``scope 'repo'``, or ``no scope`` for a global file."""
+    return "no scope" if scope is None else f"scope {scope!r}"
+
+
 def _other_title(line: str, slot: str, slots: Iterable[str]) -> str | None:
     """The slot whose export title ``line`` is, when that is another slot than ``slot``:
     a known slot's ``# name``, or any ``# name (scope: ...)``."""
@@ -366,7 +371,8 @@ class MarkdownReader:
         max_tag_chars: Longest heading tag.
         other_slots: The slots whose title (``# name``) in the lines means they
             hold another slot's facts, as a one-file export of several slots does:
-            reading stops there (so does any ``# name (scope: ...)`` of another slot).
+            reading stops there (so does any ``# name (scope: ...)`` of another slot,
+            and a title of this slot naming another scope than its first title did).
         ignored_lines: Non-blank lines that belonged to no bullet, so far.
     """
 
@@ -379,7 +385,8 @@ class MarkdownReader:
         """The bullets of ``lines`` (without their ``\n``; a trailing ``\r`` is dropped).
 
         :raises InvalidImportError: A line is the title of another slot's facts
-            (see :attr:`other_slots`): they would be read into this slot; or the first
+            (see :attr:`other_slots`), or of this slot's facts of another scope than
+            its first title's: they would be read into this slot and scope; or the first
             line is the header of a JSONL export, whose facts would all be prose.
         """
         headings: list[str] = []  # one entry per heading level, "" for no tag
@@ -388,6 +395,7 @@ class MarkdownReader:
         fence: str | None = None  # the opening run of a code fence outside a bullet
         comment = False  # inside an HTML comment outside a bullet
         first = True  # no line but blank ones read yet
+        titled: tuple[str | None] | None = None  # the scope the slot's first title names
         number = 0
         for number, raw in enumerate(lines, start=1):
             line = raw.removesuffix("\r")
@@ -428,7 +436,16 @@ class MarkdownReader:
                         f"which would be read into the {self.slot} slot (a one-file export "
                         "of several slots?): export to a folder (-o DIR/) and import each "
                         "slot's file", "title", line))
-                tag = "" if _is_title(line, self.slot) else _heading_tag(
+                own = _title_parts(line) if _is_title(line, self.slot) else None
+                if own is not None and titled is not None and titled != own[1:]:
+                    raise InvalidImportError(ImportIssue(
+                        number, f"{line.strip()!r} is the title of the {self.slot} facts of "
+                        f"{_scope_words(own[1])}, after those of {_scope_words(titled[0])}: "
+                        "they would all be read into one scope (a one-file export of several "
+                        "scopes?): export to a folder (-o DIR/) and import each scope's file",
+                        "title", line))
+                titled = titled or (None if own is None else own[1:])
+                tag = "" if own is not None else _heading_tag(
                     heading.group(2) or "", self.max_tag_chars)
                 headings = [*headings[: level - 1], *[""] * (level - 1 - len(headings)), tag]
             else:
