@@ -247,6 +247,22 @@ def test_bad_bindings_are_refused(store, kwargs):
         MemoryTools(store, **kwargs)
 
 
+@pytest.mark.parametrize(("notes", "message"), [
+    ({"projects": "What this repository builds."}, "unknown slot 'projects'"),
+    ({"user": 5}, "the note on the user slot must be text"),
+    ({"user": "  "}, "the note on the user slot must be text"),
+])
+def test_bad_slot_notes_are_refused_when_the_tool_set_is_made(store, notes, message):
+    """A note on a misspelled slot was passed over without a word, and one that is no text
+    failed later, inside the schemas, with an AttributeError: both are refused at once."""
+    with pytest.raises(InvalidFactError, match=message):
+        MemoryTools(store, slot_notes=notes)
+    tools = MemoryTools(store, slot_notes={"user": "the person you help"})
+    [store_tool] = [t for t in tools.anthropic_tools() if t["name"] == "memory_store"]
+    assert store_tool["input_schema"]["properties"]["slot"]["description"].startswith(
+        "user: the person you help; project:")
+
+
 def test_direct_calls_check_their_arguments_and_write_nothing(tools, store):
     """Called from Python, a tool raises a ValueError naming the argument instead of writing."""
     store.add("user", "The user is Ada.")

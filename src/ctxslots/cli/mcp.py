@@ -105,7 +105,7 @@ def _plugin_slot_notes(app: CliContext, slots: tuple[str, ...]) -> dict[str, str
 
     described = known_slots(app.plugin_manager())
     return {slot: described[slot] for slot in slots
-            if slot not in SLOT_NOTES and slot in described}
+            if slot not in SLOT_NOTES and described.get(slot, "").strip()}
 
 
 #: The variables that give the HTTP server its tokens, and what each holds.

@@ -266,7 +266,9 @@ class MemoryTools:
         slot_notes: What slots hold, for the model: ``memory_store``'s ``slot``
             argument names each of ``slots``, and only those, with its note (the
             built-in slots have theirs, :data:`SLOT_NOTES`; a slot with none is
-            "facts of the SLOT slot"). Give a plugin slot's description here.
+            "facts of the SLOT slot"). Give a plugin slot's description here. A slot
+            the store does not know, or a note that is not text, is refused when the
+            tool set is made.
     """
 
     store: FactStore = attrs.field(validator=store_of)
@@ -290,6 +292,12 @@ class MemoryTools:
                 raise InvalidArgumentError(
                     f"{slot} facts do not belong to a workspace: leave {slot} out of "
                     "scoped_slots", field="scoped_slots", value=sorted(self.scoped_slots))
+        for slot, note in self.slot_notes.items():
+            limits.slot(slot)  # a misspelled slot is named, not passed over
+            if not isinstance(note, str) or not note.strip():
+                raise InvalidArgumentError(
+                    f"the note on the {slot} slot must be text saying what it holds, not "
+                    f"{note!r}", field="slot_notes", value=note)
         limits.scope(self.scope)
         self.user = self.store.user if self.user is None else limits.owner(self.user, "user")
         self.agent = (self.store.agent if self.agent is None
