@@ -10,8 +10,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from ctxslots import FactStore
+from _sql import raw
+from ctxslots import FactStore, RankingPolicy
 from ctxslots.cli import cli
+from ctxslots.stores.embedders import HashingEmbedder
+from ctxslots.stores.sqlite._vector_cache import TABLE
 
 
 def _invoke(*args, **kwargs):
@@ -54,6 +57,33 @@ def test_counts_read_in_the_right_number(db_path, tmp_path):
     result = _invoke("--db", str(db_path), "export", "-o", str(tmp_path / "one.jsonl"))
     assert "exported 1 fact to" in result.output
     assert "0 facts embedded\n" in _invoke("--db", str(db_path), "reindex").output
+
+
+def test_stats_reset_and_doctor_count_one_in_the_singular(db_path):
+    """`stats` and `reset` said "1 facts", "1 replaced values", doctor "1 facts have no
+    vector" and "1 vectors have no direction": one thing is named in the singular, with
+    its verb, two in the plural."""
+    with FactStore(db_path) as store:
+        store.upsert("user", "tea", "The user likes tea.")
+        store.upsert("user", "tea", "The user likes green tea.")
+    line = _invoke("--db", str(db_path), "stats").output.splitlines()[0]
+    assert ": 1 fact (0 expired), 0 archived, 1 replaced value, " in line
+    asked = _invoke("--db", str(db_path), "reset", input="n\n").output
+    assert "erase all 1 fact and 0 archived facts of " in asked
+    fused = RankingPolicy(vector_weight=1.0)
+    with FactStore(db_path, embedder=HashingEmbedder(dimension=64), ranking=fused) as store:
+        store.reindex()
+        store.add("agent", "A second fact.")
+        conn = raw(store)
+        with conn.write():
+            conn.execute(f"DELETE FROM {TABLE} WHERE rowid = (SELECT MIN(rowid) FROM {TABLE})")
+        assert ["1 fact has no vector: run `ctxslots reindex` to embed it (only it)"] == \
+            list(store.doctor().problems)
+        with conn.write():
+            conn.execute(f"DELETE FROM {TABLE}")
+        conn.close()
+        assert ["2 facts have no vector: run `ctxslots reindex` to embed them (only them)"] == \
+            list(store.doctor().problems)
 
 
 def test_list_shows_newest_first_a_page_at_a_time(db_path, clock):

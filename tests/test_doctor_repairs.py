@@ -27,7 +27,7 @@ def test_stats_answers_on_each_engine(location):
         store.add("agent", "One fact to count.")
     result = CliRunner().invoke(cli, ["--db", location, "stats"])
     assert 0 == result.exit_code, result.output
-    assert "1 facts" in result.output
+    assert "1 fact (" in result.output
     engine = "PostgreSQL" if location.startswith("postgresql") else "SQLite"
     assert f"{engine} " in result.output and "None" not in result.output.splitlines()[1]
 

@@ -98,7 +98,7 @@ def test_a_vector_with_no_direction_never_breaks_a_search(vector_store, kind):
     assert "deploy note names the staging cluster" in reply
     report = vector_store.doctor()
     (line,) = report.problems
-    assert line.startswith("1 vectors have no direction") and "ctxslots reindex" in line
+    assert line.startswith("1 vector has no direction or is not of unit length") and "ctxslots reindex" in line
     assert 1 == report.vectors.unusable
 
 

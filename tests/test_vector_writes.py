@@ -125,7 +125,7 @@ def test_a_process_killed_before_the_vector_leaves_a_fact_doctor_reports(db_path
         assert ["The staging certificate expires in March."] == [
             h.fact.value for h in store.search("staging certificate")]
         report = store.doctor()
-        assert ["1 facts have no vector: run `ctxslots reindex` to embed them (only them)"] == list(report.problems)
+        assert ["1 fact has no vector: run `ctxslots reindex` to embed it (only it)"] == list(report.problems)
         assert 1 == store.reindex()
         assert store.doctor().ok and 1 == _vector_count(store)
 
@@ -144,7 +144,7 @@ def test_the_doctor_waits_a_bounded_time_for_the_vectors_a_hung_embedder_owes(db
         store.add("project", "Deploys run on Fridays.", scope="shop")
         report = store.doctor()  # returns with the gate still shut
         assert not embedder.gate.is_set() and [] == embedder.batches
-        assert ["1 facts have no vector"] == [p.split(":")[0] for p in report.problems]
+        assert ["1 fact has no vector"] == [p.split(":")[0] for p in report.problems]
         embedder.gate.set()
         assert store.wait_for_vectors()
         assert store.doctor().ok

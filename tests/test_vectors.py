@@ -209,7 +209,7 @@ def test_missing_vectors_and_broken_fts_are_reported(db_path):
         conn.close()
         report = store.doctor()
         assert not report.fts_in_sync
-        assert any("1 facts have no vector" in p for p in report.problems)
+        assert any("1 fact has no vector" in p for p in report.problems)
         store.reindex()
         assert store.doctor().ok
 

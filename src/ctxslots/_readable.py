@@ -5,6 +5,7 @@ a good match can be ``-1.4e-06``, and a fused score only orders one search. The
 trace text of ``ctxslots search`` and the markdown and HTML dumps show a share
 of the best relevance, ranks, ages in words (:func:`ctxslots.prompts.ages.days_in_words`)
 and multipliers with two decimals; the JSON dump and ``--json`` keep every raw value.
+A count is shown with its noun in the right number (:func:`count`).
 A time an entry point refuses is named as people write it (:func:`shown_moment`).
 """
 
@@ -13,7 +14,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-__all__ = ["TIME_RANGE", "multiplier", "share", "shown_moment"]
+__all__ = ["TIME_RANGE", "count", "multiplier", "share", "shown_moment"]
+
+
+def count(n: int, one: str, many: str | None = None) -> str:
+    """``n`` with the noun in the right number: "1 fact", "3 facts", "2 history entries"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def share(value: float | None) -> str:

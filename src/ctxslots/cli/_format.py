@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import time
 
-from .._readable import multiplier, share
+from .._readable import count, multiplier, share
 from ..model import Fact, Hit
 from ..prompts.ages import days_in_words
 from ..stores import DEFAULT_AGENT, DEFAULT_USER
 
 __all__ = ["count", "fact_line", "hit_line", "whose"]
-
-
-def count(n: int, one: str, many: str | None = None) -> str:
-    """``n`` with the noun in the right number: "1 fact", "3 facts", "2 history entries"."""
-    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def whose(slot: str, user: str | None, agent: str | None, scope: str | None) -> str:

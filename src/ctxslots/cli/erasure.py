@@ -10,7 +10,7 @@ import click
 
 from ..stores import ErasureReport, FactStore
 from ._app import CliContext, pass_cli_context
-from ._format import fact_line
+from ._format import count, fact_line
 from ._output import echo, terminal_safe
 from ._owners import owner_check_options
 from ._params import ID
@@ -90,8 +90,9 @@ def reset(app: CliContext, yes: bool) -> None:
     progress. The store stays, empty."""
     with app.open_store() as store:
         total = store.stats()
-        _confirm(f"erase all {total['facts']} facts and {total['archived']} archived facts "
-                 f"of {app.db_path}? This cannot be undone", yes)
+        _confirm(f"erase all {count(total['facts'], 'fact')} and "
+                 f"{count(total['archived'], 'archived fact')} of {app.db_path}? This cannot be "
+                 "undone", yes)
         _done(store.reset())
 
 

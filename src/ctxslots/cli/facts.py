@@ -142,9 +142,9 @@ def stats(app: CliContext, as_json: bool) -> None:
     if as_json:
         echo_json(data)
         return
-    echo(f"{data['path']}: {data['facts']} facts ({data['expired']} expired), "
-         f"{data['archived']} archived, {data['history']} replaced values, "
-         f"{data['size_bytes']} bytes")
+    echo(f"{data['path']}: {count(data['facts'], 'fact')} ({data['expired']} expired), "
+         f"{data['archived']} archived, {count(data['history'], 'replaced value')}, "
+         f"{count(data['size_bytes'], 'byte')}")
     echo(f"{_engine_line(data)}, schema {data['schema_version']}")
     for row in data["by_slot"]:
         slot = whose(row["slot"], row["user"], row["agent"], None)

@@ -21,6 +21,7 @@ from ..flusher.openai_client import MAX_TIMEOUT
 from ..model import MESSAGE_ROLES, Message
 from ..stores.owners import OwnerArgs
 from ._app import CliContext, pass_cli_context
+from ._format import count
 from ._output import echo, echo_json
 from ._owners import owner_options, scoped_slots
 from ._params import WholeNumber
@@ -212,7 +213,7 @@ def flush(
     if as_json:
         echo_json(reports)
     if failed:
-        raise click.ClickException(f"{failed} of {len(files)} conversations failed")
+        raise click.ClickException(f"{failed} of {count(len(files), 'conversation')} failed")
 
 
 def _message(exc: Exception) -> str:

@@ -233,7 +233,7 @@ def _head(file: Path) -> list[str]:
 
 
 def _counted_records(bar: Progress) -> Callable[[int], None]:
-    return lambda done: bar.set_note(f"{done:,} records")
+    return lambda done: bar.set_note(f"{done:,} record{'' if done == 1 else 's'}")
 
 
 def _import_jsonl(store: FactStore, file: Path, stdin: bool, options: dict[str, Any],

@@ -30,6 +30,7 @@ from typing import Any
 
 import attrs
 
+from .._readable import count
 from ..model import RELAXED_FILL, Hit
 
 __all__ = ["BELOW_CUT", "FILL_DEPTH", "MAX_FETCH", "RELAXED", "Gathered", "Wanted", "gather",
@@ -167,8 +168,8 @@ def _offered(hits: list[Hit], room: int, wanted: Wanted) -> Gathered | None:
         return None
     fill = sum(1 for h in hits[:enough] if h.trace.fill is not None)
     extra = f" ({fill} of them to fill the room)" if fill else ""
-    return Gathered(hits[:enough], f"offered {enough} facts{extra}, more than the {room} tokens "
-                                   "left hold (estimated); more match")
+    return Gathered(hits[:enough], f"offered {count(enough, 'fact')}{extra}, more than the "
+                                   f"{room} tokens left hold (estimated); more match")
 
 
 def gather(search: Search, wanted: Wanted, *, can_relax: Callable[[], bool]) -> Gathered:
@@ -199,14 +200,16 @@ def gather(search: Search, wanted: Wanted, *, can_relax: Callable[[], bool]) -> 
         if len(found) < want:
             break
         if want >= ceiling:
-            if limited:  # the overfetched hits, dropped for the limit, say it; without any:
+            if wanted.limit is not None:  # the overfetched hits, dropped for the limit, say
+                # it; without any:
                 return Gathered(hits, None if wanted.overfetch else
-                                f"offered its limit of {wanted.limit} facts; more may match")
+                                f"offered its limit of {count(wanted.limit, 'fact')}; more may "
+                                "match")
             return Gathered(hits, f"asked the store for at most {MAX_FETCH} facts")
         estimate = sum(low_estimate(wanted.line(h)) for h in hits)
         if estimate >= room:
-            return Gathered(hits, f"offered {len(hits)} facts, more than the {room} tokens left "
-                                  "hold (estimated); more match")
+            return Gathered(hits, f"offered {count(len(hits), 'fact')}, more than the {room} "
+                                  "tokens left hold (estimated); more match")
         # As many more as the lines found so far say the room needs, and some.
         per_line = max(1.0, estimate / max(1, len(hits)))
         want = min(ceiling, max(want * 5 // 4, want + int((room - estimate) / per_line * 1.25)

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._readable import count
 from ..errors import InvalidArgumentError
 from ..model import MESSAGE_ROLES, Message
 from ..stores import FactStore
@@ -131,7 +132,7 @@ def start_position(progress: Progress | None, messages: Sequence[Message]) -> tu
         return 0, None
     read, expected = progress
     if len(messages) < read:
-        return 0, (f"the conversation has {len(messages)} messages, fewer than the {read} "
+        return 0, (f"the conversation has {count(len(messages), 'message')}, fewer than the {read} "
                    "read before")
     if fingerprint(messages[:read]) != expected:
         return 0, f"messages 1-{read} changed since they were read (fingerprint mismatch)"

@@ -22,6 +22,7 @@ import jinja2
 
 from .._calendar import WEEKDAY_NAMES
 from .._checks import names, store_of
+from .._readable import count
 from .._sync import off_loop
 from ..errors import FlushError, InvalidArgumentError, InvalidFactError, StoreClosedError
 from ..model import Fact, Message
@@ -550,7 +551,7 @@ class MemoryFlusher:
             if reason is None and len(valid) >= cap:
                 # One transaction writes at most that many; past it the whole flush would
                 # fail on every try, and the conversation never be read further.
-                reason = (f"a flush applies at most {cap} operations (the store's "
+                reason = (f"a flush applies at most {count(cap, 'operation')} (the store's "
                           "Limits.max_batch); this one was not applied")
             if reason is not None:
                 rejected.append(Rejection(index=index, operation=op, reason=reason))

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from .._readable import count
 from ..errors import InvalidArgumentError
 from ..model import Fact, Message
 from ..tokens import DEFAULT_ENCODING, ENCODINGS, count_tokens
@@ -107,9 +108,9 @@ class FlushPolicy:
         messages = check_messages(messages)
         parts = []
         if self.every_n_turns is not None:
-            parts.append(f"{self.turns(messages)} of {self.every_n_turns} turns")
+            parts.append(f"{self.turns(messages)} of {count(self.every_n_turns, 'turn')}")
         if self.token_threshold is not None:
-            parts.append(f"{self.tokens(messages)} of {self.token_threshold} tokens")
+            parts.append(f"{self.tokens(messages)} of {count(self.token_threshold, 'token')}")
         return ", ".join(parts) or "every threshold is off"
 
 

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .._readable import multiplier, share
+from .._readable import count, multiplier, share
 from ..contributors.memory import NO_ROOM
 from ..model import AssembledPrompt, Fact, HitTrace
 from ..prompts.ages import days_in_words
@@ -346,8 +346,9 @@ def located_steps(facts: Facts) -> tuple[list[Step], bool]:
                           {"trace": trace.to_dict(), "hits": loc.hits, "best": loc.best}))
         return steps, True
     if not any(s.status == "fails" for s in steps):
-        reason = (f"no leg finds it among the {loc.depth} best matches" if pool is None else
-                  f"it is not among the first {loc.depth} hits")
+        reason = (f"no leg finds it among the {count(loc.depth, 'best match', 'best matches')}"
+                  if pool is None else
+                  f"it is not among the first {count(loc.depth, 'hit')}")
         steps.append(Step("search", "found by the search", "fails", reason, {}))
     if facts.decision is not None and (facts.decision["profile"] or _fill_of(facts.decision)):
         # A profile fact is shown whatever the message, and a relaxed search's find
@@ -396,9 +397,9 @@ def offered_steps(facts: Facts) -> list[Step]:
             return [Step("offer", "offered by its section", "fails",
                          f"it scores {share(ratio)} of the best match, under the section's "
                          f"cut of {share(min_share)} (min_share), so it waits behind the clear "
-                         f"matches as fill; the section offered {len(items)} found facts "
+                         f"matches as fill; the section offered {count(len(items), 'found fact')} "
                          f"before it stopped ({note})", found)]
     note = found["stopped"] or "it stopped there"
     return [Step("offer", "offered by its section", "fails",
-                 f"its search ranks it {trace.rank}, and the section offered {len(items)} "
-                 f"found facts before it stopped ({note})", found)]
+                 f"its search ranks it {trace.rank}, and the section offered "
+                 f"{count(len(items), 'found fact')} before it stopped ({note})", found)]

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from .._readable import count
 from .._readable import share as percent
 from ..errors import InvalidRequestError
 from .facts import Fact, HitTrace
@@ -401,8 +402,8 @@ def _section_counts(sections: tuple[SectionReport, ...]) -> str:
     """The sections in a repr: what became of each, not every item (a prompt of a large
     budget offers thousands, each with its fact and trace)."""
     return "(" + ", ".join(
-        f"<{s.name}: {s.status}, {sum(1 for d in s.items if d.kept)} of {len(s.items)} "
-        f"items, {s.tokens} tokens>" for s in sections) + ")"
+        f"<{s.name}: {s.status}, {sum(1 for d in s.items if d.kept)} of "
+        f"{count(len(s.items), 'item')}, {count(s.tokens, 'token')}>" for s in sections) + ")"
 
 
 @attrs.frozen

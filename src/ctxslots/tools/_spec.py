@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from .._json_fields import DECODER, DuplicateFieldError
+from .._readable import count
 from ..errors import ArgumentError
 
 __all__ = ["ArgumentError", "Param", "ToolSpec", "parse_arguments", "whole"]
@@ -178,7 +179,8 @@ class Param:
                 raise ArgumentError(f"each of '{self.name}' must be {self._item_words()}; not "
                                     f"{json.dumps(item, ensure_ascii=False)[:80]}")
         if self.max_length is not None and len(value) > self.max_length:
-            raise ArgumentError(f"'{self.name}' must have at most {self.max_length} items, "
+            raise ArgumentError(f"'{self.name}' must have at most "
+                                f"{count(self.max_length, 'item')}, "
                                 f"not {len(value)}")
         return list(value)
 

@@ -22,6 +22,7 @@ from ..._http import (
     split_credentials,
     url_problem,
 )
+from ..._readable import count
 from ..._secrets import safe_url, scrub
 from ...errors import EmbedderError
 from ._base import EmbedderSpecError, Vectors, as_texts, normalize_rows
@@ -198,7 +199,8 @@ class OpenAIEmbedder:
         if not isinstance(data, list):
             raise self._fail(f"reply has no 'data' list: {str(reply)[:200]}")
         if len(data) != expected:
-            raise self._fail(f"sent {expected} texts, got {len(data)} embeddings back")
+            raise self._fail(f"sent {count(expected, 'text')}, got "
+                             f"{count(len(data), 'embedding')} back")
         if not all(isinstance(item, dict) and isinstance(item.get("embedding"), list) for item in data):
             raise self._fail("every item of 'data' needs an 'embedding' list of numbers")
         indexes = [item.get("index", position) for position, item in enumerate(data)]

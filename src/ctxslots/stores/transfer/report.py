@@ -6,14 +6,11 @@ from typing import Any
 
 import attrs
 
+from ..._readable import count as _count
 from ...errors import InvalidImportError
 from ..embedders.binding import spec_of_model
 
 __all__ = ["ImportIssue", "ImportReport", "InvalidImportError"]
-
-
-def _count(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 @attrs.frozen

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from ..._readable import count
 from ...errors import EmbedderError, StoreDamagedError
 from ..backend import BadValue, FactFilter, VectorRow
 from ..core import StoreCore
@@ -97,16 +98,23 @@ def _vector_problems(state: IndexState) -> list[str]:
                  "with another one")]
     problems = []
     if state.missing:
-        problems.append(f"{state.missing} facts have no vector: run `ctxslots reindex` to "
-                        "embed them (only them)")
+        one = state.missing == 1
+        them = "it (only it)" if one else "them (only them)"
+        problems.append(f"{count(state.missing, 'fact')} {'has' if one else 'have'} no vector: "
+                        f"run `ctxslots reindex` to embed {them}")
     if state.orphans:
-        problems.append(f"{state.orphans} vectors belong to no fact: run `ctxslots reindex`")
+        problems.append(f"{count(state.orphans, 'vector')} "
+                        f"{'belongs' if state.orphans == 1 else 'belong'} to no fact: run "
+                        "`ctxslots reindex`")
     if state.unusable:
+        one = state.unusable == 1
         problems.append(
-            f"{state.unusable} vectors have no direction or are not of unit length (all zeros, "
-            "values too large, too small or not finite, or another dimension): searches skip "
-            "them; run `ctxslots reindex` to embed their facts again (an embedder that gives "
-            "such a vector again cannot embed that text)")
+            f"{count(state.unusable, 'vector')} {'has' if one else 'have'} no direction or "
+            f"{'is' if one else 'are'} not of unit length (all zeros, values too large, too "
+            "small or not finite, or another dimension): searches skip "
+            f"{'it' if one else 'them'}; "
+            f"run `ctxslots reindex` to embed {'its fact' if one else 'their facts'} again (an "
+            "embedder that gives such a vector again cannot embed that text)")
     return problems
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from ..._checks import names, one_of, whole
-from ..._readable import TIME_RANGE, shown_moment
+from ..._readable import TIME_RANGE, count, shown_moment
 from ..._secrets import redact
 from ...errors import InvalidArgumentError, InvalidFactError
 from ...model import to_timestamp
@@ -412,7 +412,8 @@ class Limits:
             out[tag] = None
         if len(out) > self.max_tags:
             raise InvalidFactError(
-                f"{len(out)} tags, over the limit of {self.max_tags}", field="tags", value=tags
+                f"{count(len(out), 'tag')}, over the limit of {self.max_tags}", field="tags",
+                value=tags,
             )
         return "\n".join(out)
 

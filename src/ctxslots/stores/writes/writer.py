@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from ..._readable import count
 from ...errors import (
     DuplicateKeyError,
     FactNotFoundError,
@@ -205,8 +206,8 @@ class Writer:
         self._open.written = getattr(self._open, "written", 0) + 1
         if self._open.written > self.limits.max_batch:
             raise InvalidFactError(
-                f"a batch may write at most {self.limits.max_batch} facts; split it into smaller "
-                "batches (nothing from this batch was written)",
+                f"a batch may write at most {count(self.limits.max_batch, 'fact')}; split it into "
+                "smaller batches (nothing from this batch was written)",
                 field="batch", value=self._open.written,
             )
 
