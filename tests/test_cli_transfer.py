@@ -260,6 +260,29 @@ def test_malformed_import_is_one_error_line_and_writes_nothing(tmp_path, db_path
     assert "imported 1 fact," in result.stdout
 
 
+def test_a_failed_import_or_remember_leaves_no_new_store_file(tmp_path):
+    """A malformed file imported into a new --db (or a refused remember) made an empty
+    store file there before failing; now the file the command made is removed again,
+    and a store that was there before stays, empty or not."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "ctxslots-facts", "version": 1}\n{"slot": "user", "value": 7}\n',
+                   encoding="utf-8")
+    new = tmp_path / "new.db"
+    result = CliRunner().invoke(cli, ["--db", str(new), "import", str(bad)])
+    assert 1 == result.exit_code and "line 2: value must be a non-empty string" in result.output
+    assert [] == sorted(p.name for p in tmp_path.glob("new.db*"))
+    result = CliRunner().invoke(cli, ["--db", str(new), "remember", "nope", "A value."])
+    assert 1 == result.exit_code and "unknown slot 'nope'" in result.output
+    assert not new.exists()
+
+    FactStore(new).close()  # an empty store made before: kept
+    result = CliRunner().invoke(cli, ["--db", str(new), "import", str(bad)])
+    assert 1 == result.exit_code and new.exists()
+    result = CliRunner().invoke(cli, ["--db", str(new), "remember", "nope", "A value."])
+    assert 1 == result.exit_code and new.exists()
+    assert 0 == run("--db", str(new), "remember", "user", "The user is Ada.").exit_code
+
+
 @pytest.mark.parametrize(("args", "words"), [
     (["import", "facts.txt"], "--format"),
     (["import", "facts.jsonl", "--scope", "repo"], "Markdown imports only"),

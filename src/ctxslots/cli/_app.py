@@ -8,6 +8,7 @@ command module depends on another.
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import inspect
 import logging
@@ -91,8 +92,8 @@ class CliContext:
         return pm
 
     @contextmanager
-    def open_store(self, *, long_running: bool = False, create: bool = False
-                   ) -> Iterator[FactStore]:
+    def open_store(self, *, long_running: bool = False, create: bool = False,
+                   undo_create: bool = False) -> Iterator[FactStore]:
         """Open the store with the chosen embedder (a plugin's too, through
         ``register_embedders``) and the plugins' ``rerank_hits``; close it afterwards.
 
@@ -100,7 +101,46 @@ class CliContext:
             one-shot command reads the vector table directly.
         :param create: Create a missing store (commands that write); otherwise
             a missing store is one error line naming it, and nothing is created.
+        :param undo_create: With ``create``, for a command that writes in one
+            transaction (so a failed one wrote nothing): when it fails (an error,
+            Ctrl-C) on a SQLite file this call made, and the store holds nothing, the
+            file is removed again, so a bad input leaves no empty store behind. A file
+            that existed before is never removed.
         """
+        made = create and undo_create and self._made_file()
+        empty = True
+        try:
+            with self._opened(long_running, create) as store:
+                try:
+                    yield store
+                except BaseException:
+                    if made:
+                        empty = _holds_nothing(store)
+                    raise
+        except BaseException:
+            if made and empty:
+                for end in ("", "-wal", "-shm", "-journal"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(self.db_path + end)
+            raise
+
+    def _made_file(self) -> bool:
+        """Create the store's SQLite file, empty and readable by its owner only, if it is
+        missing; whether this call made it (``False`` for a URL, an existing file, or one
+        that cannot be made here: the store then makes it, or says why it cannot)."""
+        from ..stores.postgres import is_postgres_url
+
+        if is_postgres_url(self.db_path):
+            return False
+        try:
+            os.close(os.open(self.db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except OSError:
+            return False
+        return True
+
+    @contextmanager
+    def _opened(self, long_running: bool, create: bool) -> Iterator[FactStore]:
+        """The store, as :meth:`open_store` describes."""
         from ..plugins import embedder_factories, reranker_from_plugins
         from ..stores.embedders import EmbedderChoice
 
@@ -123,6 +163,16 @@ class CliContext:
         owners = slot_owners(self.plugin_manager())
         return Limits(slots=tuple(owners), strict_slots=not self.free_slots,
                       slot_owners=owners)
+
+
+def _holds_nothing(store: FactStore) -> bool:
+    """Whether ``store`` holds no fact, archived fact or replaced value (``False`` when it
+    cannot tell)."""
+    try:
+        counts = store.stats()
+    except CtxslotsError:
+        return False
+    return not (counts["facts"] or counts["archived"] or counts["history"])
 
 
 #: Decorator giving a command the :class:`CliContext` as its first argument.

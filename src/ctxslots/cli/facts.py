@@ -50,7 +50,8 @@ def remember(
     (--scope), an agent fact to an agent (--agent) and optionally a workspace;
     naming an owner the slot does not have is refused.
     """
-    with app.open_store(create=True) as store:
+    # One write: a refused one leaves no new store file behind.
+    with app.open_store(create=True, undo_create=True) as store:
         owners = OwnerArgs(scope=scope, user=user, agent=agent)
         opts: dict[str, Any] = {**owners, "tags": _split_tags(tags),
                                 "confidence": confidence, "source": "cli", "context": context}

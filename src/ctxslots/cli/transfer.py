@@ -155,7 +155,8 @@ def import_(
 
 def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None,
             owners: OwnerArgs, skip_invalid: bool) -> ImportReport:
-    with app.open_store(create=True) as store, Progress("importing") as bar:
+    # One transaction: a failed import leaves no new store file behind.
+    with app.open_store(create=True, undo_create=True) as store, Progress("importing") as bar:
         try:
             if fmt == "jsonl":
                 report = _import_jsonl(store, file, stdin, {"skip_invalid": skip_invalid,
