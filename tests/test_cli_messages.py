@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 from click.testing import CliRunner
 
-from ctxslots import FactStore, InvalidArgumentError, StoreError
+from ctxslots import ANY, FactStore, InvalidArgumentError, StoreError
 from ctxslots.cli import cli
 
 BIG = "9" * 5000
@@ -332,12 +332,35 @@ def test_an_empty_slot_scope_or_conversation_is_refused_not_taken_as_left_out(db
     chat = tmp_path / "chat.jsonl"
     chat.write_text('{"role": "user", "content": "I like tea."}\n', encoding="utf-8")
     cases = [(("import", str(notes), "--slot", ""), "slot must be a non-empty string"),
-             (("import", str(notes), "--scope", ""), "scope must be None or a non-empty"),
              (("flush", str(chat), "--conversation", "", "--base-url",
                "http://127.0.0.1:9/v1", "--model", "m"), "conversation must be a non-empty")]
     for args, said in cases:
         result = _run("--db", str(db_path), *args)
         assert 1 == result.exit_code, (args, result.output)
         assert said in _one_error_line(result), args
+    result = _run("--db", str(db_path), "import", str(notes), "--scope", "")
+    assert 2 == result.exit_code and "Error: --scope must not be blank" in result.output
     with FactStore(db_path) as store:
         assert [] == store.facts()
+
+
+@pytest.mark.parametrize("args", [
+    ("remember", "project", "A note.", "--scope", ""), ("remember", "user", "A note.", "--user", " "),
+    ("search", "note", "--scope", " "), ("list", "--agent", ""), ("get", "1", "--scope", ""),
+    ("export", "--scope", ""), ("erase", "--user", "", "--yes"), ("assemble", "hi", "--scope", ""),
+    ("mcp", "--scope", ""),
+])
+def test_a_blank_owner_option_is_named_as_the_command_line_names_it(db_path, args):
+    """`--scope ""` was refused with "scope must be None or a non-empty string", naming
+    Python's None to a command-line user; every command names the option instead."""
+    with FactStore(db_path) as store:
+        store.add("project", "A note.")
+    option = args[args.index("") - 1] if "" in args else args[args.index(" ") - 1]
+    result = _run("--db", str(db_path), *args)
+    assert 2 == result.exit_code, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error: ")]
+    assert 1 == len(errors) and errors[0].startswith(f"Error: {option} must not be blank: "), \
+        result.output
+    assert "None" not in result.output
+    with FactStore(db_path) as store:
+        assert ["A note."] == [f.value for f in store.facts(scope=ANY)]

@@ -180,14 +180,18 @@ def test_mcp_command_without_the_sdk_says_how_to_install(tmp_path):
 
 
 def test_mcp_command_refuses_a_bad_scope(tmp_path):
-    """A malformed --scope is one error line and exit status 1, before anything is served."""
+    """A malformed --scope is one error line and exit status 1, a blank one a usage error
+    (exit status 2), before anything is served."""
     from click.testing import CliRunner
 
     from ctxslots.cli import cli
 
-    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "mcp", "--scope", ""])
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "mcp", "--scope", "a\nb"])
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and "scope" in result.output
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "mcp", "--scope", ""])
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: --scope must not be blank")
 
 
 #: Lines the SDK cannot read, with the id and the code of the error answering each: the

@@ -7,17 +7,39 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["READ_AS", "WRITE_AS", "owner_check_options", "owner_options", "scoped_slots"]
+__all__ = ["READ_AS", "WRITE_AS", "not_blank", "owner_check_options", "owner_options",
+           "scope_option", "scoped_slots"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def not_blank(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse a blank ``--scope``, ``--user`` or ``--agent`` (an unset shell variable) in
+    the command line's words, not the library's: left out, the option has its default.
+
+    :raises click.UsageError: The value is empty or only spaces.
+    """
+    if value is not None and not value.strip():
+        option = param.opts[0] if param.opts else param.name
+        raise click.UsageError(f"{option} must not be blank: leave it out, or name "
+                               f"{_NAMED.get(str(param.name), 'one')}", ctx=ctx)
+    return value
+
+
+_NAMED = {"scope": "a workspace", "user": "a user", "agent": "an agent"}
+
+
+def scope_option(help_text: str) -> Callable[[F], F]:
+    """Give a command ``--scope`` (passed as ``scope``), refused when blank."""
+    return click.option("--scope", help=help_text, callback=not_blank)
 
 
 def owner_options(user_help: str, agent_help: str) -> Callable[[F], F]:
     """Give a command ``--user`` and ``--agent`` (passed as ``user`` and ``agent``)."""
 
     def decorate(command: F) -> F:
-        command = click.option("--agent", help=agent_help)(command)
-        return click.option("--user", help=user_help)(command)
+        command = click.option("--agent", help=agent_help, callback=not_blank)(command)
+        return click.option("--user", help=user_help, callback=not_blank)(command)
 
     return decorate
 
@@ -34,12 +56,12 @@ WRITE_AS = ("The user a user fact belongs to (default: the store's default user)
 def owner_check_options(command: F) -> F:
     """Give a command reaching a fact by id ``--user``, ``--agent`` and ``--scope``: only a
     fact these owners see is found (passed as ``user``, ``agent``, ``scope``)."""
-    command = click.option("--scope", help="Only a fact this workspace sees (its own or a "
-                           "global one; default: any).")(command)
+    command = scope_option("Only a fact this workspace sees (its own or a global one; "
+                           "default: any).")(command)
     command = click.option("--agent", help="Only a fact this agent sees (its own or one of "
-                           "no agent; default: any).")(command)
+                           "no agent; default: any).", callback=not_blank)(command)
     return click.option("--user", help="Only a fact this user sees (theirs or one of no "
-                        "user; default: any owner's).")(command)
+                        "user; default: any owner's).", callback=not_blank)(command)
 
 
 def scoped_slots(store: Any, slots: Sequence[str]) -> set[str]:

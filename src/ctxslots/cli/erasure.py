@@ -12,7 +12,7 @@ from ..stores import ErasureReport, FactStore
 from ._app import CliContext, pass_cli_context
 from ._format import count, fact_line
 from ._output import echo, terminal_safe
-from ._owners import owner_check_options
+from ._owners import not_blank, owner_check_options, scope_option
 from ._params import ID
 
 __all__ = ["register"]
@@ -54,9 +54,9 @@ def delete(app: CliContext, fact_id: int, user: str | None, agent: str | None,
 
 
 @click.command()
-@click.option("--user", help="Erase everything of this user.")
-@click.option("--agent", help="Erase everything of this agent.")
-@click.option("--scope", help="Erase everything of this workspace.")
+@click.option("--user", callback=not_blank, help="Erase everything of this user.")
+@click.option("--agent", callback=not_blank, help="Erase everything of this agent.")
+@scope_option("Erase everything of this workspace.")
 @_YES
 @pass_cli_context
 def erase(app: CliContext, user: str | None, agent: str | None, scope: str | None,

@@ -14,7 +14,7 @@ from ..stores.owners import OwnerArgs
 from ._app import CliContext, pass_cli_context
 from ._format import count, fact_line, hit_line, whose
 from ._output import echo, echo_json
-from ._owners import READ_AS, WRITE_AS, owner_check_options, owner_options
+from ._owners import READ_AS, WRITE_AS, owner_check_options, owner_options, scope_option
 from ._params import ID, WholeNumber
 
 __all__ = ["register"]
@@ -29,7 +29,7 @@ def _split_tags(tags: str | None) -> list[str]:
 @click.argument("value")
 @click.option("--key", help="Key, unique per slot and owners: a second write replaces the value.")
 @click.option("--tags", help="Comma-separated tags.")
-@click.option("--scope", help="Workspace a project or agent fact belongs to (default: global).")
+@scope_option("Workspace a project or agent fact belongs to (default: global).")
 @owner_options(*WRITE_AS)
 @click.option("--confidence", type=float, default=1.0, show_default=True,
               help="How sure the fact is, from 0 to 1; it multiplies the fact's score.")
@@ -68,7 +68,7 @@ def remember(
 @click.command()
 @click.argument("query")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
-@click.option("--scope", help="Workspace to search (global facts are always included).")
+@scope_option("Workspace to search (global facts are always included).")
 @owner_options(*READ_AS)
 @click.option("--limit", type=WholeNumber(1, 1000), default=10, show_default=True,
               help="Most hits to show (1 to 1000).")
@@ -179,7 +179,7 @@ def _age(fact: Fact, now: float) -> str:
 
 @click.command("list")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
-@click.option("--scope", help="Only this workspace and global facts (default: every scope).")
+@scope_option("Only this workspace and global facts (default: every scope).")
 @owner_options("Only this user's facts and facts of no user (default: every user's).",
                "Only this agent's facts and facts of no agent (default: every agent's).")
 @click.option("--limit", type=WholeNumber(1, 1000), default=20, show_default=True,

@@ -23,7 +23,7 @@ from ..stores.owners import OwnerArgs
 from ._app import CliContext, pass_cli_context
 from ._format import count
 from ._output import echo, echo_json
-from ._owners import owner_options, scoped_slots
+from ._owners import owner_options, scope_option, scoped_slots
 from ._params import WholeNumber
 from ._progress import Progress
 
@@ -113,7 +113,7 @@ def _seconds(_ctx: click.Context, _param: click.Parameter, value: float) -> floa
                 type=click.Path(exists=True, path_type=Path))
 @click.option("--conversation", help="Conversation id (default: derived from the file's path; "
                                      "only with one file).")
-@click.option("--scope", help="Workspace of project facts (default: global).")
+@scope_option("Workspace of project facts (default: global).")
 @click.option("--slot", "slots", multiple=True,
               help="A slot the model may write (repeatable; default: user, project, agent).")
 @owner_options("Whose conversation: user facts are theirs (default: the store's default user).",

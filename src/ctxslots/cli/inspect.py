@@ -9,7 +9,7 @@ import click
 
 from ._app import CliContext, pass_cli_context
 from ._output import echo, echo_json
-from ._owners import READ_AS, owner_options
+from ._owners import READ_AS, owner_options, scope_option
 from ._params import ID, Moment, WholeNumber
 
 __all__ = ["register"]
@@ -18,7 +18,7 @@ __all__ = ["register"]
 @click.command()
 @click.argument("fact_id", type=ID)
 @click.argument("message")
-@click.option("--scope", help="Workspace of the turn (default: global facts only).")
+@scope_option("Workspace of the turn (default: global facts only).")
 @owner_options(*READ_AS)
 @click.option("--budget", type=WholeNumber(1), default=2000, show_default=True,
               help="Token budget of the assembled context.")

@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from ._app import CliContext, pass_cli_context
-from ._owners import owner_options, scoped_slots
+from ._owners import owner_options, scope_option, scoped_slots
 from ._params import WholeNumber
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ __all__ = ["register"]
 
 
 @click.command()
-@click.option("--scope", default=None, help="The agent's workspace (default: global facts only).")
+@scope_option("The agent's workspace (default: global facts only).")
 @click.option("--slot", "slots", multiple=True,
               help="A slot the tools may use (repeatable; default: user, project, agent).")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio",

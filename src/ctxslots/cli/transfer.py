@@ -25,7 +25,7 @@ from ..stores.transfer.markdown_memory import heading_scope, scope_dirname
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
 from ._output import SafeWriter, echo, echo_json
-from ._owners import owner_options
+from ._owners import owner_options, scope_option
 from ._progress import CountingReader, CountingWriter, Progress
 from ._signals import interrupted
 
@@ -43,7 +43,7 @@ _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
               help="JSONL: a file. Markdown: a directory of one file per slot, or one file "
                    "when the name ends in .md (default, or -: standard output).")
 @click.option("--slot", "slots", multiple=True, help="Only this slot (repeatable).")
-@click.option("--scope", help="Only this scope (default: every scope, global facts included).")
+@scope_option("Only this scope (default: every scope, global facts included).")
 @owner_options("JSONL: only this user's own facts (default: every user's). Markdown: this "
                + "user's view, their facts and the shared ones (default: the default user).",
                "As --user, for an agent's lessons.")
@@ -119,7 +119,7 @@ def _format_of(path: Path, stdin: bool, fmt: str | None) -> str:
               help="Default: from the suffix (.jsonl, .md); jsonl for standard input.")
 @click.option("--slot", help="Markdown: the slot to import into (default: the file name, "
                              "as in user.md).")
-@click.option("--scope", help="Markdown: the scope to import into (default: the one the "
+@scope_option("Markdown: the scope to import into (default: the one the "
                               "file's title names, '# project (scope: NAME)', else the one "
                               "its folder scopes/NAME/ names, else global).")
 @owner_options("The user of every user fact imported (default: JSONL, each record's own; "
