@@ -471,6 +471,26 @@ def test_markdown_round_trip_keeps_values_keys_and_tags(rich, tmp_path, clock):
         assert (0, 3) == (again.added, again.skipped_duplicates)
 
 
+def test_import_markdown_reads_the_scope_its_title_names(tmp_path):
+    """Without ``scope=``, ``import_markdown`` put the facts of a ``# project (scope:
+    repo)`` file in the global scope, where ``ctxslots import`` puts them in ``repo``; a
+    file and a text now read into the title's scope, and a scope given wins, as
+    ``--scope`` does."""
+    text = "<!-- notes -->\n# project (scope: repo)\n\n- Deploys run on Friday.\n"
+    path = tmp_path / "project.md"
+    path.write_text(text, encoding="utf-8")
+    with FactStore(tmp_path / "md.db") as store:
+        assert 1 == store.import_markdown(path, slot="project").added
+        assert 1 == store.import_markdown(text.replace("Friday", "Monday"), slot="project").added
+        assert 1 == store.import_markdown(text.replace("Friday", "Sunday"), slot="project",
+                                          scope="shop").added
+        assert 1 == store.import_markdown("# project\n\n- Tests run nightly.\n",
+                                          slot="project").added
+        shown = sorted((f.value, f.scope) for f in store.facts(scope=ANY))
+    assert [("Deploys run on Friday.", "repo"), ("Deploys run on Monday.", "repo"),
+            ("Deploys run on Sunday.", "shop"), ("Tests run nightly.", None)] == shown
+
+
 def test_markdown_directory_layout_round_trips(rich, tmp_path, clock):
     """A directory export writes slot files and scope subdirectories that import back."""
     paths = rich.export_markdown(tmp_path / "out")

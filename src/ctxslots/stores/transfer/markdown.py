@@ -7,6 +7,7 @@ facts already in the store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ from .import_writer import Progress, run_import
 from .jsonl_records import import_owners
 from .markdown_files import write_directory
 from .markdown_import import file_lines, markdown_source, read_markdown
-from .markdown_memory import MarkdownReader, render_bullet, render_file
+from .markdown_memory import MarkdownReader, heading_scope, render_bullet, render_file
 from .report import ImportReport
 from .selection import export_filter
 
@@ -149,7 +150,11 @@ def import_markdown(
         nothing is written.
     :param scope: The workspace of the facts (slots that have one, and a user's
         slot: the file an export writes under ``scopes/`` for the user facts an
-        older release kept in a scope reads back into that scope).
+        older release kept in a scope reads back into that scope). ``None``: the
+        scope the file's title names (``# project (scope: repo)``, as an export
+        writes: its first heading outside code blocks and comments, above any
+        bullet), else global. A scope given wins over the title's, as
+        ``ctxslots import --scope`` does.
     :param user: The user of the facts (a user's slot; ``None``: the store's default).
     :param agent: The agent of the facts (an agent's slot; ``None``: the store's default).
     :raises InvalidFactError: ``slot`` or an owner is malformed, an owner is named
@@ -158,14 +163,20 @@ def import_markdown(
         ``"notes/MEMORY.md"``, is refused rather than imported as text).
     """
     slot = core.limits.slot(slot)
-    owners = Owners(user, agent, scope)
-    import_owners(core.limits, slot, user=user, agent=agent, scope=scope,
-                  default_user=core.writer.default_user, default_agent=core.writer.default_agent)
     path, text = markdown_source(path_or_text)
     longest = core.limits.max_import_line_chars
     # Text read from a file or a pipe may still start with its byte-order mark.
     lines = file_lines(path, longest) if path is not None \
         else (text or "").removeprefix("\ufeff").split("\n")
+    if scope is None:  # the scope an export's title names
+        if path is None:
+            scope = heading_scope(lines, slot)
+        else:
+            with contextlib.closing(file_lines(path, longest)) as head:
+                scope = heading_scope(head, slot)
+    owners = Owners(user, agent, scope)
+    import_owners(core.limits, slot, user=user, agent=agent, scope=scope,
+                  default_user=core.writer.default_user, default_agent=core.writer.default_agent)
     reader = MarkdownReader(slot, core.limits.max_tag_chars,
                             other_slots=frozenset(core.limits.slots))
     source = f"markdown:{path.name}" if path is not None else "markdown"

@@ -7,7 +7,7 @@ limited by memory, nor its number of bullets by anything but time.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -55,7 +55,7 @@ def _names_a_missing_file(text: str) -> bool:
             or (" " not in line and ("/" in line or os.sep in line)))
 
 
-def file_lines(path: Path, longest: int) -> Iterator[str]:
+def file_lines(path: Path, longest: int) -> Generator[str, None, None]:
     """The lines of a UTF-8 file, read one at a time (a byte-order mark dropped).
 
     :param longest: The most bytes a line may hold: a longer one (a file with no
