@@ -36,6 +36,40 @@ def test_search_trace_shows_ranks_shares_and_ages_not_raw_scores(db_path):
     assert not E_NOTATION.search(out), out
 
 
+def test_search_trace_names_the_multiplier_and_the_link_that_brought_a_hit(db_path):
+    """The trace lines left out the multipliers of a trace's ``extra`` (a period named
+    in the query) and the fact whose co-recall link pulled a hit in, which the dumps
+    show: a hit ranked by them read as if nothing had."""
+    import datetime as dt
+
+    year = dt.datetime.now(dt.UTC).year - 1
+    with FactStore(db_path) as store:
+        billing = store.add("project", "The billing service deploys with the blue pipeline.",
+                            scope="x").id
+        cache = store.add("project", "The cache must be warmed before traffic returns.",
+                          scope="x").id
+        for _ in range(3):  # found together, then one reinforced: a co-recall link
+            assert {billing, cache} == {h.fact.id for h in store.search("billing cache",
+                                                                        scope="x")}
+            store.reinforce(billing)
+        july = store.add("project", "The deploy failed twice.", scope="shop",
+                         observed_at=dt.datetime(year, 7, 12, tzinfo=dt.UTC)).id
+        store.add("project", "The shop deploy of the shop moved to Fridays.", scope="shop")
+
+    def lines(query, scope):
+        out = CliRunner().invoke(cli, ["--db", str(db_path), "search", query, "--scope", scope],
+                                 catch_exceptions=False).output.splitlines()
+        return {int(re.search(r"\[id:(\d+)\]", head)[1]): trace
+                for head, trace in zip(out[::2], out[1::2], strict=True)}
+
+    linked = lines("billing deploy", "x")
+    assert linked[cache].endswith(f"; pulled in by its co-recall link to fact {billing}")
+    assert "co-recall" not in linked[billing]
+    period = lines(f"What happened to the shop deploy in July {year}?", "shop")
+    assert period[july].endswith("confidence 1.00; period ×2.00"), period[july]
+    assert ["×" in trace for trace in period.values()].count(True) == 1
+
+
 def test_markdown_and_html_dumps_show_no_scientific_notation(db_path):
     """The dumps show shares, ranks and ages in words; the JSON dump keeps the raw BM25."""
     _tiny_store(db_path)

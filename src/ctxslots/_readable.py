@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Mapping
 
-__all__ = ["TIME_RANGE", "count", "multiplier", "share", "shown_moment"]
+__all__ = ["LIFTS", "TIME_RANGE", "count", "lifts", "multiplier", "share", "shown_moment"]
 
 
 def count(n: int, one: str, many: str | None = None) -> str:
@@ -40,6 +41,19 @@ def multiplier(value: float | None) -> str:
     if 0 < value < 0.005:
         return "<0.01"
     return f"{value:.2f}"
+
+
+#: The multipliers of a hit's ranking a trace's ``extra`` may hold, besides decay,
+#: reinforcement and confidence (``docs/storage.md``, "Ranking"), in the order shown.
+LIFTS = ("period", "common_word", "common_subject", "episode", "boost")
+
+
+def lifts(extra: Mapping[str, float] | None) -> str:
+    """The ranking multipliers of a trace's ``extra`` beyond decay, reinforcement and
+    confidence ("episode ×1.30, boost ×2.00"); empty when it has none."""
+    extra = extra or {}
+    return ", ".join(f"{name.replace('_', ' ')} ×{multiplier(extra[name])}"
+                     for name in LIFTS if name in extra)
 
 
 #: The times a store keeps, to the second, as an error names them: a moment written in

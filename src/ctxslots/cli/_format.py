@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .._readable import count, multiplier, share
+from .._readable import count, lifts, multiplier, share
 from ..model import Fact, Hit
 from ..prompts.ages import days_in_words
 from ..stores import DEFAULT_AGENT, DEFAULT_USER
@@ -36,12 +36,15 @@ def fact_line(fact: Fact, now: float | None = None) -> str:
 
 def hit_line(hit: Hit, best: float | None) -> str:
     """Two lines for a search hit: the fact, then how it scored, in words a person reads
-    (and, for an archived fact, why it moved to the archive).
+    (the multipliers beyond decay, reinforcement and confidence that moved it, the
+    fact whose co-recall link pulled it in, and, for an archived fact, why it moved to
+    the archive).
 
     :param best: The best relevance of the same search; the hit's relevance is
         shown as a share of it.
     """
     t = hit.trace
+    lifted = lifts(t.extra)
     relevance = share(t.relevance / best) if best and best > 0 else "–"
     words = f"words #{t.bm25_rank}" if t.bm25_rank is not None else "words -"
     meaning = (f"meaning #{t.vector_rank} (cosine {t.cosine:.2f})"
@@ -51,6 +54,9 @@ def hit_line(hit: Hit, best: float | None) -> str:
         f"    relevance {relevance} ({words}, {meaning}); "
         f"age {days_in_words(t.age_days)}; decay {multiplier(t.decay)}, "
         f"reinforcement {multiplier(t.reinforcement)}, confidence {multiplier(t.confidence)}"
+        + (f"; {lifted}" if lifted else "")
+        + (f"; pulled in by its co-recall link to fact {t.linked_from}"
+           if t.linked_from is not None else "")
         + (f"; hides {t.hides} near-duplicate{'' if t.hides == 1 else 's'}" if t.hides else "")
         + (f"; moved here from #{int(t.extra['reranked_from'])} by a reranker"
            if "reranked_from" in t.extra else "")

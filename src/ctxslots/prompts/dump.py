@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from .._readable import multiplier, share
+from .._readable import lifts, share
 from ..errors import InvalidRequestError
 from . import default_environment, render_template
 from .ages import days_in_words
@@ -47,17 +47,10 @@ def _days(value: float | None) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
-#: The multipliers of a hit's ranking a trace's ``extra`` may hold, besides decay,
-#: reinforcement and confidence (``docs/storage.md``, "Ranking"), in the order shown.
-_LIFTS = ("period", "common_word", "common_subject", "episode", "boost")
-
-
 def _lifts(trace: dict[str, Any]) -> str:
     """The ranking multipliers of a dumped trace beyond decay, reinforcement and
     confidence ("episode ×1.30, boost ×2.00"); empty when it has none."""
-    extra = trace.get("extra") or {}
-    return ", ".join(f"{name.replace('_', ' ')} ×{multiplier(extra[name])}"
-                     for name in _LIFTS if name in extra)
+    return lifts(trace.get("extra"))
 
 
 def _percent(part: int, whole: int) -> float:
