@@ -294,6 +294,24 @@ def test_the_prompt_lab_and_why_not(served):
     assert 200 == client.get(base + "/lab").status_code  # the empty form
 
 
+def test_the_lab_assembles_a_blank_message_as_the_command_does(served):
+    """A lab form sent with a blank message showed the form again and nothing else, where
+    ``ctxslots assemble ""`` prints the prompt of what is shown without a message: the
+    lab now assembles the same prompt and says it had no message."""
+    client, base, _, location = served
+    cli_text = CliRunner().invoke(cli, ["--db", location, "assemble", "", "--user", "ada"],
+                                  catch_exceptions=False).output
+    assert "The user is called Ada" in cli_text
+    lab = client.get(base + "/lab", params={"message": "", "user": "ada", "budget": "2000"})
+    assert 200 == lab.status_code
+    assert 'id="no-message"' in lab.text
+    shown = re.search(r'<pre class="prompt" id="prompt-text">(.*?)</pre>', lab.text, re.DOTALL)
+    assert shown is not None
+    assert cli_text.rstrip("\n") == html.unescape(shown.group(1)).rstrip("\n")
+    opened = client.get(base + "/lab", params={"user": "ada"})  # no form sent: none
+    assert 200 == opened.status_code and 'id="prompt-text"' not in opened.text
+
+
 def test_the_lab_and_why_take_a_safety_margin_and_an_answer_reserve(served):
     """A prompt assembled with a safety margin and an answer reserve, as ``ctxslots
     assemble`` takes them: the lab shows what they leave, its links keep them, and the why

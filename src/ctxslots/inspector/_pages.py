@@ -330,12 +330,15 @@ class Pages:
 
     def lab(self, request: Request) -> Response:
         """``/lab``: a message, owners, a budget, a safety margin and an answer reserve; the prompt with every item kept or
-        dropped and why, each found fact linked to its explanation."""
+        dropped and why, each found fact linked to its explanation. A form sent with a
+        blank message assembles the prompt without one, as ``ctxslots assemble ""``
+        does (what is always shown, the profile); a page opened without the field shows
+        the form only."""
         params = dict(request.query_params)
         fields = {n: params.get(n, "") for n in _LAB_FIELDS}
         fields["budget"] = fields["budget"] or "2000"
         data, error = None, None
-        if _value(params, "message") is not None:
+        if "message" in params:
             try:
                 data = self._assemble(self._request(params)).to_dict()
             except CtxslotsError as exc:
