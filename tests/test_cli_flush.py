@@ -198,3 +198,15 @@ def test_a_blank_model_variable_is_refused_before_any_request(db_path, conversat
     assert "CTXSLOTS_LLM_MODEL" in result.output
     assert 0 == given.exit_code, given.output
     assert "m" == server.requests[0]["model"]
+
+
+def test_a_malformed_conversation_leaves_no_new_store_file(tmp_path):
+    """`ctxslots --db NEW.db flush BAD.json` made an empty store at NEW.db before reading
+    the file and failing on it; the file is now read first."""
+    bad = tmp_path / "chat.json"
+    bad.write_text("not json\n", encoding="utf-8")
+    new = tmp_path / "new.db"
+    result = CliRunner().invoke(cli, ["--db", str(new), "flush", str(bad), "--base-url",
+                                      "http://127.0.0.1:9/v1", "--model", "m"])
+    assert 1 == result.exit_code and "not JSON" in result.output
+    assert [] == sorted(p.name for p in tmp_path.glob("new.db*"))

@@ -180,11 +180,13 @@ def flush(
     if slots:
         options["slots"] = _slot_meanings(app, slots)
     if len(files) == 1:
+        # Read before the store is opened: a malformed file leaves no new store behind.
+        messages = read_conversation(files[0])
         with app.open_store(create=True) as store:
             if slots:
                 options["scoped_slots"] = scoped_slots(store, slots)
             flusher = MemoryFlusher(store, client, policy=policy, **options)
-            _flush_one(flusher, files[0], conversation, owners, if_due, out)
+            _flush_one(flusher, files[0], messages, conversation, owners, if_due, out)
         return
     reports: list[dict[str, Any]] = []
     failed = 0
@@ -269,9 +271,8 @@ def _slot_meanings(app: CliContext, slots: Sequence[str]) -> dict[str, str]:
             for slot in dict.fromkeys(slots)}
 
 
-def _flush_one(flusher: Any, file: Path, conversation: str | None,
+def _flush_one(flusher: Any, file: Path, messages: list[Message], conversation: str | None,
                owners: OwnerArgs, if_due: bool, out: _Out) -> None:
-    messages = read_conversation(file)
     conv = conversation_id(file) if conversation is None else conversation
     try:
         _flush_until_read(flusher, messages, conv, owners, not if_due, out.show)
