@@ -348,3 +348,17 @@ def test_every_public_exception_lives_in_errors():
     exported = [getattr(ctxslots, n) for n in ctxslots.__all__]
     errors = [e for e in exported if isinstance(e, type) and issubclass(e, BaseException)]
     assert errors and {"ctxslots.errors"} == {e.__module__ for e in errors}
+
+
+def test_errors_lists_every_exception_it_defines():
+    """``from ctxslots.errors import *`` gives every error the module defines, and its
+    ``__all__`` names only what is there."""
+    import ctxslots.errors
+
+    defined = {name for name, value in vars(ctxslots.errors).items()
+               if isinstance(value, type) and issubclass(value, BaseException)
+               and value.__module__ == "ctxslots.errors"}
+    star = set(ctxslots.errors.__all__)  # what "import *" gives
+    assert "StoreFullError" in defined
+    assert defined <= star, sorted(defined - star)
+    assert all(hasattr(ctxslots.errors, name) for name in ctxslots.errors.__all__)

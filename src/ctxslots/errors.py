@@ -39,6 +39,7 @@ __all__ = [
     "StoreClosedError",
     "StoreDamagedError",
     "StoreError",
+    "StoreFullError",
     "TemplateError",
 ]
 
