@@ -16,7 +16,7 @@ from ctxslots import (
     PromptAssembler,
     hookimpl,
 )
-from ctxslots.errors import MemoryUnavailableError
+from ctxslots.errors import InvalidArgumentError, MemoryUnavailableError
 from ctxslots.integrations import Memory, RunIdentity
 from ctxslots.testing import ScriptedChatServer, ScriptedReply
 
@@ -107,3 +107,24 @@ def test_a_tool_call_for_owners_the_store_refuses_is_logged(db_path, caplog):
     assert said.startswith(f"memory is unavailable for user {'u' * 80!r}, conversation "
                            "'chat-3' (calling a memory tool failed: InvalidFactError: user must "
                            "be at most 200 characters")
+
+
+def test_scoped_slots_named_as_one_string_is_that_slot(db_path):
+    """``Memory(store, scoped_slots="agent")`` scopes the agent slot, as ``MemoryTools`` and
+    ``MemoryFlusher`` read one string: an agent fact the tools store lands in the run's
+    workspace, not globally; what is no list of slot names is refused naming the field."""
+    with FactStore(db_path) as store:
+        memory = Memory(store, scoped_slots="agent")
+        assert frozenset({"agent"}) == memory.scoped_slots
+        who = RunIdentity(user="alice", agent="helper", scope="shop")
+        answer = memory.dispatch("memory_store", {"slot": "agent",
+                                                  "value": "Refunds need a receipt."}, who)
+        assert answer.startswith("Stored [id:")
+        kept = store.find_memory("agent", "Refunds need a receipt.", agent="helper",
+                                 scope="shop")
+        assert kept is not None and "shop" == kept.scope
+        assert [] == store.facts(slots=["agent"], agent="helper")  # nothing global
+        with pytest.raises(InvalidArgumentError, match="scoped_slots must be a list of slot "
+                                                       "names, not 5") as caught:
+            Memory(store, scoped_slots=5)
+        assert "scoped_slots" == caught.value.field

@@ -285,6 +285,30 @@ def test_a_turns_pieces_are_typed_as_what_they_accept(tmp_path):
         assert 1 == done.returncode and "error:" in done.stdout, (bad, done.stdout)
 
 
+
+#: docs/integrations.md's Memory calls, typed: the scoped slots as a set, a list or one name.
+MEMORY_PROGRAM = '''
+from ctxslots import FactStore
+from ctxslots.integrations import Memory
+
+
+def memories(store: FactStore) -> list[Memory]:
+    return [Memory(store, scoped_slots={"project", "agent"}),
+            Memory(store, scoped_slots=["project"]), Memory(store, scoped_slots="agent")]
+'''
+
+
+def test_a_memorys_scoped_slots_are_typed_as_what_it_accepts(tmp_path):
+    """``Memory(store, scoped_slots={"project", "agent"})``, as the docs write it, passes
+    ``mypy --strict`` (a set, a list or one slot name, as ``MemoryTools`` takes them), and
+    each is the set of slots it names at run time."""
+    pytest.importorskip("mypy")
+    done = _mypy_strict(tmp_path, MEMORY_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    with ctxslots.FactStore(":memory:") as store:
+        made = runpy.run_path(str(tmp_path / "user_program.py"))["memories"](store)
+        assert [{"project", "agent"}, {"project"}, {"agent"}] == [m.scoped_slots for m in made]
+
 #: An async agent loop through the store's async methods.
 ASYNC_PROGRAM = '''
 from ctxslots import FactStore, Hit

@@ -10,11 +10,12 @@ the run goes on without memory, unless ``strict`` asks for the error.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from .._checks import names
 from .._sync import off_loop
 from ..assembler import PromptAssembler
 from ..errors import BudgetExceededError, InvalidArgumentError, MemoryUnavailableError
@@ -139,6 +140,11 @@ def _slot_tuple(slots: Sequence[str]) -> tuple[str, ...]:
     return tuple(slots)
 
 
+def _slot_set(slots: Iterable[str]) -> frozenset[str]:
+    # As MemoryTools and MemoryFlusher take them: one string is one slot name.
+    return frozenset(names(slots, "scoped_slots"))
+
+
 @attrs.define
 class Memory:
     """An agent's memory for a framework integration: what it sees, its tools, what
@@ -184,7 +190,7 @@ class Memory:
     slots: tuple[str, ...] = attrs.field(default=DEFAULT_SLOTS, kw_only=True,
                                          converter=_slot_tuple)
     scoped_slots: frozenset[str] = attrs.field(default=frozenset({"project"}), kw_only=True,
-                                               converter=frozenset)
+                                               converter=_slot_set)
     allow_delete: bool = attrs.field(default=False, kw_only=True)
     strict: bool = attrs.field(default=False, kw_only=True)
     force_flush: bool = attrs.field(default=False, kw_only=True)
