@@ -426,6 +426,20 @@ def test_http_client_error_is_not_retried(server: ScriptedServer) -> None:
     assert 1 == len(server.requests)
 
 
+
+def test_http_error_page_is_one_line_and_kept_whole_in_the_body(server: ScriptedServer) -> None:
+    """A gateway's error page of many lines makes an error of one line, as the chat
+    client's are; the page itself stays whole in ``body``."""
+    page = "<html>\n<body>\n<h1>400 Bad Request</h1>\n</body>\n</html>"
+    server.script = [status(400, page)]
+    with pytest.raises(EmbedderError) as info:
+        client(server).embed(["a"])
+    message = str(info.value)
+    assert "\n" not in message and "\r" not in message
+    assert message.endswith("HTTP 400 from " + server.base_url + "/embeddings: <html> <body> "
+                            "<h1>400 Bad Request</h1> </body> </html>")
+    assert page == info.value.body
+
 def test_http_timeout(server: ScriptedServer) -> None:
     """A reply slower than the timeout fails, and is not retried (one request)."""
     server.script = [slow(5.0)]

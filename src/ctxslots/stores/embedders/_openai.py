@@ -124,7 +124,10 @@ class OpenAIEmbedder:
     def _fail(self, message: str, *, body: str | None = None, **kwargs: Any) -> EmbedderError:
         secrets = [self.api_key, os.environ.get("OPENAI_API_KEY"),
                    *(split_credentials(self.base_url)[1] or ())]
-        return EmbedderError(scrub(f"{self.model_id} at {self.url}: {message}", secrets),
+        # One line, as the chat client's errors: a gateway's error page spans many, kept in
+        # ``body``.
+        one_line = " ".join(message.split())
+        return EmbedderError(scrub(f"{self.model_id} at {self.url}: {one_line}", secrets),
                              model_id=self.model_id,
                              body=None if body is None else scrub(body, secrets), **kwargs)
 
