@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -298,9 +298,12 @@ class MemoryContributor:
         if relaxed:
             when["relaxed"] = True
         store = self.store
-        if isinstance(store, RankingStore):
-            return store.search_ranked(request.message, slots=[self.slot], scope=scope,
-                                       **when).hits
+        # The method is looked for, not the protocol: a protocol's isinstance reads every
+        # member, each search of every section.
+        if callable(getattr(store, "search_ranked", None)):
+            ranking = cast(RankingStore, store)
+            return ranking.search_ranked(request.message, slots=[self.slot], scope=scope,
+                                         **when).hits
         return lambda limit: store.search(request.message, slots=[self.slot], scope=scope,
                                           limit=limit, track_access=False, **when)
 
