@@ -425,3 +425,34 @@ def test_the_searchable_store_protocol_names_the_owners_an_assembly_passes(tmp_p
     done = _mypy_strict(tmp_path, ownerless.replace("(user, agent)", "(None, None)"))
     assert 'expression has type "NoMemory", variable has type "SearchableStore"' \
         in done.stdout, done.stdout
+
+
+#: A store opened the ways docs/storage.md names, its path used as the text it is.
+STORE_PATH_PROGRAM = '''
+from pathlib import Path
+
+from ctxslots import FactStore
+
+
+def where(store: FactStore) -> str:
+    return store.path.removesuffix(".db")
+
+
+for given in (Path("memory.db"), "memory.db", None):
+    with FactStore(given) as store:
+        print(where(store))
+'''
+
+
+def test_a_stores_path_is_typed_as_the_text_it_holds(tmp_path, monkeypatch):
+    """``FactStore.path`` takes a path, a URL or None, and holds the location it names as
+    a str at run time: typed ``str | PathLike | None``, a typed caller had to narrow it
+    before using it as text; it now type-checks as the str it is."""
+    pytest.importorskip("mypy")
+    monkeypatch.setenv("CTXSLOTS_DB", str(tmp_path / "default.db"))
+    with ctxslots.FactStore(tmp_path / "memory.db") as store:
+        assert str(tmp_path / "memory.db") == store.path
+    with ctxslots.FactStore() as store:
+        assert str(tmp_path / "default.db") == store.path
+    done = _mypy_strict(tmp_path, STORE_PATH_PROGRAM)
+    assert 0 == done.returncode, done.stdout + done.stderr

@@ -182,7 +182,8 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
             connection and ignores it.
     """
 
-    path: str | os.PathLike[str] | None = attrs.field(default=None, repr=_printable)
+    # Given as a path, a URL or None; kept as the location it names (a str).
+    path: str = attrs.field(default=None, converter=_location, repr=_printable)
     limits: Limits = attrs.field(factory=Limits)
     ranking: RankingPolicy = attrs.field(factory=RankingPolicy)
     query_policy: QueryPolicy = DEFAULT_POLICY
@@ -203,7 +204,6 @@ class FactStore(WriteMethods, ErasureMethods, ReadMethods, UpkeepMethods, Transf
     _generation: int = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        self.path = _location(self.path)
         options = StoreOptions(
             limits=self.limits, ranking=self.ranking, query_policy=self.query_policy,
             candidate_pool=self.candidate_pool, clock=self.clock, embedder=self.embedder,
