@@ -182,3 +182,60 @@ def test_the_demo_with_no_writable_temporary_folder_says_what_to_set(tmp_path):
     assert line.startswith("Error: no folder to keep the demo's temporary store in: No usable "
                            "temporary directory found in "), line
     assert line.endswith("; set TMPDIR, or keep the demo in a folder with --db-dir DIR")
+
+
+# -- a locale whose encoding is not UTF-8 -----------------------------------------------
+
+
+def _ascii_locale() -> dict[str, str]:
+    """The environment of the C locale with Python's UTF-8 mode and locale coercion off:
+    file names and arguments are decoded as ASCII, their other bytes as lone surrogates."""
+    return {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+
+
+def test_a_utf8_store_name_opens_in_an_ascii_locale(tmp_path):
+    """In the C locale without UTF-8 mode, a store named ``mém.db`` (UTF-8 on disk) reaches
+    Python as lone surrogates; it is opened under its own name, not refused as not UTF-8."""
+    done = subprocess.run([*CLI, "--db", "mém.db", "remember", "user", "The user likes tea."],
+                          cwd=tmp_path, env=_ascii_locale(), capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert "mém.db" in os.listdir(tmp_path)
+    from ctxslots import FactStore
+
+    with FactStore(tmp_path / "mém.db", create=False) as store:
+        assert [f.value for f in store.facts()] == ["The user likes tea."]
+
+
+def _latin1_locale(folder: Path) -> dict[str, str]:
+    """An environment in a Latin-1 locale: one the system has, else one built into
+    ``folder`` with localedef; the test is skipped when neither can be had."""
+    listed = subprocess.run(["locale", "-a"], capture_output=True, text=True, check=False) \
+        if shutil.which("locale") else None
+    for name in (listed.stdout.split() if listed else []):
+        if name.lower().endswith((".iso88591", ".iso-8859-1")):
+            return {**os.environ, "LC_ALL": name}
+    if shutil.which("localedef") is None:
+        pytest.skip("no Latin-1 locale, and no localedef to make one")
+    made = subprocess.run(["localedef", "-i", "de_DE", "-f", "ISO-8859-1",
+                           str(folder / "de_DE.ISO-8859-1")], capture_output=True, check=False)
+    if not (folder / "de_DE.ISO-8859-1").exists():
+        pytest.skip(f"cannot make a Latin-1 locale: {made.stderr[-200:]!r}")
+    return {**os.environ, "LOCPATH": str(folder), "LC_ALL": "de_DE.ISO-8859-1"}
+
+
+def test_a_latin1_store_name_in_a_latin1_locale_is_refused_not_written_elsewhere(tmp_path):
+    """In a Latin-1 locale, ``mém.db`` is the byte e9 on disk, a name SQLite (UTF-8 only)
+    cannot be given: one line says so, and no file under another name (``mÃ©m.db``)
+    holds the facts."""
+    locales, work = tmp_path / "locales", tmp_path / "work"
+    locales.mkdir()
+    work.mkdir()
+    env = _latin1_locale(locales)
+    done = subprocess.run([*CLI, "--db", b"m\xe9m.db", "remember", "user", "The user likes tea."],
+                          cwd=work, env=env, capture_output=True, timeout=600, check=False)
+    assert done.returncode == 1
+    assert done.stderr.decode("latin-1").splitlines() == [
+        ("Error: cannot open m\\xe9m.db: the path is not UTF-8, and SQLite takes file names "
+         "in UTF-8 only; rename the file or the folder that is not")]
+    assert os.listdir(work) == []

@@ -88,13 +88,21 @@ def _open_refused(path: str) -> str:
     return ""
 
 
-def _refuse_undecodable(path: str) -> None:
-    """Raise :class:`StoreError` for a path SQLite cannot name: it takes file names in
-    UTF-8, and a name in another encoding comes from the system as lone surrogates."""
+def _sqlite_name(path: str) -> str:
+    """``path`` as SQLite names it: the file name's bytes (as the system's calls encode
+    ``path``, in the locale's encoding) read as UTF-8, the only encoding SQLite takes file
+    names in. In a UTF-8 locale that is ``path`` itself; in a Latin-1 one, ``mém.db`` is
+    the byte ``e9`` on disk, which SQLite would otherwise be handed as ``c3 a9``, and so
+    write another file than the one checked and made here.
+
+    :raises StoreError: The name's bytes are not UTF-8 (a name in Latin-1, which reaches
+        Python as lone surrogates in a UTF-8 locale).
+    """
+    raw = os.fsencode(path)
     try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = raw.decode("utf-8", "backslashreplace")
         raise StoreError(f"cannot open {shown}: the path is not UTF-8, and SQLite takes file "
                          "names in UTF-8 only; rename the file or the folder that is not",
                          path=path) from None
@@ -144,8 +152,9 @@ def _read_only_because(path: str) -> str | None:
 
 
 def _read_only_uri(path: str) -> str:
-    """The URI that opens ``path`` for reading without writing anything beside it."""
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+    """The URI that opens ``path`` for reading without writing anything beside it (its
+    name's bytes percent-encoded, whatever the locale's encoding)."""
+    uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path)))
     if os.path.exists(path + "-wal"):
         # A log beside the file: another process may be writing the store now, and the
         # log may hold commits the file does not. SQLite reads through it read-only
@@ -219,8 +228,9 @@ def open_connection(
     if "://" in path_text:
         raise StoreError(f"{path_text.split('://')[0]}://... is a server URL, not a SQLite file "
                          "(open it with FactStore)", path=None)
+    name = path_text
     if path_text != ":memory:":
-        _refuse_undecodable(path_text)
+        name = _sqlite_name(path_text)
         log = next((end for end in _LOG_ENDINGS if path_text.endswith(end)), None)
         if log is not None:
             raise StoreError(
@@ -237,7 +247,6 @@ def open_connection(
         _create_private(path_text)
         _refuse_special(path_text)
     flags = apsw.SQLITE_OPEN_READWRITE | (apsw.SQLITE_OPEN_CREATE if create else 0)
-    name = path_text
     because = None if path_text == ":memory:" else _read_only_because(path_text)
     read_only = because is not None
     if read_only:
