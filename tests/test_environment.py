@@ -3,6 +3,8 @@ file names that are not UTF-8, an optimised interpreter, an HTTP proxy in the en
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import pwd
 import shutil
@@ -77,6 +79,8 @@ def test_a_user_with_no_home_directory_is_told_to_name_the_store(tmp_path):
 
 
 _CACHE = """
+import html
+import json
 import os
 os.umask(0)
 from ctxslots.tokens import ENCODINGS
@@ -185,6 +189,56 @@ def test_the_demo_with_no_writable_temporary_folder_says_what_to_set(tmp_path):
 
 
 # -- a locale whose encoding is not UTF-8 -----------------------------------------------
+
+_WIDE = "Café 東京 😀 שלום"
+
+
+def _in_encoding(encoding: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """``ctxslots ARGS`` with standard streams in ``encoding`` (as a Latin-1 or an ASCII
+    locale sets them: a character it has no byte for fails the write unless handled)."""
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, timeout=600,
+                          check=False)
+
+
+@pytest.fixture(name="wide_store")
+def fixture_wide_store(tmp_path):
+    from ctxslots import FactStore
+
+    db = tmp_path / "m.db"
+    with FactStore(db) as store:
+        store.upsert("user", "café", _WIDE)
+    return db
+
+
+def test_stored_text_the_locale_cannot_encode_is_shown_escaped(wide_store):
+    """In a Latin-1 locale, a fact holding CJK, an emoji and Hebrew is listed with those
+    characters escaped (é as itself), and its JSON is ASCII that reads back as the value:
+    no UnicodeEncodeError."""
+    listed = _in_encoding("latin-1", ["--db", str(wide_store), "list"], wide_store.parent)
+    assert (listed.returncode, listed.stderr) == (0, b"")
+    assert ("café: Café \\u6771\\u4eac \\U0001f600 \\u05e9\\u05dc\\u05d5\\u05dd"
+            in listed.stdout.decode("latin-1"))
+    shown = _in_encoding("latin-1", ["--db", str(wide_store), "get", "1", "--json"],
+                         wide_store.parent)
+    assert (shown.returncode, shown.stderr) == (0, b"")
+    assert shown.stdout.isascii()
+    assert json.loads(shown.stdout)["value"] == _WIDE
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_documents_on_standard_output_are_utf8_in_any_locale(wide_store, encoding):
+    """A JSONL export and an HTML dump written to standard output are UTF-8 whatever the
+    locale's encoding, as their formats say (the dump declares it): the values read back."""
+    exported = _in_encoding(encoding, ["--db", str(wide_store), "export"], wide_store.parent)
+    assert (exported.returncode, exported.stderr) == (0, b"")
+    records = [json.loads(line) for line in exported.stdout.decode("utf-8").splitlines()]
+    assert [r["value"] for r in records[1:]] == [_WIDE]
+    dumped = _in_encoding(encoding, ["--db", str(wide_store), "assemble", "cafe", "--dump",
+                                     "html"], wide_store.parent)
+    assert (dumped.returncode, dumped.stderr) == (0, b"")
+    page = dumped.stdout.decode("utf-8")
+    assert '<meta charset="utf-8">' in page and html.escape(_WIDE) in page
 
 
 def _ascii_locale() -> dict[str, str]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from . import assemble, erasure, facts, flush, index, inspect, mcp, plugins, prune, transfer
 from ._app import CliContext, cli, pass_cli_context
+from ._output import tolerant_streams
 from ._signals import sigterm_as_interrupt
 
 __all__ = ["CliContext", "cli", "main", "pass_cli_context"]
@@ -25,6 +26,8 @@ for _module in (facts, erasure, assemble, inspect, flush, index, prune, mcp, tra
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of the ``ctxslots`` console script (SIGTERM stops it as Ctrl-C does)."""
+    """Entry point of the ``ctxslots`` console script (SIGTERM stops it as Ctrl-C does;
+    any stored text prints in any locale, see :func:`tolerant_streams`)."""
+    tolerant_streams()
     with sigterm_as_interrupt():
         cli.main(args=list(argv) if argv is not None else sys.argv[1:], prog_name="ctxslots")

@@ -13,20 +13,29 @@ the same values.
 Every command prints through :func:`echo` (``tests/test_terminal_output.py`` checks
 that no other module of the command calls ``click.echo``); error lines pass
 :func:`terminal_safe` where the root group shows them.
+
+Whatever the locale's encoding, no text ends a command in a ``UnicodeEncodeError``:
+:func:`tolerant_streams` writes a character the locale has no byte for (``東`` in
+Latin-1) as its escape, :func:`echo_json` writes ASCII JSON to a stream that is not
+UTF-8, and a document written to standard output (a JSONL export, a dump) goes through
+:func:`document_stdout`, in UTF-8, the encoding its format promises.
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import json
 import os
 import re
 import sys
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import attrs
 import click
 
-__all__ = ["SafeWriter", "echo", "echo_json", "silence_stdout_if_broken", "terminal_safe"]
+__all__ = ["SafeWriter", "document_stdout", "echo", "echo_json", "silence_stdout_if_broken",
+           "terminal_safe", "tolerant_streams"]
 
 # Newline and tab stay: they move the cursor as any text does and drive nothing else.
 # The bidirectional controls go too: they make a terminal show text in another order
@@ -54,8 +63,67 @@ def echo(message: str = "", *, err: bool = False, nl: bool = True,
 
 def echo_json(data: Any, *, indent: int | None = 2) -> None:
     """Print ``data`` as JSON (indented unless ``indent`` is ``None``), control characters
-    escaped the JSON way."""
-    echo(json.dumps(data, indent=indent, ensure_ascii=False))
+    escaped the JSON way; to a standard output that is not UTF-8 (a Latin-1 locale), every
+    character beyond ASCII is escaped too, so the JSON reads back as the same values."""
+    echo(json.dumps(data, indent=indent, ensure_ascii=not _writes_utf8(sys.stdout)))
+
+
+def _writes_utf8(stream: Any) -> bool:
+    """Whether ``stream`` encodes its text as UTF-8 (no encoding known: taken as UTF-8)."""
+    encoding = getattr(stream, "encoding", None)
+    try:
+        return encoding is None or codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return False
+
+
+def tolerant_streams() -> None:
+    """Let standard output and standard error show any text in any locale: a character
+    the locale's encoding has no byte for is written as its escape (``\\u6771``) instead
+    of ending the command in a ``UnicodeEncodeError``. A UTF-8 stream is left as it is."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and not _writes_utf8(stream):
+            stream.reconfigure(errors="backslashreplace")
+
+
+@attrs.define
+class _Utf8Writer:
+    """A text stream writing UTF-8 to a binary one.
+
+    Attributes:
+        buffer: Where the bytes go.
+    """
+
+    buffer: IO[bytes]
+
+    @property
+    def mode(self) -> str:
+        """``"w"``: a stream open for writing text."""
+        return "w"
+
+    @property
+    def encoding(self) -> str:
+        """``"utf-8"``."""
+        return "utf-8"
+
+    def write(self, text: str) -> int:
+        """Write ``text`` in UTF-8; return its length."""
+        self.buffer.write(text.encode("utf-8"))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.buffer, name)
+
+
+def document_stdout() -> IO[str]:
+    """Standard output for a document (a JSONL export, a dump): UTF-8 whatever the locale,
+    as its format promises; ``sys.stdout`` itself when it is UTF-8 already."""
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if _writes_utf8(stream) or buffer is None:
+        return stream
+    stream.flush()  # what was printed before comes first
+    return cast(IO[str], _Utf8Writer(buffer))
 
 
 @attrs.define

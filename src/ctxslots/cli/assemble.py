@@ -10,7 +10,7 @@ import click
 
 from .._files import check_replaceable, make_private_dirs, write_private
 from ._app import CliContext, pass_cli_context
-from ._output import echo
+from ._output import document_stdout, echo
 from ._owners import READ_AS, owner_options, scope_option
 from ._params import Moment, WholeNumber
 
@@ -83,9 +83,12 @@ def assemble(
                                        f"{exc.strerror or exc}") from exc
     if overflow is not None:
         if output is None:
-            echo(dumped or "", nl=False)
+            echo(dumped or "", nl=False, file=document_stdout())
         raise overflow
-    echo(prompt.text if dumped is None or output is not None else dumped, nl=False)
+    if dumped is None or output is not None:
+        echo(prompt.text, nl=False)
+    else:
+        echo(dumped, nl=False, file=document_stdout())  # a dump is UTF-8, as its file is
 
 
 def _check_place(output: Path) -> None:

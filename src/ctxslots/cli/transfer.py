@@ -24,7 +24,7 @@ from ..stores.transfer.markdown_import import stream_lines
 from ..stores.transfer.markdown_memory import heading_scope, scope_dirname
 from ._app import CliContext, pass_cli_context
 from ._format import count as _count
-from ._output import SafeWriter, echo, echo_json
+from ._output import SafeWriter, document_stdout, echo, echo_json
 from ._owners import owner_options, scope_option
 from ._progress import CountingReader, CountingWriter, Progress
 from ._signals import interrupted
@@ -70,7 +70,7 @@ def export(
                 "slots": list(slots) or None, "scope": scope, "user": user, "agent": agent,
                 "include_archive": not no_archive, "include_history": not no_history}
             if output is None:
-                store.export_jsonl(_counted(cast(TextIO, SafeWriter(sys.stdout)), bar),
+                store.export_jsonl(_counted(cast(TextIO, SafeWriter(document_stdout())), bar),
                                    **options)
                 return
             count = write_private(
