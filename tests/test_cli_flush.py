@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -210,3 +211,34 @@ def test_a_malformed_conversation_leaves_no_new_store_file(tmp_path):
                                       "http://127.0.0.1:9/v1", "--model", "m"])
     assert 1 == result.exit_code and "not JSON" in result.output
     assert [] == sorted(p.name for p in tmp_path.glob("new.db*"))
+
+
+def test_a_conversation_file_with_a_byte_order_mark_is_flushed(db_path, conversation):
+    """A conversation saved with a UTF-8 byte-order mark (as Notepad saves one) is read as
+    the same messages: its first line is not refused as not JSON."""
+    conversation.write_bytes(b"\xef\xbb\xbf" + conversation.read_bytes().replace(b"\n", b"\r\n"))
+    with ScriptedChatServer([reply(UPSERT)]) as server:
+        result = invoke(db_path, conversation, "--base-url", server.base_url, "--model", "m",
+                        "--scope", "shop")
+    assert 0 == result.exit_code, result.output
+    first = server.requests[0]["messages"][-1]["content"]
+    assert "We deploy the shop on Friday." in first and "\ufeff" not in first
+    with FactStore(db_path) as store:
+        assert store.get_by_key("project", "deploy.day", scope="shop") is not None
+
+
+def test_a_conversation_whose_file_name_is_not_utf8_is_flushed(db_path, conversation):
+    """A file whose name holds a byte that is not UTF-8 (it reaches Python as a lone
+    surrogate) is flushed, its conversation id naming it with U+FFFD, as is a file in a
+    folder so named: no UnicodeEncodeError."""
+    folder = conversation.parent / os.fsdecode(b"chats\xff")
+    folder.mkdir()
+    named = conversation.rename(folder / os.fsdecode(b"caf\xe9.jsonl"))
+    with ScriptedChatServer([reply(UPSERT)]) as server:
+        result = invoke(db_path, folder, "--base-url", server.base_url, "--model", "m",
+                        "--scope", "shop", "--json")
+    assert 0 == result.exit_code, result.output
+    assert json.loads(result.output)["conversation"].startswith("file:caf\ufffd.jsonl:")
+    assert named.exists()
+    with FactStore(db_path) as store:
+        assert store.get_by_key("project", "deploy.day", scope="shop") is not None

@@ -306,7 +306,8 @@ def test_a_conversation_that_is_not_utf8_fails_alone_and_the_others_still_run(tm
         result = _run("--db", str(db), "flush", str(bad), str(good), "--base-url",
                       server.base_url, "--model", "m")
     assert result.exit_code == 1
-    assert f"{bad}: Error: {bad}: not UTF-8 text; nothing was sent to the model" in result.output
+    assert (f"{bad}: Error: {bad}:1: not UTF-8 text (invalid start byte); nothing was sent to "
+            "the model") in result.output
     assert "Error: 1 of 2 conversations failed" in result.output
     with FactStore(db) as store:
         assert store.get_by_key("user", "drink").value == "The user drinks green tea."

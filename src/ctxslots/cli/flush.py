@@ -38,18 +38,31 @@ def read_conversation(path: Path) -> list[Message]:
     """Read OpenAI-style ``{"role", "content"}`` lines (an ``"id"`` is kept); blank lines skipped.
 
     :raises click.ClickException: A line is not a JSON object with a string ``role``,
-        or the file is not UTF-8 text.
+        or the file is not UTF-8 text (the first line that is not is named).
     """
     try:
         return _read_messages(path)
     except UnicodeDecodeError:
-        raise click.ClickException(f"{path}: not UTF-8 text; nothing was sent to the model"
-                                   ) from None
+        number, reason = _undecodable_line(path)
+        raise click.ClickException(f"{path}:{number}: not UTF-8 text ({reason}); nothing was "
+                                   "sent to the model") from None
+
+
+def _undecodable_line(path: Path) -> tuple[int, str]:
+    """The number of the first line of ``path`` that is not UTF-8 (counted as the text
+    is read: a line ends at ``\n``, ``\r\n`` or ``\r``), and why."""
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return number, exc.reason
+    return 1, "cut inside a character"  # not reached: the text did not decode
 
 
 def _read_messages(path: Path) -> list[Message]:
     messages = []
-    with path.open(encoding="utf-8") as handle:
+    # utf-8-sig: a byte-order mark (as Notepad saves) is not part of the first message.
+    with path.open(encoding="utf-8-sig") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -79,8 +92,12 @@ def _read_messages(path: Path) -> list[Message]:
 
 def conversation_id(path: Path) -> str:
     """The default conversation id of a file: its name and a hash of its absolute path."""
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
-    return f"file:{path.name[:100]}:{digest}"
+    # The name's own bytes, whatever the locale decoded them to (lone surrogates for
+    # bytes that are not UTF-8, or not the locale's): the same id in every locale.
+    digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogateescape")
+                            ).hexdigest()[:12]
+    name = path.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return f"file:{name[:100]}:{digest}"
 
 
 def conversation_files(paths: Sequence[Path]) -> list[Path]:
