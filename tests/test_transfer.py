@@ -897,3 +897,23 @@ def test_a_path_given_for_the_jsonl_file_is_refused_naming_what_is_taken(tmp_pat
         with pytest.raises(InvalidArgumentError, match=r"open\(path, 'r'\)"):
             new.import_jsonl(str(backup))
         assert [] == new.facts()
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii", "euc-jp"])
+def test_jsonl_export_to_a_file_in_another_encoding_is_utf8_all_the_same(tmp_path, encoding):
+    """A file opened with the locale's encoding (``open(path, "w")`` in a Latin-1 locale)
+    receives ASCII JSON: UTF-8 as documented, no UnicodeEncodeError for a character the
+    encoding lacks, and the values read back the same in a UTF-8 process."""
+    wide = ["Café 東京 😀 שלום e\u0301", "Crème brûlée"]
+    with FactStore(tmp_path / "a.db") as store:
+        for value in wide:
+            store.add("user", value, tags=["thé"])
+        with open(tmp_path / "facts.jsonl", "w", encoding=encoding) as fp:
+            assert store.export_jsonl(fp) == 2
+    data = (tmp_path / "facts.jsonl").read_bytes()
+    assert data.isascii()
+    with FactStore(tmp_path / "b.db") as back, \
+            open(tmp_path / "facts.jsonl", encoding="utf-8") as fp:
+        assert back.import_jsonl(fp).added == 2
+        assert sorted(f.value for f in back.facts()) == sorted(wide)
+        assert {tuple(f.tags) for f in back.facts()} == {("thé",)}

@@ -115,7 +115,7 @@ class PromptAssembler:
             assembler = PromptAssembler(store)
             prompt = assembler.assemble(AssemblyRequest("how do I deploy?", scope="shop-api"))
             print(prompt.text)
-            open("dump.html", "w").write(prompt.dump("html"))
+            open("dump.html", "w", encoding="utf-8").write(prompt.dump("html"))
 
     Attributes:
         store: The fact store the memory contributors search (``None``: no memory).

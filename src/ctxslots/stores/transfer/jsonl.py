@@ -9,6 +9,7 @@ duplicate rule).
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 from collections.abc import Sequence
@@ -32,9 +33,10 @@ __all__ = ["export_jsonl", "import_jsonl"]
 _LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"})
 
 
-def _line(data: dict[str, Any]) -> str:
-    """One JSON object on one line, whatever line splitter reads it."""
-    text = json.dumps(data, ensure_ascii=False)
+def _line(data: dict[str, Any], *, ascii_only: bool = False) -> str:
+    """One JSON object on one line, whatever line splitter reads it (every character
+    beyond ASCII escaped with ``ascii_only``)."""
+    text = json.dumps(data, ensure_ascii=ascii_only)
     # Rare in text; translating every line looked up each of its characters.
     if "\x85" in text or "\u2028" in text or "\u2029" in text:
         text = text.translate(_LINE_BREAKS)
@@ -42,6 +44,17 @@ def _line(data: dict[str, Any]) -> str:
 
 
 # -- reading the store -------------------------------------------------------
+
+
+def _writes_utf8(fp: object) -> bool:
+    """Whether ``fp`` encodes text as UTF-8, or says nothing of it (``io.StringIO``)."""
+    encoding = getattr(fp, "encoding", None)
+    if not isinstance(encoding, str):
+        return True
+    try:
+        return codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return False
 
 
 def _check_stream(fp: object, method: str, caller: str) -> None:
@@ -68,7 +81,9 @@ def export_jsonl(
     "exported_at": ...}``; then one line per fact, live and archived together,
     by id. Every field is written (timestamps as Unix seconds), expired facts
     included, with the co-recall links between exported facts, so :func:`import_jsonl` into an empty store rebuilds the same
-    facts. The record schema is in ``docs/transfer.md``.
+    facts. The record schema is in ``docs/transfer.md``. The text is UTF-8: to ``fp``
+    in another encoding (``open(path, "w")`` in a Latin-1 locale) every character beyond
+    ASCII is written as its JSON escape, which reads back as the same value.
 
     :param slots: Only these slots (``None``: every slot).
     :param scope: ``None`` exports **every** scope, global facts included; a
@@ -84,6 +99,9 @@ def export_jsonl(
     :raises InvalidFactError: A slot or an owner is malformed.
     """
     _check_stream(fp, "write", "export_jsonl")
+    # A file in another encoding (open(path, "w") in a Latin-1 locale) gets ASCII JSON:
+    # still UTF-8, the same values, and no character it cannot encode.
+    ascii_only = not _writes_utf8(fp)
     flt = export_filter(core, slots, scope, user, agent)
     backend = core.backend
     with backend.snapshot():
@@ -108,7 +126,7 @@ def export_jsonl(
                 links.setdefault(a, []).append(
                     {"a": a, "b": b, "strength": strength, "updated_at": updated_at})
     rows.sort(key=lambda item: (int(item[0]["id"]), item[1]))
-    fp.write(_line(header(core.clock())))
+    fp.write(_line(header(core.clock()), ascii_only=ascii_only))
     model_id = "" if core.embedder is None else core.embedder.model_id
     for row, archived in rows:
         fact_id = int(row["id"])
@@ -118,7 +136,7 @@ def export_jsonl(
             else encode_vector(model_id, vectors[fact_id])
         record = record_from_row(row, archived=archived, history=hist,
                                  links=links.get(fact_id, ()), vector=vector)
-        fp.write(_line(record))
+        fp.write(_line(record, ascii_only=ascii_only))
     return len(rows)
 
 
