@@ -293,3 +293,29 @@ def test_a_latin1_store_name_in_a_latin1_locale_is_refused_not_written_elsewhere
         ("Error: cannot open m\\xe9m.db: the path is not UTF-8, and SQLite takes file names "
          "in UTF-8 only; rename the file or the folder that is not")]
     assert os.listdir(work) == []
+
+
+_IMPORT_DEFAULT_ENCODING = """
+import sys
+from ctxslots import FactStore
+with FactStore(sys.argv[1]) as store:
+    with open(sys.argv[2]) as fp:  # the locale's encoding, as a script opens a file
+        store.import_jsonl(fp)
+    print(ascii([f.value for f in store.facts()]))
+"""
+
+
+@pytest.mark.parametrize("where", ["ascii", "latin-1"])
+def test_a_jsonl_file_opened_in_the_locales_encoding_imports_as_utf8(tmp_path, where):
+    """``store.import_jsonl(open(path))`` in a locale that is not UTF-8 reads the file as
+    UTF-8, its format: not as Latin-1 (``CafÃ©`` stored for ``Café``), nor refused as not
+    UTF-8 in an ASCII locale."""
+    env = _ascii_locale() if where == "ascii" else _latin1_locale(tmp_path)
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text('{"format": "ctxslots-facts", "version": 1}\n'
+                     '{"slot": "user", "value": "Café 東京"}\n', encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", _IMPORT_DEFAULT_ENCODING,
+                           str(tmp_path / "m.db"), str(facts)], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == ascii(["Café 東京"]) + "\n"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
+import locale
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -143,6 +144,26 @@ def export_jsonl(
 # -- writing the store -------------------------------------------------------
 
 
+def _read_as_utf8(fp: object) -> None:
+    """Make a file open in the locale's encoding, when that is not UTF-8 (``open(path)``
+    in a Latin-1 locale, or on Windows), read UTF-8; a byte that is not becomes a lone
+    surrogate, so the import names its line. A file opened in another encoding by name
+    is read as asked.
+
+    :raises InvalidArgumentError: It was read from already, so it cannot be.
+    """
+    if not isinstance(fp, io.TextIOWrapper) or _writes_utf8(fp) \
+            or codecs.lookup(fp.encoding).name != \
+            codecs.lookup(locale.getpreferredencoding(False)).name:
+        return
+    try:
+        fp.reconfigure(encoding="utf-8", errors="surrogateescape")
+    except io.UnsupportedOperation:
+        raise InvalidArgumentError(
+            f"import_jsonl reads UTF-8, and the file is open as {fp.encoding} and was read "
+            "from already: open it with encoding='utf-8'", field="fp", value=fp) from None
+
+
 def import_jsonl(
     core: StoreCore, fp: TextIO, *, on_duplicate: str = "skip", skip_invalid: bool = False,
     progress: Progress | None = None, user: str | None = None, agent: str | None = None,
@@ -175,8 +196,16 @@ def import_jsonl(
         slot does not have), the header is missing or newer, or a duplicate with
         ``on_duplicate="error"``; nothing is written.
     :raises InvalidFactError: ``user`` or ``agent`` is malformed.
+    :raises InvalidArgumentError: ``fp`` is open in the locale's encoding, not UTF-8,
+        and was read from already, so it cannot be read as UTF-8.
+
+    The file is UTF-8: one opened in the locale's encoding (``open(path)`` in a Latin-1
+    locale) is read as UTF-8 all the same (:meth:`io.TextIOWrapper.reconfigure`), never
+    as that encoding, which would store ``CafÃ©`` for ``Café``; one opened with another
+    ``encoding=`` by name is read as asked.
     """
     _check_stream(fp, "read", "import_jsonl")
+    _read_as_utf8(fp)
     check_on_duplicate(on_duplicate)
     lim, writer = core.limits, core.writer
     owners = ImportOwners(writer.default_user, writer.default_agent,
