@@ -207,8 +207,7 @@ class TokenUsers:
             raise InvalidArgumentError(f"cannot read the token file {where}: "
                                        f"{exc.strerror or exc}", field="tokens",
                                        value=str(where)) from None
-        # utf-8-sig: a byte-order mark (as Notepad saves) is not part of the first user.
-        with os.fdopen(fd, encoding="utf-8-sig") as fp:
+        with os.fdopen(fd, "rb") as fp:
             info = os.fstat(fp.fileno())
             if not stat.S_ISREG(info.st_mode):
                 raise InvalidArgumentError(f"the token file {where} is not a regular file",
@@ -221,11 +220,15 @@ class TokenUsers:
             if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
                 raise InvalidArgumentError(f"the token file {where} belongs to another user",
                                            field="tokens", value=str(where))
-            try:
-                text = fp.read()
-            except UnicodeDecodeError:
-                raise InvalidArgumentError(f"the token file {where} is not UTF-8 text",
-                                           field="tokens", value=str(where)) from None
+            data = fp.read()
+        try:
+            # utf-8-sig: a byte-order mark (as Notepad saves) is not part of the first user.
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            raise InvalidArgumentError(f"{where} line {line}: not UTF-8 text ({exc.reason}); "
+                                       "save the token file in UTF-8", field="tokens",
+                                       value=str(where)) from None
         return cls.parse_lines(text, str(where))
 
 
