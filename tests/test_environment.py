@@ -228,12 +228,17 @@ def test_stored_text_the_locale_cannot_encode_is_shown_escaped(wide_store):
 
 @pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
 def test_documents_on_standard_output_are_utf8_in_any_locale(wide_store, encoding):
-    """A JSONL export and an HTML dump written to standard output are UTF-8 whatever the
-    locale's encoding, as their formats say (the dump declares it): the values read back."""
+    """A JSONL or Markdown export and an HTML dump written to standard output are UTF-8
+    whatever the locale's encoding, as their formats say (the dump declares it, and
+    `import -` reads UTF-8): the values read back."""
     exported = _in_encoding(encoding, ["--db", str(wide_store), "export"], wide_store.parent)
     assert (exported.returncode, exported.stderr) == (0, b"")
     records = [json.loads(line) for line in exported.stdout.decode("utf-8").splitlines()]
     assert [r["value"] for r in records[1:]] == [_WIDE]
+    markdown = _in_encoding(encoding, ["--db", str(wide_store), "export", "--format",
+                                       "markdown"], wide_store.parent)
+    assert (markdown.returncode, markdown.stderr) == (0, b"")
+    assert f"- **café**: {_WIDE}\n" in markdown.stdout.decode("utf-8")
     dumped = _in_encoding(encoding, ["--db", str(wide_store), "assemble", "cafe", "--dump",
                                      "html"], wide_store.parent)
     assert (dumped.returncode, dumped.stderr) == (0, b"")

@@ -92,7 +92,9 @@ def _export_markdown(store: FactStore, output: Path | None, options: dict[str, A
     if output is None or output.suffix.lower() in (".md", ".markdown"):
         text = str(store.export_markdown(**options))
         if output is None:
-            echo(text, nl=False)  # for reading: control characters escaped; -o keeps them
+            # For reading: control characters escaped (-o keeps them); UTF-8 in any locale,
+            # as `import - --format markdown` reads it.
+            echo(text, nl=False, file=document_stdout())
         else:
             write_private(output, lambda fp: fp.write(text))
             echo(f"wrote {output}", err=True)
