@@ -283,6 +283,33 @@ def test_a_failed_import_or_remember_leaves_no_new_store_file(tmp_path):
     assert 0 == run("--db", str(new), "remember", "user", "The user is Ada.").exit_code
 
 
+def test_a_failed_import_into_a_new_folder_leaves_no_folder_and_memory_makes_no_file(
+        tmp_path, monkeypatch):
+    """A failed import into a --db whose folder is missing (the default store's, on first
+    use) left the store and the folders the store made; `--db :memory:` left an empty file
+    named ":memory:" in the working directory. Now the folders made for the failed import
+    are removed with its file, a folder holding another file stays, and an in-memory store
+    makes no file."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "ctxslots-facts", "version": 1}\n{"slot": "user", "value": 7}\n',
+                   encoding="utf-8")
+    new = tmp_path / "data" / "ctxslots" / "new.db"
+    result = CliRunner().invoke(cli, ["--db", str(new), "import", str(bad)])
+    assert 1 == result.exit_code and "line 2: value must be a non-empty string" in result.output
+    assert ["bad.jsonl"] == sorted(p.name for p in tmp_path.iterdir())
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("mine", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--db", str(new), "remember", "nope", "A value."])
+    assert 1 == result.exit_code and "unknown slot 'nope'" in result.output
+    assert ["notes.txt"] == sorted(p.name for p in (tmp_path / "data").iterdir())
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", ":memory:", "remember", "user", "Ada codes."])
+    assert 0 == result.exit_code and "Ada codes." in result.output
+    assert ["bad.jsonl", "data"] == sorted(p.name for p in tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(("args", "words"), [
     (["import", "facts.txt"], "--format"),
     (["import", "facts.jsonl", "--scope", "repo"], "Markdown imports only"),

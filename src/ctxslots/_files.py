@@ -80,20 +80,24 @@ def _refuse_special(dir_fd: int, name: str) -> None:
                       _path_of(dir_fd, name))
 
 
-def make_private_dirs(path: str | os.PathLike[str]) -> None:
+def make_private_dirs(path: str | os.PathLike[str]) -> list[Path]:
     """Create the directory ``path`` and any missing parent, each ``0700`` whatever the
-    umask (directories that exist are left as they are)."""
+    umask (directories that exist are left as they are); the ones this call made,
+    outermost first."""
     missing = []
     for part in (Path(path), *Path(path).parents):
         if os.path.lexists(part):
             break
         missing.append(part)
+    made = []
     for part in reversed(missing):
         try:
             os.mkdir(part, PRIVATE_DIR)
         except FileExistsError:
             continue  # made by another process meanwhile: theirs to set
+        made.append(part)
         _set_mode_at(None, str(part), PRIVATE_DIR)
+    return made
 
 
 def _set_mode_at(dir_fd: int | None, name: str, mode: int) -> None:

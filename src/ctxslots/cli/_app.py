@@ -27,6 +27,7 @@ import attrs
 import click
 import pluggy
 
+from .._files import make_private_dirs
 from .._secrets import scrub
 from ..errors import CtxslotsError
 from ..stores import FactStore, Limits, default_db_path
@@ -104,10 +105,11 @@ class CliContext:
         :param undo_create: With ``create``, for a command that writes in one
             transaction (so a failed one wrote nothing): when it fails (an error,
             Ctrl-C) on a SQLite file this call made, and the store holds nothing, the
-            file is removed again, so a bad input leaves no empty store behind. A file
-            that existed before is never removed.
+            file is removed again, with the folders made for it (those still empty), so
+            a bad input leaves no empty store behind. A file or folder that existed
+            before is never removed.
         """
-        made = create and undo_create and self._made_file()
+        made = self._made_paths() if create and undo_create else []
         empty = True
         try:
             with self._opened(long_running, create) as store:
@@ -119,24 +121,27 @@ class CliContext:
                     raise
         except BaseException:
             if made and empty:
-                for end in ("", "-wal", "-shm", "-journal"):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.remove(self.db_path + end)
+                _remove_made(made)
             raise
 
-    def _made_file(self) -> bool:
+    def _made_paths(self) -> list[Path]:
         """Create the store's SQLite file, empty and readable by its owner only, if it is
-        missing; whether this call made it (``False`` for a URL, an existing file, or one
-        that cannot be made here: the store then makes it, or says why it cannot)."""
+        missing, in its folder, made ``0700`` with its missing parents; the folders and
+        the file this call made, outermost first (none for a URL, ``:memory:``, an
+        existing file, or one that cannot be made here: the store then makes it, or says
+        why it cannot)."""
         from ..stores.postgres import is_postgres_url
 
-        if is_postgres_url(self.db_path):
-            return False
+        if is_postgres_url(self.db_path) or self.db_path == ":memory:":
+            return []
+        made: list[Path] = []
         try:
+            made = make_private_dirs(os.path.dirname(os.path.abspath(self.db_path)))
             os.close(os.open(self.db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         except OSError:
-            return False
-        return True
+            _remove_made(made)
+            return []
+        return [*made, Path(self.db_path)]
 
     @contextmanager
     def _opened(self, long_running: bool, create: bool) -> Iterator[FactStore]:
@@ -163,6 +168,20 @@ class CliContext:
         owners = slot_owners(self.plugin_manager())
         return Limits(slots=tuple(owners), strict_slots=not self.free_slots,
                       slot_owners=owners)
+
+
+def _remove_made(made: list[Path]) -> None:
+    """Remove what :meth:`CliContext._made_paths` made, innermost first: the store's file
+    with the files SQLite keeps beside it, then each folder, unless another process
+    put something in it meanwhile."""
+    for path in reversed(made):
+        if path.is_dir() and not path.is_symlink():
+            with contextlib.suppress(OSError):  # not empty: no longer only ours
+                os.rmdir(path)
+            continue
+        for end in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f"{path}{end}")
 
 
 def _holds_nothing(store: FactStore) -> bool:
