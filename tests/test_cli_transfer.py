@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -308,6 +310,34 @@ def test_a_failed_import_into_a_new_folder_leaves_no_folder_and_memory_makes_no_
     result = CliRunner().invoke(cli, ["--db", ":memory:", "remember", "user", "Ada codes."])
     assert 0 == result.exit_code and "Ada codes." in result.output
     assert ["bad.jsonl", "data"] == sorted(p.name for p in tmp_path.iterdir())
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/fd"), reason="no /dev/fd")
+def test_import_of_a_pipe_path_reads_every_fact(tmp_path):
+    """`ctxslots import <(cat project.md) --format markdown --slot project` read the pipe
+    once for the title's scope and again for the facts, which it then no longer held:
+    "imported 0 facts". Now the facts are all imported, in the title's scope."""
+    read_end, write_end = os.pipe()
+    text = "# project (scope: repo)\n\n- Deploys run on Friday.\n- Tests run nightly.\n"
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as out:
+            out.write(text.encode("utf-8"))
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    db = tmp_path / "s.db"
+    try:
+        result = CliRunner().invoke(cli, ["--db", str(db), "import", f"/dev/fd/{read_end}",
+                                          "--format", "markdown", "--slot", "project"])
+    finally:
+        writer.join()
+        os.close(read_end)
+    assert 0 == result.exit_code, result.output
+    assert "imported 2 facts," in result.output
+    with FactStore(db) as store:
+        assert [("repo", "Deploys run on Friday."), ("repo", "Tests run nightly.")] == sorted(
+            (f.scope, f.value) for f in store.facts(scope=ANY))
 
 
 @pytest.mark.parametrize(("args", "words"), [

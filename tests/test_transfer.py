@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -489,6 +491,39 @@ def test_import_markdown_reads_the_scope_its_title_names(tmp_path):
         shown = sorted((f.value, f.scope) for f in store.facts(scope=ANY))
     assert [("Deploys run on Friday.", "repo"), ("Deploys run on Monday.", "repo"),
             ("Deploys run on Sunday.", "shop"), ("Tests run nightly.", None)] == shown
+
+
+def _pipe_path(text: str) -> tuple[Path, threading.Thread]:
+    """A path that reads ``text`` once, as bash's ``<(...)`` gives (``/dev/fd/N`` of a
+    pipe), and the thread writing it."""
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as out:
+            out.write(text.encode("utf-8"))
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    return Path(f"/dev/fd/{read_end}"), writer
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/fd"), reason="no /dev/fd")
+def test_import_markdown_of_a_pipe_reads_every_fact_and_the_titles_scope(tmp_path):
+    """Without ``scope=``, ``import_markdown`` opened a file twice: once for the scope its
+    title names, once for its facts. A pipe (``/dev/fd/N``, as ``<(...)`` gives) gave the
+    second reading nothing, so every fact was silently lost; now the title and the facts
+    come from one reading."""
+    text = "# project (scope: repo)\n\n" + "".join(
+        f"- Deploy step {n} runs on Friday.\n" for n in range(5))
+    with FactStore(tmp_path / "md.db") as store:
+        path, writer = _pipe_path(text)
+        try:
+            report = store.import_markdown(path, slot="project")
+        finally:
+            writer.join()
+            os.close(int(path.name))
+        assert 5 == report.added
+        assert 5 * ["repo"] == [f.scope for f in store.facts(scope=ANY)]
 
 
 def test_markdown_directory_layout_round_trips(rich, tmp_path, clock):

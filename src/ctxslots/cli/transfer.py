@@ -170,11 +170,11 @@ def _import(app: CliContext, file: Path, stdin: bool, fmt: str, slot: str | None
                     raise click.UsageError(f"{file.name!r} does not name a slot: give --slot")
                 text = _stdin_markdown(store.limits.max_import_line_chars) if stdin \
                     else file
-                if owners["scope"] is None:  # the scope an export's title or folder names
-                    head = text.split("\n") if isinstance(text, str) else _head(file)
-                    found = heading_scope(head, target)
-                    if found is None and not stdin:
-                        found = _folder_scope(file)
+                # The scope an export's title names is read by import_markdown; a file in
+                # an export's scopes/ folder whose title names none is in that folder's.
+                # (Only such a file is read twice: a pipe's lines are read once.)
+                if owners["scope"] is None and not stdin and _in_scope_folder(file):
+                    found = heading_scope(_head(file), target) or _folder_scope(file)
                     owners = OwnerArgs(user=owners["user"], agent=owners["agent"], scope=found)
                 bar.relabel(f"importing {file.name}", unit="")
                 report = store.import_markdown(text, slot=target, **owners,
@@ -203,6 +203,11 @@ def _stdin_markdown(longest: int) -> str:
     # A last line break, there or not: the text, even one line, is never the name of a
     # file to read instead.
     return "".join(line + "\n" for line in stream_lines(sys.stdin.buffer, longest))
+
+
+def _in_scope_folder(file: Path) -> bool:
+    """Whether ``file`` is in a folder of ``scopes/``, as an export writes a scope's files."""
+    return file.absolute().parent.parent.name == "scopes"
 
 
 def _folder_scope(file: Path) -> str | None:

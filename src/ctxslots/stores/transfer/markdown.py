@@ -8,8 +8,10 @@ facts already in the store.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-from collections.abc import Sequence
+import stat
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -120,6 +122,22 @@ def _check_directory(directory: object) -> None:
                                    "Unicode)", field="directory", value=directory)
 
 
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file, which reads the same twice (``False`` when it
+    cannot be read: reading it says why)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _kept(lines: Iterable[str], into: list[str]) -> Iterator[str]:
+    """``lines``, each also added to ``into`` as it is read."""
+    for line in lines:
+        into.append(line)
+        yield line
+
+
 def import_markdown(
     core: StoreCore, path_or_text: str | os.PathLike[str], *, slot: str,
     scope: str | None = None, user: str | None = None, agent: str | None = None,
@@ -166,14 +184,18 @@ def import_markdown(
     path, text = markdown_source(path_or_text)
     longest = core.limits.max_import_line_chars
     # Text read from a file or a pipe may still start with its byte-order mark.
-    lines = file_lines(path, longest) if path is not None \
+    lines: Iterable[str] = file_lines(path, longest) if path is not None \
         else (text or "").removeprefix("\ufeff").split("\n")
     if scope is None:  # the scope an export's title names
         if path is None:
             scope = heading_scope(lines, slot)
-        else:
+        elif _regular(path):  # read twice: the lines above the title are not kept
             with contextlib.closing(file_lines(path, longest)) as head:
                 scope = heading_scope(head, slot)
+        else:  # a pipe (/dev/fd/N, <(...)) gives its lines once: the import reads them
+            kept: list[str] = []
+            scope = heading_scope(_kept(lines, kept), slot)
+            lines = itertools.chain(kept, lines)
     owners = Owners(user, agent, scope)
     import_owners(core.limits, slot, user=user, agent=agent, scope=scope,
                   default_user=core.writer.default_user, default_agent=core.writer.default_agent)
