@@ -93,6 +93,37 @@ def test_a_search_path_without_the_vector_schema_is_refused_before_anything_is_c
         assert conn.execute("SELECT count(*) FROM mem.facts").fetchone() == (1,)
 
 
+def test_a_latin1_client_encoding_of_the_url_or_environment_keeps_every_character(
+        pg_url, tmp_path, monkeypatch):
+    """``client_encoding=LATIN1`` in the URL's options, or ``PGCLIENTENCODING=LATIN1``,
+    speaks for the user's own tools: the store still writes, reads, finds, exports and
+    imports characters Latin-1 lacks, as on any UTF-8 connection."""
+    values = ["Lives in 東京.", "Celebrates with 🎉 and Dvořák.", "Pays 5 € for café crème."]
+    latin1 = f"{pg_url}{'&' if '?' in pg_url else '?'}options=-c%20client_encoding%3DLATIN1"
+    with FactStore(latin1) as store:
+        ids = [store.add("user", value).id for value in values]
+        assert values == [store.get(fact_id).value for fact_id in ids]
+        assert [values[0]] == [h.fact.value for h in store.search("東京")]
+        assert [values[1]] == [h.fact.value for h in store.search("Dvořák")]
+    monkeypatch.setenv("PGCLIENTENCODING", "LATIN1")
+    exported = CliRunner().invoke(cli, ["--db", pg_url, "export", "-o", str(tmp_path / "x.jsonl")])
+    assert 0 == exported.exit_code, exported.output
+    copy = tmp_path / "copy.db"
+    imported = CliRunner().invoke(cli, ["--db", str(copy), "import", str(tmp_path / "x.jsonl")])
+    assert 0 == imported.exit_code, imported.output
+    with FactStore(copy) as store:
+        assert sorted(values) == sorted(f.value for f in store.facts())
+    with FactStore(tmp_path / "other.db") as store:
+        store.add("user", "Speaks Ελληνικά at home.")
+        with (tmp_path / "other.jsonl").open("w", encoding="utf-8") as fp:
+            store.export_jsonl(fp)
+    imported = CliRunner().invoke(cli, ["--db", pg_url, "import", str(tmp_path / "other.jsonl")])
+    assert 0 == imported.exit_code, imported.output
+    found = CliRunner().invoke(cli, ["--db", pg_url, "search", "ελληνικα"])
+    assert 0 == found.exit_code, found.output
+    assert "Speaks Ελληνικά at home." in found.output
+
+
 @pytest.mark.parametrize(("query", "said"), [
     ("options=-c%20statement_timeout%3Dabc",
      'invalid value for parameter "statement_timeout": "abc"'),

@@ -31,7 +31,7 @@ from ..backend import (
     VectorState,
 )
 from . import _health, _links, _meta, _rows, _values, _vectors
-from ._connect import connect_error, prepare_database
+from ._connect import CLIENT_ENCODING, connect_error, prepare_database
 from ._connections import Connections
 from ._errors import read_only_role, store_error
 from ._lexical import LEXICAL_RANKINGS, LexicalLeg, index_terms
@@ -82,7 +82,7 @@ class PostgresBackend:
         self.location = safe_location(self.url)
         self._lexical = LexicalLeg(self.lexical_ranking)
         try:
-            first = psycopg.connect(self.url, autocommit=True,
+            first = psycopg.connect(self.url, autocommit=True, client_encoding=CLIENT_ENCODING,
                                     connect_timeout=max(2, int(self.connect_timeout)))
         except psycopg.Error as exc:
             raise connect_error(exc, self.url) from None

@@ -23,6 +23,7 @@ from ._schema import migrate, schema_version
 from ._url import safe_location
 
 __all__ = [
+    "CLIENT_ENCODING",
     "MIN_SERVER_VERSION",
     "MIN_VECTOR_VERSION",
     "check_server",
@@ -34,6 +35,9 @@ __all__ = [
 MIN_SERVER_VERSION = 120000
 #: The oldest pgvector with HNSW indexes.
 MIN_VECTOR_VERSION = (0, 5, 0)
+#: The encoding every connection speaks, whatever the URL's options or PGCLIENTENCODING
+#: say: facts are Python strings, and any other encoding cannot carry all of them.
+CLIENT_ENCODING = "UTF8"
 
 def connect_error(exc: psycopg.Error, url: str) -> StoreError:
     """A :class:`StoreError` naming what to do about a failed connection attempt."""
@@ -243,7 +247,7 @@ def open_pool(url: str, *, min_size: int, max_size: int, timeout: float,
     """
     pool = ConnectionPool(
         url, min_size=min_size, max_size=max_size, timeout=timeout, open=False,
-        kwargs={"autocommit": True}, configure=configure,
+        kwargs={"autocommit": True, "client_encoding": CLIENT_ENCODING}, configure=configure,
         # psycopg_pool names the pool in its log lines: say which store they are about.
         name=f"ctxslots {safe_location(url)}")
     try:
