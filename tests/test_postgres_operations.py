@@ -93,6 +93,36 @@ def test_a_search_path_without_the_vector_schema_is_refused_before_anything_is_c
         assert conn.execute("SELECT count(*) FROM mem.facts").fetchone() == (1,)
 
 
+@pytest.mark.parametrize("encoding", ["LATIN1", "SQL_ASCII"])
+def test_a_database_not_in_utf8_is_refused_at_open_in_one_line(
+        postgres: PostgresServer, encoding):
+    """A database made with ``ENCODING 'LATIN1'`` cannot hold ``東京``, and a
+    ``SQL_ASCII`` one splits its words otherwise: opening either says which encoding to
+    use (in one line for the command line) and creates no table."""
+    name = f"ctxslots_enc_{uuid.uuid4().hex[:8]}"
+    with postgres.admin() as admin:
+        admin.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING '{encoding}' "
+                      "LC_COLLATE 'C' LC_CTYPE 'C'")
+    url = urlunsplit(urlsplit(postgres.url)._replace(path="/" + name))
+    try:
+        with pytest.raises(StoreError) as info:
+            FactStore(url)
+        message = str(info.value)
+        assert f"'{name}'" in message and f"has encoding {encoding}" in message
+        assert "ENCODING 'UTF8'" in message and "(nothing was created)" in message
+        for args in (["doctor"], ["remember", "user", "Lives in 東京."], ["search", "東京"]):
+            result = CliRunner().invoke(cli, ["--db", url, *args])
+            assert 1 == result.exit_code, args
+            (line,) = result.output.splitlines()
+            assert line.startswith("Error: the database ") and "ENCODING 'UTF8'" in line
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+                                ).fetchone() == (0,)
+    finally:
+        with postgres.admin() as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 def test_a_latin1_client_encoding_of_the_url_or_environment_keeps_every_character(
         pg_url, tmp_path, monkeypatch):
     """``client_encoding=LATIN1`` in the URL's options, or ``PGCLIENTENCODING=LATIN1``,

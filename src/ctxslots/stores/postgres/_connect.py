@@ -26,6 +26,7 @@ __all__ = [
     "CLIENT_ENCODING",
     "MIN_SERVER_VERSION",
     "MIN_VECTOR_VERSION",
+    "check_encoding",
     "check_server",
     "connect_error",
     "open_pool",
@@ -190,12 +191,33 @@ def check_server(where: str, server_version: int, vector_version: str | None,
             f"{step}", path=where)
 
 
-def prepare_database(conn: psycopg.Connection[Any], location: str, *, create: bool) -> int:
-    """Check the server and pgvector, bring the schema up to date; the ``vector`` type's oid.
+def check_encoding(conn: psycopg.Connection[Any], location: str) -> None:
+    """Refuse a database whose encoding is not UTF-8.
 
-    :raises StoreError: The server or pgvector is too old, or (``create`` false)
-        the database holds no store; nothing is created then.
+    A ``LATIN1`` (or any other single-byte) database cannot hold every character a fact
+    may hold, and a ``SQL_ASCII`` one stores the bytes but splits the words of scripts
+    beyond ASCII differently, so a search would not find what it finds elsewhere.
+
+    :raises StoreError: Naming the database's encoding and how to make a UTF-8 one.
     """
+    encoding = conn.info.parameter_status("server_encoding") or "unknown"
+    if encoding.upper() not in ("UTF8", "UTF-8"):
+        dbname = conn.info.dbname
+        raise StoreError(
+            f"the database {dbname!r} at {location} has encoding {encoding}, which cannot "
+            "hold or search every character a fact may hold: keep the store in a UTF-8 "
+            "database, made with CREATE DATABASE ... TEMPLATE template0 ENCODING 'UTF8' "
+            "(nothing was created)", path=location)
+
+
+def prepare_database(conn: psycopg.Connection[Any], location: str, *, create: bool) -> int:
+    """Check the database's encoding, the server and pgvector, bring the schema up to
+    date; the ``vector`` type's oid.
+
+    :raises StoreError: The database is not UTF-8, the server or pgvector is too old,
+        or (``create`` false) the database holds no store; nothing is created then.
+    """
+    check_encoding(conn, location)
     versions = conn.execute(
         "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
         "(SELECT default_version FROM pg_available_extensions WHERE name = 'vector')"
