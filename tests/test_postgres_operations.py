@@ -154,6 +154,25 @@ def test_a_latin1_client_encoding_of_the_url_or_environment_keeps_every_characte
     assert "Speaks Ελληνικά at home." in found.output
 
 
+def test_floats_read_back_exactly_on_a_database_with_extra_float_digits_zero(
+        postgres: PostgresServer):
+    """``ALTER DATABASE ... SET extra_float_digits = 0`` makes the server print floats
+    rounded to 15 digits: the store still reads back the times and confidence it wrote,
+    and a timeline lists its anchor once."""
+    url = postgres.empty_database()
+    with postgres.admin() as admin:
+        admin.execute(f'ALTER DATABASE "{urlsplit(url).path.lstrip("/")}" '
+                      "SET extra_float_digits = 0")
+    ticks = iter(range(100))
+    with FactStore(url, clock=lambda: 1_800_000_000.123456789 + next(ticks) * 1e-6) as store:
+        ids = [store.add("project", f"Event number {n}.", scope="log").id for n in range(5)]
+        assert ids == [f.id for f in store.timeline(ids[2], scope="log")]
+        added = store.add("user", "Prefers tea.", confidence=0.1234567890123456789)
+        read = store.get(added.id)
+        assert (added.confidence, added.created_at, added.observed_at) == (
+            read.confidence, read.created_at, read.observed_at)
+
+
 @pytest.mark.parametrize(("query", "said"), [
     ("options=-c%20statement_timeout%3Dabc",
      'invalid value for parameter "statement_timeout": "abc"'),

@@ -98,6 +98,10 @@ class PostgresBackend:
         register_vector(conn, self._vector_oid)
         # 0 would mean "wait for ever" to PostgreSQL; here it means "do not wait".
         conn.execute(f"SET lock_timeout = {max(1, int(self.lock_timeout * 1000))}")
+        # Floats (times, confidences, strengths) come back as text: with fewer digits
+        # than the shortest exact form (extra_float_digits = 0 on the database or role)
+        # a time read back is not the one stored, and comparing the two goes wrong.
+        conn.execute("SET extra_float_digits = 3")
         # PostgreSQL plans a prepared statement once for any parameters when that looks no
         # dearer; in a store of many users such a plan scanned every fact of the scopes
         # asked (39 ms against 1 ms; BENCHMARKS.md, "Many users in one store"). So only
