@@ -6,6 +6,7 @@ will see."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from click.testing import CliRunner
@@ -120,6 +121,27 @@ def test_flush_reads_a_content_part_whose_text_is_not_text(db_path, tmp_path):
     assert "42 cats." in request["messages"][-1]["content"]
     assert Message("user", "42") == Message.from_dict(
         {"role": "user", "content": [{"type": "text", "text": 42}, {"type": "text"}]})
+
+
+def test_flush_reads_plain_string_parts_and_a_lone_part(store, db_path, tmp_path):
+    """Content parts that are plain strings (LangChain's content lists hold them) and one
+    part given without its list reach the model as the user's text, through the API and
+    ctxslots flush alike, not as an empty message or a Python dict's repr."""
+    messages = [{"role": "user", "content": ["I moved to Porto. ",
+                                             {"type": "image_url", "image_url": {"url": "x"}},
+                                             {"type": "text", "text": "I cook on Sundays."}]},
+                {"role": "user", "content": {"type": "text", "text": "I ride a bike."}}]
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
+    with ScriptedChatServer([REPLY, REPLY]) as server:
+        MemoryFlusher(store, OpenAIChatClient(server.base_url, "m")).flush(messages, force=True)
+        result = _run(db_path, "flush", str(chat), "--base-url", server.base_url, "--model", "m")
+    assert 0 == result.exit_code, result.output
+    for request in server.requests:
+        prompt = request["messages"][-1]["content"]
+        assert "```text\nI moved to Porto. I cook on Sundays.\n```" in prompt
+        assert "```text\nI ride a bike.\n```" in prompt
+        assert "'type'" not in prompt and "image_url" not in prompt
 
 
 def test_flush_command_names_the_line_holding_half_a_character(db_path, tmp_path):

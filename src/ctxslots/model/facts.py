@@ -246,6 +246,17 @@ class Hit:
         return out
 
 
+def _part_text(part: object) -> str:
+    """The text of one content part: a ``{"type": "text", "text": ...}`` part's text (as
+    a content of no text, ``""`` when it has none), or a plain string, as LangChain's
+    content lists hold; ``""`` for a part of no text (an image, audio)."""
+    if isinstance(part, str):
+        return part
+    if isinstance(part, Mapping) and part.get("text") is not None:
+        return str(part["text"])
+    return ""
+
+
 #: The roles a chat-completions message may have.
 MESSAGE_ROLES = ("system", "user", "assistant", "tool")
 
@@ -268,17 +279,19 @@ class Message:
     def from_dict(cls, data: Mapping[str, Any]) -> Message:
         """Build a message from an OpenAI-style ``{"role", "content"}`` mapping.
 
+        A content given as a list of parts is the text of its ``"text"`` parts and plain
+        strings, joined; parts of no text (images, audio) are left out.
+
         :raises InvalidArgumentError: ``data`` is not a mapping.
         """
         if not isinstance(data, Mapping):
             raise InvalidArgumentError(f"a message must be a mapping with 'role' and 'content', "
                                        f"not {data!r}", field="data", value=data)
         content = data.get("content")
+        if isinstance(content, Mapping):  # one content part, not in a list
+            content = [content]
         if isinstance(content, list):  # content parts: keep the text ones
-            content = "".join(
-                "" if p.get("text") is None else str(p["text"])  # as a content of no text
-                for p in content if isinstance(p, Mapping)
-            )
+            content = "".join(_part_text(p) for p in content)
         msg_id = data.get("id")
         return cls(
             role=str(data.get("role", "")),
