@@ -436,6 +436,45 @@ def test_graph_messages_become_conversation_lines():
         [(m.role, m.content) for m in lines]
 
 
+def test_string_parts_of_a_message_are_its_text(db_path, clock):
+    """A user message whose content list holds plain strings beside an image (as LangChain
+    allows) is the text the context node searches with and the flush node sends; a
+    developer mapping is a system line."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.graph import MessagesState
+
+    facts = FactStore(db_path, clock=clock)
+    facts.add("user", "Salt cod needs a day of soaking before bacalhau.", user="alice")
+    flush = ScriptedChatServer([flush_reply(("user", "dish", "The user cooks bacalhau."))])
+    flusher = MemoryFlusher(facts, OpenAIChatClient(flush.base_url, "scripted", max_retries=0),
+                            policy=FlushPolicy(every_n_turns=1))
+    memory = Memory(facts, flusher=flusher)
+
+    class Turn(MessagesState):
+        memory_context: str
+
+    builder = StateGraph(Turn)
+    builder.add_node("recall", context_node(memory))
+    builder.add_node("remember", flush_node(memory))
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", "remember")
+    builder.add_edge("remember", END)
+    said = HumanMessage(content=["In Porto I cook bacalhau.",
+                                 {"type": "image_url", "image_url": {"url": "https://x/y.png"}}])
+    try:
+        out = builder.compile().invoke({"messages": [said]}, _config("alice"))
+        assert "Salt cod needs a day of soaking" in out["memory_context"]  # found by it
+        assert "The user cooks bacalhau." == facts.get_by_key("user", "dish", user="alice").value
+        assert "```text\nIn Porto I cook bacalhau.\n```" in flush.requests[0]["messages"][-1][
+            "content"]
+    finally:
+        flush.close()
+        facts.close()
+    assert [("system", "Be brief."), ("user", "a b")] == [
+        (m.role, m.content) for m in to_messages([{"role": "developer", "content": "Be brief."},
+                                                  HumanMessage(content=["a", "b"])])]
+
+
 def test_the_nodes_run_under_invoke_too(db_path, clock):
     """A synchronous ``invoke`` runs the same context and flush nodes."""
     facts = FactStore(db_path, clock=clock)

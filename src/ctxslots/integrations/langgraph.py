@@ -407,7 +407,7 @@ def identity_from_config(config: RunnableConfig | Mapping[str, Any] | None) -> R
 
 
 _ROLES = {"human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
-          "system": "system", "tool": "tool"}
+          "system": "system", "developer": "system", "tool": "tool"}
 
 
 def _role_and_text(message: object) -> tuple[str | None, str]:
@@ -423,8 +423,10 @@ def _role_and_text(message: object) -> tuple[str | None, str]:
     else:
         role, content = getattr(message, "type", None), getattr(message, "content", None)
     if not isinstance(content, str):
-        content = " ".join(p.get("text", "") for p in content or []
-                           if isinstance(p, Mapping) and isinstance(p.get("text"), str)) \
+        # A content list: its text parts and plain strings (LangChain's lists hold both).
+        content = " ".join(p if isinstance(p, str) else p["text"] for p in content
+                           if isinstance(p, str) or (isinstance(p, Mapping)
+                                                     and isinstance(p.get("text"), str))) \
             if isinstance(content, list) else ""
     return _ROLES.get(role) if isinstance(role, str) else None, content
 
