@@ -127,6 +127,25 @@ def test_the_runs_messages_are_flushed_after_it(store, servers):
     assert "memory_query" not in sent
 
 
+def test_a_prompt_of_text_content_parts_is_the_users_text(store, servers):
+    """A user prompt given as TextContent beside an image is what memory is searched with
+    and what the flush reads, not a prompt with no text."""
+    from pydantic_ai.messages import ImageUrl, TextContent
+
+    store.add("user", "Salt cod needs a day of soaking before bacalhau.", user="alice")
+    model, flush = servers(["Enjoy."], [flush_reply(("user", "dish", "The user cooks bacalhau."))])
+    memory = Memory(store, flusher=scripted_flusher(store, flush, every_n_turns=1))
+    deps = MemoryContext(user="alice", conversation="chat-1")
+    _agent(_model(model), memory).run_sync(
+        [TextContent("In Porto I cook bacalhau."), ImageUrl("https://example.com/dish.png")],
+        deps=deps)
+    assert "Salt cod needs a day of soaking" in _system(model.requests[0])
+    assert deps.flush_report is not None and deps.flush_report.status == "applied"
+    assert "The user cooks bacalhau." == store.get_by_key("user", "dish", user="alice").value
+    assert "```text\nIn Porto I cook bacalhau.\n```" in flush.requests[0]["messages"][-1][
+        "content"]
+
+
 def test_a_flush_not_due_is_logged_and_reported(store, servers, caplog):
     """The default policy waits; the report says why and a log line says so."""
     model, flush = servers(["Hello."])

@@ -38,6 +38,7 @@ try:
         ModelRequest,
         ModelResponse,
         SystemPromptPart,
+        TextContent,
         ToolReturnPart,
         UserPromptPart,
     )
@@ -60,10 +61,12 @@ def _who(ctx: RunContext[Any]) -> RunIdentity:
 
 
 def _prompt_text(prompt: object) -> str:
+    """The text of a user prompt: a string, or its strings and ``TextContent`` parts."""
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, Sequence):
-        return "\n".join(p for p in prompt if isinstance(p, str))
+        return "\n".join(p if isinstance(p, str) else p.content for p in prompt
+                         if isinstance(p, str | TextContent))
     return ""
 
 
