@@ -58,6 +58,25 @@ def test_flush_refuses_a_role_before_calling_the_model(store, role):
     assert 0 == flusher.messages_read("default")
 
 
+@pytest.mark.parametrize(("item", "said"), [
+    ({"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{}"},
+     ("messages[1] has no role (a 'function_call' item, not a chat message); a message's role "
+      "is one of system, user, assistant, tool")),
+    ({"content": "Beep."},
+     "messages[1] has no role; a message's role is one of system, user, assistant, tool"),
+])
+def test_flush_says_a_message_has_no_role(store, item, said):
+    """A mapping with no role (a Responses API item passed by mistake) is refused saying it
+    has no role and what it is, not as a message of the role ''; nothing is sent or read."""
+    with ScriptedChatServer([REPLY]) as server:
+        flusher = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m"))
+        with pytest.raises(InvalidArgumentError) as caught:
+            flusher.flush([{"role": "user", "content": "Hello."}, item], force=True)
+    assert said == str(caught.value)
+    assert [] == server.requests
+    assert 0 == flusher.messages_read("default")
+
+
 def test_flush_command_names_the_line_and_the_role(db_path, tmp_path):
     """ctxslots flush with a "robot" line: one error line naming file, line and role; no request."""
     chat = tmp_path / "chat.jsonl"

@@ -40,7 +40,7 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
 
     :raises InvalidArgumentError: ``messages`` is not a sequence, an entry is
         neither a message nor a mapping, a message's role, content or id is not text
-        (an id may be ``None``), its role is not one of :data:`MESSAGE_ROLES`, or its
+        (an id may be ``None``), it has no role or one not of :data:`MESSAGE_ROLES`, or its
         content or id holds a lone surrogate (field ``"messages"``).
     """
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
@@ -51,6 +51,13 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
         if isinstance(m, Message):
             out.append(m)
         elif isinstance(m, Mapping):
+            if m.get("role") is None:  # a Responses API item ({"type": "function_call"})
+                kind = m.get("type")
+                raise InvalidArgumentError(
+                    f"messages[{i}] has no role"
+                    + (f" (a {str(kind)[:40]!r} item, not a chat message)" if kind else "")
+                    + f"; a message's role is one of {', '.join(MESSAGE_ROLES)}",
+                    field="messages", value=m)
             out.append(Message.from_dict(m))
         else:
             raise InvalidArgumentError(
