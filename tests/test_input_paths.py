@@ -6,6 +6,7 @@ will see."""
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import json
 
 import pytest
@@ -161,6 +162,26 @@ def test_flush_reads_plain_string_parts_and_a_lone_part(store, db_path, tmp_path
         assert "```text\nI moved to Porto. I cook on Sundays.\n```" in prompt
         assert "```text\nI ride a bike.\n```" in prompt
         assert "'type'" not in prompt and "image_url" not in prompt
+
+
+class _Role(str, enum.Enum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+def test_flush_reads_a_role_given_as_a_str_enum(store):
+    """A role that is a member of a host's ``str`` enum (as a pydantic model's
+    ``model_dump()`` leaves it, or a Message built with it) is its value, "user", not its
+    name "Role.USER": the mapping is not refused and the model is shown the role."""
+    with ScriptedChatServer([REPLY]) as server:
+        report = MemoryFlusher(store, OpenAIChatClient(server.base_url, "m")).flush(
+            [{"role": _Role.USER, "content": "I moved to Porto."},
+             Message(_Role.ASSISTANT, "Noted.")], force=True)
+        assert "applied" == report.status
+        prompt = server.requests[0]["messages"][-1]["content"]
+    assert "## Message 1 (user)\n" in prompt and "## Message 2 (assistant)\n" in prompt
+    assert "_Role" not in prompt
+    assert Message("user", "Hi.") == Message.from_dict({"role": _Role.USER, "content": "Hi."})
 
 
 def test_flush_command_names_the_line_holding_half_a_character(db_path, tmp_path):

@@ -14,6 +14,7 @@ from typing import Any
 from .._readable import count
 from ..errors import InvalidArgumentError
 from ..model import MESSAGE_ROLES, Message
+from ..model.facts import plain_text
 from ..stores import FactStore
 from ..stores.writes.limits import LONE_SURROGATE, check_conversation
 
@@ -72,6 +73,11 @@ def check_messages(messages: Sequence[Message | Mapping[str, Any]]) -> list[Mess
             name, value = wrong[0]
             raise InvalidArgumentError(f"messages[{i}].{name} must be text, not "
                                        f"{type(value).__name__}", field="messages", value=value)
+        if any(type(text) not in (str, type(None))
+               for text in (out[-1].role, out[-1].content, out[-1].id)):
+            # A str enum's member: its own characters, not its name ("Role.USER").
+            out[-1] = Message(plain_text(out[-1].role), plain_text(out[-1].content),
+                              None if out[-1].id is None else plain_text(out[-1].id))
         if out[-1].role not in MESSAGE_ROLES:
             raise InvalidArgumentError(
                 f"messages[{i}] has the role {out[-1].role[:40]!r}; a message's role is one of "

@@ -251,10 +251,16 @@ def _part_text(part: object) -> str:
     a content of no text, ``""`` when it has none), or a plain string, as LangChain's
     content lists hold; ``""`` for a part of no text (an image, audio)."""
     if isinstance(part, str):
-        return part
+        return plain_text(part)
     if isinstance(part, Mapping) and part.get("text") is not None:
-        return str(part["text"])
+        return plain_text(part["text"])
     return ""
+
+
+def plain_text(value: object) -> str:
+    """``value`` as text; a ``str`` subclass (a member of a ``str`` enum, whose ``str()``
+    is its name, ``"Role.USER"``) as the characters it holds (``"user"``)."""
+    return str.__str__(value) if isinstance(value, str) else str(value)
 
 
 #: The roles a chat-completions message may have.
@@ -294,9 +300,9 @@ class Message:
             content = "".join(_part_text(p) for p in content)
         msg_id = data.get("id")
         return cls(
-            role=str(data.get("role", "")),
-            content="" if content is None else str(content),
-            id=None if msg_id is None else str(msg_id),
+            role=plain_text(data.get("role", "")),
+            content="" if content is None else plain_text(content),
+            id=None if msg_id is None else plain_text(msg_id),
         )
 
     def to_dict(self) -> dict[str, str]:
