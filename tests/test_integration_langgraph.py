@@ -453,16 +453,10 @@ def test_string_parts_of_a_message_are_its_text(db_path, clock):
     class Turn(MessagesState):
         memory_context: str
 
-    builder = StateGraph(Turn)
-    builder.add_node("recall", context_node(memory))
-    builder.add_node("remember", flush_node(memory))
-    builder.add_edge(START, "recall")
-    builder.add_edge("recall", "remember")
-    builder.add_edge("remember", END)
     said = HumanMessage(content=["In Porto I cook bacalhau.",
                                  {"type": "image_url", "image_url": {"url": "https://x/y.png"}}])
     try:
-        out = builder.compile().invoke({"messages": [said]}, _config("alice"))
+        out = _recall_then_flush(memory, Turn).invoke({"messages": [said]}, _config("alice"))
         assert "Salt cod needs a day of soaking" in out["memory_context"]  # found by it
         assert "The user cooks bacalhau." == facts.get_by_key("user", "dish", user="alice").value
         assert "```text\nIn Porto I cook bacalhau.\n```" in flush.requests[0]["messages"][-1][
