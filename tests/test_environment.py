@@ -324,3 +324,29 @@ def test_a_jsonl_file_opened_in_the_locales_encoding_imports_as_utf8(tmp_path, w
                           text=True, timeout=600, check=False)
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert done.stdout == ascii(["Café 東京"]) + "\n"
+
+
+_OPEN_STORE = """
+from ctxslots import FactStore, StoreError
+try:
+    FactStore("\\u6771.db")  # an escape: the locale decodes this code as Latin-1
+except StoreError as exc:
+    print(ascii(str(exc)))
+"""
+
+
+def test_a_store_name_the_locale_cannot_encode_is_refused_in_one_line(tmp_path):
+    """In a Latin-1 locale, ``東.db`` has no bytes on disk: opening it raises a
+    :class:`StoreError` naming the character, not a ``UnicodeEncodeError``, and no file
+    is written."""
+    locales, work = tmp_path / "locales", tmp_path / "work"
+    locales.mkdir()
+    work.mkdir()
+    done = subprocess.run([sys.executable, "-c", _OPEN_STORE],
+                          cwd=work, env=_latin1_locale(locales), capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == ascii(
+        "cannot open \u6771.db: file names are in latin-1 here, which has no bytes for "
+        "'\u6771'; name the store in characters it has, or run in a UTF-8 locale") + "\n"
+    assert os.listdir(work) == []

@@ -96,9 +96,15 @@ def _sqlite_name(path: str) -> str:
     write another file than the one checked and made here.
 
     :raises StoreError: The name's bytes are not UTF-8 (a name in Latin-1, which reaches
-        Python as lone surrogates in a UTF-8 locale).
+        Python as lone surrogates in a UTF-8 locale), or the locale's encoding has no
+        bytes for a character of the name (``東`` in Latin-1).
     """
-    raw = os.fsencode(path)
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError as exc:
+        raise StoreError(f"cannot open {path}: file names are in {exc.encoding} here, which "
+                         f"has no bytes for {exc.object[exc.start:exc.end]!r}; name the store "
+                         "in characters it has, or run in a UTF-8 locale", path=path) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
