@@ -350,3 +350,31 @@ def test_a_store_name_the_locale_cannot_encode_is_refused_in_one_line(tmp_path):
         "cannot open \u6771.db: file names are in latin-1 here, which has no bytes for "
         "'\u6771'; name the store in characters it has, or run in a UTF-8 locale") + "\n"
     assert os.listdir(work) == []
+
+
+_CONVERSATION_ID = """
+import os, sys
+from pathlib import Path
+from ctxslots.cli.flush import conversation_id
+(name,) = os.listdir(sys.argv[1])
+print(ascii(conversation_id(Path(sys.argv[1]) / name)))
+"""
+
+
+def test_a_conversation_file_has_the_same_id_in_a_latin1_locale(tmp_path):
+    """``café.jsonl`` (UTF-8 on disk) read in a Latin-1 locale, where its name reaches
+    Python as ``cafÃ©.jsonl``, has the conversation id it has in a UTF-8 locale, so a
+    flush there goes on where the last one stopped instead of reading it all again."""
+    from ctxslots.cli.flush import conversation_id
+
+    chats, locales = tmp_path / "chats", tmp_path / "locales"
+    chats.mkdir()
+    locales.mkdir()
+    (chats / "café.jsonl").write_text('{"role": "user", "content": "Hi."}\n', encoding="utf-8")
+    here = conversation_id(chats / "café.jsonl")
+    assert here.startswith("file:café.jsonl:")
+    done = subprocess.run([sys.executable, "-c", _CONVERSATION_ID, str(chats)],
+                          env=_latin1_locale(locales), capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == ascii(here) + "\n"

@@ -92,11 +92,11 @@ def _read_messages(path: Path) -> list[Message]:
 
 def conversation_id(path: Path) -> str:
     """The default conversation id of a file: its name and a hash of its absolute path."""
-    # The name's own bytes, whatever the locale decoded them to (lone surrogates for
-    # bytes that are not UTF-8, or not the locale's): the same id in every locale.
-    digest = hashlib.sha256(str(path.resolve()).encode("utf-8", "surrogateescape")
-                            ).hexdigest()[:12]
-    name = path.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    # The name's own bytes, whatever the locale decoded them to (Latin-1 characters in a
+    # Latin-1 locale, lone surrogates for bytes not the locale's): the same id in every
+    # locale, shown as UTF-8.
+    digest = hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:12]
+    name = os.fsencode(path.name).decode("utf-8", "replace")
     return f"file:{name[:100]}:{digest}"
 
 
