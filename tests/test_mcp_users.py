@@ -179,16 +179,18 @@ def test_a_token_file_with_a_byte_order_mark_names_the_users_as_written(tmp_path
     assert {ALICE: "alice", BOB: "bob"} == TokenUsers.from_file(tokens).by_token
 
 
-@pytest.mark.parametrize(("text", "encoding", "line", "reason"), [
-    ("alice {a}\nZoë {b}\n", "latin-1", 2, "invalid continuation byte"),
-    ("alice {a}\nbob {b}\n", "utf-16", 1, "invalid start byte"),
+@pytest.mark.parametrize(("mark", "text", "encoding", "line", "reason"), [
+    (b"", "alice {a}\nZoë {b}\n", "latin-1", 2, "invalid continuation byte"),
+    (b"", "alice {a}\nbob {b}\n", "utf-16", 1, "invalid start byte"),
+    (b"\xef\xbb\xbf", "alice {a}\nZoë {b}\n", "latin-1", 2, "invalid continuation byte"),
 ])
-def test_a_token_file_that_is_not_utf8_is_refused_naming_the_line(tmp_path, text, encoding,
-                                                                  line, reason):
-    """A token file saved in Latin-1 or UTF-16 is refused in one line naming the file, the
-    first line that is not UTF-8 and why, never a token."""
+def test_a_token_file_that_is_not_utf8_is_refused_naming_the_line(tmp_path, mark, text,
+                                                                  encoding, line, reason):
+    """A token file saved in Latin-1 or UTF-16, or with a UTF-8 byte-order mark and then
+    Latin-1, is refused in one line naming the file, the first line that is not UTF-8
+    (counted after the mark) and why, never a token."""
     tokens = tmp_path / "tokens"
-    tokens.write_bytes(text.format(a=ALICE, b=BOB).encode(encoding))
+    tokens.write_bytes(mark + text.format(a=ALICE, b=BOB).encode(encoding))
     tokens.chmod(0o600)
     with pytest.raises(InvalidArgumentError) as caught:
         TokenUsers.from_file(tokens)

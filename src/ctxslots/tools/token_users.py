@@ -13,6 +13,7 @@ user facts and the shared workspace, never another user's.
 
 from __future__ import annotations
 
+import codecs
 import hmac
 import json
 import os
@@ -220,10 +221,10 @@ class TokenUsers:
             if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
                 raise InvalidArgumentError(f"the token file {where} belongs to another user",
                                            field="tokens", value=str(where))
-            data = fp.read()
+            # A byte-order mark (as Notepad saves) is not part of the first user.
+            data = fp.read().removeprefix(codecs.BOM_UTF8)
         try:
-            # utf-8-sig: a byte-order mark (as Notepad saves) is not part of the first user.
-            text = data.decode("utf-8-sig")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             line = data.count(b"\n", 0, exc.start) + 1
             raise InvalidArgumentError(f"{where} line {line}: not UTF-8 text ({exc.reason}); "
