@@ -200,8 +200,8 @@ def gather(search: Search, wanted: Wanted, *, can_relax: Callable[[], bool]) -> 
         if len(found) < want:
             break
         if want >= ceiling:
-            if wanted.limit is not None:  # the overfetched hits, dropped for the limit, say
-                # it; without any:
+            # At its limit: overfetched hits, dropped for it, say so; with none, the note does.
+            if wanted.limit is not None:
                 return Gathered(hits, None if wanted.overfetch else
                                 f"offered its limit of {count(wanted.limit, 'fact')}; more may "
                                 "match")
