@@ -274,20 +274,20 @@ def test_fill_said_beside_a_clear_match_comes_first(tmp_path: Path) -> None:
         with store.batch():
             for n in range(200):  # other sessions: short, so BM25 ranks them first
                 store.add("user", f"Rosaline likes thing {n}.", observed_at=1_600_000_000.0 + n)
-            research = store.add("user", "Rosaline researched rowing clubs in May.",
+            visit = store.add("user", "Rosaline visited rowing clubs in May.",
                                  observed_at=1_650_000_000.0)
             beside = [store.add("user", f"Rosaline spoke at length with a coach about the "
                                         f"long and careful training plan, part {n}.",
                                 observed_at=1_650_000_000.0) for n in range(3)]
-        request = AssemblyRequest("What did Rosaline research?", budget=600)
+        request = AssemblyRequest("Which rowing clubs did Rosaline visit?", budget=600)
         section = UserMemoryContributor(store).contribute(request)
         assert section is not None
         ids = [i.fact.id for i in section.items if i.fact is not None]
-        assert [research.id, *sorted(f.id for f in beside)] == \
+        assert [visit.id, *sorted(f.id for f in beside)] == \
             [ids[0], *sorted(ids[1:4])]
         assert {"below_cut"} == {i.trace.fill for i in section.items[1:]}
         # Without the episode the three would come after every shorter "likes" fact.
-        plain = store.search("What did Rosaline research?", slots=["user"], limit=500,
+        plain = store.search("Which rowing clubs did Rosaline visit?", slots=["user"], limit=500,
                              track_access=False)
         assert {f.id for f in beside} == {h.fact.id for h in plain[-3:]}
         rest = [h.fact.id for h in plain[1:-3]]
