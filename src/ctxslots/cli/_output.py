@@ -23,7 +23,6 @@ UTF-8, and a document written to standard output (a JSONL export, a dump) goes t
 
 from __future__ import annotations
 
-import codecs
 import io
 import json
 import os
@@ -33,6 +32,8 @@ from typing import IO, Any, cast
 
 import attrs
 import click
+
+from .._streams import speaks_utf8
 
 __all__ = ["SafeWriter", "document_stdout", "echo", "echo_json", "silence_stdout_if_broken",
            "terminal_safe", "tolerant_streams"]
@@ -65,16 +66,7 @@ def echo_json(data: Any, *, indent: int | None = 2) -> None:
     """Print ``data`` as JSON (indented unless ``indent`` is ``None``), control characters
     escaped the JSON way; to a standard output that is not UTF-8 (a Latin-1 locale), every
     character beyond ASCII is escaped too, so the JSON reads back as the same values."""
-    echo(json.dumps(data, indent=indent, ensure_ascii=not _writes_utf8(sys.stdout)))
-
-
-def _writes_utf8(stream: Any) -> bool:
-    """Whether ``stream`` encodes its text as UTF-8 (no encoding known: taken as UTF-8)."""
-    encoding = getattr(stream, "encoding", None)
-    try:
-        return encoding is None or codecs.lookup(encoding).name == "utf-8"
-    except LookupError:
-        return False
+    echo(json.dumps(data, indent=indent, ensure_ascii=not speaks_utf8(sys.stdout)))
 
 
 def tolerant_streams() -> None:
@@ -82,7 +74,7 @@ def tolerant_streams() -> None:
     the locale's encoding has no byte for is written as its escape (``\\u6771``) instead
     of ending the command in a ``UnicodeEncodeError``. A UTF-8 stream is left as it is."""
     for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper) and not _writes_utf8(stream):
+        if isinstance(stream, io.TextIOWrapper) and not speaks_utf8(stream):
             stream.reconfigure(errors="backslashreplace")
 
 
@@ -120,7 +112,7 @@ def document_stdout() -> IO[str]:
     as its format promises; ``sys.stdout`` itself when it is UTF-8 already."""
     stream = sys.stdout
     buffer = getattr(stream, "buffer", None)
-    if _writes_utf8(stream) or buffer is None:
+    if speaks_utf8(stream) or buffer is None:
         return stream
     stream.flush()  # what was printed before comes first
     return cast(IO[str], _Utf8Writer(buffer))

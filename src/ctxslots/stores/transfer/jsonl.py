@@ -19,6 +19,7 @@ from typing import Any, TextIO
 import attrs
 import numpy as np
 
+from ..._streams import speaks_utf8
 from ...errors import InvalidArgumentError
 from ..backend import Row
 from ..core import StoreCore
@@ -45,17 +46,6 @@ def _line(data: dict[str, Any], *, ascii_only: bool = False) -> str:
 
 
 # -- reading the store -------------------------------------------------------
-
-
-def _writes_utf8(fp: object) -> bool:
-    """Whether ``fp`` encodes text as UTF-8, or says nothing of it (``io.StringIO``)."""
-    encoding = getattr(fp, "encoding", None)
-    if not isinstance(encoding, str):
-        return True
-    try:
-        return codecs.lookup(encoding).name == "utf-8"
-    except LookupError:
-        return False
 
 
 def _check_stream(fp: object, method: str, caller: str) -> None:
@@ -102,7 +92,7 @@ def export_jsonl(
     _check_stream(fp, "write", "export_jsonl")
     # A file in another encoding (open(path, "w") in a Latin-1 locale) gets ASCII JSON:
     # still UTF-8, the same values, and no character it cannot encode.
-    ascii_only = not _writes_utf8(fp)
+    ascii_only = not speaks_utf8(fp)
     flt = export_filter(core, slots, scope, user, agent)
     backend = core.backend
     with backend.snapshot():
@@ -152,7 +142,7 @@ def _read_as_utf8(fp: object) -> None:
 
     :raises InvalidArgumentError: It was read from already, so it cannot be.
     """
-    if not isinstance(fp, io.TextIOWrapper) or _writes_utf8(fp) \
+    if not isinstance(fp, io.TextIOWrapper) or speaks_utf8(fp) \
             or codecs.lookup(fp.encoding).name != \
             codecs.lookup(locale.getpreferredencoding(False)).name:
         return
