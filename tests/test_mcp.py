@@ -118,10 +118,9 @@ def test_slot_option_narrows_the_tools(tmp_path):
     assert not results[1].is_error and _text(results[1]).startswith("Stored [id:1] (agent, today)")
 
 
-def test_a_plugin_slot_of_a_workspace_gets_the_servers_scope(tmp_path, monkeypatch):
-    """``mcp --scope repo --slot style``: a plugin slot whose facts belong to a workspace
-    is written to ``repo``, as ``project`` is (and as ``ctxslots flush`` writes it),
-    never as a global fact every workspace sees."""
+def _style_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Install a plugin registering a ``style`` slot whose facts belong to a workspace,
+    loaded by the server processes the test starts."""
     site = install_plugin(
         tmp_path / "site", "style",
         "from ctxslots import hookimpl\n\n\n@hookimpl\ndef register_slots(register):\n"
@@ -129,6 +128,13 @@ def test_a_plugin_slot_of_a_workspace_gets_the_servers_scope(tmp_path, monkeypat
     monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "style")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+
+
+def test_a_plugin_slot_of_a_workspace_gets_the_servers_scope(tmp_path, monkeypatch):
+    """``mcp --scope repo --slot style``: a plugin slot whose facts belong to a workspace
+    is written to ``repo``, as ``project`` is (and as ``ctxslots flush`` writes it),
+    never as a global fact every workspace sees."""
+    _style_plugin(tmp_path, monkeypatch)
     db = tmp_path / "memory.db"
     calls = [("memory_store", {"slot": "style", "value": "The team indents with tabs."}),
              ("memory_store", {"slot": "project", "value": "The project is written in Rust."})]
@@ -145,13 +151,7 @@ def test_the_slot_argument_describes_the_slots_offered_and_only_those(tmp_path, 
     """memory_store's slot description, as the official client lists it, names each slot
     of --slot with what it holds (a plugin slot with its registered description) and
     says nothing of a slot the server does not offer."""
-    site = install_plugin(
-        tmp_path / "site", "style",
-        "from ctxslots import hookimpl\n\n\n@hookimpl\ndef register_slots(register):\n"
-        '    register("style", "How the team writes code.", "scope")\n')
-    monkeypatch.setenv("CTXSLOTS_LOAD_PLUGINS", "style")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    _style_plugin(tmp_path, monkeypatch)
 
     def slot_description(*slots: str) -> str:
         options = [arg for slot in slots for arg in ("--slot", slot)]

@@ -26,6 +26,22 @@ def _waits_for_a_lock(watch: Any) -> bool:
     return bool(row[0])
 
 
+def _aside(pg_url: str, work: Any, into: list[Any], done: threading.Event) -> None:
+    """Start a thread running ``work(store)`` on another store of ``pg_url``: its result
+    (or the exception it raised, for the test's assertion to show) goes into ``into``,
+    then ``done`` is set."""
+    def run() -> None:
+        try:
+            with FactStore(pg_url, embedder=False) as other:
+                into.append(work(other))
+        except Exception as exc:
+            into.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+
+
 @pytest.mark.parametrize(("ids", "keys"), [(True, True), (True, False), (False, False)],
                          ids=["ids-and-keys", "ids", "free-memories"])
 def test_an_import_started_during_another_of_the_same_file_skips_every_fact(pg_url, ids,
@@ -40,15 +56,6 @@ def test_an_import_started_during_another_of_the_same_file_skips_every_fact(pg_u
     second: list[ImportReport | BaseException] = []
     done = threading.Event()
 
-    def import_again() -> None:
-        try:
-            with FactStore(pg_url, embedder=False) as other:
-                second.append(other.import_jsonl(io.StringIO(text)))
-        except Exception as exc:  # the assertion below shows it
-            second.append(exc)
-        finally:
-            done.set()
-
     with FactStore(pg_url, embedder=False) as store, \
             psycopg.connect(pg_url, autocommit=True) as watch:
 
@@ -57,7 +64,7 @@ def test_an_import_started_during_another_of_the_same_file_skips_every_fact(pg_u
                 return
             # The first import's transaction is open, its first thousands of records
             # written (records with no id are written a batch late): the second starts.
-            threading.Thread(target=import_again, daemon=True).start()
+            _aside(pg_url, lambda other: other.import_jsonl(io.StringIO(text)), second, done)
             while not done.is_set() and not _waits_for_a_lock(watch):
                 done.wait(0.005)
 
@@ -83,15 +90,6 @@ def test_a_search_answers_while_an_import_holds_the_writers_off(pg_url):
     found: list[Any] = []
     answered = threading.Event()
 
-    def search() -> None:
-        try:
-            with FactStore(pg_url, embedder=False) as other:
-                found.append([h.fact.id for h in other.search("deploy script")])
-        except Exception as exc:  # the assertion below shows it
-            found.append(exc)
-        finally:
-            answered.set()
-
     with FactStore(pg_url, embedder=False) as store, \
             psycopg.connect(pg_url, autocommit=True) as watch:
 
@@ -99,7 +97,8 @@ def test_a_search_answers_while_an_import_holds_the_writers_off(pg_url):
             if handled != 1000:
                 return
             assert _waits_for_a_lock(watch) is False
-            threading.Thread(target=search, daemon=True).start()
+            _aside(pg_url, lambda other: [h.fact.id for h in other.search("deploy script")],
+                   found, answered)
             # Inside the import's transaction: the search answers before it commits.
             found.append(answered.wait(120))
 
